@@ -1,0 +1,31 @@
+#include "command.h"
+
+namespace octet::cli {
+
+const std::vector<Command>& Commands() {
+  static const std::vector<Command> commands = {
+      {"generate", "generate text or ids from a model folder", nullptr,
+       "waiting for the CPU engine (issue 3)"},
+      {"chat", "interactive terminal chat with a model", nullptr,
+       "waiting for the tokenizer and chat templates (issue 4)"},
+      {"tokenize", "encode/decode with a tokenizer.json", nullptr,
+       "waiting for the tokenizer (issue 4)"},
+      {"serve", "OpenAI-compatible HTTP + gRPC server", nullptr,
+       "waiting for tensor-parallel serving (issue 6)"},
+      {"plan", "memory plan: does a model fit these nodes", nullptr,
+       "waiting for the memory planner (issue 6)"},
+      {"bench", "llama-benchy-style benchmark, runs stored in SQLite", nullptr,
+       "waiting for the benchmark runner (issue 6)"},
+      {"collbench", "collectives benchmark like nccl-tests", nullptr,
+       "waiting for the collectives library (issue 5)"},
+      {"route", "request router gateway", nullptr, "waiting for the router (issue 9)"},
+      {"train", "data-parallel GPT pre-training", nullptr, "waiting for the trainer (issue 10)"},
+      {"cluster", "cluster profiles, status and the local embedded cluster", nullptr,
+       "waiting for the node agent (issue 7)"},
+      {"worker", "one rank of a job (spawned by octet and octet-agent)", nullptr,
+       "waiting for tensor-parallel serving (issue 6)"},
+  };
+  return commands;
+}
+
+}  // namespace octet::cli

@@ -1,0 +1,48 @@
+// `octet`: one command line for everything headless (see docs/CLI.md).
+#include <cstdio>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "command.h"
+#include "octet/base/build_info.h"
+
+namespace {
+
+void PrintHelp() {
+  std::cout << "usage: octet <command> [flags]   (octet <command> --help for its flags)\n\n"
+               "Octet: desk-side AI cluster workbench for 1-8 DGX Spark nodes.\n\ncommands:\n";
+  for (const auto& c : octet::cli::Commands()) {
+    std::string name(c.name);
+    std::cout << "  " << name << std::string(name.size() < 12 ? 12 - name.size() : 1, ' ') << c.summary;
+    if (!c.run) std::cout << "  [not in this build yet]";
+    std::cout << "\n";
+  }
+  std::cout << "\n  --version   print the version and what this build includes\n";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h" ||
+      std::string(argv[1]) == "help") {
+    PrintHelp();
+    return argc < 2 ? octet::cli::kExitUsage : octet::cli::kExitOk;
+  }
+  const std::string name = argv[1];
+  if (name == "--version" || name == "version") {
+    std::cout << octet::GetBuildInfo().ToString() << "\n";
+    return octet::cli::kExitOk;
+  }
+  for (const auto& c : octet::cli::Commands()) {
+    if (c.name != name) continue;
+    if (!c.run) {
+      std::cerr << "octet " << name << ": not available in this build yet: " << c.pending << "\n";
+      return octet::cli::kExitUnavailable;
+    }
+    std::vector<std::string> args(argv + 2, argv + argc);
+    return c.run(args);
+  }
+  std::cerr << "octet: unknown command '" << name << "' (see octet --help)\n";
+  return octet::cli::kExitUsage;
+}

@@ -1,0 +1,72 @@
+# Helpers shared by every folder's CMakeLists.txt.
+
+# Compile definitions every Octet target sees, describing what was built in.
+function(octet_target_defaults target)
+  target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:${OCTET_CXX_WARNINGS}>)
+  target_compile_definitions(${target} PRIVATE
+    OCTET_VERSION="${PROJECT_VERSION}"
+    OCTET_HAVE_CUDA=$<BOOL:${OCTET_HAVE_CUDA}>
+    OCTET_HAVE_NCCL=$<BOOL:${OCTET_HAVE_NCCL}>
+    OCTET_HAVE_VERBS=$<BOOL:${OCTET_HAVE_VERBS}>)
+endfunction()
+
+# octet_add_library(<folder> SOURCES ... [DEPS ...] [PRIVATE_DEPS ...])
+# Creates octet_<folder> (alias octet::<folder>) with public headers in
+# <folder>/include and internals beside the sources.
+function(octet_add_library name)
+  cmake_parse_arguments(ARG "" "" "SOURCES;DEPS;PRIVATE_DEPS" ${ARGN})
+  add_library(octet_${name} STATIC ${ARG_SOURCES})
+  add_library(octet::${name} ALIAS octet_${name})
+  target_include_directories(octet_${name}
+    PUBLIC ${CMAKE_CURRENT_SOURCE_DIR}/include
+    PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/src)
+  target_link_libraries(octet_${name} PUBLIC ${ARG_DEPS} PRIVATE ${ARG_PRIVATE_DEPS})
+  octet_target_defaults(octet_${name})
+endfunction()
+
+# octet_add_test(<name> SOURCES ... DEPS ... [LABELS ...] [TIMEOUT s] [GUI])
+# A Qt Test executable registered with ctest. Every test gets the fixtures
+# directory and the build's bin directory through the environment, and a
+# deadline so nothing hangs CI.
+function(octet_add_test name)
+  cmake_parse_arguments(ARG "GUI" "TIMEOUT" "SOURCES;DEPS;LABELS" ${ARGN})
+  add_executable(${name} ${ARG_SOURCES})
+  set_target_properties(${name} PROPERTIES AUTOMOC ON
+                        RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
+  target_link_libraries(${name} PRIVATE Qt6::Test ${ARG_DEPS})
+  target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR}/tests/support)
+  octet_target_defaults(${name})
+  set(_args)
+  if(ARG_GUI)
+    set(_args -platform offscreen)
+  endif()
+  add_test(NAME ${name} COMMAND ${name} ${_args})
+  if(NOT ARG_TIMEOUT)
+    set(ARG_TIMEOUT 300)
+  endif()
+  set_tests_properties(${name} PROPERTIES
+    TIMEOUT ${ARG_TIMEOUT}
+    LABELS "${ARG_LABELS}"
+    SKIP_REGULAR_EXPRESSION "skipped: "
+    ENVIRONMENT "OCTET_FIXTURES_DIR=${OCTET_FIXTURES_DIR};OCTET_BIN_DIR=${CMAKE_BINARY_DIR}/bin;OCTET_SOURCE_DIR=${PROJECT_SOURCE_DIR};QT_QPA_PLATFORM=offscreen")
+endfunction()
+
+function(octet_print_summary)
+  message(STATUS "")
+  message(STATUS "Octet ${PROJECT_VERSION} configuration")
+  message(STATUS "  build type      : ${CMAKE_BUILD_TYPE}")
+  message(STATUS "  GUI (Qt)        : ${OCTET_WITH_GUI}")
+  message(STATUS "  CUDA            : ${OCTET_HAVE_CUDA} (archs ${OCTET_CUDA_ARCHITECTURES})")
+  message(STATUS "  NCCL            : ${OCTET_HAVE_NCCL}")
+  message(STATUS "  RDMA verbs      : ${OCTET_HAVE_VERBS}")
+  message(STATUS "  sanitizers      : ${OCTET_SANITIZE}")
+  message(STATUS "  fixtures        : ${OCTET_FIXTURES_DIR}")
+  if(OCTET_SUMMARY_LEFT_OUT)
+    foreach(_l ${OCTET_SUMMARY_LEFT_OUT})
+      message(STATUS "  left out        : ${_l}")
+    endforeach()
+  else()
+    message(STATUS "  left out        : nothing")
+  endif()
+  message(STATUS "")
+endfunction()

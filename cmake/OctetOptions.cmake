@@ -1,0 +1,54 @@
+# Build options. Backends are AUTO by default: on when the toolchain/library is
+# found, off (with a line in the configure summary saying so) when it is not.
+# ON makes a missing dependency a configure error; OFF skips the probe.
+option(OCTET_WITH_GUI "Build the Qt workbench (octet-workbench, ui/)" ON)
+set(OCTET_WITH_CUDA AUTO CACHE STRING "CUDA kernels and transport: AUTO, ON or OFF")
+set(OCTET_WITH_NCCL AUTO CACHE STRING "NCCL collectives backend: AUTO, ON or OFF")
+set(OCTET_WITH_VERBS AUTO CACHE STRING "RDMA verbs transport (rdma-core): AUTO, ON or OFF")
+set_property(CACHE OCTET_WITH_CUDA PROPERTY STRINGS AUTO ON OFF)
+set_property(CACHE OCTET_WITH_NCCL PROPERTY STRINGS AUTO ON OFF)
+set_property(CACHE OCTET_WITH_VERBS PROPERTY STRINGS AUTO ON OFF)
+set(OCTET_CUDA_ARCHITECTURES "90;121" CACHE STRING
+    "CUDA architectures: 90 = H100/H200, 121 = GB10 (DGX Spark)")
+set(OCTET_SANITIZE "" CACHE STRING "Sanitizers, comma separated (e.g. address,undefined)")
+option(OCTET_WARNINGS_AS_ERRORS "Treat compiler warnings as errors" OFF)
+set(OCTET_FIXTURES_DIR "${CMAKE_CURRENT_SOURCE_DIR}/../shared/fixtures" CACHE PATH
+    "Reference fixtures made by independent implementations; tests skip when absent")
+
+foreach(_opt OCTET_WITH_CUDA OCTET_WITH_NCCL OCTET_WITH_VERBS)
+  string(TOUPPER "${${_opt}}" _v)
+  if(_v STREQUAL "TRUE" OR _v STREQUAL "1" OR _v STREQUAL "YES")
+    set(_v ON)
+  elseif(_v STREQUAL "FALSE" OR _v STREQUAL "0" OR _v STREQUAL "NO")
+    set(_v OFF)
+  endif()
+  if(NOT _v MATCHES "^(AUTO|ON|OFF)$")
+    message(FATAL_ERROR "${_opt} must be AUTO, ON or OFF (got '${${_opt}}')")
+  endif()
+  set(${_opt} ${_v} CACHE STRING "" FORCE)
+endforeach()
+
+if(NOT CMAKE_BUILD_TYPE AND NOT CMAKE_CONFIGURATION_TYPES)
+  set(CMAKE_BUILD_TYPE RelWithDebInfo CACHE STRING "Build type" FORCE)
+endif()
+
+find_program(OCTET_CCACHE ccache)
+if(OCTET_CCACHE)
+  set(CMAKE_C_COMPILER_LAUNCHER ${OCTET_CCACHE})
+  set(CMAKE_CXX_COMPILER_LAUNCHER ${OCTET_CCACHE})
+  set(CMAKE_CUDA_COMPILER_LAUNCHER ${OCTET_CCACHE})
+endif()
+
+# Warnings and sanitizers apply to Octet's own targets (octet_target_defaults).
+set(OCTET_CXX_WARNINGS -Wall -Wextra -Wpedantic -Wno-unused-parameter -Wno-missing-field-initializers)
+if(OCTET_WARNINGS_AS_ERRORS)
+  list(APPEND OCTET_CXX_WARNINGS -Werror)
+endif()
+if(OCTET_SANITIZE)
+  string(REPLACE "," ";" _sans "${OCTET_SANITIZE}")
+  list(JOIN _sans "," _san_flag)
+  add_compile_options($<$<COMPILE_LANGUAGE:C,CXX>:-fsanitize=${_san_flag}>
+                      $<$<COMPILE_LANGUAGE:C,CXX>:-fno-omit-frame-pointer>
+                      $<$<COMPILE_LANGUAGE:C,CXX>:-fno-sanitize-recover=undefined>)
+  add_link_options(-fsanitize=${_san_flag})
+endif()

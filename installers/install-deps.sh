@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Installs every distribution package Octet's build and tests need.
+# Works on Debian 12 and Ubuntu 24.04 (DGX OS), amd64 and arm64. Idempotent:
+# when everything is present it prints nothing and exits 0.
+#
+#   installers/install-deps.sh          build + test dependencies
+#   installers/install-deps.sh --bench  also the comparison baselines used by
+#                                       tests/bench (OpenMPI, PyTorch CPU)
+set -euo pipefail
+
+want_bench=0
+for a in "$@"; do
+  case "$a" in
+    --bench) want_bench=1 ;;
+    -h|--help) sed -n '2,9p' "$0"; exit 0 ;;
+    *) echo "install-deps.sh: unknown argument '$a'" >&2; exit 2 ;;
+  esac
+done
+
+if ! command -v apt-get >/dev/null 2>&1; then
+  echo "install-deps.sh: this script supports Debian/Ubuntu (apt); install the equivalents of the" >&2
+  echo "packages listed in it by hand" >&2
+  exit 1
+fi
+
+packages=(
+  # toolchain
+  build-essential cmake ninja-build pkg-config ccache git
+  # Qt 6: Core/Test for app and tests; Widgets, OpenGL (Charts needs it), Charts for the workbench
+  qt6-base-dev qt6-base-dev-tools libqt6opengl6-dev qt6-charts-dev libgl-dev libxkbcommon-dev
+  # gRPC + Protobuf with the C++ code generators
+  libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
+  # configuration, storage, text, HTTP
+  libyaml-cpp-dev libsqlite3-dev sqlite3 libpcre2-dev nlohmann-json3-dev libcpp-httplib-dev libssl-dev
+  # RDMA (rdma-core): verbs headers, providers and tools for the device probe
+  libibverbs-dev ibverbs-providers rdma-core
+  # tests: a virtual display for the window, namespaces/veth for multi-host tests, an HTTP client
+  xvfb xauth iproute2 curl fonts-dejavu-core procps
+)
+if [ "$want_bench" = 1 ]; then
+  packages+=(libopenmpi-dev openmpi-bin python3-torch python3-numpy)
+fi
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+  if command -v sudo >/dev/null 2>&1; then SUDO="sudo"; else
+    echo "install-deps.sh: missing packages (${missing[*]}) and not root; run as root or install sudo" >&2
+    exit 1
+  fi
+fi
+echo "install-deps.sh: installing ${#missing[@]} package(s): ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+echo "install-deps.sh: done"

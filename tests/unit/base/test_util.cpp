@@ -1,0 +1,92 @@
+#include <QtTest>
+
+#include <sys/stat.h>
+
+#include "octet/base/args.h"
+#include "octet/base/file_util.h"
+#include "octet/base/npy.h"
+
+using namespace octet;
+
+class TestUtil : public QObject {
+  Q_OBJECT
+ private slots:
+  void argsParseForms() {
+    ArgParser p("octet x", "test");
+    p.Option("ranks", "N", "ranks", "2").Option("sizes", "LIST", "sizes").Flag("check", "check");
+    QVERIFY(p.Parse(std::vector<std::string>{"--sizes=1,2,3", "--check"}).ok());
+    QCOMPARE(*p.GetInt("ranks"), int64_t(2));
+    QVERIFY(!p.Given("ranks"));
+    QVERIFY(p.GetFlag("check"));
+    QCOMPARE(p.GetIntList("sizes")->size(), size_t(3));
+  }
+  void argsErrorsNameTheFlag() {
+    ArgParser p("octet x", "test");
+    p.Option("ranks", "N", "ranks");
+    Status s = p.Parse(std::vector<std::string>{"--rank", "2"});
+    QVERIFY(!s.ok());
+    QVERIFY(s.message().find("--rank") != std::string::npos);
+    ArgParser q("octet x", "test");
+    q.Option("ranks", "N", "ranks");
+    QVERIFY(!q.Parse(std::vector<std::string>{"--ranks"}).ok());
+    ArgParser r("octet x", "test");
+    r.Option("ranks", "N", "ranks");
+    QVERIFY(r.Parse(std::vector<std::string>{"--ranks", "two"}).ok());
+    auto v = r.GetInt("ranks");
+    QVERIFY(!v.ok());
+    QVERIFY(v.status().message().find("'two'") != std::string::npos);
+  }
+  void byteSizes() {
+    QCOMPARE(*ParseByteSize("64M"), int64_t(64) << 20);
+    QCOMPARE(*ParseByteSize("128GiB"), int64_t(128) << 30);
+    QCOMPARE(*ParseByteSize("8"), int64_t(8));
+    QCOMPARE(*ParseByteSize("1.5K"), int64_t(1536));
+    QCOMPARE(*ParseByteSize("2GB"), int64_t(2'000'000'000));
+    QVERIFY(!ParseByteSize("12Q").ok());
+    QVERIFY(!ParseByteSize("-3").ok());
+    QCOMPARE(FormatBytes(1536), std::string("1.5 KiB"));
+  }
+  void atomicWriteReplacesWhole() {
+    QTemporaryDir dir;
+    const std::string path = dir.path().toStdString() + "/token";
+    QVERIFY(WriteFileAtomic(path, "first", 0600).ok());
+    QVERIFY(WriteFileAtomic(path, "second", 0600).ok());
+    QCOMPARE(*ReadFileToString(path), std::string("second"));
+    struct stat st;
+    QCOMPARE(::stat(path.c_str(), &st), 0);
+    QCOMPARE(st.st_mode & 0777, 0600u);
+    // Writing into a missing directory fails and says where.
+    Status s = WriteFileAtomic(dir.path().toStdString() + "/nope/x", "y");
+    QVERIFY(!s.ok());
+    QVERIFY(s.message().find("nope") != std::string::npos);
+  }
+  void missingFileIsNotFound() {
+    auto r = ReadFileToString("/nonexistent/octet");
+    QCOMPARE(r.status().code(), StatusCode::kNotFound);
+    auto m = MappedFile::Open("/nonexistent/octet");
+    QCOMPARE(m.status().code(), StatusCode::kNotFound);
+  }
+  void npyRoundTrip() {
+    const std::vector<float> v = {1.5f, -2.0f, 3.25f, 0.0f, 1e-7f, 42.0f};
+    const std::string bytes = NpyBytesF32({2, 3}, v.data());
+    auto a = ParseNpy(bytes, "mem");
+    QVERIFY(a.ok());
+    QCOMPARE(a->dtype, std::string("f4"));
+    QCOMPARE(a->shape, (std::vector<int64_t>{2, 3}));
+    QCOMPARE(a->AsFloat(), v);
+    // Header is padded so data starts at a multiple of 64 (NumPy's rule).
+    QCOMPARE((bytes.size() - v.size() * 4) % 64, size_t(0));
+  }
+  void npyRejectsTruncated() {
+    const std::vector<int32_t> v = {1, 2, 3, 4};
+    std::string bytes = NpyBytesI32({4}, v.data());
+    bytes.resize(bytes.size() - 3);
+    auto a = ParseNpy(bytes, "ids.npy");
+    QVERIFY(!a.ok());
+    QVERIFY(a.status().message().find("ids.npy") != std::string::npos);
+    QVERIFY(!ParseNpy("garbage", "g").ok());
+  }
+};
+
+QTEST_APPLESS_MAIN(TestUtil)
+#include "test_util.moc"
