@@ -1,6 +1,7 @@
 #include "text/bpe_model.h"
 
 #include <algorithm>
+#include <cstring>
 #include <queue>
 
 #include "text/byte_level.h"
@@ -37,39 +38,169 @@ void MergeTable::Insert(TokenId left, TokenId right, Merge merge) {
 
 // ---- BpeCache ----
 
-const TokenId* BpeCache::Find(std::string_view word, size_t* count) const {
-  auto it = entries_.find(word);
-  if (it == entries_.end()) return nullptr;
-  *count = it->second.second;
-  return ids_.data() + it->second.first;
+namespace {
+// The table starts small (it stays in cache for ordinary text) and doubles up
+// to kMaxSlots; at most half the slots are used.
+constexpr size_t kMinSlots = size_t{1} << 12;
+constexpr size_t kMaxSlots = size_t{1} << 18;
+}  // namespace
+
+BpeCache::BpeCache() : slots_(kMinSlots) {}
+
+uint64_t ShortStringHash(std::string_view s) {
+  constexpr uint64_t kMul = 0x9E3779B97F4A7C15ull;
+  uint64_t h = s.size() * kMul;
+  size_t i = 0;
+  for (; i + 8 <= s.size(); i += 8) {
+    uint64_t w;
+    std::memcpy(&w, s.data() + i, 8);
+    h = (h ^ w) * kMul;
+    h ^= h >> 29;
+  }
+  if (i < s.size()) {
+    uint64_t w = 0;
+    for (size_t k = i; k < s.size(); ++k) w = (w << 8) | static_cast<unsigned char>(s[k]);
+    h = (h ^ w) * kMul;
+    h ^= h >> 29;
+  }
+  h ^= h >> 32;
+  return h;
+}
+
+bool BpeCache::Find(std::string_view word, std::vector<TokenId>* out) const {
+  const uint64_t h = ShortStringHash(word);
+  const uint32_t tag = static_cast<uint32_t>(h >> 32) | 1;
+  const size_t mask = slots_.size() - 1;
+  for (size_t slot = h & mask;; slot = (slot + 1) & mask) {
+    const Slot& s = slots_[slot];
+    if (s.tag == 0) return false;
+    if (s.tag != tag) continue;
+    const char* e = arena_.data() + s.offset;
+    uint16_t key_size, count;
+    std::memcpy(&key_size, e, 2);
+    std::memcpy(&count, e + 2, 2);
+    if (key_size != word.size() || std::memcmp(e + 4, word.data(), word.size()) != 0) continue;
+    const size_t at = out->size();
+    out->resize(at + count);
+    std::memcpy(out->data() + at, e + 4 + key_size, count * sizeof(TokenId));
+    return true;
+  }
+}
+
+void BpeCache::Clear() {
+  slots_.assign(kMinSlots, Slot{});
+  used_ = 0;
+  arena_.clear();
 }
 
 void BpeCache::Insert(std::string_view word, const TokenId* ids, size_t count) {
-  // Bounded: a cache that grew past its budget starts over (text with many
-  // distinct words, e.g. a long non-repeating stream, does not grow memory).
-  if (entries_.size() >= 200'000 || ids_.size() + count > (size_t{8} << 20)) {
-    entries_.clear();
-    ids_.clear();
+  if (word.size() > 0xFFFF || count > 0xFFFF) return;
+  if ((used_ + 1) * 2 > slots_.size()) {
+    if (slots_.size() < kMaxSlots) {  // grow: re-place every entry by its stored key
+      std::vector<Slot> old(slots_.size() * 2);
+      old.swap(slots_);
+      const size_t mask = slots_.size() - 1;
+      for (const Slot& e : old) {
+        if (e.tag == 0) continue;
+        uint16_t key_size;
+        std::memcpy(&key_size, arena_.data() + e.offset, 2);
+        size_t slot = ShortStringHash(std::string_view(arena_.data() + e.offset + 4, key_size)) & mask;
+        while (slots_[slot].tag != 0) slot = (slot + 1) & mask;
+        slots_[slot] = e;
+      }
+    } else {
+      Clear();
+    }
   }
-  const auto offset = static_cast<uint32_t>(ids_.size());
-  ids_.insert(ids_.end(), ids, ids + count);
-  entries_.emplace(std::string(word), std::make_pair(offset, static_cast<uint32_t>(count)));
+  if (arena_.size() > (size_t{32} << 20)) Clear();
+  const uint64_t h = ShortStringHash(word);
+  const size_t mask = slots_.size() - 1;
+  size_t slot = h & mask;
+  while (slots_[slot].tag != 0) slot = (slot + 1) & mask;
+  slots_[slot] = {static_cast<uint32_t>(h >> 32) | 1, static_cast<uint32_t>(arena_.size())};
+  const auto key_size = static_cast<uint16_t>(word.size());
+  const auto n = static_cast<uint16_t>(count);
+  arena_.append(reinterpret_cast<const char*>(&key_size), 2);
+  arena_.append(reinterpret_cast<const char*>(&n), 2);
+  arena_.append(word);
+  arena_.append(reinterpret_cast<const char*>(ids), count * sizeof(TokenId));
+  ++used_;
+}
+
+// ---- StringIdMap ----
+
+void StringIdMap::Reserve(size_t count) {
+  size_t cap = 16;
+  while (cap < count * 2) cap <<= 1;
+  if (cap > slots_.size()) Rehash(cap);
+}
+
+std::string_view StringIdMap::KeyAt(uint32_t offset) const {
+  uint32_t size;
+  std::memcpy(&size, arena_.data() + offset, 4);
+  return std::string_view(arena_.data() + offset + 4, size);
+}
+
+void StringIdMap::Rehash(size_t count) {
+  std::vector<Slot> old(count);
+  old.swap(slots_);
+  const size_t mask = slots_.size() - 1;
+  for (const Slot& e : old) {
+    if (e.tag == 0) continue;
+    size_t slot = ShortStringHash(KeyAt(e.offset)) & mask;
+    while (slots_[slot].tag != 0) slot = (slot + 1) & mask;
+    slots_[slot] = e;
+  }
+}
+
+bool StringIdMap::Insert(std::string_view key, TokenId id) {
+  if ((used_ + 1) * 2 > slots_.size()) Rehash(slots_.empty() ? 16 : slots_.size() * 2);
+  const uint64_t h = ShortStringHash(key);
+  const uint32_t tag = static_cast<uint32_t>(h >> 32) | 1;
+  const size_t mask = slots_.size() - 1;
+  size_t slot = h & mask;
+  for (; slots_[slot].tag != 0; slot = (slot + 1) & mask) {
+    if (slots_[slot].tag == tag && KeyAt(slots_[slot].offset) == key) return false;
+  }
+  slots_[slot] = {tag, static_cast<uint32_t>(arena_.size())};
+  const auto size = static_cast<uint32_t>(key.size());
+  arena_.append(reinterpret_cast<const char*>(&size), 4);
+  arena_.append(key);
+  arena_.append(reinterpret_cast<const char*>(&id), 4);
+  ++used_;
+  return true;
+}
+
+std::optional<TokenId> StringIdMap::Find(std::string_view key) const {
+  if (slots_.empty()) return std::nullopt;
+  const uint64_t h = ShortStringHash(key);
+  const uint32_t tag = static_cast<uint32_t>(h >> 32) | 1;
+  const size_t mask = slots_.size() - 1;
+  for (size_t slot = h & mask; slots_[slot].tag != 0; slot = (slot + 1) & mask) {
+    const Slot& s = slots_[slot];
+    if (s.tag != tag) continue;
+    const std::string_view k = KeyAt(s.offset);
+    if (k == key) {
+      TokenId id;
+      std::memcpy(&id, k.data() + k.size(), 4);
+      return id;
+    }
+  }
+  return std::nullopt;
 }
 
 // ---- BpeModel ----
 
-void BpeModel::AddToken(std::string bytes, TokenId id) {
+void BpeModel::AddToken(std::string_view bytes, TokenId id) {
   if (bytes.size() == 1) {
     const auto b = static_cast<unsigned char>(bytes[0]);
     if (byte_ids_[b] < 0) byte_ids_[b] = id;
   }
-  bytes_to_id_.emplace(std::move(bytes), id);
+  bytes_to_id_.Insert(bytes, id);
 }
 
 std::optional<TokenId> BpeModel::FindBytes(std::string_view bytes) const {
-  auto it = bytes_to_id_.find(bytes);
-  if (it == bytes_to_id_.end()) return std::nullopt;
-  return it->second;
+  return bytes_to_id_.Find(bytes);
 }
 
 void BpeModel::InitialSymbols(std::string_view word, std::vector<TokenId>* symbols) const {
@@ -212,13 +343,7 @@ void BpeModel::EncodeWord(std::string_view word, BpeCache* cache, std::vector<To
     }
   }
   const bool cacheable = cache && word.size() <= kCacheMaxBytes;
-  if (cacheable) {
-    size_t count = 0;
-    if (const TokenId* ids = cache->Find(word, &count)) {
-      out->insert(out->end(), ids, ids + count);
-      return;
-    }
-  }
+  if (cacheable && cache->Find(word, out)) return;
   const size_t start = out->size();
   if (options_.ignore_merges) {
     if (auto id = FindBytes(word)) {

@@ -64,19 +64,57 @@ struct StringHash {
   using is_transparent = void;
   size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
 };
-using BytesToId = std::unordered_map<std::string, TokenId, StringHash, std::equal_to<>>;
 
-// Memo of pre-token -> ids, owned by one thread at a time.
+// A short multiply-xorshift hash over 8-byte words (keys here are short).
+uint64_t ShortStringHash(std::string_view s);
+
+// Flat open-addressing map from byte strings to ids, for the vocabularies
+// (100k-300k entries, looked up once or more per merge while loading). Keys
+// live in one arena: [u32 size][bytes][i32 id].
+class StringIdMap {
+ public:
+  void Reserve(size_t count);
+  // Keeps the first id of a key given twice; returns false then.
+  bool Insert(std::string_view key, TokenId id);
+  std::optional<TokenId> Find(std::string_view key) const;
+  size_t size() const { return used_; }
+
+ private:
+  struct Slot {
+    uint32_t tag = 0;  // 0: empty
+    uint32_t offset = 0;
+  };
+  void Rehash(size_t slots);
+  std::string_view KeyAt(uint32_t offset) const;
+  std::vector<Slot> slots_;
+  size_t used_ = 0;
+  std::string arena_;
+};
+using BytesToId = StringIdMap;
+
+// Memo of pre-token -> ids, owned by one thread at a time: a flat
+// open-addressing table whose keys and values live in two arenas. When it
+// fills up it starts over, so memory stays bounded on text with many distinct
+// words.
 class BpeCache {
  public:
-  // nullptr when absent; otherwise fills `*count` and returns the ids.
-  const TokenId* Find(std::string_view word, size_t* count) const;
+  BpeCache();
+  // Appends the cached ids of `word` to `out` and returns true, or returns false.
+  bool Find(std::string_view word, std::vector<TokenId>* out) const;
+  // `word` is at most BpeModel::kCacheMaxBytes long.
   void Insert(std::string_view word, const TokenId* ids, size_t count);
 
  private:
-  std::unordered_map<std::string, std::pair<uint32_t, uint32_t>, StringHash, std::equal_to<>>
-      entries_;  // word -> (offset, count) in ids_
-  std::vector<TokenId> ids_;
+  // An entry in `arena_` is [u16 key size][u16 id count][key bytes][ids], so a
+  // hit touches one slot and one arena line or two.
+  struct Slot {
+    uint32_t tag = 0;     // high hash bits; 0 marks an empty slot
+    uint32_t offset = 0;  // of the entry in arena_
+  };
+  void Clear();
+  std::vector<Slot> slots_;
+  size_t used_ = 0;
+  std::string arena_;
 };
 
 class BpeModel {
@@ -94,7 +132,8 @@ class BpeModel {
 
   void SetOptions(const Options& options) { options_ = options; }
   // `bytes` is the byte string of a vocabulary token.
-  void AddToken(std::string bytes, TokenId id);
+  void AddToken(std::string_view bytes, TokenId id);
+  void ReserveTokens(size_t count) { bytes_to_id_.Reserve(count); }
   MergeTable& merges() { return merges_; }
   const MergeTable& merges() const { return merges_; }
   const BytesToId& bytes_to_id() const { return bytes_to_id_; }

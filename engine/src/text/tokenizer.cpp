@@ -63,6 +63,16 @@ void SplitPiece(std::string_view piece, const PreTokenizeStep& step, EncodeScrat
     if (!(step.invert && step.behavior == SplitBehavior::kRemoved)) out->push_back(piece);
     return;
   }
+  if (step.behavior == SplitBehavior::kIsolated) {  // every tokenizer we know: no merging
+    size_t prev = 0;
+    for (const MatchSpan& m : spans) {
+      if (m.begin > prev) out->push_back(piece.substr(prev, m.begin - prev));
+      if (m.end > m.begin) out->push_back(piece.substr(m.begin, m.end - m.begin));
+      prev = std::max(prev, m.end);
+    }
+    if (prev < piece.size()) out->push_back(piece.substr(prev));
+    return;
+  }
   // (begin, end, is_match) covering the piece.
   struct Part {
     size_t begin, end;
@@ -377,10 +387,7 @@ std::optional<TokenId> Tokenizer::TokenToId(std::string_view token) const {
   if (auto it = impl_->added_by_content.find(key); it != impl_->added_by_content.end()) {
     return it->second;
   }
-  if (auto it = impl_->vocab_by_string.find(key); it != impl_->vocab_by_string.end()) {
-    return it->second;
-  }
-  return std::nullopt;
+  return impl_->vocab_by_string.Find(key);
 }
 
 std::string Tokenizer::IdToToken(TokenId id) const {

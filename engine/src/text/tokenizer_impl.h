@@ -69,7 +69,7 @@ struct Tokenizer::Impl {
   std::vector<std::string> id_bytes;   // what decoding gives
   enum : uint8_t { kExists = 1, kSpecial = 2, kAdded = 4 };
   std::vector<uint8_t> id_flags;
-  std::unordered_map<std::string, TokenId> vocab_by_string;
+  text::StringIdMap vocab_by_string;  // tokenizer.json vocab strings
 
   TokenizerConfig config;
   std::string description;

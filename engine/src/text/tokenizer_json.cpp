@@ -161,7 +161,8 @@ Status Loader::LoadModel(const json& root, Tokenizer::Impl* t) {
 
   // vocab: {"token": id}
   OCTET_ASSIGN_OR_RETURN(const json* vocab, Object(*model, path, "vocab", /*required=*/true));
-  t->vocab_by_string.reserve(vocab->size());
+  t->vocab_by_string.Reserve(vocab->size());
+  t->model.ReserveTokens(vocab->size());
   for (auto it = vocab->begin(); it != vocab->end(); ++it) {
     const std::string& token = it.key();
     const std::string vpath = Key(path, "vocab") + "[" + json(token).dump() + "]";
@@ -173,8 +174,8 @@ Status Loader::LoadModel(const json& root, Tokenizer::Impl* t) {
       t->id_string[id] = token;
       t->id_bytes[id] = DecodedBytes(token);
     }
-    t->vocab_by_string.emplace(token, id);
-    if (auto bytes = ByteLevelToBytes(token)) t->model.AddToken(*std::move(bytes), id);
+    t->vocab_by_string.Insert(token, id);
+    if (auto bytes = ByteLevelToBytes(token)) t->model.AddToken(*bytes, id);
     // <0x41>-style byte tokens for byte_fallback.
     if (token.size() == 6 && token.compare(0, 3, "<0x") == 0 && token[5] == '>') {
       unsigned value = 0;
@@ -184,11 +185,8 @@ Status Loader::LoadModel(const json& root, Tokenizer::Impl* t) {
     }
   }
   if (!unk.empty()) {
-    auto it = t->vocab_by_string.find(unk);
-    if (it == t->vocab_by_string.end()) {
-      return Error(Key(path, "unk_token"), "'" + unk + "' is not in model.vocab");
-    }
-    options.unk_id = it->second;
+    options.unk_id = t->vocab_by_string.Find(unk);
+    if (!options.unk_id) return Error(Key(path, "unk_token"), "'" + unk + "' is not in model.vocab");
   }
   t->model.SetOptions(options);
 
@@ -196,7 +194,7 @@ Status Loader::LoadModel(const json& root, Tokenizer::Impl* t) {
   OCTET_ASSIGN_OR_RETURN(const json* merges, Array(*model, path, "merges"));
   MergeTable& table = t->model.merges();
   table.Reserve(merges->size());
-  std::string left, right;
+  std::string left, right, joined;
   for (size_t i = 0; i < merges->size(); ++i) {
     const json& m = (*merges)[i];
     const std::string mpath = Index(Key(path, "merges"), i);
@@ -209,20 +207,19 @@ Status Loader::LoadModel(const json& root, Tokenizer::Impl* t) {
       left.assign(s, 0, space);
       right.assign(s, space + 1, std::string::npos);
     } else if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string()) {
-      left = m[0].get<std::string>();
-      right = m[1].get<std::string>();
+      left = m[0].get_ref<const std::string&>();
+      right = m[1].get_ref<const std::string&>();
     } else {
       return Error(mpath, "expected \"left right\" or [\"left\", \"right\"], found " + TypeName(m));
     }
-    auto l = t->vocab_by_string.find(left);
-    auto r = t->vocab_by_string.find(right);
-    auto merged = t->vocab_by_string.find(left + right);
-    if (l == t->vocab_by_string.end()) return Error(mpath, "'" + left + "' is not in model.vocab");
-    if (r == t->vocab_by_string.end()) return Error(mpath, "'" + right + "' is not in model.vocab");
-    if (merged == t->vocab_by_string.end()) {
-      return Error(mpath, "the merged token '" + left + right + "' is not in model.vocab");
-    }
-    table.Insert(l->second, r->second, {static_cast<int32_t>(i), merged->second});
+    joined.assign(left).append(right);
+    const std::optional<TokenId> l = t->vocab_by_string.Find(left);
+    const std::optional<TokenId> r = t->vocab_by_string.Find(right);
+    const std::optional<TokenId> merged = t->vocab_by_string.Find(joined);
+    if (!l) return Error(mpath, "'" + left + "' is not in model.vocab");
+    if (!r) return Error(mpath, "'" + right + "' is not in model.vocab");
+    if (!merged) return Error(mpath, "the merged token '" + joined + "' is not in model.vocab");
+    table.Insert(*l, *r, {static_cast<int32_t>(i), *merged});
   }
   return Status::Ok();
 }
