@@ -503,6 +503,15 @@ Result<std::unique_ptr<Tokenizer::Impl>> ParseTokenizerJson(std::string_view tex
     }
     auto dec = root.find("decoder");
     OCTET_RETURN_IF_ERROR(loader.LoadDecoder(dec == root.end() ? json() : *dec, "decoder"));
+    for (const auto* ids : {&t->post_prefix, &t->post_suffix}) {
+      for (TokenId id : *ids) {
+        if (static_cast<size_t>(id) >= t->id_flags.size() ||
+            !(t->id_flags[id] & Tokenizer::Impl::kExists)) {
+          return loader.Error("post_processor",
+                              "adds token id " + std::to_string(id) + ", which is not a token");
+        }
+      }
+    }
   } catch (const json::exception& e) {
     // Typed accessors above check before they read; this is a last line of defence.
     return loader.Error("", std::string("unexpected JSON content: ") + e.what());

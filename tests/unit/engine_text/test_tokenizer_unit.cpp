@@ -276,6 +276,14 @@ class TestTokenizerUnit : public QObject {
 
   // ---- components ----
 
+  void postProcessorIdsMustBeTokens() {
+    json j = SmallTokenizer();
+    j["post_processor"] = json::parse(R"({"type": "TemplateProcessing",
+        "single": [{"SpecialToken": {"id": "<x>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}],
+        "special_tokens": {"<x>": {"id": "<x>", "ids": [5000], "tokens": ["<x>"]}}})");
+    ExpectError(j, {"post_processor", "5000"});
+  }
+
   void templatePostProcessorAddsBosOnlyWhenAsked() {
     // Like the Llama-3 files that carry TemplateProcessing: "<s> $A".
     json j = SmallTokenizer();
@@ -299,6 +307,7 @@ class TestTokenizerUnit : public QObject {
     QCOMPARE(with.back(), 399);
     QVERIFY(std::equal(plain.begin(), plain.end(), with.begin() + 1));
     // Decoding with skip_special_tokens drops them again.
+    QCOMPARE(*tok->Decode(with), std::string("<|endoftext|>the fox<mask>"));
     DecodeOptions skip;
     skip.skip_special_tokens = true;
     QCOMPARE(*tok->Decode(with, skip), std::string("the fox"));
