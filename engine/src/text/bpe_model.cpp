@@ -352,6 +352,7 @@ void BpeModel::EncodeWord(std::string_view word, BpeCache* cache, std::vector<To
       return;
     }
   }
+  // Per-thread working buffer: EncodeWord runs on many threads at once.
   thread_local std::vector<TokenId> symbols;
   InitialSymbols(word, &symbols);
   if (word.size() <= kScanMergeMaxBytes) {

@@ -74,11 +74,8 @@ void SplitPiece(std::string_view piece, const PreTokenizeStep& step, EncodeScrat
     return;
   }
   // (begin, end, is_match) covering the piece.
-  struct Part {
-    size_t begin, end;
-    bool is_match;
-  };
-  thread_local std::vector<Part> parts;
+  using Part = text::SplitPart;
+  std::vector<Part>& parts = scratch->parts;
   parts.clear();
   size_t prev = 0;
   for (const MatchSpan& m : spans) {
@@ -88,7 +85,7 @@ void SplitPiece(std::string_view piece, const PreTokenizeStep& step, EncodeScrat
   }
   if (prev < piece.size()) parts.push_back({prev, piece.size(), step.invert});
 
-  thread_local std::vector<Part> merged;
+  std::vector<Part>& merged = scratch->merged_parts;
   merged.clear();
   switch (step.behavior) {
     case SplitBehavior::kIsolated:
@@ -147,30 +144,23 @@ void SplitPiece(std::string_view piece, const PreTokenizeStep& step, EncodeScrat
 template <typename Emit>
 void PreTokenizeSegment(const Tokenizer::Impl& t, std::string_view segment, EncodeScratch* scratch,
                         Emit&& emit) {
-  thread_local std::vector<std::string_view> pieces, next;
+  std::vector<std::string_view>& pieces = scratch->pieces;
+  std::vector<std::string_view>& next = scratch->next_pieces;
   pieces.clear();
   pieces.push_back(segment);
-  scratch->owned.clear();
-  scratch->owned.reserve(64);
   for (const PreTokenizeStep& step : t.pre_tokenizer) {
     if (step.kind == PreTokenizeStep::Kind::kByteLevel) {
       if (step.add_prefix_space) {
-        // Each piece that does not start with a space gets one (HF, per split).
-        // `owned` is reserved above so earlier views stay valid until it grows;
-        // pieces needing a rewrite are copied into a fresh vector first.
-        std::vector<std::string> rewritten;
-        rewritten.reserve(pieces.size());
-        std::vector<int> index(pieces.size(), -1);
-        for (size_t i = 0; i < pieces.size(); ++i) {
-          if (pieces[i].empty() || pieces[i][0] != ' ') {
-            index[i] = static_cast<int>(rewritten.size());
-            rewritten.push_back(" " + std::string(pieces[i]));
-          }
-        }
-        const size_t base = scratch->owned.size();
-        for (std::string& s : rewritten) scratch->owned.push_back(std::move(s));
-        for (size_t i = 0; i < pieces.size(); ++i) {
-          if (index[i] >= 0) pieces[i] = scratch->owned[base + index[i]];
+        // Each piece that does not start with a space gets one (HF does this
+        // per piece). ByteLevel is the last step, so this runs once per
+        // segment; `owned` is reserved first so that it never reallocates and
+        // the views into it stay valid.
+        scratch->owned.clear();
+        scratch->owned.reserve(pieces.size());
+        for (std::string_view& p : pieces) {
+          if (!p.empty() && p[0] == ' ') continue;
+          scratch->owned.push_back(" " + std::string(p));
+          p = scratch->owned.back();
         }
       }
       if (!step.regex) continue;
@@ -238,8 +228,8 @@ Result<Tokenizer> Tokenizer::Load(const std::string& path) {
 namespace {
 
 // Encodes one run of valid UTF-8 text between raw added tokens.
-void EncodeValidText(const Tokenizer::Impl& t, std::string_view text, EncodeScratch* scratch,
-                     std::vector<TokenId>* ids) {
+void EncodeValidText(const Tokenizer::Impl& t, std::string_view text, bool split_special,
+                     EncodeScratch* scratch, std::vector<TokenId>* ids) {
   std::string_view normalized = text;
   if (!t.normalizers.empty()) {
     for (const text::UnicodeNormalizer& n : t.normalizers) {
@@ -259,7 +249,7 @@ void EncodeValidText(const Tokenizer::Impl& t, std::string_view text, EncodeScra
   }
   // Added tokens that match normalized text.
   std::vector<AddedMatch> matches;
-  t.normalized_matcher.FindAll(normalized, false, &matches);
+  t.normalized_matcher.FindAll(normalized, split_special, &matches);
   size_t prev = 0;
   for (const AddedMatch& m : matches) {
     if (m.begin > prev) {
@@ -273,10 +263,11 @@ void EncodeValidText(const Tokenizer::Impl& t, std::string_view text, EncodeScra
   }
 }
 
-void EncodeSegment(const Tokenizer::Impl& t, std::string_view segment, EncodeScratch* scratch,
-                   std::vector<TokenId>* ids) {
+void EncodeSegment(const Tokenizer::Impl& t, std::string_view segment, bool split_special,
+                   EncodeScratch* scratch, std::vector<TokenId>* ids) {
   text::ForEachUtf8Run(
-      segment, [&](std::string_view valid) { EncodeValidText(t, valid, scratch, ids); },
+      segment,
+      [&](std::string_view valid) { EncodeValidText(t, valid, split_special, scratch, ids); },
       [&](std::string_view invalid) { t.model.EncodeWord(invalid, &scratch->cache, ids); });
 }
 
@@ -291,15 +282,18 @@ std::vector<TokenId> Tokenizer::Encode(std::string_view text, const EncodeOption
   std::vector<AddedMatch>& matches = scratch->added;
   matches.clear();
   t.raw_matcher.FindAll(text, options.split_special_tokens, &matches);
-  // Copy: the scratch's `added` vector may be reused by nested calls below.
-  const std::vector<AddedMatch> raw_matches = matches;
   size_t prev = 0;
-  for (const AddedMatch& m : raw_matches) {
-    if (m.begin > prev) EncodeSegment(t, text.substr(prev, m.begin - prev), scratch.get(), &ids);
+  for (const AddedMatch& m : matches) {
+    if (m.begin > prev) {
+      EncodeSegment(t, text.substr(prev, m.begin - prev), options.split_special_tokens,
+                    scratch.get(), &ids);
+    }
     ids.push_back(m.id);
     prev = m.end;
   }
-  if (prev < text.size()) EncodeSegment(t, text.substr(prev), scratch.get(), &ids);
+  if (prev < text.size()) {
+    EncodeSegment(t, text.substr(prev), options.split_special_tokens, scratch.get(), &ids);
+  }
   if (options.add_special_tokens) ids.insert(ids.end(), t.post_suffix.begin(), t.post_suffix.end());
   return ids;
 }

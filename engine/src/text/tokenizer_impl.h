@@ -31,16 +31,24 @@ struct PreTokenizeStep {
   bool add_prefix_space = false;      // ByteLevel
 };
 
-// Per-call working memory, pooled so that concurrent Encode calls never share it.
+// One part of a piece cut by a Split step: a match or the gap before it.
+struct SplitPart {
+  size_t begin, end;
+  bool is_match;
+};
+
+// Per-call working memory, pooled so that concurrent Encode calls never share
+// it (and the BPE cache stays warm from one call to the next).
 struct EncodeScratch {
   RegexScratch regex;
   BpeCache cache;
   std::vector<MatchSpan> spans;
+  std::vector<SplitPart> parts, merged_parts;
+  std::vector<std::string_view> pieces, next_pieces;
   std::vector<AddedMatch> added;
-  std::vector<AddedMatch> added_normalized;
   std::string normalized;
   std::string normalized_tmp;
-  std::vector<std::string> owned;  // pieces that were rewritten (prefix space)
+  std::vector<std::string> owned;  // pieces rewritten with a prefix space
 };
 
 // GPT-2's split pattern, used by ByteLevel with use_regex: true.
