@@ -8,10 +8,9 @@
 // --json (the flag is accepted for uniformity with the other commands).
 // Exit codes: 2 for bad flags or bad input (not a JSON array of the right
 // kind, an id outside the vocabulary), 1 when the tokenizer cannot be loaded.
-#include <nlohmann/json.hpp>
-
 #include <iostream>
 #include <iterator>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -51,7 +50,8 @@ int RunTokenize(const std::vector<std::string>& args) {
   const bool decode = parser.GetFlag("decode");
 
   // Parse stdin before loading the tokenizer: bad input is reported fast.
-  const std::string input((std::istreambuf_iterator<char>(std::cin)), std::istreambuf_iterator<char>());
+  const std::string input((std::istreambuf_iterator<char>(std::cin)),
+                          std::istreambuf_iterator<char>());
   json items;
   try {
     items = json::parse(input);
@@ -61,17 +61,19 @@ int RunTokenize(const std::vector<std::string>& args) {
                                 (decode ? "id arrays" : "strings"));
   }
   if (!items.is_array()) {
-    return Fail(kExitUsage, std::string("stdin must be a JSON array of ") +
-                                (decode ? "id arrays" : "strings"));
+    return Fail(kExitUsage,
+                std::string("stdin must be a JSON array of ") + (decode ? "id arrays" : "strings"));
   }
   std::vector<std::vector<engine::TokenId>> id_lists;
   for (size_t i = 0; i < items.size(); ++i) {
     const json& item = items[i];
     if (!decode) {
-      if (!item.is_string()) return Fail(kExitUsage, "item " + std::to_string(i) + " is not a string");
+      if (!item.is_string())
+        return Fail(kExitUsage, "item " + std::to_string(i) + " is not a string");
       continue;
     }
-    if (!item.is_array()) return Fail(kExitUsage, "item " + std::to_string(i) + " is not an id array");
+    if (!item.is_array())
+      return Fail(kExitUsage, "item " + std::to_string(i) + " is not an id array");
     std::vector<engine::TokenId> ids;
     for (size_t k = 0; k < item.size(); ++k) {
       const json& v = item[k];
@@ -93,7 +95,8 @@ int RunTokenize(const std::vector<std::string>& args) {
     options.skip_special_tokens = parser.GetFlag("skip-special");
     for (size_t i = 0; i < id_lists.size(); ++i) {
       auto text = tokenizer->Decode(id_lists[i], options);
-      if (!text.ok()) return Fail(kExitUsage, "item " + std::to_string(i) + ": " + text.status().message());
+      if (!text.ok())
+        return Fail(kExitUsage, "item " + std::to_string(i) + ": " + text.status().message());
       out.push_back(*std::move(text));
     }
   } else {

@@ -44,13 +44,21 @@ double ThreadCpuSeconds() {
 // the standard, so every platform generates the same bytes).
 std::vector<std::string> MakeDocuments(size_t total_bytes) {
   static const char* kWords[] = {
-      "the", "of", "and", "to", "in", "is", "that", "for", "it", "as", "was", "with", "be", "by",
-      "on", "not", "he", "this", "are", "or", "his", "from", "at", "which", "but", "have", "an",
-      "they", "you", "were", "her", "she", "there", "been", "one", "all", "would", "their", "we",
-      "him", "model", "tokenizer", "cluster", "memory", "bandwidth", "gradient", "network",
-      "throughput", "latency", "parallel", "tensor", "inference", "training", "language",
-      "internationalization", "don't", "it's", "we've", "they're", "I'm", "you'll", "she'd",
-      "Spark", "NVIDIA", "Hello", "World", "Octet", "GPU", "RDMA", "collective", "all-reduce"};
+      "the",       "of",        "and",        "to",       "in",
+      "is",        "that",      "for",        "it",       "as",
+      "was",       "with",      "be",         "by",       "on",
+      "not",       "he",        "this",       "are",      "or",
+      "his",       "from",      "at",         "which",    "but",
+      "have",      "an",        "they",       "you",      "were",
+      "her",       "she",       "there",      "been",     "one",
+      "all",       "would",     "their",      "we",       "him",
+      "model",     "tokenizer", "cluster",    "memory",   "bandwidth",
+      "gradient",  "network",   "throughput", "latency",  "parallel",
+      "tensor",    "inference", "training",   "language", "internationalization",
+      "don't",     "it's",      "we've",      "they're",  "I'm",
+      "you'll",    "she'd",     "Spark",      "NVIDIA",   "Hello",
+      "World",     "Octet",     "GPU",        "RDMA",     "collective",
+      "all-reduce"};
   static const char* kPunct[] = {".", ",", ";", ":", "!", "?", " -", "...", " (see above)", "\""};
   static const char* kCode[] = {
       "for (int i = 0; i < n; ++i) {\n    sum += a[i] * b[i];\n}\n",
@@ -60,19 +68,25 @@ std::vector<std::string> MakeDocuments(size_t total_bytes) {
       "SELECT name, SUM(bytes) FROM runs WHERE tp >= 2 GROUP BY name;\n",
       "\t\tcase kEmpty:\n\t\t\tbreak;\n"};
   static const char* kIntl[] = {
-      "Привет, мир! Как дела? ",         "Καλημέρα κόσμε. ",
-      "你好，世界。我喜欢自然语言处理。", "日本語のテキストです。カタカナと漢字。",
-      "안녕하세요, 한국어 텍스트입니다. ", "مرحبا بالعالم ",
-      "Tiếng Việt có nhiều dấu. ",         "Ünïcödé café naïve façade. ",
-      "😀 🙂 👍🏽 🇺🇸 ❤️ 🔥 ",             "½ ² ① ١٢٣ ",
+      "Привет, мир! Как дела? ",
+      "Καλημέρα κόσμε. ",
+      "你好，世界。我喜欢自然语言处理。",
+      "日本語のテキストです。カタカナと漢字。",
+      "안녕하세요, 한국어 텍스트입니다. ",
+      "مرحبا بالعالم ",
+      "Tiếng Việt có nhiều dấu. ",
+      "Ünïcödé café naïve façade. ",
+      "😀 🙂 👍🏽 🇺🇸 ❤️ 🔥 ",
+      "½ ² ① ١٢٣ ",
   };
   std::mt19937 rng(12345);
   auto pick = [&](size_t n) { return static_cast<size_t>(rng() % n); };
   // A lexicon: the common words above, then 20000 made-up words of 1-4
   // syllables, drawn with a Zipf-like (log-uniform rank) law as in real text.
-  static const char* kSyllables[] = {"ka", "to", "ri", "sen", "mo", "la", "ter", "in", "qu", "ex",
-                                     "pro", "ba", "ne", "sti", "ol", "ur", "ph", "gra", "ly", "zu",
-                                     "che", "vi", "dor", "an", "es", "ment", "tion", "ab", "ic"};
+  static const char* kSyllables[] = {"ka", "to",   "ri",   "sen", "mo",  "la",  "ter", "in",
+                                     "qu", "ex",   "pro",  "ba",  "ne",  "sti", "ol",  "ur",
+                                     "ph", "gra",  "ly",   "zu",  "che", "vi",  "dor", "an",
+                                     "es", "ment", "tion", "ab",  "ic"};
   std::vector<std::string> lexicon(std::begin(kWords), std::end(kWords));
   for (int i = 0; i < 20000; ++i) {
     std::string w;
@@ -96,7 +110,8 @@ std::vector<std::string> MakeDocuments(size_t total_bytes) {
         const size_t n = 5 + pick(15);
         for (size_t w = 0; w < n; ++w) {
           std::string word = zipf_word();
-          if (w == 0) word[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(word[0])));
+          if (w == 0)
+            word[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(word[0])));
           doc += word;
           doc += (w + 1 < n) ? " " : kPunct[pick(std::size(kPunct))];
         }
@@ -123,7 +138,7 @@ std::vector<std::string> MakeDocuments(size_t total_bytes) {
 struct Row {
   std::string name;
   double load_s = 0;
-  double encode_s = 0;      // best of the repeats, CPU time of this thread
+  double encode_s = 0;       // best of the repeats, CPU time of this thread
   double encode_wall_s = 0;  // wall time of that same pass
   double decode_s = 0;       // CPU time
   int64_t tokens = 0;
@@ -230,10 +245,11 @@ int main(int argc, char** argv) {
     table << line;
   }
   if (*train_vocab > 0) {
-    std::snprintf(line, sizeof(line),
-                  "\nBPE trainer: vocab %d (%d merges) from %.2f MB, %lld distinct words: %.2f CPU s\n",
-                  train_stats.vocab_size, train_stats.merges, train_stats.corpus_bytes / 1e6,
-                  static_cast<long long>(train_stats.distinct_words), train_s);
+    std::snprintf(
+        line, sizeof(line),
+        "\nBPE trainer: vocab %d (%d merges) from %.2f MB, %lld distinct words: %.2f CPU s\n",
+        train_stats.vocab_size, train_stats.merges, train_stats.corpus_bytes / 1e6,
+        static_cast<long long>(train_stats.distinct_words), train_s);
     table << line;
   }
   if (as_json) {
@@ -241,14 +257,14 @@ int main(int argc, char** argv) {
               << ", \"threads\": 1, \"tokenizers\": [";
     for (size_t i = 0; i < rows.size(); ++i) {
       const Row& r = rows[i];
-      std::snprintf(line, sizeof(line),
-                    "%s{\"name\": \"%s\", \"load_s\": %.3f, \"encode_cpu_s\": %.4f, \"encode_wall_s\": "
-                    "%.4f, \"encode_mb_per_s\": %.2f, \"tokens\": %lld, \"tokens_per_s\": %.0f, "
-                    "\"decode_mb_per_s\": %.2f}",
-                    i ? ", " : "", r.name.c_str(), r.load_s, r.encode_s, r.encode_wall_s,
-                    bytes / 1e6 / r.encode_s,
-                    static_cast<long long>(r.tokens), r.tokens / r.encode_s,
-                    bytes / 1e6 / r.decode_s);
+      std::snprintf(
+          line, sizeof(line),
+          "%s{\"name\": \"%s\", \"load_s\": %.3f, \"encode_cpu_s\": %.4f, \"encode_wall_s\": "
+          "%.4f, \"encode_mb_per_s\": %.2f, \"tokens\": %lld, \"tokens_per_s\": %.0f, "
+          "\"decode_mb_per_s\": %.2f}",
+          i ? ", " : "", r.name.c_str(), r.load_s, r.encode_s, r.encode_wall_s,
+          bytes / 1e6 / r.encode_s, static_cast<long long>(r.tokens), r.tokens / r.encode_s,
+          bytes / 1e6 / r.decode_s);
       std::cout << line;
     }
     std::cout << "]";

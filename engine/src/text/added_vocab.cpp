@@ -98,10 +98,11 @@ void AddedTokenMatcher::FindAll(std::string_view text, bool skip_special,
     size_t end = match_end;
     if (tk.single_word) {
       size_t cp_start;
-      const bool word_before = begin > 0 && IsUnicodeWordChar(LastCodePoint(text, begin, &cp_start));
+      const bool word_before =
+          begin > 0 && IsUnicodeWordChar(LastCodePoint(text, begin, &cp_start));
       uint32_t next_cp = 0;
-      const bool word_after = end < n && DecodeUtf8Char(text.substr(end), &next_cp) > 0 &&
-                              IsUnicodeWordChar(next_cp);
+      const bool word_after =
+          end < n && DecodeUtf8Char(text.substr(end), &next_cp) > 0 && IsUnicodeWordChar(next_cp);
       if (word_before || word_after) continue;
     }
     if (tk.lstrip) {

@@ -34,7 +34,7 @@ class AddedTokenMatcher {
  private:
   struct Node {
     std::vector<std::pair<uint8_t, int32_t>> next;  // byte -> child node
-    int32_t token = -1;                            // index into tokens_ when a token ends here
+    int32_t token = -1;                             // index into tokens_ when a token ends here
   };
   int32_t Child(int32_t node, uint8_t byte) const;
   std::vector<Node> nodes_;

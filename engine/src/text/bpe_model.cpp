@@ -104,7 +104,8 @@ void BpeCache::Insert(std::string_view word, const TokenId* ids, size_t count) {
         if (e.tag == 0) continue;
         uint16_t key_size;
         std::memcpy(&key_size, arena_.data() + e.offset, 2);
-        size_t slot = ShortStringHash(std::string_view(arena_.data() + e.offset + 4, key_size)) & mask;
+        size_t slot =
+            ShortStringHash(std::string_view(arena_.data() + e.offset + 4, key_size)) & mask;
         while (slots_[slot].tag != 0) slot = (slot + 1) & mask;
         slots_[slot] = e;
       }

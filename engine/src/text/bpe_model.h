@@ -45,9 +45,7 @@ class MergeTable {
     uint64_t key = kEmpty;
     Merge merge{};
   };
-  static uint64_t Key(TokenId a, TokenId b) {
-    return (uint64_t(uint32_t(a)) << 32) | uint32_t(b);
-  }
+  static uint64_t Key(TokenId a, TokenId b) { return (uint64_t(uint32_t(a)) << 32) | uint32_t(b); }
   static size_t Hash(uint64_t key) {
     key ^= key >> 29;
     key *= 0xBF58476D1CE4E5B9ull;

@@ -1,8 +1,7 @@
 #include "octet/engine/bpe_trainer.h"
 
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
+#include <nlohmann/json.hpp>
 #include <queue>
 #include <unordered_map>
 #include <unordered_set>
@@ -197,7 +196,8 @@ Result<std::string> BpeTrainer::Train() {
       const uint64_t k = PairKey(sym[i], sym[i + 1]);
       pair_count[k] += words[w].count;
       auto& list = pair_words[k];
-      if (list.empty() || list.back() != static_cast<int32_t>(w)) list.push_back(static_cast<int32_t>(w));
+      if (list.empty() || list.back() != static_cast<int32_t>(w))
+        list.push_back(static_cast<int32_t>(w));
     }
   }
   std::priority_queue<HeapEntry> heap;
@@ -294,8 +294,9 @@ Result<std::string> BpeTrainer::Train() {
     json += i ? ",\n    " : "\n    ";
     json += "{\"id\": " + std::to_string(learned + i) + ", \"content\": ";
     AppendJsonString(&json, o.special_tokens[i]);
-    json += ", \"single_word\": false, \"lstrip\": false, \"rstrip\": false, "
-            "\"normalized\": false, \"special\": true}";
+    json +=
+        ", \"single_word\": false, \"lstrip\": false, \"rstrip\": false, "
+        "\"normalized\": false, \"special\": true}";
   }
   json += n_special ? "\n  ],\n" : "],\n";
   json += "  \"normalizer\": null,\n";
@@ -303,15 +304,19 @@ Result<std::string> BpeTrainer::Train() {
   json += "    {\"type\": \"Split\", \"pattern\": {\"Regex\": ";
   AppendJsonString(&json, o.split_pattern);
   json += "}, \"behavior\": \"Isolated\", \"invert\": false},\n";
-  json += "    {\"type\": \"ByteLevel\", \"add_prefix_space\": false, \"trim_offsets\": true, "
-          "\"use_regex\": false}]},\n";
-  json += "  \"post_processor\": {\"type\": \"ByteLevel\", \"add_prefix_space\": false, "
-          "\"trim_offsets\": false, \"use_regex\": false},\n";
-  json += "  \"decoder\": {\"type\": \"ByteLevel\", \"add_prefix_space\": false, "
-          "\"trim_offsets\": true, \"use_regex\": false},\n";
-  json += "  \"model\": {\n    \"type\": \"BPE\", \"dropout\": null, \"unk_token\": null, "
-          "\"continuing_subword_prefix\": null, \"end_of_word_suffix\": null, "
-          "\"fuse_unk\": false, \"byte_fallback\": false, \"ignore_merges\": false,\n";
+  json +=
+      "    {\"type\": \"ByteLevel\", \"add_prefix_space\": false, \"trim_offsets\": true, "
+      "\"use_regex\": false}]},\n";
+  json +=
+      "  \"post_processor\": {\"type\": \"ByteLevel\", \"add_prefix_space\": false, "
+      "\"trim_offsets\": false, \"use_regex\": false},\n";
+  json +=
+      "  \"decoder\": {\"type\": \"ByteLevel\", \"add_prefix_space\": false, "
+      "\"trim_offsets\": true, \"use_regex\": false},\n";
+  json +=
+      "  \"model\": {\n    \"type\": \"BPE\", \"dropout\": null, \"unk_token\": null, "
+      "\"continuing_subword_prefix\": null, \"end_of_word_suffix\": null, "
+      "\"fuse_unk\": false, \"byte_fallback\": false, \"ignore_merges\": false,\n";
   json += "    \"vocab\": {";
   std::vector<std::string> level(learned);
   for (int32_t id = 0; id < learned; ++id) {

@@ -53,7 +53,9 @@ bool StartsWith(std::string_view s, std::string_view p) { return s.substr(0, p.s
 bool EndsWith(std::string_view s, std::string_view p) {
   return s.size() >= p.size() && s.substr(s.size() - p.size()) == p;
 }
-bool Contains(std::string_view s, std::string_view p) { return s.find(p) != std::string_view::npos; }
+bool Contains(std::string_view s, std::string_view p) {
+  return s.find(p) != std::string_view::npos;
+}
 
 // A JSON string literal as Python's json.dumps(ensure_ascii=False) writes it
 // (transformers' `tojson`).
@@ -61,13 +63,27 @@ std::string JsonQuote(std::string_view s) {
   std::string out = "\"";
   for (unsigned char c : s) {
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      case '\b': out += "\\b"; break;
-      case '\f': out += "\\f"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      case '\b':
+        out += "\\b";
+        break;
+      case '\f':
+        out += "\\f";
+        break;
       default:
         if (c < 0x20) {
           static const char kHex[] = "0123456789abcdef";
@@ -87,8 +103,8 @@ std::string JsonQuote(std::string_view s) {
 // (Qwen2: "You are a helpful assistant.", Qwen2.5: "You are Qwen, created by
 // Alibaba Cloud. ..."). Empty when the template has no such literal.
 std::string FindDefaultSystemPrompt(std::string_view tmpl) {
-  for (std::string_view open : {std::string_view("<|im_start|>system\\n"),
-                                std::string_view("<|im_start|>system\n")}) {
+  for (std::string_view open :
+       {std::string_view("<|im_start|>system\\n"), std::string_view("<|im_start|>system\n")}) {
     size_t at = 0;
     while ((at = tmpl.find(open, at)) != std::string_view::npos) {
       at += open.size();
@@ -125,10 +141,14 @@ std::string TodayDateString() {
 
 std::string_view ChatFamilyName(ChatFamily family) {
   switch (family) {
-    case ChatFamily::kQwen3: return "qwen3";
-    case ChatFamily::kChatML: return "chatml";
-    case ChatFamily::kLlama3: return "llama3";
-    case ChatFamily::kPlain: return "plain";
+    case ChatFamily::kQwen3:
+      return "qwen3";
+    case ChatFamily::kChatML:
+      return "chatml";
+    case ChatFamily::kLlama3:
+      return "llama3";
+    case ChatFamily::kPlain:
+      return "plain";
   }
   return "plain";
 }
@@ -173,9 +193,12 @@ ChatTemplate ChatTemplate::Detect(std::string_view tmpl, std::string_view bos_to
 std::vector<std::string> ChatTemplate::StopTokens() const {
   switch (family_) {
     case ChatFamily::kQwen3:
-    case ChatFamily::kChatML: return {"<|im_end|>", "<|endoftext|>"};
-    case ChatFamily::kLlama3: return {"<|eot_id|>", "<|eom_id|>", "<|end_of_text|>"};
-    case ChatFamily::kPlain: return {};
+    case ChatFamily::kChatML:
+      return {"<|im_end|>", "<|endoftext|>"};
+    case ChatFamily::kLlama3:
+      return {"<|eot_id|>", "<|eom_id|>", "<|end_of_text|>"};
+    case ChatFamily::kPlain:
+      return {};
   }
   return {};
 }
@@ -190,9 +213,12 @@ Result<std::string> ChatTemplate::Apply(std::span<const ChatMessage> messages,
   }
   switch (family_) {
     case ChatFamily::kQwen3:
-    case ChatFamily::kChatML: return ApplyChatML(messages, options);
-    case ChatFamily::kLlama3: return ApplyLlama3(messages, options);
-    case ChatFamily::kPlain: break;
+    case ChatFamily::kChatML:
+      return ApplyChatML(messages, options);
+    case ChatFamily::kLlama3:
+      return ApplyLlama3(messages, options);
+    case ChatFamily::kPlain:
+      break;
   }
   // Plain: "role: content" paragraphs, then "assistant:" to answer.
   std::string out;

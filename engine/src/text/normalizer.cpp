@@ -22,10 +22,18 @@ Result<UnicodeNormalizer> UnicodeNormalizer::Create(NormalForm form) {
   UErrorCode status = U_ZERO_ERROR;
   const icu::Normalizer2* n = nullptr;
   switch (form) {
-    case NormalForm::kNFC: n = icu::Normalizer2::getNFCInstance(status); break;
-    case NormalForm::kNFD: n = icu::Normalizer2::getNFDInstance(status); break;
-    case NormalForm::kNFKC: n = icu::Normalizer2::getNFKCInstance(status); break;
-    case NormalForm::kNFKD: n = icu::Normalizer2::getNFKDInstance(status); break;
+    case NormalForm::kNFC:
+      n = icu::Normalizer2::getNFCInstance(status);
+      break;
+    case NormalForm::kNFD:
+      n = icu::Normalizer2::getNFDInstance(status);
+      break;
+    case NormalForm::kNFKC:
+      n = icu::Normalizer2::getNFKCInstance(status);
+      break;
+    case NormalForm::kNFKD:
+      n = icu::Normalizer2::getNFKDInstance(status);
+      break;
   }
   if (U_FAILURE(status) || !n) {
     return UnavailableError(std::string("ICU normalizer data not available: ") +

@@ -34,7 +34,8 @@ std::string RewriteWhiteSpaceEscapes(std::string_view p) {
       i = stop;
       return;
     }
-    if ((d == 'p' || d == 'P' || d == 'x' || d == 'N' || d == 'o') && i + 2 < n && p[i + 2] == '{') {
+    if ((d == 'p' || d == 'P' || d == 'x' || d == 'N' || d == 'o') && i + 2 < n &&
+        p[i + 2] == '{') {
       const size_t e = p.find('}', i + 3);
       const size_t stop = e == std::string_view::npos ? n : e + 1;
       dst->append(p.substr(i, stop - i));
@@ -133,16 +134,15 @@ Result<std::unique_ptr<SplitRegex>> SplitRegex::Compile(std::string_view pattern
   const std::string rewritten = RewriteWhiteSpaceEscapes(pattern);
   int error = 0;
   PCRE2_SIZE offset = 0;
-  pcre2_code* code =
-      pcre2_compile(reinterpret_cast<PCRE2_SPTR>(rewritten.data()), rewritten.size(),
-                    PCRE2_UTF | PCRE2_UCP, &error, &offset, nullptr);
+  pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(rewritten.data()), rewritten.size(),
+                                   PCRE2_UTF | PCRE2_UCP, &error, &offset, nullptr);
   if (!code) {
     PCRE2_UCHAR message[256];
     pcre2_get_error_message(error, message, sizeof(message));
-    return InvalidArgumentError("split regex does not compile (PCRE2: " +
-                                std::string(reinterpret_cast<char*>(message)) +
-                                ", at offset " + std::to_string(offset) +
-                                " of the rewritten pattern): " + std::string(pattern));
+    return InvalidArgumentError(
+        "split regex does not compile (PCRE2: " + std::string(reinterpret_cast<char*>(message)) +
+        ", at offset " + std::to_string(offset) +
+        " of the rewritten pattern): " + std::string(pattern));
   }
   re->code_ = code;
   re->jit_ = pcre2_jit_compile(code, PCRE2_JIT_COMPLETE) == 0;
@@ -162,9 +162,9 @@ void SplitRegex::FindAll(std::string_view subject, RegexScratch* scratch,
   size_t pos = 0;
   while (pos <= n) {
     // The subject was validated by the caller, so the per-call UTF check is skipped.
-    int rc = jit_ ? pcre2_jit_match(code, data, n, pos, PCRE2_NO_UTF_CHECK, s->match_data,
-                                    s->context)
-                  : pcre2_match(code, data, n, pos, PCRE2_NO_UTF_CHECK, s->match_data, s->context);
+    int rc =
+        jit_ ? pcre2_jit_match(code, data, n, pos, PCRE2_NO_UTF_CHECK, s->match_data, s->context)
+             : pcre2_match(code, data, n, pos, PCRE2_NO_UTF_CHECK, s->match_data, s->context);
     if (rc == PCRE2_ERROR_JIT_STACKLIMIT && !s->jit_stack) {
       // Deep backtracking on a long run: give the JIT a larger stack and retry.
       s->jit_stack = pcre2_jit_stack_create(32 * 1024, 64 * 1024 * 1024, nullptr);

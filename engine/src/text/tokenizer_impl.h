@@ -28,7 +28,7 @@ struct PreTokenizeStep {
   std::string literal;                // Split with a String pattern
   SplitBehavior behavior = SplitBehavior::kIsolated;
   bool invert = false;
-  bool add_prefix_space = false;      // ByteLevel
+  bool add_prefix_space = false;  // ByteLevel
 };
 
 // One part of a piece cut by a Split step: a match or the gap before it.

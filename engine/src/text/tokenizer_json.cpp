@@ -2,10 +2,9 @@
 // nlohmann::json exceptions stop here: every failure becomes a Status whose
 // message names the file and the JSON path ("model.merges[12]") or the byte
 // offset of a syntax error.
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
 #include <cstdio>
+#include <nlohmann/json.hpp>
 
 #include "text/byte_level.h"
 #include "text/tokenizer_impl.h"
@@ -52,7 +51,8 @@ class Loader {
                     bool fallback) const {
     auto it = obj.find(key);
     if (it == obj.end() || it->is_null()) return fallback;
-    if (!it->is_boolean()) return Error(Key(path, key), "expected true or false, found " + TypeName(*it));
+    if (!it->is_boolean())
+      return Error(Key(path, key), "expected true or false, found " + TypeName(*it));
     return it->get<bool>();
   }
   Result<std::string> String(const json& obj, const std::string& path, std::string_view key,
@@ -69,7 +69,8 @@ class Loader {
       if (required) return Error(Key(path, key), "missing");
       return static_cast<const json*>(nullptr);
     }
-    if (!it->is_object()) return Error(Key(path, key), "expected an object, found " + TypeName(*it));
+    if (!it->is_object())
+      return Error(Key(path, key), "expected an object, found " + TypeName(*it));
     return &*it;
   }
   Result<const json*> Array(const json& obj, const std::string& path, std::string_view key) const {
@@ -144,7 +145,8 @@ Status Loader::LoadModel(const json& root, Tokenizer::Impl* t) {
   }
   if (auto it = model->find("dropout"); it != model->end() && !it->is_null()) {
     if (!it->is_number() || it->get<double>() > 0.0) {
-      return Error(Key(path, "dropout"), "BPE dropout is not supported (it is a training-time option)");
+      return Error(Key(path, "dropout"),
+                   "BPE dropout is not supported (it is a training-time option)");
     }
   }
   for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"}) {
@@ -186,7 +188,8 @@ Status Loader::LoadModel(const json& root, Tokenizer::Impl* t) {
   }
   if (!unk.empty()) {
     options.unk_id = t->vocab_by_string.Find(unk);
-    if (!options.unk_id) return Error(Key(path, "unk_token"), "'" + unk + "' is not in model.vocab");
+    if (!options.unk_id)
+      return Error(Key(path, "unk_token"), "'" + unk + "' is not in model.vocab");
   }
   t->model.SetOptions(options);
 
@@ -202,7 +205,8 @@ Status Loader::LoadModel(const json& root, Tokenizer::Impl* t) {
       const std::string& s = m.get_ref<const std::string&>();
       const size_t space = s.find(' ');
       if (space == std::string::npos || s.find(' ', space + 1) != std::string::npos) {
-        return Error(mpath, "expected \"left right\" (two tokens and one space), found " + m.dump());
+        return Error(mpath,
+                     "expected \"left right\" (two tokens and one space), found " + m.dump());
       }
       left.assign(s, 0, space);
       right.assign(s, space + 1, std::string::npos);
@@ -300,10 +304,11 @@ Status Loader::LoadNormalizer(const json& node, const std::string& path, Tokeniz
 Status Loader::LoadPreTokenizer(const json& node, const std::string& path, Tokenizer::Impl* t) {
   if (!node.is_object()) return Error(path, "expected an object, found " + TypeName(node));
   OCTET_ASSIGN_OR_RETURN(std::string type, Type(node, path));
-  if (!t->pre_tokenizer.empty() && t->pre_tokenizer.back().kind == PreTokenizeStep::Kind::kByteLevel &&
-      type != "Sequence") {
-    return Error(path, "a '" + type + "' step after ByteLevel is not supported (it would see "
-                       "byte-level characters, not text)");
+  if (!t->pre_tokenizer.empty() &&
+      t->pre_tokenizer.back().kind == PreTokenizeStep::Kind::kByteLevel && type != "Sequence") {
+    return Error(path, "a '" + type +
+                           "' step after ByteLevel is not supported (it would see "
+                           "byte-level characters, not text)");
   }
   if (type == "Sequence") {
     OCTET_ASSIGN_OR_RETURN(const json* list, Array(node, path, "pretokenizers"));
@@ -404,7 +409,9 @@ Status Loader::LoadPostProcessor(const json& node, const std::string& path, Toke
       if (entry && entry->is_object() && entry->contains("ids") && (*entry)["ids"].is_array()) {
         const json& list = (*entry)["ids"];
         for (size_t k = 0; k < list.size(); ++k) {
-          OCTET_ASSIGN_OR_RETURN(TokenId id, Id(list[k], Index(Key(Key(Key(path, "special_tokens"), name), "ids"), k)));
+          OCTET_ASSIGN_OR_RETURN(
+              TokenId id,
+              Id(list[k], Index(Key(Key(Key(path, "special_tokens"), name), "ids"), k)));
           ids.push_back(id);
         }
       } else if (auto a = t->added_by_content.find(name); a != t->added_by_content.end()) {

@@ -38,8 +38,12 @@ int DecodeUtf8Char(std::string_view s, uint32_t* cp) {
     if ((p[i] & 0xC0) != 0x80) return 0;
   }
   switch (li.length) {
-    case 2: *cp = (uint32_t(p[0] & 0x1F) << 6) | (p[1] & 0x3F); break;
-    case 3: *cp = (uint32_t(p[0] & 0x0F) << 12) | (uint32_t(p[1] & 0x3F) << 6) | (p[2] & 0x3F); break;
+    case 2:
+      *cp = (uint32_t(p[0] & 0x1F) << 6) | (p[1] & 0x3F);
+      break;
+    case 3:
+      *cp = (uint32_t(p[0] & 0x0F) << 12) | (uint32_t(p[1] & 0x3F) << 6) | (p[2] & 0x3F);
+      break;
     default:
       *cp = (uint32_t(p[0] & 0x07) << 18) | (uint32_t(p[1] & 0x3F) << 12) |
             (uint32_t(p[2] & 0x3F) << 6) | (p[3] & 0x3F);
@@ -59,8 +63,8 @@ size_t InvalidUtf8Prefix(std::string_view s, bool* truncated) {
       *truncated = true;
       return i;
     }
-    const bool ok = (i == 1) ? (p[1] >= li.second_lo && p[1] <= li.second_hi)
-                             : ((p[i] & 0xC0) == 0x80);
+    const bool ok =
+        (i == 1) ? (p[1] >= li.second_lo && p[1] <= li.second_hi) : ((p[i] & 0xC0) == 0x80);
     if (!ok) return i;
   }
   return i;  // not reached for an invalid prefix; a complete sequence is valid

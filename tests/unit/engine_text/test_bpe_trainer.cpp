@@ -2,10 +2,8 @@
 // our loader reads back and that round-trips any text, the requested vocabulary
 // size, determinism, special tokens, GPT-4 split behaviour, and its errors.
 #include <QtTest>
-
-#include <nlohmann/json.hpp>
-
 #include <chrono>
+#include <nlohmann/json.hpp>
 #include <random>
 
 #include "octet/engine/bpe_trainer.h"
@@ -20,15 +18,18 @@ namespace {
 
 // Deterministic multi-script text with a Zipf-like word law.
 std::string Corpus(size_t bytes, uint32_t seed) {
-  static const char* kSyllables[] = {"ka", "to", "ri", "sen", "mo", "la", "ter", "in", "ex", "pro",
-                                     "ba", "ne", "sti", "ol", "ur", "gra", "ly", "che", "vi", "dor"};
-  static const char* kExtra[] = {"Привет мир. ", "你好，世界。", "Καλημέρα. ", "😀 ", "café ",
-                                 "x = f(3.14159);\n", "    return 0;\n", "It's 2024! "};
+  static const char* kSyllables[] = {"ka", "to",  "ri",  "sen", "mo", "la",  "ter",
+                                     "in", "ex",  "pro", "ba",  "ne", "sti", "ol",
+                                     "ur", "gra", "ly",  "che", "vi", "dor"};
+  static const char* kExtra[] = {
+      "Привет мир. ", "你好，世界。",      "Καλημέρα. ",      "😀 ",
+      "café ",        "x = f(3.14159);\n", "    return 0;\n", "It's 2024! "};
   std::mt19937 rng(seed);
   std::vector<std::string> lexicon;
   for (int i = 0; i < 20000; ++i) {
     std::string w;
-    for (uint32_t k = 0, n = 1 + rng() % 4; k < n; ++k) w += kSyllables[rng() % std::size(kSyllables)];
+    for (uint32_t k = 0, n = 1 + rng() % 4; k < n; ++k)
+      w += kSyllables[rng() % std::size(kSyllables)];
     lexicon.push_back(w);
   }
   std::string out;

@@ -6,7 +6,6 @@
 // Llama-3.1-style templates for the default system prompt and the dated
 // system block. Plus the fallback for unknown templates and the errors.
 #include <QtTest>
-
 #include <nlohmann/json.hpp>
 
 #include "octet/base/file_util.h"
@@ -51,14 +50,18 @@ class TestChatTemplate : public QObject {
     const json refs = References();
     QVERIFY(refs["fixture_templates"].size() >= 8);
     for (const json& c : refs["fixture_templates"]) {
-      const std::string dir = test::FixturesDir() + "/tokenizers/" + c["tokenizer"].get<std::string>();
+      const std::string dir =
+          test::FixturesDir() + "/tokenizers/" + c["tokenizer"].get<std::string>();
       const json config = json::parse(*ReadFileToString(dir + "/tokenizer_config.json"));
-      const std::string bos = config["bos_token"].is_string() ? config["bos_token"].get<std::string>() : "";
-      const ChatTemplate tmpl = ChatTemplate::Detect(config["chat_template"].get<std::string>(), bos);
+      const std::string bos =
+          config["bos_token"].is_string() ? config["bos_token"].get<std::string>() : "";
+      const ChatTemplate tmpl =
+          ChatTemplate::Detect(config["chat_template"].get<std::string>(), bos);
       QVERIFY(tmpl.warning().empty());
       auto text = tmpl.Apply(Messages(c["messages"]), Options(c));
       QVERIFY(text.ok());
-      const std::string label = c["tokenizer"].get<std::string>() + "/" + c["name"].get<std::string>();
+      const std::string label =
+          c["tokenizer"].get<std::string>() + "/" + c["name"].get<std::string>();
       QVERIFY2(*text == c["text"].get<std::string>(),
                (label + ":\n got  " + json(*text).dump() + "\n want " + c["text"].dump()).c_str());
     }
@@ -67,8 +70,8 @@ class TestChatTemplate : public QObject {
   void otherTemplatesMatchJinja() {
     const json refs = References();
     for (const json& c : refs["other_templates"]) {
-      const ChatTemplate tmpl = ChatTemplate::Detect(c["template"].get<std::string>(),
-                                                     c["bos_token"].get<std::string>());
+      const ChatTemplate tmpl =
+          ChatTemplate::Detect(c["template"].get<std::string>(), c["bos_token"].get<std::string>());
       const std::string label =
           c["template_name"].get<std::string>() + "/" + c["name"].get<std::string>();
       QVERIFY2(tmpl.warning().empty(), label.c_str());
@@ -90,8 +93,9 @@ class TestChatTemplate : public QObject {
         QCOMPARE(t.family(), ChatFamily::kChatML);
       }
       if (name == "qwen2.5-style") {
-        QCOMPARE(t.default_system_prompt(),
-                 std::string("You are Qwen, created by Alibaba Cloud. You are a helpful assistant."));
+        QCOMPARE(
+            t.default_system_prompt(),
+            std::string("You are Qwen, created by Alibaba Cloud. You are a helpful assistant."));
       }
       if (name == "qwen2-style") {
         QCOMPARE(t.default_system_prompt(), std::string("You are a helpful assistant."));
@@ -109,12 +113,14 @@ class TestChatTemplate : public QObject {
     QCOMPARE(t.family(), ChatFamily::kLlama3);
     const std::vector<ChatMessage> m = {{"user", "hi"}};
     const std::string text = *t.Apply(m);
-    const QRegularExpression today("Today Date: \\d\\d [A-Z][a-z][a-z] \\d\\d\\d\\d\n\n<\\|eot_id\\|>");
+    const QRegularExpression today(
+        "Today Date: \\d\\d [A-Z][a-z][a-z] \\d\\d\\d\\d\n\n<\\|eot_id\\|>");
     QVERIFY2(today.match(QString::fromStdString(text)).hasMatch(), text.c_str());
   }
 
   void unknownTemplateFallsBackWithWarning() {
-    const ChatTemplate t = ChatTemplate::Detect("{% for m in messages %}[{{ m.role }}] {{ m.content }}{% endfor %}");
+    const ChatTemplate t =
+        ChatTemplate::Detect("{% for m in messages %}[{{ m.role }}] {{ m.content }}{% endfor %}");
     QCOMPARE(t.family(), ChatFamily::kPlain);
     QVERIFY(!t.warning().empty());
     QVERIFY(t.StopTokens().empty());
@@ -150,10 +156,12 @@ class TestChatTemplate : public QObject {
     ChatOptions off;
     off.enable_thinking = false;
     QCOMPARE(*t.Apply(m, off),
-             std::string("<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n"));
+             std::string(
+                 "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n"));
     ChatOptions on;
     on.enable_thinking = true;
-    QCOMPARE(*t.Apply(m, on), std::string("<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"));
+    QCOMPARE(*t.Apply(m, on),
+             std::string("<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"));
   }
 };
 

@@ -2,7 +2,6 @@
 // strings on stdin -> a JSON array of id arrays (and back with --decode),
 // checked against the fixture ids; non-zero exits with a one-line reason.
 #include <QtTest>
-
 #include <nlohmann/json.hpp>
 
 #include "octet/base/file_util.h"
@@ -15,8 +14,8 @@ using json = nlohmann::json;
 namespace {
 
 // Runs `octet tokenize ARGS < stdin_text` and returns the result.
-octet::test::CommandResult Tokenize(const std::string& stdin_text, const std::vector<std::string>& args,
-                                    QTemporaryDir& dir) {
+octet::test::CommandResult Tokenize(const std::string& stdin_text,
+                                    const std::vector<std::string>& args, QTemporaryDir& dir) {
   const std::string in = dir.path().toStdString() + "/stdin.json";
   if (!octet::WriteFileAtomic(in, stdin_text).ok()) qFatal("cannot write %s", in.c_str());
   std::string cmd = "exec \"$0\" tokenize";
@@ -42,7 +41,8 @@ std::string SmallTokenizer(QTemporaryDir& dir) {
       "special_tokens": {"<s>": {"id": "<s>", "ids": [0], "tokens": ["<s>"]}}})");
   j["post_processor"]["special_tokens"]["<s>"]["ids"][0] = bos;
   const std::string folder = dir.path().toStdString() + "/small";
-  if (!octet::MakeDirs(folder).ok() || !octet::WriteFileAtomic(folder + "/tokenizer.json", j.dump()).ok()) {
+  if (!octet::MakeDirs(folder).ok() ||
+      !octet::WriteFileAtomic(folder + "/tokenizer.json", j.dump()).ok()) {
     qFatal("cannot write the small tokenizer");
   }
   return folder;
@@ -61,13 +61,15 @@ class TestCmdTokenize : public QObject {
     OCTET_REQUIRE_FIXTURES();
     QTemporaryDir dir;
     const std::string tok = octet::test::FixturesDir() + "/tokenizers/qwen3";
-    auto r = Tokenize(R"(["Hello world", "<|im_start|>user\nHello!<|im_end|>\n", ""])", {"--tokenizer", tok}, dir);
+    auto r = Tokenize(R"(["Hello world", "<|im_start|>user\nHello!<|im_end|>\n", ""])",
+                      {"--tokenizer", tok}, dir);
     QCOMPARE(r.exit_code, 0);
     QCOMPARE(json::parse(r.output),
              json::parse("[[9707,1879],[151644,872,198,9707,0,151645,198],[]]"));
 
     r = Tokenize("[[9707,1879],[151644,872,198,13048,1052,151645]]",
-                 {"--tokenizer", tok + "/tokenizer.json", "--decode", "--skip-special", "--json"}, dir);
+                 {"--tokenizer", tok + "/tokenizer.json", "--decode", "--skip-special", "--json"},
+                 dir);
     QCOMPARE(r.exit_code, 0);
     QCOMPARE(json::parse(r.output), json::parse(R"(["Hello world", "user\nHi there"])"));
   }

@@ -2,12 +2,11 @@
 // from Hugging Face `tokenizers` (Rust) for 195 strings, 7 rendered chat
 // templates and 11 decode cases. Every case must match exactly, and
 // decode(encode(s)) must give s back (NFC(s) for Qwen3).
-#include <QtTest>
-
-#include <nlohmann/json.hpp>
-
 #include <unicode/normalizer2.h>
 #include <unicode/utf8.h>
+
+#include <QtTest>
+#include <nlohmann/json.hpp>
 
 #include "octet/base/file_util.h"
 #include "octet/engine/chat_template.h"
@@ -20,9 +19,7 @@ using json = nlohmann::json;
 
 namespace {
 
-std::string TokDir(const std::string& name) {
-  return test::FixturesDir() + "/tokenizers/" + name;
-}
+std::string TokDir(const std::string& name) { return test::FixturesDir() + "/tokenizers/" + name; }
 
 json LoadCases(const std::string& file) {
   auto text = ReadFileToString(test::FixturesDir() + "/tokenizers/" + file);
@@ -134,8 +131,9 @@ class TestTokenizerFixtures : public QObject {
         const std::string want = std::string(name) == "qwen3" ? Nfc(text) : text;
         if (!decoded.ok() || *decoded != want) {
           ++failures;
-          qWarning("%s decode %s gave %s", name, json(text).dump().c_str(),
-                   decoded.ok() ? json(*decoded).dump().c_str() : decoded.status().ToString().c_str());
+          qWarning(
+              "%s decode %s gave %s", name, json(text).dump().c_str(),
+              decoded.ok() ? json(*decoded).dump().c_str() : decoded.status().ToString().c_str());
         }
       }
     }
@@ -158,7 +156,8 @@ class TestTokenizerFixtures : public QObject {
       }
       auto text = tmpl.Apply(messages, options);
       QVERIFY2(text.ok(), text.status().ToString().c_str());
-      const std::string label = c["tokenizer"].get<std::string>() + "/" + c["name"].get<std::string>();
+      const std::string label =
+          c["tokenizer"].get<std::string>() + "/" + c["name"].get<std::string>();
       QVERIFY2(*text == c["text"].get<std::string>(),
                (label + ": got " + json(*text).dump()).c_str());
       QVERIFY2(tok.Encode(*text) == c["ids"].get<std::vector<TokenId>>(), label.c_str());
@@ -202,7 +201,8 @@ class TestTokenizerFixtures : public QObject {
     const json decode_cases = LoadCases("decode_cases.json");
     std::vector<std::pair<std::string, std::vector<TokenId>>> lists;
     for (const json& c : cases) {
-      for (const char* name : {"qwen3", "llama3"}) lists.emplace_back(name, c[name].get<std::vector<TokenId>>());
+      for (const char* name : {"qwen3", "llama3"})
+        lists.emplace_back(name, c[name].get<std::vector<TokenId>>());
     }
     for (const json& c : decode_cases) {
       lists.emplace_back(c["tokenizer"], c["ids"].get<std::vector<TokenId>>());
@@ -259,7 +259,8 @@ class TestTokenizerFixtures : public QObject {
     const std::vector<TokenId> bad = {9707, -1};
     auto r = qwen_->Decode(bad);
     QVERIFY(!r.ok());
-    QVERIFY2(r.status().message().find("position 1") != std::string::npos, r.status().message().c_str());
+    QVERIFY2(r.status().message().find("position 1") != std::string::npos,
+             r.status().message().c_str());
     const std::vector<TokenId> too_big = {151669};
     QVERIFY(!qwen_->Decode(too_big).ok());
   }

@@ -4,16 +4,14 @@
 // tests and docs), and white-box checks of the pieces: the White_Space set
 // against ICU for every code point, the two BPE merge loops against each
 // other, lossy UTF-8 against Rust's documented from_utf8_lossy results.
+#include <unicode/uchar.h>
+
 #include <QtTest>
-
-#include <nlohmann/json.hpp>
-
 #include <map>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <set>
 #include <thread>
-
-#include <unicode/uchar.h>
 
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
@@ -52,14 +50,17 @@ json SmallTokenizer() {
   return json::parse(*text);
 }
 
-Result<Tokenizer> Load(const json& j) { return Tokenizer::FromJson(j.dump(), {}, "tokenizer.json"); }
+Result<Tokenizer> Load(const json& j) {
+  return Tokenizer::FromJson(j.dump(), {}, "tokenizer.json");
+}
 
 // Loads `j` and expects an error whose message contains every one of `parts`.
 void ExpectError(const json& j, std::initializer_list<const char*> parts) {
   auto t = Load(j);
   QVERIFY2(!t.ok(), "loaded a broken tokenizer.json");
   const std::string msg = t.status().message();
-  for (const char* p : parts) QVERIFY2(msg.find(p) != std::string::npos, (msg + "  [missing: " + p + "]").c_str());
+  for (const char* p : parts)
+    QVERIFY2(msg.find(p) != std::string::npos, (msg + "  [missing: " + p + "]").c_str());
 }
 
 std::vector<std::string> Strings(std::initializer_list<const char*> list) {
@@ -254,7 +255,8 @@ class TestTokenizerUnit : public QObject {
     ExpectError(j, {"pre_tokenizer.pretokenizers[0]", "unsupported type 'Metaspace'"});
 
     j = SmallTokenizer();
-    j["normalizer"] = {{"type", "Sequence"}, {"normalizers", {{{"type", "NFC"}}, {{"type", "Lowercase"}}}}};
+    j["normalizer"] = {{"type", "Sequence"},
+                       {"normalizers", {{{"type", "NFC"}}, {{"type", "Lowercase"}}}}};
     ExpectError(j, {"normalizer.normalizers[1]", "unsupported type 'Lowercase'"});
 
     j = SmallTokenizer();
@@ -270,7 +272,8 @@ class TestTokenizerUnit : public QObject {
     ExpectError(j, {"post_processor", "unsupported type 'Weird'"});
 
     j = SmallTokenizer();
-    j["pre_tokenizer"] = {{"type", "Split"}, {"pattern", {{"Regex", "\\s+"}}}, {"behavior", "Isolated"}};
+    j["pre_tokenizer"] = {
+        {"type", "Split"}, {"pattern", {{"Regex", "\\s+"}}}, {"behavior", "Isolated"}};
     ExpectError(j, {"pre_tokenizer", "no ByteLevel step"});
   }
 
@@ -325,7 +328,8 @@ class TestTokenizerUnit : public QObject {
     j["added_tokens"][1]["single_word"] = true;
     auto tok = Load(j);
     QVERIFY(tok.ok());
-    const std::vector<std::string> pieces = tok->PreTokenize("Hi <mask> there\t<mask>\t<mask>\xE2\x80\x80");
+    const std::vector<std::string> pieces =
+        tok->PreTokenize("Hi <mask> there\t<mask>\t<mask>\xE2\x80\x80");
     QCOMPARE(pieces, Strings({"Hi", " <mask> ", "there", "\t<mask>\t", "<mask>\xE2\x80\x80"}));
     const std::vector<TokenId> ids = tok->Encode("Hi <mask> there");
     QCOMPARE(std::count(ids.begin(), ids.end(), 399), 1L);
@@ -347,8 +351,12 @@ class TestTokenizerUnit : public QObject {
     // spelling in the input still finds it.
     json j = SmallTokenizer();
     j["normalizer"] = {{"type", "NFC"}};
-    j["added_tokens"].push_back({{"id", 400}, {"content", "caf\xC3\xA9!"}, {"special", false},
-                                 {"normalized", true}, {"lstrip", false}, {"rstrip", false},
+    j["added_tokens"].push_back({{"id", 400},
+                                 {"content", "caf\xC3\xA9!"},
+                                 {"special", false},
+                                 {"normalized", true},
+                                 {"lstrip", false},
+                                 {"rstrip", false},
                                  {"single_word", false}});
     auto tok = Load(j);
     QVERIFY2(tok.ok(), tok.status().ToString().c_str());
@@ -367,16 +375,20 @@ class TestTokenizerUnit : public QObject {
     };
     for (const auto& [behavior, want] : cases) {
       json j = SmallTokenizer();
-      j["pre_tokenizer"]["pretokenizers"][0] = {
-          {"type", "Split"}, {"pattern", {{"String", "-"}}}, {"behavior", behavior}, {"invert", false}};
+      j["pre_tokenizer"]["pretokenizers"][0] = {{"type", "Split"},
+                                                {"pattern", {{"String", "-"}}},
+                                                {"behavior", behavior},
+                                                {"invert", false}};
       auto tok = Load(j);
       QVERIFY2(tok.ok(), tok.status().ToString().c_str());
       QCOMPARE(tok->PreTokenize("the-final--countdown"), want);
     }
     // invert: the matches are the pieces kept apart, the rest is the delimiter.
     json j = SmallTokenizer();
-    j["pre_tokenizer"]["pretokenizers"][0] = {
-        {"type", "Split"}, {"pattern", {{"Regex", "\\p{L}+"}}}, {"behavior", "Removed"}, {"invert", true}};
+    j["pre_tokenizer"]["pretokenizers"][0] = {{"type", "Split"},
+                                              {"pattern", {{"Regex", "\\p{L}+"}}},
+                                              {"behavior", "Removed"},
+                                              {"invert", true}};
     auto tok = Load(j);
     QVERIFY(tok.ok());
     QCOMPARE(tok->PreTokenize("ab, cd!"), Strings({"ab", "cd"}));

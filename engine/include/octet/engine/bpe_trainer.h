@@ -57,10 +57,10 @@ struct BpeTrainerOptions {
 
 struct BpeTrainingStats {
   int64_t corpus_bytes = 0;
-  int64_t pre_tokens = 0;        // pre-tokens counted (with repeats)
-  int64_t distinct_words = 0;    // distinct pre-tokens
-  int32_t merges = 0;            // merges learned
-  int32_t vocab_size = 0;        // ids in the written tokenizer (incl. special tokens)
+  int64_t pre_tokens = 0;      // pre-tokens counted (with repeats)
+  int64_t distinct_words = 0;  // distinct pre-tokens
+  int32_t merges = 0;          // merges learned
+  int32_t vocab_size = 0;      // ids in the written tokenizer (incl. special tokens)
 };
 
 class BpeTrainer {
@@ -85,8 +85,7 @@ class BpeTrainer {
 };
 
 // Trains on `corpus` in one call (same as AddText + Train).
-Result<std::string> TrainBpeTokenizerJson(std::string_view corpus,
-                                          const BpeTrainerOptions& options,
+Result<std::string> TrainBpeTokenizerJson(std::string_view corpus, const BpeTrainerOptions& options,
                                           BpeTrainingStats* stats = nullptr);
 
 }  // namespace octet::engine

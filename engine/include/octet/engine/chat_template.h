@@ -89,9 +89,9 @@ class ChatTemplate {
   std::string warning_;
   std::string default_system_;
   std::string bos_token_;
-  bool tool_response_ = false;    // ChatML: tool turns as <tool_response> inside a user turn
-  bool llama31_ = false;          // Llama 3.1+: system block with the knowledge/today dates
-  bool llama_date_now_ = false;   // Llama 3.2+: the template asks for today's date
+  bool tool_response_ = false;   // ChatML: tool turns as <tool_response> inside a user turn
+  bool llama31_ = false;         // Llama 3.1+: system block with the knowledge/today dates
+  bool llama_date_now_ = false;  // Llama 3.2+: the template asks for today's date
 };
 
 std::string_view ChatFamilyName(ChatFamily family);

@@ -59,10 +59,10 @@ struct AddedToken {
   TokenId id = -1;
   std::string content;
   bool special = false;
-  bool normalized = false;  // matched after normalization instead of on the raw text
-  bool lstrip = false;      // swallows white space on its left
-  bool rstrip = false;      // swallows white space on its right
-  bool single_word = false; // only matches when not touching a letter or digit
+  bool normalized = false;   // matched after normalization instead of on the raw text
+  bool lstrip = false;       // swallows white space on its left
+  bool rstrip = false;       // swallows white space on its right
+  bool single_word = false;  // only matches when not touching a letter or digit
 };
 
 // What tokenizer_config.json (and generation_config.json) say about a model's
@@ -71,8 +71,8 @@ struct TokenizerConfig {
   std::string bos_token;
   std::string eos_token;
   std::string pad_token;
-  std::string chat_template;             // the Jinja text; the "default" one when it is a list
-  std::optional<bool> add_bos_token;     // as written, when written
+  std::string chat_template;                // the Jinja text; the "default" one when it is a list
+  std::optional<bool> add_bos_token;        // as written, when written
   std::vector<TokenId> generation_eos_ids;  // generation_config.json "eos_token_id"
 };
 
