@@ -113,7 +113,7 @@ void BpeCache::Insert(std::string_view word, const TokenId* ids, size_t count) {
       Clear();
     }
   }
-  if (arena_.size() > (size_t{32} << 20)) Clear();
+  if (arena_.size() > (size_t{8} << 20)) Clear();  // bounded memory per scratch (per thread)
   const uint64_t h = ShortStringHash(word);
   const size_t mask = slots_.size() - 1;
   size_t slot = h & mask;

@@ -167,7 +167,7 @@ void SplitRegex::FindAll(std::string_view subject, RegexScratch* scratch,
              : pcre2_match(code, data, n, pos, PCRE2_NO_UTF_CHECK, s->match_data, s->context);
     if (rc == PCRE2_ERROR_JIT_STACKLIMIT && !s->jit_stack) {
       // Deep backtracking on a long run: give the JIT a larger stack and retry.
-      s->jit_stack = pcre2_jit_stack_create(32 * 1024, 64 * 1024 * 1024, nullptr);
+      s->jit_stack = pcre2_jit_stack_create(size_t{32} << 10, size_t{64} << 20, nullptr);
       s->context = pcre2_match_context_create(nullptr);
       pcre2_jit_stack_assign(s->context, nullptr, s->jit_stack);
       continue;

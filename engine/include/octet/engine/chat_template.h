@@ -20,10 +20,13 @@
 //   kPlain   "role: content" paragraphs: the fallback for a template that is not
 //            recognised (warning() says so; nothing is guessed silently).
 //
-// The result is text: encode it with Tokenizer::Encode, whose added-token pass
-// turns the written special tokens (<|im_start|>, ...) into their ids. It is
-// what Python's apply_chat_template(..., tokenize=False) gives for the same
+// The result is text: encode it with Tokenizer::Encode (add_special_tokens
+// false: templates that want a BOS write it themselves), whose added-token
+// pass turns the written special tokens (<|im_start|>, ...) into their ids. It
+// is what Python's apply_chat_template(..., tokenize=False) gives for the same
 // messages (checked against ../shared/fixtures/tokenizers/chat_cases.json).
+// As in Python, special tokens typed inside a message's content are not
+// escaped: they become special ids when the text is encoded.
 #pragma once
 
 #include <optional>
