@@ -8,7 +8,8 @@
 // clock also counts time spent waiting for a core. Prints a table, and with
 // --json one JSON document.
 //
-//   bench_tokenizer [--tokenizers DIR] [--mb 4] [--repeat 3] [--train-vocab 8192] [--json]
+//   bench_tokenizer [--tokenizers DIR] [--only qwen3,llama3] [--mb 4] [--repeat 3]
+//                   [--train-vocab 8192] [--json]
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -150,6 +151,7 @@ int main(int argc, char** argv) {
   ArgParser args("bench_tokenizer", "Tokenizer encode/decode throughput on one thread.");
   args.Option("tokenizers", "DIR", "folder with qwen3/ and llama3/ tokenizers",
               std::string(OCTET_FIXTURES_DIR_DEFAULT) + "/tokenizers");
+  args.Option("only", "NAMES", "comma-separated subset of qwen3,llama3", "qwen3,llama3");
   args.Option("mb", "N", "megabytes of text to encode", "4");
   args.Option("repeat", "N", "encode passes; the fastest counts", "3");
   args.Option("train-vocab", "N", "vocabulary size for the trainer run (0: skip)", "8192");
@@ -177,7 +179,7 @@ int main(int argc, char** argv) {
   for (const std::string& d : docs) bytes += d.size();
 
   std::vector<Row> rows;
-  for (const char* name : {"qwen3", "llama3"}) {
+  for (const std::string& name : args.GetList("only")) {
     Row row;
     row.name = name;
     auto t0 = std::chrono::steady_clock::now();
