@@ -191,6 +191,7 @@ Result<Tokenizer> Tokenizer::FromJson(std::string_view tokenizer_json, std::stri
     OCTET_RETURN_IF_ERROR(
         text::ParseTokenizerConfig(config_json, "tokenizer_config.json", &impl->config));
   }
+  impl->chat_template = ChatTemplate::Detect(impl->config.chat_template, impl->config.bos_token);
   return Tokenizer(std::move(impl));
 }
 
@@ -220,6 +221,7 @@ Result<Tokenizer> Tokenizer::Load(const std::string& path) {
     OCTET_ASSIGN_OR_RETURN(std::string gen, ReadFileToString(generation_path));
     OCTET_RETURN_IF_ERROR(text::ParseGenerationConfig(gen, generation_path, &impl->config));
   }
+  impl->chat_template = ChatTemplate::Detect(impl->config.chat_template, impl->config.bos_token);
   return Tokenizer(std::move(impl));
 }
 
@@ -413,9 +415,7 @@ std::optional<TokenId> Tokenizer::eos_id() const {
   return TokenToId(impl_->config.eos_token);
 }
 
-ChatTemplate Tokenizer::chat_template() const {
-  return ChatTemplate::Detect(impl_->config.chat_template, impl_->config.bos_token);
-}
+const ChatTemplate& Tokenizer::chat_template() const { return impl_->chat_template; }
 
 std::vector<TokenId> Tokenizer::StopIds() const {
   std::vector<TokenId> ids;

@@ -8,6 +8,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "octet/engine/chat_template.h"
 #include "octet/engine/tokenizer.h"
 #include "text/added_vocab.h"
 #include "text/bpe_model.h"
@@ -80,6 +81,7 @@ struct Tokenizer::Impl {
   text::StringIdMap vocab_by_string;  // tokenizer.json vocab strings
 
   TokenizerConfig config;
+  ChatTemplate chat_template;  // recognised from config.chat_template at load
   std::string description;
 
   // Scratch pool (see tokenizer.h: thread-safety).

@@ -131,9 +131,10 @@ class Tokenizer {
   // tokenizer.
   std::optional<TokenId> bos_id() const;
   std::optional<TokenId> eos_id() const;
-  // The chat template recognised from config().chat_template (kPlain with a
-  // warning when there is none or it is not recognised).
-  ChatTemplate chat_template() const;
+  // The chat template recognised from config().chat_template at load (kPlain
+  // with a warning() when there is none or it is not recognised: callers that
+  // render chats should show that warning to the user).
+  const ChatTemplate& chat_template() const;
   // Every id that ends a reply: the chat-template family's end-of-turn tokens
   // (<|im_end|>, <|eot_id|>, ...), eos_token, and generation_config.json's
   // eos_token_id, deduplicated, in that order. See chat_template.h.
