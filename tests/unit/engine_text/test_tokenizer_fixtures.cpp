@@ -169,9 +169,11 @@ class TestTokenizerFixtures : public QObject {
     QCOMPARE(llama_->chat_template().family(), ChatFamily::kLlama3);
     // Qwen3: <|im_end|> (also eos_token) and <|endoftext|>.
     QCOMPARE(qwen_->StopIds(), (std::vector<TokenId>{151645, 151643}));
-    // Llama-3: <|eot_id|>, <|eom_id|> is not in this vocabulary as such... it is a
-    // reserved token here, so only <|eot_id|> and <|end_of_text|> (also eos_token).
+    // Llama-3: <|eot_id|> and <|end_of_text|> (also eos_token). <|eom_id|> came
+    // with Llama 3.1; in this file 128008 is still a reserved token.
     const std::vector<TokenId> stops = llama_->StopIds();
+    QCOMPARE(stops.size(), size_t(2));
+    QVERIFY(!llama_->TokenToId("<|eom_id|>").has_value());
     QVERIFY(std::find(stops.begin(), stops.end(), 128009) != stops.end());
     QVERIFY(std::find(stops.begin(), stops.end(), 128001) != stops.end());
     QCOMPARE(*llama_->bos_id(), 128000);
