@@ -4,9 +4,11 @@
 //               [--tls-cert node.pem --tls-key node.key] [--model-roots /models]
 //
 // Runs until SIGINT or SIGTERM, then stops every job it started and exits 0.
+#include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
 #include <iostream>
 
@@ -17,6 +19,15 @@
 #include "octet/base/log.h"
 
 namespace {
+
+// SIGINT/SIGTERM are caught by a handler that writes to a pipe the main thread
+// waits on. (Blocking them instead would be inherited by every job process
+// through fork and exec, and a worker could then not be stopped gracefully.)
+int g_signal_pipe[2] = {-1, -1};
+void OnStopSignal(int sig) {
+  const char c = static_cast<char>(sig);
+  (void)!::write(g_signal_pipe[1], &c, 1);
+}
 
 std::string DefaultStateDir() {
   if (::geteuid() == 0) return "/var/lib/octet";
@@ -49,6 +60,7 @@ int main(int argc, char** argv) {
   p.Option("beacon-port", "PORT", "UDP port of the link beacons",
            std::to_string(octet::agent::kDefaultBeaconPort));
   p.Option("beacon-interval-ms", "MS", "time between beacons", "1000");
+  p.Option("link-stale-ms", "MS", "forget a link not heard for this long (default: max(5000, 4 beacons))");
   p.Option("interfaces", "GLOB,...", "beacon only on these interfaces");
   p.Option("ignore-interfaces", "GLOB,...", "never beacon on these interfaces");
   p.Option("probe-listen", "HOST:PORT", "link-probe endpoint (default: the --listen host, any port)");
@@ -107,18 +119,26 @@ int main(int argc, char** argv) {
   cfg.beacon_port = static_cast<uint16_t>(*beacon_port);
   cfg.beacon_interval_ms = static_cast<int>(*interval);
   cfg.link_stale_ms = std::max(5000, 4 * cfg.beacon_interval_ms);
+  if (p.Given("link-stale-ms")) {
+    auto stale = p.GetInt("link-stale-ms");
+    if (!stale.ok() || *stale < 2 * cfg.beacon_interval_ms) {
+      return Fail("--link-stale-ms: at least two beacon intervals", 2);
+    }
+    cfg.link_stale_ms = static_cast<int>(*stale);
+  }
   cfg.stop_grace_ms = static_cast<int>(*grace);
   cfg.interfaces.only = p.GetList("interfaces");
   cfg.interfaces.ignore = p.GetList("ignore-interfaces");
   cfg.probe_listen = p.GetString("probe-listen");
   cfg.octet_binary = p.GetString("octet-bin");
 
-  // Signals are taken synchronously by this thread; every other thread inherits the mask.
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGINT);
-  sigaddset(&stop_signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  if (::pipe2(g_signal_pipe, O_CLOEXEC) != 0) return Fail("pipe failed");
+  struct sigaction sa {};
+  sa.sa_handler = OnStopSignal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  ::sigaction(SIGINT, &sa, nullptr);
+  ::sigaction(SIGTERM, &sa, nullptr);
 
   auto server = octet::agent::AgentServer::Start(std::move(cfg));
   if (!server.ok()) return Fail(server.status().message());
@@ -128,9 +148,10 @@ int main(int argc, char** argv) {
       return Fail(s.message());
     }
   }
-  int sig = 0;
-  sigwait(&stop_signals, &sig);
-  OCTET_LOG(INFO) << "signal " << sig << ": shutting down";
+  char sig = 0;
+  while (::read(g_signal_pipe[0], &sig, 1) < 0 && errno == EINTR) {
+  }
+  OCTET_LOG(INFO) << "signal " << static_cast<int>(sig) << ": shutting down";
   (*server)->Shutdown();
   return 0;
 }

@@ -236,20 +236,6 @@ CablingReport AnalyzeCabling(const std::vector<CablingNodeInput>& nodes, const s
   bool single_cables = true;
   for (const auto& [pair, count] : direct_links) single_cables = single_cables && count == 1;
 
-  if (n == 1) {
-    r.kind = CablingKind::kSingleNode;
-  } else if (full_switch) {
-    r.kind = shared_nodes.size() == 1 && total_direct == 0 ? CablingKind::kSwitch : CablingKind::kMixed;
-  } else if (n == 2 && shared_nodes.empty() && total_direct > 0) {
-    r.kind = CablingKind::kDirectPair;
-  } else if (n >= 3 && shared_nodes.empty() && all_degree_two && single_cables && connected) {
-    r.kind = CablingKind::kRing;
-  } else if (connected && reachable == n) {
-    r.kind = CablingKind::kMixed;
-  } else {
-    r.kind = CablingKind::kPartial;
-  }
-
   // A chain of direct cables through all nodes: a ring with one link missing.
   std::vector<size_t> ends;
   bool chain = n >= 3 && shared_nodes.empty() && connected && single_cables;
@@ -258,6 +244,20 @@ CablingReport AnalyzeCabling(const std::vector<CablingNodeInput>& nodes, const s
     else if (adj[i].size() != 2) chain = false;
   }
   chain = chain && ends.size() == 2;
+  if (n == 1) {
+    r.kind = CablingKind::kSingleNode;
+  } else if (full_switch) {
+    r.kind = shared_nodes.size() == 1 && total_direct == 0 ? CablingKind::kSwitch : CablingKind::kMixed;
+  } else if (n == 2 && shared_nodes.empty() && total_direct > 0) {
+    r.kind = CablingKind::kDirectPair;
+  } else if (n >= 3 && shared_nodes.empty() && all_degree_two && single_cables && connected) {
+    r.kind = CablingKind::kRing;
+  } else if (connected && reachable == n && !chain) {
+    r.kind = CablingKind::kMixed;
+  } else {
+    r.kind = CablingKind::kPartial;
+  }
+
   const bool ring_expected = expected == "ring" || (r.declared && declared == "ring");
   if (chain && (ring_expected || expected.empty())) {
     problem("missing-ring-link",

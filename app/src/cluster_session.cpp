@@ -228,6 +228,7 @@ struct ClusterSession::Impl {
             wake.notify_all();
           });
       Deadline next_refresh = Deadline::AfterMs(options.refresh_interval_ms);
+      Deadline next_facts = Deadline::AfterMs(options.facts_interval_ms);
       Status lost_reason;
       for (;;) {
         {
@@ -248,9 +249,11 @@ struct ClusterSession::Impl {
           break;
         }
         const bool asked = nd.refresh.exchange(false);
-        if (asked || next_refresh.expired()) {
-          Refresh(i, asked);
+        const bool facts_due = asked || next_facts.expired();
+        if (facts_due || next_refresh.expired()) {
+          Refresh(i, facts_due);
           next_refresh = Deadline::AfterMs(options.refresh_interval_ms);
+          if (facts_due) next_facts = Deadline::AfterMs(options.facts_interval_ms);
         }
       }
       stream.reset();  // cancels and joins the reader

@@ -11,7 +11,8 @@
 //                two others, one cable per neighbour pair, one cycle through all
 //   switch       all nodes on one shared segment and nothing else
 //   mixed        every node connected, but none of the shapes above
-//   partial      some node is not connected to the rest (or not reachable)
+//   partial      some node is not connected to the rest or not reachable, or
+//                the nodes form a chain of direct cables (a ring missing a link)
 //
 // Problems are flagged with the nodes and interfaces involved: a ring missing
 // one link (the nodes form a chain), a node reachable only through another

@@ -75,6 +75,7 @@ struct ClusterSessionOptions {
   int lost_after_ms = 3000;       // a silent telemetry stream for this long: lost
   int retry_interval_ms = 500;    // reconnect attempts of a lost node
   int refresh_interval_ms = 2000; // links and jobs of nodes that are up
+  int facts_interval_ms = 10000;  // facts (interfaces come and go; GPU free memory)
   int call_timeout_ms = 5000;
   std::string expected_cabling;   // "" : the profile's
 };
