@@ -621,6 +621,10 @@ class JobServiceImpl final : public v1::JobService::CallbackService {
   Impl* a_;
 };
 
+bool IsLoopbackHost(const std::string& host) {
+  return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
+}
+
 std::string HostOf(const std::string& listen) {
   if (listen.rfind("unix:", 0) == 0) return "127.0.0.1";
   std::string host;
@@ -666,12 +670,22 @@ Result<std::unique_ptr<AgentServer>> AgentServer::Start(AgentConfig config) {
   a->supervisor = std::make_unique<JobSupervisor>(std::move(jo));
 
   // Link probe endpoint.
-  std::string probe_host = HostOf(cfg.listen);
-  uint16_t probe_port = 0;
   if (!cfg.probe_listen.empty()) {
-    OCTET_RETURN_IF_ERROR(SplitHostPort(cfg.probe_listen, &probe_host, &probe_port).WithContext("--probe-listen"));
+    std::string host;
+    uint16_t port = 0;
+    OCTET_RETURN_IF_ERROR(SplitHostPort(cfg.probe_listen, &host, &port).WithContext("--probe-listen"));
+    OCTET_ASSIGN_OR_RETURN(a->probe_server, ProbeServer::Start(host, port, cfg.token));
+  } else if (IsLoopbackHost(HostOf(cfg.listen))) {
+    OCTET_ASSIGN_OR_RETURN(a->probe_server, ProbeServer::Start(HostOf(cfg.listen), 0, cfg.token));
+  } else {
+    // Every address, IPv6 and IPv4 (dual-stack), or IPv4 only where IPv6 is off.
+    auto any6 = ProbeServer::Start("::", 0, cfg.token);
+    if (any6.ok()) {
+      a->probe_server = std::move(*any6);
+    } else {
+      OCTET_ASSIGN_OR_RETURN(a->probe_server, ProbeServer::Start("0.0.0.0", 0, cfg.token));
+    }
   }
-  OCTET_ASSIGN_OR_RETURN(a->probe_server, ProbeServer::Start(probe_host, probe_port, cfg.token));
   a->probe_port = a->probe_server->port();
 
   if (cfg.discovery) {

@@ -444,6 +444,21 @@ class TestAgentServer : public QObject {
     QVERIFY(::kill(static_cast<pid_t>(started.pid()), 0) != 0);
   }
 
+  void bindsLoopbackUnlessTold() {
+    QVERIFY(AgentConfig().listen.rfind("127.0.0.1:", 0) == 0);
+    auto loopback = AgentServer::Start(Config("bind-lo"));
+    QVERIFY(loopback.ok());
+    QVERIFY((*loopback)->address().rfind("127.0.0.1:", 0) == 0);
+    // Told to serve on every address, the probe endpoint follows (probes come over the cables).
+    AgentConfig c = Config("bind-any");
+    c.listen = "0.0.0.0:0";
+    auto any = AgentServer::Start(c);
+    QVERIFY2(any.ok(), any.status().ToString().c_str());
+    auto r = RunLinkProbe("127.0.0.1", (*any)->probe_port(), kToken, 0, 3, Deadline::AfterMs(5000));
+    QVERIFY2(r.ok(), r.status().ToString().c_str());
+    QCOMPARE(r->round_trips, 3u);
+  }
+
   void startRefusesBadConfig() {
     AgentConfig c = Config("bad");
     c.token.clear();

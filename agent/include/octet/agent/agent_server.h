@@ -45,8 +45,10 @@ struct AgentConfig {
   int beacon_interval_ms = 1000;
   int link_stale_ms = 5000;                // an observation older than this is gone
   InterfaceFilter interfaces;
-  // Link-probe endpoint "host:port"; "" means the gRPC listen host (127.0.0.1
-  // for a unix socket) and any free port. The port is published in facts and beacons.
+  // Link-probe endpoint "host:port". "" means any free port on loopback when
+  // the gRPC address is loopback (or a unix socket), else on every address
+  // (probes arrive over the cluster cables, not the management address). The
+  // port is published in facts and beacons; connections must prove the token.
   std::string probe_listen;
   std::string octet_binary;                // "" : the `octet` beside this executable
   int stop_grace_ms = 5000;
