@@ -60,10 +60,12 @@ int main(int argc, char** argv) {
   p.Option("beacon-port", "PORT", "UDP port of the link beacons",
            std::to_string(octet::agent::kDefaultBeaconPort));
   p.Option("beacon-interval-ms", "MS", "time between beacons", "1000");
-  p.Option("link-stale-ms", "MS", "forget a link not heard for this long (default: max(5000, 4 beacons))");
+  p.Option("link-stale-ms", "MS",
+           "forget a link not heard for this long (default: max(5000, 4 beacons))");
   p.Option("interfaces", "GLOB,...", "beacon only on these interfaces");
   p.Option("ignore-interfaces", "GLOB,...", "never beacon on these interfaces");
-  p.Option("probe-listen", "HOST:PORT", "link-probe endpoint (default: the --listen host, any port)");
+  p.Option("probe-listen", "HOST:PORT",
+           "link-probe endpoint (default: the --listen host, any port)");
   p.Option("octet-bin", "PATH", "the octet program run for jobs (default: beside octet-agent)");
   p.Option("stop-grace-ms", "MS", "SIGTERM to SIGKILL grace when stopping a job", "5000");
   p.Option("port-file", "FILE", "write the bound address here once listening");
@@ -86,7 +88,8 @@ int main(int argc, char** argv) {
   auto token = octet::agent::ReadTokenFile(p.GetString("token-file"));
   if (!token.ok()) return Fail(token.status().message(), 2);
   cfg.token = *token;
-  if (p.Given("tls-cert") != p.Given("tls-key")) return Fail("--tls-cert and --tls-key go together", 2);
+  if (p.Given("tls-cert") != p.Given("tls-key"))
+    return Fail("--tls-cert and --tls-key go together", 2);
   if (p.Given("tls-cert")) {
     auto cert = octet::ReadFileToString(p.GetString("tls-cert"));
     auto key = octet::ReadFileToString(p.GetString("tls-key"));
@@ -113,7 +116,8 @@ int main(int argc, char** argv) {
   auto beacon_port = p.GetInt("beacon-port");
   auto interval = p.GetInt("beacon-interval-ms");
   auto grace = p.GetInt("stop-grace-ms");
-  if (!beacon_port.ok() || *beacon_port < 0 || *beacon_port > 65535) return Fail("--beacon-port: bad port", 2);
+  if (!beacon_port.ok() || *beacon_port < 0 || *beacon_port > 65535)
+    return Fail("--beacon-port: bad port", 2);
   if (!interval.ok() || *interval < 50) return Fail("--beacon-interval-ms: at least 50", 2);
   if (!grace.ok() || *grace < 0) return Fail("--stop-grace-ms: bad value", 2);
   cfg.beacon_port = static_cast<uint16_t>(*beacon_port);
@@ -144,7 +148,8 @@ int main(int argc, char** argv) {
   if (!server.ok()) return Fail(server.status().message());
   octet::SetLogTag("agent " + (*server)->node_id());
   if (p.Given("port-file")) {
-    if (auto s = octet::WriteFileAtomic(p.GetString("port-file"), (*server)->address() + "\n"); !s.ok()) {
+    if (auto s = octet::WriteFileAtomic(p.GetString("port-file"), (*server)->address() + "\n");
+        !s.ok()) {
       return Fail(s.message());
     }
   }

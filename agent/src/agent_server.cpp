@@ -34,23 +34,56 @@ grpc::Status ToGrpc(const Status& s) {
   using C = grpc::StatusCode;
   C c = C::UNKNOWN;
   switch (s.code()) {
-    case StatusCode::kOk: return grpc::Status::OK;
-    case StatusCode::kCancelled: c = C::CANCELLED; break;
-    case StatusCode::kUnknown: c = C::UNKNOWN; break;
-    case StatusCode::kInvalidArgument: c = C::INVALID_ARGUMENT; break;
-    case StatusCode::kDeadlineExceeded: c = C::DEADLINE_EXCEEDED; break;
-    case StatusCode::kNotFound: c = C::NOT_FOUND; break;
-    case StatusCode::kAlreadyExists: c = C::ALREADY_EXISTS; break;
-    case StatusCode::kPermissionDenied: c = C::PERMISSION_DENIED; break;
-    case StatusCode::kResourceExhausted: c = C::RESOURCE_EXHAUSTED; break;
-    case StatusCode::kFailedPrecondition: c = C::FAILED_PRECONDITION; break;
-    case StatusCode::kAborted: c = C::ABORTED; break;
-    case StatusCode::kOutOfRange: c = C::OUT_OF_RANGE; break;
-    case StatusCode::kUnimplemented: c = C::UNIMPLEMENTED; break;
-    case StatusCode::kInternal: c = C::INTERNAL; break;
-    case StatusCode::kUnavailable: c = C::UNAVAILABLE; break;
-    case StatusCode::kDataLoss: c = C::DATA_LOSS; break;
-    case StatusCode::kUnauthenticated: c = C::UNAUTHENTICATED; break;
+    case StatusCode::kOk:
+      return grpc::Status::OK;
+    case StatusCode::kCancelled:
+      c = C::CANCELLED;
+      break;
+    case StatusCode::kUnknown:
+      c = C::UNKNOWN;
+      break;
+    case StatusCode::kInvalidArgument:
+      c = C::INVALID_ARGUMENT;
+      break;
+    case StatusCode::kDeadlineExceeded:
+      c = C::DEADLINE_EXCEEDED;
+      break;
+    case StatusCode::kNotFound:
+      c = C::NOT_FOUND;
+      break;
+    case StatusCode::kAlreadyExists:
+      c = C::ALREADY_EXISTS;
+      break;
+    case StatusCode::kPermissionDenied:
+      c = C::PERMISSION_DENIED;
+      break;
+    case StatusCode::kResourceExhausted:
+      c = C::RESOURCE_EXHAUSTED;
+      break;
+    case StatusCode::kFailedPrecondition:
+      c = C::FAILED_PRECONDITION;
+      break;
+    case StatusCode::kAborted:
+      c = C::ABORTED;
+      break;
+    case StatusCode::kOutOfRange:
+      c = C::OUT_OF_RANGE;
+      break;
+    case StatusCode::kUnimplemented:
+      c = C::UNIMPLEMENTED;
+      break;
+    case StatusCode::kInternal:
+      c = C::INTERNAL;
+      break;
+    case StatusCode::kUnavailable:
+      c = C::UNAVAILABLE;
+      break;
+    case StatusCode::kDataLoss:
+      c = C::DATA_LOSS;
+      break;
+    case StatusCode::kUnauthenticated:
+      c = C::UNAUTHENTICATED;
+      break;
   }
   return grpc::Status(c, s.message());
 }
@@ -131,7 +164,8 @@ struct AgentServer::Impl {
     } else {
       std::string_view value(it->second.data(), it->second.size());
       const std::string_view prefix = kBearerPrefix;
-      if (value.substr(0, prefix.size()) != prefix || !verifier->Matches(value.substr(prefix.size()))) {
+      if (value.substr(0, prefix.size()) != prefix ||
+          !verifier->Matches(value.substr(prefix.size()))) {
         why = "wrong cluster token";
       }
     }
@@ -224,7 +258,8 @@ struct AgentServer::Impl {
         pn->set_up(n.up);
         pn->set_kind(n.kind);
         pn->set_discovery(config.discovery && n.discovery);
-        pn->set_discovery_note(!config.discovery ? "discovery off (simulated node)" : n.discovery_note);
+        pn->set_discovery_note(!config.discovery ? "discovery off (simulated node)"
+                                                 : n.discovery_note);
       }
     }
     for (const auto& d : rdma.devices) {
@@ -380,7 +415,8 @@ class TelemetryServiceImpl final : public v1::TelemetryService::CallbackService 
                                                         const v1::TelemetryRequest* req) override {
     grpc::Status auth = a_->Authorize(ctx, "TelemetryService/Stream");
     if (!auth.ok()) return new RejectedWriter(auth);
-    const uint32_t interval = std::clamp<uint32_t>(req->interval_ms() ? req->interval_ms() : 1000, 50, 60000);
+    const uint32_t interval =
+        std::clamp<uint32_t>(req->interval_ms() ? req->interval_ms() : 1000, 50, 60000);
     return new TelemetryWriter(a_, interval);
   }
 
@@ -423,13 +459,15 @@ class LinkServiceImpl final : public v1::LinkService::CallbackService {
       uint16_t port = 0;
       if (Status s = SplitHostPort(req->peer_address(), &host, &port); !s.ok()) return ToGrpc(s);
       const uint64_t bytes = req->bytes() ? req->bytes() : (16u << 20);
-      const uint32_t trips = req->round_trips() ? std::min<uint32_t>(req->round_trips(), 100000) : 100;
+      const uint32_t trips =
+          req->round_trips() ? std::min<uint32_t>(req->round_trips(), 100000) : 100;
       // The probe ends by the call's own deadline when the client set one (at most 60 s).
       Deadline d = Deadline::AfterMs(60'000);
       const auto client_deadline = ctx->deadline();
       if (client_deadline != std::chrono::system_clock::time_point::max()) {
         const auto left = client_deadline - std::chrono::system_clock::now();
-        d = Deadline::Min(d, Deadline::After(std::chrono::duration_cast<std::chrono::nanoseconds>(left)));
+        d = Deadline::Min(
+            d, Deadline::After(std::chrono::duration_cast<std::chrono::nanoseconds>(left)));
       }
       auto r = RunLinkProbe(host, port, a_->config.token, bytes, trips, d);
       if (!r.ok()) return ToGrpc(r.status());
@@ -452,9 +490,15 @@ JobSpec FromProto(const v1::JobSpec& p) {
   JobSpec s;
   s.job_id = p.job_id();
   switch (p.kind()) {
-    case v1::JOB_KIND_TRAINING: s.kind = JobKind::kTraining; break;
-    case v1::JOB_KIND_ROUTER: s.kind = JobKind::kRouter; break;
-    default: s.kind = JobKind::kInference; break;
+    case v1::JOB_KIND_TRAINING:
+      s.kind = JobKind::kTraining;
+      break;
+    case v1::JOB_KIND_ROUTER:
+      s.kind = JobKind::kRouter;
+      break;
+    default:
+      s.kind = JobKind::kInference;
+      break;
   }
   s.model = p.model();
   s.world_size = p.world_size() ? p.world_size() : 1;
@@ -573,7 +617,8 @@ class JobServiceImpl final : public v1::JobService::CallbackService {
     return a_->Unary(ctx, "JobService/Start", [this, req, reply] {
       auto r = a_->supervisor->Start(FromProto(req->spec()));
       if (!r.ok()) {
-        OCTET_LOG(WARNING) << "job '" << req->spec().job_id() << "' refused: " << r.status().ToString();
+        OCTET_LOG(WARNING) << "job '" << req->spec().job_id()
+                           << "' refused: " << r.status().ToString();
         return ToGrpc(r.status());
       }
       reply->set_job_id(r->job_id);
@@ -642,7 +687,8 @@ Result<std::unique_ptr<AgentServer>> AgentServer::Start(AgentConfig config) {
   }
   if (!config.declared_cabling.empty() && config.declared_cabling != "ring" &&
       config.declared_cabling != "switch") {
-    return InvalidArgumentError("declared cabling '" + config.declared_cabling + "' must be ring or switch");
+    return InvalidArgumentError("declared cabling '" + config.declared_cabling +
+                                "' must be ring or switch");
   }
   std::unique_ptr<AgentServer> server(new AgentServer);
   server->impl_ = std::make_unique<Impl>();
@@ -673,7 +719,8 @@ Result<std::unique_ptr<AgentServer>> AgentServer::Start(AgentConfig config) {
   if (!cfg.probe_listen.empty()) {
     std::string host;
     uint16_t port = 0;
-    OCTET_RETURN_IF_ERROR(SplitHostPort(cfg.probe_listen, &host, &port).WithContext("--probe-listen"));
+    OCTET_RETURN_IF_ERROR(
+        SplitHostPort(cfg.probe_listen, &host, &port).WithContext("--probe-listen"));
     OCTET_ASSIGN_OR_RETURN(a->probe_server, ProbeServer::Start(host, port, cfg.token));
   } else if (IsLoopbackHost(HostOf(cfg.listen))) {
     OCTET_ASSIGN_OR_RETURN(a->probe_server, ProbeServer::Start(HostOf(cfg.listen), 0, cfg.token));

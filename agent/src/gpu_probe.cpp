@@ -92,9 +92,11 @@ GpuProbe ProbeGpus() {
     char name[256] = {};
     if (cu.DeviceGetName(name, sizeof name - 1, dev) == CUDA_SUCCESS) g.name = name;
     int v = 0;
-    if (cu.DeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev) == CUDA_SUCCESS)
+    if (cu.DeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev) ==
+        CUDA_SUCCESS)
       g.cc_major = static_cast<uint32_t>(v);
-    if (cu.DeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev) == CUDA_SUCCESS)
+    if (cu.DeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev) ==
+        CUDA_SUCCESS)
       g.cc_minor = static_cast<uint32_t>(v);
     if (cu.DeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_INTEGRATED, dev) == CUDA_SUCCESS)
       g.unified_memory = v != 0;

@@ -88,19 +88,26 @@ double Num(const nlohmann::json& j, const char* key) {
 
 std::string_view JobKindName(JobKind kind) {
   switch (kind) {
-    case JobKind::kInference: return "inference";
-    case JobKind::kTraining: return "training";
-    case JobKind::kRouter: return "router";
+    case JobKind::kInference:
+      return "inference";
+    case JobKind::kTraining:
+      return "training";
+    case JobKind::kRouter:
+      return "router";
   }
   return "?";
 }
 
 std::string_view JobStateName(JobState state) {
   switch (state) {
-    case JobState::kRunning: return "running";
-    case JobState::kExited: return "exited";
-    case JobState::kFailed: return "failed";
-    case JobState::kStopped: return "stopped";
+    case JobState::kRunning:
+      return "running";
+    case JobState::kExited:
+      return "exited";
+    case JobState::kFailed:
+      return "failed";
+    case JobState::kStopped:
+      return "stopped";
   }
   return "?";
 }
@@ -124,7 +131,8 @@ Status CheckModelPath(const std::string& model, const std::vector<std::string>& 
   }
   const std::string real = RealPath(model);
   if (real.empty()) {
-    return NotFoundError("model folder '" + model + "' not found on this node: " + std::strerror(errno));
+    return NotFoundError("model folder '" + model +
+                         "' not found on this node: " + std::strerror(errno));
   }
   std::string list;
   for (const auto& root : roots) {
@@ -156,9 +164,11 @@ Status ValidateJobSpec(const JobSpec& s, const std::vector<std::string>& model_r
       }
     }
   }
-  if (s.port > 65535) return InvalidArgumentError("port " + std::to_string(s.port) + " out of range");
+  if (s.port > 65535)
+    return InvalidArgumentError("port " + std::to_string(s.port) + " out of range");
   if (s.kind == JobKind::kRouter) {
-    if (s.policy.empty()) return InvalidArgumentError("router job '" + s.job_id + "' needs a policy file");
+    if (s.policy.empty())
+      return InvalidArgumentError("router job '" + s.job_id + "' needs a policy file");
     return Status::Ok();
   }
   if (s.model.empty()) return InvalidArgumentError("job '" + s.job_id + "' has no model folder");
@@ -174,7 +184,8 @@ Status ValidateJobSpec(const JobSpec& s, const std::vector<std::string>& model_r
   }
   if (s.algorithm != "auto" && s.algorithm != "oneshot" && s.algorithm != "ring" &&
       s.algorithm != "nccl") {
-    return InvalidArgumentError("algorithm '" + s.algorithm + "' must be auto, oneshot, ring or nccl");
+    return InvalidArgumentError("algorithm '" + s.algorithm +
+                                "' must be auto, oneshot, ring or nccl");
   }
   if (!s.rendezvous.empty()) {
     std::string host;
@@ -199,10 +210,10 @@ std::vector<std::string> JobCommandLine(const JobSpec& s, const std::string& bin
     argv.insert(argv.end(), {"route", "--policy", s.policy});
     if (s.port) argv.insert(argv.end(), {"--port", std::to_string(s.port)});
   } else {
-    argv.insert(argv.end(), {"worker", "--job", std::string(JobKindName(s.kind)), "--model", s.model,
-                             "--world-size", std::to_string(s.world_size), "--rank",
-                             std::to_string(s.rank), "--rendezvous", s.rendezvous, "--transport",
-                             s.transport, "--algo", s.algorithm});
+    argv.insert(argv.end(),
+                {"worker", "--job", std::string(JobKindName(s.kind)), "--model", s.model,
+                 "--world-size", std::to_string(s.world_size), "--rank", std::to_string(s.rank),
+                 "--rendezvous", s.rendezvous, "--transport", s.transport, "--algo", s.algorithm});
     if (s.port) argv.insert(argv.end(), {"--port", std::to_string(s.port)});
     if (s.threads) argv.insert(argv.end(), {"--threads", std::to_string(s.threads)});
   }
@@ -213,7 +224,8 @@ std::vector<std::string> JobCommandLine(const JobSpec& s, const std::string& bin
 Status ParseFiguresLine(std::string_view json, WorkerFigures* f) {
   nlohmann::json j = nlohmann::json::parse(json, nullptr, /*allow_exceptions=*/false);
   if (!j.is_object()) return InvalidArgumentError("figures: not a JSON object");
-  if (auto it = j.find("state"); it != j.end() && it->is_string()) f->state = it->get<std::string>();
+  if (auto it = j.find("state"); it != j.end() && it->is_string())
+    f->state = it->get<std::string>();
   f->prefill_tps = Num(j, "prefill_tps");
   f->decode_tps = Num(j, "decode_tps");
   f->step_ms = Num(j, "step_ms");
@@ -234,8 +246,8 @@ struct JobSupervisor::Impl {
     JobInfo info;
     std::unique_ptr<Subprocess> process;  // touched only on the supervisor thread
     // Output, guarded by mu.
-    std::string log;             // the kept tail
-    uint64_t log_base = 0;       // offset of log[0] in the whole output
+    std::string log;        // the kept tail
+    uint64_t log_base = 0;  // offset of log[0] in the whole output
     std::string partial_line;
     std::string last_line;
     WorkerFigures figures;
@@ -357,7 +369,9 @@ struct JobSupervisor::Impl {
 
   void Handle(Request& req) {
     switch (req.kind) {
-      case Request::kStart: req.started.set_value(DoStart(req.spec)); break;
+      case Request::kStart:
+        req.started.set_value(DoStart(req.spec));
+        break;
       case Request::kStop: {
         std::shared_ptr<Job> job;
         {
@@ -378,7 +392,8 @@ struct JobSupervisor::Impl {
         req.stopped.set_value(true);
         break;
       }
-      case Request::kQuit: break;
+      case Request::kQuit:
+        break;
     }
   }
 
@@ -420,7 +435,8 @@ struct JobSupervisor::Impl {
       std::lock_guard<std::mutex> lock(mu);
       auto it = jobs.find(spec.job_id);
       if (it != jobs.end() && it->second->info.state == JobState::kRunning) {
-        return AlreadyExistsError("job '" + spec.job_id + "' is already running on this node (pid " +
+        return AlreadyExistsError("job '" + spec.job_id +
+                                  "' is already running on this node (pid " +
                                   std::to_string(it->second->info.pid) + ")");
       }
     }
@@ -520,7 +536,8 @@ struct JobSupervisor::Impl {
           info.exit_reason = es.ToString();
         } else {
           info.state = JobState::kFailed;
-          const std::string& detail = !info.last_error_line.empty() ? info.last_error_line : job->last_line;
+          const std::string& detail =
+              !info.last_error_line.empty() ? info.last_error_line : job->last_line;
           info.exit_reason = es.ToString() + (detail.empty() ? "" : ": " + detail);
         }
         job->figures.state = std::string(JobStateName(info.state));
@@ -584,7 +601,8 @@ Result<JobStarted> JobSupervisor::Start(const JobSpec& spec) {
   auto fut = req->started.get_future();
   impl_->Submit(std::move(req));
   if (fut.wait_for(std::chrono::seconds(30)) != std::future_status::ready) {
-    return DeadlineExceededError("job '" + spec.job_id + "': the supervisor did not start it in 30 s");
+    return DeadlineExceededError("job '" + spec.job_id +
+                                 "': the supervisor did not start it in 30 s");
   }
   return fut.get();
 }
@@ -620,8 +638,9 @@ std::vector<JobInfo> JobSupervisor::List() const {
   std::lock_guard<std::mutex> lock(impl_->mu);
   std::vector<JobInfo> out;
   for (const auto& [id, j] : impl_->jobs) out.push_back(j->info);
-  std::sort(out.begin(), out.end(),
-            [](const JobInfo& a, const JobInfo& b) { return a.started_unix_ms < b.started_unix_ms; });
+  std::sort(out.begin(), out.end(), [](const JobInfo& a, const JobInfo& b) {
+    return a.started_unix_ms < b.started_unix_ms;
+  });
   return out;
 }
 

@@ -67,7 +67,8 @@ Result<BeaconMessage> DecodeBeacon(std::string_view d, std::string_view token) {
   }
   if (words.size() != 4 || words[0] != kMagic) return InvalidArgumentError("beacon: bad format");
   BeaconMessage b;
-  if (!Printable(words[1]) || !Printable(words[2])) return InvalidArgumentError("beacon: bad names");
+  if (!Printable(words[1]) || !Printable(words[2]))
+    return InvalidArgumentError("beacon: bad names");
   b.node_id = std::string(words[1]);
   b.interface = std::string(words[2]);
   unsigned port = 0;
@@ -98,8 +99,8 @@ void LinkTable::Record(const std::string& local_interface, const BeaconMessage& 
     }
   }
   Entry e;
-  e.record = {local_interface, beacon.node_id, beacon.interface, peer_address,
-              beacon.probe_port, UnixMs(), NowNs()};
+  e.record = {local_interface,   beacon.node_id, beacon.interface, peer_address,
+              beacon.probe_port, UnixMs(),       NowNs()};
   e.via_ipv4 = via_ipv4;
   entries_.push_back(std::move(e));
 }
@@ -141,7 +142,8 @@ Result<std::unique_ptr<LinkDiscovery>> LinkDiscovery::Start(LinkDiscoveryOptions
   a4.sin_addr.s_addr = htonl(INADDR_ANY);
   a4.sin_port = htons(d->options_.port);
   if (::bind(d->fd4_, reinterpret_cast<sockaddr*>(&a4), sizeof a4) != 0) {
-    return UnavailableError(Errno(("beacon bind UDP port " + std::to_string(d->options_.port)).c_str()));
+    return UnavailableError(
+        Errno(("beacon bind UDP port " + std::to_string(d->options_.port)).c_str()));
   }
   socklen_t len = sizeof a4;
   ::getsockname(d->fd4_, reinterpret_cast<sockaddr*>(&a4), &len);
@@ -215,7 +217,8 @@ void LinkDiscovery::SendBeacons() {
   std::vector<std::string> sent_on;
   for (const InterfaceInfo& nic : *nics) {
     if (!nic.discovery || nic.ifindex <= 0) continue;
-    const std::string msg = EncodeBeacon({options_.node_id, nic.name, options_.probe_port}, options_.token);
+    const std::string msg =
+        EncodeBeacon({options_.node_id, nic.name, options_.probe_port}, options_.token);
     bool sent = false;
     if (!nic.ipv4.empty()) {
       sockaddr_in to{};
@@ -250,7 +253,8 @@ void LinkDiscovery::SendBeacons() {
       ::inet_pton(AF_INET6, "ff02::1", &to.sin6_addr);
       to.sin6_port = htons(port_);
       to.sin6_scope_id = static_cast<uint32_t>(nic.ifindex);
-      if (::sendto(fd6_, msg.data(), msg.size(), 0, reinterpret_cast<sockaddr*>(&to), sizeof to) >= 0) {
+      if (::sendto(fd6_, msg.data(), msg.size(), 0, reinterpret_cast<sockaddr*>(&to), sizeof to) >=
+          0) {
         sent = true;
       } else {
         OCTET_LOG(DEBUG) << "beacon on " << nic.name << " (IPv6): " << std::strerror(errno);

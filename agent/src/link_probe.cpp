@@ -188,7 +188,8 @@ Result<std::unique_ptr<ProbeServer>> ProbeServer::Start(const std::string& host,
   const std::string service = std::to_string(port);
   const char* node = host.empty() || host == "*" ? nullptr : host.c_str();
   if (int e = ::getaddrinfo(node, service.c_str(), &hints, &res); e != 0) {
-    return InvalidArgumentError("probe server: cannot resolve '" + host + "': " + ::gai_strerror(e));
+    return InvalidArgumentError("probe server: cannot resolve '" + host +
+                                "': " + ::gai_strerror(e));
   }
   s->listen_fd_ = ::socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   const int one = 1;
@@ -314,8 +315,8 @@ void ProbeServer::Serve(int fd, std::atomic<bool>* done) {
 }
 
 Result<LinkProbeResult> RunLinkProbe(const std::string& host, uint16_t port,
-                                     const std::string& token, uint64_t bytes,
-                                     uint32_t round_trips, Deadline deadline) {
+                                     const std::string& token, uint64_t bytes, uint32_t round_trips,
+                                     Deadline deadline) {
   if (bytes > kMaxBulkBytes) return InvalidArgumentError("link probe: at most 1 GiB per transfer");
   const std::string where = JoinHostPort(host, port);
   OCTET_ASSIGN_OR_RETURN(int fd, ConnectTcp(host, port, deadline));

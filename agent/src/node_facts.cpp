@@ -194,15 +194,15 @@ std::string CpuModelFromCpuinfo(const std::string& cpuinfo) {
   if (arm_parts.empty()) return "unknown";
   // Arm Ltd. (0x41) cores that DGX Spark (GB10) and Grace use; others by code.
   static const std::map<std::string, std::string> kArmNames = {
-      {"0x41:0xd85", "Cortex-X925"}, {"0x41:0xd87", "Cortex-A725"},
-      {"0x41:0xd4f", "Neoverse-V2"}, {"0x41:0xd0c", "Neoverse-N1"},
-      {"0x41:0xd40", "Neoverse-V1"}, {"0x41:0xd49", "Neoverse-N2"},
+      {"0x41:0xd85", "Cortex-X925"}, {"0x41:0xd87", "Cortex-A725"}, {"0x41:0xd4f", "Neoverse-V2"},
+      {"0x41:0xd0c", "Neoverse-N1"}, {"0x41:0xd40", "Neoverse-V1"}, {"0x41:0xd49", "Neoverse-N2"},
       {"0x41:0xd81", "Cortex-A720"}, {"0x41:0xd82", "Cortex-X4"}};
   std::string model;
   for (const auto& [code, count] : arm_parts) {
     auto it = kArmNames.find(code);
     if (!model.empty()) model += " + ";
-    model += std::to_string(count) + "x " + (it != kArmNames.end() ? it->second : "Arm core " + code);
+    model +=
+        std::to_string(count) + "x " + (it != kArmNames.end() ? it->second : "Arm core " + code);
   }
   return model;
 }

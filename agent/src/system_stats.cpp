@@ -160,7 +160,8 @@ Result<double> ReadProcessCpuSeconds(pid_t pid) {
     ++field;
     if (field == 14 || field == 15) {
       uint64_t v = 0;
-      if (!NextNumber(rest, &p, &v)) return DataLossError(path + ": bad field " + std::to_string(field));
+      if (!NextNumber(rest, &p, &v))
+        return DataLossError(path + ": bad field " + std::to_string(field));
       (field == 14 ? utime : stime) = v;
     } else {
       while (p < rest.size() && rest[p] != ' ') ++p;

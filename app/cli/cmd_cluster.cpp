@@ -1,13 +1,13 @@
 // `octet cluster init|add|status|links|local`: cluster profiles, what the
 // agents of a cluster report, and the local embedded cluster.
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <iostream>
 #include <nlohmann/json.hpp>
-#include <poll.h>
 
 #include "command.h"
 #include "octet/agent/cluster_token.h"
@@ -26,7 +26,8 @@ using namespace octet::app;
 
 constexpr char kUsage[] =
     "usage: octet cluster <init|add|status|links|local> [flags]   (octet cluster <sub> --help)\n\n"
-    "  init     create a cluster profile: token (0600) and, with --tls, a CA and node certificates\n"
+    "  init     create a cluster profile: token (0600) and, with --tls, a CA and node "
+    "certificates\n"
     "  add      add a node to a profile (issues its certificate with TLS)\n"
     "  status   each node's facts, jobs and the cabling classification\n"
     "  links    what each agent hears on which interface, the cabling graph, link probes\n"
@@ -57,20 +58,29 @@ int ParseOrExit(ArgParser& p, const std::vector<std::string>& args, const std::s
 json ToJson(const NodeFacts& f) {
   json nics = json::array();
   for (const auto& n : f.interfaces) {
-    nics.push_back({{"name", n.name}, {"mac", n.mac}, {"addresses", n.addresses},
-                    {"speed_mbps", n.speed_mbps}, {"mtu", n.mtu}, {"up", n.up}, {"kind", n.kind},
-                    {"discovery", n.discovery}, {"discovery_note", n.discovery_note}});
+    nics.push_back({{"name", n.name},
+                    {"mac", n.mac},
+                    {"addresses", n.addresses},
+                    {"speed_mbps", n.speed_mbps},
+                    {"mtu", n.mtu},
+                    {"up", n.up},
+                    {"kind", n.kind},
+                    {"discovery", n.discovery},
+                    {"discovery_note", n.discovery_note}});
   }
   json gpus = json::array();
   for (const auto& g : f.gpus) {
-    gpus.push_back({{"name", g.name}, {"cc", std::to_string(g.cc_major) + "." + std::to_string(g.cc_minor)},
-                    {"memory_bytes", g.memory_bytes}, {"unified_memory", g.unified_memory}});
+    gpus.push_back({{"name", g.name},
+                    {"cc", std::to_string(g.cc_major) + "." + std::to_string(g.cc_minor)},
+                    {"memory_bytes", g.memory_bytes},
+                    {"unified_memory", g.unified_memory}});
   }
   json rdma = json::array();
   for (const auto& d : f.rdma_devices) {
     json ports = json::array();
     for (const auto& p : d.ports) {
-      ports.push_back({{"port", p.port}, {"state", p.state}, {"link_layer", p.link_layer}, {"gids", p.gids}});
+      ports.push_back(
+          {{"port", p.port}, {"state", p.state}, {"link_layer", p.link_layer}, {"gids", p.gids}});
     }
     rdma.push_back({{"name", d.name}, {"netdev", d.netdev}, {"ports", ports}});
   }
@@ -79,9 +89,12 @@ json ToJson(const NodeFacts& f) {
           {"os", f.os},
           {"cpu", {{"model", f.cpu_model}, {"cores", f.cpu_cores}, {"arch", f.cpu_arch}}},
           {"memory",
-           {{"total_bytes", f.memory.total_bytes}, {"available_bytes", f.memory.available_bytes},
-            {"budget_bytes", f.memory.budget_bytes}, {"unified", f.memory.unified},
-            {"gpu_total_bytes", f.memory.gpu_total_bytes}, {"gpu_free_bytes", f.memory.gpu_free_bytes}}},
+           {{"total_bytes", f.memory.total_bytes},
+            {"available_bytes", f.memory.available_bytes},
+            {"budget_bytes", f.memory.budget_bytes},
+            {"unified", f.memory.unified},
+            {"gpu_total_bytes", f.memory.gpu_total_bytes},
+            {"gpu_free_bytes", f.memory.gpu_free_bytes}}},
           {"gpus", gpus},
           {"gpu_note", f.gpu_note},
           {"interfaces", nics},
@@ -95,22 +108,33 @@ json ToJson(const NodeFacts& f) {
 }
 
 json ToJson(const JobStatus& j) {
-  return {{"job_id", j.spec.job_id}, {"kind", std::string(agent::JobKindName(j.spec.kind))},
-          {"rank", j.spec.rank},     {"world_size", j.spec.world_size},
-          {"state", j.state},        {"exit_code", j.exit_code},
-          {"signal", j.signal},      {"exit_reason", j.exit_reason},
-          {"pid", j.pid},            {"rendezvous", j.spec.rendezvous}};
+  return {{"job_id", j.spec.job_id},
+          {"kind", std::string(agent::JobKindName(j.spec.kind))},
+          {"rank", j.spec.rank},
+          {"world_size", j.spec.world_size},
+          {"state", j.state},
+          {"exit_code", j.exit_code},
+          {"signal", j.signal},
+          {"exit_reason", j.exit_reason},
+          {"pid", j.pid},
+          {"rendezvous", j.spec.rendezvous}};
 }
 
 json ToJson(const CablingReport& c) {
   json edges = json::array();
   for (const auto& e : c.edges) {
-    edges.push_back({{"a", e.a_node}, {"a_interface", e.a_interface}, {"a_address", e.a_address},
-                     {"b", e.b_node}, {"b_interface", e.b_interface}, {"b_address", e.b_address},
-                     {"bidirectional", e.bidirectional}, {"segment", e.segment}});
+    edges.push_back({{"a", e.a_node},
+                     {"a_interface", e.a_interface},
+                     {"a_address", e.a_address},
+                     {"b", e.b_node},
+                     {"b_interface", e.b_interface},
+                     {"b_address", e.b_address},
+                     {"bidirectional", e.bidirectional},
+                     {"segment", e.segment}});
   }
   json segments = json::array();
-  for (const auto& s : c.segments) segments.push_back({{"shared", s.shared}, {"endpoints", s.endpoints}});
+  for (const auto& s : c.segments)
+    segments.push_back({{"shared", s.shared}, {"endpoints", s.endpoints}});
   json problems = json::array();
   for (const auto& p : c.problems) {
     problems.push_back({{"kind", p.kind}, {"message", p.message}, {"nodes", p.nodes}});
@@ -127,8 +151,10 @@ json ToJson(const CablingReport& c) {
 json ToJson(const LinksReport& l) {
   json obs = json::array();
   for (const auto& o : l.observations) {
-    obs.push_back({{"local_interface", o.local_interface}, {"peer_node_id", o.peer_node_id},
-                   {"peer_interface", o.peer_interface}, {"peer_address", o.peer_address},
+    obs.push_back({{"local_interface", o.local_interface},
+                   {"peer_node_id", o.peer_node_id},
+                   {"peer_interface", o.peer_interface},
+                   {"peer_address", o.peer_address},
                    {"last_heard_unix_ms", o.last_heard_unix_ms}});
   }
   return {{"node_id", l.node_id},
@@ -185,7 +211,8 @@ Result<Target> ResolveTarget(const ArgParser& p) {
       t.members.push_back({profile.nodes[i].name, e});
     }
     if (t.members.empty()) {
-      return FailedPreconditionError("cluster '" + profile.name + "' has no nodes; add some with `octet cluster add`");
+      return FailedPreconditionError("cluster '" + profile.name +
+                                     "' has no nodes; add some with `octet cluster add`");
     }
   }
   if (p.Given("cabling")) t.expected_cabling = p.GetString("cabling");
@@ -196,14 +223,16 @@ Result<Target> ResolveTarget(const ArgParser& p) {
 
 int RunInit(const std::vector<std::string>& args) {
   const std::string prog = "octet cluster init";
-  ArgParser p(prog, "Create a cluster profile: a new token (0600) and, with --tls, a cluster CA and a "
-                    "certificate per node (libcrypto, EC P-256). Copy the token (and the node's "
-                    "certificate and key) onto each node and start its agent with them.");
+  ArgParser p(prog,
+              "Create a cluster profile: a new token (0600) and, with --tls, a cluster CA and a "
+              "certificate per node (libcrypto, EC P-256). Copy the token (and the node's "
+              "certificate and key) onto each node and start its agent with them.");
   p.Option("name", "NAME", "profile name", "default");
   p.Option("nodes", "NAME=HOST[:PORT],...", "nodes of the cluster (port 47100 when omitted)");
   p.Flag("tls", "make a cluster CA and node certificates");
   p.Option("cabling", "pair|ring|switch", "how the nodes are cabled (checked by status/links)");
-  p.Option("config-dir", "DIR", "where profiles live (default: $OCTET_CONFIG_DIR or ~/.config/octet)");
+  p.Option("config-dir", "DIR",
+           "where profiles live (default: $OCTET_CONFIG_DIR or ~/.config/octet)");
   p.Flag("force", "replace an existing profile (new token, new certificates)");
   p.Flag("json", "print one JSON document");
   if (int rc = ParseOrExit(p, args, prog); rc >= 0) return rc;
@@ -223,7 +252,8 @@ int RunInit(const std::vector<std::string>& args) {
   auto profile = InitCluster(o);
   if (!profile.ok()) {
     const bool usage = profile.status().code() == StatusCode::kInvalidArgument;
-    return usage ? UsageError(prog, profile.status().message()) : Failure(prog, profile.status().message());
+    return usage ? UsageError(prog, profile.status().message())
+                 : Failure(prog, profile.status().message());
   }
   if (p.GetFlag("json")) {
     json nodes = json::array();
@@ -235,8 +265,11 @@ int RunInit(const std::vector<std::string>& args) {
       }
       nodes.push_back(j);
     }
-    json out = {{"name", profile->name}, {"dir", profile->dir}, {"token_file", profile->token_file()},
-                {"tls", profile->tls}, {"nodes", nodes}};
+    json out = {{"name", profile->name},
+                {"dir", profile->dir},
+                {"token_file", profile->token_file()},
+                {"tls", profile->tls},
+                {"nodes", nodes}};
     if (profile->tls) out["ca"] = profile->ca_cert_file();
     std::cout << out.dump(2) << "\n";
   } else {
@@ -249,7 +282,8 @@ int RunInit(const std::vector<std::string>& args) {
       std::cerr << "\n";
     }
     std::cerr << "on each node: installers/install-agent.sh --token-file TOKEN"
-              << (profile->tls ? " --tls-cert NODE.pem --tls-key NODE.key" : "") << " --listen ADDR:PORT\n";
+              << (profile->tls ? " --tls-cert NODE.pem --tls-key NODE.key" : "")
+              << " --listen ADDR:PORT\n";
   }
   return kExitOk;
 }
@@ -271,10 +305,12 @@ int RunAdd(const std::vector<std::string>& args) {
   if (!profile.ok()) return Failure(prog, profile.status().message());
   Status s = AddNode(&*profile, {p.positional()[0], p.GetString("address")});
   if (!s.ok()) {
-    return s.code() == StatusCode::kInvalidArgument ? UsageError(prog, s.message()) : Failure(prog, s.message());
+    return s.code() == StatusCode::kInvalidArgument ? UsageError(prog, s.message())
+                                                    : Failure(prog, s.message());
   }
   const auto& n = profile->nodes;
-  auto it = std::find_if(n.begin(), n.end(), [&](const ClusterNode& x) { return x.name == p.positional()[0]; });
+  auto it = std::find_if(n.begin(), n.end(),
+                         [&](const ClusterNode& x) { return x.name == p.positional()[0]; });
   if (p.GetFlag("json")) {
     json out = {{"cluster", profile->name}, {"name", it->name}, {"address", it->address}};
     if (profile->tls) {
@@ -283,7 +319,8 @@ int RunAdd(const std::vector<std::string>& args) {
     }
     std::cout << out.dump(2) << "\n";
   } else {
-    std::cerr << "node " << it->name << " (" << it->address << ") added to cluster '" << profile->name << "'\n";
+    std::cerr << "node " << it->name << " (" << it->address << ") added to cluster '"
+              << profile->name << "'\n";
   }
   return kExitOk;
 }
@@ -293,28 +330,31 @@ int RunAdd(const std::vector<std::string>& args) {
 void PrintCablingHuman(const CablingReport& c) {
   std::cerr << "cabling: " << c.summary << "\n";
   for (const auto& e : c.edges) {
-    std::cerr << "  " << e.a_node << ":" << e.a_interface << " <-> " << e.b_node << ":" << e.b_interface
-              << (e.bidirectional ? "" : "  (one-way)") << "\n";
+    std::cerr << "  " << e.a_node << ":" << e.a_interface << " <-> " << e.b_node << ":"
+              << e.b_interface << (e.bidirectional ? "" : "  (one-way)") << "\n";
   }
   for (const auto& pr : c.problems) std::cerr << "  ! " << pr.message << "\n";
 }
 
 int RunStatus(const std::vector<std::string>& args) {
   const std::string prog = "octet cluster status";
-  ArgParser p(prog, "Ask every agent of a cluster for its facts, links and jobs; classify the cabling. "
-                    "Exits 1 when some agent did not answer.");
+  ArgParser p(prog,
+              "Ask every agent of a cluster for its facts, links and jobs; classify the cabling. "
+              "Exits 1 when some agent did not answer.");
   AddTargetFlags(p);
   p.Flag("json", "print one JSON document");
   if (int rc = ParseOrExit(p, args, prog); rc >= 0) return rc;
   auto timeout = p.GetInt("timeout-ms");
-  if (!timeout.ok() || *timeout <= 0) return UsageError(prog, "--timeout-ms: expected a positive number");
+  if (!timeout.ok() || *timeout <= 0)
+    return UsageError(prog, "--timeout-ms: expected a positive number");
   auto target = ResolveTarget(p);
   if (!target.ok()) {
-    return target.status().code() == StatusCode::kInvalidArgument ? UsageError(prog, target.status().message())
-                                                                   : Failure(prog, target.status().message());
+    return target.status().code() == StatusCode::kInvalidArgument
+               ? UsageError(prog, target.status().message())
+               : Failure(prog, target.status().message());
   }
-  const ClusterSnapshot snap =
-      QueryCluster(target->name, target->members, target->expected_cabling, Deadline::AfterMs(*timeout));
+  const ClusterSnapshot snap = QueryCluster(target->name, target->members, target->expected_cabling,
+                                            Deadline::AfterMs(*timeout));
   size_t up = 0;
   for (const auto& n : snap.nodes) up += n.state == NodeState::kUp ? 1 : 0;
   if (p.GetFlag("json")) {
@@ -331,24 +371,31 @@ int RunStatus(const std::vector<std::string>& args) {
       }
       nodes.push_back(j);
     }
-    std::cout << json{{"cluster", snap.cluster_name}, {"nodes", nodes}, {"cabling", ToJson(snap.cabling)}}.dump(2)
+    std::cout << json{{"cluster", snap.cluster_name},
+                      {"nodes", nodes},
+                      {"cabling", ToJson(snap.cabling)}}
+                     .dump(2)
               << "\n";
   } else {
     std::cerr << "cluster " << snap.cluster_name << ": " << up << " of " << snap.nodes.size()
               << " agents answered\n";
     for (const auto& n : snap.nodes) {
       if (n.state != NodeState::kUp) {
-        std::cerr << "  " << n.name << "  " << n.address << "  UNREACHABLE: " << n.last_error << "\n";
+        std::cerr << "  " << n.name << "  " << n.address << "  UNREACHABLE: " << n.last_error
+                  << "\n";
         continue;
       }
       const auto& f = n.facts;
       std::cerr << "  " << n.name << "  " << n.address << "  " << f.node_id << "  " << f.hostname
-                << (f.simulated ? " (simulated)" : "") << "\n    " << f.cpu_cores << " CPUs (" << f.cpu_arch
-                << ", " << f.cpu_model << "); memory " << FormatBytes(static_cast<double>(f.memory.available_bytes))
-                << " free of " << FormatBytes(static_cast<double>(f.memory.total_bytes))
-                << "; GPUs: " << (f.gpus.empty() ? f.gpu_note : std::to_string(f.gpus.size()) + " " + f.gpus[0].name)
+                << (f.simulated ? " (simulated)" : "") << "\n    " << f.cpu_cores << " CPUs ("
+                << f.cpu_arch << ", " << f.cpu_model << "); memory "
+                << FormatBytes(static_cast<double>(f.memory.available_bytes)) << " free of "
+                << FormatBytes(static_cast<double>(f.memory.total_bytes)) << "; GPUs: "
+                << (f.gpus.empty() ? f.gpu_note
+                                   : std::to_string(f.gpus.size()) + " " + f.gpus[0].name)
                 << "; RDMA: "
-                << (f.rdma_devices.empty() ? f.rdma_note : std::to_string(f.rdma_devices.size()) + " device(s)")
+                << (f.rdma_devices.empty() ? f.rdma_note
+                                           : std::to_string(f.rdma_devices.size()) + " device(s)")
                 << "; jobs: " << n.jobs.size() << "\n";
     }
     PrintCablingHuman(snap.cabling);
@@ -360,8 +407,9 @@ int RunStatus(const std::vector<std::string>& args) {
 
 int RunLinks(const std::vector<std::string>& args) {
   const std::string prog = "octet cluster links";
-  ArgParser p(prog, "What each agent hears on which interface, the cabling graph and its problems; "
-                    "with --probe, measured round-trip latency and throughput of every link.");
+  ArgParser p(prog,
+              "What each agent hears on which interface, the cabling graph and its problems; "
+              "with --probe, measured round-trip latency and throughput of every link.");
   AddTargetFlags(p);
   p.Flag("probe", "measure every link (RTT and one-way throughput)");
   p.Option("probe-bytes", "SIZE", "bulk transfer per link", "16M");
@@ -371,16 +419,20 @@ int RunLinks(const std::vector<std::string>& args) {
   auto timeout = p.GetInt("timeout-ms");
   auto bytes = p.GetBytes("probe-bytes");
   auto trips = p.GetInt("round-trips");
-  if (!timeout.ok() || *timeout <= 0) return UsageError(prog, "--timeout-ms: expected a positive number");
-  if (!bytes.ok() || *bytes < 0 || *bytes > (1ll << 30)) return UsageError(prog, "--probe-bytes: 0..1G");
-  if (!trips.ok() || *trips < 1 || *trips > 100000) return UsageError(prog, "--round-trips: 1..100000");
+  if (!timeout.ok() || *timeout <= 0)
+    return UsageError(prog, "--timeout-ms: expected a positive number");
+  if (!bytes.ok() || *bytes < 0 || *bytes > (1ll << 30))
+    return UsageError(prog, "--probe-bytes: 0..1G");
+  if (!trips.ok() || *trips < 1 || *trips > 100000)
+    return UsageError(prog, "--round-trips: 1..100000");
   auto target = ResolveTarget(p);
   if (!target.ok()) {
-    return target.status().code() == StatusCode::kInvalidArgument ? UsageError(prog, target.status().message())
-                                                                   : Failure(prog, target.status().message());
+    return target.status().code() == StatusCode::kInvalidArgument
+               ? UsageError(prog, target.status().message())
+               : Failure(prog, target.status().message());
   }
-  const ClusterSnapshot snap =
-      QueryCluster(target->name, target->members, target->expected_cabling, Deadline::AfterMs(*timeout));
+  const ClusterSnapshot snap = QueryCluster(target->name, target->members, target->expected_cabling,
+                                            Deadline::AfterMs(*timeout));
   // Probes go from each edge's first node to the second, over that link's addresses.
   json probes = json::array();
   std::vector<LinkProbeReport> reports;
@@ -395,9 +447,10 @@ int RunLinks(const std::vector<std::string>& args) {
       } else if (auto client = AgentClient::Create(target->members[a].endpoint); !client.ok()) {
         rep.error = client.status().ToString();
       } else {
-        auto r = (*client)->ProbeLink(agent::JoinHostPort(e.b_address, static_cast<uint16_t>(e.b_probe_port)),
-                                      static_cast<uint64_t>(*bytes), static_cast<uint32_t>(*trips),
-                                      Deadline::AfterMs(std::max<int64_t>(*timeout, 30'000)));
+        auto r = (*client)->ProbeLink(
+            agent::JoinHostPort(e.b_address, static_cast<uint16_t>(e.b_probe_port)),
+            static_cast<uint64_t>(*bytes), static_cast<uint32_t>(*trips),
+            Deadline::AfterMs(std::max<int64_t>(*timeout, 30'000)));
         if (r.ok()) {
           rep.ok = true;
           rep.result = *r;
@@ -406,8 +459,11 @@ int RunLinks(const std::vector<std::string>& args) {
         }
       }
       reports.push_back(rep);
-      json j = {{"a", e.a_node}, {"a_interface", e.a_interface}, {"b", e.b_node},
-                {"b_interface", e.b_interface}, {"ok", rep.ok}};
+      json j = {{"a", e.a_node},
+                {"a_interface", e.a_interface},
+                {"b", e.b_node},
+                {"b_interface", e.b_interface},
+                {"ok", rep.ok}};
       if (rep.ok) {
         j["rtt_us_p50"] = rep.result.rtt_us_p50;
         j["rtt_us_p99"] = rep.result.rtt_us_p99;
@@ -430,25 +486,28 @@ int RunLinks(const std::vector<std::string>& args) {
       if (n.state != NodeState::kUp) j["error"] = n.last_error;
       nodes.push_back(j);
     }
-    json out = {{"cluster", snap.cluster_name}, {"nodes", nodes}, {"cabling", ToJson(snap.cabling)}};
+    json out = {
+        {"cluster", snap.cluster_name}, {"nodes", nodes}, {"cabling", ToJson(snap.cabling)}};
     if (p.GetFlag("probe")) out["probes"] = probes;
     std::cout << out.dump(2) << "\n";
   } else {
     for (const auto& n : snap.nodes) {
       std::cerr << n.name << " (" << (n.has_links ? n.links.node_id : n.last_error) << ")\n";
       if (!n.has_links) continue;
-      if (!n.links.declared_cabling.empty()) std::cerr << "  declared cabling: " << n.links.declared_cabling << "\n";
+      if (!n.links.declared_cabling.empty())
+        std::cerr << "  declared cabling: " << n.links.declared_cabling << "\n";
       for (const auto& o : n.links.observations) {
-        std::cerr << "  on " << o.local_interface << " hears " << o.peer_node_id << " " << o.peer_interface
-                  << " from " << o.peer_address << "\n";
+        std::cerr << "  on " << o.local_interface << " hears " << o.peer_node_id << " "
+                  << o.peer_interface << " from " << o.peer_address << "\n";
       }
     }
     PrintCablingHuman(snap.cabling);
     for (const auto& r : reports) {
-      std::cerr << "  probe " << r.edge.a_node << " -> " << r.edge.b_node << " (" << r.edge.a_interface << "): ";
+      std::cerr << "  probe " << r.edge.a_node << " -> " << r.edge.b_node << " ("
+                << r.edge.a_interface << "): ";
       if (r.ok) {
-        std::cerr << "RTT p50 " << r.result.rtt_us_p50 << " us, p99 " << r.result.rtt_us_p99 << " us, "
-                  << r.result.throughput_gbps << " Gbit/s\n";
+        std::cerr << "RTT p50 " << r.result.rtt_us_p50 << " us, p99 " << r.result.rtt_us_p99
+                  << " us, " << r.result.throughput_gbps << " Gbit/s\n";
       } else {
         std::cerr << r.error << "\n";
       }
@@ -467,15 +526,17 @@ void OnStop(int sig) {
 
 int RunLocal(const std::vector<std::string>& args) {
   const std::string prog = "octet cluster local";
-  ArgParser p(prog, "Run a local embedded cluster: N octet-agent processes on 127.0.0.1, each a "
-                    "simulated node with its own port, node id and memory budget, and a declared "
-                    "cabling. Saved as profile NAME, so `octet cluster status --cluster NAME` works "
-                    "from another terminal. Runs until Ctrl-C (or --for seconds).");
+  ArgParser p(prog,
+              "Run a local embedded cluster: N octet-agent processes on 127.0.0.1, each a "
+              "simulated node with its own port, node id and memory budget, and a declared "
+              "cabling. Saved as profile NAME, so `octet cluster status --cluster NAME` works "
+              "from another terminal. Runs until Ctrl-C (or --for seconds).");
   p.Option("nodes", "N", "number of nodes (1-8)", "4");
   p.Option("memory-per-node", "SIZE", "memory budget of each node", "32G");
   p.Option("cabling", "ring|switch", "declared cabling", "ring");
   p.Option("name", "NAME", "profile name", "local");
-  p.Option("state-dir", "DIR", "node ids, token and agent logs (default: ~/.local/state/octet/NAME)");
+  p.Option("state-dir", "DIR",
+           "node ids, token and agent logs (default: ~/.local/state/octet/NAME)");
   p.Option("model-roots", "DIR,...", "folders jobs may load models from (default: $HOME)");
   p.Option("config-dir", "DIR", "where the profile is saved");
   p.Option("for", "SECONDS", "stop after this long (default: until Ctrl-C)");
@@ -485,13 +546,16 @@ int RunLocal(const std::vector<std::string>& args) {
   auto nodes = p.GetInt("nodes");
   auto memory = p.GetBytes("memory-per-node");
   if (!nodes.ok() || *nodes < 1 || *nodes > 8) return UsageError(prog, "--nodes: 1 to 8");
-  if (!memory.ok() || *memory <= 0) return UsageError(prog, "--memory-per-node: expected a size like 16G");
+  if (!memory.ok() || *memory <= 0)
+    return UsageError(prog, "--memory-per-node: expected a size like 16G");
   o.nodes = static_cast<int>(*nodes);
   o.memory_per_node_bytes = static_cast<uint64_t>(*memory);
   o.cabling = p.GetString("cabling");
-  if (o.cabling != "ring" && o.cabling != "switch") return UsageError(prog, "--cabling: ring or switch");
+  if (o.cabling != "ring" && o.cabling != "switch")
+    return UsageError(prog, "--cabling: ring or switch");
   o.name = p.GetString("name");
-  if (Status s = ValidateNodeName(o.name); !s.ok()) return UsageError(prog, "--name: " + s.message());
+  if (Status s = ValidateNodeName(o.name); !s.ok())
+    return UsageError(prog, "--name: " + s.message());
   o.state_dir = p.GetString("state-dir");
   o.model_roots = p.GetList("model-roots");
   double run_for = -1;
@@ -516,7 +580,8 @@ int RunLocal(const std::vector<std::string>& args) {
   auto token = agent::ReadTokenFile((*cluster)->profile().token_file());
   if (!token.ok()) return Failure(prog, token.status().message());
   if (Status s = SaveProfile(saved); !s.ok()) return Failure(prog, s.message());
-  if (Status s = agent::WriteTokenFile(saved.token_file(), *token); !s.ok()) return Failure(prog, s.message());
+  if (Status s = agent::WriteTokenFile(saved.token_file(), *token); !s.ok())
+    return Failure(prog, s.message());
 
   auto session = ClusterSession::Open((*cluster)->profile());
   if (!session.ok()) return Failure(prog, session.status().message());
@@ -533,18 +598,26 @@ int RunLocal(const std::vector<std::string>& args) {
     json nodes = json::array();
     for (size_t i = 0; i < snap.nodes.size(); ++i) {
       const auto& n = snap.nodes[i];
-      nodes.push_back({{"name", n.name}, {"address", n.address}, {"node_id", n.facts.node_id},
-                       {"pid", (*cluster)->pid(i)}, {"memory_budget_bytes", n.facts.memory.budget_bytes},
+      nodes.push_back({{"name", n.name},
+                       {"address", n.address},
+                       {"node_id", n.facts.node_id},
+                       {"pid", (*cluster)->pid(i)},
+                       {"memory_budget_bytes", n.facts.memory.budget_bytes},
                        {"up", n.state == NodeState::kUp}});
     }
-    std::cout << json{{"cluster", o.name}, {"profile", saved.dir}, {"state_dir", (*cluster)->state_dir()},
-                      {"token_file", saved.token_file()}, {"cabling", ToJson(snap.cabling)}, {"nodes", nodes}}
+    std::cout << json{{"cluster", o.name},
+                      {"profile", saved.dir},
+                      {"state_dir", (*cluster)->state_dir()},
+                      {"token_file", saved.token_file()},
+                      {"cabling", ToJson(snap.cabling)},
+                      {"nodes", nodes}}
                      .dump(2)
               << "\n"
               << std::flush;
   }
   std::cerr << "local cluster '" << o.name << "': " << snap.nodes.size() << " nodes, "
-            << FormatBytes(static_cast<double>(o.memory_per_node_bytes)) << " each, " << o.cabling << "\n";
+            << FormatBytes(static_cast<double>(o.memory_per_node_bytes)) << " each, " << o.cabling
+            << "\n";
   for (const auto& n : snap.nodes) {
     std::cerr << "  " << n.name << "  " << n.address << "  " << n.facts.node_id << "\n";
   }
@@ -554,15 +627,23 @@ int RunLocal(const std::vector<std::string>& args) {
   if (!all_up) std::cerr << prog << ": warning: not every node came up in time\n";
   (*session)->SetListener([](const ClusterEvent& e) {
     switch (e.kind) {
-      case ClusterEvent::Kind::kNodeLost: std::cerr << "node " << e.node_name << " lost: " << e.detail << "\n"; break;
-      case ClusterEvent::Kind::kNodeRecovered: std::cerr << "node " << e.node_name << " recovered\n"; break;
-      case ClusterEvent::Kind::kCablingChanged: std::cerr << "cabling: " << e.detail << "\n"; break;
-      default: break;
+      case ClusterEvent::Kind::kNodeLost:
+        std::cerr << "node " << e.node_name << " lost: " << e.detail << "\n";
+        break;
+      case ClusterEvent::Kind::kNodeRecovered:
+        std::cerr << "node " << e.node_name << " recovered\n";
+        break;
+      case ClusterEvent::Kind::kCablingChanged:
+        std::cerr << "cabling: " << e.detail << "\n";
+        break;
+      default:
+        break;
     }
   });
 
   pollfd pfd{g_stop_pipe[0], POLLIN, 0};
-  const Deadline until = run_for >= 0 ? Deadline::AfterMs(static_cast<int64_t>(run_for * 1000)) : Deadline::Never();
+  const Deadline until =
+      run_for >= 0 ? Deadline::AfterMs(static_cast<int64_t>(run_for * 1000)) : Deadline::Never();
   while (!until.expired()) {
     const int r = ::poll(&pfd, 1, until.is_never() ? -1 : std::max(1, until.poll_timeout_ms()));
     if (r > 0) break;
@@ -593,7 +674,8 @@ int RunCluster(const std::vector<std::string>& args) {
   if (sub == "status") return RunStatus(rest);
   if (sub == "links") return RunLinks(rest);
   if (sub == "local") return RunLocal(rest);
-  std::cerr << "octet cluster: unknown subcommand '" << sub << "' (init, add, status, links, local)\n";
+  std::cerr << "octet cluster: unknown subcommand '" << sub
+            << "' (init, add, status, links, local)\n";
   return kExitUsage;
 }
 

@@ -20,22 +20,54 @@ Status FromGrpc(const grpc::Status& s, const std::string& address) {
   if (s.ok()) return Status::Ok();
   StatusCode c = StatusCode::kUnknown;
   switch (s.error_code()) {
-    case grpc::StatusCode::CANCELLED: c = StatusCode::kCancelled; break;
-    case grpc::StatusCode::INVALID_ARGUMENT: c = StatusCode::kInvalidArgument; break;
-    case grpc::StatusCode::DEADLINE_EXCEEDED: c = StatusCode::kDeadlineExceeded; break;
-    case grpc::StatusCode::NOT_FOUND: c = StatusCode::kNotFound; break;
-    case grpc::StatusCode::ALREADY_EXISTS: c = StatusCode::kAlreadyExists; break;
-    case grpc::StatusCode::PERMISSION_DENIED: c = StatusCode::kPermissionDenied; break;
-    case grpc::StatusCode::RESOURCE_EXHAUSTED: c = StatusCode::kResourceExhausted; break;
-    case grpc::StatusCode::FAILED_PRECONDITION: c = StatusCode::kFailedPrecondition; break;
-    case grpc::StatusCode::ABORTED: c = StatusCode::kAborted; break;
-    case grpc::StatusCode::OUT_OF_RANGE: c = StatusCode::kOutOfRange; break;
-    case grpc::StatusCode::UNIMPLEMENTED: c = StatusCode::kUnimplemented; break;
-    case grpc::StatusCode::INTERNAL: c = StatusCode::kInternal; break;
-    case grpc::StatusCode::UNAVAILABLE: c = StatusCode::kUnavailable; break;
-    case grpc::StatusCode::DATA_LOSS: c = StatusCode::kDataLoss; break;
-    case grpc::StatusCode::UNAUTHENTICATED: c = StatusCode::kUnauthenticated; break;
-    default: c = StatusCode::kUnknown; break;
+    case grpc::StatusCode::CANCELLED:
+      c = StatusCode::kCancelled;
+      break;
+    case grpc::StatusCode::INVALID_ARGUMENT:
+      c = StatusCode::kInvalidArgument;
+      break;
+    case grpc::StatusCode::DEADLINE_EXCEEDED:
+      c = StatusCode::kDeadlineExceeded;
+      break;
+    case grpc::StatusCode::NOT_FOUND:
+      c = StatusCode::kNotFound;
+      break;
+    case grpc::StatusCode::ALREADY_EXISTS:
+      c = StatusCode::kAlreadyExists;
+      break;
+    case grpc::StatusCode::PERMISSION_DENIED:
+      c = StatusCode::kPermissionDenied;
+      break;
+    case grpc::StatusCode::RESOURCE_EXHAUSTED:
+      c = StatusCode::kResourceExhausted;
+      break;
+    case grpc::StatusCode::FAILED_PRECONDITION:
+      c = StatusCode::kFailedPrecondition;
+      break;
+    case grpc::StatusCode::ABORTED:
+      c = StatusCode::kAborted;
+      break;
+    case grpc::StatusCode::OUT_OF_RANGE:
+      c = StatusCode::kOutOfRange;
+      break;
+    case grpc::StatusCode::UNIMPLEMENTED:
+      c = StatusCode::kUnimplemented;
+      break;
+    case grpc::StatusCode::INTERNAL:
+      c = StatusCode::kInternal;
+      break;
+    case grpc::StatusCode::UNAVAILABLE:
+      c = StatusCode::kUnavailable;
+      break;
+    case grpc::StatusCode::DATA_LOSS:
+      c = StatusCode::kDataLoss;
+      break;
+    case grpc::StatusCode::UNAUTHENTICATED:
+      c = StatusCode::kUnauthenticated;
+      break;
+    default:
+      c = StatusCode::kUnknown;
+      break;
   }
   return Status(c, "agent " + address + ": " + s.error_message());
 }
@@ -55,8 +87,8 @@ NodeFacts FromProto(const v1::NodeFacts& p) {
   f.cpu_cores = p.cpu().cores();
   f.cpu_arch = p.cpu().arch();
   const auto& m = p.memory();
-  f.memory = {m.total_bytes(), m.available_bytes(), m.budget_bytes(), m.unified(),
-              m.gpu_total_bytes(), m.gpu_free_bytes()};
+  f.memory = {m.total_bytes(), m.available_bytes(), m.budget_bytes(),
+              m.unified(),     m.gpu_total_bytes(), m.gpu_free_bytes()};
   for (const auto& g : p.gpus()) {
     f.gpus.push_back({g.name(), g.cc_major(), g.cc_minor(), g.memory_bytes(), g.unified_memory()});
   }
@@ -102,7 +134,8 @@ TelemetrySample FromProto(const v1::TelemetrySample& p) {
   s.mem_used_bytes = p.mem_used_bytes();
   s.mem_available_bytes = p.mem_available_bytes();
   s.cpu_busy = p.cpu_busy();
-  for (const auto& i : p.interfaces()) s.interfaces.push_back({i.name(), i.rx_bytes(), i.tx_bytes()});
+  for (const auto& i : p.interfaces())
+    s.interfaces.push_back({i.name(), i.rx_bytes(), i.tx_bytes()});
   for (const auto& w : p.workers()) {
     WorkerFigures f;
     f.job_id = w.job_id();

@@ -11,12 +11,14 @@ namespace {
 struct Endpoint {
   size_t node = 0;
   std::string iface;
-  bool operator<(const Endpoint& o) const { return std::tie(node, iface) < std::tie(o.node, o.iface); }
+  bool operator<(const Endpoint& o) const {
+    return std::tie(node, iface) < std::tie(o.node, o.iface);
+  }
   bool operator==(const Endpoint& o) const { return node == o.node && iface == o.iface; }
 };
 
 struct Heard {
-  std::string address;     // the speaker's address as the listener saw it
+  std::string address;  // the speaker's address as the listener saw it
   uint32_t probe_port = 0;
 };
 
@@ -30,18 +32,26 @@ std::string Join(const std::vector<std::string>& v, const std::string& sep) {
 
 std::string_view CablingKindName(CablingKind kind) {
   switch (kind) {
-    case CablingKind::kUnknown: return "unknown";
-    case CablingKind::kSingleNode: return "single";
-    case CablingKind::kDirectPair: return "direct-pair";
-    case CablingKind::kRing: return "ring";
-    case CablingKind::kSwitch: return "switch";
-    case CablingKind::kMixed: return "mixed";
-    case CablingKind::kPartial: return "partial";
+    case CablingKind::kUnknown:
+      return "unknown";
+    case CablingKind::kSingleNode:
+      return "single";
+    case CablingKind::kDirectPair:
+      return "direct-pair";
+    case CablingKind::kRing:
+      return "ring";
+    case CablingKind::kSwitch:
+      return "switch";
+    case CablingKind::kMixed:
+      return "mixed";
+    case CablingKind::kPartial:
+      return "partial";
   }
   return "unknown";
 }
 
-CablingReport AnalyzeCabling(const std::vector<CablingNodeInput>& nodes, const std::string& expected) {
+CablingReport AnalyzeCabling(const std::vector<CablingNodeInput>& nodes,
+                             const std::string& expected) {
   CablingReport r;
   const size_t n = nodes.size();
   auto name = [&](size_t i) { return nodes[i].name; };
@@ -58,8 +68,9 @@ CablingReport AnalyzeCabling(const std::vector<CablingNodeInput>& nodes, const s
   size_t reachable = 0;
   for (size_t i = 0; i < n; ++i) {
     if (!nodes[i].reachable) {
-      problem("unreachable", name(i) + ": agent unreachable" +
-                                 (nodes[i].error.empty() ? "" : " (" + nodes[i].error + ")"),
+      problem("unreachable",
+              name(i) + ": agent unreachable" +
+                  (nodes[i].error.empty() ? "" : " (" + nodes[i].error + ")"),
               {name(i)});
       continue;
     }
@@ -115,8 +126,8 @@ CablingReport AnalyzeCabling(const std::vector<CablingNodeInput>& nodes, const s
         if (it == by_id.end()) {
           if (unknown.insert(o.peer_node_id).second) {
             problem("unknown-peer",
-                    name(i) + " hears node " + o.peer_node_id + " on " + o.local_interface +
-                        " (" + o.peer_address + "), which is not in this cluster (or is unreachable)",
+                    name(i) + " hears node " + o.peer_node_id + " on " + o.local_interface + " (" +
+                        o.peer_address + "), which is not in this cluster (or is unreachable)",
                     {name(i)});
           }
           continue;
@@ -240,14 +251,17 @@ CablingReport AnalyzeCabling(const std::vector<CablingNodeInput>& nodes, const s
   std::vector<size_t> ends;
   bool chain = n >= 3 && shared_nodes.empty() && connected && single_cables;
   for (size_t i = 0; chain && i < n; ++i) {
-    if (adj[i].size() == 1) ends.push_back(i);
-    else if (adj[i].size() != 2) chain = false;
+    if (adj[i].size() == 1)
+      ends.push_back(i);
+    else if (adj[i].size() != 2)
+      chain = false;
   }
   chain = chain && ends.size() == 2;
   if (n == 1) {
     r.kind = CablingKind::kSingleNode;
   } else if (full_switch) {
-    r.kind = shared_nodes.size() == 1 && total_direct == 0 ? CablingKind::kSwitch : CablingKind::kMixed;
+    r.kind =
+        shared_nodes.size() == 1 && total_direct == 0 ? CablingKind::kSwitch : CablingKind::kMixed;
   } else if (n == 2 && shared_nodes.empty() && total_direct > 0) {
     r.kind = CablingKind::kDirectPair;
   } else if (n >= 3 && shared_nodes.empty() && all_degree_two && single_cables && connected) {
@@ -283,7 +297,8 @@ CablingReport AnalyzeCabling(const std::vector<CablingNodeInput>& nodes, const s
       if (adj[via].size() < 2) continue;  // an isolated pair, not a detour
       problem("only-through",
               name(i) + " is reachable only through " + name(via) +
-                  (full_switch || !shared_nodes.empty() ? " (cabled to it instead of the switch?)" : ""),
+                  (full_switch || !shared_nodes.empty() ? " (cabled to it instead of the switch?)"
+                                                        : ""),
               {name(i), name(via)});
     }
   }
@@ -305,8 +320,8 @@ CablingReport AnalyzeCabling(const std::vector<CablingNodeInput>& nodes, const s
       problem("no-links",
               name(i) + " hears no peer and no peer hears it (beacons on " +
                   (b.empty() ? std::string("no interface") : Join(b, ", ")) +
-                  "): no cable, link down, or UDP port " + std::to_string(nodes[i].links.beacon_port) +
-                  " blocked",
+                  "): no cable, link down, or UDP port " +
+                  std::to_string(nodes[i].links.beacon_port) + " blocked",
               {name(i)});
     }
   }
@@ -329,21 +344,24 @@ CablingReport AnalyzeCabling(const std::vector<CablingNodeInput>& nodes, const s
   }
   const std::string prefix = r.declared ? "declared " : "";
   switch (r.kind) {
-    case CablingKind::kSingleNode: r.summary = "single node"; break;
+    case CablingKind::kSingleNode:
+      r.summary = "single node";
+      break;
     case CablingKind::kDirectPair: {
       r.summary = prefix + "direct pair: " + name(0) + "-" + name(1);
       if (total_direct > 1) r.summary += " (" + std::to_string(total_direct) + " cables)";
       break;
     }
     case CablingKind::kRing:
-      r.summary = prefix + "ring of " + std::to_string(n) + ": " + Join(r.ring_order, "-") + "-" + r.ring_order[0];
+      r.summary = prefix + "ring of " + std::to_string(n) + ": " + Join(r.ring_order, "-") + "-" +
+                  r.ring_order[0];
       break;
     case CablingKind::kSwitch:
       r.summary = prefix + "switch: " + std::to_string(n) + " nodes on one segment";
       break;
     case CablingKind::kMixed:
-      r.summary = prefix + "mixed: " + std::to_string(shared_nodes.size()) + " shared segment(s), " +
-                  std::to_string(total_direct) + " direct cable(s)";
+      r.summary = prefix + "mixed: " + std::to_string(shared_nodes.size()) +
+                  " shared segment(s), " + std::to_string(total_direct) + " direct cable(s)";
       break;
     case CablingKind::kPartial: {
       r.summary = prefix + "partial: " + std::to_string(reachable) + " of " + std::to_string(n) +
@@ -351,7 +369,9 @@ CablingReport AnalyzeCabling(const std::vector<CablingNodeInput>& nodes, const s
       if (!r.problems.empty()) r.summary += "; " + r.problems.front().message;
       break;
     }
-    case CablingKind::kUnknown: r.summary = "unknown"; break;
+    case CablingKind::kUnknown:
+      r.summary = "unknown";
+      break;
   }
   return r;
 }

@@ -58,7 +58,8 @@ std::string ClusterProfile::node_key_file(const std::string& node) const {
 std::string DefaultConfigDir() {
   if (const char* d = std::getenv("OCTET_CONFIG_DIR"); d && *d) return d;
   if (const char* x = std::getenv("XDG_CONFIG_HOME"); x && *x) return JoinPath(x, "octet");
-  if (const char* h = std::getenv("HOME"); h && *h) return JoinPath(JoinPath(h, ".config"), "octet");
+  if (const char* h = std::getenv("HOME"); h && *h)
+    return JoinPath(JoinPath(h, ".config"), "octet");
   return ".octet";
 }
 
@@ -77,7 +78,8 @@ Status ValidateNodeName(const std::string& name) {
 
 Result<std::string> NormalizeAgentAddress(const std::string& address) {
   if (address.rfind("unix:", 0) == 0) {
-    if (address.size() <= 5) return InvalidArgumentError("empty unix socket path in '" + address + "'");
+    if (address.size() <= 5)
+      return InvalidArgumentError("empty unix socket path in '" + address + "'");
     return address;
   }
   std::string host;
@@ -117,9 +119,10 @@ Result<ClusterProfile> LoadProfileDir(const std::string& dir) {
     if (!it->is_array()) return DataLossError(file + ": 'nodes' is not a list");
     for (size_t i = 0; i < it->size(); ++i) {
       const auto& n = (*it)[i];
-      if (!n.is_object() || !n.contains("name") || !n.contains("address") || !n["name"].is_string() ||
-          !n["address"].is_string()) {
-        return DataLossError(file + ": nodes[" + std::to_string(i) + "] needs a name and an address");
+      if (!n.is_object() || !n.contains("name") || !n.contains("address") ||
+          !n["name"].is_string() || !n["address"].is_string()) {
+        return DataLossError(file + ": nodes[" + std::to_string(i) +
+                             "] needs a name and an address");
       }
       p.nodes.push_back({n["name"].get<std::string>(), n["address"].get<std::string>()});
     }
@@ -153,7 +156,8 @@ Result<ClusterProfile> InitCluster(const ClusterInitOptions& o) {
   OCTET_RETURN_IF_ERROR(ValidateNodeName(o.name).WithContext("cluster"));
   if (!o.expected_cabling.empty() && o.expected_cabling != "pair" && o.expected_cabling != "ring" &&
       o.expected_cabling != "switch") {
-    return InvalidArgumentError("expected cabling '" + o.expected_cabling + "' must be pair, ring or switch");
+    return InvalidArgumentError("expected cabling '" + o.expected_cabling +
+                                "' must be pair, ring or switch");
   }
   ClusterProfile p;
   p.name = o.name;

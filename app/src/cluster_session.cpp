@@ -44,9 +44,12 @@ bool IsLoopbackHost(const std::string& host) {
 
 std::string_view NodeStateName(NodeState state) {
   switch (state) {
-    case NodeState::kConnecting: return "connecting";
-    case NodeState::kUp: return "up";
-    case NodeState::kLost: return "lost";
+    case NodeState::kConnecting:
+      return "connecting";
+    case NodeState::kUp:
+      return "up";
+    case NodeState::kLost:
+      return "lost";
   }
   return "?";
 }
@@ -55,7 +58,7 @@ struct ClusterSession::Impl {
   struct Node {
     std::unique_ptr<AgentClient> client;
     std::thread thread;
-    bool ever_up = false;                 // guarded by mu
+    bool ever_up = false;  // guarded by mu
     std::atomic<int64_t> last_sample_ns{0};
     std::atomic<bool> refresh{false};
   };
@@ -69,11 +72,11 @@ struct ClusterSession::Impl {
   ClusterSnapshot snap;                     // guarded by mu
   std::vector<ClusterEvent> pending;        // guarded by mu: events to deliver
 
-  std::mutex listener_mu;                   // serializes deliveries; guards listener
+  std::mutex listener_mu;  // serializes deliveries; guards listener
   std::function<void(const ClusterEvent&)> listener;
 
   std::mutex wake_mu;
-  std::condition_variable wake;             // node threads sleep on it
+  std::condition_variable wake;  // node threads sleep on it
   std::atomic<bool> stopping{false};
 
   // Call with mu held after changing snap.
@@ -129,8 +132,9 @@ struct ClusterSession::Impl {
         v.state = NodeState::kUp;
         v.state_since_unix_ms = UnixMs();
         v.last_error.clear();
-        pending.push_back({nd.ever_up ? ClusterEvent::Kind::kNodeRecovered : ClusterEvent::Kind::kNodeUp,
-                           static_cast<int>(i), v.name, ""});
+        pending.push_back(
+            {nd.ever_up ? ClusterEvent::Kind::kNodeRecovered : ClusterEvent::Kind::kNodeUp,
+             static_cast<int>(i), v.name, ""});
         if (nd.ever_up) {
           OCTET_LOG(INFO) << "node " << v.name << " recovered";
         }
@@ -154,7 +158,8 @@ struct ClusterSession::Impl {
         v.has_links = false;
         if (before == NodeState::kUp) {
           ++v.times_lost;
-          pending.push_back({ClusterEvent::Kind::kNodeLost, static_cast<int>(i), v.name, v.last_error});
+          pending.push_back(
+              {ClusterEvent::Kind::kNodeLost, static_cast<int>(i), v.name, v.last_error});
           OCTET_LOG(WARNING) << "node " << v.name << " lost: " << v.last_error;
         }
         RecomputeCablingLocked();
@@ -245,7 +250,8 @@ struct ClusterSession::Impl {
         }
         const int64_t silent_ms = (NowNs() - nd.last_sample_ns.load()) / 1'000'000;
         if (silent_ms > options.lost_after_ms) {
-          lost_reason = DeadlineExceededError("no telemetry for " + std::to_string(silent_ms) + " ms");
+          lost_reason =
+              DeadlineExceededError("no telemetry for " + std::to_string(silent_ms) + " ms");
           break;
         }
         const bool asked = nd.refresh.exchange(false);
@@ -323,8 +329,8 @@ bool ClusterSession::WaitUntil(const std::function<bool(const ClusterSnapshot&)>
   for (;;) {
     if (pred(impl_->snap)) return true;
     if (deadline.expired()) return false;
-    impl_->changed.wait_for(lock, std::min<std::chrono::nanoseconds>(deadline.remaining(),
-                                                                     std::chrono::milliseconds(200)));
+    impl_->changed.wait_for(lock, std::min<std::chrono::nanoseconds>(
+                                      deadline.remaining(), std::chrono::milliseconds(200)));
   }
 }
 
@@ -371,7 +377,8 @@ Result<JobLaunch> ClusterSession::LaunchJob(const JobRequest& req, Deadline dead
     for (size_t n : req.nodes) {
       if (!IsLoopbackHost(HostOfAddress(snap.nodes[n].address)) || !snap.nodes[n].facts.simulated) {
         return InvalidArgumentError("transport shm needs every rank on one host; node " +
-                                    snap.nodes[n].name + " is a separate machine (use tcp or verbs)");
+                                    snap.nodes[n].name +
+                                    " is a separate machine (use tcp or verbs)");
       }
     }
   }
@@ -386,7 +393,9 @@ Result<JobLaunch> ClusterSession::LaunchJob(const JobRequest& req, Deadline dead
     spec.model = req.model;
     spec.world_size = world;
     spec.rank = r;
-    spec.rendezvous = req.kind == JobKind::kRouter ? "" : (r == 0 ? agent::JoinHostPort(host, 0) : launch.rendezvous);
+    spec.rendezvous = req.kind == JobKind::kRouter
+                          ? ""
+                          : (r == 0 ? agent::JoinHostPort(host, 0) : launch.rendezvous);
     spec.transport = req.transport;
     spec.algorithm = req.algorithm;
     spec.port = r == 0 ? req.port : 0;
@@ -444,8 +453,9 @@ std::vector<LinkProbeReport> ClusterSession::ProbeLinks(uint64_t bytes, uint32_t
       out.push_back(std::move(rep));
       continue;
     }
-    auto r = client(a).ProbeLink(agent::JoinHostPort(e.b_address, static_cast<uint16_t>(e.b_probe_port)),
-                                 bytes, round_trips, deadline);
+    auto r =
+        client(a).ProbeLink(agent::JoinHostPort(e.b_address, static_cast<uint16_t>(e.b_probe_port)),
+                            bytes, round_trips, deadline);
     if (r.ok()) {
       rep.ok = true;
       rep.result = *r;

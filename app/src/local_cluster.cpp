@@ -19,7 +19,8 @@
 namespace octet::app {
 
 std::string DefaultLocalStateDir(const std::string& name) {
-  if (const char* x = std::getenv("XDG_STATE_HOME"); x && *x) return JoinPath(JoinPath(x, "octet"), name);
+  if (const char* x = std::getenv("XDG_STATE_HOME"); x && *x)
+    return JoinPath(JoinPath(x, "octet"), name);
   if (const char* h = std::getenv("HOME"); h && *h) {
     return JoinPath(JoinPath(JoinPath(h, ".local/state"), "octet"), name);
   }
@@ -72,7 +73,7 @@ class OwnerThread {
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::function<void()>> tasks_;  // guarded by mu_
-  bool quit_ = false;                         // guarded by mu_
+  bool quit_ = false;                        // guarded by mu_
   std::thread thread_;
 };
 
@@ -95,14 +96,21 @@ struct LocalCluster::Impl {
     ::unlink(port_file.c_str());
     SpawnOptions so;
     so.argv = {options.agent_binary,
-               "--listen", listen,
-               "--token-file", profile.token_file(),
-               "--state-dir", n.dir,
-               "--memory-budget", std::to_string(options.memory_per_node_bytes),
-               "--cabling", options.cabling,
+               "--listen",
+               listen,
+               "--token-file",
+               profile.token_file(),
+               "--state-dir",
+               n.dir,
+               "--memory-budget",
+               std::to_string(options.memory_per_node_bytes),
+               "--cabling",
+               options.cabling,
                "--no-discovery",
-               "--stop-grace-ms", std::to_string(options.stop_grace_ms),
-               "--port-file", port_file};
+               "--stop-grace-ms",
+               std::to_string(options.stop_grace_ms),
+               "--port-file",
+               port_file};
     if (!options.octet_binary.empty()) {
       so.argv.insert(so.argv.end(), {"--octet-bin", options.octet_binary});
     }
@@ -129,16 +137,18 @@ struct LocalCluster::Impl {
         while (!last.empty() && last.back() == '\n') last.pop_back();
         last = last.substr(last.rfind('\n') == std::string::npos ? 0 : last.rfind('\n') + 1);
         n.process.reset();
-        return UnavailableError("local node " + std::to_string(i) + ": octet-agent " + e->ToString() +
-                                (last.empty() ? "" : ": " + last));
+        return UnavailableError("local node " + std::to_string(i) + ": octet-agent " +
+                                e->ToString() + (last.empty() ? "" : ": " + last));
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
-    return DeadlineExceededError("local node " + std::to_string(i) + ": agent not listening in time");
+    return DeadlineExceededError("local node " + std::to_string(i) +
+                                 ": agent not listening in time");
   }
 };
 
-Result<std::unique_ptr<LocalCluster>> LocalCluster::Start(LocalClusterOptions o, Deadline deadline) {
+Result<std::unique_ptr<LocalCluster>> LocalCluster::Start(LocalClusterOptions o,
+                                                          Deadline deadline) {
   if (o.nodes < 1 || o.nodes > 8) return InvalidArgumentError("a local cluster has 1 to 8 nodes");
   if (o.cabling != "ring" && o.cabling != "switch") {
     return InvalidArgumentError("cabling '" + o.cabling + "' must be ring or switch");
@@ -190,7 +200,8 @@ LocalCluster::~LocalCluster() {
     if (n.process) n.process->Kill(SIGTERM);
   }
   for (auto& n : impl_->nodes) {
-    if (n.process) n.process->Terminate(std::chrono::milliseconds(impl_->options.stop_grace_ms + 2000));
+    if (n.process)
+      n.process->Terminate(std::chrono::milliseconds(impl_->options.stop_grace_ms + 2000));
     n.process.reset();
   }
 }
@@ -213,7 +224,8 @@ int LocalCluster::pid(size_t node) const {
 Status LocalCluster::KillNode(size_t node) {
   if (node >= impl_->nodes.size()) return OutOfRangeError("no local node " + std::to_string(node));
   auto& n = impl_->nodes[node];
-  if (!n.process) return FailedPreconditionError("local node " + std::to_string(node) + " is not running");
+  if (!n.process)
+    return FailedPreconditionError("local node " + std::to_string(node) + " is not running");
   n.process->Kill(SIGKILL);
   n.process->Wait(Deadline::AfterMs(10'000)).status().IgnoreError();
   n.process.reset();

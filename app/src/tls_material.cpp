@@ -40,7 +40,8 @@ Result<PKeyPtr> NewKey() {
 
 Result<std::string> KeyPem(EVP_PKEY* key) {
   BioPtr bio(BIO_new(BIO_s_mem()));
-  if (!bio || PEM_write_bio_PrivateKey(bio.get(), key, nullptr, nullptr, 0, nullptr, nullptr) != 1) {
+  if (!bio ||
+      PEM_write_bio_PrivateKey(bio.get(), key, nullptr, nullptr, 0, nullptr, nullptr) != 1) {
     return SslError("write the private key");
   }
   char* data = nullptr;
@@ -100,15 +101,19 @@ Result<X509Ptr> NewCert(EVP_PKEY* key, const std::string& cn, int days) {
   X509_gmtime_adj(X509_getm_notAfter(cert.get()), static_cast<long>(days) * 24 * 60 * 60);
   X509_set_pubkey(cert.get(), key);
   X509_NAME* name = X509_get_subject_name(cert.get());
-  X509_NAME_add_entry_by_txt(name, "O", MBSTRING_ASC, reinterpret_cast<const unsigned char*>("Octet"), -1, -1, 0);
-  X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC, reinterpret_cast<const unsigned char*>(cn.c_str()), -1, -1, 0);
+  X509_NAME_add_entry_by_txt(name, "O", MBSTRING_ASC,
+                             reinterpret_cast<const unsigned char*>("Octet"), -1, -1, 0);
+  X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC,
+                             reinterpret_cast<const unsigned char*>(cn.c_str()), -1, -1, 0);
   return cert;
 }
 
 bool ValidSanText(const std::string& s) {
   if (s.empty() || s.size() > 253) return false;
   for (char c : s) {
-    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '_' || c == ':')) return false;
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '_' ||
+          c == ':'))
+      return false;
   }
   return true;
 }
@@ -119,8 +124,10 @@ Result<PemPair> MakeCertificateAuthority(const std::string& common_name, int day
   OCTET_ASSIGN_OR_RETURN(PKeyPtr key, NewKey());
   OCTET_ASSIGN_OR_RETURN(X509Ptr cert, NewCert(key.get(), common_name, days));
   X509_set_issuer_name(cert.get(), X509_get_subject_name(cert.get()));
-  OCTET_RETURN_IF_ERROR(AddExtension(cert.get(), cert.get(), NID_basic_constraints, "critical,CA:TRUE,pathlen:0"));
-  OCTET_RETURN_IF_ERROR(AddExtension(cert.get(), cert.get(), NID_key_usage, "critical,keyCertSign,cRLSign"));
+  OCTET_RETURN_IF_ERROR(
+      AddExtension(cert.get(), cert.get(), NID_basic_constraints, "critical,CA:TRUE,pathlen:0"));
+  OCTET_RETURN_IF_ERROR(
+      AddExtension(cert.get(), cert.get(), NID_key_usage, "critical,keyCertSign,cRLSign"));
   OCTET_RETURN_IF_ERROR(AddExtension(cert.get(), cert.get(), NID_subject_key_identifier, "hash"));
   if (X509_sign(cert.get(), key.get(), EVP_sha256()) == 0) return SslError("self-sign the CA");
   PemPair out;
@@ -149,13 +156,17 @@ Result<PemPair> MakeNodeCertificate(const PemPair& ca, const std::string& common
     }
     san += (san.empty() ? "" : ",") + std::string("IP:") + ip;
   }
-  OCTET_RETURN_IF_ERROR(AddExtension(cert.get(), ca_cert.get(), NID_basic_constraints, "critical,CA:FALSE"));
-  OCTET_RETURN_IF_ERROR(AddExtension(cert.get(), ca_cert.get(), NID_key_usage, "critical,digitalSignature,keyAgreement"));
-  OCTET_RETURN_IF_ERROR(AddExtension(cert.get(), ca_cert.get(), NID_ext_key_usage, "serverAuth,clientAuth"));
+  OCTET_RETURN_IF_ERROR(
+      AddExtension(cert.get(), ca_cert.get(), NID_basic_constraints, "critical,CA:FALSE"));
+  OCTET_RETURN_IF_ERROR(AddExtension(cert.get(), ca_cert.get(), NID_key_usage,
+                                     "critical,digitalSignature,keyAgreement"));
+  OCTET_RETURN_IF_ERROR(
+      AddExtension(cert.get(), ca_cert.get(), NID_ext_key_usage, "serverAuth,clientAuth"));
   if (!san.empty()) {
     OCTET_RETURN_IF_ERROR(AddExtension(cert.get(), ca_cert.get(), NID_subject_alt_name, san));
   }
-  if (X509_sign(cert.get(), ca_key.get(), EVP_sha256()) == 0) return SslError("sign the node certificate");
+  if (X509_sign(cert.get(), ca_key.get(), EVP_sha256()) == 0)
+    return SslError("sign the node certificate");
   PemPair out;
   OCTET_ASSIGN_OR_RETURN(out.cert_pem, CertPem(cert.get()));
   OCTET_ASSIGN_OR_RETURN(out.key_pem, KeyPem(key.get()));
@@ -172,8 +183,9 @@ Status VerifyCertificate(const std::string& ca_pem, const std::string& cert_pem)
     return SslError("set up verification");
   }
   if (X509_verify_cert(ctx.get()) != 1) {
-    return FailedPreconditionError(std::string("TLS: certificate does not verify against the CA: ") +
-                                   X509_verify_cert_error_string(X509_STORE_CTX_get_error(ctx.get())));
+    return FailedPreconditionError(
+        std::string("TLS: certificate does not verify against the CA: ") +
+        X509_verify_cert_error_string(X509_STORE_CTX_get_error(ctx.get())));
   }
   return Status::Ok();
 }
@@ -181,7 +193,8 @@ Status VerifyCertificate(const std::string& ca_pem, const std::string& cert_pem)
 Result<std::vector<std::string>> CertificateNames(const std::string& cert_pem) {
   OCTET_ASSIGN_OR_RETURN(X509Ptr cert, ReadCert(cert_pem));
   std::vector<std::string> out;
-  auto* names = static_cast<GENERAL_NAMES*>(X509_get_ext_d2i(cert.get(), NID_subject_alt_name, nullptr, nullptr));
+  auto* names = static_cast<GENERAL_NAMES*>(
+      X509_get_ext_d2i(cert.get(), NID_subject_alt_name, nullptr, nullptr));
   if (!names) return out;
   for (int i = 0; i < sk_GENERAL_NAME_num(names); ++i) {
     const GENERAL_NAME* g = sk_GENERAL_NAME_value(names, i);

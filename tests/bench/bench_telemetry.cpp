@@ -44,8 +44,9 @@ int main(int argc, char** argv) {
   std::string agent_bin = p.GetString("agent-bin");
   if (agent_bin.empty()) {
     const std::string self_dir = DirName(*SelfExecutablePath());
-    agent_bin = PathExists(self_dir + "/octet-agent") ? self_dir + "/octet-agent"
-                                                      : JoinPath(DirName(self_dir), "bin/octet-agent");
+    agent_bin = PathExists(self_dir + "/octet-agent")
+                    ? self_dir + "/octet-agent"
+                    : JoinPath(DirName(self_dir), "bin/octet-agent");
   }
   char tmpl[] = "/tmp/octet-bench-telemetry-XXXXXX";
   const std::string dir = ::mkdtemp(tmpl) ? tmpl : "";
@@ -59,8 +60,9 @@ int main(int argc, char** argv) {
     const std::string d = dir + "/node-" + std::to_string(i);
     MakeDirs(d).IgnoreError();
     SpawnOptions so;
-    so.argv = {agent_bin, "--listen", "127.0.0.1:0", "--token-file", dir + "/token", "--state-dir", d,
-               "--no-discovery", "--port-file", d + "/address", "--log-level", "warning"};
+    so.argv = {agent_bin,     "--listen", "127.0.0.1:0",    "--token-file", dir + "/token",
+               "--state-dir", d,          "--no-discovery", "--port-file",  d + "/address",
+               "--log-level", "warning"};
     so.output_file = d + "/agent.log";
     auto proc = Subprocess::Spawn(so);
     if (!proc.ok()) {
@@ -104,10 +106,12 @@ int main(int argc, char** argv) {
   std::vector<std::unique_ptr<app::AgentStream>> streams;
   std::vector<std::atomic<int64_t>> samples(static_cast<size_t>(n));
   for (int i = 0; i < n; ++i) {
-    clients.push_back(std::move(*app::AgentClient::Create({addresses[static_cast<size_t>(i)], token, "", ""})));
+    clients.push_back(
+        std::move(*app::AgentClient::Create({addresses[static_cast<size_t>(i)], token, "", ""})));
     std::atomic<int64_t>* count = &samples[static_cast<size_t>(i)];
-    streams.push_back(clients.back()->StreamTelemetry(static_cast<uint32_t>(1000.0 / hz),
-                                                      [count](const app::TelemetrySample&) { ++*count; }, nullptr));
+    streams.push_back(clients.back()->StreamTelemetry(
+        static_cast<uint32_t>(1000.0 / hz), [count](const app::TelemetrySample&) { ++*count; },
+        nullptr));
   }
   std::this_thread::sleep_for(std::chrono::milliseconds(1000));  // streams established
   const int64_t before = [&] {
@@ -146,10 +150,11 @@ int main(int argc, char** argv) {
     std::printf("# %d agents, telemetry at %.1f Hz, %.0f s per phase\n", n, hz, seconds);
     std::printf("%6s %12s %16s\n", "agent", "idle %core", "streaming %core");
     for (int i = 0; i < n; ++i) {
-      std::printf("%6d %12.3f %16.3f\n", i, idle[static_cast<size_t>(i)], busy[static_cast<size_t>(i)]);
+      std::printf("%6d %12.3f %16.3f\n", i, idle[static_cast<size_t>(i)],
+                  busy[static_cast<size_t>(i)]);
     }
-    std::printf("mean   %12.3f %16.3f   (max %.3f); received %.2f samples/s per agent\n", mean(idle), mean(busy),
-                max_busy, rate);
+    std::printf("mean   %12.3f %16.3f   (max %.3f); received %.2f samples/s per agent\n",
+                mean(idle), mean(busy), max_busy, rate);
   }
   return 0;
 }

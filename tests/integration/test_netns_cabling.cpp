@@ -16,10 +16,10 @@
 // and compare with TP=1, then pull a link and expect a clear error naming the
 // peer" can be added as one more test function once `octet worker` exists
 // (the ring then needs ip_forward and routes so every rank reaches rank 0).
-#include <QtTest>
-
 #include <signal.h>
 #include <unistd.h>
+
+#include <QtTest>
 
 #include "octet/agent/cluster_token.h"
 #include "octet/app/cluster_session.h"
@@ -77,7 +77,8 @@ class NetnsLab {
   Status AddNamespace(const std::string& ns) {
     if (std::string e = Ip({"netns", "add", ns}); !e.empty()) return UnavailableError(e);
     namespaces_.push_back(ns);
-    if (std::string e = Ip({"-n", ns, "link", "set", "lo", "up"}); !e.empty()) return UnavailableError(e);
+    if (std::string e = Ip({"-n", ns, "link", "set", "lo", "up"}); !e.empty())
+      return UnavailableError(e);
     return Status::Ok();
   }
   Status Run(std::vector<std::string> args) {
@@ -87,10 +88,12 @@ class NetnsLab {
   // A cable: a veth pair between two namespaces, both ends up with the given addresses.
   Status Cable(const std::string& ns_a, const std::string& if_a, const std::string& addr_a,
                const std::string& ns_b, const std::string& if_b, const std::string& addr_b) {
-    OCTET_RETURN_IF_ERROR(
-        Run({"link", "add", if_a, "netns", ns_a, "type", "veth", "peer", "name", if_b, "netns", ns_b}));
-    if (!addr_a.empty()) OCTET_RETURN_IF_ERROR(Run({"-n", ns_a, "addr", "add", addr_a, "dev", if_a}));
-    if (!addr_b.empty()) OCTET_RETURN_IF_ERROR(Run({"-n", ns_b, "addr", "add", addr_b, "dev", if_b}));
+    OCTET_RETURN_IF_ERROR(Run(
+        {"link", "add", if_a, "netns", ns_a, "type", "veth", "peer", "name", if_b, "netns", ns_b}));
+    if (!addr_a.empty())
+      OCTET_RETURN_IF_ERROR(Run({"-n", ns_a, "addr", "add", addr_a, "dev", if_a}));
+    if (!addr_b.empty())
+      OCTET_RETURN_IF_ERROR(Run({"-n", ns_b, "addr", "add", addr_b, "dev", if_b}));
     OCTET_RETURN_IF_ERROR(Run({"-n", ns_a, "link", "set", if_a, "up"}));
     return Run({"-n", ns_b, "link", "set", if_b, "up"});
   }
@@ -103,19 +106,32 @@ class NetnsLab {
       OCTET_RETURN_IF_ERROR(WriteFileAtomic(node_dir + "/machine-id", Ns(i) + "\n"));
       const std::string socket = node_dir + "/agent.sock";
       SpawnOptions so;
-      so.argv = {IpPath(), "netns", "exec", Ns(i), test::BinDir() + "/octet-agent",
-                 "--listen", "unix:" + socket,
-                 "--token-file", token_file,
-                 "--state-dir", node_dir,
-                 "--machine-id-file", node_dir + "/machine-id",
-                 "--beacon-interval-ms", "200",
-                 "--link-stale-ms", "1200",
-                 "--probe-listen", "0.0.0.0:0",
-                 "--stop-grace-ms", "1000"};
+      so.argv = {IpPath(),
+                 "netns",
+                 "exec",
+                 Ns(i),
+                 test::BinDir() + "/octet-agent",
+                 "--listen",
+                 "unix:" + socket,
+                 "--token-file",
+                 token_file,
+                 "--state-dir",
+                 node_dir,
+                 "--machine-id-file",
+                 node_dir + "/machine-id",
+                 "--beacon-interval-ms",
+                 "200",
+                 "--link-stale-ms",
+                 "1200",
+                 "--probe-listen",
+                 "0.0.0.0:0",
+                 "--stop-grace-ms",
+                 "1000"};
       so.output_file = node_dir + "/agent.log";
       OCTET_ASSIGN_OR_RETURN(auto proc, Subprocess::Spawn(so));
       agents_.push_back(std::move(proc));
-      members_.push_back({"n" + std::to_string(i), {"unix:" + socket, *agent::ReadTokenFile(token_file), "", ""}});
+      members_.push_back(
+          {"n" + std::to_string(i), {"unix:" + socket, *agent::ReadTokenFile(token_file), "", ""}});
       logs_.push_back(node_dir + "/agent.log");
     }
     // The sockets appear once each agent listens.
@@ -123,8 +139,10 @@ class NetnsLab {
     for (int i = 0; i < n; ++i) {
       const std::string socket = members_[static_cast<size_t>(i)].endpoint.address.substr(5);
       while (!PathExists(socket)) {
-        if (d.expired()) return DeadlineExceededError("agent in " + Ns(i) + " did not start: " + Log(i));
-        if (agents_[static_cast<size_t>(i)]->Poll()) return UnavailableError("agent in " + Ns(i) + " exited: " + Log(i));
+        if (d.expired())
+          return DeadlineExceededError("agent in " + Ns(i) + " did not start: " + Log(i));
+        if (agents_[static_cast<size_t>(i)]->Poll())
+          return UnavailableError("agent in " + Ns(i) + " exited: " + Log(i));
         QThread::msleep(20);
       }
     }
@@ -136,7 +154,9 @@ class NetnsLab {
     return Status::Ok();
   }
 
-  std::string Log(int i) const { return ReadFileToString(logs_[static_cast<size_t>(i)]).value_or(""); }
+  std::string Log(int i) const {
+    return ReadFileToString(logs_[static_cast<size_t>(i)]).value_or("");
+  }
   bool AgentsRunning() {
     for (auto& a : agents_) {
       if (a->Poll()) return false;
@@ -154,8 +174,8 @@ class NetnsLab {
   std::unique_ptr<ClusterSession> session_;
 };
 
-bool HasEdge(const CablingReport& r, const std::string& a, const std::string& ai, const std::string& b,
-             const std::string& bi) {
+bool HasEdge(const CablingReport& r, const std::string& a, const std::string& ai,
+             const std::string& b, const std::string& bi) {
   for (const auto& e : r.edges) {
     if ((e.a_node == a && e.a_interface == ai && e.b_node == b && e.b_interface == bi) ||
         (e.a_node == b && e.a_interface == bi && e.b_node == a && e.b_interface == ai)) {
@@ -168,11 +188,12 @@ bool HasEdge(const CablingReport& r, const std::string& a, const std::string& ai
 std::string Describe(const ClusterSnapshot& s) {
   std::string out = s.cabling.summary;
   for (const auto& e : s.cabling.edges) {
-    out += "\n  " + e.a_node + ":" + e.a_interface + " (" + e.a_address + ") <-> " + e.b_node + ":" + e.b_interface +
-           " (" + e.b_address + ")";
+    out += "\n  " + e.a_node + ":" + e.a_interface + " (" + e.a_address + ") <-> " + e.b_node +
+           ":" + e.b_interface + " (" + e.b_address + ")";
   }
   for (const auto& p : s.cabling.problems) out += "\n  ! " + p.message;
-  for (const auto& n : s.nodes) out += "\n  " + n.name + " " + std::string(NodeStateName(n.state)) + " " + n.last_error;
+  for (const auto& n : s.nodes)
+    out += "\n  " + n.name + " " + std::string(NodeStateName(n.state)) + " " + n.last_error;
   return out;
 }
 
@@ -186,7 +207,8 @@ class TestNetnsCabling : public QObject {
 
  private slots:
   void initTestCase() {
-    if (::geteuid() != 0) QSKIP("skipped: network namespaces need root (run as root to test multi-host cabling)");
+    if (::geteuid() != 0)
+      QSKIP("skipped: network namespaces need root (run as root to test multi-host cabling)");
     if (IpPath().empty()) QSKIP("skipped: iproute2 (ip) not installed");
     RemoveStaleNamespaces();
     const std::string probe = Prefix() + "probe";
@@ -215,7 +237,8 @@ class TestNetnsCabling : public QObject {
         [](const ClusterSnapshot& s) {
           if (s.cabling.kind != CablingKind::kRing) return false;
           for (const auto& e : s.cabling.edges) {
-            if (!e.bidirectional || e.a_address.rfind("10.77.", 0) != 0 || e.b_address.rfind("10.77.", 0) != 0) {
+            if (!e.bidirectional || e.a_address.rfind("10.77.", 0) != 0 ||
+                e.b_address.rfind("10.77.", 0) != 0) {
               return false;  // wait for the IPv4 beacons of every link
             }
           }
@@ -245,7 +268,8 @@ class TestNetnsCabling : public QObject {
       std::string seen;
       for (const auto& nic : n.facts.interfaces) {
         cables += (nic.discovery && nic.kind == "veth") ? 1 : 0;
-        seen += " " + nic.name + "(" + nic.kind + (nic.up ? ",up" : ",down") + "," + nic.discovery_note + ")";
+        seen += " " + nic.name + "(" + nic.kind + (nic.up ? ",up" : ",down") + "," +
+                nic.discovery_note + ")";
       }
       QVERIFY2(cables == 2, (n.name + ":" + seen).c_str());
     }
@@ -261,7 +285,8 @@ class TestNetnsCabling : public QObject {
     const bool broken = session.WaitUntil(
         [](const ClusterSnapshot& s) {
           for (const auto& p : s.cabling.problems) {
-            if (p.kind == "missing-ring-link" && p.message.find("between n0 and n1") != std::string::npos) {
+            if (p.kind == "missing-ring-link" &&
+                p.message.find("between n0 and n1") != std::string::npos) {
               return true;
             }
           }
@@ -280,8 +305,9 @@ class TestNetnsCabling : public QObject {
     }
     // Plug it back in: the ring returns.
     QVERIFY(lab.Run({"-n", lab.Ns(1), "link", "set", "r0", "up"}).ok());
-    QVERIFY2(session.WaitUntil([](const ClusterSnapshot& s) { return s.cabling.kind == CablingKind::kRing; },
-                               Deadline::AfterMs(20'000)),
+    QVERIFY2(session.WaitUntil(
+                 [](const ClusterSnapshot& s) { return s.cabling.kind == CablingKind::kRing; },
+                 Deadline::AfterMs(20'000)),
              Describe(session.Snapshot()).c_str());
   }
 
@@ -294,7 +320,8 @@ class TestNetnsCabling : public QObject {
     for (int i = 0; i < 4; ++i) {
       QVERIFY(lab.AddNamespace(lab.Ns(i)).ok());
       const std::string port = "p" + std::to_string(i);
-      const Status s = lab.Cable(lab.Ns(i), "eth0", "10.78.0." + std::to_string(i + 1) + "/24", sw, port, "");
+      const Status s =
+          lab.Cable(lab.Ns(i), "eth0", "10.78.0." + std::to_string(i + 1) + "/24", sw, port, "");
       QVERIFY2(s.ok(), s.ToString().c_str());
       QVERIFY(lab.Run({"-n", sw, "link", "set", port, "master", "br0"}).ok());
     }

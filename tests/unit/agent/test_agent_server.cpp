@@ -2,12 +2,11 @@
 // a missing or wrong token (UNAUTHENTICATED, logged, not executed), and each
 // service round-trips with the right one: facts, telemetry, links and probes,
 // jobs with logs, and shutdown cleaning up.
-#include <QtTest>
-
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 #include <signal.h>
 
+#include <QtTest>
 #include <mutex>
 
 #include "octet/agent/agent_server.h"
@@ -42,7 +41,8 @@ grpc::Status CallGeneric(const std::shared_ptr<grpc::Channel>& ch, const std::st
   grpc::CompletionQueue cq;
   grpc::ClientContext ctx;
   if (token_header) ctx.AddMetadata("authorization", token_header);
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(stream_ms + 10'000));
+  ctx.set_deadline(std::chrono::system_clock::now() +
+                   std::chrono::milliseconds(stream_ms + 10'000));
   auto call = stub.PrepareCall(&ctx, method, &cq);
   void* tag = nullptr;
   bool ok = false;
@@ -82,8 +82,8 @@ grpc::Status CallGeneric(const std::shared_ptr<grpc::Channel>& ch, const std::st
 std::vector<std::string> AllAgentMethods() {
   std::vector<std::string> out;
   const auto* pool = google::protobuf::DescriptorPool::generated_pool();
-  for (const char* name : {"octet.v1.NodeService", "octet.v1.TelemetryService", "octet.v1.LinkService",
-                           "octet.v1.JobService"}) {
+  for (const char* name : {"octet.v1.NodeService", "octet.v1.TelemetryService",
+                           "octet.v1.LinkService", "octet.v1.JobService"}) {
     const auto* svc = pool->FindServiceByName(name);
     if (!svc) return {};
     for (int i = 0; i < svc->method_count(); ++i) {
@@ -148,18 +148,20 @@ class TestAgentServer : public QObject {
     const auto methods = AllAgentMethods();
     QCOMPARE(methods.size(), size_t{8});
     for (const auto& m : methods) {
-      for (const char* header : {static_cast<const char*>(nullptr), "Bearer wrong-token", "Bearer ",
-                                 "0123456789abcdef-test-token", "Bearer 0123456789abcdef-test-tokeN"}) {
+      for (const char* header :
+           {static_cast<const char*>(nullptr), "Bearer wrong-token", "Bearer ",
+            "0123456789abcdef-test-token", "Bearer 0123456789abcdef-test-tokeN"}) {
         const grpc::Status s = CallGeneric(ch, m, header);
         QVERIFY2(s.error_code() == grpc::StatusCode::UNAUTHENTICATED,
-                 (m + " with " + (header ? header : "no header") + ": " + std::to_string(s.error_code()) +
-                  " " + s.error_message())
+                 (m + " with " + (header ? header : "no header") + ": " +
+                  std::to_string(s.error_code()) + " " + s.error_message())
                      .c_str());
       }
       // The right token gets past the check (whatever the empty request then earns).
       const std::string good = std::string("Bearer ") + kToken;
       const grpc::Status s = CallGeneric(ch, m, good.c_str(), 200);
-      QVERIFY2(s.error_code() != grpc::StatusCode::UNAUTHENTICATED, (m + ": " + s.error_message()).c_str());
+      QVERIFY2(s.error_code() != grpc::StatusCode::UNAUTHENTICATED,
+               (m + ": " + s.error_message()).c_str());
     }
     const std::string text = logs.get();
     QVERIFY2(text.find("rejected JobService/Start from ") != std::string::npos, text.c_str());
@@ -322,7 +324,8 @@ class TestAgentServer : public QObject {
     QVERIFY(r.rtt_us_p50() > 0 && r.rtt_us_p99() >= r.rtt_us_p50());
     QVERIFY(r.throughput_gbps() > 0);
     // A prober without the cluster token is refused by the peer's probe endpoint.
-    auto refused = RunLinkProbe("127.0.0.1", (*b)->probe_port(), "not-the-token", 1024, 1, Deadline::AfterMs(5000));
+    auto refused = RunLinkProbe("127.0.0.1", (*b)->probe_port(), "not-the-token", 1024, 1,
+                                Deadline::AfterMs(5000));
     QCOMPARE(refused.status().code(), StatusCode::kUnauthenticated);
     // Nobody listening: a clear error, not a hang.
     grpc::ClientContext ctx2;
@@ -355,7 +358,8 @@ class TestAgentServer : public QObject {
       QVERIFY2(s.ok(), s.error_message().c_str());
     }
     QVERIFY(started.pid() > 0);
-    QVERIFY(started.rendezvous().rfind("127.0.0.1:", 0) == 0 && started.rendezvous() != "127.0.0.1:0");
+    QVERIFY(started.rendezvous().rfind("127.0.0.1:", 0) == 0 &&
+            started.rendezvous() != "127.0.0.1:0");
 
     // Follow the logs on a thread while the job runs; they end when it is stopped.
     std::string followed;

@@ -1,12 +1,12 @@
 // Pure parts of the agent: /proc parsers, node identity, tokens, beacons,
 // interface policy, CPU naming, job specs and the model-root rule.
-#include <QtTest>
-
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include <QtTest>
 
 #include "octet/agent/cluster_token.h"
 #include "octet/agent/job_supervisor.h"
@@ -39,7 +39,8 @@ class TestAgentUnits : public QObject {
  private slots:
   // ---- /proc parsers --------------------------------------------------------
   void memInfoParsesKibibytes() {
-    auto m = ParseMemInfo("MemTotal:       16318284 kB\nMemFree:  100 kB\nMemAvailable:   12000000 kB\n");
+    auto m = ParseMemInfo(
+        "MemTotal:       16318284 kB\nMemFree:  100 kB\nMemAvailable:   12000000 kB\n");
     QVERIFY(m.ok());
     QCOMPARE(m->total_bytes, 16318284ull * 1024);
     QCOMPARE(m->available_bytes, 12000000ull * 1024);
@@ -58,7 +59,8 @@ class TestAgentUnits : public QObject {
   void netDevCounters() {
     const char* text =
         "Inter-|   Receive                                                |  Transmit\n"
-        " face |bytes    packets errs drop fifo frame compressed multicast|bytes    packets errs drop fifo colls carrier compressed\n"
+        " face |bytes    packets errs drop fifo frame compressed multicast|bytes    packets errs "
+        "drop fifo colls carrier compressed\n"
         "    lo: 1000 10 0 0 0 0 0 0 1000 10 0 0 0 0 0 0\n"
         "  eth0: 123456789 1000 0 0 0 0 0 0 987654 900 0 0 0 0 0 0\n";
     auto r = ParseNetDev(text);
@@ -114,7 +116,8 @@ class TestAgentUnits : public QObject {
     QVERIFY(copy->node_id != original->node_id);
   }
   void twoStateDirsOnOneMachineDiffer() {
-    // Same machine id (a copied image that kept it, or local simulated nodes): the random part differs.
+    // Same machine id (a copied image that kept it, or local simulated nodes): the random part
+    // differs.
     const std::string dir = TempDir();
     WriteFileAtomic(dir + "/machine-id", "cccccccccccccccccccccccccccccccc\n").IgnoreError();
     auto a = LoadOrCreateNodeIdentity({dir + "/s1", dir + "/machine-id", dir + "/none"});
@@ -225,16 +228,36 @@ class TestAgentUnits : public QObject {
     QTest::addColumn<QString>("master");
     QTest::addColumn<bool>("up");
     QTest::addColumn<bool>("beacons");
-    QTest::newRow("cx7 port") << "enp1s0f0np0" << "ethernet" << "" << true << true;
-    QTest::newRow("our netns veth") << "ring0" << "veth" << "" << true << true;
-    QTest::newRow("down link") << "enp1s0f1np1" << "ethernet" << "" << false << false;
-    QTest::newRow("docker bridge") << "docker0" << "bridge" << "" << true << false;
-    QTest::newRow("docker user net") << "br-3f2a9c" << "bridge" << "" << true << false;
-    QTest::newRow("container veth") << "veth1a2b3c" << "veth" << "docker0" << true << false;
-    QTest::newRow("libvirt") << "virbr0" << "bridge" << "" << true << false;
-    QTest::newRow("tailscale") << "tailscale0" << "tunnel" << "" << true << false;
-    QTest::newRow("bond member") << "enp2s0" << "ethernet" << "bond0" << true << false;
-    QTest::newRow("user bridge") << "br0" << "bridge" << "" << true << true;
+    QTest::newRow("cx7 port") << "enp1s0f0np0"
+                              << "ethernet"
+                              << "" << true << true;
+    QTest::newRow("our netns veth") << "ring0"
+                                    << "veth"
+                                    << "" << true << true;
+    QTest::newRow("down link") << "enp1s0f1np1"
+                               << "ethernet"
+                               << "" << false << false;
+    QTest::newRow("docker bridge") << "docker0"
+                                   << "bridge"
+                                   << "" << true << false;
+    QTest::newRow("docker user net") << "br-3f2a9c"
+                                     << "bridge"
+                                     << "" << true << false;
+    QTest::newRow("container veth") << "veth1a2b3c"
+                                    << "veth"
+                                    << "docker0" << true << false;
+    QTest::newRow("libvirt") << "virbr0"
+                             << "bridge"
+                             << "" << true << false;
+    QTest::newRow("tailscale") << "tailscale0"
+                               << "tunnel"
+                               << "" << true << false;
+    QTest::newRow("bond member") << "enp2s0"
+                                 << "ethernet"
+                                 << "bond0" << true << false;
+    QTest::newRow("user bridge") << "br0"
+                                 << "bridge"
+                                 << "" << true << true;
   }
   void discoveryPolicy() {
     QFETCH(QString, name);
@@ -275,10 +298,13 @@ class TestAgentUnits : public QObject {
     QVERIFY(lo);
   }
   void cpuModelNames() {
-    QCOMPARE(CpuModelFromCpuinfo("processor : 0\nmodel name : AMD EPYC 7763\n"), std::string("AMD EPYC 7763"));
+    QCOMPARE(CpuModelFromCpuinfo("processor : 0\nmodel name : AMD EPYC 7763\n"),
+             std::string("AMD EPYC 7763"));
     std::string gb10;
-    for (int i = 0; i < 10; ++i) gb10 += "processor : x\nCPU implementer : 0x41\nCPU part : 0xd85\n\n";
-    for (int i = 0; i < 10; ++i) gb10 += "processor : y\nCPU implementer : 0x41\nCPU part : 0xd87\n\n";
+    for (int i = 0; i < 10; ++i)
+      gb10 += "processor : x\nCPU implementer : 0x41\nCPU part : 0xd85\n\n";
+    for (int i = 0; i < 10; ++i)
+      gb10 += "processor : y\nCPU implementer : 0x41\nCPU part : 0xd87\n\n";
     QCOMPARE(CpuModelFromCpuinfo(gb10), std::string("10x Cortex-X925 + 10x Cortex-A725"));
   }
   void probesFailCleanlyWithoutHardware() {
@@ -301,10 +327,11 @@ class TestAgentUnits : public QObject {
     s.threads = 8;
     s.extra_args = {"--max-batch", "8"};
     const auto argv = JobCommandLine(s, "/opt/octet/bin/octet");
-    const std::vector<std::string> want = {"/opt/octet/bin/octet", "worker", "--job", "inference", "--model",
-                                           "/models/qwen", "--world-size", "4", "--rank", "2", "--rendezvous",
-                                           "10.0.0.1:29500", "--transport", "tcp", "--algo", "ring",
-                                           "--threads", "8", "--max-batch", "8"};
+    const std::vector<std::string> want = {
+        "/opt/octet/bin/octet", "worker", "--job",  "inference", "--model",      "/models/qwen",
+        "--world-size",         "4",      "--rank", "2",         "--rendezvous", "10.0.0.1:29500",
+        "--transport",          "tcp",    "--algo", "ring",      "--threads",    "8",
+        "--max-batch",          "8"};
     QCOMPARE(argv, want);
     JobSpec r;
     r.job_id = "gw";
@@ -312,19 +339,34 @@ class TestAgentUnits : public QObject {
     r.policy = "/etc/octet/policy.yaml";
     r.port = 8080;
     QCOMPARE(JobCommandLine(r, "octet"),
-             (std::vector<std::string>{"octet", "route", "--policy", "/etc/octet/policy.yaml", "--port", "8080"}));
+             (std::vector<std::string>{"octet", "route", "--policy", "/etc/octet/policy.yaml",
+                                       "--port", "8080"}));
   }
   void specValidation_data() {
     QTest::addColumn<QString>("field");
     QTest::addColumn<QString>("value");
     QTest::addColumn<QString>("complaint");
-    QTest::newRow("job id") << "job_id" << "a b" << "job id";
-    QTest::newRow("transport") << "transport" << "carrier-pigeon" << "transport";
-    QTest::newRow("algorithm") << "algorithm" << "magic" << "algorithm";
-    QTest::newRow("rank") << "rank" << "4" << "rank 4";
-    QTest::newRow("rendezvous") << "rendezvous" << "nohostport" << "rendezvous";
-    QTest::newRow("port 0 off rank 0") << "rendezvous_rank1" << "10.0.0.1:0" << "only rank 0";
-    QTest::newRow("wiring override") << "extra" << "--rank=3" << "override";
+    QTest::newRow("job id") << "job_id"
+                            << "a b"
+                            << "job id";
+    QTest::newRow("transport") << "transport"
+                               << "carrier-pigeon"
+                               << "transport";
+    QTest::newRow("algorithm") << "algorithm"
+                               << "magic"
+                               << "algorithm";
+    QTest::newRow("rank") << "rank"
+                          << "4"
+                          << "rank 4";
+    QTest::newRow("rendezvous") << "rendezvous"
+                                << "nohostport"
+                                << "rendezvous";
+    QTest::newRow("port 0 off rank 0") << "rendezvous_rank1"
+                                       << "10.0.0.1:0"
+                                       << "only rank 0";
+    QTest::newRow("wiring override") << "extra"
+                                     << "--rank=3"
+                                     << "override";
   }
   void specValidation() {
     QFETCH(QString, field);
@@ -348,7 +390,9 @@ class TestAgentUnits : public QObject {
       s.rank = 1;
     }
     if (field == "extra") s.extra_args = {v};
-    QVERIFY(ValidateJobSpec(JobSpec{"ok", JobKind::kInference, dir + "/m", 4, 0, "127.0.0.1:0"}, {dir}).ok());
+    QVERIFY(
+        ValidateJobSpec(JobSpec{"ok", JobKind::kInference, dir + "/m", 4, 0, "127.0.0.1:0"}, {dir})
+            .ok());
     Status st = ValidateJobSpec(s, {dir});
     QCOMPARE(st.code(), StatusCode::kInvalidArgument);
     QVERIFY2(st.message().find(complaint.toStdString()) != std::string::npos, st.message().c_str());
@@ -364,22 +408,30 @@ class TestAgentUnits : public QObject {
     QVERIFY(resolved.find("/models/qwen") != std::string::npos);
     QVERIFY(CheckModelPath(dir + "/models", {dir + "/models"}, nullptr).ok());
     // A sibling that shares the prefix, a symlink out of the root, a path with "..": refused.
-    QCOMPARE(CheckModelPath(dir + "/models-evil", {dir + "/models"}, nullptr).code(), StatusCode::kPermissionDenied);
-    QCOMPARE(CheckModelPath(dir + "/models/link", {dir + "/models"}, nullptr).code(), StatusCode::kPermissionDenied);
+    QCOMPARE(CheckModelPath(dir + "/models-evil", {dir + "/models"}, nullptr).code(),
+             StatusCode::kPermissionDenied);
+    QCOMPARE(CheckModelPath(dir + "/models/link", {dir + "/models"}, nullptr).code(),
+             StatusCode::kPermissionDenied);
     QCOMPARE(CheckModelPath(dir + "/models/../elsewhere/secret", {dir + "/models"}, nullptr).code(),
              StatusCode::kPermissionDenied);
-    QCOMPARE(CheckModelPath(dir + "/models/missing", {dir + "/models"}, nullptr).code(), StatusCode::kNotFound);
-    QCOMPARE(CheckModelPath(dir + "/models/qwen", {}, nullptr).code(), StatusCode::kPermissionDenied);
+    QCOMPARE(CheckModelPath(dir + "/models/missing", {dir + "/models"}, nullptr).code(),
+             StatusCode::kNotFound);
+    QCOMPARE(CheckModelPath(dir + "/models/qwen", {}, nullptr).code(),
+             StatusCode::kPermissionDenied);
   }
   void figuresLines() {
     WorkerFigures f;
-    QVERIFY(ParseFiguresLine(R"({"state":"running","decode_tps":41.5,"allreduce_share":1.7,"train_step":12})", &f).ok());
+    QVERIFY(
+        ParseFiguresLine(
+            R"({"state":"running","decode_tps":41.5,"allreduce_share":1.7,"train_step":12})", &f)
+            .ok());
     QCOMPARE(f.state, std::string("running"));
     QCOMPARE(f.decode_tps, 41.5);
     QCOMPARE(f.allreduce_share, 1.0);  // clamped to a fraction
     QCOMPARE(f.train_step, uint64_t{12});
     QVERIFY(!ParseFiguresLine("not json", &f).ok());
-    QVERIFY(ParseFiguresLine(R"({"decode_tps":"fast"})", &f).ok());  // wrong types are ignored, not thrown
+    QVERIFY(ParseFiguresLine(R"({"decode_tps":"fast"})", &f)
+                .ok());  // wrong types are ignored, not thrown
     QVERIFY(LooksLikeError("E 12:00:00.000 [rank 2] tcp.cpp:10] peer rank 3 unreachable"));
     QVERIFY(LooksLikeError("RuntimeError: CUDA error"));
     QVERIFY(!LooksLikeError("step 10 loss 3.2"));

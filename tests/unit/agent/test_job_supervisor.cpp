@@ -2,11 +2,10 @@
 // the command line and rendezvous it wires, output capture, exit codes and
 // signals with their reasons, stop and SIGKILL escalation, figures for
 // telemetry, the model-root refusal, and cleanup when the supervisor goes.
-#include <QtTest>
-
 #include <signal.h>
 #include <unistd.h>
 
+#include <QtTest>
 #include <atomic>
 
 #include "octet/agent/job_supervisor.h"
@@ -90,15 +89,17 @@ class TestJobSupervisor : public QObject {
 
   void failureReportsExitCodeAndLastErrorLine() {
     JobSupervisor s(Options());
-    QVERIFY(s.Start(Spec("fails", {"--fake-lines=3", "--fake-error=peer rank 1 (10.0.0.2:29500) unreachable",
-                                   "--fake-lines=2", "--fake-exit=3"}))
+    QVERIFY(s.Start(Spec("fails",
+                         {"--fake-lines=3", "--fake-error=peer rank 1 (10.0.0.2:29500) unreachable",
+                          "--fake-lines=2", "--fake-exit=3"}))
                 .ok());
     const JobInfo j = WaitEnded(s, "fails");
     QCOMPARE(j.state, JobState::kFailed);
     QCOMPARE(j.exit_code, 3);
     QCOMPARE(j.signal, 0);
     QCOMPARE(j.last_error_line, std::string("error: peer rank 1 (10.0.0.2:29500) unreachable"));
-    QCOMPARE(j.exit_reason, std::string("exit code 3: error: peer rank 1 (10.0.0.2:29500) unreachable"));
+    QCOMPARE(j.exit_reason,
+             std::string("exit code 3: error: peer rank 1 (10.0.0.2:29500) unreachable"));
     QVERIFY(j.ended_unix_ms >= j.started_unix_ms);
   }
 
@@ -170,9 +171,13 @@ class TestJobSupervisor : public QObject {
 
   void figuresFeedTelemetryNotTheLog() {
     JobSupervisor s(Options());
-    QVERIFY(s.Start(Spec("fig", {R"(--fake-figures={"state":"running","decode_tps":12.5,"kv_used_fraction":0.25})",
-                                 "--fake-sleep"}))
-                .ok());
+    QVERIFY(
+        s
+            .Start(Spec(
+                "fig",
+                {R"(--fake-figures={"state":"running","decode_tps":12.5,"kv_used_fraction":0.25})",
+                 "--fake-sleep"}))
+            .ok());
     std::vector<WorkerFigures> f;
     const Deadline d = Deadline::AfterMs(5000);
     while (!d.expired()) {

@@ -3,7 +3,6 @@
 // mis-cabling flags (missing ring link, node reachable only through another,
 // one-way links, silent nodes, duplicate ids, unknown peers).
 #include <QtTest>
-
 #include <map>
 
 #include "octet/app/cabling.h"
@@ -51,7 +50,9 @@ struct Lab {
     const int n = static_cast<int>(nodes.size());
     for (int i = 0; i < n; ++i) Cable(i, "r1", (i + 1) % n, "r0");
   }
-  CablingReport Analyze(const std::string& expected = "") const { return AnalyzeCabling(nodes, expected); }
+  CablingReport Analyze(const std::string& expected = "") const {
+    return AnalyzeCabling(nodes, expected);
+  }
 };
 
 bool HasProblem(const CablingReport& r, const std::string& kind, const std::string& text = "") {
@@ -67,8 +68,8 @@ std::string Problems(const CablingReport& r) {
   return s;
 }
 
-bool HasEdge(const CablingReport& r, const std::string& a, const std::string& ai, const std::string& b,
-             const std::string& bi) {
+bool HasEdge(const CablingReport& r, const std::string& a, const std::string& ai,
+             const std::string& b, const std::string& bi) {
   for (const auto& e : r.edges) {
     if (e.a_node == a && e.a_interface == ai && e.b_node == b && e.b_interface == bi) return true;
     if (e.a_node == b && e.a_interface == bi && e.b_node == a && e.b_interface == ai) return true;
@@ -156,7 +157,8 @@ class TestCabling : public QObject {
     lab.Cable(1, "r1", 2, "r0");
     lab.Hear(0, "r0", 2, "r1");  // n0 hears n2, n2 never hears n0
     const CablingReport r = lab.Analyze();
-    QVERIFY2(HasProblem(r, "one-way", "n0 (r0) hears n2 (r1) but not the reverse"), Problems(r).c_str());
+    QVERIFY2(HasProblem(r, "one-way", "n0 (r0) hears n2 (r1) but not the reverse"),
+             Problems(r).c_str());
     bool found = false;
     for (const auto& e : r.edges) {
       if (!e.bidirectional) found = true;
@@ -192,7 +194,8 @@ class TestCabling : public QObject {
     lab.Ring();
     lab.nodes[2].links.node_id = lab.nodes[1].links.node_id;
     const CablingReport r = lab.Analyze();
-    QVERIFY2(HasProblem(r, "duplicate-node-id", "n1 and n2 report the same node id"), Problems(r).c_str());
+    QVERIFY2(HasProblem(r, "duplicate-node-id", "n1 and n2 report the same node id"),
+             Problems(r).c_str());
   }
   void peersOutsideTheClusterAreReported() {
     Lab lab(2);

@@ -1,10 +1,9 @@
 // `octet cluster init|add|status|links|local` as a user runs them: exit codes,
 // one-line reasons, --json documents, files with the right permissions.
-#include <QtTest>
-
 #include <signal.h>
 #include <sys/stat.h>
 
+#include <QtTest>
 #include <nlohmann/json.hpp>
 
 #include "octet/agent/cluster_token.h"
@@ -13,8 +12,8 @@
 #include "octet_test.h"
 
 using namespace octet;
-using octet::test::RunProgram;
 using nlohmann::json;
+using octet::test::RunProgram;
 
 namespace {
 unsigned Mode(const std::string& path) {
@@ -32,9 +31,12 @@ json ParseJson(const std::string& out) {
   for (size_t i = b; i < out.size(); ++i) {
     const char c = out[i];
     if (in_string) {
-      if (escape) escape = false;
-      else if (c == '\\') escape = true;
-      else if (c == '"') in_string = false;
+      if (escape)
+        escape = false;
+      else if (c == '\\')
+        escape = true;
+      else if (c == '"')
+        in_string = false;
       continue;
     }
     if (c == '"') in_string = true;
@@ -69,8 +71,8 @@ class TestCliCluster : public QObject {
   }
 
   void initAndAdd() {
-    auto r = RunProgram({"octet", "cluster", "init", "--name", "lab", "--nodes", "a=10.0.0.1,b=10.0.0.2:47200",
-                         "--tls", "--cabling", "pair", "--json"},
+    auto r = RunProgram({"octet", "cluster", "init", "--name", "lab", "--nodes",
+                         "a=10.0.0.1,b=10.0.0.2:47200", "--tls", "--cabling", "pair", "--json"},
                         30'000, Env());
     QCOMPARE(r.exit_code, 0);
     const json j = ParseJson(r.output);
@@ -88,17 +90,28 @@ class TestCliCluster : public QObject {
     QCOMPARE(again.exit_code, 1);
     QVERIFY(again.output.find("already exists") != std::string::npos);
 
-    auto add = RunProgram({"octet", "cluster", "add", "c", "--address", "10.0.0.3", "--cluster", "lab", "--json"},
-                          30'000, Env());
+    auto add = RunProgram(
+        {"octet", "cluster", "add", "c", "--address", "10.0.0.3", "--cluster", "lab", "--json"},
+        30'000, Env());
     QCOMPARE(add.exit_code, 0);
     QCOMPARE(ParseJson(add.output)["address"].get<std::string>(), std::string("10.0.0.3:47100"));
     QVERIFY(PathExists(ParseJson(add.output)["cert"].get<std::string>()));
 
-    QCOMPARE(RunProgram({"octet", "cluster", "add", "c", "--cluster", "lab"}, 10'000, Env()).exit_code, 2);
-    QCOMPARE(RunProgram({"octet", "cluster", "init", "--name", "x", "--nodes", "noequals"}, 10'000, Env()).exit_code, 2);
-    QCOMPARE(RunProgram({"octet", "cluster", "init", "--name", "bad name"}, 10'000, Env()).exit_code, 2);
-    QCOMPARE(RunProgram({"octet", "cluster", "status", "--cluster", "nope"}, 10'000, Env()).exit_code, 1);
-    QCOMPARE(RunProgram({"octet", "cluster", "status", "--agents", "127.0.0.1:1"}, 10'000, Env()).exit_code, 2);
+    QCOMPARE(
+        RunProgram({"octet", "cluster", "add", "c", "--cluster", "lab"}, 10'000, Env()).exit_code,
+        2);
+    QCOMPARE(RunProgram({"octet", "cluster", "init", "--name", "x", "--nodes", "noequals"}, 10'000,
+                        Env())
+                 .exit_code,
+             2);
+    QCOMPARE(
+        RunProgram({"octet", "cluster", "init", "--name", "bad name"}, 10'000, Env()).exit_code, 2);
+    QCOMPARE(
+        RunProgram({"octet", "cluster", "status", "--cluster", "nope"}, 10'000, Env()).exit_code,
+        1);
+    QCOMPARE(RunProgram({"octet", "cluster", "status", "--agents", "127.0.0.1:1"}, 10'000, Env())
+                 .exit_code,
+             2);
   }
 
   void statusAndLinksOfALocalCluster() {
@@ -111,11 +124,13 @@ class TestCliCluster : public QObject {
     auto cluster = app::LocalCluster::Start(o, Deadline::AfterMs(30'000));
     QVERIFY2(cluster.ok(), cluster.status().ToString().c_str());
     std::string agents;
-    for (size_t i = 0; i < (*cluster)->size(); ++i) agents += (i ? "," : "") + (*cluster)->address(i);
+    for (size_t i = 0; i < (*cluster)->size(); ++i)
+      agents += (i ? "," : "") + (*cluster)->address(i);
     const std::string token = (*cluster)->profile().token_file();
 
-    auto r = RunProgram({"octet", "cluster", "status", "--agents", agents, "--token-file", token, "--json"}, 60'000,
-                        Env());
+    auto r = RunProgram(
+        {"octet", "cluster", "status", "--agents", agents, "--token-file", token, "--json"}, 60'000,
+        Env());
     QCOMPARE(r.exit_code, 0);
     json j = ParseJson(r.output);
     QVERIFY2(j.is_object(), r.output.c_str());
@@ -127,8 +142,8 @@ class TestCliCluster : public QObject {
     }
     QCOMPARE(j["cabling"]["kind"].get<std::string>(), std::string("switch"));
 
-    auto links = RunProgram({"octet", "cluster", "links", "--agents", agents, "--token-file", token, "--probe",
-                             "--probe-bytes", "1M", "--round-trips", "5", "--json"},
+    auto links = RunProgram({"octet", "cluster", "links", "--agents", agents, "--token-file", token,
+                             "--probe", "--probe-bytes", "1M", "--round-trips", "5", "--json"},
                             60'000, Env());
     QCOMPARE(links.exit_code, 0);
     j = ParseJson(links.output);
@@ -140,7 +155,9 @@ class TestCliCluster : public QObject {
 
     // One agent gone: status still answers, exits 1, and says which.
     QVERIFY((*cluster)->KillNode(2).ok());
-    r = RunProgram({"octet", "cluster", "status", "--agents", agents, "--token-file", token, "--json"}, 60'000, Env());
+    r = RunProgram(
+        {"octet", "cluster", "status", "--agents", agents, "--token-file", token, "--json"}, 60'000,
+        Env());
     QCOMPARE(r.exit_code, 1);
     j = ParseJson(r.output);
     QVERIFY(!j["nodes"][2]["reachable"].get<bool>());
@@ -149,15 +166,17 @@ class TestCliCluster : public QObject {
     // The wrong token is refused by every agent.
     const std::string bad = dir_.path().toStdString() + "/bad-token";
     QVERIFY(agent::WriteTokenFile(bad, "not-the-token").ok());
-    r = RunProgram({"octet", "cluster", "status", "--agents", agents, "--token-file", bad, "--json"}, 60'000, Env());
+    r = RunProgram(
+        {"octet", "cluster", "status", "--agents", agents, "--token-file", bad, "--json"}, 60'000,
+        Env());
     QCOMPARE(r.exit_code, 1);
     j = ParseJson(r.output);
     QVERIFY(j["nodes"][0]["error"].get<std::string>().find("unauthenticated") != std::string::npos);
   }
 
   void localRunsAndStops() {
-    auto r = RunProgram({"octet", "cluster", "local", "--nodes", "2", "--memory-per-node", "512M", "--cabling",
-                         "ring", "--name", "cli", "--for", "1", "--json"},
+    auto r = RunProgram({"octet", "cluster", "local", "--nodes", "2", "--memory-per-node", "512M",
+                         "--cabling", "ring", "--name", "cli", "--for", "1", "--json"},
                         60'000, Env());
     QCOMPARE(r.exit_code, 0);
     const json j = ParseJson(r.output);
@@ -175,8 +194,11 @@ class TestCliCluster : public QObject {
     for (const auto& n : j["nodes"]) QVERIFY(::kill(n["pid"].get<int>(), 0) != 0);
 
     QCOMPARE(RunProgram({"octet", "cluster", "local", "--nodes", "0"}, 10'000, Env()).exit_code, 2);
-    QCOMPARE(RunProgram({"octet", "cluster", "local", "--cabling", "mesh"}, 10'000, Env()).exit_code, 2);
-    QCOMPARE(RunProgram({"octet", "cluster", "local", "--memory-per-node", "lots"}, 10'000, Env()).exit_code, 2);
+    QCOMPARE(
+        RunProgram({"octet", "cluster", "local", "--cabling", "mesh"}, 10'000, Env()).exit_code, 2);
+    QCOMPARE(RunProgram({"octet", "cluster", "local", "--memory-per-node", "lots"}, 10'000, Env())
+                 .exit_code,
+             2);
   }
 };
 

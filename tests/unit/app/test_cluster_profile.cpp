@@ -1,9 +1,9 @@
 // Cluster profiles and TLS material: what `octet cluster init/add` writes,
 // with the permissions secrets need, and certificates that chain to the CA
 // and name the node.
-#include <QtTest>
-
 #include <sys/stat.h>
+
+#include <QtTest>
 
 #include "octet/agent/cluster_token.h"
 #include "octet/app/cluster_profile.h"
@@ -131,7 +131,8 @@ class TestClusterProfile : public QObject {
     auto cert = MakeNodeCertificate(*ca1, "n", {"n"}, {"10.1.1.1"});
     QVERIFY(cert.ok());
     QVERIFY(VerifyCertificate(ca1->cert_pem, cert->cert_pem).ok());
-    QCOMPARE(VerifyCertificate(ca2->cert_pem, cert->cert_pem).code(), StatusCode::kFailedPrecondition);
+    QCOMPARE(VerifyCertificate(ca2->cert_pem, cert->cert_pem).code(),
+             StatusCode::kFailedPrecondition);
     QVERIFY(!MakeNodeCertificate(*ca1, "n", {"bad name!"}, {}).ok());
     QVERIFY(!MakeNodeCertificate(*ca1, "n", {}, {"10.1.1"}).ok());
     QVERIFY(!VerifyCertificate("not a pem", cert->cert_pem).ok());

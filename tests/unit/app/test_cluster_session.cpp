@@ -3,10 +3,9 @@
 // cabling is classified, a killed agent is reported lost and then recovered
 // when it returns (same node id), jobs are launched across nodes with the
 // rendezvous wired (with a stand-in worker), and TLS works end to end.
-#include <QtTest>
-
 #include <signal.h>
 
+#include <QtTest>
 #include <atomic>
 #include <mutex>
 #include <set>
@@ -126,25 +125,29 @@ class TestClusterSession : public QObject {
   void killedAgentIsLostThenRecovers() {
     const std::string id_before = session_->Snapshot().nodes[1].facts.node_id;
     QVERIFY(cluster_->KillNode(1).ok());
-    QVERIFY(session_->WaitUntil([](const ClusterSnapshot& s) { return s.nodes[1].state == NodeState::kLost; },
-                                Deadline::AfterMs(10'000)));
+    QVERIFY(session_->WaitUntil(
+        [](const ClusterSnapshot& s) { return s.nodes[1].state == NodeState::kLost; },
+        Deadline::AfterMs(10'000)));
     ClusterSnapshot s = session_->Snapshot();
     QVERIFY(events_.WaitFor(ClusterEvent::Kind::kNodeLost, 1, 1));
     QCOMPARE(events_.Count(ClusterEvent::Kind::kNodeLost, 1), 1);
     QVERIFY(!s.nodes[1].last_error.empty());
     QCOMPARE(s.nodes[1].times_lost, 1u);
     QVERIFY2(s.nodes[0].state == NodeState::kUp, s.nodes[0].last_error.c_str());
-    QVERIFY(session_->WaitUntil([](const ClusterSnapshot& s) { return s.cabling.kind == CablingKind::kPartial; },
-                                Deadline::AfterMs(5'000)));
+    QVERIFY(session_->WaitUntil(
+        [](const ClusterSnapshot& s) { return s.cabling.kind == CablingKind::kPartial; },
+        Deadline::AfterMs(5'000)));
     s = session_->Snapshot();
     bool unreachable = false;
-    for (const auto& p : s.cabling.problems) unreachable = unreachable || (p.kind == "unreachable" && p.nodes[0] == "test-1");
+    for (const auto& p : s.cabling.problems)
+      unreachable = unreachable || (p.kind == "unreachable" && p.nodes[0] == "test-1");
     QVERIFY(unreachable);
 
     QVERIFY(cluster_->RestartNode(1, Deadline::AfterMs(20'000)).ok());
     QVERIFY(session_->WaitUntil(AllUp, Deadline::AfterMs(20'000)));
-    QVERIFY(session_->WaitUntil([](const ClusterSnapshot& s) { return s.cabling.kind == CablingKind::kRing; },
-                                Deadline::AfterMs(5'000)));
+    QVERIFY(session_->WaitUntil(
+        [](const ClusterSnapshot& s) { return s.cabling.kind == CablingKind::kRing; },
+        Deadline::AfterMs(5'000)));
     QVERIFY(events_.WaitFor(ClusterEvent::Kind::kNodeRecovered, 1, 1));
     QCOMPARE(events_.Count(ClusterEvent::Kind::kNodeRecovered, 1), 1);
     QCOMPARE(session_->Snapshot().nodes[1].facts.node_id, id_before);  // same node, same id
@@ -197,7 +200,8 @@ class TestClusterSession : public QObject {
       QCOMPARE(jobs->size(), size_t{1});
       QCOMPARE((*jobs)[0].state, std::string("stopped"));
     }
-    QCOMPARE(session_->StopJob("never-started", Deadline::AfterMs(5000)).code(), StatusCode::kNotFound);
+    QCOMPARE(session_->StopJob("never-started", Deadline::AfterMs(5000)).code(),
+             StatusCode::kNotFound);
   }
 
   void failedRankRollsBackTheOthers() {
@@ -219,7 +223,8 @@ class TestClusterSession : public QObject {
     auto on0 = session_->client(0).ListJobs(Deadline::AfterMs(5000));
     QVERIFY(on0.ok());
     bool stopped = false;
-    for (const auto& j : *on0) stopped = stopped || (j.spec.job_id == "clash" && j.state == "stopped");
+    for (const auto& j : *on0)
+      stopped = stopped || (j.spec.job_id == "clash" && j.state == "stopped");
     QVERIFY(stopped);
     QVERIFY(session_->client(1).StopJob("clash", Deadline::AfterMs(10'000)).ok());
   }
@@ -228,14 +233,18 @@ class TestClusterSession : public QObject {
     JobRequest req;
     req.job_id = "bad";
     req.model = models_ + "/tiny";
-    QCOMPARE(session_->LaunchJob(req, Deadline::AfterMs(1000)).status().code(), StatusCode::kInvalidArgument);
+    QCOMPARE(session_->LaunchJob(req, Deadline::AfterMs(1000)).status().code(),
+             StatusCode::kInvalidArgument);
     req.nodes = {0, 0};
-    QCOMPARE(session_->LaunchJob(req, Deadline::AfterMs(1000)).status().code(), StatusCode::kInvalidArgument);
+    QCOMPARE(session_->LaunchJob(req, Deadline::AfterMs(1000)).status().code(),
+             StatusCode::kInvalidArgument);
     req.nodes = {0, 7};
-    QCOMPARE(session_->LaunchJob(req, Deadline::AfterMs(1000)).status().code(), StatusCode::kInvalidArgument);
+    QCOMPARE(session_->LaunchJob(req, Deadline::AfterMs(1000)).status().code(),
+             StatusCode::kInvalidArgument);
     req.nodes = {0};
     req.model = "/etc";
-    QCOMPARE(session_->LaunchJob(req, Deadline::AfterMs(5000)).status().code(), StatusCode::kPermissionDenied);
+    QCOMPARE(session_->LaunchJob(req, Deadline::AfterMs(5000)).status().code(),
+             StatusCode::kPermissionDenied);
   }
 
   void logsStreamUntilTheJobEnds() {
@@ -287,7 +296,9 @@ class TestClusterSession : public QObject {
   void oneShotQueryReportsUnreachableMembers() {
     std::vector<ClusterSession::Member> members;
     for (size_t i = 0; i < cluster_->size(); ++i) {
-      members.push_back({"m" + std::to_string(i), {cluster_->address(i), *agent::ReadTokenFile(cluster_->profile().token_file()), "", ""}});
+      members.push_back({"m" + std::to_string(i),
+                         {cluster_->address(i),
+                          *agent::ReadTokenFile(cluster_->profile().token_file()), "", ""}});
     }
     members.push_back({"ghost", {"127.0.0.1:1", members[0].endpoint.token, "", ""}});
     const ClusterSnapshot s = QueryCluster("q", members, "", Deadline::AfterMs(5000));
@@ -326,13 +337,16 @@ class TestClusterSession : public QObject {
     QCOMPARE(facts->node_id, (*server)->node_id());
     // A client trusting another CA cannot connect; a plaintext client neither.
     auto other = MakeCertificateAuthority("other CA");
-    auto wrong_ca = AgentClient::Create({(*server)->address(), "tls-token", other->cert_pem, "tls-node"});
-    QCOMPARE((*wrong_ca)->GetFacts(Deadline::AfterMs(5000)).status().code(), StatusCode::kUnavailable);
+    auto wrong_ca =
+        AgentClient::Create({(*server)->address(), "tls-token", other->cert_pem, "tls-node"});
+    QCOMPARE((*wrong_ca)->GetFacts(Deadline::AfterMs(5000)).status().code(),
+             StatusCode::kUnavailable);
     auto plain = AgentClient::Create({(*server)->address(), "tls-token", "", ""});
     QVERIFY(!(*plain)->GetFacts(Deadline::AfterMs(5000)).ok());
     // TLS does not replace the token.
     auto no_token = AgentClient::Create({(*server)->address(), "wrong", ca->cert_pem, "tls-node"});
-    QCOMPARE((*no_token)->GetFacts(Deadline::AfterMs(5000)).status().code(), StatusCode::kUnauthenticated);
+    QCOMPARE((*no_token)->GetFacts(Deadline::AfterMs(5000)).status().code(),
+             StatusCode::kUnauthenticated);
   }
 };
 

@@ -31,26 +31,26 @@ inline constexpr uint16_t kDefaultAgentPort = 47100;
 struct AgentConfig {
   // gRPC address: "host:port" (port 0: any free port) or "unix:/path/to.sock".
   std::string listen = "127.0.0.1:47100";
-  std::string token;                       // the cluster token; required
-  std::string tls_cert_pem;                // both set: TLS only
+  std::string token;         // the cluster token; required
+  std::string tls_cert_pem;  // both set: TLS only
   std::string tls_key_pem;
-  NodeIdentityPaths identity;              // where the node id is kept
-  std::vector<std::string> model_roots;    // folders jobs may load models from
+  NodeIdentityPaths identity;            // where the node id is kept
+  std::vector<std::string> model_roots;  // folders jobs may load models from
   // Local embedded cluster: a simulated node with this much memory (0: a real
   // node) and the cabling it declares, since loopback has no cables.
   uint64_t memory_budget_bytes = 0;
-  std::string declared_cabling;            // "", "ring" or "switch"
-  bool discovery = true;                   // UDP beacons (off for simulated nodes)
+  std::string declared_cabling;  // "", "ring" or "switch"
+  bool discovery = true;         // UDP beacons (off for simulated nodes)
   uint16_t beacon_port = kDefaultBeaconPort;
   int beacon_interval_ms = 1000;
-  int link_stale_ms = 5000;                // an observation older than this is gone
+  int link_stale_ms = 5000;  // an observation older than this is gone
   InterfaceFilter interfaces;
   // Link-probe endpoint "host:port". "" means any free port on loopback when
   // the gRPC address is loopback (or a unix socket), else on every address
   // (probes arrive over the cluster cables, not the management address). The
   // port is published in facts and beacons; connections must prove the token.
   std::string probe_listen;
-  std::string octet_binary;                // "" : the `octet` beside this executable
+  std::string octet_binary;  // "" : the `octet` beside this executable
   int stop_grace_ms = 5000;
 };
 

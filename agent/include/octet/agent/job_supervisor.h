@@ -43,18 +43,18 @@ enum class JobKind { kInference, kTraining, kRouter };
 std::string_view JobKindName(JobKind kind);  // "inference", "training", "router"
 
 struct JobSpec {
-  std::string job_id;             // [A-Za-z0-9._-]{1,64}, unique on this node while kept
+  std::string job_id;  // [A-Za-z0-9._-]{1,64}, unique on this node while kept
   JobKind kind = JobKind::kInference;
-  std::string model;              // model folder (inference, training)
-  uint32_t world_size = 1;        // TP degree (inference) or DP ranks (training)
+  std::string model;        // model folder (inference, training)
+  uint32_t world_size = 1;  // TP degree (inference) or DP ranks (training)
   uint32_t rank = 0;
-  std::string rendezvous;         // HOST:PORT of rank 0's rendezvous; rank 0 may give HOST:0
-  std::string transport = "tcp";  // shm | tcp | verbs
-  std::string algorithm = "auto"; // auto | oneshot | ring | nccl
-  uint32_t port = 0;              // serving port (rank 0 of inference, router); 0: none
-  std::string policy;             // router: policy YAML path
+  std::string rendezvous;          // HOST:PORT of rank 0's rendezvous; rank 0 may give HOST:0
+  std::string transport = "tcp";   // shm | tcp | verbs
+  std::string algorithm = "auto";  // auto | oneshot | ring | nccl
+  uint32_t port = 0;               // serving port (rank 0 of inference, router); 0: none
+  std::string policy;              // router: policy YAML path
   std::vector<std::string> extra_args;
-  uint32_t threads = 0;           // 0: the worker decides
+  uint32_t threads = 0;  // 0: the worker decides
 };
 
 enum class JobState { kRunning, kExited, kFailed, kStopped };
@@ -64,8 +64,8 @@ std::string_view JobStateName(JobState state);  // "running", "exited", "failed"
 struct WorkerFigures {
   std::string job_id;
   uint32_t rank = 0;
-  std::string kind;            // "inference", "training", "router"
-  std::string state;           // "starting" until the first report, then the worker's own
+  std::string kind;   // "inference", "training", "router"
+  std::string state;  // "starting" until the first report, then the worker's own
   double prefill_tps = 0;
   double decode_tps = 0;
   double step_ms = 0;
@@ -76,7 +76,7 @@ struct WorkerFigures {
   double train_loss = 0;
   double train_tps = 0;
   uint64_t train_step = 0;
-  uint64_t memory_bytes = 0;   // resident memory of the process (from /proc)
+  uint64_t memory_bytes = 0;  // resident memory of the process (from /proc)
 };
 
 struct JobInfo {
@@ -84,9 +84,9 @@ struct JobInfo {
   JobState state = JobState::kRunning;
   pid_t pid = 0;
   std::vector<std::string> argv;
-  int exit_code = 0;           // valid when the process exited
-  int signal = 0;              // the signal that ended it, 0 when it exited
-  std::string exit_reason;     // "exit code 3: error: peer rank 2 unreachable", "stopped", ...
+  int exit_code = 0;        // valid when the process exited
+  int signal = 0;           // the signal that ended it, 0 when it exited
+  std::string exit_reason;  // "exit code 3: error: peer rank 2 unreachable", "stopped", ...
   std::string last_error_line;
   int64_t started_unix_ms = 0;
   int64_t ended_unix_ms = 0;
@@ -100,7 +100,7 @@ struct JobStarted {
 };
 
 struct JobSupervisorOptions {
-  std::string octet_binary;              // the program run as "<bin> worker ..." / "<bin> route ..."
+  std::string octet_binary;  // the program run as "<bin> worker ..." / "<bin> route ..."
   std::vector<std::string> model_roots;  // folders models may come from
   size_t log_capacity_bytes = 4u << 20;  // output kept per job
   int stop_grace_ms = 5000;              // SIGTERM -> SIGKILL

@@ -29,8 +29,8 @@ inline constexpr uint16_t kDefaultBeaconPort = 47101;
 
 struct BeaconMessage {
   std::string node_id;
-  std::string interface;   // the sender's interface the beacon left on
-  uint16_t probe_port = 0; // the sender's link-probe TCP port
+  std::string interface;    // the sender's interface the beacon left on
+  uint16_t probe_port = 0;  // the sender's link-probe TCP port
 };
 
 // "octet-beacon/1 <node_id> <interface> <probe_port> <hmac-hex>"
@@ -42,7 +42,7 @@ struct LinkObservationRecord {
   std::string local_interface;
   std::string peer_node_id;
   std::string peer_interface;
-  std::string peer_address;   // beacon source: "10.0.0.2", or "fe80::1%ring0" (scoped)
+  std::string peer_address;  // beacon source: "10.0.0.2", or "fe80::1%ring0" (scoped)
   uint16_t peer_probe_port = 0;
   int64_t last_heard_unix_ms = 0;
   int64_t last_heard_mono_ns = 0;
@@ -68,10 +68,10 @@ class LinkTable {
 
 struct LinkDiscoveryOptions {
   std::string node_id;
-  std::string token;               // HMAC key
+  std::string token;                   // HMAC key
   uint16_t port = kDefaultBeaconPort;  // 0: any free port (tests)
   int interval_ms = 1000;
-  uint16_t probe_port = 0;         // advertised in beacons
+  uint16_t probe_port = 0;  // advertised in beacons
   InterfaceFilter filter;
 };
 

@@ -53,8 +53,8 @@ class ProbeServer {
     std::thread thread;
     std::unique_ptr<std::atomic<bool>> done;
   };
-  std::vector<Connection> connections_;    // guarded by mu_
-  std::vector<int> conn_fds_;              // guarded by mu_
+  std::vector<Connection> connections_;  // guarded by mu_
+  std::vector<int> conn_fds_;            // guarded by mu_
   std::atomic<bool> stopping_{false};
 };
 
@@ -68,7 +68,7 @@ struct LinkProbeResult {
 
 // Probes the peer's ProbeServer at host:port. `bytes` 0 skips the bulk transfer.
 Result<LinkProbeResult> RunLinkProbe(const std::string& host, uint16_t port,
-                                     const std::string& token, uint64_t bytes,
-                                     uint32_t round_trips, Deadline deadline);
+                                     const std::string& token, uint64_t bytes, uint32_t round_trips,
+                                     Deadline deadline);
 
 }  // namespace octet::agent

@@ -20,18 +20,18 @@ namespace octet::agent {
 struct InterfaceInfo {
   std::string name;
   int ifindex = 0;
-  std::string mac;                     // "aa:bb:cc:dd:ee:ff", "" when none
-  std::vector<std::string> ipv4;       // "10.0.0.1/24"
-  std::vector<std::string> ipv6;       // "fe80::1/64"
-  uint64_t speed_mbps = 0;             // 0 when unknown (virtual links)
+  std::string mac;                // "aa:bb:cc:dd:ee:ff", "" when none
+  std::vector<std::string> ipv4;  // "10.0.0.1/24"
+  std::vector<std::string> ipv6;  // "fe80::1/64"
+  uint64_t speed_mbps = 0;        // 0 when unknown (virtual links)
   uint32_t mtu = 0;
-  bool up = false;                     // IFF_UP and IFF_RUNNING
+  bool up = false;  // IFF_UP and IFF_RUNNING
   bool loopback = false;
-  std::string kind;                    // "ethernet", "bridge", "veth", "bond", "vlan", "tunnel", "wireless", "other"
-  std::string driver;                  // from ethtool, "" when unknown
-  std::string master;                  // the bridge/bond it is enslaved to, "" when none
-  bool discovery = false;              // beacons are sent and heard on it
-  std::string discovery_note;          // why not, when !discovery
+  std::string kind;  // "ethernet", "bridge", "veth", "bond", "vlan", "tunnel", "wireless", "other"
+  std::string driver;          // from ethtool, "" when unknown
+  std::string master;          // the bridge/bond it is enslaved to, "" when none
+  bool discovery = false;      // beacons are sent and heard on it
+  std::string discovery_note;  // why not, when !discovery
 };
 
 // Which interfaces link discovery uses, beyond the built-in policy above.
@@ -49,9 +49,9 @@ Result<std::vector<InterfaceInfo>> ListInterfaces(const InterfaceFilter& filter 
 std::string DiscoveryExclusionReason(const InterfaceInfo& nic, const InterfaceFilter& filter);
 
 struct CpuFacts {
-  std::string model;  // "Intel(R) Xeon(R) ...", "10x Cortex-X925 + 10x Cortex-A725"
-  uint32_t cores = 0; // online logical CPUs
-  std::string arch;   // uname machine
+  std::string model;   // "Intel(R) Xeon(R) ...", "10x Cortex-X925 + 10x Cortex-A725"
+  uint32_t cores = 0;  // online logical CPUs
+  std::string arch;    // uname machine
 };
 // `cpuinfo` is /proc/cpuinfo text; on Arm (no "model name") the core types are
 // named from the implementer/part codes.
@@ -66,9 +66,9 @@ struct GpuFacts {
   std::string name;
   uint32_t cc_major = 0;
   uint32_t cc_minor = 0;
-  uint64_t memory_bytes = 0;   // cuDeviceTotalMem
-  uint64_t free_bytes = 0;     // cuMemGetInfo (0 when a context could not be made)
-  bool unified_memory = false; // integrated GPU sharing system memory (GB10)
+  uint64_t memory_bytes = 0;    // cuDeviceTotalMem
+  uint64_t free_bytes = 0;      // cuMemGetInfo (0 when a context could not be made)
+  bool unified_memory = false;  // integrated GPU sharing system memory (GB10)
 };
 struct GpuProbe {
   std::vector<GpuFacts> gpus;

@@ -19,7 +19,7 @@
 namespace octet::agent {
 
 struct NodeIdentityPaths {
-  std::string state_dir;                       // where node_id is kept
+  std::string state_dir;  // where node_id is kept
   std::string machine_id_file = "/etc/machine-id";
   std::string product_uuid_file = "/sys/class/dmi/id/product_uuid";  // root-only; optional
 };

@@ -37,10 +37,10 @@
 namespace octet::app {
 
 struct CablingNodeInput {
-  std::string name;         // the node's name in the profile
-  bool reachable = false;   // its agent answered GetLinks
-  std::string error;        // why not, when !reachable
-  LinksReport links;        // valid when reachable
+  std::string name;        // the node's name in the profile
+  bool reachable = false;  // its agent answered GetLinks
+  std::string error;       // why not, when !reachable
+  LinksReport links;       // valid when reachable
 };
 
 enum class CablingKind { kUnknown, kSingleNode, kDirectPair, kRing, kSwitch, kMixed, kPartial };
@@ -50,12 +50,12 @@ std::string_view CablingKindName(CablingKind kind);
 struct CablingEdge {
   std::string a_node, a_interface;  // node names (profile order: a before b)
   std::string b_node, b_interface;
-  std::string a_address;            // a's address on this link, as b heard it ("" when b hears nothing)
+  std::string a_address;  // a's address on this link, as b heard it ("" when b hears nothing)
   std::string b_address;
   uint32_t a_probe_port = 0;
   uint32_t b_probe_port = 0;
-  bool bidirectional = false;       // both directions heard
-  int segment = 0;                  // index into CablingReport::segments
+  bool bidirectional = false;  // both directions heard
+  int segment = 0;             // index into CablingReport::segments
 };
 
 struct CablingSegment {
@@ -73,11 +73,11 @@ struct CablingProblem {
 
 struct CablingReport {
   CablingKind kind = CablingKind::kUnknown;
-  bool declared = false;               // from declared cabling (local embedded cluster)
-  std::string summary;                 // one line: "ring of 4: a-b-c-d-a"
+  bool declared = false;  // from declared cabling (local embedded cluster)
+  std::string summary;    // one line: "ring of 4: a-b-c-d-a"
   std::vector<CablingEdge> edges;
   std::vector<CablingSegment> segments;
-  std::vector<std::string> ring_order; // node names around the ring (kind == ring)
+  std::vector<std::string> ring_order;  // node names around the ring (kind == ring)
   std::vector<CablingProblem> problems;
 };
 

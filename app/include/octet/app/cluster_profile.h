@@ -4,10 +4,9 @@
 // A profile lives in <config>/clusters/<name>/ where <config> is
 // $OCTET_CONFIG_DIR, else $XDG_CONFIG_HOME/octet, else ~/.config/octet:
 //
-//   cluster.json         {"name", "nodes": [{"name", "address"}], "tls", "expected_cabling", "local"}
-//   token                the cluster token, mode 0600
-//   ca.pem, ca.key       cluster CA (key 0600), with --tls
-//   nodes/<node>.pem     node certificate and key (0600) to copy onto that node
+//   cluster.json         {"name", "nodes": [{"name", "address"}], "tls", "expected_cabling",
+//   "local"} token                the cluster token, mode 0600 ca.pem, ca.key       cluster CA (key
+//   0600), with --tls nodes/<node>.pem     node certificate and key (0600) to copy onto that node
 //   nodes/<node>.key
 //
 // The folder is created 0700. Node names are [A-Za-z0-9._-]{1,63}; addresses

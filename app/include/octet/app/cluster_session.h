@@ -43,13 +43,13 @@ struct NodeView {
   std::string name;
   std::string address;
   NodeState state = NodeState::kConnecting;
-  std::string last_error;         // why it is lost (or the last failed call)
+  std::string last_error;  // why it is lost (or the last failed call)
   int64_t state_since_unix_ms = 0;
   uint32_t times_lost = 0;
   bool has_facts = false;
   NodeFacts facts;
   bool has_telemetry = false;
-  TelemetrySample telemetry;      // the latest sample
+  TelemetrySample telemetry;  // the latest sample
   bool has_links = false;
   LinksReport links;
   std::vector<JobStatus> jobs;
@@ -58,26 +58,26 @@ struct NodeView {
 struct ClusterSnapshot {
   uint64_t version = 0;
   std::string cluster_name;
-  std::vector<NodeView> nodes;    // profile order
-  CablingReport cabling;          // recomputed whenever links or node states change
+  std::vector<NodeView> nodes;  // profile order
+  CablingReport cabling;        // recomputed whenever links or node states change
 };
 
 struct ClusterEvent {
   enum class Kind { kNodeUp, kNodeLost, kNodeRecovered, kCablingChanged, kJobsChanged };
   Kind kind = Kind::kNodeUp;
-  int node = -1;                  // index into the snapshot's nodes; -1 for cluster-wide events
+  int node = -1;  // index into the snapshot's nodes; -1 for cluster-wide events
   std::string node_name;
-  std::string detail;             // the reason a node was lost; the new cabling summary
+  std::string detail;  // the reason a node was lost; the new cabling summary
 };
 
 struct ClusterSessionOptions {
   uint32_t telemetry_interval_ms = 500;
-  int lost_after_ms = 3000;       // a silent telemetry stream for this long: lost
-  int retry_interval_ms = 500;    // reconnect attempts of a lost node
-  int refresh_interval_ms = 2000; // links and jobs of nodes that are up
-  int facts_interval_ms = 10000;  // facts (interfaces come and go; GPU free memory)
+  int lost_after_ms = 3000;        // a silent telemetry stream for this long: lost
+  int retry_interval_ms = 500;     // reconnect attempts of a lost node
+  int refresh_interval_ms = 2000;  // links and jobs of nodes that are up
+  int facts_interval_ms = 10000;   // facts (interfaces come and go; GPU free memory)
   int call_timeout_ms = 5000;
-  std::string expected_cabling;   // "" : the profile's
+  std::string expected_cabling;  // "" : the profile's
 };
 
 // A job across nodes: rank r runs on nodes[r]; the session wires the
@@ -85,25 +85,25 @@ struct ClusterSessionOptions {
 struct JobRequest {
   std::string job_id;
   JobKind kind = JobKind::kInference;
-  std::string model;                 // folder path on the nodes
-  std::vector<size_t> nodes;         // node indices, one per rank
-  std::string transport = "tcp";     // shm only when every rank shares one host
+  std::string model;              // folder path on the nodes
+  std::vector<size_t> nodes;      // node indices, one per rank
+  std::string transport = "tcp";  // shm only when every rank shares one host
   std::string algorithm = "auto";
-  uint32_t port = 0;                 // serving port of rank 0 (or the router)
-  std::string policy;                // router
+  uint32_t port = 0;   // serving port of rank 0 (or the router)
+  std::string policy;  // router
   uint32_t threads = 0;
   std::vector<std::string> extra_args;
-  std::string rendezvous_host;       // "" : the host rank 0's agent is reached at
+  std::string rendezvous_host;  // "" : the host rank 0's agent is reached at
 };
 
 struct JobLaunch {
   std::string job_id;
-  std::string rendezvous;            // HOST:PORT every rank was given
+  std::string rendezvous;  // HOST:PORT every rank was given
   std::vector<JobStartResult> ranks;
 };
 
 struct LinkProbeReport {
-  CablingEdge edge;                  // probed from edge.a_node to edge.b_node
+  CablingEdge edge;  // probed from edge.a_node to edge.b_node
   bool ok = false;
   std::string error;
   LinkProbeResult result;

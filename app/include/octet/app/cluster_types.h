@@ -22,9 +22,9 @@ struct InterfaceFacts {
   uint64_t speed_mbps = 0;             // 0: unknown (virtual)
   uint32_t mtu = 0;
   bool up = false;
-  std::string kind;                    // "ethernet", "veth", "bridge", ...
-  bool discovery = false;              // beacons go out on it
-  std::string discovery_note;          // why not
+  std::string kind;            // "ethernet", "veth", "bridge", ...
+  bool discovery = false;      // beacons go out on it
+  std::string discovery_note;  // why not
 };
 
 struct GpuFacts {
@@ -49,7 +49,7 @@ struct RdmaDeviceFacts {
 };
 
 struct MemoryFacts {
-  uint64_t total_bytes = 0;      // kernel MemTotal, or the simulated budget
+  uint64_t total_bytes = 0;  // kernel MemTotal, or the simulated budget
   uint64_t available_bytes = 0;
   uint64_t budget_bytes = 0;     // 0 on a real node
   bool unified = false;          // CPU and GPU share it (GB10)
@@ -66,14 +66,14 @@ struct NodeFacts {
   std::string cpu_arch;
   MemoryFacts memory;
   std::vector<GpuFacts> gpus;
-  std::string gpu_note;          // why gpus is empty
+  std::string gpu_note;  // why gpus is empty
   std::vector<InterfaceFacts> interfaces;
   std::vector<RdmaDeviceFacts> rdma_devices;
-  std::string rdma_note;         // why rdma_devices is empty ("none")
+  std::string rdma_note;  // why rdma_devices is empty ("none")
   std::string agent_version;
   std::vector<std::string> model_roots;
-  bool simulated = false;        // a node of the local embedded cluster
-  std::string address;           // the agent's own listening address
+  bool simulated = false;  // a node of the local embedded cluster
+  std::string address;     // the agent's own listening address
   uint32_t probe_port = 0;
   std::string declared_cabling;  // "ring"/"switch" for simulated nodes
 };
@@ -147,10 +147,10 @@ struct JobStartResult {
 
 struct JobStatus {
   JobSpec spec;
-  std::string state;          // "running", "exited", "failed", "stopped"
+  std::string state;  // "running", "exited", "failed", "stopped"
   int32_t exit_code = 0;
   int32_t signal = 0;
-  std::string exit_reason;    // "exit code 3: error: ..."
+  std::string exit_reason;  // "exit code 3: error: ..."
   std::string last_error_line;
   int64_t started_unix_ms = 0;
   int64_t ended_unix_ms = 0;

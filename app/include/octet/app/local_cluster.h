@@ -22,23 +22,24 @@
 namespace octet::app {
 
 struct LocalClusterOptions {
-  int nodes = 4;                           // 1..8
+  int nodes = 4;  // 1..8
   uint64_t memory_per_node_bytes = 32ull << 30;
-  std::string cabling = "ring";            // "ring" or "switch"
+  std::string cabling = "ring";  // "ring" or "switch"
   std::string name = "local";
   // Where node ids, the token and agent logs live ("" : $XDG_STATE_HOME/octet/<name>,
   // else ~/.local/state/octet/<name>). Reusing it keeps the node ids.
   std::string state_dir;
-  std::string agent_binary;                // "" : octet-agent beside this executable
-  std::string octet_binary;                // what agents run for jobs ("" : beside the agent)
-  std::vector<std::string> model_roots;    // "" : $HOME
+  std::string agent_binary;              // "" : octet-agent beside this executable
+  std::string octet_binary;              // what agents run for jobs ("" : beside the agent)
+  std::vector<std::string> model_roots;  // "" : $HOME
   int stop_grace_ms = 3000;
 };
 
 class LocalCluster {
  public:
   // Starts every agent and waits (by `deadline`) until each is listening.
-  static Result<std::unique_ptr<LocalCluster>> Start(LocalClusterOptions options, Deadline deadline);
+  static Result<std::unique_ptr<LocalCluster>> Start(LocalClusterOptions options,
+                                                     Deadline deadline);
   ~LocalCluster();  // stops every agent (SIGTERM, then SIGKILL after a grace)
   LocalCluster(const LocalCluster&) = delete;
   LocalCluster& operator=(const LocalCluster&) = delete;
@@ -52,9 +53,9 @@ class LocalCluster {
   bool running(size_t node) const;
   int pid(size_t node) const;
 
-  Status KillNode(size_t node);                      // SIGKILL, like a crash
-  Status StopNode(size_t node);                      // SIGTERM and wait
-  Status RestartNode(size_t node, Deadline deadline); // same port and node id
+  Status KillNode(size_t node);                        // SIGKILL, like a crash
+  Status StopNode(size_t node);                        // SIGTERM and wait
+  Status RestartNode(size_t node, Deadline deadline);  // same port and node id
 
  private:
   LocalCluster() = default;
