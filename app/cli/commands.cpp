@@ -19,8 +19,7 @@ const std::vector<Command>& Commands() {
        "waiting for the collectives library (issue 5)"},
       {"route", "request router gateway", nullptr, "waiting for the router (issue 9)"},
       {"train", "data-parallel GPT pre-training", nullptr, "waiting for the trainer (issue 10)"},
-      {"cluster", "cluster profiles, status and the local embedded cluster", nullptr,
-       "waiting for the node agent (issue 7)"},
+      {"cluster", "cluster profiles, status and the local embedded cluster", RunCluster, ""},
       {"worker", "one rank of a job (spawned by octet and octet-agent)", nullptr,
        "waiting for tensor-parallel serving (issue 6)"},
   };
