@@ -1,0 +1,128 @@
+#include "wait.h"
+
+#include <linux/futex.h>
+#include <sched.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "bootstrap.h"
+#include "octet/base/deadline.h"
+
+namespace octet::collectives {
+
+namespace {
+
+// Brief spin before yielding: long enough to cover a small shared-memory
+// round trip between two running ranks, short enough not to starve a peer
+// that shares this CPU.
+constexpr int64_t kSpinNs = 20'000;
+// Yield for up to this long before sleeping in slices.
+constexpr int64_t kYieldNs = 1'000'000;
+// Longest sleep between liveness checks.
+constexpr int64_t kSliceNs = 1'000'000;
+
+inline void CpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield" ::: "memory");
+#endif
+}
+
+void FutexWait(std::atomic<uint32_t>* word, uint32_t expected, int64_t ns) {
+  timespec ts{static_cast<time_t>(ns / 1'000'000'000), static_cast<long>(ns % 1'000'000'000)};
+  // Not FUTEX_PRIVATE: the word lives in memory shared between processes.
+  ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAIT, expected, &ts, nullptr, 0);
+}
+
+}  // namespace
+
+void RingDoorbell(const Doorbell& bell) {
+  if (bell.sleeping->load(std::memory_order_seq_cst) == 0) return;
+  bell.word->fetch_add(1, std::memory_order_seq_cst);
+  ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(bell.word), FUTEX_WAKE, INT32_MAX, nullptr,
+            nullptr, 0);
+}
+
+std::string OpLabel::ToString() const {
+  std::string s(OpName(op));
+  s += " #" + std::to_string(index);
+  if (!algorithm.empty()) s += ", " + std::string(algorithm);
+  if (!transport.empty()) s += " over " + std::string(transport);
+  return s;
+}
+
+Waiter::Waiter(Bootstrap* bootstrap, int64_t peer_timeout_ns, bool oversubscribed)
+    : bootstrap_(bootstrap),
+      peer_timeout_ns_(peer_timeout_ns),
+      spin_ns_(oversubscribed ? 0 : kSpinNs) {}
+
+Status Waiter::CheckPeers() {
+  if (!bootstrap_) return Status::Ok();
+  PeerFailure f = bootstrap_->CheckPeers();
+  if (f.status.ok()) return Status::Ok();
+  blamed_ = f.rank;
+  return Status(f.status.code(), f.status.message() + " [" + label_.ToString() + "]");
+}
+
+Status Waiter::SilenceError(int peer, const char* what) const {
+  const std::string who = bootstrap_ ? bootstrap_->Describe(peer) : "rank " + std::to_string(peer);
+  return DeadlineExceededError(who + " did not respond within " +
+                               std::to_string(peer_timeout_ns_ / 1'000'000) +
+                               " ms (waiting for " + what + ", " + label_.ToString() + ")");
+}
+
+Status Waiter::LeftError(int peer, const char* what) const {
+  const std::string who = bootstrap_ ? bootstrap_->Describe(peer) : "rank " + std::to_string(peer);
+  return UnavailableError(who + " closed its communicator while this rank waited for " + what +
+                          " (" + label_.ToString() + ")");
+}
+
+Status Waiter::WaitSlow(FunctionRef<bool()> ready, int peer, const char* what,
+                        const Doorbell* bell) {
+  const int64_t start = NowNs();
+  // Spin.
+  if (spin_ns_ > 0) {
+    do {
+      for (int i = 0; i < 64; ++i) {
+        CpuRelax();
+        if (ready()) return Status::Ok();
+      }
+    } while (NowNs() - start < spin_ns_);
+  }
+  // Yield.
+  for (int i = 1;; ++i) {
+    ::sched_yield();
+    if (ready()) return Status::Ok();
+    if ((i & 255) == 0) {
+      OCTET_RETURN_IF_ERROR(CheckPeers());
+      if (NowNs() - start >= kYieldNs) break;
+    }
+  }
+  // Sleep in slices, checking liveness and the deadline between them.
+  for (;;) {
+    OCTET_RETURN_IF_ERROR(CheckPeers());
+    if (bootstrap_ && bootstrap_->PeerLeft(peer) && !ready()) {
+      blamed_ = peer;
+      return LeftError(peer, what);
+    }
+    if (NowNs() - start >= peer_timeout_ns_) {
+      if (ready()) return Status::Ok();
+      blamed_ = peer;
+      return SilenceError(peer, what);
+    }
+    if (bell && bell->word) {
+      const uint32_t seen = bell->word->load(std::memory_order_acquire);
+      bell->sleeping->store(1, std::memory_order_seq_cst);
+      if (!ready()) FutexWait(bell->word, seen, kSliceNs);
+      bell->sleeping->store(0, std::memory_order_relaxed);
+    } else {
+      timespec ts{0, 50'000};  // 50 us
+      ::nanosleep(&ts, nullptr);
+    }
+    if (ready()) return Status::Ok();
+  }
+}
+
+}  // namespace octet::collectives
