@@ -26,6 +26,8 @@ enum FrameKind : uint32_t {
   kBlob = 4,       // one rank's contribution to an all-gather round
   kAbort = 5,      // {failed rank, code, reason}: this sender's communicator failed
   kBye = 6,        // the sender closes its communicator cleanly
+  kWaitQuery = 7,  // "whom are you waiting for?"
+  kWaitAnswer = 8, // {rank waited for, or -1}
 };
 
 struct FrameHeader {
@@ -437,6 +439,11 @@ void Bootstrap::Pump(int peer) {
     pos += sizeof h + h.length;
     if (h.kind == kBye) {
       l.said_bye = true;
+    } else if (h.kind == kWaitQuery) {
+      SendFrameNow(l.fd.get(), kWaitAnswer, WireWriter().I64(waiting_on_).str());
+    } else if (h.kind == kWaitAnswer) {
+      l.last_answer = static_cast<int>(WireReader(payload).I64());
+      ++l.answers;
     } else if (h.kind == kAbort) {
       WireReader rd(payload);
       const int blamed = static_cast<int>(rd.I64());
@@ -468,6 +475,34 @@ PeerFailure Bootstrap::CheckPeers() {
     }
   }
   return failure_;
+}
+
+int Bootstrap::AskWaitingOn(int peer, Deadline deadline) {
+  if (peer < 0 || peer >= size_ || peer == rank_) return -2;
+  Link& l = links_[peer];
+  if (l.closed || !l.fd.valid()) return -2;
+  const uint64_t before = l.answers;
+  SendFrameNow(l.fd.get(), kWaitQuery, {});
+  // Serve every link meanwhile: the peer asked may itself be asking us (or
+  // others) the same question, and must get its answer.
+  std::vector<pollfd> fds;
+  std::vector<int> who;
+  while (!deadline.expired()) {
+    fds.clear();
+    who.clear();
+    for (int p = 0; p < size_; ++p) {
+      if (p == rank_ || links_[p].closed || !links_[p].fd.valid()) continue;
+      fds.push_back(pollfd{links_[p].fd.get(), POLLIN, 0});
+      who.push_back(p);
+    }
+    ::poll(fds.data(), fds.size(), std::min(deadline.poll_timeout_ms(), 10));
+    for (size_t i = 0; i < fds.size(); ++i) {
+      if (fds[i].revents) Pump(who[i]);
+    }
+    if (l.answers != before) return l.last_answer;
+    if (l.closed) return -2;
+  }
+  return -2;
 }
 
 bool Bootstrap::PeerLeft(int peer) const {

@@ -89,6 +89,12 @@ class Bootstrap {
   // Adds the control sockets to a poll set (POLLIN), for transports that
   // block in poll() themselves.
   void AppendPollFds(std::vector<pollfd>* fds) const;
+  // What this rank is waiting for, so peers that time out can follow the
+  // chain of waits to the rank that stopped (set by the Waiter; -1: nothing).
+  void SetWaitingOn(int peer) { waiting_on_ = peer; }
+  // Asks `peer` whom it waits for. Returns that rank, -1 when it is not
+  // waiting, or -2 when it did not answer by `deadline` (or is gone).
+  int AskWaitingOn(int peer, Deadline deadline);
   // Tells every peer that this communicator failed because of `failed_rank`
   // (-1: unknown) with `why` (best effort, never blocks).
   void BroadcastAbort(int failed_rank, const Status& why);
@@ -103,6 +109,8 @@ class Bootstrap {
     std::string inbuf;           // bytes received, not yet parsed into frames
     std::deque<Frame> frames;    // parsed blob frames waiting for AllGather
     bool said_bye = false;
+    uint64_t answers = 0;        // kWaitAnswer frames received
+    int last_answer = -1;        // the rank it said it waits for
     bool closed = false;
     std::string close_error;     // why the connection ended (EOF, reset)
   };
@@ -122,6 +130,7 @@ class Bootstrap {
   std::vector<RankInfo> roster_;
   std::vector<Link> links_;  // by rank; links_[rank_] unused
   PeerFailure failure_;      // sticky
+  int waiting_on_ = -1;
 };
 
 }  // namespace octet::collectives

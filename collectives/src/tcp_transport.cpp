@@ -371,8 +371,8 @@ class TcpTransport final : public Transport {
     if (w.bootstrap() && w.bootstrap()->PeerLeft(peer)) return w.LeftError(peer, "its data");
     const std::string who =
         w.bootstrap() ? w.bootstrap()->Describe(peer) : "rank " + std::to_string(peer);
-    return UnavailableError(who + " is unreachable: tcp " + why + " (" + w.label().ToString() +
-                            ")");
+    return UnavailableError(who + " died or became unreachable: tcp " + why + " (" +
+                            w.label().ToString() + ")");
   }
 
   // Moves bytes on every connection until ready() holds. Gives up when no
@@ -382,6 +382,11 @@ class TcpTransport final : public Transport {
   Status Drive(Waiter& w, Ready ready, int peer, const char* what) {
     int64_t last_progress = NowNs();
     std::vector<pollfd>& fds = pollfds_;
+    struct Mark {
+      Waiter& w;
+      ~Mark() { w.SetWaitingOn(-1); }
+    } mark{w};
+    w.SetWaitingOn(peer);
     for (;;) {
       if (ready()) return Status::Ok();
       fds.clear();
@@ -399,11 +404,7 @@ class TcpTransport final : public Transport {
       const size_t data_fds = fds.size();
       if (w.bootstrap()) w.bootstrap()->AppendPollFds(&fds);
       const int64_t left_ns = last_progress + w.peer_timeout_ns() - NowNs();
-      if (left_ns <= 0) {
-        OCTET_RETURN_IF_ERROR(w.CheckPeers());
-        w.Blame(peer);
-        return w.SilenceError(peer, what);
-      }
+      if (left_ns <= 0) return w.Silence(peer, what);
       const int timeout_ms = static_cast<int>(std::min<int64_t>(left_ns / 1'000'000 + 1, 100));
       const int pr = ::poll(fds.data(), fds.size(), timeout_ms);
       if (pr < 0 && errno != EINTR) return UnavailableError(std::string("poll: ") + strerror(errno));

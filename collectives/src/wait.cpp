@@ -6,6 +6,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <vector>
+
 #include "bootstrap.h"
 #include "octet/base/deadline.h"
 
@@ -66,11 +69,41 @@ Status Waiter::CheckPeers() {
   return Status(f.status.code(), f.status.message() + " [" + label_.ToString() + "]");
 }
 
-Status Waiter::SilenceError(int peer, const char* what) const {
-  const std::string who = bootstrap_ ? bootstrap_->Describe(peer) : "rank " + std::to_string(peer);
-  return DeadlineExceededError(who + " did not respond within " +
-                               std::to_string(peer_timeout_ns_ / 1'000'000) +
-                               " ms (waiting for " + what + ", " + label_.ToString() + ")");
+void Waiter::SetWaitingOn(int peer) {
+  if (bootstrap_) bootstrap_->SetWaitingOn(peer);
+}
+
+Status Waiter::Silence(int peer, const char* what) {
+  OCTET_RETURN_IF_ERROR(CheckPeers());
+  int culprit = peer;
+  std::string via;
+  if (bootstrap_) {
+    // A rank that is itself stuck waiting answers whom it waits for; the
+    // first one that does not answer (frozen, or busy past the timeout) or
+    // is not waiting is the one that stopped.
+    const int64_t answer_ms = std::max<int64_t>(200, peer_timeout_ns_ / 10'000'000);
+    std::vector<bool> seen(bootstrap_->size(), false);
+    seen[bootstrap_->rank()] = true;
+    for (int q = peer; q >= 0 && !seen[q];) {
+      seen[q] = true;
+      culprit = q;
+      const int next = bootstrap_->AskWaitingOn(q, Deadline::AfterMs(answer_ms));
+      OCTET_RETURN_IF_ERROR(CheckPeers());  // an ABORT may have arrived meanwhile
+      if (next < 0 || next >= bootstrap_->size() || seen[next]) break;
+      via += (via.empty() ? "" : ", ") + std::string("rank ") + std::to_string(q) +
+             " waits for rank " + std::to_string(next);
+      q = next;
+    }
+  }
+  blamed_ = culprit;
+  const std::string who =
+      bootstrap_ ? bootstrap_->Describe(culprit) : "rank " + std::to_string(culprit);
+  std::string msg = who + " did not respond within " +
+                    std::to_string(peer_timeout_ns_ / 1'000'000) + " ms (";
+  if (!via.empty()) msg += via + "; ";
+  msg += "this rank waited for " + std::string(culprit == peer ? "" : "rank " + std::to_string(peer) + "'s ") +
+         what + ", " + label_.ToString() + ")";
+  return DeadlineExceededError(msg);
 }
 
 Status Waiter::LeftError(int peer, const char* what) const {
@@ -83,6 +116,11 @@ Status Waiter::WaitSlow(FunctionRef<bool()> ready, int peer, const char* what,
                         const Doorbell* bell) {
   const int64_t start = NowNs();
   // Spin.
+  struct Mark {
+    Waiter* w;
+    ~Mark() { w->SetWaitingOn(-1); }
+  } mark{this};
+  SetWaitingOn(peer);
   if (spin_ns_ > 0) {
     do {
       for (int i = 0; i < 64; ++i) {
@@ -109,8 +147,7 @@ Status Waiter::WaitSlow(FunctionRef<bool()> ready, int peer, const char* what,
     }
     if (NowNs() - start >= peer_timeout_ns_) {
       if (ready()) return Status::Ok();
-      blamed_ = peer;
-      return SilenceError(peer, what);
+      return Silence(peer, what);
     }
     if (bell && bell->word) {
       const uint32_t seen = bell->word->load(std::memory_order_acquire);

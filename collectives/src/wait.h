@@ -82,8 +82,14 @@ class Waiter {
 
   // Checks the control mesh now (one poll(2)); an error names the failed rank.
   Status CheckPeers();
-  // The error for "peer showed no progress for the peer timeout".
-  Status SilenceError(int peer, const char* what) const;
+  // The error for "peer showed no progress for the peer timeout". Before
+  // blaming `peer` it follows the chain of waits over the control mesh (peer
+  // waits for q, q waits for ...) to the rank that is not waiting or does not
+  // answer, and blames that one; it also returns an ABORT that arrived
+  // meanwhile. Sets blamed().
+  Status Silence(int peer, const char* what);
+  // Marks what this rank waits for (for peers following the chain); -1: none.
+  void SetWaitingOn(int peer);
   // The error for "peer closed its communicator while this rank needed it".
   Status LeftError(int peer, const char* what) const;
   // Which rank the last error returned by this waiter blames (-1: none).
