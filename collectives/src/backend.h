@@ -47,7 +47,7 @@ class TransportBackend final : public Backend {
     return transport_->SendRecv(
         send_peer, send_data, send_bytes, recv_peer, recv_bytes,
         [dst](size_t off, const uint8_t* data, size_t len) {
-          std::memcpy(dst + off, data, len);
+          if (len) std::memcpy(dst + off, data, len);
           return Status::Ok();
         },
         w);

@@ -33,21 +33,29 @@ class RingAlgorithm final : public Algorithm {
   Status AllReduce(const CollectiveArgs& a, Transport& t, Waiter& w) {
     const int n = t.size(), r = t.rank();
     const size_t elem = a.elem_bytes();
+    const auto* in = static_cast<const uint8_t*>(a.in);
     auto* out = static_cast<uint8_t*>(a.out);
-    if (a.out != a.in) std::memcpy(out, a.in, a.count * elem);
+    if (n == 1) {
+      if (a.out != a.in) std::memcpy(out, in, a.count * elem);
+      return Status::Ok();
+    }
     const int right = (r + 1) % n, left = (r + n - 1) % n;
     auto begin = [&](int i) { return RingChunkBegin(a.count, n, i) * elem; };
     auto bytes = [&](int i) { return begin(i + 1) - begin(i); };
     // Reduce-scatter: after step s, rank r holds s+2 contributions of chunk
-    // r-s-1; after n-1 steps it holds the full sum of chunk r+1.
+    // r-s-1; after n-1 steps it holds the full sum of chunk r+1. Each chunk
+    // of `out` is first written as in + received, so out needs no initial
+    // copy of in (chunk r, never received here, arrives in the all-gather).
     for (int s = 0; s < n - 1; ++s) {
       const int send = (r - s + 2 * n) % n;
       const int recv = (r - s - 1 + 2 * n) % n;
       uint8_t* acc = out + begin(recv);
+      const uint8_t* mine = in + begin(recv);
+      const uint8_t* src = s == 0 ? in + begin(send) : out + begin(send);
       OCTET_RETURN_IF_ERROR(t.SendRecv(
-          right, out + begin(send), bytes(send), left, bytes(recv),
+          right, src, bytes(send), left, bytes(recv),
           [&](size_t off, const uint8_t* data, size_t len) {
-            ReduceSum2(a.dtype, acc + off, acc + off, data, len / elem);
+            ReduceSum2(a.dtype, acc + off, mine + off, data, len / elem);
             return Status::Ok();
           },
           w));
@@ -60,7 +68,7 @@ class RingAlgorithm final : public Algorithm {
       OCTET_RETURN_IF_ERROR(t.SendRecv(
           right, out + begin(send), bytes(send), left, bytes(recv),
           [&](size_t off, const uint8_t* data, size_t len) {
-            std::memcpy(dst + off, data, len);
+            if (len) std::memcpy(dst + off, data, len);
             return Status::Ok();
           },
           w));
@@ -81,7 +89,7 @@ class RingAlgorithm final : public Algorithm {
       OCTET_RETURN_IF_ERROR(t.SendRecv(
           right, out + send * block, block, left, block,
           [&](size_t off, const uint8_t* data, size_t len) {
-            std::memcpy(dst + off, data, len);
+            if (len) std::memcpy(dst + off, data, len);
             return Status::Ok();
           },
           w));
@@ -152,7 +160,7 @@ class RingAlgorithm final : public Algorithm {
           send_peer, data + send_k * piece, send_peer < 0 ? 0 : piece_bytes(send_k), recv_peer,
           recv_peer < 0 ? 0 : piece_bytes(k),
           [&](size_t off, const uint8_t* d, size_t len) {
-            std::memcpy(dst + off, d, len);
+            if (len) std::memcpy(dst + off, d, len);
             return Status::Ok();
           },
           w));
