@@ -11,6 +11,7 @@
 // Sends go straight from the caller's buffer (writev); FinishPublish and
 // SendRecv return only when the bytes have left it.
 #include <poll.h>
+#include <sched.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 
@@ -30,6 +31,14 @@ namespace octet::collectives {
 namespace {
 
 enum FrameKind : uint32_t { kPublish = 0x50554231, kMessage = 0x4d534731 };
+
+// Per-peer input buffer: a small frame (header and payload) arrives with one
+// recv(); bodies at least this large are received in place instead.
+constexpr size_t kInBufBytes = 64 << 10;
+// Before sleeping in poll(), look for data without blocking for this long
+// (yielding the CPU between looks): a small message's round trip is
+// shorter than a sleep and wake-up.
+constexpr int64_t kTcpSpinNs = 50'000;
 
 struct FrameHeader {
   uint32_t kind;
@@ -51,6 +60,7 @@ class TcpTransport final : public Transport {
       // Uninitialised: pages are only committed when a contribution lands.
       peers_[p].slot[0].reset(new uint8_t[slot_bytes_]);
       peers_[p].slot[1].reset(new uint8_t[slot_bytes_]);
+      peers_[p].inbuf.reset(new uint8_t[kInBufBytes]);
     }
   }
 
@@ -157,6 +167,9 @@ class TcpTransport final : public Transport {
     size_t hdr_got = 0;
     uint8_t* body = nullptr;  // kPublish / kBuffered destination
     size_t body_left = 0;
+    // Bytes received but not parsed yet: [in_begin, in_end) of inbuf.
+    std::unique_ptr<uint8_t[]> inbuf;
+    size_t in_begin = 0, in_end = 0;
     // One-shot slots by step parity, with the step and size that filled them.
     std::unique_ptr<uint8_t[]> slot[2];
     uint32_t slot_seq[2] = {0, 0};
@@ -238,28 +251,85 @@ class TcpTransport final : public Transport {
     return Status::Ok();
   }
 
+  // Where the body of the frame being read goes next, and how much of it.
+  std::pair<uint8_t*, size_t> BodyWindow(Peer& p) {
+    if (p.in == Peer::In::kMessage) {
+      const size_t fill = recv_.got - recv_.delivered;
+      return {staging_.get() + fill, std::min(chunk_bytes_ - fill, recv_.bytes - recv_.got)};
+    }
+    return {p.body, p.body_left};
+  }
+
+  // Records that `n` body bytes landed at BodyWindow(p).
+  Status BodyAdvanced(Peer& p, size_t n, Waiter& w) {
+    switch (p.in) {
+      case Peer::In::kPublish:
+        p.body += n;
+        p.body_left -= n;
+        if (p.body_left == 0) FinishPublishFrame(p);
+        return Status::Ok();
+      case Peer::In::kBuffered:
+        p.body += n;
+        p.body_left -= n;
+        if (p.body_left == 0) {
+          p.buffered.push_back(std::move(p.partial));
+          p.partial = {};
+          p.in = Peer::In::kHeader;
+          return MatchBuffered(w);
+        }
+        return Status::Ok();
+      case Peer::In::kMessage:
+        recv_.got += n;
+        return DeliverStaged(p);
+      case Peer::In::kHeader: break;
+    }
+    return Status::Ok();
+  }
+
+  // Parses what sits in the peer's input buffer: headers, and body bytes
+  // copied to where they belong.
+  Status Consume(int peer, Waiter& w) {
+    Peer& p = peers_[peer];
+    while (p.in_begin < p.in_end) {
+      const size_t avail = p.in_end - p.in_begin;
+      const uint8_t* src = p.inbuf.get() + p.in_begin;
+      if (p.in == Peer::In::kHeader) {
+        const size_t k = std::min(avail, sizeof p.hdr - p.hdr_got);
+        std::memcpy(reinterpret_cast<uint8_t*>(&p.hdr) + p.hdr_got, src, k);
+        p.hdr_got += k;
+        p.in_begin += k;
+        if (p.hdr_got == sizeof p.hdr) OCTET_RETURN_IF_ERROR(StartFrame(peer, w));
+        continue;
+      }
+      auto [dst, room] = BodyWindow(p);
+      const size_t k = std::min(avail, room);
+      if (k) std::memcpy(dst, src, k);
+      p.in_begin += k;
+      OCTET_RETURN_IF_ERROR(BodyAdvanced(p, k, w));
+    }
+    p.in_begin = p.in_end = 0;
+    return Status::Ok();
+  }
+
   // Reads everything available from `peer` into slots, the posted receive or
-  // the buffer of early messages.
+  // the buffer of early messages. Small frames arrive whole with one recv()
+  // into the peer's input buffer; a large body is received in place.
   Status Read(int peer, Waiter& w, bool* moved) {
     Peer& p = peers_[peer];
     for (;;) {
-      ssize_t n = 0;
-      switch (p.in) {
-        case Peer::In::kHeader:
-          n = ::recv(p.fd.get(), reinterpret_cast<uint8_t*>(&p.hdr) + p.hdr_got,
-                     sizeof p.hdr - p.hdr_got, 0);
-          break;
-        case Peer::In::kPublish:
-        case Peer::In::kBuffered:
-          n = ::recv(p.fd.get(), p.body, p.body_left, 0);
-          break;
-        case Peer::In::kMessage: {
-          const size_t fill = recv_.got - recv_.delivered;
-          const size_t want = std::min(chunk_bytes_ - fill, recv_.bytes - recv_.got);
-          n = ::recv(p.fd.get(), staging_.get() + fill, want, 0);
-          break;
+      OCTET_RETURN_IF_ERROR(Consume(peer, w));
+      uint8_t* dst = p.inbuf.get();
+      size_t want = kInBufBytes;
+      bool direct = false;
+      if (p.in != Peer::In::kHeader) {
+        auto [body, room] = BodyWindow(p);
+        if (room >= kInBufBytes) {
+          dst = body;
+          want = room;
+          direct = true;
         }
       }
+      const ssize_t n = ::recv(p.fd.get(), dst, want, 0);
       if (n <= 0) {
         if (n < 0 && errno == EINTR) continue;
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return Status::Ok();
@@ -274,31 +344,11 @@ class TcpTransport final : public Transport {
         return Broken(peer, w, n == 0 ? "connection closed" : std::strerror(errno));
       }
       *moved = true;
-      const size_t got = static_cast<size_t>(n);
-      switch (p.in) {
-        case Peer::In::kHeader:
-          p.hdr_got += got;
-          if (p.hdr_got == sizeof p.hdr) OCTET_RETURN_IF_ERROR(StartFrame(peer, w));
-          break;
-        case Peer::In::kPublish:
-          p.body += got;
-          p.body_left -= got;
-          if (p.body_left == 0) FinishPublishFrame(p);
-          break;
-        case Peer::In::kBuffered:
-          p.body += got;
-          p.body_left -= got;
-          if (p.body_left == 0) {
-            p.buffered.push_back(std::move(p.partial));
-            p.partial = {};
-            p.in = Peer::In::kHeader;
-            OCTET_RETURN_IF_ERROR(MatchBuffered(w));
-          }
-          break;
-        case Peer::In::kMessage:
-          recv_.got += got;
-          OCTET_RETURN_IF_ERROR(DeliverStaged(p));
-          break;
+      if (direct) {
+        OCTET_RETURN_IF_ERROR(BodyAdvanced(p, static_cast<size_t>(n), w));
+      } else {
+        p.in_begin = 0;
+        p.in_end = static_cast<size_t>(n);
       }
     }
   }
@@ -380,7 +430,8 @@ class TcpTransport final : public Transport {
   // reports a failure.
   template <typename Ready>
   Status Drive(Waiter& w, Ready ready, int peer, const char* what) {
-    int64_t last_progress = NowNs();
+    const int64_t start = NowNs();
+    int64_t last_progress = start;
     std::vector<pollfd>& fds = pollfds_;
     struct Mark {
       Waiter& w;
@@ -405,8 +456,11 @@ class TcpTransport final : public Transport {
       if (w.bootstrap()) w.bootstrap()->AppendPollFds(&fds);
       const int64_t left_ns = last_progress + w.peer_timeout_ns() - NowNs();
       if (left_ns <= 0) return w.Silence(peer, what);
-      const int timeout_ms = static_cast<int>(std::min<int64_t>(left_ns / 1'000'000 + 1, 100));
+      const bool spinning = NowNs() - start < kTcpSpinNs;
+      const int timeout_ms =
+          spinning ? 0 : static_cast<int>(std::min<int64_t>(left_ns / 1'000'000 + 1, 100));
       const int pr = ::poll(fds.data(), fds.size(), timeout_ms);
+      if (pr == 0 && spinning) ::sched_yield();
       if (pr < 0 && errno != EINTR) return UnavailableError(std::string("poll: ") + strerror(errno));
       if (pr <= 0) continue;
       bool moved = false;
