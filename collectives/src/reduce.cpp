@@ -31,11 +31,30 @@ inline float LoadF32(float x) { return x; }
 inline float StoreF32(float x) { return x; }
 
 template <typename T, float (*Load)(T), T (*Store)(float)>
-void Sum(void* dst, const void* const* srcs, int n, size_t count) {
+inline __attribute__((always_inline)) void Sum(void* dst, const void* const* srcs, int n,
+                                               size_t count) {
   T* d = static_cast<T*>(dst);
   size_t base = 0;
   for (; base + kTile <= count; base += kTile) SumTile<T, Load, Store>(d, srcs, n, base, kTile);
   if (base < count) SumTile<T, Load, Store>(d, srcs, n, base, count - base);
+}
+
+// On x86-64 each sum also gets an AVX2 clone, picked at load time on CPUs
+// that have it (the x86-64 baseline is SSE2); aarch64 uses NEON as is.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define OCTET_SUM_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define OCTET_SUM_CLONES
+#endif
+
+OCTET_SUM_CLONES void SumF32(void* dst, const void* const* srcs, int n, size_t count) {
+  Sum<float, LoadF32, StoreF32>(dst, srcs, n, count);
+}
+OCTET_SUM_CLONES void SumBf16(void* dst, const void* const* srcs, int n, size_t count) {
+  Sum<uint16_t, Bf16ToF32, F32ToBf16>(dst, srcs, n, count);
+}
+OCTET_SUM_CLONES void SumF16(void* dst, const void* const* srcs, int n, size_t count) {
+  Sum<uint16_t, F16ToF32, F32ToF16>(dst, srcs, n, count);
 }
 
 }  // namespace
@@ -48,13 +67,13 @@ void ReduceSum(DType dtype, void* dst, const void* const* srcs, int n, size_t co
   }
   switch (dtype) {
     case DType::kF32:
-      Sum<float, LoadF32, StoreF32>(dst, srcs, n, count);
+      SumF32(dst, srcs, n, count);
       return;
     case DType::kBF16:
-      Sum<uint16_t, Bf16ToF32, F32ToBf16>(dst, srcs, n, count);
+      SumBf16(dst, srcs, n, count);
       return;
     case DType::kF16:
-      Sum<uint16_t, F16ToF32, F32ToF16>(dst, srcs, n, count);
+      SumF16(dst, srcs, n, count);
       return;
   }
 }

@@ -15,13 +15,18 @@
 
 namespace octet::collectives {
 
+// The conversions are written with all-ones/all-zeros masks instead of
+// branches so that loops over them vectorise.
+inline uint32_t MaskIf(bool c) { return 0u - static_cast<uint32_t>(c); }
+
 inline float Bf16ToF32(uint16_t h) { return std::bit_cast<float>(uint32_t{h} << 16); }
 
 inline uint16_t F32ToBf16(float f) {
   const uint32_t u = std::bit_cast<uint32_t>(f);
   const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
   const uint32_t quiet_nan = (u >> 16) | 0x40u;
-  return static_cast<uint16_t>((u & 0x7fffffffu) > 0x7f800000u ? quiet_nan : rounded);
+  const uint32_t nan = MaskIf((u & 0x7fffffffu) > 0x7f800000u);
+  return static_cast<uint16_t>((rounded & ~nan) | (quiet_nan & nan));
 }
 
 inline float F16ToF32(uint16_t h) {
@@ -31,7 +36,8 @@ inline float F16ToF32(uint16_t h) {
   // rebias the exponent by multiplying with 2^(127-15); exact.
   const uint32_t finite = std::bit_cast<uint32_t>(std::bit_cast<float>(em << 13) * 0x1p112f);
   const uint32_t special = 0x7f800000u | (em << 13);  // inf, NaN (payload kept)
-  return std::bit_cast<float>(sign | (em >= 0x7c00u ? special : finite));
+  const uint32_t is_special = MaskIf(em >= 0x7c00u);
+  return std::bit_cast<float>(sign | (finite & ~is_special) | (special & is_special));
 }
 
 inline uint16_t F32ToF16(float f) {
@@ -45,9 +51,11 @@ inline uint16_t F32ToF16(float f) {
   // Subnormal results (|f| < 2^-14): let the FPU round by adding 0.5, whose
   // ulp is 2^-24, the f16 subnormal step.
   const uint32_t subnormal = std::bit_cast<uint32_t>(std::bit_cast<float>(a) + 0.5f) - 0x3f000000u;
-  const uint32_t big = a > 0x7f800000u ? 0x7e00u : 0x7c00u;  // NaN : overflow/inf
-  const uint32_t r = a >= 0x47800000u ? big : (a < 0x38800000u ? subnormal : normal);
-  return static_cast<uint16_t>(sign | r);
+  const uint32_t big = 0x7c00u | (MaskIf(a > 0x7f800000u) & 0x200u);  // inf, or NaN 0x7e00
+  const uint32_t is_big = MaskIf(a >= 0x47800000u);
+  const uint32_t is_sub = MaskIf(a < 0x38800000u);
+  const uint32_t small = (subnormal & is_sub) | (normal & ~is_sub);
+  return static_cast<uint16_t>(sign | (big & is_big) | (small & ~is_big));
 }
 
 // dst[i] = srcs[0][i] + srcs[1][i] + ... + srcs[n-1][i], for `count` elements

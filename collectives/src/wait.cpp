@@ -22,8 +22,11 @@ namespace {
 // back quickly: with two ranks on one busy core every hand-off costs this
 // spin (20 us measured 42 us per 8-byte all-reduce; 2 us about 5 us).
 constexpr int64_t kSpinNs = 500;
-// Yield for up to this long before sleeping in slices.
-constexpr int64_t kYieldNs = 1'000'000;
+// Yield for up to this long before sleeping in slices. Short: on a CPU
+// crowded with other processes a yield can give the core away for a whole
+// time slice, while a sleeper is woken with the scheduler's wake-up
+// preference.
+constexpr int64_t kYieldNs = 50'000;
 // Longest sleep between liveness checks.
 constexpr int64_t kSliceNs = 1'000'000;
 
@@ -136,10 +139,8 @@ Status Waiter::WaitSlow(FunctionRef<bool()> ready, int peer, const char* what,
   for (int i = 1;; ++i) {
     ::sched_yield();
     if (ready()) return Status::Ok();
-    if ((i & 255) == 0) {
-      OCTET_RETURN_IF_ERROR(CheckPeers());
-      if (NowNs() - start >= kYieldNs) break;
-    }
+    if (NowNs() - start >= kYieldNs) break;
+    if ((i & 63) == 0) OCTET_RETURN_IF_ERROR(CheckPeers());
   }
   // Sleep in slices, checking liveness and the deadline between them.
   for (;;) {

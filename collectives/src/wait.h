@@ -1,8 +1,8 @@
 // How a rank waits for its peers.
 //
 // A wait first checks its condition inline (the fast path: no syscall, no
-// clock read). If that fails it spins briefly (skipped when the host has more
-// local ranks than CPUs), then yields the CPU for up to a millisecond, then
+// clock read). If that fails it spins briefly (~0.5 us; skipped when the host
+// has more local ranks than CPUs), then yields the CPU for up to 50 us, then
 // sleeps in slices of at most a millisecond: on a futex "doorbell" when the
 // transport rings one (shared memory), else a short nanosleep. Between slices
 // it checks the control mesh for dead peers and ABORTs, and gives up with
