@@ -9,6 +9,7 @@
 // reduce-scatter (n-1)/n), and #wrong with --check. --json prints one JSON
 // document instead.
 #include <netinet/in.h>
+#include <sched.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -60,7 +61,32 @@ struct BenchConfig {
   int connect_timeout_ms = 60000;
   int64_t oneshot_max = 0;
   std::string profile;
+  std::string bind = "core";
+  int cpu = -1;  // pin to this allowed CPU (index), -1: no pinning
 };
+
+// The CPUs this process may run on, in order.
+std::vector<int> AllowedCpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  std::vector<int> cpus;
+  if (::sched_getaffinity(0, sizeof set, &set) == 0) {
+    for (int c = 0; c < CPU_SETSIZE; ++c) {
+      if (CPU_ISSET(c, &set)) cpus.push_back(c);
+    }
+  }
+  return cpus;
+}
+
+// Pins this process to its `index`-th allowed CPU; false when impossible.
+bool PinToCpu(int index) {
+  const std::vector<int> cpus = AllowedCpus();
+  if (index < 0 || index >= static_cast<int>(cpus.size())) return false;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpus[index], &set);
+  return ::sched_setaffinity(0, sizeof set, &set) == 0;
+}
 
 struct Row {
   size_t bytes = 0, count = 0;
@@ -90,6 +116,11 @@ ArgParser MakeParser() {
   p.Option("rank", "R", "this process's rank when joining a job");
   p.Option("timeout-ms", "MS", "peer timeout: a silent peer fails the run after this", "10000");
   p.Option("connect-timeout-ms", "MS", "how long to wait for every rank to join", "60000");
+  p.Option("bind", "core|none",
+           "spawned ranks: pin rank r to the r-th allowed CPU (as mpirun does for small jobs); "
+           "core applies when ranks <= CPUs",
+           "core");
+  p.Option("cpu", "K", "pin this process to its K-th allowed CPU (set by --bind for spawned ranks)");
   p.Option("oneshot-max", "SIZE", "auto: one-shot up to this size (default: measure)");
   p.Option("profile", "FILE", "auto: read/store the measured crossover here");
   return p;
@@ -140,6 +171,13 @@ Result<BenchConfig> ReadConfig(const ArgParser& p) {
     if (c.oneshot_max < 1) return InvalidArgumentError("--oneshot-max must be positive");
   }
   c.profile = p.GetString("profile");
+  c.bind = p.GetString("bind");
+  if (c.bind != "core" && c.bind != "none") return InvalidArgumentError("--bind must be core or none");
+  if (p.Given("cpu")) {
+    OCTET_ASSIGN_OR_RETURN(int64_t cpu, p.GetInt("cpu"));
+    if (cpu < 0 || cpu > 4096) return InvalidArgumentError("--cpu must be 0..4096");
+    c.cpu = static_cast<int>(cpu);
+  }
   c.check = p.GetFlag("check");
   c.json = p.GetFlag("json");
   return c;
@@ -286,6 +324,9 @@ Result<std::vector<Row>> RunRank(Communicator& comm, const BenchConfig& c) {
 
 int RunJoined(const BenchConfig& c, const std::string& rendezvous, int rank) {
   SetLogTag("rank " + std::to_string(rank));
+  if (c.cpu >= 0 && !PinToCpu(c.cpu)) {
+    OCTET_LOG(WARNING) << "cannot pin rank " << rank << " to allowed CPU #" << c.cpu;
+  }
   CommunicatorOptions o;
   o.transport = c.transport;
   o.algorithm = c.algorithm;
@@ -399,12 +440,16 @@ int RunSpawned(const BenchConfig& c, const std::vector<std::string>& args) {
     return kExitFailure;
   }
   const std::string rendezvous = "127.0.0.1:" + std::to_string(port);
+  // Like mpirun for small jobs: one rank per CPU, so the scheduler cannot
+  // stack two ranks on one core while another sits idle.
+  const bool bind = c.bind == "core" && c.ranks <= static_cast<int>(AllowedCpus().size());
   std::vector<std::unique_ptr<Subprocess>> procs;
   for (int r = 0; r < c.ranks; ++r) {
     SpawnOptions o;
     o.argv = {*exe, "collbench"};
     o.argv.insert(o.argv.end(), args.begin(), args.end());
     o.argv.insert(o.argv.end(), {"--rendezvous", rendezvous, "--rank", std::to_string(r)});
+    if (bind) o.argv.insert(o.argv.end(), {"--cpu", std::to_string(r)});
     o.new_process_group = false;  // Ctrl-C reaches the ranks too
     auto p = Subprocess::Spawn(o);  // output inherited: rank 0 prints the table
     if (!p.ok()) {

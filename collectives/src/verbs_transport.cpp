@@ -28,6 +28,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <random>
 #include <vector>
 
 #include "bootstrap.h"
@@ -256,12 +257,13 @@ class VerbsTransport final : public Transport {
 
   // This rank's endpoint for each peer, serialised for the bootstrap.
   std::string LocalEndpoints() {
+    std::random_device rd;
     WireWriter w;
     for (int p = 0; p < size_; ++p) {
       Endpoint e;
       if (p != rank_) {
         e.qpn = res_.qps[p]->qp_num;
-        e.psn = static_cast<uint32_t>(std::rand()) & 0xffffff;
+        e.psn = rd() & 0xffffff;  // initial packet sequence number
         peers_[p].local_psn = e.psn;
       }
       e.lid = port_.attr.lid;

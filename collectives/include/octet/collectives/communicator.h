@@ -40,9 +40,12 @@
 // reduction while the main thread keeps its own. stats(), rank(), size() and
 // the other accessors may be called from any thread at any time.
 //
-// Cost per call (host memory, shm, 2 ranks): a few hundred nanoseconds of
-// bookkeeping plus the transport's latency; no allocation on the one-shot path
-// after the first call of a given size. Point-to-point calls block until done.
+// Cost per call: about 0.2 us of CPU for bookkeeping (checks, statistics,
+// algorithm choice; measured with one rank and a 4-byte all-reduce) plus the
+// transport's latency, e.g. a few microseconds for a small shm all-reduce
+// between 2 ranks on a 2-core machine (octet_bench_collectives prints both).
+// The shm path allocates nothing per call. Calls block until done (the
+// caller's buffers may be reused on return).
 #pragma once
 
 #include <atomic>
