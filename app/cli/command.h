@@ -27,6 +27,7 @@ const std::vector<Command>& Commands();
 
 // Subcommands (app/cli/cmd_<name>.cpp).
 int RunTokenize(const std::vector<std::string>& args);
+int RunCollbench(const std::vector<std::string>& args);
 
 // Exit codes shared by all subcommands.
 inline constexpr int kExitOk = 0;
