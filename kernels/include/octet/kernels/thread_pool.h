@@ -1,0 +1,65 @@
+// A fixed pool of worker threads for data-parallel kernels.
+//
+//   ThreadPool pool(4);                       // 4 threads in all: the caller + 3 workers
+//   pool.ParallelFor(n_chunks, [&](int64_t chunk, int thread) { ... });
+//
+// ParallelFor hands out task indices from a shared counter (threads steal the
+// next chunk as they finish one), so uneven chunks balance themselves. The
+// calling thread works too. Workers spin briefly after a job (decode runs a
+// few hundred short jobs per token) and then sleep on a condition variable.
+//
+// Thread-safety: ParallelFor may be called from several threads; calls are
+// serialised by `run_mutex_`. A task must not call ParallelFor on the same pool.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace octet::kernels {
+
+class ThreadPool {
+ public:
+  using TaskFn = std::function<void(int64_t task, int thread)>;
+
+  // `num_threads` counts the caller; <= 0 means all hardware threads.
+  explicit ThreadPool(int num_threads = 0);
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  int size() const { return num_threads_; }
+
+  // Runs fn(task, thread) for every task in [0, n_tasks); returns when all have
+  // run. `thread` is in [0, size()) and unique among concurrently running tasks
+  // (use it to index per-thread scratch).
+  void ParallelFor(int64_t n_tasks, const TaskFn& fn);
+
+  // Number of hardware threads this process may use.
+  static int HardwareThreads();
+
+ private:
+  void WorkerLoop(int thread);
+  void RunTasks(int thread);
+
+  int num_threads_ = 1;
+  std::vector<std::thread> workers_;
+  std::mutex run_mutex_;  // serialises ParallelFor callers
+
+  // State below describes the current job; written by the caller under mu_
+  // before `generation_` is bumped, read by workers after they see the bump.
+  std::mutex mu_;
+  std::condition_variable wake_;
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<bool> stop_{false};
+  const TaskFn* fn_ = nullptr;
+  int64_t n_tasks_ = 0;
+  std::atomic<int64_t> next_task_{0};
+  std::atomic<int> active_workers_{0};  // workers still inside the current job
+};
+
+}  // namespace octet::kernels

@@ -1,0 +1,111 @@
+#include "octet/kernels/thread_pool.h"
+
+#include <sched.h>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+namespace octet::kernels {
+namespace {
+
+inline void CpuRelax() {
+#if defined(__x86_64__)
+  _mm_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+// Spin iterations before a worker sleeps: long enough to bridge the gap between
+// back-to-back kernels of one decode step, short enough not to burn a core that
+// another process could use.
+constexpr int kSpinIterations = 20000;
+
+}  // namespace
+
+int ThreadPool::HardwareThreads() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) {
+    const int n = CPU_COUNT(&set);
+    if (n > 0) return n;
+  }
+  const unsigned hc = std::thread::hardware_concurrency();
+  return hc > 0 ? static_cast<int>(hc) : 1;
+}
+
+ThreadPool::ThreadPool(int num_threads) {
+  num_threads_ = num_threads > 0 ? num_threads : HardwareThreads();
+  workers_.reserve(num_threads_ - 1);
+  for (int t = 1; t < num_threads_; ++t) workers_.emplace_back([this, t] { WorkerLoop(t); });
+}
+
+ThreadPool::~ThreadPool() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_.store(true);
+    generation_.fetch_add(1);
+  }
+  wake_.notify_all();
+  for (auto& w : workers_) w.join();
+}
+
+void ThreadPool::RunTasks(int thread) {
+  const TaskFn& fn = *fn_;
+  for (;;) {
+    const int64_t task = next_task_.fetch_add(1, std::memory_order_relaxed);
+    if (task >= n_tasks_) break;
+    fn(task, thread);
+  }
+}
+
+void ThreadPool::WorkerLoop(int thread) {
+  uint64_t seen = 0;
+  for (;;) {
+    // Wait for a new generation: spin first, then sleep.
+    uint64_t gen = generation_.load(std::memory_order_acquire);
+    for (int i = 0; gen == seen && i < kSpinIterations; ++i) {
+      CpuRelax();
+      gen = generation_.load(std::memory_order_acquire);
+    }
+    if (gen == seen) {
+      std::unique_lock<std::mutex> lock(mu_);
+      wake_.wait(lock, [&] { return generation_.load(std::memory_order_acquire) != seen; });
+      gen = generation_.load(std::memory_order_acquire);
+    }
+    seen = gen;
+    if (stop_.load()) return;
+    RunTasks(thread);
+    active_workers_.fetch_sub(1, std::memory_order_acq_rel);
+  }
+}
+
+void ThreadPool::ParallelFor(int64_t n_tasks, const TaskFn& fn) {
+  if (n_tasks <= 0) return;
+  if (num_threads_ == 1 || n_tasks == 1) {
+    for (int64_t t = 0; t < n_tasks; ++t) fn(t, 0);
+    return;
+  }
+  std::lock_guard<std::mutex> run_lock(run_mutex_);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    fn_ = &fn;
+    n_tasks_ = n_tasks;
+    next_task_.store(0, std::memory_order_relaxed);
+    active_workers_.store(num_threads_ - 1, std::memory_order_relaxed);
+    generation_.fetch_add(1, std::memory_order_release);
+  }
+  wake_.notify_all();
+  RunTasks(0);
+  // Every worker must leave RunTasks before fn_ goes out of scope.
+  for (int i = 0; active_workers_.load(std::memory_order_acquire) != 0; ++i) {
+    if (i < kSpinIterations) {
+      CpuRelax();
+    } else {
+      sched_yield();  // a worker was descheduled; let it finish
+    }
+  }
+}
+
+}  // namespace octet::kernels
