@@ -19,6 +19,9 @@ struct Command {
   std::string_view pending;     // for run == nullptr: what it waits for
 };
 
+// Subcommands built so far (app/cli/cmd_<name>.cpp).
+int RunGenerate(const std::vector<std::string>& args);
+
 // All subcommands, in the order `octet --help` lists them.
 const std::vector<Command>& Commands();
 
