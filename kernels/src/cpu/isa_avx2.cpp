@@ -120,19 +120,19 @@ template <int M, int R>
 void GemvDenseRows(const WeightMatrix& w, int64_t r0, const float* x, int64_t ldx, float* y,
                    int64_t ldy, bool accumulate) {
   const uint8_t* rows[R];
-  for (int j = 0; j < R; ++j) {
+  _Pragma("GCC unroll 8") for (int j = 0; j < R; ++j) {
     rows[j] = static_cast<const uint8_t*>(w.data) + (r0 + j) * w.row_stride;
   }
   __m256 acc[R][M];
-  for (int j = 0; j < R; ++j) {
-    for (int i = 0; i < M; ++i) acc[j][i] = _mm256_setzero_ps();
+  _Pragma("GCC unroll 8") for (int j = 0; j < R; ++j) {
+    _Pragma("GCC unroll 8") for (int i = 0; i < M; ++i) acc[j][i] = _mm256_setzero_ps();
   }
   const int64_t k = w.cols;
   int64_t c = 0;
   for (; c + 8 <= k; c += 8) {
     __m256 xv[M];
-    for (int i = 0; i < M; ++i) xv[i] = _mm256_loadu_ps(x + i * ldx + c);
-    for (int j = 0; j < R; ++j) {
+    _Pragma("GCC unroll 8") for (int i = 0; i < M; ++i) xv[i] = _mm256_loadu_ps(x + i * ldx + c);
+    _Pragma("GCC unroll 8") for (int j = 0; j < R; ++j) {
       __m256 wv;
       if (w.format == WeightFormat::kBF16) {
         wv = LoadBf16x8(rows[j] + c * 2);
@@ -141,11 +141,11 @@ void GemvDenseRows(const WeightMatrix& w, int64_t r0, const float* x, int64_t ld
       } else {
         wv = LoadF32x8(rows[j] + c * 4);
       }
-      for (int i = 0; i < M; ++i) acc[j][i] = _mm256_fmadd_ps(wv, xv[i], acc[j][i]);
+      _Pragma("GCC unroll 8") for (int i = 0; i < M; ++i) acc[j][i] = _mm256_fmadd_ps(wv, xv[i], acc[j][i]);
     }
   }
-  for (int j = 0; j < R; ++j) {
-    for (int i = 0; i < M; ++i) {
+  _Pragma("GCC unroll 8") for (int j = 0; j < R; ++j) {
+    _Pragma("GCC unroll 8") for (int i = 0; i < M; ++i) {
       float s = Hsum(acc[j][i]);
       for (int64_t t = c; t < k; ++t) s += ScalarAt(w, rows[j], t) * x[i * ldx + t];
       float* out = y + i * ldy + j;
@@ -161,33 +161,33 @@ void GemvNvfp4Rows(const WeightMatrix& w, int64_t r0, const float* x, int64_t ld
   const Nvfp4Decoder dec;
   const uint8_t* rows[R];
   const uint8_t* scales[R];
-  for (int j = 0; j < R; ++j) {
+  _Pragma("GCC unroll 8") for (int j = 0; j < R; ++j) {
     rows[j] = static_cast<const uint8_t*>(w.data) + (r0 + j) * w.row_stride;
     scales[j] = w.scales + (r0 + j) * w.scale_row_stride;
   }
   __m256 acc[R][M];
-  for (int j = 0; j < R; ++j) {
-    for (int i = 0; i < M; ++i) acc[j][i] = _mm256_setzero_ps();
+  _Pragma("GCC unroll 8") for (int j = 0; j < R; ++j) {
+    _Pragma("GCC unroll 8") for (int i = 0; i < M; ++i) acc[j][i] = _mm256_setzero_ps();
   }
   const int64_t blocks = w.cols / kNvfp4BlockSize;
   for (int64_t b = 0; b < blocks; ++b) {
     __m256 x0[M], x1[M];
-    for (int i = 0; i < M; ++i) {
+    _Pragma("GCC unroll 8") for (int i = 0; i < M; ++i) {
       x0[i] = _mm256_loadu_ps(x + i * ldx + b * 16);
       x1[i] = _mm256_loadu_ps(x + i * ldx + b * 16 + 8);
     }
-    for (int j = 0; j < R; ++j) {
+    _Pragma("GCC unroll 8") for (int j = 0; j < R; ++j) {
       const __m256 lut = _mm256_mul_ps(dec.lut, _mm256_set1_ps(e4m3[scales[j][b]]));
       const __m256 w0 = dec.Decode8(rows[j] + b * 8, lut);
       const __m256 w1 = dec.Decode8(rows[j] + b * 8 + 4, lut);
-      for (int i = 0; i < M; ++i) {
+      _Pragma("GCC unroll 8") for (int i = 0; i < M; ++i) {
         acc[j][i] = _mm256_fmadd_ps(w0, x0[i], acc[j][i]);
         acc[j][i] = _mm256_fmadd_ps(w1, x1[i], acc[j][i]);
       }
     }
   }
-  for (int j = 0; j < R; ++j) {
-    for (int i = 0; i < M; ++i) {
+  _Pragma("GCC unroll 8") for (int j = 0; j < R; ++j) {
+    _Pragma("GCC unroll 8") for (int i = 0; i < M; ++i) {
       const float s = Hsum(acc[j][i]) * w.global_scale;
       float* out = y + i * ldy + j;
       *out = accumulate ? *out + s : s;
@@ -231,20 +231,20 @@ template <int MR, int NR>
 void DotTileT(const float* a, int64_t lda, const float* b, int64_t ldb, int64_t kc, float* c,
               int64_t ldc, bool accumulate) {
   __m256 acc[MR][NR];
-  for (int i = 0; i < MR; ++i) {
-    for (int j = 0; j < NR; ++j) acc[i][j] = _mm256_setzero_ps();
+  _Pragma("GCC unroll 8") for (int i = 0; i < MR; ++i) {
+    _Pragma("GCC unroll 8") for (int j = 0; j < NR; ++j) acc[i][j] = _mm256_setzero_ps();
   }
   int64_t k = 0;
   for (; k + 8 <= kc; k += 8) {
     __m256 bv[NR];
-    for (int j = 0; j < NR; ++j) bv[j] = _mm256_loadu_ps(b + j * ldb + k);
-    for (int i = 0; i < MR; ++i) {
+    _Pragma("GCC unroll 8") for (int j = 0; j < NR; ++j) bv[j] = _mm256_loadu_ps(b + j * ldb + k);
+    _Pragma("GCC unroll 8") for (int i = 0; i < MR; ++i) {
       const __m256 av = _mm256_loadu_ps(a + i * lda + k);
-      for (int j = 0; j < NR; ++j) acc[i][j] = _mm256_fmadd_ps(av, bv[j], acc[i][j]);
+      _Pragma("GCC unroll 8") for (int j = 0; j < NR; ++j) acc[i][j] = _mm256_fmadd_ps(av, bv[j], acc[i][j]);
     }
   }
-  for (int i = 0; i < MR; ++i) {
-    for (int j = 0; j < NR; ++j) {
+  _Pragma("GCC unroll 8") for (int i = 0; i < MR; ++i) {
+    _Pragma("GCC unroll 8") for (int j = 0; j < NR; ++j) {
       float s = Hsum(acc[i][j]);
       for (int64_t t = k; t < kc; ++t) s += a[i * lda + t] * b[j * ldb + t];
       float* out = c + i * ldc + j;
