@@ -12,9 +12,9 @@ namespace {
 
 // Matmul blocking. The GEMM path decodes a panel of kPanelRows weight rows x
 // kDepth columns into float once and reuses it for up to kBlockRows activation
-// rows; 48 x 256 floats (48 KiB) stays in L1/L2 while the 4x3 dot tiles sweep it.
+// rows; 48 x 512 floats (96 KiB) stays in L1/L2 while the 4x3 dot tiles sweep it.
 constexpr int64_t kPanelRows = 48;  // a multiple of kTileCols
-constexpr int64_t kDepth = 256;     // a multiple of the NVFP4 block
+constexpr int64_t kDepth = 512;     // a multiple of the NVFP4 block
 constexpr int64_t kBlockRows = 128;
 constexpr int64_t kGemvRowsPerTask = 16;
 

@@ -195,33 +195,140 @@ void GemvNvfp4Rows(const WeightMatrix& w, int64_t r0, const float* x, int64_t ld
   }
 }
 
-template <int M>
-void GemvM(const WeightMatrix& w, int64_t row0, int64_t row1, const float* x, int64_t ldx,
-           float* y, int64_t ldy, bool accumulate) {
-  const bool fp4 = w.format == WeightFormat::kNvfp4;
-  int64_t r = row0;
-  for (; r + 4 <= row1; r += 4) {
-    if (fp4) {
-      GemvNvfp4Rows<M, 4>(w, r, x, ldx, y + (r - row0), ldy, accumulate);
-    } else {
-      GemvDenseRows<M, 4>(w, r, x, ldx, y + (r - row0), ldy, accumulate);
+// Explicit 4-row kernels with named accumulators (see DotTile4x3 for why).
+// Dense rows: Load(row, c) gives 8 floats of columns c..c+7.
+struct LoadBf16 {
+  static __m256 Load(const uint8_t* row, int64_t c) { return LoadBf16x8(row + c * 2); }
+};
+struct LoadF16 {
+  static __m256 Load(const uint8_t* row, int64_t c) { return LoadF16x8(row + c * 2); }
+};
+struct LoadF32 {
+  static __m256 Load(const uint8_t* row, int64_t c) { return LoadF32x8(row + c * 4); }
+};
+
+inline void Store(float* out, float v, bool accumulate) { *out = accumulate ? *out + v : v; }
+
+template <class L>
+void Gemv4Dense(const WeightMatrix& w, const uint8_t* const* rows, const float* x, int64_t ldx,
+                int64_t m, float* y, int64_t ldy, bool accumulate) {
+  const int64_t k = w.cols;
+  const float* x0 = x;
+  const float* x1 = x + ldx;
+  __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;  // x row 0
+  __m256 b0 = a0, b1 = a0, b2 = a0, b3 = a0;                   // x row 1
+  int64_t c = 0;
+  if (m == 1) {
+    for (; c + 8 <= k; c += 8) {
+      const __m256 xv = _mm256_loadu_ps(x0 + c);
+      a0 = _mm256_fmadd_ps(L::Load(rows[0], c), xv, a0);
+      a1 = _mm256_fmadd_ps(L::Load(rows[1], c), xv, a1);
+      a2 = _mm256_fmadd_ps(L::Load(rows[2], c), xv, a2);
+      a3 = _mm256_fmadd_ps(L::Load(rows[3], c), xv, a3);
+    }
+  } else {
+    for (; c + 8 <= k; c += 8) {
+      const __m256 xv = _mm256_loadu_ps(x0 + c), xw = _mm256_loadu_ps(x1 + c);
+      __m256 wv = L::Load(rows[0], c);
+      a0 = _mm256_fmadd_ps(wv, xv, a0);
+      b0 = _mm256_fmadd_ps(wv, xw, b0);
+      wv = L::Load(rows[1], c);
+      a1 = _mm256_fmadd_ps(wv, xv, a1);
+      b1 = _mm256_fmadd_ps(wv, xw, b1);
+      wv = L::Load(rows[2], c);
+      a2 = _mm256_fmadd_ps(wv, xv, a2);
+      b2 = _mm256_fmadd_ps(wv, xw, b2);
+      wv = L::Load(rows[3], c);
+      a3 = _mm256_fmadd_ps(wv, xv, a3);
+      b3 = _mm256_fmadd_ps(wv, xw, b3);
     }
   }
-  for (; r < row1; ++r) {
-    if (fp4) {
-      GemvNvfp4Rows<M, 1>(w, r, x, ldx, y + (r - row0), ldy, accumulate);
-    } else {
-      GemvDenseRows<M, 1>(w, r, x, ldx, y + (r - row0), ldy, accumulate);
+  const __m256 acc[2][4] = {{a0, a1, a2, a3}, {b0, b1, b2, b3}};
+  for (int64_t i = 0; i < m; ++i) {
+    for (int j = 0; j < 4; ++j) {
+      float s = Hsum(acc[i][j]);
+      for (int64_t t = c; t < k; ++t) s += ScalarAt(w, rows[j], t) * x[i * ldx + t];
+      Store(y + i * ldy + j, s, accumulate);
     }
+  }
+}
+
+void Gemv4Nvfp4(const WeightMatrix& w, const uint8_t* const* rows, const uint8_t* const* scales,
+                const float* x, int64_t ldx, int64_t m, float* y, int64_t ldy, bool accumulate) {
+  const float* e4m3 = E4m3Table();
+  const Nvfp4Decoder dec;
+  const int64_t blocks = w.cols / kNvfp4BlockSize;
+  const float* x0 = x;
+  const float* x1 = x + ldx;
+  __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+  __m256 b0 = a0, b1 = a0, b2 = a0, b3 = a0;
+  for (int64_t b = 0; b < blocks; ++b) {
+    const __m256 xl = _mm256_loadu_ps(x0 + b * 16), xh = _mm256_loadu_ps(x0 + b * 16 + 8);
+    __m256 wl[4], wh[4];
+    for (int j = 0; j < 4; ++j) {
+      const __m256 lut = _mm256_mul_ps(dec.lut, _mm256_set1_ps(e4m3[scales[j][b]]));
+      wl[j] = dec.Decode8(rows[j] + b * 8, lut);
+      wh[j] = dec.Decode8(rows[j] + b * 8 + 4, lut);
+    }
+    a0 = _mm256_fmadd_ps(wh[0], xh, _mm256_fmadd_ps(wl[0], xl, a0));
+    a1 = _mm256_fmadd_ps(wh[1], xh, _mm256_fmadd_ps(wl[1], xl, a1));
+    a2 = _mm256_fmadd_ps(wh[2], xh, _mm256_fmadd_ps(wl[2], xl, a2));
+    a3 = _mm256_fmadd_ps(wh[3], xh, _mm256_fmadd_ps(wl[3], xl, a3));
+    if (m == 2) {
+      const __m256 yl = _mm256_loadu_ps(x1 + b * 16), yh = _mm256_loadu_ps(x1 + b * 16 + 8);
+      b0 = _mm256_fmadd_ps(wh[0], yh, _mm256_fmadd_ps(wl[0], yl, b0));
+      b1 = _mm256_fmadd_ps(wh[1], yh, _mm256_fmadd_ps(wl[1], yl, b1));
+      b2 = _mm256_fmadd_ps(wh[2], yh, _mm256_fmadd_ps(wl[2], yl, b2));
+      b3 = _mm256_fmadd_ps(wh[3], yh, _mm256_fmadd_ps(wl[3], yl, b3));
+    }
+  }
+  const __m256 acc[2][4] = {{a0, a1, a2, a3}, {b0, b1, b2, b3}};
+  for (int64_t i = 0; i < m; ++i) {
+    for (int j = 0; j < 4; ++j) Store(y + i * ldy + j, Hsum(acc[i][j]) * w.global_scale, accumulate);
   }
 }
 
 void Gemv(const WeightMatrix& w, int64_t row0, int64_t row1, const float* x, int64_t m,
           int64_t ldx, float* y, int64_t ldy, bool accumulate) {
-  if (m == 1) {
-    GemvM<1>(w, row0, row1, x, ldx, y, ldy, accumulate);
-  } else {
-    GemvM<2>(w, row0, row1, x, ldx, y, ldy, accumulate);
+  const bool fp4 = w.format == WeightFormat::kNvfp4;
+  int64_t r = row0;
+  for (; r + 4 <= row1; r += 4) {
+    const uint8_t* rows[4];
+    const uint8_t* scales[4];
+    for (int j = 0; j < 4; ++j) {
+      rows[j] = static_cast<const uint8_t*>(w.data) + (r + j) * w.row_stride;
+      scales[j] = fp4 ? w.scales + (r + j) * w.scale_row_stride : nullptr;
+    }
+    float* out = y + (r - row0);
+    switch (w.format) {
+      case WeightFormat::kNvfp4:
+        Gemv4Nvfp4(w, rows, scales, x, ldx, m, out, ldy, accumulate);
+        break;
+      case WeightFormat::kBF16:
+        Gemv4Dense<LoadBf16>(w, rows, x, ldx, m, out, ldy, accumulate);
+        break;
+      case WeightFormat::kF16:
+        Gemv4Dense<LoadF16>(w, rows, x, ldx, m, out, ldy, accumulate);
+        break;
+      case WeightFormat::kF32:
+        Gemv4Dense<LoadF32>(w, rows, x, ldx, m, out, ldy, accumulate);
+        break;
+    }
+  }
+  for (; r < row1; ++r) {  // the last < 4 rows
+    if (m == 1) {
+      if (fp4) {
+        GemvNvfp4Rows<1, 1>(w, r, x, ldx, y + (r - row0), ldy, accumulate);
+      } else {
+        GemvDenseRows<1, 1>(w, r, x, ldx, y + (r - row0), ldy, accumulate);
+      }
+    } else {
+      if (fp4) {
+        GemvNvfp4Rows<2, 1>(w, r, x, ldx, y + (r - row0), ldy, accumulate);
+      } else {
+        GemvDenseRows<2, 1>(w, r, x, ldx, y + (r - row0), ldy, accumulate);
+      }
+    }
   }
 }
 
@@ -253,6 +360,46 @@ void DotTileT(const float* a, int64_t lda, const float* b, int64_t ldb, int64_t 
   }
 }
 
+// The full 4x3 tile with named accumulators (GCC keeps arrays of __m256 in
+// memory even when the loops unroll, which costs 3x here).
+void DotTile4x3(const float* a, int64_t lda, const float* b, int64_t ldb, int64_t kc, float* c,
+                int64_t ldc, bool accumulate) {
+  const float *a0 = a, *a1 = a + lda, *a2 = a + 2 * lda, *a3 = a + 3 * lda;
+  const float *b0 = b, *b1 = b + ldb, *b2 = b + 2 * ldb;
+  __m256 c00 = _mm256_setzero_ps(), c01 = c00, c02 = c00, c10 = c00, c11 = c00, c12 = c00;
+  __m256 c20 = c00, c21 = c00, c22 = c00, c30 = c00, c31 = c00, c32 = c00;
+  int64_t k = 0;
+  for (; k + 8 <= kc; k += 8) {
+    const __m256 w0 = _mm256_loadu_ps(b0 + k), w1 = _mm256_loadu_ps(b1 + k),
+                 w2 = _mm256_loadu_ps(b2 + k);
+    __m256 av = _mm256_loadu_ps(a0 + k);
+    c00 = _mm256_fmadd_ps(av, w0, c00);
+    c01 = _mm256_fmadd_ps(av, w1, c01);
+    c02 = _mm256_fmadd_ps(av, w2, c02);
+    av = _mm256_loadu_ps(a1 + k);
+    c10 = _mm256_fmadd_ps(av, w0, c10);
+    c11 = _mm256_fmadd_ps(av, w1, c11);
+    c12 = _mm256_fmadd_ps(av, w2, c12);
+    av = _mm256_loadu_ps(a2 + k);
+    c20 = _mm256_fmadd_ps(av, w0, c20);
+    c21 = _mm256_fmadd_ps(av, w1, c21);
+    c22 = _mm256_fmadd_ps(av, w2, c22);
+    av = _mm256_loadu_ps(a3 + k);
+    c30 = _mm256_fmadd_ps(av, w0, c30);
+    c31 = _mm256_fmadd_ps(av, w1, c31);
+    c32 = _mm256_fmadd_ps(av, w2, c32);
+  }
+  const __m256 acc[4][3] = {{c00, c01, c02}, {c10, c11, c12}, {c20, c21, c22}, {c30, c31, c32}};
+  for (int i = 0; i < 4; ++i) {
+    for (int j = 0; j < 3; ++j) {
+      float sum = Hsum(acc[i][j]);
+      for (int64_t t = k; t < kc; ++t) sum += a[i * lda + t] * b[j * ldb + t];
+      float* out = c + i * ldc + j;
+      *out = accumulate ? *out + sum : sum;
+    }
+  }
+}
+
 template <int MR>
 void DotTileRows(const float* a, int64_t lda, const float* b, int64_t ldb, int64_t kc, int nr,
                  float* c, int64_t ldc, bool accumulate) {
@@ -271,6 +418,7 @@ void DotTileRows(const float* a, int64_t lda, const float* b, int64_t ldb, int64
 
 void DotTile(const float* a, int64_t lda, const float* b, int64_t ldb, int64_t kc, int mr, int nr,
              float* c, int64_t ldc, bool accumulate) {
+  if (mr == 4 && nr == 3) return DotTile4x3(a, lda, b, ldb, kc, c, ldc, accumulate);
   switch (mr) {
     case 1:
       DotTileRows<1>(a, lda, b, ldb, kc, nr, c, ldc, accumulate);

@@ -5,8 +5,10 @@
 // sequences that prefill and decode in the same step.
 #include <QtTest>
 
+#include <barrier>
 #include <cmath>
 #include <fstream>
+#include <thread>
 #include <nlohmann/json.hpp>
 
 #include "octet/base/file_util.h"
@@ -197,6 +199,91 @@ class TestEngineFixtures : public QObject {
       const double d = MaxDiff(got[p].data(), ref, 0, T);
       QVERIFY2(d <= ref.atol, ("slot " + std::to_string(plans[p].slot) +
                                ": max |logits - ref| = " + std::to_string(d)).c_str());
+    }
+  }
+
+  void shardedRanksReproduceTheModel_data() {
+    QTest::addColumn<QString>("model");
+    QTest::addColumn<int>("ranks");
+    QTest::newRow("qwen3-tiny/2") << QString("qwen3-tiny") << 2;
+    QTest::newRow("qwen3-tiny-nvfp4/2") << QString("qwen3-tiny-nvfp4") << 2;
+    QTest::newRow("llama3-tiny/2") << QString("llama3-tiny") << 2;
+    QTest::newRow("qwen2-tiny/2") << QString("qwen2-tiny") << 2;  // 1 kv head: replicated
+  }
+  // The tensor-parallel plug points: each rank loads a Megatron slice of every
+  // linear (LoadOptions::shard) and sums partial outputs after o_proj and
+  // down_proj (ForwardHooks::all_reduce, here a barrier in shared memory).
+  // Together the ranks must reproduce the reference logits.
+  void shardedRanksReproduceTheModel() {
+    QFETCH(QString, model);
+    QFETCH(int, ranks);
+    const std::string dir = test::FixturesDir() + "/" + model.toStdString();
+    Reference ref = LoadReference(dir);
+    std::vector<int32_t> seq = ref.prompt;
+    seq.insert(seq.end(), ref.generated.begin(), ref.generated.end() - 1);
+    auto cfg = LoadModelConfig(dir);
+    QVERIFY(cfg.ok());
+    const int64_t hd = cfg->head_dim, nq = cfg->num_heads, nkv = cfg->num_kv_heads;
+    std::vector<std::vector<float>> partial(ranks);
+    std::barrier sync(ranks);
+    std::vector<ForwardOutput> outs(ranks);
+    std::vector<Status> status(ranks);
+    auto rank_main = [&](int r) {
+      LoadOptions o;
+      o.threads = 1;
+      o.shard = [&](const std::string& module, LinearRole role, int64_t rows, int64_t cols) {
+        WeightSlice s;
+        const bool kv = module.find("k_proj") != std::string::npos ||
+                        module.find("v_proj") != std::string::npos;
+        if (role == LinearRole::kColumnParallel) {
+          if (kv && nkv < ranks) {  // fewer kv heads than ranks: replicate, rank r uses r / (ranks / nkv)
+            const int64_t head = r / (ranks / nkv);
+            s.row_begin = head * hd;
+            s.row_count = hd;
+          } else {
+            s.row_begin = rows / ranks * r;
+            s.row_count = rows / ranks;
+          }
+        } else if (role == LinearRole::kRowParallel) {
+          s.col_begin = cols / ranks * r;
+          s.col_count = cols / ranks;
+        }
+        return s;
+      };
+      auto m = Model::Load(dir, o);
+      if (!m.ok()) {
+        status[r] = m.status();
+        return;
+      }
+      if ((*m)->local_heads() != nq / ranks) {
+        status[r] = InternalError("rank holds " + std::to_string((*m)->local_heads()) + " heads");
+        return;
+      }
+      KvCache cache = (*m)->NewKvCache(1, ref.T);
+      ForwardHooks hooks;
+      hooks.all_reduce = [&](float* data, int64_t n) {
+        partial[r].assign(data, data + n);
+        sync.arrive_and_wait();
+        for (int64_t i = 0; i < n; ++i) {
+          float sum = 0;
+          for (int q = 0; q < ranks; ++q) sum += partial[q][i];  // fixed rank order
+          data[i] = sum;
+        }
+        sync.arrive_and_wait();
+        return Status::Ok();
+      };
+      SequenceChunk ch;
+      ch.tokens = seq;
+      ch.all_logits = true;
+      status[r] = (*m)->Forward({ch}, cache, &outs[r], hooks);
+    };
+    std::vector<std::thread> threads;
+    for (int r = 0; r < ranks; ++r) threads.emplace_back(rank_main, r);
+    for (auto& t : threads) t.join();
+    for (int r = 0; r < ranks; ++r) {
+      QVERIFY2(status[r].ok(), status[r].ToString().c_str());
+      const double d = MaxDiff(outs[r].logits.data(), ref, 0, ref.T);
+      QVERIFY2(d <= ref.atol, ("rank " + std::to_string(r) + ": " + std::to_string(d)).c_str());
     }
   }
 
