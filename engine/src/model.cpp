@@ -276,15 +276,18 @@ Status Model::LoadWeights(const LoadOptions& options) {
       OCTET_ASSIGN_OR_RETURN(L.q_norm, ld.Vector(p + "self_attn.q_norm.weight", hd));
       OCTET_ASSIGN_OR_RETURN(L.k_norm, ld.Vector(p + "self_attn.k_norm.weight", hd));
     }
+    // Llama's attention_bias covers o_proj too; Qwen2's biases are q/k/v only.
+    const bool o_bias = c.attention_bias && c.arch == Architecture::kLlama;
     OCTET_ASSIGN_OR_RETURN(L.o, ld.LoadLinear(p + "self_attn.o_proj", H, c.num_heads * hd,
-                                              LinearRole::kRowParallel, false));
+                                              LinearRole::kRowParallel, o_bias));
     OCTET_ASSIGN_OR_RETURN(L.post_norm, ld.Vector(p + "post_attention_layernorm.weight", H));
+    const bool mb = c.mlp_bias;
     OCTET_ASSIGN_OR_RETURN(L.gate, ld.LoadLinear(p + "mlp.gate_proj", c.intermediate_size, H,
-                                                 LinearRole::kColumnParallel, false));
+                                                 LinearRole::kColumnParallel, mb));
     OCTET_ASSIGN_OR_RETURN(L.up, ld.LoadLinear(p + "mlp.up_proj", c.intermediate_size, H,
-                                               LinearRole::kColumnParallel, false));
+                                               LinearRole::kColumnParallel, mb));
     OCTET_ASSIGN_OR_RETURN(L.down, ld.LoadLinear(p + "mlp.down_proj", H, c.intermediate_size,
-                                                 LinearRole::kRowParallel, false));
+                                                 LinearRole::kRowParallel, mb));
     // Shapes a shard must keep consistent within the layer.
     if (L.q.weight.rows % hd || L.k.weight.rows % hd || L.k.weight.rows != L.v.weight.rows ||
         L.o.weight.cols != L.q.weight.rows || L.gate.weight.rows != L.up.weight.rows ||
@@ -470,6 +473,7 @@ Status Model::Forward(const std::vector<SequenceChunk>& batch, KvCache& cache, F
     be.Matmul(attn, T, qd, L.o.weight, proj, H, false);
     // >>> Tensor parallelism: o_proj is row-parallel; each rank holds a partial sum.
     if (hooks.all_reduce) OCTET_RETURN_IF_ERROR(hooks.all_reduce(proj, T * H));
+    add_bias(proj, H, L.o.bias);  // a row-parallel bias is added once, after the sum
     be.Add(x, proj, T * H, x);
 
     // ---- MLP block: x += down_proj(silu(gate_proj(n)) * up_proj(n)) ----
@@ -477,10 +481,13 @@ Status Model::Forward(const std::vector<SequenceChunk>& batch, KvCache& cache, F
     be.RmsNorm(x, L.post_norm.data(), eps, T, H, H, xn);
     be.Matmul(xn, T, H, L.gate.weight, S.gate.data(), F, false);
     be.Matmul(xn, T, H, L.up.weight, S.up.data(), F, false);
+    add_bias(S.gate.data(), F, L.gate.bias);
+    add_bias(S.up.data(), F, L.up.bias);
     be.SiluMul(S.gate.data(), S.up.data(), T, F, F, S.gate.data());
     be.Matmul(S.gate.data(), T, F, L.down.weight, proj, H, false);
     // >>> Tensor parallelism: down_proj is row-parallel; each rank holds a partial sum.
     if (hooks.all_reduce) OCTET_RETURN_IF_ERROR(hooks.all_reduce(proj, T * H));
+    add_bias(proj, H, L.down.bias);
     be.Add(x, proj, T * H, x);
   }
   for (size_t s = 0; s < batch.size(); ++s) {

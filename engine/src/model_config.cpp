@@ -141,6 +141,9 @@ Result<ModelConfig> ParseModelConfig(const std::string& json_text, const std::st
         j["attention_bias"].is_boolean()) {
       c.attention_bias = j["attention_bias"].get<bool>();
     }
+    if (c.arch == Architecture::kLlama && j.contains("mlp_bias") && j["mlp_bias"].is_boolean()) {
+      c.mlp_bias = j["mlp_bias"].get<bool>();
+    }
     if (j.contains("max_position_embeddings") && j["max_position_embeddings"].is_number_integer()) {
       c.max_position_embeddings = j["max_position_embeddings"].get<int64_t>();
     }

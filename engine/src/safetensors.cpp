@@ -139,7 +139,9 @@ Result<SafetensorsFile> SafetensorsFile::Open(const std::string& path) {
       t.file = path;
       if (!v["shape"].is_array()) return DataLossError(where + ": shape is not an array");
       for (const auto& d : v["shape"]) {
-        if (!d.is_number_unsigned()) return DataLossError(where + ": shape has a non-integer entry");
+        if (!d.is_number_unsigned() || d.get<uint64_t>() > (uint64_t{1} << 48)) {
+          return DataLossError(where + ": shape has an entry that is not a dimension");
+        }
         t.shape.push_back(d.get<int64_t>());
       }
       const auto& off = v["data_offsets"];

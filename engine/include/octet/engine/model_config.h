@@ -48,7 +48,8 @@ struct ModelConfig {
   double rope_theta = 10000.0;
   RopeScaling rope_scaling;
   bool tie_word_embeddings = false;
-  bool attention_bias = false;  // q/k/v biases (Qwen2 always)
+  bool attention_bias = false;  // q/k/v biases (Qwen2 always; Llama: also o_proj)
+  bool mlp_bias = false;        // Llama mlp_bias: gate/up/down biases
   bool qk_norm = false;         // Qwen3
   int64_t max_position_embeddings = 0;
   int32_t bos_token_id = -1;
