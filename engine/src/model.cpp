@@ -183,6 +183,19 @@ class Loader {
     return l;
   }
 
+  // Reports completion: tensors the model does not use (a tied lm_head kept
+  // in the file, rotary caches of old exports) count as done.
+  void Finish() {
+    if (progress_.tensors_done == progress_.tensors_total &&
+        progress_.bytes_done == progress_.bytes_total) {
+      return;
+    }
+    progress_.bytes_done = progress_.bytes_total;
+    progress_.tensors_done = progress_.tensors_total;
+    progress_.tensor.clear();
+    if (options_.progress) options_.progress(progress_);
+  }
+
  private:
   // The tensor's bytes, copied when they are not aligned to the element size
   // (the kernels may load whole elements).
@@ -305,6 +318,7 @@ Status Model::LoadWeights(const LoadOptions& options) {
                                                    LinearRole::kReplicated, false));
   }
   lm_head_.role = LinearRole::kReplicated;
+  ld.Finish();
   local_heads_ = layers_.empty() ? c.num_heads : layers_[0].q.weight.rows / hd;
   local_kv_heads_ = layers_.empty() ? c.num_kv_heads : layers_[0].k.weight.rows / hd;
   if (local_kv_heads_ == 0 || local_heads_ % local_kv_heads_ != 0) {
