@@ -17,6 +17,9 @@ constexpr int64_t kPanelRows = 48;  // a multiple of kTileCols
 constexpr int64_t kDepth = 512;     // a multiple of the NVFP4 block
 constexpr int64_t kBlockRows = 128;
 constexpr int64_t kGemvRowsPerTask = 16;
+// Up to this many activation rows go through gemv passes (cheaper than
+// decoding a panel for the dot-tile GEMM when the batch is small).
+constexpr int64_t kGemvBatchRows = 5;
 
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
@@ -49,11 +52,16 @@ void CpuBackend::Matmul(const float* x, int64_t m, int64_t ldx, const WeightMatr
     }
     return;
   }
-  if (m <= kGemvMaxRows) {
+  if (m <= kGemvBatchRows) {
+    // Small batches (decode): weights decoded in registers, kGemvMaxRows
+    // activation rows per pass; a task's weight rows stay in cache between passes.
     pool_.ParallelFor(CeilDiv(n, kGemvRowsPerTask), [&](int64_t task, int) {
       const int64_t r0 = task * kGemvRowsPerTask;
       const int64_t r1 = std::min(n, r0 + kGemvRowsPerTask);
-      isa_.gemv(w, r0, r1, x, m, ldx, y + r0, ldy, accumulate);
+      for (int64_t i = 0; i < m; i += kGemvMaxRows) {
+        isa_.gemv(w, r0, r1, x + i * ldx, std::min<int64_t>(kGemvMaxRows, m - i), ldx,
+                  y + i * ldy + r0, ldy, accumulate);
+      }
     });
     return;
   }
