@@ -451,9 +451,9 @@ Status Model::Forward(const std::vector<SequenceChunk>& batch, KvCache& cache, F
     const LayerWeights& L = layers_[l];
     // ---- attention block: x += o_proj(attention(rope(q), rope(k), v)) ----
     be.RmsNorm(x, L.input_norm.data(), eps, T, H, H, xn);
-    be.Matmul(xn, T, H, L.q.weight, q, qd, false);
-    be.Matmul(xn, T, H, L.k.weight, k, kvd, false);
-    be.Matmul(xn, T, H, L.v.weight, v, kvd, false);
+    const kernels::KernelBackend::MatmulOutput qkv[3] = {
+        {&L.q.weight, q, qd}, {&L.k.weight, k, kvd}, {&L.v.weight, v, kvd}};
+    be.MatmulMulti(xn, T, H, qkv, 3);
     add_bias(q, qd, L.q.bias);
     add_bias(k, kvd, L.k.bias);
     add_bias(v, kvd, L.v.bias);
@@ -493,8 +493,9 @@ Status Model::Forward(const std::vector<SequenceChunk>& batch, KvCache& cache, F
     // ---- MLP block: x += down_proj(silu(gate_proj(n)) * up_proj(n)) ----
     const int64_t F = L.gate.weight.rows;
     be.RmsNorm(x, L.post_norm.data(), eps, T, H, H, xn);
-    be.Matmul(xn, T, H, L.gate.weight, S.gate.data(), F, false);
-    be.Matmul(xn, T, H, L.up.weight, S.up.data(), F, false);
+    const kernels::KernelBackend::MatmulOutput gate_up[2] = {{&L.gate.weight, S.gate.data(), F},
+                                                            {&L.up.weight, S.up.data(), F}};
+    be.MatmulMulti(xn, T, H, gate_up, 2);
     add_bias(S.gate.data(), F, L.gate.bias);
     add_bias(S.up.data(), F, L.up.bias);
     be.SiluMul(S.gate.data(), S.up.data(), T, F, F, S.gate.data());

@@ -103,6 +103,37 @@ void CpuBackend::Matmul(const float* x, int64_t m, int64_t ldx, const WeightMatr
   });
 }
 
+void CpuBackend::MatmulMulti(const float* x, int64_t m, int64_t ldx, const MatmulOutput* outputs,
+                             int n_outputs) {
+  if (m > kGemvBatchRows) {  // compute-bound: one call each is as good
+    for (int i = 0; i < n_outputs; ++i) {
+      Matmul(x, m, ldx, *outputs[i].w, outputs[i].y, outputs[i].ldy, false);
+    }
+    return;
+  }
+  // Task t covers rows of one output: outputs are laid end to end in task space.
+  std::vector<int64_t> first_task(n_outputs + 1, 0);
+  for (int i = 0; i < n_outputs; ++i) {
+    first_task[i + 1] = first_task[i] + CeilDiv(outputs[i].w->rows, kGemvRowsPerTask);
+  }
+  pool_.ParallelFor(first_task[n_outputs], [&](int64_t task, int) {
+    int o = 0;
+    while (task >= first_task[o + 1]) ++o;
+    const WeightMatrix& w = *outputs[o].w;
+    const int64_t r0 = (task - first_task[o]) * kGemvRowsPerTask;
+    const int64_t r1 = std::min(w.rows, r0 + kGemvRowsPerTask);
+    if (w.cols == 0) {
+      for (int64_t i = 0; i < m; ++i) std::fill(outputs[o].y + i * outputs[o].ldy + r0,
+                                                outputs[o].y + i * outputs[o].ldy + r1, 0.0f);
+      return;
+    }
+    for (int64_t i = 0; i < m; i += kGemvMaxRows) {
+      isa_.gemv(w, r0, r1, x + i * ldx, std::min<int64_t>(kGemvMaxRows, m - i), ldx,
+                outputs[o].y + i * outputs[o].ldy + r0, outputs[o].ldy, false);
+    }
+  });
+}
+
 void CpuBackend::Gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
                       const float* A, int64_t lda, const float* B, int64_t ldb, float beta,
                       float* C, int64_t ldc) {

@@ -227,6 +227,27 @@ class TestKernelConformance : public QObject {
     }
   }
 
+  void matmulMultiEqualsSeparateCalls() {
+    std::mt19937 rng(9);
+    for (auto& backend : AllBackends(2)) {
+      OwnedWeight a = RandomWeight(WeightFormat::kNvfp4, 37, 64, rng);
+      OwnedWeight b = RandomWeight(WeightFormat::kBF16, 5, 64, rng);
+      OwnedWeight c = RandomWeight(WeightFormat::kF32, 70, 64, rng);
+      for (int64_t m : {1, 2, 3, 5, 8}) {
+        std::vector<float> x = RandomFloats(m * 64, rng);
+        std::vector<float> ya(m * 37), yb(m * 5), yc(m * 70);
+        const KernelBackend::MatmulOutput outs[3] = {
+            {&a.view, ya.data(), 37}, {&b.view, yb.data(), 5}, {&c.view, yc.data(), 70}};
+        backend->MatmulMulti(x.data(), m, 64, outs, 3);
+        for (auto [w, y, n] : {std::tuple{&a.view, &ya, 37}, {&b.view, &yb, 5}, {&c.view, &yc, 70}}) {
+          std::vector<float> want(m * n);
+          backend->Matmul(x.data(), m, 64, *w, want.data(), n, false);
+          QCOMPARE(*y, want);
+        }
+      }
+    }
+  }
+
   void gemmAllTransposes() {
     std::mt19937 rng(3);
     for (auto& backend : AllBackends(2)) {
