@@ -17,10 +17,10 @@ inline void CpuRelax() {
 #endif
 }
 
-// Spin iterations before a worker sleeps: long enough to bridge the gap between
-// back-to-back kernels of one decode step, short enough not to burn a core that
-// another process could use.
-constexpr int kSpinIterations = 20000;
+// Spin iterations (~0.1 ms) before a thread sleeps: long enough to bridge the
+// gap between back-to-back kernels of one decode step, short enough not to burn
+// a core that another process (or our own descheduled thread) needs.
+constexpr int kSpinIterations = 2000;
 
 }  // namespace
 
@@ -60,7 +60,11 @@ void ThreadPool::RunTasks(int thread) {
     if (index >= n) return;
     if (!state_.compare_exchange_weak(s, s + 1, std::memory_order_acq_rel)) continue;
     (*fn)(index, thread);
-    done_.fetch_add(1, std::memory_order_release);
+    if (done_.fetch_add(1, std::memory_order_seq_cst) + 1 == n &&
+        caller_waiting_.load(std::memory_order_seq_cst)) {
+      std::lock_guard<std::mutex> lock(mu_);
+      done_cv_.notify_all();
+    }
   }
 }
 
@@ -103,13 +107,15 @@ void ThreadPool::ParallelFor(int64_t n_tasks, const TaskFn& fn) {
   wake_.notify_all();
   RunTasks(0);
   // Wait for tasks other threads claimed; unclaimed ones were run above.
-  for (int i = 0; done_.load(std::memory_order_acquire) != n_tasks; ++i) {
-    if (i < kSpinIterations) {
-      CpuRelax();
-    } else {
-      sched_yield();  // the thread running the last task was descheduled
-    }
+  for (int i = 0; i < kSpinIterations; ++i) {
+    if (done_.load(std::memory_order_acquire) == n_tasks) return;
+    CpuRelax();
   }
+  // The thread running the last task was probably descheduled: sleep.
+  std::unique_lock<std::mutex> lock(mu_);
+  caller_waiting_.store(true, std::memory_order_seq_cst);
+  done_cv_.wait(lock, [&] { return done_.load(std::memory_order_seq_cst) == n_tasks; });
+  caller_waiting_.store(false, std::memory_order_relaxed);
 }
 
 }  // namespace octet::kernels

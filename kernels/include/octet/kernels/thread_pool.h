@@ -63,8 +63,12 @@ class ThreadPool {
   uint32_t job_ = 0;  // written by the caller only (under run_mutex_)
 
   // Waking workers: generation_ changes with every job; sleepers wait on wake_.
+  // A caller whose tasks are still running elsewhere after a short spin sleeps
+  // on done_cv_ (caller_waiting_ set); the thread finishing the last task wakes it.
   std::mutex mu_;
   std::condition_variable wake_;
+  std::condition_variable done_cv_;
+  std::atomic<bool> caller_waiting_{false};
   std::atomic<uint64_t> generation_{0};
   std::atomic<bool> stop_{false};
 };
