@@ -36,9 +36,10 @@ void DrawProgress(const engine::LoadProgress& p) {
   const int width = 30;
   const double frac = p.bytes_total > 0 ? double(p.bytes_done) / double(p.bytes_total) : 1.0;
   const int filled = static_cast<int>(frac * width);
-  std::fprintf(stderr, "\rloading [%s%s] %3d%%  %lld/%lld tensors", std::string(filled, '#').c_str(),
-               std::string(width - filled, ' ').c_str(), static_cast<int>(frac * 100),
-               static_cast<long long>(p.tensors_done), static_cast<long long>(p.tensors_total));
+  std::fprintf(stderr, "\rloading [%s%s] %3d%%  %lld/%lld tensors",
+               std::string(filled, '#').c_str(), std::string(width - filled, ' ').c_str(),
+               static_cast<int>(frac * 100), static_cast<long long>(p.tensors_done),
+               static_cast<long long>(p.tensors_total));
   if (p.tensors_done == p.tensors_total) std::fprintf(stderr, "\n");
   std::fflush(stderr);
 }
@@ -46,9 +47,10 @@ void DrawProgress(const engine::LoadProgress& p) {
 }  // namespace
 
 int RunGenerate(const std::vector<std::string>& args) {
-  ArgParser p(kProgram,
-              "Generate tokens from a Hugging Face model folder (Llama-3, Qwen2, Qwen3; F32, BF16,\n"
-              "F16 or ModelOpt NVFP4 weights) on the CPU.");
+  ArgParser p(
+      kProgram,
+      "Generate tokens from a Hugging Face model folder (Llama-3, Qwen2, Qwen3; F32, BF16,\n"
+      "F16 or ModelOpt NVFP4 weights) on the CPU.");
   p.Option("model", "DIR", "model folder (config.json, *.safetensors)")
       .Option("prompt", "TEXT", "prompt text (needs the tokenizer, issue 4)")
       .Option("prompt-ids", "IDS", "prompt as comma-separated token ids, e.g. 1,2,3")
@@ -77,8 +79,9 @@ int RunGenerate(const std::vector<std::string>& args) {
   }
   if (!p.Given("model")) return UsageError("--model DIR is required");
   if (p.Given("prompt") || p.GetFlag("chat")) {
-    std::cerr << kProgram << ": --prompt and --chat need the tokenizer and chat templates, which "
-                             "are not in this build yet (issue 4); give token ids with --prompt-ids\n";
+    std::cerr << kProgram
+              << ": --prompt and --chat need the tokenizer and chat templates, which "
+                 "are not in this build yet (issue 4); give token ids with --prompt-ids\n";
     return kExitUnavailable;
   }
   if (!p.Given("prompt-ids")) return UsageError("give the prompt with --prompt-ids 1,2,3");
@@ -87,7 +90,8 @@ int RunGenerate(const std::vector<std::string>& args) {
   if (ids64->empty()) return UsageError("--prompt-ids is empty");
   std::vector<int32_t> prompt;
   for (int64_t id : *ids64) {
-    if (id < 0 || id > INT32_MAX) return UsageError("token id " + std::to_string(id) + " is out of range");
+    if (id < 0 || id > INT32_MAX)
+      return UsageError("token id " + std::to_string(id) + " is out of range");
     prompt.push_back(static_cast<int32_t>(id));
   }
   auto max_tokens = p.GetInt("max-tokens");

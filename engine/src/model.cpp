@@ -104,7 +104,9 @@ class Loader {
 
   Result<float> Scalar(const std::string& name) {
     const TensorInfo* t = store_.Find(name);
-    if (!t) return NotFoundError("tensor '" + name + "' (expected shape []) is missing from the checkpoint");
+    if (!t)
+      return NotFoundError("tensor '" + name +
+                           "' (expected shape []) is missing from the checkpoint");
     if (t->dtype != DType::kF32 || t->numel() != 1 || t->shape.size() > 1) {
       return InvalidArgumentError("tensor '" + name + "' must be an F32 scalar (shape []), has " +
                                   std::string(DTypeName(t->dtype)) + " " + t->ShapeString());
@@ -167,17 +169,17 @@ class Loader {
       const int64_t cc = s.col_count < 0 ? in - s.col_begin : s.col_count;
       if (s.row_begin < 0 || rc < 0 || s.row_begin + rc > out ||
           !l.weight.CanSliceCols(s.col_begin, cc)) {
-        return InvalidArgumentError("'" + module + "': slice rows [" +
-                                    std::to_string(s.row_begin) + ", +" + std::to_string(rc) +
-                                    ") cols [" + std::to_string(s.col_begin) + ", +" +
-                                    std::to_string(cc) + ") does not fit the " +
-                                    std::string(kernels::WeightFormatName(l.weight.format)) +
-                                    " weight [" + std::to_string(out) + ", " + std::to_string(in) +
-                                    "]");
+        return InvalidArgumentError(
+            "'" + module + "': slice rows [" + std::to_string(s.row_begin) + ", +" +
+            std::to_string(rc) + ") cols [" + std::to_string(s.col_begin) + ", +" +
+            std::to_string(cc) + ") does not fit the " +
+            std::string(kernels::WeightFormatName(l.weight.format)) + " weight [" +
+            std::to_string(out) + ", " + std::to_string(in) + "]");
       }
       l.weight = l.weight.RowSlice(s.row_begin, rc).ColSlice(s.col_begin, cc);
       if (!l.bias.empty()) {
-        l.bias = std::vector<float>(l.bias.begin() + s.row_begin, l.bias.begin() + s.row_begin + rc);
+        l.bias =
+            std::vector<float>(l.bias.begin() + s.row_begin, l.bias.begin() + s.row_begin + rc);
       }
     }
     return l;
@@ -260,8 +262,7 @@ Result<std::unique_ptr<Model>> Model::Load(const std::string& dir, const LoadOpt
   m->dir_ = dir;
   OCTET_ASSIGN_OR_RETURN(m->config_, LoadModelConfig(dir));
   OCTET_ASSIGN_OR_RETURN(m->store_, CheckpointStore::Open(dir));
-  OCTET_ASSIGN_OR_RETURN(m->backend_,
-                         kernels::CreateBackend(options.backend, {options.threads}));
+  OCTET_ASSIGN_OR_RETURN(m->backend_, kernels::CreateBackend(options.backend, {options.threads}));
   OCTET_RETURN_IF_ERROR(m->LoadWeights(options));
   m->inv_freq_ = RopeInvFreq(m->config_);
   m->scratch_ = std::make_unique<Scratch>();
@@ -314,8 +315,8 @@ Status Model::LoadWeights(const LoadOptions& options) {
     lm_head_.name = "lm_head (tied to model.embed_tokens)";
     lm_head_.weight = embed_;
   } else {
-    OCTET_ASSIGN_OR_RETURN(lm_head_, ld.LoadLinear("lm_head", c.vocab_size, H,
-                                                   LinearRole::kReplicated, false));
+    OCTET_ASSIGN_OR_RETURN(
+        lm_head_, ld.LoadLinear("lm_head", c.vocab_size, H, LinearRole::kReplicated, false));
   }
   lm_head_.role = LinearRole::kReplicated;
   ld.Finish();
@@ -350,7 +351,9 @@ int64_t Model::WeightBytesPerToken() const {
 
 std::string Model::WeightFormatSummary() const {
   std::set<std::string> formats;
-  auto add = [&](const WeightMatrix& w) { formats.insert(std::string(kernels::WeightFormatName(w.format))); };
+  auto add = [&](const WeightMatrix& w) {
+    formats.insert(std::string(kernels::WeightFormatName(w.format)));
+  };
   add(embed_);
   add(lm_head_.weight);
   for (const LayerWeights& L : layers_) {
@@ -384,12 +387,14 @@ Status Model::Forward(const std::vector<SequenceChunk>& batch, KvCache& cache, F
   std::set<int> slots;
   for (size_t s = 0; s < batch.size(); ++s) {
     const SequenceChunk& ch = batch[s];
-    const std::string where = "sequence " + std::to_string(s) + " (slot " + std::to_string(ch.slot) + ")";
+    const std::string where =
+        "sequence " + std::to_string(s) + " (slot " + std::to_string(ch.slot) + ")";
     if (ch.slot < 0 || ch.slot >= cache.num_slots()) {
       return InvalidArgumentError(where + ": slot out of range (cache has " +
                                   std::to_string(cache.num_slots()) + " slots)");
     }
-    if (!slots.insert(ch.slot).second) return InvalidArgumentError(where + ": slot used twice in one batch");
+    if (!slots.insert(ch.slot).second)
+      return InvalidArgumentError(where + ": slot used twice in one batch");
     if (ch.tokens.empty()) return InvalidArgumentError(where + ": no tokens");
     if (ch.start_pos < 0 || ch.start_pos > cache.length(ch.slot)) {
       return InvalidArgumentError(where + ": start position " + std::to_string(ch.start_pos) +
@@ -406,8 +411,8 @@ Status Model::Forward(const std::vector<SequenceChunk>& batch, KvCache& cache, F
       if (ch.tokens[i] < 0 || ch.tokens[i] >= c.vocab_size) {
         return InvalidArgumentError(where + ": token id " + std::to_string(ch.tokens[i]) +
                                     " at position " + std::to_string(ch.start_pos + i) +
-                                    " is out of range (vocab size " +
-                                    std::to_string(c.vocab_size) + ")");
+                                    " is out of range (vocab size " + std::to_string(c.vocab_size) +
+                                    ")");
       }
     }
     T += static_cast<int64_t>(ch.tokens.size());
@@ -494,7 +499,7 @@ Status Model::Forward(const std::vector<SequenceChunk>& batch, KvCache& cache, F
     const int64_t F = L.gate.weight.rows;
     be.RmsNorm(x, L.post_norm.data(), eps, T, H, H, xn);
     const kernels::KernelBackend::MatmulOutput gate_up[2] = {{&L.gate.weight, S.gate.data(), F},
-                                                            {&L.up.weight, S.up.data(), F}};
+                                                             {&L.up.weight, S.up.data(), F}};
     be.MatmulMulti(xn, T, H, gate_up, 2);
     add_bias(S.gate.data(), F, L.gate.bias);
     add_bias(S.up.data(), F, L.up.bias);
@@ -506,7 +511,8 @@ Status Model::Forward(const std::vector<SequenceChunk>& batch, KvCache& cache, F
     be.Add(x, proj, T * H, x);
   }
   for (size_t s = 0; s < batch.size(); ++s) {
-    cache.set_length(batch[s].slot, batch[s].start_pos + static_cast<int64_t>(batch[s].tokens.size()));
+    cache.set_length(batch[s].slot,
+                     batch[s].start_pos + static_cast<int64_t>(batch[s].tokens.size()));
   }
 
   // Logits only for the rows that need them (the last token of each chunk,
@@ -520,7 +526,8 @@ Status Model::Forward(const std::vector<SequenceChunk>& batch, KvCache& cache, F
   }
   const int64_t R = static_cast<int64_t>(rows.size());
   if (static_cast<int64_t>(S.rows.size()) < R * H) S.rows.resize(R * H);
-  for (int64_t r = 0; r < R; ++r) std::memcpy(S.rows.data() + r * H, x + rows[r] * H, H * sizeof(float));
+  for (int64_t r = 0; r < R; ++r)
+    std::memcpy(S.rows.data() + r * H, x + rows[r] * H, H * sizeof(float));
   be.RmsNorm(S.rows.data(), final_norm_.data(), eps, R, H, H, S.rows.data());
   out->vocab = lm_head_.weight.rows;
   out->logits.resize(R * out->vocab);

@@ -17,7 +17,8 @@ Status ReadIds(const json& v, std::vector<int32_t>* out) {
     out->push_back(v.get<int32_t>());
   } else if (v.is_array()) {
     for (const auto& e : v) {
-      if (!e.is_number_integer()) return InvalidArgumentError("eos_token_id entries must be integers");
+      if (!e.is_number_integer())
+        return InvalidArgumentError("eos_token_id entries must be integers");
       out->push_back(e.get<int32_t>());
     }
   } else if (!v.is_null()) {
@@ -29,7 +30,8 @@ Status ReadIds(const json& v, std::vector<int32_t>* out) {
 Status ParseQuant(const json& q, bool from_hf_quant_config, QuantConfig* out,
                   const std::string& where) {
   std::string algo;
-  if (q.contains("quant_algo") && q["quant_algo"].is_string()) algo = q["quant_algo"].get<std::string>();
+  if (q.contains("quant_algo") && q["quant_algo"].is_string())
+    algo = q["quant_algo"].get<std::string>();
   if (!from_hf_quant_config && q.contains("quant_method") && q["quant_method"].is_string() &&
       q["quant_method"].get<std::string>() != "modelopt") {
     return UnimplementedError(where + ": quantization_config.quant_method '" +
@@ -80,7 +82,8 @@ Result<ModelConfig> ParseModelConfig(const std::string& json_text, const std::st
   ModelConfig c;
   try {
     std::string arch;
-    if (j.contains("architectures") && j["architectures"].is_array() && !j["architectures"].empty()) {
+    if (j.contains("architectures") && j["architectures"].is_array() &&
+        !j["architectures"].empty()) {
       arch = j["architectures"][0].get<std::string>();
     }
     c.architecture_name = arch;
@@ -123,7 +126,8 @@ Result<ModelConfig> ParseModelConfig(const std::string& json_text, const std::st
       OCTET_RETURN_IF_ERROR(req("head_dim", &c.head_dim));
     } else {
       if (c.hidden_size % c.num_heads != 0) {
-        return InvalidArgumentError(where + ": hidden_size is not a multiple of num_attention_heads "
+        return InvalidArgumentError(where +
+                                    ": hidden_size is not a multiple of num_attention_heads "
                                     "and no head_dim is given");
       }
       c.head_dim = c.hidden_size / c.num_heads;
@@ -159,8 +163,10 @@ Result<ModelConfig> ParseModelConfig(const std::string& json_text, const std::st
     if (j.contains("rope_scaling") && j["rope_scaling"].is_object()) {
       const json& rs = j["rope_scaling"];
       std::string type;
-      if (rs.contains("rope_type") && rs["rope_type"].is_string()) type = rs["rope_type"].get<std::string>();
-      if (type.empty() && rs.contains("type") && rs["type"].is_string()) type = rs["type"].get<std::string>();
+      if (rs.contains("rope_type") && rs["rope_type"].is_string())
+        type = rs["rope_type"].get<std::string>();
+      if (type.empty() && rs.contains("type") && rs["type"].is_string())
+        type = rs["type"].get<std::string>();
       if (type == "llama3") {
         c.rope_scaling.llama3 = true;
         c.rope_scaling.factor = rs.value("factor", 8.0);

@@ -48,8 +48,8 @@ Result<Nvfp4Tensor> QuantizeNvfp4(const float* w, int64_t rows, int64_t cols, fl
 
 Status AddNvfp4(SafetensorsWriter& writer, const std::string& module, const Nvfp4Tensor& t,
                 float input_scale) {
-  OCTET_RETURN_IF_ERROR(writer.AddOwned(module + ".weight", DType::kU8, {t.rows, t.cols / 2},
-                                        t.packed));
+  OCTET_RETURN_IF_ERROR(
+      writer.AddOwned(module + ".weight", DType::kU8, {t.rows, t.cols / 2}, t.packed));
   OCTET_RETURN_IF_ERROR(writer.AddOwned(module + ".weight_scale", DType::kF8E4M3,
                                         {t.rows, t.cols / kernels::kNvfp4BlockSize}, t.scales));
   std::vector<uint8_t> s(4);

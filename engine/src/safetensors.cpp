@@ -22,12 +22,11 @@ struct DTypeEntry {
   int64_t size;
 };
 constexpr DTypeEntry kDTypes[] = {
-    {DType::kF64, "F64", 8},         {DType::kF32, "F32", 4},   {DType::kF16, "F16", 2},
-    {DType::kBF16, "BF16", 2},       {DType::kI64, "I64", 8},   {DType::kI32, "I32", 4},
-    {DType::kI16, "I16", 2},         {DType::kI8, "I8", 1},     {DType::kU64, "U64", 8},
-    {DType::kU32, "U32", 4},         {DType::kU16, "U16", 2},   {DType::kU8, "U8", 1},
-    {DType::kBool, "BOOL", 1},       {DType::kF8E4M3, "F8_E4M3", 1},
-    {DType::kF8E5M2, "F8_E5M2", 1},
+    {DType::kF64, "F64", 8},   {DType::kF32, "F32", 4},        {DType::kF16, "F16", 2},
+    {DType::kBF16, "BF16", 2}, {DType::kI64, "I64", 8},        {DType::kI32, "I32", 4},
+    {DType::kI16, "I16", 2},   {DType::kI8, "I8", 1},          {DType::kU64, "U64", 8},
+    {DType::kU32, "U32", 4},   {DType::kU16, "U16", 2},        {DType::kU8, "U8", 1},
+    {DType::kBool, "BOOL", 1}, {DType::kF8E4M3, "F8_E4M3", 1}, {DType::kF8E5M2, "F8_E5M2", 1},
 };
 
 std::string Errno(const std::string& what, const std::string& path) {
@@ -121,7 +120,8 @@ Result<SafetensorsFile> SafetensorsFile::Open(const std::string& path) {
       if (name == "__metadata__") {
         if (!v.is_object()) return DataLossError(path + ": __metadata__ is not an object");
         for (auto m = v.begin(); m != v.end(); ++m) {
-          f.metadata_[m.key()] = m.value().is_string() ? m.value().get<std::string>() : m.value().dump();
+          f.metadata_[m.key()] =
+              m.value().is_string() ? m.value().get<std::string>() : m.value().dump();
         }
         continue;
       }
@@ -182,13 +182,15 @@ Result<SafetensorsFile> SafetensorsFile::Open(const std::string& path) {
   } catch (const nlohmann::json::exception& e) {
     return DataLossError(path + ": bad safetensors header: " + e.what());
   }
-  std::sort(spans.begin(), spans.end(),
-            [](const Span& a, const Span& b) { return a.begin < b.begin || (a.begin == b.begin && a.end < b.end); });
+  std::sort(spans.begin(), spans.end(), [](const Span& a, const Span& b) {
+    return a.begin < b.begin || (a.begin == b.begin && a.end < b.end);
+  });
   uint64_t expect = 0;
   for (const Span& s : spans) {
     const std::string& name = f.tensors_[s.index].name;
     if (s.begin < expect) {
-      return DataLossError(path + ": tensor '" + name + "' overlaps the previous tensor at byte offset " +
+      return DataLossError(path + ": tensor '" + name +
+                           "' overlaps the previous tensor at byte offset " +
                            std::to_string(data_start + s.begin));
     }
     if (s.begin > expect) {
@@ -231,9 +233,10 @@ Result<std::unique_ptr<CheckpointStore>> CheckpointStore::Open(const std::string
     std::map<std::string, size_t> file_index;
     std::vector<std::pair<std::string, std::string>> wanted;
     for (auto it = index["weight_map"].begin(); it != index["weight_map"].end(); ++it) {
-      if (!it.value().is_string()) return DataLossError(index_path + ": weight_map values must be file names");
+      if (!it.value().is_string())
+        return DataLossError(index_path + ": weight_map values must be file names");
       const std::string file = it.value().get<std::string>();
-      if (file.find('/') != std::string::npos || file == ".." ) {
+      if (file.find('/') != std::string::npos || file == "..") {
         return DataLossError(index_path + ": shard name '" + file + "' must be a plain file name");
       }
       wanted.emplace_back(it.key(), file);
@@ -290,7 +293,8 @@ void SafetensorsWriter::SetMetadata(const std::string& key, const std::string& v
 
 Status SafetensorsWriter::Add(const std::string& name, DType dtype, std::vector<int64_t> shape,
                               const void* data, int64_t bytes) {
-  if (name.empty() || name == "__metadata__") return InvalidArgumentError("bad tensor name '" + name + "'");
+  if (name.empty() || name == "__metadata__")
+    return InvalidArgumentError("bad tensor name '" + name + "'");
   for (const auto& e : entries_) {
     if (e.name == name) return AlreadyExistsError("tensor '" + name + "' added twice");
   }
@@ -304,15 +308,16 @@ Status SafetensorsWriter::Add(const std::string& name, DType dtype, std::vector<
                                 " bytes for shape " + ShapeString(shape) + " of " +
                                 std::string(DTypeName(dtype)));
   }
-  entries_.push_back({name, dtype, std::move(shape), static_cast<const uint8_t*>(data), bytes, nullptr});
+  entries_.push_back(
+      {name, dtype, std::move(shape), static_cast<const uint8_t*>(data), bytes, nullptr});
   return Status::Ok();
 }
 
-Status SafetensorsWriter::AddOwned(const std::string& name, DType dtype,
-                                   std::vector<int64_t> shape, std::vector<uint8_t> bytes) {
+Status SafetensorsWriter::AddOwned(const std::string& name, DType dtype, std::vector<int64_t> shape,
+                                   std::vector<uint8_t> bytes) {
   auto owned = std::make_shared<std::vector<uint8_t>>(std::move(bytes));
-  OCTET_RETURN_IF_ERROR(Add(name, dtype, std::move(shape), owned->data(),
-                            static_cast<int64_t>(owned->size())));
+  OCTET_RETURN_IF_ERROR(
+      Add(name, dtype, std::move(shape), owned->data(), static_cast<int64_t>(owned->size())));
   entries_.back().owned = std::move(owned);
   return Status::Ok();
 }
@@ -329,8 +334,8 @@ Status SafetensorsWriter::AddFloat(const std::string& name, std::vector<int64_t>
     case DType::kBF16:
     case DType::kF16:
       for (int64_t i = 0; i < numel; ++i) {
-        const uint16_t h = stored == DType::kBF16 ? kernels::F32ToBf16(data[i])
-                                                  : kernels::F32ToF16(data[i]);
+        const uint16_t h =
+            stored == DType::kBF16 ? kernels::F32ToBf16(data[i]) : kernels::F32ToF16(data[i]);
         std::memcpy(bytes.data() + i * 2, &h, 2);
       }
       break;

@@ -11,9 +11,9 @@
 //   octet_bench_engine [--threads 2] [--dir /tmp/octet-bench] [--models a,b]
 //                      [--prompt 512] [--decode 128]
 #include <cmath>
-#include <ctime>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -50,8 +50,8 @@ const std::vector<Shape>& Shapes() {
   static const std::vector<Shape> s = {
       {"qwen3-0.6b-bf16", "Qwen3ForCausalLM", 151936, 1024, 3072, 28, 16, 8, 128, 1e6, true, false,
        false},
-      {"qwen3-0.6b-nvfp4", "Qwen3ForCausalLM", 151936, 1024, 3072, 28, 16, 8, 128, 1e6, true,
-       false, true},
+      {"qwen3-0.6b-nvfp4", "Qwen3ForCausalLM", 151936, 1024, 3072, 28, 16, 8, 128, 1e6, true, false,
+       true},
       {"llama3.2-1b-bf16", "LlamaForCausalLM", 128256, 2048, 8192, 16, 32, 8, 64, 5e5, true, true,
        false},
   };
@@ -108,12 +108,12 @@ Status WriteCheckpoint(const Shape& s, const std::string& dir) {
                            {"original_max_position_embeddings", 8192}};
   }
   if (s.nvfp4) {
-    cfg["quantization_config"] = {{"quant_method", "modelopt"},
-                                  {"quant_algo", "NVFP4"},
-                                  {"ignore", {"lm_head"}}};
-    nlohmann::json q = {{"producer", {{"name", "octet_bench_engine"}}},
-                        {"quantization",
-                         {{"quant_algo", "NVFP4"}, {"group_size", 16}, {"exclude_modules", {"lm_head"}}}}};
+    cfg["quantization_config"] = {
+        {"quant_method", "modelopt"}, {"quant_algo", "NVFP4"}, {"ignore", {"lm_head"}}};
+    nlohmann::json q = {
+        {"producer", {{"name", "octet_bench_engine"}}},
+        {"quantization",
+         {{"quant_algo", "NVFP4"}, {"group_size", 16}, {"exclude_modules", {"lm_head"}}}}};
     OCTET_RETURN_IF_ERROR(WriteFileAtomic(JoinPath(dir, "hf_quant_config.json"), q.dump(2)));
   }
   Rng rng(42);
@@ -122,16 +122,21 @@ Status WriteCheckpoint(const Shape& s, const std::string& dir) {
   std::vector<float> ones(std::max(s.hidden, s.head_dim), 1.0f);
   {
     auto e = RandomMatrix(s.vocab, s.hidden, rng);
-    OCTET_RETURN_IF_ERROR(w.AddFloat("model.embed_tokens.weight", {s.vocab, s.hidden}, e.data(), DType::kBF16));
+    OCTET_RETURN_IF_ERROR(
+        w.AddFloat("model.embed_tokens.weight", {s.vocab, s.hidden}, e.data(), DType::kBF16));
   }
   OCTET_RETURN_IF_ERROR(w.AddFloat("model.norm.weight", {s.hidden}, ones.data(), DType::kBF16));
   for (int64_t l = 0; l < s.layers; ++l) {
     const std::string p = "model.layers." + std::to_string(l) + ".";
-    OCTET_RETURN_IF_ERROR(w.AddFloat(p + "input_layernorm.weight", {s.hidden}, ones.data(), DType::kBF16));
-    OCTET_RETURN_IF_ERROR(w.AddFloat(p + "post_attention_layernorm.weight", {s.hidden}, ones.data(), DType::kBF16));
+    OCTET_RETURN_IF_ERROR(
+        w.AddFloat(p + "input_layernorm.weight", {s.hidden}, ones.data(), DType::kBF16));
+    OCTET_RETURN_IF_ERROR(
+        w.AddFloat(p + "post_attention_layernorm.weight", {s.hidden}, ones.data(), DType::kBF16));
     if (s.arch == "Qwen3ForCausalLM") {
-      OCTET_RETURN_IF_ERROR(w.AddFloat(p + "self_attn.q_norm.weight", {s.head_dim}, ones.data(), DType::kBF16));
-      OCTET_RETURN_IF_ERROR(w.AddFloat(p + "self_attn.k_norm.weight", {s.head_dim}, ones.data(), DType::kBF16));
+      OCTET_RETURN_IF_ERROR(
+          w.AddFloat(p + "self_attn.q_norm.weight", {s.head_dim}, ones.data(), DType::kBF16));
+      OCTET_RETURN_IF_ERROR(
+          w.AddFloat(p + "self_attn.k_norm.weight", {s.head_dim}, ones.data(), DType::kBF16));
     }
     struct Lin {
       std::string name;
@@ -152,14 +157,17 @@ Status WriteCheckpoint(const Shape& s, const std::string& dir) {
     for (size_t i = 0; i < lins.size(); ++i) {
       const Lin& li = lins[i];
       if (!s.nvfp4) {
-        OCTET_RETURN_IF_ERROR(w.AddFloat(p + li.name + ".weight", {li.out, li.in}, mats[i].data(), DType::kBF16));
+        OCTET_RETURN_IF_ERROR(
+            w.AddFloat(p + li.name + ".weight", {li.out, li.in}, mats[i].data(), DType::kBF16));
         continue;
       }
       float amax = 0;
       for (size_t j = 0; j < lins.size(); ++j) {
-        if (lins[j].group == li.group) amax = std::max(amax, AbsMax(mats[j].data(), mats[j].size()));
+        if (lins[j].group == li.group)
+          amax = std::max(amax, AbsMax(mats[j].data(), mats[j].size()));
       }
-      OCTET_ASSIGN_OR_RETURN(Nvfp4Tensor q, QuantizeNvfp4(mats[i].data(), li.out, li.in, Nvfp4GlobalScale(amax)));
+      OCTET_ASSIGN_OR_RETURN(Nvfp4Tensor q,
+                             QuantizeNvfp4(mats[i].data(), li.out, li.in, Nvfp4GlobalScale(amax)));
       OCTET_RETURN_IF_ERROR(AddNvfp4(w, p + li.name, q, 1.0f / 448.0f));
     }
   }
@@ -228,7 +236,9 @@ Bandwidth MeasureBandwidth(int threads, int64_t n, int reps) {
   };
   for (int rep = 0; rep < reps; ++rep) {
     run(2 * bytes, &bw.copy, [&] {
-      par([](float* pa, float*, float* pc, int64_t len) { std::memcpy(pc, pa, len * sizeof(float)); });
+      par([](float* pa, float*, float* pc, int64_t len) {
+        std::memcpy(pc, pa, len * sizeof(float));
+      });
     });
     run(2 * bytes, &bw.scale, [&] {
       par([](float*, float* pb, float* pc, int64_t len) {
@@ -305,8 +315,8 @@ Result<ModelResult> RunModel(const Shape& s, const std::string& dir, int threads
       linear += double(li->weight.rows) * li->weight.cols;
     }
   }
-  const double attn = 2.0 * 2.0 * c.num_layers * c.num_heads * c.head_dim *
-                      (double(n_prompt) * (n_prompt + 1) / 2);
+  const double attn =
+      2.0 * 2.0 * c.num_layers * c.num_heads * c.head_dim * (double(n_prompt) * (n_prompt + 1) / 2);
   const double flops = 2.0 * linear * n_prompt + attn + 2.0 * c.vocab_size * c.hidden_size;
   r.prefill_gflops = flops / r.prefill_seconds / 1e9;
 
@@ -364,9 +374,10 @@ Result<ModelResult> RunModel(const Shape& s, const std::string& dir, int threads
 }  // namespace
 
 int main(int argc, char** argv) {
-  ArgParser p("octet_bench_engine",
-              "Engine prefill/decode throughput on random-weight checkpoints of real model shapes,\n"
-              "against this machine's measured memory bandwidth.");
+  ArgParser p(
+      "octet_bench_engine",
+      "Engine prefill/decode throughput on random-weight checkpoints of real model shapes,\n"
+      "against this machine's measured memory bandwidth.");
   p.Option("threads", "N", "threads (0: all cores)", "0")
       .Option("dir", "DIR", "where the checkpoints are written (reused when present)",
               "/tmp/octet-bench-engine")
@@ -400,8 +411,8 @@ int main(int argc, char** argv) {
   j["threads"] = threads;
   j["prompt_tokens"] = n_prompt;
   j["decode_tokens"] = n_decode;
-  j["bandwidth_gbs"] = {{"copy", bw.copy}, {"scale", bw.scale}, {"add", bw.add},
-                        {"triad", bw.triad}, {"read", bw.read}, {"roofline", bw.best()}};
+  j["bandwidth_gbs"] = {{"copy", bw.copy},   {"scale", bw.scale}, {"add", bw.add},
+                        {"triad", bw.triad}, {"read", bw.read},   {"roofline", bw.best()}};
   j["models"] = nlohmann::json::array();
   std::vector<ModelResult> results;
   for (const std::string& name : p.GetList("models")) {
@@ -472,16 +483,18 @@ int main(int argc, char** argv) {
     }
     std::fprintf(stderr, "\n");
   }
-  std::fprintf(stderr, "\nthe same on CPU time (rate on dedicated cores when the machine is shared):\n");
+  std::fprintf(stderr,
+               "\nthe same on CPU time (rate on dedicated cores when the machine is shared):\n");
   std::fprintf(stderr, "%-18s %11s %10s %8s %8s\n", "model", "prefill t/s", "decode t/s", "GB/s",
                "% roof");
   for (const auto& r : results) {
     std::fprintf(stderr, "%-18s %11.1f %10.2f %8.1f %7.1f%%\n", r.name.c_str(), r.prefill_tps_cpu,
                  r.decode_tps_cpu, r.bandwidth_gbs_cpu, r.roofline_pct_cpu);
   }
-  std::fprintf(stderr,
-               "GB/s: best of STREAM copy/scale/add/triad and a read-only GEMV sweep, measured just\n"
-               "before each model's decode with the same threads; roof t/s = GB/s / bytes per token.\n");
+  std::fprintf(
+      stderr,
+      "GB/s: best of STREAM copy/scale/add/triad and a read-only GEMV sweep, measured just\n"
+      "before each model's decode with the same threads; roof t/s = GB/s / bytes per token.\n");
   std::cout << j.dump(2) << "\n";
   return 0;
 }

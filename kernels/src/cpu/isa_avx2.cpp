@@ -143,7 +143,8 @@ void GemvDenseRows(const WeightMatrix& w, int64_t r0, const float* x, int64_t ld
       } else {
         wv = LoadF32x8(rows[j] + c * 4);
       }
-      _Pragma("GCC unroll 8") for (int i = 0; i < M; ++i) acc[j][i] = _mm256_fmadd_ps(wv, xv[i], acc[j][i]);
+      _Pragma("GCC unroll 8") for (int i = 0; i < M; ++i) acc[j][i] =
+          _mm256_fmadd_ps(wv, xv[i], acc[j][i]);
     }
   }
   _Pragma("GCC unroll 8") for (int j = 0; j < R; ++j) {
@@ -260,8 +261,8 @@ void Gemv4Dense(const WeightMatrix& w, const uint8_t* const* rows, const float* 
 // One NVFP4 row's block b against x (16 floats xl|xh): the 16 products summed
 // unscaled, then one FMA by the block scale into acc (the global scale is
 // applied once at the end).
-OCTET_INLINE __m256 Nvfp4BlockDot(const Nvfp4Decoder& dec, const uint8_t* row, __m256 xl,
-                                  __m256 xh, __m256 scale, __m256 acc) {
+OCTET_INLINE __m256 Nvfp4BlockDot(const Nvfp4Decoder& dec, const uint8_t* row, __m256 xl, __m256 xh,
+                                  __m256 scale, __m256 acc) {
   const __m256 t = _mm256_fmadd_ps(dec.Decode8(row + 4), xh, _mm256_mul_ps(dec.Decode8(row), xl));
   return _mm256_fmadd_ps(t, scale, acc);
 }
@@ -314,8 +315,8 @@ void Gemv2Nvfp4M2(const WeightMatrix& w, const uint8_t* r0, const uint8_t* r1, c
   Store(y + ldy + 1, Hsum(b1) * w.global_scale, accumulate);
 }
 
-void Gemv(const WeightMatrix& w, int64_t row0, int64_t row1, const float* x, int64_t m,
-          int64_t ldx, float* y, int64_t ldy, bool accumulate) {
+void Gemv(const WeightMatrix& w, int64_t row0, int64_t row1, const float* x, int64_t m, int64_t ldx,
+          float* y, int64_t ldy, bool accumulate) {
   const bool fp4 = w.format == WeightFormat::kNvfp4;
   int64_t r = row0;
   for (; r + 4 <= row1; r += 4) {
@@ -379,7 +380,8 @@ void DotTileT(const float* a, int64_t lda, const float* b, int64_t ldb, int64_t 
     _Pragma("GCC unroll 8") for (int j = 0; j < NR; ++j) bv[j] = _mm256_loadu_ps(b + j * ldb + k);
     _Pragma("GCC unroll 8") for (int i = 0; i < MR; ++i) {
       const __m256 av = _mm256_loadu_ps(a + i * lda + k);
-      _Pragma("GCC unroll 8") for (int j = 0; j < NR; ++j) acc[i][j] = _mm256_fmadd_ps(av, bv[j], acc[i][j]);
+      _Pragma("GCC unroll 8") for (int j = 0; j < NR; ++j) acc[i][j] =
+          _mm256_fmadd_ps(av, bv[j], acc[i][j]);
     }
   }
   _Pragma("GCC unroll 8") for (int i = 0; i < MR; ++i) {
@@ -495,7 +497,8 @@ float Dot(const float* a, const float* b, int64_t n) {
     s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
     s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), s1);
   }
-  for (; i + 8 <= n; i += 8) s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
+  for (; i + 8 <= n; i += 8)
+    s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
   float s = Hsum(_mm256_add_ps(s0, s1));
   for (; i < n; ++i) s += a[i] * b[i];
   return s;

@@ -4,12 +4,11 @@
 // token-by-token decode through the KV cache, and as ragged batches mixing
 // sequences that prefill and decode in the same step.
 #include <QtTest>
-
 #include <barrier>
 #include <cmath>
 #include <fstream>
-#include <thread>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "octet/base/file_util.h"
 #include "octet/base/npy.h"
@@ -51,7 +50,8 @@ double MaxDiff(const float* got, const Reference& ref, int64_t first_row, int64_
   double m = 0;
   for (int64_t r = 0; r < n_rows; ++r) {
     for (int64_t c = 0; c < ref.V; ++c) {
-      m = std::max(m, std::fabs(double(got[r * ref.V + c]) - ref.logits[(first_row + r) * ref.V + c]));
+      m = std::max(m,
+                   std::fabs(double(got[r * ref.V + c]) - ref.logits[(first_row + r) * ref.V + c]));
     }
   }
   return m;
@@ -160,10 +160,10 @@ class TestEngineFixtures : public QObject {
       int64_t done = 0;
     };
     std::vector<Plan> plans = {{3, {}}, {1, {}}, {0, {}}};
-    for (int64_t i = 0; i < T; ++i) plans[0].chunks.push_back(1);          // decode only
-    plans[1].chunks = {3, 1, 5, 2};                                         // uneven prefill
+    for (int64_t i = 0; i < T; ++i) plans[0].chunks.push_back(1);  // decode only
+    plans[1].chunks = {3, 1, 5, 2};                                // uneven prefill
     plans[1].chunks.push_back(T - 11);
-    plans[2].chunks = {0, 0, T - 4, 1, 1, 1, 1};                            // starts at step 2
+    plans[2].chunks = {0, 0, T - 4, 1, 1, 1, 1};  // starts at step 2
     std::vector<std::vector<float>> got(3, std::vector<float>(T * ref.V, NAN));
     for (int step = 0; step < 64; ++step) {
       std::vector<SequenceChunk> batch;
@@ -198,7 +198,8 @@ class TestEngineFixtures : public QObject {
       QCOMPARE(cache.length(plans[p].slot), T);
       const double d = MaxDiff(got[p].data(), ref, 0, T);
       QVERIFY2(d <= ref.atol, ("slot " + std::to_string(plans[p].slot) +
-                               ": max |logits - ref| = " + std::to_string(d)).c_str());
+                               ": max |logits - ref| = " + std::to_string(d))
+                                  .c_str());
     }
   }
 
@@ -236,7 +237,8 @@ class TestEngineFixtures : public QObject {
         const bool kv = module.find("k_proj") != std::string::npos ||
                         module.find("v_proj") != std::string::npos;
         if (role == LinearRole::kColumnParallel) {
-          if (kv && nkv < ranks) {  // fewer kv heads than ranks: replicate, rank r uses r / (ranks / nkv)
+          if (kv &&
+              nkv < ranks) {  // fewer kv heads than ranks: replicate, rank r uses r / (ranks / nkv)
             const int64_t head = r / (ranks / nkv);
             s.row_begin = head * hd;
             s.row_count = hd;
@@ -327,7 +329,8 @@ class TestEngineFixtures : public QObject {
     ch.tokens = {1, 2, 320};
     Status s = m->Forward({ch}, cache, &out);
     QVERIFY(!s.ok());
-    QVERIFY2(s.message().find("token id 320 at position 2") != std::string::npos, s.message().c_str());
+    QVERIFY2(s.message().find("token id 320 at position 2") != std::string::npos,
+             s.message().c_str());
     QCOMPARE(cache.length(0), int64_t(0));  // nothing written
     ch.tokens = {-1};
     QVERIFY(!m->Forward({ch}, cache, &out).ok());
@@ -368,7 +371,8 @@ class TestEngineFixtures : public QObject {
     auto s = Generate(*m, ref.prompt, e);
     QVERIFY(s.ok());
     const size_t first_hit =
-        std::find(ref.generated.begin(), ref.generated.end(), ref.generated[2]) - ref.generated.begin();
+        std::find(ref.generated.begin(), ref.generated.end(), ref.generated[2]) -
+        ref.generated.begin();
     QCOMPARE(s->ids.size(), first_hit + 1);
     QCOMPARE(s->stop_reason, std::string("eos"));
     o.sampling.top_p = 0.0f;

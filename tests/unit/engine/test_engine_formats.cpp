@@ -1,8 +1,7 @@
 // safetensors reading/writing, config parsing, NVFP4 quantization and the
 // loader's error messages (what and where: file, tensor, shape, byte offset).
-#include <QtTest>
-
 #include <QTemporaryDir>
+#include <QtTest>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -36,15 +35,18 @@ Status OpenRaw(const std::string& dir, const std::string& json, size_t data_byte
 }
 
 void CopyDir(const std::string& from, const std::string& to) {
-  std::filesystem::copy(from, to, std::filesystem::copy_options::recursive |
-                                      std::filesystem::copy_options::overwrite_existing);
+  std::filesystem::copy(
+      from, to,
+      std::filesystem::copy_options::recursive | std::filesystem::copy_options::overwrite_existing);
   for (auto& e : std::filesystem::directory_iterator(to)) {
     std::filesystem::permissions(e.path(), std::filesystem::perms::owner_write,
                                  std::filesystem::perm_options::add);
   }
 }
 
-bool Has(const Status& s, const std::string& text) { return s.message().find(text) != std::string::npos; }
+bool Has(const Status& s, const std::string& text) {
+  return s.message().find(text) != std::string::npos;
+}
 
 }  // namespace
 
@@ -62,8 +64,8 @@ class TestEngineFormats : public QObject {
     QVERIFY(w.AddOwned("d.u8", DType::kU8, {3}, {1, 2, 3}).ok());
     float s = 0.5f;
     QVERIFY(w.Add("e.scalar", DType::kF32, {}, &s, 4).ok());
-    QVERIFY(!w.Add("e.scalar", DType::kF32, {}, &s, 4).ok());      // duplicate
-    QVERIFY(!w.Add("bad", DType::kF32, {2}, &s, 4).ok());           // size mismatch
+    QVERIFY(!w.Add("e.scalar", DType::kF32, {}, &s, 4).ok());  // duplicate
+    QVERIFY(!w.Add("bad", DType::kF32, {2}, &s, 4).ok());      // size mismatch
     const std::string path = tmp.path().toStdString() + "/x.safetensors";
     Status ws = w.Write(path);
     QVERIFY2(ws.ok(), ws.ToString().c_str());
@@ -112,9 +114,15 @@ class TestEngineFormats : public QObject {
     s = OpenRaw(d, R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})", 10);
     QVERIFY2(Has(s, "truncated") && Has(s, "'a'"), s.message().c_str());
     // Overlap, hole, trailing bytes.
-    s = OpenRaw(d, R"({"a":{"dtype":"U8","shape":[4],"data_offsets":[0,4]},"b":{"dtype":"U8","shape":[4],"data_offsets":[2,6]}})", 6);
+    s = OpenRaw(
+        d,
+        R"({"a":{"dtype":"U8","shape":[4],"data_offsets":[0,4]},"b":{"dtype":"U8","shape":[4],"data_offsets":[2,6]}})",
+        6);
     QVERIFY2(Has(s, "overlaps"), s.message().c_str());
-    s = OpenRaw(d, R"({"a":{"dtype":"U8","shape":[2],"data_offsets":[0,2]},"b":{"dtype":"U8","shape":[2],"data_offsets":[4,6]}})", 6);
+    s = OpenRaw(
+        d,
+        R"({"a":{"dtype":"U8","shape":[2],"data_offsets":[0,2]},"b":{"dtype":"U8","shape":[2],"data_offsets":[4,6]}})",
+        6);
     QVERIFY2(Has(s, "hole"), s.message().c_str());
     s = OpenRaw(d, R"({"a":{"dtype":"U8","shape":[2],"data_offsets":[0,2]}})", 5);
     QVERIFY2(Has(s, "trailing"), s.message().c_str());
@@ -145,7 +153,9 @@ class TestEngineFormats : public QObject {
     int64_t codes_total = 0, codes_equal = 0;
     for (const std::vector<std::string>& group :
          {std::vector<std::string>{"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"},
-          {"self_attn.o_proj"}, {"mlp.gate_proj", "mlp.up_proj"}, {"mlp.down_proj"}}) {
+          {"self_attn.o_proj"},
+          {"mlp.gate_proj", "mlp.up_proj"},
+          {"mlp.down_proj"}}) {
       for (int layer = 0; layer < 2; ++layer) {
         const std::string p = "model.layers." + std::to_string(layer) + ".";
         float amax = 0;
@@ -219,7 +229,8 @@ class TestEngineFormats : public QObject {
     // Missing and misshaped tensors: rewrite the checkpoint without / with a wrong one.
     auto store = CheckpointStore::Open(base + "/qwen3-tiny");
     QVERIFY(store.ok());
-    auto rewrite = [&](const std::string& dir, const std::string& drop, const std::string& reshape) {
+    auto rewrite = [&](const std::string& dir, const std::string& drop,
+                       const std::string& reshape) {
       CopyDir(base + "/qwen3-tiny", dir);
       SafetensorsWriter w;
       for (const TensorInfo* t : (*store)->tensors()) {
@@ -232,9 +243,9 @@ class TestEngineFormats : public QObject {
     };
     rewrite(d + "/missing", "model.layers.1.mlp.up_proj.weight", "");
     s = load(d + "/missing");
-    QVERIFY2(Has(s, "'model.layers.1.mlp.up_proj.weight'") && Has(s, "[128, 64]") &&
-                 Has(s, "missing"),
-             s.message().c_str());
+    QVERIFY2(
+        Has(s, "'model.layers.1.mlp.up_proj.weight'") && Has(s, "[128, 64]") && Has(s, "missing"),
+        s.message().c_str());
     rewrite(d + "/shape", "", "model.layers.0.self_attn.o_proj.weight");
     s = load(d + "/shape");
     QVERIFY2(Has(s, "'model.layers.0.self_attn.o_proj.weight'") && Has(s, "[128, 64]") &&

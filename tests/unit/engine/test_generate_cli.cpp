@@ -1,7 +1,6 @@
 // `octet generate` as a user runs it: ids and logits against the fixtures,
 // the JSON contract, and exit codes for bad input.
 #include <QtTest>
-
 #include <cmath>
 #include <nlohmann/json.hpp>
 
@@ -77,10 +76,10 @@ class TestGenerateCli : public QObject {
     QCOMPARE(r.exit_code, 1);
     QVERIFY2(r.output.find("missing") != std::string::npos, r.output.c_str());
     // Sampling with a seed is reproducible.
-    auto a = RunProgram({"octet", "generate", "--model", dir, "--prompt-ids", "5,6,7", "--temperature",
-                         "1.2", "--top-k", "20", "--seed", "7", "--json"});
-    auto b = RunProgram({"octet", "generate", "--model", dir, "--prompt-ids", "5,6,7", "--temperature",
-                         "1.2", "--top-k", "20", "--seed", "7", "--json"});
+    auto a = RunProgram({"octet", "generate", "--model", dir, "--prompt-ids", "5,6,7",
+                         "--temperature", "1.2", "--top-k", "20", "--seed", "7", "--json"});
+    auto b = RunProgram({"octet", "generate", "--model", dir, "--prompt-ids", "5,6,7",
+                         "--temperature", "1.2", "--top-k", "20", "--seed", "7", "--json"});
     QCOMPARE(a.exit_code, 0);
     auto ja = nlohmann::json::parse(a.output.substr(a.output.rfind('{')));
     auto jb = nlohmann::json::parse(b.output.substr(b.output.rfind('{')));

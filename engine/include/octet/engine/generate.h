@@ -42,8 +42,8 @@ class Sampler {
 struct GenerateOptions {
   int64_t max_tokens = 16;  // tokens to generate (>= 1)
   SamplingParams sampling;
-  bool stop_at_eos = true;       // stop after emitting an id in stop_ids
-  std::vector<int32_t> stop_ids; // empty: the model's eos_token_ids
+  bool stop_at_eos = true;        // stop after emitting an id in stop_ids
+  std::vector<int32_t> stop_ids;  // empty: the model's eos_token_ids
   // Keep the logits of every position of prompt + generated[:-1] (row t
   // predicts token t+1): the layout of `--logits-out` and the fixtures.
   bool collect_logits = false;
@@ -52,15 +52,15 @@ struct GenerateOptions {
 };
 
 struct GenerateResult {
-  std::vector<int32_t> ids;     // generated ids
-  std::vector<float> logits;    // [logits_rows, vocab] when collect_logits
+  std::vector<int32_t> ids;   // generated ids
+  std::vector<float> logits;  // [logits_rows, vocab] when collect_logits
   int64_t logits_rows = 0;
   int64_t vocab = 0;
   int64_t prompt_tokens = 0;
-  double prefill_seconds = 0;   // prompt forward + first sample
-  double decode_seconds = 0;    // the remaining steps
-  int64_t decode_steps = 0;     // forward passes after the prefill
-  std::string stop_reason;      // "length", "eos", "callback"
+  double prefill_seconds = 0;  // prompt forward + first sample
+  double decode_seconds = 0;   // the remaining steps
+  int64_t decode_steps = 0;    // forward passes after the prefill
+  std::string stop_reason;     // "length", "eos", "callback"
 
   double prefill_tps() const { return prefill_seconds > 0 ? prompt_tokens / prefill_seconds : 0; }
   double decode_tps() const { return decode_seconds > 0 ? decode_steps / decode_seconds : 0; }

@@ -76,8 +76,7 @@ struct LoadOptions {
   // Tensor-parallel sharding: given a linear weight's module name
   // ("model.layers.3.self_attn.q_proj"), its role and full shape, the slice to
   // keep. Null: keep everything. NVFP4 column slices must be 16-aligned.
-  std::function<WeightSlice(const std::string& module, LinearRole role, int64_t rows,
-                            int64_t cols)>
+  std::function<WeightSlice(const std::string& module, LinearRole role, int64_t rows, int64_t cols)>
       shard;
 };
 
@@ -90,9 +89,9 @@ struct Linear {
 };
 
 struct LayerWeights {
-  std::vector<float> input_norm;     // [hidden]
-  std::vector<float> post_norm;      // [hidden]
-  std::vector<float> q_norm, k_norm; // [head_dim] (Qwen3), else empty
+  std::vector<float> input_norm;      // [hidden]
+  std::vector<float> post_norm;       // [hidden]
+  std::vector<float> q_norm, k_norm;  // [head_dim] (Qwen3), else empty
   Linear q, k, v, o, gate, up, down;
 };
 
@@ -107,8 +106,8 @@ struct SequenceChunk {
 };
 
 struct ForwardOutput {
-  std::vector<float> logits;      // [rows, vocab]
-  std::vector<int64_t> row_begin; // per chunk: its first row in `logits`
+  std::vector<float> logits;       // [rows, vocab]
+  std::vector<int64_t> row_begin;  // per chunk: its first row in `logits`
   int64_t vocab = 0;
   const float* Row(int64_t r) const { return logits.data() + r * vocab; }
   // The last row of chunk i (its next-token prediction).

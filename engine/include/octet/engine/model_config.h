@@ -26,7 +26,7 @@ struct RopeScaling {
 };
 
 struct QuantConfig {
-  bool nvfp4 = false;                      // quant_algo NVFP4 (ModelOpt)
+  bool nvfp4 = false;  // quant_algo NVFP4 (ModelOpt)
   int64_t group_size = 16;
   std::vector<std::string> exclude_modules;  // fnmatch patterns (exclude_modules / ignore)
 

@@ -43,14 +43,14 @@ enum class DType : uint8_t {
   kF8E5M2,
 };
 
-std::string_view DTypeName(DType d);           // "BF16", "F8_E4M3", ... (safetensors spelling)
+std::string_view DTypeName(DType d);  // "BF16", "F8_E4M3", ... (safetensors spelling)
 Result<DType> ParseDType(std::string_view name);
-int64_t DTypeSize(DType d);                    // bytes per element
+int64_t DTypeSize(DType d);  // bytes per element
 
 struct TensorInfo {
   std::string name;
   DType dtype = DType::kF32;
-  std::vector<int64_t> shape;  // empty for a scalar
+  std::vector<int64_t> shape;     // empty for a scalar
   const uint8_t* data = nullptr;  // into the mapping
   int64_t size_bytes = 0;
   int64_t file_offset = 0;  // absolute byte offset of the data in its file

@@ -106,8 +106,8 @@ class KernelBackend {
 
   // out[i] = silu(gate[i]) * up[i] for `rows` rows of `n`; gate/up/out rows
   // `stride` floats apart. out may alias gate.
-  virtual void SiluMul(const float* gate, const float* up, int64_t rows, int64_t n,
-                       int64_t stride, float* out) = 0;
+  virtual void SiluMul(const float* gate, const float* up, int64_t rows, int64_t n, int64_t stride,
+                       float* out) = 0;
 
   // Numerically stable softmax of each row, in place.
   virtual void Softmax(float* x, int64_t rows, int64_t n) = 0;
