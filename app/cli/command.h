@@ -21,6 +21,8 @@ struct Command {
 
 // Subcommands implemented so far (app/cli/cmd_<name>.cpp).
 int RunCluster(const std::vector<std::string>& args);
+// Subcommands built so far (app/cli/cmd_<name>.cpp).
+int RunGenerate(const std::vector<std::string>& args);
 
 // All subcommands, in the order `octet --help` lists them.
 const std::vector<Command>& Commands();

@@ -4,8 +4,7 @@ namespace octet::cli {
 
 const std::vector<Command>& Commands() {
   static const std::vector<Command> commands = {
-      {"generate", "generate text or ids from a model folder", nullptr,
-       "waiting for the CPU engine (issue 3)"},
+      {"generate", "generate text or ids from a model folder", RunGenerate, ""},
       {"chat", "interactive terminal chat with a model", nullptr,
        "waiting for the CPU engine (issue 3)"},
       {"tokenize", "encode/decode with a tokenizer.json", RunTokenize, ""},

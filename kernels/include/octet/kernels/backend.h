@@ -1,0 +1,143 @@
+// The compute kernels of the engine and the trainer, behind one interface.
+//
+// A KernelBackend is one implementation of every op (the CPU backends here:
+// "scalar" — the reference —, "avx2" (AVX2+FMA+F16C, x86-64) and "neon"
+// (aarch64); a CUDA backend implements the same class later). Backends are
+// chosen at run time: `ProbeBackends()` lists the ones this machine can run,
+// `CreateBackend("auto")` picks the fastest. Every op is checked against the
+// scalar backend by tests/unit/kernels/test_kernel_conformance.
+//
+// Conventions: all pointers are in the backend's memory (host memory for the
+// CPU backends); activations are float32, row-major, with the row stride in
+// elements given where a matrix may be a strided view. Ops are synchronous and
+// may use the backend's thread pool. A backend object is not thread-safe:
+// one caller at a time (the engine owns one per model instance).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "octet/base/status.h"
+#include "octet/kernels/weight.h"
+
+namespace octet::kernels {
+
+// One sequence's part of a batched attention call.
+struct AttentionSequence {
+  int64_t first_token = 0;  // rows [first_token, first_token + n_tokens) of q and out
+  int64_t n_tokens = 0;
+  // This sequence's cache: [capacity, n_kv_heads, head_dim] each, position-major;
+  // must already hold keys/values for every position a query attends to.
+  const float* k_cache = nullptr;
+  const float* v_cache = nullptr;
+  const int32_t* positions = nullptr;  // per query token; it attends to keys 0..positions[i]
+};
+
+struct AttentionArgs {
+  const float* q = nullptr;  // [tokens, n_heads, head_dim], rows `q_row_stride` apart
+  int64_t q_row_stride = 0;
+  float* out = nullptr;  // [tokens, n_heads * head_dim], rows `out_row_stride` apart
+  int64_t out_row_stride = 0;
+  int64_t n_heads = 0;
+  int64_t n_kv_heads = 0;  // query head h uses kv head h / (n_heads / n_kv_heads)
+  int64_t head_dim = 0;
+  float scale = 1.0f;  // multiplies q·k (head_dim^-0.5)
+  const AttentionSequence* sequences = nullptr;
+  int64_t n_sequences = 0;
+};
+
+struct BackendOptions {
+  int threads = 0;  // <= 0: all hardware threads
+};
+
+class KernelBackend {
+ public:
+  virtual ~KernelBackend() = default;
+
+  virtual std::string_view name() const = 0;
+  virtual int num_threads() const = 0;
+  // Whether Matmul/Embedding accept weights of this format.
+  virtual bool supports(WeightFormat format) const = 0;
+
+  // y[m, n] = x[m, k] · W[n, k]ᵀ, W in any supported format (dequantized in the
+  // kernel). `x` rows are `ldx` floats apart, `y` rows `ldy` apart. With
+  // `accumulate` the product is added to y. Weights are read once per call
+  // whatever m is (batched decode and prefill share one pass over W).
+  virtual void Matmul(const float* x, int64_t m, int64_t ldx, const WeightMatrix& w, float* y,
+                      int64_t ldy, bool accumulate) = 0;
+
+  // Several products of the same activations in one call (q/k/v, gate/up):
+  // outputs[i].y = x · outputs[i].w ᵀ. One pass of the thread pool for all of
+  // them (a decode step has fewer synchronisation points).
+  struct MatmulOutput {
+    const WeightMatrix* w;
+    float* y;
+    int64_t ldy;
+  };
+  virtual void MatmulMulti(const float* x, int64_t m, int64_t ldx, const MatmulOutput* outputs,
+                           int n_outputs) = 0;
+
+  // General float32 GEMM, row-major: C[M,N] = alpha · op(A) · op(B) + beta · C,
+  // op(A) is [M,K] (A stored [K,M] when trans_a), op(B) is [K,N] (B stored
+  // [N,K] when trans_b). beta == 0 ignores C's old contents (NaNs included).
+  // The trainer's forward is (false, true), its backward dA (false, false) and
+  // dB (true, false).
+  virtual void Gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+                    const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
+                    int64_t ldc) = 0;
+
+  // out[r] = x[r] * rsqrt(mean(x[r]^2) + eps) * weight (weight may be null:
+  // no scale). Rows `stride` floats apart in x and out; out may equal x.
+  virtual void RmsNorm(const float* x, const float* weight, float eps, int64_t rows, int64_t dim,
+                       int64_t stride, float* out) = 0;
+
+  // Rotary embedding, half-split (rotate_half): for each row r and head h of
+  // x [rows, n_heads, head_dim] (rows `row_stride` apart), angle_i =
+  // positions[r] * inv_freq[i] (float32), i < head_dim/2:
+  // x'[i] = x[i]cos - x[i+d/2]sin, x'[i+d/2] = x[i+d/2]cos + x[i]sin. In place.
+  virtual void Rope(float* x, int64_t rows, int64_t row_stride, int64_t n_heads, int64_t head_dim,
+                    const int32_t* positions, const float* inv_freq) = 0;
+
+  // Causal grouped-query attention over KV caches, several sequences at once.
+  virtual void Attention(const AttentionArgs& args) = 0;
+
+  // out[i] = silu(gate[i]) * up[i] for `rows` rows of `n`; gate/up/out rows
+  // `stride` floats apart. out may alias gate.
+  virtual void SiluMul(const float* gate, const float* up, int64_t rows, int64_t n, int64_t stride,
+                       float* out) = 0;
+
+  // Numerically stable softmax of each row, in place.
+  virtual void Softmax(float* x, int64_t rows, int64_t n) = 0;
+
+  // out[i] = a[i] + b[i]; out may alias a or b.
+  virtual void Add(const float* a, const float* b, int64_t n, float* out) = 0;
+
+  // out[i, :] = table[ids[i], :] as float. ids must be in [0, table.rows)
+  // (the engine validates them first).
+  virtual void Embedding(const WeightMatrix& table, const int32_t* ids, int64_t n, float* out) = 0;
+
+  // Index of the largest element (the first one on ties; NaN never wins).
+  virtual int64_t Argmax(const float* x, int64_t n) = 0;
+
+  // The k largest elements in descending order (ties: lower index first).
+  virtual void TopK(const float* x, int64_t n, int64_t k, int32_t* indices, float* values) = 0;
+};
+
+struct BackendInfo {
+  std::string name;
+  std::string description;
+  bool available = false;  // this machine can run it
+};
+
+// Every backend compiled into this build, with whether it runs here.
+std::vector<BackendInfo> ProbeBackends();
+
+// `name` is "scalar", "avx2", "neon" or "auto" (the fastest available).
+// Errors: unknown name, or a backend this machine cannot run.
+Result<std::unique_ptr<KernelBackend>> CreateBackend(std::string_view name,
+                                                     const BackendOptions& options = {});
+
+}  // namespace octet::kernels

@@ -1,0 +1,68 @@
+// Backend registry: which backends this build has, which this machine runs.
+#include "octet/kernels/backend.h"
+
+#include <memory>
+
+#include "cpu/cpu_backend.h"
+
+namespace octet::kernels {
+namespace {
+
+bool HasAvx2() {
+#if defined(__x86_64__)
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+         __builtin_cpu_supports("f16c");
+#else
+  return false;
+#endif
+}
+
+const cpu::IsaKernels* IsaFor(std::string_view name) {
+  if (name == "scalar") return &cpu::ScalarKernels();
+#if defined(__x86_64__)
+  if (name == "avx2" && HasAvx2()) return &cpu::Avx2Kernels();
+#endif
+#if defined(__aarch64__)
+  if (name == "neon") return &cpu::NeonKernels();
+#endif
+  return nullptr;
+}
+
+}  // namespace
+
+std::vector<BackendInfo> ProbeBackends() {
+  std::vector<BackendInfo> out;
+  out.push_back({"scalar", "portable C++ reference kernels", true});
+#if defined(__x86_64__)
+  out.push_back({"avx2", "x86-64 AVX2 + FMA + F16C", HasAvx2()});
+#endif
+#if defined(__aarch64__)
+  out.push_back({"neon", "aarch64 NEON", true});
+#endif
+  return out;
+}
+
+Result<std::unique_ptr<KernelBackend>> CreateBackend(std::string_view name,
+                                                     const BackendOptions& options) {
+  std::string chosen(name);
+  if (name == "auto") {
+    chosen = "scalar";
+    for (const auto& b : ProbeBackends()) {
+      if (b.available && b.name != "scalar") chosen = b.name;
+    }
+  }
+  const cpu::IsaKernels* isa = IsaFor(chosen);
+  if (!isa) {
+    std::string known;
+    for (const auto& b : ProbeBackends()) {
+      if (!known.empty()) known += ", ";
+      known += b.name + (b.available ? "" : " (not on this CPU)");
+    }
+    return InvalidArgumentError("kernel backend '" + std::string(name) +
+                                "' is not available here (backends: " + known + ", auto)");
+  }
+  return std::unique_ptr<KernelBackend>(new cpu::CpuBackend(*isa, options.threads));
+}
+
+}  // namespace octet::kernels

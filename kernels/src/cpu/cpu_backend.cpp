@@ -1,0 +1,311 @@
+// CpuBackend: every KernelBackend op for the CPU, split into chunks for the
+// thread pool, with the inner loops taken from one ISA table (isa.h).
+#include "cpu/cpu_backend.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+namespace octet::kernels::cpu {
+namespace {
+
+// Matmul blocking. The GEMM path decodes a panel of kPanelRows weight rows x
+// kDepth columns into float once and reuses it for up to kBlockRows activation
+// rows; 48 x 512 floats (96 KiB) stays in L1/L2 while the 4x3 dot tiles sweep it.
+constexpr int64_t kPanelRows = 48;  // a multiple of kTileCols
+constexpr int64_t kDepth = 512;     // a multiple of the NVFP4 block
+constexpr int64_t kBlockRows = 128;
+constexpr int64_t kGemvRowsPerTask = 16;
+// Up to this many activation rows go through gemv passes (cheaper than
+// decoding a panel for the dot-tile GEMM when the batch is small).
+constexpr int64_t kGemvBatchRows = 5;
+
+int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+}  // namespace
+
+CpuBackend::CpuBackend(const IsaKernels& isa, int threads)
+    : isa_(isa), pool_(threads), scratch_(pool_.size()) {
+  for (auto& s : scratch_) s.resize(kPanelRows * kDepth);
+}
+
+bool CpuBackend::supports(WeightFormat format) const {
+  switch (format) {
+    case WeightFormat::kF32:
+    case WeightFormat::kBF16:
+    case WeightFormat::kF16:
+    case WeightFormat::kNvfp4:
+      return true;
+  }
+  return false;
+}
+
+void CpuBackend::Matmul(const float* x, int64_t m, int64_t ldx, const WeightMatrix& w, float* y,
+                        int64_t ldy, bool accumulate) {
+  const int64_t n = w.rows;
+  const int64_t k = w.cols;
+  if (m <= 0 || n <= 0) return;
+  if (k == 0) {
+    if (!accumulate) {
+      for (int64_t i = 0; i < m; ++i) std::fill(y + i * ldy, y + i * ldy + n, 0.0f);
+    }
+    return;
+  }
+  if (m <= kGemvBatchRows) {
+    // Small batches (decode): weights decoded in registers, kGemvMaxRows
+    // activation rows per pass; a task's weight rows stay in cache between passes.
+    pool_.ParallelFor(CeilDiv(n, kGemvRowsPerTask), [&](int64_t task, int) {
+      const int64_t r0 = task * kGemvRowsPerTask;
+      const int64_t r1 = std::min(n, r0 + kGemvRowsPerTask);
+      for (int64_t i = 0; i < m; i += kGemvMaxRows) {
+        isa_.gemv(w, r0, r1, x + i * ldx, std::min<int64_t>(kGemvMaxRows, m - i), ldx,
+                  y + i * ldy + r0, ldy, accumulate);
+      }
+    });
+    return;
+  }
+  // Float weights with a float-aligned stride are used in place; others are
+  // decoded panel by panel.
+  const bool in_place = w.format == WeightFormat::kF32 && w.row_stride % 4 == 0 &&
+                        reinterpret_cast<uintptr_t>(w.data) % 4 == 0;
+  const int64_t n_panels = CeilDiv(n, kPanelRows);
+  const int64_t m_blocks = CeilDiv(m, kBlockRows);
+  pool_.ParallelFor(n_panels * m_blocks, [&](int64_t task, int thread) {
+    const int64_t n0 = (task % n_panels) * kPanelRows;
+    const int64_t nb = std::min(kPanelRows, n - n0);
+    const int64_t m0 = (task / n_panels) * kBlockRows;
+    const int64_t mb = std::min(kBlockRows, m - m0);
+    float* buf = scratch_[thread].data();
+    for (int64_t kb = 0; kb < k; kb += kDepth) {
+      const int64_t kc = std::min(kDepth, k - kb);
+      const float* b;
+      int64_t ldb;
+      if (in_place) {
+        ldb = w.row_stride / 4;
+        b = static_cast<const float*>(w.data) + n0 * ldb + kb;
+      } else {
+        isa_.decode_rows(w, n0, nb, kb, kc, buf, kDepth);
+        b = buf;
+        ldb = kDepth;
+      }
+      const bool acc = accumulate || kb > 0;
+      for (int64_t i = 0; i < mb; i += kTileRows) {
+        const int mr = static_cast<int>(std::min<int64_t>(kTileRows, mb - i));
+        const float* a = x + (m0 + i) * ldx + kb;
+        float* c = y + (m0 + i) * ldy + n0;
+        for (int64_t j = 0; j < nb; j += kTileCols) {
+          const int nr = static_cast<int>(std::min<int64_t>(kTileCols, nb - j));
+          isa_.dot_tile(a, ldx, b + j * ldb, ldb, kc, mr, nr, c + j, ldy, acc);
+        }
+      }
+    }
+  });
+}
+
+void CpuBackend::MatmulMulti(const float* x, int64_t m, int64_t ldx, const MatmulOutput* outputs,
+                             int n_outputs) {
+  if (m > kGemvBatchRows) {  // compute-bound: one call each is as good
+    for (int i = 0; i < n_outputs; ++i) {
+      Matmul(x, m, ldx, *outputs[i].w, outputs[i].y, outputs[i].ldy, false);
+    }
+    return;
+  }
+  // Task t covers rows of one output: outputs are laid end to end in task space.
+  std::vector<int64_t> first_task(n_outputs + 1, 0);
+  for (int i = 0; i < n_outputs; ++i) {
+    first_task[i + 1] = first_task[i] + CeilDiv(outputs[i].w->rows, kGemvRowsPerTask);
+  }
+  pool_.ParallelFor(first_task[n_outputs], [&](int64_t task, int) {
+    int o = 0;
+    while (task >= first_task[o + 1]) ++o;
+    const WeightMatrix& w = *outputs[o].w;
+    const int64_t r0 = (task - first_task[o]) * kGemvRowsPerTask;
+    const int64_t r1 = std::min(w.rows, r0 + kGemvRowsPerTask);
+    if (w.cols == 0) {
+      for (int64_t i = 0; i < m; ++i)
+        std::fill(outputs[o].y + i * outputs[o].ldy + r0, outputs[o].y + i * outputs[o].ldy + r1,
+                  0.0f);
+      return;
+    }
+    for (int64_t i = 0; i < m; i += kGemvMaxRows) {
+      isa_.gemv(w, r0, r1, x + i * ldx, std::min<int64_t>(kGemvMaxRows, m - i), ldx,
+                outputs[o].y + i * outputs[o].ldy + r0, outputs[o].ldy, false);
+    }
+  });
+}
+
+void CpuBackend::Gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+                      const float* A, int64_t lda, const float* B, int64_t ldb, float beta,
+                      float* C, int64_t ldc) {
+  if (M <= 0 || N <= 0) return;
+  // Bring both operands to "rows along K" (the dot-product form Matmul uses).
+  std::vector<float> at, bt;
+  const float* a = A;
+  int64_t a_ld = lda;
+  if (trans_a) {  // A is [K, M]
+    at.resize(M * K);
+    pool_.ParallelFor(M, [&](int64_t i, int) {
+      for (int64_t kk = 0; kk < K; ++kk) at[i * K + kk] = A[kk * lda + i];
+    });
+    a = at.data();
+    a_ld = K;
+  }
+  const float* b = B;
+  int64_t b_ld = ldb;
+  if (!trans_b) {  // B is [K, N]
+    bt.resize(N * K);
+    pool_.ParallelFor(N, [&](int64_t j, int) {
+      for (int64_t kk = 0; kk < K; ++kk) bt[j * K + kk] = B[kk * ldb + j];
+    });
+    b = bt.data();
+    b_ld = K;
+  }
+  WeightMatrix wb = WeightMatrix::Dense(WeightFormat::kF32, b, N, K);
+  wb.row_stride = b_ld * 4;
+
+  if (beta == 0.0f) {
+    Matmul(a, M, a_ld, wb, C, ldc, /*accumulate=*/false);
+    if (alpha != 1.0f) {
+      for (int64_t i = 0; i < M; ++i) isa_.scale(alpha, C + i * ldc, N);
+    }
+    return;
+  }
+  if (beta != 1.0f) {
+    for (int64_t i = 0; i < M; ++i) isa_.scale(beta, C + i * ldc, N);
+  }
+  if (alpha == 1.0f) {
+    Matmul(a, M, a_ld, wb, C, ldc, /*accumulate=*/true);
+    return;
+  }
+  std::vector<float> tmp(M * N);
+  Matmul(a, M, a_ld, wb, tmp.data(), N, /*accumulate=*/false);
+  for (int64_t i = 0; i < M; ++i) isa_.axpy(alpha, tmp.data() + i * N, C + i * ldc, N);
+}
+
+void CpuBackend::RmsNorm(const float* x, const float* weight, float eps, int64_t rows, int64_t dim,
+                         int64_t stride, float* out) {
+  pool_.ParallelFor(rows, [&](int64_t r, int) {
+    isa_.rmsnorm_row(x + r * stride, weight, eps, dim, out + r * stride);
+  });
+}
+
+void CpuBackend::Rope(float* x, int64_t rows, int64_t row_stride, int64_t n_heads, int64_t head_dim,
+                      const int32_t* positions, const float* inv_freq) {
+  const int64_t half = head_dim / 2;
+  pool_.ParallelFor(rows, [&](int64_t r, int) {
+    float cs[512], sn[512];  // head_dim <= 1024
+    const float pos = static_cast<float>(positions[r]);
+    for (int64_t i = 0; i < half; ++i) {
+      const float angle = pos * inv_freq[i];  // float32, as transformers computes it
+      cs[i] = std::cos(angle);
+      sn[i] = std::sin(angle);
+    }
+    float* row = x + r * row_stride;
+    for (int64_t h = 0; h < n_heads; ++h) {
+      float* v = row + h * head_dim;
+      for (int64_t i = 0; i < half; ++i) {
+        const float a = v[i];
+        const float b = v[i + half];
+        v[i] = a * cs[i] - b * sn[i];
+        v[i + half] = b * cs[i] + a * sn[i];
+      }
+    }
+  });
+}
+
+void CpuBackend::Attention(const AttentionArgs& args) {
+  // One task per (query token, query head) over all sequences.
+  struct TokenRef {
+    const AttentionSequence* seq;
+    int64_t row;    // row in q/out
+    int64_t index;  // index within the sequence's positions
+  };
+  std::vector<TokenRef> tokens;
+  for (int64_t s = 0; s < args.n_sequences; ++s) {
+    const AttentionSequence& seq = args.sequences[s];
+    for (int64_t t = 0; t < seq.n_tokens; ++t) tokens.push_back({&seq, seq.first_token + t, t});
+  }
+  const int64_t hd = args.head_dim;
+  const int64_t group = args.n_heads / args.n_kv_heads;
+  const int64_t kv_stride = args.n_kv_heads * hd;  // floats between positions
+  if (attn_scratch_.size() != scratch_.size()) attn_scratch_.resize(scratch_.size());
+  pool_.ParallelFor(static_cast<int64_t>(tokens.size()) * args.n_heads,
+                    [&](int64_t task, int thread) {
+                      const TokenRef& tr = tokens[task / args.n_heads];
+                      const int64_t h = task % args.n_heads;
+                      const int64_t kvh = h / group;
+                      const int64_t n_keys = static_cast<int64_t>(tr.seq->positions[tr.index]) + 1;
+                      std::vector<float>& scores = attn_scratch_[thread];
+                      if (static_cast<int64_t>(scores.size()) < n_keys) scores.resize(n_keys);
+                      const float* q = args.q + tr.row * args.q_row_stride + h * hd;
+                      const float* kbase = tr.seq->k_cache + kvh * hd;
+                      for (int64_t j = 0; j < n_keys; ++j) {
+                        scores[j] = isa_.dot(q, kbase + j * kv_stride, hd) * args.scale;
+                      }
+                      isa_.softmax_row(scores.data(), n_keys);
+                      float* out = args.out + tr.row * args.out_row_stride + h * hd;
+                      std::fill(out, out + hd, 0.0f);
+                      const float* vbase = tr.seq->v_cache + kvh * hd;
+                      for (int64_t j = 0; j < n_keys; ++j)
+                        isa_.axpy(scores[j], vbase + j * kv_stride, out, hd);
+                    });
+}
+
+void CpuBackend::SiluMul(const float* gate, const float* up, int64_t rows, int64_t n,
+                         int64_t stride, float* out) {
+  pool_.ParallelFor(rows, [&](int64_t r, int) {
+    isa_.silu_mul(gate + r * stride, up + r * stride, n, out + r * stride);
+  });
+}
+
+void CpuBackend::Softmax(float* x, int64_t rows, int64_t n) {
+  pool_.ParallelFor(rows, [&](int64_t r, int) { isa_.softmax_row(x + r * n, n); });
+}
+
+void CpuBackend::Add(const float* a, const float* b, int64_t n, float* out) {
+  constexpr int64_t kChunk = 1 << 16;
+  pool_.ParallelFor(CeilDiv(n, kChunk), [&](int64_t t, int) {
+    const int64_t i0 = t * kChunk;
+    isa_.add(a + i0, b + i0, std::min(kChunk, n - i0), out + i0);
+  });
+}
+
+void CpuBackend::Embedding(const WeightMatrix& table, const int32_t* ids, int64_t n, float* out) {
+  pool_.ParallelFor(n, [&](int64_t i, int) {
+    isa_.decode_rows(table, ids[i], 1, 0, table.cols, out + i * table.cols, table.cols);
+  });
+}
+
+int64_t CpuBackend::Argmax(const float* x, int64_t n) {
+  int64_t best = 0;
+  float best_v = -std::numeric_limits<float>::infinity();
+  bool found = false;
+  for (int64_t i = 0; i < n; ++i) {
+    if (x[i] > best_v || (!found && x[i] == best_v)) {
+      best_v = x[i];
+      best = i;
+      found = true;
+    }
+  }
+  return best;
+}
+
+void CpuBackend::TopK(const float* x, int64_t n, int64_t k, int32_t* indices, float* values) {
+  k = std::min(k, n);
+  std::vector<int32_t> idx(n);
+  for (int64_t i = 0; i < n; ++i) idx[i] = static_cast<int32_t>(i);
+  auto key = [&](int32_t i) {
+    return std::isnan(x[i]) ? -std::numeric_limits<float>::infinity() : x[i];
+  };
+  std::partial_sort(idx.begin(), idx.begin() + k, idx.end(), [&](int32_t a, int32_t b) {
+    const float va = key(a), vb = key(b);
+    return va > vb || (va == vb && a < b);
+  });
+  for (int64_t i = 0; i < k; ++i) {
+    indices[i] = idx[i];
+    values[i] = x[idx[i]];
+  }
+}
+
+}  // namespace octet::kernels::cpu

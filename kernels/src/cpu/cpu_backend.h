@@ -1,0 +1,51 @@
+// Internal: the CPU implementation of KernelBackend, parameterised by an ISA
+// table (scalar, AVX2, NEON). Threading and blocking live here, once.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "cpu/isa.h"
+#include "octet/kernels/backend.h"
+#include "octet/kernels/thread_pool.h"
+
+namespace octet::kernels::cpu {
+
+class CpuBackend final : public KernelBackend {
+ public:
+  CpuBackend(const IsaKernels& isa, int threads);
+
+  std::string_view name() const override { return isa_.name; }
+  int num_threads() const override { return pool_.size(); }
+  bool supports(WeightFormat format) const override;
+
+  void Matmul(const float* x, int64_t m, int64_t ldx, const WeightMatrix& w, float* y, int64_t ldy,
+              bool accumulate) override;
+  void MatmulMulti(const float* x, int64_t m, int64_t ldx, const MatmulOutput* outputs,
+                   int n_outputs) override;
+  void Gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+            const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
+            int64_t ldc) override;
+  void RmsNorm(const float* x, const float* weight, float eps, int64_t rows, int64_t dim,
+               int64_t stride, float* out) override;
+  void Rope(float* x, int64_t rows, int64_t row_stride, int64_t n_heads, int64_t head_dim,
+            const int32_t* positions, const float* inv_freq) override;
+  void Attention(const AttentionArgs& args) override;
+  void SiluMul(const float* gate, const float* up, int64_t rows, int64_t n, int64_t stride,
+               float* out) override;
+  void Softmax(float* x, int64_t rows, int64_t n) override;
+  void Add(const float* a, const float* b, int64_t n, float* out) override;
+  void Embedding(const WeightMatrix& table, const int32_t* ids, int64_t n, float* out) override;
+  int64_t Argmax(const float* x, int64_t n) override;
+  void TopK(const float* x, int64_t n, int64_t k, int32_t* indices, float* values) override;
+
+ private:
+  const IsaKernels& isa_;
+  ThreadPool pool_;
+  // Per pool thread (indexed by the ParallelFor thread id): the matmul weight
+  // panel and attention scores.
+  std::vector<std::vector<float>> scratch_;
+  std::vector<std::vector<float>> attn_scratch_;
+};
+
+}  // namespace octet::kernels::cpu

@@ -1,0 +1,62 @@
+// Internal: the single-threaded inner kernels one CPU instruction set provides.
+// CpuBackend (cpu_backend.cpp) splits every op into chunks for the thread pool
+// and calls these on each chunk; each ISA file fills one table. The scalar
+// table is the reference; the AVX2 and NEON tables are checked against it by
+// the conformance test (through the public backends).
+//
+// The ISA files are compiled with their own target flags (-mavx2 ... for
+// isa_avx2.cpp), so they must not define or instantiate anything that other
+// translation units also instantiate (no std:: templates): the linker could pick
+// the AVX2 copy for a caller on a machine without AVX2.
+#pragma once
+
+#include <cstdint>
+
+#include "octet/kernels/weight.h"
+
+namespace octet::kernels::cpu {
+
+// Tile limits for dot_tile (the GEMM micro-kernel in dot-product form).
+inline constexpr int kTileRows = 4;  // rows of A (activations)
+inline constexpr int kTileCols = 3;  // rows of B (weights)
+// gemv takes up to this many activation rows per call (weights decoded in registers).
+inline constexpr int kGemvMaxRows = 2;
+
+struct IsaKernels {
+  const char* name;
+
+  // Dequantizes the block rows [row0, row0+nrows) x cols [col0, col0+ncols) of
+  // w into out (row-major, rows `ldo` floats apart). For NVFP4, col0 is a
+  // multiple of 16 and ncols is a multiple of 16.
+  void (*decode_rows)(const WeightMatrix& w, int64_t row0, int64_t nrows, int64_t col0,
+                      int64_t ncols, float* out, int64_t ldo);
+
+  // y[i*ldy + (r - row0)] (+)= x[i*ldx + :] · W[r, :] for i < m (m <= kGemvMaxRows),
+  // r in [row0, row1): weights decoded once, in registers.
+  void (*gemv)(const WeightMatrix& w, int64_t row0, int64_t row1, const float* x, int64_t m,
+               int64_t ldx, float* y, int64_t ldy, bool accumulate);
+
+  // c[i*ldc + j] (+)= sum_{k < kc} a[i*lda + k] * b[j*ldb + k], i < mr <= 4, j < nr <= 3.
+  void (*dot_tile)(const float* a, int64_t lda, const float* b, int64_t ldb, int64_t kc, int mr,
+                   int nr, float* c, int64_t ldc, bool accumulate);
+
+  float (*dot)(const float* a, const float* b, int64_t n);
+  void (*axpy)(float alpha, const float* x, float* y, int64_t n);  // y += alpha * x
+  void (*scale)(float alpha, float* y, int64_t n);                 // y *= alpha
+  void (*add)(const float* a, const float* b, int64_t n, float* out);
+  // out = x * rsqrt(mean(x^2) + eps) * w (w may be null).
+  void (*rmsnorm_row)(const float* x, const float* w, float eps, int64_t n, float* out);
+  void (*silu_mul)(const float* gate, const float* up, int64_t n, float* out);
+  // In place; returns nothing. exp via std::exp in every ISA (accuracy first).
+  void (*softmax_row)(float* x, int64_t n);
+};
+
+const IsaKernels& ScalarKernels();
+#if defined(__x86_64__)
+const IsaKernels& Avx2Kernels();  // call only when the CPU has AVX2, FMA and F16C
+#endif
+#if defined(__aarch64__)
+const IsaKernels& NeonKernels();
+#endif
+
+}  // namespace octet::kernels::cpu

@@ -1,0 +1,121 @@
+#include "octet/kernels/thread_pool.h"
+
+#include <sched.h>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+namespace octet::kernels {
+namespace {
+
+inline void CpuRelax() {
+#if defined(__x86_64__)
+  _mm_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+// Spin iterations (~0.1 ms) before a thread sleeps: long enough to bridge the
+// gap between back-to-back kernels of one decode step, short enough not to burn
+// a core that another process (or our own descheduled thread) needs.
+constexpr int kSpinIterations = 2000;
+
+}  // namespace
+
+int ThreadPool::HardwareThreads() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) {
+    const int n = CPU_COUNT(&set);
+    if (n > 0) return n;
+  }
+  const unsigned hc = std::thread::hardware_concurrency();
+  return hc > 0 ? static_cast<int>(hc) : 1;
+}
+
+ThreadPool::ThreadPool(int num_threads) {
+  num_threads_ = num_threads > 0 ? num_threads : HardwareThreads();
+  workers_.reserve(num_threads_ - 1);
+  for (int t = 1; t < num_threads_; ++t) workers_.emplace_back([this, t] { WorkerLoop(t); });
+}
+
+ThreadPool::~ThreadPool() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_.store(true);
+    generation_.fetch_add(1);
+  }
+  wake_.notify_all();
+  for (auto& w : workers_) w.join();
+}
+
+void ThreadPool::RunTasks(int thread) {
+  for (;;) {
+    uint64_t s = state_.load(std::memory_order_acquire);
+    const TaskFn* fn = fn_.load(std::memory_order_acquire);
+    const int64_t n = n_tasks_.load(std::memory_order_acquire);
+    const int64_t index = static_cast<int64_t>(s & 0xffffffffu);
+    if (index >= n) return;
+    if (!state_.compare_exchange_weak(s, s + 1, std::memory_order_acq_rel)) continue;
+    (*fn)(index, thread);
+    if (done_.fetch_add(1, std::memory_order_seq_cst) + 1 == n &&
+        caller_waiting_.load(std::memory_order_seq_cst)) {
+      std::lock_guard<std::mutex> lock(mu_);
+      done_cv_.notify_all();
+    }
+  }
+}
+
+void ThreadPool::WorkerLoop(int thread) {
+  uint64_t seen = 0;
+  for (;;) {
+    // Wait for a new generation: spin first, then sleep.
+    uint64_t gen = generation_.load(std::memory_order_acquire);
+    for (int i = 0; gen == seen && i < kSpinIterations; ++i) {
+      CpuRelax();
+      gen = generation_.load(std::memory_order_acquire);
+    }
+    if (gen == seen) {
+      std::unique_lock<std::mutex> lock(mu_);
+      wake_.wait(lock, [&] { return generation_.load(std::memory_order_acquire) != seen; });
+      gen = generation_.load(std::memory_order_acquire);
+    }
+    seen = gen;
+    if (stop_.load()) return;
+    RunTasks(thread);
+  }
+}
+
+void ThreadPool::ParallelFor(int64_t n_tasks, const TaskFn& fn) {
+  if (n_tasks <= 0) return;
+  if (num_threads_ == 1 || n_tasks == 1) {
+    for (int64_t t = 0; t < n_tasks; ++t) fn(t, 0);
+    return;
+  }
+  std::lock_guard<std::mutex> run_lock(run_mutex_);
+  fn_.store(&fn, std::memory_order_relaxed);
+  n_tasks_.store(n_tasks, std::memory_order_relaxed);
+  done_.store(0, std::memory_order_relaxed);
+  ++job_;
+  state_.store(static_cast<uint64_t>(job_) << 32, std::memory_order_release);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    generation_.fetch_add(1, std::memory_order_release);
+  }
+  wake_.notify_all();
+  RunTasks(0);
+  // Wait for tasks other threads claimed; unclaimed ones were run above.
+  for (int i = 0; i < kSpinIterations; ++i) {
+    if (done_.load(std::memory_order_acquire) == n_tasks) return;
+    CpuRelax();
+  }
+  // The thread running the last task was probably descheduled: sleep.
+  std::unique_lock<std::mutex> lock(mu_);
+  caller_waiting_.store(true, std::memory_order_seq_cst);
+  done_cv_.wait(lock, [&] { return done_.load(std::memory_order_seq_cst) == n_tasks; });
+  caller_waiting_.store(false, std::memory_order_relaxed);
+}
+
+}  // namespace octet::kernels

@@ -1,0 +1,462 @@
+// Every kernel op on every CPU backend this machine runs, against a plain
+// double-precision reference written here (for matmul/GEMM) and against the
+// scalar backend (for the rest), on random shapes including odd sizes.
+// Also the number-format conversions against hand-checked values.
+#include <QtTest>
+#include <cmath>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "octet/kernels/backend.h"
+#include "octet/kernels/thread_pool.h"
+#include "octet/kernels/weight.h"
+
+using namespace octet::kernels;
+
+namespace {
+
+// A weight matrix with its own storage.
+struct OwnedWeight {
+  std::vector<uint8_t> data;
+  std::vector<uint8_t> scales;
+  WeightMatrix view;
+};
+
+OwnedWeight RandomWeight(WeightFormat f, int64_t rows, int64_t cols, std::mt19937& rng) {
+  OwnedWeight o;
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  if (f == WeightFormat::kNvfp4) {
+    o.data.resize(rows * cols / 2);
+    o.scales.resize(rows * cols / 16);
+    for (auto& b : o.data) b = static_cast<uint8_t>(rng() & 0xff);
+    // Scale codes across the range, subnormals included, never NaN.
+    for (auto& s : o.scales) s = static_cast<uint8_t>(1 + rng() % 0x60);
+    o.view = WeightMatrix::Nvfp4(o.data.data(), o.scales.data(), 0.0173f, rows, cols);
+    return o;
+  }
+  const int64_t es = f == WeightFormat::kF32 ? 4 : 2;
+  o.data.resize(rows * cols * es);
+  for (int64_t i = 0; i < rows * cols; ++i) {
+    const float v = nd(rng);
+    if (f == WeightFormat::kF32) {
+      std::memcpy(o.data.data() + i * 4, &v, 4);
+    } else {
+      const uint16_t h = f == WeightFormat::kBF16 ? F32ToBf16(v) : F32ToF16(v);
+      std::memcpy(o.data.data() + i * 2, &h, 2);
+    }
+  }
+  o.view = WeightMatrix::Dense(f, o.data.data(), rows, cols);
+  return o;
+}
+
+std::vector<float> RandomFloats(int64_t n, std::mt19937& rng, float scale = 1.0f) {
+  std::normal_distribution<float> nd(0.0f, scale);
+  std::vector<float> v(n);
+  for (auto& x : v) x = nd(rng);
+  return v;
+}
+
+std::vector<std::unique_ptr<KernelBackend>> AllBackends(int threads) {
+  std::vector<std::unique_ptr<KernelBackend>> out;
+  for (const auto& info : ProbeBackends()) {
+    if (!info.available) continue;
+    auto b = CreateBackend(info.name, BackendOptions{threads});
+    if (b.ok()) out.push_back(std::move(*b));
+  }
+  return out;
+}
+
+std::unique_ptr<KernelBackend> Scalar() { return std::move(*CreateBackend("scalar", {1})); }
+
+// |got - want| <= atol + rtol * scale, elementwise; reports the first failure.
+bool Close(const std::vector<float>& got, const std::vector<double>& want,
+           const std::vector<double>& scale, double rtol, std::string* why) {
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double tol = 1e-6 + rtol * scale[i];
+    if (!(std::fabs(got[i] - want[i]) <= tol)) {
+      *why = "element " + std::to_string(i) + ": got " + std::to_string(got[i]) + " want " +
+             std::to_string(want[i]);
+      return false;
+    }
+  }
+  return true;
+}
+
+bool CloseF(const std::vector<float>& got, const std::vector<float>& want, double atol, double rtol,
+            std::string* why) {
+  if (got.size() != want.size()) {
+    *why = "size differs";
+    return false;
+  }
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double tol = atol + rtol * std::fabs(want[i]);
+    if (!(std::fabs(got[i] - want[i]) <= tol)) {
+      *why = "element " + std::to_string(i) + ": got " + std::to_string(got[i]) + " want " +
+             std::to_string(want[i]);
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+class TestKernelConformance : public QObject {
+  Q_OBJECT
+ private slots:
+  void conversions() {
+    QCOMPARE(Bf16ToF32(0x3f80), 1.0f);
+    QCOMPARE(F32ToBf16(1.0f), uint16_t(0x3f80));
+    QCOMPARE(F32ToBf16(1.00390625f), uint16_t(0x3f80));  // tie -> even
+    QCOMPARE(F32ToBf16(1.01171875f), uint16_t(0x3f82));  // tie -> even (up)
+    QCOMPARE(F16ToF32(0x3c00), 1.0f);
+    QCOMPARE(F16ToF32(0x0001), std::ldexp(1.0f, -24));
+    QCOMPARE(F16ToF32(0xc000), -2.0f);
+    QCOMPARE(F32ToF16(65504.0f), uint16_t(0x7bff));
+    QCOMPARE(F32ToF16(1e6f), uint16_t(0x7c00));
+    QCOMPARE(F32ToF16(std::ldexp(1.0f, -24)), uint16_t(0x0001));
+    for (int h = 0; h < 0x7c00; ++h) {  // every finite positive half round-trips
+      QCOMPARE(F32ToF16(F16ToF32(static_cast<uint16_t>(h))), uint16_t(h));
+    }
+    // e4m3fn: max 448, min subnormal 2^-9, NaN codes, and every code round-trips.
+    QCOMPARE(E4m3ToF32(0x7e), 448.0f);
+    QCOMPARE(E4m3ToF32(0x01), std::ldexp(1.0f, -9));
+    QCOMPARE(E4m3ToF32(0x08), std::ldexp(1.0f, -6));
+    QCOMPARE(E4m3ToF32(0x38), 1.0f);
+    QVERIFY(std::isnan(E4m3ToF32(0x7f)));
+    QVERIFY(std::isnan(E4m3ToF32(0xff)));
+    for (int c = 0; c < 256; ++c) {
+      if ((c & 0x7f) == 0x7f) continue;
+      QCOMPARE(int(F32ToE4m3(E4m3ToF32(static_cast<uint8_t>(c)))), c);
+      QCOMPARE(E4m3Table()[c], E4m3ToF32(static_cast<uint8_t>(c)));
+    }
+    QCOMPARE(int(F32ToE4m3(1000.0f)), 0x7e);                // saturates
+    QCOMPARE(int(F32ToE4m3(1.0625f)), 0x38);                // tie between 1 and 1.125 -> even
+    QCOMPARE(int(F32ToE4m3(1.1875f)), 0x3a);                // tie 1.125/1.25 -> 1.25 (even)
+    QCOMPARE(int(F32ToE4m3(std::ldexp(1.5f, -10))), 0x01);  // 1.5 * 2^-10 -> 2^-9
+    // E2M1 ties to even code (README: 0.25->0, 0.75->1, 1.25->1, 1.75->2, 2.5->2, 3.5->4, 5->4).
+    const float in[] = {0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.0f, 7.0f, -0.3f, -6.0f};
+    const float out[] = {0.0f, 1.0f, 1.0f, 2.0f, 2.0f, 4.0f, 4.0f, 6.0f, -0.5f, -6.0f};
+    for (int i = 0; i < 10; ++i) QCOMPARE(kE2m1Values[F32ToE2m1(in[i])], out[i]);
+  }
+
+  void threadPoolRunsEveryTaskOnce() {
+    ThreadPool pool(3);
+    for (int64_t n : {0, 1, 2, 7, 1000}) {
+      std::vector<std::atomic<int>> hits(n);
+      pool.ParallelFor(n, [&](int64_t t, int thread) {
+        QVERIFY(thread >= 0 && thread < 3);
+        hits[t].fetch_add(1);
+      });
+      for (int64_t i = 0; i < n; ++i) QCOMPARE(hits[i].load(), 1);
+    }
+  }
+
+  void matmulEveryFormatAndShape() {
+    std::mt19937 rng(1);
+    const WeightFormat formats[] = {WeightFormat::kF32, WeightFormat::kBF16, WeightFormat::kF16,
+                                    WeightFormat::kNvfp4};
+    struct Shape {
+      int64_t n, k;
+    };
+    const Shape shapes[] = {{1, 16}, {7, 48}, {33, 272}, {50, 528}, {5, 1040}};
+    for (auto& backend : AllBackends(2)) {
+      for (WeightFormat f : formats) {
+        for (const Shape& s : shapes) {
+          for (int64_t m : {1, 2, 3, 5, 9, 130}) {
+            const int64_t k = (f == WeightFormat::kNvfp4) ? s.k : s.k + 3;  // odd k for dense
+            OwnedWeight w = RandomWeight(f, s.n, k, rng);
+            const int64_t ldx = k + 5, ldy = s.n + 2;
+            std::vector<float> x = RandomFloats(m * ldx, rng);
+            std::vector<float> y(m * ldy, 7.0f);
+            for (bool acc : {false, true}) {
+              std::fill(y.begin(), y.end(), 7.0f);
+              backend->Matmul(x.data(), m, ldx, w.view, y.data(), ldy, acc);
+              std::vector<float> got;
+              std::vector<double> want, scale;
+              for (int64_t i = 0; i < m; ++i) {
+                for (int64_t r = 0; r < s.n; ++r) {
+                  double d = 0, a = 0;
+                  for (int64_t c = 0; c < k; ++c) {
+                    const double p = double(WeightAt(w.view, r, c)) * x[i * ldx + c];
+                    d += p;
+                    a += std::fabs(p);
+                  }
+                  got.push_back(y[i * ldy + r]);
+                  want.push_back(acc ? d + 7.0 : d);
+                  scale.push_back(a + 7.0);
+                }
+              }
+              std::string why;
+              QVERIFY2(Close(got, want, scale, 1e-5, &why),
+                       (std::string(backend->name()) + " " + std::string(WeightFormatName(f)) +
+                        " m=" + std::to_string(m) + " n=" + std::to_string(s.n) +
+                        " k=" + std::to_string(k) + ": " + why)
+                           .c_str());
+            }
+          }
+        }
+      }
+    }
+  }
+
+  void matmulOnSlicesEqualsSliceOfMatmul() {
+    std::mt19937 rng(2);
+    for (auto& backend : AllBackends(2)) {
+      for (WeightFormat f : {WeightFormat::kBF16, WeightFormat::kNvfp4}) {
+        OwnedWeight w = RandomWeight(f, 40, 96, rng);
+        std::vector<float> x = RandomFloats(3 * 96, rng);
+        // Row slice: the rows of the full product.
+        std::vector<float> full(3 * 40), part(3 * 10);
+        backend->Matmul(x.data(), 3, 96, w.view, full.data(), 40, false);
+        backend->Matmul(x.data(), 3, 96, w.view.RowSlice(12, 10), part.data(), 10, false);
+        for (int i = 0; i < 3; ++i) {
+          for (int r = 0; r < 10; ++r) QCOMPARE(part[i * 10 + r], full[i * 40 + 12 + r]);
+        }
+        // Column slices: the two halves' products add up to the full product.
+        QVERIFY(w.view.CanSliceCols(32, 64));
+        QVERIFY(!w.view.CanSliceCols(8, 64) || f != WeightFormat::kNvfp4);
+        std::vector<float> sum(3 * 40);
+        backend->Matmul(x.data(), 3, 96, w.view.ColSlice(0, 32), sum.data(), 40, false);
+        backend->Matmul(x.data() + 32, 3, 96, w.view.ColSlice(32, 64), sum.data(), 40, true);
+        std::string why;
+        QVERIFY2(CloseF(sum, full, 1e-4, 1e-4, &why), why.c_str());
+      }
+    }
+  }
+
+  void matmulMultiEqualsSeparateCalls() {
+    std::mt19937 rng(9);
+    for (auto& backend : AllBackends(2)) {
+      OwnedWeight a = RandomWeight(WeightFormat::kNvfp4, 37, 64, rng);
+      OwnedWeight b = RandomWeight(WeightFormat::kBF16, 5, 64, rng);
+      OwnedWeight c = RandomWeight(WeightFormat::kF32, 70, 64, rng);
+      for (int64_t m : {1, 2, 3, 5, 8}) {
+        std::vector<float> x = RandomFloats(m * 64, rng);
+        std::vector<float> ya(m * 37), yb(m * 5), yc(m * 70);
+        const KernelBackend::MatmulOutput outs[3] = {
+            {&a.view, ya.data(), 37}, {&b.view, yb.data(), 5}, {&c.view, yc.data(), 70}};
+        backend->MatmulMulti(x.data(), m, 64, outs, 3);
+        for (auto [w, y, n] :
+             {std::tuple{&a.view, &ya, 37}, {&b.view, &yb, 5}, {&c.view, &yc, 70}}) {
+          std::vector<float> want(m * n);
+          backend->Matmul(x.data(), m, 64, *w, want.data(), n, false);
+          QCOMPARE(*y, want);
+        }
+      }
+    }
+  }
+
+  void gemmAllTransposes() {
+    std::mt19937 rng(3);
+    for (auto& backend : AllBackends(2)) {
+      for (int ta = 0; ta < 2; ++ta) {
+        for (int tb = 0; tb < 2; ++tb) {
+          for (auto [M, N, K] : {std::tuple<int64_t, int64_t, int64_t>{1, 1, 1},
+                                 {5, 7, 3},
+                                 {17, 50, 33},
+                                 {130, 9, 260}}) {
+            for (auto [alpha, beta] :
+                 {std::pair<float, float>{1, 0}, {0.5f, 0}, {1, 1}, {-2, 0.25f}}) {
+              const int64_t lda = (ta ? M : K) + 1, ldb = (tb ? K : N) + 2, ldc = N + 3;
+              std::vector<float> A = RandomFloats((ta ? K : M) * lda, rng);
+              std::vector<float> B = RandomFloats((tb ? N : K) * ldb, rng);
+              std::vector<float> C = RandomFloats(M * ldc, rng);
+              if (beta == 0) std::fill(C.begin(), C.end(), NAN);  // must be ignored
+              std::vector<float> C0 = C;
+              backend->Gemm(ta, tb, M, N, K, alpha, A.data(), lda, B.data(), ldb, beta, C.data(),
+                            ldc);
+              std::vector<float> got;
+              std::vector<double> want, scale;
+              for (int64_t i = 0; i < M; ++i) {
+                for (int64_t j = 0; j < N; ++j) {
+                  double d = 0, a = 0;
+                  for (int64_t kk = 0; kk < K; ++kk) {
+                    const double av = ta ? A[kk * lda + i] : A[i * lda + kk];
+                    const double bv = tb ? B[j * ldb + kk] : B[kk * ldb + j];
+                    d += av * bv;
+                    a += std::fabs(av * bv);
+                  }
+                  const double c0 = beta == 0 ? 0.0 : double(C0[i * ldc + j]);
+                  got.push_back(C[i * ldc + j]);
+                  want.push_back(alpha * d + beta * c0);
+                  scale.push_back(std::fabs(alpha) * a + std::fabs(beta * c0));
+                }
+              }
+              std::string why;
+              QVERIFY2(Close(got, want, scale, 1e-5, &why),
+                       (std::string(backend->name()) + " ta=" + std::to_string(ta) +
+                        " tb=" + std::to_string(tb) + " M=" + std::to_string(M) + ": " + why)
+                           .c_str());
+            }
+          }
+        }
+      }
+    }
+  }
+
+  void elementwiseOpsMatchScalar() {
+    std::mt19937 rng(4);
+    auto ref = Scalar();
+    for (auto& backend : AllBackends(2)) {
+      for (int64_t dim : {1, 7, 64, 131}) {
+        const int64_t rows = 5, stride = dim + 3;
+        std::vector<float> x = RandomFloats(rows * stride, rng, 3.0f);
+        std::vector<float> w = RandomFloats(dim, rng);
+        std::string why;
+        for (const float* wp : {static_cast<const float*>(w.data()), (const float*)nullptr}) {
+          std::vector<float> a(rows * stride, 0.0f), b(rows * stride, 0.0f);
+          ref->RmsNorm(x.data(), wp, 1e-6f, rows, dim, stride, a.data());
+          backend->RmsNorm(x.data(), wp, 1e-6f, rows, dim, stride, b.data());
+          QVERIFY2(CloseF(b, a, 1e-6, 1e-5, &why), why.c_str());
+        }
+        // rmsnorm against the formula itself
+        {
+          std::vector<float> b(rows * stride, 0.0f);
+          backend->RmsNorm(x.data(), w.data(), 1e-5f, rows, dim, stride, b.data());
+          for (int64_t r = 0; r < rows; ++r) {
+            double ss = 0;
+            for (int64_t i = 0; i < dim; ++i) ss += double(x[r * stride + i]) * x[r * stride + i];
+            const double inv = 1.0 / std::sqrt(ss / dim + 1e-5);
+            for (int64_t i = 0; i < dim; ++i) {
+              const double want = w[i] * x[r * stride + i] * inv;
+              QVERIFY(std::fabs(b[r * stride + i] - want) <= 1e-5 * (1 + std::fabs(want)));
+            }
+          }
+        }
+        std::vector<float> g = RandomFloats(rows * stride, rng, 4.0f);
+        std::vector<float> u = RandomFloats(rows * stride, rng);
+        std::vector<float> a(rows * stride, 0.0f), b(rows * stride, 0.0f);
+        ref->SiluMul(g.data(), u.data(), rows, dim, stride, a.data());
+        backend->SiluMul(g.data(), u.data(), rows, dim, stride, b.data());
+        QVERIFY2(CloseF(b, a, 1e-6, 1e-5, &why), why.c_str());
+        std::vector<float> s1 = x, s2 = x;
+        ref->Softmax(s1.data(), rows, stride);
+        backend->Softmax(s2.data(), rows, stride);
+        QVERIFY2(CloseF(s2, s1, 1e-7, 1e-5, &why), why.c_str());
+        std::vector<float> sum1(x.size()), sum2(x.size());
+        ref->Add(x.data(), g.data(), x.size(), sum1.data());
+        backend->Add(x.data(), g.data(), x.size(), sum2.data());
+        QVERIFY2(CloseF(sum2, sum1, 0, 0, &why), why.c_str());
+      }
+    }
+  }
+
+  void ropeMatchesFormula() {
+    std::mt19937 rng(5);
+    for (auto& backend : AllBackends(2)) {
+      const int64_t rows = 6, heads = 3, hd = 16, stride = heads * hd + 4;
+      std::vector<float> x = RandomFloats(rows * stride, rng);
+      std::vector<int32_t> pos = {0, 1, 5, 17, 100, 1000};
+      std::vector<float> inv(hd / 2);
+      for (int64_t i = 0; i < hd / 2; ++i) inv[i] = 1.0f / std::pow(10000.0f, 2.0f * i / hd);
+      std::vector<float> y = x;
+      backend->Rope(y.data(), rows, stride, heads, hd, pos.data(), inv.data());
+      for (int64_t r = 0; r < rows; ++r) {
+        for (int64_t h = 0; h < heads; ++h) {
+          for (int64_t i = 0; i < hd / 2; ++i) {
+            const double ang = double(float(pos[r]) * inv[i]);
+            const double a = x[r * stride + h * hd + i], b = x[r * stride + h * hd + i + hd / 2];
+            QVERIFY(std::fabs(y[r * stride + h * hd + i] -
+                              (a * std::cos(ang) - b * std::sin(ang))) < 1e-5);
+            QVERIFY(std::fabs(y[r * stride + h * hd + i + hd / 2] -
+                              (b * std::cos(ang) + a * std::sin(ang))) < 1e-5);
+          }
+        }
+      }
+    }
+  }
+
+  void attentionMatchesNaive() {
+    std::mt19937 rng(6);
+    for (auto& backend : AllBackends(2)) {
+      const int64_t heads = 6, kv = 2, hd = 20, cap = 40;
+      // Two sequences: one prefilling 5 tokens at positions 3..7, one decoding at 12.
+      std::vector<float> k1 = RandomFloats(cap * kv * hd, rng),
+                         v1 = RandomFloats(cap * kv * hd, rng);
+      std::vector<float> k2 = RandomFloats(cap * kv * hd, rng),
+                         v2 = RandomFloats(cap * kv * hd, rng);
+      std::vector<int32_t> p1 = {3, 4, 5, 6, 7}, p2 = {12};
+      const int64_t tokens = 6, qs = heads * hd + 3, os = heads * hd + 1;
+      std::vector<float> q = RandomFloats(tokens * qs, rng);
+      std::vector<float> out(tokens * os, 0.0f);
+      AttentionSequence seqs[2] = {{0, 5, k1.data(), v1.data(), p1.data()},
+                                   {5, 1, k2.data(), v2.data(), p2.data()}};
+      AttentionArgs a;
+      a.q = q.data();
+      a.q_row_stride = qs;
+      a.out = out.data();
+      a.out_row_stride = os;
+      a.n_heads = heads;
+      a.n_kv_heads = kv;
+      a.head_dim = hd;
+      a.scale = 1.0f / std::sqrt(float(hd));
+      a.sequences = seqs;
+      a.n_sequences = 2;
+      backend->Attention(a);
+      for (int64_t t = 0; t < tokens; ++t) {
+        const bool first = t < 5;
+        const float* kc = first ? k1.data() : k2.data();
+        const float* vc = first ? v1.data() : v2.data();
+        const int32_t p = first ? p1[t] : p2[0];
+        for (int64_t h = 0; h < heads; ++h) {
+          const int64_t g = h / (heads / kv);
+          std::vector<double> s(p + 1);
+          double mx = -1e300;
+          for (int32_t j = 0; j <= p; ++j) {
+            double d = 0;
+            for (int64_t i = 0; i < hd; ++i)
+              d += double(q[t * qs + h * hd + i]) * kc[(j * kv + g) * hd + i];
+            s[j] = d * a.scale;
+            mx = std::max(mx, s[j]);
+          }
+          double z = 0;
+          for (auto& e : s) z += (e = std::exp(e - mx));
+          for (int64_t i = 0; i < hd; ++i) {
+            double o = 0;
+            for (int32_t j = 0; j <= p; ++j) o += s[j] / z * vc[(j * kv + g) * hd + i];
+            QVERIFY2(std::fabs(out[t * os + h * hd + i] - o) < 1e-5,
+                     std::string(backend->name()).c_str());
+          }
+        }
+      }
+    }
+  }
+
+  void embeddingArgmaxTopK() {
+    std::mt19937 rng(7);
+    for (auto& backend : AllBackends(2)) {
+      for (WeightFormat f :
+           {WeightFormat::kF32, WeightFormat::kBF16, WeightFormat::kF16, WeightFormat::kNvfp4}) {
+        OwnedWeight t = RandomWeight(f, 11, 48, rng);
+        std::vector<int32_t> ids = {0, 10, 3, 3};
+        std::vector<float> out(4 * 48);
+        backend->Embedding(t.view, ids.data(), 4, out.data());
+        for (int i = 0; i < 4; ++i) {
+          for (int c = 0; c < 48; ++c) QCOMPARE(out[i * 48 + c], WeightAt(t.view, ids[i], c));
+        }
+      }
+      std::vector<float> v = {1.0f, 5.0f, NAN, 5.0f, -2.0f, 4.0f};
+      QCOMPARE(backend->Argmax(v.data(), 6), int64_t(1));
+      int32_t idx[3];
+      float val[3];
+      backend->TopK(v.data(), 6, 3, idx, val);
+      QCOMPARE(idx[0], 1);
+      QCOMPARE(idx[1], 3);
+      QCOMPARE(idx[2], 5);
+      QCOMPARE(val[2], 4.0f);
+    }
+  }
+
+  void unknownBackendIsAnError() {
+    auto b = CreateBackend("tpu");
+    QVERIFY(!b.ok());
+    QVERIFY(b.status().message().find("tpu") != std::string::npos);
+    auto a = CreateBackend("auto");
+    QVERIFY(a.ok());
+  }
+};
+
+QTEST_APPLESS_MAIN(TestKernelConformance)
+#include "test_kernel_conformance.moc"
