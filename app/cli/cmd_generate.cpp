@@ -1,17 +1,21 @@
 // `octet generate`: load a model folder, prefill a prompt, decode tokens.
-// Contract: ../shared/docs/CLI.md (Engine). Until the tokenizer lands (issue 4)
-// the prompt is given as ids (--prompt-ids); --prompt and --chat say so and
-// exit 3. --tp > 1 waits for tensor-parallel serving (issue 6).
+// Contract: docs/CLI.md (Engine). The prompt is ids (--prompt-ids), text
+// (--prompt, tokenized with the model's tokenizer.json) or, with --chat, one
+// user turn rendered with the model's chat template. --tp > 1 waits for
+// tensor-parallel serving (issue 6).
 #include <unistd.h>
 
 #include <cstdio>
 #include <iostream>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "command.h"
+#include "prompt_input.h"
 #include "octet/base/args.h"
+#include "octet/base/file_util.h"
 #include "octet/base/npy.h"
 #include "octet/engine/generate.h"
 #include "octet/engine/model.h"
@@ -52,14 +56,16 @@ int RunGenerate(const std::vector<std::string>& args) {
       "Generate tokens from a Hugging Face model folder (Llama-3, Qwen2, Qwen3; F32, BF16,\n"
       "F16 or ModelOpt NVFP4 weights) on the CPU.");
   p.Option("model", "DIR", "model folder (config.json, *.safetensors)")
-      .Option("prompt", "TEXT", "prompt text (needs the tokenizer, issue 4)")
+      .Option("prompt", "TEXT", "prompt text, tokenized with the model's tokenizer.json")
       .Option("prompt-ids", "IDS", "prompt as comma-separated token ids, e.g. 1,2,3")
       .Option("max-tokens", "N", "tokens to generate", "16")
       .Option("temperature", "T", "sampling temperature; 0 is greedy", "0")
       .Option("top-k", "K", "sample from the K most likely tokens; 0: all", "0")
       .Option("top-p", "P", "nucleus sampling mass, in (0, 1]", "1")
       .Option("seed", "S", "random seed for sampling", "0")
-      .Flag("chat", "apply the model's chat template (needs the tokenizer, issue 4)")
+      .Flag("chat", "apply the model's chat template to --prompt (one user turn)")
+      .Option("system", "TEXT", "with --chat: a system message before the user turn")
+      .Flag("think", "with --chat on Qwen3: let the model think (default: empty think block)")
       .Option("tp", "N", "tensor-parallel ranks", "1")
       .Option("transport", "shm|tcp", "collectives transport for --tp > 1", "shm")
       .Option("algo", "auto|oneshot|ring", "all-reduce algorithm for --tp > 1", "auto")
@@ -78,21 +84,20 @@ int RunGenerate(const std::vector<std::string>& args) {
     return kExitOk;
   }
   if (!p.Given("model")) return UsageError("--model DIR is required");
-  if (p.Given("prompt") || p.GetFlag("chat")) {
-    std::cerr << kProgram
-              << ": --prompt and --chat need the tokenizer and chat templates, which "
-                 "are not in this build yet (issue 4); give token ids with --prompt-ids\n";
-    return kExitUnavailable;
+  if (p.Given("prompt") == p.Given("prompt-ids")) {
+    return UsageError("give the prompt with exactly one of --prompt TEXT or --prompt-ids 1,2,3");
   }
-  if (!p.Given("prompt-ids")) return UsageError("give the prompt with --prompt-ids 1,2,3");
-  auto ids64 = p.GetIntList("prompt-ids");
-  if (!ids64.ok()) return UsageError(ids64.status().message());
-  if (ids64->empty()) return UsageError("--prompt-ids is empty");
+  if (p.GetFlag("chat") && !p.Given("prompt")) return UsageError("--chat needs --prompt TEXT");
   std::vector<int32_t> prompt;
-  for (int64_t id : *ids64) {
-    if (id < 0 || id > INT32_MAX)
-      return UsageError("token id " + std::to_string(id) + " is out of range");
-    prompt.push_back(static_cast<int32_t>(id));
+  if (p.Given("prompt-ids")) {
+    auto ids64 = p.GetIntList("prompt-ids");
+    if (!ids64.ok()) return UsageError(ids64.status().message());
+    if (ids64->empty()) return UsageError("--prompt-ids is empty");
+    for (int64_t id : *ids64) {
+      if (id < 0 || id > INT32_MAX)
+        return UsageError("token id " + std::to_string(id) + " is out of range");
+      prompt.push_back(static_cast<int32_t>(id));
+    }
   }
   auto max_tokens = p.GetInt("max-tokens");
   auto temperature = p.GetDouble("temperature");
@@ -129,6 +134,30 @@ int RunGenerate(const std::vector<std::string>& args) {
   if (Status s = engine::ValidateSampling(gen.sampling); !s.ok()) return UsageError(s.message());
 
   const bool json = p.GetFlag("json");
+  // The tokenizer is loaded before the model (it is quick and its absence is
+  // the likelier mistake) whenever text is involved: --prompt in, or text out.
+  std::optional<engine::Tokenizer> tok;
+  if (p.Given("prompt") || PathExists(JoinPath(p.GetString("model"), "tokenizer.json"))) {
+    auto t = LoadModelTokenizer(p.GetString("model"));
+    if (!t.ok()) return Failure(t.status().message());
+    tok.emplace(std::move(*t));
+  }
+  if (p.Given("prompt")) {
+    if (p.GetFlag("chat")) {
+      std::vector<engine::ChatMessage> messages;
+      if (p.Given("system")) messages.push_back({"system", p.GetString("system")});
+      messages.push_back({"user", p.GetString("prompt")});
+      auto ids = EncodeChat(*tok, messages, p.GetFlag("think"));
+      if (!ids.ok()) return Failure(ids.status().message());
+      prompt = std::move(*ids);
+      gen.stop_ids = tok->StopIds();  // the template family's end-of-turn tokens
+    } else {
+      engine::EncodeOptions eo;
+      eo.add_special_tokens = true;  // as the tokenizer's post-processor says (Llama-3: BOS)
+      prompt = tok->Encode(p.GetString("prompt"), eo);
+    }
+    if (prompt.empty()) return UsageError("the prompt encodes to no tokens");
+  }
   engine::LoadOptions lo;
   lo.backend = p.GetString("backend");
   lo.threads = static_cast<int>(*threads);
@@ -142,16 +171,24 @@ int RunGenerate(const std::vector<std::string>& args) {
     return Failure(model.status().message());
   }
   engine::Model& m = **model;
-  for (size_t i = 0; i < prompt.size(); ++i) {
-    if (prompt[i] >= m.config().vocab_size) {
-      return UsageError("token id " + std::to_string(prompt[i]) + " at position " +
-                        std::to_string(i) + " is out of range (vocab size " +
-                        std::to_string(m.config().vocab_size) + ")");
-    }
+  if (Status s = CheckIdsInVocab(prompt, m.config().vocab_size); !s.ok()) {
+    return UsageError(s.message());
   }
+  // Without --json, tokens are shown as they come: text when there is a
+  // tokenizer (partial UTF-8 held back), ids otherwise.
+  std::optional<engine::StreamDecoder> stream;
+  engine::DecodeOptions text_opts;
+  text_opts.skip_special_tokens = true;
+  text_opts.skip_unknown_ids = true;  // padded embedding rows the tokenizer lacks
+  if (tok) stream.emplace(*tok, text_opts);
   if (!json) {
-    gen.on_token = [](int32_t id) {
-      std::cout << id << " " << std::flush;
+    gen.on_token = [&](int32_t id) {
+      if (stream) {
+        auto piece = stream->Push(id);
+        if (piece.ok()) std::cout << *piece << std::flush;
+      } else {
+        std::cout << id << " " << std::flush;
+      }
       return true;
     };
   }
@@ -164,7 +201,13 @@ int RunGenerate(const std::vector<std::string>& args) {
   if (json) {
     nlohmann::json j;
     j["ids"] = r->ids;
-    j["text"] = nullptr;  // no tokenizer in this build (issue 4)
+    if (tok) {
+      auto text = tok->Decode(r->ids, text_opts);
+      if (!text.ok()) return Failure(text.status().message());
+      j["text"] = *text;
+    } else {
+      j["text"] = nullptr;  // the model folder has no tokenizer.json
+    }
     j["prompt_tokens"] = r->prompt_tokens;
     j["prefill_tps"] = r->prefill_tps();
     j["decode_tps"] = r->decode_tps();
@@ -177,6 +220,7 @@ int RunGenerate(const std::vector<std::string>& args) {
     j["architecture"] = m.config().architecture_name;
     std::cout << j.dump() << "\n";
   } else {
+    if (stream) std::cout << stream->Finish();
     std::cout << "\n";
     std::fprintf(stderr,
                  "%lld prompt tokens, %zu generated (%s); prefill %.1f tok/s, decode %.2f tok/s, "

@@ -5,8 +5,7 @@ namespace octet::cli {
 const std::vector<Command>& Commands() {
   static const std::vector<Command> commands = {
       {"generate", "generate text or ids from a model folder", RunGenerate, ""},
-      {"chat", "interactive terminal chat with a model", nullptr,
-       "waiting for the CPU engine (issue 3)"},
+      {"chat", "interactive terminal chat with a model", RunChat, ""},
       {"tokenize", "encode/decode with a tokenizer.json", RunTokenize, ""},
       {"serve", "OpenAI-compatible HTTP + gRPC server", nullptr,
        "waiting for tensor-parallel serving (issue 6)"},
