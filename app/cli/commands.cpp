@@ -18,7 +18,7 @@ const std::vector<Command>& Commands() {
        "waiting for the benchmark runner (issue 6)"},
       {"collbench", "collectives benchmark like nccl-tests", nullptr,
        "waiting for the collectives library (issue 5)"},
-      {"route", "request router gateway", nullptr, "waiting for the router (issue 9)"},
+      {"route", "request router gateway", RunRoute, ""},
       {"train", "data-parallel GPT pre-training", nullptr, "waiting for the trainer (issue 10)"},
       {"cluster", "cluster profiles, status and the local embedded cluster", nullptr,
        "waiting for the node agent (issue 7)"},
