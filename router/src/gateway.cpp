@@ -1,12 +1,14 @@
 // The gateway's request path: parse -> RouterCore::Route (classify + pick
 // replica) -> forward with retries -> pass the response through.
 //
-// Streaming uses two threads per request: the HTTP worker that owns the client
-// socket (httplib writes headers only after the handler returns, then calls our
-// chunked content provider), and an upstream "pump" thread that runs the
-// blocking httplib::Client exchange and queues body chunks. The handler waits
-// for the first upstream byte (or the final failure) before it returns, so
-// every retry happens before the client has seen anything.
+// A streaming request uses its HTTP worker thread (which owns the client
+// socket; httplib writes our headers only after the handler returns, then runs
+// the chunked content provider) and an upstream thread from a reusable pool
+// that runs the blocking httplib::Client exchange. The handler returns once the
+// upstream has sent 2xx headers; the upstream thread then writes each body
+// chunk straight to the client through the provider's sink. Retries (another
+// replica, the fallback pool, escalation) happen as long as no body byte has
+// reached the client.
 #include "octet/router/gateway.h"
 
 #include <sys/socket.h>
@@ -31,7 +33,6 @@ namespace {
 
 using nlohmann::json;
 
-constexpr size_t kMaxQueuedBytes = 8u << 20;   // pump waits when the client lags this much
 constexpr size_t kMaxErrorBodyBytes = 1u << 20;
 
 std::string Dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
@@ -106,11 +107,66 @@ bool IsLoopback(const std::string& addr) {
          addr.rfind("::ffff:127.", 0) == 0;
 }
 
+// Upstream exchanges run on these threads. Threads are started on demand and
+// kept for reuse (a stream costs a thread handoff, not a thread creation).
+class UpstreamThreads {
+ public:
+  ~UpstreamThreads() { Shutdown(); }
+  void Submit(std::function<void()> fn) {
+    std::lock_guard<std::mutex> lock(mu_);
+    tasks_.push_back(std::move(fn));
+    if (idle_ >= static_cast<int>(tasks_.size())) {
+      cv_.notify_one();
+    } else {
+      threads_.emplace_back([this] { Work(); });
+    }
+  }
+  // Runs what is queued, then joins every thread.
+  void Shutdown() {
+    std::vector<std::thread> threads;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      shutdown_ = true;
+      threads.swap(threads_);
+    }
+    cv_.notify_all();
+    for (auto& t : threads) t.join();
+  }
+
+ private:
+  void Work() {
+    std::unique_lock<std::mutex> lock(mu_);
+    while (true) {
+      ++idle_;
+      cv_.wait(lock, [this] { return !tasks_.empty() || shutdown_; });
+      --idle_;
+      if (tasks_.empty()) return;  // shutting down
+      std::function<void()> fn = std::move(tasks_.front());
+      tasks_.pop_front();
+      lock.unlock();
+      fn();
+      lock.lock();
+    }
+  }
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> tasks_;  // guarded by mu_
+  std::vector<std::thread> threads_;         // guarded by mu_
+  int idle_ = 0;                             // threads waiting for a task; guarded by mu_
+  bool shutdown_ = false;                    // guarded by mu_
+};
+
 }  // namespace
 
-// One proxied request. Shared by the handler, the pump thread and the
-// response's content provider/releaser; all mutable fields below `mu` are
-// guarded by it.
+// One proxied request, shared by the HTTP worker (handler, then content
+// provider), the upstream thread, and the response's releaser.
+//
+// Streaming hand-off: the handler returns as soon as the upstream has answered
+// 2xx headers, so our headers go out while the model is still prefilling. The
+// provider then publishes its DataSink and blocks; the upstream thread writes
+// every body chunk straight to the client socket through it (one thread wake
+// per token, not two). Bytes that arrive before the sink is published wait in
+// `pending`. Nothing is retried once a body byte has been forwarded.
 struct Exchange {
   RoutedRequest rr;
   json body;                 // the client's request (model rewritten per pool)
@@ -121,28 +177,28 @@ struct Exchange {
   int64_t start_ns = 0;
   int64_t keepalive_ms = 0;
 
-  std::mutex mu;
+  std::mutex mu;  // guards the state below
   std::condition_variable cv;
-  bool committed = false;        // the response (status + first bytes) is decided
-  bool upstream_done = false;    // the pump has finished
-  bool cancelled = false;        // the client left or the gateway stops
-  bool failed_mid_stream = false;
+  bool headers_ready = false;  // status and content type are decided (2xx, or final)
+  bool upstream_done = false;  // the upstream thread has finished
+  bool cancelled = false;      // the client left or the gateway stops
+  bool failed_after_headers = false;  // ended badly after our headers went out
   int status = 0;
   std::string content_type;
-  std::deque<std::string> chunks;
-  size_t queued_bytes = 0;
-  std::string final_reason;      // set when the exchange failed before committing
+  std::string error_message;   // for the SSE error event when failed_after_headers
+  std::string unary_body;      // non-streaming: the whole response
   httplib::Client* active_client = nullptr;
 
-  // Final figures (written by the pump before upstream_done).
+  std::mutex sink_mu;  // guards the sink, pending bytes and everything written to the client
+  httplib::DataSink* sink = nullptr;  // set while the provider runs
+  std::deque<std::string> pending;
+  bool body_started = false;   // a body byte was forwarded (or queued for the client)
+  bool wrote_any = false;
+  char tail[2] = {'\n', '\n'};  // last two bytes written, to find SSE event boundaries
+
+  // Final figures (written by the upstream thread before upstream_done).
   uint64_t tokens = 0;
   bool error = false;
-
-  // Owned by the provider thread only.
-  bool wrote_any = false;
-  char tail[2] = {'\n', '\n'};  // last two bytes forwarded, for SSE event boundaries
-
-  std::thread pump;
 };
 
 struct Gateway::Impl {
@@ -151,6 +207,7 @@ struct Gateway::Impl {
   GatewayOptions options;
   httplib::Server server;
   std::thread listener;
+  UpstreamThreads upstream_threads;
   int port = 0;
   int listen_fd = -1;
 
@@ -174,6 +231,16 @@ struct Gateway::Impl {
     if (ex.active_client) ex.active_client->stop();
     ex.cv.notify_all();
   }
+  // Waits for the upstream thread to finish (it does promptly once cancelled:
+  // every upstream read has a timeout).
+  static void AwaitUpstream(Exchange& ex) {
+    std::unique_lock<std::mutex> lock(ex.mu);
+    const auto& t = ex.rr.pool->spec->timeouts;
+    const auto limit = std::chrono::milliseconds(t.connect_ms + std::max(t.first_token_ms, t.idle_ms) + 10000);
+    if (!ex.cv.wait_for(lock, limit, [&] { return ex.upstream_done; })) {
+      OCTET_LOG(ERROR) << "upstream exchange did not finish in time; leaving it to its timeouts";
+    }
+  }
 
   void SetupRoutes();
   void HandleCompletion(const httplib::Request& req, httplib::Response& res, const std::string& path);
@@ -183,7 +250,8 @@ struct Gateway::Impl {
   void HandlePolicy(const httplib::Request& req, httplib::Response& res);
   bool AdminAllowed(const httplib::Request& req) const;
   void RunUpstream(const std::shared_ptr<Exchange>& ex);
-  void Deliver(Exchange& ex, const char* data, size_t n);
+  bool Deliver(Exchange& ex, const char* data, size_t n);
+  static bool WriteLocked(Exchange& ex, std::string_view data);
   void Finish(Exchange& ex);
 };
 
@@ -195,26 +263,67 @@ void SetDecisionHeaders(httplib::Response& res, const RouteDecision& d) {
   if (!d.replica.empty()) res.set_header("X-Octet-Replica", d.replica);
 }
 
+std::string SseError(const std::string& message) {
+  return "data: " + OpenAiError(message, "upstream_error", 502) + "\n\n";
+}
+
 }  // namespace
 
-void Gateway::Impl::Deliver(Exchange& ex, const char* data, size_t n) {
-  std::unique_lock<std::mutex> lock(ex.mu);
-  if (ex.stream) {
-    // Backpressure: a client that reads slower than the upstream writes holds
-    // the pump (and so the upstream connection) once 8 MiB are queued.
-    const auto idle = std::chrono::milliseconds(ex.rr.pool->spec->timeouts.idle_ms);
-    ex.cv.wait_for(lock, idle, [&] { return ex.queued_bytes < kMaxQueuedBytes || ex.cancelled; });
+// Writes to the client through the published sink; sink_mu must be held.
+bool Gateway::Impl::WriteLocked(Exchange& ex, std::string_view data) {
+  if (data.empty()) return true;
+  if (!ex.sink->write(data.data(), data.size())) return false;
+  if (!ex.wrote_any) {
+    ex.wrote_any = true;
+    ex.rr.pool->counters->ttft.Record(NowNs() - ex.start_ns);
   }
-  ex.chunks.emplace_back(data, n);
-  ex.queued_bytes += n;
-  ex.committed = true;
+  if (data.size() >= 2) {
+    ex.tail[0] = data[data.size() - 2];
+    ex.tail[1] = data[data.size() - 1];
+  } else {
+    ex.tail[0] = ex.tail[1];
+    ex.tail[1] = data[0];
+  }
+  return true;
+}
+
+// A body chunk from the upstream thread. False when the client is gone.
+bool Gateway::Impl::Deliver(Exchange& ex, const char* data, size_t n) {
+  std::lock_guard<std::mutex> lock(ex.sink_mu);
+  ex.body_started = true;
+  if (!ex.sink) {
+    ex.pending.emplace_back(data, n);
+    return true;
+  }
+  if (WriteLocked(ex, std::string_view(data, n))) return true;
+  std::lock_guard<std::mutex> state(ex.mu);
+  ex.cancelled = true;
   ex.cv.notify_all();
+  return false;
 }
 
 void Gateway::Impl::RunUpstream(const std::shared_ptr<Exchange>& exp) {
   Exchange& ex = *exp;
   SseTokenCounter sse;
-  std::string unary_body;
+  // Marks the exchange as answered with `status` and a body of its own (an
+  // error, or an upstream error passed through). After our 2xx headers went
+  // out, it becomes an SSE error event instead.
+  auto finish_with = [&](int status, const std::string& content_type, std::string body,
+                         const std::string& message) {
+    std::lock_guard<std::mutex> lock(ex.mu);
+    ex.error = status >= 500 || ex.error;
+    if (ex.headers_ready) {
+      ex.failed_after_headers = true;
+      ex.error = true;
+      ex.error_message = message;
+      return;
+    }
+    ex.status = status;
+    ex.content_type = content_type;
+    ex.unary_body = std::move(body);
+    ex.headers_ready = true;
+  };
+
   while (true) {
     {
       std::lock_guard<std::mutex> lock(ex.mu);
@@ -242,37 +351,35 @@ void Gateway::Impl::RunUpstream(const std::shared_ptr<Exchange>& exp) {
 
     int status = 0;
     bool buffering = false;  // non-2xx: collect the body, decide after
-    std::string error_body;
-    std::string content_type;
-    bool forwarded = false;  // this attempt delivered bytes
+    std::string error_body, content_type, unary;
     req.response_handler = [&](const httplib::Response& r) {
       status = r.status;
       content_type = r.get_header_value("Content-Type");
+      if (content_type.empty()) content_type = "application/json";
       buffering = !(status >= 200 && status < 300);
-      if (!buffering) {
+      if (!buffering && ex.stream) {
+        // Our response starts now: the handler may send its headers.
         std::lock_guard<std::mutex> lock(ex.mu);
-        ex.status = status;
-        ex.content_type = content_type.empty() ? "application/json" : content_type;
+        if (!ex.headers_ready) {
+          ex.status = status;
+          ex.content_type = content_type;
+          ex.headers_ready = true;
+          ex.cv.notify_all();
+        }
       }
       return true;
     };
     req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
-      {
-        std::lock_guard<std::mutex> lock(ex.mu);
-        if (ex.cancelled) return false;
-      }
       if (buffering) {
         if (error_body.size() + n <= kMaxErrorBodyBytes) error_body.append(data, n);
         return true;
       }
-      forwarded = true;
-      if (ex.stream) {
-        sse.Feed(std::string_view(data, n));
-        Deliver(ex, data, n);
-      } else {
-        unary_body.append(data, n);
+      if (!ex.stream) {
+        unary.append(data, n);
+        return true;
       }
-      return true;
+      sse.Feed(std::string_view(data, n));
+      return Deliver(ex, data, n);
     };
     {
       std::lock_guard<std::mutex> lock(ex.mu);
@@ -292,16 +399,16 @@ void Gateway::Impl::RunUpstream(const std::shared_ptr<Exchange>& exp) {
 
     if (ok && !buffering) {  // a complete 2xx response
       core->ReportSuccess(replica, spec);
-      client->set_keep_alive(true);
       replica->ReleaseClient(std::move(client));
+      std::lock_guard<std::mutex> lock(ex.mu);
       if (ex.stream) {
         ex.tokens = sse.tokens();
-        if (!forwarded) Deliver(ex, "", 0);  // an empty body still commits
       } else {
-        ex.tokens = UnaryTokens(unary_body);
-        std::lock_guard<std::mutex> lock(ex.mu);
-        ex.chunks.push_back(std::move(unary_body));
-        ex.committed = true;
+        ex.tokens = UnaryTokens(unary);
+        ex.status = status;
+        ex.content_type = content_type;
+        ex.unary_body = std::move(unary);
+        ex.headers_ready = true;
       }
       break;
     }
@@ -326,46 +433,39 @@ void Gateway::Impl::RunUpstream(const std::shared_ptr<Exchange>& exp) {
         core->ReportSuccess(replica, spec);  // a 4xx is the client's problem, not the replica's
       }
       replica->ReleaseClient(std::move(client));
-      std::lock_guard<std::mutex> lock(ex.mu);
-      ex.status = status;
-      ex.content_type = content_type.empty() ? "application/json" : content_type;
-      ex.chunks.push_back(std::move(error_body));
-      ex.committed = true;
-      ex.error = server_error;
+      finish_with(status, content_type, std::move(error_body),
+                  "upstream " + replica->url() + " answered " + std::to_string(status) + ": " +
+                      error_body.substr(0, 500));
       break;
     }
     // Transport failure (connect, send, read, timeout).
-    bool committed;
+    bool body_started;
     {
-      std::lock_guard<std::mutex> lock(ex.mu);
-      committed = ex.committed;
-    }
-    if (committed) {
-      // Bytes already reached the client: the stream ends with an error event.
-      core->ReportFailure(replica, pool, FailureKind::kMidStream);
-      std::lock_guard<std::mutex> lock(ex.mu);
-      ex.failed_mid_stream = true;
-      ex.error = true;
-      ex.tokens = sse.tokens();
-      OCTET_LOG(WARNING) << "upstream " << replica->url() << " failed mid-stream: "
-                         << httplib::to_string(err);
-      break;
+      std::lock_guard<std::mutex> lock(ex.sink_mu);
+      body_started = ex.body_started;
     }
     const std::string what = httplib::to_string(err);
+    if (body_started) {
+      // Tokens already reached the client: end the stream with an error event.
+      core->ReportFailure(replica, pool, FailureKind::kMidStream);
+      OCTET_LOG(WARNING) << "upstream " << replica->url() << " failed mid-stream: " << what;
+      std::lock_guard<std::mutex> lock(ex.mu);
+      ex.failed_after_headers = true;
+      ex.error = true;
+      ex.error_message = "the upstream failed mid-stream (" + what + ")";
+      ex.tokens = sse.tokens();
+      break;
+    }
     if (core->Retry(ex.rr, FailureKind::kConnect)) {
       OCTET_LOG(DEBUG) << "upstream " << replica->url() << ": " << what << "; retrying on "
                        << ex.rr.decision.replica;
       continue;
     }
-    std::lock_guard<std::mutex> lock(ex.mu);
     const bool timeout = err == httplib::Error::ConnectionTimeout || err == httplib::Error::Read;
-    ex.status = timeout ? 504 : 502;
-    ex.content_type = "application/json";
-    ex.final_reason = "pool '" + spec.name + "' replica " + replica->url() + ": " + what;
-    ex.chunks.push_back(OpenAiError("upstream failed: " + ex.final_reason, "upstream_error",
-                                    ex.status));
-    ex.committed = true;
-    ex.error = true;
+    const std::string reason = "pool '" + spec.name + "' replica " + replica->url() + ": " + what;
+    finish_with(timeout ? 504 : 502, "application/json",
+                OpenAiError("upstream failed: " + reason, "upstream_error", timeout ? 504 : 502),
+                "upstream failed: " + reason);
     break;
   }
   ex.rr.lease.Release();  // the upstream is done: its load drops now
@@ -434,35 +534,32 @@ void Gateway::Impl::HandleCompletion(const httplib::Request& req, httplib::Respo
 
   if (!ex->stream) {
     RunUpstream(ex);
-    PoolCounters& c = *ex->rr.pool->counters;
-    c.ttft.Record(NowNs() - t0);
+    ex->rr.pool->counters->ttft.Record(NowNs() - t0);
     Finish(*ex);
     res.status = ex->status;
     SetDecisionHeaders(res, ex->rr.decision);
-    std::string body;
-    for (auto& ch : ex->chunks) body += ch;
-    res.set_content(body, ex->content_type);
+    res.set_content(ex->unary_body, ex->content_type);
     return;
   }
 
-  // Streaming: the pump runs the upstream exchange; this thread waits for the
-  // first byte (every retry happens before it) and then hands over to the
-  // content provider.
+  // Streaming: the upstream thread runs the exchange (retries included); this
+  // thread waits until the response status is decided and then hands over to
+  // the content provider.
   Register(ex);
-  ex->pump = std::thread([this, ex] { RunUpstream(ex); });
+  upstream_threads.Submit([this, ex] { RunUpstream(ex); });
   const TimeoutSpec& t = ex->rr.pool->spec->timeouts;
-  const int attempts = 2 + ex->rr.pool->spec->retries.attempts + static_cast<int>(
-                                                                       snapshot->pools.size());
+  const int attempts =
+      2 + ex->rr.pool->spec->retries.attempts + static_cast<int>(snapshot->pools.size());
   const Deadline deadline = Deadline::AfterMs((t.connect_ms + t.first_token_ms) * attempts);
   bool timed_out = false;
   {
     std::unique_lock<std::mutex> lock(ex->mu);
     timed_out = !ex->cv.wait_until(lock, deadline.at(),
-                                   [&] { return ex->committed || ex->upstream_done; });
+                                   [&] { return ex->headers_ready || ex->upstream_done; });
   }
   if (timed_out || stopping.load()) {
     Cancel(*ex);
-    ex->pump.join();
+    AwaitUpstream(*ex);
     Unregister(ex);
     Finish(*ex);
     res.status = stopping.load() ? 503 : 504;
@@ -481,15 +578,13 @@ void Gateway::Impl::HandleCompletion(const httplib::Request& req, httplib::Respo
   }
   SetDecisionHeaders(res, ex->rr.decision);
   if (done) {
-    // The whole response is already here (an error, or a very short stream).
-    ex->pump.join();
+    // The whole exchange is over already (an error, or a very short stream).
     Unregister(ex);
     ex->rr.pool->counters->ttft.Record(NowNs() - t0);
     Finish(*ex);
-    std::string body;
-    for (auto& ch : ex->chunks) body += ch;
-    if (ex->failed_mid_stream)
-      body += "data: " + OpenAiError("the upstream failed mid-stream", "upstream_error", 502) + "\n\n";
+    std::string body = ex->unary_body;
+    for (auto& ch : ex->pending) body += ch;
+    if (ex->failed_after_headers) body += SseError(ex->error_message);
     res.set_content(body, ex->content_type);
     return;
   }
@@ -501,60 +596,61 @@ void Gateway::Impl::HandleCompletion(const httplib::Request& req, httplib::Respo
   res.set_chunked_content_provider(
       ex->content_type,
       [this, ex, sse](size_t, httplib::DataSink& sink) {
-        auto write = [&](const std::string& s) {
-          if (s.empty()) return true;
-          if (!sink.write(s.data(), s.size())) return false;
-          if (!ex->wrote_any) {
-            ex->wrote_any = true;
-            ex->rr.pool->counters->ttft.Record(NowNs() - ex->start_ns);
-          }
-          if (s.size() >= 2) {
-            ex->tail[0] = s[s.size() - 2];
-            ex->tail[1] = s[s.size() - 1];
-          } else {
-            ex->tail[0] = ex->tail[1];
-            ex->tail[1] = s[0];
-          }
-          return true;
+        // Flush what came before, then let the upstream thread write directly.
+        auto unpublish = [&] {
+          std::lock_guard<std::mutex> lock(ex->sink_mu);
+          ex->sink = nullptr;
         };
-        const auto keepalive = std::chrono::milliseconds(ex->keepalive_ms > 0 ? ex->keepalive_ms : 1000);
+        {
+          std::lock_guard<std::mutex> lock(ex->sink_mu);
+          ex->sink = &sink;
+          while (!ex->pending.empty()) {
+            const bool ok = WriteLocked(*ex, ex->pending.front());
+            ex->pending.pop_front();
+            if (!ok) {
+              ex->sink = nullptr;
+              Cancel(*ex);
+              return false;
+            }
+          }
+        }
+        const auto keepalive =
+            std::chrono::milliseconds(ex->keepalive_ms > 0 ? ex->keepalive_ms : 1000);
         std::unique_lock<std::mutex> lock(ex->mu);
         while (true) {
-          if (ex->cancelled || stopping.load()) return false;
-          if (!ex->chunks.empty()) {
-            std::deque<std::string> batch;
-            batch.swap(ex->chunks);
-            ex->queued_bytes = 0;
-            ex->cv.notify_all();
+          if (ex->cancelled || stopping.load()) {
             lock.unlock();
-            for (const auto& c : batch) {
-              if (!write(c)) {
-                Cancel(*ex);
-                return false;
-              }
-            }
-            lock.lock();
-            continue;
+            unpublish();
+            Cancel(*ex);
+            return false;
           }
           if (ex->upstream_done) {
-            const bool failed = ex->failed_mid_stream;
+            const bool failed = ex->failed_after_headers;
+            const std::string message = ex->error_message;
             lock.unlock();
+            std::lock_guard<std::mutex> sl(ex->sink_mu);
             if (failed && sse) {
-              if (ex->tail[0] != '\n' || ex->tail[1] != '\n') write("\n\n");
-              write("data: " + OpenAiError("the upstream failed mid-stream", "upstream_error", 502) +
-                    "\n\n");
+              if (ex->tail[0] != '\n' || ex->tail[1] != '\n') WriteLocked(*ex, "\n\n");
+              WriteLocked(*ex, SseError(message));
             }
+            ex->sink = nullptr;
             sink.done();
             return true;
           }
           const bool woke = ex->cv.wait_for(lock, keepalive, [&] {
-            return !ex->chunks.empty() || ex->upstream_done || ex->cancelled;
+            return ex->upstream_done || ex->cancelled || stopping.load();
           });
-          if (!woke && sse && ex->keepalive_ms > 0 && ex->tail[0] == '\n' && ex->tail[1] == '\n') {
+          if (!woke && sse && ex->keepalive_ms > 0) {
             // An SSE comment between events: clients ignore it, and writing it
-            // is how a departed client is noticed while the upstream thinks.
+            // is how a departed client is noticed while the model prefills.
             lock.unlock();
-            if (!write(": keepalive\n\n")) {
+            bool ok = true;
+            {
+              std::lock_guard<std::mutex> sl(ex->sink_mu);
+              if (ex->tail[0] == '\n' && ex->tail[1] == '\n') ok = WriteLocked(*ex, ": keepalive\n\n");
+            }
+            if (!ok) {
+              unpublish();
               Cancel(*ex);
               return false;
             }
@@ -563,16 +659,15 @@ void Gateway::Impl::HandleCompletion(const httplib::Request& req, httplib::Respo
         }
       },
       [this, ex](bool success) {
-        if (!success) {
-          bool was_done;
-          {
-            std::lock_guard<std::mutex> lock(ex->mu);
-            was_done = ex->upstream_done && ex->chunks.empty();
-          }
-          if (!was_done) ex->rr.pool->counters->cancelled.fetch_add(1, std::memory_order_relaxed);
+        {
+          std::lock_guard<std::mutex> lock(ex->sink_mu);
+          ex->sink = nullptr;  // the sink dies with this response
+        }
+        if (!success) {  // the client did not get the whole response: it left (or we stop)
+          ex->rr.pool->counters->cancelled.fetch_add(1, std::memory_order_relaxed);
           Cancel(*ex);
         }
-        if (ex->pump.joinable()) ex->pump.join();
+        AwaitUpstream(*ex);
         Unregister(ex);
         Finish(*ex);
       });
@@ -768,6 +863,7 @@ void Gateway::Stop() {
     for (const auto& ex : impl_->active) Impl::Cancel(*ex);
   }
   if (impl_->listener.joinable()) impl_->listener.join();
+  impl_->upstream_threads.Shutdown();
 }
 
 }  // namespace octet::router

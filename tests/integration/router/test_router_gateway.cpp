@@ -574,6 +574,33 @@ routes:
     QVERIFY(WaitFor([&] { return g.router->Stats().pools[0].errors == 1; }));
   }
 
+  void deathBeforeTheFirstTokenIsRetried() {
+    // The first replica answers 200 and then drops the connection before any
+    // token: nothing reached the client yet, so another replica serves it.
+    auto dying = StartUpstream("D", 5, 8), good = StartUpstream("G", 5, 8);
+    dying->set_die_after_tokens(0);
+    Gw g = StartGateway(Fill(R"(version: 1
+pools:
+  - name: p
+    replicas: [@D@, @G@]
+    load_balancing: round_robin
+    health_check: {enabled: false}
+    retries: {attempts: 1}
+routes:
+  - name: all
+    pool: p
+)",
+                             {{"D", dying->url()}, {"G", good->url()}}));
+    for (int i = 0; i < 4; ++i) {
+      ClientResult r = Chat(g.port(), "q", true);
+      QCOMPARE(r.status, 200);
+      const StreamText st = ParseSse(r.body);
+      QCOMPARE(st.text, ExpectedTokens("G", 8));
+      QVERIFY(st.done && !st.error);
+    }
+    QVERIFY(dying->requests() >= 1);
+  }
+
   void nothingAvailableIsABadGateway() {
     int dead_port;
     {

@@ -12,18 +12,21 @@
 //        apply a new one; only from loopback or with the admin bearer token.
 //
 // Behaviour: a request is retried on another replica (then the fallback pool)
-// after a connection error, 5xx or 429 as long as no byte has reached the
-// client; a 2xx stream is committed at its first byte. When a streaming client
-// disconnects, the next write fails and the upstream request is cancelled (its
-// connection closed). A streaming client that is waiting sees an SSE comment
-// (": keepalive") every gateway.stream_keepalive_ms between events, which also
-// notices a disconnect while the upstream is still thinking.
+// after a connection error, 5xx or 429, and escalated on the route's statuses,
+// as long as no body byte has reached the client. A stream's headers go out as
+// soon as an upstream answers 2xx; a failure after that but before the first
+// token is still retried, and one that cannot be ends the stream with an SSE
+// error event ("data: {"error": ...}"). When a streaming client disconnects, the
+// next write fails and the upstream request is cancelled (its connection
+// closed). A waiting streaming client gets an SSE comment (": keepalive") every
+// gateway.stream_keepalive_ms between events, which also notices a disconnect
+// while the model is still prefilling.
 //
 // Limitation (cpp-httplib 0.11-0.14): a non-streaming client's disconnect is not
 // visible to the handler, so a unary upstream request runs to completion.
 //
-// Each stream holds one HTTP worker thread and one upstream thread; `threads`
-// bounds concurrent client connections (connections beyond it wait in the queue).
+// Each stream holds one HTTP worker thread and one upstream thread (pooled);
+// `threads` bounds concurrent client connections (more wait in the queue).
 #pragma once
 
 #include <memory>
