@@ -433,9 +433,9 @@ void Gateway::Impl::RunUpstream(const std::shared_ptr<Exchange>& exp) {
         core->ReportSuccess(replica, spec);  // a 4xx is the client's problem, not the replica's
       }
       replica->ReleaseClient(std::move(client));
-      finish_with(status, content_type, std::move(error_body),
-                  "upstream " + replica->url() + " answered " + std::to_string(status) + ": " +
-                      error_body.substr(0, 500));
+      const std::string message = "upstream " + replica->url() + " answered " +
+                                  std::to_string(status) + ": " + error_body.substr(0, 500);
+      finish_with(status, content_type, std::move(error_body), message);
       break;
     }
     // Transport failure (connect, send, read, timeout).
