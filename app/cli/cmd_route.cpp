@@ -16,11 +16,10 @@
 #include <iostream>
 #include <iterator>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "command.h"
 #include "octet/base/args.h"
@@ -53,8 +52,11 @@ int CheckPolicy(const std::string& path, bool as_json) {
   if (as_json) {
     json errors = json::array();
     for (const auto& e : r.errors)
-      errors.push_back({{"file", e.file}, {"line", e.line}, {"column", e.column},
-                        {"message", e.message}, {"text", e.ToString()}});
+      errors.push_back({{"file", e.file},
+                        {"line", e.line},
+                        {"column", e.column},
+                        {"message", e.message},
+                        {"text", e.ToString()}});
     json doc{{"valid", r.ok()}, {"errors", errors}};
     if (r.ok()) {
       json pools = json::array();
@@ -133,7 +135,8 @@ int Serve(const std::string& path, const ArgParser& p) {
   if (p.Given("host")) gopts.host = p.GetString("host");
   if (p.Given("port")) {
     auto port = p.GetInt("port");
-    if (!port.ok() || *port < 0 || *port > 65535) return UsageError("octet route: --port must be 0..65535");
+    if (!port.ok() || *port < 0 || *port > 65535)
+      return UsageError("octet route: --port must be 0..65535");
     gopts.port = static_cast<int>(*port);
   }
   if (p.Given("threads")) {
@@ -194,11 +197,12 @@ int Serve(const std::string& path, const ArgParser& p) {
 }
 
 int TrainClassifierCommand(const std::vector<std::string>& args) {
-  ArgParser p("octet route train-classifier",
-              "Fits the request-difficulty classifier (logistic regression over hashed n-grams and\n"
-              "request features) on labelled JSONL ({\"id\", \"label\": \"hard\"|\"easy\", \"request\"})\n"
-              "and writes its weights. A deterministic held-out split (by id hash) is left out of\n"
-              "training and the metrics of \"hard\" on it are reported.");
+  ArgParser p(
+      "octet route train-classifier",
+      "Fits the request-difficulty classifier (logistic regression over hashed n-grams and\n"
+      "request features) on labelled JSONL ({\"id\", \"label\": \"hard\"|\"easy\", \"request\"})\n"
+      "and writes its weights. A deterministic held-out split (by id hash) is left out of\n"
+      "training and the metrics of \"hard\" on it are reported.");
   p.Option("data", "FILE.jsonl", "labelled requests");
   p.Option("out", "FILE.json", "where to write the weights");
   p.Option("holdout", "F", "fraction of examples held out for evaluation", "0.2");
@@ -225,7 +229,8 @@ int TrainClassifierCommand(const std::vector<std::string>& args) {
     return UsageError("octet route train-classifier: --holdout must be in [0, 1)");
   if (!iterations.ok() || *iterations < 1 || *iterations > 100000)
     return UsageError("octet route train-classifier: --iterations must be 1..100000");
-  if (!lr.ok() || !(*lr > 0)) return UsageError("octet route train-classifier: --learning-rate must be > 0");
+  if (!lr.ok() || !(*lr > 0))
+    return UsageError("octet route train-classifier: --learning-rate must be > 0");
   if (!l2.ok() || !(*l2 >= 0)) return UsageError("octet route train-classifier: --l2 must be >= 0");
   if (!bits.ok() || *bits < 8 || *bits > 24)
     return UsageError("octet route train-classifier: --hash-bits must be 8..24");
@@ -294,17 +299,19 @@ Result<std::map<std::string, std::string>> ParsePairs(const std::string& flag,
 }
 
 int PlanCommand(const std::vector<std::string>& args) {
-  ArgParser p("octet route plan",
-              "Capacity model: the aggregate throughput gain of routing a fraction f of requests\n"
-              "to the large pool, lambda_max(f) = min(C_large / f, C_small / (1 - f)), relative to\n"
-              "large replicas only on the same nodes, and which pool is the bottleneck. Pool\n"
-              "sizes and per-replica request rates come from the policy's pools (capacity:) or\n"
-              "the flags below (rates measured with `octet bench`).");
+  ArgParser p(
+      "octet route plan",
+      "Capacity model: the aggregate throughput gain of routing a fraction f of requests\n"
+      "to the large pool, lambda_max(f) = min(C_large / f, C_small / (1 - f)), relative to\n"
+      "large replicas only on the same nodes, and which pool is the bottleneck. Pool\n"
+      "sizes and per-replica request rates come from the policy's pools (capacity:) or\n"
+      "the flags below (rates measured with `octet bench`).");
   p.Option("policy", "FILE.yaml", "routing policy with the two pools");
   p.Option("large", "POOL", "the large pool (default: the one with most nodes per replica)");
   p.Option("small", "POOL", "the small pool (default: the other one)");
   p.Option("fraction", "F,...", "fractions of requests sent to the large pool", "0.25,0.5");
-  p.Option("requests", "FILE", "estimate f by classifying these requests with the policy (a JSON "
+  p.Option("requests", "FILE",
+           "estimate f by classifying these requests with the policy (a JSON "
            "array, or labelled JSONL)");
   p.Option("replicas", "POOL=N,...", "replica counts (override the policy)");
   p.Option("nodes-per-replica", "POOL=N,...", "nodes per replica (override the policy)");
@@ -340,7 +347,9 @@ int PlanCommand(const std::vector<std::string>& args) {
     OCTET_ASSIGN_OR_RETURN(auto pairs, ParsePairs(flag, p.GetList(flag)));
     for (const auto& [name, value] : pairs) {
       if (!pools.count(name)) {
-        if (policy) return InvalidArgumentError("--" + std::string(flag) + ": no pool '" + name + "' in the policy");
+        if (policy)
+          return InvalidArgumentError("--" + std::string(flag) + ": no pool '" + name +
+                                      "' in the policy");
         pools[name].name = name;
         order.push_back(name);
       }
@@ -348,23 +357,28 @@ int PlanCommand(const std::vector<std::string>& args) {
       errno = 0;
       const double v = std::strtod(value.c_str(), &end);
       if (end != value.c_str() + value.size() || errno == ERANGE || !(v >= 0))
-        return InvalidArgumentError("--" + std::string(flag) + ": '" + value + "' is not a number >= 0");
+        return InvalidArgumentError("--" + std::string(flag) + ": '" + value +
+                                    "' is not a number >= 0");
       setter(pools[name], v);
     }
     return Status();
   };
-  for (Status s : {apply("replicas", [](CapacityPool& c, double v) { c.replicas = static_cast<int>(v); }),
-                   apply("nodes-per-replica",
-                         [](CapacityPool& c, double v) { c.nodes_per_replica = static_cast<int>(v); }),
-                   apply("rate", [](CapacityPool& c, double v) { c.requests_per_s = v; })}) {
+  for (Status s :
+       {apply("replicas", [](CapacityPool&c, double v) { c.replicas = static_cast<int>(v); }),
+        apply("nodes-per-replica",
+              [](CapacityPool&c, double v) { c.nodes_per_replica = static_cast<int>(v); }),
+        apply("rate", [](CapacityPool&c, double v) { c.requests_per_s = v; })}) {
     if (!s.ok()) return UsageError("octet route plan: " + s.message());
   }
   if (pools.size() < 2)
-    return UsageError("octet route plan: two pools are needed (--policy, or --replicas/--rate/"
-                      "--nodes-per-replica for a large and a small pool)");
+    return UsageError(
+        "octet route plan: two pools are needed (--policy, or --replicas/--rate/"
+        "--nodes-per-replica for a large and a small pool)");
   std::string large = p.GetString("large"), small = p.GetString("small");
-  if (!large.empty() && !pools.count(large)) return UsageError("octet route plan: no pool '" + large + "'");
-  if (!small.empty() && !pools.count(small)) return UsageError("octet route plan: no pool '" + small + "'");
+  if (!large.empty() && !pools.count(large))
+    return UsageError("octet route plan: no pool '" + large + "'");
+  if (!small.empty() && !pools.count(small))
+    return UsageError("octet route plan: no pool '" + small + "'");
   if (large.empty()) {
     int best = -1;
     bool tie = false;
@@ -378,7 +392,9 @@ int PlanCommand(const std::vector<std::string>& args) {
         tie = true;
       }
     }
-    if (tie) return UsageError("octet route plan: pools have equal nodes per replica; say which is large with --large");
+    if (tie)
+      return UsageError(
+          "octet route plan: pools have equal nodes per replica; say which is large with --large");
   }
   if (small.empty()) {
     std::vector<std::string> others;
@@ -400,7 +416,8 @@ int PlanCommand(const std::vector<std::string>& args) {
   }
   json estimate;
   if (p.Given("requests")) {
-    if (!policy) return UsageError("octet route plan: --requests needs --policy (its routes classify them)");
+    if (!policy)
+      return UsageError("octet route plan: --requests needs --policy (its routes classify them)");
     const std::string path = p.GetString("requests");
     std::vector<json> requests;
     auto text = ReadFileToString(path);
@@ -426,7 +443,8 @@ int PlanCommand(const std::vector<std::string>& args) {
       ++counted;
       if (d->pool == large) ++to_large;
     }
-    if (counted == 0) return UsageError("octet route plan: no request in " + path + " could be classified");
+    if (counted == 0)
+      return UsageError("octet route plan: no request in " + path + " could be classified");
     const double f = static_cast<double>(to_large) / static_cast<double>(counted);
     estimate = {{"requests", counted}, {"to_large", to_large}, {"fraction_large", f}};
     fractions.push_back(f);
@@ -490,7 +508,8 @@ int RunRoute(const std::vector<std::string>& args) {
     std::cout << p.Usage();
     return kExitOk;
   }
-  if (!p.Given("policy")) return UsageError("octet route: --policy FILE.yaml is required (see --help)");
+  if (!p.Given("policy"))
+    return UsageError("octet route: --policy FILE.yaml is required (see --help)");
   if (p.GetFlag("check") && p.GetFlag("classify"))
     return UsageError("octet route: --check and --classify are exclusive");
   const std::string path = p.GetString("policy");

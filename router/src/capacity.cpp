@@ -11,11 +11,14 @@ Result<CapacityPlan> PlanCapacity(const CapacityPool& large, const CapacityPool&
                                   const std::vector<double>& fractions, int total_nodes) {
   auto check = [](const CapacityPool& p) -> Status {
     if (p.replicas < 0 || p.nodes_per_replica < 1)
-      return InvalidArgumentError("pool '" + p.name + "': replicas must be >= 0 and nodes_per_replica >= 1");
-    if (!(p.requests_per_s > 0) || !std::isfinite(p.requests_per_s))
       return InvalidArgumentError("pool '" + p.name +
-                                  "': per-replica request rate unknown (set capacity.requests_per_s "
-                                  "in the policy or pass --rate " + p.name + "=R)");
+                                  "': replicas must be >= 0 and nodes_per_replica >= 1");
+    if (!(p.requests_per_s > 0) || !std::isfinite(p.requests_per_s))
+      return InvalidArgumentError(
+          "pool '" + p.name +
+          "': per-replica request rate unknown (set capacity.requests_per_s "
+          "in the policy or pass --rate " +
+          p.name + "=R)");
     return Status();
   };
   OCTET_RETURN_IF_ERROR(check(large));
@@ -27,14 +30,16 @@ Result<CapacityPlan> PlanCapacity(const CapacityPool& large, const CapacityPool&
   plan.total_nodes = total_nodes > 0 ? total_nodes : large.nodes() + small.nodes();
   if (plan.total_nodes < large.nodes() + small.nodes())
     return InvalidArgumentError("the pools use " + std::to_string(large.nodes() + small.nodes()) +
-                                " nodes, more than the " + std::to_string(plan.total_nodes) + " given");
+                                " nodes, more than the " + std::to_string(plan.total_nodes) +
+                                " given");
   plan.baseline_replicas = plan.total_nodes / large.nodes_per_replica;
   plan.baseline_rps = plan.baseline_replicas * large.requests_per_s;
   if (plan.baseline_replicas < 1)
     return InvalidArgumentError("not one large replica fits the nodes: no baseline");
   const double inf = std::numeric_limits<double>::infinity();
   for (double f : fractions) {
-    if (!(f >= 0 && f <= 1)) return InvalidArgumentError("fraction " + std::to_string(f) + " is outside [0, 1]");
+    if (!(f >= 0 && f <= 1))
+      return InvalidArgumentError("fraction " + std::to_string(f) + " is outside [0, 1]");
     CapacityPoint p;
     p.fraction_large = f;
     const double by_large = f > 0 ? large.capacity() / f : inf;
@@ -43,9 +48,10 @@ Result<CapacityPlan> PlanCapacity(const CapacityPool& large, const CapacityPool&
     p.bottleneck = by_large <= by_small ? large.name : small.name;
     p.gain = p.lambda_max / plan.baseline_rps;
     // C_small / (1 - f) >= C_large / f  <=>  r_small >= C_large (1 - f) / (f n_small).
-    p.small_speed_needed = (f > 0 && small.replicas > 0)
-                               ? large.capacity() * (1 - f) / (f * small.replicas) / large.requests_per_s
-                               : 0;
+    p.small_speed_needed =
+        (f > 0 && small.replicas > 0)
+            ? large.capacity() * (1 - f) / (f * small.replicas) / large.requests_per_s
+            : 0;
     plan.points.push_back(p);
   }
   return plan;

@@ -18,7 +18,9 @@ constexpr size_t kMaxHeadTokens = 768;  // n-grams come from the first 768 and l
 constexpr size_t kMaxTailTokens = 256;
 constexpr size_t kMaxSystemTokens = 64;
 
-float Log1pScaled(int64_t v) { return static_cast<float>(std::log1p(static_cast<double>(v)) / 10.0); }
+float Log1pScaled(int64_t v) {
+  return static_cast<float>(std::log1p(static_cast<double>(v)) / 10.0);
+}
 float Capped(int64_t v, int64_t cap, double scale) {
   return static_cast<float>(static_cast<double>(std::min(v, cap)) / scale);
 }
@@ -60,7 +62,8 @@ int CountListItems(std::string_view s) {
     size_t k = 0;
     while (k < line.size() && line[k] == ' ') ++k;
     line.remove_prefix(k);
-    if (line.size() >= 2 && (line[0] == '-' || line[0] == '*') && line[1] == ' ') ++items;
+    if (line.size() >= 2 && (line[0] == '-' || line[0] == '*') && line[1] == ' ')
+      ++items;
     else if (line.size() >= 2 && std::isdigit(static_cast<unsigned char>(line[0])) &&
              (line[1] == '.' || line[1] == ')'))
       ++items;
@@ -99,11 +102,21 @@ double Sigmoid(double z) {
 }  // namespace
 
 const std::vector<std::string>& DenseFeatureNames() {
-  static const std::vector<std::string> names = {
-      "bias",          "log_prompt_bytes", "log_last_user_bytes", "log_system_bytes",
-      "turns",         "tools",            "tool_call_depth",     "tool_results",
-      "has_code",      "has_math",         "non_latin_script",    "log_max_tokens",
-      "question_marks", "lines",           "list_items"};
+  static const std::vector<std::string> names = {"bias",
+                                                 "log_prompt_bytes",
+                                                 "log_last_user_bytes",
+                                                 "log_system_bytes",
+                                                 "turns",
+                                                 "tools",
+                                                 "tool_call_depth",
+                                                 "tool_results",
+                                                 "has_code",
+                                                 "has_math",
+                                                 "non_latin_script",
+                                                 "log_max_tokens",
+                                                 "question_marks",
+                                                 "lines",
+                                                 "list_items"};
   return names;
 }
 
@@ -155,7 +168,9 @@ ClassifierInput MakeClassifierInput(const json& request, const RequestFeatures& 
   for (const auto& name : f.tool_names)
     in.buckets.push_back(static_cast<uint32_t>(Fnv1a64(name, kTool) & mask));
   in.bucket_value =
-      in.buckets.empty() ? 0.0f : static_cast<float>(1.0 / std::sqrt(static_cast<double>(in.buckets.size())));
+      in.buckets.empty()
+          ? 0.0f
+          : static_cast<float>(1.0 / std::sqrt(static_cast<double>(in.buckets.size())));
   return in;
 }
 
@@ -201,7 +216,8 @@ Status HashedLogisticModel::Save(const std::string& path) const {
   return WriteFileAtomic(path, ToJson().dump(1) + "\n");
 }
 
-Result<HashedLogisticModel> HashedLogisticModel::FromJson(const json& doc, const std::string& where) {
+Result<HashedLogisticModel> HashedLogisticModel::FromJson(const json& doc,
+                                                          const std::string& where) {
   auto bad = [&](const std::string& what) {
     return InvalidArgumentError(where + ": not a usable classifier weights file: " + what);
   };
@@ -225,8 +241,8 @@ Result<HashedLogisticModel> HashedLogisticModel::FromJson(const json& doc, const
   }
   const auto& names = DenseFeatureNames();
   if (!doc.contains("features") || doc["features"] != json(names))
-    return bad("\"features\" differ from the ones this build computes (" +
-               json(names).dump() + "); retrain with `octet route train-classifier`");
+    return bad("\"features\" differ from the ones this build computes (" + json(names).dump() +
+               "); retrain with `octet route train-classifier`");
   const auto& dense = doc.value("dense", json());
   if (!dense.is_array() || dense.size() != names.size())
     return bad("\"dense\" must hold " + std::to_string(names.size()) + " numbers");
@@ -255,7 +271,8 @@ Result<HashedLogisticModel> HashedLogisticModel::FromJson(const json& doc, const
 Result<HashedLogisticModel> HashedLogisticModel::Load(const std::string& path) {
   OCTET_ASSIGN_OR_RETURN(std::string text, ReadFileToString(path));
   json doc = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (doc.is_discarded()) return InvalidArgumentError(path + ": classifier weights are not valid JSON");
+  if (doc.is_discarded())
+    return InvalidArgumentError(path + ": classifier weights are not valid JSON");
   return FromJson(doc, path);
 }
 
@@ -300,7 +317,8 @@ HashedLogisticModel TrainClassifier(const std::vector<LabelledRequest>& examples
   std::vector<ClassifierInput> inputs;
   inputs.reserve(examples.size());
   for (const auto& ex : examples)
-    inputs.push_back(MakeClassifierInput(ex.request, ExtractFeatures(ex.request), options.hash_bits));
+    inputs.push_back(
+        MakeClassifierInput(ex.request, ExtractFeatures(ex.request), options.hash_bits));
   if (inputs.empty()) return model;
 
   auto& wd = model.dense_weights();
@@ -352,22 +370,28 @@ json ClassifierMetrics::ToJson() const {
               {"accuracy", accuracy()},
               {"precision_hard", precision_hard()},
               {"recall_hard", recall_hard()},
-              {"confusion", {{"true_hard", true_hard},
-                             {"false_hard", false_hard},
-                             {"true_easy", true_easy},
-                             {"false_easy", false_easy}}}};
+              {"confusion",
+               {{"true_hard", true_hard},
+                {"false_hard", false_hard},
+                {"true_easy", true_easy},
+                {"false_easy", false_easy}}}};
 }
 
 ClassifierMetrics EvaluateClassifier(const HashedLogisticModel& model,
                                      const std::vector<LabelledRequest>& examples) {
   ClassifierMetrics m;
   for (const auto& ex : examples) {
-    const bool called_hard = model.Score(ex.request, ExtractFeatures(ex.request)) >= model.threshold();
+    const bool called_hard =
+        model.Score(ex.request, ExtractFeatures(ex.request)) >= model.threshold();
     ++m.examples;
-    if (called_hard && ex.hard) ++m.true_hard;
-    else if (called_hard && !ex.hard) ++m.false_hard;
-    else if (!called_hard && !ex.hard) ++m.true_easy;
-    else ++m.false_easy;
+    if (called_hard && ex.hard)
+      ++m.true_hard;
+    else if (called_hard && !ex.hard)
+      ++m.false_hard;
+    else if (!called_hard && !ex.hard)
+      ++m.true_easy;
+    else
+      ++m.false_easy;
   }
   return m;
 }

@@ -169,8 +169,8 @@ class UpstreamThreads {
 // `pending`. Nothing is retried once a body byte has been forwarded.
 struct Exchange {
   RoutedRequest rr;
-  json body;                 // the client's request (model rewritten per pool)
-  std::string original_body; // sent as-is when the pool does not rename the model
+  json body;                  // the client's request (model rewritten per pool)
+  std::string original_body;  // sent as-is when the pool does not rename the model
   std::string path;
   httplib::Headers forward_headers;
   bool stream = false;
@@ -179,20 +179,20 @@ struct Exchange {
 
   std::mutex mu;  // guards the state below
   std::condition_variable cv;
-  bool headers_ready = false;  // status and content type are decided (2xx, or final)
-  bool upstream_done = false;  // the upstream thread has finished
-  bool cancelled = false;      // the client left or the gateway stops
+  bool headers_ready = false;         // status and content type are decided (2xx, or final)
+  bool upstream_done = false;         // the upstream thread has finished
+  bool cancelled = false;             // the client left or the gateway stops
   bool failed_after_headers = false;  // ended badly after our headers went out
   int status = 0;
   std::string content_type;
-  std::string error_message;   // for the SSE error event when failed_after_headers
-  std::string unary_body;      // non-streaming: the whole response
+  std::string error_message;  // for the SSE error event when failed_after_headers
+  std::string unary_body;     // non-streaming: the whole response
   httplib::Client* active_client = nullptr;
 
   std::mutex sink_mu;  // guards the sink, pending bytes and everything written to the client
   httplib::DataSink* sink = nullptr;  // set while the provider runs
   std::deque<std::string> pending;
-  bool body_started = false;   // a body byte was forwarded (or queued for the client)
+  bool body_started = false;  // a body byte was forwarded (or queued for the client)
   bool wrote_any = false;
   char tail[2] = {'\n', '\n'};  // last two bytes written, to find SSE event boundaries
 
@@ -236,14 +236,16 @@ struct Gateway::Impl {
   static void AwaitUpstream(Exchange& ex) {
     std::unique_lock<std::mutex> lock(ex.mu);
     const auto& t = ex.rr.pool->spec->timeouts;
-    const auto limit = std::chrono::milliseconds(t.connect_ms + std::max(t.first_token_ms, t.idle_ms) + 10000);
+    const auto limit =
+        std::chrono::milliseconds(t.connect_ms + std::max(t.first_token_ms, t.idle_ms) + 10000);
     if (!ex.cv.wait_for(lock, limit, [&] { return ex.upstream_done; })) {
       OCTET_LOG(ERROR) << "upstream exchange did not finish in time; leaving it to its timeouts";
     }
   }
 
   void SetupRoutes();
-  void HandleCompletion(const httplib::Request& req, httplib::Response& res, const std::string& path);
+  void HandleCompletion(const httplib::Request& req, httplib::Response& res,
+                        const std::string& path);
   void HandleRoute(const httplib::Request& req, httplib::Response& res);
   void HandleModels(httplib::Response& res);
   void HandleHealth(httplib::Response& res);
@@ -500,8 +502,9 @@ void Gateway::Impl::HandleCompletion(const httplib::Request& req, httplib::Respo
   if (ex->body.is_discarded() || !ex->body.is_object()) {
     core->CountBadRequest();
     res.status = 400;
-    res.set_content(OpenAiError("the request body is not a JSON object", "invalid_request_error", 400),
-                    "application/json");
+    res.set_content(
+        OpenAiError("the request body is not a JSON object", "invalid_request_error", 400),
+        "application/json");
     return;
   }
   const RequestFeatures features = ExtractFeatures(ex->body);
@@ -514,8 +517,8 @@ void Gateway::Impl::HandleCompletion(const httplib::Request& req, httplib::Respo
     const bool busy = routed.status().code() == StatusCode::kResourceExhausted;
     res.status = busy ? 429 : 503;
     if (busy) res.set_header("Retry-After", "1");
-    res.set_content(OpenAiError(routed.status().message(), busy ? "rate_limit_error" : "unavailable",
-                                res.status),
+    res.set_content(OpenAiError(routed.status().message(),
+                                busy ? "rate_limit_error" : "unavailable", res.status),
                     "application/json");
     return;
   }
@@ -647,7 +650,8 @@ void Gateway::Impl::HandleCompletion(const httplib::Request& req, httplib::Respo
             bool ok = true;
             {
               std::lock_guard<std::mutex> sl(ex->sink_mu);
-              if (ex->tail[0] == '\n' && ex->tail[1] == '\n') ok = WriteLocked(*ex, ": keepalive\n\n");
+              if (ex->tail[0] == '\n' && ex->tail[1] == '\n')
+                ok = WriteLocked(*ex, ": keepalive\n\n");
             }
             if (!ok) {
               unpublish();
@@ -677,8 +681,9 @@ void Gateway::Impl::HandleRoute(const httplib::Request& req, httplib::Response& 
   json body = json::parse(req.body, nullptr, false);
   if (body.is_discarded() || !body.is_object()) {
     res.status = 400;
-    res.set_content(OpenAiError("the request body is not a JSON object", "invalid_request_error", 400),
-                    "application/json");
+    res.set_content(
+        OpenAiError("the request body is not a JSON object", "invalid_request_error", 400),
+        "application/json");
     return;
   }
   const HeaderLookup headers = [&req](std::string_view name) {
@@ -766,33 +771,39 @@ void Gateway::Impl::SetupRoutes() {
   server.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
     HandleCompletion(req, res, "/v1/completions");
   });
-  server.Post("/v1/route",
-              [this](const httplib::Request& req, httplib::Response& res) { HandleRoute(req, res); });
-  server.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) { HandleModels(res); });
-  server.Get("/health", [this](const httplib::Request&, httplib::Response& res) { HandleHealth(res); });
+  server.Post("/v1/route", [this](const httplib::Request& req, httplib::Response& res) {
+    HandleRoute(req, res);
+  });
+  server.Get("/v1/models",
+             [this](const httplib::Request&, httplib::Response& res) { HandleModels(res); });
+  server.Get("/health",
+             [this](const httplib::Request&, httplib::Response& res) { HandleHealth(res); });
   server.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
     res.set_content(router->MetricsText(), "text/plain; version=0.0.4");
   });
   server.Get("/v1/router/stats", [this](const httplib::Request&, httplib::Response& res) {
     res.set_content(Dump(router->Stats().ToJson()), "application/json");
   });
-  server.Get("/v1/router/policy",
-             [this](const httplib::Request& req, httplib::Response& res) { HandlePolicy(req, res); });
-  server.Post("/v1/router/policy",
-              [this](const httplib::Request& req, httplib::Response& res) { HandlePolicy(req, res); });
-  server.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
-    std::string what = "unknown error";
-    try {
-      if (ep) std::rethrow_exception(ep);
-    } catch (const std::exception& e) {
-      what = e.what();
-    } catch (...) {
-    }
-    OCTET_LOG(ERROR) << "gateway handler failed: " << what;
-    res.status = 500;
-    res.set_content(OpenAiError("internal router error: " + what, "internal_error", 500),
-                    "application/json");
+  server.Get("/v1/router/policy", [this](const httplib::Request& req, httplib::Response& res) {
+    HandlePolicy(req, res);
   });
+  server.Post("/v1/router/policy", [this](const httplib::Request& req, httplib::Response& res) {
+    HandlePolicy(req, res);
+  });
+  server.set_exception_handler(
+      [](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+        std::string what = "unknown error";
+        try {
+          if (ep) std::rethrow_exception(ep);
+        } catch (const std::exception& e) {
+          what = e.what();
+        } catch (...) {
+        }
+        OCTET_LOG(ERROR) << "gateway handler failed: " << what;
+        res.status = 500;
+        res.set_content(OpenAiError("internal router error: " + what, "internal_error", 500),
+                        "application/json");
+      });
 }
 
 GatewayOptions GatewayOptionsFromPolicy(const GatewaySpec& spec) {
@@ -817,13 +828,16 @@ Result<std::unique_ptr<Gateway>> Gateway::Start(Router* router, const GatewayOpt
   impl->core = &router->core();
   impl->options = options;
   const int threads = std::max(4, options.threads);
-  impl->server.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
+  impl->server.new_task_queue = [threads] {
+    return new httplib::ThreadPool(static_cast<size_t>(threads));
+  };
   impl->server.set_tcp_nodelay(true);
   impl->server.set_keep_alive_timeout(5);
   impl->server.set_read_timeout(std::chrono::seconds(60));
   impl->server.set_write_timeout(std::chrono::seconds(30));
   auto snap = impl->core->Snapshot();
-  if (snap) impl->server.set_payload_max_length(static_cast<size_t>(snap->policy->gateway.max_body_bytes));
+  if (snap)
+    impl->server.set_payload_max_length(static_cast<size_t>(snap->policy->gateway.max_body_bytes));
   Impl* raw = impl.get();
   impl->server.set_socket_options([raw](int fd) {
     int one = 1;

@@ -38,17 +38,20 @@ Status PolicyParseResult::status() const {
 
 std::string_view LoadBalancingName(LoadBalancing lb) {
   switch (lb) {
-    case LoadBalancing::kLeastRequest: return "least_request";
-    case LoadBalancing::kRoundRobin: return "round_robin";
-    case LoadBalancing::kWeightedRandom: return "weighted_random";
+    case LoadBalancing::kLeastRequest:
+      return "least_request";
+    case LoadBalancing::kRoundRobin:
+      return "round_robin";
+    case LoadBalancing::kWeightedRandom:
+      return "weighted_random";
   }
   return "?";
 }
 
 bool RouteMatch::catch_all() const {
   return score.empty() && !hard && prompt_tokens.empty() && turns.empty() && tools.empty() &&
-         tool_call_depth.empty() && !has_code && !has_math && keywords.empty() &&
-         scripts.empty() && models.empty() && headers.empty();
+         tool_call_depth.empty() && !has_code && !has_math && keywords.empty() && scripts.empty() &&
+         models.empty() && headers.empty();
 }
 
 const PoolSpec* RoutingPolicy::FindPool(std::string_view name) const {
@@ -127,9 +130,10 @@ class Checker {
     errors_.push_back(PolicyError{file_, loc.line, loc.column, std::move(message)});
   }
   std::vector<PolicyError> TakeErrors() {
-    std::stable_sort(errors_.begin(), errors_.end(), [](const PolicyError& a, const PolicyError& b) {
-      return a.line != b.line ? a.line < b.line : a.column < b.column;
-    });
+    std::stable_sort(errors_.begin(), errors_.end(),
+                     [](const PolicyError& a, const PolicyError& b) {
+                       return a.line != b.line ? a.line < b.line : a.column < b.column;
+                     });
     return std::move(errors_);
   }
   bool has_errors() const { return !errors_.empty(); }
@@ -139,8 +143,7 @@ class Checker {
   bool ReadMap(const Node& node, SourceLocation where, const std::string& what,
                const std::vector<std::string>& allowed, std::map<std::string, Field>* out) {
     if (!node.IsMap()) {
-      Error(LocOf(node).line ? LocOf(node) : where,
-            what + " must be a map, got " + Describe(node));
+      Error(LocOf(node).line ? LocOf(node) : where, what + " must be a map, got " + Describe(node));
       return false;
     }
     for (auto it = node.begin(); it != node.end(); ++it) {
@@ -277,8 +280,8 @@ class Checker {
     }
     std::string list;
     for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
-    Error(f.loc, "'" + f.name + "' must be one of " + list + ", got '" + s + "'" +
-                     DidYouMean(s, names));
+    Error(f.loc,
+          "'" + f.name + "' must be one of " + list + ", got '" + s + "'" + DidYouMean(s, names));
     return false;
   }
 
@@ -296,7 +299,8 @@ class Checker {
     for (const auto& item : f.value) {
       if (!item.IsScalar()) {
         const SourceLocation l = LocOf(item);
-        Error(l.line ? l : f.loc, "items of '" + f.name + "' must be strings, got " + Describe(item));
+        Error(l.line ? l : f.loc,
+              "items of '" + f.name + "' must be strings, got " + Describe(item));
         ok = false;
         continue;
       }
@@ -316,16 +320,20 @@ class Checker {
     bool ok = true;
     double v = 0;
     if (auto it = m.find("min"); it != m.end()) {
-      if (Number(it->second, &v, lo, hi, range_text)) out->min = v;
-      else ok = false;
+      if (Number(it->second, &v, lo, hi, range_text))
+        out->min = v;
+      else
+        ok = false;
     }
     if (auto it = m.find("max"); it != m.end()) {
-      if (Number(it->second, &v, lo, hi, range_text)) out->max = v;
-      else ok = false;
+      if (Number(it->second, &v, lo, hi, range_text))
+        out->max = v;
+      else
+        ok = false;
     }
     if (ok && out->min && out->max && *out->min > *out->max) {
-      Error(m["min"].loc, "'" + f.name + "': min " + std::to_string(*out->min) +
-                              " is above max " + std::to_string(*out->max));
+      Error(m["min"].loc, "'" + f.name + "': min " + std::to_string(*out->min) + " is above max " +
+                              std::to_string(*out->max));
       ok = false;
     }
     return ok;
@@ -360,8 +368,7 @@ void ParseGateway(Checker& c, const Field& f, GatewaySpec* g) {
   if (auto* v = Get(m, "port")) c.Integer(*v, &g->port, 0, 65535);
   if (auto* v = Get(m, "threads")) c.Integer(*v, &g->threads, 4, 4096);
   if (auto* v = Get(m, "stream_keepalive_ms")) c.Integer(*v, &g->stream_keepalive_ms, 0, 3600000);
-  if (auto* v = Get(m, "max_body_bytes"))
-    c.Integer(*v, &g->max_body_bytes, 1024, int64_t{1} << 32);
+  if (auto* v = Get(m, "max_body_bytes")) c.Integer(*v, &g->max_body_bytes, 1024, int64_t{1} << 32);
   if (auto* v = Get(m, "model_name")) c.NonEmptyString(*v, &g->model_name);
   if (auto* v = Get(m, "watch")) c.Bool(*v, &g->watch);
   if (auto* v = Get(m, "watch_interval_ms")) c.Integer(*v, &g->watch_interval_ms, 50, 3600000);
@@ -386,20 +393,22 @@ void ParseReplica(Checker& c, const Node& node, SourceLocation where, const std:
   if (url && job) {
     c.Error(job->key_loc, what + " has both 'url' and 'job'; give one");
   } else if (!url && !job) {
-    c.Error(r->location, what + " needs 'url' (an OpenAI-compatible endpoint) or 'job' (an agent job)");
+    c.Error(r->location,
+            what + " needs 'url' (an OpenAI-compatible endpoint) or 'job' (an agent job)");
   }
   if (url && c.NonEmptyString(*url, &r->url)) {
     ReplicaUrl parsed;
     std::string err;
-    if (!ParseReplicaUrl(r->url, &parsed, &err))
-      c.Error(url->loc, "'url' '" + r->url + "' " + err);
+    if (!ParseReplicaUrl(r->url, &parsed, &err)) c.Error(url->loc, "'url' '" + r->url + "' " + err);
   }
   if (job) c.Name(*job, &r->job);
   if (auto* v = Get(m, "weight")) {
     double w = 1;
     if (c.Number(*v, &w, 0, 1e6, "(0, 1e6]")) {
-      if (w <= 0) c.Error(v->loc, "'weight' must be above 0, got " + v->value.Scalar());
-      else r->weight = w;
+      if (w <= 0)
+        c.Error(v->loc, "'weight' must be above 0, got " + v->value.Scalar());
+      else
+        r->weight = w;
     }
   }
   if (auto* v = Get(m, "api_key_env")) c.NonEmptyString(*v, &r->api_key_env);
@@ -415,8 +424,10 @@ void ParsePool(Checker& c, const Node& node, SourceLocation where, PoolSpec* p, 
                  &m))
     return;
   const Field* name = Get(m, "name");
-  if (!name) c.Missing(p->location, "name", "a pool");
-  else if (c.Name(*name, &p->name)) refs->name = name->loc;
+  if (!name)
+    c.Missing(p->location, "name", "a pool");
+  else if (c.Name(*name, &p->name))
+    refs->name = name->loc;
   const std::string what = p->name.empty() ? std::string("a pool") : "pool '" + p->name + "'";
   if (auto* v = Get(m, "model")) c.NonEmptyString(*v, &p->model);
 
@@ -424,9 +435,11 @@ void ParsePool(Checker& c, const Node& node, SourceLocation where, PoolSpec* p, 
   if (!replicas) {
     c.Missing(p->location, "replicas", what);
   } else if (!replicas->value.IsSequence()) {
-    c.Error(replicas->loc, "'replicas' of " + what + " must be a list, got " + Describe(replicas->value));
+    c.Error(replicas->loc,
+            "'replicas' of " + what + " must be a list, got " + Describe(replicas->value));
   } else if (replicas->value.size() == 0) {
-    c.Error(replicas->loc, "'replicas' of " + what + " is empty; a pool needs at least one replica");
+    c.Error(replicas->loc,
+            "'replicas' of " + what + " is empty; a pool needs at least one replica");
   } else {
     int i = 0;
     for (const auto& r : replicas->value) {
@@ -465,11 +478,12 @@ void ParsePool(Checker& c, const Node& node, SourceLocation where, PoolSpec* p, 
   if (auto* f = Get(m, "outlier_ejection")) {
     std::map<std::string, Field> o;
     auto& oe = p->outlier_ejection;
-    if (c.ReadMap(f->value, f->loc, "'outlier_ejection' of " + what,
-                  {"consecutive_failures", "base_ejection_ms", "max_ejection_ms",
-                   "max_ejected_percent"},
-                  &o)) {
-      if (auto* v = Get(o, "consecutive_failures")) c.Integer(*v, &oe.consecutive_failures, 1, 1000);
+    if (c.ReadMap(
+            f->value, f->loc, "'outlier_ejection' of " + what,
+            {"consecutive_failures", "base_ejection_ms", "max_ejection_ms", "max_ejected_percent"},
+            &o)) {
+      if (auto* v = Get(o, "consecutive_failures"))
+        c.Integer(*v, &oe.consecutive_failures, 1, 1000);
       if (auto* v = Get(o, "base_ejection_ms")) c.Integer(*v, &oe.base_ejection_ms, 1, 86400000);
       if (auto* v = Get(o, "max_ejection_ms")) {
         if (c.Integer(*v, &oe.max_ejection_ms, 1, 86400000) &&
@@ -503,9 +517,12 @@ void ParsePool(Checker& c, const Node& node, SourceLocation where, PoolSpec* p, 
           rs.on_connect_error = rs.on_5xx = rs.on_429 = false;
           const std::vector<std::string> known = {"connect_error", "5xx", "429"};
           for (const auto& k : kinds) {
-            if (k == "connect_error") rs.on_connect_error = true;
-            else if (k == "5xx") rs.on_5xx = true;
-            else if (k == "429") rs.on_429 = true;
+            if (k == "connect_error")
+              rs.on_connect_error = true;
+            else if (k == "5xx")
+              rs.on_5xx = true;
+            else if (k == "429")
+              rs.on_429 = true;
             else
               c.Error(v->loc, "'on' of 'retries' must list connect_error, 5xx or 429, got '" + k +
                                   "'" + DidYouMean(k, known));
@@ -516,8 +533,8 @@ void ParsePool(Checker& c, const Node& node, SourceLocation where, PoolSpec* p, 
   }
   if (auto* f = Get(m, "capacity")) {
     std::map<std::string, Field> k;
-    if (c.ReadMap(f->value, f->loc, "'capacity' of " + what, {"nodes_per_replica", "requests_per_s"},
-                  &k)) {
+    if (c.ReadMap(f->value, f->loc, "'capacity' of " + what,
+                  {"nodes_per_replica", "requests_per_s"}, &k)) {
       if (auto* v = Get(k, "nodes_per_replica"))
         c.Integer(*v, &p->capacity.nodes_per_replica, 1, 1024);
       if (auto* v = Get(k, "requests_per_s"))
@@ -533,8 +550,10 @@ void ParseClassifier(Checker& c, const Node& node, SourceLocation where, Classif
   std::map<std::string, Field> m;
   if (!c.ReadMap(node, where, "a classifier", {"name", "type", "weights", "threshold"}, &m)) return;
   const Field* name = Get(m, "name");
-  if (!name) c.Missing(cl->location, "name", "a classifier");
-  else if (c.Name(*name, &cl->name)) *name_loc = name->loc;
+  if (!name)
+    c.Missing(cl->location, "name", "a classifier");
+  else if (c.Name(*name, &cl->name))
+    *name_loc = name->loc;
   const std::string what =
       cl->name.empty() ? std::string("a classifier") : "classifier '" + cl->name + "'";
   if (auto* v = Get(m, "type")) {
@@ -542,21 +561,24 @@ void ParseClassifier(Checker& c, const Node& node, SourceLocation where, Classif
     if (c.Enum(*v, {"hashed_logistic"}, &idx)) cl->type = "hashed_logistic";
   }
   const Field* weights = Get(m, "weights");
-  if (!weights) c.Missing(cl->location, "weights", what);
-  else if (c.NonEmptyString(*weights, &cl->weights_path)) *weights_loc = weights->loc;
+  if (!weights)
+    c.Missing(cl->location, "weights", what);
+  else if (c.NonEmptyString(*weights, &cl->weights_path))
+    *weights_loc = weights->loc;
   if (auto* v = Get(m, "threshold")) c.Number(*v, &cl->threshold, 0, 1, "[0, 1]");
 }
 
 void ParseMatch(Checker& c, const Field& f, const std::string& what, RouteMatch* match,
                 RouteRefs* refs) {
   std::map<std::string, Field> m;
-  if (!c.ReadMap(f.value, f.loc, "'match' of " + what,
-                 {"classifier", "score", "hard", "prompt_tokens", "turns", "tools",
-                  "tool_call_depth", "has_code", "has_math", "keywords", "script", "model",
-                  "headers"},
-                 &m))
+  if (!c.ReadMap(
+          f.value, f.loc, "'match' of " + what,
+          {"classifier", "score", "hard", "prompt_tokens", "turns", "tools", "tool_call_depth",
+           "has_code", "has_math", "keywords", "script", "model", "headers"},
+          &m))
     return;
-  if (m.empty()) c.Error(f.loc, "'match' of " + what + " is empty; leave it out for a catch-all route");
+  if (m.empty())
+    c.Error(f.loc, "'match' of " + what + " is empty; leave it out for a catch-all route");
   constexpr double kBig = 1e12;
   if (auto* v = Get(m, "classifier")) {
     if (c.Name(*v, &match->classifier)) refs->classifier = v->loc;
@@ -571,7 +593,8 @@ void ParseMatch(Checker& c, const Field& f, const std::string& what, RouteMatch*
       refs->hard = v->loc;
     }
   }
-  if (auto* v = Get(m, "prompt_tokens")) c.ReadRange(*v, 0, kBig, "[0, 1e12]", &match->prompt_tokens);
+  if (auto* v = Get(m, "prompt_tokens"))
+    c.ReadRange(*v, 0, kBig, "[0, 1e12]", &match->prompt_tokens);
   if (auto* v = Get(m, "turns")) c.ReadRange(*v, 0, kBig, "[0, 1e12]", &match->turns);
   if (auto* v = Get(m, "tools")) c.ReadRange(*v, 0, kBig, "[0, 1e12]", &match->tools);
   if (auto* v = Get(m, "tool_call_depth"))
@@ -592,14 +615,15 @@ void ParseMatch(Checker& c, const Field& f, const std::string& what, RouteMatch*
     }
   }
   if (auto* v = Get(m, "script")) {
-    const std::vector<std::string> scripts = {"latin",  "cjk",    "cyrillic", "arabic", "devanagari",
-                                              "greek",  "hebrew", "thai",     "hangul", "none"};
+    const std::vector<std::string> scripts = {"latin", "cjk",    "cyrillic", "arabic", "devanagari",
+                                              "greek", "hebrew", "thai",     "hangul", "none"};
     if (c.StringList(*v, &match->scripts)) {
       for (const auto& s : match->scripts) {
         if (std::find(scripts.begin(), scripts.end(), s) == scripts.end())
-          c.Error(v->loc, "'script' must list Unicode scripts (latin, cjk, cyrillic, arabic, "
-                          "devanagari, greek, hebrew, thai, hangul, none), got '" +
-                              s + "'" + DidYouMean(s, scripts));
+          c.Error(v->loc,
+                  "'script' must list Unicode scripts (latin, cjk, cyrillic, arabic, "
+                  "devanagari, greek, hebrew, thai, hangul, none), got '" +
+                      s + "'" + DidYouMean(s, scripts));
       }
     }
   }
@@ -628,13 +652,17 @@ void ParseRoute(Checker& c, const Node& node, SourceLocation where, RouteSpec* r
   if (!c.ReadMap(node, where, "a route", {"name", "match", "pool", "fallback", "escalate"}, &m))
     return;
   const Field* name = Get(m, "name");
-  if (!name) c.Missing(r->location, "name", "a route");
-  else if (c.Name(*name, &r->name)) refs->name = name->loc;
+  if (!name)
+    c.Missing(r->location, "name", "a route");
+  else if (c.Name(*name, &r->name))
+    refs->name = name->loc;
   const std::string what = r->name.empty() ? std::string("a route") : "route '" + r->name + "'";
   if (auto* v = Get(m, "match")) ParseMatch(c, *v, what, &r->match, refs);
   const Field* pool = Get(m, "pool");
-  if (!pool) c.Missing(r->location, "pool", what);
-  else if (c.Name(*pool, &r->pool)) refs->pool = pool->loc;
+  if (!pool)
+    c.Missing(r->location, "pool", what);
+  else if (c.Name(*pool, &r->pool))
+    refs->pool = pool->loc;
   if (auto* v = Get(m, "fallback")) {
     if (c.Name(*v, &r->fallback)) refs->fallback = v->loc;
   }
@@ -642,8 +670,10 @@ void ParseRoute(Checker& c, const Node& node, SourceLocation where, RouteSpec* r
     std::map<std::string, Field> e;
     if (c.ReadMap(f->value, f->loc, "'escalate' of " + what, {"pool", "on_status", "sticky"}, &e)) {
       const Field* ep = Get(e, "pool");
-      if (!ep) c.Missing(f->loc, "pool", "'escalate' of " + what);
-      else if (c.Name(*ep, &r->escalate.pool)) refs->escalate_pool = ep->loc;
+      if (!ep)
+        c.Missing(f->loc, "pool", "'escalate' of " + what);
+      else if (c.Name(*ep, &r->escalate.pool))
+        refs->escalate_pool = ep->loc;
       const Field* os = Get(e, "on_status");
       if (!os) {
         c.Missing(f->loc, "on_status", "'escalate' of " + what);
@@ -664,8 +694,8 @@ void ParseRoute(Checker& c, const Node& node, SourceLocation where, RouteSpec* r
 
 void ParseStickiness(Checker& c, const Field& f, StickinessSpec* s) {
   std::map<std::string, Field> m;
-  if (!c.ReadMap(f.value, f.loc, "'stickiness'", {"mode", "header", "scope", "ttl_s", "max_sessions"},
-                 &m))
+  if (!c.ReadMap(f.value, f.loc, "'stickiness'",
+                 {"mode", "header", "scope", "ttl_s", "max_sessions"}, &m))
     return;
   if (auto* v = Get(m, "mode")) {
     size_t idx = 0;
@@ -674,7 +704,8 @@ void ParseStickiness(Checker& c, const Field& f, StickinessSpec* s) {
   }
   if (auto* v = Get(m, "header")) {
     if (c.NonEmptyString(*v, &s->header))
-      for (char& ch : s->header) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+      for (char& ch : s->header)
+        ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
   }
   if (auto* v = Get(m, "scope")) {
     size_t idx = 0;
@@ -701,8 +732,8 @@ PolicyParseResult ParsePolicy(std::string_view yaml, const std::string& file_nam
     root = YAML::Load(std::string(yaml));
   } catch (const YAML::Exception& e) {
     // e.msg is the parser's reason without the mark prefix.
-    const SourceLocation loc = e.mark.is_null() ? SourceLocation{}
-                                                : SourceLocation{e.mark.line + 1, e.mark.column + 1};
+    const SourceLocation loc =
+        e.mark.is_null() ? SourceLocation{} : SourceLocation{e.mark.line + 1, e.mark.column + 1};
     c.Error(loc, "YAML syntax error: " + e.msg);
     result.errors = c.TakeErrors();
     return result;
@@ -737,7 +768,8 @@ PolicyParseResult ParsePolicy(std::string_view yaml, const std::string& file_nam
       if (!pools) {
         c.Missing(start, "pools", "the policy");
       } else if (!pools->value.IsSequence() || pools->value.size() == 0) {
-        c.Error(pools->loc, "'pools' must be a non-empty list of pools, got " + Describe(pools->value));
+        c.Error(pools->loc,
+                "'pools' must be a non-empty list of pools, got " + Describe(pools->value));
       } else {
         for (const auto& node : pools->value) {
           PoolSpec p;
@@ -781,8 +813,8 @@ PolicyParseResult ParsePolicy(std::string_view yaml, const std::string& file_nam
       if (auto* v = Get(top, "stickiness")) ParseStickiness(c, *v, &policy->stickiness);
     }
   } catch (const YAML::Exception& e) {
-    const SourceLocation loc = e.mark.is_null() ? SourceLocation{}
-                                                : SourceLocation{e.mark.line + 1, e.mark.column + 1};
+    const SourceLocation loc =
+        e.mark.is_null() ? SourceLocation{} : SourceLocation{e.mark.line + 1, e.mark.column + 1};
     c.Error(loc, std::string("YAML error: ") + e.msg);
   }
 
@@ -855,15 +887,15 @@ PolicyParseResult ParsePolicy(std::string_view yaml, const std::string& file_nam
                                std::to_string(route_refs[j].name.line) + ")");
     const std::string what = "route '" + r.name + "'";
     if (!r.pool.empty() && !pool_exists(r.pool))
-      c.Error(refs.pool, what + " sends to unknown pool '" + r.pool + "'" +
-                             DidYouMean(r.pool, pool_names));
+      c.Error(refs.pool,
+              what + " sends to unknown pool '" + r.pool + "'" + DidYouMean(r.pool, pool_names));
     if (!r.fallback.empty()) {
       if (!pool_exists(r.fallback))
         c.Error(refs.fallback, what + " falls back to unknown pool '" + r.fallback + "'" +
                                    DidYouMean(r.fallback, pool_names));
       else if (r.fallback == r.pool)
-        c.Error(refs.fallback, "cycle in fallbacks: " + what + " falls back to its own pool '" +
-                                   r.pool + "'");
+        c.Error(refs.fallback,
+                "cycle in fallbacks: " + what + " falls back to its own pool '" + r.pool + "'");
     }
     if (!r.escalate.pool.empty()) {
       if (!pool_exists(r.escalate.pool))
@@ -883,13 +915,12 @@ PolicyParseResult ParsePolicy(std::string_view yaml, const std::string& file_nam
       } else if (classifiers.empty()) {
         c.Error(at, what + " tests a classifier score but the policy defines no 'classifiers'");
       } else {
-        c.Error(at, what + " tests a classifier score: say which with 'classifier' (one of " +
-                        [&] {
-                          std::string s;
-                          for (const auto& n : classifier_name_list) s += (s.empty() ? "" : ", ") + n;
-                          return s;
-                        }() +
-                        ")");
+        c.Error(
+            at, what + " tests a classifier score: say which with 'classifier' (one of " + [&] {
+              std::string s;
+              for (const auto& n : classifier_name_list) s += (s.empty() ? "" : ", ") + n;
+              return s;
+            }() + ")");
       }
     }
     if (!m.classifier.empty() && m.score.empty() && !m.hard)
@@ -940,7 +971,8 @@ PolicyParseResult LoadPolicyFile(const std::string& path, const PolicyParseOptio
   auto text = ReadFileToString(path);
   if (!text.ok()) {
     PolicyParseResult r;
-    r.errors.push_back(PolicyError{path, 0, 0, "cannot read the policy: " + text.status().message()});
+    r.errors.push_back(
+        PolicyError{path, 0, 0, "cannot read the policy: " + text.status().message()});
     return r;
   }
   return ParsePolicy(*text, path, options);

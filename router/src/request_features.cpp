@@ -93,25 +93,26 @@ bool LooksLikeCode(std::string_view text) {
   }
   if (code_lines >= 2) return true;
   const bool language = ContainsAnyWord(
-      text, {"python", "javascript", "typescript", "c++", "rust", "golang", "java", "kotlin",
-             "sql", "bash", "haskell", "c#", "cuda", "regex", "html", "css", "verilog"});
+      text, {"python", "javascript", "typescript", "c++", "rust", "golang", "java", "kotlin", "sql",
+             "bash", "haskell", "c#", "cuda", "regex", "html", "css", "verilog"});
   const bool programming = ContainsAnyWord(
-      text, {"function", "code", "script", "program", "class", "compile", "compiler", "bug",
-             "implement", "refactor", "debug", "unit test", "library", "query", "api",
-             "algorithm", "endpoint", "struct", "thread", "recursion"});
+      text, {"function", "code",      "script",   "program", "class",     "compile",  "compiler",
+             "bug",      "implement", "refactor", "debug",   "unit test", "library",  "query",
+             "api",      "algorithm", "endpoint", "struct",  "thread",    "recursion"});
   return language && programming;
 }
 
 // `text` is lower case.
 bool LooksLikeMath(std::string_view text) {
-  if (ContainsAny(text, {"\\frac", "\\int", "\\sum", "\\sqrt", "$$", "\\lim", "\\prod",
-                         "\\binom", "x^2", "^2", "∫", "∑", "√", "≤", "≥"}))
+  if (ContainsAny(text, {"\\frac", "\\int", "\\sum", "\\sqrt", "$$", "\\lim", "\\prod", "\\binom",
+                         "x^2", "^2", "∫", "∑", "√", "≤", "≥"}))
     return true;
   return ContainsAnyWord(
-      text, {"prove", "proof", "integral", "derivative", "theorem", "lemma", "equation",
-             "equations", "probability", "matrix", "eigenvalue", "eigenvalues", "polynomial",
-             "modulo", "prime", "primes", "differentiate", "integrate", "combinatorics",
-             "inequality", "expected value", "variance", "converge", "converges"});
+      text, {"prove",          "proof",         "integral",   "derivative",    "theorem",
+             "lemma",          "equation",      "equations",  "probability",   "matrix",
+             "eigenvalue",     "eigenvalues",   "polynomial", "modulo",        "prime",
+             "primes",         "differentiate", "integrate",  "combinatorics", "inequality",
+             "expected value", "variance",      "converge",   "converges"});
 }
 
 // Decodes one UTF-8 code point at s[i]; advances i. Invalid bytes yield U+FFFD.
@@ -150,8 +151,18 @@ uint32_t NextCodePoint(std::string_view s, size_t& i) {
   return 0xFFFD;
 }
 
-enum Script { kLatin, kCjk, kCyrillic, kArabic, kDevanagari, kGreek, kHebrew, kThai, kHangul,
-              kScriptCount };
+enum Script {
+  kLatin,
+  kCjk,
+  kCyrillic,
+  kArabic,
+  kDevanagari,
+  kGreek,
+  kHebrew,
+  kThai,
+  kHangul,
+  kScriptCount
+};
 constexpr std::array<const char*, kScriptCount> kScriptNames = {
     "latin", "cjk", "cyrillic", "arabic", "devanagari", "greek", "hebrew", "thai", "hangul"};
 
@@ -218,8 +229,8 @@ RequestFeatures ExtractFeatures(const json& request) {
     f.model = it->get<std::string>();
   if (auto it = request.find("stream"); it != request.end() && it->is_boolean())
     f.stream = it->get<bool>();
-  f.max_tokens = std::max(IntField(request, "max_tokens"),
-                          IntField(request, "max_completion_tokens"));
+  f.max_tokens =
+      std::max(IntField(request, "max_tokens"), IntField(request, "max_completion_tokens"));
 
   std::string last_user;
   auto messages = request.find("messages");
@@ -247,8 +258,8 @@ RequestFeatures ExtractFeatures(const json& request) {
         if (role == "tool" || role == "function") ++f.tool_results;
         if (role == "assistant") {
           auto tc = m.find("tool_calls");
-          const bool calls = (tc != m.end() && tc->is_array() && !tc->empty()) ||
-                             m.contains("function_call");
+          const bool calls =
+              (tc != m.end() && tc->is_array() && !tc->empty()) || m.contains("function_call");
           if (calls) {
             ++depth;
             if (tc != m.end() && tc->is_array()) {
@@ -258,7 +269,8 @@ RequestFeatures ExtractFeatures(const json& request) {
                 if (fn == call.end() || !fn->is_object()) continue;
                 auto args = fn->find("arguments");
                 if (args != fn->end() && args->is_string())
-                  f.prompt_bytes += static_cast<int64_t>(args->get_ref<const std::string&>().size());
+                  f.prompt_bytes +=
+                      static_cast<int64_t>(args->get_ref<const std::string&>().size());
               }
             }
           }

@@ -25,8 +25,10 @@ int LatencyHistogram::BucketOf(int64_t ns) {
   const auto u = static_cast<uint64_t>(ns);
   const int msb = 63 - __builtin_clzll(u);
   int sub = 0;
-  if (msb >= 3) sub = static_cast<int>((u >> (msb - 3)) & 7);
-  else sub = static_cast<int>((u << (3 - msb)) & 7);
+  if (msb >= 3)
+    sub = static_cast<int>((u >> (msb - 3)) & 7);
+  else
+    sub = static_cast<int>((u << (3 - msb)) & 7);
   const int b = msb * kSubBuckets + sub;
   return std::min(b, kBuckets - 1);
 }
@@ -61,8 +63,11 @@ double LatencyHistogram::QuantileNs(double q) const {
 
 // ---- ReplicaState ------------------------------------------------------------
 
-ReplicaState::ReplicaState(std::string pool, std::string url, ReplicaUrl parsed, std::string api_key)
-    : pool_(std::move(pool)), url_(std::move(url)), parsed_(std::move(parsed)),
+ReplicaState::ReplicaState(std::string pool, std::string url, ReplicaUrl parsed,
+                           std::string api_key)
+    : pool_(std::move(pool)),
+      url_(std::move(url)),
+      parsed_(std::move(parsed)),
       api_key_(std::move(api_key)) {}
 
 std::unique_ptr<httplib::Client> ReplicaState::AcquireClient(const TimeoutSpec& t) {
@@ -161,8 +166,10 @@ uint64_t NextRandom() {
 
 std::string FormatNumber(double v, int decimals) {
   char buf[64];
-  if (decimals == 0 || std::floor(v) == v) std::snprintf(buf, sizeof buf, "%.0f", v);
-  else std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
+  if (decimals == 0 || std::floor(v) == v)
+    std::snprintf(buf, sizeof buf, "%.0f", v);
+  else
+    std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
   return buf;
 }
 
@@ -201,8 +208,7 @@ class ScoreCache {
 
 // True when `m` matches; appends the matched conditions to *why.
 bool Matches(const RoutingPolicy& policy, const RouteMatch& m, const RequestFeatures& f,
-             const HeaderLookup& headers, ScoreCache& scores, double* score_out,
-             std::string* why) {
+             const HeaderLookup& headers, ScoreCache& scores, double* score_out, std::string* why) {
   std::vector<std::string> parts;
   auto range = [&](const char* name, double v, const Range& r, int decimals) {
     if (r.empty()) return true;
@@ -210,7 +216,8 @@ bool Matches(const RoutingPolicy& policy, const RouteMatch& m, const RequestFeat
     parts.push_back(DescribeRange(name, v, r, decimals));
     return true;
   };
-  if (!range("prompt_tokens", static_cast<double>(f.prompt_tokens), m.prompt_tokens, 0)) return false;
+  if (!range("prompt_tokens", static_cast<double>(f.prompt_tokens), m.prompt_tokens, 0))
+    return false;
   if (!range("turns", f.turns, m.turns, 0)) return false;
   if (!range("tools", f.tools, m.tools, 0)) return false;
   if (!range("tool_call_depth", f.tool_call_depth, m.tool_call_depth, 0)) return false;
@@ -258,7 +265,8 @@ bool Matches(const RoutingPolicy& policy, const RouteMatch& m, const RequestFeat
       const bool hard = s >= t;
       if (hard != *m.hard) return false;
       parts.push_back("classifier " + m.classifier + " score " + FormatNumber(s, 2) +
-                      (hard ? " >= " : " < ") + FormatNumber(t, 2) + (hard ? " (hard)" : " (easy)"));
+                      (hard ? " >= " : " < ") + FormatNumber(t, 2) +
+                      (hard ? " (hard)" : " (easy)"));
     }
   }
   if (parts.empty()) parts.push_back("catch-all");
@@ -269,7 +277,8 @@ bool Matches(const RoutingPolicy& policy, const RouteMatch& m, const RequestFeat
   return true;
 }
 
-std::string SessionKeyOf(const StickinessSpec& s, const json& request, const HeaderLookup& headers) {
+std::string SessionKeyOf(const StickinessSpec& s, const json& request,
+                         const HeaderLookup& headers) {
   if (s.mode == StickinessMode::kOff) return "";
   if (s.mode == StickinessMode::kHeader || s.mode == StickinessMode::kHeaderOrPrefix) {
     const std::string v = headers ? headers(s.header) : std::string();
@@ -409,7 +418,8 @@ RouterCore::PoolState RouterCore::StateOf(const PoolRuntime& pool, int64_t now) 
   for (const auto& r : pool.replicas) {
     if (!r->Available(now)) continue;
     any_available = true;
-    if (max <= 0 || r->in_flight.load(std::memory_order_relaxed) < max) return PoolState::kAvailable;
+    if (max <= 0 || r->in_flight.load(std::memory_order_relaxed) < max)
+      return PoolState::kAvailable;
   }
   return any_available ? PoolState::kSaturated : PoolState::kDown;
 }
@@ -441,8 +451,7 @@ ReplicaLease RouterCore::Pick(const PoolRuntime& pool, int64_t now,
                               const std::string& preferred) const {
   const int max = pool.spec->max_in_flight;
   auto usable = [&](const ReplicaState& r) {
-    return r.Available(now) &&
-           std::find(exclude.begin(), exclude.end(), &r) == exclude.end() &&
+    return r.Available(now) && std::find(exclude.begin(), exclude.end(), &r) == exclude.end() &&
            (max <= 0 || r.in_flight.load(std::memory_order_relaxed) < max);
   };
   // Takes a lease unless a racing request filled the last slot meanwhile.
@@ -612,8 +621,8 @@ Result<RoutedRequest> RouterCore::Route(const json& request, const RequestFeatur
     // the decided pool anyway (its replicas may have come back) rather than
     // refuse outright.
     bool saturated = false;
-    const PoolRuntime* usable = UsablePool(rt, rr.pool, rr.route ? rr.route->fallback : "", now,
-                                           {}, &saturated);
+    const PoolRuntime* usable =
+        UsablePool(rt, rr.pool, rr.route ? rr.route->fallback : "", now, {}, &saturated);
     if (usable) {
       rr.lease = Pick(*usable, now, {}, "");
       if (rr.lease) rr.pool = usable;
@@ -668,9 +677,8 @@ bool RouterCore::Retry(RoutedRequest& rr, FailureKind failure) {
   } else {
     // No retry left on this pool: fail over along the fallback chain.
     bool saturated = false;
-    const PoolRuntime* other = UsablePool(*rr.runtime, rr.pool,
-                                          rr.route ? rr.route->fallback : "", now, rr.pools_tried,
-                                          &saturated);
+    const PoolRuntime* other = UsablePool(*rr.runtime, rr.pool, rr.route ? rr.route->fallback : "",
+                                          now, rr.pools_tried, &saturated);
     if (!other) return false;
     next = Pick(*other, now, rr.tried, "");
     if (!next) return false;
@@ -702,8 +710,8 @@ bool RouterCore::Escalate(RoutedRequest& rr) {
   if (!usable) return false;
   ReplicaLease next = Pick(*usable, now, {}, "");
   if (!next) return false;
-  rr.decision.reason += "; escalated from pool '" + rr.pool->spec->name + "' to pool '" +
-                        usable->spec->name + "'";
+  rr.decision.reason +=
+      "; escalated from pool '" + rr.pool->spec->name + "' to pool '" + usable->spec->name + "'";
   rr.escalated = true;
   rr.pool = usable;
   rr.lease = std::move(next);
@@ -737,7 +745,8 @@ void RouterCore::ReportSuccess(ReplicaState* replica, const PoolSpec& spec) {
   }
 }
 
-void RouterCore::ReportFailure(ReplicaState* replica, const PoolRuntime& pool, FailureKind failure) {
+void RouterCore::ReportFailure(ReplicaState* replica, const PoolRuntime& pool,
+                               FailureKind failure) {
   replica->failures.fetch_add(1, std::memory_order_relaxed);
   if (failure == FailureKind::kStatus429) return;  // busy, not broken
   const auto& oe = pool.spec->outlier_ejection;
@@ -794,8 +803,8 @@ void RouterCore::CheckReplica(const std::shared_ptr<ReplicaState>& replica, cons
     ++replica->check_failures;
     if (replica->healthy.load() && replica->check_failures >= hc.unhealthy_threshold) {
       replica->healthy.store(false);
-      OCTET_LOG(WARNING) << "pool '" << spec.name << "': replica " << replica->url()
-                         << " failed " << replica->check_failures << " health checks ("
+      OCTET_LOG(WARNING) << "pool '" << spec.name << "': replica " << replica->url() << " failed "
+                         << replica->check_failures << " health checks ("
                          << (res ? "status " + std::to_string(res->status)
                                  : httplib::to_string(res.error()))
                          << "); out of rotation";
@@ -865,7 +874,8 @@ std::string RouterCore::MetricsText() const {
   auto head = [&](const char* name, const char* type, const char* help) {
     o << "# HELP " << name << " " << help << "\n# TYPE " << name << " " << type << "\n";
   };
-  auto summary = [&](const std::string& name, const std::string& labels, const LatencyHistogram& h) {
+  auto summary = [&](const std::string& name, const std::string& labels,
+                     const LatencyHistogram& h) {
     const std::string sep = labels.empty() ? "" : ",";
     for (double q : {0.5, 0.9, 0.99})
       o << name << "{" << labels << sep << "quantile=\"" << q << "\"} " << h.QuantileNs(q) * 1e-9
@@ -899,8 +909,10 @@ std::string RouterCore::MetricsText() const {
   };
   const Metric metrics[] = {
       {"octet_router_pool_requests_total", "Requests sent to the pool.", &PoolCounters::requests},
-      {"octet_router_pool_errors_total", "Requests that failed on the pool.", &PoolCounters::errors},
-      {"octet_router_pool_tokens_total", "Completion tokens the pool returned.", &PoolCounters::tokens},
+      {"octet_router_pool_errors_total", "Requests that failed on the pool.",
+       &PoolCounters::errors},
+      {"octet_router_pool_tokens_total", "Completion tokens the pool returned.",
+       &PoolCounters::tokens},
       {"octet_router_pool_retries_total", "Retries on another replica.", &PoolCounters::retries},
       {"octet_router_pool_fallbacks_total", "Requests taken over from another pool.",
        &PoolCounters::fallbacks},
@@ -942,7 +954,9 @@ std::string RouterCore::MetricsText() const {
 // ---- Router --------------------------------------------------------------------
 
 json RouteDecision::ToJson() const {
-  json j{{"route", route}, {"pool", pool}, {"score", score >= 0 ? json(score) : json(nullptr)},
+  json j{{"route", route},
+         {"pool", pool},
+         {"score", score >= 0 ? json(score) : json(nullptr)},
          {"reason", reason}};
   if (sticky) j["sticky"] = true;
   if (fallback) j["fallback"] = true;
@@ -962,7 +976,8 @@ json RouterStats::ToJson() const {
                           {"tokens", p.tokens},
                           {"ejections", p.ejections}});
   json routes_json = json::array();
-  for (const auto& r : routes) routes_json.push_back({{"route", r.route}, {"decisions", r.decisions}});
+  for (const auto& r : routes)
+    routes_json.push_back({{"route", r.route}, {"decisions", r.decisions}});
   return json{{"pools", pools_json},
               {"routes", routes_json},
               {"requests", requests},

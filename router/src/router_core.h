@@ -120,8 +120,8 @@ class PolicyRuntime {
  public:
   std::shared_ptr<const RoutingPolicy> policy;
   uint64_t generation = 0;
-  std::vector<std::unique_ptr<PoolRuntime>> pools;       // parallel to policy->pools
-  std::vector<std::shared_ptr<RouteCounters>> routes;    // parallel to policy->routes
+  std::vector<std::unique_ptr<PoolRuntime>> pools;     // parallel to policy->pools
+  std::vector<std::shared_ptr<RouteCounters>> routes;  // parallel to policy->routes
 
   const PoolRuntime* FindPool(std::string_view name) const;
   const RouteSpec* FindRoute(std::string_view name) const;
@@ -158,10 +158,10 @@ class ReplicaLease {
 };
 
 enum class FailureKind {
-  kConnect,      // could not connect / send, or the connection dropped before the first byte
+  kConnect,  // could not connect / send, or the connection dropped before the first byte
   kStatus5xx,
   kStatus429,
-  kMidStream,    // the upstream failed after bytes were forwarded (not retryable)
+  kMidStream,  // the upstream failed after bytes were forwarded (not retryable)
 };
 
 // A request admitted by RouterCore::Route: its decision, its policy snapshot
@@ -184,7 +184,7 @@ struct RoutedRequest {
 class SessionPins {
  public:
   struct Pin {
-    std::string pool;     // session-level: the pool; replica pin: ""
+    std::string pool;  // session-level: the pool; replica pin: ""
     std::string route;
     std::string replica;  // replica pin: the replica URL
     bool escalated = false;
@@ -200,7 +200,7 @@ class SessionPins {
     std::list<std::string>::iterator lru;
   };
   mutable std::mutex mu_;
-  mutable std::list<std::string> lru_;  // most recent first; guarded by mu_
+  mutable std::list<std::string> lru_;                      // most recent first; guarded by mu_
   mutable std::unordered_map<std::string, Entry> entries_;  // guarded by mu_
 };
 

@@ -17,9 +17,8 @@
 #include <barrier>
 #include <cstdio>
 #include <iostream>
-#include <thread>
-
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "octet/base/args.h"
 #include "octet/base/deadline.h"
@@ -46,7 +45,9 @@ Percentiles Summarise(std::vector<double> v) {
   Percentiles p;
   if (v.empty()) return p;
   std::sort(v.begin(), v.end());
-  auto at = [&](double q) { return v[std::min(v.size() - 1, static_cast<size_t>(q * static_cast<double>(v.size())))]; };
+  auto at = [&](double q) {
+    return v[std::min(v.size() - 1, static_cast<size_t>(q * static_cast<double>(v.size())))];
+  };
   p.p50 = at(0.5);
   p.p99 = at(0.99);
   p.p999 = at(0.999);
@@ -59,7 +60,8 @@ Percentiles Summarise(std::vector<double> v) {
 }
 
 json ToJson(const Percentiles& p) {
-  return json{{"n", p.n}, {"mean", p.mean}, {"p50", p.p50}, {"p99", p.p99}, {"p999", p.p999}, {"max", p.max}};
+  return json{{"n", p.n},     {"mean", p.mean}, {"p50", p.p50},
+              {"p99", p.p99}, {"p999", p.p999}, {"max", p.max}};
 }
 
 // Client TTFTs (ms) of `clients` threads each streaming `rounds` requests, the
@@ -77,8 +79,10 @@ std::vector<double> StreamLoad(const std::vector<int>& ports, int clients, int r
       for (int r = 0; r < rounds; ++r) {
         const auto& prompt = prompts[static_cast<size_t>(c + r) % prompts.size()];
         test::ClientResult res = test::Chat(port, prompt, true);
-        if (res.status != 200 || !test::ParseSse(res.body).done) ++failed;
-        else per[static_cast<size_t>(c)].push_back(res.ttft_ms);
+        if (res.status != 200 || !test::ParseSse(res.body).done)
+          ++failed;
+        else
+          per[static_cast<size_t>(c)].push_back(res.ttft_ms);
       }
     });
   for (auto& t : threads) t.join();
@@ -92,14 +96,16 @@ std::vector<double> StreamLoad(const std::vector<int>& ports, int clients, int r
 double CpuMs() {
   rusage u{};
   getrusage(RUSAGE_SELF, &u);
-  return (u.ru_utime.tv_sec + u.ru_stime.tv_sec) * 1e3 + (u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e3;
+  return (u.ru_utime.tv_sec + u.ru_stime.tv_sec) * 1e3 +
+         (u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e3;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   ArgParser p("bench_router", "Routing overhead and gateway TTFT at many concurrent streams.");
-  p.Option("source-dir", "DIR", "the Octet source tree (for resources/routing)", OCTET_SOURCE_DIR_DEFAULT);
+  p.Option("source-dir", "DIR", "the Octet source tree (for resources/routing)",
+           OCTET_SOURCE_DIR_DEFAULT);
   p.Option("overhead-rounds", "N", "passes over the labelled requests", "30");
   p.Option("clients", "C", "concurrent streaming clients", "200");
   p.Option("rounds", "R", "sequential requests per client", "3");
@@ -165,11 +171,16 @@ int main(int argc, char** argv) {
     }
   }
   const Percentiles decide = Summarise(decide_us), full = Summarise(with_parse_us);
-  std::fprintf(human, "routing overhead over %zu decisions (example policy, classifier, stickiness):\n",
+  std::fprintf(human,
+               "routing overhead over %zu decisions (example policy, classifier, stickiness):\n",
                decide.n);
-  std::fprintf(human, "  classify + pick replica          p50 %6.1f us  p99 %6.1f us  p99.9 %6.1f us  max %7.1f us\n",
+  std::fprintf(human,
+               "  classify + pick replica          p50 %6.1f us  p99 %6.1f us  p99.9 %6.1f us  max "
+               "%7.1f us\n",
                decide.p50, decide.p99, decide.p999, decide.max);
-  std::fprintf(human, "  + JSON parse of the body         p50 %6.1f us  p99 %6.1f us  p99.9 %6.1f us  max %7.1f us\n",
+  std::fprintf(human,
+               "  + JSON parse of the body         p50 %6.1f us  p99 %6.1f us  p99.9 %6.1f us  max "
+               "%7.1f us\n",
                full.p50, full.p99, full.p999, full.max);
 
   // ---- 2. Gateway TTFT under concurrent streams -------------------------------
@@ -196,9 +207,10 @@ int main(int argc, char** argv) {
   // One pool of all upstreams (least request), the classifier still consulted.
   std::string yaml = "version: 1\npools:\n  - name: p\n    replicas: [";
   for (int i = 0; i < n_up; ++i) yaml += (i ? ", " : "") + ups[static_cast<size_t>(i)]->url();
-  yaml += "]\n    health_check: {interval_ms: 1000}\nclassifiers:\n  - name: difficulty\n"
-          "    weights: difficulty.weights.json\nroutes:\n  - name: hard\n    match: {hard: true}\n"
-          "    pool: p\n  - name: easy\n    pool: p\nstickiness: {mode: off}\n";
+  yaml +=
+      "]\n    health_check: {interval_ms: 1000}\nclassifiers:\n  - name: difficulty\n"
+      "    weights: difficulty.weights.json\nroutes:\n  - name: hard\n    match: {hard: true}\n"
+      "    pool: p\n  - name: easy\n    pool: p\nstickiness: {mode: off}\n";
   PolicyParseOptions po;
   po.base_dir = dir;
   auto gw_policy = ParsePolicy(yaml, "bench.yaml", po);
@@ -248,19 +260,27 @@ int main(int argc, char** argv) {
   const double gateway_cpu_us_per_token = (cpu_routed - cpu_direct) * 1e3 / tokens;
   const Percentiles pd = Summarise(direct), pr = Summarise(routed);
   const RouterStats gs = (*gw_router)->Stats();
-  std::fprintf(human, "\nTTFT at %d concurrent streams (%d upstreams, upstream TTFT %lld ms), client-side:\n",
-               clients, n_up, static_cast<long long>(p.GetInt("ttft-ms").value_or(50)));
-  std::fprintf(human, "  direct to upstreams   p50 %7.2f ms  p99 %7.2f ms  mean %7.2f ms  (%zu streams)\n",
+  std::fprintf(
+      human,
+      "\nTTFT at %d concurrent streams (%d upstreams, upstream TTFT %lld ms), client-side:\n",
+      clients, n_up, static_cast<long long>(p.GetInt("ttft-ms").value_or(50)));
+  std::fprintf(human,
+               "  direct to upstreams   p50 %7.2f ms  p99 %7.2f ms  mean %7.2f ms  (%zu streams)\n",
                pd.p50, pd.p99, pd.mean, pd.n);
-  std::fprintf(human, "  through the gateway   p50 %7.2f ms  p99 %7.2f ms  mean %7.2f ms  (%zu streams)\n",
+  std::fprintf(human,
+               "  through the gateway   p50 %7.2f ms  p99 %7.2f ms  mean %7.2f ms  (%zu streams)\n",
                pr.p50, pr.p99, pr.mean, pr.n);
   std::fprintf(human, "  added by the gateway  p50 %+7.2f ms  p99 %+7.2f ms  mean %+7.2f ms\n",
                pr.p50 - pd.p50, pr.p99 - pd.p99, pr.mean - pd.mean);
-  std::fprintf(human, "  gateway routing overhead under load: p50 %.1f us, p99 %.1f us; failed streams: %d\n",
-               gs.overhead_us_p50, gs.overhead_us_p99, total_failures);
-  std::fprintf(human, "  gateway CPU per forwarded token: %.1f us (process CPU routed - direct, %u cores)\n",
-               gateway_cpu_us_per_token, std::thread::hardware_concurrency());
-  json doc{{"routing_overhead_us", {{"classify_pick", ToJson(decide)}, {"with_json_parse", ToJson(full)}}},
+  std::fprintf(
+      human,
+      "  gateway routing overhead under load: p50 %.1f us, p99 %.1f us; failed streams: %d\n",
+      gs.overhead_us_p50, gs.overhead_us_p99, total_failures);
+  std::fprintf(
+      human, "  gateway CPU per forwarded token: %.1f us (process CPU routed - direct, %u cores)\n",
+      gateway_cpu_us_per_token, std::thread::hardware_concurrency());
+  json doc{{"routing_overhead_us",
+            {{"classify_pick", ToJson(decide)}, {"with_json_parse", ToJson(full)}}},
            {"ttft_ms",
             {{"clients", clients},
              {"rounds", req_rounds},

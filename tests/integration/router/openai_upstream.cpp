@@ -6,7 +6,6 @@
 #include <cctype>
 #include <chrono>
 #include <csignal>
-
 #include <nlohmann/json.hpp>
 
 #include "octet/base/deadline.h"
@@ -36,7 +35,9 @@ Result<std::unique_ptr<OpenAiUpstream>> OpenAiUpstream::Start(const UpstreamOpti
   u->token_interval_ms_ = options.token_interval_ms;
   u->server_ = std::make_unique<httplib::Server>();
   const int threads = options.threads;
-  u->server_->new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
+  u->server_->new_task_queue = [threads] {
+    return new httplib::ThreadPool(static_cast<size_t>(threads));
+  };
   u->server_->set_tcp_nodelay(true);
   int listen_fd = -1;
   u->server_->set_socket_options([&listen_fd](int fd) {
@@ -55,7 +56,8 @@ Result<std::unique_ptr<OpenAiUpstream>> OpenAiUpstream::Start(const UpstreamOpti
   httplib::Server* srv = u->server_.get();
   u->thread_ = std::thread([srv] { srv->listen_after_bind(); });
   const Deadline d = Deadline::AfterMs(5000);
-  while (!srv->is_running() && !d.expired()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  while (!srv->is_running() && !d.expired())
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
   return u;
 }
 
@@ -90,10 +92,9 @@ void OpenAiUpstream::Setup() {
     res.set_content(healthy_ ? "{\"status\":\"ok\"}" : "{\"status\":\"down\"}", "application/json");
   });
   server_->Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
-    res.set_content(json{{"object", "list"},
-                         {"data", {{{"id", options_.name}, {"object", "model"}}}}}
-                        .dump(),
-                    "application/json");
+    res.set_content(
+        json{{"object", "list"}, {"data", {{{"id", options_.name}, {"object", "model"}}}}}.dump(),
+        "application/json");
   });
   auto handler = [this](const httplib::Request& req, httplib::Response& res, bool chat) {
     ++requests_;
@@ -105,14 +106,15 @@ void OpenAiUpstream::Setup() {
     }
     if (int s = fail_status_.load(); s != 0) {
       res.status = s;
-      res.set_content("{\"error\":{\"message\":\"injected failure\",\"code\":" + std::to_string(s) + "}}",
-                      "application/json");
+      res.set_content(
+          "{\"error\":{\"message\":\"injected failure\",\"code\":" + std::to_string(s) + "}}",
+          "application/json");
       return;
     }
     if (int s = reject_status_.load(); s != 0) {
       res.status = s;
-      res.set_content("{\"error\":{\"message\":\"rejected by " + options_.name + "\",\"code\":" +
-                          std::to_string(s) + "}}",
+      res.set_content("{\"error\":{\"message\":\"rejected by " + options_.name +
+                          "\",\"code\":" + std::to_string(s) + "}}",
                       "application/json");
       return;
     }
@@ -141,11 +143,13 @@ void OpenAiUpstream::Setup() {
       json msg = chat ? json{{"role", "assistant"}, {"content", text}} : json();
       json choice = chat ? json{{"index", 0}, {"message", msg}, {"finish_reason", "stop"}}
                          : json{{"index", 0}, {"text", text}, {"finish_reason", "stop"}};
-      json out{{"id", "cmpl-" + options_.name},
-               {"object", chat ? "chat.completion" : "text_completion"},
-               {"model", model},
-               {"choices", json::array({choice})},
-               {"usage", {{"prompt_tokens", 5}, {"completion_tokens", tokens}, {"total_tokens", 5 + tokens}}}};
+      json out{
+          {"id", "cmpl-" + options_.name},
+          {"object", chat ? "chat.completion" : "text_completion"},
+          {"model", model},
+          {"choices", json::array({choice})},
+          {"usage",
+           {{"prompt_tokens", 5}, {"completion_tokens", tokens}, {"total_tokens", 5 + tokens}}}};
       res.set_content(out.dump(), "application/json");
       --in_flight_;
       ++completed_;
@@ -163,8 +167,8 @@ void OpenAiUpstream::Setup() {
           for (int i = 0; i < tokens; ++i) {
             if (i) SleepMs(token_interval_ms_.load());
             if (die_after >= 0 && i >= die_after) return false;  // drop the connection mid-stream
-            json delta = chat ? json{{"content", options_.name + ":" + std::to_string(i) + " "}}
-                              : json();
+            json delta =
+                chat ? json{{"content", options_.name + ":" + std::to_string(i) + " "}} : json();
             if (chat && i == 0) delta["role"] = "assistant";
             json choice = chat ? json{{"index", 0}, {"delta", delta}, {"finish_reason", nullptr}}
                                : json{{"index", 0},
@@ -189,9 +193,9 @@ void OpenAiUpstream::Setup() {
         },
         [this](bool) { --in_flight_; });
   };
-  server_->Post("/v1/chat/completions", [handler](const httplib::Request& req, httplib::Response& res) {
-    handler(req, res, true);
-  });
+  server_->Post(
+      "/v1/chat/completions",
+      [handler](const httplib::Request& req, httplib::Response& res) { handler(req, res, true); });
   server_->Post("/v1/completions", [handler](const httplib::Request& req, httplib::Response& res) {
     handler(req, res, false);
   });

@@ -23,15 +23,16 @@ namespace octet::test {
 
 struct UpstreamOptions {
   std::string name = "upstream";
-  int ttft_ms = 0;             // delay before the first token (prefill)
-  int token_interval_ms = 1;   // delay between tokens
-  int tokens = 8;              // tokens per response unless max_tokens asks for fewer
+  int ttft_ms = 0;            // delay before the first token (prefill)
+  int token_interval_ms = 1;  // delay between tokens
+  int tokens = 8;             // tokens per response unless max_tokens asks for fewer
   int threads = 320;
 };
 
 class OpenAiUpstream {
  public:
-  static Result<std::unique_ptr<OpenAiUpstream>> Start(const UpstreamOptions& options, int port = 0);
+  static Result<std::unique_ptr<OpenAiUpstream>> Start(const UpstreamOptions& options,
+                                                       int port = 0);
   ~OpenAiUpstream();
   void Stop();  // closes the listener and every connection
 
@@ -40,11 +41,11 @@ class OpenAiUpstream {
   const std::string& name() const { return options_.name; }
 
   // Knobs.
-  void set_fail_status(int status) { fail_status_ = status; }   // 0 = answer normally
-  void set_healthy(bool healthy) { healthy_ = healthy; }        // /health 200 or 503
+  void set_fail_status(int status) { fail_status_ = status; }  // 0 = answer normally
+  void set_healthy(bool healthy) { healthy_ = healthy; }       // /health 200 or 503
   void set_ttft_ms(int ms) { ttft_ms_ = ms; }
   void set_token_interval_ms(int ms) { token_interval_ms_ = ms; }
-  void set_die_after_tokens(int n) { die_after_tokens_ = n; }    // -1 = never
+  void set_die_after_tokens(int n) { die_after_tokens_ = n; }      // -1 = never
   void set_reject_status(int status) { reject_status_ = status; }  // 4xx with an error body
 
   // Counters.
@@ -71,7 +72,7 @@ class OpenAiUpstream {
   std::atomic<int> requests_{0}, completed_{0}, cancelled_{0}, in_flight_{0}, max_in_flight_{0},
       health_checks_{0};
   mutable std::mutex mu_;
-  std::string last_body_;                          // guarded by mu_
+  std::string last_body_;                            // guarded by mu_
   std::map<std::string, std::string> last_headers_;  // lower-case names; guarded by mu_
 };
 

@@ -6,9 +6,8 @@
 
 #include <httplib.h>
 
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "octet/base/deadline.h"
 
@@ -18,9 +17,9 @@ struct ClientResult {
   bool transport_ok = false;  // false: the connection failed or was aborted
   int status = 0;
   std::string body;
-  int chunks = 0;             // body pieces received (streaming: roughly one per token)
+  int chunks = 0;  // body pieces received (streaming: roughly one per token)
   std::string route, pool, replica, content_type;
-  double ttft_ms = -1;        // request sent -> first body byte
+  double ttft_ms = -1;  // request sent -> first body byte
   std::string error;
 };
 
@@ -123,7 +122,8 @@ inline StreamText ParseSse(const std::string& body) {
     if (j.contains("error")) s.error = true;
     if (j.contains("choices") && j["choices"].is_array() && !j["choices"].empty()) {
       const auto& c = j["choices"][0];
-      if (c.contains("delta") && c["delta"].contains("content") && c["delta"]["content"].is_string())
+      if (c.contains("delta") && c["delta"].contains("content") &&
+          c["delta"]["content"].is_string())
         s.text += c["delta"]["content"].get<std::string>();
       else if (c.contains("text") && c["text"].is_string())
         s.text += c["text"].get<std::string>();

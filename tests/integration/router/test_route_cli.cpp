@@ -2,15 +2,13 @@
 // errors, --classify --json on stdin, plan (1.5x / 3.0x with the seed setup),
 // train-classifier, and the gateway process itself: serving, reloading its
 // policy when the file changes or on SIGHUP, and stopping on SIGTERM.
-#include <QtTest>
-
 #include <signal.h>
 
+#include <QtTest>
 #include <atomic>
 #include <mutex>
-#include <sstream>
-
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "octet/base/file_util.h"
 #include "octet/base/subprocess.h"
@@ -53,16 +51,19 @@ class TestRouteCli : public QObject {
   void checkAcceptsTheExampleAndRejectsWithLocations() {
     auto ok = RunProgram({"octet", "route", "--policy", Example(), "--check"});
     QCOMPARE(ok.exit_code, 0);
-    QVERIFY2(ok.output.find("ok (2 pools, 1 classifiers, 4 routes)") != std::string::npos, ok.output.c_str());
+    QVERIFY2(ok.output.find("ok (2 pools, 1 classifiers, 4 routes)") != std::string::npos,
+             ok.output.c_str());
 
     QTemporaryDir dir;
     const std::string bad = dir.path().toStdString() + "/bad.yaml";
-    QVERIFY(WriteFileAtomic(bad, "version: 1\npools:\n  - name: a\n    replicas: [http://h:1]\n"
-                                 "    fallback: a\nroutes:\n  - name: r\n    pool: b\n    matc: {}\n")
+    QVERIFY(WriteFileAtomic(bad,
+                            "version: 1\npools:\n  - name: a\n    replicas: [http://h:1]\n"
+                            "    fallback: a\nroutes:\n  - name: r\n    pool: b\n    matc: {}\n")
                 .ok());
     auto r = RunProgram({"octet", "route", "--policy", bad, "--check"});
     QCOMPARE(r.exit_code, 1);
-    QVERIFY2(r.output.find(bad + ":5:15: cycle in fallbacks: a -> a") != std::string::npos, r.output.c_str());
+    QVERIFY2(r.output.find(bad + ":5:15: cycle in fallbacks: a -> a") != std::string::npos,
+             r.output.c_str());
     QVERIFY(r.output.find(bad + ":8:11: route 'r' sends to unknown pool 'b'") != std::string::npos);
     QVERIFY(r.output.find(bad + ":9:5: unknown key 'matc' in a route (did you mean 'match'?)") !=
             std::string::npos);
@@ -83,10 +84,11 @@ class TestRouteCli : public QObject {
   void classifyPrintsOneDecisionPerRequest() {
     QTemporaryDir dir;
     const std::string in = dir.path().toStdString() + "/requests.json";
-    json reqs = json::array({ChatRequest("What is the capital of Australia?", false),
-                             ChatRequest("Prove that the square root of 2 is irrational, then generalise "
-                                         "the argument to any non-square integer.",
-                                         false)});
+    json reqs =
+        json::array({ChatRequest("What is the capital of Australia?", false),
+                     ChatRequest("Prove that the square root of 2 is irrational, then generalise "
+                                 "the argument to any non-square integer.",
+                                 false)});
     QVERIFY(WriteFileAtomic(in, reqs.dump()).ok());
     auto r = Shell(BinDir() + "/octet route --policy " + Example() + " --classify --json < " + in +
                    " 2>/dev/null");
@@ -100,13 +102,14 @@ class TestRouteCli : public QObject {
     QVERIFY(out[1]["score"].get<double>() >= 0.5);
     QVERIFY(out[1]["reason"].get<std::string>().find("classifier difficulty") != std::string::npos);
 
-    auto bad = Shell("echo '{\"not\": \"an array\"}' | " + BinDir() + "/octet route --policy " + Example() +
-                     " --classify --json");
+    auto bad = Shell("echo '{\"not\": \"an array\"}' | " + BinDir() + "/octet route --policy " +
+                     Example() + " --classify --json");
     QCOMPARE(bad.exit_code, 2);
   }
 
   void planGivesTheSeedGains() {
-    auto r = RunProgram({"octet", "route", "plan", "--policy", Example(), "--fraction", "0.5,0.25"});
+    auto r =
+        RunProgram({"octet", "route", "plan", "--policy", Example(), "--fraction", "0.5,0.25"});
     QCOMPARE(r.exit_code, 0);
     // One row per fraction: f, lambda_max, gain, bottleneck.
     auto row = [&](const std::string& f) {
@@ -131,8 +134,9 @@ class TestRouteCli : public QObject {
     QCOMPARE(s["points"][0]["bottleneck"].get<std::string>(), std::string("small"));
     QVERIFY(s["points"][0]["gain"].get<double>() < 3.0);
     // Without a policy, from flags alone.
-    auto flags = RunProgram({"octet", "route", "plan", "--replicas", "big=3,tiny=2", "--nodes-per-replica",
-                             "big=2,tiny=1", "--rate", "big=1,tiny=5", "--json"});
+    auto flags =
+        RunProgram({"octet", "route", "plan", "--replicas", "big=3,tiny=2", "--nodes-per-replica",
+                    "big=2,tiny=1", "--rate", "big=1,tiny=5", "--json"});
     QCOMPARE(flags.exit_code, 0);
     QCOMPARE(LastJson(flags.output)["points"][1]["gain"].get<double>(), 1.5);
     // f estimated by classifying the labelled set with the policy.
@@ -155,7 +159,8 @@ class TestRouteCli : public QObject {
     QVERIFY(info["heldout_examples"].get<int>() > 0);
     QVERIFY(info["heldout_metrics"]["accuracy"].get<double>() > 0.5);
     QVERIFY(PathExists(out));
-    auto bad = RunProgram({"octet", "route", "train-classifier", "--data", "/nonexistent.jsonl", "--out", out});
+    auto bad = RunProgram(
+        {"octet", "route", "train-classifier", "--data", "/nonexistent.jsonl", "--out", out});
     QCOMPARE(bad.exit_code, 2);
   }
 
@@ -170,9 +175,14 @@ class TestRouteCli : public QObject {
     const std::string file = dir.path().toStdString() + "/policy.yaml";
     auto policy = [&](const std::string& to) {
       return "version: 1\ngateway: {watch_interval_ms: 100, threads: 16}\npools:\n"
-             "  - name: a\n    replicas: [" + (*a)->url() + "]\n"
-             "  - name: b\n    replicas: [" + (*b)->url() + "]\n"
-             "routes:\n  - name: r\n    pool: " + to + "\n";
+             "  - name: a\n    replicas: [" +
+             (*a)->url() +
+             "]\n"
+             "  - name: b\n    replicas: [" +
+             (*b)->url() +
+             "]\n"
+             "routes:\n  - name: r\n    pool: " +
+             to + "\n";
     };
     QVERIFY(WriteFileAtomic(file, policy("a")).ok());
     auto port = std::make_shared<std::atomic<int>>(0);
@@ -185,12 +195,14 @@ class TestRouteCli : public QObject {
       log->append(chunk);
       const std::string key = " on http://127.0.0.1:";
       const size_t p = log->find(key);
-      if (p != std::string::npos && port->load() == 0) *port = std::atoi(log->c_str() + p + key.size());
+      if (p != std::string::npos && port->load() == 0)
+        *port = std::atoi(log->c_str() + p + key.size());
     };
     auto proc = Subprocess::Spawn(so);
     QVERIFY(proc.ok());
     const Deadline d = Deadline::AfterMs(10000);
-    while (port->load() == 0 && !d.expired()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    while (port->load() == 0 && !d.expired())
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
     QVERIFY2(port->load() > 0, log->c_str());
     QCOMPARE(Chat(*port, "hi", true).pool, std::string("a"));
     QCOMPARE(Get(*port, "/health").status, 200);
@@ -214,7 +226,8 @@ class TestRouteCli : public QObject {
     }
     {
       std::lock_guard<std::mutex> lock(*mu);
-      QVERIFY2(log->find(file + ":2:8: 'pools' must be a non-empty list") != std::string::npos, log->c_str());
+      QVERIFY2(log->find(file + ":2:8: 'pools' must be a non-empty list") != std::string::npos,
+               log->c_str());
     }
     QCOMPARE(Chat(*port, "hi", false).pool, std::string("b"));
 

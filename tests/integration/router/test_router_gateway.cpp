@@ -4,17 +4,15 @@
 // a 5xx replica and its return, failover when a pool's processes die, hot
 // reload under load with nothing lost, client disconnects cancelling the
 // upstream, escalation, retries and mid-stream failures.
-#include <QtTest>
-
 #include <signal.h>
 
+#include <QtTest>
 #include <atomic>
 #include <map>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <thread>
-
-#include <nlohmann/json.hpp>
 
 #include "octet/base/file_util.h"
 #include "octet/base/subprocess.h"
@@ -47,7 +45,8 @@ std::unique_ptr<OpenAiUpstream> StartUpstream(const std::string& name, int token
 // Replaces every @KEY@ in `yaml`.
 std::string Fill(std::string yaml, const std::map<std::string, std::string>& vars) {
   for (const auto& [k, v] : vars)
-    for (size_t p; (p = yaml.find("@" + k + "@")) != std::string::npos;) yaml.replace(p, k.size() + 2, v);
+    for (size_t p; (p = yaml.find("@" + k + "@")) != std::string::npos;)
+      yaml.replace(p, k.size() + 2, v);
   return yaml;
 }
 
@@ -140,7 +139,8 @@ class TestRouterGateway : public QObject {
     QVERIFY2(s.chunks >= 4, std::to_string(s.chunks).c_str());
     // The pool's model name replaced the client's.
     QCOMPARE(json::parse(large->last_body())["model"].get<std::string>(), std::string("big-model"));
-    QCOMPARE(json::parse(small->last_body())["model"].get<std::string>(), std::string("octet-router"));
+    QCOMPARE(json::parse(small->last_body())["model"].get<std::string>(),
+             std::string("octet-router"));
 
     // /v1/completions is routed too.
     ClientResult c = PostJson(g.port(), "/v1/completions",
@@ -172,7 +172,8 @@ class TestRouterGateway : public QObject {
     QCOMPARE(Metric(metrics, "octet_router_pool_tokens_total{pool=\"large\"}"), uint64_t(16));
     QCOMPARE(Metric(metrics, "octet_router_pool_tokens_total{pool=\"small\"}"), uint64_t(8));
     QCOMPARE(Metric(metrics, "octet_router_requests_total"), uint64_t(3));
-    QVERIFY(metrics.find("octet_router_routing_overhead_seconds{quantile=\"0.99\"}") != std::string::npos);
+    QVERIFY(metrics.find("octet_router_routing_overhead_seconds{quantile=\"0.99\"}") !=
+            std::string::npos);
     QVERIFY(metrics.find("octet_router_ttft_seconds_count{pool=\"large\"} 2") != std::string::npos);
 
     ClientResult bad = PostJson(g.port(), "/v1/chat/completions", "{not json");
@@ -230,8 +231,9 @@ routes:
     QCOMPARE(failures.load(), 0);
     QCOMPARE(fast->requests() + slow->requests(), 48);
     qInfo("fast replica took %d requests, slow replica %d", fast->requests(), slow->requests());
-    QVERIFY2(fast->requests() > 2 * slow->requests(),
-             (std::to_string(fast->requests()) + " vs " + std::to_string(slow->requests())).c_str());
+    QVERIFY2(
+        fast->requests() > 2 * slow->requests(),
+        (std::to_string(fast->requests()) + " vs " + std::to_string(slow->requests())).c_str());
   }
 
   void replicaReturning5xxIsEjectedAndReturns() {
@@ -262,7 +264,8 @@ routes:
     bad->set_fail_status(0);
     bad->ResetCounters();
     QVERIFY(WaitFor([&] { return g.router->Stats().pools[0].healthy_replicas == 2; }));
-    for (int i = 0; i < 20 && bad->requests() == 0; ++i) QCOMPARE(Chat(g.port(), "q", false).status, 200);
+    for (int i = 0; i < 20 && bad->requests() == 0; ++i)
+      QCOMPARE(Chat(g.port(), "q", false).status, 200);
     QVERIFY(bad->requests() > 0);
   }
 
@@ -275,7 +278,8 @@ routes:
       auto buf = std::make_shared<std::string>();
       auto mu = std::make_shared<std::mutex>();
       SpawnOptions so;
-      so.argv = {BinDir() + "/router_test_upstream", "--name", "S" + std::to_string(i), "--threads", "32"};
+      so.argv = {BinDir() + "/router_test_upstream", "--name", "S" + std::to_string(i), "--threads",
+                 "32"};
       so.on_output = [port, buf, mu](std::string_view chunk) {
         std::lock_guard<std::mutex> lock(*mu);
         buf->append(chunk);
@@ -290,7 +294,8 @@ routes:
       procs.push_back(std::move(*proc));
     }
     auto large = StartUpstream("L");
-    Gw g = StartGateway(Fill(R"(version: 1
+    Gw g = StartGateway(Fill(
+        R"(version: 1
 pools:
   - name: large
     replicas: [@L@]
@@ -304,9 +309,7 @@ routes:
   - name: easy
     pool: small
 )",
-                             {{"L", large->url()},
-                              {"P0", std::to_string(ports[0])},
-                              {"P1", std::to_string(ports[1])}}));
+        {{"L", large->url()}, {"P0", std::to_string(ports[0])}, {"P1", std::to_string(ports[1])}}));
     ClientResult before = Chat(g.port(), "hi", true);
     QCOMPARE(before.status, 200);
     QCOMPARE(before.pool, std::string("small"));
@@ -324,7 +327,8 @@ routes:
     // Health checks take the dead replicas out; the gateway keeps serving.
     QVERIFY(WaitFor([&] { return g.router->Stats().pools[1].healthy_replicas == 0; }));
     QCOMPARE(Get(g.port(), "/health").status, 200);
-    QVERIFY(Metric(Get(g.port(), "/metrics").body, "octet_router_pool_fallbacks_total{pool=\"large\"}") >= 1);
+    QVERIFY(Metric(Get(g.port(), "/metrics").body,
+                   "octet_router_pool_fallbacks_total{pool=\"large\"}") >= 1);
   }
 
   void hotReloadUnderLoadLosesNothing() {
@@ -351,8 +355,8 @@ pools:
     };
     QTemporaryDir dir;
     const std::string file = dir.path().toStdString() + "/policy.yaml";
-    const std::string slow_pool = "  - name: c\n    replicas: [" + slow->url() +
-                                  "]\n    health_check: {enabled: false}\n";
+    const std::string slow_pool =
+        "  - name: c\n    replicas: [" + slow->url() + "]\n    health_check: {enabled: false}\n";
     QVERIFY(WriteFileAtomic(file, policy("c", slow_pool)).ok());
     auto parsed = LoadPolicyFile(file);
     QVERIFY2(parsed.ok(), parsed.status().message().c_str());
@@ -486,7 +490,8 @@ routes:
              ("upstream cancelled " + std::to_string(up->cancelled())).c_str());
     QCOMPARE(up->completed(), 0);
     QVERIFY(WaitFor([&] {
-      return Metric(Get(g.port(), "/metrics").body, "octet_router_pool_cancelled_total{pool=\"p\"}") == 1;
+      return Metric(Get(g.port(), "/metrics").body,
+                    "octet_router_pool_cancelled_total{pool=\"p\"}") == 1;
     }));
     QCOMPARE(g.router->Stats().pools[0].in_flight, 0u);
   }
@@ -569,7 +574,7 @@ routes:
     QCOMPARE(st.text, ExpectedTokens("U", 3));  // what was sent before it died
     QVERIFY(st.error);                          // then an error event
     QVERIFY(!st.done);
-    QCOMPARE(up->requests(), 1);                // not retried after tokens went out
+    QCOMPARE(up->requests(), 1);  // not retried after tokens went out
     // Counted when the response is released, just after the client has it all.
     QVERIFY(WaitFor([&] { return g.router->Stats().pools[0].errors == 1; }));
   }
@@ -620,7 +625,8 @@ routes:
     for (bool stream : {false, true}) {
       ClientResult r = Chat(g.port(), "q", stream);
       QCOMPARE(r.status, 502);
-      QVERIFY2(r.body.find("127.0.0.1:" + std::to_string(dead_port)) != std::string::npos, r.body.c_str());
+      QVERIFY2(r.body.find("127.0.0.1:" + std::to_string(dead_port)) != std::string::npos,
+               r.body.c_str());
     }
   }
 };

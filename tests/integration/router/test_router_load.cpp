@@ -4,13 +4,11 @@
 // drains to zero. The routing overhead and TTFT percentiles are reported (not
 // asserted: CI machines are noisy; tests/bench/bench_router measures them).
 #include <QtTest>
-
 #include <algorithm>
 #include <atomic>
 #include <barrier>
-#include <thread>
-
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "octet/router/gateway.h"
 #include "octet/router/router.h"
@@ -41,16 +39,19 @@ class TestRouterLoad : public QObject {
       QVERIFY2(u.ok(), u.status().ToString().c_str());
       ups.push_back(std::move(*u));
     }
-    const std::string yaml = "version: 1\n"
-                             "gateway: {threads: 256}\n"
-                             "pools:\n"
-                             "  - name: large\n    replicas: [" + ups[0]->url() + ", " + ups[1]->url() +
-                             "]\n    health_check: {enabled: false}\n"
-                             "  - name: small\n    replicas: [" + ups[2]->url() + ", " + ups[3]->url() +
-                             "]\n    health_check: {enabled: false}\n"
-                             "classifiers:\n  - name: difficulty\n    weights: difficulty.weights.json\n"
-                             "routes:\n  - name: hard\n    match: {hard: true}\n    pool: large\n"
-                             "  - name: easy\n    pool: small\n";
+    const std::string yaml =
+        "version: 1\n"
+        "gateway: {threads: 256}\n"
+        "pools:\n"
+        "  - name: large\n    replicas: [" +
+        ups[0]->url() + ", " + ups[1]->url() +
+        "]\n    health_check: {enabled: false}\n"
+        "  - name: small\n    replicas: [" +
+        ups[2]->url() + ", " + ups[3]->url() +
+        "]\n    health_check: {enabled: false}\n"
+        "classifiers:\n  - name: difficulty\n    weights: difficulty.weights.json\n"
+        "routes:\n  - name: hard\n    match: {hard: true}\n    pool: large\n"
+        "  - name: easy\n    pool: small\n";
     PolicyParseOptions po;
     po.base_dir = SourceDir() + "/resources/routing";
     auto parsed = ParsePolicy(yaml, "load.yaml", po);
@@ -87,8 +88,11 @@ class TestRouterLoad : public QObject {
                                : r.replica == ups[1]->url() ? "L1"
                                : r.replica == ups[2]->url() ? "S0"
                                                             : "S1";
-      if (r.status == 200 && st.done && st.text == ExpectedTokens(name, kTokens)) ++complete;
-      else qWarning("lost: status %d transport %s: %s", r.status, r.error.c_str(), r.body.substr(0, 200).c_str());
+      if (r.status == 200 && st.done && st.text == ExpectedTokens(name, kTokens))
+        ++complete;
+      else
+        qWarning("lost: status %d transport %s: %s", r.status, r.error.c_str(),
+                 r.body.substr(0, 200).c_str());
       ttft.push_back(r.ttft_ms);
       ++by_pool[r.pool];
     }
@@ -112,9 +116,10 @@ class TestRouterLoad : public QObject {
     }));
     std::sort(ttft.begin(), ttft.end());
     const double ttft_p50 = ttft[ttft.size() / 2], ttft_p99 = ttft[ttft.size() * 99 / 100];
-    qInfo("200 concurrent streams: routing overhead p50 %.1f us, p99 %.1f us; client TTFT p50 %.1f "
-          "ms, p99 %.1f ms (upstream TTFT 50 ms)",
-          s.overhead_us_p50, s.overhead_us_p99, ttft_p50, ttft_p99);
+    qInfo(
+        "200 concurrent streams: routing overhead p50 %.1f us, p99 %.1f us; client TTFT p50 %.1f "
+        "ms, p99 %.1f ms (upstream TTFT 50 ms)",
+        s.overhead_us_p50, s.overhead_us_p99, ttft_p50, ttft_p99);
     std::printf("%s\n", json{{"streams", kClients},
                              {"complete", complete},
                              {"overhead_us_p50", s.overhead_us_p50},

@@ -43,7 +43,8 @@ class TestRouterCapacity : public QObject {
   }
 
   void slowSmallReplicasBecomeTheBottleneck() {
-    auto plan = PlanCapacity(Pool("large", 3, 2, 1.0), Pool("small", 2, 1, 2.0), {0.25, 0.5, 0.0, 1.0});
+    auto plan =
+        PlanCapacity(Pool("large", 3, 2, 1.0), Pool("small", 2, 1, 2.0), {0.25, 0.5, 0.0, 1.0});
     QVERIFY(plan.ok());
     // f = 1/4: min(3/0.25, 4/0.75) = 5.33 req/s over a 4 req/s baseline.
     QVERIFY(std::abs(plan->points[0].gain - (4.0 / 0.75) / 4.0) < 1e-12);
@@ -52,7 +53,7 @@ class TestRouterCapacity : public QObject {
     QCOMPARE(plan->points[2].bottleneck, std::string("small"));  // everything small
     QCOMPARE(plan->points[2].lambda_max, 4.0);
     QCOMPARE(plan->points[3].bottleneck, std::string("large"));  // everything large
-    QCOMPARE(plan->points[3].gain, 0.75);  // 3 replicas of the baseline's 4
+    QCOMPARE(plan->points[3].gain, 0.75);                        // 3 replicas of the baseline's 4
   }
 
   void badInputsSayWhat() {

@@ -2,7 +2,6 @@
 // request, the weights file round trip and its checks, deterministic training,
 // and the shipped classifier on the held-out part of the shipped labelled set.
 #include <QtTest>
-
 #include <nlohmann/json.hpp>
 
 #include "octet/base/file_util.h"
@@ -25,7 +24,8 @@ json Chat(std::initializer_list<std::pair<const char*, const char*>> msgs) {
 json ToolCall(const char* name) {
   return json{{"role", "assistant"},
               {"content", nullptr},
-              {"tool_calls", json::array({{{"id", "c"}, {"type", "function"},
+              {"tool_calls", json::array({{{"id", "c"},
+                                           {"type", "function"},
                                            {"function", {{"name", name}, {"arguments", "{}"}}}}})}};
 }
 
@@ -35,7 +35,9 @@ class TestRouterClassifier : public QObject {
   Q_OBJECT
  private slots:
   void featuresOfAChat() {
-    json r = Chat({{"system", "You are terse."}, {"user", "hi"}, {"assistant", "hello"},
+    json r = Chat({{"system", "You are terse."},
+                   {"user", "hi"},
+                   {"assistant", "hello"},
                    {"user", "Write a Python function that sorts a list, and fix this bug"}});
     r["max_tokens"] = 256;
     r["stream"] = true;
@@ -48,7 +50,8 @@ class TestRouterClassifier : public QObject {
     QVERIFY(!f.has_math);
     QCOMPARE(f.script, std::string("latin"));
     QCOMPARE(f.system_bytes, int64_t(14));
-    QCOMPARE(f.last_user_text, std::string("write a python function that sorts a list, and fix this bug"));
+    QCOMPARE(f.last_user_text,
+             std::string("write a python function that sorts a list, and fix this bug"));
     QCOMPARE(f.prompt_tokens, (f.prompt_bytes + 3) / 4);
   }
 
@@ -73,12 +76,15 @@ class TestRouterClassifier : public QObject {
 
   void mathScriptsAndContentParts() {
     QVERIFY(ExtractFeatures(Chat({{"user", "Prove that the integral of x^2 is x^3/3"}})).has_math);
-    QCOMPARE(ExtractFeatures(Chat({{"user", "请详细分析中国古代科举制度"}})).script, std::string("cjk"));
-    QCOMPARE(ExtractFeatures(Chat({{"user", "Как сказать спасибо"}})).script, std::string("cyrillic"));
+    QCOMPARE(ExtractFeatures(Chat({{"user", "请详细分析中国古代科举制度"}})).script,
+             std::string("cjk"));
+    QCOMPARE(ExtractFeatures(Chat({{"user", "Как сказать спасибо"}})).script,
+             std::string("cyrillic"));
     QCOMPARE(ExtractFeatures(Chat({{"user", "1234 !!"}})).script, std::string("none"));
-    json parts = {{"messages", json::array({{{"role", "user"},
-                                             {"content", json::array({{{"type", "text"}, {"text", "Hello"}},
-                                                                      {{"type", "image_url"}}})}}})}};
+    json parts = {
+        {"messages", json::array({{{"role", "user"},
+                                   {"content", json::array({{{"type", "text"}, {"text", "Hello"}},
+                                                            {{"type", "image_url"}}})}}})}};
     const RequestFeatures f = ExtractFeatures(parts);
     QCOMPARE(f.last_user_text, std::string("hello"));
     QCOMPARE(f.turns, 1);
@@ -93,8 +99,8 @@ class TestRouterClassifier : public QObject {
 
   void prefixHashFollowsAConversation() {
     json t1 = Chat({{"system", "S"}, {"user", "plan my trip"}});
-    json t2 = Chat({{"system", "S"}, {"user", "plan my trip"}, {"assistant", "where to?"},
-                    {"user", "Japan"}});
+    json t2 = Chat(
+        {{"system", "S"}, {"user", "plan my trip"}, {"assistant", "where to?"}, {"user", "Japan"}});
     json other = Chat({{"system", "S"}, {"user", "plan my wedding"}});
     QVERIFY(ConversationPrefixHash(t1) != 0);
     QCOMPARE(ConversationPrefixHash(t1), ConversationPrefixHash(t2));
@@ -147,12 +153,14 @@ class TestRouterClassifier : public QObject {
   void labelledJsonlErrorsNameTheLine() {
     QTemporaryDir dir;
     const std::string path = dir.path().toStdString() + "/l.jsonl";
-    QVERIFY(WriteFileAtomic(path, "{\"id\":\"a\",\"label\":\"easy\",\"request\":{}}\n"
-                                  "{\"id\":\"b\",\"label\":\"medium\",\"request\":{}}\n")
+    QVERIFY(WriteFileAtomic(path,
+                            "{\"id\":\"a\",\"label\":\"easy\",\"request\":{}}\n"
+                            "{\"id\":\"b\",\"label\":\"medium\",\"request\":{}}\n")
                 .ok());
     auto r = ReadLabelledRequests(path);
     QVERIFY(!r.ok());
-    QVERIFY2(r.status().message().find(path + ":2:") != std::string::npos, r.status().ToString().c_str());
+    QVERIFY2(r.status().message().find(path + ":2:") != std::string::npos,
+             r.status().ToString().c_str());
   }
 
   // The shipped weights were trained on the shipped set without its held-out
@@ -182,7 +190,8 @@ class TestRouterClassifier : public QObject {
     QVERIFY(m.recall_hard() >= 0.85);
     // The figures recorded in the weights file are the ones measured here.
     QCOMPARE(model->training_info()["heldout_metrics"]["examples"].get<int>(), m.examples);
-    QVERIFY(std::abs(model->training_info()["heldout_metrics"]["accuracy"].get<double>() - m.accuracy()) < 1e-9);
+    QVERIFY(std::abs(model->training_info()["heldout_metrics"]["accuracy"].get<double>() -
+                     m.accuracy()) < 1e-9);
   }
 };
 

@@ -2,10 +2,8 @@
 // ejection, retries, fallbacks and escalation — the RouterCore logic, driven
 // without HTTP (replica URLs are never contacted here) and with a test clock.
 #include <QtTest>
-
 #include <atomic>
 #include <map>
-
 #include <nlohmann/json.hpp>
 
 #include "octet/router/router.h"
@@ -61,7 +59,8 @@ stickiness: {mode: @MODE@, header: X-Session-Id, scope: @SCOPE@}
 )";
 
 struct Knobs {
-  std::string lb = "least_request", maxl = "0", maxs = "0", pct = "100", on = "connect_error, 5xx, 429";
+  std::string lb = "least_request", maxl = "0", maxs = "0", pct = "100",
+              on = "connect_error, 5xx, 429";
   std::string w3 = "1", mode = "header", scope = "session", last = "easy", lastpool = "small",
               esc = "large";
 };
@@ -135,9 +134,12 @@ class TestRouterDecisions : public QObject {
     Fixture f;
     json agentic = UserChat("book it");
     for (int i = 0; i < 2; ++i) {
-      agentic["messages"].push_back({{"role", "assistant"}, {"content", nullptr},
-                                     {"tool_calls", json::array({{{"id", "c"}, {"type", "function"},
-                                                                  {"function", {{"name", "f"}, {"arguments", "{}"}}}}})}});
+      agentic["messages"].push_back(
+          {{"role", "assistant"},
+           {"content", nullptr},
+           {"tool_calls", json::array({{{"id", "c"},
+                                        {"type", "function"},
+                                        {"function", {{"name", "f"}, {"arguments", "{}"}}}}})}});
       agentic["messages"].push_back({{"role", "tool"}, {"tool_call_id", "c"}, {"content", "ok"}});
     }
     auto d = f.router->Classify(agentic);
@@ -167,7 +169,8 @@ class TestRouterDecisions : public QObject {
     QVERIFY(!bad.ok());
     QCOMPARE(bad.status().code(), StatusCode::kInvalidArgument);
     auto js = d->ToJson();
-    QVERIFY(js.contains("route") && js.contains("pool") && js.contains("score") && js.contains("reason"));
+    QVERIFY(js.contains("route") && js.contains("pool") && js.contains("score") &&
+            js.contains("reason"));
   }
 
   void sessionHeaderPinsThePool() {
@@ -250,7 +253,8 @@ class TestRouterDecisions : public QObject {
     Fixture f;
     std::vector<RoutedRequest> held;
     for (int i = 0; i < 10; ++i) held.push_back(std::move(*f.Route(UserChat(kEasy))));
-    const int a = f.Replica("small", 0)->in_flight.load(), b = f.Replica("small", 1)->in_flight.load();
+    const int a = f.Replica("small", 0)->in_flight.load(),
+              b = f.Replica("small", 1)->in_flight.load();
     QCOMPARE(a + b, 10);
     QVERIFY2(std::abs(a - b) <= 1, (std::to_string(a) + " vs " + std::to_string(b)).c_str());
     held.clear();
@@ -298,7 +302,8 @@ class TestRouterDecisions : public QObject {
     QVERIFY(third.ok());
     QCOMPARE(third->decision.pool, std::string("large"));
     QVERIFY(third->decision.fallback);
-    QVERIFY2(third->decision.reason.find("saturated") != std::string::npos, third->decision.reason.c_str());
+    QVERIFY2(third->decision.reason.find("saturated") != std::string::npos,
+             third->decision.reason.c_str());
     held.push_back(std::move(*third));
     held.push_back(std::move(*f.Route(UserChat(kEasy))));
     auto shed = f.Route(UserChat(kEasy));
@@ -313,7 +318,7 @@ class TestRouterDecisions : public QObject {
     ReplicaState* r = f.Replica("small", 0);
     const PoolRuntime& pool = f.Pool("small");
     for (int i = 0; i < 2; ++i) f.core().ReportFailure(r, pool, FailureKind::kStatus5xx);
-    QVERIFY(r->Available(f.now));  // two failures are not enough
+    QVERIFY(r->Available(f.now));           // two failures are not enough
     f.core().ReportSuccess(r, *pool.spec);  // and a success resets the count
     for (int i = 0; i < 2; ++i) f.core().ReportFailure(r, pool, FailureKind::kConnect);
     QVERIFY(r->Available(f.now));
@@ -344,9 +349,11 @@ class TestRouterDecisions : public QObject {
     k.pct = "50";
     Fixture f(k);
     const PoolRuntime& pool = f.Pool("small");
-    for (int i = 0; i < 3; ++i) f.core().ReportFailure(f.Replica("small", 0), pool, FailureKind::kConnect);
+    for (int i = 0; i < 3; ++i)
+      f.core().ReportFailure(f.Replica("small", 0), pool, FailureKind::kConnect);
     QVERIFY(!f.Replica("small", 0)->Available(f.now));  // one may always go
-    for (int i = 0; i < 6; ++i) f.core().ReportFailure(f.Replica("small", 1), pool, FailureKind::kConnect);
+    for (int i = 0; i < 6; ++i)
+      f.core().ReportFailure(f.Replica("small", 1), pool, FailureKind::kConnect);
     QVERIFY(f.Replica("small", 1)->Available(f.now));  // a second would exceed 50%
   }
 
@@ -354,7 +361,8 @@ class TestRouterDecisions : public QObject {
     Fixture f;
     const PoolRuntime& pool = f.Pool("small");
     for (int k = 0; k < 2; ++k)
-      for (int i = 0; i < 3; ++i) f.core().ReportFailure(f.Replica("small", k), pool, FailureKind::kConnect);
+      for (int i = 0; i < 3; ++i)
+        f.core().ReportFailure(f.Replica("small", k), pool, FailureKind::kConnect);
     auto d = f.router->Classify(UserChat(kEasy));
     QCOMPARE(d->pool, std::string("large"));
     QVERIFY(d->fallback);
@@ -457,8 +465,9 @@ class TestRouterDecisions : public QObject {
   }
 
   void jobReplicasNeedAResolver() {
-    std::string yaml = "version: 1\npools:\n  - name: p\n    replicas:\n      - job: qwen\n"
-                       "routes:\n  - name: all\n    pool: p\n";
+    std::string yaml =
+        "version: 1\npools:\n  - name: p\n    replicas:\n      - job: qwen\n"
+        "routes:\n  - name: all\n    pool: p\n";
     PolicyParseOptions po;
     auto parsed = ParsePolicy(yaml, "j.yaml", po);
     QVERIFY(parsed.ok());

@@ -2,7 +2,6 @@
 // FILE:LINE:COL with the line and column of the offending key or value, all
 // errors are reported at once, and an invalid policy never yields a policy.
 #include <QtTest>
-
 #include <string>
 
 #include "octet/base/file_util.h"
@@ -78,69 +77,98 @@ class TestRouterPolicy : public QObject {
       s.replace(p, from.size(), to);
       return QString::fromStdString(s);
     };
-    QTest::newRow("yaml syntax") << QString("version: 1\npools: [\n  {name: a\n")
-                                 << "p.yaml:4:1: " << "YAML syntax error";
-    QTest::newRow("unknown top-level key") << replace("routes:", "rootes:") << "p.yaml:11:1: "
-                                           << "unknown key 'rootes' in the policy (did you mean 'routes'?)";
-    QTest::newRow("unknown pool key") << replace("    fallback: large", "    fallbak: large")
-                                      << "p.yaml:10:5: " << "did you mean 'fallback'?";
-    QTest::newRow("unknown match key") << replace("      has_code: true", "      has_cod: true")
-                                       << "p.yaml:14:7: " << "did you mean 'has_code'?";
-    QTest::newRow("wrong type: integer") << replace("nodes_per_replica: 2", "nodes_per_replica: two")
-                                         << "p.yaml:6:35: " << "'nodes_per_replica' must be an integer, got 'two'";
-    QTest::newRow("wrong type: number") << replace("requests_per_s: 0.25", "requests_per_s: fast")
-                                        << "p.yaml:6:54: " << "'requests_per_s' must be a number";
+    QTest::newRow("yaml syntax") << QString("version: 1\npools: [\n  {name: a\n") << "p.yaml:4:1: "
+                                 << "YAML syntax error";
+    QTest::newRow("unknown top-level key")
+        << replace("routes:", "rootes:") << "p.yaml:11:1: "
+        << "unknown key 'rootes' in the policy (did you mean 'routes'?)";
+    QTest::newRow("unknown pool key")
+        << replace("    fallback: large", "    fallbak: large") << "p.yaml:10:5: "
+        << "did you mean 'fallback'?";
+    QTest::newRow("unknown match key")
+        << replace("      has_code: true", "      has_cod: true") << "p.yaml:14:7: "
+        << "did you mean 'has_code'?";
+    QTest::newRow("wrong type: integer")
+        << replace("nodes_per_replica: 2", "nodes_per_replica: two") << "p.yaml:6:35: "
+        << "'nodes_per_replica' must be an integer, got 'two'";
+    QTest::newRow("wrong type: number")
+        << replace("requests_per_s: 0.25", "requests_per_s: fast") << "p.yaml:6:54: "
+        << "'requests_per_s' must be a number";
     QTest::newRow("wrong type: list") << replace("    replicas:\n      - http://127.0.0.1:9002",
                                                  "    replicas: {url: http://127.0.0.1:9002}")
-                                      << "p.yaml:8:15: " << "'replicas' of pool 'small' must be a list";
-    QTest::newRow("wrong type: bool") << replace("has_code: true", "has_code: maybe")
-                                      << "p.yaml:14:17: " << "'has_code' must be true or false";
-    QTest::newRow("unknown pool reference") << replace("    pool: small\n", "    pool: smal\n")
-                                            << "p.yaml:17:11: " << "unknown pool 'smal' (did you mean 'small'?)";
-    QTest::newRow("unknown fallback pool") << replace("fallback: large", "fallback: big")
-                                           << "p.yaml:10:15: " << "falls back to unknown pool 'big'";
-    QTest::newRow("threshold out of range") << replace("      has_code: true", "      score: {min: 1.5}")
-                                            << "p.yaml:14:20: " << "'min' must be in [0, 1], got 1.5";
+                                      << "p.yaml:8:15: "
+                                      << "'replicas' of pool 'small' must be a list";
+    QTest::newRow("wrong type: bool")
+        << replace("has_code: true", "has_code: maybe") << "p.yaml:14:17: "
+        << "'has_code' must be true or false";
+    QTest::newRow("unknown pool reference")
+        << replace("    pool: small\n", "    pool: smal\n") << "p.yaml:17:11: "
+        << "unknown pool 'smal' (did you mean 'small'?)";
+    QTest::newRow("unknown fallback pool")
+        << replace("fallback: large", "fallback: big") << "p.yaml:10:15: "
+        << "falls back to unknown pool 'big'";
+    QTest::newRow("threshold out of range")
+        << replace("      has_code: true", "      score: {min: 1.5}") << "p.yaml:14:20: "
+        << "'min' must be in [0, 1], got 1.5";
     QTest::newRow("cycle in fallbacks")
-        << replace("    capacity: {nodes_per_replica: 2, requests_per_s: 0.25}\n",
-                   "    capacity: {nodes_per_replica: 2, requests_per_s: 0.25}\n    fallback: small\n")
-        << "p.yaml:11:15: " << "cycle in fallbacks: large -> small -> large";
-    QTest::newRow("self fallback") << replace("fallback: large", "fallback: small") << "p.yaml:10:15: "
-                                   << "cycle in fallbacks: small -> small";
+        << replace(
+               "    capacity: {nodes_per_replica: 2, requests_per_s: 0.25}\n",
+               "    capacity: {nodes_per_replica: 2, requests_per_s: 0.25}\n    fallback: small\n")
+        << "p.yaml:11:15: "
+        << "cycle in fallbacks: large -> small -> large";
+    QTest::newRow("self fallback")
+        << replace("fallback: large", "fallback: small") << "p.yaml:10:15: "
+        << "cycle in fallbacks: small -> small";
     QTest::newRow("enum with did-you-mean")
         << replace("    fallback: large", "    fallback: large\n    load_balancing: least_requests")
-        << "p.yaml:11:21: " << "did you mean 'least_request'?";
-    QTest::newRow("missing required key") << replace("  - name: small\n    replicas:\n      - http://127.0.0.1:9002\n",
-                                                     "  - name: small\n")
-                                          << "p.yaml:7:5: " << "missing required key 'replicas' in pool 'small'";
-    QTest::newRow("duplicate pool name") << replace("  - name: small", "  - name: large")
-                                         << "p.yaml:7:11: " << "duplicate pool name 'large' (first at line 3)";
-    QTest::newRow("duplicate key") << replace("    pool: large\n", "    pool: large\n    pool: small\n")
-                                   << "p.yaml:16:5: " << "duplicate key 'pool'";
-    QTest::newRow("bad replica url") << replace("http://127.0.0.1:9002", "htp://127.0.0.1:9002")
-                                     << "p.yaml:9:9: " << "must start with http:// or https://";
-    QTest::newRow("bad port in url") << replace("http://127.0.0.1:9001", "http://127.0.0.1:99999")
-                                     << "p.yaml:5:14: " << "port outside 1..65535";
+        << "p.yaml:11:21: "
+        << "did you mean 'least_request'?";
+    QTest::newRow("missing required key")
+        << replace("  - name: small\n    replicas:\n      - http://127.0.0.1:9002\n",
+                   "  - name: small\n")
+        << "p.yaml:7:5: "
+        << "missing required key 'replicas' in pool 'small'";
+    QTest::newRow("duplicate pool name")
+        << replace("  - name: small", "  - name: large") << "p.yaml:7:11: "
+        << "duplicate pool name 'large' (first at line 3)";
+    QTest::newRow("duplicate key")
+        << replace("    pool: large\n", "    pool: large\n    pool: small\n") << "p.yaml:16:5: "
+        << "duplicate key 'pool'";
+    QTest::newRow("bad replica url")
+        << replace("http://127.0.0.1:9002", "htp://127.0.0.1:9002") << "p.yaml:9:9: "
+        << "must start with http:// or https://";
+    QTest::newRow("bad port in url")
+        << replace("http://127.0.0.1:9001", "http://127.0.0.1:99999") << "p.yaml:5:14: "
+        << "port outside 1..65535";
     QTest::newRow("last route not catch-all")
-        << replace("  - name: easy\n    pool: small\n", "  - name: easy\n    match: {turns: {min: 1}}\n    pool: small\n")
-        << "p.yaml:16:11: " << "end 'routes' with a catch-all route";
+        << replace("  - name: easy\n    pool: small\n",
+                   "  - name: easy\n    match: {turns: {min: 1}}\n    pool: small\n")
+        << "p.yaml:16:11: "
+        << "end 'routes' with a catch-all route";
     QTest::newRow("unreachable route")
         << replace("  - name: code\n    match:\n      has_code: true\n", "  - name: code\n")
-        << "p.yaml:14:11: " << "route 'easy' is unreachable";
-    QTest::newRow("score without classifier") << replace("      has_code: true", "      score: {min: 0.5}")
-                                              << "p.yaml:14:14: " << "defines no 'classifiers'";
-    QTest::newRow("min above max") << replace("      has_code: true", "      turns: {min: 5, max: 2}")
-                                   << "p.yaml:14:20: " << "min 5.000000 is above max 2.000000";
+        << "p.yaml:14:11: "
+        << "route 'easy' is unreachable";
+    QTest::newRow("score without classifier")
+        << replace("      has_code: true", "      score: {min: 0.5}") << "p.yaml:14:14: "
+        << "defines no 'classifiers'";
+    QTest::newRow("min above max")
+        << replace("      has_code: true", "      turns: {min: 5, max: 2}") << "p.yaml:14:20: "
+        << "min 5.000000 is above max 2.000000";
     QTest::newRow("unsupported version") << replace("version: 1", "version: 2") << "p.yaml:1:10: "
                                          << "unsupported 'version' 2";
     QTest::newRow("escalation to own pool")
-        << replace("  - name: easy\n    pool: small\n",
-                   "  - name: easy\n    pool: small\n    escalate: {pool: small, on_status: [400]}\n")
-        << "p.yaml:18:22: " << "escalates to its own pool";
+        << replace(
+               "  - name: easy\n    pool: small\n",
+               "  - name: easy\n    pool: small\n    escalate: {pool: small, on_status: [400]}\n")
+        << "p.yaml:18:22: "
+        << "escalates to its own pool";
     QTest::newRow("escalation status out of range")
-        << replace("  - name: easy\n    pool: small\n",
-                   "  - name: easy\n    pool: small\n    escalate: {pool: large, on_status: [200]}\n")
-        << "p.yaml:18:41: " << "must be in 400..599, got 200";
+        << replace(
+               "  - name: easy\n    pool: small\n",
+               "  - name: easy\n    pool: small\n    escalate: {pool: large, on_status: [200]}\n")
+        << "p.yaml:18:41: "
+        << "must be in 400..599, got 200";
   }
   void errorKinds() {
     QFETCH(QString, yaml);
@@ -212,9 +240,10 @@ class TestRouterPolicy : public QObject {
     QVERIFY2(missing.errors[0].ToString().rfind(path + ":13:14: classifier 'difficulty'", 0) == 0,
              AllErrors(missing).c_str());
     // Weights for other features: rejected with the reason.
-    QVERIFY(WriteFileAtomic(d + "/w.json",
-                            R"({"format":"octet-router-classifier","version":1,"type":"hashed_logistic",)"
-                            R"("hash_bits":10,"features":["bias"],"dense":[0],"hashed":[]})")
+    QVERIFY(WriteFileAtomic(
+                d + "/w.json",
+                R"({"format":"octet-router-classifier","version":1,"type":"hashed_logistic",)"
+                R"("hash_bits":10,"features":["bias"],"dense":[0],"hashed":[]})")
                 .ok());
     auto stale = LoadPolicyFile(path);
     QVERIFY(!stale.ok());
@@ -254,7 +283,8 @@ class TestRouterPolicy : public QObject {
     yaml.replace(yaml.find("http://127.0.0.1:9002"), 21, "http://[::1]:8000");
     QVERIFY(Parse(yaml).ok());
     yaml = kBase;
-    yaml.replace(yaml.find("      - http://127.0.0.1:9002"), 29, "      - {job: qwen-small, weight: 2}");
+    yaml.replace(yaml.find("      - http://127.0.0.1:9002"), 29,
+                 "      - {job: qwen-small, weight: 2}");
     auto j = Parse(yaml);
     QVERIFY2(j.ok(), AllErrors(j).c_str());
     QCOMPARE(j.policy->pools[1].replicas[0].job, std::string("qwen-small"));

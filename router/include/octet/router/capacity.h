@@ -10,10 +10,9 @@
 // floor(total_nodes / nodes_per_large_replica) large replicas.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "octet/base/status.h"
 

@@ -15,11 +15,10 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "octet/base/status.h"
 #include "octet/router/request_features.h"
@@ -28,9 +27,9 @@ namespace octet::router {
 
 // A request as the classifier sees it: dense features and hashed n-gram buckets.
 struct ClassifierInput {
-  std::vector<float> dense;             // DenseFeatureNames().size() values
-  std::vector<uint32_t> buckets;        // hashed n-grams (may repeat)
-  float bucket_value = 0;               // each bucket's value: 1/sqrt(#buckets)
+  std::vector<float> dense;       // DenseFeatureNames().size() values
+  std::vector<uint32_t> buckets;  // hashed n-grams (may repeat)
+  float bucket_value = 0;         // each bucket's value: 1/sqrt(#buckets)
 };
 
 // Names of the dense features, in the order of ClassifierInput::dense.
@@ -93,9 +92,9 @@ bool IsHeldOut(const std::string& id, double holdout_fraction);
 
 struct TrainOptions {
   int hash_bits = HashedLogisticModel::kDefaultHashBits;
-  int iterations = 400;      // full-batch AdaGrad steps (deterministic: no shuffling)
+  int iterations = 400;  // full-batch AdaGrad steps (deterministic: no shuffling)
   double learning_rate = 0.5;
-  double l2 = 1e-3;          // per-example L2 strength on every weight except the bias
+  double l2 = 1e-3;  // per-example L2 strength on every weight except the bias
 };
 
 // Fits a model on `examples` (all of them). Deterministic for given inputs.

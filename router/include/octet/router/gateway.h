@@ -39,8 +39,8 @@ namespace octet::router {
 
 struct GatewayOptions {
   std::string host = "127.0.0.1";
-  int port = 0;         // 0: any free port (see port())
-  int threads = 320;    // HTTP worker threads
+  int port = 0;             // 0: any free port (see port())
+  int threads = 320;        // HTTP worker threads
   std::string admin_token;  // bearer token for /v1/router/policy from non-loopback peers
 };
 

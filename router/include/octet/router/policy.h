@@ -43,9 +43,7 @@ struct PolicyError {
 struct Range {
   std::optional<double> min;  // inclusive
   std::optional<double> max;  // exclusive
-  bool Contains(double x) const {
-    return (!min || x >= *min) && (!max || x < *max);
-  }
+  bool Contains(double x) const { return (!min || x >= *min) && (!max || x < *max); }
   bool empty() const { return !min && !max; }
 };
 
@@ -58,7 +56,7 @@ enum class StickinessScope { kSession, kTurn };
 struct ReplicaSpec {
   // Exactly one of url / job is set. A job replica names an instance the agent
   // launched; the Router turns it into a URL through its JobResolver.
-  std::string url;          // "http://host:port[/base]" or https://...
+  std::string url;  // "http://host:port[/base]" or https://...
   std::string job;
   double weight = 1.0;      // > 0; used by weighted_random and least_request
   std::string api_key_env;  // environment variable holding a bearer token, or ""
@@ -75,8 +73,8 @@ struct HealthCheckSpec {
 };
 
 struct OutlierEjectionSpec {
-  int consecutive_failures = 5;    // connection errors / 5xx in a row
-  int64_t base_ejection_ms = 5000; // n-th ejection lasts n * base, capped at max
+  int consecutive_failures = 5;     // connection errors / 5xx in a row
+  int64_t base_ejection_ms = 5000;  // n-th ejection lasts n * base, capped at max
   int64_t max_ejection_ms = 300000;
   double max_ejected_percent = 100;  // at least one replica may always be ejected
 };
@@ -141,9 +139,9 @@ struct RouteMatch {
 };
 
 struct EscalationSpec {
-  std::string pool;                // "" = no escalation
-  std::vector<int> on_status;      // upstream statuses that escalate before any byte is sent
-  bool sticky = true;              // the session stays on the escalation pool afterwards
+  std::string pool;            // "" = no escalation
+  std::vector<int> on_status;  // upstream statuses that escalate before any byte is sent
+  bool sticky = true;          // the session stays on the escalation pool afterwards
 };
 
 struct RouteSpec {
@@ -170,7 +168,7 @@ struct GatewaySpec {
   int64_t stream_keepalive_ms = 1000;  // SSE comment while a stream waits (0 = off)
   int64_t max_body_bytes = 16 << 20;
   std::string model_name = "octet-router";  // model id meaning "let the router choose"
-  bool watch = true;                         // reload when the file changes
+  bool watch = true;                        // reload when the file changes
   int64_t watch_interval_ms = 1000;
 };
 

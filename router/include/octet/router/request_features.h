@@ -9,30 +9,29 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 namespace octet::router {
 
 struct RequestFeatures {
-  std::string model;              // the request's "model" field
-  int64_t prompt_bytes = 0;       // UTF-8 bytes of all message text (and tool schemas)
-  int64_t prompt_tokens = 0;      // approximate: (prompt_bytes + 3) / 4
+  std::string model;          // the request's "model" field
+  int64_t prompt_bytes = 0;   // UTF-8 bytes of all message text (and tool schemas)
+  int64_t prompt_tokens = 0;  // approximate: (prompt_bytes + 3) / 4
   int64_t last_user_bytes = 0;
   int64_t system_bytes = 0;
-  int turns = 0;                  // user messages
+  int turns = 0;  // user messages
   int messages = 0;
-  int tools = 0;                  // tools offered ("tools" or legacy "functions")
-  int tool_call_depth = 0;        // assistant tool-call rounds since the last user message
-  int tool_results = 0;           // "tool"/"function" role messages in the whole request
-  int max_tokens = 0;             // requested max_tokens / max_completion_tokens (0 = absent)
-  bool has_code = false;          // fenced code, code-like lines, or programming vocabulary
-  bool has_math = false;          // LaTeX, equations, or math vocabulary
+  int tools = 0;            // tools offered ("tools" or legacy "functions")
+  int tool_call_depth = 0;  // assistant tool-call rounds since the last user message
+  int tool_results = 0;     // "tool"/"function" role messages in the whole request
+  int max_tokens = 0;       // requested max_tokens / max_completion_tokens (0 = absent)
+  bool has_code = false;    // fenced code, code-like lines, or programming vocabulary
+  bool has_math = false;    // LaTeX, equations, or math vocabulary
   bool stream = false;
-  std::string script;             // dominant script: latin, cjk, cyrillic, arabic, ... "none"
+  std::string script;  // dominant script: latin, cjk, cyrillic, arabic, ... "none"
   // The last user message (or the prompt) lower-cased, for keywords and n-grams.
   std::string last_user_text;
   // Names of the tools offered, in request order.

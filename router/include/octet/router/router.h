@@ -19,12 +19,11 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "octet/base/status.h"
 #include "octet/router/policy.h"
@@ -40,12 +39,12 @@ using HeaderLookup = std::function<std::string(std::string_view name)>;
 struct RouteDecision {
   std::string route;
   std::string pool;
-  double score = -1;   // classifier score in [0, 1]; -1 when no classifier was consulted
-  std::string reason;  // why, in words ("classifier difficulty score 0.82 >= 0.50")
-  bool sticky = false;    // taken from a session pin
-  bool fallback = false;  // the route's pool was down or saturated
-  std::string session;    // the session key ("" without stickiness)
-  std::string replica;    // the replica URL (filled by the gateway's pick)
+  double score = -1;              // classifier score in [0, 1]; -1 when no classifier was consulted
+  std::string reason;             // why, in words ("classifier difficulty score 0.82 >= 0.50")
+  bool sticky = false;            // taken from a session pin
+  bool fallback = false;          // the route's pool was down or saturated
+  std::string session;            // the session key ("" without stickiness)
+  std::string replica;            // the replica URL (filled by the gateway's pick)
   nlohmann::json ToJson() const;  // {"route", "pool", "score", "reason", ...}
 };
 
