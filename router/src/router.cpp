@@ -72,11 +72,23 @@ ReplicaState::ReplicaState(std::string pool, std::string url, ReplicaUrl parsed,
 
 std::unique_ptr<httplib::Client> ReplicaState::AcquireClient(const TimeoutSpec& t) {
   std::unique_ptr<httplib::Client> c;
+  std::vector<std::unique_ptr<httplib::Client>> stale;  // closed outside the lock
   {
     std::lock_guard<std::mutex> lock(conn_mu_);
-    if (!idle_.empty()) {
-      c = std::move(idle_.back());
+    const int64_t now = NowNs();
+    while (!idle_.empty()) {
+      IdleClient ic = std::move(idle_.back());
       idle_.pop_back();
+      if (now - ic.since_ns < kIdleReuseNs) {
+        c = std::move(ic.client);
+        break;
+      }
+      stale.push_back(std::move(ic.client));
+    }
+    // Anything older than the newest stale one is stale too.
+    if (!stale.empty()) {
+      for (auto& ic : idle_) stale.push_back(std::move(ic.client));
+      idle_.clear();
     }
   }
   if (!c) {
@@ -92,9 +104,8 @@ std::unique_ptr<httplib::Client> ReplicaState::AcquireClient(const TimeoutSpec& 
 }
 
 void ReplicaState::ReleaseClient(std::unique_ptr<httplib::Client> client) {
-  constexpr size_t kMaxIdle = 64;
   std::lock_guard<std::mutex> lock(conn_mu_);
-  if (idle_.size() < kMaxIdle) idle_.push_back(std::move(client));
+  if (idle_.size() < kMaxIdleClients) idle_.push_back(IdleClient{std::move(client), NowNs()});
 }
 
 // ---- PolicyRuntime -----------------------------------------------------------

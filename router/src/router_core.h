@@ -102,8 +102,18 @@ class ReplicaState {
   const std::string pool_, url_;
   const ReplicaUrl parsed_;
   const std::string api_key_;
+  // Idle keep-alive connections, most recently used last. Few and short-lived:
+  // an idle connection costs an httplib-based upstream (`octet serve`) a thread
+  // that polls it every ~10 ms, and servers close idle connections after a few
+  // seconds (httplib: 5 s), so one older than 2 s is not reused.
+  static constexpr size_t kMaxIdleClients = 16;
+  static constexpr int64_t kIdleReuseNs = 2'000'000'000;
+  struct IdleClient {
+    std::unique_ptr<httplib::Client> client;
+    int64_t since_ns;
+  };
   std::mutex conn_mu_;
-  std::vector<std::unique_ptr<httplib::Client>> idle_;  // guarded by conn_mu_
+  std::vector<IdleClient> idle_;  // guarded by conn_mu_
 };
 
 struct PoolRuntime {
