@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <climits>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -485,8 +486,15 @@ ReplicaLease RouterCore::Pick(const PoolRuntime& pool, int64_t now,
       if (usable(*pool.replicas[i])) cands.push_back(i);
     if (cands.empty()) return {};
     if (!preferred.empty()) {
+      // A pinned replica wins unless it is far busier than the idlest one:
+      // conversations with the same opening share a prefix pin, and must not
+      // pile onto one replica.
+      constexpr int kPinSlack = 8;
+      int least = INT32_MAX;
+      for (size_t i : cands) least = std::min(least, pool.replicas[i]->in_flight.load());
       for (size_t i : cands) {
-        if (pool.replicas[i]->url() == preferred && take(pool.replicas[i]))
+        if (pool.replicas[i]->url() == preferred &&
+            pool.replicas[i]->in_flight.load() - least <= kPinSlack && take(pool.replicas[i]))
           return ReplicaLease(pool.replicas[i]);
       }
     }

@@ -197,6 +197,24 @@ class TestRouterDecisions : public QObject {
     QVERIFY(!other->decision.sticky);
   }
 
+  void aPinnedReplicaYieldsWhenFarBusier() {
+    Knobs k;
+    k.scope = "turn";
+    Fixture f(k);
+    auto h = Headers({{"x-session-id", "busy"}});
+    auto first = f.Route(UserChat(kEasy), h);
+    const std::string pinned = first->decision.replica;
+    first->lease.Release();
+    // Other sessions' requests keep the pinned replica busy.
+    ReplicaState* pinned_state =
+        f.Replica("small", 0)->url() == pinned ? f.Replica("small", 0) : f.Replica("small", 1);
+    pinned_state->in_flight.fetch_add(7);  // 7 more than the other replica: within the slack
+    QCOMPARE(f.Route(UserChat(kEasy), h)->decision.replica, pinned);
+    pinned_state->in_flight.fetch_add(2);  // 9 more: beyond the slack of 8, the pin yields
+    QVERIFY(f.Route(UserChat(kEasy), h)->decision.replica != pinned);
+    pinned_state->in_flight.fetch_sub(9);
+  }
+
   void conversationPrefixPinsWithoutAHeader() {
     Knobs k;
     k.mode = "prefix";
