@@ -22,6 +22,9 @@ struct Command {
 // All subcommands, in the order `octet --help` lists them.
 const std::vector<Command>& Commands();
 
+// Subcommands (app/cli/cmd_<name>.cpp).
+int RunTrain(const std::vector<std::string>& args);
+
 // Exit codes shared by all subcommands.
 inline constexpr int kExitOk = 0;
 inline constexpr int kExitFailure = 1;      // the work failed (I/O, model, peer)

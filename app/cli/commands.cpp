@@ -19,7 +19,7 @@ const std::vector<Command>& Commands() {
       {"collbench", "collectives benchmark like nccl-tests", nullptr,
        "waiting for the collectives library (issue 5)"},
       {"route", "request router gateway", nullptr, "waiting for the router (issue 9)"},
-      {"train", "data-parallel GPT pre-training", nullptr, "waiting for the trainer (issue 10)"},
+      {"train", "data-parallel GPT pre-training", RunTrain, ""},
       {"cluster", "cluster profiles, status and the local embedded cluster", nullptr,
        "waiting for the node agent (issue 7)"},
       {"worker", "one rank of a job (spawned by octet and octet-agent)", nullptr,
