@@ -1,8 +1,12 @@
 // `octet train`: nanochat-style GPT pre-training (docs/CLI.md "Training").
 //
+//   octet train --config FILE|PRESET --data DIR --steps S --out DIR [--ranks N] [--resume]
+//       pre-trains on token shards (octet train prepare), checkpointing into
+//       OUT/checkpoints and exporting the final model to OUT.
 //   octet train --init DIR --batch DIR --steps K --optimizer adamw --lr ...
 //       K optimizer steps on one fixed batch (x.npy, y.npy) from the weights
 //       in DIR; prints {"losses": [...]} (the loss before each step).
+#include <cmath>
 #include <cstdio>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -17,6 +21,8 @@
 #include "octet/trainer/gpt_model.h"
 #include "octet/trainer/model_io.h"
 #include "octet/trainer/optimizer.h"
+#include "octet/trainer/token_shards.h"
+#include "octet/trainer/trainer.h"
 
 namespace octet::cli {
 namespace {
@@ -33,8 +39,7 @@ int Usage(const std::string& what) {
 void AddOptimizerFlags(ArgParser& p) {
   p.Option("optimizer", "adamw|muon",
            "adamw: AdamW on every parameter; muon: nanochat's Muon (block matrices) + AdamW "
-           "(embedding, head)",
-           "adamw");
+           "(embedding, head). Default: adamw with --init, muon otherwise");
   p.Option("lr", "X", "AdamW learning rate (--optimizer adamw)", "1e-3");
   p.Option("betas", "B1,B2", "AdamW betas", "0.9,0.95");
   p.Option("eps", "X", "AdamW epsilon", "1e-8");
@@ -46,7 +51,7 @@ void AddOptimizerFlags(ArgParser& p) {
 
 Result<trainer::OptimizerConfig> OptimizerFromFlags(const ArgParser& p) {
   trainer::OptimizerConfig oc;
-  oc.kind = p.GetString("optimizer");
+  oc.kind = p.Given("optimizer") ? p.GetString("optimizer") : (p.Given("init") ? "adamw" : "muon");
   auto get = [&](const char* name, float* out) -> Status {
     OCTET_ASSIGN_OR_RETURN(double v, p.GetDouble(name));
     *out = static_cast<float>(v);
@@ -151,16 +156,227 @@ int RunFixedBatch(const ArgParser& p) {
   return kExitOk;
 }
 
+double Round(double v, double scale) { return std::round(v * scale) / scale; }
+
+// --config/--data/--out: pre-training on token shards.
+int RunPretrain(const ArgParser& p) {
+  for (const char* f : {"config", "data", "out"}) {
+    if (!p.Given(f)) return Usage(std::string("--") + f + " is required (see --help)");
+  }
+  auto ranks = p.GetInt("ranks");
+  if (!ranks.ok() || *ranks < 1) return Usage("--ranks must be >= 1");
+  if (*ranks > 1) {
+    std::cerr << "octet train: --ranks " << *ranks
+              << " is not available in this build yet: data-parallel rank processes need the "
+                 "collectives library (issue 5)\n";
+    return kExitUnavailable;
+  }
+  trainer::TrainOptions o;
+  o.data_dir = p.GetString("data");
+  o.out_dir = p.GetString("out");
+  auto meta = trainer::DataMeta::Load(o.data_dir);
+  if (!meta.ok()) return Fail(meta.status().message());
+
+  // Model: a config.json file or a preset sized to the data's vocabulary.
+  const std::string config = p.GetString("config");
+  auto seq = p.GetInt("seq-len");
+  if (!seq.ok() || *seq < 0) return Usage("--seq-len must be a length");
+  if (PathExists(config)) {
+    auto c = trainer::GptConfig::Load(config);
+    if (!c.ok()) return Fail(c.status().message());
+    o.model = *c;
+    if (*seq > 0) o.model.sequence_len = int(*seq);
+  } else {
+    const int T = *seq > 0 ? int(*seq) : trainer::GptConfig::PresetSequenceLen(config);
+    auto c = trainer::GptConfig::Preset(config, meta->vocab_size, T);
+    if (!c.ok()) return Usage(c.status().message() + " (or give a config.json path)");
+    o.model = *c;
+  }
+  auto oc = OptimizerFromFlags(p);
+  if (!oc.ok()) return Usage(oc.status().message());
+  o.optimizer = *oc;
+  auto get_int = [&](const char* name, int64_t min, int64_t* out) -> bool {
+    auto v = p.GetInt(name);
+    if (!v.ok() || *v < min) return false;
+    *out = *v;
+    return true;
+  };
+  int64_t batch = 0, steps = 0, total = 0, warmup = 0, ckpt = 0, keep = 0, eval_every = 0,
+          eval_batches = 0, seed = 0, log_every = 0;
+  if (!get_int("batch-size", 1, &batch)) return Usage("--batch-size must be >= 1");
+  if (!get_int("steps", 0, &steps)) return Usage("--steps must be >= 0");
+  if (!get_int("total-batch-tokens", 0, &total)) return Usage("--total-batch-tokens must be >= 0");
+  if (!get_int("warmup-steps", 0, &warmup)) return Usage("--warmup-steps must be >= 0");
+  if (!get_int("checkpoint-every", 0, &ckpt)) return Usage("--checkpoint-every must be >= 0");
+  if (!get_int("keep-checkpoints", 0, &keep)) return Usage("--keep-checkpoints must be >= 0");
+  if (!get_int("eval-every", 0, &eval_every)) return Usage("--eval-every must be >= 0");
+  if (!get_int("eval-batches", 0, &eval_batches)) return Usage("--eval-batches must be >= 0");
+  if (!get_int("seed", 0, &seed)) return Usage("--seed must be >= 0");
+  if (!get_int("log-every", 1, &log_every)) return Usage("--log-every must be >= 1");
+  auto warmdown = p.GetDouble("warmdown-frac");
+  auto final_frac = p.GetDouble("final-lr-frac");
+  auto clip = p.GetDouble("grad-clip");
+  auto bucket = p.GetBytes("bucket-size");
+  auto peak = p.GetDouble("peak-gflops");
+  if (!warmdown.ok() || *warmdown < 0 || *warmdown > 1)
+    return Usage("--warmdown-frac must be in [0, 1]");
+  if (!final_frac.ok() || *final_frac < 0) return Usage("--final-lr-frac must be >= 0");
+  if (!clip.ok() || *clip < 0) return Usage("--grad-clip must be >= 0");
+  if (!bucket.ok() || *bucket < 1)
+    return Usage("--bucket-size: " +
+                 (bucket.ok() ? std::string("must be positive") : bucket.status().message()));
+  if (!peak.ok() || *peak < 0) return Usage("--peak-gflops must be >= 0");
+  o.batch_size = int(batch);
+  o.steps = steps;
+  o.total_batch_tokens = total;
+  o.warmup_steps = warmup;
+  o.warmdown_frac = float(*warmdown);
+  o.final_lr_frac = float(*final_frac);
+  o.grad_clip = float(*clip);
+  o.checkpoint_every = ckpt;
+  o.keep_checkpoints = int(keep);
+  o.eval_every = eval_every;
+  o.eval_batches = int(eval_batches);
+  o.seed = uint64_t(seed);
+  o.resume = p.GetFlag("resume");
+  o.bucket_bytes = *bucket;
+  o.grads_out = p.GetString("grads-out");
+  o.peak_flops = *peak * 1e9;
+
+  auto threads = p.GetInt("threads");
+  if (!threads.ok()) return Usage(threads.status().message());
+  auto backend = kernels::CreateBackend(p.GetString("backend"), {.threads = int(*threads)});
+  if (!backend.ok()) return Usage(backend.status().message());
+  auto t = trainer::Trainer::Create(o, backend->get(), nullptr, nullptr);
+  if (!t.ok()) {
+    const bool usage = t.status().code() == StatusCode::kInvalidArgument ||
+                       t.status().code() == StatusCode::kAlreadyExists;
+    std::cerr << "octet train: " << t.status().message() << "\n";
+    return usage ? kExitUsage : kExitFailure;
+  }
+  trainer::Trainer& tr = **t;
+  const bool json = p.GetFlag("json");
+  if (tr.rank() == 0) {
+    std::fprintf(stderr,
+                 "octet train: %s, %lld parameters (%.1f MFLOP/token), %d rank(s) x %d threads, "
+                 "batch %d x %d, %d micro-batch(es) per step = %lld tokens/step, %s\n",
+                 config.c_str(), (long long)o.model.NumParams(),
+                 o.model.TrainingFlopsPerToken(o.model.sequence_len) * 1e-6, tr.world_size(),
+                 backend->get()->num_threads(), o.batch_size, o.model.sequence_len, tr.grad_accum(),
+                 (long long)(tr.world_size() * tr.grad_accum() * int64_t{o.batch_size} *
+                             o.model.sequence_len),
+                 oc->kind.c_str());
+  }
+  nlohmann::ordered_json steps_json = nlohmann::json::array(), evals_json = nlohmann::json::array();
+  std::vector<trainer::StepReport> reports;
+  auto on_step = [&](const trainer::StepReport& r) {
+    reports.push_back(r);
+    steps_json.push_back({{"step", r.step},
+                          {"loss", r.loss},
+                          {"lr_multiplier", r.lr_multiplier},
+                          {"grad_norm", r.grad_norm},
+                          {"tokens", r.tokens},
+                          {"step_ms", Round(r.step_ms, 1000)},
+                          {"compute_ms", Round(r.compute_ms, 1000)},
+                          {"allreduce_wait_ms", Round(r.allreduce_wait_ms, 1000)},
+                          {"allreduce_busy_ms", Round(r.allreduce_busy_ms, 1000)},
+                          {"tokens_per_second", Round(r.tokens_per_second, 10)},
+                          {"mfu", Round(r.mfu, 1e6)}});
+    if (tr.rank() == 0 && (r.step % log_every == 0 || r.step == r.total_steps)) {
+      std::fprintf(stderr,
+                   "step %lld/%lld | loss %.4f | lr x%.3f | grad norm %.3f | %.0f tok/s | "
+                   "%.0f ms (compute %.0f, all-reduce wait %.1f, busy %.1f) | mfu %.1f%%\n",
+                   (long long)r.step, (long long)r.total_steps, r.loss, r.lr_multiplier,
+                   r.grad_norm, r.tokens_per_second, r.step_ms, r.compute_ms, r.allreduce_wait_ms,
+                   r.allreduce_busy_ms, 100 * r.mfu);
+    }
+  };
+  auto on_eval = [&](const trainer::EvalReport& e) {
+    nlohmann::ordered_json j = {{"step", e.step}, {"val_loss", e.val_loss}, {"tokens", e.tokens}};
+    if (e.val_bpb >= 0) j["val_bpb"] = e.val_bpb;
+    evals_json.push_back(j);
+    if (tr.rank() == 0) {
+      std::fprintf(stderr, "eval at step %lld | val loss %.4f", (long long)e.step, e.val_loss);
+      if (e.val_bpb >= 0) std::fprintf(stderr, " | %.4f bits/byte", e.val_bpb);
+      std::fprintf(stderr, "\n");
+    }
+  };
+  if (Status s = tr.Run(on_step, on_eval); !s.ok()) return Fail(s.message());
+
+  // Throughput as nanochat reports it: excluding the first (warm-up) steps.
+  const size_t skip = reports.size() > 10 ? 10 : reports.size() / 2;
+  double tokens = 0, ms = 0, compute = 0, wait = 0, busy = 0;
+  for (size_t i = skip; i < reports.size(); ++i) {
+    tokens += double(reports[i].tokens);
+    ms += reports[i].step_ms;
+    compute += reports[i].compute_ms;
+    wait += reports[i].allreduce_wait_ms;
+    busy += reports[i].allreduce_busy_ms;
+  }
+  const double tps = ms > 0 ? tokens / (ms * 1e-3) : 0;
+  if (tr.rank() == 0) {
+    std::fprintf(stderr, "done: %lld steps, %.0f tok/s (after the first %zu steps), model in %s\n",
+                 (long long)tr.step(), tps, skip, o.out_dir.c_str());
+  }
+  if (json && tr.rank() == 0) {
+    nlohmann::ordered_json j;
+    j["out"] = o.out_dir;
+    j["ranks"] = tr.world_size();
+    j["threads_per_rank"] = backend->get()->num_threads();
+    j["params"] = o.model.NumParams();
+    j["flops_per_token"] = o.model.TrainingFlopsPerToken(o.model.sequence_len);
+    j["tokens_per_step"] = reports.empty() ? 0 : reports.back().tokens;
+    j["final_loss"] = reports.empty() ? nlohmann::json() : nlohmann::json(reports.back().loss);
+    j["tokens_per_second"] = Round(tps, 10);
+    j["step_ms"] = reports.size() > skip ? Round(ms / double(reports.size() - skip), 1000) : 0.0;
+    j["compute_share"] = ms > 0 ? Round(compute / ms, 1e4) : 0.0;
+    j["allreduce_wait_share"] = ms > 0 ? Round(wait / ms, 1e4) : 0.0;
+    j["allreduce_busy_share"] = ms > 0 ? Round(busy / ms, 1e4) : 0.0;
+    j["steps"] = steps_json;
+    j["evals"] = evals_json;
+    std::cout << j.dump() << "\n";
+  }
+  return kExitOk;
+}
+
 }  // namespace
 
 int RunTrain(const std::vector<std::string>& args) {
   ArgParser p("octet train",
               "Pre-train a nanochat-style GPT, or run K optimizer steps on one fixed batch "
               "(--init/--batch).");
+  p.Option("config", "FILE|PRESET",
+           "model: a config.json, or a preset (tiny, d4, d8, d12, d20, any d<depth>: width "
+           "64*depth, heads of 128) sized to the data's vocabulary");
+  p.Option("data", "DIR", "token shards written by `octet train prepare`");
+  p.Option("out", "DIR", "checkpoints (OUT/checkpoints) and the final model (OUT)");
+  p.Option("ranks", "N", "data-parallel rank processes on this host", "1");
+  p.Flag("resume", "continue the run in --out from its latest checkpoint (bit-exact)");
+  p.Option("batch-size", "B", "sequences per rank per micro-batch", "8");
+  p.Option("seq-len", "T", "sequence length (default: the config's, or the preset's)", "0");
+  p.Option("total-batch-tokens", "N",
+           "tokens per optimizer step over all ranks (a multiple of ranks*B*T: gradient "
+           "accumulation); 0 = ranks*B*T",
+           "0");
+  p.Option("warmup-steps", "K", "linear LR warm-up steps", "0");
+  p.Option("warmdown-frac", "F", "share of the steps over which the LR falls linearly", "0.2");
+  p.Option("final-lr-frac", "F", "LR multiplier reached at the last step", "0");
+  p.Option("grad-clip", "X", "clip the global gradient norm (after the all-reduce); 0 = off",
+           "1.0");
+  p.Option("checkpoint-every", "K", "checkpoint every K steps (and always at the end)", "0");
+  p.Option("keep-checkpoints", "N", "newest checkpoints to keep (0 = all)", "2");
+  p.Option("eval-every", "K", "validation loss / bits per byte every K steps (and at the end)",
+           "0");
+  p.Option("eval-batches", "N", "micro-batches per rank per validation (0 = none)", "4");
+  p.Option("seed", "S", "weight initialisation seed", "42");
+  p.Option("bucket-size", "BYTES", "gradient all-reduce bucket size", "25M");
+  p.Option("log-every", "K", "print a step line every K steps", "1");
+  p.Option("peak-gflops", "X", "peak GFLOP/s per rank for the MFU estimate (0: estimate)", "0");
   p.Option("init", "DIR", "fixed-batch mode: model folder (config.json, model.safetensors)");
   p.Option("batch", "DIR", "fixed-batch mode: folder with x.npy and y.npy (int32 [B, T])");
   p.Option("steps", "K", "optimizer steps", "10");
-  p.Option("grads-out", "FILE", "fixed-batch mode: write the first step's gradients (safetensors)");
+  p.Option("grads-out", "FILE",
+           "write the first step's (averaged, unclipped) gradients as safetensors");
   AddOptimizerFlags(p);
   p.Option("backend", "NAME", "kernel backend: auto, scalar, avx2, neon", "auto");
   p.Option("threads", "N", "compute threads (0: all cores)", "0");
@@ -171,7 +387,7 @@ int RunTrain(const std::vector<std::string>& args) {
     return kExitOk;
   }
   if (p.Given("init")) return RunFixedBatch(p);
-  return Usage("give --init DIR --batch DIR (see --help)");
+  return RunPretrain(p);
 }
 
 }  // namespace octet::cli

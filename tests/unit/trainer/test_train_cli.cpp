@@ -7,6 +7,7 @@
 #include "octet/base/file_util.h"
 #include "octet/trainer/model_io.h"
 #include "octet_test.h"
+#include "trainer_test_util.h"
 
 using namespace octet;
 using octet::test::RunProgram;
@@ -62,6 +63,67 @@ class TestTrainCli : public QObject {
     }
   }
 
+  // The pre-training mode end to end on a tiny synthetic corpus: JSON report,
+  // checkpoints, the final model folder, refusal to clobber, and --resume.
+  void pretrainWritesModelAndResumes() {
+    QTemporaryDir tmp;
+    const std::string root = tmp.path().toStdString();
+    trainer::testing::WriteSyntheticData(root + "/data", 48, 30, 80);
+    QVERIFY(WriteFileAtomic(root + "/small.json",
+                            R"({"model_type":"nanochat","n_layer":2,"n_head":2,"n_embd":32,)"
+                            R"("vocab_size":48,"sequence_len":16})")
+                .ok());
+    const std::vector<std::string> base = {"octet",          "train",
+                                           "--config",       root + "/small.json",
+                                           "--data",         root + "/data",
+                                           "--out",          root + "/out",
+                                           "--seq-len",      "16",
+                                           "--batch-size",   "2",
+                                           "--threads",      "1",
+                                           "--eval-batches", "1",
+                                           "--json"};
+    auto args = base;
+    args.insert(args.end(), {"--steps", "3"});
+    auto r = RunProgram(args, 120'000);
+    QVERIFY2(r.exit_code == 0, r.output.c_str());
+    const size_t brace = r.output.rfind("\n{");
+    QVERIFY2(brace != std::string::npos, r.output.c_str());
+    auto doc = QJsonDocument::fromJson(QByteArray::fromStdString(r.output.substr(brace + 1)));
+    const QJsonObject o = doc.object();
+    QCOMPARE(o["steps"].toArray().size(), 3);
+    QCOMPARE(o["evals"].toArray().size(), 1);
+    QVERIFY(o["evals"].toArray()[0].toObject().contains("val_bpb"));
+    QVERIFY(o["tokens_per_second"].toDouble() > 0);
+    for (const char* f : {"config.json", "model.safetensors", "checkpoints/latest",
+                          "checkpoints/step-000003/optimizer.safetensors"}) {
+      QVERIFY2(PathExists(root + "/out/" + f), f);
+    }
+    r = RunProgram(args, 120'000);
+    QCOMPARE(r.exit_code, 2);
+    QVERIFY2(r.output.find("--resume") != std::string::npos, r.output.c_str());
+    args = base;
+    args.insert(args.end(), {"--steps", "5", "--resume"});
+    r = RunProgram(args, 120'000);
+    QVERIFY2(r.exit_code == 0, r.output.c_str());
+    QVERIFY(r.output.find("resuming from") != std::string::npos);
+    const QJsonArray steps =
+        QJsonDocument::fromJson(
+            QByteArray::fromStdString(r.output.substr(r.output.rfind("\n{") + 1)))
+            .object()["steps"]
+            .toArray();
+    QCOMPARE(steps.size(), 2);
+    QCOMPARE(steps[0].toObject()["step"].toInt(), 4);
+    // Data of another vocabulary than the config's is refused with the reason.
+    QVERIFY(
+        WriteFileAtomic(root + "/cfg.json",
+                        R"({"n_layer":1,"n_head":1,"n_embd":8,"vocab_size":99,"sequence_len":16})")
+            .ok());
+    r = RunProgram({"octet", "train", "--config", root + "/cfg.json", "--data", root + "/data",
+                    "--out", root + "/o2", "--steps", "1"});
+    QCOMPARE(r.exit_code, 2);
+    QVERIFY2(r.output.find("vocabulary") != std::string::npos, r.output.c_str());
+  }
+
   void badInputIsAOneLineError() {
     auto r = RunProgram({"octet", "train", "--init", "/nonexistent", "--json"});
     QCOMPARE(r.exit_code, 2);  // --batch missing: usage
@@ -74,6 +136,8 @@ class TestTrainCli : public QObject {
     QCOMPARE(std::count(r.output.begin(), r.output.end(), '\n'), 1);
     r = RunProgram({"octet", "train", "--init", d, "--batch", d, "--optimizer", "sgd"});
     QCOMPARE(r.exit_code, 2);
+    r = RunProgram({"octet", "train", "--config", "tiny", "--data", d});
+    QCOMPARE(r.exit_code, 2);  // --out missing
     r = RunProgram({"octet", "train", "--frobnicate"});
     QCOMPARE(r.exit_code, 2);
     r = RunProgram({"octet", "train", "--help"});
