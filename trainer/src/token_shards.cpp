@@ -1,6 +1,8 @@
 #include "octet/trainer/token_shards.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <nlohmann/json.hpp>
 
@@ -59,6 +61,60 @@ Status TokenShardWriter::Write(const std::string& path) const {
     for (int i = 0; i < width; ++i) out[at++] = static_cast<char>((t >> (8 * i)) & 0xff);
   }
   return WriteFileAtomic(path, out);
+}
+
+// ---- a whole data folder --------------------------------------------------------
+
+ShardSetWriter::ShardSetWriter(std::string dir, int32_t vocab_size, int32_t bos_id,
+                               int64_t shard_tokens)
+    : dir_(std::move(dir)),
+      shard_tokens_(std::max<int64_t>(1, shard_tokens)),
+      train_(vocab_size, bos_id),
+      val_(vocab_size, bos_id) {
+  meta_.vocab_size = vocab_size;
+  meta_.bos_id = bos_id;
+}
+
+Status ShardSetWriter::Flush(bool validation) {
+  TokenShardWriter& w = validation ? val_ : train_;
+  if (w.token_count() == 0) return Status::Ok();
+  auto& files = validation ? meta_.val_files : meta_.train_files;
+  char name[32];
+  std::snprintf(name, sizeof(name), "%s-%05zu.bin", validation ? "val" : "train", files.size());
+  OCTET_RETURN_IF_ERROR(w.Write(JoinPath(dir_, name)));
+  files.push_back(name);
+  (validation ? meta_.val_tokens : meta_.train_tokens) += w.token_count();
+  w.Clear();
+  return Status::Ok();
+}
+
+Status ShardSetWriter::AddDocument(bool validation, std::span<const int32_t> tokens) {
+  TokenShardWriter& w = validation ? val_ : train_;
+  if (w.token_count() > 0 &&
+      w.token_count() + static_cast<int64_t>(tokens.size()) + 1 > shard_tokens_) {
+    OCTET_RETURN_IF_ERROR(Flush(validation));
+  }
+  return w.AddDocument(tokens);
+}
+
+Result<DataMeta> ShardSetWriter::Finish() {
+  OCTET_RETURN_IF_ERROR(Flush(false));
+  OCTET_RETURN_IF_ERROR(Flush(true));
+  OCTET_RETURN_IF_ERROR(meta_.Save(dir_));
+  return meta_;
+}
+
+std::vector<bool> ValidationDocuments(int64_t n, double fraction) {
+  std::vector<bool> val(n, false);
+  if (n < 2 || !(fraction > 0)) return val;
+  const int64_t every = std::max<int64_t>(2, std::llround(1.0 / std::min(fraction, 0.5)));
+  int64_t count = 0;
+  for (int64_t i = every - 1; i < n; i += every) {
+    val[i] = true;
+    ++count;
+  }
+  if (count == 0) val[n - 1] = true;
+  return val;
 }
 
 // ---- reader --------------------------------------------------------------------

@@ -170,6 +170,38 @@ class TestTokenShards : public QObject {
     QVERIFY(!DataLoader::Create(ds->get(), 100, 100, 0, 1).ok());  // data too short
   }
 
+  void shardSetWriterSplitsAndRollsShards() {
+    QTemporaryDir tmp;
+    const std::string dir = tmp.path().toStdString();
+    ShardSetWriter w(dir, 100, 0, 25);
+    const auto val = ValidationDocuments(10, 0.2);
+    QCOMPARE(std::count(val.begin(), val.end(), true), 2L);  // documents 4 and 9
+    QVERIFY(val[4] && val[9]);
+    for (int d = 0; d < 10; ++d) {
+      std::vector<int32_t> doc(9, d + 1);
+      QVERIFY(w.AddDocument(val[d], doc).ok());
+    }
+    auto meta = w.Finish();
+    QVERIFY2(meta.ok(), meta.status().ToString().c_str());
+    QCOMPARE(meta->train_tokens, int64_t{8 * 10});  // BOS + 9 per document
+    QCOMPARE(meta->val_tokens, int64_t{2 * 10});
+    QCOMPARE(meta->train_files.size(), size_t{4});  // two 10-token documents per 25-token shard
+    auto ds = TokenDataset::Open(dir, "train");
+    QVERIFY(ds.ok());
+    std::vector<int32_t> first(20);
+    (*ds)->Read(0, 20, first.data());
+    QCOMPARE(first[0], 0);  // BOS
+    QCOMPARE(first[1], 1);
+    QCOMPARE(first[10], 0);
+    QCOMPARE(first[11], 2);
+    QVERIFY(TokenDataset::Open(dir, "val").ok());
+    const auto one = ValidationDocuments(1, 0.5);
+    QCOMPARE(std::count(one.begin(), one.end(), true), 0L);
+    const auto three = ValidationDocuments(3, 0.01);
+    QCOMPARE(std::count(three.begin(), three.end(), true), 1L);
+    QVERIFY(three[2]);
+  }
+
   void metaErrorsNameTheFile() {
     QTemporaryDir tmp;
     const std::string dir = tmp.path().toStdString();

@@ -89,6 +89,30 @@ struct DataMeta {
   Status Save(const std::string& dir) const;  // meta.json, atomically
 };
 
+// Writes a whole data folder: documents go to the train or val split, each
+// split is cut into shards of about `shard_tokens` tokens (a document never
+// straddles two shards unless it alone is larger), and Finish writes
+// meta.json. File names: train-00000.bin, ..., val-00000.bin, ...
+class ShardSetWriter {
+ public:
+  ShardSetWriter(std::string dir, int32_t vocab_size, int32_t bos_id, int64_t shard_tokens);
+  Status AddDocument(bool validation, std::span<const int32_t> tokens);
+  // Flushes the open shards and writes meta.json; returns what it wrote.
+  Result<DataMeta> Finish();
+
+ private:
+  Status Flush(bool validation);
+  std::string dir_;
+  int64_t shard_tokens_;
+  DataMeta meta_;
+  TokenShardWriter train_, val_;
+};
+
+// Which of `n_documents` documents (in order) form the validation split:
+// every round(1/fraction)-th one, and at least one when n >= 2 and fraction
+// > 0 (never all of them). With one document or fraction 0: none.
+std::vector<bool> ValidationDocuments(int64_t n_documents, double fraction);
+
 // The concatenation of one split's shards (in meta.json order) as one token
 // stream.
 class TokenDataset {
