@@ -87,7 +87,8 @@ int main(int argc, char** argv) {
   p.Option("threads", "N", "threads (0: all cores)", "0");
   p.Option("backend", "NAME", "kernel backend", "auto");
   p.Option("torch", "auto|off", "run the PyTorch baseline", "auto");
-  p.Option("python", "PATH", "Python interpreter with torch", "python3");
+  p.Option("python", "PATH", "Python interpreter with torch (Debian's python3-torch)",
+           PathExists("/usr/bin/python3") ? "/usr/bin/python3" : "python3");
   p.Flag("json", "print one JSON document on stdout");
   if (Status s = p.Parse(argc, argv); !s.ok()) {
     std::cerr << s.message() << "\n";
