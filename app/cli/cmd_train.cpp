@@ -269,8 +269,21 @@ int RunPretrain(const ArgParser& p) {
   }
   nlohmann::ordered_json steps_json = nlohmann::json::array(), evals_json = nlohmann::json::array();
   std::vector<trainer::StepReport> reports;
+  const bool figures = p.GetFlag("figures");
   auto on_step = [&](const trainer::StepReport& r) {
     reports.push_back(r);
+    if (figures) {
+      // The agent's worker-telemetry line (agent job supervisor: "@octet-figures {json}").
+      nlohmann::ordered_json f = {
+          {"kind", "training"},
+          {"state", "running"},
+          {"train_step", r.step},
+          {"train_loss", r.loss},
+          {"train_tps", Round(r.tokens_per_second, 10)},
+          {"step_ms", Round(r.step_ms, 1000)},
+          {"allreduce_share", r.step_ms > 0 ? Round(r.allreduce_wait_ms / r.step_ms, 1e4) : 0.0}};
+      std::fprintf(stderr, "@octet-figures %s\n", f.dump().c_str());
+    }
     steps_json.push_back({{"step", r.step},
                           {"loss", r.loss},
                           {"lr_multiplier", r.lr_multiplier},
@@ -380,6 +393,9 @@ int RunTrain(const std::vector<std::string>& args) {
   AddOptimizerFlags(p);
   p.Option("backend", "NAME", "kernel backend: auto, scalar, avx2, neon", "auto");
   p.Option("threads", "N", "compute threads (0: all cores)", "0");
+  p.Flag("figures",
+         "print an '@octet-figures {json}' line per step on stderr (worker telemetry for the "
+         "agent and the workbench)");
   p.Flag("json", "print one JSON document on stdout");
   if (Status s = p.Parse(args); !s.ok()) return Usage(s.message());
   if (p.help_requested()) {

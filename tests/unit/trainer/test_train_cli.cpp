@@ -102,7 +102,7 @@ class TestTrainCli : public QObject {
     QCOMPARE(r.exit_code, 2);
     QVERIFY2(r.output.find("--resume") != std::string::npos, r.output.c_str());
     args = base;
-    args.insert(args.end(), {"--steps", "5", "--resume"});
+    args.insert(args.end(), {"--steps", "5", "--resume", "--figures"});
     r = RunProgram(args, 120'000);
     QVERIFY2(r.exit_code == 0, r.output.c_str());
     QVERIFY(r.output.find("resuming from") != std::string::npos);
@@ -113,6 +113,13 @@ class TestTrainCli : public QObject {
             .toArray();
     QCOMPARE(steps.size(), 2);
     QCOMPARE(steps[0].toObject()["step"].toInt(), 4);
+    // Worker telemetry lines for the agent: one per step.
+    const size_t fig = r.output.find("@octet-figures {");
+    QVERIFY2(fig != std::string::npos, r.output.c_str());
+    const std::string line = r.output.substr(fig + 15, r.output.find('\n', fig) - fig - 15);
+    const QJsonObject f = QJsonDocument::fromJson(QByteArray::fromStdString(line)).object();
+    QCOMPARE(f["train_step"].toInt(), 4);
+    QVERIFY(f["train_loss"].toDouble() > 0);
     // Data of another vocabulary than the config's is refused with the reason.
     QVERIFY(
         WriteFileAtomic(root + "/cfg.json",
