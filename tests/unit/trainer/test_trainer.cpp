@@ -357,6 +357,29 @@ class TestTrainer : public QObject {
     QVERIFY2(m.ok(), m.status().ToString().c_str());
     // keep_checkpoints = 2: steps 2 and 4 remain.
     QVERIFY(fs::exists(root + "/out/checkpoints/step-000002"));
+
+    // Damaged checkpoints are refused on --resume with the file named.
+    auto r = o;
+    r.resume = true;
+    QVERIFY(WriteFileAtomic(root + "/out/checkpoints/latest", "step-000099\n").ok());
+    auto t2 = Trainer::Create(r, be.get(), nullptr, nullptr);
+    QVERIFY(!t2.ok());
+    QVERIFY2(t2.status().message().find("step-000099") != std::string::npos,
+             t2.status().ToString().c_str());
+    QVERIFY(WriteFileAtomic(root + "/out/checkpoints/latest", "step-000004\n").ok());
+    QVERIFY(
+        WriteFileAtomic(root + "/out/checkpoints/step-000004/optimizer.safetensors", "junk").ok());
+    auto t3 = Trainer::Create(r, be.get(), nullptr, nullptr);
+    QVERIFY(!t3.ok());
+    QVERIFY2(t3.status().message().find("optimizer.safetensors") != std::string::npos,
+             t3.status().ToString().c_str());
+    fs::remove_all(root + "/fresh");
+    auto none = o;
+    none.out_dir = root + "/fresh";
+    none.resume = true;
+    auto t4 = Trainer::Create(none, be.get(), nullptr, nullptr);
+    QVERIFY(!t4.ok());
+    QCOMPARE(t4.status().code(), StatusCode::kNotFound);
   }
 };
 
