@@ -179,7 +179,7 @@ int RunPretrain(const ArgParser& p) {
 
   // Model: a config.json file or a preset sized to the data's vocabulary.
   const std::string config = p.GetString("config");
-  auto seq = p.GetInt("seq-len");
+  Result<int64_t> seq = p.Given("seq-len") ? p.GetInt("seq-len") : Result<int64_t>(int64_t{0});
   if (!seq.ok() || *seq < 0) return Usage("--seq-len must be a length");
   if (PathExists(config)) {
     auto c = trainer::GptConfig::Load(config);
@@ -366,7 +366,7 @@ int RunTrain(const std::vector<std::string>& args) {
   p.Option("ranks", "N", "data-parallel rank processes on this host", "1");
   p.Flag("resume", "continue the run in --out from its latest checkpoint (bit-exact)");
   p.Option("batch-size", "B", "sequences per rank per micro-batch", "8");
-  p.Option("seq-len", "T", "sequence length (default: the config's, or the preset's)", "0");
+  p.Option("seq-len", "T", "sequence length (default: the config's, or the preset's)");
   p.Option("total-batch-tokens", "N",
            "tokens per optimizer step over all ranks (a multiple of ranks*B*T: gradient "
            "accumulation); 0 = ranks*B*T",
