@@ -8,6 +8,9 @@ find_package(nlohmann_json 3.10 REQUIRED)   # JSON: configs, tokenizer.json, CLI
 find_package(yaml-cpp REQUIRED)             # routing policy
 find_package(SQLite3 REQUIRED)              # benchmark run store
 pkg_check_modules(PCRE2 REQUIRED IMPORTED_TARGET libpcre2-8)   # Unicode split regexes
+# ICU (common library only): NFC/NFKC normalisation and Unicode properties for the
+# tokenizer. Already a runtime dependency of Qt 6 Core on Debian and Ubuntu.
+find_package(ICU 70 REQUIRED COMPONENTS uc)
 pkg_check_modules(HTTPLIB REQUIRED IMPORTED_TARGET cpp-httplib) # OpenAI-compatible HTTP
 
 # gRPC + Protobuf: the agent wire API. Protobuf is found through gRPC's config.

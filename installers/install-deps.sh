@@ -31,7 +31,7 @@ packages=(
   # gRPC + Protobuf with the C++ code generators
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
   # configuration, storage, text, HTTP
-  libyaml-cpp-dev libsqlite3-dev sqlite3 libpcre2-dev nlohmann-json3-dev libcpp-httplib-dev libssl-dev
+  libyaml-cpp-dev libsqlite3-dev sqlite3 libpcre2-dev libicu-dev nlohmann-json3-dev libcpp-httplib-dev libssl-dev
   # RDMA (rdma-core): verbs headers, providers and tools for the device probe
   libibverbs-dev ibverbs-providers rdma-core
   # tests: a virtual display for the window, namespaces/veth for multi-host tests, an HTTP client

@@ -1,0 +1,161 @@
+// Plain C++ values of what agents report: node facts, telemetry samples, link
+// observations, probe results and jobs. The cluster client translates the wire
+// messages into these, so nothing above app/ sees protobuf. All are copyable
+// values: a GUI model can keep them, compare them and hand them across threads.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "octet/agent/job_supervisor.h"  // JobSpec, JobKind (plain structs)
+
+namespace octet::app {
+
+using agent::JobKind;
+using agent::JobSpec;
+
+struct InterfaceFacts {
+  std::string name;
+  std::string mac;
+  std::vector<std::string> addresses;  // "10.0.0.1/24", "fe80::1/64"
+  uint64_t speed_mbps = 0;             // 0: unknown (virtual)
+  uint32_t mtu = 0;
+  bool up = false;
+  std::string kind;            // "ethernet", "veth", "bridge", ...
+  bool discovery = false;      // beacons go out on it
+  std::string discovery_note;  // why not
+};
+
+struct GpuFacts {
+  std::string name;
+  uint32_t cc_major = 0;
+  uint32_t cc_minor = 0;
+  uint64_t memory_bytes = 0;
+  bool unified_memory = false;
+};
+
+struct RdmaPortFacts {
+  uint32_t port = 0;
+  std::string state;
+  std::string link_layer;
+  std::vector<std::string> gids;
+};
+
+struct RdmaDeviceFacts {
+  std::string name;
+  std::string netdev;
+  std::vector<RdmaPortFacts> ports;
+};
+
+struct MemoryFacts {
+  uint64_t total_bytes = 0;  // kernel MemTotal, or the simulated budget
+  uint64_t available_bytes = 0;
+  uint64_t budget_bytes = 0;     // 0 on a real node
+  bool unified = false;          // CPU and GPU share it (GB10)
+  uint64_t gpu_total_bytes = 0;  // from CUDA
+  uint64_t gpu_free_bytes = 0;
+};
+
+struct NodeFacts {
+  std::string node_id;
+  std::string hostname;
+  std::string os;
+  std::string cpu_model;
+  uint32_t cpu_cores = 0;
+  std::string cpu_arch;
+  MemoryFacts memory;
+  std::vector<GpuFacts> gpus;
+  std::string gpu_note;  // why gpus is empty
+  std::vector<InterfaceFacts> interfaces;
+  std::vector<RdmaDeviceFacts> rdma_devices;
+  std::string rdma_note;  // why rdma_devices is empty ("none")
+  std::string agent_version;
+  std::vector<std::string> model_roots;
+  bool simulated = false;  // a node of the local embedded cluster
+  std::string address;     // the agent's own listening address
+  uint32_t probe_port = 0;
+  std::string declared_cabling;  // "ring"/"switch" for simulated nodes
+};
+
+struct InterfaceCounters {
+  std::string name;
+  uint64_t rx_bytes = 0;
+  uint64_t tx_bytes = 0;
+};
+
+struct WorkerFigures {
+  std::string job_id;
+  uint32_t rank = 0;
+  std::string kind;
+  std::string state;
+  double prefill_tps = 0;
+  double decode_tps = 0;
+  double step_ms = 0;
+  double allreduce_share = 0;
+  double kv_used_fraction = 0;
+  uint32_t running_requests = 0;
+  uint32_t queued_requests = 0;
+  double train_loss = 0;
+  double train_tps = 0;
+  uint64_t train_step = 0;
+  uint64_t memory_bytes = 0;
+};
+
+struct TelemetrySample {
+  std::string node_id;
+  int64_t unix_ms = 0;
+  uint64_t mem_total_bytes = 0;
+  uint64_t mem_used_bytes = 0;
+  uint64_t mem_available_bytes = 0;
+  double cpu_busy = 0;  // 0..1, all CPUs, since the previous sample of the stream
+  std::vector<InterfaceCounters> interfaces;
+  std::vector<WorkerFigures> workers;
+};
+
+struct LinkObservation {
+  std::string local_interface;
+  std::string peer_node_id;
+  std::string peer_interface;
+  std::string peer_address;  // where the peer's beacon came from on this link
+  uint32_t peer_probe_port = 0;
+  int64_t last_heard_unix_ms = 0;
+};
+
+struct LinksReport {
+  std::string node_id;
+  std::vector<LinkObservation> observations;
+  std::string declared_cabling;
+  std::vector<std::string> beacon_interfaces;
+  uint32_t beacon_port = 0;
+  uint32_t probe_port = 0;
+};
+
+struct LinkProbeResult {
+  double rtt_us_p50 = 0;
+  double rtt_us_p99 = 0;
+  double throughput_gbps = 0;
+  uint32_t round_trips = 0;
+  uint64_t bytes = 0;
+};
+
+struct JobStartResult {
+  std::string job_id;
+  uint32_t pid = 0;
+  std::string rendezvous;  // as the worker got it (rank 0's resolved port)
+};
+
+struct JobStatus {
+  JobSpec spec;
+  std::string state;  // "running", "exited", "failed", "stopped"
+  int32_t exit_code = 0;
+  int32_t signal = 0;
+  std::string exit_reason;  // "exit code 3: error: ..."
+  std::string last_error_line;
+  int64_t started_unix_ms = 0;
+  int64_t ended_unix_ms = 0;
+  uint32_t pid = 0;
+  std::vector<std::string> argv;
+};
+
+}  // namespace octet::app

@@ -1,0 +1,358 @@
+// Chat templates without a Jinja engine: each family's format written out by
+// hand from the template text it replaces (see chat_template.h). Where the
+// templates use Python string methods, the helpers below do what Python does
+// (str.strip() strips str.isspace() characters; strip('\n') only newlines).
+#include "octet/engine/chat_template.h"
+
+#include <ctime>
+
+#include "octet/base/log.h"
+#include "text/utf8.h"
+
+namespace octet::engine {
+namespace {
+
+// Python's str.isspace(): Unicode White_Space plus U+001C..U+001F.
+bool PyIsSpace(uint32_t cp) {
+  return (cp >= 0x09 && cp <= 0x0D) || (cp >= 0x1C && cp <= 0x20) || cp == 0x85 || cp == 0xA0 ||
+         cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 || cp == 0x2029 ||
+         cp == 0x202F || cp == 0x205F || cp == 0x3000;
+}
+
+// Python's str.strip() (Jinja's `trim`). Invalid UTF-8 bytes are not space.
+std::string PyStrip(std::string_view s) {
+  size_t begin = 0;
+  while (begin < s.size()) {
+    uint32_t cp;
+    const int len = text::DecodeUtf8Char(s.substr(begin), &cp);
+    if (len == 0 || !PyIsSpace(cp)) break;
+    begin += static_cast<size_t>(len);
+  }
+  size_t end = s.size();
+  while (end > begin) {
+    size_t b = end - 1;
+    while (b > begin && (static_cast<unsigned char>(s[b]) & 0xC0) == 0x80) --b;
+    uint32_t cp;
+    const int len = text::DecodeUtf8Char(s.substr(b, end - b), &cp);
+    if (len == 0 || static_cast<size_t>(len) != end - b || !PyIsSpace(cp)) break;
+    end = b;
+  }
+  return std::string(s.substr(begin, end - begin));
+}
+
+std::string_view LStripNewlines(std::string_view s) {
+  while (!s.empty() && s.front() == '\n') s.remove_prefix(1);
+  return s;
+}
+std::string_view RStripNewlines(std::string_view s) {
+  while (!s.empty() && s.back() == '\n') s.remove_suffix(1);
+  return s;
+}
+
+bool StartsWith(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
+bool EndsWith(std::string_view s, std::string_view p) {
+  return s.size() >= p.size() && s.substr(s.size() - p.size()) == p;
+}
+bool Contains(std::string_view s, std::string_view p) {
+  return s.find(p) != std::string_view::npos;
+}
+
+// A JSON string literal as Python's json.dumps(ensure_ascii=False) writes it
+// (transformers' `tojson`).
+std::string JsonQuote(std::string_view s) {
+  std::string out = "\"";
+  for (unsigned char c : s) {
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      case '\b':
+        out += "\\b";
+        break;
+      case '\f':
+        out += "\\f";
+        break;
+      default:
+        if (c < 0x20) {
+          static const char kHex[] = "0123456789abcdef";
+          out += "\\u00";
+          out += kHex[c >> 4];
+          out += kHex[c & 15];
+        } else {
+          out += static_cast<char>(c);
+        }
+    }
+  }
+  return out + "\"";
+}
+
+// The literal system prompt a ChatML template writes when the conversation has
+// none: the text of a Jinja string literal '<|im_start|>system\n...<|im_end|>'
+// (Qwen2: "You are a helpful assistant.", Qwen2.5: "You are Qwen, created by
+// Alibaba Cloud. ..."). Empty when the template has no such literal.
+std::string FindDefaultSystemPrompt(std::string_view tmpl) {
+  for (std::string_view open :
+       {std::string_view("<|im_start|>system\\n"), std::string_view("<|im_start|>system\n")}) {
+    size_t at = 0;
+    while ((at = tmpl.find(open, at)) != std::string_view::npos) {
+      at += open.size();
+      const size_t end = tmpl.find("<|im_end|>", at);
+      if (end == std::string_view::npos) break;
+      std::string_view body = tmpl.substr(at, end - at);
+      // Only a plain literal: no quote (string end), no Jinja expression.
+      if (body.empty() || body.find_first_of("'\"{}+") != std::string_view::npos) continue;
+      std::string out;
+      for (size_t i = 0; i < body.size(); ++i) {
+        if (body[i] == '\\' && i + 1 < body.size()) {
+          const char e = body[++i];
+          out += e == 'n' ? '\n' : e == 't' ? '\t' : e;
+        } else {
+          out += body[i];
+        }
+      }
+      return out;
+    }
+  }
+  return "";
+}
+
+std::string TodayDateString() {
+  const std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  localtime_r(&now, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%d %b %Y", &tm);
+  return buf;
+}
+
+}  // namespace
+
+std::string_view ChatFamilyName(ChatFamily family) {
+  switch (family) {
+    case ChatFamily::kQwen3:
+      return "qwen3";
+    case ChatFamily::kChatML:
+      return "chatml";
+    case ChatFamily::kLlama3:
+      return "llama3";
+    case ChatFamily::kPlain:
+      return "plain";
+  }
+  return "plain";
+}
+
+std::string_view ChatTemplate::family_name() const { return ChatFamilyName(family_); }
+
+ChatTemplate ChatTemplate::ForFamily(ChatFamily family, std::string_view bos_token) {
+  ChatTemplate t;
+  t.family_ = family;
+  t.bos_token_ = std::string(bos_token);
+  t.tool_response_ = family == ChatFamily::kQwen3;
+  return t;
+}
+
+ChatTemplate ChatTemplate::Detect(std::string_view tmpl, std::string_view bos_token) {
+  ChatTemplate t;
+  t.bos_token_ = std::string(bos_token);
+  if (tmpl.empty()) {
+    t.warning_ = "the model has no chat template; using a plain 'role: content' format";
+    return t;
+  }
+  if (Contains(tmpl, "<|im_start|>") && Contains(tmpl, "<|im_end|>")) {
+    const bool thinking = Contains(tmpl, "enable_thinking") || Contains(tmpl, "</think>");
+    t.family_ = thinking ? ChatFamily::kQwen3 : ChatFamily::kChatML;
+    t.tool_response_ = Contains(tmpl, "<tool_response>");
+    if (!thinking) t.default_system_ = FindDefaultSystemPrompt(tmpl);
+    return t;
+  }
+  if (Contains(tmpl, "<|start_header_id|>") && Contains(tmpl, "<|end_header_id|>") &&
+      Contains(tmpl, "<|eot_id|>")) {
+    t.family_ = ChatFamily::kLlama3;
+    t.llama31_ = Contains(tmpl, "Cutting Knowledge Date");
+    t.llama_date_now_ = Contains(tmpl, "strftime_now");
+    return t;
+  }
+  t.warning_ =
+      "the model's chat template is not one Octet knows (ChatML/Qwen, Llama-3); using a plain "
+      "'role: content' format, which the model may not follow";
+  return t;
+}
+
+std::vector<std::string> ChatTemplate::StopTokens() const {
+  switch (family_) {
+    case ChatFamily::kQwen3:
+    case ChatFamily::kChatML:
+      return {"<|im_end|>", "<|endoftext|>"};
+    case ChatFamily::kLlama3:
+      return {"<|eot_id|>", "<|eom_id|>", "<|end_of_text|>"};
+    case ChatFamily::kPlain:
+      return {};
+  }
+  return {};
+}
+
+Result<std::string> ChatTemplate::Apply(std::span<const ChatMessage> messages,
+                                        const ChatOptions& options) const {
+  if (messages.empty()) return InvalidArgumentError("chat template: no messages");
+  for (size_t i = 0; i < messages.size(); ++i) {
+    if (messages[i].role.empty()) {
+      return InvalidArgumentError("chat template: message " + std::to_string(i) + " has no role");
+    }
+  }
+  switch (family_) {
+    case ChatFamily::kQwen3:
+    case ChatFamily::kChatML:
+      return ApplyChatML(messages, options);
+    case ChatFamily::kLlama3:
+      return ApplyLlama3(messages, options);
+    case ChatFamily::kPlain:
+      break;
+  }
+  // Plain: "role: content" paragraphs, then "assistant:" to answer.
+  std::string out;
+  for (const ChatMessage& m : messages) out += m.role + ": " + m.content + "\n\n";
+  if (options.add_generation_prompt) out += "assistant:";
+  return out;
+}
+
+std::string ChatTemplate::ApplyChatML(std::span<const ChatMessage> messages,
+                                      const ChatOptions& options) const {
+  const bool qwen3 = family_ == ChatFamily::kQwen3;
+  const size_t n = messages.size();
+  std::string out;
+  auto turn = [&](std::string_view role, std::string_view content) {
+    out += "<|im_start|>";
+    out += role;
+    out += "\n";
+    out += content;
+    out += "<|im_end|>\n";
+  };
+  if (messages[0].role == "system") {
+    turn("system", messages[0].content);
+  } else if (!default_system_.empty()) {
+    turn("system", default_system_);
+  }
+  // Qwen3: the last user turn that is not a tool result; assistant turns after
+  // it keep their thinking, earlier ones lose it.
+  size_t last_query = n - 1;
+  if (qwen3) {
+    for (size_t k = n; k-- > 0;) {
+      const ChatMessage& m = messages[k];
+      if (m.role == "user" &&
+          !(StartsWith(m.content, "<tool_response>") && EndsWith(m.content, "</tool_response>"))) {
+        last_query = k;
+        break;
+      }
+    }
+  }
+  for (size_t i = 0; i < n; ++i) {
+    const ChatMessage& m = messages[i];
+    const bool last = i + 1 == n;
+    if (m.role == "system") {
+      if (i > 0) turn("system", m.content);
+    } else if (m.role == "user") {
+      turn("user", m.content);
+    } else if (m.role == "assistant") {
+      if (!qwen3) {
+        turn("assistant", m.content);
+        continue;
+      }
+      std::string_view content = m.content;
+      std::string_view reasoning;
+      const size_t close = content.find("</think>");
+      if (close != std::string_view::npos) {
+        // Python: content.split('</think>')[-1].lstrip('\n') and
+        // content.split('</think>')[0].rstrip('\n').split('<think>')[-1].lstrip('\n').
+        const size_t last_close = content.rfind("</think>");
+        std::string_view before = RStripNewlines(content.substr(0, close));
+        const size_t open = before.rfind("<think>");
+        if (open != std::string_view::npos) before = before.substr(open + 7);
+        reasoning = LStripNewlines(before);
+        content = LStripNewlines(content.substr(last_close + 8));
+      }
+      out += "<|im_start|>assistant\n";
+      if (i > last_query && (last || !reasoning.empty())) {
+        // reasoning_content.strip('\n')
+        out += "<think>\n";
+        out += RStripNewlines(LStripNewlines(reasoning));
+        out += "\n</think>\n\n";
+        out += LStripNewlines(content);
+      } else {
+        out += content;
+      }
+      out += "<|im_end|>\n";
+    } else if (m.role == "tool" && (qwen3 || tool_response_)) {
+      if (i == 0 || messages[i - 1].role != "tool") out += "<|im_start|>user";
+      out += "\n<tool_response>\n";
+      out += m.content;
+      out += "\n</tool_response>";
+      if (last || messages[i + 1].role != "tool") out += "<|im_end|>\n";
+    } else if (!qwen3 && !tool_response_) {
+      turn(m.role, m.content);  // plain ChatML writes any role
+    }
+    // Qwen templates write nothing for other roles.
+  }
+  if (options.add_generation_prompt) {
+    out += "<|im_start|>assistant\n";
+    if (qwen3 && options.enable_thinking.has_value() && !*options.enable_thinking) {
+      out += "<think>\n\n</think>\n\n";
+    }
+  }
+  return out;
+}
+
+std::string ChatTemplate::ApplyLlama3(std::span<const ChatMessage> messages,
+                                      const ChatOptions& options) const {
+  std::string out = bos_token_;
+  auto turn = [&](std::string_view role, std::string_view content) {
+    out += "<|start_header_id|>";
+    out += role;
+    out += "<|end_header_id|>\n\n";
+    out += content;
+    out += "<|eot_id|>";
+  };
+  if (!llama31_) {
+    // Meta-Llama-3-Instruct: every message as a header block, content trimmed;
+    // the assistant header is always appended (the template ignores
+    // add_generation_prompt).
+    for (const ChatMessage& m : messages) turn(m.role, PyStrip(m.content));
+    out += "<|start_header_id|>assistant<|end_header_id|>\n\n";
+    return out;
+  }
+  // Llama 3.1+: a system block always comes first, with the dates.
+  size_t first = 0;
+  std::string system;
+  if (messages[0].role == "system") {
+    system = PyStrip(messages[0].content);
+    first = 1;
+  }
+  std::string date = options.date_string;
+  if (date.empty()) date = llama_date_now_ ? TodayDateString() : "26 Jul 2024";
+  turn("system", "Cutting Knowledge Date: December 2023\nToday Date: " + date + "\n\n" + system);
+  for (size_t i = first; i < messages.size(); ++i) {
+    const ChatMessage& m = messages[i];
+    if (m.role == "tool" || m.role == "ipython") {
+      // The template writes string content through `tojson` (a string is
+      // "iterable" in Jinja), i.e. as a quoted JSON string.
+      turn("ipython", JsonQuote(m.content));
+    } else {
+      turn(m.role, PyStrip(m.content));
+    }
+  }
+  if (options.add_generation_prompt) out += "<|start_header_id|>assistant<|end_header_id|>\n\n";
+  return out;
+}
+
+}  // namespace octet::engine

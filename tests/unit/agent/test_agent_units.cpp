@@ -1,0 +1,455 @@
+// Pure parts of the agent: /proc parsers, node identity, tokens, beacons,
+// interface policy, CPU naming, job specs and the model-root rule.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <QtTest>
+
+#include "octet/agent/cluster_token.h"
+#include "octet/agent/job_supervisor.h"
+#include "octet/agent/link_discovery.h"
+#include "octet/agent/link_probe.h"
+#include "octet/agent/node_facts.h"
+#include "octet/agent/node_identity.h"
+#include "octet/agent/system_stats.h"
+#include "octet/base/file_util.h"
+
+using namespace octet;
+using namespace octet::agent;
+
+namespace {
+// A fresh folder, removed when the test program exits.
+std::string TempDir() {
+  static std::vector<std::unique_ptr<QTemporaryDir>> dirs;
+  dirs.push_back(std::make_unique<QTemporaryDir>());
+  return dirs.back()->path().toStdString();
+}
+unsigned Mode(const std::string& path) {
+  struct stat st {};
+  ::stat(path.c_str(), &st);
+  return st.st_mode & 0777;
+}
+}  // namespace
+
+class TestAgentUnits : public QObject {
+  Q_OBJECT
+ private slots:
+  // ---- /proc parsers --------------------------------------------------------
+  void memInfoParsesKibibytes() {
+    auto m = ParseMemInfo(
+        "MemTotal:       16318284 kB\nMemFree:  100 kB\nMemAvailable:   12000000 kB\n");
+    QVERIFY(m.ok());
+    QCOMPARE(m->total_bytes, 16318284ull * 1024);
+    QCOMPARE(m->available_bytes, 12000000ull * 1024);
+    QVERIFY(!ParseMemInfo("MemTotal: 5 kB\n").ok());  // no MemAvailable: refuse, do not guess
+  }
+  void procStatBusyFraction() {
+    auto a = ParseProcStat("cpu  100 0 100 800 0 0 0 0 0 0\ncpu0 1 2 3 4\n");
+    auto b = ParseProcStat("cpu  150 0 150 900 0 0 0 0 0 0\n");
+    QVERIFY(a.ok() && b.ok());
+    QCOMPARE(a->busy, 200ull);
+    QCOMPARE(a->total, 1000ull);
+    QCOMPARE(CpuBusyFraction(*a, *b), 0.5);  // 100 busy of 200 elapsed
+    QCOMPARE(CpuBusyFraction(*b, *a), 0.0);  // time going backwards is not a load
+    QVERIFY(!ParseProcStat("intr 1 2 3\n").ok());
+  }
+  void netDevCounters() {
+    const char* text =
+        "Inter-|   Receive                                                |  Transmit\n"
+        " face |bytes    packets errs drop fifo frame compressed multicast|bytes    packets errs "
+        "drop fifo colls carrier compressed\n"
+        "    lo: 1000 10 0 0 0 0 0 0 1000 10 0 0 0 0 0 0\n"
+        "  eth0: 123456789 1000 0 0 0 0 0 0 987654 900 0 0 0 0 0 0\n";
+    auto r = ParseNetDev(text);
+    QVERIFY(r.ok());
+    QCOMPARE(r->size(), size_t{2});
+    QCOMPARE((*r)[1].name, std::string("eth0"));
+    QCOMPARE((*r)[1].rx_bytes, 123456789ull);
+    QCOMPARE((*r)[1].tx_bytes, 987654ull);
+  }
+  void ownProcessFigures() {
+    auto rss = ReadProcessRssBytes(::getpid());
+    QVERIFY(rss.ok());
+    QVERIFY(*rss > 1024 * 1024);
+    auto cpu = ReadProcessCpuSeconds(::getpid());
+    QVERIFY(cpu.ok());
+    QVERIFY(*cpu >= 0);
+  }
+  void realMachineFacts() {
+    auto m = ReadMemInfo();
+    QVERIFY(m.ok());
+    QVERIFY(m->total_bytes > 0 && m->available_bytes <= m->total_bytes);
+    const CpuFacts cpu = ReadCpuFacts();
+    QVERIFY(cpu.cores > 0);
+    QVERIFY(!cpu.arch.empty());
+    QVERIFY(!ReadOsDescription().empty());
+  }
+
+  // ---- node identity ----------------------------------------------------------
+  void nodeIdIsStableAndStored() {
+    const std::string dir = TempDir();
+    WriteFileAtomic(dir + "/machine-id", "0123456789abcdef0123456789abcdef\n").IgnoreError();
+    NodeIdentityPaths p{dir + "/state", dir + "/machine-id", dir + "/no-uuid"};
+    auto a = LoadOrCreateNodeIdentity(p);
+    QVERIFY2(a.ok(), a.status().ToString().c_str());
+    QVERIFY(a->created);
+    QVERIFY(a->node_id.rfind("n-", 0) == 0);
+    auto b = LoadOrCreateNodeIdentity(p);
+    QVERIFY(b.ok());
+    QVERIFY(!b->created);
+    QCOMPARE(b->node_id, a->node_id);
+  }
+  void copiedImageGetsANewIdWhenMachineIdChanges() {
+    const std::string dir = TempDir();
+    WriteFileAtomic(dir + "/machine-id", "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\n").IgnoreError();
+    NodeIdentityPaths p{dir + "/state", dir + "/machine-id", dir + "/no-uuid"};
+    auto original = LoadOrCreateNodeIdentity(p);
+    QVERIFY(original.ok());
+    // The disk image is copied to a second node, whose first boot makes a new machine id.
+    WriteFileAtomic(dir + "/machine-id", "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb\n").IgnoreError();
+    auto copy = LoadOrCreateNodeIdentity(p);
+    QVERIFY(copy.ok());
+    QVERIFY(copy->regenerated);
+    QVERIFY(copy->node_id != original->node_id);
+  }
+  void twoStateDirsOnOneMachineDiffer() {
+    // Same machine id (a copied image that kept it, or local simulated nodes): the random part
+    // differs.
+    const std::string dir = TempDir();
+    WriteFileAtomic(dir + "/machine-id", "cccccccccccccccccccccccccccccccc\n").IgnoreError();
+    auto a = LoadOrCreateNodeIdentity({dir + "/s1", dir + "/machine-id", dir + "/none"});
+    auto b = LoadOrCreateNodeIdentity({dir + "/s2", dir + "/machine-id", dir + "/none"});
+    QVERIFY(a.ok() && b.ok());
+    QVERIFY(a->node_id != b->node_id);
+    QCOMPARE(a->node_id.substr(0, 7), b->node_id.substr(0, 7));  // same machine prefix
+  }
+  void malformedIdFileIsReplaced() {
+    const std::string dir = TempDir();
+    MakeDirs(dir + "/state").IgnoreError();
+    WriteFileAtomic(dir + "/state/node_id", "garbage{").IgnoreError();
+    auto a = LoadOrCreateNodeIdentity({dir + "/state", dir + "/none", dir + "/none"});
+    QVERIFY(a.ok());
+    QVERIFY(a->created);
+  }
+
+  // ---- tokens -----------------------------------------------------------------
+  void tokenFileIsPrivateAndChecked() {
+    const std::string dir = TempDir();
+    auto t = GenerateClusterToken();
+    QVERIFY(t.ok());
+    QCOMPARE(t->size(), size_t{64});
+    QVERIFY(*t != *GenerateClusterToken());
+    QVERIFY(WriteTokenFile(dir + "/token", *t).ok());
+    QCOMPARE(Mode(dir + "/token"), 0600u);
+    auto back = ReadTokenFile(dir + "/token");
+    QVERIFY(back.ok());
+    QCOMPARE(*back, *t);
+    ::chmod((dir + "/token").c_str(), 0644);
+    auto refused = ReadTokenFile(dir + "/token");
+    QCOMPARE(refused.status().code(), StatusCode::kPermissionDenied);
+    QVERIFY(refused.status().message().find("chmod 600") != std::string::npos);
+    QCOMPARE(ReadTokenFile(dir + "/missing").status().code(), StatusCode::kNotFound);
+  }
+  void verifierComparesWholeTokens() {
+    TokenVerifier v("s3cret-token");
+    QVERIFY(v.Matches("s3cret-token"));
+    QVERIFY(!v.Matches("s3cret-toke"));
+    QVERIFY(!v.Matches("s3cret-token "));
+    QVERIFY(!v.Matches(""));
+    QVERIFY(ConstantTimeEquals("abc", "abc"));
+    QVERIFY(!ConstantTimeEquals("abc", "abd"));
+    QVERIFY(!ConstantTimeEquals("abc", "abcd"));
+  }
+
+  // ---- beacons ----------------------------------------------------------------
+  void beaconRoundTripAndForgery() {
+    const std::string d = EncodeBeacon({"n-1234-abcdef", "enp1s0f0np0", 40123}, "tok");
+    auto b = DecodeBeacon(d, "tok");
+    QVERIFY2(b.ok(), b.status().ToString().c_str());
+    QCOMPARE(b->node_id, std::string("n-1234-abcdef"));
+    QCOMPARE(b->interface, std::string("enp1s0f0np0"));
+    QCOMPARE(b->probe_port, uint16_t{40123});
+    // Another cluster's token, a tampered field, junk: all dropped.
+    QCOMPARE(DecodeBeacon(d, "other").status().code(), StatusCode::kUnauthenticated);
+    std::string tampered = d;
+    tampered.replace(tampered.find("enp1s0f0np0"), 11, "enp1s0f1np1");
+    QVERIFY(!DecodeBeacon(tampered, "tok").ok());
+    QVERIFY(!DecodeBeacon("hello", "tok").ok());
+    QVERIFY(!DecodeBeacon(std::string(2000, 'x'), "tok").ok());
+  }
+  void linkTableExpiresAndPrefersIpv4() {
+    LinkTable t;
+    t.Record("eth1", {"n-a", "eth0", 1}, "fe80::1%eth1", false);
+    t.Record("eth1", {"n-a", "eth0", 1}, "10.0.0.2", true);
+    t.Record("eth1", {"n-a", "eth0", 1}, "fe80::1%eth1", false);
+    auto now = t.Current(5000);
+    QCOMPARE(now.size(), size_t{1});
+    QCOMPARE(now[0].peer_address, std::string("10.0.0.2"));
+    QThread::msleep(30);
+    QCOMPARE(t.Current(10).size(), size_t{0});  // not heard in the last 10 ms
+  }
+  void beaconsAreHeardOverUdp() {
+    // The receive path end to end: a datagram to the discovery port is recorded
+    // with the interface it arrived on (here: lo, since the test sends there).
+    auto d = LinkDiscovery::Start({"n-self-000000", "tok", 0, 60'000, 7, {}});
+    QVERIFY2(d.ok(), d.status().ToString().c_str());
+    int fd = ::socket(AF_INET, SOCK_DGRAM, 0);
+    sockaddr_in to{};
+    to.sin_family = AF_INET;
+    to.sin_port = htons((*d)->port());
+    to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    const std::string good = EncodeBeacon({"n-peer-111111", "ring0", 4242}, "tok");
+    const std::string bad = EncodeBeacon({"n-evil-222222", "ring0", 4242}, "wrong");
+    const std::string self = EncodeBeacon({"n-self-000000", "ring1", 1}, "tok");
+    for (const auto& m : {good, bad, self}) {
+      ::sendto(fd, m.data(), m.size(), 0, reinterpret_cast<sockaddr*>(&to), sizeof to);
+    }
+    ::close(fd);
+    std::vector<LinkObservationRecord> seen;
+    for (int i = 0; i < 200 && seen.empty(); ++i) {
+      QThread::msleep(10);
+      seen = (*d)->Observations(5000);
+    }
+    QCOMPARE(seen.size(), size_t{1});
+    QCOMPARE(seen[0].peer_node_id, std::string("n-peer-111111"));
+    QCOMPARE(seen[0].peer_interface, std::string("ring0"));
+    QCOMPARE(seen[0].local_interface, std::string("lo"));
+    QCOMPARE(seen[0].peer_address, std::string("127.0.0.1"));
+    QCOMPARE(seen[0].peer_probe_port, uint16_t{4242});
+  }
+
+  // ---- interfaces ---------------------------------------------------------------
+  void discoveryPolicy_data() {
+    QTest::addColumn<QString>("name");
+    QTest::addColumn<QString>("kind");
+    QTest::addColumn<QString>("master");
+    QTest::addColumn<bool>("up");
+    QTest::addColumn<bool>("beacons");
+    QTest::newRow("cx7 port") << "enp1s0f0np0"
+                              << "ethernet"
+                              << "" << true << true;
+    QTest::newRow("our netns veth") << "ring0"
+                                    << "veth"
+                                    << "" << true << true;
+    QTest::newRow("down link") << "enp1s0f1np1"
+                               << "ethernet"
+                               << "" << false << false;
+    QTest::newRow("docker bridge") << "docker0"
+                                   << "bridge"
+                                   << "" << true << false;
+    QTest::newRow("docker user net") << "br-3f2a9c"
+                                     << "bridge"
+                                     << "" << true << false;
+    QTest::newRow("container veth") << "veth1a2b3c"
+                                    << "veth"
+                                    << "docker0" << true << false;
+    QTest::newRow("libvirt") << "virbr0"
+                             << "bridge"
+                             << "" << true << false;
+    QTest::newRow("tailscale") << "tailscale0"
+                               << "tunnel"
+                               << "" << true << false;
+    QTest::newRow("bond member") << "enp2s0"
+                                 << "ethernet"
+                                 << "bond0" << true << false;
+    QTest::newRow("user bridge") << "br0"
+                                 << "bridge"
+                                 << "" << true << true;
+  }
+  void discoveryPolicy() {
+    QFETCH(QString, name);
+    QFETCH(QString, kind);
+    QFETCH(QString, master);
+    QFETCH(bool, up);
+    QFETCH(bool, beacons);
+    InterfaceInfo nic;
+    nic.name = name.toStdString();
+    nic.kind = kind.toStdString();
+    nic.master = master.toStdString();
+    nic.up = up;
+    const std::string why = DiscoveryExclusionReason(nic, {});
+    QVERIFY2(why.empty() == beacons, why.c_str());
+  }
+  void discoveryFilterLists() {
+    InterfaceInfo nic;
+    nic.name = "enp1s0f0np0";
+    nic.kind = "ethernet";
+    nic.up = true;
+    QVERIFY(!DiscoveryExclusionReason(nic, {{}, {"enp1s0f0*"}}).empty());
+    QVERIFY(DiscoveryExclusionReason(nic, {{"enp1s0f0*"}, {}}).empty());
+    QVERIFY(!DiscoveryExclusionReason(nic, {{"ring*"}, {}}).empty());
+    nic.loopback = true;
+    QCOMPARE(DiscoveryExclusionReason(nic, {{"*"}, {}}), std::string("loopback"));
+  }
+  void listsThisMachinesInterfaces() {
+    auto nics = ListInterfaces();
+    QVERIFY(nics.ok());
+    bool lo = false;
+    for (const auto& n : *nics) {
+      if (n.loopback) {
+        lo = true;
+        QVERIFY(!n.discovery);
+        QVERIFY(!n.ipv4.empty());
+      }
+    }
+    QVERIFY(lo);
+  }
+  void cpuModelNames() {
+    QCOMPARE(CpuModelFromCpuinfo("processor : 0\nmodel name : AMD EPYC 7763\n"),
+             std::string("AMD EPYC 7763"));
+    std::string gb10;
+    for (int i = 0; i < 10; ++i)
+      gb10 += "processor : x\nCPU implementer : 0x41\nCPU part : 0xd85\n\n";
+    for (int i = 0; i < 10; ++i)
+      gb10 += "processor : y\nCPU implementer : 0x41\nCPU part : 0xd87\n\n";
+    QCOMPARE(CpuModelFromCpuinfo(gb10), std::string("10x Cortex-X925 + 10x Cortex-A725"));
+  }
+  void probesFailCleanlyWithoutHardware() {
+    const GpuProbe g = ProbeGpus();
+    if (g.gpus.empty()) QVERIFY(!g.note.empty());
+    const RdmaProbe r = ProbeRdma();
+    if (r.devices.empty()) QVERIFY(!r.note.empty());
+  }
+
+  // ---- jobs ---------------------------------------------------------------------
+  void workerCommandLineCarriesTheWiring() {
+    JobSpec s;
+    s.job_id = "qwen-tp4";
+    s.model = "/models/qwen";
+    s.world_size = 4;
+    s.rank = 2;
+    s.rendezvous = "10.0.0.1:29500";
+    s.transport = "tcp";
+    s.algorithm = "ring";
+    s.threads = 8;
+    s.extra_args = {"--max-batch", "8"};
+    const auto argv = JobCommandLine(s, "/opt/octet/bin/octet");
+    const std::vector<std::string> want = {
+        "/opt/octet/bin/octet", "worker", "--job",  "inference", "--model",      "/models/qwen",
+        "--world-size",         "4",      "--rank", "2",         "--rendezvous", "10.0.0.1:29500",
+        "--transport",          "tcp",    "--algo", "ring",      "--threads",    "8",
+        "--max-batch",          "8"};
+    QCOMPARE(argv, want);
+    JobSpec r;
+    r.job_id = "gw";
+    r.kind = JobKind::kRouter;
+    r.policy = "/etc/octet/policy.yaml";
+    r.port = 8080;
+    QCOMPARE(JobCommandLine(r, "octet"),
+             (std::vector<std::string>{"octet", "route", "--policy", "/etc/octet/policy.yaml",
+                                       "--port", "8080"}));
+  }
+  void specValidation_data() {
+    QTest::addColumn<QString>("field");
+    QTest::addColumn<QString>("value");
+    QTest::addColumn<QString>("complaint");
+    QTest::newRow("job id") << "job_id"
+                            << "a b"
+                            << "job id";
+    QTest::newRow("transport") << "transport"
+                               << "carrier-pigeon"
+                               << "transport";
+    QTest::newRow("algorithm") << "algorithm"
+                               << "magic"
+                               << "algorithm";
+    QTest::newRow("rank") << "rank"
+                          << "4"
+                          << "rank 4";
+    QTest::newRow("rendezvous") << "rendezvous"
+                                << "nohostport"
+                                << "rendezvous";
+    QTest::newRow("port 0 off rank 0") << "rendezvous_rank1"
+                                       << "10.0.0.1:0"
+                                       << "only rank 0";
+    QTest::newRow("wiring override") << "extra"
+                                     << "--rank=3"
+                                     << "override";
+  }
+  void specValidation() {
+    QFETCH(QString, field);
+    QFETCH(QString, value);
+    QFETCH(QString, complaint);
+    const std::string dir = TempDir();
+    MakeDirs(dir + "/m").IgnoreError();
+    JobSpec s;
+    s.job_id = "j1";
+    s.model = dir + "/m";
+    s.world_size = 4;
+    s.rendezvous = "127.0.0.1:0";
+    const std::string v = value.toStdString();
+    if (field == "job_id") s.job_id = v;
+    if (field == "transport") s.transport = v;
+    if (field == "algorithm") s.algorithm = v;
+    if (field == "rank") s.rank = static_cast<uint32_t>(std::stoi(v));
+    if (field == "rendezvous") s.rendezvous = v;
+    if (field == "rendezvous_rank1") {
+      s.rendezvous = v;
+      s.rank = 1;
+    }
+    if (field == "extra") s.extra_args = {v};
+    QVERIFY(
+        ValidateJobSpec(JobSpec{"ok", JobKind::kInference, dir + "/m", 4, 0, "127.0.0.1:0"}, {dir})
+            .ok());
+    Status st = ValidateJobSpec(s, {dir});
+    QCOMPARE(st.code(), StatusCode::kInvalidArgument);
+    QVERIFY2(st.message().find(complaint.toStdString()) != std::string::npos, st.message().c_str());
+  }
+  void modelRootsAreEnforcedThroughSymlinks() {
+    const std::string dir = TempDir();
+    MakeDirs(dir + "/models/qwen").IgnoreError();
+    MakeDirs(dir + "/models-evil").IgnoreError();
+    MakeDirs(dir + "/elsewhere/secret").IgnoreError();
+    ::symlink((dir + "/elsewhere/secret").c_str(), (dir + "/models/link").c_str());
+    std::string resolved;
+    QVERIFY(CheckModelPath(dir + "/models/qwen", {dir + "/models"}, &resolved).ok());
+    QVERIFY(resolved.find("/models/qwen") != std::string::npos);
+    QVERIFY(CheckModelPath(dir + "/models", {dir + "/models"}, nullptr).ok());
+    // A sibling that shares the prefix, a symlink out of the root, a path with "..": refused.
+    QCOMPARE(CheckModelPath(dir + "/models-evil", {dir + "/models"}, nullptr).code(),
+             StatusCode::kPermissionDenied);
+    QCOMPARE(CheckModelPath(dir + "/models/link", {dir + "/models"}, nullptr).code(),
+             StatusCode::kPermissionDenied);
+    QCOMPARE(CheckModelPath(dir + "/models/../elsewhere/secret", {dir + "/models"}, nullptr).code(),
+             StatusCode::kPermissionDenied);
+    QCOMPARE(CheckModelPath(dir + "/models/missing", {dir + "/models"}, nullptr).code(),
+             StatusCode::kNotFound);
+    QCOMPARE(CheckModelPath(dir + "/models/qwen", {}, nullptr).code(),
+             StatusCode::kPermissionDenied);
+  }
+  void figuresLines() {
+    WorkerFigures f;
+    QVERIFY(
+        ParseFiguresLine(
+            R"({"state":"running","decode_tps":41.5,"allreduce_share":1.7,"train_step":12})", &f)
+            .ok());
+    QCOMPARE(f.state, std::string("running"));
+    QCOMPARE(f.decode_tps, 41.5);
+    QCOMPARE(f.allreduce_share, 1.0);  // clamped to a fraction
+    QCOMPARE(f.train_step, uint64_t{12});
+    QVERIFY(!ParseFiguresLine("not json", &f).ok());
+    QVERIFY(ParseFiguresLine(R"({"decode_tps":"fast"})", &f)
+                .ok());  // wrong types are ignored, not thrown
+    QVERIFY(LooksLikeError("E 12:00:00.000 [rank 2] tcp.cpp:10] peer rank 3 unreachable"));
+    QVERIFY(LooksLikeError("RuntimeError: CUDA error"));
+    QVERIFY(!LooksLikeError("step 10 loss 3.2"));
+  }
+  void hostPortParsing() {
+    std::string h;
+    uint16_t p = 0;
+    QVERIFY(SplitHostPort("10.0.0.1:47100", &h, &p).ok());
+    QCOMPARE(h, std::string("10.0.0.1"));
+    QCOMPARE(p, uint16_t{47100});
+    QVERIFY(SplitHostPort("[fe80::1%ring0]:9", &h, &p).ok());
+    QCOMPARE(h, std::string("fe80::1%ring0"));
+    QVERIFY(!SplitHostPort("fe80::1:9", &h, &p).ok());
+    QVERIFY(!SplitHostPort("host:99999", &h, &p).ok());
+    QVERIFY(!SplitHostPort("host", &h, &p).ok());
+    QCOMPARE(JoinHostPort("::1", 5), std::string("[::1]:5"));
+  }
+};
+
+QTEST_APPLESS_MAIN(TestAgentUnits)
+#include "test_agent_units.moc"
