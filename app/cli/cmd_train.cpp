@@ -3,6 +3,8 @@
 //   octet train --config FILE|PRESET --data DIR --steps S --out DIR [--ranks N] [--resume]
 //       pre-trains on token shards (octet train prepare), checkpointing into
 //       OUT/checkpoints and exporting the final model to OUT.
+//   octet train prepare --out DIR [--vocab-size N | --tokenizer FILE] INPUT...
+//       text files/folders -> token shards (+ tokenizer.json) for --data.
 //   octet train --init DIR --batch DIR --steps K --optimizer adamw --lr ...
 //       K optimizer steps on one fixed batch (x.npy, y.npy) from the weights
 //       in DIR; prints {"losses": [...]} (the loss before each step).
@@ -21,6 +23,7 @@
 #include "octet/trainer/gpt_model.h"
 #include "octet/trainer/model_io.h"
 #include "octet/trainer/optimizer.h"
+#include "octet/trainer/prepare.h"
 #include "octet/trainer/token_shards.h"
 #include "octet/trainer/trainer.h"
 
@@ -352,12 +355,88 @@ int RunPretrain(const ArgParser& p) {
   return kExitOk;
 }
 
+int RunPrepare(const std::vector<std::string>& args) {
+  ArgParser p("octet train prepare",
+              "Tokenize text files into token shards for `octet train --data`: one document per "
+              "file, BOS before each, a validation split, a BPE tokenizer trained on the "
+              "training documents unless --tokenizer is given.");
+  p.Positional("INPUT", "text files or folders (walked recursively)");
+  p.Option("out", "DIR", "data folder to create");
+  p.Option("tokenizer", "FILE", "use this tokenizer.json (or folder) instead of training one");
+  p.Option("vocab-size", "N", "vocabulary of the trained tokenizer (bytes + merges + BOS)", "8192");
+  p.Option("bos-token", "TEXT", "special token that starts every document", "<|bos|>");
+  p.Option("val-fraction", "F", "share of the documents held out for validation", "0.01");
+  p.Option("shard-tokens", "N", "tokens per shard file", "50000000");
+  p.Flag("json", "print one JSON document on stdout");
+  if (Status s = p.Parse(args); !s.ok()) return Usage(s.message());
+  if (p.help_requested()) {
+    std::cout << p.Usage();
+    return kExitOk;
+  }
+  trainer::PrepareOptions o;
+  o.inputs = p.positional();
+  o.out_dir = p.GetString("out");
+  o.tokenizer = p.GetString("tokenizer");
+  o.bos_token = p.GetString("bos-token");
+  if (o.inputs.empty()) return Usage("prepare: give the input files or folders");
+  if (o.out_dir.empty()) return Usage("prepare: --out DIR is required");
+  auto vocab = p.GetInt("vocab-size");
+  auto frac = p.GetDouble("val-fraction");
+  auto shard = p.GetInt("shard-tokens");
+  if (!vocab.ok() || *vocab < 257 || *vocab > (int64_t{1} << 24)) {
+    return Usage("--vocab-size must be in [257, 16777216]");
+  }
+  if (!frac.ok() || *frac < 0 || *frac >= 1) return Usage("--val-fraction must be in [0, 1)");
+  if (!shard.ok() || *shard < 1) return Usage("--shard-tokens must be >= 1");
+  o.vocab_size = int(*vocab);
+  o.val_fraction = *frac;
+  o.shard_tokens = *shard;
+  o.progress = [](const std::string& line) {
+    std::fprintf(stderr, "octet train prepare: %s\n", line.c_str());
+  };
+  auto r = trainer::PrepareData(o);
+  if (!r.ok()) {
+    const bool usage = r.status().code() == StatusCode::kInvalidArgument ||
+                       r.status().code() == StatusCode::kNotFound ||
+                       r.status().code() == StatusCode::kAlreadyExists;
+    std::cerr << "octet train prepare: " << r.status().message() << "\n";
+    return usage ? kExitUsage : kExitFailure;
+  }
+  std::fprintf(stderr,
+               "octet train prepare: %lld documents (%lld for validation), %lld bytes -> %lld "
+               "train + %lld val tokens (%.2f bytes/token), vocabulary %d, BOS %d, in %s\n",
+               (long long)r->documents, (long long)r->val_documents, (long long)r->text_bytes,
+               (long long)r->train_tokens, (long long)r->val_tokens,
+               r->train_tokens + r->val_tokens > 0
+                   ? double(r->text_bytes) / double(r->train_tokens + r->val_tokens)
+                   : 0.0,
+               r->vocab_size, r->bos_id, o.out_dir.c_str());
+  if (p.GetFlag("json")) {
+    nlohmann::ordered_json j = {{"out", o.out_dir},
+                                {"documents", r->documents},
+                                {"val_documents", r->val_documents},
+                                {"text_bytes", r->text_bytes},
+                                {"train_tokens", r->train_tokens},
+                                {"val_tokens", r->val_tokens},
+                                {"vocab_size", r->vocab_size},
+                                {"bos_id", r->bos_id},
+                                {"trained_tokenizer", r->trained_tokenizer},
+                                {"train_shards", r->train_shards},
+                                {"val_shards", r->val_shards}};
+    std::cout << j.dump() << "\n";
+  }
+  return kExitOk;
+}
+
 }  // namespace
 
 int RunTrain(const std::vector<std::string>& args) {
+  if (!args.empty() && args[0] == "prepare") {
+    return RunPrepare(std::vector<std::string>(args.begin() + 1, args.end()));
+  }
   ArgParser p("octet train",
               "Pre-train a nanochat-style GPT, or run K optimizer steps on one fixed batch "
-              "(--init/--batch).");
+              "(--init/--batch). `octet train prepare --help`: make the --data folder.");
   p.Option("config", "FILE|PRESET",
            "model: a config.json, or a preset (tiny, d4, d8, d12, d20, any d<depth>: width "
            "64*depth, heads of 128) sized to the data's vocabulary");
