@@ -131,6 +131,45 @@ class TestTrainCli : public QObject {
     QVERIFY2(r.output.find("vocabulary") != std::string::npos, r.output.c_str());
   }
 
+  // prepare -> train end to end through the CLI: text files in, a trained
+  // model folder with the tokenizer out.
+  void prepareThenTrainFromTextFiles() {
+    QTemporaryDir tmp;
+    const std::string root = tmp.path().toStdString();
+    QVERIFY(MakeDirs(root + "/text").ok());
+    for (int i = 0; i < 12; ++i) {
+      std::string t;
+      for (int k = 0; k < 40; ++k) t += "It was the best of times, it was the worst of times. ";
+      QVERIFY(WriteFileAtomic(root + "/text/" + std::to_string(100 + i) + ".txt", t).ok());
+    }
+    auto r = RunProgram({"octet", "train", "prepare", "--out", root + "/data", "--vocab-size",
+                         "300", "--val-fraction", "0.2", root + "/text", "--json"});
+    QVERIFY2(r.exit_code == 0, r.output.c_str());
+    const auto doc = QJsonDocument::fromJson(
+        QByteArray::fromStdString(r.output.substr(r.output.rfind("\n{") + 1)));
+    QCOMPARE(doc.object()["documents"].toInt(), 12);
+    QCOMPARE(doc.object()["val_documents"].toInt(), 2);
+    // At most 300: the BPE stops early when no pair repeats any more.
+    const int vocab = doc.object()["vocab_size"].toInt();
+    QVERIFY(vocab > 256 && vocab <= 300);
+    QVERIFY(
+        WriteFileAtomic(root + "/m.json", R"({"n_layer":1,"n_head":2,"n_embd":32,"vocab_size":)" +
+                                              std::to_string(vocab) + R"(,"sequence_len":32})")
+            .ok());
+    r = RunProgram({"octet", "train", "--config", root + "/m.json", "--data", root + "/data",
+                    "--out", root + "/out", "--steps", "2", "--batch-size", "2", "--threads", "1"},
+                   120'000);
+    QVERIFY2(r.exit_code == 0, r.output.c_str());
+    QVERIFY(PathExists(root + "/out/tokenizer.json"));  // the model folder carries its tokenizer
+    QVERIFY(PathExists(root + "/out/model.safetensors"));
+    r = RunProgram({"octet", "train", "prepare", "--out", root + "/data", root + "/text"});
+    QCOMPARE(r.exit_code, 2);  // already prepared
+    r = RunProgram({"octet", "train", "prepare", "--out", root + "/d2"});
+    QCOMPARE(r.exit_code, 2);  // no inputs
+    r = RunProgram({"octet", "train", "prepare", "--help"});
+    QCOMPARE(r.exit_code, 0);
+  }
+
   void badInputIsAOneLineError() {
     auto r = RunProgram({"octet", "train", "--init", "/nonexistent", "--json"});
     QCOMPARE(r.exit_code, 2);  // --batch missing: usage
