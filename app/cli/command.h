@@ -19,13 +19,16 @@ struct Command {
   std::string_view pending;     // for run == nullptr: what it waits for
 };
 
-// Subcommands implemented so far (app/cli/cmd_<name>.cpp).
-int RunCluster(const std::vector<std::string>& args);
-int RunTokenize(const std::vector<std::string>& args);
-int RunTrain(const std::vector<std::string>& args);
-
 // All subcommands, in the order `octet --help` lists them.
 const std::vector<Command>& Commands();
+
+// Subcommands (app/cli/cmd_<name>.cpp).
+int RunChat(const std::vector<std::string>& args);
+int RunCluster(const std::vector<std::string>& args);
+int RunCollbench(const std::vector<std::string>& args);
+int RunGenerate(const std::vector<std::string>& args);
+int RunTokenize(const std::vector<std::string>& args);
+int RunTrain(const std::vector<std::string>& args);
 
 // Exit codes shared by all subcommands.
 inline constexpr int kExitOk = 0;

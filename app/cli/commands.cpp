@@ -4,10 +4,8 @@ namespace octet::cli {
 
 const std::vector<Command>& Commands() {
   static const std::vector<Command> commands = {
-      {"generate", "generate text or ids from a model folder", nullptr,
-       "waiting for the CPU engine (issue 3)"},
-      {"chat", "interactive terminal chat with a model", nullptr,
-       "waiting for the CPU engine (issue 3)"},
+      {"generate", "generate text or ids from a model folder", RunGenerate, ""},
+      {"chat", "interactive terminal chat with a model", RunChat, ""},
       {"tokenize", "encode/decode with a tokenizer.json", RunTokenize, ""},
       {"serve", "OpenAI-compatible HTTP + gRPC server", nullptr,
        "waiting for tensor-parallel serving (issue 6)"},
@@ -15,8 +13,7 @@ const std::vector<Command>& Commands() {
        "waiting for the memory planner (issue 6)"},
       {"bench", "llama-benchy-style benchmark, runs stored in SQLite", nullptr,
        "waiting for the benchmark runner (issue 6)"},
-      {"collbench", "collectives benchmark like nccl-tests", nullptr,
-       "waiting for the collectives library (issue 5)"},
+      {"collbench", "collectives benchmark like nccl-tests", RunCollbench, {}},
       {"route", "request router gateway", nullptr, "waiting for the router (issue 9)"},
       {"train", "data-parallel GPT pre-training", RunTrain, ""},
       {"cluster", "cluster profiles, status and the local embedded cluster", RunCluster, ""},

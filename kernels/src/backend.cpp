@@ -1,8 +1,9 @@
 // Backend registry: which backends this build has, which this machine runs.
+#include "octet/kernels/backend.h"
+
 #include <memory>
 
 #include "cpu/cpu_backend.h"
-#include "octet/kernels/backend.h"
 
 namespace octet::kernels {
 namespace {

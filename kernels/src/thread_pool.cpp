@@ -17,10 +17,10 @@ inline void CpuRelax() {
 #endif
 }
 
-// Spin iterations before a worker sleeps: long enough to bridge the gap between
-// back-to-back kernels of one decode step, short enough not to burn a core that
-// another process could use.
-constexpr int kSpinIterations = 20000;
+// Spin iterations (~0.1 ms) before a thread sleeps: long enough to bridge the
+// gap between back-to-back kernels of one decode step, short enough not to burn
+// a core that another process (or our own descheduled thread) needs.
+constexpr int kSpinIterations = 2000;
 
 }  // namespace
 
@@ -52,11 +52,19 @@ ThreadPool::~ThreadPool() {
 }
 
 void ThreadPool::RunTasks(int thread) {
-  const TaskFn& fn = *fn_;
   for (;;) {
-    const int64_t task = next_task_.fetch_add(1, std::memory_order_relaxed);
-    if (task >= n_tasks_) break;
-    fn(task, thread);
+    uint64_t s = state_.load(std::memory_order_acquire);
+    const TaskFn* fn = fn_.load(std::memory_order_acquire);
+    const int64_t n = n_tasks_.load(std::memory_order_acquire);
+    const int64_t index = static_cast<int64_t>(s & 0xffffffffu);
+    if (index >= n) return;
+    if (!state_.compare_exchange_weak(s, s + 1, std::memory_order_acq_rel)) continue;
+    (*fn)(index, thread);
+    if (done_.fetch_add(1, std::memory_order_seq_cst) + 1 == n &&
+        caller_waiting_.load(std::memory_order_seq_cst)) {
+      std::lock_guard<std::mutex> lock(mu_);
+      done_cv_.notify_all();
+    }
   }
 }
 
@@ -77,7 +85,6 @@ void ThreadPool::WorkerLoop(int thread) {
     seen = gen;
     if (stop_.load()) return;
     RunTasks(thread);
-    active_workers_.fetch_sub(1, std::memory_order_acq_rel);
   }
 }
 
@@ -88,24 +95,27 @@ void ThreadPool::ParallelFor(int64_t n_tasks, const TaskFn& fn) {
     return;
   }
   std::lock_guard<std::mutex> run_lock(run_mutex_);
+  fn_.store(&fn, std::memory_order_relaxed);
+  n_tasks_.store(n_tasks, std::memory_order_relaxed);
+  done_.store(0, std::memory_order_relaxed);
+  ++job_;
+  state_.store(static_cast<uint64_t>(job_) << 32, std::memory_order_release);
   {
     std::lock_guard<std::mutex> lock(mu_);
-    fn_ = &fn;
-    n_tasks_ = n_tasks;
-    next_task_.store(0, std::memory_order_relaxed);
-    active_workers_.store(num_threads_ - 1, std::memory_order_relaxed);
     generation_.fetch_add(1, std::memory_order_release);
   }
   wake_.notify_all();
   RunTasks(0);
-  // Every worker must leave RunTasks before fn_ goes out of scope.
-  for (int i = 0; active_workers_.load(std::memory_order_acquire) != 0; ++i) {
-    if (i < kSpinIterations) {
-      CpuRelax();
-    } else {
-      sched_yield();  // a worker was descheduled; let it finish
-    }
+  // Wait for tasks other threads claimed; unclaimed ones were run above.
+  for (int i = 0; i < kSpinIterations; ++i) {
+    if (done_.load(std::memory_order_acquire) == n_tasks) return;
+    CpuRelax();
   }
+  // The thread running the last task was probably descheduled: sleep.
+  std::unique_lock<std::mutex> lock(mu_);
+  caller_waiting_.store(true, std::memory_order_seq_cst);
+  done_cv_.wait(lock, [&] { return done_.load(std::memory_order_seq_cst) == n_tasks; });
+  caller_waiting_.store(false, std::memory_order_relaxed);
 }
 
 }  // namespace octet::kernels

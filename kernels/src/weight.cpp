@@ -119,9 +119,9 @@ uint16_t F32ToF16(float f) {
   std::memcpy(&bits, &f, 4);
   const uint16_t sign = static_cast<uint16_t>((bits >> 16) & 0x8000u);
   const uint32_t abs = bits & 0x7fffffffu;
-  if (abs > 0x7f800000u) return sign | 0x7e00;  // NaN
+  if (abs > 0x7f800000u) return sign | 0x7e00;   // NaN
   if (abs >= 0x477ff000u) return sign | 0x7c00;  // rounds to >= 65536: inf
-  if (abs < 0x38800000u) {                        // below 2^-14: subnormal or zero
+  if (abs < 0x38800000u) {                       // below 2^-14: subnormal or zero
     // value / 2^-24, rounded to nearest even, as an integer mantissa.
     float a;
     std::memcpy(&a, &abs, 4);

@@ -354,6 +354,7 @@ Result<std::string> Tokenizer::DecodeBytes(std::span<const TokenId> ids,
     const TokenId id = ids[i];
     if (id < 0 || static_cast<size_t>(id) >= t.id_flags.size() ||
         !(t.id_flags[id] & Impl::kExists)) {
+      if (options.skip_unknown_ids) continue;
       return InvalidArgumentError("token id " + std::to_string(id) + " at position " +
                                   std::to_string(i) + " is not in the vocabulary (" +
                                   std::to_string(t.id_flags.size()) + " ids)");

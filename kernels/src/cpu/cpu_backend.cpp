@@ -12,11 +12,14 @@ namespace {
 
 // Matmul blocking. The GEMM path decodes a panel of kPanelRows weight rows x
 // kDepth columns into float once and reuses it for up to kBlockRows activation
-// rows; 48 x 256 floats (48 KiB) stays in L1/L2 while the 4x3 dot tiles sweep it.
+// rows; 48 x 512 floats (96 KiB) stays in L1/L2 while the 4x3 dot tiles sweep it.
 constexpr int64_t kPanelRows = 48;  // a multiple of kTileCols
-constexpr int64_t kDepth = 256;     // a multiple of the NVFP4 block
+constexpr int64_t kDepth = 512;     // a multiple of the NVFP4 block
 constexpr int64_t kBlockRows = 128;
 constexpr int64_t kGemvRowsPerTask = 16;
+// Up to this many activation rows go through gemv passes (cheaper than
+// decoding a panel for the dot-tile GEMM when the batch is small).
+constexpr int64_t kGemvBatchRows = 5;
 
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
@@ -49,11 +52,16 @@ void CpuBackend::Matmul(const float* x, int64_t m, int64_t ldx, const WeightMatr
     }
     return;
   }
-  if (m <= kGemvMaxRows) {
+  if (m <= kGemvBatchRows) {
+    // Small batches (decode): weights decoded in registers, kGemvMaxRows
+    // activation rows per pass; a task's weight rows stay in cache between passes.
     pool_.ParallelFor(CeilDiv(n, kGemvRowsPerTask), [&](int64_t task, int) {
       const int64_t r0 = task * kGemvRowsPerTask;
       const int64_t r1 = std::min(n, r0 + kGemvRowsPerTask);
-      isa_.gemv(w, r0, r1, x, m, ldx, y + r0, ldy, accumulate);
+      for (int64_t i = 0; i < m; i += kGemvMaxRows) {
+        isa_.gemv(w, r0, r1, x + i * ldx, std::min<int64_t>(kGemvMaxRows, m - i), ldx,
+                  y + i * ldy + r0, ldy, accumulate);
+      }
     });
     return;
   }
@@ -91,6 +99,38 @@ void CpuBackend::Matmul(const float* x, int64_t m, int64_t ldx, const WeightMatr
           isa_.dot_tile(a, ldx, b + j * ldb, ldb, kc, mr, nr, c + j, ldy, acc);
         }
       }
+    }
+  });
+}
+
+void CpuBackend::MatmulMulti(const float* x, int64_t m, int64_t ldx, const MatmulOutput* outputs,
+                             int n_outputs) {
+  if (m > kGemvBatchRows) {  // compute-bound: one call each is as good
+    for (int i = 0; i < n_outputs; ++i) {
+      Matmul(x, m, ldx, *outputs[i].w, outputs[i].y, outputs[i].ldy, false);
+    }
+    return;
+  }
+  // Task t covers rows of one output: outputs are laid end to end in task space.
+  std::vector<int64_t> first_task(n_outputs + 1, 0);
+  for (int i = 0; i < n_outputs; ++i) {
+    first_task[i + 1] = first_task[i] + CeilDiv(outputs[i].w->rows, kGemvRowsPerTask);
+  }
+  pool_.ParallelFor(first_task[n_outputs], [&](int64_t task, int) {
+    int o = 0;
+    while (task >= first_task[o + 1]) ++o;
+    const WeightMatrix& w = *outputs[o].w;
+    const int64_t r0 = (task - first_task[o]) * kGemvRowsPerTask;
+    const int64_t r1 = std::min(w.rows, r0 + kGemvRowsPerTask);
+    if (w.cols == 0) {
+      for (int64_t i = 0; i < m; ++i)
+        std::fill(outputs[o].y + i * outputs[o].ldy + r0, outputs[o].y + i * outputs[o].ldy + r1,
+                  0.0f);
+      return;
+    }
+    for (int64_t i = 0; i < m; i += kGemvMaxRows) {
+      isa_.gemv(w, r0, r1, x + i * ldx, std::min<int64_t>(kGemvMaxRows, m - i), ldx,
+                outputs[o].y + i * outputs[o].ldy + r0, outputs[o].ldy, false);
     }
   });
 }
@@ -143,15 +183,15 @@ void CpuBackend::Gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t 
   for (int64_t i = 0; i < M; ++i) isa_.axpy(alpha, tmp.data() + i * N, C + i * ldc, N);
 }
 
-void CpuBackend::RmsNorm(const float* x, const float* weight, float eps, int64_t rows,
-                         int64_t dim, int64_t stride, float* out) {
+void CpuBackend::RmsNorm(const float* x, const float* weight, float eps, int64_t rows, int64_t dim,
+                         int64_t stride, float* out) {
   pool_.ParallelFor(rows, [&](int64_t r, int) {
     isa_.rmsnorm_row(x + r * stride, weight, eps, dim, out + r * stride);
   });
 }
 
-void CpuBackend::Rope(float* x, int64_t rows, int64_t row_stride, int64_t n_heads,
-                      int64_t head_dim, const int32_t* positions, const float* inv_freq) {
+void CpuBackend::Rope(float* x, int64_t rows, int64_t row_stride, int64_t n_heads, int64_t head_dim,
+                      const int32_t* positions, const float* inv_freq) {
   const int64_t half = head_dim / 2;
   pool_.ParallelFor(rows, [&](int64_t r, int) {
     float cs[512], sn[512];  // head_dim <= 1024
@@ -190,25 +230,26 @@ void CpuBackend::Attention(const AttentionArgs& args) {
   const int64_t group = args.n_heads / args.n_kv_heads;
   const int64_t kv_stride = args.n_kv_heads * hd;  // floats between positions
   if (attn_scratch_.size() != scratch_.size()) attn_scratch_.resize(scratch_.size());
-  pool_.ParallelFor(static_cast<int64_t>(tokens.size()) * args.n_heads, [&](int64_t task,
-                                                                           int thread) {
-    const TokenRef& tr = tokens[task / args.n_heads];
-    const int64_t h = task % args.n_heads;
-    const int64_t kvh = h / group;
-    const int64_t n_keys = static_cast<int64_t>(tr.seq->positions[tr.index]) + 1;
-    std::vector<float>& scores = attn_scratch_[thread];
-    if (static_cast<int64_t>(scores.size()) < n_keys) scores.resize(n_keys);
-    const float* q = args.q + tr.row * args.q_row_stride + h * hd;
-    const float* kbase = tr.seq->k_cache + kvh * hd;
-    for (int64_t j = 0; j < n_keys; ++j) {
-      scores[j] = isa_.dot(q, kbase + j * kv_stride, hd) * args.scale;
-    }
-    isa_.softmax_row(scores.data(), n_keys);
-    float* out = args.out + tr.row * args.out_row_stride + h * hd;
-    std::fill(out, out + hd, 0.0f);
-    const float* vbase = tr.seq->v_cache + kvh * hd;
-    for (int64_t j = 0; j < n_keys; ++j) isa_.axpy(scores[j], vbase + j * kv_stride, out, hd);
-  });
+  pool_.ParallelFor(static_cast<int64_t>(tokens.size()) * args.n_heads,
+                    [&](int64_t task, int thread) {
+                      const TokenRef& tr = tokens[task / args.n_heads];
+                      const int64_t h = task % args.n_heads;
+                      const int64_t kvh = h / group;
+                      const int64_t n_keys = static_cast<int64_t>(tr.seq->positions[tr.index]) + 1;
+                      std::vector<float>& scores = attn_scratch_[thread];
+                      if (static_cast<int64_t>(scores.size()) < n_keys) scores.resize(n_keys);
+                      const float* q = args.q + tr.row * args.q_row_stride + h * hd;
+                      const float* kbase = tr.seq->k_cache + kvh * hd;
+                      for (int64_t j = 0; j < n_keys; ++j) {
+                        scores[j] = isa_.dot(q, kbase + j * kv_stride, hd) * args.scale;
+                      }
+                      isa_.softmax_row(scores.data(), n_keys);
+                      float* out = args.out + tr.row * args.out_row_stride + h * hd;
+                      std::fill(out, out + hd, 0.0f);
+                      const float* vbase = tr.seq->v_cache + kvh * hd;
+                      for (int64_t j = 0; j < n_keys; ++j)
+                        isa_.axpy(scores[j], vbase + j * kv_stride, out, hd);
+                    });
 }
 
 void CpuBackend::SiluMul(const float* gate, const float* up, int64_t rows, int64_t n,

@@ -22,6 +22,8 @@ class CpuBackend final : public KernelBackend {
 
   void Matmul(const float* x, int64_t m, int64_t ldx, const WeightMatrix& w, float* y, int64_t ldy,
               bool accumulate) override;
+  void MatmulMulti(const float* x, int64_t m, int64_t ldx, const MatmulOutput* outputs,
+                   int n_outputs) override;
   void Gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
             const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
             int64_t ldc) override;

@@ -19,7 +19,7 @@ namespace octet::kernels::cpu {
 // Tile limits for dot_tile (the GEMM micro-kernel in dot-product form).
 inline constexpr int kTileRows = 4;  // rows of A (activations)
 inline constexpr int kTileCols = 3;  // rows of B (weights)
-// Matmul sends m <= kGemvMaxRows to gemv (weights decoded in registers).
+// gemv takes up to this many activation rows per call (weights decoded in registers).
 inline constexpr int kGemvMaxRows = 2;
 
 struct IsaKernels {

@@ -30,23 +30,24 @@ inline __m256 LoadF32x8(const uint8_t* p) {
   return _mm256_loadu_ps(reinterpret_cast<const float*>(p));
 }
 
-// NVFP4: 8 E2M1 codes from 4 bytes (low nibble first) -> 8 floats, each the
-// code's value times the block scale already folded into `lut_scaled`
-// (lut_scaled[i] = kE2m1Values[i] * scale; exact). Lane i shifts the word right
-// by 4i so its nibble sits in bits 0-3; the permute uses bits 0-2 (magnitude)
-// and bit 3 becomes the sign.
+// NVFP4: 8 E2M1 codes from 4 bytes (low nibble first) -> their 8 values.
+// Lane i shifts the word right by 4i so its nibble sits in bits 0-3; the
+// permute reads bits 0-2 (the magnitude m). The sign (bit 3) is moved to bit
+// 31 by shifting the lane left by 28, which also drags m into bits 28-30; the
+// table holds value[m] ^ (m << 28), so one xor restores those bits and applies
+// the sign: no mask needed (4 ALU ops per 8 values).
 struct Nvfp4Decoder {
   __m256i shifts = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28);
-  __m256i sign_bit = _mm256_set1_epi32(static_cast<int>(0x80000000u));
-  __m256 lut = _mm256_setr_ps(0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f);
+  __m256 lut = _mm256_castsi256_ps(_mm256_xor_si256(
+      _mm256_castps_si256(_mm256_setr_ps(0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f)),
+      _mm256_setr_epi32(0, 1 << 28, 2 << 28, 3 << 28, 4 << 28, 5 << 28, 6 << 28, 7 << 28)));
 
-  inline __m256 Decode8(const uint8_t* p, __m256 lut_scaled) const {
+  inline __m256 Decode8(const uint8_t* p) const {
     int32_t word;
     memcpy(&word, p, 4);
     const __m256i v = _mm256_srlv_epi32(_mm256_set1_epi32(word), shifts);
-    const __m256 mag = _mm256_permutevar8x32_ps(lut_scaled, v);
-    const __m256i sign = _mm256_and_si256(_mm256_slli_epi32(v, 28), sign_bit);
-    return _mm256_xor_ps(mag, _mm256_castsi256_ps(sign));
+    const __m256 mag = _mm256_permutevar8x32_ps(lut, v);
+    return _mm256_xor_ps(mag, _mm256_castsi256_ps(_mm256_slli_epi32(v, 28)));
   }
 };
 
@@ -102,10 +103,11 @@ void DecodeRows(const WeightMatrix& w, int64_t row0, int64_t nrows, int64_t col0
         const __m256 gs = _mm256_set1_ps(w.global_scale);
         for (; c < ncols; c += kNvfp4BlockSize) {
           const int64_t col = col0 + c;
-          const __m256 lut =
-              _mm256_mul_ps(dec.lut, _mm256_set1_ps(e4m3[scales[col / kNvfp4BlockSize]]));
-          _mm256_storeu_ps(o + c, _mm256_mul_ps(dec.Decode8(row + col / 2, lut), gs));
-          _mm256_storeu_ps(o + c + 8, _mm256_mul_ps(dec.Decode8(row + col / 2 + 4, lut), gs));
+          // (E2M1 * scale) is exact; then the global scale: the reference order.
+          const __m256 s = _mm256_set1_ps(e4m3[scales[col / kNvfp4BlockSize]]);
+          _mm256_storeu_ps(o + c, _mm256_mul_ps(_mm256_mul_ps(dec.Decode8(row + col / 2), s), gs));
+          _mm256_storeu_ps(o + c + 8,
+                           _mm256_mul_ps(_mm256_mul_ps(dec.Decode8(row + col / 2 + 4), s), gs));
         }
         break;
       }
@@ -120,19 +122,19 @@ template <int M, int R>
 void GemvDenseRows(const WeightMatrix& w, int64_t r0, const float* x, int64_t ldx, float* y,
                    int64_t ldy, bool accumulate) {
   const uint8_t* rows[R];
-  for (int j = 0; j < R; ++j) {
+  _Pragma("GCC unroll 8") for (int j = 0; j < R; ++j) {
     rows[j] = static_cast<const uint8_t*>(w.data) + (r0 + j) * w.row_stride;
   }
   __m256 acc[R][M];
-  for (int j = 0; j < R; ++j) {
-    for (int i = 0; i < M; ++i) acc[j][i] = _mm256_setzero_ps();
+  _Pragma("GCC unroll 8") for (int j = 0; j < R; ++j) {
+    _Pragma("GCC unroll 8") for (int i = 0; i < M; ++i) acc[j][i] = _mm256_setzero_ps();
   }
   const int64_t k = w.cols;
   int64_t c = 0;
   for (; c + 8 <= k; c += 8) {
     __m256 xv[M];
-    for (int i = 0; i < M; ++i) xv[i] = _mm256_loadu_ps(x + i * ldx + c);
-    for (int j = 0; j < R; ++j) {
+    _Pragma("GCC unroll 8") for (int i = 0; i < M; ++i) xv[i] = _mm256_loadu_ps(x + i * ldx + c);
+    _Pragma("GCC unroll 8") for (int j = 0; j < R; ++j) {
       __m256 wv;
       if (w.format == WeightFormat::kBF16) {
         wv = LoadBf16x8(rows[j] + c * 2);
@@ -141,11 +143,12 @@ void GemvDenseRows(const WeightMatrix& w, int64_t r0, const float* x, int64_t ld
       } else {
         wv = LoadF32x8(rows[j] + c * 4);
       }
-      for (int i = 0; i < M; ++i) acc[j][i] = _mm256_fmadd_ps(wv, xv[i], acc[j][i]);
+      _Pragma("GCC unroll 8") for (int i = 0; i < M; ++i) acc[j][i] =
+          _mm256_fmadd_ps(wv, xv[i], acc[j][i]);
     }
   }
-  for (int j = 0; j < R; ++j) {
-    for (int i = 0; i < M; ++i) {
+  _Pragma("GCC unroll 8") for (int j = 0; j < R; ++j) {
+    _Pragma("GCC unroll 8") for (int i = 0; i < M; ++i) {
       float s = Hsum(acc[j][i]);
       for (int64_t t = c; t < k; ++t) s += ScalarAt(w, rows[j], t) * x[i * ldx + t];
       float* out = y + i * ldy + j;
@@ -161,33 +164,33 @@ void GemvNvfp4Rows(const WeightMatrix& w, int64_t r0, const float* x, int64_t ld
   const Nvfp4Decoder dec;
   const uint8_t* rows[R];
   const uint8_t* scales[R];
-  for (int j = 0; j < R; ++j) {
+  _Pragma("GCC unroll 8") for (int j = 0; j < R; ++j) {
     rows[j] = static_cast<const uint8_t*>(w.data) + (r0 + j) * w.row_stride;
     scales[j] = w.scales + (r0 + j) * w.scale_row_stride;
   }
   __m256 acc[R][M];
-  for (int j = 0; j < R; ++j) {
-    for (int i = 0; i < M; ++i) acc[j][i] = _mm256_setzero_ps();
+  _Pragma("GCC unroll 8") for (int j = 0; j < R; ++j) {
+    _Pragma("GCC unroll 8") for (int i = 0; i < M; ++i) acc[j][i] = _mm256_setzero_ps();
   }
   const int64_t blocks = w.cols / kNvfp4BlockSize;
   for (int64_t b = 0; b < blocks; ++b) {
     __m256 x0[M], x1[M];
-    for (int i = 0; i < M; ++i) {
+    _Pragma("GCC unroll 8") for (int i = 0; i < M; ++i) {
       x0[i] = _mm256_loadu_ps(x + i * ldx + b * 16);
       x1[i] = _mm256_loadu_ps(x + i * ldx + b * 16 + 8);
     }
-    for (int j = 0; j < R; ++j) {
-      const __m256 lut = _mm256_mul_ps(dec.lut, _mm256_set1_ps(e4m3[scales[j][b]]));
-      const __m256 w0 = dec.Decode8(rows[j] + b * 8, lut);
-      const __m256 w1 = dec.Decode8(rows[j] + b * 8 + 4, lut);
-      for (int i = 0; i < M; ++i) {
-        acc[j][i] = _mm256_fmadd_ps(w0, x0[i], acc[j][i]);
-        acc[j][i] = _mm256_fmadd_ps(w1, x1[i], acc[j][i]);
+    _Pragma("GCC unroll 8") for (int j = 0; j < R; ++j) {
+      const __m256 s = _mm256_set1_ps(e4m3[scales[j][b]]);
+      const __m256 w0 = dec.Decode8(rows[j] + b * 8);
+      const __m256 w1 = dec.Decode8(rows[j] + b * 8 + 4);
+      _Pragma("GCC unroll 8") for (int i = 0; i < M; ++i) {
+        const __m256 t = _mm256_fmadd_ps(w1, x1[i], _mm256_mul_ps(w0, x0[i]));
+        acc[j][i] = _mm256_fmadd_ps(t, s, acc[j][i]);
       }
     }
   }
-  for (int j = 0; j < R; ++j) {
-    for (int i = 0; i < M; ++i) {
+  _Pragma("GCC unroll 8") for (int j = 0; j < R; ++j) {
+    _Pragma("GCC unroll 8") for (int i = 0; i < M; ++i) {
       const float s = Hsum(acc[j][i]) * w.global_scale;
       float* out = y + i * ldy + j;
       *out = accumulate ? *out + s : s;
@@ -195,33 +198,170 @@ void GemvNvfp4Rows(const WeightMatrix& w, int64_t r0, const float* x, int64_t ld
   }
 }
 
-template <int M>
-void GemvM(const WeightMatrix& w, int64_t row0, int64_t row1, const float* x, int64_t ldx,
-           float* y, int64_t ldy, bool accumulate) {
-  const bool fp4 = w.format == WeightFormat::kNvfp4;
-  int64_t r = row0;
-  for (; r + 4 <= row1; r += 4) {
-    if (fp4) {
-      GemvNvfp4Rows<M, 4>(w, r, x, ldx, y + (r - row0), ldy, accumulate);
-    } else {
-      GemvDenseRows<M, 4>(w, r, x, ldx, y + (r - row0), ldy, accumulate);
+// Explicit 4-row kernels with named accumulators (see DotTile4x3 for why).
+// Dense rows: Load(row, c) gives 8 floats of columns c..c+7.
+struct LoadBf16 {
+  static __m256 Load(const uint8_t* row, int64_t c) { return LoadBf16x8(row + c * 2); }
+};
+struct LoadF16 {
+  static __m256 Load(const uint8_t* row, int64_t c) { return LoadF16x8(row + c * 2); }
+};
+struct LoadF32 {
+  static __m256 Load(const uint8_t* row, int64_t c) { return LoadF32x8(row + c * 4); }
+};
+
+inline void Store(float* out, float v, bool accumulate) { *out = accumulate ? *out + v : v; }
+
+template <class L>
+void Gemv4Dense(const WeightMatrix& w, const uint8_t* const* rows, const float* x, int64_t ldx,
+                int64_t m, float* y, int64_t ldy, bool accumulate) {
+  const int64_t k = w.cols;
+  const float* x0 = x;
+  const float* x1 = x + ldx;
+  __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;  // x row 0
+  __m256 b0 = a0, b1 = a0, b2 = a0, b3 = a0;                   // x row 1
+  int64_t c = 0;
+  if (m == 1) {
+    for (; c + 8 <= k; c += 8) {
+      const __m256 xv = _mm256_loadu_ps(x0 + c);
+      a0 = _mm256_fmadd_ps(L::Load(rows[0], c), xv, a0);
+      a1 = _mm256_fmadd_ps(L::Load(rows[1], c), xv, a1);
+      a2 = _mm256_fmadd_ps(L::Load(rows[2], c), xv, a2);
+      a3 = _mm256_fmadd_ps(L::Load(rows[3], c), xv, a3);
+    }
+  } else {
+    for (; c + 8 <= k; c += 8) {
+      const __m256 xv = _mm256_loadu_ps(x0 + c), xw = _mm256_loadu_ps(x1 + c);
+      __m256 wv = L::Load(rows[0], c);
+      a0 = _mm256_fmadd_ps(wv, xv, a0);
+      b0 = _mm256_fmadd_ps(wv, xw, b0);
+      wv = L::Load(rows[1], c);
+      a1 = _mm256_fmadd_ps(wv, xv, a1);
+      b1 = _mm256_fmadd_ps(wv, xw, b1);
+      wv = L::Load(rows[2], c);
+      a2 = _mm256_fmadd_ps(wv, xv, a2);
+      b2 = _mm256_fmadd_ps(wv, xw, b2);
+      wv = L::Load(rows[3], c);
+      a3 = _mm256_fmadd_ps(wv, xv, a3);
+      b3 = _mm256_fmadd_ps(wv, xw, b3);
     }
   }
-  for (; r < row1; ++r) {
-    if (fp4) {
-      GemvNvfp4Rows<M, 1>(w, r, x, ldx, y + (r - row0), ldy, accumulate);
-    } else {
-      GemvDenseRows<M, 1>(w, r, x, ldx, y + (r - row0), ldy, accumulate);
+  const __m256 acc[2][4] = {{a0, a1, a2, a3}, {b0, b1, b2, b3}};
+  for (int64_t i = 0; i < m; ++i) {
+    for (int j = 0; j < 4; ++j) {
+      float s = Hsum(acc[i][j]);
+      for (int64_t t = c; t < k; ++t) s += ScalarAt(w, rows[j], t) * x[i * ldx + t];
+      Store(y + i * ldy + j, s, accumulate);
     }
   }
 }
 
-void Gemv(const WeightMatrix& w, int64_t row0, int64_t row1, const float* x, int64_t m,
-          int64_t ldx, float* y, int64_t ldy, bool accumulate) {
-  if (m == 1) {
-    GemvM<1>(w, row0, row1, x, ldx, y, ldy, accumulate);
-  } else {
-    GemvM<2>(w, row0, row1, x, ldx, y, ldy, accumulate);
+#define OCTET_INLINE inline __attribute__((always_inline))
+
+// One NVFP4 row's block b against x (16 floats xl|xh): the 16 products summed
+// unscaled, then one FMA by the block scale into acc (the global scale is
+// applied once at the end).
+OCTET_INLINE __m256 Nvfp4BlockDot(const Nvfp4Decoder& dec, const uint8_t* row, __m256 xl, __m256 xh,
+                                  __m256 scale, __m256 acc) {
+  const __m256 t = _mm256_fmadd_ps(dec.Decode8(row + 4), xh, _mm256_mul_ps(dec.Decode8(row), xl));
+  return _mm256_fmadd_ps(t, scale, acc);
+}
+
+// Four rows against one activation row; named accumulators only (GCC spills
+// arrays of __m256 to the stack).
+void Gemv4Nvfp4M1(const WeightMatrix& w, const uint8_t* r0, const uint8_t* r1, const uint8_t* r2,
+                  const uint8_t* r3, const uint8_t* s0, const uint8_t* s1, const uint8_t* s2,
+                  const uint8_t* s3, const float* x, float* y, bool accumulate) {
+  const float* e4m3 = E4m3Table();
+  const Nvfp4Decoder dec;
+  const int64_t blocks = w.cols / kNvfp4BlockSize;
+  __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+  for (int64_t b = 0; b < blocks; ++b) {
+    const __m256 xl = _mm256_loadu_ps(x + b * 16), xh = _mm256_loadu_ps(x + b * 16 + 8);
+    a0 = Nvfp4BlockDot(dec, r0 + b * 8, xl, xh, _mm256_broadcast_ss(e4m3 + s0[b]), a0);
+    a1 = Nvfp4BlockDot(dec, r1 + b * 8, xl, xh, _mm256_broadcast_ss(e4m3 + s1[b]), a1);
+    a2 = Nvfp4BlockDot(dec, r2 + b * 8, xl, xh, _mm256_broadcast_ss(e4m3 + s2[b]), a2);
+    a3 = Nvfp4BlockDot(dec, r3 + b * 8, xl, xh, _mm256_broadcast_ss(e4m3 + s3[b]), a3);
+  }
+  Store(y + 0, Hsum(a0) * w.global_scale, accumulate);
+  Store(y + 1, Hsum(a1) * w.global_scale, accumulate);
+  Store(y + 2, Hsum(a2) * w.global_scale, accumulate);
+  Store(y + 3, Hsum(a3) * w.global_scale, accumulate);
+}
+
+// Two rows against two activation rows (each weight block decoded once).
+void Gemv2Nvfp4M2(const WeightMatrix& w, const uint8_t* r0, const uint8_t* r1, const uint8_t* s0,
+                  const uint8_t* s1, const float* x, int64_t ldx, float* y, int64_t ldy,
+                  bool accumulate) {
+  const float* e4m3 = E4m3Table();
+  const Nvfp4Decoder dec;
+  const int64_t blocks = w.cols / kNvfp4BlockSize;
+  const float* x1 = x + ldx;
+  __m256 a0 = _mm256_setzero_ps(), a1 = a0, b0 = a0, b1 = a0;
+  for (int64_t b = 0; b < blocks; ++b) {
+    const __m256 xl = _mm256_loadu_ps(x + b * 16), xh = _mm256_loadu_ps(x + b * 16 + 8);
+    const __m256 yl = _mm256_loadu_ps(x1 + b * 16), yh = _mm256_loadu_ps(x1 + b * 16 + 8);
+    const __m256 sc0 = _mm256_broadcast_ss(e4m3 + s0[b]), sc1 = _mm256_broadcast_ss(e4m3 + s1[b]);
+    const __m256 w0l = dec.Decode8(r0 + b * 8), w0h = dec.Decode8(r0 + b * 8 + 4);
+    const __m256 w1l = dec.Decode8(r1 + b * 8), w1h = dec.Decode8(r1 + b * 8 + 4);
+    a0 = _mm256_fmadd_ps(_mm256_fmadd_ps(w0h, xh, _mm256_mul_ps(w0l, xl)), sc0, a0);
+    a1 = _mm256_fmadd_ps(_mm256_fmadd_ps(w1h, xh, _mm256_mul_ps(w1l, xl)), sc1, a1);
+    b0 = _mm256_fmadd_ps(_mm256_fmadd_ps(w0h, yh, _mm256_mul_ps(w0l, yl)), sc0, b0);
+    b1 = _mm256_fmadd_ps(_mm256_fmadd_ps(w1h, yh, _mm256_mul_ps(w1l, yl)), sc1, b1);
+  }
+  Store(y + 0, Hsum(a0) * w.global_scale, accumulate);
+  Store(y + 1, Hsum(a1) * w.global_scale, accumulate);
+  Store(y + ldy + 0, Hsum(b0) * w.global_scale, accumulate);
+  Store(y + ldy + 1, Hsum(b1) * w.global_scale, accumulate);
+}
+
+void Gemv(const WeightMatrix& w, int64_t row0, int64_t row1, const float* x, int64_t m, int64_t ldx,
+          float* y, int64_t ldy, bool accumulate) {
+  const bool fp4 = w.format == WeightFormat::kNvfp4;
+  int64_t r = row0;
+  for (; r + 4 <= row1; r += 4) {
+    const uint8_t* rows[4];
+    const uint8_t* scales[4];
+    for (int j = 0; j < 4; ++j) {
+      rows[j] = static_cast<const uint8_t*>(w.data) + (r + j) * w.row_stride;
+      scales[j] = fp4 ? w.scales + (r + j) * w.scale_row_stride : nullptr;
+    }
+    float* out = y + (r - row0);
+    switch (w.format) {
+      case WeightFormat::kNvfp4:
+        if (m == 1) {
+          Gemv4Nvfp4M1(w, rows[0], rows[1], rows[2], rows[3], scales[0], scales[1], scales[2],
+                       scales[3], x, out, accumulate);
+        } else {
+          Gemv2Nvfp4M2(w, rows[0], rows[1], scales[0], scales[1], x, ldx, out, ldy, accumulate);
+          Gemv2Nvfp4M2(w, rows[2], rows[3], scales[2], scales[3], x, ldx, out + 2, ldy, accumulate);
+        }
+        break;
+      case WeightFormat::kBF16:
+        Gemv4Dense<LoadBf16>(w, rows, x, ldx, m, out, ldy, accumulate);
+        break;
+      case WeightFormat::kF16:
+        Gemv4Dense<LoadF16>(w, rows, x, ldx, m, out, ldy, accumulate);
+        break;
+      case WeightFormat::kF32:
+        Gemv4Dense<LoadF32>(w, rows, x, ldx, m, out, ldy, accumulate);
+        break;
+    }
+  }
+  for (; r < row1; ++r) {  // the last < 4 rows
+    if (m == 1) {
+      if (fp4) {
+        GemvNvfp4Rows<1, 1>(w, r, x, ldx, y + (r - row0), ldy, accumulate);
+      } else {
+        GemvDenseRows<1, 1>(w, r, x, ldx, y + (r - row0), ldy, accumulate);
+      }
+    } else {
+      if (fp4) {
+        GemvNvfp4Rows<2, 1>(w, r, x, ldx, y + (r - row0), ldy, accumulate);
+      } else {
+        GemvDenseRows<2, 1>(w, r, x, ldx, y + (r - row0), ldy, accumulate);
+      }
+    }
   }
 }
 
@@ -231,24 +371,73 @@ template <int MR, int NR>
 void DotTileT(const float* a, int64_t lda, const float* b, int64_t ldb, int64_t kc, float* c,
               int64_t ldc, bool accumulate) {
   __m256 acc[MR][NR];
-  for (int i = 0; i < MR; ++i) {
-    for (int j = 0; j < NR; ++j) acc[i][j] = _mm256_setzero_ps();
+  _Pragma("GCC unroll 8") for (int i = 0; i < MR; ++i) {
+    _Pragma("GCC unroll 8") for (int j = 0; j < NR; ++j) acc[i][j] = _mm256_setzero_ps();
   }
   int64_t k = 0;
   for (; k + 8 <= kc; k += 8) {
     __m256 bv[NR];
-    for (int j = 0; j < NR; ++j) bv[j] = _mm256_loadu_ps(b + j * ldb + k);
-    for (int i = 0; i < MR; ++i) {
+    _Pragma("GCC unroll 8") for (int j = 0; j < NR; ++j) bv[j] = _mm256_loadu_ps(b + j * ldb + k);
+    _Pragma("GCC unroll 8") for (int i = 0; i < MR; ++i) {
       const __m256 av = _mm256_loadu_ps(a + i * lda + k);
-      for (int j = 0; j < NR; ++j) acc[i][j] = _mm256_fmadd_ps(av, bv[j], acc[i][j]);
+      _Pragma("GCC unroll 8") for (int j = 0; j < NR; ++j) acc[i][j] =
+          _mm256_fmadd_ps(av, bv[j], acc[i][j]);
     }
   }
-  for (int i = 0; i < MR; ++i) {
-    for (int j = 0; j < NR; ++j) {
+  _Pragma("GCC unroll 8") for (int i = 0; i < MR; ++i) {
+    _Pragma("GCC unroll 8") for (int j = 0; j < NR; ++j) {
       float s = Hsum(acc[i][j]);
       for (int64_t t = k; t < kc; ++t) s += a[i * lda + t] * b[j * ldb + t];
       float* out = c + i * ldc + j;
       *out = accumulate ? *out + s : s;
+    }
+  }
+}
+
+// An MR x 3 tile (MR <= 4) with named accumulators (GCC keeps arrays of
+// __m256 in memory even when the loops unroll, which costs 3x here); rows past
+// MR are compiled out.
+template <int MR>
+void DotTileMx3(const float* a, int64_t lda, const float* b, int64_t ldb, int64_t kc, float* c,
+                int64_t ldc, bool accumulate) {
+  const float *a0 = a, *a1 = a + lda, *a2 = a + 2 * lda, *a3 = a + 3 * lda;
+  const float *b0 = b, *b1 = b + ldb, *b2 = b + 2 * ldb;
+  __m256 c00 = _mm256_setzero_ps(), c01 = c00, c02 = c00, c10 = c00, c11 = c00, c12 = c00;
+  __m256 c20 = c00, c21 = c00, c22 = c00, c30 = c00, c31 = c00, c32 = c00;
+  int64_t k = 0;
+  for (; k + 8 <= kc; k += 8) {
+    const __m256 w0 = _mm256_loadu_ps(b0 + k), w1 = _mm256_loadu_ps(b1 + k),
+                 w2 = _mm256_loadu_ps(b2 + k);
+    __m256 av = _mm256_loadu_ps(a0 + k);
+    c00 = _mm256_fmadd_ps(av, w0, c00);
+    c01 = _mm256_fmadd_ps(av, w1, c01);
+    c02 = _mm256_fmadd_ps(av, w2, c02);
+    if constexpr (MR > 1) {
+      av = _mm256_loadu_ps(a1 + k);
+      c10 = _mm256_fmadd_ps(av, w0, c10);
+      c11 = _mm256_fmadd_ps(av, w1, c11);
+      c12 = _mm256_fmadd_ps(av, w2, c12);
+    }
+    if constexpr (MR > 2) {
+      av = _mm256_loadu_ps(a2 + k);
+      c20 = _mm256_fmadd_ps(av, w0, c20);
+      c21 = _mm256_fmadd_ps(av, w1, c21);
+      c22 = _mm256_fmadd_ps(av, w2, c22);
+    }
+    if constexpr (MR > 3) {
+      av = _mm256_loadu_ps(a3 + k);
+      c30 = _mm256_fmadd_ps(av, w0, c30);
+      c31 = _mm256_fmadd_ps(av, w1, c31);
+      c32 = _mm256_fmadd_ps(av, w2, c32);
+    }
+  }
+  const __m256 acc[4][3] = {{c00, c01, c02}, {c10, c11, c12}, {c20, c21, c22}, {c30, c31, c32}};
+  for (int i = 0; i < MR; ++i) {
+    for (int j = 0; j < 3; ++j) {
+      float sum = Hsum(acc[i][j]);
+      for (int64_t t = k; t < kc; ++t) sum += a[i * lda + t] * b[j * ldb + t];
+      float* out = c + i * ldc + j;
+      *out = accumulate ? *out + sum : sum;
     }
   }
 }
@@ -271,6 +460,18 @@ void DotTileRows(const float* a, int64_t lda, const float* b, int64_t ldb, int64
 
 void DotTile(const float* a, int64_t lda, const float* b, int64_t ldb, int64_t kc, int mr, int nr,
              float* c, int64_t ldc, bool accumulate) {
+  if (nr == 3) {
+    switch (mr) {
+      case 1:
+        return DotTileMx3<1>(a, lda, b, ldb, kc, c, ldc, accumulate);
+      case 2:
+        return DotTileMx3<2>(a, lda, b, ldb, kc, c, ldc, accumulate);
+      case 3:
+        return DotTileMx3<3>(a, lda, b, ldb, kc, c, ldc, accumulate);
+      default:
+        return DotTileMx3<4>(a, lda, b, ldb, kc, c, ldc, accumulate);
+    }
+  }
   switch (mr) {
     case 1:
       DotTileRows<1>(a, lda, b, ldb, kc, nr, c, ldc, accumulate);
@@ -296,7 +497,8 @@ float Dot(const float* a, const float* b, int64_t n) {
     s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
     s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), s1);
   }
-  for (; i + 8 <= n; i += 8) s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
+  for (; i + 8 <= n; i += 8)
+    s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
   float s = Hsum(_mm256_add_ps(s0, s1));
   for (; i < n; ++i) s += a[i] * b[i];
   return s;

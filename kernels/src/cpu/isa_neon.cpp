@@ -96,8 +96,8 @@ float Dot(const float* a, const float* b, int64_t n) {
 }
 
 // Weights decoded 256 columns at a time into a stack buffer, then dotted.
-void Gemv(const WeightMatrix& w, int64_t row0, int64_t row1, const float* x, int64_t m,
-          int64_t ldx, float* y, int64_t ldy, bool accumulate) {
+void Gemv(const WeightMatrix& w, int64_t row0, int64_t row1, const float* x, int64_t m, int64_t ldx,
+          float* y, int64_t ldy, bool accumulate) {
   constexpr int64_t kChunk = 256;  // a multiple of the NVFP4 block
   float buf[kChunk];
   for (int64_t r = row0; r < row1; ++r) {
@@ -139,7 +139,8 @@ void DotTile(const float* a, int64_t lda, const float* b, int64_t ldb, int64_t k
 
 void Axpy(float alpha, const float* x, float* y, int64_t n) {
   int64_t i = 0;
-  for (; i + 4 <= n; i += 4) vst1q_f32(y + i, vfmaq_n_f32(vld1q_f32(y + i), vld1q_f32(x + i), alpha));
+  for (; i + 4 <= n; i += 4)
+    vst1q_f32(y + i, vfmaq_n_f32(vld1q_f32(y + i), vld1q_f32(x + i), alpha));
   for (; i < n; ++i) y[i] += alpha * x[i];
 }
 

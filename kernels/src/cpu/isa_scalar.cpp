@@ -52,8 +52,8 @@ float Dot(const float* a, const float* b, int64_t n) {
   return s;
 }
 
-void Gemv(const WeightMatrix& w, int64_t row0, int64_t row1, const float* x, int64_t m,
-          int64_t ldx, float* y, int64_t ldy, bool accumulate) {
+void Gemv(const WeightMatrix& w, int64_t row0, int64_t row1, const float* x, int64_t m, int64_t ldx,
+          float* y, int64_t ldy, bool accumulate) {
   constexpr int64_t kChunk = 256;  // a multiple of the NVFP4 block
   float buf[kChunk];
   for (int64_t r = row0; r < row1; ++r) {

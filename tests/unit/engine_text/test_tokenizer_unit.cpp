@@ -201,6 +201,28 @@ class TestTokenizerUnit : public QObject {
     QVERIFY(tok->Describe().find("BPE") != std::string::npos);
   }
 
+  // Sampled output may hold ids of a model's padded embedding rows that the
+  // tokenizer lacks: by default decoding names the id (input checks rely on
+  // it); skip_unknown_ids decodes them to nothing, as Hugging Face does.
+  void unknownIdsFailOrAreSkippedOnRequest() {
+    auto tok = Load(SmallTokenizer());
+    QVERIFY(tok.ok());
+    const std::vector<TokenId> known = tok->Encode("hello world");
+    std::vector<TokenId> ids = known;
+    ids.insert(ids.begin() + 1, 4000);
+    auto strict = tok->Decode(ids);
+    QVERIFY(!strict.ok());
+    QVERIFY(strict.status().message().find("token id 4000 at position 1") != std::string::npos);
+    DecodeOptions lenient;
+    lenient.skip_unknown_ids = true;
+    QCOMPARE(*tok->Decode(ids, lenient), *tok->Decode(known));
+    StreamDecoder stream(*tok, lenient);
+    std::string streamed;
+    for (TokenId id : ids) streamed += *stream.Push(id);
+    streamed += stream.Finish();
+    QCOMPARE(streamed, *tok->Decode(known));
+  }
+
   void truncatedJsonNamesTheByte() {
     const std::string text = SmallTokenizer().dump();
     auto t = Tokenizer::FromJson(std::string_view(text).substr(0, 1000), {}, "tok.json");

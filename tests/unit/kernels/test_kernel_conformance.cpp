@@ -3,7 +3,6 @@
 // scalar backend (for the rest), on random shapes including odd sizes.
 // Also the number-format conversions against hand-checked values.
 #include <QtTest>
-
 #include <cmath>
 #include <memory>
 #include <random>
@@ -84,8 +83,8 @@ bool Close(const std::vector<float>& got, const std::vector<double>& want,
   return true;
 }
 
-bool CloseF(const std::vector<float>& got, const std::vector<float>& want, double atol,
-            double rtol, std::string* why) {
+bool CloseF(const std::vector<float>& got, const std::vector<float>& want, double atol, double rtol,
+            std::string* why) {
   if (got.size() != want.size()) {
     *why = "size differs";
     return false;
@@ -191,9 +190,9 @@ class TestKernelConformance : public QObject {
               }
               std::string why;
               QVERIFY2(Close(got, want, scale, 1e-5, &why),
-                       (std::string(backend->name()) + " " +
-                        std::string(WeightFormatName(f)) + " m=" + std::to_string(m) + " n=" +
-                        std::to_string(s.n) + " k=" + std::to_string(k) + ": " + why)
+                       (std::string(backend->name()) + " " + std::string(WeightFormatName(f)) +
+                        " m=" + std::to_string(m) + " n=" + std::to_string(s.n) +
+                        " k=" + std::to_string(k) + ": " + why)
                            .c_str());
             }
           }
@@ -227,6 +226,28 @@ class TestKernelConformance : public QObject {
     }
   }
 
+  void matmulMultiEqualsSeparateCalls() {
+    std::mt19937 rng(9);
+    for (auto& backend : AllBackends(2)) {
+      OwnedWeight a = RandomWeight(WeightFormat::kNvfp4, 37, 64, rng);
+      OwnedWeight b = RandomWeight(WeightFormat::kBF16, 5, 64, rng);
+      OwnedWeight c = RandomWeight(WeightFormat::kF32, 70, 64, rng);
+      for (int64_t m : {1, 2, 3, 5, 8}) {
+        std::vector<float> x = RandomFloats(m * 64, rng);
+        std::vector<float> ya(m * 37), yb(m * 5), yc(m * 70);
+        const KernelBackend::MatmulOutput outs[3] = {
+            {&a.view, ya.data(), 37}, {&b.view, yb.data(), 5}, {&c.view, yc.data(), 70}};
+        backend->MatmulMulti(x.data(), m, 64, outs, 3);
+        for (auto [w, y, n] :
+             {std::tuple{&a.view, &ya, 37}, {&b.view, &yb, 5}, {&c.view, &yc, 70}}) {
+          std::vector<float> want(m * n);
+          backend->Matmul(x.data(), m, 64, *w, want.data(), n, false);
+          QCOMPARE(*y, want);
+        }
+      }
+    }
+  }
+
   void gemmAllTransposes() {
     std::mt19937 rng(3);
     for (auto& backend : AllBackends(2)) {
@@ -236,8 +257,8 @@ class TestKernelConformance : public QObject {
                                  {5, 7, 3},
                                  {17, 50, 33},
                                  {130, 9, 260}}) {
-            for (auto [alpha, beta] : {std::pair<float, float>{1, 0}, {0.5f, 0}, {1, 1},
-                                       {-2, 0.25f}}) {
+            for (auto [alpha, beta] :
+                 {std::pair<float, float>{1, 0}, {0.5f, 0}, {1, 1}, {-2, 0.25f}}) {
               const int64_t lda = (ta ? M : K) + 1, ldb = (tb ? K : N) + 2, ldc = N + 3;
               std::vector<float> A = RandomFloats((ta ? K : M) * lda, rng);
               std::vector<float> B = RandomFloats((tb ? N : K) * ldb, rng);
@@ -265,8 +286,8 @@ class TestKernelConformance : public QObject {
               }
               std::string why;
               QVERIFY2(Close(got, want, scale, 1e-5, &why),
-                       (std::string(backend->name()) + " ta=" + std::to_string(ta) + " tb=" +
-                        std::to_string(tb) + " M=" + std::to_string(M) + ": " + why)
+                       (std::string(backend->name()) + " ta=" + std::to_string(ta) +
+                        " tb=" + std::to_string(tb) + " M=" + std::to_string(M) + ": " + why)
                            .c_str());
             }
           }
@@ -337,8 +358,8 @@ class TestKernelConformance : public QObject {
           for (int64_t i = 0; i < hd / 2; ++i) {
             const double ang = double(float(pos[r]) * inv[i]);
             const double a = x[r * stride + h * hd + i], b = x[r * stride + h * hd + i + hd / 2];
-            QVERIFY(std::fabs(y[r * stride + h * hd + i] - (a * std::cos(ang) - b * std::sin(ang))) <
-                    1e-5);
+            QVERIFY(std::fabs(y[r * stride + h * hd + i] -
+                              (a * std::cos(ang) - b * std::sin(ang))) < 1e-5);
             QVERIFY(std::fabs(y[r * stride + h * hd + i + hd / 2] -
                               (b * std::cos(ang) + a * std::sin(ang))) < 1e-5);
           }
@@ -352,8 +373,10 @@ class TestKernelConformance : public QObject {
     for (auto& backend : AllBackends(2)) {
       const int64_t heads = 6, kv = 2, hd = 20, cap = 40;
       // Two sequences: one prefilling 5 tokens at positions 3..7, one decoding at 12.
-      std::vector<float> k1 = RandomFloats(cap * kv * hd, rng), v1 = RandomFloats(cap * kv * hd, rng);
-      std::vector<float> k2 = RandomFloats(cap * kv * hd, rng), v2 = RandomFloats(cap * kv * hd, rng);
+      std::vector<float> k1 = RandomFloats(cap * kv * hd, rng),
+                         v1 = RandomFloats(cap * kv * hd, rng);
+      std::vector<float> k2 = RandomFloats(cap * kv * hd, rng),
+                         v2 = RandomFloats(cap * kv * hd, rng);
       std::vector<int32_t> p1 = {3, 4, 5, 6, 7}, p2 = {12};
       const int64_t tokens = 6, qs = heads * hd + 3, os = heads * hd + 1;
       std::vector<float> q = RandomFloats(tokens * qs, rng);
@@ -383,7 +406,8 @@ class TestKernelConformance : public QObject {
           double mx = -1e300;
           for (int32_t j = 0; j <= p; ++j) {
             double d = 0;
-            for (int64_t i = 0; i < hd; ++i) d += double(q[t * qs + h * hd + i]) * kc[(j * kv + g) * hd + i];
+            for (int64_t i = 0; i < hd; ++i)
+              d += double(q[t * qs + h * hd + i]) * kc[(j * kv + g) * hd + i];
             s[j] = d * a.scale;
             mx = std::max(mx, s[j]);
           }
@@ -403,8 +427,8 @@ class TestKernelConformance : public QObject {
   void embeddingArgmaxTopK() {
     std::mt19937 rng(7);
     for (auto& backend : AllBackends(2)) {
-      for (WeightFormat f : {WeightFormat::kF32, WeightFormat::kBF16, WeightFormat::kF16,
-                             WeightFormat::kNvfp4}) {
+      for (WeightFormat f :
+           {WeightFormat::kF32, WeightFormat::kBF16, WeightFormat::kF16, WeightFormat::kNvfp4}) {
         OwnedWeight t = RandomWeight(f, 11, 48, rng);
         std::vector<int32_t> ids = {0, 10, 3, 3};
         std::vector<float> out(4 * 48);

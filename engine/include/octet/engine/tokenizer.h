@@ -52,6 +52,11 @@ struct DecodeOptions {
   // Drop added tokens marked `special` (<|im_start|>, <|eot_id|>); non-special
   // added tokens such as Qwen3's <think> stay.
   bool skip_special_tokens = false;
+  // Decode ids the vocabulary lacks to nothing instead of failing, as Hugging
+  // Face does. Models pad their embedding beyond the tokenizer (Qwen: 151,936
+  // rows for 151,669 ids), so sampled output may hold such ids; user input
+  // should be checked instead (the default).
+  bool skip_unknown_ids = false;
 };
 
 // One entry of tokenizer.json `added_tokens`.

@@ -76,6 +76,17 @@ class KernelBackend {
   virtual void Matmul(const float* x, int64_t m, int64_t ldx, const WeightMatrix& w, float* y,
                       int64_t ldy, bool accumulate) = 0;
 
+  // Several products of the same activations in one call (q/k/v, gate/up):
+  // outputs[i].y = x · outputs[i].w ᵀ. One pass of the thread pool for all of
+  // them (a decode step has fewer synchronisation points).
+  struct MatmulOutput {
+    const WeightMatrix* w;
+    float* y;
+    int64_t ldy;
+  };
+  virtual void MatmulMulti(const float* x, int64_t m, int64_t ldx, const MatmulOutput* outputs,
+                           int n_outputs) = 0;
+
   // General float32 GEMM, row-major: C[M,N] = alpha · op(A) · op(B) + beta · C,
   // op(A) is [M,K] (A stored [K,M] when trans_a), op(B) is [K,N] (B stored
   // [N,K] when trans_b). beta == 0 ignores C's old contents (NaNs included).
@@ -102,8 +113,8 @@ class KernelBackend {
 
   // out[i] = silu(gate[i]) * up[i] for `rows` rows of `n`; gate/up/out rows
   // `stride` floats apart. out may alias gate.
-  virtual void SiluMul(const float* gate, const float* up, int64_t rows, int64_t n,
-                       int64_t stride, float* out) = 0;
+  virtual void SiluMul(const float* gate, const float* up, int64_t rows, int64_t n, int64_t stride,
+                       float* out) = 0;
 
   // Numerically stable softmax of each row, in place.
   virtual void Softmax(float* x, int64_t rows, int64_t n) = 0;

@@ -50,16 +50,27 @@ class ThreadPool {
   std::vector<std::thread> workers_;
   std::mutex run_mutex_;  // serialises ParallelFor callers
 
-  // State below describes the current job; written by the caller under mu_
-  // before `generation_` is bumped, read by workers after they see the bump.
+  // The current job. The caller writes fn_ and n_tasks_, then publishes the
+  // job in state_ (release). A thread claims task i of job j by a CAS of
+  // state_ from (j, i) to (j, i+1); a successful claim proves the job is still
+  // running, so fn_/n_tasks_ read before the claim belong to it. The caller
+  // returns when done_ reaches n_tasks_: it never waits for a worker that was
+  // descheduled before claiming anything (important when the cores are shared).
+  std::atomic<uint64_t> state_{0};  // (job << 32) | next task index
+  std::atomic<const TaskFn*> fn_{nullptr};
+  std::atomic<int64_t> n_tasks_{0};
+  std::atomic<int64_t> done_{0};
+  uint32_t job_ = 0;  // written by the caller only (under run_mutex_)
+
+  // Waking workers: generation_ changes with every job; sleepers wait on wake_.
+  // A caller whose tasks are still running elsewhere after a short spin sleeps
+  // on done_cv_ (caller_waiting_ set); the thread finishing the last task wakes it.
   std::mutex mu_;
   std::condition_variable wake_;
+  std::condition_variable done_cv_;
+  std::atomic<bool> caller_waiting_{false};
   std::atomic<uint64_t> generation_{0};
   std::atomic<bool> stop_{false};
-  const TaskFn* fn_ = nullptr;
-  int64_t n_tasks_ = 0;
-  std::atomic<int64_t> next_task_{0};
-  std::atomic<int> active_workers_{0};  // workers still inside the current job
 };
 
 }  // namespace octet::kernels

@@ -1,0 +1,167 @@
+// `octet chat`: an interactive terminal conversation with a model folder.
+// Each line read from stdin is a user turn; the reply streams as it is
+// generated (partial UTF-8 held back). Lines starting with '/' are commands:
+// /reset forgets the conversation, /system TEXT sets the system message,
+// /exit (or end of input) quits. Each turn renders the whole conversation with
+// the model's chat template and prefills it again (simple and exact; the
+// serving scheduler of `octet serve` is the place for prefix reuse).
+#include <unistd.h>
+
+#include <cstdio>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "command.h"
+#include "octet/base/args.h"
+#include "octet/engine/generate.h"
+#include "octet/engine/model.h"
+#include "prompt_input.h"
+
+namespace octet::cli {
+namespace {
+constexpr const char* kProgram = "octet chat";
+}  // namespace
+
+int RunChat(const std::vector<std::string>& args) {
+  ArgParser p(kProgram,
+              "Chat with a model folder in the terminal. Type a message and press Enter;\n"
+              "/reset forgets the conversation, /system TEXT sets the system message, /exit quits.");
+  p.Option("model", "DIR", "model folder (config.json, *.safetensors, tokenizer.json)")
+      .Option("system", "TEXT", "system message")
+      .Option("max-tokens", "N", "longest reply in tokens", "512")
+      .Option("temperature", "T", "sampling temperature; 0 is greedy", "0.7")
+      .Option("top-k", "K", "sample from the K most likely tokens; 0: all", "0")
+      .Option("top-p", "P", "nucleus sampling mass, in (0, 1]", "0.9")
+      .Option("seed", "S", "random seed", "0")
+      .Option("threads", "N", "CPU threads; 0: all cores", "0")
+      .Option("backend", "NAME", "kernel backend: auto, avx2, neon, scalar", "auto")
+      .Flag("think", "Qwen3: let the model think (default: empty think block)");
+  if (Status s = p.Parse(args); !s.ok()) {
+    std::cerr << s.message() << "\n";
+    return kExitUsage;
+  }
+  if (p.help_requested()) {
+    std::cout << p.Usage();
+    return kExitOk;
+  }
+  if (!p.Given("model")) {
+    std::cerr << kProgram << ": --model DIR is required (see --help)\n";
+    return kExitUsage;
+  }
+  engine::GenerateOptions gen;
+  auto max_tokens = p.GetInt("max-tokens");
+  auto temperature = p.GetDouble("temperature");
+  auto top_k = p.GetInt("top-k");
+  auto top_p = p.GetDouble("top-p");
+  auto seed = p.GetInt("seed");
+  auto threads = p.GetInt("threads");
+  for (const Status& s : {max_tokens.status(), temperature.status(), top_k.status(),
+                          top_p.status(), seed.status(), threads.status()}) {
+    if (!s.ok()) {
+      std::cerr << s.message() << "\n";
+      return kExitUsage;
+    }
+  }
+  if (*max_tokens < 1) {
+    std::cerr << kProgram << ": --max-tokens must be at least 1\n";
+    return kExitUsage;
+  }
+  gen.max_tokens = *max_tokens;
+  gen.sampling.temperature = static_cast<float>(*temperature);
+  gen.sampling.top_k = *top_k;
+  gen.sampling.top_p = static_cast<float>(*top_p);
+  gen.sampling.seed = static_cast<uint64_t>(*seed);
+  if (Status s = engine::ValidateSampling(gen.sampling); !s.ok()) {
+    std::cerr << kProgram << ": " << s.message() << "\n";
+    return kExitUsage;
+  }
+
+  const std::string dir = p.GetString("model");
+  auto tok = LoadModelTokenizer(dir);
+  if (!tok.ok()) {
+    std::cerr << kProgram << ": " << tok.status().message() << "\n";
+    return kExitFailure;
+  }
+  engine::LoadOptions lo;
+  lo.backend = p.GetString("backend");
+  lo.threads = static_cast<int>(*threads);
+  auto model = engine::Model::Load(dir, lo);
+  if (!model.ok()) {
+    std::cerr << kProgram << ": " << model.status().message() << "\n";
+    return kExitFailure;
+  }
+  engine::Model& m = **model;
+  gen.stop_ids = tok->StopIds();
+  gen.stop_at_eos = true;
+
+  const bool interactive = isatty(STDIN_FILENO);
+  std::vector<engine::ChatMessage> history;
+  std::string system = p.GetString("system");
+  if (interactive) {
+    std::cerr << "octet chat: " << m.config().architecture_name << ", "
+              << m.WeightFormatSummary() << ". /exit to quit.\n";
+  }
+  engine::DecodeOptions text_opts;
+  text_opts.skip_special_tokens = true;
+  text_opts.skip_unknown_ids = true;  // padded embedding rows the tokenizer lacks
+  std::string line;
+  uint64_t turn = 0;
+  for (;;) {
+    if (interactive) std::cerr << "> " << std::flush;
+    if (!std::getline(std::cin, line)) break;
+    if (line.empty()) continue;
+    if (line == "/exit" || line == "/quit") break;
+    if (line == "/reset") {
+      history.clear();
+      std::cerr << "(conversation cleared)\n";
+      continue;
+    }
+    if (line.rfind("/system", 0) == 0) {
+      system = line.size() > 8 ? line.substr(8) : "";
+      std::cerr << "(system message " << (system.empty() ? "cleared" : "set") << ")\n";
+      continue;
+    }
+    history.push_back({"user", line});
+    std::vector<engine::ChatMessage> messages;
+    if (!system.empty()) messages.push_back({"system", system});
+    messages.insert(messages.end(), history.begin(), history.end());
+    auto prompt = EncodeChat(*tok, messages, p.GetFlag("think"));
+    if (!prompt.ok()) {
+      std::cerr << kProgram << ": " << prompt.status().message() << "\n";
+      history.pop_back();
+      continue;
+    }
+    if (Status s = CheckIdsInVocab(*prompt, m.config().vocab_size); !s.ok()) {
+      std::cerr << kProgram << ": " << s.message() << "\n";
+      return kExitFailure;
+    }
+    engine::StreamDecoder stream(*tok, text_opts);
+    std::string reply;
+    gen.sampling.seed = static_cast<uint64_t>(*seed) + turn++;
+    gen.on_token = [&](int32_t id) {
+      auto piece = stream.Push(id);
+      if (piece.ok()) {
+        reply += *piece;
+        std::cout << *piece << std::flush;
+      }
+      return true;
+    };
+    auto r = engine::Generate(m, *prompt, gen);
+    const std::string tail = stream.Finish();
+    reply += tail;
+    std::cout << tail << "\n" << std::flush;
+    if (!r.ok()) {
+      std::cerr << kProgram << ": " << r.status().message() << "\n";
+      history.pop_back();
+      continue;
+    }
+    history.push_back({"assistant", reply});
+    std::fprintf(stderr, "[%lld prompt tokens, %zu generated; ttft %.0f ms, decode %.1f tok/s]\n",
+                 static_cast<long long>(r->prompt_tokens), r->ids.size(), r->ttft_ms(),
+                 r->decode_tps());
+  }
+  return kExitOk;
+}
+
+}  // namespace octet::cli

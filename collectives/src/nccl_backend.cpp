@@ -1,0 +1,285 @@
+// NCCL as a whole backend: NCCL picks its own algorithm and transport; Octet
+// supplies the unique id (through the bootstrap), stages host buffers to the
+// GPU and back, and keeps its own deadlines: the communicator is created
+// non-blocking and every wait polls the stream and ncclCommGetAsyncError, so
+// a dead peer ends in ncclCommAbort and an error, never a hang.
+//
+// Each rank uses GPU (local rank % device count). The probe runs everywhere:
+// without a GPU cudaGetDeviceCount fails and every rank falls back together.
+// Verified here only to compile and to probe cleanly (no GPU on this
+// development machine).
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <thread>
+
+#include "backend.h"
+#include "bootstrap.h"
+#include "octet/base/deadline.h"
+#include "wire.h"
+
+#if OCTET_HAVE_NCCL
+#include <cuda_runtime.h>
+#include <nccl.h>
+#endif
+
+namespace octet::collectives {
+
+#if !OCTET_HAVE_NCCL
+
+Status ProbeNccl() {
+  return UnavailableError("NCCL support is not compiled in (no CUDA toolkit with NCCL at build time)");
+}
+
+Result<std::unique_ptr<Backend>> ConnectNccl(Bootstrap& bootstrap, const TransportConfig& config) {
+  auto agreed = bootstrap.AllGatherChecked(ProbeNccl(), {},
+                                           Deadline::AfterMs(config.connect_timeout_ms));
+  if (!agreed.ok()) return agreed.status();
+  return UnavailableError("NCCL support is not compiled in");
+}
+
+#else  // OCTET_HAVE_NCCL
+
+namespace {
+
+std::string CudaError(const char* what, cudaError_t e) {
+  return std::string(what) + ": " + cudaGetErrorString(e);
+}
+
+ncclDataType_t NcclType(const CollectiveArgs& a) {
+  if (a.op == CollectiveOp::kBroadcast) return ncclUint8;
+  switch (a.dtype) {
+    case DType::kF32: return ncclFloat32;
+    case DType::kBF16: return ncclBfloat16;
+    case DType::kF16: return ncclFloat16;
+  }
+  return ncclFloat32;
+}
+
+class NcclBackend final : public Backend {
+ public:
+  ~NcclBackend() override {
+    if (comm_) {
+      // A poisoned communicator may have work stuck in flight: abort it.
+      if (aborted_ || ncclCommFinalize(comm_) != ncclSuccess) ncclCommAbort(comm_);
+      else ncclCommDestroy(comm_);
+    }
+    if (stream_) cudaStreamDestroy(stream_);
+    if (send_buf_) cudaFree(send_buf_);
+    if (recv_buf_) cudaFree(recv_buf_);
+  }
+
+  TransportKind transport() const override { return TransportKind::kNccl; }
+  bool honours_algorithm() const override { return false; }
+
+  Status Init(Bootstrap& b, const TransportConfig& config) {
+    int count = 0;
+    if (cudaError_t e = cudaGetDeviceCount(&count); e != cudaSuccess) {
+      return UnavailableError(CudaError("no usable GPU (cudaGetDeviceCount)", e));
+    }
+    device_ = b.LocalRank() % count;
+    if (cudaError_t e = cudaSetDevice(device_); e != cudaSuccess) {
+      return UnavailableError(CudaError("cudaSetDevice", e));
+    }
+    if (cudaError_t e = cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking);
+        e != cudaSuccess) {
+      return UnavailableError(CudaError("cudaStreamCreate", e));
+    }
+    return Status::Ok();
+  }
+
+  Status CreateComm(const ncclUniqueId& id, int n, int rank, Deadline deadline) {
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;
+    ncclResult_t r = ncclCommInitRankConfig(&comm_, n, id, rank, &config);
+    if (r != ncclSuccess && r != ncclInProgress) {
+      return UnavailableError(std::string("ncclCommInitRankConfig: ") + ncclGetErrorString(r));
+    }
+    for (;;) {
+      ncclCommGetAsyncError(comm_, &r);
+      if (r == ncclSuccess) return Status::Ok();
+      if (r != ncclInProgress) {
+        aborted_ = true;
+        return UnavailableError(std::string("NCCL communicator set-up: ") + ncclGetErrorString(r));
+      }
+      if (deadline.expired()) {
+        aborted_ = true;
+        return DeadlineExceededError("NCCL communicator set-up did not finish in time");
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
+
+  Status Collective(const CollectiveArgs& a, AlgorithmKind, Waiter& w) override {
+    const size_t elem = a.elem_bytes();
+    const int n = w.bootstrap() ? w.bootstrap()->size() : 1;
+    size_t in_bytes = a.count * elem, out_bytes = a.count * elem;
+    if (a.op == CollectiveOp::kAllGather) out_bytes *= n;
+    if (a.op == CollectiveOp::kReduceScatter) in_bytes *= n;
+    if (a.op == CollectiveOp::kBarrier) in_bytes = out_bytes = sizeof(float);
+    OCTET_RETURN_IF_ERROR(Reserve(std::max(in_bytes, out_bytes)));
+    if (a.op == CollectiveOp::kBarrier) {
+      OCTET_RETURN_IF_ERROR(Check(cudaMemsetAsync(send_buf_, 0, sizeof(float), stream_), "memset"));
+    } else if (in_bytes > 0) {
+      const void* src = a.op == CollectiveOp::kBroadcast ? a.out : a.in;
+      OCTET_RETURN_IF_ERROR(Check(
+          cudaMemcpyAsync(send_buf_, src, in_bytes, cudaMemcpyHostToDevice, stream_), "copy in"));
+    }
+    ncclResult_t r = ncclSuccess;
+    switch (a.op) {
+      case CollectiveOp::kAllReduce:
+        r = ncclAllReduce(send_buf_, recv_buf_, a.count, NcclType(a), ncclSum, comm_, stream_);
+        break;
+      case CollectiveOp::kAllGather:
+        r = ncclAllGather(send_buf_, recv_buf_, a.count, NcclType(a), comm_, stream_);
+        break;
+      case CollectiveOp::kReduceScatter:
+        r = ncclReduceScatter(send_buf_, recv_buf_, a.count, NcclType(a), ncclSum, comm_, stream_);
+        break;
+      case CollectiveOp::kBroadcast:
+        r = ncclBroadcast(send_buf_, recv_buf_, a.count, ncclUint8, a.root, comm_, stream_);
+        break;
+      case CollectiveOp::kBarrier:
+        r = ncclAllReduce(send_buf_, recv_buf_, 1, ncclFloat32, ncclSum, comm_, stream_);
+        break;
+      case CollectiveOp::kSendRecv:
+        return InvalidArgumentError("nccl: send/recv goes through SendRecv");
+    }
+    OCTET_RETURN_IF_ERROR(CheckNccl(r, w));
+    if (a.op != CollectiveOp::kBarrier && out_bytes > 0) {
+      OCTET_RETURN_IF_ERROR(Check(
+          cudaMemcpyAsync(a.out, recv_buf_, out_bytes, cudaMemcpyDeviceToHost, stream_),
+          "copy out"));
+    }
+    return Finish(w);
+  }
+
+  Status SendRecv(int send_peer, const void* send_data, size_t send_bytes, int recv_peer,
+                  void* recv_data, size_t recv_bytes, Waiter& w) override {
+    OCTET_RETURN_IF_ERROR(Reserve(std::max(send_bytes, recv_bytes)));
+    if (send_peer >= 0 && send_bytes > 0) {
+      OCTET_RETURN_IF_ERROR(Check(
+          cudaMemcpyAsync(send_buf_, send_data, send_bytes, cudaMemcpyHostToDevice, stream_),
+          "copy in"));
+    }
+    ncclGroupStart();
+    ncclResult_t r = ncclSuccess;
+    if (send_peer >= 0) r = ncclSend(send_buf_, send_bytes, ncclUint8, send_peer, comm_, stream_);
+    if (r == ncclSuccess && recv_peer >= 0) {
+      r = ncclRecv(recv_buf_, recv_bytes, ncclUint8, recv_peer, comm_, stream_);
+    }
+    const ncclResult_t g = ncclGroupEnd();
+    OCTET_RETURN_IF_ERROR(CheckNccl(r != ncclSuccess ? r : g, w));
+    if (recv_peer >= 0 && recv_bytes > 0) {
+      OCTET_RETURN_IF_ERROR(Check(
+          cudaMemcpyAsync(recv_data, recv_buf_, recv_bytes, cudaMemcpyDeviceToHost, stream_),
+          "copy out"));
+    }
+    return Finish(w);
+  }
+
+ private:
+  Status Check(cudaError_t e, const char* what) {
+    if (e == cudaSuccess) return Status::Ok();
+    return UnavailableError(CudaError(what, e));
+  }
+
+  Status CheckNccl(ncclResult_t r, Waiter& w) {
+    if (r == ncclSuccess || r == ncclInProgress) return Status::Ok();
+    aborted_ = true;
+    return UnavailableError(std::string("NCCL: ") + ncclGetErrorString(r) + " (" +
+                            w.label().ToString() + ")");
+  }
+
+  Status Reserve(size_t bytes) {
+    if (bytes <= capacity_) return Status::Ok();
+    if (send_buf_) cudaFree(send_buf_);
+    if (recv_buf_) cudaFree(recv_buf_);
+    send_buf_ = recv_buf_ = nullptr;
+    capacity_ = 0;
+    OCTET_RETURN_IF_ERROR(Check(cudaMalloc(&send_buf_, bytes), "cudaMalloc"));
+    OCTET_RETURN_IF_ERROR(Check(cudaMalloc(&recv_buf_, bytes), "cudaMalloc"));
+    capacity_ = bytes;
+    return Status::Ok();
+  }
+
+  // Waits for the stream while watching NCCL's asynchronous errors, the
+  // control mesh and the peer timeout (this rank cannot tell which peer NCCL
+  // waits for; the error says so).
+  Status Finish(Waiter& w) {
+    const int64_t start = NowNs();
+    for (int i = 0;; ++i) {
+      const cudaError_t e = cudaStreamQuery(stream_);
+      if (e == cudaSuccess) return Status::Ok();
+      if (e != cudaErrorNotReady) {
+        aborted_ = true;
+        return UnavailableError(CudaError("NCCL stream", e));
+      }
+      ncclResult_t r = ncclSuccess;
+      ncclCommGetAsyncError(comm_, &r);
+      if (r != ncclSuccess && r != ncclInProgress) {
+        aborted_ = true;
+        return UnavailableError(std::string("NCCL: ") + ncclGetErrorString(r) + " (" +
+                                w.label().ToString() + ")");
+      }
+      if ((i & 63) == 63) {
+        Status peers = w.CheckPeers();
+        if (!peers.ok()) {
+          aborted_ = true;
+          return peers;
+        }
+        if (NowNs() - start > w.peer_timeout_ns()) {
+          aborted_ = true;
+          return DeadlineExceededError("NCCL did not finish within " +
+                                       std::to_string(w.peer_timeout_ns() / 1'000'000) +
+                                       " ms (" + w.label().ToString() + ")");
+        }
+      }
+      std::this_thread::yield();
+    }
+  }
+
+  int device_ = 0;
+  cudaStream_t stream_ = nullptr;
+  ncclComm_t comm_ = nullptr;
+  void* send_buf_ = nullptr;
+  void* recv_buf_ = nullptr;
+  size_t capacity_ = 0;
+  bool aborted_ = false;
+};
+
+}  // namespace
+
+Status ProbeNccl() {
+  int count = 0;
+  const cudaError_t e = cudaGetDeviceCount(&count);
+  if (e != cudaSuccess) return UnavailableError(CudaError("no usable GPU (cudaGetDeviceCount)", e));
+  if (count == 0) return UnavailableError("no usable GPU (no CUDA device)");
+  return Status::Ok();
+}
+
+Result<std::unique_ptr<Backend>> ConnectNccl(Bootstrap& b, const TransportConfig& config) {
+  const Deadline deadline = Deadline::AfterMs(config.connect_timeout_ms);
+  auto backend = std::make_unique<NcclBackend>();
+  Status local = ProbeNccl();
+  if (local.ok()) local = backend->Init(b, config);
+  // Rank 0 makes the unique id; every rank learns it (or the first failure).
+  ncclUniqueId id{};
+  if (local.ok() && b.rank() == 0) {
+    if (ncclResult_t r = ncclGetUniqueId(&id); r != ncclSuccess) {
+      local = UnavailableError(std::string("ncclGetUniqueId: ") + ncclGetErrorString(r));
+    }
+  }
+  const std::string mine =
+      b.rank() == 0 ? std::string(reinterpret_cast<const char*>(&id), sizeof id) : std::string();
+  auto all = b.AllGatherChecked(local, mine, deadline);
+  if (!all.ok()) return all.status();
+  if ((*all)[0].size() != sizeof id) return DataLossError("rank 0 sent a malformed NCCL id");
+  std::memcpy(&id, (*all)[0].data(), sizeof id);
+  OCTET_RETURN_IF_ERROR(backend->CreateComm(id, b.size(), b.rank(), deadline));
+  return std::unique_ptr<Backend>(std::move(backend));
+}
+
+#endif  // OCTET_HAVE_NCCL
+
+}  // namespace octet::collectives

@@ -1,0 +1,177 @@
+// A decoder-only transformer (Llama-3, Qwen2, Qwen3) loaded from a Hugging
+// Face folder, and its forward pass over a batch of sequences.
+//
+//   LoadOptions opt;  opt.threads = 2;  opt.progress = [](const LoadProgress& p) {...};
+//   OCTET_ASSIGN_OR_RETURN(auto model, Model::Load("/models/qwen3-0.6b", opt));
+//   KvCache cache = model->NewKvCache(/*slots=*/4, /*capacity=*/4096);
+//   std::vector<SequenceChunk> batch = {
+//       {.slot = 0, .start_pos = 0,  .tokens = prompt},      // prefill a new request
+//       {.slot = 1, .start_pos = 37, .tokens = {last_id}}};  // decode another one
+//   ForwardOutput out;
+//   OCTET_RETURN_IF_ERROR(model->Forward(batch, cache, &out));
+//   // out.logits: one row per sequence (its last token), or every token's row
+//   // for a chunk with all_logits = true; out.row_begin[i] says where chunk i's
+//   // rows start.
+//
+// Weights stay memory-mapped in their stored format (an NVFP4 model is not
+// expanded to floats). All tokens of a batch go through each matmul together,
+// so one step reads every weight once however many sequences it carries.
+//
+// Tensor parallelism (issue 6) plugs in through LoadOptions::shard (which
+// rows/columns of each linear weight this rank keeps) and
+// ForwardHooks::all_reduce (called at the two points per layer where a
+// row-parallel layer's partial sums must be added across ranks). Head counts
+// used by the forward pass come from the loaded (possibly sliced) weights.
+//
+// Thread-safety: a Model is used by one thread at a time (Forward mutates
+// scratch buffers and uses the backend's thread pool).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "octet/base/status.h"
+#include "octet/engine/kv_cache.h"
+#include "octet/engine/model_config.h"
+#include "octet/engine/safetensors.h"
+#include "octet/kernels/backend.h"
+#include "octet/kernels/weight.h"
+
+namespace octet::engine {
+
+struct LoadProgress {
+  int64_t bytes_done = 0;
+  int64_t bytes_total = 0;
+  int64_t tensors_done = 0;
+  int64_t tensors_total = 0;
+  std::string tensor;  // the tensor just loaded
+};
+
+// How a linear layer is split under tensor parallelism (Megatron layout).
+enum class LinearRole {
+  kColumnParallel,  // q/k/v, gate/up: output rows split across ranks
+  kRowParallel,     // o_proj, down_proj: input columns split; outputs all-reduced
+  kReplicated,      // lm_head / embedding today (vocab-parallel later)
+};
+
+// The part of a [rows, cols] weight a rank keeps. Default: all of it.
+struct WeightSlice {
+  int64_t row_begin = 0;
+  int64_t row_count = -1;  // -1: to the end
+  int64_t col_begin = 0;
+  int64_t col_count = -1;
+};
+
+struct LoadOptions {
+  std::string backend = "auto";  // kernel backend: "auto", "avx2", "neon", "scalar"
+  int threads = 0;               // <= 0: all cores
+  // Called after each tensor is validated and paged in (from the loading thread).
+  std::function<void(const LoadProgress&)> progress;
+  // Touch every weight page while loading (so the first token does not pay for
+  // page faults, and progress means something). Off: pages load on first use.
+  bool prefault = true;
+  // Tensor-parallel sharding: given a linear weight's module name
+  // ("model.layers.3.self_attn.q_proj"), its role and full shape, the slice to
+  // keep. Null: keep everything. NVFP4 column slices must be 16-aligned.
+  std::function<WeightSlice(const std::string& module, LinearRole role, int64_t rows, int64_t cols)>
+      shard;
+};
+
+// A linear layer: weight view (+ optional float bias over its output rows).
+struct Linear {
+  std::string name;  // module name, for messages
+  LinearRole role = LinearRole::kReplicated;
+  kernels::WeightMatrix weight;
+  std::vector<float> bias;  // empty: none
+};
+
+struct LayerWeights {
+  std::vector<float> input_norm;      // [hidden]
+  std::vector<float> post_norm;       // [hidden]
+  std::vector<float> q_norm, k_norm;  // [head_dim] (Qwen3), else empty
+  Linear q, k, v, o, gate, up, down;
+};
+
+// One sequence's part of a batch: `tokens` at positions start_pos, start_pos+1,
+// ... in KV cache slot `slot`. The cache must already hold positions
+// 0..start_pos-1 of that slot (from earlier steps); this step writes the rest.
+struct SequenceChunk {
+  int slot = 0;
+  int64_t start_pos = 0;
+  std::vector<int32_t> tokens;
+  bool all_logits = false;  // logits for every token, not just the last
+};
+
+struct ForwardOutput {
+  std::vector<float> logits;       // [rows, vocab]
+  std::vector<int64_t> row_begin;  // per chunk: its first row in `logits`
+  int64_t vocab = 0;
+  const float* Row(int64_t r) const { return logits.data() + r * vocab; }
+  // The last row of chunk i (its next-token prediction).
+  const float* Last(size_t chunk) const;
+};
+
+// Hooks into the forward pass (tensor parallelism, tracing).
+struct ForwardHooks {
+  // Sums `n` floats elementwise across the ranks of a tensor-parallel group, in
+  // place. Called after o_proj and after down_proj in every layer. Null: single rank.
+  std::function<Status(float* data, int64_t n)> all_reduce;
+};
+
+class Model {
+ public:
+  static Result<std::unique_ptr<Model>> Load(const std::string& dir, const LoadOptions& options);
+  ~Model();
+
+  const ModelConfig& config() const { return config_; }
+  kernels::KernelBackend& backend() { return *backend_; }
+  const std::string& dir() const { return dir_; }
+
+  // Heads held by this rank (all of them unless sharded).
+  int64_t local_heads() const { return local_heads_; }
+  int64_t local_kv_heads() const { return local_kv_heads_; }
+
+  // Bytes of weights one decode step reads (every linear + lm_head + norms).
+  int64_t WeightBytesPerToken() const;
+  // Bytes of weights held in memory (mapped), for planning.
+  int64_t WeightBytes() const { return store_->total_bytes(); }
+  std::string WeightFormatSummary() const;  // "BF16", "NVFP4+BF16", ...
+
+  KvCache NewKvCache(int slots, int64_t capacity) const;
+
+  // Runs one step over `batch` (see SequenceChunk). Errors (nothing computed,
+  // cache unchanged): an empty chunk, a token id outside [0, vocab), a slot out
+  // of range, a start_pos beyond the slot's cached length, or a sequence that
+  // would run past the cache capacity.
+  Status Forward(const std::vector<SequenceChunk>& batch, KvCache& cache, ForwardOutput* out,
+                 const ForwardHooks& hooks = {});
+
+  const LayerWeights& layer(int64_t i) const { return layers_[i]; }
+
+ private:
+  Model() = default;
+  Status LoadWeights(const LoadOptions& options);
+
+  std::string dir_;
+  ModelConfig config_;
+  std::unique_ptr<CheckpointStore> store_;
+  std::unique_ptr<kernels::KernelBackend> backend_;
+  int64_t local_heads_ = 0;
+  int64_t local_kv_heads_ = 0;
+  std::vector<float> inv_freq_;
+  kernels::WeightMatrix embed_;
+  Linear lm_head_;
+  std::vector<float> final_norm_;
+  std::vector<LayerWeights> layers_;
+  // Copies of tensors whose bytes are not aligned to their element size in the file.
+  std::vector<std::vector<uint8_t>> realigned_;
+
+  // Scratch, grown to the largest batch seen.
+  struct Scratch;
+  std::unique_ptr<Scratch> scratch_;
+};
+
+}  // namespace octet::engine

@@ -1,0 +1,71 @@
+// A Hugging Face model folder's config.json (+ generation_config.json,
+// hf_quant_config.json) reduced to what the forward pass needs.
+//
+// Supported architectures: LlamaForCausalLM (Llama-3, with `rope_scaling`
+// rope_type llama3), Qwen2ForCausalLM (q/k/v biases), Qwen3ForCausalLM
+// (q_norm/k_norm per head before RoPE, explicit head_dim). Weights F32, BF16,
+// F16, and ModelOpt NVFP4 (quant_algo NVFP4, group size 16).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "octet/base/status.h"
+
+namespace octet::engine {
+
+enum class Architecture { kLlama, kQwen2, kQwen3 };
+
+struct RopeScaling {
+  bool llama3 = false;  // rope_type "llama3"; otherwise no scaling
+  double factor = 1.0;
+  double low_freq_factor = 1.0;
+  double high_freq_factor = 4.0;
+  double original_max_position_embeddings = 8192.0;
+};
+
+struct QuantConfig {
+  bool nvfp4 = false;  // quant_algo NVFP4 (ModelOpt)
+  int64_t group_size = 16;
+  std::vector<std::string> exclude_modules;  // fnmatch patterns (exclude_modules / ignore)
+
+  // Whether a module ("model.layers.0.mlp.down_proj", "lm_head") is left unquantized.
+  bool Excluded(const std::string& module) const;
+};
+
+struct ModelConfig {
+  Architecture arch = Architecture::kLlama;
+  std::string architecture_name;  // as written in config.json
+  int64_t vocab_size = 0;
+  int64_t hidden_size = 0;
+  int64_t intermediate_size = 0;
+  int64_t num_layers = 0;
+  int64_t num_heads = 0;
+  int64_t num_kv_heads = 0;
+  int64_t head_dim = 0;
+  float rms_norm_eps = 1e-6f;
+  double rope_theta = 10000.0;
+  RopeScaling rope_scaling;
+  bool tie_word_embeddings = false;
+  bool attention_bias = false;  // q/k/v biases (Qwen2 always; Llama: also o_proj)
+  bool mlp_bias = false;        // Llama mlp_bias: gate/up/down biases
+  bool qk_norm = false;         // Qwen3
+  int64_t max_position_embeddings = 0;
+  int32_t bos_token_id = -1;
+  std::vector<int32_t> eos_token_ids;  // config.json and generation_config.json, merged
+  std::string torch_dtype;
+  QuantConfig quant;
+};
+
+// Reads DIR/config.json (required), DIR/generation_config.json and
+// DIR/hf_quant_config.json (optional). Errors name the file and the key.
+Result<ModelConfig> LoadModelConfig(const std::string& dir);
+// The same from config.json text (for tests); `where` names it in errors.
+Result<ModelConfig> ParseModelConfig(const std::string& json_text, const std::string& where);
+
+// RoPE inverse frequencies [head_dim / 2], float32, with Llama-3 scaling applied
+// (as transformers computes them).
+std::vector<float> RopeInvFreq(const ModelConfig& config);
+
+}  // namespace octet::engine

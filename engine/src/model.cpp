@@ -1,0 +1,538 @@
+#include "octet/engine/model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <set>
+
+#include "octet/base/file_util.h"
+
+namespace octet::engine {
+
+using kernels::WeightFormat;
+using kernels::WeightMatrix;
+
+KvCache::KvCache(int64_t layers, int64_t kv_heads, int64_t head_dim, int slots, int64_t capacity)
+    : layers_(layers),
+      kv_heads_(kv_heads),
+      head_dim_(head_dim),
+      capacity_(capacity),
+      slots_(slots),
+      data_(static_cast<size_t>(layers * slots * 2 * capacity * kv_heads * head_dim)),
+      lengths_(slots, 0) {}
+
+const float* ForwardOutput::Last(size_t chunk) const {
+  const int64_t end = chunk + 1 < row_begin.size() ? row_begin[chunk + 1]
+                                                   : static_cast<int64_t>(logits.size()) / vocab;
+  return Row(end - 1);
+}
+
+// ---- loading ----------------------------------------------------------------
+
+namespace {
+
+// Reads tensors out of a checkpoint with errors that name the tensor, its file
+// and the expected shape, and reports progress.
+class Loader {
+ public:
+  Loader(const CheckpointStore& store, const ModelConfig& config, const LoadOptions& options,
+         std::vector<std::vector<uint8_t>>* realigned)
+      : store_(store), config_(config), options_(options), realigned_(realigned) {
+    progress_.bytes_total = store.total_bytes();
+    progress_.tensors_total = static_cast<int64_t>(store.tensors().size());
+  }
+
+  Result<const TensorInfo*> Require(const std::string& name, const std::vector<int64_t>& shape) {
+    const TensorInfo* t = store_.Find(name);
+    if (!t) {
+      return NotFoundError("tensor '" + name + "' (expected shape " + ShapeString(shape) +
+                           ") is missing from the checkpoint");
+    }
+    if (t->shape != shape) {
+      return InvalidArgumentError("tensor '" + name + "' in " + t->file + " has shape " +
+                                  t->ShapeString() + " but " + ShapeString(shape) +
+                                  " was expected");
+    }
+    Touch(*t);
+    return t;
+  }
+
+  Result<std::vector<float>> Vector(const std::string& name, int64_t n) {
+    OCTET_ASSIGN_OR_RETURN(const TensorInfo* t, Require(name, {n}));
+    std::vector<float> out(n);
+    switch (t->dtype) {
+      case DType::kF32:
+        std::memcpy(out.data(), t->data, n * 4);
+        break;
+      case DType::kBF16:
+      case DType::kF16:
+        for (int64_t i = 0; i < n; ++i) {
+          uint16_t h;
+          std::memcpy(&h, t->data + i * 2, 2);
+          out[i] = t->dtype == DType::kBF16 ? kernels::Bf16ToF32(h) : kernels::F16ToF32(h);
+        }
+        break;
+      default:
+        return InvalidArgumentError("tensor '" + name + "' has dtype " +
+                                    std::string(DTypeName(t->dtype)) +
+                                    "; expected F32, BF16 or F16");
+    }
+    return out;
+  }
+
+  // A dense float matrix [rows, cols] as a kernel view.
+  Result<WeightMatrix> Dense(const std::string& name, int64_t rows, int64_t cols) {
+    OCTET_ASSIGN_OR_RETURN(const TensorInfo* t, Require(name, {rows, cols}));
+    WeightFormat f;
+    switch (t->dtype) {
+      case DType::kF32:
+        f = WeightFormat::kF32;
+        break;
+      case DType::kBF16:
+        f = WeightFormat::kBF16;
+        break;
+      case DType::kF16:
+        f = WeightFormat::kF16;
+        break;
+      default:
+        return InvalidArgumentError("tensor '" + name + "' has dtype " +
+                                    std::string(DTypeName(t->dtype)) +
+                                    "; expected F32, BF16 or F16 (or NVFP4 U8 with scales)");
+    }
+    return WeightMatrix::Dense(f, Aligned(*t), rows, cols);
+  }
+
+  Result<float> Scalar(const std::string& name) {
+    const TensorInfo* t = store_.Find(name);
+    if (!t)
+      return NotFoundError("tensor '" + name +
+                           "' (expected shape []) is missing from the checkpoint");
+    if (t->dtype != DType::kF32 || t->numel() != 1 || t->shape.size() > 1) {
+      return InvalidArgumentError("tensor '" + name + "' must be an F32 scalar (shape []), has " +
+                                  std::string(DTypeName(t->dtype)) + " " + t->ShapeString());
+    }
+    Touch(*t);
+    float v;
+    std::memcpy(&v, t->data, 4);
+    if (!(v > 0.0f) || !std::isfinite(v)) {
+      return InvalidArgumentError("tensor '" + name + "' holds " + std::to_string(v) +
+                                  "; a scale must be positive and finite");
+    }
+    return v;
+  }
+
+  // A linear layer's weight [out, in] (dense or NVFP4), sliced for this rank.
+  Result<Linear> LoadLinear(const std::string& module, int64_t out, int64_t in, LinearRole role,
+                            bool bias) {
+    Linear l;
+    l.name = module;
+    l.role = role;
+    const std::string wname = module + ".weight";
+    const TensorInfo* t = store_.Find(wname);
+    const bool quantized = config_.quant.nvfp4 && !config_.quant.Excluded(module);
+    if (t && t->dtype == DType::kU8) {
+      if (!quantized) {
+        return InvalidArgumentError(
+            "tensor '" + wname + "' is U8 (packed NVFP4) but " +
+            (config_.quant.nvfp4 ? "'" + module + "' is excluded from quantization"
+                                 : std::string("the model has no NVFP4 quantization config")));
+      }
+      if (in % kernels::kNvfp4BlockSize != 0) {
+        return InvalidArgumentError("'" + module + "': NVFP4 needs the input size (" +
+                                    std::to_string(in) + ") to be a multiple of 16");
+      }
+      OCTET_ASSIGN_OR_RETURN(const TensorInfo* packed, Require(wname, {out, in / 2}));
+      OCTET_ASSIGN_OR_RETURN(const TensorInfo* scales,
+                             Require(module + ".weight_scale", {out, in / 16}));
+      if (scales->dtype != DType::kF8E4M3) {
+        return InvalidArgumentError("tensor '" + module + ".weight_scale' has dtype " +
+                                    std::string(DTypeName(scales->dtype)) + "; expected F8_E4M3");
+      }
+      OCTET_ASSIGN_OR_RETURN(float global, Scalar(module + ".weight_scale_2"));
+      if (const TensorInfo* is = store_.Find(module + ".input_scale")) Touch(*is);
+      l.weight = WeightMatrix::Nvfp4(packed->data, scales->data, global, out, in);
+    } else {
+      if (!t) {
+        return NotFoundError("tensor '" + wname + "' (expected shape " +
+                             ShapeString(quantized ? std::vector<int64_t>{out, in / 2}
+                                                   : std::vector<int64_t>{out, in}) +
+                             (quantized ? " U8 NVFP4" : "") + ") is missing from the checkpoint");
+      }
+      OCTET_ASSIGN_OR_RETURN(l.weight, Dense(wname, out, in));
+    }
+    if (bias) {
+      OCTET_ASSIGN_OR_RETURN(l.bias, Vector(module + ".bias", out));
+    }
+    if (options_.shard) {
+      WeightSlice s = options_.shard(module, role, out, in);
+      const int64_t rc = s.row_count < 0 ? out - s.row_begin : s.row_count;
+      const int64_t cc = s.col_count < 0 ? in - s.col_begin : s.col_count;
+      if (s.row_begin < 0 || rc < 0 || s.row_begin + rc > out ||
+          !l.weight.CanSliceCols(s.col_begin, cc)) {
+        return InvalidArgumentError(
+            "'" + module + "': slice rows [" + std::to_string(s.row_begin) + ", +" +
+            std::to_string(rc) + ") cols [" + std::to_string(s.col_begin) + ", +" +
+            std::to_string(cc) + ") does not fit the " +
+            std::string(kernels::WeightFormatName(l.weight.format)) + " weight [" +
+            std::to_string(out) + ", " + std::to_string(in) + "]");
+      }
+      l.weight = l.weight.RowSlice(s.row_begin, rc).ColSlice(s.col_begin, cc);
+      if (!l.bias.empty()) {
+        l.bias =
+            std::vector<float>(l.bias.begin() + s.row_begin, l.bias.begin() + s.row_begin + rc);
+      }
+    }
+    return l;
+  }
+
+  // Reports completion: tensors the model does not use (a tied lm_head kept
+  // in the file, rotary caches of old exports) count as done.
+  void Finish() {
+    if (progress_.tensors_done == progress_.tensors_total &&
+        progress_.bytes_done == progress_.bytes_total) {
+      return;
+    }
+    progress_.bytes_done = progress_.bytes_total;
+    progress_.tensors_done = progress_.tensors_total;
+    progress_.tensor.clear();
+    if (options_.progress) options_.progress(progress_);
+  }
+
+ private:
+  // The tensor's bytes, copied when they are not aligned to the element size
+  // (the kernels may load whole elements).
+  const void* Aligned(const TensorInfo& t) {
+    const int64_t es = DTypeSize(t.dtype);
+    if (reinterpret_cast<uintptr_t>(t.data) % es == 0) return t.data;
+    realigned_->emplace_back(t.data, t.data + t.size_bytes);
+    return realigned_->back().data();
+  }
+
+  void Touch(const TensorInfo& t) {
+    if (!touched_.insert(&t).second) return;
+    if (options_.prefault && t.size_bytes > 0) {
+      uint8_t acc = t.data[t.size_bytes - 1];
+      for (int64_t off = 0; off < t.size_bytes; off += 4096) acc ^= t.data[off];
+      volatile uint8_t sink = acc;  // keeps the reads
+      (void)sink;
+    }
+    progress_.bytes_done += t.size_bytes;
+    progress_.tensors_done += 1;
+    progress_.tensor = t.name;
+    if (options_.progress) options_.progress(progress_);
+  }
+
+  const CheckpointStore& store_;
+  const ModelConfig& config_;
+  const LoadOptions& options_;
+  std::vector<std::vector<uint8_t>>* realigned_;
+  LoadProgress progress_;
+  std::set<const TensorInfo*> touched_;
+};
+
+}  // namespace
+
+struct Model::Scratch {
+  std::vector<float> x, xn, q, k, v, attn, proj, gate, up, rows;
+  std::vector<int32_t> ids, positions;
+  void Grow(int64_t t, const Model& m) {
+    const ModelConfig& c = m.config_;
+    auto grow = [](std::vector<float>& v, int64_t n) {
+      if (static_cast<int64_t>(v.size()) < n) v.resize(n);
+    };
+    const int64_t qd = m.local_heads_ * c.head_dim, kvd = m.local_kv_heads_ * c.head_dim;
+    const int64_t ffn = m.layers_.empty() ? 0 : m.layers_[0].gate.weight.rows;
+    grow(x, t * c.hidden_size);
+    grow(xn, t * c.hidden_size);
+    grow(proj, t * c.hidden_size);
+    grow(q, t * qd);
+    grow(attn, t * qd);
+    grow(k, t * kvd);
+    grow(v, t * kvd);
+    grow(gate, t * ffn);
+    grow(up, t * ffn);
+  }
+};
+
+Model::~Model() = default;
+
+Result<std::unique_ptr<Model>> Model::Load(const std::string& dir, const LoadOptions& options) {
+  if (!IsDirectory(dir)) return NotFoundError("model folder '" + dir + "' does not exist");
+  std::unique_ptr<Model> m(new Model());
+  m->dir_ = dir;
+  OCTET_ASSIGN_OR_RETURN(m->config_, LoadModelConfig(dir));
+  OCTET_ASSIGN_OR_RETURN(m->store_, CheckpointStore::Open(dir));
+  OCTET_ASSIGN_OR_RETURN(m->backend_, kernels::CreateBackend(options.backend, {options.threads}));
+  OCTET_RETURN_IF_ERROR(m->LoadWeights(options));
+  m->inv_freq_ = RopeInvFreq(m->config_);
+  m->scratch_ = std::make_unique<Scratch>();
+  return m;
+}
+
+Status Model::LoadWeights(const LoadOptions& options) {
+  const ModelConfig& c = config_;
+  Loader ld(*store_, c, options, &realigned_);
+  const int64_t H = c.hidden_size, hd = c.head_dim;
+  OCTET_ASSIGN_OR_RETURN(embed_, ld.Dense("model.embed_tokens.weight", c.vocab_size, H));
+  layers_.resize(c.num_layers);
+  for (int64_t i = 0; i < c.num_layers; ++i) {
+    const std::string p = "model.layers." + std::to_string(i) + ".";
+    LayerWeights& L = layers_[i];
+    OCTET_ASSIGN_OR_RETURN(L.input_norm, ld.Vector(p + "input_layernorm.weight", H));
+    const bool b = c.attention_bias;
+    OCTET_ASSIGN_OR_RETURN(L.q, ld.LoadLinear(p + "self_attn.q_proj", c.num_heads * hd, H,
+                                              LinearRole::kColumnParallel, b));
+    OCTET_ASSIGN_OR_RETURN(L.k, ld.LoadLinear(p + "self_attn.k_proj", c.num_kv_heads * hd, H,
+                                              LinearRole::kColumnParallel, b));
+    OCTET_ASSIGN_OR_RETURN(L.v, ld.LoadLinear(p + "self_attn.v_proj", c.num_kv_heads * hd, H,
+                                              LinearRole::kColumnParallel, b));
+    if (c.qk_norm) {
+      OCTET_ASSIGN_OR_RETURN(L.q_norm, ld.Vector(p + "self_attn.q_norm.weight", hd));
+      OCTET_ASSIGN_OR_RETURN(L.k_norm, ld.Vector(p + "self_attn.k_norm.weight", hd));
+    }
+    // Llama's attention_bias covers o_proj too; Qwen2's biases are q/k/v only.
+    const bool o_bias = c.attention_bias && c.arch == Architecture::kLlama;
+    OCTET_ASSIGN_OR_RETURN(L.o, ld.LoadLinear(p + "self_attn.o_proj", H, c.num_heads * hd,
+                                              LinearRole::kRowParallel, o_bias));
+    OCTET_ASSIGN_OR_RETURN(L.post_norm, ld.Vector(p + "post_attention_layernorm.weight", H));
+    const bool mb = c.mlp_bias;
+    OCTET_ASSIGN_OR_RETURN(L.gate, ld.LoadLinear(p + "mlp.gate_proj", c.intermediate_size, H,
+                                                 LinearRole::kColumnParallel, mb));
+    OCTET_ASSIGN_OR_RETURN(L.up, ld.LoadLinear(p + "mlp.up_proj", c.intermediate_size, H,
+                                               LinearRole::kColumnParallel, mb));
+    OCTET_ASSIGN_OR_RETURN(L.down, ld.LoadLinear(p + "mlp.down_proj", H, c.intermediate_size,
+                                                 LinearRole::kRowParallel, mb));
+    // Shapes a shard must keep consistent within the layer.
+    if (L.q.weight.rows % hd || L.k.weight.rows % hd || L.k.weight.rows != L.v.weight.rows ||
+        L.o.weight.cols != L.q.weight.rows || L.gate.weight.rows != L.up.weight.rows ||
+        L.down.weight.cols != L.gate.weight.rows) {
+      return InvalidArgumentError("layer " + std::to_string(i) +
+                                  ": sliced q/k/v/o or gate/up/down shapes do not fit together");
+    }
+  }
+  OCTET_ASSIGN_OR_RETURN(final_norm_, ld.Vector("model.norm.weight", H));
+  if (c.tie_word_embeddings) {
+    lm_head_.name = "lm_head (tied to model.embed_tokens)";
+    lm_head_.weight = embed_;
+  } else {
+    OCTET_ASSIGN_OR_RETURN(
+        lm_head_, ld.LoadLinear("lm_head", c.vocab_size, H, LinearRole::kReplicated, false));
+  }
+  lm_head_.role = LinearRole::kReplicated;
+  ld.Finish();
+  local_heads_ = layers_.empty() ? c.num_heads : layers_[0].q.weight.rows / hd;
+  local_kv_heads_ = layers_.empty() ? c.num_kv_heads : layers_[0].k.weight.rows / hd;
+  if (local_kv_heads_ == 0 || local_heads_ % local_kv_heads_ != 0) {
+    return InvalidArgumentError("sharded heads: " + std::to_string(local_heads_) +
+                                " query heads cannot share " + std::to_string(local_kv_heads_) +
+                                " kv heads");
+  }
+  for (const Linear* l : {&lm_head_}) {
+    if (!backend_->supports(l->weight.format)) {
+      return UnimplementedError("backend " + std::string(backend_->name()) + " cannot run " +
+                                std::string(kernels::WeightFormatName(l->weight.format)));
+    }
+  }
+  return Status::Ok();
+}
+
+int64_t Model::WeightBytesPerToken() const {
+  int64_t bytes = lm_head_.weight.BytesRead() + (int64_t)final_norm_.size() * 4;
+  for (const LayerWeights& L : layers_) {
+    for (const Linear* l : {&L.q, &L.k, &L.v, &L.o, &L.gate, &L.up, &L.down}) {
+      bytes += l->weight.BytesRead() + static_cast<int64_t>(l->bias.size()) * 4;
+    }
+    bytes += static_cast<int64_t>(L.input_norm.size() + L.post_norm.size() + L.q_norm.size() +
+                                  L.k_norm.size()) *
+             4;
+  }
+  return bytes;
+}
+
+std::string Model::WeightFormatSummary() const {
+  std::set<std::string> formats;
+  auto add = [&](const WeightMatrix& w) {
+    formats.insert(std::string(kernels::WeightFormatName(w.format)));
+  };
+  add(embed_);
+  add(lm_head_.weight);
+  for (const LayerWeights& L : layers_) {
+    for (const Linear* l : {&L.q, &L.k, &L.v, &L.o, &L.gate, &L.up, &L.down}) add(l->weight);
+  }
+  std::string s;
+  if (formats.count("NVFP4")) s = "NVFP4";
+  for (const auto& f : formats) {
+    if (f == "NVFP4") continue;
+    s += (s.empty() ? "" : "+") + f;
+  }
+  return s;
+}
+
+KvCache Model::NewKvCache(int slots, int64_t capacity) const {
+  return KvCache(config_.num_layers, local_kv_heads_, config_.head_dim, slots, capacity);
+}
+
+// ---- forward ----------------------------------------------------------------
+
+Status Model::Forward(const std::vector<SequenceChunk>& batch, KvCache& cache, ForwardOutput* out,
+                      const ForwardHooks& hooks) {
+  const ModelConfig& c = config_;
+  if (batch.empty()) return InvalidArgumentError("empty batch");
+  if (cache.layers() != c.num_layers || cache.kv_heads() != local_kv_heads_ ||
+      cache.head_dim() != c.head_dim) {
+    return InvalidArgumentError("KV cache shape does not match the model");
+  }
+  // Validate everything before touching the cache.
+  int64_t T = 0;
+  std::set<int> slots;
+  for (size_t s = 0; s < batch.size(); ++s) {
+    const SequenceChunk& ch = batch[s];
+    const std::string where =
+        "sequence " + std::to_string(s) + " (slot " + std::to_string(ch.slot) + ")";
+    if (ch.slot < 0 || ch.slot >= cache.num_slots()) {
+      return InvalidArgumentError(where + ": slot out of range (cache has " +
+                                  std::to_string(cache.num_slots()) + " slots)");
+    }
+    if (!slots.insert(ch.slot).second)
+      return InvalidArgumentError(where + ": slot used twice in one batch");
+    if (ch.tokens.empty()) return InvalidArgumentError(where + ": no tokens");
+    if (ch.start_pos < 0 || ch.start_pos > cache.length(ch.slot)) {
+      return InvalidArgumentError(where + ": start position " + std::to_string(ch.start_pos) +
+                                  " but the cache holds " + std::to_string(cache.length(ch.slot)) +
+                                  " positions");
+    }
+    const int64_t end = ch.start_pos + static_cast<int64_t>(ch.tokens.size());
+    if (end > cache.capacity()) {
+      return OutOfRangeError(where + ": " + std::to_string(end) +
+                             " positions do not fit the KV cache capacity of " +
+                             std::to_string(cache.capacity()));
+    }
+    for (size_t i = 0; i < ch.tokens.size(); ++i) {
+      if (ch.tokens[i] < 0 || ch.tokens[i] >= c.vocab_size) {
+        return InvalidArgumentError(where + ": token id " + std::to_string(ch.tokens[i]) +
+                                    " at position " + std::to_string(ch.start_pos + i) +
+                                    " is out of range (vocab size " + std::to_string(c.vocab_size) +
+                                    ")");
+      }
+    }
+    T += static_cast<int64_t>(ch.tokens.size());
+  }
+
+  kernels::KernelBackend& be = *backend_;
+  Scratch& S = *scratch_;
+  S.Grow(T, *this);
+  S.ids.resize(T);
+  S.positions.resize(T);
+  std::vector<int64_t> first(batch.size());
+  {
+    int64_t r = 0;
+    for (size_t s = 0; s < batch.size(); ++s) {
+      first[s] = r;
+      for (size_t i = 0; i < batch[s].tokens.size(); ++i, ++r) {
+        S.ids[r] = batch[s].tokens[i];
+        S.positions[r] = static_cast<int32_t>(batch[s].start_pos + i);
+      }
+    }
+  }
+  const int64_t H = c.hidden_size, hd = c.head_dim;
+  const int64_t qd = local_heads_ * hd, kvd = local_kv_heads_ * hd;
+  const float eps = c.rms_norm_eps;
+  float* x = S.x.data();    // residual stream [T, H]
+  float* xn = S.xn.data();  // normed input of a block [T, H]
+  float* q = S.q.data();    // [T, heads, hd]
+  float* k = S.k.data();    // [T, kv_heads, hd]
+  float* v = S.v.data();
+  float* attn = S.attn.data();  // [T, heads * hd]
+  float* proj = S.proj.data();  // o_proj / down_proj output [T, H]
+
+  auto add_bias = [&](float* y, int64_t ld, const std::vector<float>& bias) {
+    if (bias.empty()) return;
+    for (int64_t t = 0; t < T; ++t) be.Add(y + t * ld, bias.data(), ld, y + t * ld);
+  };
+
+  be.Embedding(embed_, S.ids.data(), T, x);
+  std::vector<kernels::AttentionSequence> seqs(batch.size());
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    const LayerWeights& L = layers_[l];
+    // ---- attention block: x += o_proj(attention(rope(q), rope(k), v)) ----
+    be.RmsNorm(x, L.input_norm.data(), eps, T, H, H, xn);
+    const kernels::KernelBackend::MatmulOutput qkv[3] = {
+        {&L.q.weight, q, qd}, {&L.k.weight, k, kvd}, {&L.v.weight, v, kvd}};
+    be.MatmulMulti(xn, T, H, qkv, 3);
+    add_bias(q, qd, L.q.bias);
+    add_bias(k, kvd, L.k.bias);
+    add_bias(v, kvd, L.v.bias);
+    if (c.qk_norm) {  // Qwen3: RMSNorm over each head's features, before RoPE
+      be.RmsNorm(q, L.q_norm.data(), eps, T * local_heads_, hd, hd, q);
+      be.RmsNorm(k, L.k_norm.data(), eps, T * local_kv_heads_, hd, hd, k);
+    }
+    be.Rope(q, T, qd, local_heads_, hd, S.positions.data(), inv_freq_.data());
+    be.Rope(k, T, kvd, local_kv_heads_, hd, S.positions.data(), inv_freq_.data());
+    for (size_t s = 0; s < batch.size(); ++s) {
+      const SequenceChunk& ch = batch[s];
+      const int64_t n = static_cast<int64_t>(ch.tokens.size());
+      float* kc = cache.k(l, ch.slot);
+      float* vc = cache.v(l, ch.slot);
+      std::memcpy(kc + ch.start_pos * kvd, k + first[s] * kvd, n * kvd * sizeof(float));
+      std::memcpy(vc + ch.start_pos * kvd, v + first[s] * kvd, n * kvd * sizeof(float));
+      seqs[s] = {first[s], n, kc, vc, S.positions.data() + first[s]};
+    }
+    kernels::AttentionArgs a;
+    a.q = q;
+    a.q_row_stride = qd;
+    a.out = attn;
+    a.out_row_stride = qd;
+    a.n_heads = local_heads_;
+    a.n_kv_heads = local_kv_heads_;
+    a.head_dim = hd;
+    a.scale = 1.0f / std::sqrt(static_cast<float>(hd));
+    a.sequences = seqs.data();
+    a.n_sequences = static_cast<int64_t>(seqs.size());
+    be.Attention(a);
+    be.Matmul(attn, T, qd, L.o.weight, proj, H, false);
+    // >>> Tensor parallelism: o_proj is row-parallel; each rank holds a partial sum.
+    if (hooks.all_reduce) OCTET_RETURN_IF_ERROR(hooks.all_reduce(proj, T * H));
+    add_bias(proj, H, L.o.bias);  // a row-parallel bias is added once, after the sum
+    be.Add(x, proj, T * H, x);
+
+    // ---- MLP block: x += down_proj(silu(gate_proj(n)) * up_proj(n)) ----
+    const int64_t F = L.gate.weight.rows;
+    be.RmsNorm(x, L.post_norm.data(), eps, T, H, H, xn);
+    const kernels::KernelBackend::MatmulOutput gate_up[2] = {{&L.gate.weight, S.gate.data(), F},
+                                                             {&L.up.weight, S.up.data(), F}};
+    be.MatmulMulti(xn, T, H, gate_up, 2);
+    add_bias(S.gate.data(), F, L.gate.bias);
+    add_bias(S.up.data(), F, L.up.bias);
+    be.SiluMul(S.gate.data(), S.up.data(), T, F, F, S.gate.data());
+    be.Matmul(S.gate.data(), T, F, L.down.weight, proj, H, false);
+    // >>> Tensor parallelism: down_proj is row-parallel; each rank holds a partial sum.
+    if (hooks.all_reduce) OCTET_RETURN_IF_ERROR(hooks.all_reduce(proj, T * H));
+    add_bias(proj, H, L.down.bias);
+    be.Add(x, proj, T * H, x);
+  }
+  for (size_t s = 0; s < batch.size(); ++s) {
+    cache.set_length(batch[s].slot,
+                     batch[s].start_pos + static_cast<int64_t>(batch[s].tokens.size()));
+  }
+
+  // Logits only for the rows that need them (the last token of each chunk,
+  // or all of a chunk's tokens when asked).
+  std::vector<int64_t> rows;
+  out->row_begin.assign(batch.size(), 0);
+  for (size_t s = 0; s < batch.size(); ++s) {
+    out->row_begin[s] = static_cast<int64_t>(rows.size());
+    const int64_t n = static_cast<int64_t>(batch[s].tokens.size());
+    for (int64_t i = batch[s].all_logits ? 0 : n - 1; i < n; ++i) rows.push_back(first[s] + i);
+  }
+  const int64_t R = static_cast<int64_t>(rows.size());
+  if (static_cast<int64_t>(S.rows.size()) < R * H) S.rows.resize(R * H);
+  for (int64_t r = 0; r < R; ++r)
+    std::memcpy(S.rows.data() + r * H, x + rows[r] * H, H * sizeof(float));
+  be.RmsNorm(S.rows.data(), final_norm_.data(), eps, R, H, H, S.rows.data());
+  out->vocab = lm_head_.weight.rows;
+  out->logits.resize(R * out->vocab);
+  be.Matmul(S.rows.data(), R, H, lm_head_.weight, out->logits.data(), out->vocab, false);
+  return Status::Ok();
+}
+
+}  // namespace octet::engine

@@ -1,0 +1,266 @@
+#include "octet/engine/model_config.h"
+
+#include <fnmatch.h>
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "octet/base/file_util.h"
+
+namespace octet::engine {
+namespace {
+
+using nlohmann::json;
+
+Status ReadIds(const json& v, std::vector<int32_t>* out) {
+  if (v.is_number_integer()) {
+    out->push_back(v.get<int32_t>());
+  } else if (v.is_array()) {
+    for (const auto& e : v) {
+      if (!e.is_number_integer())
+        return InvalidArgumentError("eos_token_id entries must be integers");
+      out->push_back(e.get<int32_t>());
+    }
+  } else if (!v.is_null()) {
+    return InvalidArgumentError("eos_token_id must be an integer or a list");
+  }
+  return Status::Ok();
+}
+
+Status ParseQuant(const json& q, bool from_hf_quant_config, QuantConfig* out,
+                  const std::string& where) {
+  std::string algo;
+  if (q.contains("quant_algo") && q["quant_algo"].is_string())
+    algo = q["quant_algo"].get<std::string>();
+  if (!from_hf_quant_config && q.contains("quant_method") && q["quant_method"].is_string() &&
+      q["quant_method"].get<std::string>() != "modelopt") {
+    return UnimplementedError(where + ": quantization_config.quant_method '" +
+                              q["quant_method"].get<std::string>() +
+                              "' is not supported (supported: modelopt NVFP4)");
+  }
+  if (algo.empty()) return Status::Ok();
+  if (algo != "NVFP4") {
+    return UnimplementedError(where + ": quant_algo '" + algo +
+                              "' is not supported (supported: NVFP4)");
+  }
+  out->nvfp4 = true;
+  if (q.contains("group_size") && q["group_size"].is_number_integer()) {
+    out->group_size = q["group_size"].get<int64_t>();
+  }
+  if (out->group_size != 16) {
+    return UnimplementedError(where + ": NVFP4 group_size " + std::to_string(out->group_size) +
+                              " is not supported (16 is)");
+  }
+  for (const char* key : {"exclude_modules", "ignore"}) {
+    if (q.contains(key) && q[key].is_array()) {
+      for (const auto& p : q[key]) {
+        if (p.is_string()) out->exclude_modules.push_back(p.get<std::string>());
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+bool QuantConfig::Excluded(const std::string& module) const {
+  for (const auto& p : exclude_modules) {
+    if (fnmatch(p.c_str(), module.c_str(), 0) == 0) return true;
+  }
+  return false;
+}
+
+Result<ModelConfig> ParseModelConfig(const std::string& json_text, const std::string& where) {
+  json j;
+  try {
+    j = json::parse(json_text);
+  } catch (const json::parse_error& e) {
+    return InvalidArgumentError(where + ": bad JSON at byte offset " + std::to_string(e.byte) +
+                                ": " + e.what());
+  }
+  if (!j.is_object()) return InvalidArgumentError(where + ": not a JSON object");
+  ModelConfig c;
+  try {
+    std::string arch;
+    if (j.contains("architectures") && j["architectures"].is_array() &&
+        !j["architectures"].empty()) {
+      arch = j["architectures"][0].get<std::string>();
+    }
+    c.architecture_name = arch;
+    if (arch == "LlamaForCausalLM") {
+      c.arch = Architecture::kLlama;
+    } else if (arch == "Qwen2ForCausalLM") {
+      c.arch = Architecture::kQwen2;
+      c.attention_bias = true;
+    } else if (arch == "Qwen3ForCausalLM") {
+      c.arch = Architecture::kQwen3;
+      c.qk_norm = true;
+    } else {
+      return UnimplementedError(where + ": unsupported architecture '" +
+                                (arch.empty() ? std::string("(none)") : arch) +
+                                "' (supported: LlamaForCausalLM, Qwen2ForCausalLM, "
+                                "Qwen3ForCausalLM)");
+    }
+    auto req = [&](const char* key, int64_t* out) -> Status {
+      if (!j.contains(key) || !j[key].is_number_integer() || j[key].get<int64_t>() <= 0) {
+        return InvalidArgumentError(where + ": \"" + key + "\" must be a positive integer");
+      }
+      *out = j[key].get<int64_t>();
+      return Status::Ok();
+    };
+    OCTET_RETURN_IF_ERROR(req("vocab_size", &c.vocab_size));
+    OCTET_RETURN_IF_ERROR(req("hidden_size", &c.hidden_size));
+    OCTET_RETURN_IF_ERROR(req("intermediate_size", &c.intermediate_size));
+    OCTET_RETURN_IF_ERROR(req("num_hidden_layers", &c.num_layers));
+    OCTET_RETURN_IF_ERROR(req("num_attention_heads", &c.num_heads));
+    c.num_kv_heads = c.num_heads;
+    if (j.contains("num_key_value_heads") && !j["num_key_value_heads"].is_null()) {
+      OCTET_RETURN_IF_ERROR(req("num_key_value_heads", &c.num_kv_heads));
+    }
+    if (c.num_heads % c.num_kv_heads != 0) {
+      return InvalidArgumentError(where + ": num_attention_heads (" + std::to_string(c.num_heads) +
+                                  ") is not a multiple of num_key_value_heads (" +
+                                  std::to_string(c.num_kv_heads) + ")");
+    }
+    if (j.contains("head_dim") && !j["head_dim"].is_null()) {
+      OCTET_RETURN_IF_ERROR(req("head_dim", &c.head_dim));
+    } else {
+      if (c.hidden_size % c.num_heads != 0) {
+        return InvalidArgumentError(where +
+                                    ": hidden_size is not a multiple of num_attention_heads "
+                                    "and no head_dim is given");
+      }
+      c.head_dim = c.hidden_size / c.num_heads;
+    }
+    if (c.head_dim % 2 != 0 || c.head_dim > 1024) {
+      return InvalidArgumentError(where + ": head_dim " + std::to_string(c.head_dim) +
+                                  " must be even and at most 1024");
+    }
+    if (j.contains("rms_norm_eps")) c.rms_norm_eps = j["rms_norm_eps"].get<float>();
+    if (j.contains("rope_theta")) c.rope_theta = j["rope_theta"].get<double>();
+    if (j.contains("tie_word_embeddings") && j["tie_word_embeddings"].is_boolean()) {
+      c.tie_word_embeddings = j["tie_word_embeddings"].get<bool>();
+    }
+    if (c.arch != Architecture::kQwen2 && j.contains("attention_bias") &&
+        j["attention_bias"].is_boolean()) {
+      c.attention_bias = j["attention_bias"].get<bool>();
+    }
+    if (c.arch == Architecture::kLlama && j.contains("mlp_bias") && j["mlp_bias"].is_boolean()) {
+      c.mlp_bias = j["mlp_bias"].get<bool>();
+    }
+    if (j.contains("max_position_embeddings") && j["max_position_embeddings"].is_number_integer()) {
+      c.max_position_embeddings = j["max_position_embeddings"].get<int64_t>();
+    }
+    if (j.contains("torch_dtype") && j["torch_dtype"].is_string()) {
+      c.torch_dtype = j["torch_dtype"].get<std::string>();
+    }
+    if (j.contains("bos_token_id") && j["bos_token_id"].is_number_integer()) {
+      c.bos_token_id = j["bos_token_id"].get<int32_t>();
+    }
+    if (j.contains("eos_token_id")) {
+      OCTET_RETURN_IF_ERROR(ReadIds(j["eos_token_id"], &c.eos_token_ids).WithContext(where));
+    }
+    if (j.contains("rope_scaling") && j["rope_scaling"].is_object()) {
+      const json& rs = j["rope_scaling"];
+      std::string type;
+      if (rs.contains("rope_type") && rs["rope_type"].is_string())
+        type = rs["rope_type"].get<std::string>();
+      if (type.empty() && rs.contains("type") && rs["type"].is_string())
+        type = rs["type"].get<std::string>();
+      if (type == "llama3") {
+        c.rope_scaling.llama3 = true;
+        c.rope_scaling.factor = rs.value("factor", 8.0);
+        c.rope_scaling.low_freq_factor = rs.value("low_freq_factor", 1.0);
+        c.rope_scaling.high_freq_factor = rs.value("high_freq_factor", 4.0);
+        c.rope_scaling.original_max_position_embeddings =
+            rs.value("original_max_position_embeddings", 8192.0);
+      } else if (type != "default" && !type.empty()) {
+        return UnimplementedError(where + ": rope_scaling type '" + type +
+                                  "' is not supported (supported: llama3)");
+      }
+    }
+    if (j.contains("use_sliding_window") && j["use_sliding_window"].is_boolean() &&
+        j["use_sliding_window"].get<bool>()) {
+      return UnimplementedError(where + ": use_sliding_window true is not supported");
+    }
+    if (j.contains("quantization_config") && j["quantization_config"].is_object()) {
+      OCTET_RETURN_IF_ERROR(ParseQuant(j["quantization_config"], false, &c.quant, where));
+    }
+  } catch (const json::exception& e) {
+    return InvalidArgumentError(where + ": " + e.what());
+  }
+  return c;
+}
+
+Result<ModelConfig> LoadModelConfig(const std::string& dir) {
+  const std::string path = JoinPath(dir, "config.json");
+  if (!PathExists(path)) return NotFoundError("no config.json in '" + dir + "'");
+  OCTET_ASSIGN_OR_RETURN(std::string text, ReadFileToString(path));
+  OCTET_ASSIGN_OR_RETURN(ModelConfig c, ParseModelConfig(text, path));
+  const std::string gen = JoinPath(dir, "generation_config.json");
+  if (PathExists(gen)) {
+    OCTET_ASSIGN_OR_RETURN(std::string g, ReadFileToString(gen));
+    try {
+      const json j = json::parse(g);
+      if (j.is_object() && j.contains("eos_token_id")) {
+        std::vector<int32_t> ids;
+        OCTET_RETURN_IF_ERROR(ReadIds(j["eos_token_id"], &ids).WithContext(gen));
+        for (int32_t id : ids) {
+          bool seen = false;
+          for (int32_t e : c.eos_token_ids) seen |= e == id;
+          if (!seen) c.eos_token_ids.push_back(id);
+        }
+      }
+    } catch (const json::exception& e) {
+      return InvalidArgumentError(gen + ": " + e.what());
+    }
+  }
+  const std::string quant = JoinPath(dir, "hf_quant_config.json");
+  if (PathExists(quant)) {
+    OCTET_ASSIGN_OR_RETURN(std::string q, ReadFileToString(quant));
+    try {
+      const json j = json::parse(q);
+      if (j.is_object() && j.contains("quantization") && j["quantization"].is_object()) {
+        QuantConfig qc;
+        OCTET_RETURN_IF_ERROR(ParseQuant(j["quantization"], true, &qc, quant));
+        if (qc.nvfp4) {
+          // Patterns from both files apply.
+          for (auto& p : c.quant.exclude_modules) qc.exclude_modules.push_back(p);
+          c.quant = qc;
+        }
+      }
+    } catch (const json::exception& e) {
+      return InvalidArgumentError(quant + ": " + e.what());
+    }
+  }
+  return c;
+}
+
+std::vector<float> RopeInvFreq(const ModelConfig& c) {
+  const int64_t half = c.head_dim / 2;
+  std::vector<float> inv(half);
+  for (int64_t i = 0; i < half; ++i) {
+    // transformers: 1.0 / (base ** (arange(0, dim, 2).float() / dim)), in float32.
+    const float exponent = static_cast<float>(2 * i) / static_cast<float>(c.head_dim);
+    inv[i] = 1.0f / std::pow(static_cast<float>(c.rope_theta), exponent);
+  }
+  if (c.rope_scaling.llama3) {
+    const double f = c.rope_scaling.factor, lo = c.rope_scaling.low_freq_factor,
+                 hi = c.rope_scaling.high_freq_factor,
+                 old = c.rope_scaling.original_max_position_embeddings;
+    const double low_wavelen = old / lo, high_wavelen = old / hi;
+    for (int64_t i = 0; i < half; ++i) {
+      const float freq = inv[i];
+      const float wavelen = 2.0f * static_cast<float>(M_PI) / freq;
+      if (wavelen > low_wavelen) {
+        inv[i] = static_cast<float>(freq / f);
+      } else if (wavelen >= high_wavelen) {
+        const float s = static_cast<float>((old / wavelen - lo) / (hi - lo));
+        inv[i] = (1.0f - s) * freq / static_cast<float>(f) + s * freq;
+      }
+    }
+  }
+  return inv;
+}
+
+}  // namespace octet::engine

@@ -1,0 +1,500 @@
+// Engine benchmark: writes random-weight checkpoints with the real shapes of
+// Qwen3-0.6B (BF16 and ModelOpt NVFP4) and Llama-3.2-1B (BF16), then measures
+//   prefill tok/s and GFLOP/s for a 512-token prompt,
+//   decode tok/s for 128 tokens (one sequence, from an empty cache),
+//   bytes read per decoded token (weights + KV cache),
+//   this machine's memory bandwidth (STREAM-style copy/scale/add/triad and a
+//   read-only sweep, same threads, same program),
+//   and decode tok/s as a percentage of the roofline bandwidth / bytes-per-token.
+// Prints a table on stderr and one JSON document on stdout.
+//
+//   octet_bench_engine [--threads 2] [--dir /tmp/octet-bench] [--models a,b]
+//                      [--prompt 512] [--decode 128]
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "octet/base/args.h"
+#include "octet/base/deadline.h"
+#include "octet/base/file_util.h"
+#include "octet/engine/generate.h"
+#include "octet/engine/model.h"
+#include "octet/engine/nvfp4.h"
+#include "octet/engine/safetensors.h"
+#include "octet/kernels/backend.h"
+#include "octet/kernels/thread_pool.h"
+
+using namespace octet;
+using namespace octet::engine;
+
+namespace {
+
+// ---- random-weight checkpoints -----------------------------------------------
+
+struct Shape {
+  std::string name;  // folder name
+  std::string arch;  // config.json architectures[0]
+  int64_t vocab, hidden, inter, layers, heads, kv_heads, head_dim;
+  double rope_theta;
+  bool tied;
+  bool llama3_rope;
+  bool nvfp4;
+};
+
+const std::vector<Shape>& Shapes() {
+  static const std::vector<Shape> s = {
+      {"qwen3-0.6b-bf16", "Qwen3ForCausalLM", 151936, 1024, 3072, 28, 16, 8, 128, 1e6, true, false,
+       false},
+      {"qwen3-0.6b-nvfp4", "Qwen3ForCausalLM", 151936, 1024, 3072, 28, 16, 8, 128, 1e6, true, false,
+       true},
+      {"llama3.2-1b-bf16", "LlamaForCausalLM", 128256, 2048, 8192, 16, 32, 8, 64, 5e5, true, true,
+       false},
+  };
+  return s;
+}
+
+class Rng {
+ public:
+  explicit Rng(uint64_t seed) : s_(seed * 0x9E3779B97F4A7C15ull + 1) {}
+  // Uniform in [-1, 1).
+  float Next() {
+    s_ ^= s_ << 13;
+    s_ ^= s_ >> 7;
+    s_ ^= s_ << 17;
+    return static_cast<float>(static_cast<int64_t>(s_ >> 40) - (1 << 23)) / float(1 << 23);
+  }
+
+ private:
+  uint64_t s_;
+};
+
+std::vector<float> RandomMatrix(int64_t rows, int64_t cols, Rng& rng) {
+  std::vector<float> w(rows * cols);
+  const float scale = 1.7f / std::sqrt(static_cast<float>(cols));  // unit-variance outputs
+  for (auto& x : w) x = rng.Next() * scale;
+  return w;
+}
+
+Status WriteCheckpoint(const Shape& s, const std::string& dir) {
+  OCTET_RETURN_IF_ERROR(MakeDirs(dir));
+  nlohmann::json cfg = {
+      {"architectures", {s.arch}},
+      {"model_type", s.arch == "LlamaForCausalLM" ? "llama" : "qwen3"},
+      {"vocab_size", s.vocab},
+      {"hidden_size", s.hidden},
+      {"intermediate_size", s.inter},
+      {"num_hidden_layers", s.layers},
+      {"num_attention_heads", s.heads},
+      {"num_key_value_heads", s.kv_heads},
+      {"head_dim", s.head_dim},
+      {"rms_norm_eps", 1e-6},
+      {"rope_theta", s.rope_theta},
+      {"tie_word_embeddings", s.tied},
+      {"max_position_embeddings", 40960},
+      {"bos_token_id", 1},
+      {"eos_token_id", 2},
+      {"torch_dtype", "bfloat16"},
+  };
+  if (s.llama3_rope) {
+    cfg["rope_scaling"] = {{"rope_type", "llama3"},
+                           {"factor", 32.0},
+                           {"low_freq_factor", 1.0},
+                           {"high_freq_factor", 4.0},
+                           {"original_max_position_embeddings", 8192}};
+  }
+  if (s.nvfp4) {
+    cfg["quantization_config"] = {
+        {"quant_method", "modelopt"}, {"quant_algo", "NVFP4"}, {"ignore", {"lm_head"}}};
+    nlohmann::json q = {
+        {"producer", {{"name", "octet_bench_engine"}}},
+        {"quantization",
+         {{"quant_algo", "NVFP4"}, {"group_size", 16}, {"exclude_modules", {"lm_head"}}}}};
+    OCTET_RETURN_IF_ERROR(WriteFileAtomic(JoinPath(dir, "hf_quant_config.json"), q.dump(2)));
+  }
+  Rng rng(42);
+  SafetensorsWriter w;
+  w.SetMetadata("format", "pt");
+  std::vector<float> ones(std::max(s.hidden, s.head_dim), 1.0f);
+  {
+    auto e = RandomMatrix(s.vocab, s.hidden, rng);
+    OCTET_RETURN_IF_ERROR(
+        w.AddFloat("model.embed_tokens.weight", {s.vocab, s.hidden}, e.data(), DType::kBF16));
+  }
+  OCTET_RETURN_IF_ERROR(w.AddFloat("model.norm.weight", {s.hidden}, ones.data(), DType::kBF16));
+  for (int64_t l = 0; l < s.layers; ++l) {
+    const std::string p = "model.layers." + std::to_string(l) + ".";
+    OCTET_RETURN_IF_ERROR(
+        w.AddFloat(p + "input_layernorm.weight", {s.hidden}, ones.data(), DType::kBF16));
+    OCTET_RETURN_IF_ERROR(
+        w.AddFloat(p + "post_attention_layernorm.weight", {s.hidden}, ones.data(), DType::kBF16));
+    if (s.arch == "Qwen3ForCausalLM") {
+      OCTET_RETURN_IF_ERROR(
+          w.AddFloat(p + "self_attn.q_norm.weight", {s.head_dim}, ones.data(), DType::kBF16));
+      OCTET_RETURN_IF_ERROR(
+          w.AddFloat(p + "self_attn.k_norm.weight", {s.head_dim}, ones.data(), DType::kBF16));
+    }
+    struct Lin {
+      std::string name;
+      int64_t out, in;
+      int group;  // fused groups share the NVFP4 global scale
+    };
+    const std::vector<Lin> lins = {
+        {"self_attn.q_proj", s.heads * s.head_dim, s.hidden, 0},
+        {"self_attn.k_proj", s.kv_heads * s.head_dim, s.hidden, 0},
+        {"self_attn.v_proj", s.kv_heads * s.head_dim, s.hidden, 0},
+        {"self_attn.o_proj", s.hidden, s.heads * s.head_dim, 1},
+        {"mlp.gate_proj", s.inter, s.hidden, 2},
+        {"mlp.up_proj", s.inter, s.hidden, 2},
+        {"mlp.down_proj", s.hidden, s.inter, 3},
+    };
+    std::vector<std::vector<float>> mats;
+    for (const Lin& li : lins) mats.push_back(RandomMatrix(li.out, li.in, rng));
+    for (size_t i = 0; i < lins.size(); ++i) {
+      const Lin& li = lins[i];
+      if (!s.nvfp4) {
+        OCTET_RETURN_IF_ERROR(
+            w.AddFloat(p + li.name + ".weight", {li.out, li.in}, mats[i].data(), DType::kBF16));
+        continue;
+      }
+      float amax = 0;
+      for (size_t j = 0; j < lins.size(); ++j) {
+        if (lins[j].group == li.group)
+          amax = std::max(amax, AbsMax(mats[j].data(), mats[j].size()));
+      }
+      OCTET_ASSIGN_OR_RETURN(Nvfp4Tensor q,
+                             QuantizeNvfp4(mats[i].data(), li.out, li.in, Nvfp4GlobalScale(amax)));
+      OCTET_RETURN_IF_ERROR(AddNvfp4(w, p + li.name, q, 1.0f / 448.0f));
+    }
+  }
+  OCTET_RETURN_IF_ERROR(w.Write(JoinPath(dir, "model.safetensors")));
+  // config.json last: its presence marks a complete checkpoint.
+  return WriteFileAtomic(JoinPath(dir, "config.json"), cfg.dump(2));
+}
+
+// ---- timing ------------------------------------------------------------------
+
+// Wall time and this process's CPU time. On a machine shared with other work,
+// wall-clock rates drop with our share of the cores; CPU-time rates
+// (work / (cpu seconds / threads)) estimate the rate on dedicated cores. Both
+// are reported; the roofline percentage is given for each, computed from
+// figures measured the same way.
+double CpuSeconds() {
+  timespec t;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+struct Stopwatch {
+  int64_t wall0 = NowNs();
+  double cpu0 = CpuSeconds();
+  double wall() const { return (NowNs() - wall0) * 1e-9; }
+  double cpu(int threads) const { return (CpuSeconds() - cpu0) / threads; }
+};
+
+// ---- STREAM-style bandwidth --------------------------------------------------
+
+struct Bandwidth {
+  // GB/s, best of the repetitions. copy/scale/add/triad count STREAM's bytes
+  // (reads + writes, no write-allocate); `read` is the engine's own F32 GEMV
+  // streaming a matrix of the same size (read-only, the access pattern of decode).
+  double copy = 0, scale = 0, add = 0, triad = 0, read = 0;
+  double best_cpu = 0;  // best of all five on CPU time (see Stopwatch)
+  double best() const { return std::max({copy, scale, add, triad, read}); }
+};
+
+Bandwidth MeasureBandwidth(int threads, int64_t n, int reps) {
+  kernels::ThreadPool pool(threads);
+  auto backend = std::move(*kernels::CreateBackend("auto", {threads}));
+  std::vector<float> a(n), b(n), c(n);
+  const int64_t chunk = 1 << 18;
+  const int64_t tasks = (n + chunk - 1) / chunk;
+  auto par = [&](auto fn) {
+    pool.ParallelFor(tasks, [&](int64_t t, int) {
+      const int64_t i0 = t * chunk, i1 = std::min(n, i0 + chunk);
+      fn(a.data() + i0, b.data() + i0, c.data() + i0, i1 - i0);
+    });
+  };
+  par([&](float* pa, float* pb, float* pc, int64_t len) {
+    for (int64_t i = 0; i < len; ++i) pa[i] = 1.0f, pb[i] = 2.0f, pc[i] = 0.0f;
+  });
+  // The read sweep: y[1, rows] = x[1, 4096] · A[rows, 4096]ᵀ over all of `a`.
+  const int64_t cols = 4096, rows = n / cols;
+  const auto mat = kernels::WeightMatrix::Dense(kernels::WeightFormat::kF32, a.data(), rows, cols);
+  std::vector<float> x(cols, 1.0f), y(rows);
+  Bandwidth bw;
+  const double bytes = static_cast<double>(n) * sizeof(float);
+  auto run = [&](double moved, double* best, auto fn) {
+    Stopwatch sw;
+    fn();
+    *best = std::max(*best, moved / sw.wall() / 1e9);
+    bw.best_cpu = std::max(bw.best_cpu, moved / sw.cpu(threads) / 1e9);
+  };
+  for (int rep = 0; rep < reps; ++rep) {
+    run(2 * bytes, &bw.copy, [&] {
+      par([](float* pa, float*, float* pc, int64_t len) {
+        std::memcpy(pc, pa, len * sizeof(float));
+      });
+    });
+    run(2 * bytes, &bw.scale, [&] {
+      par([](float*, float* pb, float* pc, int64_t len) {
+        for (int64_t i = 0; i < len; ++i) pb[i] = 3.0f * pc[i];
+      });
+    });
+    run(3 * bytes, &bw.add, [&] {
+      par([](float* pa, float* pb, float* pc, int64_t len) {
+        for (int64_t i = 0; i < len; ++i) pc[i] = pa[i] + pb[i];
+      });
+    });
+    run(3 * bytes, &bw.triad, [&] {
+      par([](float* pa, float* pb, float* pc, int64_t len) {
+        for (int64_t i = 0; i < len; ++i) pa[i] = pb[i] + 3.0f * pc[i];
+      });
+    });
+    run(double(rows) * cols * sizeof(float), &bw.read,
+        [&] { backend->Matmul(x.data(), 1, cols, mat, y.data(), rows, false); });
+  }
+  return bw;
+}
+
+// ---- one model -----------------------------------------------------------------
+
+struct ModelResult {
+  std::string name, weights;
+  int64_t weight_bytes_per_token = 0;
+  double kv_bytes_per_token = 0;
+  double prefill_tps = 0, prefill_gflops = 0, prefill_seconds = 0;
+  double decode_tps = 0;
+  double bandwidth_gbs = 0;  // measured just before this model's decode
+  double roofline_tps = 0, roofline_pct = 0;
+  // Batched decode: aggregate tok/s with c sequences decoding in one step each.
+  std::vector<std::pair<int64_t, double>> batched_tps, batched_tps_cpu;
+  // The same on CPU time (estimates for dedicated cores; see Stopwatch).
+  double decode_tps_cpu = 0, prefill_tps_cpu = 0, bandwidth_gbs_cpu = 0, roofline_pct_cpu = 0;
+};
+
+// `concurrency`: batch sizes for the aggregate decode figure (c sequences,
+// one token each per step, weights read once per step for all of them).
+Result<ModelResult> RunModel(const Shape& s, const std::string& dir, int threads, int64_t n_prompt,
+                             int64_t n_decode, int64_t stream_n,
+                             const std::vector<int64_t>& concurrency) {
+  LoadOptions lo;
+  lo.threads = threads;
+  OCTET_ASSIGN_OR_RETURN(auto model, Model::Load(dir, lo));
+  Model& m = *model;
+  const ModelConfig& c = m.config();
+  ModelResult r;
+  r.name = s.name;
+  r.weights = m.WeightFormatSummary();
+  r.weight_bytes_per_token = m.WeightBytesPerToken();
+  KvCache cache = m.NewKvCache(2, n_prompt + n_decode + 1);
+  Rng rng(7);
+  std::vector<int32_t> prompt(n_prompt);
+  for (auto& t : prompt) t = static_cast<int32_t>((rng.Next() * 0.5f + 0.5f) * (c.vocab_size - 1));
+
+  // Prefill: one forward over the whole prompt (logits for the last token only).
+  ForwardOutput out;
+  std::vector<SequenceChunk> batch(1);
+  batch[0].slot = 0;
+  batch[0].tokens = prompt;
+  Stopwatch prefill;
+  OCTET_RETURN_IF_ERROR(m.Forward(batch, cache, &out));
+  r.prefill_seconds = prefill.wall();
+  r.prefill_tps = n_prompt / r.prefill_seconds;
+  r.prefill_tps_cpu = n_prompt / prefill.cpu(threads);
+  // FLOPs: 2 per weight per token in the layer matmuls, attention QK and PV
+  // over the causal prefix, and the lm_head for the one logits row.
+  double linear = 0;
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    const LayerWeights& L = m.layer(l);
+    for (const Linear* li : {&L.q, &L.k, &L.v, &L.o, &L.gate, &L.up, &L.down}) {
+      linear += double(li->weight.rows) * li->weight.cols;
+    }
+  }
+  const double attn =
+      2.0 * 2.0 * c.num_layers * c.num_heads * c.head_dim * (double(n_prompt) * (n_prompt + 1) / 2);
+  const double flops = 2.0 * linear * n_prompt + attn + 2.0 * c.vocab_size * c.hidden_size;
+  r.prefill_gflops = flops / r.prefill_seconds / 1e9;
+
+  // The bandwidth right before decoding (other processes' load changes over a run).
+  const Bandwidth bw = MeasureBandwidth(threads, stream_n, 3);
+  r.bandwidth_gbs = bw.best();
+  r.bandwidth_gbs_cpu = bw.best_cpu;
+
+  // Decode: a fresh sequence, one token per step, greedy.
+  batch[0].slot = 1;
+  batch[0].start_pos = 0;
+  batch[0].tokens = {prompt[0]};
+  OCTET_RETURN_IF_ERROR(m.Forward(batch, cache, &out));  // position 0 (not timed)
+  const int64_t kvd = m.local_kv_heads() * c.head_dim;
+  double kv_bytes = 0;
+  Stopwatch decode;
+  for (int64_t i = 0; i < n_decode; ++i) {
+    batch[0].start_pos = cache.length(1);
+    batch[0].tokens = {static_cast<int32_t>(m.backend().Argmax(out.Last(0), out.vocab))};
+    kv_bytes += 2.0 * c.num_layers * double(batch[0].start_pos + 1) * kvd * sizeof(float);
+    OCTET_RETURN_IF_ERROR(m.Forward(batch, cache, &out));
+  }
+  r.decode_tps = n_decode / decode.wall();
+  r.decode_tps_cpu = n_decode / decode.cpu(threads);
+  r.kv_bytes_per_token = kv_bytes / n_decode;
+  const double bytes = r.weight_bytes_per_token + r.kv_bytes_per_token;
+  r.roofline_tps = r.bandwidth_gbs * 1e9 / bytes;
+  r.roofline_pct = 100.0 * r.decode_tps / r.roofline_tps;
+  r.roofline_pct_cpu = 100.0 * r.decode_tps_cpu / (r.bandwidth_gbs_cpu * 1e9 / bytes);
+
+  for (int64_t c : concurrency) {
+    if (c <= 1) continue;
+    const int64_t steps = std::max<int64_t>(8, n_decode / 4);
+    KvCache bc = m.NewKvCache(static_cast<int>(c), steps + 2);
+    std::vector<SequenceChunk> b(c);
+    for (int64_t i = 0; i < c; ++i) {
+      b[i].slot = static_cast<int>(i);
+      b[i].tokens = {prompt[i % n_prompt]};
+    }
+    OCTET_RETURN_IF_ERROR(m.Forward(b, bc, &out));  // position 0 of each (not timed)
+    Stopwatch sw;
+    for (int64_t step = 0; step < steps; ++step) {
+      for (int64_t i = 0; i < c; ++i) {
+        b[i].start_pos = bc.length(static_cast<int>(i));
+        b[i].tokens = {static_cast<int32_t>(m.backend().Argmax(out.Last(i), out.vocab))};
+      }
+      OCTET_RETURN_IF_ERROR(m.Forward(b, bc, &out));
+    }
+    r.batched_tps.emplace_back(c, double(c * steps) / sw.wall());
+    r.batched_tps_cpu.emplace_back(c, double(c * steps) / sw.cpu(threads));
+  }
+  return r;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  ArgParser p(
+      "octet_bench_engine",
+      "Engine prefill/decode throughput on random-weight checkpoints of real model shapes,\n"
+      "against this machine's measured memory bandwidth.");
+  p.Option("threads", "N", "threads (0: all cores)", "0")
+      .Option("dir", "DIR", "where the checkpoints are written (reused when present)",
+              "/tmp/octet-bench-engine")
+      .Option("models", "LIST", "qwen3-0.6b-bf16, qwen3-0.6b-nvfp4, llama3.2-1b-bf16",
+              "qwen3-0.6b-bf16,qwen3-0.6b-nvfp4,llama3.2-1b-bf16")
+      .Option("prompt", "N", "prefill tokens", "512")
+      .Option("decode", "N", "decode tokens", "128")
+      .Option("stream-mib", "MIB", "size of each STREAM array", "256")
+      .Option("concurrency", "LIST", "batch sizes for aggregate decode tok/s", "1,4,8");
+  if (Status s = p.Parse(argc, argv); !s.ok()) {
+    std::cerr << s.message() << "\n";
+    return 2;
+  }
+  if (p.help_requested()) {
+    std::cout << p.Usage();
+    return 0;
+  }
+  int threads = static_cast<int>(p.GetInt("threads").value_or(0));
+  if (threads <= 0) threads = kernels::ThreadPool::HardwareThreads();
+  const int64_t n_prompt = p.GetInt("prompt").value_or(512);
+  const int64_t n_decode = p.GetInt("decode").value_or(128);
+  const int64_t stream_n = p.GetInt("stream-mib").value_or(256) * (1 << 20) / 4;
+
+  std::fprintf(stderr, "measuring memory bandwidth (%d threads, 3 x %lld MiB arrays)...\n", threads,
+               static_cast<long long>(stream_n * 4 >> 20));
+  const Bandwidth bw = MeasureBandwidth(threads, stream_n, 6);
+  std::fprintf(stderr, "  copy %.1f  scale %.1f  add %.1f  triad %.1f  read %.1f GB/s\n", bw.copy,
+               bw.scale, bw.add, bw.triad, bw.read);
+
+  nlohmann::json j;
+  j["threads"] = threads;
+  j["prompt_tokens"] = n_prompt;
+  j["decode_tokens"] = n_decode;
+  j["bandwidth_gbs"] = {{"copy", bw.copy},   {"scale", bw.scale}, {"add", bw.add},
+                        {"triad", bw.triad}, {"read", bw.read},   {"roofline", bw.best()}};
+  j["models"] = nlohmann::json::array();
+  std::vector<ModelResult> results;
+  for (const std::string& name : p.GetList("models")) {
+    const Shape* shape = nullptr;
+    for (const auto& s : Shapes()) {
+      if (s.name == name) shape = &s;
+    }
+    if (!shape) {
+      std::cerr << "octet_bench_engine: unknown model '" << name << "'\n";
+      return 2;
+    }
+    const std::string dir = JoinPath(p.GetString("dir"), name);
+    if (!PathExists(JoinPath(dir, "config.json"))) {
+      std::fprintf(stderr, "writing %s ...\n", dir.c_str());
+      if (Status s = WriteCheckpoint(*shape, dir); !s.ok()) {
+        std::cerr << "octet_bench_engine: " << s.ToString() << "\n";
+        return 1;
+      }
+    }
+    std::fprintf(stderr, "running %s ...\n", name.c_str());
+    auto conc = p.GetIntList("concurrency");
+    if (!conc.ok()) {
+      std::cerr << conc.status().message() << "\n";
+      return 2;
+    }
+    auto r = RunModel(*shape, dir, threads, n_prompt, n_decode, stream_n, *conc);
+    if (!r.ok()) {
+      std::cerr << "octet_bench_engine: " << name << ": " << r.status().ToString() << "\n";
+      return 1;
+    }
+    results.push_back(*r);
+    nlohmann::json batched = nlohmann::json::object(), batched_cpu = nlohmann::json::object();
+    for (auto [c, tps] : r->batched_tps) batched[std::to_string(c)] = tps;
+    for (auto [c, tps] : r->batched_tps_cpu) batched_cpu[std::to_string(c)] = tps;
+    j["models"].push_back({{"name", r->name},
+                           {"weights", r->weights},
+                           {"prefill_tps", r->prefill_tps},
+                           {"prefill_gflops", r->prefill_gflops},
+                           {"decode_tps", r->decode_tps},
+                           {"weight_bytes_per_token", r->weight_bytes_per_token},
+                           {"kv_bytes_per_token", r->kv_bytes_per_token},
+                           {"bandwidth_gbs", r->bandwidth_gbs},
+                           {"roofline_tps", r->roofline_tps},
+                           {"roofline_pct", r->roofline_pct},
+                           {"batched_decode_tps", nlohmann::json::object()},
+                           {"cpu_time_normalised",
+                            {{"prefill_tps", r->prefill_tps_cpu},
+                             {"decode_tps", r->decode_tps_cpu},
+                             {"bandwidth_gbs", r->bandwidth_gbs_cpu},
+                             {"roofline_pct", r->roofline_pct_cpu},
+                             {"batched_decode_tps", batched_cpu}}}});
+    j["models"].back()["batched_decode_tps"] = batched;
+  }
+  std::fprintf(stderr, "\n%-18s %-11s %11s %9s %10s %10s %8s %10s %8s\n", "model", "weights",
+               "prefill t/s", "GFLOP/s", "decode t/s", "MB/token", "GB/s", "roof t/s", "% roof");
+  for (const auto& r : results) {
+    std::fprintf(stderr, "%-18s %-11s %11.1f %9.1f %10.2f %10.1f %8.1f %10.2f %7.1f%%\n",
+                 r.name.c_str(), r.weights.c_str(), r.prefill_tps, r.prefill_gflops, r.decode_tps,
+                 (r.weight_bytes_per_token + r.kv_bytes_per_token) / 1e6, r.bandwidth_gbs,
+                 r.roofline_tps, r.roofline_pct);
+  }
+  std::fprintf(stderr, "\naggregate decode tok/s with c sequences per step (wall | CPU time):\n");
+  for (const auto& r : results) {
+    std::fprintf(stderr, "%-18s c=1 %.2f | %.2f", r.name.c_str(), r.decode_tps, r.decode_tps_cpu);
+    for (size_t i = 0; i < r.batched_tps.size(); ++i) {
+      std::fprintf(stderr, "   c=%lld %.2f | %.2f", static_cast<long long>(r.batched_tps[i].first),
+                   r.batched_tps[i].second, r.batched_tps_cpu[i].second);
+    }
+    std::fprintf(stderr, "\n");
+  }
+  std::fprintf(stderr,
+               "\nthe same on CPU time (rate on dedicated cores when the machine is shared):\n");
+  std::fprintf(stderr, "%-18s %11s %10s %8s %8s\n", "model", "prefill t/s", "decode t/s", "GB/s",
+               "% roof");
+  for (const auto& r : results) {
+    std::fprintf(stderr, "%-18s %11.1f %10.2f %8.1f %7.1f%%\n", r.name.c_str(), r.prefill_tps_cpu,
+                 r.decode_tps_cpu, r.bandwidth_gbs_cpu, r.roofline_pct_cpu);
+  }
+  std::fprintf(
+      stderr,
+      "GB/s: best of STREAM copy/scale/add/triad and a read-only GEMV sweep, measured just\n"
+      "before each model's decode with the same threads; roof t/s = GB/s / bytes per token.\n");
+  std::cout << j.dump(2) << "\n";
+  return 0;
+}

@@ -1,0 +1,447 @@
+// Communicator behaviour with ranks as threads of one process: every op on
+// every transport, start-up vote and fallback (verbs and NCCL without
+// hardware), errors that name the rank, poisoning, the one-call-at-a-time
+// rule, Duplicate, stats and the auto crossover. Multi-process runs, killed
+// ranks and network namespaces are in tests/integration/collectives.
+#include <QtTest>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <mutex>
+#include <random>
+#include <thread>
+
+#include "backend.h"
+#include "octet/base/file_util.h"
+#include "octet/collectives/communicator.h"
+#include "rank_threads.h"
+#include "reduce.h"
+#include "transport.h"
+
+using namespace octet;
+using namespace octet::collectives;
+using namespace octet::collectives::test;
+
+namespace {
+
+// Small integers: every summation order gives the exact sum in f32, bf16, f16.
+float Value(int rank, size_t i) {
+  return static_cast<float>(((rank + 3) * static_cast<int>(i % 7 + 1)) % 9 - 4);
+}
+
+uint16_t Encode(DType d, float f) { return d == DType::kBF16 ? F32ToBf16(f) : F32ToF16(f); }
+float Decode(DType d, const uint8_t* p) {
+  if (d == DType::kF32) {
+    float f;
+    std::memcpy(&f, p, 4);
+    return f;
+  }
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return d == DType::kBF16 ? Bf16ToF32(h) : F16ToF32(h);
+}
+std::vector<uint8_t> Fill(DType d, int rank, size_t count, size_t offset = 0) {
+  std::vector<uint8_t> v(count * DTypeSize(d));
+  for (size_t i = 0; i < count; ++i) {
+    const float f = Value(rank, offset + i);
+    if (d == DType::kF32) std::memcpy(&v[i * 4], &f, 4);
+    else {
+      const uint16_t h = Encode(d, f);
+      std::memcpy(&v[i * 2], &h, 2);
+    }
+  }
+  return v;
+}
+
+Status Expect(bool ok, const std::string& what) { return ok ? Status::Ok() : DataLossError(what); }
+
+// Runs every op once at `count` elements and checks the results exactly.
+Status CheckAllOps(Communicator& c, DType d, size_t count) {
+  const int n = c.size(), r = c.rank();
+  const size_t es = DTypeSize(d);
+  // all_reduce, out of place and in place
+  std::vector<uint8_t> in = Fill(d, r, count), out(count * es);
+  OCTET_RETURN_IF_ERROR(c.AllReduce(in.data(), out.data(), count, d));
+  OCTET_RETURN_IF_ERROR(c.AllReduce(in.data(), count, d));
+  for (size_t i = 0; i < count; ++i) {
+    float want = 0;
+    for (int q = 0; q < n; ++q) want += Value(q, i);
+    if (Decode(d, &out[i * es]) != want || Decode(d, &in[i * es]) != want) {
+      return DataLossError("all_reduce element " + std::to_string(i) + " wrong");
+    }
+  }
+  // all_gather
+  std::vector<uint8_t> mine = Fill(d, r, count), all(n * count * es);
+  OCTET_RETURN_IF_ERROR(c.AllGather(mine.data(), all.data(), count, d));
+  for (int q = 0; q < n; ++q) {
+    for (size_t i = 0; i < count; ++i) {
+      if (Decode(d, &all[(q * count + i) * es]) != Value(q, i)) {
+        return DataLossError("all_gather block " + std::to_string(q) + " wrong");
+      }
+    }
+  }
+  // reduce_scatter: block b of rank q holds Value(q, b*count + i)
+  std::vector<uint8_t> blocks = Fill(d, r, n * count), part(count * es);
+  OCTET_RETURN_IF_ERROR(c.ReduceScatter(blocks.data(), part.data(), count, d));
+  for (size_t i = 0; i < count; ++i) {
+    float want = 0;
+    for (int q = 0; q < n; ++q) want += Value(q, r * count + i);
+    if (Decode(d, &part[i * es]) != want) return DataLossError("reduce_scatter wrong");
+  }
+  // broadcast from the last rank
+  std::vector<uint8_t> b = Fill(d, r, count);
+  OCTET_RETURN_IF_ERROR(c.Broadcast(b.data(), b.size(), n - 1));
+  if (b != Fill(d, n - 1, count)) return DataLossError("broadcast wrong");
+  return c.Barrier();
+}
+
+}  // namespace
+
+class TestCommunicator : public QObject {
+  Q_OBJECT
+ private slots:
+  void oneRankDoesLocalCopies() {
+    auto r = RunRanks(1, {}, [](Communicator& c) {
+      OCTET_RETURN_IF_ERROR(Expect(c.size() == 1 && c.rank() == 0, "identity"));
+      return CheckAllOps(c, DType::kF32, 100);
+    });
+    QVERIFY2(AllOk(r), Join(r).c_str());
+  }
+
+  void everyOpOnEveryTransport_data() {
+    QTest::addColumn<int>("transport");
+    QTest::addColumn<int>("algorithm");
+    QTest::addColumn<int>("ranks");
+    for (auto t : {TransportKind::kShm, TransportKind::kTcp}) {
+      for (auto a : {AlgorithmKind::kOneShot, AlgorithmKind::kRing, AlgorithmKind::kAuto}) {
+        for (int n : {2, 3}) {
+          QTest::addRow("%s %s n=%d", TransportName(t).data(), AlgorithmName(a).data(), n)
+              << int(t) << int(a) << n;
+        }
+      }
+    }
+  }
+  void everyOpOnEveryTransport() {
+    QFETCH(int, transport);
+    QFETCH(int, algorithm);
+    QFETCH(int, ranks);
+    CommunicatorOptions o;
+    o.transport = static_cast<TransportKind>(transport);
+    o.algorithm = static_cast<AlgorithmKind>(algorithm);
+    o.oneshot_max_bytes = 2048;  // auto: both paths below
+    o.slot_bytes = 8192;         // one-shot splits the larger sizes into steps
+    o.chunk_bytes = 4096;        // ring pipelines them in pieces
+    auto r = RunRanks(ranks, o, [&](Communicator& c) {
+      OCTET_RETURN_IF_ERROR(Expect(c.transport() == o.transport, "transport " + c.Describe()));
+      for (DType d : {DType::kF32, DType::kBF16, DType::kF16}) {
+        for (size_t count : {size_t{1}, size_t{5}, size_t{999}, size_t{5000}}) {
+          OCTET_RETURN_IF_ERROR(CheckAllOps(c, d, count).WithContext(
+              std::string(DTypeName(d)) + " x" + std::to_string(count)));
+        }
+      }
+      return Status::Ok();
+    });
+    QVERIFY2(AllOk(r), Join(r).c_str());
+  }
+
+  void resultsAreBitIdenticalOnEveryRank_data() {
+    QTest::addColumn<int>("algorithm");
+    QTest::newRow("oneshot") << int(AlgorithmKind::kOneShot);
+    QTest::newRow("ring") << int(AlgorithmKind::kRing);
+  }
+  void resultsAreBitIdenticalOnEveryRank() {
+    QFETCH(int, algorithm);
+    CommunicatorOptions o;
+    o.transport = TransportKind::kShm;
+    o.algorithm = static_cast<AlgorithmKind>(algorithm);
+    const int n = 3;
+    const size_t count = 10007;
+    std::vector<std::vector<float>> results(n);
+    std::vector<std::vector<float>> inputs(n, std::vector<float>(count));
+    std::mt19937 rng(5);
+    std::normal_distribution<float> g;
+    for (auto& v : inputs) for (float& f : v) f = g(rng);
+    auto r = RunRanks(n, o, [&](Communicator& c) {
+      results[c.rank()] = inputs[c.rank()];
+      return c.AllReduce(results[c.rank()].data(), count, DType::kF32);
+    });
+    QVERIFY2(AllOk(r), Join(r).c_str());
+    for (int q = 1; q < n; ++q) {
+      QVERIFY(std::memcmp(results[q].data(), results[0].data(), count * 4) == 0);
+    }
+    for (size_t i = 0; i < count; ++i) {
+      double want = 0;
+      for (int q = 0; q < n; ++q) want += inputs[q][i];
+      QVERIFY(std::fabs(results[0][i] - want) < 1e-5);
+    }
+  }
+
+  void pointToPointBuffersEarlyMessages_data() {
+    QTest::addColumn<int>("transport");
+    QTest::newRow("shm") << int(TransportKind::kShm);
+    QTest::newRow("tcp") << int(TransportKind::kTcp);
+  }
+  void pointToPointBuffersEarlyMessages() {
+    QFETCH(int, transport);
+    CommunicatorOptions o;
+    o.transport = static_cast<TransportKind>(transport);
+    o.chunk_bytes = 64 << 10;
+    auto r = RunRanks(2, o, [&](Communicator& c) {
+      std::vector<uint8_t> msg(100'000), got(100'000), big(3 << 20), big_got(3 << 20);
+      for (size_t i = 0; i < msg.size(); ++i) msg[i] = static_cast<uint8_t>(i * 7);
+      for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<uint8_t>(i * 13 + c.rank());
+      if (c.rank() == 0) {
+        // Sent before rank 1 posts its receive (rank 1 is in the barrier).
+        OCTET_RETURN_IF_ERROR(c.Send(msg.data(), msg.size(), 1));
+        OCTET_RETURN_IF_ERROR(c.Barrier());
+      } else {
+        OCTET_RETURN_IF_ERROR(c.Barrier());
+        OCTET_RETURN_IF_ERROR(c.Recv(got.data(), got.size(), 0));
+        OCTET_RETURN_IF_ERROR(Expect(got == msg, "early message corrupted"));
+      }
+      // Both directions at once, larger than any buffering.
+      const int peer = 1 - c.rank();
+      OCTET_RETURN_IF_ERROR(
+          c.SendRecv(big.data(), big.size(), peer, big_got.data(), big_got.size(), peer));
+      for (size_t i = 0; i < big_got.size(); i += 4099) {
+        if (big_got[i] != static_cast<uint8_t>(i * 13 + peer)) return DataLossError("sendrecv");
+      }
+      // Zero-byte messages are messages too.
+      if (c.rank() == 0) return c.Send(nullptr, 0, 1);
+      return c.Recv(nullptr, 0, 0);
+    });
+    QVERIFY2(AllOk(r), Join(r).c_str());
+  }
+
+  void secondConcurrentCallIsRejected() {
+    std::atomic<bool> rejected{false};
+    auto r = RunRanks(2, {}, [&](Communicator& c) -> Status {
+      float x[4] = {1, 2, 3, 4};
+      if (c.rank() == 1) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(500));
+        return c.AllReduce(x, 4, DType::kF32);
+      }
+      // Rank 0 blocks in AllReduce (rank 1 is late); a second thread tries
+      // to use the same communicator meanwhile.
+      std::thread other([&] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(150));
+        float y[4];
+        Status s = c.AllReduce(y, 4, DType::kF32);
+        rejected = s.code() == StatusCode::kFailedPrecondition;
+      });
+      Status s = c.AllReduce(x, 4, DType::kF32);
+      other.join();
+      return s;
+    });
+    QVERIFY2(AllOk(r), Join(r).c_str());
+    QVERIFY(rejected);
+  }
+
+  void statsCountCallsBytesAndTime() {
+    CommunicatorOptions o;
+    o.algorithm = AlgorithmKind::kAuto;
+    o.oneshot_max_bytes = 1024;
+    auto r = RunRanks(2, o, [&](Communicator& c) {
+      std::vector<float> small(16), large(4096);
+      OCTET_RETURN_IF_ERROR(c.AllReduce(small.data(), small.size(), DType::kF32));
+      OCTET_RETURN_IF_ERROR(c.AllReduce(large.data(), large.size(), DType::kF32));
+      OCTET_RETURN_IF_ERROR(c.Barrier());
+      const CollectiveStats s = c.stats();
+      OCTET_RETURN_IF_ERROR(Expect(s.calls == 3, "calls"));
+      OCTET_RETURN_IF_ERROR(Expect(s.bytes == 16 * 4 + 4096 * 4, "bytes"));
+      OCTET_RETURN_IF_ERROR(Expect(s.oneshot_calls == 2 && s.ring_calls == 1,
+                                   "algorithm counts (barrier is one-shot)"));
+      OCTET_RETURN_IF_ERROR(Expect(s.busy_ns > 0, "time"));
+      c.ResetStats();
+      return Expect(c.stats().calls == 0 && c.stats().busy_ns == 0, "reset");
+    });
+    QVERIFY2(AllOk(r), Join(r).c_str());
+  }
+
+  void duplicateServesASecondThread() {
+    auto r = RunRanks(3, {}, [&](Communicator& c) -> Status {
+      auto dup = c.Duplicate();
+      if (!dup.ok()) return dup.status();
+      // Both communicators busy at once, from two threads of each rank.
+      Status bg;
+      std::thread t([&] { bg = CheckAllOps(**dup, DType::kBF16, 3000); });
+      Status fg = CheckAllOps(c, DType::kF32, 3000);
+      t.join();
+      OCTET_RETURN_IF_ERROR(fg);
+      OCTET_RETURN_IF_ERROR(bg.WithContext("duplicate"));
+      return Expect((*dup)->transport() == c.transport(), "same transport");
+    });
+    QVERIFY2(AllOk(r), Join(r).c_str());
+  }
+
+  void verbsWithoutDeviceFallsBackTogether() {
+    Status probe = ProbeVerbs(TransportConfig{});
+    if (probe.ok()) QSKIP("skipped: this machine has an RDMA device");
+    // The clean "no device" answer (or "not compiled in" without rdma-core).
+    QVERIFY2(probe.message().find("no RDMA device") != std::string::npos ||
+                 probe.message().find("not compiled in") != std::string::npos,
+             probe.message().c_str());
+    QCOMPARE(probe.code(), StatusCode::kUnavailable);
+    CommunicatorOptions o;
+    o.transport = TransportKind::kVerbs;
+    std::mutex mu;
+    std::vector<std::string> reasons;
+    auto r = RunRanks(2, o, [&](Communicator& c) {
+      std::lock_guard<std::mutex> l(mu);
+      reasons.push_back(c.fallback_reason());
+      OCTET_RETURN_IF_ERROR(Expect(c.transport() == TransportKind::kShm, c.Describe()));
+      return Status::Ok();
+    });
+    QVERIFY2(AllOk(r), Join(r).c_str());
+    QCOMPARE(reasons.size(), size_t{2});
+    QCOMPARE(reasons[0], reasons[1]);  // every rank tells the same story
+    QVERIFY2(reasons[0].find("verbs unavailable") != std::string::npos, reasons[0].c_str());
+    QVERIFY2(reasons[0].find(probe.message()) != std::string::npos, reasons[0].c_str());
+  }
+
+  void ncclWithoutGpuFallsBackTogether() {
+    Status probe = ProbeNccl();
+    if (probe.ok()) QSKIP("skipped: this machine has a usable GPU");
+    CommunicatorOptions o;
+    o.transport = TransportKind::kNccl;
+    auto r = RunRanks(2, o, [&](Communicator& c) {
+      OCTET_RETURN_IF_ERROR(Expect(c.transport() == TransportKind::kShm, c.Describe()));
+      OCTET_RETURN_IF_ERROR(Expect(c.fallback_reason().find("nccl unavailable") == 0,
+                                   c.fallback_reason()));
+      return CheckAllOps(c, DType::kF32, 10);
+    });
+    QVERIFY2(AllOk(r), Join(r).c_str());
+  }
+
+  void mismatchedWorldSizeIsNamed() {
+    const std::string rv = LoopbackRendezvous();
+    CommunicatorOptions o;
+    o.connect_timeout_ms = 5000;
+    Status s0, s1;
+    std::thread t0([&] { s0 = Communicator::Create(rv, 2, 0, o).status(); });
+    std::thread t1([&] { s1 = Communicator::Create(rv, 3, 1, o).status(); });
+    t0.join();
+    t1.join();
+    QVERIFY(!s0.ok() && !s1.ok());
+    QVERIFY2(s0.message().find("rank 1") != std::string::npos &&
+                 s0.message().find("world size 3") != std::string::npos,
+             s0.message().c_str());
+    QVERIFY2(s1.message().find("world size 3") != std::string::npos, s1.message().c_str());
+  }
+
+  void mismatchedOptionsAreNamed() {
+    const std::string rv = LoopbackRendezvous();
+    CommunicatorOptions a, b;
+    b.transport = TransportKind::kTcp;
+    Status s0, s1;
+    std::thread t0([&] { s0 = Communicator::Create(rv, 2, 0, a).status(); });
+    std::thread t1([&] { s1 = Communicator::Create(rv, 2, 1, b).status(); });
+    t0.join();
+    t1.join();
+    QVERIFY(!s0.ok() && !s1.ok());
+    QVERIFY2(s0.message().find("transport=tcp") != std::string::npos, s0.message().c_str());
+  }
+
+  void missingRankTimesOutNamingIt() {
+    CommunicatorOptions o;
+    o.connect_timeout_ms = 400;
+    auto start = std::chrono::steady_clock::now();
+    auto c = Communicator::Create(LoopbackRendezvous(), 3, 0, o);
+    QVERIFY(!c.ok());
+    QCOMPARE(c.status().code(), StatusCode::kDeadlineExceeded);
+    QVERIFY2(c.status().message().find("1, 2 did not join") != std::string::npos,
+             c.status().message().c_str());
+    QVERIFY(std::chrono::steady_clock::now() - start < std::chrono::seconds(10));
+    // A rank other than 0 with nobody at the rendezvous.
+    auto c1 = Communicator::Create(LoopbackRendezvous(), 2, 1, o);
+    QVERIFY(!c1.ok());
+    QVERIFY2(c1.status().message().find("rendezvous") != std::string::npos,
+             c1.status().message().c_str());
+  }
+
+  void badArgumentsAreRejected() {
+    for (const char* bad : {"nohost", "host:", ":29500", "host:99999", "host:12x", "[::1]29500"}) {
+      auto c = Communicator::Create(bad, 2, 0);
+      QVERIFY(!c.ok());
+      QCOMPARE(c.status().code(), StatusCode::kInvalidArgument);
+      QVERIFY2(c.status().message().find(bad) != std::string::npos, c.status().message().c_str());
+    }
+    QCOMPARE(Communicator::Create("127.0.0.1:1", 2, 2).status().code(),
+             StatusCode::kInvalidArgument);
+    QCOMPARE(Communicator::Create("127.0.0.1:1", 0, 0).status().code(),
+             StatusCode::kInvalidArgument);
+    CommunicatorOptions o;
+    o.chunk_bytes = 100;
+    QCOMPARE(Communicator::Create("127.0.0.1:1", 1, 0, o).status().code(),
+             StatusCode::kInvalidArgument);
+    auto r = RunRanks(2, {}, [](Communicator& c) {
+      char b[8];
+      Status s = c.Broadcast(b, 8, 5);
+      OCTET_RETURN_IF_ERROR(Expect(s.code() == StatusCode::kInvalidArgument, s.ToString()));
+      s = c.Send(b, 8, c.rank());
+      OCTET_RETURN_IF_ERROR(Expect(s.code() == StatusCode::kInvalidArgument, s.ToString()));
+      // Bad arguments caught locally do not poison.
+      return Expect(!c.poisoned(), "poisoned by a bad argument");
+    });
+    QVERIFY2(AllOk(r), Join(r).c_str());
+  }
+
+  void sizeMismatchNamesPeerAndPoisons_data() {
+    QTest::addColumn<int>("transport");
+    QTest::newRow("shm") << int(TransportKind::kShm);
+    QTest::newRow("tcp") << int(TransportKind::kTcp);
+  }
+  void sizeMismatchNamesPeerAndPoisons() {
+    QFETCH(int, transport);
+    CommunicatorOptions o;
+    o.transport = static_cast<TransportKind>(transport);
+    o.algorithm = AlgorithmKind::kOneShot;
+    o.peer_timeout_ms = 2000;
+    auto r = RunRanks(2, o, [&](Communicator& c) {
+      std::vector<float> v(c.rank() == 0 ? 10 : 20);
+      Status s = c.AllReduce(v.data(), v.size(), DType::kF32);
+      OCTET_RETURN_IF_ERROR(Expect(!s.ok(), "a size mismatch went unnoticed"));
+      OCTET_RETURN_IF_ERROR(Expect(s.message().find("rank " + std::to_string(1 - c.rank())) !=
+                                       std::string::npos,
+                                   s.message()));
+      OCTET_RETURN_IF_ERROR(Expect(c.poisoned(), "not poisoned"));
+      Status again = c.Barrier();
+      return Expect(again.message() == c.health().message() && !again.ok(), again.ToString());
+    });
+    QVERIFY2(AllOk(r), Join(r).c_str());
+  }
+
+  void autoAgreesOnOneCrossoverAndStoresIt() {
+    const std::string profile =
+        QDir::tempPath().toStdString() + "/octet-crossover-" + std::to_string(::getpid()) + ".txt";
+    std::remove(profile.c_str());
+    CommunicatorOptions o;
+    o.transport = TransportKind::kShm;
+    o.algorithm = AlgorithmKind::kAuto;
+    o.crossover_profile = profile;
+    std::vector<size_t> seen(2);
+    auto r = RunRanks(2, o, [&](Communicator& c) {
+      seen[c.rank()] = c.oneshot_max_bytes();
+      // Every rank maps a size to the same algorithm.
+      return Expect(c.AlgorithmFor(CollectiveOp::kAllReduce, 8) == AlgorithmKind::kOneShot,
+                    c.Describe());
+    });
+    QVERIFY2(AllOk(r), Join(r).c_str());
+    QCOMPARE(seen[0], seen[1]);
+    QVERIFY(seen[0] >= 64);
+    auto text = ReadFileToString(profile);
+    QVERIFY(text.ok());
+    QVERIFY2(text->find("shm 2 " + std::to_string(seen[0])) != std::string::npos, text->c_str());
+    // A stored profile is used instead of measuring again.
+    QVERIFY(WriteFileAtomic(profile, "shm 2 12345\n").ok());
+    r = RunRanks(2, o, [&](Communicator& c) {
+      return Expect(c.oneshot_max_bytes() == 12345, c.Describe());
+    });
+    QVERIFY2(AllOk(r), Join(r).c_str());
+    std::remove(profile.c_str());
+  }
+};
+
+QTEST_APPLESS_MAIN(TestCommunicator)
+#include "test_communicator.moc"
