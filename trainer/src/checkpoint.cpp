@@ -5,12 +5,13 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "octet/base/file_util.h"
+#include "octet/engine/safetensors.h"
 #include "octet/trainer/model_io.h"
-#include "safetensors_f32.h"
 
 namespace octet::trainer {
 namespace {
@@ -72,10 +73,13 @@ Status SaveCheckpoint(const std::string& out_dir, GptModel& model, Optimizer& op
   OCTET_RETURN_IF_ERROR(MakeDirs(tmp_dir));
 
   OCTET_RETURN_IF_ERROR(WriteModelFiles(tmp_dir, model, tokenizer_dir));
-  std::vector<internal::F32TensorRef> refs;
-  for (const auto& t : optimizer.StateTensors()) refs.push_back({t.name, t.shape, t.data});
-  OCTET_RETURN_IF_ERROR(WriteFileAtomic(JoinPath(tmp_dir, "optimizer.safetensors"),
-                                        internal::SafetensorsBytesF32(refs)));
+  engine::SafetensorsWriter opt_writer;
+  opt_writer.SetMetadata("format", "pt");
+  for (const auto& t : optimizer.StateTensors()) {
+    OCTET_RETURN_IF_ERROR(
+        opt_writer.Add(t.name, engine::DType::kF32, t.shape, t.data, t.numel * 4));
+  }
+  OCTET_RETURN_IF_ERROR(opt_writer.Write(JoinPath(tmp_dir, "optimizer.safetensors")));
   nlohmann::ordered_json j;
   j["step"] = state.step;
   j["optimizer_steps"] = optimizer.steps_taken();
@@ -136,20 +140,23 @@ Status LoadCheckpoint(const std::string& dir, GptModel& model, Optimizer& optimi
   }
   OCTET_RETURN_IF_ERROR(LoadWeights(model, JoinPath(dir, "model.safetensors")));
   const std::string opt_path = JoinPath(dir, "optimizer.safetensors");
-  OCTET_ASSIGN_OR_RETURN(auto tensors, internal::ReadSafetensorsF32(opt_path));
+  OCTET_ASSIGN_OR_RETURN(engine::SafetensorsFile file, engine::SafetensorsFile::Open(opt_path));
   auto wanted = optimizer.StateTensors();
   for (const auto& t : wanted) {
-    auto it = tensors.find(t.name);
-    if (it == tensors.end()) {
+    const engine::TensorInfo* info = file.Find(t.name);
+    if (!info) {
       return InvalidArgumentError(opt_path + ": '" + t.name +
                                   "' is missing (a checkpoint of another optimizer?)");
     }
-    if (static_cast<int64_t>(it->second.data.size()) != t.numel) {
-      return InvalidArgumentError(opt_path + ": '" + t.name + "' has the wrong size");
+    if (info->dtype != engine::DType::kF32 || info->numel() != t.numel) {
+      return InvalidArgumentError(opt_path + ": '" + t.name + "' is " +
+                                  std::string(engine::DTypeName(info->dtype)) +
+                                  info->ShapeString() + ", expected F32 with " +
+                                  std::to_string(t.numel) + " elements");
     }
-    std::copy(it->second.data.begin(), it->second.data.end(), t.data);
+    std::memcpy(t.data, info->data, static_cast<size_t>(t.numel) * sizeof(float));
   }
-  if (tensors.size() != wanted.size()) {
+  if (file.tensors().size() != wanted.size()) {
     return InvalidArgumentError(opt_path + ": holds state for another optimizer set-up");
   }
   const std::string state_path = JoinPath(dir, "trainer_state.json");

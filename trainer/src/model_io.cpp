@@ -1,42 +1,65 @@
 #include "octet/trainer/model_io.h"
 
+#include <cstring>
+
 #include "octet/base/file_util.h"
+#include "octet/engine/safetensors.h"
+#include "octet/kernels/weight.h"
 #include "octet/trainer/gpt_config.h"
-#include "safetensors_f32.h"
 
 namespace octet::trainer {
 namespace {
 
 Status SaveBuffer(const GptModel& model, std::span<const float> buffer, const std::string& path) {
-  std::vector<internal::F32TensorRef> refs;
-  for (const auto& t : model.tensors()) refs.push_back({t.name, t.shape, buffer.data() + t.offset});
-  return WriteFileAtomic(path, internal::SafetensorsBytesF32(refs));
+  engine::SafetensorsWriter writer;
+  writer.SetMetadata("format", "pt");
+  for (const auto& t : model.tensors()) {
+    OCTET_RETURN_IF_ERROR(writer.Add(t.name, engine::DType::kF32, t.shape,
+                                     buffer.data() + t.offset, t.numel * int64_t{sizeof(float)}));
+  }
+  return writer.Write(path);
+}
+
+// Copies a F32, BF16 or F16 tensor into `out` (numel floats) as float32.
+Status CopyAsF32(const engine::TensorInfo& info, float* out) {
+  const int64_t n = info.numel();
+  switch (info.dtype) {
+    case engine::DType::kF32:
+      std::memcpy(out, info.data, static_cast<size_t>(n) * sizeof(float));
+      return Status::Ok();
+    case engine::DType::kBF16:
+    case engine::DType::kF16:
+      for (int64_t i = 0; i < n; ++i) {
+        uint16_t h;
+        std::memcpy(&h, info.data + 2 * i, 2);
+        out[i] = info.dtype == engine::DType::kBF16 ? kernels::Bf16ToF32(h) : kernels::F16ToF32(h);
+      }
+      return Status::Ok();
+    default:
+      return InvalidArgumentError(info.file + ": tensor '" + info.name + "' is " +
+                                  std::string(engine::DTypeName(info.dtype)) +
+                                  "; the trainer reads F32, BF16 or F16");
+  }
 }
 
 }  // namespace
 
 Status LoadWeights(GptModel& model, const std::string& path) {
-  OCTET_ASSIGN_OR_RETURN(auto tensors, internal::ReadSafetensorsF32(path));
+  OCTET_ASSIGN_OR_RETURN(engine::SafetensorsFile file, engine::SafetensorsFile::Open(path));
   for (const auto& t : model.tensors()) {
-    auto it = tensors.find(t.name);
-    if (it == tensors.end()) return NotFoundError(path + ": tensor '" + t.name + "' is missing");
-    if (it->second.shape != t.shape) {
-      auto str = [](const std::vector<int64_t>& s) {
-        std::string r = "[";
-        for (size_t i = 0; i < s.size(); ++i) r += (i ? ", " : "") + std::to_string(s[i]);
-        return r + "]";
-      };
+    const engine::TensorInfo* info = file.Find(t.name);
+    if (!info) return NotFoundError(path + ": tensor '" + t.name + "' is missing");
+    if (info->shape != t.shape) {
       return InvalidArgumentError(path + ": tensor '" + t.name + "' has shape " +
-                                  str(it->second.shape) + ", the model expects " + str(t.shape));
+                                  info->ShapeString() + ", the model expects " +
+                                  engine::ShapeString(t.shape));
     }
-    std::copy(it->second.data.begin(), it->second.data.end(), model.param(t));
+    OCTET_RETURN_IF_ERROR(CopyAsF32(*info, model.param(t)));
   }
-  if (tensors.size() != model.tensors().size()) {
-    for (const auto& [name, t] : tensors) {
-      if (!model.Find(name)) {
-        return InvalidArgumentError(path + ": unexpected tensor '" + name +
-                                    "' (not a parameter of this model)");
-      }
+  for (const auto& info : file.tensors()) {
+    if (!model.Find(info.name)) {
+      return InvalidArgumentError(path + ": unexpected tensor '" + info.name +
+                                  "' (not a parameter of this model)");
     }
   }
   return Status::Ok();
