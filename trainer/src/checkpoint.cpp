@@ -149,10 +149,9 @@ Status LoadCheckpoint(const std::string& dir, GptModel& model, Optimizer& optimi
                                   "' is missing (a checkpoint of another optimizer?)");
     }
     if (info->dtype != engine::DType::kF32 || info->numel() != t.numel) {
-      return InvalidArgumentError(opt_path + ": '" + t.name + "' is " +
-                                  std::string(engine::DTypeName(info->dtype)) +
-                                  info->ShapeString() + ", expected F32 with " +
-                                  std::to_string(t.numel) + " elements");
+      return InvalidArgumentError(
+          opt_path + ": '" + t.name + "' is " + std::string(engine::DTypeName(info->dtype)) +
+          info->ShapeString() + ", expected F32 with " + std::to_string(t.numel) + " elements");
     }
     std::memcpy(t.data, info->data, static_cast<size_t>(t.numel) * sizeof(float));
   }

@@ -14,8 +14,8 @@ Status SaveBuffer(const GptModel& model, std::span<const float> buffer, const st
   engine::SafetensorsWriter writer;
   writer.SetMetadata("format", "pt");
   for (const auto& t : model.tensors()) {
-    OCTET_RETURN_IF_ERROR(writer.Add(t.name, engine::DType::kF32, t.shape,
-                                     buffer.data() + t.offset, t.numel * int64_t{sizeof(float)}));
+    OCTET_RETURN_IF_ERROR(writer.Add(t.name, engine::DType::kF32, t.shape, buffer.data() + t.offset,
+                                     t.numel * int64_t{sizeof(float)}));
   }
   return writer.Write(path);
 }

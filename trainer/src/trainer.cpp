@@ -181,9 +181,10 @@ Result<StepReport> Trainer::Step() {
   StepReport r;
   const int64_t t0 = NowNs();
   OCTET_RETURN_IF_ERROR(ComputeGradients(&r));
-  if (step_ == 0 && !opt_.grads_out.empty() && rank_ == 0) {
+  if (!grads_written_ && !opt_.grads_out.empty() && rank_ == 0) {
     OCTET_RETURN_IF_ERROR(SaveGradients(*model_, opt_.grads_out));
   }
+  grads_written_ = true;
   r.grad_norm = ClipGradNorm(backend_->host_thread_pool(), model_->grads(), opt_.grad_clip);
   r.lr_multiplier = schedule_.Multiplier(step_);
   OCTET_RETURN_IF_ERROR(optimizer_->Step(r.lr_multiplier));

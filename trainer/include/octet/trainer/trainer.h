@@ -50,9 +50,11 @@ struct TrainOptions {
   uint64_t seed = 42;
   bool resume = false;              // continue from OUT/checkpoints/latest
   int64_t bucket_bytes = 25 << 20;  // gradient all-reduce bucket size
-  std::string grads_out;            // rank 0 writes step 1's averaged gradients (before clipping)
-  double peak_flops = 0;            // per rank, for MFU; 0 = EstimatePeakFlops
-  int sync_timeout_ms = 600'000;    // bound on waiting for the gradient all-reduce
+  // Rank 0 writes the averaged gradients (before clipping) of the first step
+  // this run takes (step 1, or the first after --resume) as safetensors.
+  std::string grads_out;
+  double peak_flops = 0;          // per rank, for MFU; 0 = EstimatePeakFlops
+  int sync_timeout_ms = 600'000;  // bound on waiting for the gradient all-reduce
 };
 
 struct StepReport {
@@ -84,7 +86,8 @@ double EstimatePeakFlops(int threads);
 class Trainer {
  public:
   // `main` and `background` (two channels to the same ranks; null for one
-  // rank) carry the loss/eval reductions and the gradient buckets.
+  // rank) carry the loss/eval reductions and the gradient buckets
+  // (DataParallelGroup, dp_group.h, makes them from a Communicator).
   static Result<std::unique_ptr<Trainer>> Create(const TrainOptions& options,
                                                  kernels::KernelBackend* backend,
                                                  GradientCollective* main,
@@ -124,6 +127,7 @@ class Trainer {
   int world_ = 1;
   int grad_accum_ = 1;
   int64_t step_ = 0;
+  bool grads_written_ = false;  // grads_out handled
   LrSchedule schedule_;
   double flops_per_token_ = 0;
   double peak_flops_ = 0;
