@@ -2,24 +2,42 @@
 //
 //   octet train --config FILE|PRESET --data DIR --steps S --out DIR [--ranks N] [--resume]
 //       pre-trains on token shards (octet train prepare), checkpointing into
-//       OUT/checkpoints and exporting the final model to OUT.
+//       OUT/checkpoints and exporting the final model to OUT; --ranks N runs N
+//       data-parallel rank processes, each joining with
+//   octet train ... --world-size N --rank R --rendezvous HOST:PORT
+//       (also how `octet worker --job training` runs one rank for octet-agent).
 //   octet train prepare --out DIR [--vocab-size N | --tokenizer FILE] INPUT...
 //       text files/folders -> token shards (+ tokenizer.json) for --data.
 //   octet train --init DIR --batch DIR --steps K --optimizer adamw --lr ...
 //       K optimizer steps on one fixed batch (x.npy, y.npy) from the weights
 //       in DIR; prints {"losses": [...]} (the loss before each step).
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <iostream>
+#include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "command.h"
 #include "octet/base/args.h"
+#include "octet/base/deadline.h"
 #include "octet/base/file_util.h"
+#include "octet/base/log.h"
 #include "octet/base/npy.h"
+#include "octet/base/subprocess.h"
+#include "octet/collectives/communicator.h"
 #include "octet/kernels/backend.h"
+#include "octet/kernels/thread_pool.h"
+#include "octet/trainer/dp_group.h"
 #include "octet/trainer/gpt_model.h"
 #include "octet/trainer/model_io.h"
 #include "octet/trainer/optimizer.h"
@@ -161,24 +179,68 @@ int RunFixedBatch(const ArgParser& p) {
 
 double Round(double v, double scale) { return std::round(v * scale) / scale; }
 
-// --config/--data/--out: pre-training on token shards.
-int RunPretrain(const ArgParser& p) {
+// Prefix of this process's one-line errors ("octet train" or, for one rank of
+// a data-parallel job, "octet train (rank 2)").
+std::string g_error_prefix = "octet train";
+
+int FailRank(const std::string& what) {
+  std::cerr << g_error_prefix << ": " << what << "\n";
+  return kExitFailure;
+}
+
+// How this process takes part in data parallelism.
+struct RankSetup {
+  int local_ranks = 1;  // --ranks: rank processes to spawn on this host
+  bool joined = false;  // --rank given: this process is one rank of a job
+  int world_size = 1;
+  int rank = 0;
+  std::string rendezvous;  // HOST:PORT of rank 0
+  collectives::CommunicatorOptions comm;
+};
+
+// The pre-training flags, checked. Returns kExitOk or the exit code of a
+// usage error (already reported).
+int ReadPretrainFlags(const ArgParser& p, trainer::TrainOptions* out, RankSetup* ranks) {
   for (const char* f : {"config", "data", "out"}) {
     if (!p.Given(f)) return Usage(std::string("--") + f + " is required (see --help)");
   }
-  auto ranks = p.GetInt("ranks");
-  if (!ranks.ok() || *ranks < 1) return Usage("--ranks must be >= 1");
-  if (*ranks > 1) {
-    std::cerr << "octet train: --ranks " << *ranks
-              << " is not available in this build yet: data-parallel rank processes need the "
-                 "collectives library (issue 5)\n";
-    return kExitUnavailable;
+  auto local = p.GetInt("ranks");
+  if (!local.ok() || *local < 1 || *local > 256) return Usage("--ranks must be 1..256");
+  ranks->local_ranks = int(*local);
+  ranks->joined = p.Given("rank");
+  if (ranks->joined != p.Given("rendezvous") || ranks->joined != p.Given("world-size")) {
+    return Usage("--rank, --world-size and --rendezvous go together");
   }
-  trainer::TrainOptions o;
+  if (ranks->joined) {
+    auto world = p.GetInt("world-size");
+    auto rank = p.GetInt("rank");
+    if (!world.ok() || *world < 1 || *world > 256) return Usage("--world-size must be 1..256");
+    if (!rank.ok() || *rank < 0 || *rank >= *world) {
+      return Usage("--rank must be 0.." + std::to_string(*world - 1));
+    }
+    ranks->world_size = int(*world);
+    ranks->rank = int(*rank);
+    ranks->rendezvous = p.GetString("rendezvous");
+  } else {
+    ranks->world_size = ranks->local_ranks;
+  }
+  const std::string algo = p.GetString("algo");
+  if (algo == "nccl") {
+    ranks->comm.transport = collectives::TransportKind::kNccl;
+  } else {
+    auto a = collectives::ParseAlgorithm(algo);
+    if (!a.ok()) return Usage("--algo: " + a.status().message());
+    ranks->comm.algorithm = *a;
+    auto t = collectives::ParseTransport(p.GetString("transport"));
+    if (!t.ok()) return Usage("--transport: " + t.status().message());
+    ranks->comm.transport = *t;
+  }
+
+  trainer::TrainOptions& o = *out;
   o.data_dir = p.GetString("data");
   o.out_dir = p.GetString("out");
   auto meta = trainer::DataMeta::Load(o.data_dir);
-  if (!meta.ok()) return Fail(meta.status().message());
+  if (!meta.ok()) return Usage(meta.status().message());
 
   // Model: a config.json file or a preset sized to the data's vocabulary.
   const std::string config = p.GetString("config");
@@ -186,7 +248,7 @@ int RunPretrain(const ArgParser& p) {
   if (!seq.ok() || *seq < 0) return Usage("--seq-len must be a length");
   if (PathExists(config)) {
     auto c = trainer::GptConfig::Load(config);
-    if (!c.ok()) return Fail(c.status().message());
+    if (!c.ok()) return Usage(c.status().message());
     o.model = *c;
     if (*seq > 0) o.model.sequence_len = int(*seq);
   } else {
@@ -198,14 +260,14 @@ int RunPretrain(const ArgParser& p) {
   auto oc = OptimizerFromFlags(p);
   if (!oc.ok()) return Usage(oc.status().message());
   o.optimizer = *oc;
-  auto get_int = [&](const char* name, int64_t min, int64_t* out) -> bool {
-    auto v = p.GetInt(name);
-    if (!v.ok() || *v < min) return false;
-    *out = *v;
+  auto get_int = [&](const char* name, int64_t min, int64_t* v) -> bool {
+    auto r = p.GetInt(name);
+    if (!r.ok() || *r < min) return false;
+    *v = *r;
     return true;
   };
   int64_t batch = 0, steps = 0, total = 0, warmup = 0, ckpt = 0, keep = 0, eval_every = 0,
-          eval_batches = 0, seed = 0, log_every = 0;
+          eval_batches = 0, seed = 0, log_every = 0, peer_timeout = 0;
   if (!get_int("batch-size", 1, &batch)) return Usage("--batch-size must be >= 1");
   if (!get_int("steps", 0, &steps)) return Usage("--steps must be >= 0");
   if (!get_int("total-batch-tokens", 0, &total)) return Usage("--total-batch-tokens must be >= 0");
@@ -216,6 +278,9 @@ int RunPretrain(const ArgParser& p) {
   if (!get_int("eval-batches", 0, &eval_batches)) return Usage("--eval-batches must be >= 0");
   if (!get_int("seed", 0, &seed)) return Usage("--seed must be >= 0");
   if (!get_int("log-every", 1, &log_every)) return Usage("--log-every must be >= 1");
+  if (!get_int("peer-timeout-ms", 0, &peer_timeout) || peer_timeout > 86'400'000) {
+    return Usage("--peer-timeout-ms must be 0..86400000");
+  }
   auto warmdown = p.GetDouble("warmdown-frac");
   auto final_frac = p.GetDouble("final-lr-frac");
   auto clip = p.GetDouble("grad-clip");
@@ -245,48 +310,186 @@ int RunPretrain(const ArgParser& p) {
   o.bucket_bytes = *bucket;
   o.grads_out = p.GetString("grads-out");
   o.peak_flops = *peak * 1e9;
+  if (o.model.Validate().ok() && o.total_batch_tokens > 0) {
+    const int64_t per_micro = int64_t{ranks->world_size} * o.batch_size * o.model.sequence_len;
+    if (o.total_batch_tokens % per_micro != 0) {
+      return Usage("--total-batch-tokens " + std::to_string(o.total_batch_tokens) +
+                   " is not a multiple of ranks x batch x sequence = " + std::to_string(per_micro));
+    }
+  }
 
+  // A rank waiting in an all-reduce while rank 0 writes a checkpoint (weights
+  // and optimizer state, ~3 copies of the parameters) must not declare it
+  // dead: by default allow a minute plus that write at 50 MB/s. A rank that
+  // dies is noticed at once whatever this is (its connections close).
+  if (peer_timeout == 0) {
+    const double checkpoint_bytes = 12.0 * double(o.model.NumParams());
+    peer_timeout = 60'000 + int64_t(checkpoint_bytes / 50e6 * 1000.0);
+  }
+  ranks->comm.peer_timeout_ms = int(std::min<int64_t>(peer_timeout, 86'400'000));
+  o.sync_timeout_ms = ranks->comm.peer_timeout_ms + 60'000;
+  return kExitOk;
+}
+
+int FreeLoopbackPort() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  int port = -1;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0) {
+    port = ntohs(a.sin_port);
+  }
+  ::close(fd);
+  return port;
+}
+
+// --ranks N: runs N rank processes of this program on this host (each
+// `octet train <same flags> --world-size N --rank r --rendezvous 127.0.0.1:P`)
+// and supervises them. Rank 0's output is the run's (step lines, --json);
+// the others print only warnings and errors. When a rank fails the others
+// fail too (their collectives name it) and are stopped if they linger; the
+// error names the rank that failed first (one killed by a signal is preferred
+// as the cause over those that failed because of it).
+int RunLocalRanks(const ArgParser& p, const std::vector<std::string>& args,
+                  const RankSetup& setup) {
+  auto exe = SelfExecutablePath();
+  if (!exe.ok()) return Fail(exe.status().message());
+  const int port = FreeLoopbackPort();
+  if (port < 0) return Fail("no free TCP port on 127.0.0.1 for the rendezvous");
+  const std::string rendezvous = "127.0.0.1:" + std::to_string(port);
+  const int n = setup.local_ranks;
+  // Threads: the cores shared between the ranks unless --threads says.
+  auto threads = p.GetInt("threads");
+  const int per_rank = threads.ok() && *threads > 0
+                           ? int(*threads)
+                           : std::max(1, kernels::ThreadPool::HardwareThreads() / n);
+  std::vector<std::unique_ptr<Subprocess>> procs;
+  for (int r = 0; r < n; ++r) {
+    SpawnOptions o;
+    o.argv = {*exe, "train"};
+    o.argv.insert(o.argv.end(), args.begin(), args.end());
+    o.argv.insert(o.argv.end(), {"--world-size", std::to_string(n), "--rank", std::to_string(r),
+                                 "--rendezvous", rendezvous});
+    if (!p.Given("threads")) o.argv.insert(o.argv.end(), {"--threads", std::to_string(per_rank)});
+    o.new_process_group = false;  // Ctrl-C reaches the ranks too
+    auto proc = Subprocess::Spawn(o);
+    if (!proc.ok())
+      return Fail("cannot start rank " + std::to_string(r) + ": " + proc.status().message());
+    std::fprintf(stderr, "octet train: rank %d started (pid %d)\n", r, int((*proc)->pid()));
+    procs.push_back(std::move(*proc));
+  }
+  struct Failure {
+    int rank = -1;
+    ExitStatus status;
+  };
+  std::optional<Failure> cause;
+  std::vector<std::optional<ExitStatus>> ended(n);
+  int remaining = n;
+  std::optional<Deadline> give_up;
+  while (remaining > 0) {
+    for (int r = 0; r < n; ++r) {
+      if (ended[r]) continue;
+      ended[r] = procs[r]->Poll();
+      if (!ended[r]) continue;
+      --remaining;
+      if (ended[r]->success()) continue;
+      const bool signalled = !ended[r]->exited;
+      if (!cause || (signalled && cause->status.exited)) {
+        cause = Failure{r, *ended[r]};
+      }
+      // The others notice a dead peer within milliseconds and a silent one
+      // within the peer timeout; after that, stop them.
+      if (!give_up) give_up = Deadline::AfterMs(setup.comm.peer_timeout_ms + 10'000);
+    }
+    if (give_up && give_up->expired()) {
+      for (int r = 0; r < n; ++r) {
+        if (!ended[r]) ended[r] = procs[r]->Terminate(std::chrono::milliseconds(2000));
+      }
+      break;
+    }
+    if (remaining > 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  if (!cause) return kExitOk;
+  std::cerr << "octet train: rank " << cause->rank << " failed (" << cause->status.ToString()
+            << "); the run stopped\n";
+  // Every rank refusing the same bad input (exit 2) is a usage error.
+  bool all_usage = true;
+  for (const auto& e : ended) all_usage = all_usage && e && e->exited && e->code == kExitUsage;
+  return all_usage ? kExitUsage : kExitFailure;
+}
+
+// --config/--data/--out: pre-training on token shards, as one process, as
+// --ranks local rank processes, or as one rank of a job (--rank).
+int RunPretrain(const ArgParser& p, const std::vector<std::string>& args) {
+  trainer::TrainOptions o;
+  RankSetup ranks;
+  if (int rc = ReadPretrainFlags(p, &o, &ranks); rc != kExitOk) return rc;
+  if (!ranks.joined && ranks.local_ranks > 1) return RunLocalRanks(p, args, ranks);
+
+  std::unique_ptr<trainer::DataParallelGroup> group;
+  if (ranks.joined) {
+    const std::string tag = "rank " + std::to_string(ranks.rank);
+    SetLogTag(tag);
+    g_error_prefix = "octet train (" + tag + ")";
+    if (ranks.world_size > 1) {
+      auto g = trainer::DataParallelGroup::Join(ranks.rendezvous, ranks.world_size, ranks.rank,
+                                                ranks.comm);
+      if (!g.ok()) return FailRank(g.status().message());
+      group = std::move(*g);
+    }
+  }
   auto threads = p.GetInt("threads");
   if (!threads.ok()) return Usage(threads.status().message());
   auto backend = kernels::CreateBackend(p.GetString("backend"), {.threads = int(*threads)});
   if (!backend.ok()) return Usage(backend.status().message());
-  auto t = trainer::Trainer::Create(o, backend->get(), nullptr, nullptr);
+  auto t = trainer::Trainer::Create(o, backend->get(), group ? group->main() : nullptr,
+                                    group ? group->background() : nullptr);
   if (!t.ok()) {
     const bool usage = t.status().code() == StatusCode::kInvalidArgument ||
                        t.status().code() == StatusCode::kAlreadyExists;
-    std::cerr << "octet train: " << t.status().message() << "\n";
+    std::cerr << g_error_prefix << ": " << t.status().message() << "\n";
     return usage ? kExitUsage : kExitFailure;
   }
   trainer::Trainer& tr = **t;
   const bool json = p.GetFlag("json");
+  int64_t log_every = 1;
+  if (auto v = p.GetInt("log-every"); v.ok()) log_every = *v;
   if (tr.rank() == 0) {
     std::fprintf(stderr,
                  "octet train: %s, %lld parameters (%.1f MFLOP/token), %d rank(s) x %d threads, "
                  "batch %d x %d, %d micro-batch(es) per step = %lld tokens/step, %s\n",
-                 config.c_str(), (long long)o.model.NumParams(),
+                 p.GetString("config").c_str(), (long long)o.model.NumParams(),
                  o.model.TrainingFlopsPerToken(o.model.sequence_len) * 1e-6, tr.world_size(),
                  backend->get()->num_threads(), o.batch_size, o.model.sequence_len, tr.grad_accum(),
                  (long long)(tr.world_size() * tr.grad_accum() * int64_t{o.batch_size} *
                              o.model.sequence_len),
-                 oc->kind.c_str());
+                 o.optimizer.kind.c_str());
+    if (group) std::fprintf(stderr, "octet train: %s\n", group->Describe().c_str());
   }
   nlohmann::ordered_json steps_json = nlohmann::json::array(), evals_json = nlohmann::json::array();
   std::vector<trainer::StepReport> reports;
   const bool figures = p.GetFlag("figures");
+  // The agent's worker-telemetry line (agent job supervisor: "@octet-figures
+  // {json}", keys as its WorkerFigures); every rank reports its own.
+  auto print_figures = [&](const char* state, const trainer::StepReport* r) {
+    nlohmann::ordered_json f = {{"kind", "training"}, {"state", state}};
+    if (r) {
+      f["train_step"] = r->step;
+      f["train_loss"] = r->loss;
+      f["train_tps"] = Round(r->tokens_per_second, 10);
+      f["step_ms"] = Round(r->step_ms, 1000);
+      f["allreduce_share"] = r->step_ms > 0 ? Round(r->allreduce_wait_ms / r->step_ms, 1e4) : 0.0;
+    }
+    std::fprintf(stderr, "@octet-figures %s\n", f.dump().c_str());
+  };
+  if (figures) print_figures("starting", nullptr);
   auto on_step = [&](const trainer::StepReport& r) {
     reports.push_back(r);
-    if (figures) {
-      // The agent's worker-telemetry line (agent job supervisor: "@octet-figures {json}").
-      nlohmann::ordered_json f = {
-          {"kind", "training"},
-          {"state", "running"},
-          {"train_step", r.step},
-          {"train_loss", r.loss},
-          {"train_tps", Round(r.tokens_per_second, 10)},
-          {"step_ms", Round(r.step_ms, 1000)},
-          {"allreduce_share", r.step_ms > 0 ? Round(r.allreduce_wait_ms / r.step_ms, 1e4) : 0.0}};
-      std::fprintf(stderr, "@octet-figures %s\n", f.dump().c_str());
-    }
+    if (figures) print_figures("running", &r);
     steps_json.push_back({{"step", r.step},
                           {"loss", r.loss},
                           {"lr_multiplier", r.lr_multiplier},
@@ -317,7 +520,8 @@ int RunPretrain(const ArgParser& p) {
       std::fprintf(stderr, "\n");
     }
   };
-  if (Status s = tr.Run(on_step, on_eval); !s.ok()) return Fail(s.message());
+  if (Status s = tr.Run(on_step, on_eval); !s.ok()) return FailRank(s.message());
+  if (figures) print_figures("finished", reports.empty() ? nullptr : &reports.back());
 
   // Throughput as nanochat reports it: excluding the first (warm-up) steps.
   const size_t skip = reports.size() > 10 ? 10 : reports.size() / 2;
@@ -339,6 +543,7 @@ int RunPretrain(const ArgParser& p) {
     j["out"] = o.out_dir;
     j["ranks"] = tr.world_size();
     j["threads_per_rank"] = backend->get()->num_threads();
+    if (group) j["collectives"] = group->Describe();
     j["params"] = o.model.NumParams();
     j["flops_per_token"] = o.model.TrainingFlopsPerToken(o.model.sequence_len);
     j["tokens_per_step"] = reports.empty() ? 0 : reports.back().tokens;
@@ -443,6 +648,15 @@ int RunTrain(const std::vector<std::string>& args) {
   p.Option("data", "DIR", "token shards written by `octet train prepare`");
   p.Option("out", "DIR", "checkpoints (OUT/checkpoints) and the final model (OUT)");
   p.Option("ranks", "N", "data-parallel rank processes on this host", "1");
+  p.Option("rendezvous", "HOST:PORT",
+           "join a data-parallel job as one rank: rank 0's address (with --rank, --world-size; "
+           "how --ranks and octet-agent start ranks)");
+  p.Option("rank", "R", "this process's rank when joining a job");
+  p.Option("world-size", "N", "ranks in the job when joining one");
+  p.Option("transport", "T", "collectives transport between ranks: auto, shm, tcp, verbs", "auto");
+  p.Option("algo", "A", "all-reduce algorithm: auto, oneshot, ring, nccl", "auto");
+  p.Option("peer-timeout-ms", "MS",
+           "a rank silent this long fails the run (0: 60 s + rank 0's checkpoint write time)", "0");
   p.Flag("resume", "continue the run in --out from its latest checkpoint (bit-exact)");
   p.Option("batch-size", "B", "sequences per rank per micro-batch", "8");
   p.Option("seq-len", "T", "sequence length (default: the config's, or the preset's)");
@@ -468,7 +682,8 @@ int RunTrain(const std::vector<std::string>& args) {
   p.Option("batch", "DIR", "fixed-batch mode: folder with x.npy and y.npy (int32 [B, T])");
   p.Option("steps", "K", "optimizer steps", "10");
   p.Option("grads-out", "FILE",
-           "write the first step's (averaged, unclipped) gradients as safetensors");
+           "write the first step's (averaged, unclipped) gradients as safetensors (with "
+           "--resume: the first step after it)");
   AddOptimizerFlags(p);
   p.Option("backend", "NAME", "kernel backend: auto, scalar, avx2, neon", "auto");
   p.Option("threads", "N", "compute threads (0: all cores)", "0");
@@ -482,7 +697,56 @@ int RunTrain(const std::vector<std::string>& args) {
     return kExitOk;
   }
   if (p.Given("init")) return RunFixedBatch(p);
-  return RunPretrain(p);
+  return RunPretrain(p, args);
+}
+
+}  // namespace octet::cli
+
+namespace octet::cli {
+
+// `octet worker --job training --model DIR --world-size N --rank R
+//  --rendezvous HOST:PORT --transport T --algo A [--port P] [--threads T]
+//  [octet train flags...]` — the command line octet-agent's job supervisor
+// starts for each rank of a training job. DIR is the run's folder (--out:
+// checkpoints and the final model); its config.json is the model when no
+// --config follows. The data (--data) and the run's settings come as the
+// extra flags. Every rank prints '@octet-figures' lines for the agent.
+int RunTrainingWorker(const std::vector<std::string>& args) {
+  std::vector<std::string> train_args;
+  std::string model;
+  bool has_config = false, has_figures = false;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    const bool has_value = i + 1 < args.size();
+    if (a == "--job" && has_value) {
+      ++i;  // "training": the caller dispatched on it
+    } else if (a == "--model" && has_value) {
+      model = args[++i];
+    } else if (a == "--port" && has_value) {
+      ++i;  // training serves nothing
+    } else {
+      if (a == "--config") has_config = true;
+      if (a == "--figures") has_figures = true;
+      train_args.push_back(a);
+    }
+  }
+  if (model.empty()) {
+    std::cerr << "octet worker: --job training needs --model DIR (the run's folder)\n";
+    return kExitUsage;
+  }
+  train_args.insert(train_args.end(), {"--out", model});
+  if (!has_config) {
+    const std::string config = JoinPath(model, "config.json");
+    if (!PathExists(config)) {
+      std::cerr << "octet worker: " << config
+                << " is missing: put the model's config.json in the run's folder or pass "
+                   "--config FILE|PRESET\n";
+      return kExitUsage;
+    }
+    train_args.insert(train_args.end(), {"--config", config});
+  }
+  if (!has_figures) train_args.push_back("--figures");
+  return RunTrain(train_args);
 }
 
 }  // namespace octet::cli

@@ -17,8 +17,7 @@ const std::vector<Command>& Commands() {
       {"route", "request router gateway", nullptr, "waiting for the router (issue 9)"},
       {"train", "data-parallel GPT pre-training", RunTrain, ""},
       {"cluster", "cluster profiles, status and the local embedded cluster", RunCluster, ""},
-      {"worker", "one rank of a job (spawned by octet and octet-agent)", nullptr,
-       "waiting for tensor-parallel serving (issue 6)"},
+      {"worker", "one rank of a job (spawned by octet and octet-agent)", RunWorker, ""},
   };
   return commands;
 }
