@@ -113,13 +113,21 @@ class TestTrainCli : public QObject {
             .toArray();
     QCOMPARE(steps.size(), 2);
     QCOMPARE(steps[0].toObject()["step"].toInt(), 4);
-    // Worker telemetry lines for the agent: one per step.
-    const size_t fig = r.output.find("@octet-figures {");
-    QVERIFY2(fig != std::string::npos, r.output.c_str());
-    const std::string line = r.output.substr(fig + 15, r.output.find('\n', fig) - fig - 15);
-    const QJsonObject f = QJsonDocument::fromJson(QByteArray::fromStdString(line)).object();
-    QCOMPARE(f["train_step"].toInt(), 4);
-    QVERIFY(f["train_loss"].toDouble() > 0);
+    // Worker telemetry lines for the agent: "starting", one "running" per
+    // step, then "finished".
+    std::vector<QJsonObject> figures;
+    for (size_t fig = r.output.find("@octet-figures {"); fig != std::string::npos;
+         fig = r.output.find("@octet-figures {", fig + 1)) {
+      const std::string line = r.output.substr(fig + 15, r.output.find('\n', fig) - fig - 15);
+      figures.push_back(QJsonDocument::fromJson(QByteArray::fromStdString(line)).object());
+    }
+    QCOMPARE(figures.size(), size_t{4});
+    QCOMPARE(figures[0]["state"].toString(), QString("starting"));
+    QCOMPARE(figures[1]["state"].toString(), QString("running"));
+    QCOMPARE(figures[1]["train_step"].toInt(), 4);
+    QVERIFY(figures[1]["train_loss"].toDouble() > 0);
+    QCOMPARE(figures[3]["state"].toString(), QString("finished"));
+    QCOMPARE(figures[3]["train_step"].toInt(), 5);
     // Data of another vocabulary than the config's is refused with the reason.
     QVERIFY(
         WriteFileAtomic(root + "/cfg.json",
