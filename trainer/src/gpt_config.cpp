@@ -83,6 +83,10 @@ std::string GptConfig::ToJson() const {
   j["rope_theta"] = rope_theta;
   j["softcap"] = softcap;
   j["norm_eps"] = norm_eps;
+  if (bos_token_id >= 0) {
+    j["bos_token_id"] = bos_token_id;
+    j["eos_token_id"] = bos_token_id;
+  }
   // Hugging Face aliases (informational; FromJson prefers the nanochat keys).
   j["hidden_size"] = n_embd;
   j["num_hidden_layers"] = n_layer;
@@ -139,6 +143,9 @@ Result<GptConfig> GptConfig::FromJson(std::string_view text, const std::string& 
   OCTET_RETURN_IF_ERROR(get_float("rope_theta", nullptr, &c.rope_theta));
   OCTET_RETURN_IF_ERROR(get_float("softcap", nullptr, &c.softcap));
   OCTET_RETURN_IF_ERROR(get_float("norm_eps", "rms_norm_eps", &c.norm_eps));
+  if (j.contains("bos_token_id") && j["bos_token_id"].is_number_integer()) {
+    c.bos_token_id = j["bos_token_id"].get<int>();
+  }
   if (Status s = c.Validate(); !s.ok()) return s.WithContext(what);
   return c;
 }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 
 #include "octet/base/file_util.h"
 #include "octet/base/npy.h"
@@ -47,6 +48,44 @@ std::pair<std::string, std::string> SplitTail(const std::string& text, double fr
   const size_t nl = text.find('\n', cut);
   cut = nl == std::string::npos ? cut : nl + 1;
   return {text.substr(0, cut), text.substr(cut)};
+}
+
+// The trained tokenizer.json with a post-processor that starts every encoded
+// text with BOS when special tokens are added (Hugging Face
+// TemplateProcessing, after ByteLevel): `octet generate --prompt` then gives
+// the model what each training document began with.
+Result<std::string> WithBosPostProcessor(const std::string& tokenizer_json, const std::string& bos,
+                                         int32_t bos_id) {
+  nlohmann::ordered_json j;
+  try {
+    j = nlohmann::ordered_json::parse(tokenizer_json);
+  } catch (const nlohmann::json::exception& e) {
+    return InternalError(std::string("trained tokenizer.json: ") + e.what());
+  }
+  const nlohmann::ordered_json special = {{"SpecialToken", {{"id", bos}, {"type_id", 0}}}};
+  nlohmann::ordered_json tp = {
+      {"type", "TemplateProcessing"},
+      {"single", {special, {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}}},
+      {"pair",
+       {special,
+        {{"Sequence", {{"id", "A"}, {"type_id", 0}}}},
+        special,
+        {{"Sequence", {{"id", "B"}, {"type_id", 1}}}}}},
+      {"special_tokens", {{bos, {{"id", bos}, {"ids", {bos_id}}, {"tokens", {bos}}}}}}};
+  nlohmann::ordered_json seq = {{"type", "Sequence"}, {"processors", {j["post_processor"], tp}}};
+  j["post_processor"] = seq;
+  return j.dump(1) + "\n";
+}
+
+// tokenizer_config.json for a trained tokenizer: BOS starts a document and, for
+// a base model, also ends a generation (a new document begins).
+std::string TokenizerConfigJson(const std::string& bos) {
+  nlohmann::ordered_json j = {{"tokenizer_class", "PreTrainedTokenizerFast"},
+                              {"bos_token", bos},
+                              {"eos_token", bos},
+                              {"add_bos_token", true},
+                              {"clean_up_tokenization_spaces", false}};
+  return j.dump(2) + "\n";
 }
 
 }  // namespace
@@ -118,6 +157,19 @@ Result<PrepareReport> PrepareData(const PrepareOptions& o) {
   if (!bos) {
     return InvalidArgumentError("the tokenizer has no '" + o.bos_token +
                                 "' token to start documents with (see --bos-token)");
+  }
+  if (report.trained_tokenizer) {
+    OCTET_ASSIGN_OR_RETURN(tokenizer_json, WithBosPostProcessor(tokenizer_json, o.bos_token, *bos));
+    OCTET_RETURN_IF_ERROR(WriteFileAtomic(JoinPath(o.out_dir, "tokenizer_config.json"),
+                                          TokenizerConfigJson(o.bos_token)));
+  } else {
+    // A given tokenizer keeps its own tokenizer_config.json (when it has one).
+    const std::string dir = IsDirectory(o.tokenizer) ? o.tokenizer : DirName(o.tokenizer);
+    const std::string config = JoinPath(dir, "tokenizer_config.json");
+    if (PathExists(config)) {
+      OCTET_ASSIGN_OR_RETURN(std::string text, ReadFileToString(config));
+      OCTET_RETURN_IF_ERROR(WriteFileAtomic(JoinPath(o.out_dir, "tokenizer_config.json"), text));
+    }
   }
   OCTET_RETURN_IF_ERROR(WriteFileAtomic(JoinPath(o.out_dir, "tokenizer.json"), tokenizer_json));
   report.vocab_size = tok.vocab_size();

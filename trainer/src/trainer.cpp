@@ -81,6 +81,7 @@ Result<std::unique_ptr<Trainer>> Trainer::Create(const TrainOptions& options,
                                 " tokens but the model's has " +
                                 std::to_string(o.model.vocab_size));
   }
+  if (o.model.bos_token_id < 0) o.model.bos_token_id = meta.bos_id;  // for config.json
   OCTET_ASSIGN_OR_RETURN(t->train_, TokenDataset::Open(o.data_dir, "train"));
   if (!meta.val_files.empty()) {
     OCTET_ASSIGN_OR_RETURN(t->val_, TokenDataset::Open(o.data_dir, "val"));

@@ -83,6 +83,17 @@ class TestPrepare : public QObject {
     QVERIFY2(tok.ok(), tok.status().ToString().c_str());
     QCOMPARE(tok->vocab_size(), r->vocab_size);
     QCOMPARE(*tok->TokenToId("<|bos|>"), r->bos_id);
+    // A prompt encoded with special tokens starts the way every training
+    // document does (with BOS), and the folder's tokenizer_config.json names
+    // BOS as bos and eos (a base model's text ends where a new document begins).
+    QCOMPARE(tok->bos_id(), std::optional<engine::TokenId>(r->bos_id));
+    QCOMPARE(tok->config().bos_token, std::string("<|bos|>"));
+    QCOMPARE(tok->config().eos_token, std::string("<|bos|>"));
+    const auto with_bos = tok->Encode("the quick brown fox", {.add_special_tokens = true});
+    const auto plain = tok->Encode("the quick brown fox");
+    QCOMPARE(with_bos.size(), plain.size() + 1);
+    QCOMPARE(with_bos[0], r->bos_id);
+    QCOMPARE(std::vector<engine::TokenId>(with_bos.begin() + 1, with_bos.end()), plain);
 
     // Sorted paths: <root>/text/doc00..09 then <root>/text/sub/doc10..19.
     auto train = SplitAtBos(ReadAll(o.out_dir, "train"), r->bos_id);

@@ -34,6 +34,10 @@ struct GptConfig {
   float rope_theta = 10000.0f;
   float softcap = 15.0f;  // 0 disables the soft-cap
   float norm_eps = 1e-6f;
+  // The token every training document starts with (-1: unknown). Written to
+  // config.json as bos_token_id and eos_token_id (generation of a base model
+  // stops where a new document would begin); not part of the shape.
+  int bos_token_id = -1;
 
   int head_dim() const { return n_head > 0 ? n_embd / n_head : 0; }
   int kv_dim() const { return n_kv_head * head_dim(); }

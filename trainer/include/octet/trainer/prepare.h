@@ -4,9 +4,13 @@
 //   1. Documents: every regular file under the inputs (folders are walked
 //      recursively, hidden entries skipped, paths sorted, so the result does
 //      not depend on the file system's order). One file is one document.
-//   2. Tokenizer: an existing tokenizer.json, or a byte-level BPE trained here
-//      on the training documents (octet::engine::BpeTrainer) with the BOS
-//      token as its one special token; written to OUT/tokenizer.json.
+//   2. Tokenizer: an existing tokenizer.json (and its tokenizer_config.json),
+//      or a byte-level BPE trained here on the training documents
+//      (octet::engine::BpeTrainer) with the BOS token as its one special
+//      token, a post-processor that prepends BOS when special tokens are
+//      added, and a tokenizer_config.json naming BOS as bos_token and
+//      eos_token (a base model ends a text where a new document would
+//      begin); written to OUT/tokenizer.json, OUT/tokenizer_config.json.
 //   3. Split: whole documents go to validation (ValidationDocuments); a
 //      single document is cut at a line boundary instead, its last
 //      `val_fraction` becoming the validation document.
