@@ -474,15 +474,28 @@ int RunPretrain(const ArgParser& p, const std::vector<std::string>& args) {
   std::vector<trainer::StepReport> reports;
   const bool figures = p.GetFlag("figures");
   // The agent's worker-telemetry line (agent job supervisor: "@octet-figures
-  // {json}", keys as its WorkerFigures); every rank reports its own.
+  // {json}", keys as its WorkerFigures; the agent reads train_step, train_loss,
+  // train_tps, step_ms, allreduce_share and passes the line on). Every rank
+  // reports its own step figures; val_loss / val_bpb are the latest
+  // evaluation's (all ranks agree on them) and appear once one has run.
+  std::optional<trainer::EvalReport> last_eval;
   auto print_figures = [&](const char* state, const trainer::StepReport* r) {
     nlohmann::ordered_json f = {{"kind", "training"}, {"state", state}};
     if (r) {
       f["train_step"] = r->step;
+      f["train_total_steps"] = r->total_steps;
       f["train_loss"] = r->loss;
       f["train_tps"] = Round(r->tokens_per_second, 10);
       f["step_ms"] = Round(r->step_ms, 1000);
+      f["compute_ms"] = Round(r->compute_ms, 1000);
+      f["allreduce_ms"] = Round(r->allreduce_wait_ms, 1000);
       f["allreduce_share"] = r->step_ms > 0 ? Round(r->allreduce_wait_ms / r->step_ms, 1e4) : 0.0;
+      f["mfu"] = Round(r->mfu, 1e6);
+    }
+    if (last_eval) {
+      f["val_step"] = last_eval->step;
+      f["val_loss"] = last_eval->val_loss;
+      if (last_eval->val_bpb >= 0) f["val_bpb"] = last_eval->val_bpb;
     }
     std::fprintf(stderr, "@octet-figures %s\n", f.dump().c_str());
   };
@@ -514,6 +527,8 @@ int RunPretrain(const ArgParser& p, const std::vector<std::string>& args) {
     nlohmann::ordered_json j = {{"step", e.step}, {"val_loss", e.val_loss}, {"tokens", e.tokens}};
     if (e.val_bpb >= 0) j["val_bpb"] = e.val_bpb;
     evals_json.push_back(j);
+    last_eval = e;
+    if (figures) print_figures("running", reports.empty() ? nullptr : &reports.back());
     if (tr.rank() == 0) {
       std::fprintf(stderr, "eval at step %lld | val loss %.4f", (long long)e.step, e.val_loss);
       if (e.val_bpb >= 0) std::fprintf(stderr, " | %.4f bits/byte", e.val_bpb);

@@ -114,20 +114,33 @@ class TestTrainCli : public QObject {
     QCOMPARE(steps.size(), 2);
     QCOMPARE(steps[0].toObject()["step"].toInt(), 4);
     // Worker telemetry lines for the agent: "starting", one "running" per
-    // step, then "finished".
+    // step, one more after the (final) evaluation carrying its validation
+    // loss and bits per byte, then "finished".
     std::vector<QJsonObject> figures;
     for (size_t fig = r.output.find("@octet-figures {"); fig != std::string::npos;
          fig = r.output.find("@octet-figures {", fig + 1)) {
       const std::string line = r.output.substr(fig + 15, r.output.find('\n', fig) - fig - 15);
       figures.push_back(QJsonDocument::fromJson(QByteArray::fromStdString(line)).object());
     }
-    QCOMPARE(figures.size(), size_t{4});
+    QCOMPARE(figures.size(), size_t{5});
     QCOMPARE(figures[0]["state"].toString(), QString("starting"));
     QCOMPARE(figures[1]["state"].toString(), QString("running"));
     QCOMPARE(figures[1]["train_step"].toInt(), 4);
+    QCOMPARE(figures[1]["train_total_steps"].toInt(), 5);
     QVERIFY(figures[1]["train_loss"].toDouble() > 0);
-    QCOMPARE(figures[3]["state"].toString(), QString("finished"));
+    QVERIFY(figures[1]["train_tps"].toDouble() > 0);
+    QVERIFY(figures[1]["compute_ms"].toDouble() > 0);
+    QVERIFY(figures[1]["compute_ms"].toDouble() <= figures[1]["step_ms"].toDouble());
+    QVERIFY(figures[1].contains("allreduce_ms"));
+    QVERIFY(figures[1]["mfu"].toDouble() > 0);
+    QVERIFY(!figures[1].contains("val_loss"));
     QCOMPARE(figures[3]["train_step"].toInt(), 5);
+    QCOMPARE(figures[3]["val_step"].toInt(), 5);
+    QVERIFY(figures[3]["val_loss"].toDouble() > 0);
+    QVERIFY(figures[3]["val_bpb"].toDouble() > 0);
+    QCOMPARE(figures[4]["state"].toString(), QString("finished"));
+    QCOMPARE(figures[4]["train_step"].toInt(), 5);
+    QCOMPARE(figures[4]["val_loss"].toDouble(), figures[3]["val_loss"].toDouble());
     // Data of another vocabulary than the config's is refused with the reason.
     QVERIFY(
         WriteFileAtomic(root + "/cfg.json",
