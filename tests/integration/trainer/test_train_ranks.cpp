@@ -89,7 +89,7 @@ class TestTrainRanks : public QObject {
       int ranks;
       const char* bucket;
     };
-    const Run runs[] = {{1, "25M"}, {2, "1K"}, {2, "16K"}, {2, "25M"}, {4, "4K"}};
+    const Run runs[] = {{1, "25M"}, {2, "1K"}, {2, "16K"}, {2, "25M"}, {4, "4K"}, {4, "25M"}};
     std::map<std::string, std::vector<float>> reference;
     for (const Run& run : runs) {
       const std::string name = std::to_string(run.ranks) + "x" + run.bucket;
