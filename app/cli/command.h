@@ -29,6 +29,10 @@ int RunCollbench(const std::vector<std::string>& args);
 int RunGenerate(const std::vector<std::string>& args);
 int RunRoute(const std::vector<std::string>& args);
 int RunTokenize(const std::vector<std::string>& args);
+int RunTrain(const std::vector<std::string>& args);
+int RunWorker(const std::vector<std::string>& args);
+// `octet worker --job training ...` (cmd_train.cpp), dispatched by RunWorker.
+int RunTrainingWorker(const std::vector<std::string>& args);
 
 // Exit codes shared by all subcommands.
 inline constexpr int kExitOk = 0;

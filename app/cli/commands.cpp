@@ -15,10 +15,9 @@ const std::vector<Command>& Commands() {
        "waiting for the benchmark runner (issue 6)"},
       {"collbench", "collectives benchmark like nccl-tests", RunCollbench, {}},
       {"route", "request router gateway", RunRoute, ""},
-      {"train", "data-parallel GPT pre-training", nullptr, "waiting for the trainer (issue 10)"},
+      {"train", "data-parallel GPT pre-training", RunTrain, ""},
       {"cluster", "cluster profiles, status and the local embedded cluster", RunCluster, ""},
-      {"worker", "one rank of a job (spawned by octet and octet-agent)", nullptr,
-       "waiting for tensor-parallel serving (issue 6)"},
+      {"worker", "one rank of a job (spawned by octet and octet-agent)", RunWorker, ""},
   };
   return commands;
 }

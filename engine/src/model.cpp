@@ -31,8 +31,35 @@ const float* ForwardOutput::Last(size_t chunk) const {
 
 namespace {
 
+// The tensor a nanochat checkpoint stores for a Llama-style name
+// ("model.layers.3.self_attn.q_proj.weight" -> "transformer.h.3.attn.c_q.weight";
+// embed_tokens -> transformer.wte, gate_proj -> mlp.c_fc, down_proj ->
+// mlp.c_proj; lm_head.weight is lm_head.weight). Other names are unchanged.
+std::string NanochatTensorName(const std::string& name) {
+  if (name.rfind("model.embed_tokens.", 0) == 0) return "transformer.wte." + name.substr(19);
+  const std::string layers = "model.layers.";
+  if (name.rfind(layers, 0) != 0) return name;
+  const size_t dot = name.find('.', layers.size());
+  if (dot == std::string::npos) return name;
+  const std::string index = name.substr(layers.size(), dot - layers.size());
+  const std::string rest = name.substr(dot + 1);
+  static const std::pair<const char*, const char*> kModules[] = {
+      {"self_attn.q_proj", "attn.c_q"}, {"self_attn.k_proj", "attn.c_k"},
+      {"self_attn.v_proj", "attn.c_v"}, {"self_attn.o_proj", "attn.c_proj"},
+      {"mlp.gate_proj", "mlp.c_fc"},    {"mlp.down_proj", "mlp.c_proj"}};
+  for (const auto& [hf, nano] : kModules) {
+    const std::string prefix = std::string(hf) + ".";
+    if (rest.rfind(prefix, 0) == 0) {
+      return "transformer.h." + index + "." + nano + "." + rest.substr(prefix.size());
+    }
+  }
+  return name;
+}
+
 // Reads tensors out of a checkpoint with errors that name the tensor, its file
-// and the expected shape, and reports progress.
+// and the expected shape, and reports progress. Names are the Llama-style ones;
+// a nanochat checkpoint's are translated (NanochatTensorName) on lookup, and
+// errors name the tensor as stored.
 class Loader {
  public:
   Loader(const CheckpointStore& store, const ModelConfig& config, const LoadOptions& options,
@@ -42,7 +69,14 @@ class Loader {
     progress_.tensors_total = static_cast<int64_t>(store.tensors().size());
   }
 
-  Result<const TensorInfo*> Require(const std::string& name, const std::vector<int64_t>& shape) {
+  // The name `name` has in this checkpoint.
+  std::string Stored(const std::string& name) const {
+    return config_.arch == Architecture::kNanochat ? NanochatTensorName(name) : name;
+  }
+  const TensorInfo* Find(const std::string& name) const { return store_.Find(Stored(name)); }
+
+  Result<const TensorInfo*> Require(const std::string& hf_name, const std::vector<int64_t>& shape) {
+    const std::string name = Stored(hf_name);
     const TensorInfo* t = store_.Find(name);
     if (!t) {
       return NotFoundError("tensor '" + name + "' (expected shape " + ShapeString(shape) +
@@ -57,8 +91,9 @@ class Loader {
     return t;
   }
 
-  Result<std::vector<float>> Vector(const std::string& name, int64_t n) {
-    OCTET_ASSIGN_OR_RETURN(const TensorInfo* t, Require(name, {n}));
+  Result<std::vector<float>> Vector(const std::string& hf_name, int64_t n) {
+    const std::string name = Stored(hf_name);
+    OCTET_ASSIGN_OR_RETURN(const TensorInfo* t, Require(hf_name, {n}));
     std::vector<float> out(n);
     switch (t->dtype) {
       case DType::kF32:
@@ -81,8 +116,9 @@ class Loader {
   }
 
   // A dense float matrix [rows, cols] as a kernel view.
-  Result<WeightMatrix> Dense(const std::string& name, int64_t rows, int64_t cols) {
-    OCTET_ASSIGN_OR_RETURN(const TensorInfo* t, Require(name, {rows, cols}));
+  Result<WeightMatrix> Dense(const std::string& hf_name, int64_t rows, int64_t cols) {
+    const std::string name = Stored(hf_name);
+    OCTET_ASSIGN_OR_RETURN(const TensorInfo* t, Require(hf_name, {rows, cols}));
     WeightFormat f;
     switch (t->dtype) {
       case DType::kF32:
@@ -102,7 +138,8 @@ class Loader {
     return WeightMatrix::Dense(f, Aligned(*t), rows, cols);
   }
 
-  Result<float> Scalar(const std::string& name) {
+  Result<float> Scalar(const std::string& hf_name) {
+    const std::string name = Stored(hf_name);
     const TensorInfo* t = store_.Find(name);
     if (!t)
       return NotFoundError("tensor '" + name +
@@ -127,7 +164,7 @@ class Loader {
     Linear l;
     l.name = module;
     l.role = role;
-    const std::string wname = module + ".weight";
+    const std::string wname = Stored(module + ".weight");
     const TensorInfo* t = store_.Find(wname);
     const bool quantized = config_.quant.nvfp4 && !config_.quant.Excluded(module);
     if (t && t->dtype == DType::kU8) {
@@ -141,15 +178,15 @@ class Loader {
         return InvalidArgumentError("'" + module + "': NVFP4 needs the input size (" +
                                     std::to_string(in) + ") to be a multiple of 16");
       }
-      OCTET_ASSIGN_OR_RETURN(const TensorInfo* packed, Require(wname, {out, in / 2}));
+      OCTET_ASSIGN_OR_RETURN(const TensorInfo* packed, Require(module + ".weight", {out, in / 2}));
       OCTET_ASSIGN_OR_RETURN(const TensorInfo* scales,
                              Require(module + ".weight_scale", {out, in / 16}));
       if (scales->dtype != DType::kF8E4M3) {
-        return InvalidArgumentError("tensor '" + module + ".weight_scale' has dtype " +
+        return InvalidArgumentError("tensor '" + Stored(module + ".weight_scale") + "' has dtype " +
                                     std::string(DTypeName(scales->dtype)) + "; expected F8_E4M3");
       }
       OCTET_ASSIGN_OR_RETURN(float global, Scalar(module + ".weight_scale_2"));
-      if (const TensorInfo* is = store_.Find(module + ".input_scale")) Touch(*is);
+      if (const TensorInfo* is = Find(module + ".input_scale")) Touch(*is);
       l.weight = WeightMatrix::Nvfp4(packed->data, scales->data, global, out, in);
     } else {
       if (!t) {
@@ -158,7 +195,7 @@ class Loader {
                                                    : std::vector<int64_t>{out, in}) +
                              (quantized ? " U8 NVFP4" : "") + ") is missing from the checkpoint");
       }
-      OCTET_ASSIGN_OR_RETURN(l.weight, Dense(wname, out, in));
+      OCTET_ASSIGN_OR_RETURN(l.weight, Dense(module + ".weight", out, in));
     }
     if (bias) {
       OCTET_ASSIGN_OR_RETURN(l.bias, Vector(module + ".bias", out));
@@ -273,12 +310,19 @@ Status Model::LoadWeights(const LoadOptions& options) {
   const ModelConfig& c = config_;
   Loader ld(*store_, c, options, &realigned_);
   const int64_t H = c.hidden_size, hd = c.head_dim;
+  // nanochat: parameter-free RMSNorms are RMSNorms with a weight of ones.
+  const bool norm_weights = !c.parameter_free_norms;
+  if (c.embedding_norm) embedding_norm_.assign(H, 1.0f);
   OCTET_ASSIGN_OR_RETURN(embed_, ld.Dense("model.embed_tokens.weight", c.vocab_size, H));
   layers_.resize(c.num_layers);
   for (int64_t i = 0; i < c.num_layers; ++i) {
     const std::string p = "model.layers." + std::to_string(i) + ".";
     LayerWeights& L = layers_[i];
-    OCTET_ASSIGN_OR_RETURN(L.input_norm, ld.Vector(p + "input_layernorm.weight", H));
+    if (norm_weights) {
+      OCTET_ASSIGN_OR_RETURN(L.input_norm, ld.Vector(p + "input_layernorm.weight", H));
+    } else {
+      L.input_norm.assign(H, 1.0f);
+    }
     const bool b = c.attention_bias;
     OCTET_ASSIGN_OR_RETURN(L.q, ld.LoadLinear(p + "self_attn.q_proj", c.num_heads * hd, H,
                                               LinearRole::kColumnParallel, b));
@@ -286,31 +330,45 @@ Status Model::LoadWeights(const LoadOptions& options) {
                                               LinearRole::kColumnParallel, b));
     OCTET_ASSIGN_OR_RETURN(L.v, ld.LoadLinear(p + "self_attn.v_proj", c.num_kv_heads * hd, H,
                                               LinearRole::kColumnParallel, b));
-    if (c.qk_norm) {
+    if (c.qk_norm && norm_weights) {
       OCTET_ASSIGN_OR_RETURN(L.q_norm, ld.Vector(p + "self_attn.q_norm.weight", hd));
       OCTET_ASSIGN_OR_RETURN(L.k_norm, ld.Vector(p + "self_attn.k_norm.weight", hd));
+    } else if (c.qk_norm) {
+      L.q_norm.assign(hd, 1.0f);
+      L.k_norm.assign(hd, 1.0f);
     }
     // Llama's attention_bias covers o_proj too; Qwen2's biases are q/k/v only.
     const bool o_bias = c.attention_bias && c.arch == Architecture::kLlama;
     OCTET_ASSIGN_OR_RETURN(L.o, ld.LoadLinear(p + "self_attn.o_proj", H, c.num_heads * hd,
                                               LinearRole::kRowParallel, o_bias));
-    OCTET_ASSIGN_OR_RETURN(L.post_norm, ld.Vector(p + "post_attention_layernorm.weight", H));
+    if (norm_weights) {
+      OCTET_ASSIGN_OR_RETURN(L.post_norm, ld.Vector(p + "post_attention_layernorm.weight", H));
+    } else {
+      L.post_norm.assign(H, 1.0f);
+    }
     const bool mb = c.mlp_bias;
     OCTET_ASSIGN_OR_RETURN(L.gate, ld.LoadLinear(p + "mlp.gate_proj", c.intermediate_size, H,
                                                  LinearRole::kColumnParallel, mb));
-    OCTET_ASSIGN_OR_RETURN(L.up, ld.LoadLinear(p + "mlp.up_proj", c.intermediate_size, H,
-                                               LinearRole::kColumnParallel, mb));
+    if (!c.relu2_mlp) {  // nanochat's ReLU² MLP has no up projection
+      OCTET_ASSIGN_OR_RETURN(L.up, ld.LoadLinear(p + "mlp.up_proj", c.intermediate_size, H,
+                                                 LinearRole::kColumnParallel, mb));
+    }
     OCTET_ASSIGN_OR_RETURN(L.down, ld.LoadLinear(p + "mlp.down_proj", H, c.intermediate_size,
                                                  LinearRole::kRowParallel, mb));
     // Shapes a shard must keep consistent within the layer.
     if (L.q.weight.rows % hd || L.k.weight.rows % hd || L.k.weight.rows != L.v.weight.rows ||
-        L.o.weight.cols != L.q.weight.rows || L.gate.weight.rows != L.up.weight.rows ||
+        L.o.weight.cols != L.q.weight.rows ||
+        (!c.relu2_mlp && L.gate.weight.rows != L.up.weight.rows) ||
         L.down.weight.cols != L.gate.weight.rows) {
       return InvalidArgumentError("layer " + std::to_string(i) +
                                   ": sliced q/k/v/o or gate/up/down shapes do not fit together");
     }
   }
-  OCTET_ASSIGN_OR_RETURN(final_norm_, ld.Vector("model.norm.weight", H));
+  if (norm_weights) {
+    OCTET_ASSIGN_OR_RETURN(final_norm_, ld.Vector("model.norm.weight", H));
+  } else {
+    final_norm_.assign(H, 1.0f);
+  }
   if (c.tie_word_embeddings) {
     lm_head_.name = "lm_head (tied to model.embed_tokens)";
     lm_head_.weight = embed_;
@@ -352,6 +410,7 @@ int64_t Model::WeightBytesPerToken() const {
 std::string Model::WeightFormatSummary() const {
   std::set<std::string> formats;
   auto add = [&](const WeightMatrix& w) {
+    if (w.rows == 0) return;  // absent (nanochat's up_proj)
     formats.insert(std::string(kernels::WeightFormatName(w.format)));
   };
   add(embed_);
@@ -376,6 +435,16 @@ KvCache Model::NewKvCache(int slots, int64_t capacity) const {
 
 Status Model::Forward(const std::vector<SequenceChunk>& batch, KvCache& cache, ForwardOutput* out,
                       const ForwardHooks& hooks) {
+  OCTET_RETURN_IF_ERROR(ForwardUncapped(batch, cache, out, hooks));
+  const float cap = config_.logit_softcap;
+  if (cap > 0) {  // nanochat: logits = cap * tanh(z / cap)
+    for (float& z : out->logits) z = cap * std::tanh(z / cap);
+  }
+  return Status::Ok();
+}
+
+Status Model::ForwardUncapped(const std::vector<SequenceChunk>& batch, KvCache& cache,
+                              ForwardOutput* out, const ForwardHooks& hooks) {
   const ModelConfig& c = config_;
   if (batch.empty()) return InvalidArgumentError("empty batch");
   if (cache.layers() != c.num_layers || cache.kv_heads() != local_kv_heads_ ||
@@ -452,6 +521,7 @@ Status Model::Forward(const std::vector<SequenceChunk>& batch, KvCache& cache, F
 
   be.Embedding(embed_, S.ids.data(), T, x);
   std::vector<kernels::AttentionSequence> seqs(batch.size());
+  if (c.embedding_norm) be.RmsNorm(x, embedding_norm_.data(), eps, T, H, H, x);  // nanochat
   for (int64_t l = 0; l < c.num_layers; ++l) {
     const LayerWeights& L = layers_[l];
     // ---- attention block: x += o_proj(attention(rope(q), rope(k), v)) ----
@@ -462,12 +532,17 @@ Status Model::Forward(const std::vector<SequenceChunk>& batch, KvCache& cache, F
     add_bias(q, qd, L.q.bias);
     add_bias(k, kvd, L.k.bias);
     add_bias(v, kvd, L.v.bias);
-    if (c.qk_norm) {  // Qwen3: RMSNorm over each head's features, before RoPE
+    // QK-norm: RMSNorm over each head's features, before RoPE (Qwen3) or after (nanochat).
+    if (c.qk_norm && !c.qk_norm_after_rope) {
       be.RmsNorm(q, L.q_norm.data(), eps, T * local_heads_, hd, hd, q);
       be.RmsNorm(k, L.k_norm.data(), eps, T * local_kv_heads_, hd, hd, k);
     }
     be.Rope(q, T, qd, local_heads_, hd, S.positions.data(), inv_freq_.data());
     be.Rope(k, T, kvd, local_kv_heads_, hd, S.positions.data(), inv_freq_.data());
+    if (c.qk_norm && c.qk_norm_after_rope) {
+      be.RmsNorm(q, L.q_norm.data(), eps, T * local_heads_, hd, hd, q);
+      be.RmsNorm(k, L.k_norm.data(), eps, T * local_kv_heads_, hd, hd, k);
+    }
     for (size_t s = 0; s < batch.size(); ++s) {
       const SequenceChunk& ch = batch[s];
       const int64_t n = static_cast<int64_t>(ch.tokens.size());
@@ -496,14 +571,22 @@ Status Model::Forward(const std::vector<SequenceChunk>& batch, KvCache& cache, F
     be.Add(x, proj, T * H, x);
 
     // ---- MLP block: x += down_proj(silu(gate_proj(n)) * up_proj(n)) ----
+    // (nanochat: x += c_proj(relu(c_fc(n))²), c_fc loaded as gate_proj.)
     const int64_t F = L.gate.weight.rows;
     be.RmsNorm(x, L.post_norm.data(), eps, T, H, H, xn);
-    const kernels::KernelBackend::MatmulOutput gate_up[2] = {{&L.gate.weight, S.gate.data(), F},
-                                                             {&L.up.weight, S.up.data(), F}};
-    be.MatmulMulti(xn, T, H, gate_up, 2);
-    add_bias(S.gate.data(), F, L.gate.bias);
-    add_bias(S.up.data(), F, L.up.bias);
-    be.SiluMul(S.gate.data(), S.up.data(), T, F, F, S.gate.data());
+    if (c.relu2_mlp) {
+      be.Matmul(xn, T, H, L.gate.weight, S.gate.data(), F, false);
+      add_bias(S.gate.data(), F, L.gate.bias);
+      float* h = S.gate.data();
+      for (int64_t i = 0; i < T * F; ++i) h[i] = h[i] > 0.0f ? h[i] * h[i] : 0.0f;
+    } else {
+      const kernels::KernelBackend::MatmulOutput gate_up[2] = {{&L.gate.weight, S.gate.data(), F},
+                                                               {&L.up.weight, S.up.data(), F}};
+      be.MatmulMulti(xn, T, H, gate_up, 2);
+      add_bias(S.gate.data(), F, L.gate.bias);
+      add_bias(S.up.data(), F, L.up.bias);
+      be.SiluMul(S.gate.data(), S.up.data(), T, F, F, S.gate.data());
+    }
     be.Matmul(S.gate.data(), T, F, L.down.weight, proj, H, false);
     // >>> Tensor parallelism: down_proj is row-parallel; each rank holds a partial sum.
     if (hooks.all_reduce) OCTET_RETURN_IF_ERROR(hooks.all_reduce(proj, T * H));

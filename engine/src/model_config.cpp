@@ -61,6 +61,61 @@ Status ParseQuant(const json& q, bool from_hf_quant_config, QuantConfig* out,
   return Status::Ok();
 }
 
+// nanochat's config.json (as `octet train` writes it and nanochat's GPTConfig
+// names the fields): n_layer, n_head, n_kv_head (default n_head), n_embd,
+// vocab_size, sequence_len, rope_theta (10000), softcap (15), norm_eps (1e-6).
+// head_dim = n_embd / n_head, MLP width 4·n_embd, untied lm_head.
+Status ParseNanochat(const json& j, const std::string& where, ModelConfig* c) {
+  auto req = [&](const char* key, int64_t* out) -> Status {
+    if (!j.contains(key) || !j[key].is_number_integer() || j[key].get<int64_t>() <= 0) {
+      return InvalidArgumentError(where + ": \"" + key + "\" must be a positive integer");
+    }
+    *out = j[key].get<int64_t>();
+    return Status::Ok();
+  };
+  c->arch = Architecture::kNanochat;
+  if (c->architecture_name.empty()) c->architecture_name = "nanochat";
+  OCTET_RETURN_IF_ERROR(req("n_layer", &c->num_layers));
+  OCTET_RETURN_IF_ERROR(req("n_head", &c->num_heads));
+  OCTET_RETURN_IF_ERROR(req("n_embd", &c->hidden_size));
+  OCTET_RETURN_IF_ERROR(req("vocab_size", &c->vocab_size));
+  c->num_kv_heads = c->num_heads;
+  if (j.contains("n_kv_head")) OCTET_RETURN_IF_ERROR(req("n_kv_head", &c->num_kv_heads));
+  if (c->num_heads % c->num_kv_heads != 0) {
+    return InvalidArgumentError(where + ": n_head (" + std::to_string(c->num_heads) +
+                                ") is not a multiple of n_kv_head (" +
+                                std::to_string(c->num_kv_heads) + ")");
+  }
+  if (c->hidden_size % c->num_heads != 0 || (c->hidden_size / c->num_heads) % 2 != 0) {
+    return InvalidArgumentError(where + ": n_embd (" + std::to_string(c->hidden_size) +
+                                ") must split into n_head heads of an even size");
+  }
+  c->head_dim = c->hidden_size / c->num_heads;
+  c->intermediate_size = 4 * c->hidden_size;
+  if (j.contains("sequence_len"))
+    OCTET_RETURN_IF_ERROR(req("sequence_len", &c->max_position_embeddings));
+  c->rope_theta = j.value("rope_theta", 10000.0);
+  c->rms_norm_eps = j.value("norm_eps", 1e-6f);
+  c->logit_softcap = j.value("softcap", 15.0f);
+  if (c->logit_softcap < 0 || !std::isfinite(c->logit_softcap)) {
+    return InvalidArgumentError(where + ": \"softcap\" must be >= 0 (0: none)");
+  }
+  if (j.contains("bos_token_id") && j["bos_token_id"].is_number_integer()) {
+    c->bos_token_id = j["bos_token_id"].get<int32_t>();
+  }
+  if (j.contains("eos_token_id")) {
+    OCTET_RETURN_IF_ERROR(ReadIds(j["eos_token_id"], &c->eos_token_ids).WithContext(where));
+  }
+  c->tie_word_embeddings = false;
+  c->qk_norm = true;
+  c->parameter_free_norms = true;
+  c->embedding_norm = true;
+  c->qk_norm_after_rope = true;
+  c->relu2_mlp = true;
+  c->torch_dtype = j.value("torch_dtype", std::string());
+  return Status::Ok();
+}
+
 }  // namespace
 
 bool QuantConfig::Excluded(const std::string& module) const {
@@ -87,6 +142,11 @@ Result<ModelConfig> ParseModelConfig(const std::string& json_text, const std::st
       arch = j["architectures"][0].get<std::string>();
     }
     c.architecture_name = arch;
+    const bool nanochat = j.contains("model_type") && j["model_type"] == "nanochat";
+    if (nanochat || arch == "NanochatForCausalLM") {
+      OCTET_RETURN_IF_ERROR(ParseNanochat(j, where, &c));
+      return c;
+    }
     if (arch == "LlamaForCausalLM") {
       c.arch = Architecture::kLlama;
     } else if (arch == "Qwen2ForCausalLM") {
@@ -99,7 +159,7 @@ Result<ModelConfig> ParseModelConfig(const std::string& json_text, const std::st
       return UnimplementedError(where + ": unsupported architecture '" +
                                 (arch.empty() ? std::string("(none)") : arch) +
                                 "' (supported: LlamaForCausalLM, Qwen2ForCausalLM, "
-                                "Qwen3ForCausalLM)");
+                                "Qwen3ForCausalLM, model_type nanochat)");
     }
     auto req = [&](const char* key, int64_t* out) -> Status {
       if (!j.contains(key) || !j[key].is_number_integer() || j[key].get<int64_t>() <= 0) {

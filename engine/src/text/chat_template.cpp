@@ -220,8 +220,9 @@ Result<std::string> ChatTemplate::Apply(std::span<const ChatMessage> messages,
     case ChatFamily::kPlain:
       break;
   }
-  // Plain: "role: content" paragraphs, then "assistant:" to answer.
-  std::string out;
+  // Plain: BOS (when the tokenizer has one), "role: content" paragraphs, then
+  // "assistant:" to answer.
+  std::string out = bos_token_;
   for (const ChatMessage& m : messages) out += m.role + ": " + m.content + "\n\n";
   if (options.add_generation_prompt) out += "assistant:";
   return out;

@@ -18,6 +18,7 @@ class CpuBackend final : public KernelBackend {
   std::string_view name() const override { return isa_.name; }
   int num_threads() const override { return pool_.size(); }
   bool supports(WeightFormat format) const override;
+  ThreadPool* host_thread_pool() override { return &pool_; }
 
   void Matmul(const float* x, int64_t m, int64_t ldx, const WeightMatrix& w, float* y, int64_t ldy,
               bool accumulate) override;

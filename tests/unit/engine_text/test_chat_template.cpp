@@ -126,6 +126,11 @@ class TestChatTemplate : public QObject {
     QVERIFY(t.StopTokens().empty());
     const std::vector<ChatMessage> m = {{"system", "Be kind."}, {"user", "Hello"}};
     QCOMPARE(*t.Apply(m), std::string("system: Be kind.\n\nuser: Hello\n\nassistant:"));
+    // A tokenizer with a BOS token (a base model such as nanochat's) starts
+    // the plain text with it, as every training document did.
+    const ChatTemplate with_bos = ChatTemplate::Detect("", "<|bos|>");
+    QCOMPARE(*with_bos.Apply(m),
+             std::string("<|bos|>system: Be kind.\n\nuser: Hello\n\nassistant:"));
     ChatOptions no_prompt;
     no_prompt.add_generation_prompt = false;
     QCOMPARE(*t.Apply(m, no_prompt), std::string("system: Be kind.\n\nuser: Hello\n\n"));

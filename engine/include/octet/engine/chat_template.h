@@ -17,8 +17,10 @@
 //            later (recognised by their "Cutting Knowledge Date" line) always
 //            open with a system block carrying that line and "Today Date: ...",
 //            and honour add_generation_prompt.
-//   kPlain   "role: content" paragraphs: the fallback for a template that is not
-//            recognised (warning() says so; nothing is guessed silently).
+//   kPlain   "role: content" paragraphs, after bos_token when the tokenizer
+//            names one (a base model such as nanochat's saw every document
+//            start with it): the fallback for a missing or unrecognised
+//            template (warning() says so; nothing is guessed silently).
 //
 // The result is text: encode it with Tokenizer::Encode (add_special_tokens
 // false: templates that want a BOS write it themselves), whose added-token
@@ -60,7 +62,7 @@ enum class ChatFamily { kQwen3, kChatML, kLlama3, kPlain };
 class ChatTemplate {
  public:
   // Recognises `template_text` (tokenizer_config.json "chat_template").
-  // `bos_token` is what the Llama-3 template writes first. An empty or
+  // `bos_token` is what the Llama-3 and plain templates write first. An empty or
   // unrecognised template gives kPlain with warning() set.
   static ChatTemplate Detect(std::string_view template_text, std::string_view bos_token = {});
   // A template of `family` with that family's usual settings (no default

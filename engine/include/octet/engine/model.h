@@ -1,5 +1,5 @@
-// A decoder-only transformer (Llama-3, Qwen2, Qwen3) loaded from a Hugging
-// Face folder, and its forward pass over a batch of sequences.
+// A decoder-only transformer (Llama-3, Qwen2, Qwen3, nanochat) loaded from a
+// Hugging Face folder, and its forward pass over a batch of sequences.
 //
 //   LoadOptions opt;  opt.threads = 2;  opt.progress = [](const LoadProgress& p) {...};
 //   OCTET_ASSIGN_OR_RETURN(auto model, Model::Load("/models/qwen3-0.6b", opt));
@@ -88,10 +88,12 @@ struct Linear {
   std::vector<float> bias;  // empty: none
 };
 
+// Parameter-free norms (nanochat) hold ones. A ReLU² MLP (nanochat) uses
+// gate (c_fc) and down (c_proj) and leaves `up` empty.
 struct LayerWeights {
   std::vector<float> input_norm;      // [hidden]
   std::vector<float> post_norm;       // [hidden]
-  std::vector<float> q_norm, k_norm;  // [head_dim] (Qwen3), else empty
+  std::vector<float> q_norm, k_norm;  // [head_dim] (Qwen3, nanochat), else empty
   Linear q, k, v, o, gate, up, down;
 };
 
@@ -154,6 +156,9 @@ class Model {
  private:
   Model() = default;
   Status LoadWeights(const LoadOptions& options);
+  // Forward without the logit soft-cap (nanochat), which Forward applies.
+  Status ForwardUncapped(const std::vector<SequenceChunk>& batch, KvCache& cache,
+                         ForwardOutput* out, const ForwardHooks& hooks);
 
   std::string dir_;
   ModelConfig config_;
@@ -165,6 +170,7 @@ class Model {
   kernels::WeightMatrix embed_;
   Linear lm_head_;
   std::vector<float> final_norm_;
+  std::vector<float> embedding_norm_;  // [hidden] when config_.embedding_norm (nanochat: ones)
   std::vector<LayerWeights> layers_;
   // Copies of tensors whose bytes are not aligned to their element size in the file.
   std::vector<std::vector<uint8_t>> realigned_;

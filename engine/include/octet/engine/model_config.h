@@ -3,8 +3,11 @@
 //
 // Supported architectures: LlamaForCausalLM (Llama-3, with `rope_scaling`
 // rope_type llama3), Qwen2ForCausalLM (q/k/v biases), Qwen3ForCausalLM
-// (q_norm/k_norm per head before RoPE, explicit head_dim). Weights F32, BF16,
-// F16, and ModelOpt NVFP4 (quant_algo NVFP4, group size 16).
+// (q_norm/k_norm per head before RoPE, explicit head_dim), and nanochat
+// ("model_type": "nanochat", what `octet train` writes; nanochat's key names
+// n_layer/n_head/n_kv_head/n_embd/sequence_len/softcap/norm_eps and tensor
+// names transformer.wte / transformer.h.{i}.attn.c_q ... / lm_head). Weights
+// F32, BF16, F16, and ModelOpt NVFP4 (quant_algo NVFP4, group size 16).
 #pragma once
 
 #include <cstdint>
@@ -15,7 +18,7 @@
 
 namespace octet::engine {
 
-enum class Architecture { kLlama, kQwen2, kQwen3 };
+enum class Architecture { kLlama, kQwen2, kQwen3, kNanochat };
 
 struct RopeScaling {
   bool llama3 = false;  // rope_type "llama3"; otherwise no scaling
@@ -50,7 +53,13 @@ struct ModelConfig {
   bool tie_word_embeddings = false;
   bool attention_bias = false;  // q/k/v biases (Qwen2 always; Llama: also o_proj)
   bool mlp_bias = false;        // Llama mlp_bias: gate/up/down biases
-  bool qk_norm = false;         // Qwen3
+  bool qk_norm = false;         // Qwen3, nanochat
+  // nanochat's variations on the Llama block (all false/0 for the others):
+  bool parameter_free_norms = false;  // every RMSNorm is x·rsqrt(mean(x²)+eps), no weight
+  bool embedding_norm = false;        // RMSNorm right after the embedding lookup
+  bool qk_norm_after_rope = false;    // QK-norm after RoPE (Qwen3: before)
+  bool relu2_mlp = false;             // MLP relu(x·W_fcᵀ)²·W_projᵀ instead of SwiGLU
+  float logit_softcap = 0.0f;         // > 0: logits = cap·tanh(z / cap)
   int64_t max_position_embeddings = 0;
   int32_t bos_token_id = -1;
   std::vector<int32_t> eos_token_ids;  // config.json and generation_config.json, merged

@@ -25,6 +25,8 @@
 
 namespace octet::kernels {
 
+class ThreadPool;
+
 // One sequence's part of a batched attention call.
 struct AttentionSequence {
   int64_t first_token = 0;  // rows [first_token, first_token + n_tokens) of q and out
@@ -61,6 +63,11 @@ class KernelBackend {
   virtual int num_threads() const = 0;
   // Whether Matmul/Embedding accept weights of this format.
   virtual bool supports(WeightFormat format) const = 0;
+  // The host thread pool this backend's ops run on (nullptr for a device
+  // backend). Callers with loops of their own (the trainer's element-wise ops)
+  // run them on it, so two pools never spin against each other on one core.
+  // Same one-caller-at-a-time rule as the ops.
+  virtual ThreadPool* host_thread_pool() { return nullptr; }
 
   // y[m, n] = x[m, k] · W[n, k]ᵀ, W in any supported format (dequantized in the
   // kernel). `x` rows are `ldx` floats apart, `y` rows `ldy` apart. With
