@@ -27,7 +27,9 @@ int RunChat(const std::vector<std::string>& args);
 int RunCluster(const std::vector<std::string>& args);
 int RunCollbench(const std::vector<std::string>& args);
 int RunGenerate(const std::vector<std::string>& args);
+int RunServe(const std::vector<std::string>& args);
 int RunTokenize(const std::vector<std::string>& args);
+int RunWorker(const std::vector<std::string>& args);
 
 // Exit codes shared by all subcommands.
 inline constexpr int kExitOk = 0;

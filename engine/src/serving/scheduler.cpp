@@ -116,18 +116,18 @@ Scheduler::Scheduler(ModelRunner& runner, SchedulerOptions options)
 Scheduler::~Scheduler() { Stop(CancelledError("the server is shutting down")); }
 
 Status Scheduler::Start() {
-  if (options_.slots < 1) return InvalidArgumentError("the scheduler needs at least one slot");
+  if (options_.num_slots < 1) return InvalidArgumentError("the scheduler needs at least one slot");
   if (options_.context < 2) return InvalidArgumentError("the context must be at least 2 tokens");
-  if (options_.max_batch_tokens <= options_.slots) {
+  if (options_.max_batch_tokens <= options_.num_slots) {
     return InvalidArgumentError("the step token budget (" +
                                 std::to_string(options_.max_batch_tokens) +
                                 ") must exceed the number of slots (" +
-                                std::to_string(options_.slots) + ") so that prompts make progress");
+                                std::to_string(options_.num_slots) + ") so that prompts make progress");
   }
-  OCTET_RETURN_IF_ERROR(runner_.ResetCache(options_.slots, options_.context));
+  OCTET_RETURN_IF_ERROR(runner_.ResetCache(options_.num_slots, options_.context));
   {
     std::lock_guard<std::mutex> lock(mu_);
-    metrics_.slots = options_.slots;
+    metrics_.num_slots = options_.num_slots;
     metrics_.context = options_.context;
     metrics_.kv_cache_bytes = runner_.cache_bytes();
     started_ = true;
@@ -223,7 +223,7 @@ void Scheduler::Loop() {
   std::deque<std::unique_ptr<Active>> waiting;
   std::vector<std::unique_ptr<Active>> running;  // admission order
   std::vector<int> free_slots;
-  for (int s = options_.slots - 1; s >= 0; --s) free_slots.push_back(s);
+  for (int s = options_.num_slots - 1; s >= 0; --s) free_slots.push_back(s);
   std::vector<SequenceChunk> batch;
   std::vector<Active*> owners;
   ForwardOutput out;
@@ -253,7 +253,7 @@ void Scheduler::Loop() {
     int64_t cached = 0;
     for (const auto& a : running) cached += a->cached;
     metrics_.kv_used_fraction =
-        double(cached) / double(std::max<int64_t>(1, options_.slots * options_.context));
+        double(cached) / double(std::max<int64_t>(1, options_.num_slots * options_.context));
     window_.push_back({now, metrics_.prompt_tokens_total, metrics_.generation_tokens_total,
                        rs.step_ns, rs.allreduce_ns, rs.comm_ns});
     while (window_.size() > 2 && now - window_.front().t_ns > kWindowNs) window_.pop_front();
@@ -263,16 +263,19 @@ void Scheduler::Loop() {
     last_sample_ns = now;
   };
 
+  // Counts first, so that a consumer who sees its request end sees it counted.
   auto finish = [&](Active& a, const std::string& reason, Status error) {
-    a.stream->Finish(reason, std::move(error));
-    std::lock_guard<std::mutex> lock(mu_);
-    if (reason == "cancelled") {
-      metrics_.requests_cancelled += 1;
-    } else if (reason == "error") {
-      metrics_.requests_failed += 1;
-    } else {
-      metrics_.requests_finished += 1;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (reason == "cancelled") {
+        metrics_.requests_cancelled += 1;
+      } else if (reason == "error") {
+        metrics_.requests_failed += 1;
+      } else {
+        metrics_.requests_finished += 1;
+      }
     }
+    a.stream->Finish(reason, std::move(error));
   };
 
   Status fatal;
@@ -315,6 +318,16 @@ void Scheduler::Loop() {
         a->stream->timing_.admitted_ns = NowNs();
       }
       running.push_back(std::move(a));
+    }
+    {
+      // Gauges follow cancellations and admissions at once, not only after steps.
+      std::lock_guard<std::mutex> lock(mu_);
+      metrics_.running = static_cast<int>(running.size());
+      metrics_.queued = static_cast<int>(waiting.size());
+      int64_t cached = 0;
+      for (const auto& a : running) cached += a->cached;
+      metrics_.kv_used_fraction =
+          double(cached) / double(std::max<int64_t>(1, options_.num_slots * options_.context));
     }
     if (running.empty()) {
       if (Status s = runner_.Idle(); !s.ok()) {
