@@ -622,7 +622,7 @@ std::string PrometheusMetrics(const SchedulerMetrics& m, const std::string& mode
   };
   metric("octet_requests_running", "gauge", "Requests holding a KV cache slot.", m.running);
   metric("octet_requests_queued", "gauge", "Requests waiting for a KV cache slot.", m.queued);
-  metric("octet_kv_cache_slots", "gauge", "KV cache slots (sequences in flight at most).", m.slots);
+  metric("octet_kv_cache_slots", "gauge", "KV cache slots (sequences in flight at most).", m.num_slots);
   metric("octet_kv_cache_used_fraction", "gauge",
          "Cached positions over the KV cache's capacity (0..1).", m.kv_used_fraction);
   metric("octet_kv_cache_bytes", "gauge", "Bytes of KV cache on this rank.",

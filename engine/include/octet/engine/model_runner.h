@@ -39,9 +39,9 @@ class ModelRunner {
   // Ranks in the group (1 for a local model).
   virtual int world_size() const { return 1; }
 
-  // (Re)creates the KV cache with `slots` sequences of up to `capacity`
+  // (Re)creates the KV cache with `num_slots` sequences of up to `capacity`
   // positions each, on every rank. Old contents are dropped.
-  virtual Status ResetCache(int slots, int64_t capacity) = 0;
+  virtual Status ResetCache(int num_slots, int64_t capacity) = 0;
   virtual int cache_slots() const = 0;
   virtual int64_t cache_capacity() const = 0;
   // Bytes of KV cache this rank holds.
@@ -65,7 +65,7 @@ class LocalRunner final : public ModelRunner {
 
   const ModelConfig& config() const override { return model_.config(); }
   kernels::KernelBackend& backend() override { return model_.backend(); }
-  Status ResetCache(int slots, int64_t capacity) override;
+  Status ResetCache(int num_slots, int64_t capacity) override;
   int cache_slots() const override { return cache_.num_slots(); }
   int64_t cache_capacity() const override { return cache_.capacity(); }
   int64_t cache_bytes() const override { return cache_.bytes(); }

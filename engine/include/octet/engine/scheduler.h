@@ -1,7 +1,7 @@
 // Continuous batching over a ModelRunner (one model instance, local or a
 // tensor-parallel group's rank 0).
 //
-//   Scheduler sched(runner, {.slots = 8, .context = 4096});
+//   Scheduler sched(runner, {.num_slots = 8, .context = 4096});
 //   OCTET_RETURN_IF_ERROR(sched.Start());
 //   OCTET_ASSIGN_OR_RETURN(auto req, sched.Submit({.prompt = ids, .max_tokens = 128}));
 //   RequestUpdate u;
@@ -13,7 +13,7 @@
 // of the step's token budget in chunks (chunked prefill), so a long prompt
 // never stalls the others for more than one step.
 //
-// KV cache: a fixed arena of `slots` sequences of `context` positions each,
+// KV cache: a fixed arena of `num_slots` sequences of `context` positions each,
 // allocated once (Start). A request is admitted when a slot is free and waits
 // in the queue otherwise (first come, first served); a request that could never
 // fit (prompt + max_tokens > context) is refused at Submit, and a full queue
@@ -48,7 +48,7 @@
 namespace octet::engine {
 
 struct SchedulerOptions {
-  int slots = 8;                  // sequences in flight (KV cache slots)
+  int num_slots = 8;                 // sequences in flight (KV cache slots)
   int64_t context = 4096;         // positions per slot: prompt + generated tokens
   int64_t max_batch_tokens = 256; // tokens per step: decode rows first, then prompt chunks
   size_t max_queue = 1024;        // waiting requests beyond this are refused
@@ -126,9 +126,9 @@ struct SchedulerMetrics {
   // Now.
   int running = 0;
   int queued = 0;
-  int slots = 0;
+  int num_slots = 0;
   int64_t context = 0;
-  double kv_used_fraction = 0;  // cached positions / (slots * context)
+  double kv_used_fraction = 0;  // cached positions / (num_slots * context)
   int64_t kv_cache_bytes = 0;   // this rank's KV arena
   // Over the last few seconds.
   double prefill_tps = 0;       // prompt tokens processed per second
