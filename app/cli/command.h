@@ -23,6 +23,7 @@ struct Command {
 const std::vector<Command>& Commands();
 
 // Subcommands (app/cli/cmd_<name>.cpp).
+int RunBench(const std::vector<std::string>& args);
 int RunChat(const std::vector<std::string>& args);
 int RunCluster(const std::vector<std::string>& args);
 int RunCollbench(const std::vector<std::string>& args);
