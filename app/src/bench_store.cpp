@@ -465,7 +465,11 @@ Status BenchRunStore::FinishRun(int64_t run_id, const std::string& state, const 
 Result<int64_t> BenchRunStore::InsertRun(const BenchRun& run) {
   int64_t id = 0;
   OCTET_RETURN_IF_ERROR(impl_->Transaction([&]() -> Status {
-    OCTET_ASSIGN_OR_RETURN(id, impl_->InsertRunRow(run, run.state.empty() ? "complete" : run.state));
+    // A whole run is finished by definition: "running" (BenchRun's default)
+    // would be marked interrupted by the next Open.
+    const std::string state =
+        run.state.empty() || run.state == "running" ? std::string("complete") : run.state;
+    OCTET_ASSIGN_OR_RETURN(id, impl_->InsertRunRow(run, state));
     for (const BenchResult& r : run.results) OCTET_RETURN_IF_ERROR(impl_->InsertResult(id, r));
     return Status::Ok();
   }));

@@ -114,7 +114,8 @@ class BenchRunStore {
   Status AddResult(int64_t run_id, const BenchResult& result);
   // state: "complete", "failed" or "interrupted".
   Status FinishRun(int64_t run_id, const std::string& state, const std::string& error);
-  // A whole run at once (imports), in one transaction.
+  // A whole run at once (imports), in one transaction; stored "complete"
+  // unless run.state says "failed" or "interrupted".
   Result<int64_t> InsertRun(const BenchRun& run);
   Status DeleteRun(int64_t run_id);
 
