@@ -329,6 +329,13 @@ int RunBench(const std::vector<std::string>& args) {
     auto v = p.GetIntList(flag);
     if (!v.ok()) return UsageError(kProgram, v.status().message());
     if (v->empty()) return UsageError(kProgram, std::string("--") + flag + " is empty");
+    const int64_t least = std::string(flag) == "depth" ? 0 : 1;
+    for (int64_t x : *v) {
+      if (x < least) {
+        return UsageError(kProgram, std::string("--") + flag + " values must be >= " +
+                                        std::to_string(least));
+      }
+    }
     *dst = *v;
   }
   auto runs = p.GetInt("runs");
