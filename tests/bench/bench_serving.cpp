@@ -43,7 +43,7 @@ using nlohmann::json;
 namespace {
 
 struct Counters {
-  double prompt_tokens = 0, generated = 0, step_s = 0, allreduce_s = 0, t_s = 0;
+  double prompt_tokens = 0, generated = 0, step_s = 0, allreduce_s = 0, t_s = 0, running = 0;
 };
 
 // The counters of a Prometheus text page (our own names, no labels needed).
@@ -60,10 +60,11 @@ bool ParseCounters(const std::string& text, Counters* c) {
     const double v = std::atof(line.c_str() + sp + 1);
     if (name == "octet_prompt_tokens_total") c->prompt_tokens = v, ++found;
     if (name == "octet_generation_tokens_total") c->generated = v, ++found;
+    if (name == "octet_requests_running") c->running = v, ++found;
     if (name == "octet_step_seconds_total") c->step_s = v, ++found;
     if (name == "octet_allreduce_seconds_total") c->allreduce_s = v, ++found;
   }
-  return found == 4;
+  return found == 5;
 }
 
 // Polls /metrics and sums the decode-only intervals.
@@ -83,7 +84,7 @@ class DecodeShareMeter {
   struct Totals {
     double allreduce_s = 0, step_s = 0, wall_s = 0, generated = 0;
   };
-  // Sums over the decode-only intervals (with tokens generated) since Reset.
+  // Sums over the decode-only intervals since Reset.
   Totals Take() {
     std::lock_guard<std::mutex> lock(mu_);
     return {allreduce_s_, step_s_, wall_s_, generated_};
@@ -100,7 +101,11 @@ class DecodeShareMeter {
       Counters now;
       now.t_s = NowSeconds();
       if (r && r->status == 200 && ParseCounters(r->body, &now)) {
-        if (have_prev && now.prompt_tokens == prev.prompt_tokens && now.generated > prev.generated) {
+        // Decode-only: requests held slots at both ends and no prompt token
+        // was processed in between. (Intervals without a new token count too:
+        // dropping them would favour the intervals that happened to catch one.)
+        if (have_prev && now.prompt_tokens == prev.prompt_tokens && prev.running > 0 &&
+            now.running > 0) {
           std::lock_guard<std::mutex> lock(mu_);
           step_s_ += now.step_s - prev.step_s;
           allreduce_s_ += now.allreduce_s - prev.allreduce_s;
