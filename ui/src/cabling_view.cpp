@@ -24,6 +24,8 @@ constexpr double kCardWidth = 236;
 constexpr double kCardHeight = 132;
 constexpr double kSwitchWidth = 170;
 constexpr double kSwitchHeight = 54;
+const QSizeF kCardHalf(kCardWidth / 2, kCardHeight / 2);
+const QSizeF kSwitchHalf(kSwitchWidth / 2, kSwitchHeight / 2);
 constexpr double kPi = 3.14159265358979323846;
 
 QPalette Palette() { return QApplication::palette(); }
@@ -303,7 +305,21 @@ class SegmentItem : public QGraphicsItem {
 class LinkItem : public QGraphicsItem {
  public:
   enum class Look { kNormal, kWarning, kBroken };
-  LinkItem(QPointF a, QPointF b, Look look) : a_(a), b_(b), look_(look) { setZValue(1); }
+  // `a_half` and `b_half`: half the size of what sits at each end (the label
+  // goes in the middle of the part of the line that is not hidden by it).
+  LinkItem(QPointF a, QPointF b, Look look, QSizeF a_half, QSizeF b_half)
+      : a_(a), b_(b), look_(look) {
+    setZValue(1);
+    const QPointF d = b - a;
+    auto exit = [&](QSizeF half) {
+      double t = 1;
+      if (std::fabs(d.x()) > 1e-9) t = std::min(t, half.width() / std::fabs(d.x()));
+      if (std::fabs(d.y()) > 1e-9) t = std::min(t, half.height() / std::fabs(d.y()));
+      return t;
+    };
+    const double ta = exit(a_half), tb = 1 - exit(b_half);
+    mid_ = ta < tb ? a + d * ((ta + tb) / 2) : (a + b) / 2;
+  }
   void setLabel(const QStringList& lines) {
     prepareGeometryChange();
     lines_ = lines;
@@ -354,10 +370,10 @@ class LinkItem : public QGraphicsItem {
     double w = 0;
     for (const auto& l : lines_) w = std::max(w, fm.horizontalAdvance(l));
     const double h = fm.height() * lines_.size() + 6;
-    const QPointF c = (a_ + b_) / 2;
+    const QPointF c = mid_;
     return QRectF(c.x() - w / 2 - 7, c.y() - h / 2, w + 14, h);
   }
-  QPointF a_, b_;
+  QPointF a_, b_, mid_;
   Look look_;
   QStringList lines_;
 };
@@ -418,6 +434,13 @@ QStringList CablingView::linkLabels() const {
   return out;
 }
 
+QPoint CablingView::nodeCardPosition(const QString& name) const {
+  for (const auto* c : cards_) {
+    if (c->name() == name) return mapFromScene(c->pos());
+  }
+  return QPoint(-1, -1);
+}
+
 void CablingView::rebuild(const app::ClusterSnapshot& s) {
   scene_->clear();
   cards_.clear();
@@ -469,7 +492,8 @@ void CablingView::rebuild(const app::ClusterSnapshot& s) {
         }
       }
       auto* link = new LinkItem(layout.nodes[it->second], layout.segments[g],
-                                one_way ? LinkItem::Look::kWarning : LinkItem::Look::kNormal);
+                                one_way ? LinkItem::Look::kWarning : LinkItem::Look::kNormal,
+                                kCardHalf, kSwitchHalf);
       QStringList label{QString::fromStdString(iface)};
       if (!worst.isEmpty()) label << worst;
       link->setLabel(label);
@@ -486,7 +510,8 @@ void CablingView::rebuild(const app::ClusterSnapshot& s) {
     auto a = index.find(e.a_node), b = index.find(e.b_node);
     if (a == index.end() || b == index.end()) continue;
     auto* link = new LinkItem(layout.nodes[a->second], layout.nodes[b->second],
-                              e.bidirectional ? LinkItem::Look::kNormal : LinkItem::Look::kWarning);
+                              e.bidirectional ? LinkItem::Look::kNormal : LinkItem::Look::kWarning,
+                              kCardHalf, kCardHalf);
     QStringList label{QStringLiteral("%1 ↔ %2").arg(QString::fromStdString(e.a_interface),
                                                     QString::fromStdString(e.b_interface))};
     if (!e.bidirectional) label << QStringLiteral("one-way");
@@ -500,8 +525,8 @@ void CablingView::rebuild(const app::ClusterSnapshot& s) {
     if (p.kind != "missing-ring-link" || p.nodes.size() != 2) continue;
     auto a = index.find(p.nodes[0]), b = index.find(p.nodes[1]);
     if (a == index.end() || b == index.end()) continue;
-    auto* link =
-        new LinkItem(layout.nodes[a->second], layout.nodes[b->second], LinkItem::Look::kBroken);
+    auto* link = new LinkItem(layout.nodes[a->second], layout.nodes[b->second],
+                              LinkItem::Look::kBroken, kCardHalf, kCardHalf);
     link->setLabel({QStringLiteral("missing link")});
     scene_->addItem(link);
     links_.push_back(link);

@@ -99,7 +99,7 @@ TimeChart::TimeChart(const QString& title, const QString& y_title, QWidget* pare
   chart_->addAxis(y_, Qt::AlignLeft);
   view_ = new QChartView(chart_, this);
   view_->setRenderHint(QPainter::Antialiasing);
-  view_->setMinimumSize(300, 220);
+  view_->setMinimumSize(240, 200);
   l->addWidget(view_);
   applyPalette();
 }

@@ -56,6 +56,9 @@ class CablingView : public QGraphicsView {
   int linkCount() const { return static_cast<int>(links_.size()); }
   int warningLinkCount() const;
   QStringList linkLabels() const;
+  int switchCount() const { return static_cast<int>(segments_.size()); }
+  // Where a node's card is, in view (viewport) coordinates; (-1,-1) when absent.
+  QPoint nodeCardPosition(const QString& name) const;
 
  signals:
   void nodeSelected(const QString& name);
