@@ -27,6 +27,7 @@ int RunChat(const std::vector<std::string>& args);
 int RunCluster(const std::vector<std::string>& args);
 int RunCollbench(const std::vector<std::string>& args);
 int RunGenerate(const std::vector<std::string>& args);
+int RunRoute(const std::vector<std::string>& args);
 int RunTokenize(const std::vector<std::string>& args);
 
 // Exit codes shared by all subcommands.

@@ -14,7 +14,7 @@ const std::vector<Command>& Commands() {
       {"bench", "llama-benchy-style benchmark, runs stored in SQLite", nullptr,
        "waiting for the benchmark runner (issue 6)"},
       {"collbench", "collectives benchmark like nccl-tests", RunCollbench, {}},
-      {"route", "request router gateway", nullptr, "waiting for the router (issue 9)"},
+      {"route", "request router gateway", RunRoute, ""},
       {"train", "data-parallel GPT pre-training", nullptr, "waiting for the trainer (issue 10)"},
       {"cluster", "cluster profiles, status and the local embedded cluster", RunCluster, ""},
       {"worker", "one rank of a job (spawned by octet and octet-agent)", nullptr,

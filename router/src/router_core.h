@@ -1,0 +1,299 @@
+// Internals shared by router.cpp and gateway.cpp: the runtime form of a policy
+// (pools of replica states), replica leases, session pins, counters, and the
+// RouterCore that decides, picks replicas, retries and ejects.
+#pragma once
+
+#include <httplib.h>
+
+#include <array>
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <list>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "octet/router/policy.h"
+#include "octet/router/request_features.h"
+#include "octet/router/router.h"
+#include "replica_url.h"
+
+namespace octet::router {
+
+// Lock-free log-scale histogram of durations: 8 buckets per power of two from
+// 1 ns to 2^40 ns, so quantiles are within ~9%.
+class LatencyHistogram {
+ public:
+  void Record(int64_t ns);
+  uint64_t count() const { return count_.load(std::memory_order_relaxed); }
+  double sum_seconds() const { return static_cast<double>(sum_ns_.load()) * 1e-9; }
+  // The upper edge of the bucket holding quantile q (0 < q <= 1); 0 when empty.
+  double QuantileNs(double q) const;
+
+ private:
+  static constexpr int kSubBuckets = 8;
+  static constexpr int kBuckets = 41 * kSubBuckets;
+  static int BucketOf(int64_t ns);
+  static double BucketUpperNs(int b);
+  std::array<std::atomic<uint64_t>, kBuckets> buckets_{};
+  std::atomic<uint64_t> count_{0};
+  std::atomic<uint64_t> sum_ns_{0};
+};
+
+// Per pool, kept across reloads by pool name. All fields are atomics.
+struct PoolCounters {
+  std::atomic<uint64_t> requests{0};     // requests answered (or attempted) by this pool
+  std::atomic<uint64_t> errors{0};       // requests that failed on this pool
+  std::atomic<uint64_t> tokens{0};       // completion tokens (usage, or stream events)
+  std::atomic<uint64_t> retries{0};      // extra attempts on another replica
+  std::atomic<uint64_t> fallbacks{0};    // requests this pool took for another pool
+  std::atomic<uint64_t> escalations{0};  // requests escalated into this pool
+  std::atomic<uint64_t> cancelled{0};    // client went away; upstream cancelled
+  std::atomic<uint64_t> ejections{0};
+  LatencyHistogram ttft;      // request admitted -> first byte forwarded
+  LatencyHistogram duration;  // request admitted -> last byte forwarded
+};
+
+struct RouteCounters {
+  std::atomic<uint64_t> decisions{0};
+};
+
+// One replica endpoint. Shared by every policy version that has the same pool
+// name and URL, so load and health carry across a reload.
+class ReplicaState {
+ public:
+  ReplicaState(std::string pool, std::string url, ReplicaUrl parsed, std::string api_key);
+
+  const std::string& pool() const { return pool_; }
+  const std::string& url() const { return url_; }
+  const ReplicaUrl& parsed() const { return parsed_; }
+  const std::string& api_key() const { return api_key_; }
+
+  bool Available(int64_t now_ms) const {
+    return healthy.load(std::memory_order_relaxed) &&
+           now_ms >= ejected_until_ms.load(std::memory_order_relaxed);
+  }
+
+  // A keep-alive client from the idle list, or a new one; configured with `t`.
+  std::unique_ptr<httplib::Client> AcquireClient(const TimeoutSpec& t);
+  // Returns a client whose last exchange completed cleanly.
+  void ReleaseClient(std::unique_ptr<httplib::Client> client);
+
+  std::atomic<int> in_flight{0};
+  std::atomic<uint64_t> requests{0};
+  std::atomic<uint64_t> failures{0};
+  std::atomic<bool> healthy{true};
+  std::atomic<int64_t> ejected_until_ms{0};
+  std::atomic<int64_t> next_check_ms{0};
+
+  std::mutex mu;  // guards the fields below
+  int consecutive_failures = 0;
+  int ejection_count = 0;
+  int64_t returned_at_ms = 0;  // when the last ejection ended (for multiplier decay)
+  int check_failures = 0;
+  int check_successes = 0;
+
+ private:
+  const std::string pool_, url_;
+  const ReplicaUrl parsed_;
+  const std::string api_key_;
+  // Idle keep-alive connections, most recently used last. Few and short-lived:
+  // an idle connection costs an httplib-based upstream (`octet serve`) a thread
+  // that polls it every ~10 ms, and servers close idle connections after a few
+  // seconds (httplib: 5 s), so one older than 2 s is not reused.
+  static constexpr size_t kMaxIdleClients = 16;
+  static constexpr int64_t kIdleReuseNs = 2'000'000'000;
+  struct IdleClient {
+    std::unique_ptr<httplib::Client> client;
+    int64_t since_ns;
+  };
+  std::mutex conn_mu_;
+  std::vector<IdleClient> idle_;  // guarded by conn_mu_
+};
+
+struct PoolRuntime {
+  const PoolSpec* spec = nullptr;  // points into PolicyRuntime::policy
+  std::vector<std::shared_ptr<ReplicaState>> replicas;
+  std::vector<double> weights;  // parallel to replicas
+  std::shared_ptr<PoolCounters> counters;
+  mutable std::atomic<uint64_t> round_robin{0};
+};
+
+// A policy plus the runtime state of its pools. Immutable after construction
+// (replica states themselves are shared and thread-safe).
+class PolicyRuntime {
+ public:
+  std::shared_ptr<const RoutingPolicy> policy;
+  uint64_t generation = 0;
+  std::vector<std::unique_ptr<PoolRuntime>> pools;     // parallel to policy->pools
+  std::vector<std::shared_ptr<RouteCounters>> routes;  // parallel to policy->routes
+
+  const PoolRuntime* FindPool(std::string_view name) const;
+  const RouteSpec* FindRoute(std::string_view name) const;
+};
+
+// One in-flight request on a replica: the count goes up on construction and
+// down exactly once (Release or destruction).
+class ReplicaLease {
+ public:
+  ReplicaLease() = default;
+  explicit ReplicaLease(std::shared_ptr<ReplicaState> r) : replica_(std::move(r)) {}
+  ReplicaLease(ReplicaLease&& o) noexcept : replica_(std::move(o.replica_)) {}
+  ReplicaLease& operator=(ReplicaLease&& o) noexcept {
+    if (this != &o) {
+      Release();
+      replica_ = std::move(o.replica_);
+    }
+    return *this;
+  }
+  ReplicaLease(const ReplicaLease&) = delete;
+  ReplicaLease& operator=(const ReplicaLease&) = delete;
+  ~ReplicaLease() { Release(); }
+  void Release() {
+    if (replica_) replica_->in_flight.fetch_sub(1, std::memory_order_acq_rel);
+    replica_.reset();
+  }
+  ReplicaState* get() const { return replica_.get(); }
+  ReplicaState* operator->() const { return replica_.get(); }
+  const std::shared_ptr<ReplicaState>& shared() const { return replica_; }
+  explicit operator bool() const { return replica_ != nullptr; }
+
+ private:
+  std::shared_ptr<ReplicaState> replica_;
+};
+
+enum class FailureKind {
+  kConnect,  // could not connect / send, or the connection dropped before the first byte
+  kStatus5xx,
+  kStatus429,
+  kMidStream,  // the upstream failed after bytes were forwarded (not retryable)
+};
+
+// A request admitted by RouterCore::Route: its decision, its policy snapshot
+// and the replica it currently holds.
+struct RoutedRequest {
+  std::shared_ptr<const PolicyRuntime> runtime;
+  RouteDecision decision;
+  const RouteSpec* route = nullptr;
+  const PoolRuntime* pool = nullptr;
+  ReplicaLease lease;
+  std::vector<const ReplicaState*> tried;  // replicas already attempted
+  std::vector<const PoolRuntime*> pools_tried;
+  std::string session_key;
+  int retries_left = 0;
+  bool escalated = false;
+};
+
+// Session pins, LRU with a time-to-live. Keys: the session key for the
+// session-level pin, session key + '\x1f' + pool for a replica pin.
+class SessionPins {
+ public:
+  struct Pin {
+    std::string pool;  // session-level: the pool; replica pin: ""
+    std::string route;
+    std::string replica;  // replica pin: the replica URL
+    bool escalated = false;
+  };
+  bool Lookup(const std::string& key, int64_t now_ms, int64_t ttl_ms, Pin* out) const;
+  void Set(const std::string& key, Pin pin, int64_t now_ms, size_t max_entries);
+  size_t size() const;
+
+ private:
+  struct Entry {
+    Pin pin;
+    int64_t last_used_ms;
+    std::list<std::string>::iterator lru;
+  };
+  mutable std::mutex mu_;
+  mutable std::list<std::string> lru_;                      // most recent first; guarded by mu_
+  mutable std::unordered_map<std::string, Entry> entries_;  // guarded by mu_
+};
+
+class RouterCore {
+ public:
+  explicit RouterCore(RouterOptions options);
+  ~RouterCore();
+
+  Status Apply(std::shared_ptr<const RoutingPolicy> policy);
+  std::shared_ptr<const PolicyRuntime> Snapshot() const;
+  int64_t NowMs() const;
+
+  // The decision for a request under `rt` (no lease, no pin written).
+  // `route_out`/`pool_out` receive the chosen route and pool.
+  Result<RouteDecision> Decide(const PolicyRuntime& rt, const nlohmann::json& request,
+                               const RequestFeatures& features, const HeaderLookup& headers,
+                               bool assume_healthy, const RouteSpec** route_out,
+                               const PoolRuntime** pool_out, std::string* session_key) const;
+
+  // Decide, pick a replica and take a lease on it; pins the session.
+  // Unavailable when no pool can take the request, ResourceExhausted when every
+  // candidate pool is saturated.
+  Result<RoutedRequest> Route(const nlohmann::json& request, const RequestFeatures& features,
+                              const HeaderLookup& headers);
+
+  // After `failure` before any byte reached the client: records it and moves
+  // the request to another replica (same pool first, then the fallbacks).
+  // False when the retry budget or the candidates are exhausted.
+  bool Retry(RoutedRequest& rr, FailureKind failure);
+  // Moves the request to its route's escalation pool; false when there is none.
+  bool Escalate(RoutedRequest& rr);
+
+  void ReportSuccess(ReplicaState* replica, const PoolSpec& spec);
+  void ReportFailure(ReplicaState* replica, const PoolRuntime& pool, FailureKind failure);
+
+  // Counters.
+  void RecordOverhead(int64_t ns) { overhead_.Record(ns); }
+  void CountRequest() { requests_.fetch_add(1, std::memory_order_relaxed); }
+  void CountBadRequest() { bad_requests_.fetch_add(1, std::memory_order_relaxed); }
+  void CountUnrouted() { unrouted_.fetch_add(1, std::memory_order_relaxed); }
+  const LatencyHistogram& overhead() const { return overhead_; }
+  RouterStats Stats() const;
+  std::string MetricsText() const;
+  SessionPins& pins() { return pins_; }
+
+  // Runs one round of active health checks now (tests; the thread does it on its own).
+  void CheckHealthNow();
+
+ private:
+  enum class PoolState { kAvailable, kSaturated, kDown };
+  PoolState StateOf(const PoolRuntime& pool, int64_t now) const;
+  // Picks and leases a replica of `pool` not in `exclude`; `preferred` (a URL)
+  // wins when it is usable. Empty lease when none is usable.
+  ReplicaLease Pick(const PoolRuntime& pool, int64_t now,
+                    const std::vector<const ReplicaState*>& exclude,
+                    const std::string& preferred) const;
+  // The first usable pool of `start`'s fallback chain (route fallback first).
+  const PoolRuntime* UsablePool(const PolicyRuntime& rt, const PoolRuntime* start,
+                                const std::string& route_fallback, int64_t now,
+                                const std::vector<const PoolRuntime*>& skip, bool* saturated) const;
+  // Records the replica pin and, when `session_level`, the session's pool pin.
+  void PinSession(RoutedRequest& rr, bool session_level);
+  void HealthLoop();
+  void CheckReplica(const std::shared_ptr<ReplicaState>& replica, const PoolSpec& spec);
+
+  RouterOptions options_;
+  mutable std::mutex mu_;  // guards runtime_, counters maps, generation_
+  std::shared_ptr<const PolicyRuntime> runtime_;
+  uint64_t generation_ = 0;
+  std::map<std::string, std::shared_ptr<ReplicaState>> replicas_;  // "pool\x1furl"
+  std::map<std::string, std::shared_ptr<PoolCounters>> pool_counters_;
+  std::map<std::string, std::shared_ptr<RouteCounters>> route_counters_;
+
+  SessionPins pins_;
+  LatencyHistogram overhead_;
+  std::atomic<uint64_t> requests_{0};
+  std::atomic<uint64_t> bad_requests_{0};
+  std::atomic<uint64_t> unrouted_{0};
+
+  std::mutex health_mu_;
+  std::condition_variable health_cv_;
+  bool stop_ = false;  // guarded by health_mu_
+  std::thread health_thread_;
+};
+
+}  // namespace octet::router
