@@ -28,7 +28,9 @@ int RunCluster(const std::vector<std::string>& args);
 int RunCollbench(const std::vector<std::string>& args);
 int RunGenerate(const std::vector<std::string>& args);
 int RunRoute(const std::vector<std::string>& args);
+int RunServe(const std::vector<std::string>& args);
 int RunTokenize(const std::vector<std::string>& args);
+int RunWorker(const std::vector<std::string>& args);
 
 // Exit codes shared by all subcommands.
 inline constexpr int kExitOk = 0;

@@ -7,8 +7,7 @@ const std::vector<Command>& Commands() {
       {"generate", "generate text or ids from a model folder", RunGenerate, ""},
       {"chat", "interactive terminal chat with a model", RunChat, ""},
       {"tokenize", "encode/decode with a tokenizer.json", RunTokenize, ""},
-      {"serve", "OpenAI-compatible HTTP + gRPC server", nullptr,
-       "waiting for tensor-parallel serving (issue 6)"},
+      {"serve", "OpenAI-compatible HTTP + gRPC server", RunServe, ""},
       {"plan", "memory plan: does a model fit these nodes", nullptr,
        "waiting for the memory planner (issue 6)"},
       {"bench", "llama-benchy-style benchmark, runs stored in SQLite", nullptr,
@@ -17,8 +16,7 @@ const std::vector<Command>& Commands() {
       {"route", "request router gateway", RunRoute, ""},
       {"train", "data-parallel GPT pre-training", nullptr, "waiting for the trainer (issue 10)"},
       {"cluster", "cluster profiles, status and the local embedded cluster", RunCluster, ""},
-      {"worker", "one rank of a job (spawned by octet and octet-agent)", nullptr,
-       "waiting for tensor-parallel serving (issue 6)"},
+      {"worker", "one rank of a job (spawned by octet and octet-agent)", RunWorker, ""},
   };
   return commands;
 }

@@ -56,12 +56,19 @@ int32_t Sampler::Sample(const float* logits, int64_t vocab, kernels::KernelBacke
 
 Result<GenerateResult> Generate(Model& model, const std::vector<int32_t>& prompt,
                                 const GenerateOptions& options) {
+  LocalRunner runner(model);
+  return Generate(runner, prompt, options);
+}
+
+Result<GenerateResult> Generate(ModelRunner& model, const std::vector<int32_t>& prompt,
+                                const GenerateOptions& options) {
   if (prompt.empty()) return InvalidArgumentError("the prompt is empty");
   if (options.max_tokens < 1) return InvalidArgumentError("max tokens must be >= 1");
   OCTET_RETURN_IF_ERROR(ValidateSampling(options.sampling));
   const ModelConfig& c = model.config();
   const std::vector<int32_t>& stop = options.stop_ids.empty() ? c.eos_token_ids : options.stop_ids;
-  KvCache cache = model.NewKvCache(1, static_cast<int64_t>(prompt.size()) + options.max_tokens);
+  OCTET_RETURN_IF_ERROR(
+      model.ResetCache(1, static_cast<int64_t>(prompt.size()) + options.max_tokens));
   Sampler sampler(options.sampling);
   GenerateResult r;
   r.prompt_tokens = static_cast<int64_t>(prompt.size());
@@ -97,7 +104,7 @@ Result<GenerateResult> Generate(Model& model, const std::vector<int32_t>& prompt
   batch[0].start_pos = 0;
   batch[0].tokens = prompt;
   batch[0].all_logits = options.collect_logits;
-  OCTET_RETURN_IF_ERROR(model.Forward(batch, cache, &out));
+  OCTET_RETURN_IF_ERROR(model.Step(batch, &out));
   keep_logits(out);
   int32_t id = sampler.Sample(out.Last(0), out.vocab, model.backend());
   r.prefill_seconds = (NowNs() - t0) * 1e-9;
@@ -105,9 +112,9 @@ Result<GenerateResult> Generate(Model& model, const std::vector<int32_t>& prompt
   const int64_t t1 = NowNs();
   batch[0].all_logits = false;
   while (go) {
-    batch[0].start_pos = cache.length(0);
+    batch[0].start_pos += static_cast<int64_t>(batch[0].tokens.size());
     batch[0].tokens.assign(1, id);
-    OCTET_RETURN_IF_ERROR(model.Forward(batch, cache, &out));
+    OCTET_RETURN_IF_ERROR(model.Step(batch, &out));
     keep_logits(out);
     id = sampler.Sample(out.Last(0), out.vocab, model.backend());
     ++r.decode_steps;

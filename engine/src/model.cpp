@@ -233,7 +233,7 @@ class Loader {
 }  // namespace
 
 struct Model::Scratch {
-  std::vector<float> x, xn, q, k, v, attn, proj, gate, up, rows;
+  std::vector<float> x, xn, q, k, v, attn, proj, gate, up, rows, local_logits;
   std::vector<int32_t> ids, positions;
   void Grow(int64_t t, const Model& m) {
     const ModelConfig& c = m.config_;
@@ -274,6 +274,27 @@ Status Model::LoadWeights(const LoadOptions& options) {
   Loader ld(*store_, c, options, &realigned_);
   const int64_t H = c.hidden_size, hd = c.head_dim;
   OCTET_ASSIGN_OR_RETURN(embed_, ld.Dense("model.embed_tokens.weight", c.vocab_size, H));
+  // >>> Tensor parallelism: vocab-parallel embedding (and lm_head, below).
+  vocab_begin_ = 0;
+  local_vocab_ = c.vocab_size;
+  auto vocab_slice = [&](const std::string& module, int64_t* begin, int64_t* count) -> Status {
+    *begin = 0;
+    *count = c.vocab_size;
+    if (!options.shard) return Status::Ok();
+    const WeightSlice s = options.shard(module, LinearRole::kVocabParallel, c.vocab_size, H);
+    *begin = s.row_begin;
+    *count = s.row_count < 0 ? c.vocab_size - s.row_begin : s.row_count;
+    const int64_t cc = s.col_count < 0 ? H - s.col_begin : s.col_count;
+    if (*begin < 0 || *count < 1 || *begin + *count > c.vocab_size || s.col_begin != 0 || cc != H) {
+      return InvalidArgumentError("'" + module + "': vocab-parallel slice rows [" +
+                                  std::to_string(*begin) + ", +" + std::to_string(*count) +
+                                  ") of " + std::to_string(c.vocab_size) +
+                                  " must be a non-empty row range with every column");
+    }
+    return Status::Ok();
+  };
+  OCTET_RETURN_IF_ERROR(vocab_slice("model.embed_tokens", &vocab_begin_, &local_vocab_));
+  embed_ = embed_.RowSlice(vocab_begin_, local_vocab_);
   layers_.resize(c.num_layers);
   for (int64_t i = 0; i < c.num_layers; ++i) {
     const std::string p = "model.layers." + std::to_string(i) + ".";
@@ -313,12 +334,18 @@ Status Model::LoadWeights(const LoadOptions& options) {
   OCTET_ASSIGN_OR_RETURN(final_norm_, ld.Vector("model.norm.weight", H));
   if (c.tie_word_embeddings) {
     lm_head_.name = "lm_head (tied to model.embed_tokens)";
-    lm_head_.weight = embed_;
+    lm_head_.weight = embed_;  // the same vocabulary rows
   } else {
+    int64_t begin = 0, count = 0;
+    OCTET_RETURN_IF_ERROR(vocab_slice("lm_head", &begin, &count));
+    if (begin != vocab_begin_ || count != local_vocab_) {
+      return InvalidArgumentError("lm_head and model.embed_tokens must hold the same vocabulary "
+                                  "rows on a rank");
+    }
     OCTET_ASSIGN_OR_RETURN(
-        lm_head_, ld.LoadLinear("lm_head", c.vocab_size, H, LinearRole::kReplicated, false));
+        lm_head_, ld.LoadLinear("lm_head", c.vocab_size, H, LinearRole::kVocabParallel, false));
   }
-  lm_head_.role = LinearRole::kReplicated;
+  lm_head_.role = local_vocab_ == c.vocab_size ? LinearRole::kReplicated : LinearRole::kVocabParallel;
   ld.Finish();
   local_heads_ = layers_.empty() ? c.num_heads : layers_[0].q.weight.rows / hd;
   local_kv_heads_ = layers_.empty() ? c.num_kv_heads : layers_[0].k.weight.rows / hd;
@@ -450,7 +477,23 @@ Status Model::Forward(const std::vector<SequenceChunk>& batch, KvCache& cache, F
     for (int64_t t = 0; t < T; ++t) be.Add(y + t * ld, bias.data(), ld, y + t * ld);
   };
 
-  be.Embedding(embed_, S.ids.data(), T, x);
+  if (local_vocab_ == c.vocab_size) {
+    be.Embedding(embed_, S.ids.data(), T, x);
+  } else {
+    // >>> Tensor parallelism: vocab-parallel embedding. This rank fills the rows
+    // of the ids it holds and zeros elsewhere; the all-reduce completes every row.
+    if (!hooks.all_reduce || !hooks.gather_logits) {
+      return FailedPreconditionError(
+          "the model holds a vocab-parallel shard: Forward needs the all_reduce and "
+          "gather_logits hooks");
+    }
+    std::memset(x, 0, static_cast<size_t>(T * H) * sizeof(float));
+    for (int64_t t = 0; t < T; ++t) {
+      const int32_t local = S.ids[t] - static_cast<int32_t>(vocab_begin_);
+      if (local >= 0 && local < local_vocab_) be.Embedding(embed_, &local, 1, x + t * H);
+    }
+    OCTET_RETURN_IF_ERROR(hooks.all_reduce(x, T * H));
+  }
   std::vector<kernels::AttentionSequence> seqs(batch.size());
   for (int64_t l = 0; l < c.num_layers; ++l) {
     const LayerWeights& L = layers_[l];
@@ -529,10 +572,18 @@ Status Model::Forward(const std::vector<SequenceChunk>& batch, KvCache& cache, F
   for (int64_t r = 0; r < R; ++r)
     std::memcpy(S.rows.data() + r * H, x + rows[r] * H, H * sizeof(float));
   be.RmsNorm(S.rows.data(), final_norm_.data(), eps, R, H, H, S.rows.data());
-  out->vocab = lm_head_.weight.rows;
+  out->vocab = c.vocab_size;
   out->logits.resize(R * out->vocab);
-  be.Matmul(S.rows.data(), R, H, lm_head_.weight, out->logits.data(), out->vocab, false);
-  return Status::Ok();
+  if (local_vocab_ == c.vocab_size) {
+    be.Matmul(S.rows.data(), R, H, lm_head_.weight, out->logits.data(), out->vocab, false);
+    return Status::Ok();
+  }
+  // >>> Tensor parallelism: vocab-parallel lm_head; every rank's rows gathered.
+  if (static_cast<int64_t>(S.local_logits.size()) < R * local_vocab_) {
+    S.local_logits.resize(R * local_vocab_);
+  }
+  be.Matmul(S.rows.data(), R, H, lm_head_.weight, S.local_logits.data(), local_vocab_, false);
+  return hooks.gather_logits(S.local_logits.data(), R, local_vocab_, out->logits.data());
 }
 
 }  // namespace octet::engine

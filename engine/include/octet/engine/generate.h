@@ -12,6 +12,7 @@
 
 #include "octet/base/status.h"
 #include "octet/engine/model.h"
+#include "octet/engine/model_runner.h"
 #include "octet/kernels/backend.h"
 
 namespace octet::engine {
@@ -68,6 +69,10 @@ struct GenerateResult {
 };
 
 Result<GenerateResult> Generate(Model& model, const std::vector<int32_t>& prompt,
+                                const GenerateOptions& options);
+// The same over any runner (a tensor-parallel group's rank 0): its KV cache is
+// reset to one slot of prompt + max_tokens positions.
+Result<GenerateResult> Generate(ModelRunner& runner, const std::vector<int32_t>& prompt,
                                 const GenerateOptions& options);
 
 }  // namespace octet::engine

@@ -17,10 +17,12 @@
 // expanded to floats). All tokens of a batch go through each matmul together,
 // so one step reads every weight once however many sequences it carries.
 //
-// Tensor parallelism (issue 6) plugs in through LoadOptions::shard (which
-// rows/columns of each linear weight this rank keeps) and
-// ForwardHooks::all_reduce (called at the two points per layer where a
-// row-parallel layer's partial sums must be added across ranks). Head counts
+// Tensor parallelism plugs in through LoadOptions::shard (which rows/columns
+// of each weight this rank keeps; octet/engine/tensor_parallel.h makes the
+// Megatron layout) and ForwardHooks: all_reduce is called at the two points
+// per layer where a row-parallel layer's partial sums must be added across
+// ranks (and once after a vocab-parallel embedding), gather_logits assembles
+// the full vocabulary from each rank's vocab-parallel lm_head rows. Head counts
 // used by the forward pass come from the loaded (possibly sliced) weights.
 //
 // Thread-safety: a Model is used by one thread at a time (Forward mutates
@@ -54,7 +56,8 @@ struct LoadProgress {
 enum class LinearRole {
   kColumnParallel,  // q/k/v, gate/up: output rows split across ranks
   kRowParallel,     // o_proj, down_proj: input columns split; outputs all-reduced
-  kReplicated,      // lm_head / embedding today (vocab-parallel later)
+  kReplicated,      // kept whole on every rank
+  kVocabParallel,   // embed_tokens, lm_head: vocabulary rows split across ranks
 };
 
 // The part of a [rows, cols] weight a rank keeps. Default: all of it.
@@ -74,8 +77,10 @@ struct LoadOptions {
   // page faults, and progress means something). Off: pages load on first use.
   bool prefault = true;
   // Tensor-parallel sharding: given a linear weight's module name
-  // ("model.layers.3.self_attn.q_proj"), its role and full shape, the slice to
-  // keep. Null: keep everything. NVFP4 column slices must be 16-aligned.
+  // ("model.layers.3.self_attn.q_proj", "model.embed_tokens", "lm_head"), its
+  // role and full shape, the slice to keep. Null: keep everything. NVFP4
+  // column slices must be 16-aligned. A vocab-parallel slice may only take
+  // rows, and embed_tokens and lm_head must get the same rows.
   std::function<WeightSlice(const std::string& module, LinearRole role, int64_t rows, int64_t cols)>
       shard;
 };
@@ -117,8 +122,14 @@ struct ForwardOutput {
 // Hooks into the forward pass (tensor parallelism, tracing).
 struct ForwardHooks {
   // Sums `n` floats elementwise across the ranks of a tensor-parallel group, in
-  // place. Called after o_proj and after down_proj in every layer. Null: single rank.
+  // place. Called after o_proj and after down_proj in every layer, and after
+  // the embedding lookup of a vocab-parallel model. Null: single rank.
   std::function<Status(float* data, int64_t n)> all_reduce;
+  // Vocab-parallel lm_head: `local` holds [rows, local_vocab] logits of this
+  // rank's vocabulary range (Model::vocab_begin()..); fill `full` [rows,
+  // vocab_size] with every rank's. Required when the vocabulary is sharded.
+  std::function<Status(const float* local, int64_t rows, int64_t local_vocab, float* full)>
+      gather_logits;
 };
 
 class Model {
@@ -133,6 +144,9 @@ class Model {
   // Heads held by this rank (all of them unless sharded).
   int64_t local_heads() const { return local_heads_; }
   int64_t local_kv_heads() const { return local_kv_heads_; }
+  // Vocabulary rows of embed_tokens / lm_head held by this rank (all unless sharded).
+  int64_t vocab_begin() const { return vocab_begin_; }
+  int64_t local_vocab() const { return local_vocab_; }
 
   // Bytes of weights one decode step reads (every linear + lm_head + norms).
   int64_t WeightBytesPerToken() const;
@@ -161,6 +175,8 @@ class Model {
   std::unique_ptr<kernels::KernelBackend> backend_;
   int64_t local_heads_ = 0;
   int64_t local_kv_heads_ = 0;
+  int64_t vocab_begin_ = 0;
+  int64_t local_vocab_ = 0;
   std::vector<float> inv_freq_;
   kernels::WeightMatrix embed_;
   Linear lm_head_;

@@ -1,0 +1,620 @@
+// Running one model instance from the command line; see tp_launch.h.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <iostream>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <thread>
+
+#include "command.h"
+#include "octet/app/inference_service.h"
+#include "octet/base/file_util.h"
+#include "octet/base/log.h"
+#include "octet/base/npy.h"
+#include "octet/engine/completion.h"
+#include "octet/engine/generate.h"
+#include "octet/engine/openai_server.h"
+#include "octet/engine/scheduler.h"
+#include "prompt_input.h"
+#include "tp_launch.h"
+
+namespace octet::cli {
+
+// ---- signals ------------------------------------------------------------------------
+
+namespace {
+std::atomic<bool> g_stop{false};
+void OnStopSignal(int) { g_stop.store(true); }
+
+// Lines on stdout (figures) and the final error line must not interleave.
+std::mutex g_out_mu;
+void PrintFigures(const nlohmann::json& j) {
+  std::lock_guard<std::mutex> lock(g_out_mu);
+  std::printf("@octet-figures %s\n", j.dump().c_str());
+  std::fflush(stdout);
+}
+}  // namespace
+
+void InstallStopSignals() {
+  struct sigaction sa {};
+  sa.sa_handler = OnStopSignal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = 0;
+  sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGINT, &sa, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+}
+bool StopRequested() { return g_stop.load(); }
+
+// ---- CPUs and ports -----------------------------------------------------------------
+
+std::vector<int> AllowedCpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  std::vector<int> cpus;
+  if (::sched_getaffinity(0, sizeof set, &set) == 0) {
+    for (int c = 0; c < CPU_SETSIZE; ++c) {
+      if (CPU_ISSET(c, &set)) cpus.push_back(c);
+    }
+  }
+  return cpus;
+}
+
+bool PinToCpuIndices(const std::vector<int>& indices) {
+  const std::vector<int> cpus = AllowedCpus();
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  for (int i : indices) {
+    if (i < 0 || i >= static_cast<int>(cpus.size())) return false;
+    CPU_SET(cpus[i], &set);
+  }
+  return !indices.empty() && ::sched_setaffinity(0, sizeof set, &set) == 0;
+}
+
+Result<std::vector<int>> ParseCpuList(const std::string& text) {
+  std::vector<int> out;
+  size_t pos = 0;
+  while (pos <= text.size()) {
+    const size_t comma = text.find(',', pos);
+    const std::string part = text.substr(pos, comma == std::string::npos ? std::string::npos
+                                                                          : comma - pos);
+    const size_t dash = part.find('-');
+    try {
+      if (dash == std::string::npos) {
+        out.push_back(std::stoi(part));
+      } else {
+        const int a = std::stoi(part.substr(0, dash)), b = std::stoi(part.substr(dash + 1));
+        if (b < a) throw std::invalid_argument("range");
+        for (int c = a; c <= b; ++c) out.push_back(c);
+      }
+    } catch (const std::exception&) {
+      return InvalidArgumentError("'" + text + "' is not a CPU list like 0,1 or 2-3");
+    }
+    if (comma == std::string::npos) break;
+    pos = comma + 1;
+  }
+  return out;
+}
+
+int FreeLoopbackPort() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  int port = -1;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0) {
+    port = ntohs(a.sin_port);
+  }
+  ::close(fd);
+  return port;
+}
+
+std::string LocalTpPlan::Describe() const {
+  std::string s = std::to_string(tp) + (tp == 1 ? " rank x " : " ranks x ") +
+                  std::to_string(threads_per_rank) +
+                  (threads_per_rank == 1 ? " thread" : " threads");
+  if (!pin) return s + ", not pinned";
+  const std::vector<int> all = AllowedCpus();
+  s += ", pinned to CPUs ";
+  for (size_t r = 0; r < cpus.size(); ++r) {
+    if (r) s += " | ";
+    for (size_t i = 0; i < cpus[r].size(); ++i) {
+      const int c = cpus[r][i];
+      s += (i ? "," : "") + std::to_string(c < static_cast<int>(all.size()) ? all[c] : c);
+    }
+  }
+  return s;
+}
+
+LocalTpPlan PlanLocalTp(int tp, int threads, const std::string& bind) {
+  LocalTpPlan p;
+  p.tp = std::max(1, tp);
+  const int ncpu = std::max<int>(1, static_cast<int>(AllowedCpus().size()));
+  p.threads_per_rank = threads > 0 ? threads : std::max(1, ncpu / p.tp);
+  // Like mpirun --bind-to core: each rank on CPUs of its own, when they fit.
+  p.pin = bind == "core" && p.tp > 1 && p.tp * p.threads_per_rank <= ncpu;
+  if (p.pin) {
+    for (int r = 0; r < p.tp; ++r) {
+      std::vector<int> c;
+      for (int t = 0; t < p.threads_per_rank; ++t) c.push_back(r * p.threads_per_rank + t);
+      p.cpus.push_back(c);
+    }
+  }
+  return p;
+}
+
+Result<std::vector<std::unique_ptr<Subprocess>>> SpawnFollowers(const FollowerSpawn& s,
+                                                                const LocalTpPlan& plan) {
+  OCTET_ASSIGN_OR_RETURN(std::string exe, SelfExecutablePath());
+  std::vector<std::unique_ptr<Subprocess>> procs;
+  for (int r = 1; r < plan.tp; ++r) {
+    SpawnOptions o;
+    o.argv = {exe,        "worker",          "--job",        "inference",
+              "--model",  s.model,           "--world-size", std::to_string(plan.tp),
+              "--rank",   std::to_string(r), "--rendezvous", s.rendezvous,
+              "--transport", s.transport,    "--algo",       s.algo,
+              "--threads", std::to_string(plan.threads_per_rank), "--backend", s.backend,
+              "--no-figures"};
+    if (s.peer_timeout_ms > 0) {
+      o.argv.insert(o.argv.end(), {"--peer-timeout-ms", std::to_string(s.peer_timeout_ms)});
+    }
+    if (plan.pin) {
+      std::string list;
+      for (int c : plan.cpus[r]) list += (list.empty() ? "" : ",") + std::to_string(c);
+      o.argv.insert(o.argv.end(), {"--cpus", list});
+    }
+    o.new_process_group = false;  // Ctrl-C reaches the ranks too
+    auto p = Subprocess::Spawn(o);
+    if (!p.ok()) {
+      return p.status().WithContext("starting rank " + std::to_string(r));
+    }
+    procs.push_back(std::move(*p));
+  }
+  return procs;
+}
+
+void ReapFollowers(std::vector<std::unique_ptr<Subprocess>>& followers, int grace_ms) {
+  const Deadline d = Deadline::AfterMs(grace_ms);
+  for (auto& f : followers) {
+    if (!f) continue;
+    auto st = f->Wait(d);
+    if (!st.ok()) f->Terminate(std::chrono::milliseconds(1000));
+  }
+  followers.clear();
+}
+
+// ---- shared flags -------------------------------------------------------------------
+
+void AddInstanceFlags(ArgParser& p) {
+  p.Option("transport", "shm|tcp|verbs", "collectives transport between the ranks", "shm")
+      .Option("algo", "auto|oneshot|ring|nccl", "all-reduce algorithm", "auto")
+      .Option("threads", "N", "CPU threads per rank; 0: the CPUs divided among the ranks", "0")
+      .Option("backend", "NAME", "kernel backend: auto, avx2, neon, scalar", "auto")
+      .Option("peer-timeout-ms", "MS", "a silent peer is declared dead after this long", "5000")
+      .Option("connect-timeout-ms", "MS", "how long ranks wait for each other to load and join",
+              "600000");
+}
+
+Status ReadInstanceFlags(const ArgParser& p, engine::TpRuntimeOptions* o) {
+  OCTET_ASSIGN_OR_RETURN(o->comm.transport, collectives::ParseTransport(p.GetString("transport")));
+  const std::string algo = p.GetString("algo");
+  if (algo == "nccl") {
+    // NCCL is a whole backend in the collectives (its own transport).
+    o->comm.transport = collectives::TransportKind::kNccl;
+    o->comm.algorithm = collectives::AlgorithmKind::kAuto;
+  } else {
+    OCTET_ASSIGN_OR_RETURN(o->comm.algorithm, collectives::ParseAlgorithm(algo));
+  }
+  OCTET_ASSIGN_OR_RETURN(int64_t threads, p.GetInt("threads"));
+  OCTET_ASSIGN_OR_RETURN(int64_t peer, p.GetInt("peer-timeout-ms"));
+  OCTET_ASSIGN_OR_RETURN(int64_t connect, p.GetInt("connect-timeout-ms"));
+  if (threads < 0) return InvalidArgumentError("--threads must be >= 0");
+  if (peer < 100) return InvalidArgumentError("--peer-timeout-ms must be at least 100");
+  if (connect < 1000) return InvalidArgumentError("--connect-timeout-ms must be at least 1000");
+  o->load.threads = static_cast<int>(threads);
+  o->load.backend = p.GetString("backend");
+  o->comm.peer_timeout_ms = static_cast<int>(peer);
+  o->comm.connect_timeout_ms = static_cast<int>(connect);
+  return Status::Ok();
+}
+
+// ---- one generation ---------------------------------------------------------------
+
+void AddGenerateFlags(ArgParser& p) {
+  p.Option("prompt", "TEXT", "prompt text, tokenized with the model's tokenizer.json")
+      .Option("prompt-ids", "IDS", "prompt as comma-separated token ids, e.g. 1,2,3")
+      .Option("max-tokens", "N", "tokens to generate", "16")
+      .Option("temperature", "T", "sampling temperature; 0 is greedy", "0")
+      .Option("top-k", "K", "sample from the K most likely tokens; 0: all", "0")
+      .Option("top-p", "P", "nucleus sampling mass, in (0, 1]", "1")
+      .Option("seed", "S", "random seed for sampling", "0")
+      .Flag("chat", "apply the model's chat template to --prompt (one user turn)")
+      .Option("system", "TEXT", "with --chat: a system message before the user turn")
+      .Flag("think", "with --chat on Qwen3: let the model think (default: empty think block)")
+      .Flag("ignore-eos", "do not stop at end-of-sequence ids")
+      .Option("logits-out", "FILE.npy",
+              "write float32 logits [T, V] of prompt + generated[:-1] (row t predicts t+1)")
+      .Flag("json", "print one JSON document on stdout");
+}
+
+GenerateJob PrepareGenerate(const ArgParser& p, const std::string& model_dir) {
+  GenerateJob job;
+  auto usage = [&](const std::string& why) {
+    job.exit_code = kExitUsage;
+    job.error = why;
+    return std::move(job);
+  };
+  auto fail = [&](const std::string& why) {
+    job.exit_code = kExitFailure;
+    job.error = why;
+    return std::move(job);
+  };
+  if (p.Given("prompt") == p.Given("prompt-ids")) {
+    return usage("give the prompt with exactly one of --prompt TEXT or --prompt-ids 1,2,3");
+  }
+  if (p.GetFlag("chat") && !p.Given("prompt")) return usage("--chat needs --prompt TEXT");
+  if (p.Given("prompt-ids")) {
+    auto ids64 = p.GetIntList("prompt-ids");
+    if (!ids64.ok()) return usage(ids64.status().message());
+    if (ids64->empty()) return usage("--prompt-ids is empty");
+    for (int64_t id : *ids64) {
+      if (id < 0 || id > INT32_MAX) return usage("token id " + std::to_string(id) + " is out of range");
+      job.prompt.push_back(static_cast<int32_t>(id));
+    }
+  }
+  auto max_tokens = p.GetInt("max-tokens");
+  auto temperature = p.GetDouble("temperature");
+  auto top_k = p.GetInt("top-k");
+  auto top_p = p.GetDouble("top-p");
+  auto seed = p.GetInt("seed");
+  for (const Status& s :
+       {max_tokens.status(), temperature.status(), top_k.status(), top_p.status(), seed.status()}) {
+    if (!s.ok()) return usage(s.message());
+  }
+  if (*max_tokens < 1) return usage("--max-tokens must be at least 1");
+  job.gen.max_tokens = *max_tokens;
+  job.gen.sampling.temperature = static_cast<float>(*temperature);
+  job.gen.sampling.top_k = *top_k;
+  job.gen.sampling.top_p = static_cast<float>(*top_p);
+  job.gen.sampling.seed = static_cast<uint64_t>(*seed);
+  job.gen.stop_at_eos = !p.GetFlag("ignore-eos");
+  job.gen.collect_logits = p.Given("logits-out");
+  job.logits_out = p.GetString("logits-out");
+  job.json = p.GetFlag("json");
+  if (Status s = engine::ValidateSampling(job.gen.sampling); !s.ok()) return usage(s.message());
+  // The tokenizer is loaded before the model (it is quick and its absence is
+  // the likelier mistake) whenever text is involved: --prompt in, or text out.
+  if (p.Given("prompt") || PathExists(JoinPath(model_dir, "tokenizer.json"))) {
+    auto t = LoadModelTokenizer(model_dir);
+    if (!t.ok()) return fail(t.status().message());
+    job.tok.emplace(std::move(*t));
+  }
+  if (p.Given("prompt")) {
+    if (p.GetFlag("chat")) {
+      std::vector<engine::ChatMessage> messages;
+      if (p.Given("system")) messages.push_back({"system", p.GetString("system")});
+      messages.push_back({"user", p.GetString("prompt")});
+      auto ids = EncodeChat(*job.tok, messages, p.GetFlag("think"));
+      if (!ids.ok()) return fail(ids.status().message());
+      job.prompt = std::move(*ids);
+      job.gen.stop_ids = job.tok->StopIds();  // the template family's end-of-turn tokens
+    } else {
+      engine::EncodeOptions eo;
+      eo.add_special_tokens = true;  // as the tokenizer's post-processor says (Llama-3: BOS)
+      job.prompt = job.tok->Encode(p.GetString("prompt"), eo);
+    }
+    if (job.prompt.empty()) return usage("the prompt encodes to no tokens");
+  }
+  return job;
+}
+
+int ReportPrepareError(const GenerateJob& job, const std::string& program) {
+  std::cerr << program << ": " << job.error
+            << (job.exit_code == kExitUsage ? " (see " + program + " --help)" : "") << "\n";
+  return job.exit_code;
+}
+
+int RunGenerateOn(engine::ModelRunner& runner, GenerateJob& job, const std::string& program,
+                  int tp) {
+  if (Status s = CheckIdsInVocab(job.prompt, runner.config().vocab_size); !s.ok()) {
+    std::cerr << program << ": " << s.message() << "\n";
+    return kExitUsage;
+  }
+  // Without --json, tokens are shown as they come: text when there is a
+  // tokenizer (partial UTF-8 held back), ids otherwise.
+  std::optional<engine::StreamDecoder> stream;
+  engine::DecodeOptions text_opts;
+  text_opts.skip_special_tokens = true;
+  text_opts.skip_unknown_ids = true;  // padded embedding rows the tokenizer lacks
+  if (job.tok) stream.emplace(*job.tok, text_opts);
+  if (!job.json) {
+    job.gen.on_token = [&](int32_t id) {
+      if (stream) {
+        auto piece = stream->Push(id);
+        if (piece.ok()) std::cout << *piece << std::flush;
+      } else {
+        std::cout << id << " " << std::flush;
+      }
+      return !StopRequested();
+    };
+  }
+  auto r = engine::Generate(runner, job.prompt, job.gen);
+  if (!r.ok()) {
+    std::cerr << program << ": error: " << r.status().message() << "\n";
+    return kExitFailure;
+  }
+  if (job.gen.collect_logits) {
+    Status s = WriteNpyF32(job.logits_out, {r->logits_rows, r->vocab}, r->logits.data());
+    if (!s.ok()) {
+      std::cerr << program << ": error: " << s.message() << "\n";
+      return kExitFailure;
+    }
+  }
+  const engine::RunnerStats rs = runner.stats();
+  const double allreduce_share = rs.step_ns > 0 ? double(rs.allreduce_ns) / double(rs.step_ns) : 0;
+  if (job.json) {
+    nlohmann::json j;
+    j["ids"] = r->ids;
+    if (job.tok) {
+      auto text = job.tok->Decode(r->ids, text_opts);
+      if (!text.ok()) {
+        std::cerr << program << ": error: " << text.status().message() << "\n";
+        return kExitFailure;
+      }
+      j["text"] = *text;
+    } else {
+      j["text"] = nullptr;  // the model folder has no tokenizer.json
+    }
+    j["prompt_tokens"] = r->prompt_tokens;
+    j["prefill_tps"] = r->prefill_tps();
+    j["decode_tps"] = r->decode_tps();
+    j["ttft_ms"] = r->ttft_ms();
+    j["tp"] = tp;
+    j["allreduce_share"] = allreduce_share;
+    j["stop_reason"] = r->stop_reason;
+    j["backend"] = std::string(runner.backend().name());
+    j["threads"] = runner.backend().num_threads();
+    j["architecture"] = runner.config().architecture_name;
+    std::cout << j.dump() << "\n";
+  } else {
+    if (stream) std::cout << stream->Finish();
+    std::cout << "\n";
+    std::fprintf(stderr,
+                 "%lld prompt tokens, %zu generated (%s); prefill %.1f tok/s, decode %.2f tok/s, "
+                 "ttft %.1f ms; %s x%d, TP %d (all-reduce %.1f%% of step time)\n",
+                 static_cast<long long>(r->prompt_tokens), r->ids.size(), r->stop_reason.c_str(),
+                 r->prefill_tps(), r->decode_tps(), r->ttft_ms(),
+                 std::string(runner.backend().name()).c_str(), runner.backend().num_threads(), tp,
+                 allreduce_share * 100);
+  }
+  return kExitOk;
+}
+
+// ---- serving ------------------------------------------------------------------------
+
+void AddServeFlags(ArgParser& p, bool worker) {
+  p.Option("host", "H", "address the HTTP (and gRPC) server listens on", "127.0.0.1")
+      .Option("port", "P", "HTTP port (0: any free port)", "8000")
+      .Option("grpc-port", "P|auto|off",
+              "gRPC InferenceService port (auto: the HTTP port + 1, any free port when --port 0)",
+              worker ? "off" : "auto")
+      .Option("served-model-name", "NAME", "the model id clients send (default: the folder name)")
+      .Option("context", "N", "positions per sequence, prompt + output (default: the model's "
+                              "max_position_embeddings, at most 4096)")
+      .Option("slots", "N", "sequences decoded together (KV cache slots)", "8")
+      .Option("kv-memory", "SIZE", "KV cache budget per rank; fewer slots when it does not hold "
+                                   "them all",
+              "4GiB")
+      .Option("max-batch-tokens", "N", "tokens per forward step (decode rows + prompt chunks)",
+              "512")
+      .Option("max-queue", "N", "waiting requests beyond this get HTTP 429", "1024");
+}
+
+namespace {
+
+nlohmann::json SchedulerFigures(const engine::SchedulerMetrics& m, const std::string& state) {
+  return {{"state", state},
+          {"prefill_tps", m.prefill_tps},
+          {"decode_tps", m.decode_tps},
+          {"step_ms", m.step_ms},
+          {"allreduce_share", m.allreduce_share},
+          {"kv_used_fraction", m.kv_used_fraction},
+          {"running_requests", m.running},
+          {"queued_requests", m.queued},
+          {"requests_total", m.requests_total},
+          {"generation_tokens_total", m.generation_tokens_total}};
+}
+
+}  // namespace
+
+Result<std::optional<engine::Tokenizer>> LoadOptionalTokenizer(const std::string& model_dir) {
+  std::optional<engine::Tokenizer> tok;
+  if (PathExists(JoinPath(model_dir, "tokenizer.json"))) {
+    OCTET_ASSIGN_OR_RETURN(engine::Tokenizer t, engine::Tokenizer::Load(model_dir));
+    tok.emplace(std::move(t));
+  }
+  return tok;
+}
+
+int RunServeOn(engine::TpRuntime& rt, const std::optional<engine::Tokenizer>& tok,
+               const ArgParser& p, const std::string& program, bool print_figures) {
+  auto fail = [&](const std::string& why, int code) {
+    std::lock_guard<std::mutex> lock(g_out_mu);
+    std::cerr << program << ": " << (code == kExitUsage ? "" : "error: ") << why << "\n";
+    return code;
+  };
+  const engine::ModelConfig& c = rt.config();
+  const std::string model_dir = p.GetString("model");
+  auto port = p.GetInt("port");
+  auto slots = p.GetInt("slots");
+  auto batch = p.GetInt("max-batch-tokens");
+  auto queue = p.GetInt("max-queue");
+  auto kv_memory = p.GetBytes("kv-memory");
+  for (const Status& s : {port.status(), slots.status(), batch.status(), queue.status(),
+                          kv_memory.status()}) {
+    if (!s.ok()) return fail(s.message(), kExitUsage);
+  }
+  int64_t context = std::min<int64_t>(c.max_position_embeddings > 0 ? c.max_position_embeddings
+                                                                      : 4096,
+                                      4096);
+  if (p.Given("context")) {
+    auto ctx = p.GetInt("context");
+    if (!ctx.ok()) return fail(ctx.status().message(), kExitUsage);
+    context = *ctx;
+  }
+  if (context < 2) return fail("--context must be at least 2", kExitUsage);
+  if (*slots < 1 || *slots > 256) return fail("--slots must be in 1..256", kExitUsage);
+  if (*port < 0 || *port > 65535) return fail("--port must be in 0..65535", kExitUsage);
+  // The KV arena (float32 K and V per layer for this rank's kv heads).
+  const int64_t per_position =
+      c.num_layers * 2 * rt.model().local_kv_heads() * c.head_dim * static_cast<int64_t>(sizeof(float));
+  int64_t num_slots = *slots;
+  const int64_t fit = *kv_memory / std::max<int64_t>(1, per_position * context);
+  if (fit < 1) {
+    return fail("--kv-memory " + FormatBytes(double(*kv_memory)) + " cannot hold one sequence of " +
+                    std::to_string(context) + " positions (" +
+                    FormatBytes(double(per_position * context)) + "); lower --context",
+                kExitUsage);
+  }
+  if (fit < num_slots) {
+    OCTET_LOG(WARNING) << "KV budget " << FormatBytes(double(*kv_memory)) << " holds " << fit
+                       << " sequences of " << context << " positions, not " << num_slots
+                       << ": using " << fit << " slots (raise --kv-memory or lower --context)";
+    num_slots = fit;
+  }
+  engine::SchedulerOptions so;
+  so.num_slots = static_cast<int>(num_slots);
+  so.context = context;
+  so.max_batch_tokens = std::max<int64_t>(*batch, num_slots + 1);
+  so.max_queue = static_cast<size_t>(std::max<int64_t>(1, *queue));
+  engine::Scheduler sched(rt, so);
+  if (Status s = sched.Start(); !s.ok()) return fail(s.message(), kExitFailure);
+
+  const std::string name = p.Given("served-model-name") ? p.GetString("served-model-name")
+                                                         : BaseName(model_dir);
+  engine::CompletionService svc(sched, tok ? &*tok : nullptr, name);
+  nlohmann::json info = {{"tp", rt.world_size()}, {"collectives", rt.Describe()},
+                         {"slots", so.num_slots}};
+  engine::OpenAiServerOptions ho;
+  ho.host = p.GetString("host");
+  ho.port = static_cast<int>(*port);
+  ho.info_json = info.dump();
+  ho.extra_metrics = [&rt]() {
+    return "# HELP octet_tp_ranks Ranks of this model instance.\n# TYPE octet_tp_ranks gauge\n"
+           "octet_tp_ranks " +
+           std::to_string(rt.world_size()) + "\n";
+  };
+  auto http = engine::OpenAiServer::Start(svc, ho);
+  if (!http.ok()) {
+    sched.Stop(CancelledError("not serving"));
+    return fail(http.status().message(), kExitFailure);
+  }
+  std::unique_ptr<app::InferenceGrpcServer> grpc;
+  const std::string gp = p.GetString("grpc-port");
+  std::string grpc_text;
+  if (gp != "off") {
+    int grpc_port = 0;
+    if (gp == "auto") {
+      grpc_port = *port == 0 ? 0 : static_cast<int>(*port) + 1;
+    } else {
+      try {
+        grpc_port = std::stoi(gp);
+      } catch (const std::exception&) {
+        grpc_port = -1;
+      }
+      if (grpc_port < 0 || grpc_port > 65535) {
+        sched.Stop(CancelledError("not serving"));
+        return fail("--grpc-port must be a port, auto or off", kExitUsage);
+      }
+    }
+    auto g = app::InferenceGrpcServer::Start(svc, ho.host + ":" + std::to_string(grpc_port));
+    if (!g.ok()) {
+      sched.Stop(CancelledError("not serving"));
+      return fail(g.status().message(), kExitFailure);
+    }
+    grpc = std::move(*g);
+    grpc_text = ", gRPC on " + ho.host + ":" + std::to_string(grpc->port());
+  }
+  {
+    std::lock_guard<std::mutex> lock(g_out_mu);
+    std::cerr << program << ": serving '" << name << "' on http://" << ho.host << ":"
+              << (*http)->port() << grpc_text << " (" << rt.Describe() << ", " << so.num_slots
+              << " slots x " << context << " positions, KV "
+              << FormatBytes(double(rt.cache_bytes())) << " per rank)" << std::endl;
+  }
+
+  // Until a stop signal or a fatal error; figures once a second.
+  Status failure;
+  int64_t next_figures = 0;
+  while (!StopRequested()) {
+    failure = sched.health();
+    if (!failure.ok()) break;
+    if (print_figures && NowNs() >= next_figures) {
+      PrintFigures(SchedulerFigures(sched.Metrics(), "serving"));
+      next_figures = NowNs() + 1'000'000'000;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  if (failure.ok()) {
+    // Requests in flight end now; the followers are told to stop.
+    sched.Stop(UnavailableError("the server is shutting down"));
+    if (grpc) grpc->Stop();
+    (*http)->Stop();
+    Status s = rt.Shutdown();
+    if (print_figures) PrintFigures(SchedulerFigures(sched.Metrics(), "stopped"));
+    if (!s.ok()) return fail(s.message(), kExitFailure);
+    return kExitOk;
+  }
+  // A peer died: requests were failed with the error; stop listening and say why, last.
+  if (grpc) grpc->Stop();
+  (*http)->Stop();
+  sched.Stop(failure);
+  if (print_figures) PrintFigures(SchedulerFigures(sched.Metrics(), "failed"));
+  return fail(failure.message(), kExitFailure);
+}
+
+int RunFollower(engine::TpRuntime& rt, const std::string& program, bool print_figures) {
+  Status result;
+  std::atomic<bool> done{false};
+  std::thread follow([&] {
+    result = rt.Follow([] { return StopRequested(); });
+    done.store(true);
+  });
+  engine::RunnerStats prev = rt.stats();
+  int64_t prev_ns = NowNs();
+  while (!done.load()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    if (!print_figures || NowNs() - prev_ns < 1'000'000'000) continue;
+    const engine::RunnerStats s = rt.stats();
+    const double steps = double(s.steps - prev.steps);
+    const int64_t step_ns = s.step_ns - prev.step_ns;
+    PrintFigures({{"state", "following"},
+                  {"step_ms", steps > 0 ? step_ns * 1e-6 / steps : 0.0},
+                  {"allreduce_share",
+                   step_ns > 0 ? double(s.allreduce_ns - prev.allreduce_ns) / double(step_ns) : 0.0}});
+    prev = s;
+    prev_ns = NowNs();
+  }
+  follow.join();
+  if (result.ok()) return kExitOk;
+  std::lock_guard<std::mutex> lock(g_out_mu);
+  if (result.code() == StatusCode::kCancelled) {
+    std::cerr << program << ": stopped (" << result.message() << ")\n";
+    return kExitOk;
+  }
+  std::cerr << program << ": error: " << result.message() << "\n";
+  return kExitFailure;
+}
+
+}  // namespace octet::cli

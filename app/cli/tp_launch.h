@@ -1,0 +1,106 @@
+// Running one model instance from the command line: the local tensor-parallel
+// launch of `octet generate/serve --tp N` (rank 0 in this process, ranks
+// 1..N-1 as `octet worker` processes on a loopback rendezvous, each pinned to
+// its own CPUs), stop signals, and the two things a rank 0 does: one
+// generation (`octet generate`, a worker given --prompt-ids) or serving
+// (`octet serve`, `octet worker` from an agent).
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "octet/base/args.h"
+#include "octet/base/status.h"
+#include "octet/base/subprocess.h"
+#include "octet/engine/generate.h"
+#include "octet/engine/tokenizer.h"
+#include "octet/engine/tp_runtime.h"
+
+namespace octet::cli {
+
+// SIGTERM/SIGINT set a flag (StopRequested) instead of killing the process.
+void InstallStopSignals();
+bool StopRequested();
+
+// The CPUs this process may run on, in order.
+std::vector<int> AllowedCpus();
+// Pins this process (all its threads, including ones made later) to `cpus`
+// (indices into AllowedCpus()). False when impossible.
+bool PinToCpuIndices(const std::vector<int>& indices);
+// "0,1" -> {0, 1}; "2-3" -> {2, 3}.
+Result<std::vector<int>> ParseCpuList(const std::string& text);
+
+// A free TCP port on 127.0.0.1 (-1 when none).
+int FreeLoopbackPort();
+
+// How a local TP group is laid out on this machine.
+struct LocalTpPlan {
+  int tp = 1;
+  int threads_per_rank = 1;
+  bool pin = false;                       // each rank on its own CPUs
+  std::vector<std::vector<int>> cpus;     // per rank: AllowedCpus() indices
+  std::string Describe() const;           // "2 ranks x 1 thread, pinned to CPUs 0 | 1"
+};
+// `threads` is per rank (0: the allowed CPUs divided by tp, at least 1);
+// `bind` is "core" (pin when the ranks' threads fit the CPUs) or "none".
+LocalTpPlan PlanLocalTp(int tp, int threads, const std::string& bind);
+
+struct FollowerSpawn {
+  std::string model;
+  std::string rendezvous;
+  std::string transport = "shm";
+  std::string algo = "auto";
+  int peer_timeout_ms = 0;  // 0: the collectives' default
+  std::string backend = "auto";
+};
+// Starts ranks 1..tp-1 as `octet worker --job inference` processes (output
+// inherited, so their errors reach the user).
+Result<std::vector<std::unique_ptr<Subprocess>>> SpawnFollowers(const FollowerSpawn& spawn,
+                                                                const LocalTpPlan& plan);
+// Waits for followers to end (after Shutdown), killing any still running at the deadline.
+void ReapFollowers(std::vector<std::unique_ptr<Subprocess>>& followers, int grace_ms);
+
+// Flags every instance-running command shares (--transport, --algo, ...).
+void AddInstanceFlags(ArgParser& p);
+// Reads them into runtime options (rendezvous, world size and rank are the caller's).
+Status ReadInstanceFlags(const ArgParser& p, engine::TpRuntimeOptions* o);
+
+// ---- what rank 0 does ----------------------------------------------------------
+
+// One generation as `octet generate` does it (flags from AddGenerateFlags).
+// Everything that can be checked (and the tokenizer) is prepared before the
+// model instance exists, so that a TP group never waits on it.
+struct GenerateJob {
+  std::vector<int32_t> prompt;
+  engine::GenerateOptions gen;
+  std::optional<engine::Tokenizer> tok;
+  bool json = false;
+  std::string logits_out;
+  int exit_code = 0;  // != 0: `error` says why (kExitUsage or kExitFailure)
+  std::string error;
+};
+void AddGenerateFlags(ArgParser& p);
+GenerateJob PrepareGenerate(const ArgParser& p, const std::string& model_dir);
+// Prints "<program>: <error>" and returns job.exit_code.
+int ReportPrepareError(const GenerateJob& job, const std::string& program);
+// Runs it: prints the ids/text (or the JSON document), writes --logits-out.
+// Returns the exit code.
+int RunGenerateOn(engine::ModelRunner& runner, GenerateJob& job, const std::string& program,
+                  int tp);
+
+// Serving: scheduler + OpenAI HTTP (+ gRPC) until a stop signal or a fatal
+// error (then the last line printed is "<program>: error: <why>" and the
+// result is 1). Flags from AddServeFlags.
+void AddServeFlags(ArgParser& p, bool worker);
+// The model folder's tokenizer.json when it has one (serving works without).
+Result<std::optional<engine::Tokenizer>> LoadOptionalTokenizer(const std::string& model_dir);
+int RunServeOn(engine::TpRuntime& runtime, const std::optional<engine::Tokenizer>& tokenizer,
+               const ArgParser& p, const std::string& program, bool print_figures);
+
+// A follower rank until the leader shuts the group down; prints figures.
+int RunFollower(engine::TpRuntime& runtime, const std::string& program, bool print_figures);
+
+}  // namespace octet::cli

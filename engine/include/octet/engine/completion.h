@@ -1,0 +1,105 @@
+// Text in, text out on top of the Scheduler: what the OpenAI HTTP server and
+// the gRPC InferenceService (app/) share. A request is a chat (the model's
+// chat template is applied), a plain text prompt, or token ids; the reply
+// streams as ids plus the text they complete (partial UTF-8 held back), with
+// OpenAI `stop` strings cut out of the text.
+//
+//   CompletionService svc(scheduler, &tokenizer, "qwen3-8b");
+//   CompletionRequest r;  r.chat = true;  r.messages = {{"user", "Hi"}};
+//   OCTET_ASSIGN_OR_RETURN(auto stream, svc.Start(r));
+//   CompletionDelta d;
+//   while (stream->Next(Deadline::AfterMs(500), &d)) { print(d.text); if (d.done) break; }
+//
+// Thread-safety: CompletionService is thread-safe (the tokenizer is
+// immutable); a CompletionStream belongs to one consumer thread.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "octet/base/deadline.h"
+#include "octet/base/status.h"
+#include "octet/engine/chat_template.h"
+#include "octet/engine/scheduler.h"
+#include "octet/engine/tokenizer.h"
+
+namespace octet::engine {
+
+struct CompletionRequest {
+  bool chat = false;                  // messages + chat template
+  std::vector<ChatMessage> messages;  // chat
+  std::optional<bool> enable_thinking;
+  bool has_prompt_ids = false;        // prompt_ids instead of prompt text
+  std::string prompt;                 // plain text (tokenized, special tokens added)
+  std::vector<int32_t> prompt_ids;
+  std::optional<int64_t> max_tokens;  // absent: up to the end of the context
+  SamplingParams sampling;
+  std::vector<std::string> stop;      // stop strings (text; need a tokenizer)
+  bool ignore_eos = false;
+  int64_t min_tokens = 0;
+};
+
+struct CompletionDelta {
+  std::vector<int32_t> ids;  // new ids
+  std::string text;          // new text (complete UTF-8), stop strings removed
+  bool done = false;
+  std::string finish_reason;  // "stop", "length", "cancelled", "error"
+  Status error;
+  int64_t prompt_tokens = 0;
+  int64_t completion_tokens = 0;
+  RequestTiming timing;
+};
+
+class CompletionStream {
+ public:
+  ~CompletionStream();
+  // Waits for new ids/text or the end (true), or `deadline` with nothing new (false).
+  bool Next(Deadline deadline, CompletionDelta* delta);
+  void Cancel() { request_->Cancel(); }
+  // See RequestStream::SetNotify (called on the scheduler thread).
+  void SetNotify(std::function<void()> notify) { request_->SetNotify(std::move(notify)); }
+  int64_t prompt_tokens() const { return prompt_tokens_; }
+
+ private:
+  friend class CompletionService;
+  CompletionStream() = default;
+  std::string TakeText(bool final);
+
+  std::shared_ptr<RequestStream> request_;
+  const Tokenizer* tokenizer_ = nullptr;
+  std::unique_ptr<StreamDecoder> decoder_;
+  std::vector<std::string> stop_;
+  size_t hold_back_ = 0;  // bytes that might begin a stop string
+  std::string pending_;   // decoded, not yet returned
+  bool stopped_ = false;  // a stop string matched: the request was cancelled by us
+  bool finished_ = false;
+  int64_t prompt_tokens_ = 0;
+};
+
+class CompletionService {
+ public:
+  // `tokenizer` may be null (token-id requests only); `model_name` is what
+  // clients must send as "model" (empty: any name is accepted).
+  CompletionService(Scheduler& scheduler, const Tokenizer* tokenizer, std::string model_name);
+
+  const std::string& model_name() const { return model_name_; }
+  const Tokenizer* tokenizer() const { return tokenizer_; }
+  Scheduler& scheduler() { return scheduler_; }
+
+  // The prompt ids a request stands for (template applied, tokenized).
+  Result<std::vector<int32_t>> PromptIds(const CompletionRequest& request) const;
+  // Starts generation. Errors as Scheduler::Submit, plus InvalidArgument for
+  // text without a tokenizer or a malformed conversation.
+  Result<std::unique_ptr<CompletionStream>> Start(const CompletionRequest& request);
+
+ private:
+  Scheduler& scheduler_;
+  const Tokenizer* tokenizer_;
+  std::string model_name_;
+};
+
+}  // namespace octet::engine

@@ -1,0 +1,75 @@
+// The OpenAI-compatible HTTP front end of a model instance (rank 0):
+//
+//   GET  /v1/models               the one model served (with its context length)
+//   POST /v1/chat/completions     chat (the model's chat template), "stream": true for SSE
+//   POST /v1/completions          text or token-id prompts ("prompt": [1, 2, 3])
+//   POST /tokenize, /detokenize   the server's tokenizer (llama.cpp / vLLM style), so that
+//                                 clients can build prompts of an exact token length
+//   GET  /health                  200 while serving, 503 once the instance failed
+//   GET  /metrics                 Prometheus text: tok/s, TTFT, queue, KV use, all-reduce share
+//
+// Requests follow the OpenAI API (model, messages/prompt, max_tokens or
+// max_completion_tokens, temperature (default 1), top_p, seed, stop, stream,
+// n = 1) plus the vLLM/llama.cpp extensions top_k, ignore_eos, min_tokens,
+// return_token_ids and chat_template_kwargs.enable_thinking. Every response
+// carries "usage" and "timings" (queue_ms, ttft_ms, prefill_tps, decode_tps);
+// a stream carries them in its last chunk. Errors use OpenAI's body
+// {"error": {"message", "type", "param", "code"}}: 400 for malformed JSON or
+// invalid fields (negative max_tokens, a prompt longer than the context: code
+// "context_length_exceeded"), 404 for an unknown model ("model_not_found"),
+// 429 when the queue is full, 500/503 when the instance failed.
+//
+// A streamed request whose client goes away is cancelled at the next token or
+// keep-alive (every 0.5 s). cpp-httplib (0.11 on Debian 12) gives a
+// non-streaming handler no way to notice a closed socket, so such a request
+// runs to its end.
+//
+// Thread-safety: all methods may be called from any thread.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "octet/base/status.h"
+#include "octet/engine/completion.h"
+
+namespace octet::engine {
+
+struct OpenAiServerOptions {
+  std::string host = "127.0.0.1";
+  int port = 8000;       // 0: any free port (port() says which)
+  int http_threads = 48; // a streaming request holds one while it runs
+  size_t max_body_bytes = 32u << 20;
+  // Extra Prometheus lines appended to /metrics (e.g. the TP group's figures).
+  std::function<std::string()> extra_metrics;
+  // Extra fields for /v1/models' entry and /health, as a JSON object text
+  // ("{\"tp\": 2}"); empty: none.
+  std::string info_json;
+};
+
+class OpenAiServer {
+ public:
+  // Binds and starts serving on a thread of its own.
+  static Result<std::unique_ptr<OpenAiServer>> Start(CompletionService& service,
+                                                     const OpenAiServerOptions& options);
+  ~OpenAiServer();  // Stop()
+  OpenAiServer(const OpenAiServer&) = delete;
+  OpenAiServer& operator=(const OpenAiServer&) = delete;
+
+  int port() const;
+  // Stops listening and joins the listener (requests still streaming end when
+  // their scheduler requests end).
+  void Stop();
+
+  struct Impl;
+
+ private:
+  OpenAiServer() = default;
+  std::unique_ptr<Impl> impl_;
+};
+
+// Prometheus text for a scheduler's figures (what /metrics serves).
+std::string PrometheusMetrics(const SchedulerMetrics& m, const std::string& model_name);
+
+}  // namespace octet::engine

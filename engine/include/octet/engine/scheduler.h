@@ -1,0 +1,200 @@
+// Continuous batching over a ModelRunner (one model instance, local or a
+// tensor-parallel group's rank 0).
+//
+//   Scheduler sched(runner, {.num_slots = 8, .context = 4096});
+//   OCTET_RETURN_IF_ERROR(sched.Start());
+//   OCTET_ASSIGN_OR_RETURN(auto req, sched.Submit({.prompt = ids, .max_tokens = 128}));
+//   RequestUpdate u;
+//   while (req->Next(Deadline::AfterMs(1000), &u) && !u.done) { ...u.ids... }
+//
+// One thread (the scheduler's) owns the runner. Between two forward steps
+// requests join and leave: every running request that is decoding adds one
+// token to the next step, and prompts of newly admitted requests fill the rest
+// of the step's token budget in chunks (chunked prefill), so a long prompt
+// never stalls the others for more than one step.
+//
+// KV cache: a fixed arena of `num_slots` sequences of `context` positions each,
+// allocated once (Start). A request is admitted when a slot is free and waits
+// in the queue otherwise (first come, first served); a request that could never
+// fit (prompt + max_tokens > context) is refused at Submit, and a full queue
+// refuses new requests (ResourceExhausted) rather than growing without bound.
+//
+// Cancellation: RequestStream::Cancel (the client went away) drops the request
+// at the next step boundary and frees its slot.
+//
+// Failure: a runner error (a dead TP peer) is fatal: every queued and running
+// request ends with that error, health() returns it, and Submit refuses.
+//
+// Thread-safety: Submit, Metrics, health and Stop may be called from any
+// thread; a RequestStream is used by one consumer thread.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "octet/base/deadline.h"
+#include "octet/base/status.h"
+#include "octet/engine/generate.h"
+#include "octet/engine/model_runner.h"
+
+namespace octet::engine {
+
+struct SchedulerOptions {
+  int num_slots = 8;                 // sequences in flight (KV cache slots)
+  int64_t context = 4096;         // positions per slot: prompt + generated tokens
+  int64_t max_batch_tokens = 256; // tokens per step: decode rows first, then prompt chunks
+  size_t max_queue = 1024;        // waiting requests beyond this are refused
+  int idle_poll_ms = 100;         // how often an idle scheduler wakes (and heartbeats the runner)
+};
+
+struct GenerationParams {
+  std::vector<int32_t> prompt;
+  int64_t max_tokens = 16;        // >= 1; prompt + max_tokens must fit the context
+  SamplingParams sampling;
+  std::vector<int32_t> stop_ids;  // empty: the model's eos ids
+  bool ignore_eos = false;        // generate exactly max_tokens (benchmarks)
+  int64_t min_tokens = 0;         // a stop id before this many tokens does not stop
+};
+
+// Per-request timestamps (NowNs clock) and the figures derived from them.
+struct RequestTiming {
+  int64_t submitted_ns = 0;
+  int64_t admitted_ns = 0;     // got a KV slot
+  int64_t first_token_ns = 0;  // first generated id chosen
+  int64_t last_token_ns = 0;
+  double queue_ms() const;     // submitted -> admitted
+  double ttft_ms() const;      // submitted -> first token
+  // prompt tokens / (first token - admitted); generated-1 / (last - first).
+  double prefill_tps(int64_t prompt_tokens) const;
+  double decode_tps(int64_t completion_tokens) const;
+};
+
+struct RequestUpdate {
+  std::vector<int32_t> ids;  // ids generated since the previous Next (in order)
+  bool done = false;
+  std::string finish_reason;  // when done: "stop", "length", "cancelled", "error"
+  Status error;               // finish_reason "error": why
+  int64_t prompt_tokens = 0;
+  int64_t completion_tokens = 0;  // all generated so far
+  RequestTiming timing;
+};
+
+// The consumer's end of one request.
+class RequestStream {
+ public:
+  uint64_t id() const { return id_; }
+  // Waits until new ids arrived or the request ended (true), or `deadline`
+  // passed with nothing new (false). After done, every call returns the final
+  // update with no ids.
+  bool Next(Deadline deadline, RequestUpdate* update);
+  // Asks the scheduler to drop the request (finish reason "cancelled").
+  void Cancel() { cancelled_.store(true, std::memory_order_release); }
+  bool cancelled() const { return cancelled_.load(std::memory_order_acquire); }
+  // Called on the scheduler thread whenever there is something new for Next
+  // (must not block). Set it before the first update can arrive, i.e. right
+  // after Submit; it may fire once for updates that arrived before.
+  void SetNotify(std::function<void()> notify);
+
+ private:
+  friend class Scheduler;
+  void Push(int32_t id, int64_t now_ns);
+  void Finish(std::string reason, Status error);
+
+  uint64_t id_ = 0;
+  std::atomic<bool> cancelled_{false};
+  std::mutex mu_;  // guards everything below
+  std::condition_variable cv_;
+  std::vector<int32_t> pending_;
+  bool done_ = false;
+  std::string finish_reason_;
+  Status error_;
+  int64_t prompt_tokens_ = 0;
+  int64_t completion_tokens_ = 0;
+  RequestTiming timing_;
+  std::function<void()> notify_;
+};
+
+struct SchedulerMetrics {
+  // Now.
+  int running = 0;
+  int queued = 0;
+  int num_slots = 0;
+  int64_t context = 0;
+  double kv_used_fraction = 0;  // cached positions / (num_slots * context)
+  int64_t kv_cache_bytes = 0;   // this rank's KV arena
+  // Over the last few seconds.
+  double prefill_tps = 0;       // prompt tokens processed per second
+  double decode_tps = 0;        // tokens generated per second (all requests together)
+  double step_ms = 0;           // mean forward step
+  double allreduce_share = 0;   // all-reduce time / step time (0 on one rank)
+  double comm_share = 0;        // every collective (plans, logits gather too) / step time
+  // Since start.
+  uint64_t requests_total = 0;
+  uint64_t requests_finished = 0;
+  uint64_t requests_cancelled = 0;
+  uint64_t requests_failed = 0;
+  uint64_t prompt_tokens_total = 0;
+  uint64_t generation_tokens_total = 0;
+  uint64_t steps_total = 0;
+  double step_seconds_total = 0;
+  double ttft_seconds_sum = 0;
+  uint64_t ttft_count = 0;
+  double allreduce_seconds_total = 0;
+};
+
+class Scheduler {
+ public:
+  Scheduler(ModelRunner& runner, SchedulerOptions options);
+  ~Scheduler();  // Stop(Cancelled)
+  Scheduler(const Scheduler&) = delete;
+  Scheduler& operator=(const Scheduler&) = delete;
+
+  // Allocates the KV cache on every rank and starts the scheduler thread.
+  Status Start();
+  // Queues a request. InvalidArgument: empty prompt, an id outside the vocab,
+  // max_tokens < 1, bad sampling; OutOfRange: prompt + max_tokens exceeds the
+  // context; ResourceExhausted: the queue is full; Unavailable: stopped/failed.
+  Result<std::shared_ptr<RequestStream>> Submit(GenerationParams params);
+  // Ends every request with `reason` ("error") and joins the thread. Idempotent.
+  void Stop(const Status& reason);
+
+  // OK while serving; the runner's error once it failed.
+  Status health() const;
+  SchedulerMetrics Metrics() const;
+  const SchedulerOptions& options() const { return options_; }
+  const ModelConfig& config() const { return runner_.config(); }
+
+ private:
+  struct Active;
+  void Loop();
+
+  ModelRunner& runner_;
+  SchedulerOptions options_;
+  std::thread thread_;
+
+  mutable std::mutex mu_;  // guards everything below
+  std::condition_variable cv_;
+  std::deque<std::pair<std::shared_ptr<RequestStream>, GenerationParams>> incoming_;
+  bool stop_ = false;
+  bool started_ = false;
+  Status stop_reason_;
+  Status health_;
+  uint64_t next_id_ = 1;
+  SchedulerMetrics metrics_;
+  struct Sample {
+    int64_t t_ns;
+    uint64_t prompt_tokens, generated_tokens;
+    int64_t step_ns, allreduce_ns, comm_ns;
+  };
+  std::deque<Sample> window_;
+};
+
+}  // namespace octet::engine

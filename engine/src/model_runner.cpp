@@ -1,0 +1,25 @@
+#include "octet/engine/model_runner.h"
+
+#include "octet/base/deadline.h"
+
+namespace octet::engine {
+
+Status LocalRunner::ResetCache(int slots, int64_t capacity) {
+  if (slots < 1 || capacity < 1) {
+    return InvalidArgumentError("a KV cache needs at least one slot and one position (asked for " +
+                                std::to_string(slots) + " x " + std::to_string(capacity) + ")");
+  }
+  cache_ = KvCache();  // free the old one first
+  cache_ = model_.NewKvCache(slots, capacity);
+  return Status::Ok();
+}
+
+Status LocalRunner::Step(const std::vector<SequenceChunk>& batch, ForwardOutput* out) {
+  const int64_t t0 = NowNs();
+  Status s = model_.Forward(batch, cache_, out);
+  stats_.steps += 1;
+  stats_.step_ns += NowNs() - t0;
+  return s;
+}
+
+}  // namespace octet::engine

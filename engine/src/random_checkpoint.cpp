@@ -1,0 +1,167 @@
+#include "octet/engine/random_checkpoint.h"
+
+#include <algorithm>
+#include <cmath>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "octet/base/file_util.h"
+#include "octet/engine/nvfp4.h"
+#include "octet/engine/safetensors.h"
+
+namespace octet::engine {
+namespace {
+
+// xorshift64: uniform in [-1, 1).
+class Rng {
+ public:
+  explicit Rng(uint64_t seed) : s_(seed * 0x9E3779B97F4A7C15ull + 1) {}
+  float Next() {
+    s_ ^= s_ << 13;
+    s_ ^= s_ >> 7;
+    s_ ^= s_ << 17;
+    return static_cast<float>(static_cast<int64_t>(s_ >> 40) - (1 << 23)) / float(1 << 23);
+  }
+
+ private:
+  uint64_t s_;
+};
+
+std::vector<float> RandomMatrix(int64_t rows, int64_t cols, Rng& rng) {
+  std::vector<float> w(static_cast<size_t>(rows * cols));
+  const float scale = 1.7f / std::sqrt(static_cast<float>(cols));
+  for (auto& x : w) x = rng.Next() * scale;
+  return w;
+}
+
+}  // namespace
+
+RandomModelShape RandomModelShape::Qwen3_0_6B() {
+  RandomModelShape s;
+  s.architecture = "Qwen3ForCausalLM";
+  s.vocab_size = 151936;
+  s.hidden_size = 1024;
+  s.intermediate_size = 3072;
+  s.num_layers = 28;
+  s.num_heads = 16;
+  s.num_kv_heads = 8;
+  s.head_dim = 128;
+  s.rope_theta = 1e6;
+  s.tie_word_embeddings = true;
+  return s;
+}
+
+Status WriteRandomCheckpoint(const RandomModelShape& s, const std::string& dir) {
+  const bool qwen3 = s.architecture == "Qwen3ForCausalLM";
+  const bool qwen2 = s.architecture == "Qwen2ForCausalLM";
+  const bool llama = s.architecture == "LlamaForCausalLM";
+  if (!qwen3 && !qwen2 && !llama) {
+    return InvalidArgumentError("unknown architecture '" + s.architecture + "'");
+  }
+  if (s.nvfp4 && (s.hidden_size % 16 || s.intermediate_size % 16 ||
+                  (s.num_heads * s.head_dim) % 16)) {
+    return InvalidArgumentError("NVFP4 needs every input size to be a multiple of 16");
+  }
+  OCTET_RETURN_IF_ERROR(MakeDirs(dir));
+  const bool bias = qwen2 || s.attention_bias;
+  nlohmann::json cfg = {
+      {"architectures", {s.architecture}},
+      {"model_type", llama ? "llama" : (qwen2 ? "qwen2" : "qwen3")},
+      {"vocab_size", s.vocab_size},
+      {"hidden_size", s.hidden_size},
+      {"intermediate_size", s.intermediate_size},
+      {"num_hidden_layers", s.num_layers},
+      {"num_attention_heads", s.num_heads},
+      {"num_key_value_heads", s.num_kv_heads},
+      {"head_dim", s.head_dim},
+      {"rms_norm_eps", 1e-6},
+      {"rope_theta", s.rope_theta},
+      {"tie_word_embeddings", s.tie_word_embeddings},
+      {"max_position_embeddings", s.max_position_embeddings},
+      {"bos_token_id", 1},
+      {"eos_token_id", 2},
+      {"torch_dtype", "bfloat16"},
+  };
+  if (llama) cfg["attention_bias"] = s.attention_bias;
+  if (s.nvfp4) {
+    cfg["quantization_config"] = {
+        {"quant_method", "modelopt"}, {"quant_algo", "NVFP4"}, {"ignore", {"lm_head"}}};
+    nlohmann::json q = {
+        {"producer", {{"name", "octet random checkpoint"}}},
+        {"quantization",
+         {{"quant_algo", "NVFP4"}, {"group_size", 16}, {"exclude_modules", {"lm_head"}}}}};
+    OCTET_RETURN_IF_ERROR(WriteFileAtomic(JoinPath(dir, "hf_quant_config.json"), q.dump(2)));
+  }
+  Rng rng(s.seed);
+  SafetensorsWriter w;
+  w.SetMetadata("format", "pt");
+  std::vector<float> ones(static_cast<size_t>(std::max(s.hidden_size, s.head_dim)), 1.0f);
+  {
+    auto e = RandomMatrix(s.vocab_size, s.hidden_size, rng);
+    OCTET_RETURN_IF_ERROR(w.AddFloat("model.embed_tokens.weight", {s.vocab_size, s.hidden_size},
+                                     e.data(), DType::kBF16));
+  }
+  if (!s.tie_word_embeddings) {
+    auto h = RandomMatrix(s.vocab_size, s.hidden_size, rng);
+    OCTET_RETURN_IF_ERROR(
+        w.AddFloat("lm_head.weight", {s.vocab_size, s.hidden_size}, h.data(), DType::kBF16));
+  }
+  OCTET_RETURN_IF_ERROR(
+      w.AddFloat("model.norm.weight", {s.hidden_size}, ones.data(), DType::kBF16));
+  for (int64_t l = 0; l < s.num_layers; ++l) {
+    const std::string p = "model.layers." + std::to_string(l) + ".";
+    OCTET_RETURN_IF_ERROR(
+        w.AddFloat(p + "input_layernorm.weight", {s.hidden_size}, ones.data(), DType::kBF16));
+    OCTET_RETURN_IF_ERROR(w.AddFloat(p + "post_attention_layernorm.weight", {s.hidden_size},
+                                     ones.data(), DType::kBF16));
+    if (qwen3) {
+      OCTET_RETURN_IF_ERROR(
+          w.AddFloat(p + "self_attn.q_norm.weight", {s.head_dim}, ones.data(), DType::kBF16));
+      OCTET_RETURN_IF_ERROR(
+          w.AddFloat(p + "self_attn.k_norm.weight", {s.head_dim}, ones.data(), DType::kBF16));
+    }
+    struct Lin {
+      std::string name;
+      int64_t out, in;
+      int group;  // fused groups share the NVFP4 global scale (q/k/v, gate/up)
+      bool bias;
+    };
+    const std::vector<Lin> lins = {
+        {"self_attn.q_proj", s.num_heads * s.head_dim, s.hidden_size, 0, bias},
+        {"self_attn.k_proj", s.num_kv_heads * s.head_dim, s.hidden_size, 0, bias},
+        {"self_attn.v_proj", s.num_kv_heads * s.head_dim, s.hidden_size, 0, bias},
+        {"self_attn.o_proj", s.hidden_size, s.num_heads * s.head_dim, 1, llama && s.attention_bias},
+        {"mlp.gate_proj", s.intermediate_size, s.hidden_size, 2, false},
+        {"mlp.up_proj", s.intermediate_size, s.hidden_size, 2, false},
+        {"mlp.down_proj", s.hidden_size, s.intermediate_size, 3, false},
+    };
+    std::vector<std::vector<float>> mats;
+    for (const Lin& li : lins) mats.push_back(RandomMatrix(li.out, li.in, rng));
+    for (size_t i = 0; i < lins.size(); ++i) {
+      const Lin& li = lins[i];
+      if (li.bias) {
+        std::vector<float> b(static_cast<size_t>(li.out));
+        for (auto& x : b) x = 0.1f * rng.Next();
+        OCTET_RETURN_IF_ERROR(w.AddFloat(p + li.name + ".bias", {li.out}, b.data(), DType::kBF16));
+      }
+      if (!s.nvfp4) {
+        OCTET_RETURN_IF_ERROR(
+            w.AddFloat(p + li.name + ".weight", {li.out, li.in}, mats[i].data(), DType::kBF16));
+        continue;
+      }
+      float amax = 0;
+      for (size_t j = 0; j < lins.size(); ++j) {
+        if (lins[j].group == li.group) {
+          amax = std::max(amax, AbsMax(mats[j].data(), static_cast<int64_t>(mats[j].size())));
+        }
+      }
+      OCTET_ASSIGN_OR_RETURN(Nvfp4Tensor q,
+                             QuantizeNvfp4(mats[i].data(), li.out, li.in, Nvfp4GlobalScale(amax)));
+      OCTET_RETURN_IF_ERROR(AddNvfp4(w, p + li.name, q, 1.0f / 448.0f));
+    }
+  }
+  OCTET_RETURN_IF_ERROR(w.Write(JoinPath(dir, "model.safetensors")));
+  return WriteFileAtomic(JoinPath(dir, "config.json"), cfg.dump(2));
+}
+
+}  // namespace octet::engine

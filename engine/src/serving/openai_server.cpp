@@ -1,0 +1,666 @@
+#include "octet/engine/openai_server.h"
+
+#include <httplib.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <sstream>
+#include <thread>
+
+#include "octet/base/log.h"
+
+namespace octet::engine {
+
+using nlohmann::json;
+
+namespace {
+
+constexpr int kKeepAliveMs = 500;
+
+// ---- errors -----------------------------------------------------------------------
+
+struct HttpError {
+  int status = 400;
+  std::string message;
+  std::string type = "invalid_request_error";
+  std::string param;  // "" -> null
+  std::string code;   // "" -> null
+};
+
+json ErrorBody(const HttpError& e) {
+  json err = {{"message", e.message}, {"type", e.type}};
+  err["param"] = e.param.empty() ? json(nullptr) : json(e.param);
+  err["code"] = e.code.empty() ? json(nullptr) : json(e.code);
+  return json{{"error", err}};
+}
+
+void SendError(httplib::Response& res, const HttpError& e) {
+  res.status = e.status;
+  res.set_content(ErrorBody(e).dump(), "application/json");
+}
+
+// A Status from the engine as an HTTP error.
+HttpError FromStatus(const Status& s) {
+  HttpError e;
+  e.message = s.message();
+  switch (s.code()) {
+    case StatusCode::kInvalidArgument:
+    case StatusCode::kFailedPrecondition:
+      e.status = 400;
+      break;
+    case StatusCode::kOutOfRange:
+      e.status = 400;
+      e.code = "context_length_exceeded";
+      e.param = "messages";
+      break;
+    case StatusCode::kResourceExhausted:
+      e.status = 429;
+      e.type = "rate_limit_error";
+      break;
+    case StatusCode::kUnavailable:
+      e.status = 503;
+      e.type = "server_error";
+      break;
+    default:
+      e.status = 500;
+      e.type = "server_error";
+      break;
+  }
+  return e;
+}
+
+// ---- request fields ----------------------------------------------------------------
+
+// Reads the fields every generation request shares into `r`.
+std::optional<HttpError> ParseCommon(const json& j, CompletionRequest* r, bool* stream,
+                                     bool* include_usage, bool* return_ids) {
+  auto bad = [](std::string param, std::string message) {
+    HttpError e;
+    e.param = std::move(param);
+    e.message = std::move(message);
+    return e;
+  };
+  for (const char* key : {"max_tokens", "max_completion_tokens"}) {
+    auto it = j.find(key);
+    if (it == j.end() || it->is_null()) continue;
+    if (!it->is_number_integer()) return bad(key, std::string(key) + " must be an integer");
+    const int64_t v = it->get<int64_t>();
+    if (v < 1) {
+      return bad(key, std::string(key) + " must be at least 1 (got " + std::to_string(v) + ")");
+    }
+    r->max_tokens = v;
+  }
+  if (auto it = j.find("temperature"); it != j.end() && !it->is_null()) {
+    if (!it->is_number()) return bad("temperature", "temperature must be a number");
+    const double t = it->get<double>();
+    if (t < 0) return bad("temperature", "temperature must be >= 0");
+    r->sampling.temperature = static_cast<float>(t);
+  } else {
+    r->sampling.temperature = 1.0f;  // OpenAI's default
+  }
+  if (auto it = j.find("top_p"); it != j.end() && !it->is_null()) {
+    if (!it->is_number()) return bad("top_p", "top_p must be a number");
+    const double p = it->get<double>();
+    if (!(p > 0 && p <= 1)) return bad("top_p", "top_p must be in (0, 1]");
+    r->sampling.top_p = static_cast<float>(p);
+  }
+  if (auto it = j.find("top_k"); it != j.end() && !it->is_null()) {
+    if (!it->is_number_integer()) return bad("top_k", "top_k must be an integer");
+    const int64_t k = it->get<int64_t>();
+    if (k < -1) return bad("top_k", "top_k must be >= 0 (or -1: no limit)");
+    r->sampling.top_k = k < 0 ? 0 : k;
+  }
+  if (auto it = j.find("seed"); it != j.end() && !it->is_null()) {
+    if (!it->is_number_integer()) return bad("seed", "seed must be an integer");
+    r->sampling.seed = static_cast<uint64_t>(it->get<int64_t>());
+  } else {
+    static std::atomic<uint64_t> counter{0};
+    r->sampling.seed = std::random_device{}() ^ (counter++ << 32);
+  }
+  if (auto it = j.find("stop"); it != j.end() && !it->is_null()) {
+    if (it->is_string()) {
+      r->stop.push_back(it->get<std::string>());
+    } else if (it->is_array()) {
+      for (const auto& s : *it) {
+        if (!s.is_string()) return bad("stop", "stop must be a string or an array of strings");
+        r->stop.push_back(s.get<std::string>());
+      }
+    } else {
+      return bad("stop", "stop must be a string or an array of strings");
+    }
+    if (r->stop.size() > 16) return bad("stop", "at most 16 stop strings");
+  }
+  if (auto it = j.find("n"); it != j.end() && !it->is_null()) {
+    if (!it->is_number_integer() || it->get<int64_t>() != 1) {
+      return bad("n", "only n = 1 is supported");
+    }
+  }
+  for (const char* key : {"logprobs", "top_logprobs", "echo", "best_of"}) {
+    auto it = j.find(key);
+    if (it == j.end() || it->is_null() || (it->is_boolean() && !it->get<bool>())) continue;
+    if (std::string(key) == "best_of" && it->is_number_integer() && it->get<int64_t>() == 1) {
+      continue;
+    }
+    return bad(key, std::string(key) + " is not supported by this server");
+  }
+  if (auto it = j.find("stream"); it != j.end() && !it->is_null()) {
+    if (!it->is_boolean()) return bad("stream", "stream must be a boolean");
+    *stream = it->get<bool>();
+  }
+  if (auto it = j.find("stream_options"); it != j.end() && it->is_object()) {
+    *include_usage = it->value("include_usage", false);
+  }
+  if (auto it = j.find("ignore_eos"); it != j.end() && !it->is_null()) {
+    if (!it->is_boolean()) return bad("ignore_eos", "ignore_eos must be a boolean");
+    r->ignore_eos = it->get<bool>();
+  }
+  if (auto it = j.find("min_tokens"); it != j.end() && !it->is_null()) {
+    if (!it->is_number_integer() || it->get<int64_t>() < 0) {
+      return bad("min_tokens", "min_tokens must be an integer >= 0");
+    }
+    r->min_tokens = it->get<int64_t>();
+  }
+  if (auto it = j.find("return_token_ids"); it != j.end() && it->is_boolean()) {
+    *return_ids = it->get<bool>();
+  }
+  return std::nullopt;
+}
+
+std::optional<HttpError> ParseMessages(const json& j, CompletionRequest* r) {
+  HttpError e;
+  e.param = "messages";
+  auto it = j.find("messages");
+  if (it == j.end() || !it->is_array() || it->empty()) {
+    e.message = "'messages' must be a non-empty array";
+    return e;
+  }
+  for (size_t i = 0; i < it->size(); ++i) {
+    const json& m = (*it)[i];
+    const std::string where = "messages[" + std::to_string(i) + "]";
+    if (!m.is_object() || !m.contains("role") || !m["role"].is_string()) {
+      e.message = where + " must be an object with a string 'role'";
+      return e;
+    }
+    ChatMessage msg;
+    msg.role = m["role"].get<std::string>();
+    const json content = m.value("content", json(nullptr));
+    if (content.is_string()) {
+      msg.content = content.get<std::string>();
+    } else if (content.is_array()) {
+      for (const json& part : content) {
+        if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") ||
+            !part["text"].is_string()) {
+          e.message = where + ".content: only text parts are supported";
+          return e;
+        }
+        msg.content += part["text"].get<std::string>();
+      }
+    } else if (!content.is_null()) {
+      e.message = where + ".content must be a string or an array of text parts";
+      return e;
+    }
+    r->messages.push_back(std::move(msg));
+  }
+  r->chat = true;
+  if (auto k = j.find("chat_template_kwargs"); k != j.end() && k->is_object()) {
+    if (auto t = k->find("enable_thinking"); t != k->end() && t->is_boolean()) {
+      r->enable_thinking = t->get<bool>();
+    }
+  }
+  return std::nullopt;
+}
+
+std::optional<HttpError> ParsePrompt(const json& j, CompletionRequest* r) {
+  HttpError e;
+  e.param = "prompt";
+  auto it = j.find("prompt");
+  if (it == j.end() || it->is_null()) {
+    e.message = "'prompt' is required";
+    return e;
+  }
+  json p = *it;
+  // A batch of one prompt is accepted as that prompt.
+  if (p.is_array() && p.size() == 1 && (p[0].is_string() || p[0].is_array())) p = p[0];
+  if (p.is_string()) {
+    r->prompt = p.get<std::string>();
+    return std::nullopt;
+  }
+  if (p.is_array()) {
+    if (p.empty()) {
+      e.message = "'prompt' must not be empty";
+      return e;
+    }
+    for (const json& v : p) {
+      if (!v.is_number_integer()) {
+        e.message = "'prompt' must be a string or an array of token ids (one prompt per request)";
+        return e;
+      }
+      const int64_t id = v.get<int64_t>();
+      if (id < 0 || id > INT32_MAX) {
+        e.message = "token id " + std::to_string(id) + " is out of range";
+        return e;
+      }
+      r->prompt_ids.push_back(static_cast<int32_t>(id));
+    }
+    r->has_prompt_ids = true;
+    return std::nullopt;
+  }
+  e.message = "'prompt' must be a string or an array of token ids";
+  return e;
+}
+
+json Usage(const CompletionDelta& d) {
+  return {{"prompt_tokens", d.prompt_tokens},
+          {"completion_tokens", d.completion_tokens},
+          {"total_tokens", d.prompt_tokens + d.completion_tokens}};
+}
+
+json Timings(const CompletionDelta& d) {
+  const RequestTiming& t = d.timing;
+  const double total_ms = t.last_token_ns > 0 ? (t.last_token_ns - t.submitted_ns) * 1e-6 : 0.0;
+  return {{"queue_ms", t.queue_ms()},
+          {"ttft_ms", t.ttft_ms()},
+          {"prefill_tps", t.prefill_tps(d.prompt_tokens)},
+          {"decode_tps", t.decode_tps(d.completion_tokens)},
+          {"total_ms", total_ms}};
+}
+
+std::string FinishReason(const std::string& r) {
+  // OpenAI knows "stop" and "length"; a cancelled request never reaches a client.
+  return r == "length" ? "length" : "stop";
+}
+
+}  // namespace
+
+// ---- server -------------------------------------------------------------------------
+
+struct OpenAiServer::Impl {
+  CompletionService& service;
+  OpenAiServerOptions options;
+  httplib::Server http;
+  std::thread listener;
+  int port = 0;
+  std::atomic<uint64_t> next_id{1};
+  json info = json::object();
+
+  Impl(CompletionService& s, OpenAiServerOptions o) : service(s), options(std::move(o)) {}
+
+  std::string NewId(const char* prefix) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%s-%llx%06llx", prefix,
+                  static_cast<unsigned long long>(std::time(nullptr)),
+                  static_cast<unsigned long long>(next_id++));
+    return buf;
+  }
+
+  // Parses the body as a JSON object; an error response is sent when it is not.
+  std::optional<json> Body(const httplib::Request& req, httplib::Response& res) {
+    json j = json::parse(req.body, nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded()) {
+      SendError(res, {400, "the request body is not valid JSON", "invalid_request_error"});
+      return std::nullopt;
+    }
+    if (!j.is_object()) {
+      SendError(res, {400, "the request body must be a JSON object", "invalid_request_error"});
+      return std::nullopt;
+    }
+    return j;
+  }
+
+  std::optional<HttpError> CheckModel(const json& j) {
+    auto it = j.find("model");
+    if (it == j.end() || it->is_null()) return std::nullopt;  // lenient, like vLLM
+    if (!it->is_string()) return HttpError{400, "'model' must be a string", "invalid_request_error", "model"};
+    const std::string name = it->get<std::string>();
+    if (!service.model_name().empty() && name != service.model_name()) {
+      return HttpError{404,
+                       "The model '" + name + "' does not exist (this server serves '" +
+                           service.model_name() + "')",
+                       "invalid_request_error", "model", "model_not_found"};
+    }
+    return std::nullopt;
+  }
+
+  void HandleGenerate(const httplib::Request& req, httplib::Response& res, bool chat) {
+    auto body = Body(req, res);
+    if (!body) return;
+    const json& j = *body;
+    if (auto e = CheckModel(j)) return SendError(res, *e);
+    CompletionRequest r;
+    bool stream = false, include_usage = false, return_ids = false;
+    if (auto e = ParseCommon(j, &r, &stream, &include_usage, &return_ids)) return SendError(res, *e);
+    if (auto e = chat ? ParseMessages(j, &r) : ParsePrompt(j, &r)) return SendError(res, *e);
+    auto started = service.Start(r);
+    if (!started.ok()) {
+      HttpError e = FromStatus(started.status());
+      if (!e.param.empty() && !chat && e.code == "context_length_exceeded") e.param = "prompt";
+      return SendError(res, e);
+    }
+    const std::string id = NewId(chat ? "chatcmpl" : "cmpl");
+    const int64_t created = static_cast<int64_t>(std::time(nullptr));
+    const std::string model = service.model_name();
+    if (!stream) return Collect(std::move(*started), res, chat, id, created, model, return_ids);
+    Stream(std::move(*started), res, chat, id, created, model, include_usage, return_ids);
+  }
+
+  // Non-streaming: wait for the whole reply.
+  void Collect(std::unique_ptr<CompletionStream> s, httplib::Response& res, bool chat,
+               const std::string& id, int64_t created, const std::string& model,
+               bool return_ids) {
+    std::string text;
+    std::vector<int32_t> ids;
+    CompletionDelta d, last;
+    for (;;) {
+      if (!s->Next(Deadline::AfterMs(1000), &d)) continue;
+      text += d.text;
+      ids.insert(ids.end(), d.ids.begin(), d.ids.end());
+      if (d.done) {
+        last = d;
+        break;
+      }
+    }
+    if (last.finish_reason == "error" || last.finish_reason == "cancelled") {
+      HttpError e = FromStatus(last.error.ok() ? UnavailableError("the request was cancelled")
+                                               : last.error);
+      if (e.status < 500) e.status = 500, e.type = "server_error";
+      return SendError(res, e);
+    }
+    json choice = {{"index", 0}, {"finish_reason", FinishReason(last.finish_reason)}};
+    if (chat) {
+      choice["message"] = {{"role", "assistant"}, {"content", text}};
+    } else {
+      choice["text"] = text;
+      choice["logprobs"] = nullptr;
+    }
+    if (return_ids) choice["token_ids"] = ids;
+    json out = {{"id", id},
+                {"object", chat ? "chat.completion" : "text_completion"},
+                {"created", created},
+                {"model", model},
+                {"choices", json::array({choice})},
+                {"usage", Usage(last)},
+                {"timings", Timings(last)}};
+    res.set_content(out.dump(), "application/json");
+  }
+
+  // Streaming: Server-Sent Events, one chunk per batch of new tokens.
+  void Stream(std::unique_ptr<CompletionStream> s, httplib::Response& res, bool chat,
+              const std::string& id, int64_t created, const std::string& model,
+              bool include_usage, bool return_ids) {
+    struct State {
+      std::unique_ptr<CompletionStream> stream;
+      bool sent_role = false;
+      bool finished = false;
+    };
+    auto st = std::make_shared<State>();
+    st->stream = std::move(s);
+    res.set_header("Cache-Control", "no-cache");
+    res.set_header("X-Accel-Buffering", "no");
+    auto chunk = [=](const json& delta_or_text, const json& finish) {
+      json choice = {{"index", 0}, {"finish_reason", finish}};
+      if (chat) {
+        choice["delta"] = delta_or_text;
+      } else {
+        choice["text"] = delta_or_text;
+        choice["logprobs"] = nullptr;
+      }
+      return json{{"id", id},
+                  {"object", chat ? "chat.completion.chunk" : "text_completion"},
+                  {"created", created},
+                  {"model", model},
+                  {"choices", json::array({choice})}};
+    };
+    res.set_chunked_content_provider(
+        "text/event-stream",
+        [st, chunk, chat, include_usage, return_ids, id, created, model](
+            size_t, httplib::DataSink& sink) -> bool {
+          auto send = [&](const std::string& payload) {
+            const std::string event = "data: " + payload + "\n\n";
+            return sink.write(event.data(), event.size());
+          };
+          if (st->finished) {
+            sink.done();
+            return true;
+          }
+          if (chat && !st->sent_role) {
+            st->sent_role = true;
+            if (!send(chunk(json{{"role", "assistant"}, {"content", ""}}, nullptr).dump())) {
+              st->stream->Cancel();
+              return false;
+            }
+          }
+          CompletionDelta d;
+          if (!st->stream->Next(Deadline::AfterMs(kKeepAliveMs), &d)) {
+            // Nothing new: a comment line keeps proxies patient and shows
+            // whether the client is still there.
+            static const char kKeepAlive[] = ": keep-alive\n\n";
+            if (!sink.write(kKeepAlive, sizeof kKeepAlive - 1)) {
+              st->stream->Cancel();
+              return false;
+            }
+            return true;
+          }
+          if (!d.text.empty() || (return_ids && !d.ids.empty())) {
+            json c = chunk(chat ? json{{"content", d.text}} : json(d.text), nullptr);
+            if (return_ids) c["choices"][0]["token_ids"] = d.ids;
+            if (!send(c.dump())) {
+              st->stream->Cancel();
+              return false;
+            }
+          }
+          if (!d.done) return true;
+          st->finished = true;
+          if (d.finish_reason == "error" || d.finish_reason == "cancelled") {
+            HttpError e = FromStatus(d.error.ok() ? UnavailableError("the request was cancelled")
+                                                  : d.error);
+            e.type = "server_error";
+            send(ErrorBody(e).dump());
+            send("[DONE]");
+            sink.done();
+            return true;
+          }
+          json last = chunk(chat ? json::object() : json(""), FinishReason(d.finish_reason));
+          last["usage"] = Usage(d);
+          last["timings"] = Timings(d);
+          send(last.dump());
+          if (include_usage) {
+            json u = {{"id", id},
+                      {"object", chat ? "chat.completion.chunk" : "text_completion"},
+                      {"created", created},
+                      {"model", model},
+                      {"choices", json::array()},
+                      {"usage", Usage(d)}};
+            send(u.dump());
+          }
+          send("[DONE]");
+          sink.done();
+          return true;
+        },
+        [st](bool success) {
+          if (!success || !st->finished) st->stream->Cancel();
+        });
+  }
+
+  void Routes() {
+    http.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
+      Status h = service.scheduler().health();
+      json out = {{"status", h.ok() ? "ok" : "failed"}, {"model", service.model_name()}};
+      if (!h.ok()) out["error"] = h.message();
+      out.update(info);
+      res.status = h.ok() ? 200 : 503;
+      res.set_content(out.dump(), "application/json");
+    });
+    http.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
+      json m = {{"id", service.model_name()},
+                {"object", "model"},
+                {"created", 0},
+                {"owned_by", "octet"},
+                {"max_model_len", service.scheduler().options().context}};
+      m.update(info);
+      res.set_content(json{{"object", "list"}, {"data", json::array({m})}}.dump(),
+                      "application/json");
+    });
+    http.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
+      HandleGenerate(req, res, true);
+    });
+    http.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
+      HandleGenerate(req, res, false);
+    });
+    http.Post("/tokenize", [this](const httplib::Request& req, httplib::Response& res) {
+      auto body = Body(req, res);
+      if (!body) return;
+      const Tokenizer* tok = service.tokenizer();
+      if (!tok) return SendError(res, {400, "this model has no tokenizer.json"});
+      const json& j = *body;
+      const json text = j.contains("content") ? j["content"] : j.value("prompt", json(nullptr));
+      if (!text.is_string()) {
+        return SendError(res, {400, "'content' (or 'prompt') must be a string",
+                               "invalid_request_error", "content"});
+      }
+      EncodeOptions eo;
+      eo.add_special_tokens = j.value("add_special", j.value("add_special_tokens", false));
+      const std::vector<TokenId> ids = tok->Encode(text.get<std::string>(), eo);
+      res.set_content(json{{"tokens", ids}, {"count", ids.size()}}.dump(), "application/json");
+    });
+    http.Post("/detokenize", [this](const httplib::Request& req, httplib::Response& res) {
+      auto body = Body(req, res);
+      if (!body) return;
+      const Tokenizer* tok = service.tokenizer();
+      if (!tok) return SendError(res, {400, "this model has no tokenizer.json"});
+      const json& j = *body;
+      if (!j.contains("tokens") || !j["tokens"].is_array()) {
+        return SendError(res, {400, "'tokens' must be an array of token ids",
+                               "invalid_request_error", "tokens"});
+      }
+      std::vector<TokenId> ids;
+      for (const json& v : j["tokens"]) {
+        if (!v.is_number_integer()) {
+          return SendError(res, {400, "'tokens' must be an array of token ids",
+                                 "invalid_request_error", "tokens"});
+        }
+        ids.push_back(static_cast<TokenId>(v.get<int64_t>()));
+      }
+      auto text = tok->Decode(ids);
+      if (!text.ok()) return SendError(res, {400, text.status().message(), "invalid_request_error", "tokens"});
+      res.set_content(json{{"content", *text}, {"prompt", *text}}.dump(), "application/json");
+    });
+    http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+      std::string text = PrometheusMetrics(service.scheduler().Metrics(), service.model_name());
+      if (options.extra_metrics) text += options.extra_metrics();
+      res.set_content(text, "text/plain; version=0.0.4");
+    });
+    http.set_exception_handler(
+        [](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+          std::string what = "internal error";
+          try {
+            if (ep) std::rethrow_exception(ep);
+          } catch (const std::exception& e) {
+            what = e.what();
+          } catch (...) {
+          }
+          SendError(res, {500, what, "server_error"});
+        });
+    http.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
+      if (!res.body.empty()) return;  // a handler already wrote an error body
+      if (res.status == 404) {
+        SendError(res, {404, "no route " + req.method + " " + req.path, "invalid_request_error"});
+      } else if (res.status >= 400) {
+        SendError(res, {res.status, "HTTP " + std::to_string(res.status),
+                        res.status >= 500 ? "server_error" : "invalid_request_error"});
+      }
+    });
+  }
+};
+
+Result<std::unique_ptr<OpenAiServer>> OpenAiServer::Start(CompletionService& service,
+                                                          const OpenAiServerOptions& options) {
+  std::unique_ptr<OpenAiServer> s(new OpenAiServer());
+  s->impl_ = std::make_unique<Impl>(service, options);
+  Impl& m = *s->impl_;
+  if (!options.info_json.empty()) {
+    json info = json::parse(options.info_json, nullptr, false);
+    if (info.is_object()) m.info = info;
+  }
+  const int threads = std::max(4, options.http_threads);
+  m.http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  m.http.set_payload_max_length(options.max_body_bytes);
+  m.http.set_keep_alive_timeout(30);
+  m.Routes();
+  if (options.port == 0) {
+    m.port = m.http.bind_to_any_port(options.host);
+    if (m.port <= 0) return UnavailableError("cannot listen on " + options.host + " (any port)");
+  } else {
+    if (!m.http.bind_to_port(options.host, options.port)) {
+      return UnavailableError("cannot listen on " + options.host + ":" +
+                              std::to_string(options.port) + " (in use, or not an address here)");
+    }
+    m.port = options.port;
+  }
+  m.listener = std::thread([&m] { m.http.listen_after_bind(); });
+  return s;
+}
+
+OpenAiServer::~OpenAiServer() { Stop(); }
+
+int OpenAiServer::port() const { return impl_->port; }
+
+void OpenAiServer::Stop() {
+  if (!impl_) return;
+  impl_->http.stop();
+  if (impl_->listener.joinable()) impl_->listener.join();
+}
+
+std::string PrometheusMetrics(const SchedulerMetrics& m, const std::string& model_name) {
+  std::ostringstream o;
+  const std::string label = "{model=\"" + model_name + "\"}";
+  auto metric = [&](const char* name, const char* type, const char* help, double value) {
+    o << "# HELP " << name << " " << help << "\n# TYPE " << name << " " << type << "\n"
+      << name << label << " " << value << "\n";
+  };
+  metric("octet_requests_running", "gauge", "Requests holding a KV cache slot.", m.running);
+  metric("octet_requests_queued", "gauge", "Requests waiting for a KV cache slot.", m.queued);
+  metric("octet_kv_cache_slots", "gauge", "KV cache slots (sequences in flight at most).", m.num_slots);
+  metric("octet_kv_cache_used_fraction", "gauge",
+         "Cached positions over the KV cache's capacity (0..1).", m.kv_used_fraction);
+  metric("octet_kv_cache_bytes", "gauge", "Bytes of KV cache on this rank.",
+         static_cast<double>(m.kv_cache_bytes));
+  metric("octet_prefill_tokens_per_second", "gauge",
+         "Prompt tokens processed per second over the last 5 s.", m.prefill_tps);
+  metric("octet_decode_tokens_per_second", "gauge",
+         "Tokens generated per second (all requests) over the last 5 s.", m.decode_tps);
+  metric("octet_step_milliseconds", "gauge", "Mean forward step time over the last 5 s.",
+         m.step_ms);
+  metric("octet_allreduce_time_share", "gauge",
+         "Share of step time spent in tensor-parallel all-reduces over the last 5 s (0..1).",
+         m.allreduce_share);
+  metric("octet_collective_time_share", "gauge",
+         "Share of step time spent in any collective (all-reduce, logits gather, step plans).",
+         m.comm_share);
+  metric("octet_requests_total", "counter", "Requests accepted.",
+         static_cast<double>(m.requests_total));
+  metric("octet_requests_finished_total", "counter", "Requests that ended with stop or length.",
+         static_cast<double>(m.requests_finished));
+  metric("octet_requests_cancelled_total", "counter", "Requests cancelled (client went away).",
+         static_cast<double>(m.requests_cancelled));
+  metric("octet_requests_failed_total", "counter", "Requests that ended with an error.",
+         static_cast<double>(m.requests_failed));
+  metric("octet_prompt_tokens_total", "counter", "Prompt tokens processed.",
+         static_cast<double>(m.prompt_tokens_total));
+  metric("octet_generation_tokens_total", "counter", "Tokens generated.",
+         static_cast<double>(m.generation_tokens_total));
+  metric("octet_steps_total", "counter", "Forward steps run.", static_cast<double>(m.steps_total));
+  metric("octet_step_seconds_total", "counter", "Time spent in forward steps.",
+         m.step_seconds_total);
+  metric("octet_allreduce_seconds_total", "counter", "Time spent in all-reduces.",
+         m.allreduce_seconds_total);
+  o << "# HELP octet_time_to_first_token_seconds Time from arrival to the first token.\n"
+    << "# TYPE octet_time_to_first_token_seconds summary\n"
+    << "octet_time_to_first_token_seconds_sum" << label << " " << m.ttft_seconds_sum << "\n"
+    << "octet_time_to_first_token_seconds_count" << label << " " << m.ttft_count << "\n";
+  return o.str();
+}
+
+}  // namespace octet::engine

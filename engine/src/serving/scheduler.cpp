@@ -1,0 +1,442 @@
+#include "octet/engine/scheduler.h"
+
+#include <algorithm>
+
+#include "octet/base/log.h"
+
+namespace octet::engine {
+
+namespace {
+constexpr int64_t kWindowNs = 5'000'000'000;       // figures over the last 5 s
+constexpr int64_t kIdleSampleNs = 250'000'000;     // an idle scheduler samples this often
+}  // namespace
+
+// ---- RequestTiming ----------------------------------------------------------------
+
+double RequestTiming::queue_ms() const {
+  return admitted_ns > 0 ? (admitted_ns - submitted_ns) * 1e-6 : 0.0;
+}
+double RequestTiming::ttft_ms() const {
+  return first_token_ns > 0 ? (first_token_ns - submitted_ns) * 1e-6 : 0.0;
+}
+double RequestTiming::prefill_tps(int64_t prompt_tokens) const {
+  const int64_t dt = first_token_ns - admitted_ns;
+  return first_token_ns > 0 && dt > 0 ? prompt_tokens / (dt * 1e-9) : 0.0;
+}
+double RequestTiming::decode_tps(int64_t completion_tokens) const {
+  const int64_t dt = last_token_ns - first_token_ns;
+  return completion_tokens > 1 && dt > 0 ? (completion_tokens - 1) / (dt * 1e-9) : 0.0;
+}
+
+// ---- RequestStream ----------------------------------------------------------------
+
+bool RequestStream::Next(Deadline deadline, RequestUpdate* u) {
+  std::unique_lock<std::mutex> lock(mu_);
+  auto ready = [&] { return !pending_.empty() || done_; };
+  if (!ready()) {
+    if (deadline.is_never()) {
+      cv_.wait(lock, ready);
+    } else if (!cv_.wait_until(lock, deadline.at(), ready)) {
+      return false;
+    }
+  }
+  u->ids.clear();
+  u->ids.swap(pending_);
+  u->done = done_;
+  u->finish_reason = finish_reason_;
+  u->error = error_;
+  u->prompt_tokens = prompt_tokens_;
+  u->completion_tokens = completion_tokens_;
+  u->timing = timing_;
+  return true;
+}
+
+void RequestStream::SetNotify(std::function<void()> notify) {
+  bool fire = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    notify_ = std::move(notify);
+    fire = !pending_.empty() || done_;
+  }
+  if (fire && notify_) notify_();
+}
+
+void RequestStream::Push(int32_t id, int64_t now_ns) {
+  std::function<void()> notify;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    pending_.push_back(id);
+    ++completion_tokens_;
+    if (timing_.first_token_ns == 0) timing_.first_token_ns = now_ns;
+    timing_.last_token_ns = now_ns;
+    notify = notify_;
+  }
+  cv_.notify_all();
+  if (notify) notify();
+}
+
+void RequestStream::Finish(std::string reason, Status error) {
+  std::function<void()> notify;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (done_) return;
+    done_ = true;
+    finish_reason_ = std::move(reason);
+    error_ = std::move(error);
+    notify = notify_;
+  }
+  cv_.notify_all();
+  if (notify) notify();
+}
+
+// ---- Scheduler --------------------------------------------------------------------
+
+struct Scheduler::Active {
+  std::shared_ptr<RequestStream> stream;
+  GenerationParams params;
+  std::vector<int32_t> stop;
+  Sampler sampler;
+  int slot = -1;
+  int64_t prefilled = 0;  // prompt tokens in the cache
+  int64_t cached = 0;     // positions in the cache
+  int32_t last = -1;      // the newest id (not yet in the cache)
+  int64_t generated = 0;
+  bool done = false;       // finished this step; leaves the running set
+
+  Active(std::shared_ptr<RequestStream> s, GenerationParams p, const ModelConfig& c)
+      : stream(std::move(s)), params(std::move(p)), sampler(params.sampling) {
+    stop = params.stop_ids.empty() ? c.eos_token_ids : params.stop_ids;
+  }
+  bool decoding() const { return prefilled == static_cast<int64_t>(params.prompt.size()); }
+};
+
+Scheduler::Scheduler(ModelRunner& runner, SchedulerOptions options)
+    : runner_(runner), options_(options) {}
+
+Scheduler::~Scheduler() { Stop(CancelledError("the server is shutting down")); }
+
+Status Scheduler::Start() {
+  if (options_.num_slots < 1) return InvalidArgumentError("the scheduler needs at least one slot");
+  if (options_.context < 2) return InvalidArgumentError("the context must be at least 2 tokens");
+  if (options_.max_batch_tokens <= options_.num_slots) {
+    return InvalidArgumentError("the step token budget (" +
+                                std::to_string(options_.max_batch_tokens) +
+                                ") must exceed the number of slots (" +
+                                std::to_string(options_.num_slots) + ") so that prompts make progress");
+  }
+  OCTET_RETURN_IF_ERROR(runner_.ResetCache(options_.num_slots, options_.context));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    metrics_.num_slots = options_.num_slots;
+    metrics_.context = options_.context;
+    metrics_.kv_cache_bytes = runner_.cache_bytes();
+    started_ = true;
+  }
+  thread_ = std::thread([this] { Loop(); });
+  return Status::Ok();
+}
+
+Result<std::shared_ptr<RequestStream>> Scheduler::Submit(GenerationParams p) {
+  const ModelConfig& c = runner_.config();
+  if (p.prompt.empty()) return InvalidArgumentError("the prompt is empty");
+  for (size_t i = 0; i < p.prompt.size(); ++i) {
+    if (p.prompt[i] < 0 || p.prompt[i] >= c.vocab_size) {
+      return InvalidArgumentError("prompt token " + std::to_string(p.prompt[i]) + " at position " +
+                                  std::to_string(i) + " is outside the vocabulary of " +
+                                  std::to_string(c.vocab_size));
+    }
+  }
+  if (p.max_tokens < 1) return InvalidArgumentError("max_tokens must be at least 1");
+  OCTET_RETURN_IF_ERROR(ValidateSampling(p.sampling));
+  const int64_t need = static_cast<int64_t>(p.prompt.size()) + p.max_tokens;
+  if (need > options_.context) {
+    return OutOfRangeError("the prompt (" + std::to_string(p.prompt.size()) +
+                           " tokens) plus max_tokens (" + std::to_string(p.max_tokens) +
+                           ") is " + std::to_string(need) + " tokens, more than the context of " +
+                           std::to_string(options_.context));
+  }
+  auto stream = std::make_shared<RequestStream>();
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!health_.ok()) return UnavailableError("the model instance failed: " + health_.message());
+  if (stop_ || !started_) return UnavailableError("the server is not accepting requests");
+  if (incoming_.size() + static_cast<size_t>(metrics_.queued) >= options_.max_queue) {
+    return ResourceExhaustedError("the request queue is full (" +
+                                  std::to_string(options_.max_queue) + " waiting)");
+  }
+  stream->id_ = next_id_++;
+  stream->prompt_tokens_ = static_cast<int64_t>(p.prompt.size());
+  stream->timing_.submitted_ns = NowNs();
+  incoming_.emplace_back(stream, std::move(p));
+  metrics_.requests_total += 1;
+  cv_.notify_all();
+  return stream;
+}
+
+void Scheduler::Stop(const Status& reason) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!stop_) {
+      stop_ = true;
+      stop_reason_ = reason.ok() ? CancelledError("the server is shutting down") : reason;
+    }
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+  // Requests submitted but never picked up.
+  std::deque<std::pair<std::shared_ptr<RequestStream>, GenerationParams>> left;
+  Status why;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    left.swap(incoming_);
+    why = health_.ok() ? stop_reason_ : health_;
+  }
+  for (auto& [s, p] : left) s->Finish("error", why);
+}
+
+Status Scheduler::health() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return health_;
+}
+
+SchedulerMetrics Scheduler::Metrics() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  SchedulerMetrics m = metrics_;
+  m.queued += static_cast<int>(incoming_.size());
+  if (window_.size() >= 2) {
+    const Sample& a = window_.front();
+    const Sample& b = window_.back();
+    const double dt = (b.t_ns - a.t_ns) * 1e-9;
+    if (dt > 0) {
+      m.prefill_tps = (b.prompt_tokens - a.prompt_tokens) / dt;
+      m.decode_tps = (b.generated_tokens - a.generated_tokens) / dt;
+    }
+    const int64_t step_ns = b.step_ns - a.step_ns;
+    if (step_ns > 0) {
+      m.allreduce_share = double(b.allreduce_ns - a.allreduce_ns) / double(step_ns);
+      m.comm_share = double(b.comm_ns - a.comm_ns) / double(step_ns);
+    }
+  }
+  return m;
+}
+
+void Scheduler::Loop() {
+  std::deque<std::unique_ptr<Active>> waiting;
+  std::vector<std::unique_ptr<Active>> running;  // admission order
+  std::vector<int> free_slots;
+  for (int s = options_.num_slots - 1; s >= 0; --s) free_slots.push_back(s);
+  std::vector<SequenceChunk> batch;
+  std::vector<Active*> owners;
+  ForwardOutput out;
+  int64_t last_sample_ns = 0;
+  const RunnerStats base = runner_.stats();
+
+  // Counters and the sliding window of the figures (after every step, and
+  // every kIdleSampleNs while idle so that rates fall back to zero).
+  std::deque<std::pair<int64_t, uint64_t>> step_counts;  // (t, runner steps) over the window
+  auto record = [&](uint64_t prompt_tokens, uint64_t generated, double ttft_seconds,
+                    uint64_t ttft_count, int64_t now) {
+    const RunnerStats rs = runner_.stats();
+    step_counts.emplace_back(now, rs.steps);
+    while (step_counts.size() > 2 && now - step_counts.front().first > kWindowNs) {
+      step_counts.pop_front();
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    metrics_.prompt_tokens_total += prompt_tokens;
+    metrics_.generation_tokens_total += generated;
+    metrics_.ttft_seconds_sum += ttft_seconds;
+    metrics_.ttft_count += ttft_count;
+    metrics_.steps_total = rs.steps - base.steps;
+    metrics_.step_seconds_total = (rs.step_ns - base.step_ns) * 1e-9;
+    metrics_.allreduce_seconds_total = (rs.allreduce_ns - base.allreduce_ns) * 1e-9;
+    metrics_.running = static_cast<int>(running.size());
+    metrics_.queued = static_cast<int>(waiting.size());
+    int64_t cached = 0;
+    for (const auto& a : running) cached += a->cached;
+    metrics_.kv_used_fraction =
+        double(cached) / double(std::max<int64_t>(1, options_.num_slots * options_.context));
+    window_.push_back({now, metrics_.prompt_tokens_total, metrics_.generation_tokens_total,
+                       rs.step_ns, rs.allreduce_ns, rs.comm_ns});
+    while (window_.size() > 2 && now - window_.front().t_ns > kWindowNs) window_.pop_front();
+    const uint64_t steps = step_counts.back().second - step_counts.front().second;
+    const int64_t step_ns = window_.back().step_ns - window_.front().step_ns;
+    metrics_.step_ms = steps > 0 ? step_ns * 1e-6 / double(steps) : 0.0;
+    last_sample_ns = now;
+  };
+
+  // Counts first, so that a consumer who sees its request end sees it counted.
+  auto finish = [&](Active& a, const std::string& reason, Status error) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (reason == "cancelled") {
+        metrics_.requests_cancelled += 1;
+      } else if (reason == "error") {
+        metrics_.requests_failed += 1;
+      } else {
+        metrics_.requests_finished += 1;
+      }
+    }
+    a.stream->Finish(reason, std::move(error));
+  };
+
+  Status fatal;
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      if (stop_) break;
+      while (!incoming_.empty()) {
+        auto& [stream, params] = incoming_.front();
+        waiting.push_back(std::make_unique<Active>(stream, std::move(params), runner_.config()));
+        incoming_.pop_front();
+      }
+    }
+    // Cancellations.
+    for (auto it = waiting.begin(); it != waiting.end();) {
+      if ((*it)->stream->cancelled()) {
+        finish(**it, "cancelled", Status::Ok());
+        it = waiting.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    for (auto it = running.begin(); it != running.end();) {
+      if ((*it)->stream->cancelled()) {
+        finish(**it, "cancelled", Status::Ok());
+        free_slots.push_back((*it)->slot);
+        it = running.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    // Admission: first come, first served, while slots are free.
+    while (!free_slots.empty() && !waiting.empty()) {
+      std::unique_ptr<Active> a = std::move(waiting.front());
+      waiting.pop_front();
+      a->slot = free_slots.back();
+      free_slots.pop_back();
+      {
+        std::lock_guard<std::mutex> lock(a->stream->mu_);
+        a->stream->timing_.admitted_ns = NowNs();
+      }
+      running.push_back(std::move(a));
+    }
+    {
+      // Gauges follow cancellations and admissions at once, not only after steps.
+      std::lock_guard<std::mutex> lock(mu_);
+      metrics_.running = static_cast<int>(running.size());
+      metrics_.queued = static_cast<int>(waiting.size());
+      int64_t cached = 0;
+      for (const auto& a : running) cached += a->cached;
+      metrics_.kv_used_fraction =
+          double(cached) / double(std::max<int64_t>(1, options_.num_slots * options_.context));
+    }
+    if (running.empty()) {
+      if (Status s = runner_.Idle(); !s.ok()) {
+        fatal = s;
+        break;
+      }
+      const int64_t now = NowNs();
+      if (now - last_sample_ns >= kIdleSampleNs) record(0, 0, 0.0, 0, now);
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait_for(lock, std::chrono::milliseconds(options_.idle_poll_ms),
+                   [&] { return stop_ || !incoming_.empty(); });
+      continue;
+    }
+
+    // One step: a token for every decoding request, then prompt chunks.
+    batch.clear();
+    owners.clear();
+    for (const auto& a : running) {
+      if (!a->decoding()) continue;
+      SequenceChunk c;
+      c.slot = a->slot;
+      c.start_pos = a->cached;
+      c.tokens.assign(1, a->last);
+      batch.push_back(std::move(c));
+      owners.push_back(a.get());
+    }
+    int64_t budget = options_.max_batch_tokens - static_cast<int64_t>(batch.size());
+    uint64_t prompt_tokens = 0;
+    for (const auto& a : running) {
+      if (a->decoding() || budget <= 0) continue;
+      const int64_t left = static_cast<int64_t>(a->params.prompt.size()) - a->prefilled;
+      const int64_t n = std::min(left, budget);
+      SequenceChunk c;
+      c.slot = a->slot;
+      c.start_pos = a->prefilled;
+      c.tokens.assign(a->params.prompt.begin() + a->prefilled,
+                      a->params.prompt.begin() + a->prefilled + n);
+      batch.push_back(std::move(c));
+      owners.push_back(a.get());
+      budget -= n;
+      prompt_tokens += static_cast<uint64_t>(n);
+    }
+    if (Status s = runner_.Step(batch, &out); !s.ok()) {
+      fatal = s;
+      break;
+    }
+    const int64_t now = NowNs();
+    uint64_t generated = 0, ttft_count = 0;
+    double ttft_seconds = 0;
+    for (size_t i = 0; i < batch.size(); ++i) {
+      Active& a = *owners[i];
+      const int64_t n = static_cast<int64_t>(batch[i].tokens.size());
+      if (a.decoding()) {
+        a.cached += n;
+      } else {
+        a.prefilled += n;
+        a.cached = a.prefilled;
+        if (!a.decoding()) continue;  // more prompt to go
+      }
+      const int32_t id = a.sampler.Sample(out.Last(i), out.vocab, runner_.backend());
+      a.last = id;
+      a.generated += 1;
+      generated += 1;
+      a.stream->Push(id, now);
+      if (a.generated == 1) {
+        std::lock_guard<std::mutex> sl(a.stream->mu_);
+        ttft_seconds += a.stream->timing_.ttft_ms() * 1e-3;
+        ttft_count += 1;
+      }
+      const bool is_stop = std::find(a.stop.begin(), a.stop.end(), id) != a.stop.end();
+      if (!a.params.ignore_eos && is_stop && a.generated >= a.params.min_tokens) {
+        finish(a, "stop", Status::Ok());
+        a.done = true;
+      } else if (a.generated >= a.params.max_tokens) {
+        finish(a, "length", Status::Ok());
+        a.done = true;
+      }
+    }
+    for (auto it = running.begin(); it != running.end();) {
+      if ((*it)->done) {
+        free_slots.push_back((*it)->slot);
+        it = running.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    record(prompt_tokens, generated, ttft_seconds, ttft_count, now);
+  }
+
+  // Fatal runner error or Stop: every request ends.
+  Status why;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!fatal.ok()) {
+      health_ = fatal;
+      OCTET_LOG(ERROR) << "model instance failed: " << fatal.message();
+    }
+    why = fatal.ok() ? stop_reason_ : fatal;
+    while (!incoming_.empty()) {
+      waiting.push_back(std::make_unique<Active>(incoming_.front().first,
+                                                 std::move(incoming_.front().second),
+                                                 runner_.config()));
+      incoming_.pop_front();
+    }
+    metrics_.running = 0;
+    metrics_.queued = 0;
+  }
+  for (auto& a : waiting) finish(*a, "error", why);
+  for (auto& a : running) finish(*a, "error", why);
+}
+
+}  // namespace octet::engine

@@ -1,0 +1,163 @@
+// Helpers for the serving tests: a random-weight checkpoint shaped like
+// Qwen3 with the real Qwen3 tokenizer from the fixtures, an `octet serve`
+// process whose port is read from its "serving ... on http://HOST:PORT" line,
+// and curl.
+#pragma once
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <QtTest>
+#include <filesystem>
+#include <mutex>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "octet/base/file_util.h"
+#include "octet/base/subprocess.h"
+#include "octet/engine/random_checkpoint.h"
+#include "octet_test.h"
+
+namespace octet::test {
+
+// A small Qwen3-shaped model (vocab 151936 to hold the Qwen3 tokenizer's ids)
+// with tokenizer.json and tokenizer_config.json copied from the fixtures.
+inline Status WriteQwen3WithTokenizer(const std::string& dir, int64_t layers = 2) {
+  engine::RandomModelShape s;
+  s.architecture = "Qwen3ForCausalLM";
+  s.vocab_size = 151936;
+  s.hidden_size = 64;
+  s.intermediate_size = 128;
+  s.num_layers = layers;
+  s.num_heads = 4;
+  s.num_kv_heads = 2;
+  s.head_dim = 16;
+  s.max_position_embeddings = 4096;
+  OCTET_RETURN_IF_ERROR(engine::WriteRandomCheckpoint(s, dir));
+  for (const char* f : {"tokenizer.json", "tokenizer_config.json"}) {
+    std::error_code ec;
+    std::filesystem::copy_file(FixturesDir() + "/tokenizers/qwen3/" + f, dir + "/" + f,
+                               std::filesystem::copy_options::overwrite_existing, ec);
+    if (ec) return InternalError("copying " + std::string(f) + ": " + ec.message());
+  }
+  return Status::Ok();
+}
+
+class ServerProcess {
+ public:
+  ~ServerProcess() { Stop(); }
+
+  // Starts `octet serve ARGS --port 0` and waits for its serving line.
+  Status Start(std::vector<std::string> args, int timeout_ms = 60'000) {
+    SpawnOptions o;
+    o.argv = {BinDir() + "/octet", "serve", "--port", "0"};
+    o.argv.insert(o.argv.end(), args.begin(), args.end());
+    auto out = output_;
+    auto mu = mu_;
+    o.on_output = [out, mu](std::string_view chunk) {
+      std::lock_guard<std::mutex> lock(*mu);
+      out->append(chunk);
+    };
+    OCTET_ASSIGN_OR_RETURN(proc_, Subprocess::Spawn(o));
+    const std::regex re("on http://[0-9.]+:([0-9]+)");
+    const Deadline d = Deadline::AfterMs(timeout_ms);
+    while (!d.expired()) {
+      std::smatch m;
+      const std::string text = output();
+      if (std::regex_search(text, m, re)) {
+        port_ = std::stoi(m[1]);
+        return Status::Ok();
+      }
+      if (proc_->Poll()) return UnavailableError("octet serve exited: " + text);
+      QThread::msleep(20);
+    }
+    return DeadlineExceededError("octet serve did not start: " + output());
+  }
+  int port() const { return port_; }
+  std::string url(const std::string& path) const {
+    return "http://127.0.0.1:" + std::to_string(port_) + path;
+  }
+  pid_t pid() const { return proc_ ? proc_->pid() : -1; }
+  std::string output() const {
+    std::lock_guard<std::mutex> lock(*mu_);
+    return *output_;
+  }
+  Subprocess* process() { return proc_.get(); }
+  void Stop() {
+    if (proc_) proc_->Terminate(std::chrono::milliseconds(5000));
+    proc_.reset();
+  }
+
+ private:
+  std::unique_ptr<Subprocess> proc_;
+  std::shared_ptr<std::string> output_ = std::make_shared<std::string>();
+  std::shared_ptr<std::mutex> mu_ = std::make_shared<std::mutex>();
+  int port_ = 0;
+};
+
+// curl -s ... ; the HTTP status is appended on its own last line ("\n%{http_code}").
+struct CurlResult {
+  int http_status = 0;
+  std::string body;
+  int exit_code = -1;
+};
+inline CurlResult Curl(std::vector<std::string> args, int timeout_ms = 30'000) {
+  std::vector<std::string> argv = {"/usr/bin/curl", "-sS", "-N", "-w", "\n%{http_code}"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  auto r = RunProgram(argv, timeout_ms);
+  CurlResult c;
+  c.exit_code = r.exit_code;
+  const size_t nl = r.output.rfind('\n');
+  if (nl != std::string::npos) {
+    c.body = r.output.substr(0, nl);
+    c.http_status = std::atoi(r.output.c_str() + nl + 1);
+  } else {
+    c.body = r.output;
+  }
+  return c;
+}
+inline CurlResult PostJson(const std::string& url, const std::string& json, int timeout_ms = 30'000) {
+  return Curl({"-X", "POST", "-H", "Content-Type: application/json", "--data-binary", json, url},
+              timeout_ms);
+}
+
+// A loopback port that was free a moment ago.
+inline int FreeLoopbackPort() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  int port = 0;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0) {
+    port = ntohs(a.sin_port);
+  }
+  ::close(fd);
+  return port;
+}
+
+// The direct children of `pid` (from /proc).
+inline std::vector<pid_t> ChildProcesses(pid_t pid) {
+  std::vector<pid_t> out;
+  for (const auto& e : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = e.path().filename();
+    if (name.empty() || !std::isdigit(static_cast<unsigned char>(name[0]))) continue;
+    auto stat = ReadFileToString(e.path().string() + "/stat");
+    if (!stat.ok()) continue;
+    const size_t close = stat->rfind(')');
+    if (close == std::string::npos) continue;
+    int ppid = 0;
+    char state = 0;
+    if (std::sscanf(stat->c_str() + close + 1, " %c %d", &state, &ppid) == 2 && ppid == pid) {
+      out.push_back(static_cast<pid_t>(std::stoi(name)));
+    }
+  }
+  return out;
+}
+
+}  // namespace octet::test

@@ -1,0 +1,298 @@
+// Continuous batching: requests that join and leave between steps, chunked
+// prefill, a KV arena smaller than the load (queueing), cancellation, refusal
+// of requests that can never fit, and a runner failure that ends every
+// request. The reference for each request's tokens is the same request run
+// alone through Generate (greedy), never the scheduler itself.
+#include <QtTest>
+#include <thread>
+
+#include "octet/base/file_util.h"
+#include "octet/engine/generate.h"
+#include "octet/engine/scheduler.h"
+#include "octet_test.h"
+
+using namespace octet;
+using namespace octet::engine;
+
+namespace {
+
+std::unique_ptr<Model> Load(const std::string& name) {
+  LoadOptions lo;
+  lo.threads = 1;
+  auto m = Model::Load(test::FixturesDir() + "/" + name, lo);
+  if (!m.ok()) qFatal("%s", m.status().ToString().c_str());
+  return std::move(*m);
+}
+
+// Eight different prompts (lengths 3..24) over the model's vocabulary.
+std::vector<std::vector<int32_t>> Prompts(int64_t vocab) {
+  std::vector<std::vector<int32_t>> out;
+  uint32_t x = 7;
+  for (int r = 0; r < 8; ++r) {
+    std::vector<int32_t> p;
+    const int n = 3 + r * 3;
+    for (int i = 0; i < n; ++i) {
+      x = x * 1664525u + 1013904223u;
+      p.push_back(static_cast<int32_t>((x >> 9) % vocab));
+    }
+    out.push_back(p);
+  }
+  return out;
+}
+
+std::vector<int32_t> Collect(RequestStream& s, RequestUpdate* last) {
+  std::vector<int32_t> ids;
+  RequestUpdate u;
+  const Deadline d = Deadline::AfterMs(30'000);
+  while (!d.expired()) {
+    if (!s.Next(Deadline::AfterMs(1000), &u)) continue;
+    ids.insert(ids.end(), u.ids.begin(), u.ids.end());
+    if (u.done) break;
+  }
+  *last = u;
+  return ids;
+}
+
+// A runner that fails on its n-th step, like a TP group whose peer died.
+class FailingRunner final : public ModelRunner {
+ public:
+  FailingRunner(Model& m, int fail_at) : inner_(m), fail_at_(fail_at) {}
+  const ModelConfig& config() const override { return inner_.config(); }
+  kernels::KernelBackend& backend() override { return inner_.backend(); }
+  Status ResetCache(int n, int64_t capacity) override {
+    return inner_.ResetCache(n, capacity);
+  }
+  int cache_slots() const override { return inner_.cache_slots(); }
+  int64_t cache_capacity() const override { return inner_.cache_capacity(); }
+  int64_t cache_bytes() const override { return inner_.cache_bytes(); }
+  Status Step(const std::vector<SequenceChunk>& b, ForwardOutput* out) override {
+    if (++steps_ >= fail_at_) {
+      return UnavailableError("rank 1 (pid 4242 at 10.0.0.2) died while this rank waited");
+    }
+    return inner_.Step(b, out);
+  }
+  RunnerStats stats() const override { return inner_.stats(); }
+
+ private:
+  LocalRunner inner_;
+  int fail_at_;
+  int steps_ = 0;
+};
+
+}  // namespace
+
+class TestScheduler : public QObject {
+  Q_OBJECT
+ private slots:
+  void initTestCase() { OCTET_REQUIRE_FIXTURES(); }
+
+  void concurrentRequestsMatchTheirSoloRuns_data() {
+    QTest::addColumn<QString>("model");
+    QTest::addColumn<int>("num_slots");
+    QTest::addColumn<int>("budget");
+    QTest::newRow("qwen3-tiny, 8 slots, budget 64") << "qwen3-tiny" << 8 << 64;
+    // Fewer slots than requests (queueing) and a small budget (prompts in chunks).
+    QTest::newRow("llama3-tiny, 3 slots, budget 8") << "llama3-tiny" << 3 << 8;
+    QTest::newRow("qwen3-tiny-nvfp4, 5 slots, budget 12") << "qwen3-tiny-nvfp4" << 5 << 12;
+  }
+  // 8 greedy requests at once give each the ids it gets alone.
+  void concurrentRequestsMatchTheirSoloRuns() {
+    QFETCH(QString, model);
+    QFETCH(int, num_slots);
+    QFETCH(int, budget);
+    auto m = Load(model.toStdString());
+    const auto prompts = Prompts(m->config().vocab_size);
+    std::vector<std::vector<int32_t>> solo;
+    for (size_t r = 0; r < prompts.size(); ++r) {
+      GenerateOptions g;
+      g.max_tokens = 6 + static_cast<int64_t>(r);
+      g.stop_at_eos = false;
+      auto res = Generate(*m, prompts[r], g);
+      QVERIFY2(res.ok(), res.status().ToString().c_str());
+      solo.push_back(res->ids);
+    }
+    LocalRunner runner(*m);
+    SchedulerOptions so;
+    so.num_slots = num_slots;
+    so.context = 64;
+    so.max_batch_tokens = budget;
+    Scheduler sched(runner, so);
+    QVERIFY(sched.Start().ok());
+    std::vector<std::shared_ptr<RequestStream>> streams;
+    for (size_t r = 0; r < prompts.size(); ++r) {
+      GenerationParams p;
+      p.prompt = prompts[r];
+      p.max_tokens = 6 + static_cast<int64_t>(r);
+      p.ignore_eos = true;
+      auto s = sched.Submit(p);
+      QVERIFY2(s.ok(), s.status().ToString().c_str());
+      streams.push_back(*s);
+    }
+    for (size_t r = 0; r < streams.size(); ++r) {
+      RequestUpdate last;
+      auto ids = Collect(*streams[r], &last);
+      QVERIFY(last.done);
+      QCOMPARE(last.finish_reason, std::string("length"));
+      QCOMPARE(ids, solo[r]);
+      QCOMPARE(last.completion_tokens, static_cast<int64_t>(solo[r].size()));
+      QCOMPARE(last.prompt_tokens, static_cast<int64_t>(prompts[r].size()));
+      QVERIFY(last.timing.first_token_ns >= last.timing.admitted_ns);
+      QVERIFY(last.timing.admitted_ns >= last.timing.submitted_ns);
+    }
+    // Gauges and token counters are updated right after the step that ended the last request.
+    SchedulerMetrics mt = sched.Metrics();
+    for (const Deadline d = Deadline::AfterMs(5000); mt.running != 0 && !d.expired();) {
+      QThread::msleep(5);
+      mt = sched.Metrics();
+    }
+    QCOMPARE(mt.requests_total, uint64_t(8));
+    QCOMPARE(mt.requests_finished, uint64_t(8));
+    QCOMPARE(mt.running, 0);
+    QCOMPARE(mt.ttft_count, uint64_t(8));
+    uint64_t prompt_total = 0;
+    for (const auto& p : prompts) prompt_total += p.size();
+    QCOMPARE(mt.prompt_tokens_total, prompt_total);
+  }
+
+  // Stop ids end a request unless ignore_eos; min_tokens defers them.
+  void stopIdsEndARequest() {
+    auto m = Load("qwen3-tiny");
+    const auto prompt = Prompts(m->config().vocab_size)[2];
+    GenerateOptions g;
+    g.max_tokens = 6;
+    g.stop_at_eos = false;
+    auto solo = Generate(*m, prompt, g);
+    QVERIFY(solo.ok());
+    LocalRunner runner(*m);
+    Scheduler sched(runner, {.num_slots = 2, .context = 64, .max_batch_tokens = 32});
+    QVERIFY(sched.Start().ok());
+    GenerationParams p;
+    p.prompt = prompt;
+    p.max_tokens = 6;
+    p.stop_ids = {solo->ids[2]};  // the third generated id ends it
+    auto s = sched.Submit(p);
+    QVERIFY(s.ok());
+    RequestUpdate last;
+    auto ids = Collect(**s, &last);
+    QCOMPARE(last.finish_reason, std::string("stop"));
+    // Stops at the first occurrence of that id (which may come earlier).
+    const auto first = std::find(solo->ids.begin(), solo->ids.end(), solo->ids[2]);
+    QCOMPARE(ids, std::vector<int32_t>(solo->ids.begin(), first + 1));
+    p.min_tokens = 5;  // the stop id counts only from the fifth token on
+    auto s2 = sched.Submit(p);
+    QVERIFY(s2.ok());
+    ids = Collect(**s2, &last);
+    const bool stops_at_5 = solo->ids[4] == solo->ids[2];
+    const bool stops_at_6 = solo->ids[5] == solo->ids[2];
+    QCOMPARE(last.finish_reason, std::string(stops_at_5 || stops_at_6 ? "stop" : "length"));
+    QCOMPARE(ids, std::vector<int32_t>(solo->ids.begin(), solo->ids.begin() + (stops_at_5 ? 5 : 6)));
+  }
+
+  void refusesWhatCanNeverFit() {
+    auto m = Load("qwen3-tiny");
+    LocalRunner runner(*m);
+    Scheduler sched(runner, {.num_slots = 1, .context = 16, .max_batch_tokens = 8, .max_queue = 2});
+    QVERIFY(sched.Start().ok());
+    GenerationParams p;
+    p.prompt = std::vector<int32_t>(12, 5);
+    p.max_tokens = 5;  // 17 > 16
+    auto r = sched.Submit(p);
+    QCOMPARE(r.status().code(), StatusCode::kOutOfRange);
+    QVERIFY(r.status().message().find("context of 16") != std::string::npos);
+    p.max_tokens = 0;
+    QCOMPARE(sched.Submit(p).status().code(), StatusCode::kInvalidArgument);
+    p.max_tokens = 2;
+    p.prompt = {5, int32_t(m->config().vocab_size)};
+    QCOMPARE(sched.Submit(p).status().code(), StatusCode::kInvalidArgument);
+    p.prompt = {};
+    QCOMPARE(sched.Submit(p).status().code(), StatusCode::kInvalidArgument);
+  }
+
+  // A cancelled request leaves at the next step and frees its slot for the queue.
+  void cancellationFreesTheSlot() {
+    auto m = Load("qwen3-tiny");
+    LocalRunner runner(*m);
+    Scheduler sched(runner, {.num_slots = 1, .context = 512, .max_batch_tokens = 16});
+    QVERIFY(sched.Start().ok());
+    GenerationParams longp;
+    longp.prompt = {1, 2, 3};
+    longp.max_tokens = 500;
+    longp.ignore_eos = true;
+    auto a = sched.Submit(longp);
+    QVERIFY(a.ok());
+    GenerationParams shortp;
+    shortp.prompt = {4, 5, 6};
+    shortp.max_tokens = 3;
+    shortp.ignore_eos = true;
+    auto b = sched.Submit(shortp);  // waits: the only slot is taken
+    QVERIFY(b.ok());
+    RequestUpdate u;
+    QVERIFY((*a)->Next(Deadline::AfterMs(10'000), &u));  // running
+    QVERIFY(!u.ids.empty());
+    (*a)->Cancel();
+    RequestUpdate last;
+    Collect(**a, &last);
+    QCOMPARE(last.finish_reason, std::string("cancelled"));
+    QVERIFY(last.completion_tokens < 500);
+    auto ids = Collect(**b, &last);
+    QCOMPARE(last.finish_reason, std::string("length"));
+    QCOMPARE(ids.size(), size_t(3));
+    QCOMPARE(sched.Metrics().requests_cancelled, uint64_t(1));
+  }
+
+  void fullQueueRefuses() {
+    auto m = Load("qwen3-tiny");
+    LocalRunner runner(*m);
+    Scheduler sched(runner, {.num_slots = 1, .context = 512, .max_batch_tokens = 16, .max_queue = 2});
+    QVERIFY(sched.Start().ok());
+    GenerationParams p;
+    p.prompt = {1, 2, 3};
+    p.max_tokens = 400;
+    p.ignore_eos = true;
+    std::vector<std::shared_ptr<RequestStream>> keep;
+    Status refused;
+    for (int i = 0; i < 6 && refused.ok(); ++i) {
+      auto s = sched.Submit(p);
+      if (s.ok()) {
+        keep.push_back(*s);
+      } else {
+        refused = s.status();
+      }
+    }
+    QCOMPARE(refused.code(), StatusCode::kResourceExhausted);
+    for (auto& s : keep) s->Cancel();
+  }
+
+  // A failed step (a dead TP peer) ends every request with its message.
+  void runnerFailureEndsEveryRequest() {
+    auto m = Load("qwen3-tiny");
+    FailingRunner runner(*m, 4);
+    Scheduler sched(runner, {.num_slots = 2, .context = 64, .max_batch_tokens = 16});
+    QVERIFY(sched.Start().ok());
+    std::vector<std::shared_ptr<RequestStream>> streams;
+    for (int i = 0; i < 4; ++i) {
+      GenerationParams p;
+      p.prompt = {1, 2, 3, int32_t(i)};
+      p.max_tokens = 30;
+      p.ignore_eos = true;
+      auto s = sched.Submit(p);
+      QVERIFY(s.ok());
+      streams.push_back(*s);
+    }
+    for (auto& s : streams) {
+      RequestUpdate last;
+      Collect(*s, &last);
+      QCOMPARE(last.finish_reason, std::string("error"));
+      QVERIFY2(last.error.message().find("rank 1") != std::string::npos,
+               last.error.ToString().c_str());
+    }
+    QVERIFY(!sched.health().ok());
+    GenerationParams p;
+    p.prompt = {1};
+    p.max_tokens = 1;
+    QCOMPARE(sched.Submit(p).status().code(), StatusCode::kUnavailable);
+  }
+};
+
+QTEST_GUILESS_MAIN(TestScheduler)
+#include "test_scheduler.moc"
