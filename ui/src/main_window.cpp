@@ -21,7 +21,12 @@
 #include "octet/base/build_info.h"
 #include "octet/ui/cluster_panel.h"
 #include "octet/ui/connect_dialog.h"
+#include "octet/ui/chat_panel.h"
 #include "octet/ui/dashboard_panel.h"
+#include "octet/ui/instance_manager.h"
+#include "octet/ui/launch_panel.h"
+#include "octet/ui/resources.h"
+#include "octet/ui/routing_panel.h"
 #include "octet/ui/theme.h"
 #include "octet/ui/widgets.h"
 
@@ -102,6 +107,9 @@ MainWindow::MainWindow(WorkbenchOptions options, QWidget* parent)
     : QMainWindow(parent), options_(std::move(options)) {
   setWindowTitle(QStringLiteral("Octet Workbench"));
   setObjectName(QStringLiteral("octetMainWindow"));
+  if (!options_.source_dir.empty()) {
+    SetResourceRoot(QString::fromStdString(options_.source_dir) + QStringLiteral("/resources"));
+  }
   if (options_.cluster.local.state_dir.empty()) {
     // Not the CLI's folder: `octet cluster local` may run beside the window.
     options_.cluster.local.state_dir = app::DefaultLocalStateDir("workbench");
@@ -158,26 +166,24 @@ MainWindow::MainWindow(WorkbenchOptions options, QWidget* parent)
   setCentralWidget(central);
 
   stack_->addWidget(new ClusterPanel(controller_, stack_));
-  stack_->addWidget(PendingPanel(
-      tr("Launch"), tr("Pick a model and a topology, launch inference, a router or training"),
-      tr("Launching needs `octet worker` from tensor-parallel serving (issue 6), which is not in "
-         "this build yet."),
-      stack_));
+  instances_ = new InstanceManager(this);
+  instances_->setOctetBinary(options_.cluster.local.octet_binary);
+  stack_->addWidget(new LaunchPanel(controller_, instances_, stack_));
   stack_->addWidget(new DashboardPanel(controller_, stack_));
-  stack_->addWidget(PendingPanel(
-      tr("Chat"), tr("Talk to a running instance or router"),
-      tr("The chat playground needs `octet serve` (OpenAI HTTP, issue 6), which is not in this "
-         "build yet."),
-      stack_));
-  stack_->addWidget(PendingPanel(
-      tr("Routing"), tr("Edit, validate and apply a routing policy"),
-      tr("The routing policy editor needs the router (issue 9), which is not in this build yet."),
-      stack_));
+  auto* chat = new ChatPanel(instances_, stack_);
+  stack_->addWidget(chat);
+  stack_->addWidget(new RoutingPanel(instances_, stack_));
   stack_->addWidget(PendingPanel(
       tr("Benchmarks"), tr("Run sweeps and compare stored runs"),
       tr("Benchmarks need the benchmark runner and its SQLite run store (issue 6), which are not "
          "in this build yet."),
       stack_));
+  // A freshly launched inference instance becomes the chat's endpoint.
+  connect(instances_, &InstanceManager::ready, chat, [this, chat](int id, const QString& url) {
+    const InstanceInfo* info = instances_->find(id);
+    if (info && (info->kind == app::InstanceSpec::Kind::kInference || chat->endpoint().isEmpty()))
+      chat->setEndpoint(url);
+  });
   for (int i = 0; i < kPanelCount; ++i) {
     const auto p = static_cast<Panel>(i);
     auto* item = new QListWidgetItem(GlyphIcon(PanelGlyph(p)), panelName(p), nav_);

@@ -20,6 +20,8 @@ class QStackedWidget;
 
 namespace octet::ui {
 
+class InstanceManager;
+
 struct WorkbenchOptions {
   ClusterController::Options cluster;
   bool auto_connect = true;                  // open a cluster at start
@@ -37,6 +39,7 @@ class MainWindow : public QMainWindow {
   ~MainWindow() override;
 
   ClusterController* controller() const { return controller_; }
+  InstanceManager* instances() const { return instances_; }
   void showPanel(Panel panel);
   Panel currentPanel() const;
   QWidget* panel(Panel panel) const;
@@ -62,6 +65,7 @@ class MainWindow : public QMainWindow {
 
   WorkbenchOptions options_;
   ClusterController* controller_;
+  InstanceManager* instances_;
   QListWidget* nav_;
   QStackedWidget* stack_;
   QLabel* status_dot_;
