@@ -23,10 +23,12 @@ struct Command {
 const std::vector<Command>& Commands();
 
 // Subcommands (app/cli/cmd_<name>.cpp).
+int RunBench(const std::vector<std::string>& args);
 int RunChat(const std::vector<std::string>& args);
 int RunCluster(const std::vector<std::string>& args);
 int RunCollbench(const std::vector<std::string>& args);
 int RunGenerate(const std::vector<std::string>& args);
+int RunPlan(const std::vector<std::string>& args);
 int RunRoute(const std::vector<std::string>& args);
 int RunServe(const std::vector<std::string>& args);
 int RunTokenize(const std::vector<std::string>& args);

@@ -504,8 +504,19 @@ int RunServeOn(engine::TpRuntime& rt, const std::optional<engine::Tokenizer>& to
   const std::string name = p.Given("served-model-name") ? p.GetString("served-model-name")
                                                          : BaseName(model_dir);
   engine::CompletionService svc(sched, tok ? &*tok : nullptr, name);
-  nlohmann::json info = {{"tp", rt.world_size()}, {"collectives", rt.Describe()},
-                         {"slots", so.num_slots}};
+  // What `octet bench` records as the run's topology snapshot (and sizes its
+  // token-id prompts by: vocab_size).
+  nlohmann::json info = {
+      {"tp", rt.world_size()},
+      {"collectives", rt.Describe()},
+      {"slots", so.num_slots},
+      {"vocab_size", c.vocab_size},
+      {"transport", p.GetString("transport")},
+      {"algorithm", p.GetString("algo")},
+      {"backend", std::string(rt.backend().name()) + " x" +
+                      std::to_string(rt.backend().num_threads()) + " threads per rank"},
+      {"dtype", c.quant.nvfp4 ? std::string("NVFP4") : c.torch_dtype},
+      {"engine", "octet " + std::string(OCTET_VERSION)}};
   engine::OpenAiServerOptions ho;
   ho.host = p.GetString("host");
   ho.port = static_cast<int>(*port);
