@@ -20,9 +20,6 @@
 #include <QTableWidget>
 #include <QTextBrowser>
 #include <QtTest>
-#include <filesystem>
-
-#include "octet/engine/random_checkpoint.h"
 #include "octet/ui/chat_panel.h"
 #include "octet/ui/instance_manager.h"
 #include "octet/ui/launch_panel.h"
@@ -33,30 +30,6 @@
 using namespace octet;
 using octet::ui::MainWindow;
 
-namespace {
-
-Status WriteChatModel(const std::string& dir) {
-  engine::RandomModelShape s;
-  s.architecture = "Qwen3ForCausalLM";
-  s.vocab_size = 151936;  // the Qwen3 tokenizer's ids
-  s.hidden_size = 64;
-  s.intermediate_size = 128;
-  s.num_layers = 2;
-  s.num_heads = 4;
-  s.num_kv_heads = 2;
-  s.head_dim = 16;
-  s.max_position_embeddings = 2048;
-  OCTET_RETURN_IF_ERROR(engine::WriteRandomCheckpoint(s, dir));
-  for (const char* f : {"tokenizer.json", "tokenizer_config.json"}) {
-    std::error_code ec;
-    std::filesystem::copy_file(test::FixturesDir() + "/tokenizers/qwen3/" + f, dir + "/" + f,
-                               std::filesystem::copy_options::overwrite_existing, ec);
-    if (ec) return InternalError(std::string("copying ") + f + ": " + ec.message());
-  }
-  return Status::Ok();
-}
-
-}  // namespace
 
 class TestLaunchChat : public QObject {
   Q_OBJECT
@@ -79,7 +52,7 @@ class TestLaunchChat : public QObject {
     QVERIFY(dir_.isValid());
     test::IsolateWorkbench(dir_);
     model_ = dir_.path() + "/qwen3-chat";
-    const Status s = WriteChatModel(model_.toStdString());
+    const Status s = test::WriteChatModel(model_.toStdString());
     QVERIFY2(s.ok(), s.ToString().c_str());
   }
 

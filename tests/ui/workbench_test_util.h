@@ -9,7 +9,10 @@
 #include <cstdlib>
 #include <string>
 
+#include <filesystem>
+
 #include "octet/app/cluster_session.h"
+#include "octet/engine/random_checkpoint.h"
 #include "octet/ui/main_window.h"
 #include "octet_test.h"
 
@@ -63,6 +66,30 @@ inline bool AllNodesUp(const app::ClusterSnapshot& s) {
     if (n.state != app::NodeState::kUp || !n.has_telemetry || !n.has_links) return false;
   }
   return true;
+}
+
+// A small random Qwen3-shaped checkpoint carrying the real Qwen3 tokenizer
+// (fixtures/tokenizers/qwen3), so that `octet serve` speaks text. Tests using
+// it link octet::engine and require the fixtures.
+inline Status WriteChatModel(const std::string& dir) {
+  engine::RandomModelShape s;
+  s.architecture = "Qwen3ForCausalLM";
+  s.vocab_size = 151936;  // the tokenizer's ids
+  s.hidden_size = 64;
+  s.intermediate_size = 128;
+  s.num_layers = 2;
+  s.num_heads = 4;
+  s.num_kv_heads = 2;
+  s.head_dim = 16;
+  s.max_position_embeddings = 2048;
+  OCTET_RETURN_IF_ERROR(engine::WriteRandomCheckpoint(s, dir));
+  for (const char* f : {"tokenizer.json", "tokenizer_config.json"}) {
+    std::error_code ec;
+    std::filesystem::copy_file(FixturesDir() + "/tokenizers/qwen3/" + f, dir + "/" + f,
+                               std::filesystem::copy_options::overwrite_existing, ec);
+    if (ec) return InternalError(std::string("copying ") + f + ": " + ec.message());
+  }
+  return Status::Ok();
 }
 
 }  // namespace octet::test

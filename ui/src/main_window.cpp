@@ -21,6 +21,7 @@
 #include "octet/base/build_info.h"
 #include "octet/ui/cluster_panel.h"
 #include "octet/ui/connect_dialog.h"
+#include "octet/ui/bench_panel.h"
 #include "octet/ui/chat_panel.h"
 #include "octet/ui/dashboard_panel.h"
 #include "octet/ui/instance_manager.h"
@@ -59,28 +60,6 @@ QString NavStyle() {
       "QListWidget#navigation::item:selected { background: palette(highlight);"
       "  color: palette(highlighted-text); }"
       "QListWidget#navigation::item:hover:!selected { background: palette(midlight); }");
-}
-
-// A panel whose back end is not part of this build yet: says so plainly.
-QWidget* PendingPanel(const QString& title, const QString& what, const QString& waits_for,
-                      QWidget* parent) {
-  auto* w = new QWidget(parent);
-  auto* l = new QVBoxLayout(w);
-  l->setContentsMargins(18, 14, 18, 14);
-  l->addWidget(new PanelHeader(title, what, w));
-  auto* card = new Card(w);
-  auto* cl = new QVBoxLayout(card);
-  cl->setContentsMargins(24, 24, 24, 24);
-  auto* msg = new QLabel(waits_for, card);
-  msg->setObjectName(QStringLiteral("pendingReason"));
-  msg->setWordWrap(true);
-  msg->setAlignment(Qt::AlignCenter);
-  msg->setForegroundRole(QPalette::PlaceholderText);
-  cl->addStretch(1);
-  cl->addWidget(msg);
-  cl->addStretch(1);
-  l->addWidget(card, 1);
-  return w;
 }
 
 }  // namespace
@@ -173,16 +152,14 @@ MainWindow::MainWindow(WorkbenchOptions options, QWidget* parent)
   auto* chat = new ChatPanel(instances_, stack_);
   stack_->addWidget(chat);
   stack_->addWidget(new RoutingPanel(instances_, stack_));
-  stack_->addWidget(PendingPanel(
-      tr("Benchmarks"), tr("Run sweeps and compare stored runs"),
-      tr("Benchmarks need the benchmark runner and its SQLite run store (issue 6), which are not "
-         "in this build yet."),
-      stack_));
+  auto* bench = new BenchPanel(instances_, stack_);
+  stack_->addWidget(bench);
   // A freshly launched inference instance becomes the chat's endpoint.
-  connect(instances_, &InstanceManager::ready, chat, [this, chat](int id, const QString& url) {
+  connect(instances_, &InstanceManager::ready, chat, [this, chat, bench](int id, const QString& url) {
     const InstanceInfo* info = instances_->find(id);
     if (info && (info->kind == app::InstanceSpec::Kind::kInference || chat->endpoint().isEmpty()))
       chat->setEndpoint(url);
+    if (info && info->kind == app::InstanceSpec::Kind::kInference) bench->setEndpoint(url);
   });
   for (int i = 0; i < kPanelCount; ++i) {
     const auto p = static_cast<Panel>(i);
