@@ -6,6 +6,9 @@
 //                        open the local embedded cluster whatever is remembered
 //   --panel NAME         start on a panel (cluster, launch, dashboard, chat, routing, benchmarks)
 //   --screenshots DIR    once every node is up, save DIR/<panel>.png of each panel and quit
+//   --demo-model DIR     with --screenshots: first launch DIR (Launch panel), chat with it,
+//                        run two small benchmark sweeps and compare them, so that every
+//                        panel shows what it does
 //   --screenshot FILE    with --quit-after: save a PNG of the window before quitting
 //   --report-startup     print how long the window took to be usable (stderr)
 #include <unistd.h>
@@ -14,6 +17,8 @@
 #include <QCommandLineParser>
 #include <QDir>
 #include <QElapsedTimer>
+#include <QTemporaryDir>
+#include <QThread>
 #include <QTimer>
 #include <cstdio>
 #include <fstream>
@@ -21,7 +26,12 @@
 
 #include "octet/base/build_info.h"
 #include "octet/base/file_util.h"
+#include "octet/ui/bench_panel.h"
+#include "octet/ui/chat_panel.h"
+#include "octet/ui/instance_manager.h"
+#include "octet/ui/launch_panel.h"
 #include "octet/ui/main_window.h"
+#include "octet/ui/routing_panel.h"
 
 namespace {
 
@@ -68,6 +78,71 @@ class StartupProbe : public QObject {
   QElapsedTimer* timer_;
   bool done_ = false;
 };
+
+// Processes events until `done` holds or `ms` pass (scripted runs only).
+template <typename Pred>
+bool RunUntil(Pred done, int ms) {
+  QElapsedTimer t;
+  t.start();
+  while (!done() && t.elapsed() < ms) {
+    QApplication::processEvents(QEventLoop::AllEvents, 50);
+    QThread::msleep(5);
+  }
+  return done();
+}
+
+// The --demo-model walk through the panels before the screenshots.
+void RunDemo(octet::ui::MainWindow& window, const QString& model, const QString& scratch) {
+  using octet::ui::MainWindow;
+  auto* launch = qobject_cast<octet::ui::LaunchPanel*>(window.panel(MainWindow::Panel::kLaunch));
+  auto* chat = qobject_cast<octet::ui::ChatPanel*>(window.panel(MainWindow::Panel::kChat));
+  auto* bench = qobject_cast<octet::ui::BenchPanel*>(window.panel(MainWindow::Panel::kBenchmarks));
+  auto* routing = qobject_cast<octet::ui::RoutingPanel*>(window.panel(MainWindow::Panel::kRouting));
+  bool shown = false;
+  QObject::connect(launch, &octet::ui::LaunchPanel::planShown, &window, [&shown] { shown = true; });
+  launch->setModelFolder(model);
+  if (!RunUntil([&] { return shown; }, 15'000)) {
+    std::fprintf(stderr, "octet-workbench: demo: %s was not read\n", qPrintable(model));
+    return;
+  }
+  launch->launchInference();
+  QString url;
+  RunUntil([&] {
+    for (const auto& i : window.instances()->instances()) {
+      if (i.state == octet::ui::InstanceInfo::State::kReady) url = i.url;
+      if (i.state == octet::ui::InstanceInfo::State::kFailed) return true;
+    }
+    return !url.isEmpty();
+  }, 90'000);
+  if (url.isEmpty()) {
+    std::fprintf(stderr, "octet-workbench: demo: the instance did not start\n");
+    return;
+  }
+  chat->setConversationDir(scratch + QStringLiteral("/conversations"));
+  chat->setEndpoint(url);
+  chat->sendMessage(QStringLiteral("Hello! Which model are you, and what can you do?"));
+  RunUntil([&] { return !chat->busy(); }, 60'000);
+  QObject::connect(bench, &octet::ui::BenchPanel::sweepFinished, &window,
+                   [](bool ok, const QString& detail) {
+                     std::fprintf(stderr, "octet-workbench: demo sweep %s: %s\n",
+                                  ok ? "done" : "failed", qPrintable(detail));
+                   });
+  bench->setStorePath(scratch + QStringLiteral("/bench-runs.sqlite"));
+  bench->setEndpoint(url);
+  for (const char* label : {"slots-4 run A", "slots-4 run B"}) {
+    bench->setSweep(QStringLiteral("64"), QStringLiteral("16"), QStringLiteral("1,2,4"), 1,
+                    QString::fromLatin1(label));
+    bench->startSweep();
+    RunUntil([&] { return !bench->running(); }, 120'000);
+  }
+  RunUntil([&] { return bench->runs().size() >= 2; }, 5'000);
+  QList<qint64> ids;
+  for (const auto& r : bench->runs()) ids << r.id;
+  bench->compareRuns(ids);
+  RunUntil([&] { return bench->compared().size() >= 2; }, 5'000);
+  routing->tryPrompt();
+  QApplication::processEvents();
+}
 
 }  // namespace
 
@@ -117,8 +192,16 @@ int main(int argc, char** argv) {
       QStringLiteral("Telemetry interval asked of agents (default 500)."), QStringLiteral("MS"));
   QCommandLineOption report_startup(QStringLiteral("report-startup"),
                                     QStringLiteral("Print how long the window took to be usable."));
+  QCommandLineOption demo_model(
+      QStringLiteral("demo-model"),
+      QStringLiteral("With --screenshots: launch this model folder, chat and benchmark first."),
+      QStringLiteral("DIR"));
+  QCommandLineOption window_size(QStringLiteral("window-size"),
+                                 QStringLiteral("Window size, e.g. 1440x900 (scripted runs)."),
+                                 QStringLiteral("WxH"));
   for (const auto* o : {&quit_after, &screenshot, &screenshots, &local, &nodes, &cabling,
-                        &model_roots, &panel, &telemetry_ms, &report_startup}) {
+                        &model_roots, &panel, &telemetry_ms, &report_startup, &demo_model,
+                        &window_size}) {
     parser.addOption(*o);
   }
   parser.process(app);
@@ -164,6 +247,14 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+  if (parser.isSet(window_size)) {
+    const QStringList wh = parser.value(window_size).split(QLatin1Char('x'));
+    if (wh.size() != 2 || wh[0].toInt() < 320 || wh[1].toInt() < 240) {
+      std::fprintf(stderr, "octet-workbench: --window-size: WxH, e.g. 1440x900\n");
+      return 2;
+    }
+    window.resize(wh[0].toInt(), wh[1].toInt());
+  }
   StartupProbe probe(&window, &since_main);
   if (parser.isSet(report_startup)) window.installEventFilter(&probe);
   window.show();
@@ -175,7 +266,8 @@ int main(int argc, char** argv) {
     auto* poll = new QTimer(&window);
     auto* waited = new QElapsedTimer;
     waited->start();
-    QObject::connect(poll, &QTimer::timeout, &window, [&window, poll, waited, dir] {
+    const QString demo = parser.value(demo_model);
+    QObject::connect(poll, &QTimer::timeout, &window, [&window, poll, waited, dir, demo] {
       const auto snap = window.controller()->snapshot();
       bool up = !snap->nodes.empty() && !snap->cabling.summary.empty();
       for (const auto& n : snap->nodes)
@@ -183,10 +275,12 @@ int main(int argc, char** argv) {
       if (!up && waited->elapsed() < 30'000) return;
       poll->stop();
       delete waited;
+      QTemporaryDir scratch;
+      if (!demo.isEmpty()) RunDemo(window, QDir(demo).absolutePath(), scratch.path());
       for (int i = 0; i < octet::ui::MainWindow::kPanelCount; ++i) {
         const auto p = static_cast<octet::ui::MainWindow::Panel>(i);
         window.showPanel(p);
-        QApplication::processEvents();
+        RunUntil([] { return false; }, 400);  // let charts and lists settle
         const QString file =
             QDir(dir).filePath(octet::ui::MainWindow::panelName(p).toLower() + ".png");
         if (!window.grab().save(file)) {

@@ -100,6 +100,8 @@ TestKey KeyOf(const app::BenchResult& r) {
 BenchPanel::BenchPanel(InstanceManager* instances, QWidget* parent)
     : QWidget(parent), instances_(instances) {
   setObjectName(QStringLiteral("benchPanel"));
+  readers_ = std::make_shared<QThreadPool>();
+  readers_->setMaxThreadCount(1);
   store_path_ = QStandardPaths::writableLocation(QStandardPaths::AppDataLocation) +
                 QStringLiteral("/bench-runs.sqlite");
   auto* outer = new QVBoxLayout(this);
@@ -244,7 +246,8 @@ BenchPanel::BenchPanel(InstanceManager* instances, QWidget* parent)
   split->addWidget(left);
   split->addWidget(right);
   split->setStretchFactor(0, 2);
-  split->setStretchFactor(1, 5);
+  split->setStretchFactor(1, 4);
+  split->setSizes({460, 920});
   outer->addWidget(split, 1);
 
   connect(run_, &QPushButton::clicked, this, &BenchPanel::startSweep);
@@ -278,9 +281,30 @@ BenchPanel::BenchPanel(InstanceManager* instances, QWidget* parent)
 
 BenchPanel::~BenchPanel() {
   if (sweep_) sweep_->cancel = true;
+  readers_->waitForDone();
 }
 
 void BenchPanel::setEndpoint(const QString& url) { endpoint_->setEditText(url); }
+
+void BenchPanel::setSweep(const QString& pp, const QString& tg, const QString& concurrency,
+                          int runs, const QString& label) {
+  pp_->setText(pp);
+  tg_->setText(tg);
+  concurrency_->setText(concurrency);
+  repetitions_->setValue(runs);
+  label_->setText(label);
+}
+
+void BenchPanel::compareRuns(const QList<qint64>& ids) {
+  table_->clearSelection();
+  for (int r = 0; r < table_->rowCount(); ++r) {
+    if (ids.contains(table_->item(r, 0)->data(Qt::UserRole).toLongLong())) {
+      table_->selectionModel()->select(table_->model()->index(r, 0),
+                                       QItemSelectionModel::Select | QItemSelectionModel::Rows);
+    }
+  }
+  compareSelected();
+}
 
 void BenchPanel::refreshEndpoints() {
   const QString current = endpoint_->currentText();
@@ -308,7 +332,7 @@ void BenchPanel::reloadRuns() {
   const std::string path = store_path_.toStdString();
   QDir().mkpath(QFileInfo(store_path_).absolutePath());
   QPointer<BenchPanel> self(this);
-  QThreadPool::globalInstance()->start([self, path, generation] {
+  readers_->start([self, path, generation] {
     std::vector<app::BenchRun> runs;
     QString error;
     auto store = app::BenchRunStore::Open(path);
@@ -360,7 +384,10 @@ void BenchPanel::onRunsLoaded(const std::vector<app::BenchRun>& runs, const QStr
     if (!run.error.empty()) state->setToolTip(QString::fromStdString(run.error));
     table_->setItem(r, 5, state);
     table_->setItem(r, 6, new QTableWidgetItem(QString::number(run.result_count)));
-    if (selected.contains(run.id)) table_->selectRow(r);
+    if (selected.contains(run.id)) {
+      table_->selectionModel()->select(table_->model()->index(r, 0),
+                                       QItemSelectionModel::Select | QItemSelectionModel::Rows);
+    }
   }
   table_->resizeColumnsToContents();
   store_label_->setText(tr("Store: %1 — %n run(s)", nullptr, static_cast<int>(runs_.size()))
@@ -398,12 +425,15 @@ void BenchPanel::startSweep() {
   sweep_ = sweep;
   QPointer<BenchPanel> self(this);
   const std::string path = store_path_.toStdString();
-  std::thread([self, sweep, c, path] {
+  std::shared_ptr<QThreadPool> readers = readers_;
+  std::thread([self, sweep, c, path, readers] {
     auto post = [self, sweep](auto fn) {
       QMetaObject::invokeMethod(
           qApp, [self, sweep, fn] { if (self && self->sweep_ == sweep) fn(self.data()); },
           Qt::QueuedConnection);
     };
+    // A reader may be creating the file right now (a new store): let it finish.
+    readers->waitForDone();
     auto store = app::BenchRunStore::Open(path);
     if (!store.ok()) {
       const QString e = QString::fromStdString(store.status().message());
@@ -469,7 +499,7 @@ void BenchPanel::compareSelected() {
   std::sort(ids.begin(), ids.end());
   const std::string path = store_path_.toStdString();
   QPointer<BenchPanel> self(this);
-  QThreadPool::globalInstance()->start([self, ids, path] {
+  readers_->start([self, ids, path] {
     std::vector<app::BenchRun> runs;
     QString error;
     auto store = app::BenchRunStore::Open(path);
@@ -548,8 +578,18 @@ void BenchPanel::drawComparison() {
     bars->append(set);
   }
   bar_chart_->addSeries(bars);
+  // Short category names when only the concurrency differs ("c1", "c2", ...).
+  std::set<std::tuple<int64_t, int64_t, int64_t>> test_shapes;
+  for (const auto& [k, name] : tests) test_shapes.insert({std::get<0>(k), std::get<1>(k), std::get<2>(k)});
   auto* categories = new QBarCategoryAxis;
-  for (const auto& [k, name] : tests) categories->append(name);
+  for (const auto& [k, name] : tests) {
+    categories->append(test_shapes.size() == 1 ? QStringLiteral("c%1").arg(std::get<3>(k)) : name);
+  }
+  if (test_shapes.size() == 1) {
+    const auto& shape = *test_shapes.begin();
+    categories->setTitleText(tr("concurrency (pp%1 tg%2)").arg(std::get<0>(shape)).arg(std::get<1>(shape)));
+    categories->setTitleBrush(text);
+  }
   categories->setLabelsColor(text);
   auto* bar_y = new QValueAxis;
   bar_y->setRange(0, max_value > 0 ? max_value * 1.12 : 1);

@@ -239,6 +239,11 @@ void ChatPanel::updateButtons() {
   clear_->setEnabled(!busy_ && !messages_.isEmpty());
 }
 
+void ChatPanel::sendMessage(const QString& text) {
+  input_->setPlainText(text);
+  send();
+}
+
 void ChatPanel::send() {
   const QString text = input_->toPlainText().trimmed();
   if (busy_ || text.isEmpty()) return;

@@ -250,7 +250,10 @@ LaunchPanel::LaunchPanel(ClusterController* controller, InstanceManager* instanc
     const int n = static_cast<int>(s->nodes.size());
     int64_t memory = 0;
     for (const auto& node : s->nodes) {
-      const int64_t m = static_cast<int64_t>(node.facts.memory.total_bytes);
+      // A simulated node's budget, else what the kernel reports.
+      const int64_t m = static_cast<int64_t>(node.facts.memory.budget_bytes > 0
+                                                 ? node.facts.memory.budget_bytes
+                                                 : node.facts.memory.total_bytes);
       if (m > 0 && (memory == 0 || m < memory)) memory = m;
     }
     if (n != node_count_ || memory != node_memory_) {
@@ -373,7 +376,10 @@ void LaunchPanel::refreshTpChoices() {
                  tp);
     SetItemEnabled(tp_, tp - 1, reason.isEmpty(), reason);
     if (reason.isEmpty() && first_valid < 0) first_valid = tp - 1;
-    if (!reason.isEmpty() && tp <= nodes) why << QStringLiteral("TP %1: %2").arg(tp).arg(reason);
+    if (!reason.isEmpty() && tp <= nodes) {
+      why << (reason.startsWith(QStringLiteral("TP")) ? reason
+                                                       : QStringLiteral("TP %1: %2").arg(tp).arg(reason));
+    }
   }
   int want = first_valid;
   if (previous >= 1 && previous <= 8 && tp_->model()->index(previous - 1, 0).flags() & Qt::ItemIsEnabled)
@@ -431,7 +437,7 @@ void LaunchPanel::onPlan(const app::LaunchMemoryPlan& p, const QString& error) {
                      .arg((p.fits ? sc.good : sc.bad).name(),
                           p.fits ? tr("Fits.") : tr("Does not fit."),
                           plan_verdict_.toHtmlEscaped());
-  html += QStringLiteral("<table cellspacing=0 cellpadding=2><tr><th align=left>%1</th><th align=right>%2</th>"
+  html += QStringLiteral("<table cellspacing=0 cellpadding=3><tr><th align=left>%1</th><th align=right>%2</th>"
                          "<th align=right>%3</th><th align=right>%4</th><th align=right>%5</th>"
                          "<th align=right>%6</th></tr>")
               .arg(tr("node"), tr("weights"), tr("KV cache"), tr("workspace"), tr("reserve+headroom"),

@@ -10,6 +10,7 @@
 // the store runs on a pool thread. Results arrive as queued calls.
 #pragma once
 
+#include <QThreadPool>
 #include <QWidget>
 #include <atomic>
 #include <memory>
@@ -41,6 +42,11 @@ class BenchPanel : public QWidget {
   void setStorePath(const QString& path);
   QString storePath() const { return store_path_; }
   void setEndpoint(const QString& url);
+  // The sweep's fields, as typed: "512,2048", "128", "1,2,4".
+  void setSweep(const QString& pp, const QString& tg, const QString& concurrency, int runs,
+                const QString& label);
+  // Selects the runs with these ids in the table and compares them.
+  void compareRuns(const QList<qint64>& ids);
   const std::vector<app::BenchRun>& runs() const { return runs_; }
   // Runs being compared (with results), in selection order.
   const std::vector<app::BenchRun>& compared() const { return compared_; }
@@ -94,6 +100,9 @@ class BenchPanel : public QWidget {
   std::shared_ptr<Sweep> sweep_;
   bool running_ = false;
   int load_generation_ = 0;
+  // Reads of the store (one at a time); a sweep opens the store only after
+  // they are done, so two connections never create a new file together.
+  std::shared_ptr<QThreadPool> readers_;
 };
 
 }  // namespace octet::ui

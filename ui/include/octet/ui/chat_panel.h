@@ -55,6 +55,8 @@ class ChatPanel : public QWidget {
   void replyFinished(bool ok);
 
  public slots:
+  // Sends `text` as the next user message (as typing it and pressing Send).
+  void sendMessage(const QString& text);
   void send();
   void stopReply();
   void regenerate();
