@@ -10,6 +10,7 @@
 #include <QClipboard>
 #include <QComboBox>
 #include <QDir>
+#include <QFile>
 #include <QLabel>
 #include <QLineEdit>
 #include <QPlainTextEdit>
@@ -183,6 +184,37 @@ class TestLaunchChat : public QObject {
     QCOMPARE(chat->messages().size(), 2);
     QCOMPARE(chat->messages().first().content, QStringLiteral("Say hi"));
 
+    // Through a router (launched from the Launch panel) whose one pool is the
+    // instance: the reply says which pool answered.
+    const QString policy = dir_.path() + "/via-router.yaml";
+    {
+      QFile f(policy);
+      QVERIFY(f.open(QIODevice::WriteOnly));
+      f.write(QStringLiteral("version: 1\ngateway:\n  host: 127.0.0.1\n  port: 0\n  threads: 4\n"
+                             "  watch: false\npools:\n  - name: small\n    replicas:\n      - %1\n"
+                             "routes:\n  - name: all\n    pool: small\n")
+                  .arg(url)
+                  .toUtf8());
+    }
+    QTest::keyClick(&w, Qt::Key_2, Qt::ControlModifier);
+    auto* policy_file = launch->findChild<QLineEdit*>(QStringLiteral("policyFile"));
+    policy_file->clear();
+    QTest::keyClicks(policy_file, policy);
+    ready.clear();
+    QTest::mouseClick(launch->findChild<QPushButton*>(QStringLiteral("launchRouter")), Qt::LeftButton);
+    QVERIFY2(ready.wait(30'000), qPrintable(state->text()));
+    const QString router_url = ready.first().at(1).toString();
+    QVERIFY(router_url != url);
+    QTest::keyClick(&w, Qt::Key_4, Qt::ControlModifier);
+    chat->setEndpoint(router_url);
+    finished.clear();
+    chat->sendMessage(QStringLiteral("And through the router?"));
+    QVERIFY(finished.wait(60'000));
+    QVERIFY2(finished.first().first().toBool(), qPrintable(chat->messages().last().error));
+    QVERIFY2(chat->messages().last().stats.contains(QStringLiteral("pool small")),
+             qPrintable(chat->messages().last().stats));
+    QCOMPARE(chat->messages().size(), 4);
+
     // Stop the instance from the Launch panel.
     QTest::keyClick(&w, Qt::Key_2, Qt::ControlModifier);
     QSignalSpy exited(w.instances(), &ui::InstanceManager::exited);
@@ -191,6 +223,7 @@ class TestLaunchChat : public QObject {
     QVERIFY(exited.wait(10'000));
     QCOMPARE(exited.first().at(1).toBool(), false);  // stopped, not failed
     QCOMPARE(table->item(0, 1)->text(), QStringLiteral("stopped"));
+    w.instances()->stop(w.instances()->instances().last().id);  // the router
   }
 
   void chatWithNothingListeningSaysSo() {
