@@ -25,9 +25,21 @@ if [ "$mode" = test ]; then
 fi
 
 if [ -n "${DISPLAY:-}" ] || [ -n "${WAYLAND_DISPLAY:-}" ]; then
-  exec "$bin/octet-workbench"
+  exec "$bin/octet-workbench" --local
 fi
-echo "bootstrap: no display (DISPLAY/WAYLAND_DISPLAY unset): running the headless equivalent."
-echo "bootstrap: for the window, run it from a desktop session, or under a virtual display:"
-echo "             xvfb-run -a $bin/octet-workbench"
-exec "$bin/octet" --version
+# No display: a window cannot be shown here. Say so, and show what it would
+# show: the workbench runs once under a virtual X display on the local
+# cluster and saves a screenshot of each panel.
+echo "bootstrap: no display (DISPLAY and WAYLAND_DISPLAY are unset): the workbench window cannot open here." >&2
+echo "bootstrap: run this from a desktop session (or with ssh -X) to get the window." >&2
+if command -v xvfb-run >/dev/null; then
+  shots="build/$preset/screenshots"
+  echo "bootstrap: meanwhile: the workbench on the local cluster under a virtual display, one screenshot per panel in $shots/" >&2
+  mkdir -p "$shots"
+  timeout 120 xvfb-run -a -s "-screen 0 1440x900x24" "$bin/octet-workbench" --local --screenshots "$shots" \
+    --window-size 1440x900
+  ls "$shots"/*.png
+else
+  echo "bootstrap: xvfb-run is not installed either; the cluster from the command line:" >&2
+  exec "$bin/octet" cluster local --help
+fi

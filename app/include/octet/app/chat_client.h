@@ -1,0 +1,68 @@
+// A streaming OpenAI chat client for the workbench's chat playground: one
+// POST /v1/chat/completions with "stream": true against `octet serve` or the
+// router gateway (`octet route`), text deltas passed to a callback as the SSE
+// chunks arrive, and the figures a person wants beside each reply: time to
+// first token (measured here, and the server's own when it reports one),
+// prefill and decode tokens/s (the server's "timings"), and the pool that
+// answered when a router sat in between (its X-Octet-Pool header).
+//
+// Blocking: call StreamChat from a worker thread. `cancel` (may be null) is
+// polled as each chunk arrives; setting it ends the request at the next chunk
+// (a server generating tokens sends one per token).
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "octet/base/deadline.h"
+#include "octet/base/status.h"
+
+namespace octet::app {
+
+struct ChatMessage {
+  std::string role;  // "system", "user", "assistant"
+  std::string content;
+};
+
+struct ChatRequest {
+  std::string base_url;  // "http://127.0.0.1:8000" (no trailing /v1)
+  std::string model;     // "" : the server's only model
+  std::vector<ChatMessage> messages;
+  double temperature = 0.7;
+  double top_p = 1.0;
+  int max_tokens = 256;
+  std::vector<std::string> stop;
+  std::string api_key;  // sent as a bearer token when set
+};
+
+struct ChatReply {
+  std::string text;
+  std::string finish_reason;  // "stop", "length", "cancelled"
+  int prompt_tokens = 0;
+  int completion_tokens = 0;
+  double ttft_ms = -1;         // first content byte, measured by this client
+  double server_ttft_ms = -1;  // the server's own figure (timings.ttft_ms), -1 if absent
+  double prefill_tps = -1;     // timings.prefill_tps, -1 if absent
+  double decode_tps = -1;      // timings.decode_tps, -1 if absent
+  double total_ms = 0;
+  std::string pool;     // X-Octet-Pool (routed), "" when direct
+  std::string route;    // X-Octet-Route
+  std::string replica;  // X-Octet-Replica
+};
+
+// The JSON body sent (exposed for tests and the "copy as curl" action).
+std::string ChatRequestBody(const ChatRequest& request);
+
+// Streams one reply. `on_delta` gets each piece of text in order (on the
+// calling thread). Errors: Unavailable when nothing answers, the server's own
+// error message for a 4xx/5xx, DeadlineExceeded past `deadline`.
+Result<ChatReply> StreamChat(const ChatRequest& request,
+                             const std::function<void(const std::string& delta)>& on_delta,
+                             const std::atomic<bool>* cancel, Deadline deadline);
+
+// GET /v1/models: the model ids an endpoint serves.
+Result<std::vector<std::string>> ListModels(const std::string& base_url, Deadline deadline);
+
+}  // namespace octet::app

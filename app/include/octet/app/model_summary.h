@@ -1,0 +1,82 @@
+// What the workbench's Launch panel shows about a model before anything is
+// loaded — a model folder (config.json and the safetensors headers; nothing
+// beyond the headers is read) or a catalog entry (resources/models/*.json):
+// architecture, parameters, weight format, bytes, the tensor-parallel degrees
+// the engine accepts (each refused one with the engine's reason), and the
+// memory planner's verdict for N nodes with the per-node breakdown (weights,
+// KV cache, workspace, reserve, headroom). Plain types: ui/ sees no engine
+// header.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "octet/base/status.h"
+
+namespace octet::app {
+
+struct TpChoice {
+  int tp = 1;
+  bool valid = false;
+  std::string why;  // empty when valid: "4 kv heads are not divisible by 3"
+};
+
+struct ModelSummary {
+  std::string source;        // the folder, or the catalog file
+  bool from_catalog = false;  // a catalog entry: planning only, nothing to launch
+  std::string name;          // the folder name (the served model id) or catalog name
+  std::string display_name;  // "Qwen3-8B (BF16)"
+  std::string note;          // catalog: where the numbers come from
+  bool fictional = false;
+  std::string architecture;  // "Qwen3ForCausalLM"
+  std::string dtype;         // the weight format: "BF16", "NVFP4 experts + BF16"
+  int64_t parameters = 0;
+  int64_t active_parameters = 0;  // per token (MoE); == parameters for dense models
+  int64_t weight_bytes = 0;       // the whole checkpoint
+  int64_t num_layers = 0;
+  int64_t hidden_size = 0;
+  int64_t num_heads = 0;
+  int64_t num_kv_heads = 0;
+  int64_t vocab_size = 0;
+  int64_t context = 0;  // max_position_embeddings (folders)
+  bool has_tokenizer = false;
+  std::vector<TpChoice> tp_choices;  // degrees 1..max_tp
+};
+
+// A model folder. Errors name the file.
+Result<ModelSummary> SummarizeModel(const std::string& dir, int max_tp = 8);
+// One catalog file (resources/models/NAME.json).
+Result<ModelSummary> SummarizeCatalogEntry(const std::string& path, int max_tp = 8);
+// Every entry of a catalog folder, sorted by name.
+Result<std::vector<ModelSummary>> ListCatalog(const std::string& catalog_dir, int max_tp = 8);
+
+struct NodeMemoryPlan {
+  int node = 0;  // TP rank
+  int64_t weights_bytes = 0;
+  int64_t kv_cache_bytes = 0;
+  int64_t workspace_bytes = 0;
+  int64_t reserve_bytes = 0;
+  int64_t headroom_bytes = 0;
+  int64_t total_bytes = 0;
+  int64_t free_bytes = 0;  // node memory - total (negative: short)
+  bool fits = false;
+};
+
+struct LaunchMemoryPlan {
+  int nodes = 1;
+  int64_t node_memory = 0;
+  bool tp_valid = false;
+  bool fits = false;
+  std::string verdict;  // one sentence a person can act on
+  std::vector<NodeMemoryPlan> per_node;
+  int min_nodes = 0;  // fewest nodes that fit (0: none up to 8)
+};
+
+// The planner's verdict for `nodes` nodes (one TP rank each) of `node_memory`
+// bytes, `context` positions and `concurrency` sequences.
+Result<LaunchMemoryPlan> PlanModelMemory(const ModelSummary& model, int nodes,
+                                         int64_t node_memory, int64_t context = 8192,
+                                         int64_t concurrency = 1);
+
+}  // namespace octet::app

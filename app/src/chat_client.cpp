@@ -1,0 +1,201 @@
+#include "octet/app/chat_client.h"
+
+#include <httplib.h>
+
+#include <nlohmann/json.hpp>
+
+namespace octet::app {
+namespace {
+
+using nlohmann::json;
+
+struct ParsedUrl {
+  std::string scheme_host_port;  // what httplib::Client takes
+  std::string prefix;            // path before /v1
+};
+
+Result<ParsedUrl> ParseBaseUrl(const std::string& url) {
+  std::string u = url;
+  while (!u.empty() && u.back() == '/') u.pop_back();
+  if (u.size() >= 3 && u.compare(u.size() - 3, 3, "/v1") == 0) u.resize(u.size() - 3);
+  if (u.rfind("http://", 0) != 0) {
+    return InvalidArgumentError("endpoint '" + url + "': only http:// URLs are supported");
+  }
+  const size_t path = u.find('/', 7);
+  ParsedUrl p;
+  p.scheme_host_port = u.substr(0, path);
+  if (path != std::string::npos) p.prefix = u.substr(path);
+  if (p.scheme_host_port.size() <= 7) return InvalidArgumentError("endpoint '" + url + "': no host");
+  return p;
+}
+
+std::string ServerError(int status, const std::string& body) {
+  json j = json::parse(body, nullptr, false);
+  if (j.is_object() && j.contains("error") && j["error"].is_object() &&
+      j["error"].contains("message") && j["error"]["message"].is_string()) {
+    return "HTTP " + std::to_string(status) + ": " + j["error"]["message"].get<std::string>();
+  }
+  return "HTTP " + std::to_string(status) + (body.empty() ? "" : ": " + body.substr(0, 300));
+}
+
+double NumberOr(const json& j, const char* key, double fallback) {
+  auto it = j.find(key);
+  return it != j.end() && it->is_number() ? it->get<double>() : fallback;
+}
+
+}  // namespace
+
+std::string ChatRequestBody(const ChatRequest& r) {
+  json msgs = json::array();
+  for (const ChatMessage& m : r.messages) msgs.push_back({{"role", m.role}, {"content", m.content}});
+  json j = {{"messages", msgs},
+            {"stream", true},
+            {"temperature", r.temperature},
+            {"top_p", r.top_p},
+            {"max_tokens", r.max_tokens},
+            {"stream_options", {{"include_usage", true}}}};
+  if (!r.model.empty()) j["model"] = r.model;
+  if (!r.stop.empty()) j["stop"] = r.stop;
+  return j.dump();
+}
+
+Result<ChatReply> StreamChat(const ChatRequest& request,
+                             const std::function<void(const std::string& delta)>& on_delta,
+                             const std::atomic<bool>* cancel, Deadline deadline) {
+  OCTET_ASSIGN_OR_RETURN(ParsedUrl url, ParseBaseUrl(request.base_url));
+  httplib::Client client(url.scheme_host_port);
+  client.set_connection_timeout(std::chrono::milliseconds(std::min<int64_t>(
+      3000, std::max<int64_t>(1, deadline.poll_timeout_ms()))));
+  // A long prefill sends nothing for a while: reads wait up to the deadline.
+  client.set_read_timeout(
+      std::chrono::milliseconds(std::max<int64_t>(1, deadline.poll_timeout_ms())));
+  client.set_keep_alive(false);
+
+  ChatReply reply;
+  const int64_t t0 = NowNs();
+  int status = 0;
+  std::string error_body, pending;
+  bool done = false;
+  bool timed_out = false;
+
+  auto feed_event = [&](const std::string& data) {
+    if (data == "[DONE]") {
+      done = true;
+      return;
+    }
+    json c = json::parse(data, nullptr, false);
+    if (!c.is_object()) return;
+    if (c.contains("choices") && c["choices"].is_array() && !c["choices"].empty()) {
+      const json& ch = c["choices"][0];
+      if (ch.contains("delta") && ch["delta"].contains("content") &&
+          ch["delta"]["content"].is_string()) {
+        const std::string piece = ch["delta"]["content"].get<std::string>();
+        if (!piece.empty()) {
+          if (reply.ttft_ms < 0) reply.ttft_ms = (NowNs() - t0) / 1e6;
+          reply.text += piece;
+          if (on_delta) on_delta(piece);
+        }
+      }
+      if (ch.contains("finish_reason") && ch["finish_reason"].is_string()) {
+        reply.finish_reason = ch["finish_reason"].get<std::string>();
+      }
+    }
+    if (c.contains("usage") && c["usage"].is_object()) {
+      reply.prompt_tokens = static_cast<int>(NumberOr(c["usage"], "prompt_tokens", 0));
+      reply.completion_tokens = static_cast<int>(NumberOr(c["usage"], "completion_tokens", 0));
+    }
+    if (c.contains("timings") && c["timings"].is_object()) {
+      reply.server_ttft_ms = NumberOr(c["timings"], "ttft_ms", -1);
+      reply.prefill_tps = NumberOr(c["timings"], "prefill_tps", -1);
+      reply.decode_tps = NumberOr(c["timings"], "decode_tps", -1);
+    }
+  };
+
+  httplib::Request req;
+  req.method = "POST";
+  req.path = url.prefix + "/v1/chat/completions";
+  req.headers.emplace("Content-Type", "application/json");
+  req.headers.emplace("Accept", "text/event-stream");
+  if (!request.api_key.empty()) req.headers.emplace("Authorization", "Bearer " + request.api_key);
+  req.body = ChatRequestBody(request);
+  req.response_handler = [&](const httplib::Response& r) {
+    status = r.status;
+    reply.pool = r.get_header_value("X-Octet-Pool");
+    reply.route = r.get_header_value("X-Octet-Route");
+    reply.replica = r.get_header_value("X-Octet-Replica");
+    return true;
+  };
+  req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
+    if (cancel && cancel->load()) return false;
+    if (deadline.expired()) {
+      timed_out = true;
+      return false;
+    }
+    if (status < 200 || status >= 300) {
+      if (error_body.size() < 64 * 1024) error_body.append(data, n);
+      return true;
+    }
+    pending.append(data, n);
+    size_t end;
+    while ((end = pending.find("\n\n")) != std::string::npos) {
+      std::string event = pending.substr(0, end);
+      pending.erase(0, end + 2);
+      // One event: "data: ..." lines (comments and other fields skipped).
+      size_t pos = 0;
+      std::string payload;
+      while (pos < event.size()) {
+        size_t eol = event.find('\n', pos);
+        if (eol == std::string::npos) eol = event.size();
+        std::string line = event.substr(pos, eol - pos);
+        if (!line.empty() && line.back() == '\r') line.pop_back();
+        if (line.rfind("data:", 0) == 0) {
+          payload += line.substr(line.size() > 5 && line[5] == ' ' ? 6 : 5);
+        }
+        pos = eol + 1;
+      }
+      if (!payload.empty()) feed_event(payload);
+    }
+    return true;
+  };
+
+  httplib::Response res;
+  httplib::Error err = httplib::Error::Success;
+  const bool ok = client.send(req, res, err);
+  reply.total_ms = (NowNs() - t0) / 1e6;
+  if (cancel && cancel->load()) {
+    reply.finish_reason = "cancelled";
+    return reply;
+  }
+  if (timed_out) return DeadlineExceededError("chat reply took longer than the deadline");
+  if (!ok && status == 0) {
+    return UnavailableError("no answer from " + request.base_url + ": " + httplib::to_string(err));
+  }
+  if (status < 200 || status >= 300) return UnavailableError(ServerError(status, error_body));
+  if (!ok && !done) {
+    return UnavailableError("the stream from " + request.base_url +
+                            " ended early: " + httplib::to_string(err));
+  }
+  if (reply.finish_reason.empty()) reply.finish_reason = "stop";
+  return reply;
+}
+
+Result<std::vector<std::string>> ListModels(const std::string& base_url, Deadline deadline) {
+  OCTET_ASSIGN_OR_RETURN(ParsedUrl url, ParseBaseUrl(base_url));
+  httplib::Client client(url.scheme_host_port);
+  const auto ms = std::chrono::milliseconds(std::max<int64_t>(1, deadline.poll_timeout_ms()));
+  client.set_connection_timeout(ms);
+  client.set_read_timeout(ms);
+  auto res = client.Get(url.prefix + "/v1/models");
+  if (!res) return UnavailableError("no answer from " + base_url + ": " + httplib::to_string(res.error()));
+  if (res->status != 200) return UnavailableError(ServerError(res->status, res->body));
+  json j = json::parse(res->body, nullptr, false);
+  std::vector<std::string> ids;
+  if (j.is_object() && j.contains("data") && j["data"].is_array()) {
+    for (const json& m : j["data"]) {
+      if (m.contains("id") && m["id"].is_string()) ids.push_back(m["id"].get<std::string>());
+    }
+  }
+  return ids;
+}
+
+}  // namespace octet::app

@@ -1,0 +1,109 @@
+#include "octet/app/model_summary.h"
+
+#include <filesystem>
+
+#include "octet/engine/memory_plan.h"
+#include "octet/engine/model_config.h"
+#include "octet/engine/tensor_parallel.h"
+
+namespace octet::app {
+namespace {
+
+ModelSummary FromFootprint(const engine::ModelFootprint& f, int max_tp) {
+  ModelSummary s;
+  s.source = f.source;
+  s.name = f.id;
+  s.display_name = f.display_name.empty() ? f.id : f.display_name;
+  s.note = f.note;
+  s.fictional = f.fictional;
+  s.architecture = f.architecture;
+  s.dtype = f.weight_format;
+  s.parameters = f.params + f.extra_params;
+  s.active_parameters = f.active_params;
+  s.weight_bytes = f.TotalWeightBytes();
+  s.num_layers = f.num_layers;
+  s.hidden_size = f.shape.hidden_size;
+  s.num_heads = f.shape.num_heads;
+  s.num_kv_heads = f.shape.num_kv_heads;
+  s.vocab_size = f.shape.vocab_size;
+  for (int tp = 1; tp <= max_tp; ++tp) {
+    TpChoice c;
+    c.tp = tp;
+    const Status st = engine::CheckTpDegree(f.shape, tp);
+    c.valid = st.ok();
+    if (!st.ok()) c.why = st.message();
+    s.tp_choices.push_back(c);
+  }
+  return s;
+}
+
+}  // namespace
+
+Result<ModelSummary> SummarizeModel(const std::string& dir, int max_tp) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return NotFoundError(dir + ": not a folder");
+  OCTET_ASSIGN_OR_RETURN(engine::ModelFootprint f, engine::LoadFolderModel(dir));
+  ModelSummary s = FromFootprint(f, max_tp);
+  std::string abs = fs::absolute(dir, ec).lexically_normal().string();
+  while (abs.size() > 1 && abs.back() == '/') abs.pop_back();
+  s.source = abs;
+  s.name = fs::path(abs).filename().string();
+  if (s.display_name.empty() || s.display_name == f.id) s.display_name = s.name;
+  OCTET_ASSIGN_OR_RETURN(engine::ModelConfig config, engine::LoadModelConfig(dir));
+  s.context = config.max_position_embeddings;
+  if (s.dtype.empty()) s.dtype = config.torch_dtype;
+  s.has_tokenizer = fs::exists(fs::path(dir) / "tokenizer.json", ec);
+  return s;
+}
+
+Result<ModelSummary> SummarizeCatalogEntry(const std::string& path, int max_tp) {
+  OCTET_ASSIGN_OR_RETURN(engine::ModelFootprint f, engine::LoadCatalogFile(path));
+  ModelSummary s = FromFootprint(f, max_tp);
+  s.source = path;
+  s.from_catalog = true;
+  return s;
+}
+
+Result<std::vector<ModelSummary>> ListCatalog(const std::string& catalog_dir, int max_tp) {
+  OCTET_ASSIGN_OR_RETURN(std::vector<engine::ModelFootprint> all, engine::LoadCatalog(catalog_dir));
+  std::vector<ModelSummary> out;
+  for (const engine::ModelFootprint& f : all) {
+    ModelSummary s = FromFootprint(f, max_tp);
+    s.from_catalog = true;
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+Result<LaunchMemoryPlan> PlanModelMemory(const ModelSummary& model, int nodes,
+                                         int64_t node_memory, int64_t context,
+                                         int64_t concurrency) {
+  engine::ModelFootprint f;
+  if (model.from_catalog) {
+    OCTET_ASSIGN_OR_RETURN(f, engine::LoadCatalogFile(model.source));
+  } else {
+    OCTET_ASSIGN_OR_RETURN(f, engine::LoadFolderModel(model.source));
+  }
+  engine::PlanRequest r;
+  r.nodes = nodes;
+  r.node_memory = node_memory;
+  r.context = context;
+  r.concurrency = concurrency;
+  OCTET_ASSIGN_OR_RETURN(engine::MemoryPlan plan, engine::PlanMemory(f, r));
+  LaunchMemoryPlan out;
+  out.nodes = nodes;
+  out.node_memory = node_memory;
+  out.tp_valid = plan.tp_valid;
+  out.fits = plan.fits;
+  out.verdict = plan.verdict;
+  out.min_nodes = plan.min_nodes;
+  for (const engine::NodePlan& n : plan.per_node) {
+    out.per_node.push_back({n.node, n.weights_bytes, n.kv_cache_bytes, n.workspace_bytes,
+                            n.reserve_bytes, n.headroom_bytes, n.total_bytes, n.free_bytes,
+                            n.fits});
+  }
+  return out;
+}
+
+}  // namespace octet::app

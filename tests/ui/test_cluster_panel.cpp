@@ -1,0 +1,125 @@
+// The Cluster panel against a local embedded cluster of real octet-agent
+// processes: the diagram shows the declared cabling (ring: a cycle of cards
+// and cables; switch: a star around the switch), memory bars carry each node's
+// budget, clicking a card shows that node, "Probe links" fills in latency and
+// throughput, and a killed agent shows as lost (red) until it comes back.
+#include <QLabel>
+#include <QListWidget>
+#include <QPushButton>
+#include <QTableView>
+#include <QTextBrowser>
+#include <QtTest>
+
+#include "octet/ui/cabling_view.h"
+#include "octet/ui/cluster_panel.h"
+#include "octet/ui/memory_bars.h"
+#include "octet/ui/widgets.h"
+#include "workbench_test_util.h"
+
+using namespace octet;
+using octet::ui::MainWindow;
+
+class TestClusterPanel : public QObject {
+  Q_OBJECT
+ private:
+  QTemporaryDir dir_;
+
+ private slots:
+  void initTestCase() {
+    QVERIFY(dir_.isValid());
+    test::IsolateWorkbench(dir_);
+  }
+
+  void ringClusterLiveProbeLoseAndRecover() {
+    MainWindow w(test::LocalWorkbench(dir_, 3, QStringLiteral("ring")));
+    w.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    QVERIFY(test::WaitForSnapshot(w, test::AllNodesUp));
+    auto* panel = w.findChild<ui::ClusterPanel*>();
+    QVERIFY(panel);
+    ui::CablingView* view = panel->cablingView();
+    QVERIFY(QTest::qWaitFor([&] { return view->linkCount() == 3; }, 5000));
+    QCOMPARE(view->nodeCardCount(), 3);
+    QCOMPARE(view->switchCount(), 0);
+    QVERIFY2(view->linkLabels().join(",").contains(QStringLiteral("sim1 ↔ sim0")),
+             qPrintable(view->linkLabels().join(",")));
+    auto* subtitle = panel->findChild<QLabel*>(QStringLiteral("panelSubtitle"));
+    QVERIFY(subtitle->text().contains(QStringLiteral("ring of 3")));
+    auto* status = w.findChild<QLabel*>(QStringLiteral("connectionStatus"));
+    QVERIFY2(status->text().contains(QStringLiteral("3/3 nodes up")), qPrintable(status->text()));
+
+    // Memory: each node's budget, nothing used by jobs.
+    const auto& rows = panel->memoryBars()->rows();
+    QCOMPARE(rows.size(), size_t{3});
+    for (const auto& r : rows) QCOMPARE(r.total_bytes, 8ull << 30);
+
+    // Clicking a card shows that node.
+    const QPoint at = view->nodeCardPosition(QStringLiteral("local-2"));
+    QVERIFY(at.x() >= 0);
+    QTest::mouseClick(view->viewport(), Qt::LeftButton, {}, at);
+    QCOMPARE(panel->selectedNode(), QStringLiteral("local-2"));
+    auto* details = panel->findChild<QTextBrowser*>(QStringLiteral("nodeDetails"));
+    QVERIFY(QTest::qWaitFor(
+        [&] { return details->toPlainText().contains(QStringLiteral("local-2")); }, 3000));
+    QVERIFY(details->toPlainText().contains(QStringLiteral("simulated")));
+
+    // Probe links: latency and throughput per link, in the table and on the diagram.
+    auto* probe = panel->findChild<QPushButton*>(QStringLiteral("probeLinksButton"));
+    QTest::mouseClick(probe, Qt::LeftButton);
+    QVERIFY(!probe->isEnabled());
+    auto* table = panel->findChild<QTableView*>(QStringLiteral("linksTable"));
+    QVERIFY(QTest::qWaitFor([&] { return probe->isEnabled(); }, 60'000));
+    QCOMPARE(table->model()->rowCount(), 3);
+    for (int r = 0; r < 3; ++r) {
+      const QString rtt = table->model()->index(r, ui::LinksModel::kLatency).data().toString();
+      QVERIFY2(rtt.contains(QStringLiteral("µs")) || rtt.contains(QStringLiteral("ms")),
+               qPrintable(rtt));
+      QVERIFY(
+          table->model()->index(r, ui::LinksModel::kThroughput).data().toString().endsWith("Gb/s"));
+    }
+    QVERIFY(view->linkLabels().join(",").contains(QStringLiteral("Gb/s")));
+
+    // A crashed agent: the node is lost, its card and the problems list say so.
+    QVERIFY(w.controller()->localCluster()->KillNode(1).ok());
+    QVERIFY(test::WaitForSnapshot(
+        w, [](const app::ClusterSnapshot& s) { return s.nodes[1].state == app::NodeState::kLost; },
+        15'000));
+    auto* problems = panel->findChild<QListWidget*>(QStringLiteral("problemsList"));
+    QVERIFY(QTest::qWaitFor([&] { return problems->count() > 0; }, 5000));
+    bool unreachable = false;
+    for (int i = 0; i < problems->count(); ++i)
+      unreachable = unreachable || problems->item(i)->text().contains(QStringLiteral("local-1"));
+    QVERIFY(unreachable);
+    QVERIFY(
+        QTest::qWaitFor([&] { return status->text().contains(QStringLiteral("1 lost")); }, 3000));
+    QVERIFY(view->linkCount() < 3);
+
+    // It comes back: the ring is whole again and the problems are gone.
+    QVERIFY(w.controller()->localCluster()->RestartNode(1, Deadline::AfterMs(20'000)).ok());
+    QVERIFY(test::WaitForSnapshot(w, [](const app::ClusterSnapshot& s) {
+      return test::AllNodesUp(s) && s.cabling.kind == app::CablingKind::kRing;
+    }));
+    QVERIFY(
+        QTest::qWaitFor([&] { return problems->count() == 0 && view->linkCount() == 3; }, 5000));
+  }
+
+  void switchClusterIsAStar() {
+    MainWindow w(test::LocalWorkbench(dir_, 4, QStringLiteral("switch")));
+    w.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    QVERIFY(test::WaitForSnapshot(w, test::AllNodesUp));
+    auto* panel = w.findChild<ui::ClusterPanel*>();
+    ui::CablingView* view = panel->cablingView();
+    QVERIFY(QTest::qWaitFor([&] { return view->switchCount() == 1; }, 5000));
+    QCOMPARE(view->nodeCardCount(), 4);
+    QCOMPARE(view->linkCount(), 4);  // one spoke per node
+    QCOMPARE(view->warningLinkCount(), 0);
+    auto* table = panel->findChild<QTableView*>(QStringLiteral("linksTable"));
+    QCOMPARE(table->model()->rowCount(), 6);  // every pair shares the switch
+    QCOMPARE(table->model()->index(0, ui::LinksModel::kSegment).data().toString(),
+             QStringLiteral("switch"));
+  }
+};
+
+QTEST_MAIN(TestClusterPanel)
+#include "test_cluster_panel.moc"

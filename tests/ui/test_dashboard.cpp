@@ -1,0 +1,133 @@
+// The live dashboard from telemetry: a TP instance's tok/s come from its rank
+// 0, its all-reduce share is the mean over ranks and its memory the sum; a
+// training run plots loss and tok/s; repeated samples are not plotted twice;
+// old points leave the window; the charts and headline figures show it.
+#include <QChart>
+#include <QLabel>
+#include <QLineSeries>
+#include <QtTest>
+
+#include "octet/ui/dashboard_panel.h"
+#include "octet/ui/telemetry_history.h"
+
+using namespace octet;
+
+namespace {
+
+app::WorkerFigures Worker(const std::string& job, uint32_t rank, const std::string& kind) {
+  app::WorkerFigures w;
+  w.job_id = job;
+  w.rank = rank;
+  w.kind = kind;
+  w.state = "serving";
+  return w;
+}
+
+// Two nodes: "qwen" (TP 2: rank 0 on n0, rank 1 on n1) and "gpt" training (rank 0 on n1).
+app::ClusterSnapshot Step(int k) {
+  app::ClusterSnapshot s;
+  s.cabling.summary = "declared switch";
+  for (int n = 0; n < 2; ++n) {
+    app::NodeView v;
+    v.name = "n" + std::to_string(n);
+    v.state = app::NodeState::kUp;
+    v.has_telemetry = true;
+    v.telemetry.unix_ms = 10'000 + k * 100 + n;  // 10 Hz
+    v.telemetry.mem_total_bytes = 16ull << 30;
+    v.telemetry.mem_used_bytes = (2ull + n) << 30;
+    s.nodes.push_back(v);
+  }
+  auto q0 = Worker("qwen", 0, "inference");
+  q0.decode_tps = 10 + k;
+  q0.prefill_tps = 500 + k;
+  q0.running_requests = 2;
+  q0.queued_requests = 1;
+  q0.allreduce_share = 0.2;
+  q0.memory_bytes = 1ull << 30;
+  auto q1 = Worker("qwen", 1, "inference");
+  q1.decode_tps = 999;  // a non-zero rank's own view is not the job's figure
+  q1.allreduce_share = 0.4;
+  q1.memory_bytes = 1ull << 30;
+  auto g0 = Worker("gpt", 0, "training");
+  g0.train_step = static_cast<uint64_t>(k);
+  g0.train_loss = 5.0 - 0.1 * k;
+  g0.train_tps = 2000;
+  s.nodes[0].telemetry.workers = {q0};
+  s.nodes[1].telemetry.workers = {q1, g0};
+  return s;
+}
+
+}  // namespace
+
+class TestDashboard : public QObject {
+  Q_OBJECT
+ private slots:
+  void historyTakesRankZeroMeansSharesAndSumsMemory() {
+    ui::TelemetryHistory h(120);
+    for (int k = 0; k < 5; ++k) QVERIFY(h.Add(Step(k)));
+    QVERIFY(!h.Add(Step(4)));  // the same samples again: nothing new
+    const ui::JobHistory& q = h.jobs().at("qwen");
+    QCOMPARE(q.decode_tps.size(), 5);
+    QCOMPARE(q.decode_tps.back().y(), 14.0);
+    QCOMPARE(q.prefill_tps.back().y(), 504.0);
+    QCOMPARE(q.running_requests.back().y(), 2.0);
+    QCOMPARE(q.allreduce_percent.back().y(), 30.0);  // mean of 20% and 40%
+    QCOMPARE(q.memory_gib.back().y(), 2.0);          // both ranks
+    QCOMPARE(q.decode_tps.back().x(), 0.4);          // seconds since the first sample
+    const ui::JobHistory& g = h.jobs().at("gpt");
+    QCOMPARE(g.kind, QStringLiteral("training"));
+    QCOMPARE(g.train_loss.size(), 4);  // step 0 has no loss yet
+    QCOMPARE(g.train_loss.back().y(), 4.6);
+    QVERIFY(g.decode_tps.isEmpty());
+    QCOMPARE(h.nodeMemory().at("n1").back().y(), 3.0);
+  }
+
+  void oldPointsAndEndedJobsLeaveTheWindow() {
+    ui::TelemetryHistory h(1.0);  // one second
+    for (int k = 0; k < 30; ++k) h.Add(Step(k));
+    const auto& q = h.jobs().at("qwen");
+    QVERIFY(q.decode_tps.size() <= 11);
+    QVERIFY(q.decode_tps.front().x() >= h.now() - 1.0);
+    // The job ends: its figures stop; after a window it is gone.
+    for (int k = 30; k < 50; ++k) {
+      app::ClusterSnapshot s = Step(k);
+      for (auto& n : s.nodes) n.telemetry.workers.clear();
+      h.Add(s);
+    }
+    QVERIFY(h.jobs().empty());
+    QVERIFY(!h.nodeMemory().empty());
+  }
+
+  void chartsAndFiguresShowTheJobs() {
+    ui::ClusterController controller({});
+    ui::DashboardPanel panel(&controller);
+    panel.resize(1200, 800);
+    panel.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&panel));
+    for (int k = 0; k < 20; ++k) panel.addSnapshot(Step(k));
+    using C = ui::DashboardPanel::Chart;
+    QCOMPARE(panel.chart(C::kDecode)->seriesCount(), 1);
+    QCOMPARE(panel.chart(C::kPrefill)->seriesCount(), 1);
+    QCOMPARE(panel.chart(C::kConcurrency)->seriesCount(), 2);  // running and queued
+    QCOMPARE(panel.chart(C::kAllReduce)->seriesCount(), 2);    // both jobs
+    QCOMPARE(panel.chart(C::kMemory)->seriesCount(), 2);       // both nodes
+    QCOMPARE(panel.chart(C::kTraining)->seriesCount(), 2);     // loss and tok/s
+    auto* decode = qobject_cast<QLineSeries*>(panel.chart(C::kDecode)->chart()->series().at(0));
+    QVERIFY(decode);
+    QCOMPARE(decode->name(), QStringLiteral("qwen"));
+    QCOMPARE(decode->count(), 20);
+    QCOMPARE(decode->at(19).y(), 29.0);
+    // More samples append; the series follows the history exactly.
+    for (int k = 20; k < 25; ++k) panel.addSnapshot(Step(k));
+    QCOMPARE(decode->count(), 25);
+    QCOMPARE(decode->at(24).y(), 34.0);
+    // The headline figures (the latest snapshot; the KPIs show live values).
+    auto* kpi = panel.findChild<QLabel*>(QStringLiteral("kpiDecode"));
+    QVERIFY(kpi);
+    QCOMPARE(kpi->text(), QStringLiteral("34.0 tok/s"));
+    QCOMPARE(panel.findChild<QLabel*>(QStringLiteral("kpiRequests"))->text(), QStringLiteral("2"));
+  }
+};
+
+QTEST_MAIN(TestDashboard)
+#include "test_dashboard.moc"

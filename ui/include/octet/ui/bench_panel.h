@@ -1,0 +1,108 @@
+// Benchmarks panel: run an `octet bench`-equivalent sweep (prompt sizes,
+// generation sizes, concurrency list, repetitions) against a running instance
+// with progress; the runs of the SQLite run store (app::BenchRunStore, the
+// file `octet bench --db` writes) in a table; select two or more to compare:
+// a grouped bar chart of the chosen metric per test, lines of the metric vs
+// concurrency (one per run), and a table of deltas against the first selected
+// run; export the comparison as CSV and the charts as PNG.
+//
+// The sweep runs on a worker thread with its own store connection; reading
+// the store runs on a pool thread. Results arrive as queued calls.
+#pragma once
+
+#include <QThreadPool>
+#include <QWidget>
+#include <atomic>
+#include <memory>
+#include <vector>
+
+#include "octet/app/bench_store.h"
+
+class QChart;
+class QChartView;
+class QComboBox;
+class QLabel;
+class QLineEdit;
+class QProgressBar;
+class QPushButton;
+class QSpinBox;
+class QTableWidget;
+
+namespace octet::ui {
+
+class InstanceManager;
+
+class BenchPanel : public QWidget {
+  Q_OBJECT
+ public:
+  BenchPanel(InstanceManager* instances, QWidget* parent = nullptr);
+  ~BenchPanel() override;
+
+  // The run store file (default: <AppDataLocation>/bench-runs.sqlite).
+  void setStorePath(const QString& path);
+  QString storePath() const { return store_path_; }
+  void setEndpoint(const QString& url);
+  // The sweep's fields, as typed: "512,2048", "128", "1,2,4".
+  void setSweep(const QString& pp, const QString& tg, const QString& concurrency, int runs,
+                const QString& label);
+  // Selects the runs with these ids in the table and compares them.
+  void compareRuns(const QList<qint64>& ids);
+  const std::vector<app::BenchRun>& runs() const { return runs_; }
+  // Runs being compared (with results), in selection order.
+  const std::vector<app::BenchRun>& compared() const { return compared_; }
+  QChart* barChart() const { return bar_chart_; }
+  QChart* lineChart() const { return line_chart_; }
+  bool running() const { return running_; }
+
+ signals:
+  void runsLoaded(int count);
+  void sweepFinished(bool ok, const QString& detail);
+  void comparisonShown(int runs);
+
+ public slots:
+  void startSweep();
+  void cancelSweep();
+  void reloadRuns();
+  void compareSelected();
+  bool exportCsv(const QString& file);
+  bool exportPng(const QString& file);
+
+ private:
+  struct Sweep;
+  void onRunsLoaded(const std::vector<app::BenchRun>& runs, const QString& error);
+  void onCompareLoaded(const std::vector<app::BenchRun>& runs, const QString& error);
+  void drawComparison();
+  void refreshEndpoints();
+
+  InstanceManager* instances_;
+  QComboBox* endpoint_;
+  QLineEdit* pp_;
+  QLineEdit* tg_;
+  QLineEdit* concurrency_;
+  QSpinBox* repetitions_;
+  QLineEdit* label_;
+  QPushButton* run_;
+  QPushButton* cancel_;
+  QProgressBar* progress_;
+  QLabel* progress_text_;
+  QLabel* store_label_;
+  QTableWidget* table_;
+  QComboBox* metric_;
+  QPushButton* compare_;
+  QChart* bar_chart_;
+  QChart* line_chart_;
+  QChartView* bar_view_;
+  QChartView* line_view_;
+  QTableWidget* deltas_;
+  QString store_path_;
+  std::vector<app::BenchRun> runs_;
+  std::vector<app::BenchRun> compared_;
+  std::shared_ptr<Sweep> sweep_;
+  bool running_ = false;
+  int load_generation_ = 0;
+  // Reads of the store (one at a time); a sweep opens the store only after
+  // they are done, so two connections never create a new file together.
+  std::shared_ptr<QThreadPool> readers_;
+};
+
+}  // namespace octet::ui

@@ -1,0 +1,88 @@
+// The cabling diagram: nodes as cards (state, address, memory bar, jobs),
+// links as edges labelled with their interfaces and, once probed, latency and
+// throughput; shared segments (a switch) as a box the nodes hang from.
+//
+// Layout follows the classification: a ring is drawn as a circle in ring
+// order, a switch as a star around the switch box, anything else as a circle
+// in profile order with its segments placed among their members. Problems the
+// analysis found are drawn where they are: a ring's missing link as a dashed
+// red edge between the chain's ends, one-way links and unexpected peers in the
+// warning colour, unreachable or lost nodes with a red frame.
+//
+// The view rebuilds its items only when the shape changes (nodes, edges,
+// segments); telemetry updates only repaint the cards, so 10 Hz updates stay
+// cheap on the GUI thread.
+#pragma once
+
+#include <QGraphicsView>
+#include <QHash>
+#include <QPointF>
+#include <QString>
+#include <map>
+#include <vector>
+
+#include "octet/app/cluster_session.h"
+
+namespace octet::ui {
+
+class NodeCardItem;
+class LinkItem;
+class SegmentItem;
+
+// Positions of node cards and segment boxes (scene coordinates, card centres).
+struct CablingLayout {
+  std::vector<QPointF> nodes;     // one per snapshot node
+  std::vector<QPointF> segments;  // one per cabling segment (used for shared ones)
+};
+CablingLayout LayoutCabling(const app::ClusterSnapshot& snapshot);
+
+// Probe results by edge key ("a|a_if|b|b_if").
+using ProbeResults = std::map<std::string, app::LinkProbeReport>;
+std::string EdgeKey(const app::CablingEdge& edge);
+
+class CablingView : public QGraphicsView {
+  Q_OBJECT
+ public:
+  explicit CablingView(QWidget* parent = nullptr);
+
+  void setSnapshot(const app::ClusterSnapshot& snapshot);
+  void setProbeResults(const ProbeResults& results);
+  // Selects a node's card by name ("" clears).
+  void selectNode(const QString& name);
+  QString selectedNode() const { return selected_; }
+
+  // For tests: what is drawn.
+  int nodeCardCount() const { return static_cast<int>(cards_.size()); }
+  int linkCount() const { return static_cast<int>(links_.size()); }
+  int warningLinkCount() const;
+  QStringList linkLabels() const;
+  int switchCount() const { return static_cast<int>(segments_.size()); }
+  // Where a node's card is, in view (viewport) coordinates; (-1,-1) when absent.
+  QPoint nodeCardPosition(const QString& name) const;
+
+ signals:
+  void nodeSelected(const QString& name);
+
+ protected:
+  void resizeEvent(QResizeEvent* event) override;
+  void mousePressEvent(QMouseEvent* event) override;
+  bool event(QEvent* event) override;
+
+ private:
+  void rebuild(const app::ClusterSnapshot& snapshot);
+  void refreshCards(const app::ClusterSnapshot& snapshot);
+  void refreshLinks();
+  void fit();
+  std::string shapeKey(const app::ClusterSnapshot& snapshot) const;
+
+  QGraphicsScene* scene_;
+  std::string shape_key_;
+  std::vector<NodeCardItem*> cards_;
+  std::vector<LinkItem*> links_;
+  std::vector<SegmentItem*> segments_;
+  app::ClusterSnapshot snapshot_;
+  ProbeResults probes_;
+  QString selected_;
+};
+
+}  // namespace octet::ui

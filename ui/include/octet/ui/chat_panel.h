@@ -1,0 +1,102 @@
+// Chat playground: a conversation with a running instance (launched from the
+// Launch panel, or any OpenAI-compatible URL) or the router gateway. Replies
+// stream in token by token; each one is followed by its figures (time to
+// first token, prefill and decode tokens/s, tokens, and the pool that answered
+// when routed). System prompt, temperature, top-p, max tokens and stop
+// strings; Stop, Regenerate, Copy, Clear; every conversation is saved as JSON
+// (under the application data folder) and can be reopened.
+//
+// The HTTP request runs on a worker thread (app::StreamChat); text deltas are
+// posted to the GUI thread and drawn at most every 40 ms.
+#pragma once
+
+#include <QJsonObject>
+#include <QWidget>
+#include <atomic>
+#include <memory>
+
+class QComboBox;
+class QDoubleSpinBox;
+class QLabel;
+class QLineEdit;
+class QPlainTextEdit;
+class QPushButton;
+class QSpinBox;
+class QTextBrowser;
+class QTimer;
+
+namespace octet::ui {
+
+class InstanceManager;
+
+class ChatPanel : public QWidget {
+  Q_OBJECT
+ public:
+  struct Message {
+    QString role;  // "user", "assistant"
+    QString content;
+    QString stats;  // assistant: "TTFT 12 ms · prefill ..."
+    QString error;  // assistant: why the reply failed
+  };
+
+  ChatPanel(InstanceManager* instances, QWidget* parent = nullptr);
+  ~ChatPanel() override;
+
+  void setEndpoint(const QString& url);
+  QString endpoint() const;
+  const QList<Message>& messages() const { return messages_; }
+  bool busy() const { return busy_; }
+  // Where conversations are saved (default: <AppDataLocation>/conversations).
+  void setConversationDir(const QString& dir);
+  QString conversationFile() const { return conversation_file_; }
+
+ signals:
+  void streamed(const QString& piece);  // each text delta as it arrives
+  void replyFinished(bool ok);
+
+ public slots:
+  // Sends `text` as the next user message (as typing it and pressing Send).
+  void sendMessage(const QString& text);
+  void send();
+  void stopReply();
+  void regenerate();
+  void copyLastReply();
+  void clearConversation();
+  bool openConversation(const QString& file);
+
+ private:
+  struct Stream;
+  void startReply();
+  void onDelta(const QString& text);
+  void onDone(bool ok, const QString& stats, const QString& error, const QString& finish);
+  void render();
+  void refreshEndpoints();
+  void refreshSaved();
+  void save();
+  void updateButtons();
+
+  InstanceManager* instances_;
+  QComboBox* endpoint_;
+  QComboBox* saved_;
+  QPlainTextEdit* system_;
+  QDoubleSpinBox* temperature_;
+  QDoubleSpinBox* top_p_;
+  QSpinBox* max_tokens_;
+  QLineEdit* stop_strings_;
+  QTextBrowser* transcript_;
+  QPlainTextEdit* input_;
+  QPushButton* send_;
+  QPushButton* stop_;
+  QPushButton* regenerate_;
+  QPushButton* copy_;
+  QPushButton* clear_;
+  QLabel* state_;
+  QTimer* render_timer_;
+  QList<Message> messages_;
+  std::shared_ptr<Stream> stream_;
+  bool busy_ = false;
+  QString conversation_dir_;
+  QString conversation_file_;
+};
+
+}  // namespace octet::ui

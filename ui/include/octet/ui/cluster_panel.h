@@ -1,0 +1,74 @@
+// The Cluster panel: cabling diagram, per-node memory bars, the links table
+// with probe results, the problems the cabling analysis found, and the
+// selected node's details. Fed by ClusterController snapshots; probes run
+// through the controller (never on the GUI thread).
+#pragma once
+
+#include <QAbstractTableModel>
+#include <QWidget>
+
+#include "octet/ui/cabling_view.h"
+#include "octet/ui/cluster_controller.h"
+
+class QListWidget;
+class QPushButton;
+class QTabWidget;
+class QTableView;
+class QTextBrowser;
+
+namespace octet::ui {
+
+class MemoryBars;
+class PanelHeader;
+
+// The links of the current cabling with their probe results, one row per edge.
+class LinksModel : public QAbstractTableModel {
+  Q_OBJECT
+ public:
+  enum Column { kFrom, kTo, kInterfaces, kSegment, kHeard, kLatency, kThroughput, kColumns };
+  using QAbstractTableModel::QAbstractTableModel;
+  void set(const app::CablingReport& cabling, const ProbeResults& probes);
+  int rowCount(const QModelIndex& parent = {}) const override;
+  int columnCount(const QModelIndex& parent = {}) const override;
+  QVariant data(const QModelIndex& index, int role) const override;
+  QVariant headerData(int section, Qt::Orientation orientation, int role) const override;
+
+ private:
+  app::CablingReport cabling_;
+  ProbeResults probes_;
+};
+
+// HTML describing one node (facts, telemetry, interfaces, jobs) for the details pane.
+QString NodeDetailsHtml(const app::NodeView& node, const QPalette& palette);
+
+class ClusterPanel : public QWidget {
+  Q_OBJECT
+ public:
+  explicit ClusterPanel(ClusterController* controller, QWidget* parent = nullptr);
+
+  CablingView* cablingView() const { return view_; }
+  MemoryBars* memoryBars() const { return memory_; }
+  QString selectedNode() const { return view_->selectedNode(); }
+  void selectNode(const QString& name);
+
+ private:
+  void onSnapshot(const SnapshotPtr& snapshot);
+  void onPhase(ClusterController::Phase phase, const QString& text);
+  void onProbed(const ProbeOutcome& outcome);
+  void showDetails();
+
+  ClusterController* controller_;
+  PanelHeader* header_;
+  CablingView* view_;
+  MemoryBars* memory_;
+  QTabWidget* tabs_;
+  QTableView* links_table_;
+  LinksModel* links_;
+  QListWidget* problems_;
+  QTextBrowser* details_;
+  QPushButton* probe_button_;
+  ProbeResults probes_;
+  std::string details_key_;
+};
+
+}  // namespace octet::ui

@@ -1,0 +1,90 @@
+// The live dashboard: headline figures (decode and prefill tok/s, running
+// requests, jobs, memory) and Qt Charts of the recent past — decode and
+// prefill tok/s per job, concurrency, all-reduce share, memory per node, and
+// training loss and tok/s — fed from the workers' telemetry figures.
+//
+// History is kept all the time; the charts are only touched while the panel
+// is visible (and then only with the points that are new), so telemetry
+// costs the GUI thread little when a person looks elsewhere.
+#pragma once
+
+#include <QHash>
+#include <QWidget>
+#include <functional>
+
+#include "octet/ui/cluster_controller.h"
+#include "octet/ui/telemetry_history.h"
+
+QT_BEGIN_NAMESPACE
+class QChart;
+class QChartView;
+class QLabel;
+class QLineSeries;
+class QValueAxis;
+class QXYSeries;
+QT_END_NAMESPACE
+
+namespace octet::ui {
+
+class PanelHeader;
+
+// A chart with a time axis and one line series per key.
+class TimeChart : public QWidget {
+  Q_OBJECT
+ public:
+  TimeChart(const QString& title, const QString& y_title, QWidget* parent = nullptr);
+  QChart* chart() const { return chart_; }
+  QChartView* view() const { return view_; }
+  // Shows `points` under `key` (created on first use, labelled `name`).
+  void setSeries(const QString& key, const QString& name, const QColor& color,
+                 const QVector<QPointF>& points, bool dashed = false, bool right_axis = false);
+  // Removes series whose keys are not in `keep`.
+  void retain(const QSet<QString>& keep);
+  void setTimeRange(double now, double window);
+  void setRightAxisTitle(const QString& title);
+  int seriesCount() const { return static_cast<int>(series_.size()); }
+  void applyPalette();
+
+ private:
+  QChart* chart_;
+  QChartView* view_;
+  QValueAxis* x_;
+  QValueAxis* y_;
+  QValueAxis* y_right_ = nullptr;
+  QHash<QString, QLineSeries*> series_;
+  QHash<QString, bool> on_right_;
+};
+
+class DashboardPanel : public QWidget {
+  Q_OBJECT
+ public:
+  enum class Chart { kDecode, kPrefill, kConcurrency, kAllReduce, kMemory, kTraining };
+  explicit DashboardPanel(ClusterController* controller, QWidget* parent = nullptr);
+
+  const TelemetryHistory& history() const { return history_; }
+  TimeChart* chart(Chart which) const;
+  // Feeds a snapshot directly (the controller's signal does the same).
+  void addSnapshot(const app::ClusterSnapshot& snapshot);
+
+ protected:
+  void showEvent(QShowEvent* event) override;
+  void changeEvent(QEvent* event) override;
+
+ private:
+  void refresh();
+  void updateKpis(const app::ClusterSnapshot& snapshot);
+
+  ClusterController* controller_;
+  PanelHeader* header_;
+  TelemetryHistory history_;
+  std::vector<TimeChart*> charts_;
+  QLabel* kpi_decode_;
+  QLabel* kpi_prefill_;
+  QLabel* kpi_requests_;
+  QLabel* kpi_jobs_;
+  QLabel* kpi_memory_;
+  QLabel* empty_hint_;
+  bool dirty_ = false;
+};
+
+}  // namespace octet::ui

@@ -1,0 +1,76 @@
+// The inference instances and router gateways the workbench started on this
+// machine (app::LocalInstance), as Qt signals: each process's output lines,
+// ready (with its URL), exited (with its status and last error). Shared by the
+// Launch panel (start, stop, log), the Chat panel (endpoints to talk to) and
+// the Routing panel (routers to apply a policy to).
+//
+// GUI thread only. Processes are started on the GUI thread (the child is tied
+// to the thread that spawned it); output arrives on reader threads and is
+// posted here; stopping (SIGTERM, up to 3 s grace) runs on a pool thread so
+// the window never waits for a process to end.
+#pragma once
+
+#include <QList>
+#include <QObject>
+#include <QString>
+#include <QThreadPool>
+#include <memory>
+
+#include "octet/app/local_instance.h"
+
+class QTimer;
+
+namespace octet::ui {
+
+struct InstanceInfo {
+  enum class State { kStarting, kReady, kStopping, kExited, kFailed };
+  int id = 0;
+  app::InstanceSpec::Kind kind = app::InstanceSpec::Kind::kInference;
+  QString name;  // "qwen3-tiny TP 2", "router example-policy.yaml"
+  QString url;   // once ready
+  State state = State::kStarting;
+  QString detail;  // exit status / last error
+  QStringList log;  // the process's output (last 2000 lines)
+};
+
+class InstanceManager : public QObject {
+  Q_OBJECT
+ public:
+  explicit InstanceManager(QObject* parent = nullptr);
+  ~InstanceManager() override;  // stops every instance
+
+  // The `octet` executable instances run when their spec names none ("" : beside this program).
+  void setOctetBinary(const std::string& path) { octet_binary_ = path; }
+  // Starts an instance; returns its id, or -1 with `error` set.
+  int start(const app::InstanceSpec& spec, const QString& name, QString* error);
+  void stop(int id);
+  const QList<InstanceInfo>& instances() const { return infos_; }
+  const InstanceInfo* find(int id) const;
+  static QString stateName(InstanceInfo::State s);
+
+ signals:
+  void changed();                                // any state or list change
+  void logLine(int id, const QString& line);     // one output line
+  void ready(int id, const QString& url);
+  void exited(int id, bool failed, const QString& detail);
+
+ private:
+  void onLine(int id, const QString& line);
+  void onReady(int id, const QString& url);
+  void pollExits();
+  InstanceInfo* mutableInfo(int id);
+
+  struct Running {
+    int id;
+    std::shared_ptr<app::LocalInstance> instance;
+    bool exit_seen;
+  };
+  QList<InstanceInfo> infos_;
+  std::vector<Running> running_;
+  QTimer* poll_;
+  QThreadPool stoppers_;
+  int next_id_ = 1;
+  std::string octet_binary_;
+};
+
+}  // namespace octet::ui

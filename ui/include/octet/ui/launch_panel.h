@@ -1,0 +1,90 @@
+// Launch panel: pick a model folder (architecture, parameters, dtype, size on
+// disk and the TP degrees the engine accepts, each refused one with its
+// reason), the topology (TP degree up to the cluster's node count), the
+// all-reduce algorithm and transport, and launch an inference instance
+// (`octet serve`) or a router gateway (`octet route`) on this machine; stop
+// them; follow their output (model load, rendezvous, errors) in the log.
+//
+// Reading a model folder's headers runs on a pool thread; processes are
+// managed by the InstanceManager.
+#pragma once
+
+#include <QWidget>
+
+#include "octet/app/model_summary.h"
+#include "octet/ui/cluster_controller.h"
+
+class QComboBox;
+class QLabel;
+class QLineEdit;
+class QPlainTextEdit;
+class QProgressBar;
+class QPushButton;
+class QTableWidget;
+
+namespace octet::ui {
+
+class InstanceManager;
+
+class LaunchPanel : public QWidget {
+  Q_OBJECT
+ public:
+  LaunchPanel(ClusterController* controller, InstanceManager* instances,
+              QWidget* parent = nullptr);
+
+  // Reads a model folder (as Browse does) and shows what it holds.
+  void setModelFolder(const QString& dir);
+  // Shows a catalog entry (resources/models/NAME.json): planning only.
+  void setCatalogEntry(const QString& file);
+  // The planner's last verdict shown ("" before one).
+  QString planVerdict() const;
+  void setPolicyFile(const QString& file);
+  // The id of the last instance launched from here (-1 before any).
+  int lastLaunched() const { return last_launched_; }
+
+ signals:
+  void modelSummaryShown(bool ok);
+  void planShown(bool fits);
+
+ public slots:
+  void launchInference();
+  void launchRouter();
+  void stopSelected();
+
+ private:
+  void onSummary(const QString& dir, const app::ModelSummary& summary, const QString& error);
+  void refreshTpChoices();
+  void replan();
+  void onPlan(const app::LaunchMemoryPlan& plan, const QString& error);
+  void summarize(const QString& source, bool catalog);
+  void refreshInstances();
+  void onLogLine(int id, const QString& line);
+  int selectedInstance() const;
+
+  ClusterController* controller_;
+  InstanceManager* instances_;
+  QComboBox* model_;
+  QLabel* model_info_;
+  QLabel* plan_;
+  QComboBox* tp_;
+  QLabel* tp_why_;
+  QComboBox* algo_;
+  QComboBox* transport_;
+  QLineEdit* policy_;
+  QPushButton* launch_;
+  QPushButton* launch_router_;
+  QPushButton* stop_;
+  QProgressBar* progress_;
+  QLabel* launch_state_;
+  QTableWidget* table_;
+  QPlainTextEdit* log_;
+  std::optional<app::ModelSummary> summary_;
+  int node_count_ = 0;
+  int last_launched_ = -1;
+  int summary_generation_ = 0;
+  int plan_generation_ = 0;
+  int64_t node_memory_ = 0;  // the smallest node's memory (0: unknown)
+  QString plan_verdict_;
+};
+
+}  // namespace octet::ui

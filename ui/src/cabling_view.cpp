@@ -1,0 +1,604 @@
+#include "octet/ui/cabling_view.h"
+
+#include <QApplication>
+#include <QEvent>
+#include <QFontMetricsF>
+#include <QGraphicsItem>
+#include <QGraphicsScene>
+#include <QMouseEvent>
+#include <QPainter>
+#include <QPainterPath>
+#include <QResizeEvent>
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+#include "octet/ui/job_colors.h"
+#include "octet/ui/theme.h"
+
+namespace octet::ui {
+
+namespace {
+
+constexpr double kCardWidth = 236;
+constexpr double kCardHeight = 132;
+constexpr double kSwitchWidth = 170;
+constexpr double kSwitchHeight = 54;
+const QSizeF kCardHalf(kCardWidth / 2, kCardHeight / 2);
+const QSizeF kSwitchHalf(kSwitchWidth / 2, kSwitchHeight / 2);
+constexpr double kPi = 3.14159265358979323846;
+
+QPalette Palette() { return QApplication::palette(); }
+
+QFont ScaledFont(double point_delta, bool bold = false) {
+  QFont f = QApplication::font();
+  f.setPointSizeF(std::max(6.0, f.pointSizeF() + point_delta));
+  f.setBold(bold);
+  return f;
+}
+
+}  // namespace
+
+std::string EdgeKey(const app::CablingEdge& e) {
+  return e.a_node + "|" + e.a_interface + "|" + e.b_node + "|" + e.b_interface;
+}
+
+CablingLayout LayoutCabling(const app::ClusterSnapshot& s) {
+  CablingLayout out;
+  const size_t n = s.nodes.size();
+  out.nodes.assign(n, QPointF(0, 0));
+  out.segments.assign(s.cabling.segments.size(), QPointF(0, 0));
+  if (n == 0) return out;
+  // Order around the circle: ring order when there is one, else profile order.
+  std::vector<size_t> order;
+  if (s.cabling.kind == app::CablingKind::kRing && s.cabling.ring_order.size() == n) {
+    for (const auto& name : s.cabling.ring_order) {
+      for (size_t i = 0; i < n; ++i) {
+        if (s.nodes[i].name == name) order.push_back(i);
+      }
+    }
+  }
+  if (order.size() != n) {
+    order.clear();
+    for (size_t i = 0; i < n; ++i) order.push_back(i);
+  }
+  if (n == 1) {
+    out.nodes[0] = QPointF(0, s.cabling.segments.empty() ? 0 : -120);
+  } else if (n == 2) {
+    out.nodes[order[0]] = QPointF(-260, 0);
+    out.nodes[order[1]] = QPointF(260, 0);
+  } else {
+    // An ellipse wider than tall (cards are wide); even counts start half a
+    // step off the top so four nodes make a square, not a diamond.
+    const double r = std::max(240.0, 0.5 * (kCardWidth + 60) / std::sin(kPi / n));
+    const double rx = r * 1.3, ry = r * 0.82;
+    const double start = -90.0 - (n % 2 == 0 ? 180.0 / n : 0.0);
+    for (size_t k = 0; k < n; ++k) {
+      const double a = (start + 360.0 * k / n) * kPi / 180.0;
+      out.nodes[order[k]] = QPointF(rx * std::cos(a), ry * std::sin(a));
+    }
+  }
+  // A shared segment sits at the centroid of its members (the centre for a full switch).
+  for (size_t g = 0; g < s.cabling.segments.size(); ++g) {
+    const auto& seg = s.cabling.segments[g];
+    QPointF sum(0, 0);
+    int count = 0;
+    std::set<size_t> members;
+    for (const auto& ep : seg.endpoints) {
+      const std::string node = ep.substr(0, ep.rfind(':'));
+      for (size_t i = 0; i < n; ++i) {
+        if (s.nodes[i].name == node) members.insert(i);
+      }
+    }
+    for (size_t i : members) {
+      sum += out.nodes[i];
+      ++count;
+    }
+    out.segments[g] = count > 0 ? sum / count : QPointF(0, 0);
+    if (n == 2 && seg.shared) out.segments[g] = QPointF(0, 140);
+    if (n == 1 && seg.shared) out.segments[g] = QPointF(0, 60);
+  }
+  return out;
+}
+
+// ---- items ------------------------------------------------------------------
+
+class NodeCardItem : public QGraphicsItem {
+ public:
+  explicit NodeCardItem(const QString& name) : name_(name) {
+    setZValue(10);
+    setAcceptedMouseButtons(Qt::LeftButton);
+    setCursor(Qt::PointingHandCursor);
+  }
+  QRectF boundingRect() const override {
+    return QRectF(-kCardWidth / 2 - 4, -kCardHeight / 2 - 4, kCardWidth + 8, kCardHeight + 8);
+  }
+  const QString& name() const { return name_; }
+  void setSelectedCard(bool on) {
+    if (on == selected_) return;
+    selected_ = on;
+    update();
+  }
+  void setView(const app::NodeView& node, const QString& problem, bool bad_problem) {
+    node_ = node;
+    problem_ = problem;
+    bad_problem_ = bad_problem;
+    update();
+  }
+
+  void paint(QPainter* p, const QStyleOptionGraphicsItem*, QWidget*) override {
+    const QPalette pal = Palette();
+    const StatusColors sc = StatusColorsFor(pal);
+    const QRectF r(-kCardWidth / 2, -kCardHeight / 2, kCardWidth, kCardHeight);
+    p->setRenderHint(QPainter::Antialiasing);
+    QColor state_color = sc.muted;
+    QString state_text = QStringLiteral("connecting");
+    if (node_.state == app::NodeState::kUp) {
+      state_color = sc.good;
+      state_text = QStringLiteral("up");
+    } else if (node_.state == app::NodeState::kLost) {
+      state_color = sc.bad;
+      state_text = QStringLiteral("lost");
+    }
+    QColor border = Mix(pal.color(QPalette::Window), pal.color(QPalette::WindowText), 0.25);
+    double border_width = 1.2;
+    if (!problem_.isEmpty()) {
+      border = bad_problem_ ? sc.bad : sc.warning;
+      border_width = 2;
+    }
+    if (node_.state == app::NodeState::kLost) {
+      border = sc.bad;
+      border_width = 2;
+    }
+    if (selected_) {
+      border = sc.accent;
+      border_width = 2.6;
+    }
+    // Shadow, card, state stripe.
+    p->setPen(Qt::NoPen);
+    p->setBrush(QColor(0, 0, 0, IsDarkPalette(pal) ? 90 : 28));
+    p->drawRoundedRect(r.translated(0, 2.5), 10, 10);
+    p->setBrush(pal.color(QPalette::Base));
+    p->setPen(QPen(border, border_width));
+    p->drawRoundedRect(r, 10, 10);
+    QPainterPath stripe;
+    stripe.addRoundedRect(QRectF(r.left(), r.top(), 12, r.height()), 10, 10);
+    QPainterPath clip;
+    clip.addRect(QRectF(r.left(), r.top(), 5, r.height()));
+    p->setPen(Qt::NoPen);
+    p->setBrush(state_color);
+    p->drawPath(stripe.intersected(clip));
+
+    const double left = r.left() + 16, right = r.right() - 12;
+    const QColor text = pal.color(QPalette::Text);
+    // Title row: name and state chip.
+    p->setFont(ScaledFont(1.5, true));
+    p->setPen(text);
+    QFontMetricsF fm(p->font());
+    p->drawText(QPointF(left, r.top() + 8 + fm.ascent()), name_);
+    p->setFont(ScaledFont(-1.5, true));
+    QFontMetricsF chip_fm(p->font());
+    const double chip_w = chip_fm.horizontalAdvance(state_text) + 14;
+    const QRectF chip(right - chip_w, r.top() + 9, chip_w, chip_fm.height() + 4);
+    p->setPen(Qt::NoPen);
+    p->setBrush(Mix(state_color, pal.color(QPalette::Base), 0.82));
+    p->drawRoundedRect(chip, chip.height() / 2, chip.height() / 2);
+    p->setPen(state_color.darker(IsDarkPalette(pal) ? 80 : 115));
+    p->drawText(chip, Qt::AlignCenter, state_text);
+
+    // Second row: address and CPU load.
+    p->setFont(ScaledFont(-1.5));
+    QFontMetricsF small(p->font());
+    double y = r.top() + 8 + fm.height() + 4 + small.ascent();
+    p->setPen(sc.muted);
+    QString sub = QString::fromStdString(node_.address);
+    if (node_.has_telemetry && node_.state == app::NodeState::kUp) {
+      sub += QStringLiteral("  ·  CPU %1%").arg(std::lround(node_.telemetry.cpu_busy * 100));
+    }
+    p->drawText(QPointF(left, y), small.elidedText(sub, Qt::ElideRight, right - left));
+    y += small.height() + 1;
+    QString hw;
+    if (node_.has_facts) {
+      if (!node_.facts.gpus.empty()) {
+        hw = QString::fromStdString(node_.facts.gpus[0].name);
+      } else {
+        hw = QStringLiteral("%1 cores %2")
+                 .arg(node_.facts.cpu_cores)
+                 .arg(QString::fromStdString(node_.facts.cpu_arch));
+      }
+      if (node_.facts.simulated) hw += QStringLiteral(" · simulated");
+    }
+    p->drawText(QPointF(left, y), small.elidedText(hw, Qt::ElideRight, right - left));
+
+    // Memory bar: each job's memory in its colour, the rest used, free.
+    const double bar_top = r.bottom() - 44;
+    const QRectF bar(left, bar_top, right - left, 9);
+    const uint64_t total =
+        node_.has_telemetry ? node_.telemetry.mem_total_bytes : node_.facts.memory.total_bytes;
+    const uint64_t used = node_.has_telemetry ? node_.telemetry.mem_used_bytes : 0;
+    p->setPen(Qt::NoPen);
+    p->setBrush(Mix(pal.color(QPalette::Base), pal.color(QPalette::Text), 0.1));
+    p->drawRoundedRect(bar, 4, 4);
+    if (total > 0) {
+      QPainterPath bar_clip;
+      bar_clip.addRoundedRect(bar, 4, 4);
+      p->save();
+      p->setClipPath(bar_clip);
+      double x = bar.left();
+      uint64_t jobs_bytes = 0;
+      if (node_.has_telemetry) {
+        for (const auto& w : node_.telemetry.workers) {
+          const double wpx = bar.width() * static_cast<double>(w.memory_bytes) / total;
+          p->setBrush(JobColor(QString::fromStdString(w.job_id), pal));
+          p->drawRect(QRectF(x, bar.top(), wpx, bar.height()));
+          x += wpx;
+          jobs_bytes += w.memory_bytes;
+        }
+      }
+      if (used > jobs_bytes) {
+        const double opx = bar.width() * static_cast<double>(used - jobs_bytes) / total;
+        p->setBrush(sc.muted);
+        p->drawRect(QRectF(x, bar.top(), opx, bar.height()));
+      }
+      p->restore();
+    }
+    p->setPen(sc.muted);
+    const QString mem =
+        total > 0 ? QStringLiteral("%1 / %2").arg(FormatBytesIec(static_cast<double>(used)),
+                                                  FormatBytesIec(static_cast<double>(total)))
+                  : QStringLiteral("memory unknown");
+    p->drawText(QRectF(left, bar.bottom() + 2, right - left, small.height()), Qt::AlignLeft, mem);
+    int running = 0;
+    for (const auto& j : node_.jobs) running += j.state == "running";
+    const QString jobs =
+        running == 1 ? QStringLiteral("1 job") : QStringLiteral("%1 jobs").arg(running);
+    p->drawText(QRectF(left, bar.bottom() + 2, right - left, small.height()), Qt::AlignRight, jobs);
+    // Problem line (or the lost reason).
+    QString warn = problem_;
+    if (node_.state == app::NodeState::kLost && !node_.last_error.empty())
+      warn = QString::fromStdString(node_.last_error);
+    if (!warn.isEmpty()) {
+      p->setPen(bad_problem_ || node_.state == app::NodeState::kLost ? sc.bad : sc.warning);
+      p->drawText(QPointF(left, r.bottom() - 8),
+                  small.elidedText(QStringLiteral("⚠ ") + warn, Qt::ElideRight, right - left));
+    }
+  }
+
+ private:
+  QString name_;
+  app::NodeView node_;
+  QString problem_;
+  bool bad_problem_ = false;
+  bool selected_ = false;
+};
+
+class SegmentItem : public QGraphicsItem {
+ public:
+  explicit SegmentItem(const QString& label) : label_(label) { setZValue(5); }
+  QRectF boundingRect() const override {
+    return QRectF(-kSwitchWidth / 2 - 2, -kSwitchHeight / 2 - 2, kSwitchWidth + 4,
+                  kSwitchHeight + 4);
+  }
+  void paint(QPainter* p, const QStyleOptionGraphicsItem*, QWidget*) override {
+    const QPalette pal = Palette();
+    const StatusColors sc = StatusColorsFor(pal);
+    const QRectF r(-kSwitchWidth / 2, -kSwitchHeight / 2, kSwitchWidth, kSwitchHeight);
+    p->setRenderHint(QPainter::Antialiasing);
+    p->setPen(QPen(Mix(sc.accent, pal.color(QPalette::Base), 0.3), 1.5));
+    p->setBrush(Mix(sc.accent, pal.color(QPalette::Base), 0.88));
+    p->drawRoundedRect(r, 8, 8);
+    // Port dots along the bottom edge.
+    p->setPen(Qt::NoPen);
+    p->setBrush(Mix(sc.accent, pal.color(QPalette::Base), 0.45));
+    for (int i = 0; i < 8; ++i) {
+      p->drawRoundedRect(QRectF(r.left() + 18 + i * 17.5, r.bottom() - 13, 11, 6), 1.5, 1.5);
+    }
+    p->setPen(pal.color(QPalette::Text));
+    p->setFont(ScaledFont(0, true));
+    p->drawText(r.adjusted(0, 6, 0, -16), Qt::AlignHCenter | Qt::AlignTop, label_);
+  }
+
+ private:
+  QString label_;
+};
+
+class LinkItem : public QGraphicsItem {
+ public:
+  enum class Look { kNormal, kWarning, kBroken };
+  // `a_half` and `b_half`: half the size of what sits at each end (the label
+  // goes in the middle of the part of the line that is not hidden by it).
+  LinkItem(QPointF a, QPointF b, Look look, QSizeF a_half, QSizeF b_half)
+      : a_(a), b_(b), look_(look) {
+    setZValue(1);
+    const QPointF d = b - a;
+    auto exit = [&](QSizeF half) {
+      double t = 1;
+      if (std::fabs(d.x()) > 1e-9) t = std::min(t, half.width() / std::fabs(d.x()));
+      if (std::fabs(d.y()) > 1e-9) t = std::min(t, half.height() / std::fabs(d.y()));
+      return t;
+    };
+    const double ta = exit(a_half), tb = 1 - exit(b_half);
+    mid_ = ta < tb ? a + d * ((ta + tb) / 2) : (a + b) / 2;
+  }
+  void setLabel(const QStringList& lines) {
+    prepareGeometryChange();
+    lines_ = lines;
+    update();
+  }
+  const QStringList& label() const { return lines_; }
+  Look look() const { return look_; }
+  QRectF boundingRect() const override {
+    QRectF r = QRectF(a_, b_).normalized().adjusted(-4, -4, 4, 4);
+    return r.united(labelRect());
+  }
+  void paint(QPainter* p, const QStyleOptionGraphicsItem*, QWidget*) override {
+    const QPalette pal = Palette();
+    const StatusColors sc = StatusColorsFor(pal);
+    p->setRenderHint(QPainter::Antialiasing);
+    QColor color = Mix(pal.color(QPalette::WindowText), pal.color(QPalette::Window), 0.35);
+    QPen pen(color, 2.2);
+    if (look_ == Look::kWarning) pen = QPen(sc.warning, 2.6);
+    if (look_ == Look::kBroken) {
+      pen = QPen(sc.bad, 2.6, Qt::DashLine);
+      pen.setDashPattern({4, 3});
+    }
+    pen.setCapStyle(Qt::RoundCap);
+    p->setPen(pen);
+    p->drawLine(a_, b_);
+    if (lines_.isEmpty()) return;
+    const QRectF lr = labelRect();
+    p->setPen(QPen(
+        look_ == Look::kNormal ? Mix(color, pal.color(QPalette::Window), 0.5) : pen.color(), 1));
+    p->setBrush(pal.color(QPalette::Window));
+    p->drawRoundedRect(lr, 5, 5);
+    p->setFont(ScaledFont(-2));
+    QFontMetricsF fm(p->font());
+    double y = lr.top() + 3 + fm.ascent();
+    for (int i = 0; i < lines_.size(); ++i) {
+      p->setPen(i == 0 ? pal.color(QPalette::WindowText) : sc.muted);
+      if (look_ != Look::kNormal && i == 0) p->setPen(pen.color());
+      p->drawText(QPointF(lr.center().x() - fm.horizontalAdvance(lines_[i]) / 2, y), lines_[i]);
+      y += fm.height();
+    }
+  }
+
+ private:
+  QRectF labelRect() const {
+    if (lines_.isEmpty()) return QRectF();
+    QFont f = ScaledFont(-2);
+    QFontMetricsF fm(f);
+    double w = 0;
+    for (const auto& l : lines_) w = std::max(w, fm.horizontalAdvance(l));
+    const double h = fm.height() * lines_.size() + 6;
+    const QPointF c = mid_;
+    return QRectF(c.x() - w / 2 - 7, c.y() - h / 2, w + 14, h);
+  }
+  QPointF a_, b_, mid_;
+  Look look_;
+  QStringList lines_;
+};
+
+// ---- view -------------------------------------------------------------------
+
+CablingView::CablingView(QWidget* parent)
+    : QGraphicsView(parent), scene_(new QGraphicsScene(this)) {
+  setObjectName(QStringLiteral("cablingView"));
+  setScene(scene_);
+  setRenderHint(QPainter::Antialiasing);
+  setRenderHint(QPainter::TextAntialiasing);
+  setFrameShape(QFrame::NoFrame);
+  setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+  setVerticalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+  setViewportUpdateMode(QGraphicsView::BoundingRectViewportUpdate);
+  setMinimumSize(320, 240);
+}
+
+std::string CablingView::shapeKey(const app::ClusterSnapshot& s) const {
+  std::string key = std::to_string(static_cast<int>(s.cabling.kind)) + "#";
+  for (const auto& n : s.nodes) key += n.name + ",";
+  key += "#";
+  for (const auto& e : s.cabling.edges) key += EdgeKey(e) + (e.bidirectional ? "+" : "-") + ";";
+  key += "#";
+  for (const auto& g : s.cabling.segments)
+    key += (g.shared ? "S" : "D") + std::to_string(g.endpoints.size());
+  key += "#";
+  for (const auto& p : s.cabling.problems) key += p.kind + ":" + p.message + ";";
+  return key;
+}
+
+void CablingView::setSnapshot(const app::ClusterSnapshot& snapshot) {
+  snapshot_ = snapshot;
+  const std::string key = shapeKey(snapshot);
+  if (key != shape_key_) {
+    shape_key_ = key;
+    rebuild(snapshot);
+  } else {
+    refreshCards(snapshot);
+  }
+}
+
+void CablingView::setProbeResults(const ProbeResults& results) {
+  probes_ = results;
+  rebuild(snapshot_);
+}
+
+int CablingView::warningLinkCount() const {
+  int n = 0;
+  for (const auto* l : links_) n += l->look() != LinkItem::Look::kNormal;
+  return n;
+}
+
+QStringList CablingView::linkLabels() const {
+  QStringList out;
+  for (const auto* l : links_) out << l->label().join(QStringLiteral(" / "));
+  return out;
+}
+
+QPoint CablingView::nodeCardPosition(const QString& name) const {
+  for (const auto* c : cards_) {
+    if (c->name() == name) return mapFromScene(c->pos());
+  }
+  return QPoint(-1, -1);
+}
+
+void CablingView::rebuild(const app::ClusterSnapshot& s) {
+  scene_->clear();
+  cards_.clear();
+  links_.clear();
+  segments_.clear();
+  const CablingLayout layout = LayoutCabling(s);
+  std::map<std::string, size_t> index;
+  for (size_t i = 0; i < s.nodes.size(); ++i) index[s.nodes[i].name] = i;
+
+  auto probe_text = [this](const app::CablingEdge& e) -> QString {
+    auto it = probes_.find(EdgeKey(e));
+    if (it == probes_.end()) return {};
+    if (!it->second.ok) return QStringLiteral("probe failed");
+    const auto& r = it->second.result;
+    return QStringLiteral("%1 · %2 Gb/s")
+        .arg(FormatMicros(r.rtt_us_p50))
+        .arg(r.throughput_gbps, 0, 'f', r.throughput_gbps >= 10 ? 1 : 2);
+  };
+
+  // Shared segments: a box with one spoke per member interface.
+  for (size_t g = 0; g < s.cabling.segments.size(); ++g) {
+    const auto& seg = s.cabling.segments[g];
+    if (!seg.shared) continue;
+    auto* box = new SegmentItem(s.cabling.declared ? QStringLiteral("switch (declared)")
+                                                   : QStringLiteral("switch"));
+    box->setPos(layout.segments[g]);
+    scene_->addItem(box);
+    segments_.push_back(box);
+    for (const auto& ep : seg.endpoints) {
+      const size_t colon = ep.rfind(':');
+      const std::string node = ep.substr(0, colon), iface = ep.substr(colon + 1);
+      auto it = index.find(node);
+      if (it == index.end()) continue;
+      // The worst probe among this node's pairs on the segment.
+      QString worst;
+      double worst_gbps = -1;
+      bool one_way = false;
+      for (const auto& e : s.cabling.edges) {
+        if (e.segment != static_cast<int>(g) || (e.a_node != node && e.b_node != node)) continue;
+        one_way = one_way || !e.bidirectional;
+        auto pr = probes_.find(EdgeKey(e));
+        if (pr == probes_.end()) continue;
+        if (!pr->second.ok) {
+          worst = QStringLiteral("probe failed");
+          worst_gbps = 0;
+        } else if (worst_gbps < 0 || pr->second.result.throughput_gbps < worst_gbps) {
+          worst_gbps = pr->second.result.throughput_gbps;
+          worst = QStringLiteral("worst pair ") + probe_text(e);
+        }
+      }
+      auto* link = new LinkItem(layout.nodes[it->second], layout.segments[g],
+                                one_way ? LinkItem::Look::kWarning : LinkItem::Look::kNormal,
+                                kCardHalf, kSwitchHalf);
+      QStringList label{QString::fromStdString(iface)};
+      if (!worst.isEmpty()) label << worst;
+      link->setLabel(label);
+      scene_->addItem(link);
+      links_.push_back(link);
+    }
+  }
+  // Direct cables.
+  for (const auto& e : s.cabling.edges) {
+    if (e.segment >= 0 && static_cast<size_t>(e.segment) < s.cabling.segments.size() &&
+        s.cabling.segments[e.segment].shared) {
+      continue;
+    }
+    auto a = index.find(e.a_node), b = index.find(e.b_node);
+    if (a == index.end() || b == index.end()) continue;
+    auto* link = new LinkItem(layout.nodes[a->second], layout.nodes[b->second],
+                              e.bidirectional ? LinkItem::Look::kNormal : LinkItem::Look::kWarning,
+                              kCardHalf, kCardHalf);
+    QStringList label{QStringLiteral("%1 ↔ %2").arg(QString::fromStdString(e.a_interface),
+                                                    QString::fromStdString(e.b_interface))};
+    if (!e.bidirectional) label << QStringLiteral("one-way");
+    if (QString p = probe_text(e); !p.isEmpty()) label << p;
+    link->setLabel(label);
+    scene_->addItem(link);
+    links_.push_back(link);
+  }
+  // A ring's missing cable, where it should be.
+  for (const auto& p : s.cabling.problems) {
+    if (p.kind != "missing-ring-link" || p.nodes.size() != 2) continue;
+    auto a = index.find(p.nodes[0]), b = index.find(p.nodes[1]);
+    if (a == index.end() || b == index.end()) continue;
+    auto* link = new LinkItem(layout.nodes[a->second], layout.nodes[b->second],
+                              LinkItem::Look::kBroken, kCardHalf, kCardHalf);
+    link->setLabel({QStringLiteral("missing link")});
+    scene_->addItem(link);
+    links_.push_back(link);
+  }
+  for (size_t i = 0; i < s.nodes.size(); ++i) {
+    auto* card = new NodeCardItem(QString::fromStdString(s.nodes[i].name));
+    card->setPos(layout.nodes[i]);
+    card->setSelectedCard(card->name() == selected_);
+    scene_->addItem(card);
+    cards_.push_back(card);
+  }
+  refreshCards(s);
+  fit();
+}
+
+void CablingView::refreshCards(const app::ClusterSnapshot& s) {
+  for (size_t i = 0; i < cards_.size() && i < s.nodes.size(); ++i) {
+    QString problem;
+    bool bad = false;
+    for (const auto& p : s.cabling.problems) {
+      if (p.kind == "missing-ring-link") continue;  // drawn as an edge
+      if (std::find(p.nodes.begin(), p.nodes.end(), s.nodes[i].name) == p.nodes.end()) continue;
+      if (!problem.isEmpty()) continue;
+      problem = QString::fromStdString(p.kind);
+      if (p.kind == "unreachable") {
+        problem = QStringLiteral("unreachable");
+        bad = true;
+      }
+    }
+    cards_[i]->setView(s.nodes[i], problem, bad);
+  }
+}
+
+void CablingView::selectNode(const QString& name) {
+  selected_ = name;
+  for (auto* c : cards_) c->setSelectedCard(c->name() == name);
+}
+
+void CablingView::fit() {
+  if (scene_->items().isEmpty()) return;
+  QRectF r = scene_->itemsBoundingRect().adjusted(-24, -24, 24, 24);
+  scene_->setSceneRect(r);
+  const double sx = viewport()->width() / r.width();
+  const double sy = viewport()->height() / r.height();
+  const double s = std::min({sx, sy, 1.25});
+  setTransform(QTransform::fromScale(s, s));
+  centerOn(r.center());
+}
+
+void CablingView::resizeEvent(QResizeEvent* event) {
+  QGraphicsView::resizeEvent(event);
+  fit();
+}
+
+void CablingView::mousePressEvent(QMouseEvent* event) {
+  for (QGraphicsItem* item : items(event->pos())) {
+    for (auto* card : cards_) {
+      if (card == item) {
+        selectNode(card->name());
+        emit nodeSelected(card->name());
+        return;
+      }
+    }
+  }
+  QGraphicsView::mousePressEvent(event);
+}
+
+bool CablingView::event(QEvent* event) {
+  if (event->type() == QEvent::PaletteChange || event->type() == QEvent::ApplicationPaletteChange) {
+    scene_->update();
+  }
+  return QGraphicsView::event(event);
+}
+
+}  // namespace octet::ui

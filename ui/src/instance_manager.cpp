@@ -1,0 +1,142 @@
+#include "octet/ui/instance_manager.h"
+
+#include <QMetaObject>
+#include <QPointer>
+#include <QTimer>
+
+namespace octet::ui {
+
+InstanceManager::InstanceManager(QObject* parent) : QObject(parent), poll_(new QTimer(this)) {
+  poll_->setInterval(200);
+  connect(poll_, &QTimer::timeout, this, &InstanceManager::pollExits);
+  stoppers_.setMaxThreadCount(4);
+}
+
+InstanceManager::~InstanceManager() {
+  for (Running& r : running_) r.instance->Stop(3000);
+  running_.clear();
+  stoppers_.waitForDone();
+}
+
+QString InstanceManager::stateName(InstanceInfo::State s) {
+  switch (s) {
+    case InstanceInfo::State::kStarting:
+      return tr("starting");
+    case InstanceInfo::State::kReady:
+      return tr("ready");
+    case InstanceInfo::State::kStopping:
+      return tr("stopping");
+    case InstanceInfo::State::kExited:
+      return tr("stopped");
+    case InstanceInfo::State::kFailed:
+      return tr("failed");
+  }
+  return {};
+}
+
+const InstanceInfo* InstanceManager::find(int id) const {
+  for (const InstanceInfo& i : infos_) {
+    if (i.id == id) return &i;
+  }
+  return nullptr;
+}
+
+InstanceInfo* InstanceManager::mutableInfo(int id) {
+  for (InstanceInfo& i : infos_) {
+    if (i.id == id) return &i;
+  }
+  return nullptr;
+}
+
+int InstanceManager::start(const app::InstanceSpec& spec_in, const QString& name, QString* error) {
+  app::InstanceSpec spec = spec_in;
+  if (spec.octet_binary.empty()) spec.octet_binary = octet_binary_;
+  const int id = next_id_++;
+  QPointer<InstanceManager> self(this);
+  auto on_line = [self, id](const std::string& line) {
+    const QString text = QString::fromStdString(line);
+    QMetaObject::invokeMethod(
+        self.data(), [self, id, text] { if (self) self->onLine(id, text); }, Qt::QueuedConnection);
+  };
+  auto on_ready = [self, id](const std::string& url) {
+    const QString text = QString::fromStdString(url);
+    QMetaObject::invokeMethod(
+        self.data(), [self, id, text] { if (self) self->onReady(id, text); }, Qt::QueuedConnection);
+  };
+  auto started = app::LocalInstance::Start(spec, on_line, on_ready);
+  if (!started.ok()) {
+    if (error) *error = QString::fromStdString(started.status().message());
+    return -1;
+  }
+  InstanceInfo info;
+  info.id = id;
+  info.kind = spec.kind;
+  info.name = name;
+  infos_.append(info);
+  running_.push_back({id, std::shared_ptr<app::LocalInstance>(std::move(*started)), false});
+  poll_->start();
+  emit changed();
+  return id;
+}
+
+void InstanceManager::onLine(int id, const QString& line) {
+  InstanceInfo* info = mutableInfo(id);
+  if (!info) return;
+  info->log.append(line);
+  if (info->log.size() > 2000) info->log.removeFirst();
+  emit logLine(id, line);
+}
+
+void InstanceManager::onReady(int id, const QString& url) {
+  InstanceInfo* info = mutableInfo(id);
+  if (!info || info->state != InstanceInfo::State::kStarting) return;
+  info->state = InstanceInfo::State::kReady;
+  info->url = url;
+  emit ready(id, url);
+  emit changed();
+}
+
+void InstanceManager::stop(int id) {
+  for (auto it = running_.begin(); it != running_.end(); ++it) {
+    if (it->id != id) continue;
+    std::shared_ptr<app::LocalInstance> inst = it->instance;
+    if (InstanceInfo* info = mutableInfo(id)) info->state = InstanceInfo::State::kStopping;
+    emit changed();
+    // Terminate waits for the process: off the GUI thread. pollExits reports the end.
+    stoppers_.start([inst] { inst->Stop(3000); });
+    return;
+  }
+}
+
+void InstanceManager::pollExits() {
+  for (auto it = running_.begin(); it != running_.end();) {
+    std::optional<ExitStatus> st = it->instance->Poll();
+    if (!st || !it->exit_seen) {
+      // The output reader may still be passing on the last lines (the error):
+      // report the end one tick after it is seen.
+      if (st) it->exit_seen = true;
+      ++it;
+      continue;
+    }
+    InstanceInfo* info = mutableInfo(it->id);
+    const int id = it->id;
+    const std::string last_error = it->instance->last_error();
+    it = running_.erase(it);
+    if (!info) continue;
+    const bool stopping = info->state == InstanceInfo::State::kStopping;
+    const bool failed = !stopping && !st->success();
+    info->state = failed ? InstanceInfo::State::kFailed : InstanceInfo::State::kExited;
+    info->detail = QString::fromStdString(st->ToString());
+    if (failed) {
+      QString why = QString::fromStdString(last_error);
+      if (why.isEmpty() && !info->log.isEmpty()) why = info->log.last();
+      if (!why.isEmpty()) info->detail = why + QStringLiteral(" (") + info->detail + QLatin1Char(')');
+    }
+    info->url.clear();
+    emit exited(id, failed, info->detail);
+    emit changed();
+  }
+  if (running_.empty()) poll_->stop();
+}
+
+}  // namespace octet::ui

@@ -1,0 +1,569 @@
+#include "octet/ui/launch_panel.h"
+
+#include <QApplication>
+#include <QComboBox>
+#include <QDir>
+#include <QFileDialog>
+#include <QFileInfo>
+#include <QFontDatabase>
+#include <QFormLayout>
+#include <QHBoxLayout>
+#include <QHeaderView>
+#include <QLabel>
+#include <QLineEdit>
+#include <QLocale>
+#include <QPlainTextEdit>
+#include <QPointer>
+#include <QProgressBar>
+#include <QPushButton>
+#include <QScrollBar>
+#include <QSettings>
+#include <QShortcut>
+#include <QStandardItemModel>
+#include <QTableWidget>
+#include <QThreadPool>
+#include <QVBoxLayout>
+
+#include "octet/ui/instance_manager.h"
+#include "octet/ui/resources.h"
+#include "octet/ui/theme.h"
+#include "octet/ui/widgets.h"
+
+namespace octet::ui {
+
+namespace {
+
+QString Params(int64_t n) {
+  if (n >= 1'000'000'000) return QStringLiteral("%1 B").arg(n / 1e9, 0, 'f', 2);
+  if (n >= 1'000'000) return QStringLiteral("%1 M").arg(n / 1e6, 0, 'f', 1);
+  if (n >= 1'000) return QStringLiteral("%1 K").arg(n / 1e3, 0, 'f', 1);
+  return QString::number(n);
+}
+
+void SetItemEnabled(QComboBox* box, int row, bool enabled, const QString& tooltip) {
+  auto* model = qobject_cast<QStandardItemModel*>(box->model());
+  if (!model) return;
+  QStandardItem* item = model->item(row);
+  item->setEnabled(enabled);
+  item->setToolTip(tooltip);
+}
+
+}  // namespace
+
+LaunchPanel::LaunchPanel(ClusterController* controller, InstanceManager* instances,
+                         QWidget* parent)
+    : QWidget(parent), controller_(controller), instances_(instances) {
+  setObjectName(QStringLiteral("launchPanel"));
+  auto* outer = new QVBoxLayout(this);
+  outer->setContentsMargins(18, 14, 18, 14);
+  outer->addWidget(new PanelHeader(
+      tr("Launch"),
+      tr("Pick a model and a topology; run tensor-parallel inference or a router on this machine"),
+      this));
+
+  auto* top = new QHBoxLayout;
+  outer->addLayout(top);
+
+  // ---- model ----
+  auto* model_card = new Card(this);
+  auto* ml = new QVBoxLayout(model_card);
+  ml->addWidget(SectionLabel(tr("Model"), model_card));
+  auto* pick = new QHBoxLayout;
+  model_ = new QComboBox(model_card);
+  model_->setObjectName(QStringLiteral("modelFolder"));
+  model_->setEditable(true);
+  model_->setInsertPolicy(QComboBox::NoInsert);
+  model_->setMinimumContentsLength(28);
+  model_->lineEdit()->setPlaceholderText(tr("model folder (config.json, *.safetensors)"));
+  QSettings settings;
+  for (const QString& dir : settings.value(QStringLiteral("launch/recentModels")).toStringList())
+    model_->addItem(dir, QStringLiteral("dir:") + dir);
+  // The model catalog: models too big to have here, for planning.
+  const QString catalog = ResourcePath(QStringLiteral("models"));
+  if (!catalog.isEmpty()) {
+    if (auto entries = app::ListCatalog(catalog.toStdString()); entries.ok()) {
+      for (const app::ModelSummary& e : *entries) {
+        model_->addItem(tr("catalog: %1").arg(QString::fromStdString(e.display_name)),
+                        QStringLiteral("cat:") + QString::fromStdString(e.source));
+      }
+    }
+  }
+  model_->setCurrentIndex(-1);
+  auto* browse = new QPushButton(tr("Browse…"), model_card);
+  pick->addWidget(model_, 1);
+  pick->addWidget(browse);
+  ml->addLayout(pick);
+  model_info_ = new QLabel(tr("No model chosen."), model_card);
+  model_info_->setObjectName(QStringLiteral("modelInfo"));
+  model_info_->setWordWrap(true);
+  model_info_->setTextFormat(Qt::RichText);
+  model_info_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  ml->addWidget(model_info_);
+  ml->addWidget(SectionLabel(tr("Memory plan"), model_card));
+  plan_ = new QLabel(model_card);
+  plan_->setObjectName(QStringLiteral("memoryPlan"));
+  plan_->setWordWrap(true);
+  plan_->setTextFormat(Qt::RichText);
+  plan_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  ml->addWidget(plan_);
+  ml->addStretch(1);
+  top->addWidget(model_card, 3);
+  connect(browse, &QPushButton::clicked, this, [this] {
+    const QString dir = QFileDialog::getExistingDirectory(this, tr("Model folder"), model_->currentText());
+    if (!dir.isEmpty()) setModelFolder(dir);
+  });
+  connect(model_->lineEdit(), &QLineEdit::editingFinished, this,
+          [this] { setModelFolder(model_->currentText()); });
+  connect(model_, qOverload<int>(&QComboBox::activated), this, [this](int row) {
+    const QString data = model_->itemData(row).toString();
+    if (data.startsWith(QLatin1String("cat:"))) {
+      setCatalogEntry(data.mid(4));
+    } else {
+      setModelFolder(data.startsWith(QLatin1String("dir:")) ? data.mid(4) : model_->currentText());
+    }
+  });
+
+  // ---- topology ----
+  auto* topo_card = new Card(this);
+  auto* tl = new QVBoxLayout(topo_card);
+  tl->addWidget(SectionLabel(tr("Topology"), topo_card));
+  auto* form = new QFormLayout;
+  tp_ = new QComboBox(topo_card);
+  tp_->setObjectName(QStringLiteral("tpDegree"));
+  form->addRow(tr("TP degree"), tp_);
+  algo_ = new QComboBox(topo_card);
+  algo_->setObjectName(QStringLiteral("algorithm"));
+  algo_->addItem(tr("auto"), QStringLiteral("auto"));
+  algo_->addItem(tr("RoCEnante one-shot"), QStringLiteral("oneshot"));
+  algo_->addItem(tr("RoCEnante ring"), QStringLiteral("ring"));
+  algo_->addItem(tr("NCCL"), QStringLiteral("nccl"));
+  SetItemEnabled(algo_, 3, false,
+                 tr("octet serve runs the RoCEnante collectives; NCCL needs CUDA GPUs and is not "
+                    "offered for serving here"));
+  form->addRow(tr("All-reduce"), algo_);
+  transport_ = new QComboBox(topo_card);
+  transport_->setObjectName(QStringLiteral("transport"));
+  transport_->addItem(tr("shared memory (one machine)"), QStringLiteral("shm"));
+  transport_->addItem(tr("TCP"), QStringLiteral("tcp"));
+  transport_->addItem(tr("RDMA verbs"), QStringLiteral("verbs"));
+  SetItemEnabled(transport_, 2, false,
+                 tr("local launches run every rank on this machine: shared memory or TCP"));
+  form->addRow(tr("Transport"), transport_);
+  tl->addLayout(form);
+  tp_why_ = new QLabel(topo_card);
+  tp_why_->setObjectName(QStringLiteral("tpWhy"));
+  tp_why_->setWordWrap(true);
+  tp_why_->setForegroundRole(QPalette::PlaceholderText);
+  tl->addWidget(tp_why_);
+  auto* buttons = new QHBoxLayout;
+  launch_ = new QPushButton(GlyphIcon(Glyph::kLaunch), tr("Launch inference"), topo_card);
+  launch_->setObjectName(QStringLiteral("launchInference"));
+  launch_->setDefault(true);
+  launch_->setEnabled(false);
+  buttons->addWidget(launch_);
+  buttons->addStretch(1);
+  tl->addLayout(buttons);
+  tl->addSpacing(6);
+  tl->addWidget(SectionLabel(tr("Router"), topo_card));
+  auto* rrow = new QHBoxLayout;
+  policy_ = new QLineEdit(topo_card);
+  policy_->setObjectName(QStringLiteral("policyFile"));
+  policy_->setPlaceholderText(tr("routing policy YAML"));
+  policy_->setText(settings.value(QStringLiteral("launch/policy"),
+                                  ResourcePath(QStringLiteral("routing/example-policy.yaml")))
+                       .toString());
+  auto* pbrowse = new QPushButton(tr("…"), topo_card);
+  launch_router_ = new QPushButton(tr("Launch router"), topo_card);
+  launch_router_->setObjectName(QStringLiteral("launchRouter"));
+  rrow->addWidget(policy_, 1);
+  rrow->addWidget(pbrowse);
+  rrow->addWidget(launch_router_);
+  tl->addLayout(rrow);
+  tl->addStretch(1);
+  top->addWidget(topo_card, 2);
+  connect(pbrowse, &QPushButton::clicked, this, [this] {
+    const QString f = QFileDialog::getOpenFileName(this, tr("Routing policy"), policy_->text(),
+                                                   tr("YAML (*.yaml *.yml)"));
+    if (!f.isEmpty()) setPolicyFile(f);
+  });
+  connect(launch_, &QPushButton::clicked, this, &LaunchPanel::launchInference);
+  connect(launch_router_, &QPushButton::clicked, this, &LaunchPanel::launchRouter);
+  auto* shortcut = new QShortcut(QKeySequence(Qt::CTRL | Qt::Key_Return), this);
+  shortcut->setContext(Qt::WidgetWithChildrenShortcut);
+  connect(shortcut, &QShortcut::activated, this, &LaunchPanel::launchInference);
+
+  // ---- running instances and their log ----
+  auto* run_card = new Card(this);
+  auto* rl = new QVBoxLayout(run_card);
+  auto* rhead = new QHBoxLayout;
+  rhead->addWidget(SectionLabel(tr("Running on this machine"), run_card));
+  rhead->addStretch(1);
+  progress_ = new QProgressBar(run_card);
+  progress_->setObjectName(QStringLiteral("launchProgress"));
+  progress_->setRange(0, 0);
+  progress_->setMaximumWidth(160);
+  progress_->setVisible(false);
+  launch_state_ = new QLabel(run_card);
+  launch_state_->setObjectName(QStringLiteral("launchState"));
+  launch_state_->setWordWrap(true);
+  stop_ = new QPushButton(tr("Stop"), run_card);
+  stop_->setObjectName(QStringLiteral("stopInstance"));
+  stop_->setEnabled(false);
+  rhead->addWidget(launch_state_, 2);
+  rhead->addWidget(progress_);
+  rhead->addWidget(stop_);
+  rl->addLayout(rhead);
+  table_ = new QTableWidget(0, 4, run_card);
+  table_->setObjectName(QStringLiteral("instanceTable"));
+  table_->setHorizontalHeaderLabels({tr("Instance"), tr("State"), tr("Endpoint"), tr("Detail")});
+  table_->horizontalHeader()->setStretchLastSection(true);
+  table_->verticalHeader()->setVisible(false);
+  table_->setSelectionBehavior(QAbstractItemView::SelectRows);
+  table_->setSelectionMode(QAbstractItemView::SingleSelection);
+  table_->setEditTriggers(QAbstractItemView::NoEditTriggers);
+  table_->setMaximumHeight(130);
+  rl->addWidget(table_);
+  log_ = new QPlainTextEdit(run_card);
+  log_->setObjectName(QStringLiteral("launchLog"));
+  log_->setReadOnly(true);
+  log_->setMaximumBlockCount(3000);
+  log_->setFont(QFontDatabase::systemFont(QFontDatabase::FixedFont));
+  log_->setPlaceholderText(tr("Output of the selected instance: model load, rendezvous, errors."));
+  rl->addWidget(log_, 1);
+  outer->addWidget(run_card, 1);
+  connect(stop_, &QPushButton::clicked, this, &LaunchPanel::stopSelected);
+  connect(table_, &QTableWidget::itemSelectionChanged, this, [this] {
+    const int id = selectedInstance();
+    log_->clear();
+    if (const InstanceInfo* info = instances_->find(id)) {
+      log_->setPlainText(info->log.join(QLatin1Char('\n')));
+      log_->verticalScrollBar()->setValue(log_->verticalScrollBar()->maximum());
+    }
+    const InstanceInfo* info = instances_->find(id);
+    stop_->setEnabled(info && (info->state == InstanceInfo::State::kStarting ||
+                               info->state == InstanceInfo::State::kReady));
+  });
+
+  connect(instances_, &InstanceManager::changed, this, &LaunchPanel::refreshInstances);
+  connect(instances_, &InstanceManager::logLine, this, &LaunchPanel::onLogLine);
+  connect(controller_, &ClusterController::snapshotChanged, this, [this](const SnapshotPtr& s) {
+    const int n = static_cast<int>(s->nodes.size());
+    int64_t memory = 0;
+    for (const auto& node : s->nodes) {
+      // A simulated node's budget, else what the kernel reports.
+      const int64_t m = static_cast<int64_t>(node.facts.memory.budget_bytes > 0
+                                                 ? node.facts.memory.budget_bytes
+                                                 : node.facts.memory.total_bytes);
+      if (m > 0 && (memory == 0 || m < memory)) memory = m;
+    }
+    if (n != node_count_ || memory != node_memory_) {
+      node_count_ = n;
+      node_memory_ = memory;
+      refreshTpChoices();
+    }
+  });
+  node_count_ = static_cast<int>(controller_->snapshot()->nodes.size());
+  connect(tp_, qOverload<int>(&QComboBox::currentIndexChanged), this, [this] { replan(); });
+  refreshTpChoices();
+}
+
+QString LaunchPanel::planVerdict() const { return plan_verdict_; }
+
+void LaunchPanel::setPolicyFile(const QString& file) { policy_->setText(file); }
+
+void LaunchPanel::setModelFolder(const QString& dir_in) {
+  const QString dir = dir_in.trimmed();
+  if (dir.isEmpty()) return;
+  if (model_->currentText() != dir) model_->setEditText(dir);
+  summarize(dir, false);
+}
+
+void LaunchPanel::setCatalogEntry(const QString& file) { summarize(file, true); }
+
+void LaunchPanel::summarize(const QString& source, bool catalog) {
+  model_info_->setText(tr("Reading %1 …").arg(source.toHtmlEscaped()));
+  const int generation = ++summary_generation_;
+  QPointer<LaunchPanel> self(this);
+  QThreadPool::globalInstance()->start([self, source, catalog, generation] {
+    auto r = catalog ? app::SummarizeCatalogEntry(source.toStdString(), 8)
+                     : app::SummarizeModel(source.toStdString(), 8);
+    app::ModelSummary summary;
+    QString error;
+    if (r.ok()) {
+      summary = *r;
+    } else {
+      error = QString::fromStdString(r.status().message());
+    }
+    QMetaObject::invokeMethod(
+        qApp,
+        [self, source, summary, error, generation] {
+          if (self && generation == self->summary_generation_) self->onSummary(source, summary, error);
+        },
+        Qt::QueuedConnection);
+  });
+}
+
+void LaunchPanel::onSummary(const QString& dir, const app::ModelSummary& s, const QString& error) {
+  if (!error.isEmpty()) {
+    summary_.reset();
+    const QColor bad = StatusColorsFor(palette()).bad;
+    model_info_->setText(QStringLiteral("<span style='color:%1'>%2</span>")
+                             .arg(bad.name(), error.toHtmlEscaped()));
+    refreshTpChoices();
+    emit modelSummaryShown(false);
+    return;
+  }
+  summary_ = s;
+  QString rows;
+  auto row = [&rows](const QString& k, const QString& v) {
+    rows += QStringLiteral("<tr><td style='padding-right:14px'><b>%1</b></td><td>%2</td></tr>")
+                .arg(k, v.toHtmlEscaped());
+  };
+  row(tr("Name"), QString::fromStdString(s.display_name));
+  if (s.from_catalog) {
+    row(tr("Source"), tr("catalog entry%1 — for planning; launching needs the checkpoint folder")
+                          .arg(s.fictional ? tr(" (fictional model)") : QString()));
+  }
+  row(tr("Architecture"), QString::fromStdString(s.architecture));
+  row(tr("Parameters"), s.active_parameters > 0 && s.active_parameters < s.parameters
+                            ? tr("%1 (%2 active per token)").arg(Params(s.parameters), Params(s.active_parameters))
+                            : Params(s.parameters));
+  row(tr("Weights dtype"), QString::fromStdString(s.dtype));
+  row(tr("Size on disk"), QLocale().formattedDataSize(s.weight_bytes));
+  row(tr("Shape"), tr("%1 layers, hidden %2, %3 heads / %4 kv, vocab %5")
+                       .arg(s.num_layers)
+                       .arg(s.hidden_size)
+                       .arg(s.num_heads)
+                       .arg(s.num_kv_heads)
+                       .arg(s.vocab_size));
+  if (!s.from_catalog) {
+    row(tr("Context"), QString::number(s.context));
+    row(tr("Tokenizer"), s.has_tokenizer ? tr("tokenizer.json") : tr("none (chat needs one)"));
+  }
+  model_info_->setText(QStringLiteral("<table>%1</table>").arg(rows));
+  if (s.from_catalog) {
+    refreshTpChoices();
+    emit modelSummaryShown(true);
+    return;
+  }
+  // Remember the folder (most recent first, ten at most).
+  QSettings settings;
+  QStringList recent = settings.value(QStringLiteral("launch/recentModels")).toStringList();
+  recent.removeAll(dir);
+  recent.prepend(dir);
+  while (recent.size() > 10) recent.removeLast();
+  settings.setValue(QStringLiteral("launch/recentModels"), recent);
+  refreshTpChoices();
+  emit modelSummaryShown(true);
+}
+
+void LaunchPanel::refreshTpChoices() {
+  const int previous = tp_->currentData().toInt();
+  tp_->clear();
+  const int nodes = std::max(1, node_count_);
+  QStringList why;
+  int first_valid = -1;
+  for (int tp = 1; tp <= 8; ++tp) {
+    QString reason;
+    if (tp > nodes) {
+      reason = tr("the cluster has %n node(s)", nullptr, nodes);
+    } else if (summary_ && tp - 1 < static_cast<int>(summary_->tp_choices.size()) &&
+               !summary_->tp_choices[tp - 1].valid) {
+      reason = QString::fromStdString(summary_->tp_choices[tp - 1].why);
+    }
+    tp_->addItem(reason.isEmpty() ? QStringLiteral("TP %1").arg(tp)
+                                  : QStringLiteral("TP %1 — not possible").arg(tp),
+                 tp);
+    SetItemEnabled(tp_, tp - 1, reason.isEmpty(), reason);
+    if (reason.isEmpty() && first_valid < 0) first_valid = tp - 1;
+    if (!reason.isEmpty() && tp <= nodes) {
+      why << (reason.startsWith(QStringLiteral("TP")) ? reason
+                                                       : QStringLiteral("TP %1: %2").arg(tp).arg(reason));
+    }
+  }
+  int want = first_valid;
+  if (previous >= 1 && previous <= 8 && tp_->model()->index(previous - 1, 0).flags() & Qt::ItemIsEnabled)
+    want = previous - 1;
+  tp_->setCurrentIndex(want);
+  QString text = tr("Up to %n rank(s): one per node of the cluster.", nullptr, nodes);
+  if (!why.isEmpty()) text += QLatin1Char('\n') + why.join(QLatin1Char('\n'));
+  tp_why_->setText(text);
+  launch_->setEnabled(summary_.has_value() && !summary_->from_catalog);
+  replan();
+}
+
+void LaunchPanel::replan() {
+  if (!summary_) {
+    plan_->setText(tr("Choose a model to see whether it fits."));
+    return;
+  }
+  const int nodes = std::max(1, tp_->currentData().toInt());
+  // A node's memory as its agent reports it; 128 GiB (a DGX Spark) before any has.
+  const int64_t memory = node_memory_ > 0 ? node_memory_ : (int64_t{128} << 30);
+  const app::ModelSummary model = *summary_;
+  const int64_t context = model.context > 0 ? std::min<int64_t>(model.context, 8192) : 8192;
+  const int generation = ++plan_generation_;
+  QPointer<LaunchPanel> self(this);
+  QThreadPool::globalInstance()->start([self, model, nodes, memory, context, generation] {
+    auto r = app::PlanModelMemory(model, nodes, memory, context, 1);
+    app::LaunchMemoryPlan plan;
+    QString error;
+    if (r.ok()) {
+      plan = *r;
+    } else {
+      error = QString::fromStdString(r.status().message());
+    }
+    QMetaObject::invokeMethod(
+        qApp,
+        [self, plan, error, generation] {
+          if (self && generation == self->plan_generation_) self->onPlan(plan, error);
+        },
+        Qt::QueuedConnection);
+  });
+}
+
+void LaunchPanel::onPlan(const app::LaunchMemoryPlan& p, const QString& error) {
+  const StatusColors sc = StatusColorsFor(palette());
+  if (!error.isEmpty()) {
+    plan_verdict_ = error;
+    plan_->setText(QStringLiteral("<span style='color:%1'>%2</span>").arg(sc.bad.name(), error.toHtmlEscaped()));
+    emit planShown(false);
+    return;
+  }
+  plan_verdict_ = QString::fromStdString(p.verdict);
+  const QLocale loc;
+  auto gb = [&loc](int64_t b) { return loc.formattedDataSize(std::max<int64_t>(0, b), 1); };
+  QString html = QStringLiteral("<p style='color:%1'><b>%2</b> %3</p>")
+                     .arg((p.fits ? sc.good : sc.bad).name(),
+                          p.fits ? tr("Fits.") : tr("Does not fit."),
+                          plan_verdict_.toHtmlEscaped());
+  html += QStringLiteral("<table cellspacing=0 cellpadding=3><tr><th align=left>%1</th><th align=right>%2</th>"
+                         "<th align=right>%3</th><th align=right>%4</th><th align=right>%5</th>"
+                         "<th align=right>%6</th></tr>")
+              .arg(tr("node"), tr("weights"), tr("KV cache"), tr("workspace"), tr("reserve+headroom"),
+                   tr("free"));
+  for (const app::NodeMemoryPlan& n : p.per_node) {
+    html += QStringLiteral("<tr><td>%1</td><td align=right>%2</td><td align=right>%3</td>"
+                           "<td align=right>%4</td><td align=right>%5</td>"
+                           "<td align=right style='color:%6'>%7</td></tr>")
+                .arg(n.node)
+                .arg(gb(n.weights_bytes), gb(n.kv_cache_bytes), gb(n.workspace_bytes),
+                     gb(n.reserve_bytes + n.headroom_bytes), (n.fits ? sc.good : sc.bad).name(),
+                     n.free_bytes < 0 ? tr("short %1").arg(gb(-n.free_bytes)) : gb(n.free_bytes));
+  }
+  html += QStringLiteral("</table><small>%1</small>")
+              .arg(tr("%1 per node, context %2, one sequence%3")
+                       .arg(gb(p.node_memory))
+                       .arg(summary_ && summary_->context > 0 ? std::min<int64_t>(summary_->context, 8192) : 8192)
+                       .arg(p.min_nodes > 0 ? tr("; fits from %n node(s)", nullptr, p.min_nodes) : QString())
+                       .toHtmlEscaped());
+  plan_->setText(html);
+  emit planShown(p.fits);
+}
+
+int LaunchPanel::selectedInstance() const {
+  const auto rows = table_->selectionModel()->selectedRows();
+  if (rows.isEmpty()) return -1;
+  return table_->item(rows.first().row(), 0)->data(Qt::UserRole).toInt();
+}
+
+void LaunchPanel::launchInference() {
+  if (!summary_ || summary_->from_catalog) {
+    launch_state_->setText(tr("Choose a model folder first (catalog entries are for planning)."));
+    return;
+  }
+  app::InstanceSpec spec;
+  spec.kind = app::InstanceSpec::Kind::kInference;
+  spec.model_dir = summary_->source;
+  spec.tp = std::max(1, tp_->currentData().toInt());
+  spec.algo = algo_->currentData().toString().toStdString();
+  spec.transport = transport_->currentData().toString().toStdString();
+  spec.num_slots = 4;
+  spec.context = static_cast<int>(std::min<int64_t>(summary_->context, 4096));
+  QString error;
+  const QString name = QStringLiteral("%1 · TP %2").arg(QString::fromStdString(summary_->name)).arg(spec.tp);
+  const int id = instances_->start(spec, name, &error);
+  if (id < 0) {
+    launch_state_->setText(tr("Could not start: %1").arg(error));
+    return;
+  }
+  last_launched_ = id;
+  launch_state_->setText(tr("Starting %1: loading the model, joining %n rank(s)…", nullptr, spec.tp).arg(name));
+  progress_->setVisible(true);
+  refreshInstances();
+  table_->selectRow(table_->rowCount() - 1);
+}
+
+void LaunchPanel::launchRouter() {
+  app::InstanceSpec spec;
+  spec.kind = app::InstanceSpec::Kind::kRouter;
+  spec.policy_file = policy_->text().trimmed().toStdString();
+  QString error;
+  const QString name = tr("router · %1").arg(QFileInfo(policy_->text()).fileName());
+  const int id = instances_->start(spec, name, &error);
+  if (id < 0) {
+    launch_state_->setText(tr("Could not start: %1").arg(error));
+    return;
+  }
+  QSettings().setValue(QStringLiteral("launch/policy"), policy_->text());
+  last_launched_ = id;
+  launch_state_->setText(tr("Starting %1…").arg(name));
+  progress_->setVisible(true);
+  refreshInstances();
+  table_->selectRow(table_->rowCount() - 1);
+}
+
+void LaunchPanel::stopSelected() {
+  const int id = selectedInstance();
+  if (id >= 0) instances_->stop(id);
+}
+
+void LaunchPanel::refreshInstances() {
+  const int selected = selectedInstance();
+  const StatusColors sc = StatusColorsFor(palette());
+  const auto& list = instances_->instances();
+  table_->setRowCount(static_cast<int>(list.size()));
+  bool starting = false;
+  for (int r = 0; r < list.size(); ++r) {
+    const InstanceInfo& info = list[r];
+    auto* name = new QTableWidgetItem(info.name);
+    name->setData(Qt::UserRole, info.id);
+    auto* state = new QTableWidgetItem(InstanceManager::stateName(info.state));
+    QColor c = sc.muted;
+    if (info.state == InstanceInfo::State::kReady) c = sc.good;
+    if (info.state == InstanceInfo::State::kStarting || info.state == InstanceInfo::State::kStopping)
+      c = sc.warning;
+    if (info.state == InstanceInfo::State::kFailed) c = sc.bad;
+    state->setForeground(c);
+    table_->setItem(r, 0, name);
+    table_->setItem(r, 1, state);
+    table_->setItem(r, 2, new QTableWidgetItem(info.url));
+    auto* detail = new QTableWidgetItem(info.detail);
+    detail->setToolTip(info.detail);
+    table_->setItem(r, 3, detail);
+    starting = starting || info.state == InstanceInfo::State::kStarting;
+    if (info.id == selected) table_->selectRow(r);
+  }
+  table_->resizeColumnsToContents();
+  progress_->setVisible(starting);
+  if (const InstanceInfo* last = instances_->find(last_launched_)) {
+    if (last->state == InstanceInfo::State::kReady) {
+      launch_state_->setText(tr("%1 is serving on %2").arg(last->name, last->url));
+    } else if (last->state == InstanceInfo::State::kFailed) {
+      launch_state_->setText(QStringLiteral("<span style='color:%1'>%2</span>")
+                                 .arg(sc.bad.name(),
+                                      tr("%1 failed: %2").arg(last->name, last->detail).toHtmlEscaped()));
+    } else if (last->state == InstanceInfo::State::kExited) {
+      launch_state_->setText(tr("%1 stopped.").arg(last->name));
+    }
+  }
+  const InstanceInfo* info = instances_->find(selectedInstance());
+  stop_->setEnabled(info && (info->state == InstanceInfo::State::kStarting ||
+                             info->state == InstanceInfo::State::kReady));
+}
+
+void LaunchPanel::onLogLine(int id, const QString& line) {
+  if (id == selectedInstance()) log_->appendPlainText(line);
+}
+
+}  // namespace octet::ui
