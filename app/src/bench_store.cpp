@@ -386,6 +386,10 @@ Result<std::unique_ptr<BenchRunStore>> BenchRunStore::Open(const std::string& pa
   s->impl_ = std::make_unique<Impl>();
   Db& db = s->impl_->db;
   OCTET_RETURN_IF_ERROR(db.Open(path));
+  // The three reads share one read transaction, so they see one snapshot even
+  // when another process (the workbench and an `octet bench` beside it) is
+  // creating the store at this moment.
+  OCTET_RETURN_IF_ERROR(db.Exec("BEGIN"));
   int app_id = 0, version = 0, tables = 0;
   {
     Stmt q(db, "PRAGMA application_id");
@@ -405,6 +409,7 @@ Result<std::unique_ptr<BenchRunStore>> BenchRunStore::Open(const std::string& pa
     if (st.ok() && q.Step(&st)) tables = static_cast<int>(q.Int(0));
     OCTET_RETURN_IF_ERROR(st);
   }
+  OCTET_RETURN_IF_ERROR(db.Exec("COMMIT"));
   if (tables > 0 && app_id != kApplicationId) {
     return DataLossError("'" + path + "' is an SQLite file but not an Octet benchmark run store");
   }
@@ -421,6 +426,15 @@ Result<std::unique_ptr<BenchRunStore>> BenchRunStore::Open(const std::string& pa
     // Each step and its version bump commit together: a crash mid-migration
     // leaves the file at the last complete version.
     Status m = s->impl_->Transaction([&]() -> Status {
+      // Re-read under the write lock: another process may have created or
+      // migrated the store since the snapshot above.
+      {
+        Stmt q(db, "PRAGMA user_version");
+        Status st = q.status();
+        if (st.ok() && q.Step(&st)) version = static_cast<int>(q.Int(0));
+        OCTET_RETURN_IF_ERROR(st);
+      }
+      if (version >= kSchemaVersion) return Status::Ok();
       if (version < 1) {
         OCTET_RETURN_IF_ERROR(db.Exec(kSchemaV1));
         OCTET_RETURN_IF_ERROR(db.Exec("PRAGMA application_id=" + std::to_string(kApplicationId)));

@@ -10,6 +10,8 @@
 #include <unistd.h>
 
 #include <QTemporaryDir>
+#include <atomic>
+#include <thread>
 #include <QtTest>
 
 #include "octet/app/bench_runner.h"
@@ -115,6 +117,27 @@ class TestBenchStore : public QObject {
     QVERIFY(!(*again)->FinishRun(*id, "great", "").ok());
     QVERIFY((*again)->DeleteRun(*id).ok());
     QCOMPARE((*again)->ListRuns()->size(), size_t(0));
+  }
+
+  // The workbench and an `octet bench` beside it may both create the store at
+  // the same moment: each must open it, neither may take it for a foreign file.
+  void concurrentFirstOpensAgree() {
+    for (int round = 0; round < 20; ++round) {
+      const std::string path = Path(("race-" + std::to_string(round) + ".sqlite").c_str());
+      std::atomic<int> ready{0};
+      Status results[2];
+      auto open = [&](int who) {
+        ready.fetch_add(1);
+        while (ready.load() < 2) std::this_thread::yield();
+        auto store = BenchRunStore::Open(path);
+        results[who] = store.ok() ? Status::Ok() : store.status();
+      };
+      std::thread a(open, 0), b(open, 1);
+      a.join();
+      b.join();
+      QVERIFY2(results[0].ok(), results[0].ToString().c_str());
+      QVERIFY2(results[1].ok(), results[1].ToString().c_str());
+    }
   }
 
   // A process killed mid-run: the results it committed survive, and the next
