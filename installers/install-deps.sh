@@ -38,7 +38,9 @@ packages=(
   xvfb xauth iproute2 curl fonts-dejavu-core procps
 )
 if [ "$want_bench" = 1 ]; then
-  packages+=(libopenmpi-dev openmpi-bin python3-torch python3-numpy)
+  # OpenBLAS: Debian's torch calls libblas.so.3, which is the unoptimised reference BLAS
+  # unless an optimised one is installed; the PyTorch baseline must not be handicapped.
+  packages+=(libopenmpi-dev openmpi-bin python3-torch python3-numpy libopenblas0-pthread)
 fi
 
 missing=()
