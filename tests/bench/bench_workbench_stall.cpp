@@ -25,10 +25,20 @@
 
 int main(int argc, char** argv) {
   int nodes = 8, seconds = 20, switch_panels = 1;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    if (!std::strcmp(argv[i], "--nodes")) nodes = std::clamp(std::atoi(argv[i + 1]), 1, 8);
-    if (!std::strcmp(argv[i], "--seconds")) seconds = std::max(3, std::atoi(argv[i + 1]));
-    if (!std::strcmp(argv[i], "--switch-panels")) switch_panels = std::atoi(argv[i + 1]);
+  for (int i = 1; i < argc; i += 2) {
+    const bool has_value = i + 1 < argc;
+    if (!std::strcmp(argv[i], "--nodes") && has_value) {
+      nodes = std::clamp(std::atoi(argv[i + 1]), 1, 8);
+    } else if (!std::strcmp(argv[i], "--seconds") && has_value) {
+      seconds = std::max(3, std::atoi(argv[i + 1]));
+    } else if (!std::strcmp(argv[i], "--switch-panels") && has_value) {
+      switch_panels = std::atoi(argv[i + 1]);
+    } else {
+      const bool help = !std::strcmp(argv[i], "--help") || !std::strcmp(argv[i], "-h");
+      std::fprintf(help ? stdout : stderr,
+                   "usage: bench_workbench_stall [--nodes 1-8] [--seconds S] [--switch-panels 0|1]\n");
+      return help ? 0 : 2;
+    }
   }
   if (!qEnvironmentVariableIsSet("QT_QPA_PLATFORM")) qputenv("QT_QPA_PLATFORM", "offscreen");
   QTemporaryDir dir;
