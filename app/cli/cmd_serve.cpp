@@ -41,21 +41,10 @@ int RunServe(const std::vector<std::string>& args) {
     return kExitOk;
   }
   if (!p.Given("model")) return UsageError("--model DIR is required");
-  auto tp = p.GetInt("tp");
-  if (!tp.ok()) return UsageError(tp.status().message());
-  if (*tp < 1 || *tp > 64) return UsageError("--tp must be in 1..64");
-  const std::string bind = p.GetString("bind");
-  if (bind != "core" && bind != "none") return UsageError("--bind must be core or none");
-  const std::string transport = p.GetString("transport");
-  if (transport != "shm" && transport != "tcp") return UsageError("--transport must be shm or tcp");
-  const std::string algo = p.GetString("algo");
-  if (algo != "auto" && algo != "oneshot" && algo != "ring") {
-    return UsageError("--algo must be auto, oneshot or ring");
-  }
   engine::TpRuntimeOptions o;
-  o.world_size = static_cast<int>(*tp);
-  o.rank = 0;
-  if (Status s = ReadInstanceFlags(p, &o); !s.ok()) return UsageError(s.message());
+  auto tp_flags = ReadLocalTpFlags(p, &o);
+  if (!tp_flags.ok()) return UsageError(tp_flags.status().message());
+  const int tp = tp_flags->tp;
   const std::string model = p.GetString("model");
   auto tok = LoadOptionalTokenizer(model);
   if (!tok.ok()) {
@@ -65,29 +54,15 @@ int RunServe(const std::vector<std::string>& args) {
 
   InstallStopSignals();
   std::vector<std::unique_ptr<Subprocess>> followers;
-  if (*tp > 1) {
-    const LocalTpPlan plan = PlanLocalTp(o.world_size, o.load.threads, bind);
-    o.load.threads = plan.threads_per_rank;
-    const int port = FreeLoopbackPort();
-    if (port < 0) {
-      std::cerr << kProgram << ": no free TCP port on 127.0.0.1 for the rendezvous\n";
-      return kExitFailure;
-    }
-    o.rendezvous = "127.0.0.1:" + std::to_string(port);
-    FollowerSpawn fs;
-    fs.model = model;
-    fs.rendezvous = o.rendezvous;
-    fs.transport = transport;
-    fs.algo = algo;
-    fs.peer_timeout_ms = o.comm.peer_timeout_ms;
-    fs.backend = o.load.backend;
-    auto spawned = SpawnFollowers(fs, plan);
+  if (tp > 1) {
+    LocalTpPlan plan;
+    auto spawned = StartLocalFollowers(*tp_flags, model, &o, &plan);
     if (!spawned.ok()) {
       std::cerr << kProgram << ": error: " << spawned.status().message() << "\n";
       return kExitFailure;
     }
     followers = std::move(*spawned);
-    std::cerr << kProgram << ": TP " << *tp << ": " << plan.Describe() << "\n";
+    std::cerr << kProgram << ": TP " << tp << ": " << plan.Describe() << "\n";
     if (plan.pin) PinToCpuIndices(plan.cpus[0]);
     SetLogTag("rank 0");
   }

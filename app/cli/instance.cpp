@@ -231,6 +231,45 @@ Status ReadInstanceFlags(const ArgParser& p, engine::TpRuntimeOptions* o) {
 
 // ---- one generation ---------------------------------------------------------------
 
+Result<LocalTpFlags> ReadLocalTpFlags(const ArgParser& p, engine::TpRuntimeOptions* o) {
+  LocalTpFlags f;
+  OCTET_ASSIGN_OR_RETURN(const int64_t tp, p.GetInt("tp"));
+  if (tp < 1 || tp > 64) return InvalidArgumentError("--tp must be in 1..64");
+  f.tp = static_cast<int>(tp);
+  f.bind = p.GetString("bind");
+  if (f.bind != "core" && f.bind != "none") return InvalidArgumentError("--bind must be core or none");
+  f.transport = p.GetString("transport");
+  if (f.transport != "shm" && f.transport != "tcp") {
+    return InvalidArgumentError("--transport must be shm or tcp");
+  }
+  f.algo = p.GetString("algo");
+  if (f.algo != "auto" && f.algo != "oneshot" && f.algo != "ring") {
+    return InvalidArgumentError("--algo must be auto, oneshot or ring");
+  }
+  o->world_size = f.tp;
+  o->rank = 0;
+  OCTET_RETURN_IF_ERROR(ReadInstanceFlags(p, o));
+  return f;
+}
+
+Result<std::vector<std::unique_ptr<Subprocess>>> StartLocalFollowers(
+    const LocalTpFlags& flags, const std::string& model, engine::TpRuntimeOptions* o,
+    LocalTpPlan* plan) {
+  *plan = PlanLocalTp(o->world_size, o->load.threads, flags.bind);
+  o->load.threads = plan->threads_per_rank;
+  const int port = FreeLoopbackPort();
+  if (port < 0) return UnavailableError("no free TCP port on 127.0.0.1 for the rendezvous");
+  o->rendezvous = "127.0.0.1:" + std::to_string(port);
+  FollowerSpawn fs;
+  fs.model = model;
+  fs.rendezvous = o->rendezvous;
+  fs.transport = flags.transport;
+  fs.algo = flags.algo;
+  fs.peer_timeout_ms = o->comm.peer_timeout_ms;
+  fs.backend = o->load.backend;
+  return SpawnFollowers(fs, *plan);
+}
+
 void AddGenerateFlags(ArgParser& p) {
   p.Option("prompt", "TEXT", "prompt text, tokenized with the model's tokenizer.json")
       .Option("prompt-ids", "IDS", "prompt as comma-separated token ids, e.g. 1,2,3")

@@ -68,6 +68,24 @@ void AddInstanceFlags(ArgParser& p);
 // Reads them into runtime options (rendezvous, world size and rank are the caller's).
 Status ReadInstanceFlags(const ArgParser& p, engine::TpRuntimeOptions* o);
 
+// `octet generate/serve --tp N`: --tp, --bind, --transport and --algo (and the
+// AddInstanceFlags flags, read into `o`) checked; rank 0's options get the
+// world size. An InvalidArgument error is a usage message.
+struct LocalTpFlags {
+  int tp = 1;
+  std::string bind = "core";
+  std::string transport = "shm";
+  std::string algo = "auto";
+};
+Result<LocalTpFlags> ReadLocalTpFlags(const ArgParser& p, engine::TpRuntimeOptions* o);
+
+// For tp > 1: lays the group out on this machine's CPUs (`*plan`), picks a
+// loopback rendezvous (into `o`) and starts ranks 1..tp-1; this process, rank
+// 0, is not pinned yet (the caller does it with plan->cpus[0] when plan->pin).
+Result<std::vector<std::unique_ptr<Subprocess>>> StartLocalFollowers(
+    const LocalTpFlags& flags, const std::string& model, engine::TpRuntimeOptions* o,
+    LocalTpPlan* plan);
+
 // ---- what rank 0 does ----------------------------------------------------------
 
 // One generation as `octet generate` does it (flags from AddGenerateFlags).
