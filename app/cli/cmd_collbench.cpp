@@ -29,6 +29,7 @@
 
 #include "command.h"
 #include "octet/base/args.h"
+#include "octet/base/net_util.h"
 #include "octet/base/deadline.h"
 #include "octet/base/file_util.h"
 #include "octet/base/log.h"
@@ -409,21 +410,6 @@ int RunJoined(const BenchConfig& c, const std::string& rendezvous, int rank) {
   return kExitOk;
 }
 
-int FreeLoopbackPort() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return -1;
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  int port = -1;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0) {
-    port = ntohs(a.sin_port);
-  }
-  ::close(fd);
-  return port;
-}
 
 // Spawns one process per rank (this program, joining a loopback rendezvous)
 // and waits for all of them. A rank that fails makes the others fail within

@@ -17,6 +17,7 @@
 #include "command.h"
 #include "octet/app/inference_service.h"
 #include "octet/base/file_util.h"
+#include "octet/base/net_util.h"
 #include "octet/base/log.h"
 #include "octet/base/npy.h"
 #include "octet/engine/completion.h"
@@ -104,21 +105,6 @@ Result<std::vector<int>> ParseCpuList(const std::string& text) {
   return out;
 }
 
-int FreeLoopbackPort() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return -1;
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  int port = -1;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0) {
-    port = ntohs(a.sin_port);
-  }
-  ::close(fd);
-  return port;
-}
 
 std::string LocalTpPlan::Describe() const {
   std::string s = std::to_string(tp) + (tp == 1 ? " rank x " : " ranks x ") +

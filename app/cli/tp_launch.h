@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "octet/base/args.h"
+#include "octet/base/net_util.h"
 #include "octet/base/status.h"
 #include "octet/base/subprocess.h"
 #include "octet/engine/generate.h"
@@ -33,8 +34,6 @@ bool PinToCpuIndices(const std::vector<int>& indices);
 // "0,1" -> {0, 1}; "2-3" -> {2, 3}.
 Result<std::vector<int>> ParseCpuList(const std::string& text);
 
-// A free TCP port on 127.0.0.1 (-1 when none).
-int FreeLoopbackPort();
 
 // How a local TP group is laid out on this machine.
 struct LocalTpPlan {

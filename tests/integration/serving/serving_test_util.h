@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "octet/base/file_util.h"
+#include "octet/base/net_util.h"
 #include "octet/base/subprocess.h"
 #include "octet/engine/random_checkpoint.h"
 #include "octet_test.h"
@@ -123,22 +124,6 @@ inline CurlResult Curl(std::vector<std::string> args, int timeout_ms = 30'000) {
 inline CurlResult PostJson(const std::string& url, const std::string& json, int timeout_ms = 30'000) {
   return Curl({"-X", "POST", "-H", "Content-Type: application/json", "--data-binary", json, url},
               timeout_ms);
-}
-
-// A loopback port that was free a moment ago.
-inline int FreeLoopbackPort() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  int port = 0;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0) {
-    port = ntohs(a.sin_port);
-  }
-  ::close(fd);
-  return port;
 }
 
 // The direct children of `pid` (from /proc).
