@@ -83,6 +83,13 @@ Status WriteRandomCheckpoint(const RandomModelShape& s, const std::string& dir) 
       {"torch_dtype", "bfloat16"},
   };
   if (llama) cfg["attention_bias"] = s.attention_bias;
+  if (s.llama3_rope_scaling) {
+    cfg["rope_scaling"] = {{"rope_type", "llama3"},
+                           {"factor", 32.0},
+                           {"low_freq_factor", 1.0},
+                           {"high_freq_factor", 4.0},
+                           {"original_max_position_embeddings", 8192}};
+  }
   if (s.nvfp4) {
     cfg["quantization_config"] = {
         {"quant_method", "modelopt"}, {"quant_algo", "NVFP4"}, {"ignore", {"lm_head"}}};

@@ -24,8 +24,7 @@
 #include "octet/base/file_util.h"
 #include "octet/engine/generate.h"
 #include "octet/engine/model.h"
-#include "octet/engine/nvfp4.h"
-#include "octet/engine/safetensors.h"
+#include "octet/engine/random_checkpoint.h"
 #include "octet/kernels/backend.h"
 #include "octet/kernels/thread_pool.h"
 
@@ -38,30 +37,36 @@ namespace {
 
 struct Shape {
   std::string name;  // folder name
-  std::string arch;  // config.json architectures[0]
-  int64_t vocab, hidden, inter, layers, heads, kv_heads, head_dim;
-  double rope_theta;
-  bool tied;
-  bool llama3_rope;
-  bool nvfp4;
+  RandomModelShape shape;
 };
 
 const std::vector<Shape>& Shapes() {
-  static const std::vector<Shape> s = {
-      {"qwen3-0.6b-bf16", "Qwen3ForCausalLM", 151936, 1024, 3072, 28, 16, 8, 128, 1e6, true, false,
-       false},
-      {"qwen3-0.6b-nvfp4", "Qwen3ForCausalLM", 151936, 1024, 3072, 28, 16, 8, 128, 1e6, true, false,
-       true},
-      {"llama3.2-1b-bf16", "LlamaForCausalLM", 128256, 2048, 8192, 16, 32, 8, 64, 5e5, true, true,
-       false},
-  };
-  return s;
+  static const std::vector<Shape> shapes = [] {
+    RandomModelShape qwen = RandomModelShape::Qwen3_0_6B();
+    RandomModelShape qwen_fp4 = qwen;
+    qwen_fp4.nvfp4 = true;
+    RandomModelShape llama;  // Llama-3.2-1B
+    llama.architecture = "LlamaForCausalLM";
+    llama.vocab_size = 128256;
+    llama.hidden_size = 2048;
+    llama.intermediate_size = 8192;
+    llama.num_layers = 16;
+    llama.num_heads = 32;
+    llama.num_kv_heads = 8;
+    llama.head_dim = 64;
+    llama.rope_theta = 5e5;
+    llama.tie_word_embeddings = true;
+    llama.llama3_rope_scaling = true;
+    return std::vector<Shape>{
+        {"qwen3-0.6b-bf16", qwen}, {"qwen3-0.6b-nvfp4", qwen_fp4}, {"llama3.2-1b-bf16", llama}};
+  }();
+  return shapes;
 }
 
+// Prompt ids: uniform in [-1, 1), mapped onto the vocabulary.
 class Rng {
  public:
   explicit Rng(uint64_t seed) : s_(seed * 0x9E3779B97F4A7C15ull + 1) {}
-  // Uniform in [-1, 1).
   float Next() {
     s_ ^= s_ << 13;
     s_ ^= s_ >> 7;
@@ -72,109 +77,6 @@ class Rng {
  private:
   uint64_t s_;
 };
-
-std::vector<float> RandomMatrix(int64_t rows, int64_t cols, Rng& rng) {
-  std::vector<float> w(rows * cols);
-  const float scale = 1.7f / std::sqrt(static_cast<float>(cols));  // unit-variance outputs
-  for (auto& x : w) x = rng.Next() * scale;
-  return w;
-}
-
-Status WriteCheckpoint(const Shape& s, const std::string& dir) {
-  OCTET_RETURN_IF_ERROR(MakeDirs(dir));
-  nlohmann::json cfg = {
-      {"architectures", {s.arch}},
-      {"model_type", s.arch == "LlamaForCausalLM" ? "llama" : "qwen3"},
-      {"vocab_size", s.vocab},
-      {"hidden_size", s.hidden},
-      {"intermediate_size", s.inter},
-      {"num_hidden_layers", s.layers},
-      {"num_attention_heads", s.heads},
-      {"num_key_value_heads", s.kv_heads},
-      {"head_dim", s.head_dim},
-      {"rms_norm_eps", 1e-6},
-      {"rope_theta", s.rope_theta},
-      {"tie_word_embeddings", s.tied},
-      {"max_position_embeddings", 40960},
-      {"bos_token_id", 1},
-      {"eos_token_id", 2},
-      {"torch_dtype", "bfloat16"},
-  };
-  if (s.llama3_rope) {
-    cfg["rope_scaling"] = {{"rope_type", "llama3"},
-                           {"factor", 32.0},
-                           {"low_freq_factor", 1.0},
-                           {"high_freq_factor", 4.0},
-                           {"original_max_position_embeddings", 8192}};
-  }
-  if (s.nvfp4) {
-    cfg["quantization_config"] = {
-        {"quant_method", "modelopt"}, {"quant_algo", "NVFP4"}, {"ignore", {"lm_head"}}};
-    nlohmann::json q = {
-        {"producer", {{"name", "octet_bench_engine"}}},
-        {"quantization",
-         {{"quant_algo", "NVFP4"}, {"group_size", 16}, {"exclude_modules", {"lm_head"}}}}};
-    OCTET_RETURN_IF_ERROR(WriteFileAtomic(JoinPath(dir, "hf_quant_config.json"), q.dump(2)));
-  }
-  Rng rng(42);
-  SafetensorsWriter w;
-  w.SetMetadata("format", "pt");
-  std::vector<float> ones(std::max(s.hidden, s.head_dim), 1.0f);
-  {
-    auto e = RandomMatrix(s.vocab, s.hidden, rng);
-    OCTET_RETURN_IF_ERROR(
-        w.AddFloat("model.embed_tokens.weight", {s.vocab, s.hidden}, e.data(), DType::kBF16));
-  }
-  OCTET_RETURN_IF_ERROR(w.AddFloat("model.norm.weight", {s.hidden}, ones.data(), DType::kBF16));
-  for (int64_t l = 0; l < s.layers; ++l) {
-    const std::string p = "model.layers." + std::to_string(l) + ".";
-    OCTET_RETURN_IF_ERROR(
-        w.AddFloat(p + "input_layernorm.weight", {s.hidden}, ones.data(), DType::kBF16));
-    OCTET_RETURN_IF_ERROR(
-        w.AddFloat(p + "post_attention_layernorm.weight", {s.hidden}, ones.data(), DType::kBF16));
-    if (s.arch == "Qwen3ForCausalLM") {
-      OCTET_RETURN_IF_ERROR(
-          w.AddFloat(p + "self_attn.q_norm.weight", {s.head_dim}, ones.data(), DType::kBF16));
-      OCTET_RETURN_IF_ERROR(
-          w.AddFloat(p + "self_attn.k_norm.weight", {s.head_dim}, ones.data(), DType::kBF16));
-    }
-    struct Lin {
-      std::string name;
-      int64_t out, in;
-      int group;  // fused groups share the NVFP4 global scale
-    };
-    const std::vector<Lin> lins = {
-        {"self_attn.q_proj", s.heads * s.head_dim, s.hidden, 0},
-        {"self_attn.k_proj", s.kv_heads * s.head_dim, s.hidden, 0},
-        {"self_attn.v_proj", s.kv_heads * s.head_dim, s.hidden, 0},
-        {"self_attn.o_proj", s.hidden, s.heads * s.head_dim, 1},
-        {"mlp.gate_proj", s.inter, s.hidden, 2},
-        {"mlp.up_proj", s.inter, s.hidden, 2},
-        {"mlp.down_proj", s.hidden, s.inter, 3},
-    };
-    std::vector<std::vector<float>> mats;
-    for (const Lin& li : lins) mats.push_back(RandomMatrix(li.out, li.in, rng));
-    for (size_t i = 0; i < lins.size(); ++i) {
-      const Lin& li = lins[i];
-      if (!s.nvfp4) {
-        OCTET_RETURN_IF_ERROR(
-            w.AddFloat(p + li.name + ".weight", {li.out, li.in}, mats[i].data(), DType::kBF16));
-        continue;
-      }
-      float amax = 0;
-      for (size_t j = 0; j < lins.size(); ++j) {
-        if (lins[j].group == li.group)
-          amax = std::max(amax, AbsMax(mats[j].data(), mats[j].size()));
-      }
-      OCTET_ASSIGN_OR_RETURN(Nvfp4Tensor q,
-                             QuantizeNvfp4(mats[i].data(), li.out, li.in, Nvfp4GlobalScale(amax)));
-      OCTET_RETURN_IF_ERROR(AddNvfp4(w, p + li.name, q, 1.0f / 448.0f));
-    }
-  }
-  OCTET_RETURN_IF_ERROR(w.Write(JoinPath(dir, "model.safetensors")));
-  // config.json last: its presence marks a complete checkpoint.
-  return WriteFileAtomic(JoinPath(dir, "config.json"), cfg.dump(2));
-}
 
 // ---- timing ------------------------------------------------------------------
 
@@ -427,7 +329,7 @@ int main(int argc, char** argv) {
     const std::string dir = JoinPath(p.GetString("dir"), name);
     if (!PathExists(JoinPath(dir, "config.json"))) {
       std::fprintf(stderr, "writing %s ...\n", dir.c_str());
-      if (Status s = WriteCheckpoint(*shape, dir); !s.ok()) {
+      if (Status s = WriteRandomCheckpoint(shape->shape, dir); !s.ok()) {
         std::cerr << "octet_bench_engine: " << s.ToString() << "\n";
         return 1;
       }

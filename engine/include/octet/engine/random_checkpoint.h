@@ -28,6 +28,8 @@ struct RandomModelShape {
   bool nvfp4 = false;           // linear layers as ModelOpt NVFP4 (lm_head excluded)
   bool attention_bias = false;  // q/k/v biases (Qwen2 always has them)
   int64_t max_position_embeddings = 40960;
+  // Llama-3.1/3.2 rope_scaling (rope_type llama3, factor 32, original context 8192).
+  bool llama3_rope_scaling = false;
   uint64_t seed = 42;
 
   // Qwen3-0.6B: vocab 151936, hidden 1024, 28 layers, 16 heads / 8 kv, head_dim
