@@ -21,6 +21,8 @@
 #include <QThread>
 #include <QTimer>
 #include <cstdio>
+#include <cstdlib>
+#include <string>
 #include <fstream>
 #include <sstream>
 
@@ -144,11 +146,37 @@ void RunDemo(octet::ui::MainWindow& window, const QString& model, const QString&
   QApplication::processEvents();
 }
 
+// True when Qt can open a window here: a display, or a platform chosen by the user.
+bool HaveDisplayOrPlatform() {
+  for (const char* var : {"DISPLAY", "WAYLAND_DISPLAY", "QT_QPA_PLATFORM"}) {
+    const char* v = std::getenv(var);
+    if (v && *v) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   QElapsedTimer since_main;
   since_main.start();
+  if (!HaveDisplayOrPlatform()) {
+    // --help and --version need no window; anything else would make Qt abort
+    // with a message about platform plugins, so say what is missing instead.
+    bool info_only = false;
+    for (int i = 1; i < argc; ++i) {
+      const std::string a = argv[i];
+      info_only |= a == "--help" || a == "-h" || a == "--help-all" || a == "--version" || a == "-v";
+    }
+    if (!info_only) {
+      std::fprintf(stderr,
+                   "octet-workbench: no display (DISPLAY and WAYLAND_DISPLAY are unset). Run it "
+                   "from a desktop session, under a virtual display (xvfb-run -a "
+                   "octet-workbench), or with QT_QPA_PLATFORM=offscreen for scripted runs.\n");
+      return 1;
+    }
+    qputenv("QT_QPA_PLATFORM", "offscreen");
+  }
   QApplication app(argc, argv);
   QApplication::setApplicationName(QStringLiteral("octet-workbench"));
   QApplication::setOrganizationName(QStringLiteral("Octet"));
