@@ -22,6 +22,9 @@ inline void CpuRelax() {
 // a core that another process (or our own descheduled thread) needs.
 constexpr int kSpinIterations = 2000;
 
+// The task index of a job that takes no more claims (above any task count).
+constexpr uint64_t kClosed = 0xffffffffu;
+
 }  // namespace
 
 int ThreadPool::HardwareThreads() {
@@ -95,6 +98,12 @@ void ThreadPool::ParallelFor(int64_t n_tasks, const TaskFn& fn) {
     return;
   }
   std::lock_guard<std::mutex> run_lock(run_mutex_);
+  // Close the finished job before touching fn_/n_tasks_: a worker that read
+  // the old state (j, i) and then this job's larger n_tasks_ would otherwise
+  // claim (j, i) -> (j, i+1) and run this job's task i a second time, and its
+  // extra done_ count could leave the caller below waiting forever. With the
+  // index field at kClosed every such claim fails its compare-exchange.
+  state_.store((static_cast<uint64_t>(job_) << 32) | kClosed, std::memory_order_seq_cst);
   fn_.store(&fn, std::memory_order_relaxed);
   n_tasks_.store(n_tasks, std::memory_order_relaxed);
   done_.store(0, std::memory_order_relaxed);

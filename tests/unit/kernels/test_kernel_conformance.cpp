@@ -153,6 +153,28 @@ class TestKernelConformance : public QObject {
     }
   }
 
+  // Back-to-back jobs of changing size, as one decode step issues them: a
+  // worker still looking at the finished job must never run a task of the next
+  // one (that ran tasks twice and could leave the caller waiting forever).
+  void threadPoolBackToBackJobsRunEachTaskOnce() {
+    for (int threads : {2, 3}) {
+      ThreadPool pool(threads);
+      const int64_t sizes[] = {2, 37, 3, 64, 5, 2, 128};
+      std::vector<std::atomic<int>> hits(128);
+      for (int round = 0; round < 20000; ++round) {
+        const int64_t n = sizes[round % 7];
+        for (int64_t i = 0; i < n; ++i) hits[i].store(0, std::memory_order_relaxed);
+        pool.ParallelFor(n, [&](int64_t t, int) { hits[t].fetch_add(1); });
+        for (int64_t i = 0; i < n; ++i) {
+          if (hits[i].load() != 1) {
+            QFAIL(qPrintable(QStringLiteral("%1 threads, round %2 (%3 tasks): task %4 ran %5 times")
+                                 .arg(threads).arg(round).arg(n).arg(i).arg(hits[i].load())));
+          }
+        }
+      }
+    }
+  }
+
   void matmulEveryFormatAndShape() {
     std::mt19937 rng(1);
     const WeightFormat formats[] = {WeightFormat::kF32, WeightFormat::kBF16, WeightFormat::kF16,

@@ -53,9 +53,11 @@ class ThreadPool {
   // The current job. The caller writes fn_ and n_tasks_, then publishes the
   // job in state_ (release). A thread claims task i of job j by a CAS of
   // state_ from (j, i) to (j, i+1); a successful claim proves the job is still
-  // running, so fn_/n_tasks_ read before the claim belong to it. The caller
-  // returns when done_ reaches n_tasks_: it never waits for a worker that was
-  // descheduled before claiming anything (important when the cores are shared).
+  // running, so fn_/n_tasks_ read before the claim belong to it (the caller
+  // closes the previous job, index field all ones, before it writes them).
+  // The caller returns when done_ reaches n_tasks_: it never waits for a worker
+  // that was descheduled before claiming anything (important when the cores
+  // are shared).
   std::atomic<uint64_t> state_{0};  // (job << 32) | next task index
   std::atomic<const TaskFn*> fn_{nullptr};
   std::atomic<int64_t> n_tasks_{0};
