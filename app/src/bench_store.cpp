@@ -8,6 +8,9 @@
 #include <cmath>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <thread>
+
+#include "octet/base/deadline.h"
 
 namespace octet::app {
 
@@ -419,7 +422,16 @@ Result<std::unique_ptr<BenchRunStore>> BenchRunStore::Open(const std::string& pa
                                    std::to_string(kSchemaVersion) +
                                    " (open it with a newer Octet; it was not changed)");
   }
-  OCTET_RETURN_IF_ERROR(db.Exec("PRAGMA journal_mode=WAL"));
+  // Switching to WAL takes an exclusive lock, and SQLite answers "locked"
+  // without its busy handler while another process is opening the same new
+  // file; retry that for a while (the switch happens once per file).
+  for (const Deadline wal_deadline = Deadline::AfterMs(5000);;) {
+    Status wal = db.Exec("PRAGMA journal_mode=WAL");
+    if (wal.ok()) break;
+    const int code = sqlite3_errcode(db.get()) & 0xff;
+    if ((code != SQLITE_BUSY && code != SQLITE_LOCKED) || wal_deadline.expired()) return wal;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
   OCTET_RETURN_IF_ERROR(db.Exec("PRAGMA synchronous=FULL"));
   OCTET_RETURN_IF_ERROR(db.Exec("PRAGMA foreign_keys=ON"));
   if (version < kSchemaVersion) {
