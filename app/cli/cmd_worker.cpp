@@ -70,7 +70,8 @@ int RunWorker(const std::vector<std::string>& args) {
   if (!rank.ok()) return usage(rank.status().message());
   if (*world < 1 || *world > 1024) return usage("--world-size must be in 1..1024");
   if (*rank < 0 || *rank >= *world) {
-    return usage("--rank " + std::to_string(*rank) + " is outside 0.." + std::to_string(*world - 1));
+    return usage("--rank " + std::to_string(*rank) + " is outside 0.." +
+                 std::to_string(*world - 1));
   }
   if (*world > 1 && !p.Given("rendezvous")) return usage("--rendezvous HOST:PORT is required");
   engine::TpRuntimeOptions o;

@@ -17,8 +17,8 @@
 #include "command.h"
 #include "octet/app/inference_service.h"
 #include "octet/base/file_util.h"
-#include "octet/base/net_util.h"
 #include "octet/base/log.h"
+#include "octet/base/net_util.h"
 #include "octet/base/npy.h"
 #include "octet/engine/completion.h"
 #include "octet/engine/generate.h"
@@ -85,8 +85,8 @@ Result<std::vector<int>> ParseCpuList(const std::string& text) {
   size_t pos = 0;
   while (pos <= text.size()) {
     const size_t comma = text.find(',', pos);
-    const std::string part = text.substr(pos, comma == std::string::npos ? std::string::npos
-                                                                          : comma - pos);
+    const std::string part =
+        text.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
     const size_t dash = part.find('-');
     try {
       if (dash == std::string::npos) {
@@ -104,7 +104,6 @@ Result<std::vector<int>> ParseCpuList(const std::string& text) {
   }
   return out;
 }
-
 
 std::string LocalTpPlan::Describe() const {
   std::string s = std::to_string(tp) + (tp == 1 ? " rank x " : " ranks x ") +
@@ -146,11 +145,26 @@ Result<std::vector<std::unique_ptr<Subprocess>>> SpawnFollowers(const FollowerSp
   std::vector<std::unique_ptr<Subprocess>> procs;
   for (int r = 1; r < plan.tp; ++r) {
     SpawnOptions o;
-    o.argv = {exe,        "worker",          "--job",        "inference",
-              "--model",  s.model,           "--world-size", std::to_string(plan.tp),
-              "--rank",   std::to_string(r), "--rendezvous", s.rendezvous,
-              "--transport", s.transport,    "--algo",       s.algo,
-              "--threads", std::to_string(plan.threads_per_rank), "--backend", s.backend,
+    o.argv = {exe,
+              "worker",
+              "--job",
+              "inference",
+              "--model",
+              s.model,
+              "--world-size",
+              std::to_string(plan.tp),
+              "--rank",
+              std::to_string(r),
+              "--rendezvous",
+              s.rendezvous,
+              "--transport",
+              s.transport,
+              "--algo",
+              s.algo,
+              "--threads",
+              std::to_string(plan.threads_per_rank),
+              "--backend",
+              s.backend,
               "--no-figures"};
     if (s.peer_timeout_ms > 0) {
       o.argv.insert(o.argv.end(), {"--peer-timeout-ms", std::to_string(s.peer_timeout_ms)});
@@ -223,7 +237,8 @@ Result<LocalTpFlags> ReadLocalTpFlags(const ArgParser& p, engine::TpRuntimeOptio
   if (tp < 1 || tp > 64) return InvalidArgumentError("--tp must be in 1..64");
   f.tp = static_cast<int>(tp);
   f.bind = p.GetString("bind");
-  if (f.bind != "core" && f.bind != "none") return InvalidArgumentError("--bind must be core or none");
+  if (f.bind != "core" && f.bind != "none")
+    return InvalidArgumentError("--bind must be core or none");
   f.transport = p.GetString("transport");
   if (f.transport != "shm" && f.transport != "tcp") {
     return InvalidArgumentError("--transport must be shm or tcp");
@@ -238,9 +253,10 @@ Result<LocalTpFlags> ReadLocalTpFlags(const ArgParser& p, engine::TpRuntimeOptio
   return f;
 }
 
-Result<std::vector<std::unique_ptr<Subprocess>>> StartLocalFollowers(
-    const LocalTpFlags& flags, const std::string& model, engine::TpRuntimeOptions* o,
-    LocalTpPlan* plan) {
+Result<std::vector<std::unique_ptr<Subprocess>>> StartLocalFollowers(const LocalTpFlags& flags,
+                                                                     const std::string& model,
+                                                                     engine::TpRuntimeOptions* o,
+                                                                     LocalTpPlan* plan) {
   *plan = PlanLocalTp(o->world_size, o->load.threads, flags.bind);
   o->load.threads = plan->threads_per_rank;
   const int port = FreeLoopbackPort();
@@ -294,7 +310,8 @@ GenerateJob PrepareGenerate(const ArgParser& p, const std::string& model_dir) {
     if (!ids64.ok()) return usage(ids64.status().message());
     if (ids64->empty()) return usage("--prompt-ids is empty");
     for (int64_t id : *ids64) {
-      if (id < 0 || id > INT32_MAX) return usage("token id " + std::to_string(id) + " is out of range");
+      if (id < 0 || id > INT32_MAX)
+        return usage("token id " + std::to_string(id) + " is out of range");
       job.prompt.push_back(static_cast<int32_t>(id));
     }
   }
@@ -435,11 +452,13 @@ void AddServeFlags(ArgParser& p, bool worker) {
               "gRPC InferenceService port (auto: the HTTP port + 1, any free port when --port 0)",
               worker ? "off" : "auto")
       .Option("served-model-name", "NAME", "the model id clients send (default: the folder name)")
-      .Option("context", "N", "positions per sequence, prompt + output (default: the model's "
-                              "max_position_embeddings, at most 4096)")
+      .Option("context", "N",
+              "positions per sequence, prompt + output (default: the model's "
+              "max_position_embeddings, at most 4096)")
       .Option("slots", "N", "sequences decoded together (KV cache slots)", "8")
-      .Option("kv-memory", "SIZE", "KV cache budget per rank; fewer slots when it does not hold "
-                                   "them all",
+      .Option("kv-memory", "SIZE",
+              "KV cache budget per rank; fewer slots when it does not hold "
+              "them all",
               "4GiB")
       .Option("max-batch-tokens", "N", "tokens per forward step (decode rows + prompt chunks)",
               "512")
@@ -486,13 +505,12 @@ int RunServeOn(engine::TpRuntime& rt, const std::optional<engine::Tokenizer>& to
   auto batch = p.GetInt("max-batch-tokens");
   auto queue = p.GetInt("max-queue");
   auto kv_memory = p.GetBytes("kv-memory");
-  for (const Status& s : {port.status(), slots.status(), batch.status(), queue.status(),
-                          kv_memory.status()}) {
+  for (const Status& s :
+       {port.status(), slots.status(), batch.status(), queue.status(), kv_memory.status()}) {
     if (!s.ok()) return fail(s.message(), kExitUsage);
   }
-  int64_t context = std::min<int64_t>(c.max_position_embeddings > 0 ? c.max_position_embeddings
-                                                                      : 4096,
-                                      4096);
+  int64_t context =
+      std::min<int64_t>(c.max_position_embeddings > 0 ? c.max_position_embeddings : 4096, 4096);
   if (p.Given("context")) {
     auto ctx = p.GetInt("context");
     if (!ctx.ok()) return fail(ctx.status().message(), kExitUsage);
@@ -502,8 +520,8 @@ int RunServeOn(engine::TpRuntime& rt, const std::optional<engine::Tokenizer>& to
   if (*slots < 1 || *slots > 256) return fail("--slots must be in 1..256", kExitUsage);
   if (*port < 0 || *port > 65535) return fail("--port must be in 0..65535", kExitUsage);
   // The KV arena (float32 K and V per layer for this rank's kv heads).
-  const int64_t per_position =
-      c.num_layers * 2 * rt.model().local_kv_heads() * c.head_dim * static_cast<int64_t>(sizeof(float));
+  const int64_t per_position = c.num_layers * 2 * rt.model().local_kv_heads() * c.head_dim *
+                               static_cast<int64_t>(sizeof(float));
   int64_t num_slots = *slots;
   const int64_t fit = *kv_memory / std::max<int64_t>(1, per_position * context);
   if (fit < 1) {
@@ -526,8 +544,8 @@ int RunServeOn(engine::TpRuntime& rt, const std::optional<engine::Tokenizer>& to
   engine::Scheduler sched(rt, so);
   if (Status s = sched.Start(); !s.ok()) return fail(s.message(), kExitFailure);
 
-  const std::string name = p.Given("served-model-name") ? p.GetString("served-model-name")
-                                                         : BaseName(model_dir);
+  const std::string name =
+      p.Given("served-model-name") ? p.GetString("served-model-name") : BaseName(model_dir);
   engine::CompletionService svc(sched, tok ? &*tok : nullptr, name);
   // What `octet bench` records as the run's topology snapshot (and sizes its
   // token-id prompts by: vocab_size).
@@ -635,10 +653,11 @@ int RunFollower(engine::TpRuntime& rt, const std::string& program, bool print_fi
     const engine::RunnerStats s = rt.stats();
     const double steps = double(s.steps - prev.steps);
     const int64_t step_ns = s.step_ns - prev.step_ns;
-    PrintFigures({{"state", "following"},
-                  {"step_ms", steps > 0 ? step_ns * 1e-6 / steps : 0.0},
-                  {"allreduce_share",
-                   step_ns > 0 ? double(s.allreduce_ns - prev.allreduce_ns) / double(step_ns) : 0.0}});
+    PrintFigures(
+        {{"state", "following"},
+         {"step_ms", steps > 0 ? step_ns * 1e-6 / steps : 0.0},
+         {"allreduce_share",
+          step_ns > 0 ? double(s.allreduce_ns - prev.allreduce_ns) / double(step_ns) : 0.0}});
     prev = s;
     prev_ns = NowNs();
   }

@@ -75,9 +75,9 @@ void MetricsFromJson(const json& j, BenchResult* r) {
 }
 
 json TopologyJson(const BenchTopology& t) {
-  json j = {{"nodes", t.nodes},       {"tp", t.tp},           {"transport", t.transport},
+  json j = {{"nodes", t.nodes},         {"tp", t.tp},           {"transport", t.transport},
             {"algorithm", t.algorithm}, {"cabling", t.cabling}, {"backend", t.backend},
-            {"dtype", t.dtype},       {"model", t.model},     {"engine", t.engine},
+            {"dtype", t.dtype},         {"model", t.model},     {"engine", t.engine},
             {"hosts", t.hosts}};
   if (!t.extra_json.empty()) {
     json extra = json::parse(t.extra_json, nullptr, false);
@@ -112,13 +112,12 @@ class Db {
   }
   Status Open(const std::string& path) {
     path_ = path;
-    const int rc = sqlite3_open_v2(path.c_str(), &db_,
-                                   SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
-                                       SQLITE_OPEN_FULLMUTEX,
-                                   nullptr);
+    const int rc = sqlite3_open_v2(
+        path.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX,
+        nullptr);
     if (rc != SQLITE_OK) {
-      Status s = UnavailableError("cannot open '" + path + "': " +
-                                  (db_ ? sqlite3_errmsg(db_) : sqlite3_errstr(rc)));
+      Status s = UnavailableError("cannot open '" + path +
+                                  "': " + (db_ ? sqlite3_errmsg(db_) : sqlite3_errstr(rc)));
       return s;
     }
     sqlite3_busy_timeout(db_, 5000);
@@ -249,12 +248,17 @@ Status MigrateToV2(Db& db) {
     OCTET_RETURN_IF_ERROR(q.status());
     Status st;
     std::vector<std::pair<int64_t, BenchTopology>> rows;
-    while (q.Step(&st)) rows.push_back({q.Int(0), TopologyFromJson(json::parse(q.Text(1), nullptr, false))});
+    while (q.Step(&st))
+      rows.push_back({q.Int(0), TopologyFromJson(json::parse(q.Text(1), nullptr, false))});
     OCTET_RETURN_IF_ERROR(st);
     for (auto& [id, t] : rows) {
       Stmt u(db, "UPDATE runs SET nodes=?, tp=?, transport=?, algorithm=? WHERE id=?");
-      OCTET_RETURN_IF_ERROR(u.Bind(1, int64_t(t.nodes)).Bind(2, int64_t(t.tp)).Bind(3, t.transport)
-                                .Bind(4, t.algorithm).Bind(5, id).Run());
+      OCTET_RETURN_IF_ERROR(u.Bind(1, int64_t(t.nodes))
+                                .Bind(2, int64_t(t.tp))
+                                .Bind(3, t.transport)
+                                .Bind(4, t.algorithm)
+                                .Bind(5, id)
+                                .Run());
     }
   }
   Stmt q(db, "SELECT id, metrics_json FROM results");
@@ -269,8 +273,8 @@ Status MigrateToV2(Db& db) {
   OCTET_RETURN_IF_ERROR(st);
   for (auto& [id, r] : rows) {
     Stmt u(db, "UPDATE results SET pp_throughput=?, tg_throughput=? WHERE id=?");
-    OCTET_RETURN_IF_ERROR(u.Bind(1, r.pp_throughput.mean).Bind(2, r.tg_throughput.mean)
-                              .Bind(3, id).Run());
+    OCTET_RETURN_IF_ERROR(
+        u.Bind(1, r.pp_throughput.mean).Bind(2, r.tg_throughput.mean).Bind(3, id).Run());
   }
   return Status::Ok();
 }
@@ -454,7 +458,8 @@ Result<std::unique_ptr<BenchRunStore>> BenchRunStore::Open(const std::string& pa
       if (version < 2) OCTET_RETURN_IF_ERROR(MigrateToV2(db));
       return db.Exec("PRAGMA user_version=" + std::to_string(kSchemaVersion));
     });
-    if (!m.ok()) return m.WithContext("migrating '" + path + "' from version " + std::to_string(version));
+    if (!m.ok())
+      return m.WithContext("migrating '" + path + "' from version " + std::to_string(version));
   }
   s->impl_->version = kSchemaVersion;
   OCTET_RETURN_IF_ERROR(s->impl_->MarkInterrupted());
@@ -478,9 +483,11 @@ Status BenchRunStore::AddResult(int64_t run_id, const BenchResult& result) {
   return impl_->Transaction([&] { return impl_->InsertResult(run_id, result); });
 }
 
-Status BenchRunStore::FinishRun(int64_t run_id, const std::string& state, const std::string& error) {
+Status BenchRunStore::FinishRun(int64_t run_id, const std::string& state,
+                                const std::string& error) {
   if (state != "complete" && state != "failed" && state != "interrupted") {
-    return InvalidArgumentError("a run ends 'complete', 'failed' or 'interrupted', not '" + state + "'");
+    return InvalidArgumentError("a run ends 'complete', 'failed' or 'interrupted', not '" + state +
+                                "'");
   }
   return impl_->Transaction([&] {
     Stmt u(impl_->db, "UPDATE runs SET state=?, error=? WHERE id=?");
@@ -628,8 +635,9 @@ Result<BenchRun> ParseLlamaBenchyJson(const std::string& text, const std::string
   json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (!j.is_object()) return InvalidArgumentError(where + ": not a JSON object");
   if (!j.contains("benchmarks") || !j["benchmarks"].is_array()) {
-    return InvalidArgumentError(where + ": 'benchmarks' (an array) is missing: not a llama-benchy "
-                                        "JSON report");
+    return InvalidArgumentError(where +
+                                ": 'benchmarks' (an array) is missing: not a llama-benchy "
+                                "JSON report");
   }
   BenchRun run;
   run.source = "llama-benchy";
@@ -652,7 +660,8 @@ Result<BenchRun> ParseLlamaBenchyJson(const std::string& text, const std::string
   const std::string ts = j.value("timestamp", "");
   if (!ts.empty()) {
     std::tm tm{};
-    if (strptime(ts.c_str(), "%Y-%m-%dT%H:%M:%S", &tm) || strptime(ts.c_str(), "%Y-%m-%d %H:%M:%S", &tm)) {
+    if (strptime(ts.c_str(), "%Y-%m-%dT%H:%M:%S", &tm) ||
+        strptime(ts.c_str(), "%Y-%m-%d %H:%M:%S", &tm)) {
       run.created_unix_ms = static_cast<int64_t>(timegm(&tm)) * 1000;
     }
   }
@@ -672,8 +681,8 @@ Result<BenchRun> ParseLlamaBenchyJson(const std::string& text, const std::string
     r.response_size = b["response_size"].get<int64_t>();
     r.depth = b.value("context_size", int64_t{0});
     MetricsFromJson(b, &r);
-    r.runs = static_cast<int64_t>(std::max(r.tg_req_throughput.values.size(),
-                                           r.tg_throughput.values.size()));
+    r.runs = static_cast<int64_t>(
+        std::max(r.tg_req_throughput.values.size(), r.tg_throughput.values.size()));
     r.test = r.Name();
     run.results.push_back(std::move(r));
   }

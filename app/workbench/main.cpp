@@ -22,9 +22,9 @@
 #include <QTimer>
 #include <cstdio>
 #include <cstdlib>
-#include <string>
 #include <fstream>
 #include <sstream>
+#include <string>
 
 #include "octet/base/build_info.h"
 #include "octet/base/file_util.h"
@@ -109,13 +109,15 @@ void RunDemo(octet::ui::MainWindow& window, const QString& model, const QString&
   }
   launch->launchInference();
   QString url;
-  RunUntil([&] {
-    for (const auto& i : window.instances()->instances()) {
-      if (i.state == octet::ui::InstanceInfo::State::kReady) url = i.url;
-      if (i.state == octet::ui::InstanceInfo::State::kFailed) return true;
-    }
-    return !url.isEmpty();
-  }, 90'000);
+  RunUntil(
+      [&] {
+        for (const auto& i : window.instances()->instances()) {
+          if (i.state == octet::ui::InstanceInfo::State::kReady) url = i.url;
+          if (i.state == octet::ui::InstanceInfo::State::kFailed) return true;
+        }
+        return !url.isEmpty();
+      },
+      90'000);
   if (url.isEmpty()) {
     std::fprintf(stderr, "octet-workbench: demo: the instance did not start\n");
     return;
@@ -227,9 +229,9 @@ int main(int argc, char** argv) {
   QCommandLineOption window_size(QStringLiteral("window-size"),
                                  QStringLiteral("Window size, e.g. 1440x900 (scripted runs)."),
                                  QStringLiteral("WxH"));
-  for (const auto* o : {&quit_after, &screenshot, &screenshots, &local, &nodes, &cabling,
-                        &model_roots, &panel, &telemetry_ms, &report_startup, &demo_model,
-                        &window_size}) {
+  for (const auto* o :
+       {&quit_after, &screenshot, &screenshots, &local, &nodes, &cabling, &model_roots, &panel,
+        &telemetry_ms, &report_startup, &demo_model, &window_size}) {
     parser.addOption(*o);
   }
   parser.process(app);

@@ -58,8 +58,8 @@ Status WriteRandomCheckpoint(const RandomModelShape& s, const std::string& dir) 
   if (!qwen3 && !qwen2 && !llama) {
     return InvalidArgumentError("unknown architecture '" + s.architecture + "'");
   }
-  if (s.nvfp4 && (s.hidden_size % 16 || s.intermediate_size % 16 ||
-                  (s.num_heads * s.head_dim) % 16)) {
+  if (s.nvfp4 &&
+      (s.hidden_size % 16 || s.intermediate_size % 16 || (s.num_heads * s.head_dim) % 16)) {
     return InvalidArgumentError("NVFP4 needs every input size to be a multiple of 16");
   }
   OCTET_RETURN_IF_ERROR(MakeDirs(dir));

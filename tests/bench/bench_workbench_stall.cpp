@@ -35,8 +35,9 @@ int main(int argc, char** argv) {
       switch_panels = std::atoi(argv[i + 1]);
     } else {
       const bool help = !std::strcmp(argv[i], "--help") || !std::strcmp(argv[i], "-h");
-      std::fprintf(help ? stdout : stderr,
-                   "usage: bench_workbench_stall [--nodes 1-8] [--seconds S] [--switch-panels 0|1]\n");
+      std::fprintf(
+          help ? stdout : stderr,
+          "usage: bench_workbench_stall [--nodes 1-8] [--seconds S] [--switch-panels 0|1]\n");
       return help ? 0 : 2;
     }
   }
@@ -50,8 +51,8 @@ int main(int argc, char** argv) {
   QApplication app(argc, argv);
   QCoreApplication::setOrganizationName(QStringLiteral("OctetBench"));
 
-  const std::string bin = octet::test::BinDir().empty() ? std::string(OCTET_BIN_DIR_DEFAULT)
-                                                        : octet::test::BinDir();
+  const std::string bin =
+      octet::test::BinDir().empty() ? std::string(OCTET_BIN_DIR_DEFAULT) : octet::test::BinDir();
   octet::ui::WorkbenchOptions o;
   o.cluster.local.agent_binary = bin + "/octet-agent";
   o.cluster.local.octet_binary = bin + "/octet";
@@ -77,7 +78,8 @@ int main(int argc, char** argv) {
     QApplication::processEvents(QEventLoop::AllEvents, 50);
     const auto snap = w.controller()->snapshot();
     int up = 0;
-    for (const auto& n : snap->nodes) up += n.state == octet::app::NodeState::kUp && n.has_telemetry;
+    for (const auto& n : snap->nodes)
+      up += n.state == octet::app::NodeState::kUp && n.has_telemetry;
     if (up == nodes) break;
   }
   const qint64 up_ms = wait.elapsed();
@@ -115,16 +117,19 @@ int main(int argc, char** argv) {
   const double max = sorted.empty() ? 0 : sorted.back();
   const double p99 = sorted.empty() ? 0 : sorted[sorted.size() * 99 / 100];
   const long over16 = std::count_if(sorted.begin(), sorted.end(), [](double v) { return v > 16; });
-  std::printf("workbench UI stall (%s): %d nodes at 10 Hz for %d s: %zu ticks, %d snapshots; "
-              "max stall %.1f ms, p99 %.1f ms, %ld ticks > 16 ms; window shown %lld ms after "
-              "start, all nodes up after %lld ms more\n",
-              switch_panels ? "Dashboard and Cluster switched every 2 s" : "Dashboard shown",
-              nodes, seconds, late_ms.size(), snapshots, max, p99, over16,
-              static_cast<long long>(shown_ms), static_cast<long long>(up_ms));
-  std::printf("{\"bench\":\"workbench_stall\",\"switch_panels\":%d,\"nodes\":%d,\"seconds\":%d,\"ticks\":%zu,"
-              "\"snapshots\":%d,\"max_stall_ms\":%.2f,\"p99_stall_ms\":%.2f,\"over_16ms\":%ld,"
-              "\"shown_ms\":%lld}\n",
-              switch_panels, nodes, seconds, late_ms.size(), snapshots, max, p99, over16,
-              static_cast<long long>(shown_ms));
+  std::printf(
+      "workbench UI stall (%s): %d nodes at 10 Hz for %d s: %zu ticks, %d snapshots; "
+      "max stall %.1f ms, p99 %.1f ms, %ld ticks > 16 ms; window shown %lld ms after "
+      "start, all nodes up after %lld ms more\n",
+      switch_panels ? "Dashboard and Cluster switched every 2 s" : "Dashboard shown", nodes,
+      seconds, late_ms.size(), snapshots, max, p99, over16, static_cast<long long>(shown_ms),
+      static_cast<long long>(up_ms));
+  std::printf(
+      "{\"bench\":\"workbench_stall\",\"switch_panels\":%d,\"nodes\":%d,\"seconds\":%d,\"ticks\":%"
+      "zu,"
+      "\"snapshots\":%d,\"max_stall_ms\":%.2f,\"p99_stall_ms\":%.2f,\"over_16ms\":%ld,"
+      "\"shown_ms\":%lld}\n",
+      switch_panels, nodes, seconds, late_ms.size(), snapshots, max, p99, over16,
+      static_cast<long long>(shown_ms));
   return 0;
 }

@@ -10,9 +10,9 @@
 #include <unistd.h>
 
 #include <QTemporaryDir>
+#include <QtTest>
 #include <atomic>
 #include <thread>
-#include <QtTest>
 
 #include "octet/app/bench_runner.h"
 #include "octet/app/bench_store.h"
@@ -192,7 +192,8 @@ class TestBenchStore : public QObject {
     QCOMPARE(*ReadFileToString(garbage), std::string(4096, 'x'));  // untouched
 
     const std::string other = Path("other.sqlite");
-    QCOMPARE(Exec(other, "CREATE TABLE notes(t TEXT); INSERT INTO notes VALUES('mine');"), SQLITE_OK);
+    QCOMPARE(Exec(other, "CREATE TABLE notes(t TEXT); INSERT INTO notes VALUES('mine');"),
+             SQLITE_OK);
     auto o = BenchRunStore::Open(other);
     QVERIFY(!o.ok());
     QVERIFY2(o.status().message().find("not an Octet benchmark run store") != std::string::npos,
@@ -278,14 +279,14 @@ PRAGMA user_version=1;
     a.start_s = 1.000;
     a.first_response_s = 1.110;  // est_ppt = 110 - 10 = 100 ms -> pp_req 1000 t/s
     a.first_token_s = 1.110;
-    a.end_s = 1.610;             // 10 tokens after the first in 0.5 s -> 20 t/s
+    a.end_s = 1.610;  // 10 tokens after the first in 0.5 s -> 20 t/s
     a.prompt_tokens = 100;
     a.completion_tokens = 11;
     RequestSample b = a;
     b.start_s = 1.000;
     b.first_response_s = 1.210;  // est_ppt 200 ms -> 500 t/s
     b.first_token_s = 1.210;
-    b.end_s = 2.210;             // 10 / 1.0 s -> 10 t/s
+    b.end_s = 2.210;  // 10 / 1.0 s -> 10 t/s
     const BenchResult r = SummarizeTest({{a, b}}, 10.0, 100, 11, 0, 2);
     QCOMPARE(r.runs, int64_t(1));
     QCOMPARE(r.failed_requests, int64_t(0));

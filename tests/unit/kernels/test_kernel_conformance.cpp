@@ -168,7 +168,11 @@ class TestKernelConformance : public QObject {
         for (int64_t i = 0; i < n; ++i) {
           if (hits[i].load() != 1) {
             QFAIL(qPrintable(QStringLiteral("%1 threads, round %2 (%3 tasks): task %4 ran %5 times")
-                                 .arg(threads).arg(round).arg(n).arg(i).arg(hits[i].load())));
+                                 .arg(threads)
+                                 .arg(round)
+                                 .arg(n)
+                                 .arg(i)
+                                 .arg(hits[i].load())));
           }
         }
       }
