@@ -2,6 +2,7 @@
 
 #include <QChart>
 #include <QChartView>
+#include <QComboBox>
 #include <QEvent>
 #include <QGridLayout>
 #include <QLabel>
@@ -13,6 +14,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "octet/ui/instance_manager.h"
 #include "octet/ui/job_colors.h"
 #include "octet/ui/theme.h"
 #include "octet/ui/widgets.h"
@@ -114,6 +116,13 @@ void TimeChart::setRightAxisTitle(const QString& title) {
   }
   y_right_->setTitleText(title);
   applyPalette();
+}
+
+void TimeChart::setXAxisTitle(const QString& title) { x_->setTitleText(title); }
+
+QList<QPointF> TimeChart::points(const QString& key) const {
+  const QLineSeries* s = series_.value(key, nullptr);
+  return s ? s->points() : QList<QPointF>();
 }
 
 void TimeChart::applyPalette() {
@@ -234,6 +243,41 @@ DashboardPanel::DashboardPanel(ClusterController* controller, QWidget* parent)
     grid->addWidget(charts_[i], i / 3, i % 3);
   }
   outer->addLayout(grid, 1);
+
+  // A training run started from the Launch panel: its curves against the step.
+  run_box_ = new QWidget(this);
+  run_box_->setObjectName(QStringLiteral("trainingRunBox"));
+  auto* rl = new QVBoxLayout(run_box_);
+  rl->setContentsMargins(0, 6, 0, 0);
+  auto* rhead = new QHBoxLayout;
+  rhead->addWidget(SectionLabel(tr("Training run on this machine"), run_box_));
+  run_choice_ = new QComboBox(run_box_);
+  run_choice_->setObjectName(QStringLiteral("trainingRun"));
+  run_choice_->setSizeAdjustPolicy(QComboBox::AdjustToContents);
+  rhead->addWidget(run_choice_);
+  run_figures_ = new QLabel(run_box_);
+  run_figures_->setObjectName(QStringLiteral("trainingRunFigures"));
+  run_figures_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  rhead->addWidget(run_figures_, 1);
+  rl->addLayout(rhead);
+  auto* rcharts = new QHBoxLayout;
+  run_loss_ = new TimeChart(tr("Loss"), tr("loss"), run_box_);
+  run_loss_->setObjectName(QStringLiteral("chartRunLoss"));
+  run_loss_->setXAxisTitle(tr("step"));
+  run_tps_ = new TimeChart(tr("Training tok/s"), tr("tok/s"), run_box_);
+  run_tps_->setObjectName(QStringLiteral("chartRunTps"));
+  run_tps_->setXAxisTitle(tr("step"));
+  rcharts->addWidget(run_loss_);
+  rcharts->addWidget(run_tps_);
+  rl->addLayout(rcharts);
+  run_box_->setVisible(false);
+  outer->addWidget(run_box_, 1);
+  connect(run_choice_, qOverload<int>(&QComboBox::activated), this, [this] {
+    shown_run_ = run_choice_->currentData().toInt();
+    run_dirty_ = true;
+    if (isVisible()) refreshTrainingRun();
+  });
+
   connect(controller_, &ClusterController::snapshotChanged, this,
           [this](const SnapshotPtr& s) { addSnapshot(*s); });
   connect(controller_, &ClusterController::phaseChanged, this,
@@ -260,11 +304,97 @@ void DashboardPanel::showEvent(QShowEvent* event) {
   QWidget::showEvent(event);
   updateKpis(*controller_->snapshot());
   refresh();
+  if (run_dirty_) refreshTrainingRun();
+}
+
+void DashboardPanel::setInstanceManager(InstanceManager* instances) {
+  instances_ = instances;
+  connect(instances_, &InstanceManager::changed, this, &DashboardPanel::refreshRunList);
+  connect(instances_, &InstanceManager::trainingFigures, this, [this](int id) {
+    if (id != shown_run_) return;
+    run_dirty_ = true;
+    if (isVisible()) refreshTrainingRun();
+  });
+  refreshRunList();
+}
+
+void DashboardPanel::refreshRunList() {
+  QList<int> ids;
+  QStringList names;
+  for (const InstanceInfo& info : instances_->instances()) {
+    if (info.kind != app::InstanceSpec::Kind::kTraining) continue;
+    ids.append(info.id);
+    names.append(QStringLiteral("%1 (%2)").arg(info.name, InstanceManager::stateName(info.state)));
+  }
+  // A new run is shown as it starts; otherwise the choice stays.
+  const int newest = ids.isEmpty() ? -1 : ids.last();
+  const bool added = newest > 0 && run_choice_->findData(newest) < 0;
+  run_choice_->clear();
+  for (int i = 0; i < ids.size(); ++i) run_choice_->addItem(names[i], ids[i]);
+  if (added || !ids.contains(shown_run_)) shown_run_ = newest;
+  run_choice_->setCurrentIndex(run_choice_->findData(shown_run_));
+  run_box_->setVisible(!ids.isEmpty());
+  run_dirty_ = true;
+  if (isVisible()) refreshTrainingRun();
+}
+
+void DashboardPanel::refreshTrainingRun() {
+  run_dirty_ = false;
+  const InstanceInfo* info = instances_ ? instances_->find(shown_run_) : nullptr;
+  if (drawn_run_ != shown_run_) {
+    // Another run's points: start over (the series are matched by step).
+    run_loss_->retain({});
+    run_tps_->retain({});
+    drawn_run_ = shown_run_;
+  }
+  if (!info) {
+    run_figures_->clear();
+    return;
+  }
+  const app::TrainingCurves& c = info->training;
+  auto to_points = [](const std::vector<app::TrainingPoint>& v) {
+    QVector<QPointF> out;
+    out.reserve(static_cast<int>(v.size()));
+    for (const app::TrainingPoint& p : v) out.append(QPointF(static_cast<double>(p.step), p.value));
+    return out;
+  };
+  const QPalette pal = palette();
+  run_loss_->setSeries(QStringLiteral("train"), tr("train loss"), SeriesColor(0, pal),
+                       to_points(c.train_loss()));
+  run_loss_->setSeries(QStringLiteral("val"), tr("validation loss"), SeriesColor(1, pal),
+                       to_points(c.val_loss()), true);
+  run_tps_->setSeries(QStringLiteral("tps"), tr("train tok/s"), SeriesColor(2, pal),
+                      to_points(c.train_tps()));
+  int64_t last = c.total_steps();
+  if (!c.train_loss().empty()) last = std::max(last, c.train_loss().back().step);
+  const double x_max = static_cast<double>(std::max<int64_t>(1, last));
+  run_loss_->setTimeRange(x_max, x_max);
+  run_tps_->setTimeRange(x_max, x_max);
+  QString text = InstanceManager::stateName(info->state);
+  if (const auto& f = c.latest(); f && f->has_step) {
+    text += tr(" · step %1/%2 · loss %3 · %4 tok/s · step %5 ms (compute %6, all-reduce %7%) · "
+               "MFU %8%")
+                .arg(f->train_step)
+                .arg(f->train_total_steps)
+                .arg(f->train_loss, 0, 'f', 4)
+                .arg(f->train_tps, 0, 'f', 0)
+                .arg(f->step_ms, 0, 'f', 0)
+                .arg(f->compute_ms, 0, 'f', 0)
+                .arg(100 * f->allreduce_share, 0, 'f', 1)
+                .arg(100 * f->mfu, 0, 'f', 2);
+    if (f->has_val) {
+      text += tr(" · validation loss %1 at step %2").arg(f->val_loss, 0, 'f', 4).arg(f->val_step);
+      if (f->val_bpb >= 0) text += tr(" (%1 bits/byte)").arg(f->val_bpb, 0, 'f', 3);
+    }
+  }
+  run_figures_->setText(text);
 }
 
 void DashboardPanel::changeEvent(QEvent* event) {
   if (event->type() == QEvent::PaletteChange) {
     for (auto* c : charts_) c->applyPalette();
+    if (run_loss_) run_loss_->applyPalette();
+    if (run_tps_) run_tps_->applyPalette();
   }
   QWidget::changeEvent(event);
 }

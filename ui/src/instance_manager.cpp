@@ -24,6 +24,10 @@ QString InstanceManager::stateName(InstanceInfo::State s) {
       return tr("starting");
     case InstanceInfo::State::kReady:
       return tr("ready");
+    case InstanceInfo::State::kRunning:
+      return tr("running");
+    case InstanceInfo::State::kFinished:
+      return tr("finished");
     case InstanceInfo::State::kStopping:
       return tr("stopping");
     case InstanceInfo::State::kExited:
@@ -63,7 +67,11 @@ int InstanceManager::start(const app::InstanceSpec& spec_in, const QString& name
     QMetaObject::invokeMethod(
         self.data(), [self, id, text] { if (self) self->onReady(id, text); }, Qt::QueuedConnection);
   };
-  auto started = app::LocalInstance::Start(spec, on_line, on_ready);
+  auto on_figures = [self, id](const app::TrainingFigures& f) {
+    QMetaObject::invokeMethod(
+        self.data(), [self, id, f] { if (self) self->onFigures(id, f); }, Qt::QueuedConnection);
+  };
+  auto started = app::LocalInstance::Start(spec, on_line, on_ready, on_figures);
   if (!started.ok()) {
     if (error) *error = QString::fromStdString(started.status().message());
     return -1;
@@ -72,6 +80,10 @@ int InstanceManager::start(const app::InstanceSpec& spec_in, const QString& name
   info.id = id;
   info.kind = spec.kind;
   info.name = name;
+  info.stage_count = (*started)->stage_count();
+  info.stage_name = QString::fromStdString((*started)->stage_name(0));
+  if (spec.kind == app::InstanceSpec::Kind::kTraining)
+    info.out_dir = QString::fromStdString(spec.train_out_dir);
   infos_.append(info);
   running_.push_back({id, std::shared_ptr<app::LocalInstance>(std::move(*started)), false});
   poll_->start();
@@ -96,6 +108,17 @@ void InstanceManager::onReady(int id, const QString& url) {
   emit changed();
 }
 
+void InstanceManager::onFigures(int id, const app::TrainingFigures& figures) {
+  InstanceInfo* info = mutableInfo(id);
+  if (!info) return;
+  info->training.Add(figures);
+  if (info->state == InstanceInfo::State::kStarting) {
+    info->state = InstanceInfo::State::kRunning;
+    emit changed();
+  }
+  emit trainingFigures(id);
+}
+
 void InstanceManager::stop(int id) {
   for (auto it = running_.begin(); it != running_.end(); ++it) {
     if (it->id != id) continue;
@@ -110,7 +133,13 @@ void InstanceManager::stop(int id) {
 
 void InstanceManager::pollExits() {
   for (auto it = running_.begin(); it != running_.end();) {
-    std::optional<ExitStatus> st = it->instance->Poll();
+    std::optional<ExitStatus> st = it->instance->Poll();  // may start the next stage
+    if (InstanceInfo* info = mutableInfo(it->id); info && info->stage != it->instance->stage()) {
+      info->stage = it->instance->stage();
+      info->stage_name = QString::fromStdString(it->instance->stage_name(info->stage));
+      emit stageChanged(it->id);
+      emit changed();
+    }
     if (!st || !it->exit_seen) {
       // The output reader may still be passing on the last lines (the error):
       // report the end one tick after it is seen.
@@ -125,7 +154,10 @@ void InstanceManager::pollExits() {
     if (!info) continue;
     const bool stopping = info->state == InstanceInfo::State::kStopping;
     const bool failed = !stopping && !st->success();
-    info->state = failed ? InstanceInfo::State::kFailed : InstanceInfo::State::kExited;
+    const bool finished = !stopping && !failed && info->kind == app::InstanceSpec::Kind::kTraining;
+    info->state = failed     ? InstanceInfo::State::kFailed
+                  : finished ? InstanceInfo::State::kFinished
+                             : InstanceInfo::State::kExited;
     info->detail = QString::fromStdString(st->ToString());
     if (failed) {
       QString why = QString::fromStdString(last_error);

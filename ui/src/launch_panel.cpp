@@ -7,6 +7,7 @@
 #include <QFileInfo>
 #include <QFontDatabase>
 #include <QFormLayout>
+#include <QGridLayout>
 #include <QHBoxLayout>
 #include <QHeaderView>
 #include <QLabel>
@@ -16,14 +17,17 @@
 #include <QPointer>
 #include <QProgressBar>
 #include <QPushButton>
+#include <QScrollArea>
 #include <QScrollBar>
 #include <QSettings>
 #include <QShortcut>
+#include <QSpinBox>
 #include <QStandardItemModel>
 #include <QTableWidget>
 #include <QThreadPool>
 #include <QVBoxLayout>
 
+#include "octet/app/training_run.h"
 #include "octet/ui/instance_manager.h"
 #include "octet/ui/resources.h"
 #include "octet/ui/theme.h"
@@ -192,6 +196,100 @@ LaunchPanel::LaunchPanel(ClusterController* controller, InstanceManager* instanc
   shortcut->setContext(Qt::WidgetWithChildrenShortcut);
   connect(shortcut, &QShortcut::activated, this, &LaunchPanel::launchInference);
 
+  // ---- training ----
+  auto* train_card = new Card(this);
+  auto* trl = new QVBoxLayout(train_card);
+  trl->addWidget(SectionLabel(tr("Training"), train_card));
+  auto* tgrid = new QGridLayout;
+  tgrid->setHorizontalSpacing(10);
+  train_data_ = new QLineEdit(train_card);
+  train_data_->setObjectName(QStringLiteral("trainingData"));
+  train_data_->setPlaceholderText(
+      tr("data folder: prepared (meta.json, train-*.bin) or .txt files"));
+  train_data_->setText(settings.value(QStringLiteral("launch/trainingData")).toString());
+  auto* dbrowse = new QPushButton(tr("…"), train_card);
+  train_out_ = new QLineEdit(train_card);
+  train_out_->setObjectName(QStringLiteral("trainingOut"));
+  train_out_->setPlaceholderText(tr("output folder (becomes a model folder)"));
+  train_out_->setText(settings.value(QStringLiteral("launch/trainingOut")).toString());
+  auto* obrowse = new QPushButton(tr("…"), train_card);
+  train_config_ = new QComboBox(train_card);
+  train_config_->setObjectName(QStringLiteral("trainingConfig"));
+  train_config_->setEditable(true);
+  train_config_->setInsertPolicy(QComboBox::NoInsert);
+  for (const char* preset : {"tiny", "d4", "d6", "d8", "d12", "d20"})
+    train_config_->addItem(QLatin1String(preset));
+  train_config_->setToolTip(tr("a preset (tiny: a CPU demo; d<depth>: width 64×depth) or the "
+                               "path of a config.json"));
+  train_steps_ = new QSpinBox(train_card);
+  train_steps_->setObjectName(QStringLiteral("trainingSteps"));
+  train_steps_->setRange(1, 10'000'000);
+  train_steps_->setValue(200);
+  train_ranks_ = new QSpinBox(train_card);
+  train_ranks_->setObjectName(QStringLiteral("trainingRanks"));
+  train_ranks_->setRange(1, 1);
+  train_ranks_->setToolTip(
+      tr("data-parallel rank processes on this machine (octet train --ranks)"));
+  train_seq_len_ = new QSpinBox(train_card);
+  train_seq_len_->setObjectName(QStringLiteral("trainingSeqLen"));
+  train_seq_len_->setRange(0, 65536);
+  train_seq_len_->setSpecialValueText(tr("config's"));
+  train_batch_ = new QSpinBox(train_card);
+  train_batch_->setObjectName(QStringLiteral("trainingBatch"));
+  train_batch_->setRange(1, 4096);
+  train_batch_->setValue(8);
+  train_batch_->setToolTip(tr("sequences per rank per micro-batch"));
+  tgrid->addWidget(new QLabel(tr("Data"), train_card), 0, 0);
+  tgrid->addWidget(train_data_, 0, 1, 1, 4);
+  tgrid->addWidget(dbrowse, 0, 5);
+  tgrid->addWidget(new QLabel(tr("Output"), train_card), 1, 0);
+  tgrid->addWidget(train_out_, 1, 1, 1, 4);
+  tgrid->addWidget(obrowse, 1, 5);
+  tgrid->addWidget(new QLabel(tr("Config"), train_card), 2, 0);
+  tgrid->addWidget(train_config_, 2, 1);
+  tgrid->addWidget(new QLabel(tr("Steps"), train_card), 2, 2);
+  tgrid->addWidget(train_steps_, 2, 3);
+  tgrid->addWidget(new QLabel(tr("Ranks"), train_card), 3, 0);
+  tgrid->addWidget(train_ranks_, 3, 1);
+  tgrid->addWidget(new QLabel(tr("Sequence"), train_card), 3, 2);
+  tgrid->addWidget(train_seq_len_, 3, 3);
+  tgrid->addWidget(new QLabel(tr("Batch"), train_card), 3, 4);
+  tgrid->addWidget(train_batch_, 3, 5);
+  trl->addLayout(tgrid);
+  auto* trow = new QHBoxLayout;
+  launch_training_ = new QPushButton(GlyphIcon(Glyph::kLaunch), tr("Launch training"), train_card);
+  launch_training_->setObjectName(QStringLiteral("launchTraining"));
+  train_progress_ = new QProgressBar(train_card);
+  train_progress_->setObjectName(QStringLiteral("trainingProgress"));
+  train_progress_->setVisible(false);
+  trow->addWidget(launch_training_);
+  trow->addWidget(train_progress_, 1);
+  trl->addLayout(trow);
+  train_state_ = new QLabel(train_card);
+  train_state_->setObjectName(QStringLiteral("trainingState"));
+  train_state_->setWordWrap(true);
+  train_state_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  trl->addWidget(train_state_);
+  trl->addStretch(1);
+  // Scrolls rather than widening the window past what the other panels need.
+  auto* train_scroll = new QScrollArea(this);
+  train_scroll->setObjectName(QStringLiteral("trainingScroll"));
+  train_scroll->setFrameShape(QFrame::NoFrame);
+  train_scroll->setWidgetResizable(true);
+  train_scroll->setWidget(train_card);
+  top->addWidget(train_scroll, 2);
+  connect(dbrowse, &QPushButton::clicked, this, [this] {
+    const QString dir =
+        QFileDialog::getExistingDirectory(this, tr("Training data folder"), train_data_->text());
+    if (!dir.isEmpty()) train_data_->setText(dir);
+  });
+  connect(obrowse, &QPushButton::clicked, this, [this] {
+    const QString dir =
+        QFileDialog::getExistingDirectory(this, tr("Output folder"), train_out_->text());
+    if (!dir.isEmpty()) train_out_->setText(dir);
+  });
+  connect(launch_training_, &QPushButton::clicked, this, &LaunchPanel::launchTraining);
+
   // ---- running instances and their log ----
   auto* run_card = new Card(this);
   auto* rl = new QVBoxLayout(run_card);
@@ -241,11 +339,15 @@ LaunchPanel::LaunchPanel(ClusterController* controller, InstanceManager* instanc
     }
     const InstanceInfo* info = instances_->find(id);
     stop_->setEnabled(info && (info->state == InstanceInfo::State::kStarting ||
-                               info->state == InstanceInfo::State::kReady));
+                               info->state == InstanceInfo::State::kReady ||
+                               info->state == InstanceInfo::State::kRunning));
   });
 
   connect(instances_, &InstanceManager::changed, this, &LaunchPanel::refreshInstances);
   connect(instances_, &InstanceManager::logLine, this, &LaunchPanel::onLogLine);
+  connect(instances_, &InstanceManager::trainingFigures, this, &LaunchPanel::showTrainingProgress);
+  connect(instances_, &InstanceManager::stageChanged, this, &LaunchPanel::showTrainingProgress);
+  connect(instances_, &InstanceManager::exited, this, &LaunchPanel::onExited);
   connect(controller_, &ClusterController::snapshotChanged, this, [this](const SnapshotPtr& s) {
     const int n = static_cast<int>(s->nodes.size());
     int64_t memory = 0;
@@ -256,6 +358,7 @@ LaunchPanel::LaunchPanel(ClusterController* controller, InstanceManager* instanc
                                                  : node.facts.memory.total_bytes);
       if (m > 0 && (memory == 0 || m < memory)) memory = m;
     }
+    train_ranks_->setMaximum(std::max(1, n));
     if (n != node_count_ || memory != node_memory_) {
       node_count_ = n;
       node_memory_ = memory;
@@ -263,6 +366,7 @@ LaunchPanel::LaunchPanel(ClusterController* controller, InstanceManager* instanc
     }
   });
   node_count_ = static_cast<int>(controller_->snapshot()->nodes.size());
+  train_ranks_->setMaximum(std::max(1, node_count_));
   connect(tp_, qOverload<int>(&QComboBox::currentIndexChanged), this, [this] { replan(); });
   refreshTpChoices();
 }
@@ -513,6 +617,126 @@ void LaunchPanel::launchRouter() {
   table_->selectRow(table_->rowCount() - 1);
 }
 
+void LaunchPanel::setTrainingState(const QString& text, bool bad) {
+  if (bad) {
+    train_state_->setText(QStringLiteral("<span style='color:%1'>%2</span>")
+                              .arg(StatusColorsFor(palette()).bad.name(), text.toHtmlEscaped()));
+  } else {
+    train_state_->setText(text.toHtmlEscaped());
+  }
+}
+
+void LaunchPanel::launchTraining() {
+  const QString data = train_data_->text().trimmed();
+  const QString out = train_out_->text().trimmed();
+  app::InstanceSpec spec;
+  spec.kind = app::InstanceSpec::Kind::kTraining;
+  spec.train_data_dir = data.toStdString();
+  spec.train_out_dir = out.toStdString();
+  spec.train_config = train_config_->currentText().trimmed().toStdString();
+  spec.train_steps = train_steps_->value();
+  spec.train_ranks = train_ranks_->value();
+  spec.train_seq_len = train_seq_len_->value();
+  spec.train_batch_size = train_batch_->value();
+  // About ten validations over the run (each also ends the run's curve).
+  spec.train_eval_every = std::max(1, train_steps_->value() / 10);
+  spec.train_vocab_size = 4096;
+  // Text is tokenized first, into a scratch folder of this session. Only the
+  // top of the data folder is looked at here (meta.json, then the first .txt).
+  auto data_kind = app::ClassifyTrainingData(spec.train_data_dir);
+  if (data_kind.ok() && *data_kind == app::TrainingDataKind::kText) {
+    auto scratch = std::make_unique<QTemporaryDir>(QDir::tempPath() +
+                                                   QStringLiteral("/octet-train-data-XXXXXX"));
+    if (!scratch->isValid()) {
+      setTrainingState(tr("Could not start: no scratch folder for the prepared data (%1)")
+                           .arg(scratch->errorString()),
+                       true);
+      return;
+    }
+    spec.train_prepared_dir = (scratch->path() + QStringLiteral("/data")).toStdString();
+    scratch_.push_back(std::move(scratch));
+  }
+  QString error;
+  const QString name = tr("train %1 · %2 steps · %n rank(s)", nullptr, spec.train_ranks)
+                           .arg(QString::fromStdString(spec.train_config))
+                           .arg(spec.train_steps);
+  const int id = instances_->start(spec, name, &error);
+  if (id < 0) {
+    setTrainingState(tr("Could not start: %1").arg(error), true);
+    launch_state_->setText(tr("Could not start: %1").arg(error));
+    emit trainingFailed(error);
+    return;
+  }
+  QSettings settings;
+  settings.setValue(QStringLiteral("launch/trainingData"), data);
+  settings.setValue(QStringLiteral("launch/trainingOut"), out);
+  last_launched_ = id;
+  training_id_ = id;
+  train_progress_->setRange(0, 0);
+  train_progress_->setVisible(true);
+  launch_state_->setText(tr("Starting %1…").arg(name));
+  showTrainingProgress(id);
+  refreshInstances();
+  table_->selectRow(table_->rowCount() - 1);
+}
+
+void LaunchPanel::showTrainingProgress(int id) {
+  if (id != training_id_) return;
+  const InstanceInfo* info = instances_->find(id);
+  if (!info || info->state == InstanceInfo::State::kFailed ||
+      info->state == InstanceInfo::State::kFinished || info->state == InstanceInfo::State::kExited)
+    return;
+  const QString step = info->stage_count > 1
+                           ? tr("Step %1 of %2: ").arg(info->stage + 1).arg(info->stage_count)
+                           : QString();
+  const auto& latest = info->training.latest();
+  if (info->stage_name != QLatin1String("training")) {
+    train_progress_->setRange(0, 0);
+    setTrainingState(
+        step + tr("%1 (tokenizer and token shards, vocabulary 4096)…").arg(info->stage_name),
+        false);
+    return;
+  }
+  if (!latest || !latest->has_step) {
+    train_progress_->setRange(0, 0);
+    setTrainingState(step + tr("training: building the model, first step…"), false);
+    return;
+  }
+  const int64_t total = std::max<int64_t>(1, info->training.total_steps());
+  const auto& losses = info->training.train_loss();
+  const int64_t done = losses.empty() ? 0 : losses.back().step;
+  train_progress_->setRange(0, static_cast<int>(std::min<int64_t>(total, INT32_MAX)));
+  train_progress_->setValue(static_cast<int>(std::min<int64_t>(done, INT32_MAX)));
+  QString text = step + tr("training: step %1/%2, loss %3, %4 tok/s")
+                            .arg(done)
+                            .arg(total)
+                            .arg(latest->train_loss, 0, 'f', 4)
+                            .arg(latest->train_tps, 0, 'f', 0);
+  if (latest->has_val) text += tr(", validation loss %1").arg(latest->val_loss, 0, 'f', 4);
+  setTrainingState(text, false);
+}
+
+void LaunchPanel::onExited(int id, bool failed, const QString& detail) {
+  if (id != training_id_) return;
+  const InstanceInfo* info = instances_->find(id);
+  if (!info) return;
+  train_progress_->setVisible(false);
+  if (failed) {
+    setTrainingState(tr("Training failed (%1): %2").arg(info->stage_name, detail), true);
+    emit trainingFailed(detail);
+  } else if (info->state == InstanceInfo::State::kFinished) {
+    setTrainingState(
+        tr("Finished: the model is in %1 (chosen above: launch inference to serve it).")
+            .arg(info->out_dir),
+        false);
+    // The output folder is a model folder (config.json, model.safetensors, tokenizer.json).
+    setModelFolder(info->out_dir);
+    emit trainingFinished(info->out_dir);
+  } else {
+    setTrainingState(tr("Training stopped."), false);
+  }
+}
+
 void LaunchPanel::stopSelected() {
   const int id = selectedInstance();
   if (id >= 0) instances_->stop(id);
@@ -530,7 +754,9 @@ void LaunchPanel::refreshInstances() {
     name->setData(Qt::UserRole, info.id);
     auto* state = new QTableWidgetItem(InstanceManager::stateName(info.state));
     QColor c = sc.muted;
-    if (info.state == InstanceInfo::State::kReady) c = sc.good;
+    if (info.state == InstanceInfo::State::kReady || info.state == InstanceInfo::State::kRunning ||
+        info.state == InstanceInfo::State::kFinished)
+      c = sc.good;
     if (info.state == InstanceInfo::State::kStarting || info.state == InstanceInfo::State::kStopping)
       c = sc.warning;
     if (info.state == InstanceInfo::State::kFailed) c = sc.bad;
@@ -555,6 +781,10 @@ void LaunchPanel::refreshInstances() {
                                       tr("%1 failed: %2").arg(last->name, last->detail).toHtmlEscaped()));
     } else if (last->state == InstanceInfo::State::kExited) {
       launch_state_->setText(tr("%1 stopped.").arg(last->name));
+    } else if (last->state == InstanceInfo::State::kFinished) {
+      launch_state_->setText(tr("%1 finished; the model is in %2").arg(last->name, last->out_dir));
+    } else if (last->state == InstanceInfo::State::kRunning) {
+      launch_state_->setText(tr("%1 is training").arg(last->name));
     }
   }
   const InstanceInfo* info = instances_->find(selectedInstance());

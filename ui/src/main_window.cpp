@@ -148,7 +148,9 @@ MainWindow::MainWindow(WorkbenchOptions options, QWidget* parent)
   instances_ = new InstanceManager(this);
   instances_->setOctetBinary(options_.cluster.local.octet_binary);
   stack_->addWidget(new LaunchPanel(controller_, instances_, stack_));
-  stack_->addWidget(new DashboardPanel(controller_, stack_));
+  auto* dashboard = new DashboardPanel(controller_, stack_);
+  dashboard->setInstanceManager(instances_);
+  stack_->addWidget(dashboard);
   auto* chat = new ChatPanel(instances_, stack_);
   stack_->addWidget(chat);
   stack_->addWidget(new RoutingPanel(instances_, stack_));

@@ -1,7 +1,11 @@
 // The live dashboard: headline figures (decode and prefill tok/s, running
 // requests, jobs, memory) and Qt Charts of the recent past — decode and
 // prefill tok/s per job, concurrency, all-reduce share, memory per node, and
-// training loss and tok/s — fed from the workers' telemetry figures.
+// training loss and tok/s — fed from the workers' telemetry figures. A
+// training run started on this machine from the Launch panel (given the
+// InstanceManager) gets its own curves against the optimizer step: train and
+// validation loss, and train tok/s, from its "@octet-figures" lines (parsed
+// on the process's output reader thread, in app::LocalInstance).
 //
 // History is kept all the time; the charts are only touched while the panel
 // is visible (and then only with the points that are new), so telemetry
@@ -17,6 +21,7 @@
 
 QT_BEGIN_NAMESPACE
 class QChart;
+class QComboBox;
 class QChartView;
 class QLabel;
 class QLineSeries;
@@ -27,6 +32,7 @@ QT_END_NAMESPACE
 namespace octet::ui {
 
 class PanelHeader;
+class InstanceManager;
 
 // A chart with a time axis and one line series per key.
 class TimeChart : public QWidget {
@@ -42,6 +48,9 @@ class TimeChart : public QWidget {
   void retain(const QSet<QString>& keep);
   void setTimeRange(double now, double window);
   void setRightAxisTitle(const QString& title);
+  void setXAxisTitle(const QString& title);
+  // The points of series `key` (empty when there is none).
+  QList<QPointF> points(const QString& key) const;
   int seriesCount() const { return static_cast<int>(series_.size()); }
   void applyPalette();
 
@@ -65,6 +74,13 @@ class DashboardPanel : public QWidget {
   TimeChart* chart(Chart which) const;
   // Feeds a snapshot directly (the controller's signal does the same).
   void addSnapshot(const app::ClusterSnapshot& snapshot);
+  // Follows the training runs of `instances` (the newest one is shown).
+  void setInstanceManager(InstanceManager* instances);
+  // Curves of the shown local training run against the step: series "train"
+  // and "val" (loss), "tps" (train tok/s).
+  TimeChart* trainingRunLossChart() const { return run_loss_; }
+  TimeChart* trainingRunTpsChart() const { return run_tps_; }
+  int shownTrainingRun() const { return shown_run_; }
 
  protected:
   void showEvent(QShowEvent* event) override;
@@ -73,6 +89,8 @@ class DashboardPanel : public QWidget {
  private:
   void refresh();
   void updateKpis(const app::ClusterSnapshot& snapshot);
+  void refreshRunList();
+  void refreshTrainingRun();
 
   ClusterController* controller_;
   PanelHeader* header_;
@@ -85,6 +103,15 @@ class DashboardPanel : public QWidget {
   QLabel* kpi_memory_;
   QLabel* empty_hint_;
   bool dirty_ = false;
+  InstanceManager* instances_ = nullptr;
+  QWidget* run_box_ = nullptr;
+  QComboBox* run_choice_ = nullptr;
+  QLabel* run_figures_ = nullptr;
+  TimeChart* run_loss_ = nullptr;
+  TimeChart* run_tps_ = nullptr;
+  int shown_run_ = -1;
+  int drawn_run_ = -1;  // the run whose points the charts hold
+  bool run_dirty_ = false;
 };
 
 }  // namespace octet::ui

@@ -1,8 +1,9 @@
-// The inference instances and router gateways the workbench started on this
-// machine (app::LocalInstance), as Qt signals: each process's output lines,
-// ready (with its URL), exited (with its status and last error). Shared by the
-// Launch panel (start, stop, log), the Chat panel (endpoints to talk to) and
-// the Routing panel (routers to apply a policy to).
+// The inference instances, router gateways and training runs the workbench
+// started on this machine (app::LocalInstance), as Qt signals: each process's
+// output lines, ready (with its URL), a training run's figures (its curves),
+// exited (with its status and last error). Shared by the Launch panel (start,
+// stop, log), the Chat panel (endpoints to talk to), the Routing panel
+// (routers to apply a policy to) and the Dashboard (training curves).
 //
 // GUI thread only. Processes are started on the GUI thread (the child is tied
 // to the thread that spawned it); output arrives on reader threads and is
@@ -23,7 +24,10 @@ class QTimer;
 namespace octet::ui {
 
 struct InstanceInfo {
-  enum class State { kStarting, kReady, kStopping, kExited, kFailed };
+  // kReady: serving on `url` (inference, router). A training run is kStarting
+  // while it prepares data and until its first figures, then kRunning, and
+  // kFinished when it ended well (its output folder is a model folder).
+  enum class State { kStarting, kReady, kRunning, kStopping, kExited, kFinished, kFailed };
   int id = 0;
   app::InstanceSpec::Kind kind = app::InstanceSpec::Kind::kInference;
   QString name;  // "qwen3-tiny TP 2", "router example-policy.yaml"
@@ -31,6 +35,13 @@ struct InstanceInfo {
   State state = State::kStarting;
   QString detail;  // exit status / last error
   QStringList log;  // the process's output (last 2000 lines)
+  // The stage running (training from text: "preparing data", then "training").
+  int stage = 0;
+  int stage_count = 1;
+  QString stage_name;
+  // Training: the output folder (the model once finished) and the curves.
+  QString out_dir;
+  app::TrainingCurves training;
 };
 
 class InstanceManager : public QObject {
@@ -52,11 +63,14 @@ class InstanceManager : public QObject {
   void changed();                                // any state or list change
   void logLine(int id, const QString& line);     // one output line
   void ready(int id, const QString& url);
+  void trainingFigures(int id);                  // a training run's curves grew
+  void stageChanged(int id);                     // a run moved to its next stage
   void exited(int id, bool failed, const QString& detail);
 
  private:
   void onLine(int id, const QString& line);
   void onReady(int id, const QString& url);
+  void onFigures(int id, const app::TrainingFigures& figures);
   void pollExits();
   InstanceInfo* mutableInfo(int id);
 

@@ -5,11 +5,22 @@
 // (`octet serve`) or a router gateway (`octet route`) on this machine; stop
 // them; follow their output (model load, rendezvous, errors) in the log.
 //
+// Training: pick a data folder (prepared by `octet train prepare`, or .txt
+// files, which are prepared first into a scratch folder as a step of the
+// run), a model config (preset or config.json), steps, ranks (1..nodes),
+// sequence length, batch size and an output folder, and launch `octet train
+// --figures` as a local run; its progress (stage, step k/N, loss) and its
+// failure line show here, and once it finishes its output folder is chosen
+// as the model to serve.
+//
 // Reading a model folder's headers runs on a pool thread; processes are
 // managed by the InstanceManager.
 #pragma once
 
+#include <QTemporaryDir>
 #include <QWidget>
+#include <memory>
+#include <vector>
 
 #include "octet/app/model_summary.h"
 #include "octet/ui/cluster_controller.h"
@@ -20,6 +31,7 @@ class QLineEdit;
 class QPlainTextEdit;
 class QProgressBar;
 class QPushButton;
+class QSpinBox;
 class QTableWidget;
 
 namespace octet::ui {
@@ -41,14 +53,21 @@ class LaunchPanel : public QWidget {
   void setPolicyFile(const QString& file);
   // The id of the last instance launched from here (-1 before any).
   int lastLaunched() const { return last_launched_; }
+  // The id of the last training run launched from here (-1 before any).
+  int lastTraining() const { return training_id_; }
 
  signals:
   void modelSummaryShown(bool ok);
   void planShown(bool fits);
+  // A training run from here ended well (`out_dir` is its model folder) / could
+  // not start or failed (`why`: the refusal or the run's failure line).
+  void trainingFinished(const QString& out_dir);
+  void trainingFailed(const QString& why);
 
  public slots:
   void launchInference();
   void launchRouter();
+  void launchTraining();
   void stopSelected();
 
  private:
@@ -60,6 +79,9 @@ class LaunchPanel : public QWidget {
   void refreshInstances();
   void onLogLine(int id, const QString& line);
   int selectedInstance() const;
+  void showTrainingProgress(int id);
+  void onExited(int id, bool failed, const QString& detail);
+  void setTrainingState(const QString& text, bool bad);
 
   ClusterController* controller_;
   InstanceManager* instances_;
@@ -78,6 +100,19 @@ class LaunchPanel : public QWidget {
   QLabel* launch_state_;
   QTableWidget* table_;
   QPlainTextEdit* log_;
+  QLineEdit* train_data_;
+  QComboBox* train_config_;
+  QSpinBox* train_steps_;
+  QSpinBox* train_ranks_;
+  QSpinBox* train_seq_len_;
+  QSpinBox* train_batch_;
+  QLineEdit* train_out_;
+  QPushButton* launch_training_;
+  QProgressBar* train_progress_;
+  QLabel* train_state_;
+  int training_id_ = -1;
+  // Scratch folders holding data prepared from text for this session's runs.
+  std::vector<std::unique_ptr<QTemporaryDir>> scratch_;
   std::optional<app::ModelSummary> summary_;
   int node_count_ = 0;
   int last_launched_ = -1;

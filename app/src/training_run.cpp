@@ -1,0 +1,78 @@
+#include "octet/app/training_run.h"
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+namespace octet::app {
+
+Result<TrainingDataKind> ClassifyTrainingData(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (dir.empty()) return InvalidArgumentError("no training data folder chosen");
+  if (!fs::is_directory(dir, ec)) return NotFoundError(dir + ": no such folder");
+  if (fs::exists(fs::path(dir) / "meta.json", ec)) return TrainingDataKind::kPrepared;
+  fs::recursive_directory_iterator it(dir, fs::directory_options::skip_permission_denied, ec);
+  if (ec) return NotFoundError(dir + ": cannot read the folder: " + ec.message());
+  for (; it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    if (ec) break;
+    if (it->path().extension() == ".txt" && it->is_regular_file(ec)) return TrainingDataKind::kText;
+  }
+  return InvalidArgumentError(dir +
+                              " holds neither prepared training data (meta.json, train-*.bin, "
+                              "tokenizer.json from `octet train prepare`) nor .txt files");
+}
+
+bool IsFiguresLine(std::string_view line) {
+  return line.substr(0, kFiguresPrefix.size()) == kFiguresPrefix;
+}
+
+Result<TrainingFigures> ParseTrainingFigures(std::string_view line) {
+  if (!IsFiguresLine(line)) return InvalidArgumentError("not an @octet-figures line");
+  const std::string_view text = line.substr(kFiguresPrefix.size());
+  TrainingFigures f;
+  try {
+    const nlohmann::json j = nlohmann::json::parse(text);
+    if (!j.is_object()) return InvalidArgumentError("@octet-figures: not a JSON object");
+    if (j.value("kind", std::string()) != "training") {
+      return InvalidArgumentError("@octet-figures: not a training line");
+    }
+    f.state = j.value("state", std::string());
+    if (j.contains("train_step")) {
+      f.has_step = true;
+      f.train_step = j.at("train_step").get<int64_t>();
+      f.train_total_steps = j.value("train_total_steps", int64_t{0});
+      f.train_loss = j.value("train_loss", 0.0);
+      f.train_tps = j.value("train_tps", 0.0);
+      f.step_ms = j.value("step_ms", 0.0);
+      f.compute_ms = j.value("compute_ms", 0.0);
+      f.allreduce_ms = j.value("allreduce_ms", 0.0);
+      f.allreduce_share = j.value("allreduce_share", 0.0);
+      f.mfu = j.value("mfu", 0.0);
+    }
+    if (j.contains("val_step")) {
+      f.has_val = true;
+      f.val_step = j.at("val_step").get<int64_t>();
+      f.val_loss = j.value("val_loss", 0.0);
+      f.val_bpb = j.value("val_bpb", -1.0);
+    }
+  } catch (const nlohmann::json::exception& e) {
+    return InvalidArgumentError(std::string("@octet-figures: ") + e.what());
+  }
+  return f;
+}
+
+void TrainingCurves::Add(const TrainingFigures& f) {
+  latest_ = f;
+  if (f.has_step) {
+    if (f.train_total_steps > 0) total_steps_ = f.train_total_steps;
+    if (train_loss_.empty() || f.train_step > train_loss_.back().step) {
+      train_loss_.push_back({f.train_step, f.train_loss});
+      train_tps_.push_back({f.train_step, f.train_tps});
+    }
+  }
+  if (f.has_val && (val_loss_.empty() || f.val_step > val_loss_.back().step)) {
+    val_loss_.push_back({f.val_step, f.val_loss});
+  }
+}
+
+}  // namespace octet::app
