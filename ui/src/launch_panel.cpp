@@ -17,7 +17,6 @@
 #include <QPointer>
 #include <QProgressBar>
 #include <QPushButton>
-#include <QScrollArea>
 #include <QScrollBar>
 #include <QSettings>
 #include <QShortcut>
@@ -54,16 +53,15 @@ void SetItemEnabled(QComboBox* box, int row, bool enabled, const QString& toolti
 
 }  // namespace
 
-LaunchPanel::LaunchPanel(ClusterController* controller, InstanceManager* instances,
-                         QWidget* parent)
+LaunchPanel::LaunchPanel(ClusterController* controller, InstanceManager* instances, QWidget* parent)
     : QWidget(parent), controller_(controller), instances_(instances) {
   setObjectName(QStringLiteral("launchPanel"));
   auto* outer = new QVBoxLayout(this);
   outer->setContentsMargins(18, 14, 18, 14);
-  outer->addWidget(new PanelHeader(
-      tr("Launch"),
-      tr("Pick a model and a topology; run tensor-parallel inference or a router on this machine"),
-      this));
+  outer->addWidget(new PanelHeader(tr("Launch"),
+                                   tr("Pick a model and a topology; run tensor-parallel inference, "
+                                      "a router or a training run on this machine"),
+                                   this));
 
   auto* top = new QHBoxLayout;
   outer->addLayout(top);
@@ -113,7 +111,8 @@ LaunchPanel::LaunchPanel(ClusterController* controller, InstanceManager* instanc
   ml->addStretch(1);
   top->addWidget(model_card, 3);
   connect(browse, &QPushButton::clicked, this, [this] {
-    const QString dir = QFileDialog::getExistingDirectory(this, tr("Model folder"), model_->currentText());
+    const QString dir =
+        QFileDialog::getExistingDirectory(this, tr("Model folder"), model_->currentText());
     if (!dir.isEmpty()) setModelFolder(dir);
   });
   connect(model_->lineEdit(), &QLineEdit::editingFinished, this,
@@ -173,8 +172,9 @@ LaunchPanel::LaunchPanel(ClusterController* controller, InstanceManager* instanc
   policy_ = new QLineEdit(topo_card);
   policy_->setObjectName(QStringLiteral("policyFile"));
   policy_->setPlaceholderText(tr("routing policy YAML"));
-  policy_->setText(settings.value(QStringLiteral("launch/policy"),
-                                  ResourcePath(QStringLiteral("routing/example-policy.yaml")))
+  policy_->setText(settings
+                       .value(QStringLiteral("launch/policy"),
+                              ResourcePath(QStringLiteral("routing/example-policy.yaml")))
                        .toString());
   auto* pbrowse = new QPushButton(tr("…"), topo_card);
   launch_router_ = new QPushButton(tr("Launch router"), topo_card);
@@ -219,8 +219,9 @@ LaunchPanel::LaunchPanel(ClusterController* controller, InstanceManager* instanc
   train_config_->setInsertPolicy(QComboBox::NoInsert);
   for (const char* preset : {"tiny", "d4", "d6", "d8", "d12", "d20"})
     train_config_->addItem(QLatin1String(preset));
-  train_config_->setToolTip(tr("a preset (tiny: a CPU demo; d<depth>: width 64×depth) or the "
-                               "path of a config.json"));
+  train_config_->setToolTip(
+      tr("a preset (tiny: a CPU demo; d<depth>: width 64×depth) or the "
+         "path of a config.json"));
   train_steps_ = new QSpinBox(train_card);
   train_steps_->setObjectName(QStringLiteral("trainingSteps"));
   train_steps_->setRange(1, 10'000'000);
@@ -239,45 +240,42 @@ LaunchPanel::LaunchPanel(ClusterController* controller, InstanceManager* instanc
   train_batch_->setRange(1, 4096);
   train_batch_->setValue(8);
   train_batch_->setToolTip(tr("sequences per rank per micro-batch"));
+  // One full-width card under the model and topology: two rows, the folders
+  // on the first, the run's shape and the button on the second.
   tgrid->addWidget(new QLabel(tr("Data"), train_card), 0, 0);
-  tgrid->addWidget(train_data_, 0, 1, 1, 4);
-  tgrid->addWidget(dbrowse, 0, 5);
-  tgrid->addWidget(new QLabel(tr("Output"), train_card), 1, 0);
-  tgrid->addWidget(train_out_, 1, 1, 1, 4);
-  tgrid->addWidget(obrowse, 1, 5);
-  tgrid->addWidget(new QLabel(tr("Config"), train_card), 2, 0);
-  tgrid->addWidget(train_config_, 2, 1);
-  tgrid->addWidget(new QLabel(tr("Steps"), train_card), 2, 2);
-  tgrid->addWidget(train_steps_, 2, 3);
-  tgrid->addWidget(new QLabel(tr("Ranks"), train_card), 3, 0);
-  tgrid->addWidget(train_ranks_, 3, 1);
-  tgrid->addWidget(new QLabel(tr("Sequence"), train_card), 3, 2);
-  tgrid->addWidget(train_seq_len_, 3, 3);
-  tgrid->addWidget(new QLabel(tr("Batch"), train_card), 3, 4);
-  tgrid->addWidget(train_batch_, 3, 5);
-  trl->addLayout(tgrid);
-  auto* trow = new QHBoxLayout;
+  tgrid->addWidget(train_data_, 0, 1, 1, 5);
+  tgrid->addWidget(dbrowse, 0, 6);
+  tgrid->addWidget(new QLabel(tr("Output"), train_card), 0, 7);
+  tgrid->addWidget(train_out_, 0, 8, 1, 4);
+  tgrid->addWidget(obrowse, 0, 12);
+  tgrid->addWidget(new QLabel(tr("Config"), train_card), 1, 0);
+  tgrid->addWidget(train_config_, 1, 1);
+  tgrid->addWidget(new QLabel(tr("Steps"), train_card), 1, 2);
+  tgrid->addWidget(train_steps_, 1, 3);
+  tgrid->addWidget(new QLabel(tr("Ranks"), train_card), 1, 4);
+  tgrid->addWidget(train_ranks_, 1, 5);
+  tgrid->addWidget(new QLabel(tr("Sequence"), train_card), 1, 7);
+  tgrid->addWidget(train_seq_len_, 1, 8);
+  tgrid->addWidget(new QLabel(tr("Batch"), train_card), 1, 9);
+  tgrid->addWidget(train_batch_, 1, 10);
   launch_training_ = new QPushButton(GlyphIcon(Glyph::kLaunch), tr("Launch training"), train_card);
   launch_training_->setObjectName(QStringLiteral("launchTraining"));
+  tgrid->addWidget(launch_training_, 1, 11, 1, 2);
+  tgrid->setColumnStretch(1, 1);
+  tgrid->setColumnStretch(8, 1);
+  trl->addLayout(tgrid);
+  auto* trow = new QHBoxLayout;
   train_progress_ = new QProgressBar(train_card);
   train_progress_->setObjectName(QStringLiteral("trainingProgress"));
   train_progress_->setVisible(false);
-  trow->addWidget(launch_training_);
-  trow->addWidget(train_progress_, 1);
-  trl->addLayout(trow);
   train_state_ = new QLabel(train_card);
   train_state_->setObjectName(QStringLiteral("trainingState"));
   train_state_->setWordWrap(true);
   train_state_->setTextInteractionFlags(Qt::TextSelectableByMouse);
-  trl->addWidget(train_state_);
-  trl->addStretch(1);
-  // Scrolls rather than widening the window past what the other panels need.
-  auto* train_scroll = new QScrollArea(this);
-  train_scroll->setObjectName(QStringLiteral("trainingScroll"));
-  train_scroll->setFrameShape(QFrame::NoFrame);
-  train_scroll->setWidgetResizable(true);
-  train_scroll->setWidget(train_card);
-  top->addWidget(train_scroll, 2);
+  trow->addWidget(train_state_, 1);
+  trow->addWidget(train_progress_, 1);
+  trl->addLayout(trow);
+  outer->addWidget(train_card);
   connect(dbrowse, &QPushButton::clicked, this, [this] {
     const QString dir =
         QFileDialog::getExistingDirectory(this, tr("Training data folder"), train_data_->text());
@@ -353,9 +351,9 @@ LaunchPanel::LaunchPanel(ClusterController* controller, InstanceManager* instanc
     int64_t memory = 0;
     for (const auto& node : s->nodes) {
       // A simulated node's budget, else what the kernel reports.
-      const int64_t m = static_cast<int64_t>(node.facts.memory.budget_bytes > 0
-                                                 ? node.facts.memory.budget_bytes
-                                                 : node.facts.memory.total_bytes);
+      const int64_t m =
+          static_cast<int64_t>(node.facts.memory.budget_bytes > 0 ? node.facts.memory.budget_bytes
+                                                                  : node.facts.memory.total_bytes);
       if (m > 0 && (memory == 0 || m < memory)) memory = m;
     }
     train_ranks_->setMaximum(std::max(1, n));
@@ -401,7 +399,8 @@ void LaunchPanel::summarize(const QString& source, bool catalog) {
     QMetaObject::invokeMethod(
         qApp,
         [self, source, summary, error, generation] {
-          if (self && generation == self->summary_generation_) self->onSummary(source, summary, error);
+          if (self && generation == self->summary_generation_)
+            self->onSummary(source, summary, error);
         },
         Qt::QueuedConnection);
   });
@@ -411,8 +410,8 @@ void LaunchPanel::onSummary(const QString& dir, const app::ModelSummary& s, cons
   if (!error.isEmpty()) {
     summary_.reset();
     const QColor bad = StatusColorsFor(palette()).bad;
-    model_info_->setText(QStringLiteral("<span style='color:%1'>%2</span>")
-                             .arg(bad.name(), error.toHtmlEscaped()));
+    model_info_->setText(
+        QStringLiteral("<span style='color:%1'>%2</span>").arg(bad.name(), error.toHtmlEscaped()));
     refreshTpChoices();
     emit modelSummaryShown(false);
     return;
@@ -429,9 +428,10 @@ void LaunchPanel::onSummary(const QString& dir, const app::ModelSummary& s, cons
                           .arg(s.fictional ? tr(" (fictional model)") : QString()));
   }
   row(tr("Architecture"), QString::fromStdString(s.architecture));
-  row(tr("Parameters"), s.active_parameters > 0 && s.active_parameters < s.parameters
-                            ? tr("%1 (%2 active per token)").arg(Params(s.parameters), Params(s.active_parameters))
-                            : Params(s.parameters));
+  row(tr("Parameters"),
+      s.active_parameters > 0 && s.active_parameters < s.parameters
+          ? tr("%1 (%2 active per token)").arg(Params(s.parameters), Params(s.active_parameters))
+          : Params(s.parameters));
   row(tr("Weights dtype"), QString::fromStdString(s.dtype));
   row(tr("Size on disk"), QLocale().formattedDataSize(s.weight_bytes));
   row(tr("Shape"), tr("%1 layers, hidden %2, %3 heads / %4 kv, vocab %5")
@@ -481,12 +481,14 @@ void LaunchPanel::refreshTpChoices() {
     SetItemEnabled(tp_, tp - 1, reason.isEmpty(), reason);
     if (reason.isEmpty() && first_valid < 0) first_valid = tp - 1;
     if (!reason.isEmpty() && tp <= nodes) {
-      why << (reason.startsWith(QStringLiteral("TP")) ? reason
-                                                       : QStringLiteral("TP %1: %2").arg(tp).arg(reason));
+      why << (reason.startsWith(QStringLiteral("TP"))
+                  ? reason
+                  : QStringLiteral("TP %1: %2").arg(tp).arg(reason));
     }
   }
   int want = first_valid;
-  if (previous >= 1 && previous <= 8 && tp_->model()->index(previous - 1, 0).flags() & Qt::ItemIsEnabled)
+  if (previous >= 1 && previous <= 8 &&
+      tp_->model()->index(previous - 1, 0).flags() & Qt::ItemIsEnabled)
     want = previous - 1;
   tp_->setCurrentIndex(want);
   QString text = tr("Up to %n rank(s): one per node of the cluster.", nullptr, nodes);
@@ -530,26 +532,29 @@ void LaunchPanel::onPlan(const app::LaunchMemoryPlan& p, const QString& error) {
   const StatusColors sc = StatusColorsFor(palette());
   if (!error.isEmpty()) {
     plan_verdict_ = error;
-    plan_->setText(QStringLiteral("<span style='color:%1'>%2</span>").arg(sc.bad.name(), error.toHtmlEscaped()));
+    plan_->setText(QStringLiteral("<span style='color:%1'>%2</span>")
+                       .arg(sc.bad.name(), error.toHtmlEscaped()));
     emit planShown(false);
     return;
   }
   plan_verdict_ = QString::fromStdString(p.verdict);
   const QLocale loc;
   auto gb = [&loc](int64_t b) { return loc.formattedDataSize(std::max<int64_t>(0, b), 1); };
-  QString html = QStringLiteral("<p style='color:%1'><b>%2</b> %3</p>")
-                     .arg((p.fits ? sc.good : sc.bad).name(),
-                          p.fits ? tr("Fits.") : tr("Does not fit."),
-                          plan_verdict_.toHtmlEscaped());
-  html += QStringLiteral("<table cellspacing=0 cellpadding=3><tr><th align=left>%1</th><th align=right>%2</th>"
-                         "<th align=right>%3</th><th align=right>%4</th><th align=right>%5</th>"
-                         "<th align=right>%6</th></tr>")
-              .arg(tr("node"), tr("weights"), tr("KV cache"), tr("workspace"), tr("reserve+headroom"),
-                   tr("free"));
+  QString html =
+      QStringLiteral("<p style='color:%1'><b>%2</b> %3</p>")
+          .arg((p.fits ? sc.good : sc.bad).name(), p.fits ? tr("Fits.") : tr("Does not fit."),
+               plan_verdict_.toHtmlEscaped());
+  html += QStringLiteral(
+              "<table cellspacing=0 cellpadding=3><tr><th align=left>%1</th><th align=right>%2</th>"
+              "<th align=right>%3</th><th align=right>%4</th><th align=right>%5</th>"
+              "<th align=right>%6</th></tr>")
+              .arg(tr("node"), tr("weights"), tr("KV cache"), tr("workspace"),
+                   tr("reserve+headroom"), tr("free"));
   for (const app::NodeMemoryPlan& n : p.per_node) {
-    html += QStringLiteral("<tr><td>%1</td><td align=right>%2</td><td align=right>%3</td>"
-                           "<td align=right>%4</td><td align=right>%5</td>"
-                           "<td align=right style='color:%6'>%7</td></tr>")
+    html += QStringLiteral(
+                "<tr><td>%1</td><td align=right>%2</td><td align=right>%3</td>"
+                "<td align=right>%4</td><td align=right>%5</td>"
+                "<td align=right style='color:%6'>%7</td></tr>")
                 .arg(n.node)
                 .arg(gb(n.weights_bytes), gb(n.kv_cache_bytes), gb(n.workspace_bytes),
                      gb(n.reserve_bytes + n.headroom_bytes), (n.fits ? sc.good : sc.bad).name(),
@@ -558,8 +563,11 @@ void LaunchPanel::onPlan(const app::LaunchMemoryPlan& p, const QString& error) {
   html += QStringLiteral("</table><small>%1</small>")
               .arg(tr("%1 per node, context %2, one sequence%3")
                        .arg(gb(p.node_memory))
-                       .arg(summary_ && summary_->context > 0 ? std::min<int64_t>(summary_->context, 8192) : 8192)
-                       .arg(p.min_nodes > 0 ? tr("; fits from %n node(s)", nullptr, p.min_nodes) : QString())
+                       .arg(summary_ && summary_->context > 0
+                                ? std::min<int64_t>(summary_->context, 8192)
+                                : 8192)
+                       .arg(p.min_nodes > 0 ? tr("; fits from %n node(s)", nullptr, p.min_nodes)
+                                            : QString())
                        .toHtmlEscaped());
   plan_->setText(html);
   emit planShown(p.fits);
@@ -585,14 +593,16 @@ void LaunchPanel::launchInference() {
   spec.num_slots = 4;
   spec.context = static_cast<int>(std::min<int64_t>(summary_->context, 4096));
   QString error;
-  const QString name = QStringLiteral("%1 · TP %2").arg(QString::fromStdString(summary_->name)).arg(spec.tp);
+  const QString name =
+      QStringLiteral("%1 · TP %2").arg(QString::fromStdString(summary_->name)).arg(spec.tp);
   const int id = instances_->start(spec, name, &error);
   if (id < 0) {
     launch_state_->setText(tr("Could not start: %1").arg(error));
     return;
   }
   last_launched_ = id;
-  launch_state_->setText(tr("Starting %1: loading the model, joining %n rank(s)…", nullptr, spec.tp).arg(name));
+  launch_state_->setText(
+      tr("Starting %1: loading the model, joining %n rank(s)…", nullptr, spec.tp).arg(name));
   progress_->setVisible(true);
   refreshInstances();
   table_->selectRow(table_->rowCount() - 1);
@@ -757,7 +767,8 @@ void LaunchPanel::refreshInstances() {
     if (info.state == InstanceInfo::State::kReady || info.state == InstanceInfo::State::kRunning ||
         info.state == InstanceInfo::State::kFinished)
       c = sc.good;
-    if (info.state == InstanceInfo::State::kStarting || info.state == InstanceInfo::State::kStopping)
+    if (info.state == InstanceInfo::State::kStarting ||
+        info.state == InstanceInfo::State::kStopping)
       c = sc.warning;
     if (info.state == InstanceInfo::State::kFailed) c = sc.bad;
     state->setForeground(c);
@@ -776,9 +787,10 @@ void LaunchPanel::refreshInstances() {
     if (last->state == InstanceInfo::State::kReady) {
       launch_state_->setText(tr("%1 is serving on %2").arg(last->name, last->url));
     } else if (last->state == InstanceInfo::State::kFailed) {
-      launch_state_->setText(QStringLiteral("<span style='color:%1'>%2</span>")
-                                 .arg(sc.bad.name(),
-                                      tr("%1 failed: %2").arg(last->name, last->detail).toHtmlEscaped()));
+      launch_state_->setText(
+          QStringLiteral("<span style='color:%1'>%2</span>")
+              .arg(sc.bad.name(),
+                   tr("%1 failed: %2").arg(last->name, last->detail).toHtmlEscaped()));
     } else if (last->state == InstanceInfo::State::kExited) {
       launch_state_->setText(tr("%1 stopped.").arg(last->name));
     } else if (last->state == InstanceInfo::State::kFinished) {
