@@ -38,14 +38,7 @@ class TestLaunchChat : public QObject {
   QTemporaryDir dir_;
   QString model_;
 
-  ui::WorkbenchOptions Offline() {
-    ui::WorkbenchOptions o;
-    o.auto_connect = false;
-    o.cluster.config_dir = dir_.path().toStdString() + "/config";
-    o.source_dir = test::SourceDir();
-    o.cluster.local.octet_binary = test::BinDir() + "/octet";
-    return o;
-  }
+  ui::WorkbenchOptions Offline() { return test::OfflineWorkbench(dir_); }
 
  private slots:
   void initTestCase() {

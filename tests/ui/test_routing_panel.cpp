@@ -68,14 +68,7 @@ class TestRoutingPanel : public QObject {
   Q_OBJECT
  private:
   QTemporaryDir dir_;
-  ui::WorkbenchOptions Offline() {
-    ui::WorkbenchOptions o;
-    o.auto_connect = false;
-    o.cluster.config_dir = dir_.path().toStdString() + "/config";
-    o.cluster.local.octet_binary = test::BinDir() + "/octet";
-    o.source_dir = test::SourceDir();
-    return o;
-  }
+  ui::WorkbenchOptions Offline() { return test::OfflineWorkbench(dir_); }
 
  private slots:
   void initTestCase() {

@@ -68,14 +68,7 @@ class TestTraining : public QObject {
  private:
   QTemporaryDir dir_;
 
-  ui::WorkbenchOptions Offline() {
-    ui::WorkbenchOptions o;
-    o.auto_connect = false;
-    o.cluster.config_dir = dir_.path().toStdString() + "/config";
-    o.source_dir = test::SourceDir();
-    o.cluster.local.octet_binary = test::BinDir() + "/octet";
-    return o;
-  }
+  ui::WorkbenchOptions Offline() { return test::OfflineWorkbench(dir_); }
 
   // Fills the training form and presses "Launch training".
   static void Launch(ui::LaunchPanel* launch, const QString& data, const QString& out) {

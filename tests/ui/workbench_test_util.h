@@ -30,6 +30,17 @@ inline void IsolateWorkbench(const QTemporaryDir& dir) {
   QSettings().clear();
 }
 
+// Window options that connect to nothing at start (the test drives the panels
+// itself) and run this build's `octet` for local instances.
+inline ui::WorkbenchOptions OfflineWorkbench(const QTemporaryDir& dir) {
+  ui::WorkbenchOptions o;
+  o.auto_connect = false;
+  o.cluster.config_dir = dir.path().toStdString() + "/config";
+  o.source_dir = SourceDir();
+  o.cluster.local.octet_binary = BinDir() + "/octet";
+  return o;
+}
+
 // Window options for a local cluster of `nodes` simulated nodes.
 inline ui::WorkbenchOptions LocalWorkbench(const QTemporaryDir& dir, int nodes,
                                            const QString& cabling,
