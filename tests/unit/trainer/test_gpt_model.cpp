@@ -10,28 +10,11 @@
 #include "octet/trainer/gpt_model.h"
 #include "octet/trainer/model_io.h"
 #include "octet_test.h"
+#include "trainer_test_util.h"
 
 using namespace octet;
 using namespace octet::trainer;
-
-namespace {
-
-std::unique_ptr<kernels::KernelBackend> Backend(const char* name = "auto", int threads = 2) {
-  auto be = kernels::CreateBackend(name, {.threads = threads});
-  if (!be.ok()) qFatal("%s", be.status().ToString().c_str());
-  return std::move(*be);
-}
-
-std::vector<int32_t> ReadIds(const std::string& path, std::vector<int64_t>* shape) {
-  auto a = ReadNpy(path);
-  if (!a.ok()) qFatal("%s", a.status().ToString().c_str());
-  *shape = a->shape;
-  std::vector<int32_t> ids;
-  for (int64_t v : a->AsInt64()) ids.push_back(static_cast<int32_t>(v));
-  return ids;
-}
-
-}  // namespace
+using namespace octet::trainer::testing;
 
 class TestGptModel : public QObject {
   Q_OBJECT
@@ -47,7 +30,7 @@ class TestGptModel : public QObject {
     QFETCH(QString, backend);
     QFETCH(int, threads);
     const std::string dir = test::FixturesDir() + "/trainer";
-    auto be = Backend(backend.toStdString().c_str(), threads);
+    auto be = TestBackend(backend.toStdString().c_str(), threads);
     auto model = LoadModelDir(dir, be.get());
     QVERIFY2(model.ok(), model.status().ToString().c_str());
     GptModel& m = **model;
@@ -108,7 +91,7 @@ class TestGptModel : public QObject {
   void unusedEmbeddingRowsHaveZeroGradient() {
     OCTET_REQUIRE_FIXTURES();
     const std::string dir = test::FixturesDir() + "/trainer";
-    auto be = Backend();
+    auto be = TestBackend("auto", 2);
     auto model = LoadModelDir(dir, be.get());
     QVERIFY(model.ok());
     std::vector<int64_t> s;
@@ -149,7 +132,7 @@ class TestGptModel : public QObject {
     c.vocab_size = 23;
     c.sequence_len = 9;
     c.softcap = softcap;
-    auto be = Backend("scalar", 1);
+    auto be = TestBackend("scalar", 1);
     auto model = GptModel::Create(c, be.get());
     QVERIFY2(model.ok(), model.status().ToString().c_str());
     GptModel& m = **model;
@@ -198,7 +181,7 @@ class TestGptModel : public QObject {
   void rejectsOutOfRangeTokensWithTheirPosition() {
     GptConfig c{
         .n_layer = 1, .n_head = 1, .n_kv_head = 1, .n_embd = 8, .vocab_size = 5, .sequence_len = 4};
-    auto be = Backend();
+    auto be = TestBackend("auto", 2);
     auto m = GptModel::Create(c, be.get());
     QVERIFY(m.ok());
     std::vector<int32_t> x = {0, 1, 2, 9}, y = {1, 2, 3, 4};

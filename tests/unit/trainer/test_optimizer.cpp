@@ -13,26 +13,13 @@
 #include "octet/trainer/model_io.h"
 #include "octet/trainer/optimizer.h"
 #include "octet_test.h"
+#include "trainer_test_util.h"
 
 using namespace octet;
 using namespace octet::trainer;
+using namespace octet::trainer::testing;
 
 namespace {
-
-std::unique_ptr<kernels::KernelBackend> Backend(int threads = 1) {
-  auto be = kernels::CreateBackend("auto", {.threads = threads});
-  if (!be.ok()) qFatal("%s", be.status().ToString().c_str());
-  return std::move(*be);
-}
-
-std::vector<int32_t> ReadIds(const std::string& path, std::vector<int64_t>* shape) {
-  auto a = ReadNpy(path);
-  if (!a.ok()) qFatal("%s", a.status().ToString().c_str());
-  *shape = a->shape;
-  std::vector<int32_t> ids;
-  for (int64_t v : a->AsInt64()) ids.push_back(static_cast<int32_t>(v));
-  return ids;
-}
 
 // Eigenvalues of a small symmetric matrix by cyclic Jacobi rotations (double).
 std::vector<double> SymmetricEigenvalues(std::vector<double> a, int n) {
@@ -130,7 +117,7 @@ class TestOptimizer : public QObject {
   void adamwFollowsTheFixtureTrajectory() {
     OCTET_REQUIRE_FIXTURES();
     const std::string dir = test::FixturesDir() + "/trainer";
-    auto be = Backend();
+    auto be = TestBackend();
     auto model = LoadModelDir(dir, be.get());
     QVERIFY(model.ok());
     std::vector<int64_t> s;
@@ -182,7 +169,7 @@ class TestOptimizer : public QObject {
     std::vector<double> sigma;
     for (int i = 0; i < k; ++i) sigma.push_back(5.0 * std::pow(0.7, i));  // spread 5 .. 5·0.7^(k-1)
     auto m = MatrixWithSingularValues(rows, cols, sigma, 42);
-    auto be = Backend();
+    auto be = TestBackend();
     NewtonSchulz5(be.get(), m.data(), rows, cols, 5);
     auto sv2 = SquaredSingularValues(m, rows, cols);
     for (double s2 : sv2) {
@@ -225,7 +212,7 @@ class TestOptimizer : public QObject {
   void muonSetupTrainsAndNamesItsState() {
     OCTET_REQUIRE_FIXTURES();
     const std::string dir = test::FixturesDir() + "/trainer";
-    auto be = Backend();
+    auto be = TestBackend();
     auto model = LoadModelDir(dir, be.get());
     QVERIFY(model.ok());
     std::vector<int64_t> s;

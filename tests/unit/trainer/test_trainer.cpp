@@ -23,12 +23,6 @@ namespace {
 
 constexpr int kVocab = 48;
 
-std::unique_ptr<kernels::KernelBackend> Backend() {
-  auto be = kernels::CreateBackend("auto", {.threads = 1});
-  if (!be.ok()) qFatal("%s", be.status().ToString().c_str());
-  return std::move(*be);
-}
-
 TrainOptions SmallRun(const std::string& data, const std::string& out) {
   TrainOptions o;
   o.data_dir = data;
@@ -74,7 +68,7 @@ class TestTrainer : public QObject {
     QTemporaryDir tmp;
     const std::string data = tmp.path().toStdString() + "/data";
     WriteSyntheticData(data, kVocab, 40, 100);
-    auto be = Backend();
+    auto be = TestBackend();
     auto o = SmallRun(data, tmp.path().toStdString() + "/out");
     o.steps = 30;
     auto t = Trainer::Create(o, be.get(), nullptr, nullptr);
@@ -130,7 +124,7 @@ class TestTrainer : public QObject {
     const int B = 2;
 
     // One rank, world·B rows in one micro-batch.
-    auto be = Backend();
+    auto be = TestBackend();
     auto single_opts = SmallRun(data, tmp.path().toStdString() + "/single");
     single_opts.batch_size = B * world;
     auto single = Trainer::Create(single_opts, be.get(), nullptr, nullptr);
@@ -149,7 +143,7 @@ class TestTrainer : public QObject {
     for (int r = 0; r < world; ++r) {
       threads.emplace_back([&, r] {
         ThreadCollective main(&main_group, r), background(&bucket_group, r);
-        auto rbe = Backend();
+        auto rbe = TestBackend();
         auto o = SmallRun(data, tmp.path().toStdString() + "/dp" + std::to_string(r));
         o.batch_size = B;
         o.bucket_bytes = bucket_bytes;
@@ -182,7 +176,7 @@ class TestTrainer : public QObject {
   }
 
   void bucketsCoverTheBufferInBackwardOrder() {
-    auto be = Backend();
+    auto be = TestBackend();
     GptConfig c{.n_layer = 3,
                 .n_head = 2,
                 .n_kv_head = 1,
@@ -247,7 +241,7 @@ class TestTrainer : public QObject {
     QTemporaryDir tmp;
     const std::string data = tmp.path().toStdString() + "/data";
     WriteSyntheticData(data, kVocab, 40, 100);
-    auto be = Backend();
+    auto be = TestBackend();
     auto big = SmallRun(data, tmp.path().toStdString() + "/a");
     big.batch_size = 4;
     auto acc = SmallRun(data, tmp.path().toStdString() + "/b");
@@ -288,7 +282,7 @@ class TestTrainer : public QObject {
     const std::string data = root + "/data";
     WriteSyntheticData(data, kVocab, 40, 100);
     const int k = 6;
-    auto be = Backend();
+    auto be = TestBackend();
     auto o = SmallRun(data, root + "/full");
     o.optimizer.kind = optimizer.toStdString();
     o.steps = 2 * k;
@@ -338,7 +332,7 @@ class TestTrainer : public QObject {
     const std::string root = tmp.path().toStdString();
     const std::string data = root + "/data";
     WriteSyntheticData(data, kVocab, 40, 100);
-    auto be = Backend();
+    auto be = TestBackend();
     auto o = SmallRun(data, root + "/out");
     o.steps = 4;
     o.checkpoint_every = 2;

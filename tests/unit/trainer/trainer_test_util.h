@@ -2,18 +2,39 @@
 // in-process collective whose "ranks" are threads.
 #pragma once
 
+#include <QtGlobal>
 #include <barrier>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "octet/base/file_util.h"
 #include "octet/base/npy.h"
+#include "octet/kernels/backend.h"
 #include "octet/trainer/gpt_model.h"
 #include "octet/trainer/grad_sync.h"
 #include "octet/trainer/token_shards.h"
 
 namespace octet::trainer::testing {
+
+// A kernel backend for a test; a backend this build cannot make ends the test.
+inline std::unique_ptr<kernels::KernelBackend> TestBackend(const char* name = "auto",
+                                                           int threads = 1) {
+  auto be = kernels::CreateBackend(name, {.threads = threads});
+  if (!be.ok()) qFatal("%s", be.status().ToString().c_str());
+  return std::move(*be);
+}
+
+// Token ids of an integer .npy file (the fixtures' batches), with its shape.
+inline std::vector<int32_t> ReadIds(const std::string& path, std::vector<int64_t>* shape) {
+  auto a = ReadNpy(path);
+  if (!a.ok()) qFatal("%s", a.status().ToString().c_str());
+  *shape = a->shape;
+  std::vector<int32_t> ids;
+  for (int64_t v : a->AsInt64()) ids.push_back(static_cast<int32_t>(v));
+  return ids;
+}
 
 // Writes a data folder of `docs` documents over a vocabulary of `vocab`
 // (BOS = vocab − 1) that a model can learn: each document walks
