@@ -686,7 +686,7 @@ int RunTrain(const std::vector<std::string>& args) {
            "write the first step's (averaged, unclipped) gradients as safetensors (with "
            "--resume: the first step after it)");
   AddOptimizerFlags(p);
-  p.Option("backend", "NAME", "kernel backend: auto, scalar, avx2, neon", "auto");
+  p.Option("backend", "NAME", "kernel backend: auto, scalar, avx2, avx512, neon", "auto");
   p.Option("threads", "N", "compute threads (0: all cores)", "0");
   p.Flag("figures",
          "print an '@octet-figures {json}' line per step on stderr (worker telemetry for the "

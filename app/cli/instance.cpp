@@ -200,7 +200,7 @@ void AddInstanceFlags(ArgParser& p) {
   p.Option("transport", "shm|tcp|verbs", "collectives transport between the ranks", "shm")
       .Option("algo", "auto|oneshot|ring|nccl", "all-reduce algorithm", "auto")
       .Option("threads", "N", "CPU threads per rank; 0: the CPUs divided among the ranks", "0")
-      .Option("backend", "NAME", "kernel backend: auto, avx2, neon, scalar", "auto")
+      .Option("backend", "NAME", "kernel backend: auto, avx512, avx2, neon, scalar", "auto")
       .Option("peer-timeout-ms", "MS", "a silent peer is declared dead after this long", "5000")
       .Option("connect-timeout-ms", "MS", "how long ranks wait for each other to load and join",
               "600000");

@@ -18,10 +18,21 @@ bool HasAvx2() {
 #endif
 }
 
+bool HasAvx512() {
+#if defined(__x86_64__)
+  return HasAvx2() && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+         __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
+         __builtin_cpu_supports("avx512vbmi");
+#else
+  return false;
+#endif
+}
+
 const cpu::IsaKernels* IsaFor(std::string_view name) {
   if (name == "scalar") return &cpu::ScalarKernels();
 #if defined(__x86_64__)
   if (name == "avx2" && HasAvx2()) return &cpu::Avx2Kernels();
+  if (name == "avx512" && HasAvx512()) return &cpu::Avx512Kernels();
 #endif
 #if defined(__aarch64__)
   if (name == "neon") return &cpu::NeonKernels();
@@ -36,6 +47,8 @@ std::vector<BackendInfo> ProbeBackends() {
   out.push_back({"scalar", "portable C++ reference kernels", true});
 #if defined(__x86_64__)
   out.push_back({"avx2", "x86-64 AVX2 + FMA + F16C", HasAvx2()});
+  out.push_back(
+      {"avx512", "x86-64 AVX2, with AVX-512 (F/BW/DQ/VL/VBMI) NVFP4 kernels", HasAvx512()});
 #endif
 #if defined(__aarch64__)
   out.push_back({"neon", "aarch64 NEON", true});

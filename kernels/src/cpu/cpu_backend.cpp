@@ -16,12 +16,19 @@ namespace {
 constexpr int64_t kPanelRows = 48;  // a multiple of kTileCols
 constexpr int64_t kDepth = 512;     // a multiple of the NVFP4 block
 constexpr int64_t kBlockRows = 128;
-constexpr int64_t kGemvRowsPerTask = 16;
 // Up to this many activation rows go through gemv passes (cheaper than
 // decoding a panel for the dot-tile GEMM when the batch is small).
 constexpr int64_t kGemvBatchRows = 5;
 
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// Decode tasks take a few 4-row groups of one matrix: up to 64 rows, so a task
+// streams one long run of memory (the gemv kernels prefetch the next group
+// within the task), but at least 4 tasks per thread so the cores stay balanced.
+int64_t GemvRowsPerTask(int64_t rows, int threads) {
+  const int64_t per_task = rows / (4 * static_cast<int64_t>(threads));
+  return std::clamp<int64_t>(per_task / 4 * 4, 16, 64);
+}
 
 }  // namespace
 
@@ -55,9 +62,10 @@ void CpuBackend::Matmul(const float* x, int64_t m, int64_t ldx, const WeightMatr
   if (m <= kGemvBatchRows) {
     // Small batches (decode): weights decoded in registers, kGemvMaxRows
     // activation rows per pass; a task's weight rows stay in cache between passes.
-    pool_.ParallelFor(CeilDiv(n, kGemvRowsPerTask), [&](int64_t task, int) {
-      const int64_t r0 = task * kGemvRowsPerTask;
-      const int64_t r1 = std::min(n, r0 + kGemvRowsPerTask);
+    const int64_t rows_per_task = GemvRowsPerTask(n, pool_.size());
+    pool_.ParallelFor(CeilDiv(n, rows_per_task), [&](int64_t task, int) {
+      const int64_t r0 = task * rows_per_task;
+      const int64_t r1 = std::min(n, r0 + rows_per_task);
       for (int64_t i = 0; i < m; i += kGemvMaxRows) {
         isa_.gemv(w, r0, r1, x + i * ldx, std::min<int64_t>(kGemvMaxRows, m - i), ldx,
                   y + i * ldy + r0, ldy, accumulate);
@@ -112,16 +120,17 @@ void CpuBackend::MatmulMulti(const float* x, int64_t m, int64_t ldx, const Matmu
     return;
   }
   // Task t covers rows of one output: outputs are laid end to end in task space.
-  std::vector<int64_t> first_task(n_outputs + 1, 0);
+  std::vector<int64_t> first_task(n_outputs + 1, 0), rows_per_task(n_outputs);
   for (int i = 0; i < n_outputs; ++i) {
-    first_task[i + 1] = first_task[i] + CeilDiv(outputs[i].w->rows, kGemvRowsPerTask);
+    rows_per_task[i] = GemvRowsPerTask(outputs[i].w->rows, pool_.size());
+    first_task[i + 1] = first_task[i] + CeilDiv(outputs[i].w->rows, rows_per_task[i]);
   }
   pool_.ParallelFor(first_task[n_outputs], [&](int64_t task, int) {
     int o = 0;
     while (task >= first_task[o + 1]) ++o;
     const WeightMatrix& w = *outputs[o].w;
-    const int64_t r0 = (task - first_task[o]) * kGemvRowsPerTask;
-    const int64_t r1 = std::min(w.rows, r0 + kGemvRowsPerTask);
+    const int64_t r0 = (task - first_task[o]) * rows_per_task[o];
+    const int64_t r1 = std::min(w.rows, r0 + rows_per_task[o]);
     if (w.cols == 0) {
       for (int64_t i = 0; i < m; ++i)
         std::fill(outputs[o].y + i * outputs[o].ldy + r0, outputs[o].y + i * outputs[o].ldy + r1,

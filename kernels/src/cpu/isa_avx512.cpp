@@ -1,0 +1,187 @@
+// AVX-512 (F, BW, DQ, VL, VBMI) kernels for NVFP4 on x86-64; everything else
+// is the AVX2 table. Compiled with -mavx512... and only called after the
+// runtime check in backend.cpp; see isa.h for why nothing here may
+// instantiate std:: templates.
+//
+// Why a separate table: on AVX2 an NVFP4 GEMV is compute-bound. Turning 8 E2M1
+// codes into floats takes five shuffle/shift ops there (AVX2 has no 16-entry
+// permute), so two cores decode ~10 GB/s of packed weights, a third of this
+// machine's memory bandwidth. With AVX-512, one VPMULTISHIFTQB puts each of a
+// block's 16 codes in its own lane and one 16-entry VPERMPS maps code (sign
+// included) to value: two ops per 16 weights.
+#include <immintrin.h>
+#include <string.h>
+
+#include "cpu/isa.h"
+
+// GCC 12 reports its own AVX-512 intrinsics (the masked forms behind
+// _mm512_multishift_epi64_epi8 and _mm512_reduce_add_ps) as reading an
+// uninitialised value (GCC PR 105593); the code here has none.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+namespace octet::kernels::cpu {
+namespace {
+
+#define OCTET_INLINE inline __attribute__((always_inline))
+
+// One NVFP4 block (8 bytes, 16 codes, low nibble first) -> its 16 E2M1 values.
+struct Nvfp4Decoder16 {
+  // Byte 4i%8 of qword i/2 (the low byte of 32-bit lane i) takes the 8 bits at
+  // 4i of the block's 64-bit word: code i in its low 4 bits. VPERMPS reads
+  // only those 4 bits, so the rest of each lane does not matter.
+  __m512i select =
+      _mm512_set_epi64((60LL << 32) | 56, (52LL << 32) | 48, (44LL << 32) | 40, (36LL << 32) | 32,
+                       (28LL << 32) | 24, (20LL << 32) | 16, (12LL << 32) | 8, (4LL << 32) | 0);
+  __m512 values = _mm512_setr_ps(0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f, -0.0f, -0.5f,
+                                 -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f);
+
+  OCTET_INLINE __m512 Decode16(const uint8_t* block) const {
+    int64_t word;
+    memcpy(&word, block, 8);
+    const __m512i codes = _mm512_multishift_epi64_epi8(select, _mm512_set1_epi64(word));
+    return _mm512_permutexvar_ps(codes, values);
+  }
+};
+
+OCTET_INLINE void Store(float* out, float v, bool accumulate) { *out = accumulate ? *out + v : v; }
+
+// Prefetch distance: the same columns of the next group of 4 rows (0: none).
+// See isa_avx2.cpp (Gemv4Dense) for why decode prefetches.
+OCTET_INLINE void Prefetch(const uint8_t* p) {
+  _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T0);
+}
+
+// Four weight rows against one activation row. Each block's 16 products are
+// summed unscaled, then scaled by the block's E4M3 scale into the row's
+// accumulator; the global scale is applied once at the end (the AVX2 and
+// scalar kernels use the same order).
+void Gemv4M1(const WeightMatrix& w, const uint8_t* const* rows, const uint8_t* const* scales,
+             int64_t prefetch, const float* x, float* y, bool accumulate) {
+  const float* e4m3 = E4m3Table();
+  const Nvfp4Decoder16 dec;
+  const int64_t blocks = w.cols / kNvfp4BlockSize;
+  const uint8_t *r0 = rows[0], *r1 = rows[1], *r2 = rows[2], *r3 = rows[3];
+  const uint8_t *s0 = scales[0], *s1 = scales[1], *s2 = scales[2], *s3 = scales[3];
+  __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+  for (int64_t b = 0; b < blocks; ++b) {
+    if (prefetch != 0 && b % 8 == 0) {  // 8 blocks = one 64-byte line per row
+      Prefetch(r0 + prefetch + b * 8);
+      Prefetch(r1 + prefetch + b * 8);
+      Prefetch(r2 + prefetch + b * 8);
+      Prefetch(r3 + prefetch + b * 8);
+    }
+    const __m512 xv = _mm512_loadu_ps(x + b * 16);
+    a0 = _mm512_fmadd_ps(_mm512_mul_ps(dec.Decode16(r0 + b * 8), xv), _mm512_set1_ps(e4m3[s0[b]]),
+                         a0);
+    a1 = _mm512_fmadd_ps(_mm512_mul_ps(dec.Decode16(r1 + b * 8), xv), _mm512_set1_ps(e4m3[s1[b]]),
+                         a1);
+    a2 = _mm512_fmadd_ps(_mm512_mul_ps(dec.Decode16(r2 + b * 8), xv), _mm512_set1_ps(e4m3[s2[b]]),
+                         a2);
+    a3 = _mm512_fmadd_ps(_mm512_mul_ps(dec.Decode16(r3 + b * 8), xv), _mm512_set1_ps(e4m3[s3[b]]),
+                         a3);
+  }
+  Store(y + 0, _mm512_reduce_add_ps(a0) * w.global_scale, accumulate);
+  Store(y + 1, _mm512_reduce_add_ps(a1) * w.global_scale, accumulate);
+  Store(y + 2, _mm512_reduce_add_ps(a2) * w.global_scale, accumulate);
+  Store(y + 3, _mm512_reduce_add_ps(a3) * w.global_scale, accumulate);
+}
+
+// Up to 4 weight rows (nrows) against two activation rows: each block decoded once.
+void GemvRowsM2(const WeightMatrix& w, const uint8_t* const* rows, const uint8_t* const* scales,
+                int nrows, const float* x, int64_t ldx, float* y, int64_t ldy, bool accumulate) {
+  const float* e4m3 = E4m3Table();
+  const Nvfp4Decoder16 dec;
+  const int64_t blocks = w.cols / kNvfp4BlockSize;
+  const float* x1 = x + ldx;
+  for (int j = 0; j < nrows; j += 2) {
+    const bool pair = j + 1 < nrows;
+    const uint8_t* ra = rows[j];
+    const uint8_t* rb = pair ? rows[j + 1] : rows[j];
+    const uint8_t* sa = scales[j];
+    const uint8_t* sb = pair ? scales[j + 1] : scales[j];
+    __m512 a0 = _mm512_setzero_ps(), a1 = a0, b0 = a0, b1 = a0;
+    for (int64_t b = 0; b < blocks; ++b) {
+      const __m512 xv = _mm512_loadu_ps(x + b * 16), xw = _mm512_loadu_ps(x1 + b * 16);
+      const __m512 sca = _mm512_set1_ps(e4m3[sa[b]]), scb = _mm512_set1_ps(e4m3[sb[b]]);
+      const __m512 wa = dec.Decode16(ra + b * 8), wb = dec.Decode16(rb + b * 8);
+      a0 = _mm512_fmadd_ps(_mm512_mul_ps(wa, xv), sca, a0);
+      b0 = _mm512_fmadd_ps(_mm512_mul_ps(wa, xw), sca, b0);
+      a1 = _mm512_fmadd_ps(_mm512_mul_ps(wb, xv), scb, a1);
+      b1 = _mm512_fmadd_ps(_mm512_mul_ps(wb, xw), scb, b1);
+    }
+    Store(y + j, _mm512_reduce_add_ps(a0) * w.global_scale, accumulate);
+    Store(y + ldy + j, _mm512_reduce_add_ps(b0) * w.global_scale, accumulate);
+    if (pair) {
+      Store(y + j + 1, _mm512_reduce_add_ps(a1) * w.global_scale, accumulate);
+      Store(y + ldy + j + 1, _mm512_reduce_add_ps(b1) * w.global_scale, accumulate);
+    }
+  }
+}
+
+void Gemv(const WeightMatrix& w, int64_t row0, int64_t row1, const float* x, int64_t m, int64_t ldx,
+          float* y, int64_t ldy, bool accumulate) {
+  if (w.format != WeightFormat::kNvfp4) {
+    Avx2Kernels().gemv(w, row0, row1, x, m, ldx, y, ldy, accumulate);
+    return;
+  }
+  for (int64_t r = row0; r < row1; r += 4) {
+    const int nrows = static_cast<int>(row1 - r < 4 ? row1 - r : 4);
+    const uint8_t* rows[4];
+    const uint8_t* scales[4];
+    for (int j = 0; j < 4; ++j) {
+      const int64_t row = r + (j < nrows ? j : 0);
+      rows[j] = static_cast<const uint8_t*>(w.data) + row * w.row_stride;
+      scales[j] = w.scales + row * w.scale_row_stride;
+    }
+    float* out = y + (r - row0);
+    if (m == 1 && nrows == 4) {
+      // Prefetch only rows this call owns (the next call's may be another thread's).
+      const int64_t prefetch = r + 8 <= row1 ? 4 * w.row_stride : 0;
+      Gemv4M1(w, rows, scales, prefetch, x, out, accumulate);
+    } else if (m == 1) {
+      float tmp[4];
+      Gemv4M1(w, rows, scales, 0, x, tmp, false);
+      for (int j = 0; j < nrows; ++j) Store(out + j, tmp[j], accumulate);
+    } else {
+      GemvRowsM2(w, rows, scales, nrows, x, ldx, out, ldy, accumulate);
+    }
+  }
+}
+
+void DecodeRows(const WeightMatrix& w, int64_t row0, int64_t nrows, int64_t col0, int64_t ncols,
+                float* out, int64_t ldo) {
+  if (w.format != WeightFormat::kNvfp4) {
+    Avx2Kernels().decode_rows(w, row0, nrows, col0, ncols, out, ldo);
+    return;
+  }
+  const float* e4m3 = E4m3Table();
+  const Nvfp4Decoder16 dec;
+  const __m512 gs = _mm512_set1_ps(w.global_scale);
+  for (int64_t r = 0; r < nrows; ++r) {
+    const uint8_t* row = static_cast<const uint8_t*>(w.data) + (row0 + r) * w.row_stride;
+    const uint8_t* scales = w.scales + (row0 + r) * w.scale_row_stride;
+    float* o = out + r * ldo;
+    for (int64_t c = 0; c < ncols; c += kNvfp4BlockSize) {
+      const int64_t col = col0 + c;
+      // (E2M1 * scale) is exact; then the global scale: the reference order.
+      const __m512 s = _mm512_set1_ps(e4m3[scales[col / kNvfp4BlockSize]]);
+      _mm512_storeu_ps(o + c, _mm512_mul_ps(_mm512_mul_ps(dec.Decode16(row + col / 2), s), gs));
+    }
+  }
+}
+
+}  // namespace
+
+const IsaKernels& Avx512Kernels() {
+  static const IsaKernels k = [] {
+    IsaKernels t = Avx2Kernels();
+    t.name = "avx512";
+    t.gemv = Gemv;
+    t.decode_rows = DecodeRows;
+    return t;
+  }();
+  return k;
+}
+
+}  // namespace octet::kernels::cpu
