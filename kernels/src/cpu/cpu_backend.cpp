@@ -18,7 +18,7 @@ constexpr int64_t kDepth = 512;     // a multiple of the NVFP4 block
 constexpr int64_t kBlockRows = 128;
 // Up to this many activation rows go through gemv passes (cheaper than
 // decoding a panel for the dot-tile GEMM when the batch is small).
-constexpr int64_t kGemvBatchRows = 5;
+constexpr int64_t kGemvBatchRows = 8;
 
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 

@@ -11,6 +11,7 @@ namespace octet::kernels::cpu {
 namespace {
 
 #define OCTET_INLINE inline __attribute__((always_inline))
+#define OCTET_INLINE_LAMBDA __attribute__((always_inline))
 
 inline float Hsum(__m256 v) {
   __m128 lo = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -289,6 +290,57 @@ void Gemv4Dense(const WeightMatrix& w, const uint8_t* const* rows, int64_t prefe
   }
 }
 
+// Two weight rows against M = 3 or 4 activation rows (batched decode): each
+// weight vector is decoded once and used M times; 8 accumulators.
+template <class L, int M>
+void Gemv2DenseM4(const WeightMatrix& w, const uint8_t* r0, const uint8_t* r1, int64_t prefetch,
+                  const float* x, int64_t ldx, float* y, int64_t ldy, bool accumulate) {
+  static_assert(M == 3 || M == 4);
+  const int64_t k = w.cols;
+  const float *x0 = x, *x1 = x + ldx, *x2 = x + 2 * ldx, *x3 = x + (M - 1) * ldx;
+  __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;  // row r0
+  __m256 b0 = a0, b1 = a0, b2 = a0, b3 = a0;                   // row r1
+  int64_t c = 0;
+  auto step = [&](int64_t c) OCTET_INLINE_LAMBDA {
+    const __m256 w0 = L::Load(r0, c), w1 = L::Load(r1, c);
+    __m256 xv = _mm256_loadu_ps(x0 + c);
+    a0 = _mm256_fmadd_ps(w0, xv, a0);
+    b0 = _mm256_fmadd_ps(w1, xv, b0);
+    xv = _mm256_loadu_ps(x1 + c);
+    a1 = _mm256_fmadd_ps(w0, xv, a1);
+    b1 = _mm256_fmadd_ps(w1, xv, b1);
+    xv = _mm256_loadu_ps(x2 + c);
+    a2 = _mm256_fmadd_ps(w0, xv, a2);
+    b2 = _mm256_fmadd_ps(w1, xv, b2);
+    if constexpr (M == 4) {
+      xv = _mm256_loadu_ps(x3 + c);
+      a3 = _mm256_fmadd_ps(w0, xv, a3);
+      b3 = _mm256_fmadd_ps(w1, xv, b3);
+    }
+  };
+  if (prefetch != 0) {
+    for (; c + 32 <= k; c += 32) {  // 32 columns: one line of each BF16 row (two of F32)
+      for (int line = 0; line < L::kBytes / 2; ++line) {
+        _mm_prefetch(reinterpret_cast<const char*>(r0 + prefetch + c * L::kBytes + line * 64),
+                     _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(r1 + prefetch + c * L::kBytes + line * 64),
+                     _MM_HINT_T0);
+      }
+      for (int u = 0; u < 32; u += 8) step(c + u);
+    }
+  }
+  for (; c + 8 <= k; c += 8) step(c);
+  const __m256 acc[2][4] = {{a0, a1, a2, a3}, {b0, b1, b2, b3}};
+  const uint8_t* rows[2] = {r0, r1};
+  for (int j = 0; j < 2; ++j) {
+    for (int i = 0; i < M; ++i) {
+      float s = Hsum(acc[j][i]);
+      for (int64_t t = c; t < k; ++t) s += ScalarAt(w, rows[j], t) * x[i * ldx + t];
+      Store(y + i * ldy + j, s, accumulate);
+    }
+  }
+}
+
 // One NVFP4 row's block b against x (16 floats xl|xh): the 16 products summed
 // unscaled, then one FMA by the block scale into acc (the global scale is
 // applied once at the end).
@@ -346,8 +398,14 @@ void Gemv2Nvfp4M2(const WeightMatrix& w, const uint8_t* r0, const uint8_t* r1, c
   Store(y + ldy + 1, Hsum(b1) * w.global_scale, accumulate);
 }
 
+// m = 3 or 4 activation rows: dense weights two rows at a time, each decoded
+// once (Gemv2DenseM4); NVFP4 in passes of two activation rows.
+void GemvBatch(const WeightMatrix& w, int64_t row0, int64_t row1, const float* x, int64_t m,
+               int64_t ldx, float* y, int64_t ldy, bool accumulate);
+
 void Gemv(const WeightMatrix& w, int64_t row0, int64_t row1, const float* x, int64_t m, int64_t ldx,
           float* y, int64_t ldy, bool accumulate) {
+  if (m > 2) return GemvBatch(w, row0, row1, x, m, ldx, y, ldy, accumulate);
   const bool fp4 = w.format == WeightFormat::kNvfp4;
   int64_t r = row0;
   for (; r + 4 <= row1; r += 4) {
@@ -396,6 +454,49 @@ void Gemv(const WeightMatrix& w, int64_t row0, int64_t row1, const float* x, int
         GemvDenseRows<2, 1>(w, r, x, ldx, y + (r - row0), ldy, accumulate);
       }
     }
+  }
+}
+
+template <class L>
+void GemvBatchDense(const WeightMatrix& w, int64_t row0, int64_t row1, const float* x, int64_t m,
+                    int64_t ldx, float* y, int64_t ldy, bool accumulate) {
+  int64_t r = row0;
+  for (; r + 2 <= row1; r += 2) {
+    const uint8_t* r0 = static_cast<const uint8_t*>(w.data) + r * w.row_stride;
+    float* out = y + (r - row0);
+    // Two pairs ahead, within this call (see Gemv4Dense).
+    const int64_t prefetch = r + 6 <= row1 ? 4 * w.row_stride : 0;
+    if (m == 4) {
+      Gemv2DenseM4<L, 4>(w, r0, r0 + w.row_stride, prefetch, x, ldx, out, ldy, accumulate);
+    } else {
+      Gemv2DenseM4<L, 3>(w, r0, r0 + w.row_stride, prefetch, x, ldx, out, ldy, accumulate);
+    }
+  }
+  if (r < row1) {
+    if (m == 4) {
+      GemvDenseRows<4, 1>(w, r, x, ldx, y + (r - row0), ldy, accumulate);
+    } else {
+      GemvDenseRows<3, 1>(w, r, x, ldx, y + (r - row0), ldy, accumulate);
+    }
+  }
+}
+
+void GemvBatch(const WeightMatrix& w, int64_t row0, int64_t row1, const float* x, int64_t m,
+               int64_t ldx, float* y, int64_t ldy, bool accumulate) {
+  switch (w.format) {
+    case WeightFormat::kNvfp4:
+      Gemv(w, row0, row1, x, 2, ldx, y, ldy, accumulate);
+      Gemv(w, row0, row1, x + 2 * ldx, m - 2, ldx, y + 2 * ldy, ldy, accumulate);
+      break;
+    case WeightFormat::kBF16:
+      GemvBatchDense<LoadBf16>(w, row0, row1, x, m, ldx, y, ldy, accumulate);
+      break;
+    case WeightFormat::kF16:
+      GemvBatchDense<LoadF16>(w, row0, row1, x, m, ldx, y, ldy, accumulate);
+      break;
+    case WeightFormat::kF32:
+      GemvBatchDense<LoadF32>(w, row0, row1, x, m, ldx, y, ldy, accumulate);
+      break;
   }
 }
 

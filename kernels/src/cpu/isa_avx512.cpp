@@ -125,6 +125,11 @@ void Gemv(const WeightMatrix& w, int64_t row0, int64_t row1, const float* x, int
     Avx2Kernels().gemv(w, row0, row1, x, m, ldx, y, ldy, accumulate);
     return;
   }
+  if (m > 2) {  // passes of two activation rows
+    Gemv(w, row0, row1, x, 2, ldx, y, ldy, accumulate);
+    Gemv(w, row0, row1, x + 2 * ldx, m - 2, ldx, y + 2 * ldy, ldy, accumulate);
+    return;
+  }
   for (int64_t r = row0; r < row1; r += 4) {
     const int nrows = static_cast<int>(row1 - r < 4 ? row1 - r : 4);
     const uint8_t* rows[4];
