@@ -24,6 +24,7 @@ namespace octet::kernels::cpu {
 namespace {
 
 #define OCTET_INLINE inline __attribute__((always_inline))
+#define OCTET_INLINE_LAMBDA __attribute__((always_inline))
 
 // One NVFP4 block (8 bytes, 16 codes, low nibble first) -> its 16 E2M1 values.
 struct Nvfp4Decoder16 {
@@ -36,11 +37,13 @@ struct Nvfp4Decoder16 {
   __m512 values = _mm512_setr_ps(0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f, -0.0f, -0.5f,
                                  -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f);
 
-  OCTET_INLINE __m512 Decode16(const uint8_t* block) const {
+  OCTET_INLINE __m512 Decode16(const uint8_t* block) const { return Decode16(block, values); }
+  // The same through another 16-entry table (e.g. the values times a scale).
+  OCTET_INLINE __m512 Decode16(const uint8_t* block, __m512 table) const {
     int64_t word;
     memcpy(&word, block, 8);
     const __m512i codes = _mm512_multishift_epi64_epi8(select, _mm512_set1_epi64(word));
-    return _mm512_permutexvar_ps(codes, values);
+    return _mm512_permutexvar_ps(codes, table);
   }
 };
 
@@ -87,34 +90,44 @@ void Gemv4M1(const WeightMatrix& w, const uint8_t* const* rows, const uint8_t* c
   Store(y + 3, _mm512_reduce_add_ps(a3) * w.global_scale, accumulate);
 }
 
-// Up to 4 weight rows (nrows) against two activation rows: each block decoded once.
-void GemvRowsM2(const WeightMatrix& w, const uint8_t* const* rows, const uint8_t* const* scales,
-                int nrows, const float* x, int64_t ldx, float* y, int64_t ldy, bool accumulate) {
+// Four weight rows (rows past nrows repeat row 0 and are not stored) against
+// M = 2..4 activation rows (batched decode). The block's scale is folded into
+// the 16-entry table (value * scale, exact in f32), so each weight block costs
+// one multiply and two permutes however many activation rows use it.
+template <int M>
+void Gemv4Mx(const WeightMatrix& w, const uint8_t* const* rows, const uint8_t* const* scales,
+             int nrows, const float* x, int64_t ldx, float* y, int64_t ldy, bool accumulate) {
+  static_assert(M >= 2 && M <= 4);
   const float* e4m3 = E4m3Table();
   const Nvfp4Decoder16 dec;
   const int64_t blocks = w.cols / kNvfp4BlockSize;
-  const float* x1 = x + ldx;
-  for (int j = 0; j < nrows; j += 2) {
-    const bool pair = j + 1 < nrows;
-    const uint8_t* ra = rows[j];
-    const uint8_t* rb = pair ? rows[j + 1] : rows[j];
-    const uint8_t* sa = scales[j];
-    const uint8_t* sb = pair ? scales[j + 1] : scales[j];
-    __m512 a0 = _mm512_setzero_ps(), a1 = a0, b0 = a0, b1 = a0;
-    for (int64_t b = 0; b < blocks; ++b) {
-      const __m512 xv = _mm512_loadu_ps(x + b * 16), xw = _mm512_loadu_ps(x1 + b * 16);
-      const __m512 sca = _mm512_set1_ps(e4m3[sa[b]]), scb = _mm512_set1_ps(e4m3[sb[b]]);
-      const __m512 wa = dec.Decode16(ra + b * 8), wb = dec.Decode16(rb + b * 8);
-      a0 = _mm512_fmadd_ps(_mm512_mul_ps(wa, xv), sca, a0);
-      b0 = _mm512_fmadd_ps(_mm512_mul_ps(wa, xw), sca, b0);
-      a1 = _mm512_fmadd_ps(_mm512_mul_ps(wb, xv), scb, a1);
-      b1 = _mm512_fmadd_ps(_mm512_mul_ps(wb, xw), scb, b1);
-    }
-    Store(y + j, _mm512_reduce_add_ps(a0) * w.global_scale, accumulate);
-    Store(y + ldy + j, _mm512_reduce_add_ps(b0) * w.global_scale, accumulate);
-    if (pair) {
-      Store(y + j + 1, _mm512_reduce_add_ps(a1) * w.global_scale, accumulate);
-      Store(y + ldy + j + 1, _mm512_reduce_add_ps(b1) * w.global_scale, accumulate);
+  const float *x0 = x, *x1 = x + ldx, *x2 = x + 2 * ldx, *x3 = x + (M - 1) * ldx;
+  __m512 a00 = _mm512_setzero_ps(), a01 = a00, a02 = a00, a03 = a00;  // a<row><x row>
+  __m512 a10 = a00, a11 = a00, a12 = a00, a13 = a00;
+  __m512 a20 = a00, a21 = a00, a22 = a00, a23 = a00;
+  __m512 a30 = a00, a31 = a00, a32 = a00, a33 = a00;
+  for (int64_t b = 0; b < blocks; ++b) {
+    const __m512 xv0 = _mm512_loadu_ps(x0 + b * 16), xv1 = _mm512_loadu_ps(x1 + b * 16);
+    const __m512 xv2 = M > 2 ? _mm512_loadu_ps(x2 + b * 16) : xv0;
+    const __m512 xv3 = M > 3 ? _mm512_loadu_ps(x3 + b * 16) : xv0;
+    auto row = [&](int j, __m512& c0, __m512& c1, __m512& c2, __m512& c3) OCTET_INLINE_LAMBDA {
+      const __m512 table = _mm512_mul_ps(dec.values, _mm512_set1_ps(e4m3[scales[j][b]]));
+      const __m512 wv = dec.Decode16(rows[j] + b * 8, table);
+      c0 = _mm512_fmadd_ps(wv, xv0, c0);
+      c1 = _mm512_fmadd_ps(wv, xv1, c1);
+      if constexpr (M > 2) c2 = _mm512_fmadd_ps(wv, xv2, c2);
+      if constexpr (M > 3) c3 = _mm512_fmadd_ps(wv, xv3, c3);
+    };
+    row(0, a00, a01, a02, a03);
+    row(1, a10, a11, a12, a13);
+    row(2, a20, a21, a22, a23);
+    row(3, a30, a31, a32, a33);
+  }
+  const __m512 acc[4][4] = {
+      {a00, a01, a02, a03}, {a10, a11, a12, a13}, {a20, a21, a22, a23}, {a30, a31, a32, a33}};
+  for (int j = 0; j < nrows; ++j) {
+    for (int i = 0; i < M; ++i) {
+      Store(y + i * ldy + j, _mm512_reduce_add_ps(acc[j][i]) * w.global_scale, accumulate);
     }
   }
 }
@@ -123,11 +136,6 @@ void Gemv(const WeightMatrix& w, int64_t row0, int64_t row1, const float* x, int
           float* y, int64_t ldy, bool accumulate) {
   if (w.format != WeightFormat::kNvfp4) {
     Avx2Kernels().gemv(w, row0, row1, x, m, ldx, y, ldy, accumulate);
-    return;
-  }
-  if (m > 2) {  // passes of two activation rows
-    Gemv(w, row0, row1, x, 2, ldx, y, ldy, accumulate);
-    Gemv(w, row0, row1, x + 2 * ldx, m - 2, ldx, y + 2 * ldy, ldy, accumulate);
     return;
   }
   for (int64_t r = row0; r < row1; r += 4) {
@@ -148,8 +156,12 @@ void Gemv(const WeightMatrix& w, int64_t row0, int64_t row1, const float* x, int
       float tmp[4];
       Gemv4M1(w, rows, scales, 0, x, tmp, false);
       for (int j = 0; j < nrows; ++j) Store(out + j, tmp[j], accumulate);
+    } else if (m == 2) {
+      Gemv4Mx<2>(w, rows, scales, nrows, x, ldx, out, ldy, accumulate);
+    } else if (m == 3) {
+      Gemv4Mx<3>(w, rows, scales, nrows, x, ldx, out, ldy, accumulate);
     } else {
-      GemvRowsM2(w, rows, scales, nrows, x, ldx, out, ldy, accumulate);
+      Gemv4Mx<4>(w, rows, scales, nrows, x, ldx, out, ldy, accumulate);
     }
   }
 }
