@@ -75,14 +75,14 @@ void Gemv4M1(const WeightMatrix& w, const uint8_t* const* rows, const uint8_t* c
       Prefetch(r3 + prefetch + b * 8);
     }
     const __m512 xv = _mm512_loadu_ps(x + b * 16);
-    a0 = _mm512_fmadd_ps(_mm512_mul_ps(dec.Decode16(r0 + b * 8), xv), _mm512_set1_ps(e4m3[s0[b]]),
-                         a0);
-    a1 = _mm512_fmadd_ps(_mm512_mul_ps(dec.Decode16(r1 + b * 8), xv), _mm512_set1_ps(e4m3[s1[b]]),
-                         a1);
-    a2 = _mm512_fmadd_ps(_mm512_mul_ps(dec.Decode16(r2 + b * 8), xv), _mm512_set1_ps(e4m3[s2[b]]),
-                         a2);
-    a3 = _mm512_fmadd_ps(_mm512_mul_ps(dec.Decode16(r3 + b * 8), xv), _mm512_set1_ps(e4m3[s3[b]]),
-                         a3);
+    a0 = _mm512_fmadd_ps(
+        dec.Decode16(r0 + b * 8, _mm512_mul_ps(dec.values, _mm512_set1_ps(e4m3[s0[b]]))), xv, a0);
+    a1 = _mm512_fmadd_ps(
+        dec.Decode16(r1 + b * 8, _mm512_mul_ps(dec.values, _mm512_set1_ps(e4m3[s1[b]]))), xv, a1);
+    a2 = _mm512_fmadd_ps(
+        dec.Decode16(r2 + b * 8, _mm512_mul_ps(dec.values, _mm512_set1_ps(e4m3[s2[b]]))), xv, a2);
+    a3 = _mm512_fmadd_ps(
+        dec.Decode16(r3 + b * 8, _mm512_mul_ps(dec.values, _mm512_set1_ps(e4m3[s3[b]]))), xv, a3);
   }
   Store(y + 0, _mm512_reduce_add_ps(a0) * w.global_scale, accumulate);
   Store(y + 1, _mm512_reduce_add_ps(a1) * w.global_scale, accumulate);
