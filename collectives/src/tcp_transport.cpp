@@ -20,6 +20,7 @@
 #include <cstring>
 #include <deque>
 #include <memory>
+#include <thread>
 #include <vector>
 
 #include "bootstrap.h"
@@ -36,12 +37,14 @@ enum FrameKind : uint32_t { kPublish = 0x50554231, kMessage = 0x4d534731 };
 // recv(); bodies at least this large are received in place instead.
 constexpr size_t kInBufBytes = 64 << 10;
 // Before sleeping in poll(), look for data without blocking for this long,
-// but only when no other rank shares this host: then a peer's answer is a
-// network round trip, shorter than a sleep and wake-up, and spinning steals
-// no peer's CPU. Ranks on one host block at once: there the peer competes
-// for the same CPUs (measured at load 18 on 2 cores, 8-byte ring p50:
-// block at once 32 us, 10 us busy-poll 49 us, 50 us poll+sched_yield up to
-// 20 ms, as a yield can give the core away for a whole time slice).
+// unless this host has more ranks than CPUs (the shm waiter's rule): a
+// peer's answer is a round trip, shorter than a sleep and wake-up (2 ranks on
+// 2 idle cores, 8-byte one-shot p50: 23 us blocking at once, 8.3 us with the
+// spin, OpenMPI's TCP BTL 8.4 us). With more ranks than CPUs the peer needs
+// the CPU we would spin on: block at once (measured at load 18 on 2 cores,
+// 8-byte ring p50: block at once 32 us, 10 us busy-poll 49 us, 50 us
+// poll+sched_yield up to 20 ms, as a yield can give the core away for a whole
+// time slice).
 constexpr int64_t kTcpSpinNs = 10'000;
 
 struct FrameHeader {
@@ -53,8 +56,7 @@ static_assert(sizeof(FrameHeader) == 16);
 
 class TcpTransport final : public Transport {
  public:
-  TcpTransport(int rank, int size, const TransportConfig& config, std::vector<Fd> links,
-               bool spin)
+  TcpTransport(int rank, int size, const TransportConfig& config, std::vector<Fd> links, bool spin)
       : Transport(rank, size, config.slot_bytes),
         spin_(spin),
         chunk_bytes_(config.chunk_bytes),
@@ -113,8 +115,8 @@ class TcpTransport final : public Transport {
     Peer& p = peers_[peer];
     const int s = static_cast<int>(seq & 1);
     const uint32_t want = static_cast<uint32_t>(seq);
-    OCTET_RETURN_IF_ERROR(
-        Drive(w, [&] { return p.slot_seq[s] == want; }, peer, "its one-shot data"));
+    OCTET_RETURN_IF_ERROR(Drive(
+        w, [&] { return p.slot_seq[s] == want; }, peer, "its one-shot data"));
     if (p.slot_len[s] != expect_bytes) {
       return SizeMismatch(w, peer, p.slot_len[s], expect_bytes, "one-shot step");
     }
@@ -125,8 +127,8 @@ class TcpTransport final : public Transport {
     for (int p = 0; p < size_; ++p) {
       if (p == rank_) continue;
       Peer& peer = peers_[p];
-      OCTET_RETURN_IF_ERROR(
-          Drive(w, [&] { return peer.iov_next == peer.iov.size(); }, p, "it to take our data"));
+      OCTET_RETURN_IF_ERROR(Drive(
+          w, [&] { return peer.iov_next == peer.iov.size(); }, p, "it to take our data"));
     }
     return Status::Ok();
   }
@@ -287,7 +289,8 @@ class TcpTransport final : public Transport {
       case Peer::In::kMessage:
         recv_.got += n;
         return DeliverStaged(p);
-      case Peer::In::kHeader: break;
+      case Peer::In::kHeader:
+        break;
     }
     return Status::Ok();
   }
@@ -466,7 +469,8 @@ class TcpTransport final : public Transport {
       const int timeout_ms =
           spinning ? 0 : static_cast<int>(std::min<int64_t>(left_ns / 1'000'000 + 1, 100));
       const int pr = ::poll(fds.data(), fds.size(), timeout_ms);
-      if (pr < 0 && errno != EINTR) return UnavailableError(std::string("poll: ") + strerror(errno));
+      if (pr < 0 && errno != EINTR)
+        return UnavailableError(std::string("poll: ") + strerror(errno));
       if (pr <= 0) continue;
       bool moved = false;
       size_t i = 0;
@@ -486,7 +490,7 @@ class TcpTransport final : public Transport {
     }
   }
 
-  bool spin_;  // busy-poll briefly before sleeping (no other rank on this host)
+  bool spin_;  // busy-poll briefly before sleeping (no more ranks on this host than CPUs)
   size_t chunk_bytes_;
   std::vector<Peer> peers_;
   std::unique_ptr<uint8_t[]> staging_;
@@ -500,9 +504,10 @@ class TcpTransport final : public Transport {
 Result<std::unique_ptr<Transport>> ConnectTcp(Bootstrap& bootstrap, const TransportConfig& config) {
   auto links = bootstrap.OpenMesh(Deadline::AfterMs(config.connect_timeout_ms));
   if (!links.ok()) return links.status().WithContext("tcp transport");
+  const unsigned cpus = std::max(1u, std::thread::hardware_concurrency());
+  const bool oversubscribed = static_cast<unsigned>(bootstrap.LocalRankCount()) > cpus;
   return std::unique_ptr<Transport>(new TcpTransport(bootstrap.rank(), bootstrap.size(), config,
-                                                     std::move(*links),
-                                                     bootstrap.LocalRankCount() == 1));
+                                                     std::move(*links), !oversubscribed));
 }
 
 }  // namespace octet::collectives

@@ -6,7 +6,7 @@
 // For every world size and transport it runs `octet collbench --json --check`
 // with --algo oneshot, ring and auto, and (when mpirun and
 // octet_bench_mpi_allreduce are there) OpenMPI's MPI_Allreduce on the same
-// sizes (`--mca btl self,tcp` for the TCP rows, OpenMPI's default shared
+// sizes (`--mca pml ob1 --mca btl self,tcp` for the TCP rows, OpenMPI's default shared
 // memory otherwise), plus this machine's single-thread memcpy bandwidth. It
 // prints, per size, each algorithm's p50 of the slowest rank, auto against the
 // better of one-shot and ring, and OpenMPI's time over Octet's best (above 1:
@@ -150,7 +150,8 @@ std::map<int64_t, json> RowsBySize(const json& doc) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  ArgParser p("octet_bench_collectives", "Collectives figures: one-shot vs ring vs auto vs OpenMPI.");
+  ArgParser p("octet_bench_collectives",
+              "Collectives figures: one-shot vs ring vs auto vs OpenMPI.");
   p.Option("ranks", "LIST", "world sizes", "2,4");
   p.Option("transports", "LIST", "transports", "shm,tcp");
   p.Option("min-bytes", "SIZE", "smallest message", "8");
@@ -180,17 +181,16 @@ int main(int argc, char** argv) {
   const std::string mpi_bench = bin + "/octet_bench_mpi_allreduce";
   const std::string mpirun = Which("mpirun");
   const bool with_mpi = !p.GetFlag("no-mpi") && !mpirun.empty() && PathExists(mpi_bench);
-  const std::vector<std::string> common = {"--min-bytes", p.GetString("min-bytes"),
-                                           "--max-bytes", p.GetString("max-bytes"),
-                                           "--iters",     p.GetString("iters"),
-                                           "--warmup",    p.GetString("warmup")};
+  const std::vector<std::string> common = {
+      "--min-bytes", p.GetString("min-bytes"), "--max-bytes", p.GetString("max-bytes"),
+      "--iters",     p.GetString("iters"),     "--warmup",    p.GetString("warmup")};
   auto log = [&](const std::string& s) { (as_json ? std::cerr : std::cout) << s << std::flush; };
 
   const auto max_bytes = ParseByteSize(p.GetString("max-bytes"));
-  const double memcpy_gbps = MemcpyBandwidth(static_cast<size_t>(std::min<int64_t>(
-      max_bytes.ok() ? *max_bytes : 64 << 20, int64_t{256} << 20)));
-  log("memcpy bandwidth (one thread, " + p.GetString("max-bytes") + "): " +
-      std::to_string(memcpy_gbps) + " GB/s\n");
+  const double memcpy_gbps = MemcpyBandwidth(static_cast<size_t>(
+      std::min<int64_t>(max_bytes.ok() ? *max_bytes : 64 << 20, int64_t{256} << 20)));
+  log("memcpy bandwidth (one thread, " + p.GetString("max-bytes") +
+      "): " + std::to_string(memcpy_gbps) + " GB/s\n");
   if (!with_mpi && !p.GetFlag("no-mpi")) {
     log("OpenMPI comparison skipped: " +
         std::string(mpirun.empty() ? "mpirun not found (installers/install-deps.sh --bench)"
@@ -213,12 +213,12 @@ int main(int argc, char** argv) {
       run["transport"] = transport;
       std::map<std::string, std::map<int64_t, json>> rows;
       for (const char* algo : {"oneshot", "ring", "auto"}) {
-        std::vector<std::string> argv = {octet, "collbench", "--ranks", std::to_string(n),
-                                         "--transport", transport, "--algo", algo, "--check",
-                                         "--json"};
+        std::vector<std::string> argv = {octet,         "collbench", "--ranks", std::to_string(n),
+                                         "--transport", transport,   "--algo",  algo,
+                                         "--check",     "--json"};
         argv.insert(argv.end(), common.begin(), common.end());
-        log("running: octet collbench --ranks " + std::to_string(n) + " --transport " +
-            transport + " --algo " + algo + " ...\n");
+        log("running: octet collbench --ranks " + std::to_string(n) + " --transport " + transport +
+            " --algo " + algo + " ...\n");
         const Output o = Run(argv);
         const json doc = FindJson(o.out);
         if (o.code != 0 || doc.is_null()) {
@@ -230,14 +230,18 @@ int main(int argc, char** argv) {
         rows[algo] = RowsBySize(doc);
       }
       if (with_mpi) {
-        std::vector<std::string> argv = {mpirun, "--allow-run-as-root", "--oversubscribe",
-                                         "-np", std::to_string(n)};
-        if (transport == "tcp") argv.insert(argv.end(), {"--mca", "btl", "self,tcp"});
+        std::vector<std::string> argv = {mpirun, "--allow-run-as-root", "--oversubscribe", "-np",
+                                         std::to_string(n)};
+        // ob1: with the UCX PML (chosen by default where UCX works) the BTL
+        // list is ignored and UCX takes shared memory.
+        if (transport == "tcp")
+          argv.insert(argv.end(), {"--mca", "pml", "ob1", "--mca", "btl", "self,tcp"});
         argv.push_back(mpi_bench);
         argv.insert(argv.end(), common.begin(), common.end());
         argv.push_back("--json");
         log("running: mpirun -np " + std::to_string(n) +
-            (transport == "tcp" ? " --mca btl self,tcp" : "") + " octet_bench_mpi_allreduce ...\n");
+            (transport == "tcp" ? " --mca pml ob1 --mca btl self,tcp" : "") +
+            " octet_bench_mpi_allreduce ...\n");
         const Output o = Run(argv);
         const json doc = FindJson(o.out);
         if (o.code != 0 || doc.is_null()) {
@@ -278,33 +282,39 @@ int main(int argc, char** argv) {
                       static_cast<long long>(bytes), t_os, t_ring, t_auto, auto_ratio, mpi,
                       mpi_ratio);
         table += line;
-        cmp.push_back({{"bytes", bytes}, {"oneshot_us", t_os}, {"ring_us", t_ring},
-                       {"auto_us", t_auto}, {"auto_over_best", auto_ratio},
-                       {"openmpi_us", std::isnan(mpi) ? json(nullptr) : json(mpi)},
-                       {"openmpi_over_octet", std::isnan(mpi_ratio) ? json(nullptr) : json(mpi_ratio)}});
+        cmp.push_back(
+            {{"bytes", bytes},
+             {"oneshot_us", t_os},
+             {"ring_us", t_ring},
+             {"auto_us", t_auto},
+             {"auto_over_best", auto_ratio},
+             {"openmpi_us", std::isnan(mpi) ? json(nullptr) : json(mpi)},
+             {"openmpi_over_octet", std::isnan(mpi_ratio) ? json(nullptr) : json(mpi_ratio)}});
       }
       run["comparison"] = cmp;
       run["oneshot_beats_ring_up_to_bytes"] = oneshot_wins_up_to;
       run["auto_worst_over_best"] = worst_auto;
-      table += "# one-shot at least as fast as ring up to " + std::to_string(oneshot_wins_up_to) +
-               " bytes; auto's worst p50 over the better of the two: " +
-               std::to_string(worst_auto) + "\n";
+      table +=
+          "# one-shot at least as fast as ring up to " + std::to_string(oneshot_wins_up_to) +
+          " bytes; auto's worst p50 over the better of the two: " + std::to_string(worst_auto) +
+          "\n";
       if (!small_mpi_ratio.empty()) {
         double g = 0;
         for (double r : small_mpi_ratio) g += std::log(r);
         g = std::exp(g / small_mpi_ratio.size());
         run["openmpi_over_octet_small_geomean"] = g;
-        table += "# OpenMPI time / Octet time for <= 32 KiB (geometric mean): " + std::to_string(g) +
-                 " (above 1: Octet faster)\n";
+        table +=
+            "# OpenMPI time / Octet time for <= 32 KiB (geometric mean): " + std::to_string(g) +
+            " (above 1: Octet faster)\n";
       }
       if (!rows["ring"].empty()) {
         const json& last = rows["ring"].rbegin()->second;
         const double busbw = last["busbw_gbps"];
         run["ring_busbw_at_max_gbps"] = busbw;
         run["ring_busbw_over_memcpy"] = busbw / memcpy_gbps;
-        table += "# ring busbw at " + std::to_string(last["bytes"].get<int64_t>()) + " bytes: " +
-                 std::to_string(busbw) + " GB/s = " + std::to_string(busbw / memcpy_gbps) +
-                 " x memcpy bandwidth\n";
+        table += "# ring busbw at " + std::to_string(last["bytes"].get<int64_t>()) +
+                 " bytes: " + std::to_string(busbw) +
+                 " GB/s = " + std::to_string(busbw / memcpy_gbps) + " x memcpy bandwidth\n";
       }
       if (transport == "shm" && n == 2 && !rows["oneshot"].empty()) {
         std::string lat;
