@@ -55,11 +55,18 @@ TransportConfig MakeTransportConfig(const CommunicatorOptions& o) {
 std::vector<TransportKind> Candidates(TransportKind requested, bool one_host) {
   using T = TransportKind;
   switch (requested) {
-    case T::kAuto: return one_host ? std::vector<T>{T::kShm, T::kTcp} : std::vector<T>{T::kVerbs, T::kTcp};
-    case T::kShm: return {T::kShm, T::kTcp};
-    case T::kTcp: return {T::kTcp};
-    case T::kVerbs: return one_host ? std::vector<T>{T::kVerbs, T::kShm, T::kTcp} : std::vector<T>{T::kVerbs, T::kTcp};
-    case T::kNccl: return one_host ? std::vector<T>{T::kNccl, T::kShm, T::kTcp} : std::vector<T>{T::kNccl, T::kTcp};
+    case T::kAuto:
+      return one_host ? std::vector<T>{T::kShm, T::kTcp} : std::vector<T>{T::kVerbs, T::kTcp};
+    case T::kShm:
+      return {T::kShm, T::kTcp};
+    case T::kTcp:
+      return {T::kTcp};
+    case T::kVerbs:
+      return one_host ? std::vector<T>{T::kVerbs, T::kShm, T::kTcp}
+                      : std::vector<T>{T::kVerbs, T::kTcp};
+    case T::kNccl:
+      return one_host ? std::vector<T>{T::kNccl, T::kShm, T::kTcp}
+                      : std::vector<T>{T::kNccl, T::kTcp};
   }
   return {T::kTcp};
 }
@@ -68,11 +75,19 @@ Result<std::unique_ptr<Backend>> ConnectBackend(TransportKind kind, Bootstrap& b
                                                 const TransportConfig& config) {
   Result<std::unique_ptr<Transport>> t = UnavailableError("unknown transport");
   switch (kind) {
-    case TransportKind::kNccl: return ConnectNccl(b, config);
-    case TransportKind::kShm: t = ConnectShm(b, config); break;
-    case TransportKind::kTcp: t = ConnectTcp(b, config); break;
-    case TransportKind::kVerbs: t = ConnectVerbs(b, config); break;
-    case TransportKind::kAuto: break;
+    case TransportKind::kNccl:
+      return ConnectNccl(b, config);
+    case TransportKind::kShm:
+      t = ConnectShm(b, config);
+      break;
+    case TransportKind::kTcp:
+      t = ConnectTcp(b, config);
+      break;
+    case TransportKind::kVerbs:
+      t = ConnectVerbs(b, config);
+      break;
+    case TransportKind::kAuto:
+      break;
   }
   if (!t.ok()) return t.status();
   return std::unique_ptr<Backend>(new TransportBackend(std::move(*t)));
@@ -99,8 +114,8 @@ Status SelfTest(Backend& backend, Waiter& w, int rank, int n) {
       float expected = 0;
       for (int r = 0; r < n; ++r) expected += SelfTestValue(r, i);
       if (out[i] != expected) {
-        return DataLossError("self-test: " + std::string(AlgorithmName(algo)) + " all-reduce over " +
-                             std::string(TransportName(backend.transport())) +
+        return DataLossError("self-test: " + std::string(AlgorithmName(algo)) +
+                             " all-reduce over " + std::string(TransportName(backend.transport())) +
                              " gave a wrong sum at element " + std::to_string(i) + ": " +
                              std::to_string(out[i]) + " instead of " + std::to_string(expected));
       }
@@ -141,9 +156,10 @@ void WriteProfile(const std::string& path, TransportKind kind, int n, size_t byt
       if (!line.empty()) kept += line + "\n";
     }
   }
-  if (kept.empty()) kept = "# octet collectives crossovers: transport world_size oneshot_max_bytes\n";
-  kept += std::string(TransportName(kind)) + " " + std::to_string(n) + " " +
-          std::to_string(bytes) + "\n";
+  if (kept.empty())
+    kept = "# octet collectives crossovers: transport world_size oneshot_max_bytes\n";
+  kept += std::string(TransportName(kind)) + " " + std::to_string(n) + " " + std::to_string(bytes) +
+          "\n";
   if (Status s = WriteFileAtomic(path, kept); !s.ok()) {
     OCTET_LOG(WARNING) << "collectives: cannot store the crossover profile: " << s.ToString();
   }
@@ -197,7 +213,8 @@ Result<std::unique_ptr<Communicator>> Communicator::Create(const std::string& re
   bo.connect_timeout_ms = options.connect_timeout_ms;
   bo.config_digest = ConfigDigest(options);
   auto bootstrap = Bootstrap::Connect(rendezvous, world_size, rank, bo);
-  if (!bootstrap.ok()) return bootstrap.status().WithContext("collectives (rank " + std::to_string(rank) + ")");
+  if (!bootstrap.ok())
+    return bootstrap.status().WithContext("collectives (rank " + std::to_string(rank) + ")");
   c->impl_->bootstrap = std::move(*bootstrap);
   c->rank_ = rank;
   c->size_ = world_size;
@@ -248,9 +265,8 @@ Status Communicator::SelectBackend(bool self_test) {
     if (verdict.ok()) {
       impl_->backend = std::move(*backend);
       if (kind != candidates.front()) {
-        fallback_reason_ = std::string(TransportName(candidates.front())) +
-                           " unavailable (" + first_failure + "); using " +
-                           std::string(TransportName(kind));
+        fallback_reason_ = std::string(TransportName(candidates.front())) + " unavailable (" +
+                           first_failure + "); using " + std::string(TransportName(kind));
         if (rank_ == 0) {
           OCTET_LOG(WARNING) << "collectives: " << TransportName(candidates.front())
                              << " unavailable (" << first_failure << "); all " << size_
@@ -259,7 +275,8 @@ Status Communicator::SelectBackend(bool self_test) {
       }
       return Status::Ok();
     }
-    OCTET_LOG(DEBUG) << "collectives: " << TransportName(kind) << " rejected: " << verdict.message();
+    OCTET_LOG(DEBUG) << "collectives: " << TransportName(kind)
+                     << " rejected: " << verdict.message();
     if (first_failure.empty()) first_failure = verdict.message();
     if (backend.ok()) backend->reset();
   }
@@ -292,27 +309,47 @@ Status Communicator::AgreeCrossover() {
     return Status::Ok();
   }
 
-  // Measure: median time of each algorithm at a few sizes on this rank, then
-  // the slowest rank's median decides, identically on every rank.
-  const std::vector<size_t> sizes = {4 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20};
-  std::vector<float> buf((1 << 20) / sizeof(float), 1.0f);
+  // Measure: median time of each algorithm at sizes a factor 2 apart on this
+  // rank, then the slowest rank's median decides, identically on every rank.
+  // Both algorithms first run once at the largest size (committing every slot
+  // page, which would otherwise be charged to whichever runs first), then take
+  // turns within each size, so drift on a busy machine hits both alike: with
+  // a 4x grid, a block of one then a block of the other, and no warm-up, the
+  // chosen crossover ranged 8.6-19.4 KiB on shm and 8.5 KiB-1.8 MiB on TCP
+  // from one run to the next on 2 idle cores.
+  const std::vector<size_t> sizes = {4 << 10,   8 << 10,   16 << 10,  32 << 10, 64 << 10,
+                                     128 << 10, 256 << 10, 512 << 10, 1 << 20};
+  std::vector<float> buf(sizes.back() / sizeof(float), 1.0f);
   Waiter& w = *impl_->waiter;
+  auto run = [&](AlgorithmKind algo, size_t bytes) -> Result<int64_t> {
+    w.set_label(OpLabel{CollectiveOp::kAllReduce, 0, AlgorithmName(algo), TransportName(kind)});
+    CollectiveArgs a{CollectiveOp::kAllReduce, buf.data(),  buf.data(),
+                     bytes / sizeof(float),    DType::kF32, 0};
+    const int64_t start = NowNs();
+    Status s = impl_->backend->Collective(a, algo, w);
+    if (!s.ok()) return s.WithContext("collectives: measuring the one-shot/ring crossover");
+    return NowNs() - start;
+  };
+  for (AlgorithmKind algo : {AlgorithmKind::kOneShot, AlgorithmKind::kRing}) {
+    OCTET_RETURN_IF_ERROR(run(algo, sizes.back()).status());
+  }
   WireWriter mine;
   for (size_t bytes : sizes) {
-    for (AlgorithmKind algo : {AlgorithmKind::kOneShot, AlgorithmKind::kRing}) {
-      const int iters = bytes >= (256 << 10) ? 5 : 9;
-      std::vector<int64_t> t;
-      for (int i = 0; i < iters + 2; ++i) {
-        w.set_label(OpLabel{CollectiveOp::kAllReduce, 0, AlgorithmName(algo), TransportName(kind)});
-        CollectiveArgs a{CollectiveOp::kAllReduce, buf.data(), buf.data(), bytes / sizeof(float),
-                         DType::kF32, 0};
-        const int64_t start = NowNs();
-        Status s = impl_->backend->Collective(a, algo, w);
-        if (!s.ok()) return s.WithContext("collectives: measuring the one-shot/ring crossover");
-        if (i >= 2) t.push_back(NowNs() - start);
-      }
-      std::nth_element(t.begin(), t.begin() + t.size() / 2, t.end());
-      mine.I64(t[t.size() / 2]);
+    const int iters = bytes >= (256 << 10) ? 7 : 15;
+    std::vector<int64_t> t1, t2;
+    for (int i = 0; i <= iters; ++i) {  // i = 0: warm-up at this size
+      const bool oneshot_first = i % 2 == 0;
+      OCTET_ASSIGN_OR_RETURN(
+          int64_t a, run(oneshot_first ? AlgorithmKind::kOneShot : AlgorithmKind::kRing, bytes));
+      OCTET_ASSIGN_OR_RETURN(
+          int64_t c, run(oneshot_first ? AlgorithmKind::kRing : AlgorithmKind::kOneShot, bytes));
+      if (i == 0) continue;
+      t1.push_back(oneshot_first ? a : c);
+      t2.push_back(oneshot_first ? c : a);
+    }
+    for (std::vector<int64_t>* t : {&t1, &t2}) {
+      std::nth_element(t->begin(), t->begin() + t->size() / 2, t->end());
+      mine.I64((*t)[t->size() / 2]);
     }
   }
   OCTET_ASSIGN_OR_RETURN(auto all, b.AllGather(mine.str(), deadline));
@@ -389,8 +426,8 @@ Status Communicator::health() const {
 
 Status Communicator::Poison(Status why, int blamed) {
   if (poisoned()) return poison_status_;
-  poison_status_ = Status(why.code(), "collectives (rank " + std::to_string(rank_) + "): " +
-                                          why.message());
+  poison_status_ =
+      Status(why.code(), "collectives (rank " + std::to_string(rank_) + "): " + why.message());
   failed_peer_.store(blamed, std::memory_order_release);
   poisoned_.store(true, std::memory_order_release);
   impl_->bootstrap->BroadcastAbort(blamed, why);
@@ -407,15 +444,15 @@ Status Communicator::Run(CollectiveOp op, const void* in, void* out, size_t coun
         "(use one communicator per thread; see Communicator::Duplicate)");
   }
   CallScope scope(this, payload_bytes);
-  if (count > 0 && ((op != CollectiveOp::kBarrier && out == nullptr) ||
-                    (op != CollectiveOp::kBroadcast && op != CollectiveOp::kBarrier &&
-                     in == nullptr))) {
-    return InvalidArgumentError("collectives: " + std::string(OpName(op)) +
-                                " of " + std::to_string(count) + " elements with a null buffer");
+  if (count > 0 &&
+      ((op != CollectiveOp::kBarrier && out == nullptr) ||
+       (op != CollectiveOp::kBroadcast && op != CollectiveOp::kBarrier && in == nullptr))) {
+    return InvalidArgumentError("collectives: " + std::string(OpName(op)) + " of " +
+                                std::to_string(count) + " elements with a null buffer");
   }
   const AlgorithmKind algo = AlgorithmFor(op, payload_bytes);
   scope.set_algorithm(impl_->backend->honours_algorithm() && size_ > 1 ? algo
-                                                                        : AlgorithmKind::kAuto);
+                                                                       : AlgorithmKind::kAuto);
   Waiter& w = *impl_->waiter;
   w.set_label(OpLabel{op, ++op_index_, AlgorithmName(algo), TransportName(transport())});
   w.Blame(-1);
