@@ -20,7 +20,7 @@ namespace octet::kernels::cpu {
 inline constexpr int kTileRows = 4;  // rows of A (activations)
 inline constexpr int kTileCols = 3;  // rows of B (weights)
 // gemv takes up to this many activation rows per call (weights decoded in registers).
-inline constexpr int kGemvMaxRows = 4;
+inline constexpr int kGemvMaxRows = 8;
 
 struct IsaKernels {
   const char* name;

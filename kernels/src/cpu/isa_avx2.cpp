@@ -405,6 +405,11 @@ void GemvBatch(const WeightMatrix& w, int64_t row0, int64_t row1, const float* x
 
 void Gemv(const WeightMatrix& w, int64_t row0, int64_t row1, const float* x, int64_t m, int64_t ldx,
           float* y, int64_t ldy, bool accumulate) {
+  if (m > 4) {  // passes of at most 4 activation rows
+    Gemv(w, row0, row1, x, 4, ldx, y, ldy, accumulate);
+    Gemv(w, row0, row1, x + 4 * ldx, m - 4, ldx, y + 4 * ldy, ldy, accumulate);
+    return;
+  }
   if (m > 2) return GemvBatch(w, row0, row1, x, m, ldx, y, ldy, accumulate);
   const bool fp4 = w.format == WeightFormat::kNvfp4;
   int64_t r = row0;

@@ -132,10 +132,147 @@ void Gemv4Mx(const WeightMatrix& w, const uint8_t* const* rows, const uint8_t* c
   }
 }
 
+// ---- dense batched decode: two weight rows x M = 3..8 activation rows -----
+
+// 16 BF16 / F16 / F32 weights as floats.
+OCTET_INLINE __m512 LoadBf16x16(const uint8_t* p) {
+  const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+struct LoadBf16 {
+  static constexpr int kBytes = 2;
+  static OCTET_INLINE __m512 Load(const uint8_t* row, int64_t c) {
+    return LoadBf16x16(row + c * 2);
+  }
+};
+struct LoadF16 {
+  static constexpr int kBytes = 2;
+  static OCTET_INLINE __m512 Load(const uint8_t* row, int64_t c) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + c * 2)));
+  }
+};
+struct LoadF32 {
+  static constexpr int kBytes = 4;
+  static OCTET_INLINE __m512 Load(const uint8_t* row, int64_t c) {
+    return _mm512_loadu_ps(reinterpret_cast<const float*>(row + c * 4));
+  }
+};
+
+// The weight value at column c of a dense row (the < 16-column tail).
+float DenseAt(const WeightMatrix& w, const uint8_t* row, int64_t c) {
+  switch (w.format) {
+    case WeightFormat::kBF16: {
+      uint16_t h;
+      memcpy(&h, row + c * 2, 2);
+      const uint32_t bits = static_cast<uint32_t>(h) << 16;
+      float f;
+      memcpy(&f, &bits, 4);
+      return f;
+    }
+    case WeightFormat::kF16: {
+      uint16_t h;
+      memcpy(&h, row + c * 2, 2);
+      return _cvtsh_ss(h);
+    }
+    default: {
+      float f;
+      memcpy(&f, row + c * 4, 4);
+      return f;
+    }
+  }
+}
+
+// Two weight rows (r1 may equal r0; then only row 0 is stored) against M
+// activation rows: each 16-weight vector is converted once and used M times,
+// 2*M accumulators of the 32 registers. A batch of 8 decode rows is one pass
+// over the weights instead of two, at twice the AVX2 FMA width (this CPU
+// family has two 512-bit FMA ports). Prefetches `prefetch` bytes ahead like
+// the AVX2 kernels.
+template <class L, int M>
+void Gemv2DenseMx(const WeightMatrix& w, const uint8_t* r0, const uint8_t* r1, bool store_r1,
+                  int64_t prefetch, const float* x, int64_t ldx, float* y, int64_t ldy,
+                  bool accumulate) {
+  static_assert(M >= 3 && M <= 8);
+  const int64_t k = w.cols;
+  // Fully unrolled (constant indices), so the arrays live in registers.
+  __m512 a[M], b[M];
+#pragma GCC unroll 8
+  for (int i = 0; i < M; ++i) a[i] = b[i] = _mm512_setzero_ps();
+  int64_t c = 0;
+  for (; c + 16 <= k; c += 16) {
+    if (prefetch != 0 && (c * L::kBytes) % 64 == 0) {
+      Prefetch(r0 + prefetch + c * L::kBytes);
+      Prefetch(r1 + prefetch + c * L::kBytes);
+    }
+    const __m512 w0 = L::Load(r0, c), w1 = L::Load(r1, c);
+#pragma GCC unroll 8
+    for (int i = 0; i < M; ++i) {
+      const __m512 xv = _mm512_loadu_ps(x + i * ldx + c);
+      a[i] = _mm512_fmadd_ps(w0, xv, a[i]);
+      b[i] = _mm512_fmadd_ps(w1, xv, b[i]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int i = 0; i < M; ++i) {
+    float s0 = _mm512_reduce_add_ps(a[i]), s1 = _mm512_reduce_add_ps(b[i]);
+    for (int64_t t = c; t < k; ++t) {
+      s0 += DenseAt(w, r0, t) * x[i * ldx + t];
+      s1 += DenseAt(w, r1, t) * x[i * ldx + t];
+    }
+    Store(y + i * ldy, s0, accumulate);
+    if (store_r1) Store(y + i * ldy + 1, s1, accumulate);
+  }
+}
+
+template <class L, int M>
+void GemvDenseBatch(const WeightMatrix& w, int64_t row0, int64_t row1, const float* x, int64_t ldx,
+                    float* y, int64_t ldy, bool accumulate) {
+  for (int64_t r = row0; r < row1; r += 2) {
+    const uint8_t* r0 = static_cast<const uint8_t*>(w.data) + r * w.row_stride;
+    const bool pair = r + 1 < row1;
+    // Two pairs ahead, within this call.
+    const int64_t prefetch = r + 6 <= row1 ? 4 * w.row_stride : 0;
+    Gemv2DenseMx<L, M>(w, r0, pair ? r0 + w.row_stride : r0, pair, prefetch, x, ldx, y + (r - row0),
+                       ldy, accumulate);
+  }
+}
+
+template <class L>
+void GemvDense(const WeightMatrix& w, int64_t row0, int64_t row1, const float* x, int64_t m,
+               int64_t ldx, float* y, int64_t ldy, bool accumulate) {
+  switch (m) {
+    case 3:
+      return GemvDenseBatch<L, 3>(w, row0, row1, x, ldx, y, ldy, accumulate);
+    case 4:
+      return GemvDenseBatch<L, 4>(w, row0, row1, x, ldx, y, ldy, accumulate);
+    case 5:
+      return GemvDenseBatch<L, 5>(w, row0, row1, x, ldx, y, ldy, accumulate);
+    case 6:
+      return GemvDenseBatch<L, 6>(w, row0, row1, x, ldx, y, ldy, accumulate);
+    case 7:
+      return GemvDenseBatch<L, 7>(w, row0, row1, x, ldx, y, ldy, accumulate);
+    default:
+      return GemvDenseBatch<L, 8>(w, row0, row1, x, ldx, y, ldy, accumulate);
+  }
+}
+
 void Gemv(const WeightMatrix& w, int64_t row0, int64_t row1, const float* x, int64_t m, int64_t ldx,
           float* y, int64_t ldy, bool accumulate) {
   if (w.format != WeightFormat::kNvfp4) {
-    Avx2Kernels().gemv(w, row0, row1, x, m, ldx, y, ldy, accumulate);
+    // One or two rows: memory-bound, and the AVX2 kernels keep up.
+    if (m <= 2) return Avx2Kernels().gemv(w, row0, row1, x, m, ldx, y, ldy, accumulate);
+    switch (w.format) {
+      case WeightFormat::kBF16:
+        return GemvDense<LoadBf16>(w, row0, row1, x, m, ldx, y, ldy, accumulate);
+      case WeightFormat::kF16:
+        return GemvDense<LoadF16>(w, row0, row1, x, m, ldx, y, ldy, accumulate);
+      default:
+        return GemvDense<LoadF32>(w, row0, row1, x, m, ldx, y, ldy, accumulate);
+    }
+  }
+  if (m > 4) {  // passes of at most 4 activation rows
+    Gemv(w, row0, row1, x, 4, ldx, y, ldy, accumulate);
+    Gemv(w, row0, row1, x + 4 * ldx, m - 4, ldx, y + 4 * ldy, ldy, accumulate);
     return;
   }
   for (int64_t r = row0; r < row1; r += 4) {
