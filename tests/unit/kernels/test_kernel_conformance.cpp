@@ -191,7 +191,7 @@ class TestKernelConformance : public QObject {
     for (auto& backend : AllBackends(2)) {
       for (WeightFormat f : formats) {
         for (const Shape& s : shapes) {
-          for (int64_t m : {1, 2, 3, 5, 9, 130}) {
+          for (int64_t m : {1, 2, 3, 4, 5, 7, 8, 9, 130}) {  // every decode batch kernel
             const int64_t k = (f == WeightFormat::kNvfp4) ? s.k : s.k + 3;  // odd k for dense
             OwnedWeight w = RandomWeight(f, s.n, k, rng);
             const int64_t ldx = k + 5, ldy = s.n + 2;
