@@ -59,8 +59,8 @@ OCTET_INLINE void Prefetch(const uint8_t* p) {
 // the 16-entry table times the block's E4M3 scale (exact in f32: the
 // reference's dequantized weight before the global scale), then one FMA with
 // x; the global scale is applied once at the end. Two permutes, a multiply and
-// an FMA per 16 weights: on two 2-core AVX-512 ports that is the bound (about
-// 7 GB/s of packed weights per core measured), below what memory gives.
+// an FMA per 16 weights, all on the two 512-bit ports: that is the bound
+// (about 7 GB/s of packed weights per core measured), below what memory gives.
 void Gemv4M1(const WeightMatrix& w, const uint8_t* const* rows, const uint8_t* const* scales,
              int64_t prefetch, const float* x, float* y, bool accumulate) {
   const float* e4m3 = E4m3Table();
