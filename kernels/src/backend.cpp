@@ -47,8 +47,9 @@ std::vector<BackendInfo> ProbeBackends() {
   out.push_back({"scalar", "portable C++ reference kernels", true});
 #if defined(__x86_64__)
   out.push_back({"avx2", "x86-64 AVX2 + FMA + F16C", HasAvx2()});
-  out.push_back(
-      {"avx512", "x86-64 AVX2, with AVX-512 (F/BW/DQ/VL/VBMI) NVFP4 kernels", HasAvx512()});
+  out.push_back({"avx512",
+                 "x86-64 AVX2, with AVX-512 (F/BW/DQ/VL/VBMI) NVFP4 and batched-decode kernels",
+                 HasAvx512()});
 #endif
 #if defined(__aarch64__)
   out.push_back({"neon", "aarch64 NEON", true});

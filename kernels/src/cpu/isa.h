@@ -54,8 +54,8 @@ struct IsaKernels {
 const IsaKernels& ScalarKernels();
 #if defined(__x86_64__)
 const IsaKernels& Avx2Kernels();  // call only when the CPU has AVX2, FMA and F16C
-// The AVX2 table with AVX-512 NVFP4 kernels; call only when the CPU has AVX2
-// and AVX-512 F, BW, DQ, VL and VBMI.
+// The AVX2 table with AVX-512 NVFP4 and batched-decode kernels; call only when
+// the CPU has AVX2 and AVX-512 F, BW, DQ, VL and VBMI.
 const IsaKernels& Avx512Kernels();
 #endif
 #if defined(__aarch64__)

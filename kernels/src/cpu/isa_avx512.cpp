@@ -1,9 +1,10 @@
-// AVX-512 (F, BW, DQ, VL, VBMI) kernels for NVFP4 on x86-64; everything else
-// is the AVX2 table. Compiled with -mavx512... and only called after the
-// runtime check in backend.cpp; see isa.h for why nothing here may
-// instantiate std:: templates.
+// AVX-512 (F, BW, DQ, VL, VBMI) kernels on x86-64 for the decode GEMVs that
+// are compute-bound on AVX2: NVFP4 at every batch size, and dense weights
+// against 3-8 activation rows; everything else is the AVX2 table. Compiled
+// with -mavx512... and only called after the runtime check in backend.cpp; see
+// isa.h for why nothing here may instantiate std:: templates.
 //
-// Why a separate table: on AVX2 an NVFP4 GEMV is compute-bound. Turning 8 E2M1
+// Why NVFP4 needs it: on AVX2 an NVFP4 GEMV is compute-bound. Turning 8 E2M1
 // codes into floats takes five shuffle/shift ops there (AVX2 has no 16-entry
 // permute), so two cores decode ~10 GB/s of packed weights, a third of this
 // machine's memory bandwidth. With AVX-512, one VPMULTISHIFTQB puts each of a
