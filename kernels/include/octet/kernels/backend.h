@@ -2,7 +2,8 @@
 //
 // A KernelBackend is one implementation of every op (the CPU backends here:
 // "scalar" — the reference —, "avx2" (AVX2+FMA+F16C, x86-64), "avx512" (the
-// AVX2 kernels with AVX-512 NVFP4 and batched-decode matmuls) and "neon" (aarch64); a CUDA backend implements the same class later). Backends are
+// AVX2 kernels with AVX-512 NVFP4 and batched-decode matmuls) and "neon"
+// (aarch64); a CUDA backend implements the same class later). Backends are
 // chosen at run time: `ProbeBackends()` lists the ones this machine can run,
 // `CreateBackend("auto")` picks the fastest. Every op is checked against the
 // scalar backend by tests/unit/kernels/test_kernel_conformance.
