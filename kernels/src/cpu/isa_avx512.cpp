@@ -86,19 +86,25 @@ void Gemv4M1(const WeightMatrix& w, const uint8_t* const* rows, const uint8_t* c
   const uint8_t *r0 = rows[0], *r1 = rows[1], *r2 = rows[2], *r3 = rows[3];
   const uint8_t *s0 = scales[0], *s1 = scales[1], *s2 = scales[2], *s3 = scales[3];
   __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-  for (int64_t b = 0; b < blocks; ++b) {
-    if (prefetch != 0 && b % 8 == 0) {  // 8 blocks = one 64-byte line per row
-      Prefetch(r0 + prefetch + b * 8);
-      Prefetch(r1 + prefetch + b * 8);
-      Prefetch(r2 + prefetch + b * 8);
-      Prefetch(r3 + prefetch + b * 8);
-    }
+  auto block = [&](int64_t b) OCTET_INLINE_LAMBDA {
     const __m512 xv = _mm512_loadu_ps(x + b * 16);
     a0 = _mm512_fmadd_ps(dec.Decode16(r0 + b * 8, ScaledValues(s0[b])), xv, a0);
     a1 = _mm512_fmadd_ps(dec.Decode16(r1 + b * 8, ScaledValues(s1[b])), xv, a1);
     a2 = _mm512_fmadd_ps(dec.Decode16(r2 + b * 8, ScaledValues(s2[b])), xv, a2);
     a3 = _mm512_fmadd_ps(dec.Decode16(r3 + b * 8, ScaledValues(s3[b])), xv, a3);
+  };
+  int64_t b = 0;
+  for (; b + 8 <= blocks; b += 8) {  // 8 blocks = one 64-byte line per row
+    if (prefetch != 0) {
+      Prefetch(r0 + prefetch + b * 8);
+      Prefetch(r1 + prefetch + b * 8);
+      Prefetch(r2 + prefetch + b * 8);
+      Prefetch(r3 + prefetch + b * 8);
+    }
+#pragma GCC unroll 8
+    for (int u = 0; u < 8; ++u) block(b + u);
   }
+  for (; b < blocks; ++b) block(b);
   Store(y + 0, _mm512_reduce_add_ps(a0) * w.global_scale, accumulate);
   Store(y + 1, _mm512_reduce_add_ps(a1) * w.global_scale, accumulate);
   Store(y + 2, _mm512_reduce_add_ps(a2) * w.global_scale, accumulate);
