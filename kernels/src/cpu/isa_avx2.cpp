@@ -409,7 +409,8 @@ void Gemv2Nvfp4M2(const WeightMatrix& w, const uint8_t* r0, const uint8_t* r1, c
 int64_t GemvDenseShortRows(const WeightMatrix& w, int64_t row0, int64_t row1, const float* x,
                            int64_t m, int64_t ldx, float* y, int64_t ldy, bool accumulate) {
   const int64_t row_bytes = w.cols * (w.format == WeightFormat::kF32 ? 4 : 2);
-  if (row_bytes >= 4096 || w.row_stride != row_bytes) return row0;  // long or strided rows
+  if (row_bytes == 0 || row_bytes >= 4096 || w.row_stride != row_bytes)
+    return row0;  // long, strided
   const int64_t span = 4096 / row_bytes < 8 ? 4096 / row_bytes : 8;
   int64_t r = row0;
   for (; r + 4 * span <= row1; r += 4 * span) {
