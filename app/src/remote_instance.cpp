@@ -78,6 +78,8 @@ Result<std::unique_ptr<RemoteInstance>> RemoteInstance::Launch(
   req.port = spec.port;
   req.threads = spec.threads;
   req.extra_args = {"--host", host, "--slots", std::to_string(std::max(1, spec.num_slots))};
+  // Port 0 is "no port" to the agent, so the worker is told itself to take any free one.
+  if (spec.port == 0) req.extra_args.insert(req.extra_args.end(), {"--port", "0"});
   if (spec.context > 0) {
     req.extra_args.insert(req.extra_args.end(), {"--context", std::to_string(spec.context)});
   }

@@ -128,6 +128,11 @@ app::LocalCluster* ClusterController::localCluster() const {
   return connection_ ? connection_->local.get() : nullptr;
 }
 
+std::shared_ptr<app::ClusterSession> ClusterController::session() const {
+  if (!connection_ || !connection_->session) return nullptr;
+  return std::shared_ptr<app::ClusterSession>(connection_, connection_->session.get());
+}
+
 void ClusterController::setPhase(Phase phase, const QString& text) {
   phase_ = phase;
   phase_text_ = text;

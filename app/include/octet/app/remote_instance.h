@@ -1,8 +1,9 @@
 // An inference instance run by the agents of a cluster: tensor-parallel rank
 // r of the model runs as an `octet worker` job on node nodes[r], started
 // through that node's agent (ClusterSession::LaunchJob wires the rendezvous,
-// rank 0 first). Rank 0 serves OpenAI HTTP on `port` at the address its agent
-// is reached at, so this machine can talk to it.
+// rank 0 first). Rank 0 serves OpenAI HTTP at the address its agent is
+// reached at (so this machine can talk to it), on `port` or any free port;
+// the URL is the one rank 0 prints.
 //
 // While it runs, rank 0's output is followed through its agent (line by line,
 // for the Launch panel's log), the instance is ready once rank 0 prints the
@@ -40,7 +41,7 @@ struct RemoteInstanceSpec {
   std::vector<size_t> nodes;  // rank r on nodes[r] (session indices); the TP degree is the count
   std::string transport = "tcp";  // tcp | verbs (shm only when every rank is on one host)
   std::string algo = "auto";      // auto | oneshot | ring | nccl
-  uint32_t port = 8000;           // rank 0's HTTP port on its node
+  uint32_t port = 0;              // rank 0's HTTP port on its node; 0: any free one
   int num_slots = 4;              // KV cache slots (--slots)
   int context = 0;                // 0: the model's (capped by the server)
   uint32_t threads = 0;           // compute threads per rank; 0: the worker decides

@@ -66,6 +66,7 @@ class LaunchPanel : public QWidget {
 
  public slots:
   void launchInference();
+  void launchRemoteInference();
   void launchRouter();
   void launchTraining();
   void stopSelected();
