@@ -237,6 +237,7 @@ DashboardPanel::DashboardPanel(ClusterController* controller, QWidget* parent)
     charts_[i]->view()->viewport()->installEventFilter(this);
     grid->addWidget(charts_[i], i / 3, i % 3);
   }
+  installEventFilter(this);  // the panel's own paint starts the charts (eventFilter)
   reveal_fallback_.setSingleShot(true);
   reveal_fallback_.setInterval(100);
   connect(&reveal_fallback_, &QTimer::timeout, this, [this] {
@@ -305,7 +306,12 @@ void DashboardPanel::showEvent(QShowEvent* event) {
   updateKpis(*controller_->snapshot());
   refresh();
   if (run_dirty_) refreshTrainingRun();
-  if (revealed_ == 0) revealNextChart();
+  if (revealed_ == 0) {
+    // The first chart follows the panel's own first paint (its header and
+    // figures), the next one each chart's paint.
+    awaiting_paint_ = true;
+    reveal_fallback_.start();
+  }
 }
 
 void DashboardPanel::hideEvent(QHideEvent* event) {
@@ -334,8 +340,8 @@ void DashboardPanel::revealNextChart() {
 }
 
 bool DashboardPanel::eventFilter(QObject* watched, QEvent* event) {
-  if (event->type() == QEvent::Paint && awaiting_paint_ && revealed_ > 0 &&
-      watched == charts_[revealed_ - 1]->view()->viewport()) {
+  QObject* last_shown = revealed_ > 0 ? charts_[revealed_ - 1]->view()->viewport() : this;
+  if (event->type() == QEvent::Paint && awaiting_paint_ && watched == last_shown) {
     awaiting_paint_ = false;
     // Queued: runs after this paint and the rest of its update request.
     QMetaObject::invokeMethod(this, &DashboardPanel::revealNextChart, Qt::QueuedConnection);
