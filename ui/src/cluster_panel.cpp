@@ -359,14 +359,16 @@ void ClusterPanel::showEvent(QShowEvent* event) {
 }
 
 void ClusterPanel::onSnapshot(const SnapshotPtr& snapshot) {
+  const app::ClusterSnapshot& s = *snapshot;
+  // The diagram's items and the bars follow while hidden (nothing is painted
+  // then; shown, they are current, so the first paint is the only one).
+  view_->setSnapshot(s);
+  memory_->setSnapshot(s);
   if (!isVisible()) {
     stale_ = true;
     return;
   }
   stale_ = false;
-  const app::ClusterSnapshot& s = *snapshot;
-  view_->setSnapshot(s);
-  memory_->setSnapshot(s);
   // Probe results of edges that no longer exist are dropped with the model reset.
   links_->set(s.cabling, probes_);
   if (!s.cabling.summary.empty()) {

@@ -73,8 +73,9 @@ class ClusterPanel : public QWidget {
   QPushButton* probe_button_;
   ProbeResults probes_;
   std::string details_key_;
-  // A snapshot arrived while the panel was hidden: drawn when it is shown
-  // (the diagram, bars and details are not rebuilt 10 times a second unseen).
+  // A snapshot arrived while the panel was hidden: the links table, problems
+  // and node details (text layout) catch up when it is shown, not 10 times a
+  // second unseen.
   bool stale_ = false;
 };
 
