@@ -127,6 +127,35 @@ class TestDashboard : public QObject {
     QCOMPARE(kpi->text(), QStringLiteral("34.0 tok/s"));
     QCOMPARE(panel.findChild<QLabel*>(QStringLiteral("kpiRequests"))->text(), QStringLiteral("2"));
   }
+
+  void everyChartAppearsEachTimeThePanelIsShown() {
+    // The charts are drawn one per event-loop turn after the panel shows; all
+    // of them are there soon after, and again after the panel was away.
+    ui::ClusterController controller({});
+    ui::DashboardPanel panel(&controller);
+    panel.resize(1200, 800);
+    for (int k = 0; k < 10; ++k) panel.addSnapshot(Step(k));
+    using C = ui::DashboardPanel::Chart;
+    const C all[] = {C::kDecode,    C::kPrefill, C::kConcurrency,
+                     C::kAllReduce, C::kMemory,  C::kTraining};
+    auto all_visible = [&] {
+      for (C c : all) {
+        if (!panel.chart(c)->isVisible()) return false;
+      }
+      return true;
+    };
+    for (int round = 0; round < 2; ++round) {
+      panel.show();
+      QVERIFY(QTest::qWaitForWindowExposed(&panel));
+      QTRY_VERIFY_WITH_TIMEOUT(all_visible(), 10'000);
+      // What arrived while the panel was hidden is drawn.
+      auto* decode = qobject_cast<QLineSeries*>(panel.chart(C::kDecode)->chart()->series().at(0));
+      QVERIFY(decode);
+      QCOMPARE(decode->count(), 10 + 5 * round);
+      panel.hide();
+      for (int k = 10 + 5 * round; k < 15 + 5 * round; ++k) panel.addSnapshot(Step(k));
+    }
+  }
 };
 
 QTEST_MAIN(TestDashboard)

@@ -107,6 +107,9 @@ class NodeCardItem : public QGraphicsItem {
  public:
   explicit NodeCardItem(const QString& name) : name_(name) {
     setZValue(10);
+    // Repainting a card that did not change is a pixmap copy (the view
+    // repaints every item under the changed cards' bounding rect).
+    setCacheMode(QGraphicsItem::DeviceCoordinateCache);
     setAcceptedMouseButtons(Qt::LeftButton);
     setCursor(Qt::PointingHandCursor);
   }
@@ -119,10 +122,15 @@ class NodeCardItem : public QGraphicsItem {
     selected_ = on;
     update();
   }
+  // Telemetry arrives at 10 Hz; the card is redrawn only when something it
+  // shows changed (the figures as drawn, not the raw samples).
   void setView(const app::NodeView& node, const QString& problem, bool bad_problem) {
     node_ = node;
     problem_ = problem;
     bad_problem_ = bad_problem;
+    QString face = Face();
+    if (face == face_) return;
+    face_ = std::move(face);
     update();
   }
 
@@ -193,22 +201,11 @@ class NodeCardItem : public QGraphicsItem {
     p->setPen(sc.muted);
     QString sub = QString::fromStdString(node_.address);
     if (node_.has_telemetry && node_.state == app::NodeState::kUp) {
-      sub += QStringLiteral("  ·  CPU %1%").arg(std::lround(node_.telemetry.cpu_busy * 100));
+      sub += QStringLiteral("  ·  CPU %1%").arg(CpuPercent());
     }
     p->drawText(QPointF(left, y), small.elidedText(sub, Qt::ElideRight, right - left));
     y += small.height() + 1;
-    QString hw;
-    if (node_.has_facts) {
-      if (!node_.facts.gpus.empty()) {
-        hw = QString::fromStdString(node_.facts.gpus[0].name);
-      } else {
-        hw = QStringLiteral("%1 cores %2")
-                 .arg(node_.facts.cpu_cores)
-                 .arg(QString::fromStdString(node_.facts.cpu_arch));
-      }
-      if (node_.facts.simulated) hw += QStringLiteral(" · simulated");
-    }
-    p->drawText(QPointF(left, y), small.elidedText(hw, Qt::ElideRight, right - left));
+    p->drawText(QPointF(left, y), small.elidedText(HardwareText(), Qt::ElideRight, right - left));
 
     // Memory bar: each job's memory in its colour, the rest used, free.
     const double bar_top = r.bottom() - 44;
@@ -243,20 +240,12 @@ class NodeCardItem : public QGraphicsItem {
       p->restore();
     }
     p->setPen(sc.muted);
-    const QString mem =
-        total > 0 ? QStringLiteral("%1 / %2").arg(FormatBytesIec(static_cast<double>(used)),
-                                                  FormatBytesIec(static_cast<double>(total)))
-                  : QStringLiteral("memory unknown");
-    p->drawText(QRectF(left, bar.bottom() + 2, right - left, small.height()), Qt::AlignLeft, mem);
-    int running = 0;
-    for (const auto& j : node_.jobs) running += j.state == "running";
-    const QString jobs =
-        running == 1 ? QStringLiteral("1 job") : QStringLiteral("%1 jobs").arg(running);
-    p->drawText(QRectF(left, bar.bottom() + 2, right - left, small.height()), Qt::AlignRight, jobs);
+    p->drawText(QRectF(left, bar.bottom() + 2, right - left, small.height()), Qt::AlignLeft,
+                MemoryText());
+    p->drawText(QRectF(left, bar.bottom() + 2, right - left, small.height()), Qt::AlignRight,
+                JobsText());
     // Problem line (or the lost reason).
-    QString warn = problem_;
-    if (node_.state == app::NodeState::kLost && !node_.last_error.empty())
-      warn = QString::fromStdString(node_.last_error);
+    const QString warn = WarningText();
     if (!warn.isEmpty()) {
       p->setPen(bad_problem_ || node_.state == app::NodeState::kLost ? sc.bad : sc.warning);
       p->drawText(QPointF(left, r.bottom() - 8),
@@ -265,16 +254,77 @@ class NodeCardItem : public QGraphicsItem {
   }
 
  private:
+  long CpuPercent() const { return std::lround(node_.telemetry.cpu_busy * 100); }
+  uint64_t MemoryTotal() const {
+    return node_.has_telemetry ? node_.telemetry.mem_total_bytes : node_.facts.memory.total_bytes;
+  }
+  QString HardwareText() const {
+    if (!node_.has_facts) return {};
+    QString hw;
+    if (!node_.facts.gpus.empty()) {
+      hw = QString::fromStdString(node_.facts.gpus[0].name);
+    } else {
+      hw = QStringLiteral("%1 cores %2")
+               .arg(node_.facts.cpu_cores)
+               .arg(QString::fromStdString(node_.facts.cpu_arch));
+    }
+    if (node_.facts.simulated) hw += QStringLiteral(" · simulated");
+    return hw;
+  }
+  QString MemoryText() const {
+    const uint64_t total = MemoryTotal();
+    const uint64_t used = node_.has_telemetry ? node_.telemetry.mem_used_bytes : 0;
+    return total > 0 ? QStringLiteral("%1 / %2").arg(FormatBytesIec(static_cast<double>(used)),
+                                                     FormatBytesIec(static_cast<double>(total)))
+                     : QStringLiteral("memory unknown");
+  }
+  QString JobsText() const {
+    int running = 0;
+    for (const auto& j : node_.jobs) running += j.state == "running";
+    return running == 1 ? QStringLiteral("1 job") : QStringLiteral("%1 jobs").arg(running);
+  }
+  QString WarningText() const {
+    if (node_.state == app::NodeState::kLost && !node_.last_error.empty())
+      return QString::fromStdString(node_.last_error);
+    return problem_;
+  }
+  // Everything paint() draws, with the memory bar in tenths of a percent.
+  QString Face() const {
+    QStringList face = {QString::number(static_cast<int>(node_.state)),
+                        QString::fromStdString(node_.address),
+                        QString::number(node_.has_telemetry ? CpuPercent() : -1),
+                        HardwareText(),
+                        MemoryText(),
+                        JobsText(),
+                        WarningText(),
+                        QString::number(static_cast<int>(bad_problem_))};
+    const uint64_t total = MemoryTotal();
+    if (total > 0 && node_.has_telemetry) {
+      auto permille = [total](uint64_t bytes) {
+        return QString::number(std::llround(1000.0 * static_cast<double>(bytes) / total));
+      };
+      for (const auto& w : node_.telemetry.workers) {
+        face << QString::fromStdString(w.job_id) << permille(w.memory_bytes);
+      }
+      face << permille(node_.telemetry.mem_used_bytes);
+    }
+    return face.join(QChar(0x1f));
+  }
+
   QString name_;
   app::NodeView node_;
   QString problem_;
   bool bad_problem_ = false;
   bool selected_ = false;
+  QString face_;  // what the card shows; a change repaints it
 };
 
 class SegmentItem : public QGraphicsItem {
  public:
-  explicit SegmentItem(const QString& label) : label_(label) { setZValue(5); }
+  explicit SegmentItem(const QString& label) : label_(label) {
+    setZValue(5);
+    setCacheMode(QGraphicsItem::DeviceCoordinateCache);
+  }
   QRectF boundingRect() const override {
     return QRectF(-kSwitchWidth / 2 - 2, -kSwitchHeight / 2 - 2, kSwitchWidth + 4,
                   kSwitchHeight + 4);
@@ -310,6 +360,7 @@ class LinkItem : public QGraphicsItem {
   LinkItem(QPointF a, QPointF b, Look look, QSizeF a_half, QSizeF b_half)
       : a_(a), b_(b), look_(look) {
     setZValue(1);
+    setCacheMode(QGraphicsItem::DeviceCoordinateCache);
     const QPointF d = b - a;
     auto exit = [&](QSizeF half) {
       double t = 1;
@@ -596,7 +647,8 @@ void CablingView::mousePressEvent(QMouseEvent* event) {
 
 bool CablingView::event(QEvent* event) {
   if (event->type() == QEvent::PaletteChange || event->type() == QEvent::ApplicationPaletteChange) {
-    scene_->update();
+    // Items draw from cached pixmaps: each must be redrawn in the new colours.
+    for (QGraphicsItem* item : scene_->items()) item->update();
   }
   return QGraphicsView::event(event);
 }

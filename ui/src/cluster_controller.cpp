@@ -118,6 +118,10 @@ ClusterController::~ClusterController() {
   ++generation_;
   pump_.reset();
   work_.waitForDone();
+  // A remote instance may keep the session (and its node threads) after this
+  // controller is gone: its events must not reach it (deliveries are
+  // serialized with this call, so none is in flight after it).
+  if (connection_ && connection_->session) connection_->session->SetListener(nullptr);
   if (connection_) {
     lifecycle_.start([c = std::move(connection_)]() mutable { c.reset(); });
   }
@@ -126,6 +130,11 @@ ClusterController::~ClusterController() {
 
 app::LocalCluster* ClusterController::localCluster() const {
   return connection_ ? connection_->local.get() : nullptr;
+}
+
+std::shared_ptr<app::ClusterSession> ClusterController::session() const {
+  if (!connection_ || !connection_->session) return nullptr;
+  return std::shared_ptr<app::ClusterSession>(connection_, connection_->session.get());
 }
 
 void ClusterController::setPhase(Phase phase, const QString& text) {
@@ -215,6 +224,7 @@ void ClusterController::onConnectFailed(uint64_t generation, const QString& erro
 void ClusterController::disconnectCluster() {
   ++generation_;
   pump_.reset();
+  if (connection_ && connection_->session) connection_->session->SetListener(nullptr);
   if (connection_) {
     lifecycle_.start([c = std::move(connection_)]() mutable { c.reset(); });
   }

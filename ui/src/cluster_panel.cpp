@@ -22,9 +22,26 @@ namespace octet::ui {
 // ---- LinksModel ---------------------------------------------------------------
 
 void LinksModel::set(const app::CablingReport& cabling, const ProbeResults& probes) {
+  // Every snapshot (10 Hz) brings the cabling again; the table is reset (and
+  // repainted) only when a cell would show something else.
+  std::string key;
+  for (const auto& e : cabling.edges) {
+    const bool shared = e.segment >= 0 &&
+                        static_cast<size_t>(e.segment) < cabling.segments.size() &&
+                        cabling.segments[e.segment].shared;
+    key += EdgeKey(e) + (e.bidirectional ? "+" : "-") + (shared ? "S" : "D") + ";";
+  }
+  key += "#";
+  for (const auto& [edge, r] : probes) {
+    key += edge + (r.ok ? "ok" : r.error) + std::to_string(r.result.rtt_us_p50) + "/" +
+           std::to_string(r.result.rtt_us_p99) + "/" + std::to_string(r.result.throughput_gbps) +
+           ";";
+  }
+  if (key == shown_key_) return;
   beginResetModel();
   cabling_ = cabling;
   probes_ = probes;
+  shown_key_ = std::move(key);
   endResetModel();
 }
 
@@ -336,10 +353,22 @@ void ClusterPanel::onPhase(ClusterController::Phase phase, const QString& text) 
   }
 }
 
+void ClusterPanel::showEvent(QShowEvent* event) {
+  QWidget::showEvent(event);
+  if (stale_) onSnapshot(controller_->snapshot());
+}
+
 void ClusterPanel::onSnapshot(const SnapshotPtr& snapshot) {
   const app::ClusterSnapshot& s = *snapshot;
+  // The diagram's items and the bars follow while hidden (nothing is painted
+  // then; shown, they are current, so the first paint is the only one).
   view_->setSnapshot(s);
   memory_->setSnapshot(s);
+  if (!isVisible()) {
+    stale_ = true;
+    return;
+  }
+  stale_ = false;
   // Probe results of edges that no longer exist are dropped with the model reset.
   links_->set(s.cabling, probes_);
   if (!s.cabling.summary.empty()) {

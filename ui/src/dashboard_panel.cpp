@@ -5,6 +5,7 @@
 #include <QComboBox>
 #include <QEvent>
 #include <QGridLayout>
+#include <QHideEvent>
 #include <QLabel>
 #include <QLegendMarker>
 #include <QLineSeries>
@@ -23,31 +24,18 @@ namespace octet::ui {
 
 namespace {
 
-// Brings a series in line with `points` (both sorted by x): drops what fell
-// out of the window at the front, appends what is new at the back. A series
-// that does not match (a restarted job) is replaced whole.
+// Brings a series in line with `points` (both sorted by x) in one replace():
+// one geometry update of the chart item per series and tick. (Qt Charts'
+// append(QList) adds point by point, each a full update, and removePoints is
+// another: a panel shown after being hidden caught up in O(new points x n).)
+// Nothing is done when the series already holds exactly these points.
 void SyncSeries(QXYSeries* s, const QVector<QPointF>& points) {
   const int n = s->count();
-  if (n == 0 || points.isEmpty()) {
-    if (n != 0 || !points.isEmpty()) s->replace(QList<QPointF>(points.begin(), points.end()));
+  if (n == points.size() &&
+      (n == 0 || (s->at(0) == points.front() && s->at(n - 1) == points.back()))) {
     return;
   }
-  const double first = points.front().x();
-  int drop = 0;
-  while (drop < n && s->at(drop).x() < first) ++drop;
-  if (drop == n) {
-    s->replace(QList<QPointF>(points.begin(), points.end()));
-    return;
-  }
-  if (s->at(drop).x() != first) {
-    s->replace(QList<QPointF>(points.begin(), points.end()));
-    return;
-  }
-  if (drop > 0) s->removePoints(0, drop);
-  const double last = s->at(s->count() - 1).x();
-  auto it = std::upper_bound(points.begin(), points.end(), last,
-                             [](double x, const QPointF& p) { return x < p.x(); });
-  if (it != points.end()) s->append(QList<QPointF>(it, points.end()));
+  s->replace(QList<QPointF>(points.begin(), points.end()));
 }
 
 double NiceCeiling(double v) {
@@ -240,8 +228,21 @@ DashboardPanel::DashboardPanel(ClusterController* controller, QWidget* parent)
                          "chartAllReduce", "chartMemory",  "chartTraining"};
   for (int i = 0; i < 6; ++i) {
     charts_[i]->setObjectName(QLatin1String(names[i]));
+    // Hidden until revealed after the panel shows (see revealNextChart); the
+    // grid keeps their places meanwhile.
+    QSizePolicy policy = charts_[i]->sizePolicy();
+    policy.setRetainSizeWhenHidden(true);
+    charts_[i]->setSizePolicy(policy);
+    charts_[i]->setVisible(false);
+    charts_[i]->view()->viewport()->installEventFilter(this);
     grid->addWidget(charts_[i], i / 3, i % 3);
   }
+  installEventFilter(this);  // the panel's own paint starts the charts (eventFilter)
+  reveal_fallback_.setSingleShot(true);
+  reveal_fallback_.setInterval(100);
+  connect(&reveal_fallback_, &QTimer::timeout, this, [this] {
+    if (awaiting_paint_) revealNextChart();
+  });
   outer->addLayout(grid, 1);
 
   // A training run started from the Launch panel: its curves against the step.
@@ -305,6 +306,47 @@ void DashboardPanel::showEvent(QShowEvent* event) {
   updateKpis(*controller_->snapshot());
   refresh();
   if (run_dirty_) refreshTrainingRun();
+  if (revealed_ == 0) {
+    // The first chart follows the panel's own first paint (its header and
+    // figures), the next one each chart's paint.
+    awaiting_paint_ = true;
+    reveal_fallback_.start();
+  }
+}
+
+void DashboardPanel::hideEvent(QHideEvent* event) {
+  QWidget::hideEvent(event);
+  if (event->spontaneous()) return;  // the window minimised: the charts stay as they are
+  // Shown again, the panel draws its charts one per event-loop turn again.
+  for (auto* c : charts_) c->setVisible(false);
+  revealed_ = 0;
+  awaiting_paint_ = false;
+  reveal_fallback_.stop();
+}
+
+// The first draw of six charts (resize, layout, axes, text) is tens of
+// milliseconds of GUI-thread time at once. Shown one per event-loop turn,
+// each after the previous one has been painted, the panel answers input
+// between charts; the headline figures appear at once.
+void DashboardPanel::revealNextChart() {
+  awaiting_paint_ = false;
+  reveal_fallback_.stop();
+  if (!isVisible() || revealed_ >= static_cast<int>(charts_.size())) return;
+  charts_[revealed_++]->setVisible(true);
+  awaiting_paint_ = true;
+  // Normally the chart's paint schedules the next; this only covers a chart
+  // that is not painted (a window that is not exposed).
+  reveal_fallback_.start();
+}
+
+bool DashboardPanel::eventFilter(QObject* watched, QEvent* event) {
+  QObject* last_shown = revealed_ > 0 ? charts_[revealed_ - 1]->view()->viewport() : this;
+  if (event->type() == QEvent::Paint && awaiting_paint_ && watched == last_shown) {
+    awaiting_paint_ = false;
+    // Queued: runs after this paint and the rest of its update request.
+    QMetaObject::invokeMethod(this, &DashboardPanel::revealNextChart, Qt::QueuedConnection);
+  }
+  return QWidget::eventFilter(watched, event);
 }
 
 void DashboardPanel::setInstanceManager(InstanceManager* instances) {

@@ -3,8 +3,18 @@
 #include <QMetaObject>
 #include <QPointer>
 #include <QTimer>
+#include <algorithm>
 
 namespace octet::ui {
+
+namespace {
+
+// Launching waits for every rank's agent to start its process (not for the
+// model to load); stopping waits for each rank's grace period.
+constexpr int kRemoteLaunchDeadlineMs = 60'000;
+constexpr int kRemoteStopDeadlineMs = 30'000;
+
+}  // namespace
 
 InstanceManager::InstanceManager(QObject* parent) : QObject(parent), poll_(new QTimer(this)) {
   poll_->setInterval(200);
@@ -13,8 +23,17 @@ InstanceManager::InstanceManager(QObject* parent) : QObject(parent), poll_(new Q
 }
 
 InstanceManager::~InstanceManager() {
+  closing_->store(true);
   for (Running& r : running_) r.instance->Stop(3000);
   running_.clear();
+  // Remote jobs are stopped through their agents, side by side.
+  for (RemoteRunning& r : remote_) {
+    if (!r.instance) continue;  // still launching: the launch stops it (closing_)
+    stoppers_.start([inst = std::move(r.instance)] {
+      inst->Stop(Deadline::AfterMs(kRemoteStopDeadlineMs)).IgnoreError();
+    });
+  }
+  remote_.clear();
   stoppers_.waitForDone();
 }
 
@@ -60,16 +79,28 @@ int InstanceManager::start(const app::InstanceSpec& spec_in, const QString& name
   auto on_line = [self, id](const std::string& line) {
     const QString text = QString::fromStdString(line);
     QMetaObject::invokeMethod(
-        self.data(), [self, id, text] { if (self) self->onLine(id, text); }, Qt::QueuedConnection);
+        self.data(),
+        [self, id, text] {
+          if (self) self->onLine(id, text);
+        },
+        Qt::QueuedConnection);
   };
   auto on_ready = [self, id](const std::string& url) {
     const QString text = QString::fromStdString(url);
     QMetaObject::invokeMethod(
-        self.data(), [self, id, text] { if (self) self->onReady(id, text); }, Qt::QueuedConnection);
+        self.data(),
+        [self, id, text] {
+          if (self) self->onReady(id, text);
+        },
+        Qt::QueuedConnection);
   };
   auto on_figures = [self, id](const app::TrainingFigures& f) {
     QMetaObject::invokeMethod(
-        self.data(), [self, id, f] { if (self) self->onFigures(id, f); }, Qt::QueuedConnection);
+        self.data(),
+        [self, id, f] {
+          if (self) self->onFigures(id, f);
+        },
+        Qt::QueuedConnection);
   };
   auto started = app::LocalInstance::Start(spec, on_line, on_ready, on_figures);
   if (!started.ok()) {
@@ -89,6 +120,119 @@ int InstanceManager::start(const app::InstanceSpec& spec_in, const QString& name
   poll_->start();
   emit changed();
   return id;
+}
+
+int InstanceManager::startRemote(std::shared_ptr<app::ClusterSession> session,
+                                 const app::RemoteInstanceSpec& spec, const QString& name,
+                                 const QStringList& node_names) {
+  const int id = next_id_++;
+  InstanceInfo info;
+  info.id = id;
+  info.kind = app::InstanceSpec::Kind::kInference;
+  info.name = name;
+  info.nodes = node_names;
+  infos_.append(info);
+  remote_.push_back({id, nullptr, false});
+  emit changed();
+  QPointer<InstanceManager> self(this);
+  auto on_line = [self, id](const std::string& line) {
+    const QString text = QString::fromStdString(line);
+    QMetaObject::invokeMethod(
+        self.data(),
+        [self, id, text] {
+          if (self) self->onLine(id, text);
+        },
+        Qt::QueuedConnection);
+  };
+  auto on_status = [self, id](const app::RemoteInstanceStatus& status) {
+    QMetaObject::invokeMethod(
+        self.data(),
+        [self, id, status] {
+          if (self) self->onRemoteStatus(id, status);
+        },
+        Qt::QueuedConnection);
+  };
+  stoppers_.start(
+      [self, closing = closing_, session = std::move(session), spec, id, on_line, on_status] {
+        auto r = app::RemoteInstance::Launch(session, spec, on_line, on_status,
+                                             Deadline::AfterMs(kRemoteLaunchDeadlineMs));
+        std::shared_ptr<app::RemoteInstance> instance;
+        QString error;
+        if (r.ok()) {
+          instance = std::move(*r);
+        } else {
+          error = QString::fromStdString(r.status().message());
+        }
+        if (instance && closing->load()) {
+          // The window closed while the agents were starting it.
+          instance->Stop(Deadline::AfterMs(kRemoteStopDeadlineMs)).IgnoreError();
+          return;
+        }
+        QMetaObject::invokeMethod(
+            self.data(),
+            [self, id, instance, error] {
+              if (self) self->onRemoteLaunched(id, instance, error);
+            },
+            Qt::QueuedConnection);
+      });
+  return id;
+}
+
+void InstanceManager::onRemoteLaunched(int id, std::shared_ptr<app::RemoteInstance> instance,
+                                       const QString& error) {
+  auto it = std::find_if(remote_.begin(), remote_.end(),
+                         [id](const RemoteRunning& r) { return r.id == id; });
+  if (it == remote_.end()) {
+    // Already ended (its failure came first): let it go off this thread.
+    if (instance) stoppers_.start([instance] {});
+    return;
+  }
+  if (!error.isEmpty()) {
+    onRemoteStatus(id, {app::RemoteInstanceStatus::Phase::kFailed, "", error.toStdString()});
+    return;
+  }
+  it->instance = instance;
+  if (it->stop_requested) {
+    stoppers_.start(
+        [instance] { instance->Stop(Deadline::AfterMs(kRemoteStopDeadlineMs)).IgnoreError(); });
+  }
+}
+
+void InstanceManager::onRemoteStatus(int id, const app::RemoteInstanceStatus& status) {
+  InstanceInfo* info = mutableInfo(id);
+  if (!info) return;
+  using Phase = app::RemoteInstanceStatus::Phase;
+  switch (status.phase) {
+    case Phase::kStarting:
+      return;
+    case Phase::kReady:
+      if (info->state != InstanceInfo::State::kStarting) return;
+      info->state = InstanceInfo::State::kReady;
+      info->url = QString::fromStdString(status.url);
+      emit ready(id, info->url);
+      emit changed();
+      return;
+    case Phase::kStopping:
+      info->state = InstanceInfo::State::kStopping;
+      emit changed();
+      return;
+    case Phase::kStopped:
+    case Phase::kFailed:
+      break;
+  }
+  const bool failed = status.phase == Phase::kFailed;
+  info->state = failed ? InstanceInfo::State::kFailed : InstanceInfo::State::kExited;
+  info->detail = failed ? QString::fromStdString(status.error) : tr("stopped through the agents");
+  info->url.clear();
+  for (auto it = remote_.begin(); it != remote_.end(); ++it) {
+    if (it->id != id) continue;
+    // Its threads are joined when it goes: off the GUI thread.
+    if (it->instance) stoppers_.start([instance = std::move(it->instance)] {});
+    remote_.erase(it);
+    break;
+  }
+  emit exited(id, failed, info->detail);
+  emit changed();
 }
 
 void InstanceManager::onLine(int id, const QString& line) {
@@ -120,6 +264,19 @@ void InstanceManager::onFigures(int id, const app::TrainingFigures& figures) {
 }
 
 void InstanceManager::stop(int id) {
+  for (RemoteRunning& r : remote_) {
+    if (r.id != id) continue;
+    r.stop_requested = true;
+    if (InstanceInfo* info = mutableInfo(id)) info->state = InstanceInfo::State::kStopping;
+    emit changed();
+    // Through the agents, off the GUI thread; the status reports the end.
+    if (r.instance) {
+      stoppers_.start([instance = r.instance] {
+        instance->Stop(Deadline::AfterMs(kRemoteStopDeadlineMs)).IgnoreError();
+      });
+    }
+    return;
+  }
   for (auto it = running_.begin(); it != running_.end(); ++it) {
     if (it->id != id) continue;
     std::shared_ptr<app::LocalInstance> inst = it->instance;
@@ -162,7 +319,8 @@ void InstanceManager::pollExits() {
     if (failed) {
       QString why = QString::fromStdString(last_error);
       if (why.isEmpty() && !info->log.isEmpty()) why = info->log.last();
-      if (!why.isEmpty()) info->detail = why + QStringLiteral(" (") + info->detail + QLatin1Char(')');
+      if (!why.isEmpty())
+        info->detail = why + QStringLiteral(" (") + info->detail + QLatin1Char(')');
     }
     info->url.clear();
     emit exited(id, failed, info->detail);

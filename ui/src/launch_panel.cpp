@@ -2,6 +2,7 @@
 
 #include <QApplication>
 #include <QComboBox>
+#include <QDateTime>
 #include <QDir>
 #include <QFileDialog>
 #include <QFileInfo>
@@ -17,6 +18,7 @@
 #include <QPointer>
 #include <QProgressBar>
 #include <QPushButton>
+#include <QRegularExpression>
 #include <QScrollBar>
 #include <QSettings>
 #include <QShortcut>
@@ -584,6 +586,10 @@ void LaunchPanel::launchInference() {
     launch_state_->setText(tr("Choose a model folder first (catalog entries are for planning)."));
     return;
   }
+  if (!controller_->isLocal() && controller_->session()) {
+    launchRemoteInference();
+    return;
+  }
   app::InstanceSpec spec;
   spec.kind = app::InstanceSpec::Kind::kInference;
   spec.model_dir = summary_->source;
@@ -603,6 +609,53 @@ void LaunchPanel::launchInference() {
   last_launched_ = id;
   launch_state_->setText(
       tr("Starting %1: loading the model, joining %n rank(s)…", nullptr, spec.tp).arg(name));
+  progress_->setVisible(true);
+  refreshInstances();
+  table_->selectRow(table_->rowCount() - 1);
+}
+
+// A cluster of real agents: rank r on the r-th node that is up, started by
+// that node's agent. The model folder is given by the same path on the nodes
+// (the agents refuse a path outside their model roots, or one they lack).
+void LaunchPanel::launchRemoteInference() {
+  const int tp = std::max(1, tp_->currentData().toInt());
+  const auto snap = controller_->snapshot();
+  std::vector<size_t> nodes;
+  QStringList names;
+  for (size_t i = 0; i < snap->nodes.size() && static_cast<int>(nodes.size()) < tp; ++i) {
+    if (snap->nodes[i].state != app::NodeState::kUp) continue;
+    nodes.push_back(i);
+    names << QString::fromStdString(snap->nodes[i].name);
+  }
+  if (static_cast<int>(nodes.size()) < tp) {
+    launch_state_->setText(tr("Could not start: TP %1 needs %1 nodes up, %2 are.")
+                               .arg(tp)
+                               .arg(static_cast<int>(nodes.size())));
+    return;
+  }
+  app::RemoteInstanceSpec spec;
+  spec.model_dir = summary_->source;
+  spec.nodes = nodes;
+  spec.algo = algo_->currentData().toString().toStdString();
+  spec.transport = transport_->currentData().toString().toStdString();
+  spec.num_slots = 4;
+  spec.context = static_cast<int>(std::min<int64_t>(summary_->context, 4096));
+  // A job id the agents accept ([A-Za-z0-9._-]) and that a second launch does not reuse.
+  QString base = QString::fromStdString(summary_->name);
+  base.replace(QRegularExpression(QStringLiteral("[^A-Za-z0-9._-]")), QStringLiteral("-"));
+  spec.job_id = QStringLiteral("wb-%1-%2")
+                    .arg(base.left(40))
+                    .arg(QDateTime::currentMSecsSinceEpoch() % 100'000'000)
+                    .toStdString();
+  const QString name = QStringLiteral("%1 · TP %2 on %3")
+                           .arg(QString::fromStdString(summary_->name))
+                           .arg(tp)
+                           .arg(names.join(QStringLiteral(", ")));
+  const int id = instances_->startRemote(controller_->session(), spec, name, names);
+  last_launched_ = id;
+  launch_state_->setText(
+      tr("Starting %1 through the agents: loading the model, joining %n rank(s)…", nullptr, tp)
+          .arg(name));
   progress_->setVisible(true);
   refreshInstances();
   table_->selectRow(table_->rowCount() - 1);

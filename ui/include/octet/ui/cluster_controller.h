@@ -92,6 +92,10 @@ class ClusterController : public QObject {
 
   // The local cluster while one is running (tests kill and restart nodes with it).
   app::LocalCluster* localCluster() const;
+  // The session of the current connection (null when not connected). The
+  // pointer keeps the connection alive for as long as it is held: a remote
+  // instance outlives a switch to another cluster until it is stopped.
+  std::shared_ptr<app::ClusterSession> session() const;
   const Options& options() const { return options_; }
 
   // Asynchronous calls; each answers with the matching signal.

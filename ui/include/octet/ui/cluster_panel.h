@@ -36,6 +36,7 @@ class LinksModel : public QAbstractTableModel {
  private:
   app::CablingReport cabling_;
   ProbeResults probes_;
+  std::string shown_key_;  // what the cells show, to skip resets that change nothing
 };
 
 // HTML describing one node (facts, telemetry, interfaces, jobs) for the details pane.
@@ -50,6 +51,9 @@ class ClusterPanel : public QWidget {
   MemoryBars* memoryBars() const { return memory_; }
   QString selectedNode() const { return view_->selectedNode(); }
   void selectNode(const QString& name);
+
+ protected:
+  void showEvent(QShowEvent* event) override;
 
  private:
   void onSnapshot(const SnapshotPtr& snapshot);
@@ -69,6 +73,10 @@ class ClusterPanel : public QWidget {
   QPushButton* probe_button_;
   ProbeResults probes_;
   std::string details_key_;
+  // A snapshot arrived while the panel was hidden: the links table, problems
+  // and node details (text layout) catch up when it is shown, not 10 times a
+  // second unseen.
+  bool stale_ = false;
 };
 
 }  // namespace octet::ui

@@ -8,11 +8,14 @@
 // on the process's output reader thread, in app::LocalInstance).
 //
 // History is kept all the time; the charts are only touched while the panel
-// is visible (and then only with the points that are new), so telemetry
-// costs the GUI thread little when a person looks elsewhere.
+// is visible (one replace() per series and sample), so telemetry costs the
+// GUI thread little when a person looks elsewhere. When the panel is shown,
+// its charts appear one per event-loop turn so the first draw does not hold
+// the GUI thread for all six at once.
 #pragma once
 
 #include <QHash>
+#include <QTimer>
 #include <QWidget>
 #include <functional>
 
@@ -84,10 +87,13 @@ class DashboardPanel : public QWidget {
 
  protected:
   void showEvent(QShowEvent* event) override;
+  void hideEvent(QHideEvent* event) override;
   void changeEvent(QEvent* event) override;
+  bool eventFilter(QObject* watched, QEvent* event) override;
 
  private:
   void refresh();
+  void revealNextChart();
   void updateKpis(const app::ClusterSnapshot& snapshot);
   void refreshRunList();
   void refreshTrainingRun();
@@ -112,6 +118,9 @@ class DashboardPanel : public QWidget {
   int shown_run_ = -1;
   int drawn_run_ = -1;  // the run whose points the charts hold
   bool run_dirty_ = false;
+  int revealed_ = 0;             // charts_[0, revealed_) are shown
+  bool awaiting_paint_ = false;  // the last revealed chart has not been painted yet
+  QTimer reveal_fallback_;
 };
 
 }  // namespace octet::ui

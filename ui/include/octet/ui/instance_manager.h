@@ -5,6 +5,12 @@
 // stop, log), the Chat panel (endpoints to talk to), the Routing panel
 // (routers to apply a policy to) and the Dashboard (training curves).
 //
+// An inference instance can also run on a remote cluster's nodes through
+// their agents (app::RemoteInstance): startRemote() launches it on a pool
+// thread (the agents' answers take a while), rank 0's log and its state come
+// back through the agents, and stop() stops it through them. Its entry is the
+// same as a local one's (the Chat panel talks to its URL), with `nodes` set.
+//
 // GUI thread only. Processes are started on the GUI thread (the child is tied
 // to the thread that spawned it); output arrives on reader threads and is
 // posted here; stopping (SIGTERM, up to 3 s grace) runs on a pool thread so
@@ -15,9 +21,11 @@
 #include <QObject>
 #include <QString>
 #include <QThreadPool>
+#include <atomic>
 #include <memory>
 
 #include "octet/app/local_instance.h"
+#include "octet/app/remote_instance.h"
 
 class QTimer;
 
@@ -33,7 +41,7 @@ struct InstanceInfo {
   QString name;  // "qwen3-tiny TP 2", "router example-policy.yaml"
   QString url;   // once ready
   State state = State::kStarting;
-  QString detail;  // exit status / last error
+  QString detail;   // exit status / last error
   QStringList log;  // the process's output (last 2000 lines)
   // The stage running (training from text: "preparing data", then "training").
   int stage = 0;
@@ -42,6 +50,8 @@ struct InstanceInfo {
   // Training: the output folder (the model once finished) and the curves.
   QString out_dir;
   app::TrainingCurves training;
+  // A remote instance: the nodes its ranks run on (rank order), else empty.
+  QStringList nodes;
 };
 
 class InstanceManager : public QObject {
@@ -54,17 +64,21 @@ class InstanceManager : public QObject {
   void setOctetBinary(const std::string& path) { octet_binary_ = path; }
   // Starts an instance; returns its id, or -1 with `error` set.
   int start(const app::InstanceSpec& spec, const QString& name, QString* error);
+  // Launches `spec` on the nodes of `session` through their agents; returns
+  // its id at once (state kStarting). An agent's refusal arrives as exited(failed).
+  int startRemote(std::shared_ptr<app::ClusterSession> session, const app::RemoteInstanceSpec& spec,
+                  const QString& name, const QStringList& node_names);
   void stop(int id);
   const QList<InstanceInfo>& instances() const { return infos_; }
   const InstanceInfo* find(int id) const;
   static QString stateName(InstanceInfo::State s);
 
  signals:
-  void changed();                                // any state or list change
-  void logLine(int id, const QString& line);     // one output line
+  void changed();                             // any state or list change
+  void logLine(int id, const QString& line);  // one output line
   void ready(int id, const QString& url);
-  void trainingFigures(int id);                  // a training run's curves grew
-  void stageChanged(int id);                     // a run moved to its next stage
+  void trainingFigures(int id);  // a training run's curves grew
+  void stageChanged(int id);     // a run moved to its next stage
   void exited(int id, bool failed, const QString& detail);
 
  private:
@@ -73,6 +87,9 @@ class InstanceManager : public QObject {
   void onFigures(int id, const app::TrainingFigures& figures);
   void pollExits();
   InstanceInfo* mutableInfo(int id);
+  void onRemoteLaunched(int id, std::shared_ptr<app::RemoteInstance> instance,
+                        const QString& error);
+  void onRemoteStatus(int id, const app::RemoteInstanceStatus& status);
 
   struct Running {
     int id;
@@ -81,6 +98,15 @@ class InstanceManager : public QObject {
   };
   QList<InstanceInfo> infos_;
   std::vector<Running> running_;
+  // Remote instances while their jobs run (a null instance: still launching).
+  struct RemoteRunning {
+    int id;
+    std::shared_ptr<app::RemoteInstance> instance;
+    bool stop_requested;
+  };
+  std::vector<RemoteRunning> remote_;
+  // Set when the manager goes away: a launch that completes afterwards stops its job.
+  std::shared_ptr<std::atomic<bool>> closing_ = std::make_shared<std::atomic<bool>>(false);
   QTimer* poll_;
   QThreadPool stoppers_;
   int next_id_ = 1;

@@ -41,8 +41,7 @@ class InstanceManager;
 class LaunchPanel : public QWidget {
   Q_OBJECT
  public:
-  LaunchPanel(ClusterController* controller, InstanceManager* instances,
-              QWidget* parent = nullptr);
+  LaunchPanel(ClusterController* controller, InstanceManager* instances, QWidget* parent = nullptr);
 
   // Reads a model folder (as Browse does) and shows what it holds.
   void setModelFolder(const QString& dir);
@@ -66,6 +65,7 @@ class LaunchPanel : public QWidget {
 
  public slots:
   void launchInference();
+  void launchRemoteInference();
   void launchRouter();
   void launchTraining();
   void stopSelected();
