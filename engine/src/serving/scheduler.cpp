@@ -228,6 +228,7 @@ void Scheduler::Loop() {
   std::vector<Active*> owners;
   ForwardOutput out;
   int64_t last_sample_ns = 0;
+  int64_t prev_step_end_ns = 0;  // when the previous Step returned; 0 after idling
   const RunnerStats base = runner_.stats();
 
   // Counters and the sliding window of the figures (after every step, and
@@ -330,6 +331,7 @@ void Scheduler::Loop() {
           double(cached) / double(std::max<int64_t>(1, options_.num_slots * options_.context));
     }
     if (running.empty()) {
+      prev_step_end_ns = 0;  // the next step's period would include the idle wait
       if (Status s = runner_.Idle(); !s.ok()) {
         fatal = s;
         break;
@@ -354,6 +356,7 @@ void Scheduler::Loop() {
       batch.push_back(std::move(c));
       owners.push_back(a.get());
     }
+    const size_t decode_rows = batch.size();
     int64_t budget = options_.max_batch_tokens - static_cast<int64_t>(batch.size());
     uint64_t prompt_tokens = 0;
     for (const auto& a : running) {
@@ -370,6 +373,7 @@ void Scheduler::Loop() {
       budget -= n;
       prompt_tokens += static_cast<uint64_t>(n);
     }
+    const int64_t step_start_ns = NowNs();
     if (Status s = runner_.Step(batch, &out); !s.ok()) {
       fatal = s;
       break;
@@ -414,6 +418,18 @@ void Scheduler::Loop() {
         ++it;
       }
     }
+    const int64_t period_ns = prev_step_end_ns > 0 ? now - prev_step_end_ns : 0;
+    if (prompt_tokens == 0 && period_ns > 0) {
+      std::lock_guard<std::mutex> lock(mu_);
+      metrics_.decode_only_steps_total += 1;
+      metrics_.decode_only_tokens_total += generated;
+      metrics_.decode_only_seconds_total += period_ns * 1e-9;
+    }
+    OCTET_LOG(DEBUG) << "step: " << batch.size() << " sequences (" << decode_rows
+                     << " decoding, " << prompt_tokens << " prompt tokens), forward "
+                     << (now - step_start_ns) * 1e-6 << " ms, since the previous step "
+                     << period_ns * 1e-6 << " ms";
+    prev_step_end_ns = now;
     record(prompt_tokens, generated, ttft_seconds, ttft_count, now);
   }
 

@@ -152,6 +152,17 @@ class TestScheduler : public QObject {
     uint64_t prompt_total = 0;
     for (const auto& p : prompts) prompt_total += p.size();
     QCOMPARE(mt.prompt_tokens_total, prompt_total);
+    uint64_t generated_total = 0;
+    for (const auto& ids : solo) generated_total += ids.size();
+    QCOMPARE(mt.generation_tokens_total, generated_total);
+    // Once the last prompt (submitted last, 13 tokens to generate) is in the
+    // cache, its 12 remaining tokens come from steps without prompt tokens;
+    // each such step carries at most one token per slot.
+    QVERIFY(mt.decode_only_steps_total >= 12);
+    QVERIFY(mt.decode_only_tokens_total >= mt.decode_only_steps_total);
+    QVERIFY(mt.decode_only_tokens_total <= mt.decode_only_steps_total * num_slots);
+    QVERIFY(mt.decode_only_tokens_total < generated_total);  // first tokens come from prefill
+    QVERIFY(mt.decode_only_seconds_total > 0);
   }
 
   // Stop ids end a request unless ignore_eos; min_tokens defers them.

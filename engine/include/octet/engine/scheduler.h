@@ -148,6 +148,15 @@ struct SchedulerMetrics {
   double ttft_seconds_sum = 0;
   uint64_t ttft_count = 0;
   double allreduce_seconds_total = 0;
+  // Decode-only steps (no prompt token in the batch): how many, the tokens they
+  // generated, and their wall time, each measured from the end of the step
+  // before it to its own end, so that it includes the scheduler's work between
+  // steps (sampling, streaming, batch forming) as well as the forward pass.
+  // tokens / seconds is the aggregate decode rate with prefill left out;
+  // tokens / steps is the mean number of sequences each decode step carried.
+  uint64_t decode_only_steps_total = 0;
+  uint64_t decode_only_tokens_total = 0;
+  double decode_only_seconds_total = 0;
 };
 
 class Scheduler {
