@@ -224,7 +224,8 @@ void CpuBackend::Rope(float* x, int64_t rows, int64_t row_stride, int64_t n_head
 }
 
 void CpuBackend::Attention(const AttentionArgs& args) {
-  // One task per (query token, query head) over all sequences.
+  // One task per (query token, KV head) over all sequences: the query heads of
+  // a KV head read its keys and values together.
   struct TokenRef {
     const AttentionSequence* seq;
     int64_t row;    // row in q/out
@@ -239,26 +240,20 @@ void CpuBackend::Attention(const AttentionArgs& args) {
   const int64_t group = args.n_heads / args.n_kv_heads;
   const int64_t kv_stride = args.n_kv_heads * hd;  // floats between positions
   if (attn_scratch_.size() != scratch_.size()) attn_scratch_.resize(scratch_.size());
-  pool_.ParallelFor(static_cast<int64_t>(tokens.size()) * args.n_heads,
-                    [&](int64_t task, int thread) {
-                      const TokenRef& tr = tokens[task / args.n_heads];
-                      const int64_t h = task % args.n_heads;
-                      const int64_t kvh = h / group;
-                      const int64_t n_keys = static_cast<int64_t>(tr.seq->positions[tr.index]) + 1;
-                      std::vector<float>& scores = attn_scratch_[thread];
-                      if (static_cast<int64_t>(scores.size()) < n_keys) scores.resize(n_keys);
-                      const float* q = args.q + tr.row * args.q_row_stride + h * hd;
-                      const float* kbase = tr.seq->k_cache + kvh * hd;
-                      for (int64_t j = 0; j < n_keys; ++j) {
-                        scores[j] = isa_.dot(q, kbase + j * kv_stride, hd) * args.scale;
-                      }
-                      isa_.softmax_row(scores.data(), n_keys);
-                      float* out = args.out + tr.row * args.out_row_stride + h * hd;
-                      std::fill(out, out + hd, 0.0f);
-                      const float* vbase = tr.seq->v_cache + kvh * hd;
-                      for (int64_t j = 0; j < n_keys; ++j)
-                        isa_.axpy(scores[j], vbase + j * kv_stride, out, hd);
-                    });
+  pool_.ParallelFor(static_cast<int64_t>(tokens.size()) * args.n_kv_heads, [&](int64_t task,
+                                                                               int thread) {
+    const TokenRef& tr = tokens[task / args.n_kv_heads];
+    const int64_t kvh = task % args.n_kv_heads;
+    const int64_t n_keys = static_cast<int64_t>(tr.seq->positions[tr.index]) + 1;
+    std::vector<float>& scores = attn_scratch_[thread];
+    if (static_cast<int64_t>(scores.size()) < group * n_keys) {
+      scores.resize(group * n_keys);
+    }
+    const int64_t h0 = kvh * group;  // its first query head
+    isa_.attend(args.q + tr.row * args.q_row_stride + h0 * hd, hd, group,
+                tr.seq->k_cache + kvh * hd, tr.seq->v_cache + kvh * hd, kv_stride, n_keys, hd,
+                args.scale, scores.data(), args.out + tr.row * args.out_row_stride + h0 * hd, hd);
+  });
 }
 
 void CpuBackend::SiluMul(const float* gate, const float* up, int64_t rows, int64_t n,

@@ -397,58 +397,66 @@ class TestKernelConformance : public QObject {
 
   void attentionMatchesNaive() {
     std::mt19937 rng(6);
-    for (auto& backend : AllBackends(2)) {
-      const int64_t heads = 6, kv = 2, hd = 20, cap = 40;
-      // Two sequences: one prefilling 5 tokens at positions 3..7, one decoding at 12.
-      std::vector<float> k1 = RandomFloats(cap * kv * hd, rng),
-                         v1 = RandomFloats(cap * kv * hd, rng);
-      std::vector<float> k2 = RandomFloats(cap * kv * hd, rng),
-                         v2 = RandomFloats(cap * kv * hd, rng);
-      std::vector<int32_t> p1 = {3, 4, 5, 6, 7}, p2 = {12};
-      const int64_t tokens = 6, qs = heads * hd + 3, os = heads * hd + 1;
-      std::vector<float> q = RandomFloats(tokens * qs, rng);
-      std::vector<float> out(tokens * os, 0.0f);
-      AttentionSequence seqs[2] = {{0, 5, k1.data(), v1.data(), p1.data()},
-                                   {5, 1, k2.data(), v2.data(), p2.data()}};
-      AttentionArgs a;
-      a.q = q.data();
-      a.q_row_stride = qs;
-      a.out = out.data();
-      a.out_row_stride = os;
-      a.n_heads = heads;
-      a.n_kv_heads = kv;
-      a.head_dim = hd;
-      a.scale = 1.0f / std::sqrt(float(hd));
-      a.sequences = seqs;
-      a.n_sequences = 2;
-      backend->Attention(a);
-      for (int64_t t = 0; t < tokens; ++t) {
-        const bool first = t < 5;
-        const float* kc = first ? k1.data() : k2.data();
-        const float* vc = first ? v1.data() : v2.data();
-        const int32_t p = first ? p1[t] : p2[0];
-        for (int64_t h = 0; h < heads; ++h) {
-          const int64_t g = h / (heads / kv);
-          std::vector<double> s(p + 1);
-          double mx = -1e300;
-          for (int32_t j = 0; j <= p; ++j) {
-            double d = 0;
-            for (int64_t i = 0; i < hd; ++i)
-              d += double(q[t * qs + h * hd + i]) * kc[(j * kv + g) * hd + i];
-            s[j] = d * a.scale;
-            mx = std::max(mx, s[j]);
-          }
-          double z = 0;
-          for (auto& e : s) z += (e = std::exp(e - mx));
-          for (int64_t i = 0; i < hd; ++i) {
-            double o = 0;
-            for (int32_t j = 0; j <= p; ++j) o += s[j] / z * vc[(j * kv + g) * hd + i];
-            QVERIFY2(std::fabs(out[t * os + h * hd + i] - o) < 1e-5,
-                     std::string(backend->name()).c_str());
+    struct Shape {
+      int64_t heads, kv, hd, cap;
+      int32_t decode_pos;
+    };
+    // Odd sizes, and a Qwen3-like head (128 + 8 columns: the 64-column value
+    // blocks and their tail) over a 100-position cache.
+    const Shape shapes[] = {{6, 2, 20, 40, 12}, {4, 2, 136, 120, 100}};
+    for (const Shape& sh : shapes)
+      for (auto& backend : AllBackends(2)) {
+        const int64_t heads = sh.heads, kv = sh.kv, hd = sh.hd, cap = sh.cap;
+        // Two sequences: one prefilling 5 tokens at positions 3..7, one decoding.
+        std::vector<float> k1 = RandomFloats(cap * kv * hd, rng),
+                           v1 = RandomFloats(cap * kv * hd, rng);
+        std::vector<float> k2 = RandomFloats(cap * kv * hd, rng),
+                           v2 = RandomFloats(cap * kv * hd, rng);
+        std::vector<int32_t> p1 = {3, 4, 5, 6, 7}, p2 = {sh.decode_pos};
+        const int64_t tokens = 6, qs = heads * hd + 3, os = heads * hd + 1;
+        std::vector<float> q = RandomFloats(tokens * qs, rng);
+        std::vector<float> out(tokens * os, 0.0f);
+        AttentionSequence seqs[2] = {{0, 5, k1.data(), v1.data(), p1.data()},
+                                     {5, 1, k2.data(), v2.data(), p2.data()}};
+        AttentionArgs a;
+        a.q = q.data();
+        a.q_row_stride = qs;
+        a.out = out.data();
+        a.out_row_stride = os;
+        a.n_heads = heads;
+        a.n_kv_heads = kv;
+        a.head_dim = hd;
+        a.scale = 1.0f / std::sqrt(float(hd));
+        a.sequences = seqs;
+        a.n_sequences = 2;
+        backend->Attention(a);
+        for (int64_t t = 0; t < tokens; ++t) {
+          const bool first = t < 5;
+          const float* kc = first ? k1.data() : k2.data();
+          const float* vc = first ? v1.data() : v2.data();
+          const int32_t p = first ? p1[t] : p2[0];
+          for (int64_t h = 0; h < heads; ++h) {
+            const int64_t g = h / (heads / kv);
+            std::vector<double> s(p + 1);
+            double mx = -1e300;
+            for (int32_t j = 0; j <= p; ++j) {
+              double d = 0;
+              for (int64_t i = 0; i < hd; ++i)
+                d += double(q[t * qs + h * hd + i]) * kc[(j * kv + g) * hd + i];
+              s[j] = d * a.scale;
+              mx = std::max(mx, s[j]);
+            }
+            double z = 0;
+            for (auto& e : s) z += (e = std::exp(e - mx));
+            for (int64_t i = 0; i < hd; ++i) {
+              double o = 0;
+              for (int32_t j = 0; j <= p; ++j) o += s[j] / z * vc[(j * kv + g) * hd + i];
+              QVERIFY2(std::fabs(out[t * os + h * hd + i] - o) < 1e-5,
+                       std::string(backend->name()).c_str());
+            }
           }
         }
       }
-    }
   }
 
   void embeddingArgmaxTopK() {
