@@ -4,6 +4,7 @@
 #include <QPointer>
 #include <QTimer>
 #include <algorithm>
+#include <functional>
 
 namespace octet::ui {
 
@@ -13,6 +14,17 @@ namespace {
 // model to load); stopping waits for each rank's grace period.
 constexpr int kRemoteLaunchDeadlineMs = 60'000;
 constexpr int kRemoteStopDeadlineMs = 30'000;
+
+// Runs fn on the manager's (UI) thread from any thread, unless the manager is
+// gone by then: how instance callbacks reach it.
+void PostTo(const QPointer<InstanceManager>& self, std::function<void(InstanceManager*)> fn) {
+  QMetaObject::invokeMethod(
+      self.data(),
+      [self, fn = std::move(fn)] {
+        if (self) fn(self.data());
+      },
+      Qt::QueuedConnection);
+}
 
 }  // namespace
 
@@ -78,29 +90,14 @@ int InstanceManager::start(const app::InstanceSpec& spec_in, const QString& name
   QPointer<InstanceManager> self(this);
   auto on_line = [self, id](const std::string& line) {
     const QString text = QString::fromStdString(line);
-    QMetaObject::invokeMethod(
-        self.data(),
-        [self, id, text] {
-          if (self) self->onLine(id, text);
-        },
-        Qt::QueuedConnection);
+    PostTo(self, [id, text](InstanceManager* m) { m->onLine(id, text); });
   };
   auto on_ready = [self, id](const std::string& url) {
     const QString text = QString::fromStdString(url);
-    QMetaObject::invokeMethod(
-        self.data(),
-        [self, id, text] {
-          if (self) self->onReady(id, text);
-        },
-        Qt::QueuedConnection);
+    PostTo(self, [id, text](InstanceManager* m) { m->onReady(id, text); });
   };
   auto on_figures = [self, id](const app::TrainingFigures& f) {
-    QMetaObject::invokeMethod(
-        self.data(),
-        [self, id, f] {
-          if (self) self->onFigures(id, f);
-        },
-        Qt::QueuedConnection);
+    PostTo(self, [id, f](InstanceManager* m) { m->onFigures(id, f); });
   };
   auto started = app::LocalInstance::Start(spec, on_line, on_ready, on_figures);
   if (!started.ok()) {
@@ -137,44 +134,30 @@ int InstanceManager::startRemote(std::shared_ptr<app::ClusterSession> session,
   QPointer<InstanceManager> self(this);
   auto on_line = [self, id](const std::string& line) {
     const QString text = QString::fromStdString(line);
-    QMetaObject::invokeMethod(
-        self.data(),
-        [self, id, text] {
-          if (self) self->onLine(id, text);
-        },
-        Qt::QueuedConnection);
+    PostTo(self, [id, text](InstanceManager* m) { m->onLine(id, text); });
   };
   auto on_status = [self, id](const app::RemoteInstanceStatus& status) {
-    QMetaObject::invokeMethod(
-        self.data(),
-        [self, id, status] {
-          if (self) self->onRemoteStatus(id, status);
-        },
-        Qt::QueuedConnection);
+    PostTo(self, [id, status](InstanceManager* m) { m->onRemoteStatus(id, status); });
   };
-  stoppers_.start(
-      [self, closing = closing_, session = std::move(session), spec, id, on_line, on_status] {
-        auto r = app::RemoteInstance::Launch(session, spec, on_line, on_status,
-                                             Deadline::AfterMs(kRemoteLaunchDeadlineMs));
-        std::shared_ptr<app::RemoteInstance> instance;
-        QString error;
-        if (r.ok()) {
-          instance = std::move(*r);
-        } else {
-          error = QString::fromStdString(r.status().message());
-        }
-        if (instance && closing->load()) {
-          // The window closed while the agents were starting it.
-          instance->Stop(Deadline::AfterMs(kRemoteStopDeadlineMs)).IgnoreError();
-          return;
-        }
-        QMetaObject::invokeMethod(
-            self.data(),
-            [self, id, instance, error] {
-              if (self) self->onRemoteLaunched(id, instance, error);
-            },
-            Qt::QueuedConnection);
-      });
+  stoppers_.start([self, closing = closing_, session = std::move(session), spec, id, on_line,
+                   on_status] {
+    auto r = app::RemoteInstance::Launch(session, spec, on_line, on_status,
+                                         Deadline::AfterMs(kRemoteLaunchDeadlineMs));
+    std::shared_ptr<app::RemoteInstance> instance;
+    QString error;
+    if (r.ok()) {
+      instance = std::move(*r);
+    } else {
+      error = QString::fromStdString(r.status().message());
+    }
+    if (instance && closing->load()) {
+      // The window closed while the agents were starting it.
+      instance->Stop(Deadline::AfterMs(kRemoteStopDeadlineMs)).IgnoreError();
+      return;
+    }
+    PostTo(self,
+           [id, instance, error](InstanceManager* m) { m->onRemoteLaunched(id, instance, error); });
+  });
   return id;
 }
 

@@ -30,6 +30,23 @@ int64_t GemvRowsPerTask(int64_t rows, int threads) {
   return std::clamp<int64_t>(per_task / 4 * 4, 16, 64);
 }
 
+// Attention of the query heads of one KV head from an ISA's dot, softmax and
+// axpy (the reference order), for tables without their own attend.
+void AttendComposed(const IsaKernels& isa, const float* q, int64_t q_stride, int64_t n_q,
+                    const float* k, const float* v, int64_t kv_stride, int64_t n_keys, int64_t hd,
+                    float scale, float* scores, float* out, int64_t out_stride) {
+  for (int64_t i = 0; i < n_q; ++i) {
+    float* s = scores + i * n_keys;
+    for (int64_t j = 0; j < n_keys; ++j) {
+      s[j] = isa.dot(q + i * q_stride, k + j * kv_stride, hd) * scale;
+    }
+    isa.softmax_row(s, n_keys);
+    float* o = out + i * out_stride;
+    std::fill(o, o + hd, 0.0f);
+    for (int64_t j = 0; j < n_keys; ++j) isa.axpy(s[j], v + j * kv_stride, o, hd);
+  }
+}
+
 }  // namespace
 
 CpuBackend::CpuBackend(const IsaKernels& isa, int threads)
@@ -250,9 +267,16 @@ void CpuBackend::Attention(const AttentionArgs& args) {
       scores.resize(group * n_keys);
     }
     const int64_t h0 = kvh * group;  // its first query head
-    isa_.attend(args.q + tr.row * args.q_row_stride + h0 * hd, hd, group,
-                tr.seq->k_cache + kvh * hd, tr.seq->v_cache + kvh * hd, kv_stride, n_keys, hd,
-                args.scale, scores.data(), args.out + tr.row * args.out_row_stride + h0 * hd, hd);
+    const float* q = args.q + tr.row * args.q_row_stride + h0 * hd;
+    const float* k = tr.seq->k_cache + kvh * hd;
+    const float* v = tr.seq->v_cache + kvh * hd;
+    float* out = args.out + tr.row * args.out_row_stride + h0 * hd;
+    if (isa_.attend) {
+      isa_.attend(q, hd, group, k, v, kv_stride, n_keys, hd, args.scale, scores.data(), out, hd);
+    } else {
+      AttendComposed(isa_, q, hd, group, k, v, kv_stride, n_keys, hd, args.scale, scores.data(),
+                     out, hd);
+    }
   });
 }
 

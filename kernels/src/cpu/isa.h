@@ -53,7 +53,8 @@ struct IsaKernels {
   // Attention of n_q query heads that share one KV head: for query row i
   // (q + i*q_stride, hd floats) and keys j < n_keys (k + j*kv_stride, likewise
   // v), p_ij = softmax_j(scale * q_i . k_j) and out + i*out_stride gets
-  // sum_j p_ij v_j. scores: scratch of n_q * n_keys floats.
+  // sum_j p_ij v_j. scores: scratch of n_q * n_keys floats. Null: CpuBackend
+  // composes dot, softmax_row and axpy (the reference order; scalar, NEON).
   void (*attend)(const float* q, int64_t q_stride, int64_t n_q, const float* k, const float* v,
                  int64_t kv_stride, int64_t n_keys, int64_t hd, float scale, float* scores,
                  float* out, int64_t out_stride);

@@ -179,29 +179,14 @@ void SoftmaxRow(float* x, int64_t n) {
   Scale(1.0f / sum, x, n);
 }
 
-// Attention for the query heads of one KV head, composed from this file's
-// dot, softmax and axpy (the reference order).
-void Attend(const float* q, int64_t q_stride, int64_t n_q, const float* k, const float* v,
-            int64_t kv_stride, int64_t n_keys, int64_t hd, float scale, float* scores, float* out,
-            int64_t out_stride) {
-  for (int64_t i = 0; i < n_q; ++i) {
-    float* s = scores + i * n_keys;
-    for (int64_t j = 0; j < n_keys; ++j)
-      s[j] = Dot(q + i * q_stride, k + j * kv_stride, hd) * scale;
-    SoftmaxRow(s, n_keys);
-    float* o = out + i * out_stride;
-    for (int64_t c = 0; c < hd; ++c) o[c] = 0.0f;
-    for (int64_t j = 0; j < n_keys; ++j) Axpy(s[j], v + j * kv_stride, o, hd);
-  }
-}
-
 }  // namespace
 
 const IsaKernels& NeonKernels() {
   static const IsaKernels k = {
-      "neon", DecodeRows, Gemv,       DotTile, Dot,        Axpy,
-      Scale,  Add,        RmsNormRow, SiluMul, SoftmaxRow, Attend,
+      "neon",  DecodeRows, Gemv, DotTile, Dot, Axpy, Scale, Add, RmsNormRow, SiluMul, SoftmaxRow,
+      nullptr,  // attend: CpuBackend composes dot, softmax_row and axpy
   };
+
   return k;
 }
 
