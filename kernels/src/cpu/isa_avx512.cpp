@@ -345,6 +345,80 @@ void DecodeRows(const WeightMatrix& w, int64_t row0, int64_t nrows, int64_t col0
   }
 }
 
+// ---- attention -----------------------------------------------------------
+
+// The AVX2 op with whole 128-column heads in registers: per pair of query
+// heads, scores take four keys per pass reading each key row once for both
+// heads, and the value sum keeps both heads' 128 columns in 16 accumulators,
+// reading each value row once (AVX2 reads it four times: two 64-column passes
+// per head). Other head sizes and odd group sizes go to the AVX2 op.
+void Attend(const float* q, int64_t q_stride, int64_t n_q, const float* k, const float* v,
+            int64_t kv_stride, int64_t n_keys, int64_t hd, float scale, float* scores, float* out,
+            int64_t out_stride) {
+  if (hd != 128 || n_q % 2 != 0) {
+    Avx2Kernels().attend(q, q_stride, n_q, k, v, kv_stride, n_keys, hd, scale, scores, out,
+                         out_stride);
+    return;
+  }
+  for (int64_t i = 0; i < n_q; i += 2) {
+    const float* q0 = q + i * q_stride;
+    const float* q1 = q0 + q_stride;
+    float* s0 = scores + i * n_keys;
+    float* s1 = s0 + n_keys;
+    for (int64_t j = 0; j < n_keys; ++j) {
+      const float* kj = k + j * kv_stride;
+      if (j + 8 < n_keys) {
+        for (int line = 0; line < 8; ++line)
+          Prefetch(reinterpret_cast<const uint8_t*>(kj + 8 * kv_stride + line * 16));
+      }
+      __m512 a = _mm512_setzero_ps(), b = a;
+#pragma GCC unroll 8
+      for (int c = 0; c < 128; c += 16) {
+        const __m512 kv = _mm512_loadu_ps(kj + c);
+        a = _mm512_fmadd_ps(_mm512_loadu_ps(q0 + c), kv, a);
+        b = _mm512_fmadd_ps(_mm512_loadu_ps(q1 + c), kv, b);
+      }
+      s0[j] = _mm512_reduce_add_ps(a) * scale;
+      s1[j] = _mm512_reduce_add_ps(b) * scale;
+    }
+    Avx2Kernels().softmax_row(s0, n_keys);
+    Avx2Kernels().softmax_row(s1, n_keys);
+    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
+    __m512 b0 = a0, b1 = a0, b2 = a0, b3 = a0, b4 = a0, b5 = a0, b6 = a0, b7 = a0;
+    for (int64_t j = 0; j < n_keys; ++j) {
+      const float* vj = v + j * kv_stride;
+      if (j + 8 < n_keys) {
+        for (int line = 0; line < 8; ++line)
+          Prefetch(reinterpret_cast<const uint8_t*>(vj + 8 * kv_stride + line * 16));
+      }
+      const __m512 p = _mm512_set1_ps(s0[j]), r = _mm512_set1_ps(s1[j]);
+      __m512 x = _mm512_loadu_ps(vj);
+      a0 = _mm512_fmadd_ps(p, x, a0), b0 = _mm512_fmadd_ps(r, x, b0);
+      x = _mm512_loadu_ps(vj + 16);
+      a1 = _mm512_fmadd_ps(p, x, a1), b1 = _mm512_fmadd_ps(r, x, b1);
+      x = _mm512_loadu_ps(vj + 32);
+      a2 = _mm512_fmadd_ps(p, x, a2), b2 = _mm512_fmadd_ps(r, x, b2);
+      x = _mm512_loadu_ps(vj + 48);
+      a3 = _mm512_fmadd_ps(p, x, a3), b3 = _mm512_fmadd_ps(r, x, b3);
+      x = _mm512_loadu_ps(vj + 64);
+      a4 = _mm512_fmadd_ps(p, x, a4), b4 = _mm512_fmadd_ps(r, x, b4);
+      x = _mm512_loadu_ps(vj + 80);
+      a5 = _mm512_fmadd_ps(p, x, a5), b5 = _mm512_fmadd_ps(r, x, b5);
+      x = _mm512_loadu_ps(vj + 96);
+      a6 = _mm512_fmadd_ps(p, x, a6), b6 = _mm512_fmadd_ps(r, x, b6);
+      x = _mm512_loadu_ps(vj + 112);
+      a7 = _mm512_fmadd_ps(p, x, a7), b7 = _mm512_fmadd_ps(r, x, b7);
+    }
+    float* o0 = out + i * out_stride;
+    float* o1 = o0 + out_stride;
+    const __m512 oa[8] = {a0, a1, a2, a3, a4, a5, a6, a7}, ob[8] = {b0, b1, b2, b3, b4, b5, b6, b7};
+    for (int c = 0; c < 8; ++c) {
+      _mm512_storeu_ps(o0 + 16 * c, oa[c]);
+      _mm512_storeu_ps(o1 + 16 * c, ob[c]);
+    }
+  }
+}
+
 }  // namespace
 
 const IsaKernels& Avx512Kernels() {
@@ -354,6 +428,7 @@ const IsaKernels& Avx512Kernels() {
     t.name = "avx512";
     t.gemv = Gemv;
     t.decode_rows = DecodeRows;
+    t.attend = Attend;
     return t;
   }();
   return k;

@@ -401,9 +401,10 @@ class TestKernelConformance : public QObject {
       int64_t heads, kv, hd, cap;
       int32_t decode_pos;
     };
-    // Odd sizes, and a Qwen3-like head (128 + 8 columns: the 64-column value
-    // blocks and their tail) over a 100-position cache.
-    const Shape shapes[] = {{6, 2, 20, 40, 12}, {4, 2, 136, 120, 100}};
+    // Odd sizes, a 128 + 8-column head (the AVX2 64-column value blocks and
+    // their tail) and a Qwen3 head of 128 (the AVX-512 path), over a
+    // 100-position cache.
+    const Shape shapes[] = {{6, 2, 20, 40, 12}, {4, 2, 136, 120, 100}, {4, 2, 128, 120, 100}};
     for (const Shape& sh : shapes)
       for (auto& backend : AllBackends(2)) {
         const int64_t heads = sh.heads, kv = sh.kv, hd = sh.hd, cap = sh.cap;
