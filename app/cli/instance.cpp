@@ -201,6 +201,10 @@ void AddInstanceFlags(ArgParser& p) {
       .Option("algo", "auto|oneshot|ring|nccl", "all-reduce algorithm", "auto")
       .Option("threads", "N", "CPU threads per rank; 0: the CPUs divided among the ranks", "0")
       .Option("backend", "NAME", "kernel backend: auto, avx512, avx2, neon, scalar", "auto")
+      .Option("kv-dtype", "f32|f16",
+              "KV cache element type; f16 halves the KV memory and the bytes attention reads "
+              "(each key and value rounded once: logits move by ~1e-3)",
+              "f32")
       .Option("peer-timeout-ms", "MS", "a silent peer is declared dead after this long", "5000")
       .Option("connect-timeout-ms", "MS", "how long ranks wait for each other to load and join",
               "600000");
@@ -332,6 +336,9 @@ GenerateJob PrepareGenerate(const ArgParser& p, const std::string& model_dir) {
   job.gen.sampling.seed = static_cast<uint64_t>(*seed);
   job.gen.stop_at_eos = !p.GetFlag("ignore-eos");
   job.gen.collect_logits = p.Given("logits-out");
+  auto kv_dtype = kernels::ParseKvDtype(p.GetString("kv-dtype"));
+  if (!kv_dtype.ok()) return usage("--kv-dtype: " + kv_dtype.status().message());
+  job.gen.kv_dtype = *kv_dtype;
   job.logits_out = p.GetString("logits-out");
   job.json = p.GetFlag("json");
   if (Status s = engine::ValidateSampling(job.gen.sampling); !s.ok()) return usage(s.message());
@@ -519,9 +526,11 @@ int RunServeOn(engine::TpRuntime& rt, const std::optional<engine::Tokenizer>& to
   if (context < 2) return fail("--context must be at least 2", kExitUsage);
   if (*slots < 1 || *slots > 256) return fail("--slots must be in 1..256", kExitUsage);
   if (*port < 0 || *port > 65535) return fail("--port must be in 0..65535", kExitUsage);
-  // The KV arena (float32 K and V per layer for this rank's kv heads).
+  auto kv_dtype = kernels::ParseKvDtype(p.GetString("kv-dtype"));
+  if (!kv_dtype.ok()) return fail("--kv-dtype: " + kv_dtype.status().message(), kExitUsage);
+  // The KV arena (K and V per layer for this rank's kv heads).
   const int64_t per_position = c.num_layers * 2 * rt.model().local_kv_heads() * c.head_dim *
-                               static_cast<int64_t>(sizeof(float));
+                               kernels::KvDtypeBytes(*kv_dtype);
   int64_t num_slots = *slots;
   const int64_t fit = *kv_memory / std::max<int64_t>(1, per_position * context);
   if (fit < 1) {
@@ -539,6 +548,7 @@ int RunServeOn(engine::TpRuntime& rt, const std::optional<engine::Tokenizer>& to
   engine::SchedulerOptions so;
   so.num_slots = static_cast<int>(num_slots);
   so.context = context;
+  so.kv_dtype = *kv_dtype;
   so.max_batch_tokens = std::max<int64_t>(*batch, num_slots + 1);
   so.max_queue = static_cast<size_t>(std::max<int64_t>(1, *queue));
   engine::Scheduler sched(rt, so);
@@ -553,6 +563,7 @@ int RunServeOn(engine::TpRuntime& rt, const std::optional<engine::Tokenizer>& to
       {"tp", rt.world_size()},
       {"collectives", rt.Describe()},
       {"slots", so.num_slots},
+      {"kv_dtype", std::string(kernels::KvDtypeName(so.kv_dtype))},
       {"vocab_size", c.vocab_size},
       {"transport", p.GetString("transport")},
       {"algorithm", p.GetString("algo")},

@@ -68,7 +68,8 @@ Result<GenerateResult> Generate(ModelRunner& model, const std::vector<int32_t>& 
   const ModelConfig& c = model.config();
   const std::vector<int32_t>& stop = options.stop_ids.empty() ? c.eos_token_ids : options.stop_ids;
   OCTET_RETURN_IF_ERROR(
-      model.ResetCache(1, static_cast<int64_t>(prompt.size()) + options.max_tokens));
+      model.ResetCache(1, static_cast<int64_t>(prompt.size()) + options.max_tokens,
+                       options.kv_dtype));
   Sampler sampler(options.sampling);
   GenerateResult r;
   r.prompt_tokens = static_cast<int64_t>(prompt.size());

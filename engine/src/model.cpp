@@ -12,14 +12,38 @@ namespace octet::engine {
 using kernels::WeightFormat;
 using kernels::WeightMatrix;
 
-KvCache::KvCache(int64_t layers, int64_t kv_heads, int64_t head_dim, int slots, int64_t capacity)
+KvCache::KvCache(int64_t layers, int64_t kv_heads, int64_t head_dim, int slots, int64_t capacity,
+                 kernels::KvDtype dtype)
     : layers_(layers),
       kv_heads_(kv_heads),
       head_dim_(head_dim),
       capacity_(capacity),
       slots_(slots),
-      data_(static_cast<size_t>(layers * slots * 2 * capacity * kv_heads * head_dim)),
+      dtype_(dtype),
+      data_(static_cast<size_t>(layers * slots * 2 * capacity * kv_heads * head_dim *
+                                kernels::KvDtypeBytes(dtype))),
       lengths_(slots, 0) {}
+
+void KvCache::Store(int64_t layer, int slot, int64_t first_pos, int64_t n, const float* k,
+                    const float* v) {
+  const int64_t row = kv_heads_ * head_dim_;
+  const int64_t count = n * row;
+  uint8_t* kd = data_.data() + Offset(layer, slot, 0);
+  uint8_t* vd = data_.data() + Offset(layer, slot, 1);
+  if (dtype_ == kernels::KvDtype::kF32) {
+    std::memcpy(reinterpret_cast<float*>(kd) + first_pos * row, k, count * sizeof(float));
+    std::memcpy(reinterpret_cast<float*>(vd) + first_pos * row, v, count * sizeof(float));
+    return;
+  }
+  // Half: saturate at the largest finite half instead of overflowing to inf.
+  uint16_t* kh = reinterpret_cast<uint16_t*>(kd) + first_pos * row;
+  uint16_t* vh = reinterpret_cast<uint16_t*>(vd) + first_pos * row;
+  constexpr float kMaxHalf = 65504.0f;
+  for (int64_t i = 0; i < count; ++i) {
+    kh[i] = kernels::F32ToF16(std::clamp(k[i], -kMaxHalf, kMaxHalf));
+    vh[i] = kernels::F32ToF16(std::clamp(v[i], -kMaxHalf, kMaxHalf));
+  }
+}
 
 const float* ForwardOutput::Last(size_t chunk) const {
   const int64_t end = chunk + 1 < row_begin.size() ? row_begin[chunk + 1]
@@ -454,8 +478,8 @@ std::string Model::WeightFormatSummary() const {
   return s;
 }
 
-KvCache Model::NewKvCache(int slots, int64_t capacity) const {
-  return KvCache(config_.num_layers, local_kv_heads_, config_.head_dim, slots, capacity);
+KvCache Model::NewKvCache(int slots, int64_t capacity, kernels::KvDtype dtype) const {
+  return KvCache(config_.num_layers, local_kv_heads_, config_.head_dim, slots, capacity, dtype);
 }
 
 // ---- forward ----------------------------------------------------------------
@@ -589,11 +613,9 @@ Status Model::ForwardUncapped(const std::vector<SequenceChunk>& batch, KvCache& 
     for (size_t s = 0; s < batch.size(); ++s) {
       const SequenceChunk& ch = batch[s];
       const int64_t n = static_cast<int64_t>(ch.tokens.size());
-      float* kc = cache.k(l, ch.slot);
-      float* vc = cache.v(l, ch.slot);
-      std::memcpy(kc + ch.start_pos * kvd, k + first[s] * kvd, n * kvd * sizeof(float));
-      std::memcpy(vc + ch.start_pos * kvd, v + first[s] * kvd, n * kvd * sizeof(float));
-      seqs[s] = {first[s], n, kc, vc, S.positions.data() + first[s]};
+      cache.Store(l, ch.slot, ch.start_pos, n, k + first[s] * kvd, v + first[s] * kvd);
+      seqs[s] = {first[s], n, cache.k(l, ch.slot), cache.v(l, ch.slot),
+                 S.positions.data() + first[s], cache.dtype()};
     }
     kernels::AttentionArgs a;
     a.q = q;

@@ -4,13 +4,13 @@
 
 namespace octet::engine {
 
-Status LocalRunner::ResetCache(int slots, int64_t capacity) {
+Status LocalRunner::ResetCache(int slots, int64_t capacity, kernels::KvDtype dtype) {
   if (slots < 1 || capacity < 1) {
     return InvalidArgumentError("a KV cache needs at least one slot and one position (asked for " +
                                 std::to_string(slots) + " x " + std::to_string(capacity) + ")");
   }
   cache_ = KvCache();  // free the old one first
-  cache_ = model_.NewKvCache(slots, capacity);
+  cache_ = model_.NewKvCache(slots, capacity, dtype);
   return Status::Ok();
 }
 

@@ -42,6 +42,17 @@ const cpu::IsaKernels* IsaFor(std::string_view name) {
 
 }  // namespace
 
+std::string_view KvDtypeName(KvDtype dtype) { return dtype == KvDtype::kF16 ? "f16" : "f32"; }
+
+int64_t KvDtypeBytes(KvDtype dtype) { return dtype == KvDtype::kF16 ? 2 : 4; }
+
+Result<KvDtype> ParseKvDtype(std::string_view name) {
+  if (name == "f32" || name == "float32") return KvDtype::kF32;
+  if (name == "f16" || name == "float16") return KvDtype::kF16;
+  return InvalidArgumentError("unknown KV cache type '" + std::string(name) +
+                              "' (choose f32 or f16)");
+}
+
 std::vector<BackendInfo> ProbeBackends() {
   std::vector<BackendInfo> out;
   out.push_back({"scalar", "portable C++ reference kernels", true});

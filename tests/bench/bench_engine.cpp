@@ -181,7 +181,8 @@ struct ModelResult {
 
 // `concurrency`: batch sizes for the aggregate decode figure (c sequences,
 // one token each per step, weights read once per step for all of them).
-Result<ModelResult> RunModel(const Shape& s, const std::string& dir, int threads, int64_t n_prompt,
+Result<ModelResult> RunModel(const Shape& s, const std::string& dir, int threads,
+                             kernels::KvDtype kv_dtype, int64_t n_prompt,
                              int64_t n_decode, int64_t stream_n,
                              const std::vector<int64_t>& concurrency) {
   LoadOptions lo;
@@ -193,7 +194,7 @@ Result<ModelResult> RunModel(const Shape& s, const std::string& dir, int threads
   r.name = s.name;
   r.weights = m.WeightFormatSummary();
   r.weight_bytes_per_token = m.WeightBytesPerToken();
-  KvCache cache = m.NewKvCache(2, n_prompt + n_decode + 1);
+  KvCache cache = m.NewKvCache(2, n_prompt + n_decode + 1, kv_dtype);
   Rng rng(7);
   std::vector<int32_t> prompt(n_prompt);
   for (auto& t : prompt) t = static_cast<int32_t>((rng.Next() * 0.5f + 0.5f) * (c.vocab_size - 1));
@@ -238,7 +239,8 @@ Result<ModelResult> RunModel(const Shape& s, const std::string& dir, int threads
   for (int64_t i = 0; i < n_decode; ++i) {
     batch[0].start_pos = cache.length(1);
     batch[0].tokens = {static_cast<int32_t>(m.backend().Argmax(out.Last(0), out.vocab))};
-    kv_bytes += 2.0 * c.num_layers * double(batch[0].start_pos + 1) * kvd * sizeof(float);
+    kv_bytes += 2.0 * c.num_layers * double(batch[0].start_pos + 1) * kvd *
+                kernels::KvDtypeBytes(kv_dtype);
     OCTET_RETURN_IF_ERROR(m.Forward(batch, cache, &out));
   }
   r.decode_tps = n_decode / decode.wall();
@@ -252,7 +254,7 @@ Result<ModelResult> RunModel(const Shape& s, const std::string& dir, int threads
   for (int64_t c : concurrency) {
     if (c <= 1) continue;
     const int64_t steps = std::max<int64_t>(8, n_decode / 4);
-    KvCache bc = m.NewKvCache(static_cast<int>(c), steps + 2);
+    KvCache bc = m.NewKvCache(static_cast<int>(c), steps + 2, kv_dtype);
     std::vector<SequenceChunk> b(c);
     for (int64_t i = 0; i < c; ++i) {
       b[i].slot = static_cast<int>(i);
@@ -288,7 +290,8 @@ int main(int argc, char** argv) {
       .Option("prompt", "N", "prefill tokens", "512")
       .Option("decode", "N", "decode tokens", "128")
       .Option("stream-mib", "MIB", "size of each STREAM array", "256")
-      .Option("concurrency", "LIST", "batch sizes for aggregate decode tok/s", "1,4,8");
+      .Option("concurrency", "LIST", "batch sizes for aggregate decode tok/s", "1,4,8")
+      .Option("kv-dtype", "f32|f16", "KV cache element type", "f32");
   if (Status s = p.Parse(argc, argv); !s.ok()) {
     std::cerr << s.message() << "\n";
     return 2;
@@ -312,6 +315,7 @@ int main(int argc, char** argv) {
   nlohmann::json j;
   j["threads"] = threads;
   j["prompt_tokens"] = n_prompt;
+  j["kv_dtype"] = p.GetString("kv-dtype");
   j["decode_tokens"] = n_decode;
   j["bandwidth_gbs"] = {{"copy", bw.copy},   {"scale", bw.scale}, {"add", bw.add},
                         {"triad", bw.triad}, {"read", bw.read},   {"roofline", bw.best()}};
@@ -340,7 +344,12 @@ int main(int argc, char** argv) {
       std::cerr << conc.status().message() << "\n";
       return 2;
     }
-    auto r = RunModel(*shape, dir, threads, n_prompt, n_decode, stream_n, *conc);
+    auto kv_dtype = kernels::ParseKvDtype(p.GetString("kv-dtype"));
+    if (!kv_dtype.ok()) {
+      std::cerr << kv_dtype.status().message() << "\n";
+      return 2;
+    }
+    auto r = RunModel(*shape, dir, threads, *kv_dtype, n_prompt, n_decode, stream_n, *conc);
     if (!r.ok()) {
       std::cerr << "octet_bench_engine: " << name << ": " << r.status().ToString() << "\n";
       return 1;

@@ -161,12 +161,12 @@ struct Server {
 };
 
 Result<Server> StartServer(const std::string& octet, const std::string& model, int tp,
-                           int threads) {
+                           int threads, const std::string& kv_dtype) {
   Server s;
   SpawnOptions o;
   o.argv = {octet, "serve", "--model", model, "--tp", std::to_string(tp), "--threads",
             std::to_string(threads), "--port", "0", "--grpc-port", "off", "--slots", "8",
-            "--context", "1024", "--kv-memory", "4GiB"};
+            "--context", "1024", "--kv-memory", "4GiB", "--kv-dtype", kv_dtype};
   auto out = s.out;
   auto mu = s.mu;
   o.on_output = [out, mu](std::string_view chunk) {
@@ -203,6 +203,7 @@ int main(int argc, char** argv) {
       .Option("concurrency", "C,...", "concurrency levels", "1,2,4,8")
       .Option("runs", "N", "repetitions of each test", "1")
       .Option("configs", "TPxTHREADS,...", "server configurations", "1x2,2x1")
+      .Option("kv-dtype", "f32|f16", "the servers' KV cache element type", "f32")
       .Option("db", "FILE", "also store the runs in this run store");
   if (Status s = p.Parse(std::vector<std::string>(argv + 1, argv + argc)); !s.ok()) {
     std::cerr << s.message() << "\n";
@@ -255,7 +256,11 @@ int main(int argc, char** argv) {
     store = std::move(*s);
   }
 
-  json report = {{"pp", *pp}, {"tg", *tg}, {"runs", *runs}, {"configs", json::array()}};
+  json report = {{"pp", *pp},
+                 {"tg", *tg},
+                 {"runs", *runs},
+                 {"kv_dtype", p.GetString("kv-dtype")},
+                 {"configs", json::array()}};
   // (tp, c) -> decode-only tokens and seconds, summed over every test at that
   // concurrency (a level listed twice, "1,8,1,8", is measured twice, interleaved,
   // so that a change in the machine's load hits both levels alike).
@@ -266,7 +271,7 @@ int main(int argc, char** argv) {
   };
   for (auto [tp, threads] : configs) {
     std::cerr << "\n== octet serve --tp " << tp << " --threads " << threads << " ==\n";
-    auto server = StartServer(octet, model, tp, threads);
+    auto server = StartServer(octet, model, tp, threads, p.GetString("kv-dtype"));
     if (!server.ok()) {
       std::cerr << server.status().ToString() << "\n";
       return 1;

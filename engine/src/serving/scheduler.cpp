@@ -124,7 +124,7 @@ Status Scheduler::Start() {
                                 ") must exceed the number of slots (" +
                                 std::to_string(options_.num_slots) + ") so that prompts make progress");
   }
-  OCTET_RETURN_IF_ERROR(runner_.ResetCache(options_.num_slots, options_.context));
+  OCTET_RETURN_IF_ERROR(runner_.ResetCache(options_.num_slots, options_.context, options_.kv_dtype));
   {
     std::lock_guard<std::mutex> lock(mu_);
     metrics_.num_slots = options_.num_slots;

@@ -266,7 +266,7 @@ Status TpRuntime::SendPlan(PlanOp op, const std::vector<uint8_t>& payload) {
   return Status::Ok();
 }
 
-Status TpRuntime::ResetCache(int slots, int64_t capacity) {
+Status TpRuntime::ResetCache(int slots, int64_t capacity, kernels::KvDtype dtype) {
   if (slots < 1 || capacity < 1) {
     return InvalidArgumentError("a KV cache needs at least one slot and one position (asked for " +
                                 std::to_string(slots) + " x " + std::to_string(capacity) + ")");
@@ -274,9 +274,10 @@ Status TpRuntime::ResetCache(int slots, int64_t capacity) {
   Writer w;
   w.Put(static_cast<int32_t>(slots));
   w.Put(static_cast<int64_t>(capacity));
+  w.Put(static_cast<int32_t>(dtype));  // followers take rank 0's cache type
   OCTET_RETURN_IF_ERROR(SendPlan(PlanOp::kReset, w.bytes));
   cache_ = KvCache();
-  cache_ = model_->NewKvCache(slots, capacity);
+  cache_ = model_->NewKvCache(slots, capacity, dtype);
   return Status::Ok();
 }
 
@@ -346,11 +347,14 @@ Status TpRuntime::Follow(const std::function<bool()>& stop, int stop_grace_ms) {
         Reader r(payload);
         int32_t slots = 0;
         int64_t capacity = 0;
-        if (!r.Get(&slots) || !r.Get(&capacity) || slots < 1 || capacity < 1) {
+        int32_t dtype = 0;
+        if (!r.Get(&slots) || !r.Get(&capacity) || !r.Get(&dtype) || slots < 1 || capacity < 1 ||
+            (dtype != static_cast<int32_t>(kernels::KvDtype::kF32) &&
+             dtype != static_cast<int32_t>(kernels::KvDtype::kF16))) {
           return Fail(DataLossError("malformed KV cache reset plan from rank 0"));
         }
         cache_ = KvCache();
-        cache_ = model_->NewKvCache(slots, capacity);
+        cache_ = model_->NewKvCache(slots, capacity, static_cast<kernels::KvDtype>(dtype));
         break;
       }
       case PlanOp::kStep: {

@@ -257,6 +257,7 @@ void CpuBackend::Attention(const AttentionArgs& args) {
   const int64_t group = args.n_heads / args.n_kv_heads;
   const int64_t kv_stride = args.n_kv_heads * hd;  // floats between positions
   if (attn_scratch_.size() != scratch_.size()) attn_scratch_.resize(scratch_.size());
+  if (kv_scratch_.size() != scratch_.size()) kv_scratch_.resize(scratch_.size());
   pool_.ParallelFor(static_cast<int64_t>(tokens.size()) * args.n_kv_heads, [&](int64_t task,
                                                                                int thread) {
     const TokenRef& tr = tokens[task / args.n_kv_heads];
@@ -268,14 +269,39 @@ void CpuBackend::Attention(const AttentionArgs& args) {
     }
     const int64_t h0 = kvh * group;  // its first query head
     const float* q = args.q + tr.row * args.q_row_stride + h0 * hd;
-    const float* k = tr.seq->k_cache + kvh * hd;
-    const float* v = tr.seq->v_cache + kvh * hd;
     float* out = args.out + tr.row * args.out_row_stride + h0 * hd;
-    if (isa_.attend) {
-      isa_.attend(q, hd, group, k, v, kv_stride, n_keys, hd, args.scale, scores.data(), out, hd);
+    const float* k;
+    const float* v;
+    int64_t stride = kv_stride;
+    if (tr.seq->kv_dtype == KvDtype::kF16) {
+      const uint16_t* kh = static_cast<const uint16_t*>(tr.seq->k_cache) + kvh * hd;
+      const uint16_t* vh = static_cast<const uint16_t*>(tr.seq->v_cache) + kvh * hd;
+      if (isa_.attend_f16) {
+        isa_.attend_f16(q, hd, group, kh, vh, kv_stride, n_keys, hd, args.scale, scores.data(),
+                        out, hd);
+        return;
+      }
+      // Widen this KV head's rows (exactly) and attend over the float copy.
+      std::vector<float>& wide = kv_scratch_[thread];
+      if (static_cast<int64_t>(wide.size()) < 2 * n_keys * hd) wide.resize(2 * n_keys * hd);
+      for (int64_t j = 0; j < n_keys; ++j) {
+        for (int64_t c = 0; c < hd; ++c) {
+          wide[j * hd + c] = F16ToF32(kh[j * kv_stride + c]);
+          wide[(n_keys + j) * hd + c] = F16ToF32(vh[j * kv_stride + c]);
+        }
+      }
+      k = wide.data();
+      v = wide.data() + n_keys * hd;
+      stride = hd;
     } else {
-      AttendComposed(isa_, q, hd, group, k, v, kv_stride, n_keys, hd, args.scale, scores.data(),
-                     out, hd);
+      k = static_cast<const float*>(tr.seq->k_cache) + kvh * hd;
+      v = static_cast<const float*>(tr.seq->v_cache) + kvh * hd;
+    }
+    if (isa_.attend) {
+      isa_.attend(q, hd, group, k, v, stride, n_keys, hd, args.scale, scores.data(), out, hd);
+    } else {
+      AttendComposed(isa_, q, hd, group, k, v, stride, n_keys, hd, args.scale, scores.data(), out,
+                     hd);
     }
   });
 }

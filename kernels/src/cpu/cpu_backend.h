@@ -47,6 +47,7 @@ class CpuBackend final : public KernelBackend {
   // panel and attention scores.
   std::vector<std::vector<float>> scratch_;
   std::vector<std::vector<float>> attn_scratch_;
+  std::vector<std::vector<float>> kv_scratch_;  // per thread: an F16 KV head widened (no attend_f16)
 };
 
 }  // namespace octet::kernels::cpu

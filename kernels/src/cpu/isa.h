@@ -58,6 +58,12 @@ struct IsaKernels {
   void (*attend)(const float* q, int64_t q_stride, int64_t n_q, const float* k, const float* v,
                  int64_t kv_stride, int64_t n_keys, int64_t hd, float scale, float* scores,
                  float* out, int64_t out_stride);
+  // The same with keys and values stored as IEEE half floats (an F16 KV cache),
+  // widened exactly as they are read; kv_stride counts halves. Null: CpuBackend
+  // widens the rows into float scratch and calls attend (scalar, NEON).
+  void (*attend_f16)(const float* q, int64_t q_stride, int64_t n_q, const uint16_t* k,
+                     const uint16_t* v, int64_t kv_stride, int64_t n_keys, int64_t hd, float scale,
+                     float* scores, float* out, int64_t out_stride);
 };
 
 const IsaKernels& ScalarKernels();

@@ -20,10 +20,6 @@ inline float Hsum(__m256 v) {
   return _mm_cvtss_f32(lo);
 }
 
-OCTET_INLINE void PrefetchT0(const float* p) {
-  _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T0);
-}
-
 inline __m256 LoadBf16x8(const uint8_t* p) {
   const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
   return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
@@ -742,15 +738,38 @@ void SoftmaxRow(float* x, int64_t n) {
   Scale(1.0f / sum, x, n);
 }
 
+// K/V cache elements: float, or IEEE half (an F16 cache) widened exactly by F16C.
+OCTET_INLINE __m256 LoadKv8(const float* p) { return _mm256_loadu_ps(p); }
+OCTET_INLINE __m256 LoadKv8(const uint16_t* p) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+OCTET_INLINE float KvAt(const float* p) { return *p; }
+OCTET_INLINE float KvAt(const uint16_t* p) { return _cvtsh_ss(*p); }
+OCTET_INLINE void PrefetchKv(const void* p) {
+  _mm_prefetch(static_cast<const char*>(p), _MM_HINT_T0);
+}
+
+float DotKv(const float* q, const float* k, int64_t n) { return Dot(q, k, n); }
+float DotKv(const float* q, const uint16_t* k, int64_t n) {
+  __m256 acc = _mm256_setzero_ps();
+  int64_t c = 0;
+  for (; c + 8 <= n; c += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(q + c), LoadKv8(k + c), acc);
+  float sum = Hsum(acc);
+  for (; c < n; ++c) sum += q[c] * KvAt(k + c);
+  return sum;
+}
+
 // Attention for the query heads of one KV head (decode reads the whole KV
 // cache of a sequence once per token: at 8 sequences it was a fifth of a
 // decode step when done as a dot and an axpy call per key). Scores take four
 // keys per pass over q; the value sum runs 64 columns at a time with the 8
 // accumulators in registers, so `out` is written once instead of read and
-// written per key.
-void Attend(const float* q, int64_t q_stride, int64_t n_q, const float* k, const float* v,
-            int64_t kv_stride, int64_t n_keys, int64_t hd, float scale, float* scores, float* out,
-            int64_t out_stride) {
+// written per key. E: the cache's element (float, or uint16_t half).
+template <class E>
+void AttendT(const float* q, int64_t q_stride, int64_t n_q, const E* k, const E* v,
+             int64_t kv_stride, int64_t n_keys, int64_t hd, float scale, float* scores, float* out,
+             int64_t out_stride) {
+  constexpr int64_t kPerLine = 64 / sizeof(E);  // cache elements per 64-byte line
   for (int64_t i = 0; i < n_q; ++i) {
     const float* qi = q + i * q_stride;
     float* s = scores + i * n_keys;
@@ -759,20 +778,20 @@ void Attend(const float* q, int64_t q_stride, int64_t n_q, const float* k, const
       // Four keys per pass: q is loaded once for the four, and the four sums
       // are reduced together (three horizontal adds) instead of one by one.
       for (; j + 4 <= n_keys; j += 4) {
-        const float *k0 = k + j * kv_stride, *k1 = k0 + kv_stride, *k2 = k1 + kv_stride,
-                    *k3 = k2 + kv_stride;
+        const E *k0 = k + j * kv_stride, *k1 = k0 + kv_stride, *k2 = k1 + kv_stride,
+                *k3 = k2 + kv_stride;
         __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
         if (j + 8 < n_keys) {  // the cache's rows are kv_stride apart: prefetch
           for (int t = 0; t < 4; ++t) {
-            for (int64_t c = 0; c < hd; c += 16) PrefetchT0(k + (j + 8 + t) * kv_stride + c);
+            for (int64_t c = 0; c < hd; c += kPerLine) PrefetchKv(k + (j + 8 + t) * kv_stride + c);
           }
         }
         for (int64_t c = 0; c < hd; c += 8) {
           const __m256 qv = _mm256_loadu_ps(qi + c);
-          a0 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k0 + c), a0);
-          a1 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k1 + c), a1);
-          a2 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k2 + c), a2);
-          a3 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k3 + c), a3);
+          a0 = _mm256_fmadd_ps(qv, LoadKv8(k0 + c), a0);
+          a1 = _mm256_fmadd_ps(qv, LoadKv8(k1 + c), a1);
+          a2 = _mm256_fmadd_ps(qv, LoadKv8(k2 + c), a2);
+          a3 = _mm256_fmadd_ps(qv, LoadKv8(k3 + c), a3);
         }
         const __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(a0, a1), _mm256_hadd_ps(a2, a3));
         const __m128 sums =
@@ -780,7 +799,7 @@ void Attend(const float* q, int64_t q_stride, int64_t n_q, const float* k, const
         _mm_storeu_ps(s + j, _mm_mul_ps(sums, _mm_set1_ps(scale)));
       }
     }
-    for (; j < n_keys; ++j) s[j] = Dot(qi, k + j * kv_stride, hd) * scale;
+    for (; j < n_keys; ++j) s[j] = DotKv(qi, k + j * kv_stride, hd) * scale;
   }
   for (int64_t i = 0; i < n_q; ++i) {
     const float* p = scores + i * n_keys;
@@ -792,18 +811,18 @@ void Attend(const float* q, int64_t q_stride, int64_t n_q, const float* k, const
              a7 = a0;
       for (int64_t j = 0; j < n_keys; ++j) {
         const __m256 pj = _mm256_broadcast_ss(p + j);
-        const float* vj = v + j * kv_stride + c;
+        const E* vj = v + j * kv_stride + c;
         if (j + 8 < n_keys) {
-          for (int line = 0; line < 4; ++line) PrefetchT0(vj + 8 * kv_stride + line * 16);
+          for (int64_t e = 0; e < 64; e += kPerLine) PrefetchKv(vj + 8 * kv_stride + e);
         }
-        a0 = _mm256_fmadd_ps(pj, _mm256_loadu_ps(vj), a0);
-        a1 = _mm256_fmadd_ps(pj, _mm256_loadu_ps(vj + 8), a1);
-        a2 = _mm256_fmadd_ps(pj, _mm256_loadu_ps(vj + 16), a2);
-        a3 = _mm256_fmadd_ps(pj, _mm256_loadu_ps(vj + 24), a3);
-        a4 = _mm256_fmadd_ps(pj, _mm256_loadu_ps(vj + 32), a4);
-        a5 = _mm256_fmadd_ps(pj, _mm256_loadu_ps(vj + 40), a5);
-        a6 = _mm256_fmadd_ps(pj, _mm256_loadu_ps(vj + 48), a6);
-        a7 = _mm256_fmadd_ps(pj, _mm256_loadu_ps(vj + 56), a7);
+        a0 = _mm256_fmadd_ps(pj, LoadKv8(vj), a0);
+        a1 = _mm256_fmadd_ps(pj, LoadKv8(vj + 8), a1);
+        a2 = _mm256_fmadd_ps(pj, LoadKv8(vj + 16), a2);
+        a3 = _mm256_fmadd_ps(pj, LoadKv8(vj + 24), a3);
+        a4 = _mm256_fmadd_ps(pj, LoadKv8(vj + 32), a4);
+        a5 = _mm256_fmadd_ps(pj, LoadKv8(vj + 40), a5);
+        a6 = _mm256_fmadd_ps(pj, LoadKv8(vj + 48), a6);
+        a7 = _mm256_fmadd_ps(pj, LoadKv8(vj + 56), a7);
       }
       _mm256_storeu_ps(o + c, a0);
       _mm256_storeu_ps(o + c + 8, a1);
@@ -817,16 +836,28 @@ void Attend(const float* q, int64_t q_stride, int64_t n_q, const float* k, const
     for (; c + 8 <= hd; c += 8) {
       __m256 a = _mm256_setzero_ps();
       for (int64_t j = 0; j < n_keys; ++j) {
-        a = _mm256_fmadd_ps(_mm256_broadcast_ss(p + j), _mm256_loadu_ps(v + j * kv_stride + c), a);
+        a = _mm256_fmadd_ps(_mm256_broadcast_ss(p + j), LoadKv8(v + j * kv_stride + c), a);
       }
       _mm256_storeu_ps(o + c, a);
     }
     for (; c < hd; ++c) {
       float a = 0.0f;
-      for (int64_t j = 0; j < n_keys; ++j) a += p[j] * v[j * kv_stride + c];
+      for (int64_t j = 0; j < n_keys; ++j) a += p[j] * KvAt(v + j * kv_stride + c);
       o[c] = a;
     }
   }
+}
+
+void Attend(const float* q, int64_t q_stride, int64_t n_q, const float* k, const float* v,
+            int64_t kv_stride, int64_t n_keys, int64_t hd, float scale, float* scores, float* out,
+            int64_t out_stride) {
+  AttendT(q, q_stride, n_q, k, v, kv_stride, n_keys, hd, scale, scores, out, out_stride);
+}
+
+void AttendF16(const float* q, int64_t q_stride, int64_t n_q, const uint16_t* k,
+               const uint16_t* v, int64_t kv_stride, int64_t n_keys, int64_t hd, float scale,
+               float* scores, float* out, int64_t out_stride) {
+  AttendT(q, q_stride, n_q, k, v, kv_stride, n_keys, hd, scale, scores, out, out_stride);
 }
 
 }  // namespace
@@ -834,7 +865,7 @@ void Attend(const float* q, int64_t q_stride, int64_t n_q, const float* k, const
 const IsaKernels& Avx2Kernels() {
   static const IsaKernels k = {
       "avx2", DecodeRows, Gemv,       DotTile, Dot,        Axpy,
-      Scale,  Add,        RmsNormRow, SiluMul, SoftmaxRow, Attend,
+      Scale,  Add,        RmsNormRow, SiluMul, SoftmaxRow, Attend, AttendF16,
   };
   return k;
 }

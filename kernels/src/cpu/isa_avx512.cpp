@@ -352,29 +352,48 @@ void DecodeRows(const WeightMatrix& w, int64_t row0, int64_t nrows, int64_t col0
 // heads, and the value sum keeps both heads' 128 columns in 16 accumulators,
 // reading each value row once (AVX2 reads it four times: two 64-column passes
 // per head). Other head sizes and odd group sizes go to the AVX2 op.
-void Attend(const float* q, int64_t q_stride, int64_t n_q, const float* k, const float* v,
-            int64_t kv_stride, int64_t n_keys, int64_t hd, float scale, float* scores, float* out,
-            int64_t out_stride) {
+// E: the cache's element (float, or uint16_t half widened by VCVTPH2PS).
+OCTET_INLINE __m512 LoadKv16(const float* p) { return _mm512_loadu_ps(p); }
+OCTET_INLINE __m512 LoadKv16(const uint16_t* p) {
+  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+}
+void AttendAvx2(const float* q, int64_t q_stride, int64_t n_q, const float* k, const float* v,
+                int64_t kv_stride, int64_t n_keys, int64_t hd, float scale, float* scores,
+                float* out, int64_t out_stride) {
+  Avx2Kernels().attend(q, q_stride, n_q, k, v, kv_stride, n_keys, hd, scale, scores, out,
+                       out_stride);
+}
+void AttendAvx2(const float* q, int64_t q_stride, int64_t n_q, const uint16_t* k,
+                const uint16_t* v, int64_t kv_stride, int64_t n_keys, int64_t hd, float scale,
+                float* scores, float* out, int64_t out_stride) {
+  Avx2Kernels().attend_f16(q, q_stride, n_q, k, v, kv_stride, n_keys, hd, scale, scores, out,
+                           out_stride);
+}
+
+template <class E>
+void AttendT(const float* q, int64_t q_stride, int64_t n_q, const E* k, const E* v,
+             int64_t kv_stride, int64_t n_keys, int64_t hd, float scale, float* scores, float* out,
+             int64_t out_stride) {
   if (hd != 128 || n_q % 2 != 0) {
-    Avx2Kernels().attend(q, q_stride, n_q, k, v, kv_stride, n_keys, hd, scale, scores, out,
-                         out_stride);
+    AttendAvx2(q, q_stride, n_q, k, v, kv_stride, n_keys, hd, scale, scores, out, out_stride);
     return;
   }
+  constexpr int kLines = 128 * sizeof(E) / 64;  // 64-byte lines per cache row
   for (int64_t i = 0; i < n_q; i += 2) {
     const float* q0 = q + i * q_stride;
     const float* q1 = q0 + q_stride;
     float* s0 = scores + i * n_keys;
     float* s1 = s0 + n_keys;
     for (int64_t j = 0; j < n_keys; ++j) {
-      const float* kj = k + j * kv_stride;
+      const E* kj = k + j * kv_stride;
       if (j + 8 < n_keys) {
-        for (int line = 0; line < 8; ++line)
-          Prefetch(reinterpret_cast<const uint8_t*>(kj + 8 * kv_stride + line * 16));
+        for (int line = 0; line < kLines; ++line)
+          Prefetch(reinterpret_cast<const uint8_t*>(kj + 8 * kv_stride) + line * 64);
       }
       __m512 a = _mm512_setzero_ps(), b = a;
 #pragma GCC unroll 8
       for (int c = 0; c < 128; c += 16) {
-        const __m512 kv = _mm512_loadu_ps(kj + c);
+        const __m512 kv = LoadKv16(kj + c);
         a = _mm512_fmadd_ps(_mm512_loadu_ps(q0 + c), kv, a);
         b = _mm512_fmadd_ps(_mm512_loadu_ps(q1 + c), kv, b);
       }
@@ -386,27 +405,27 @@ void Attend(const float* q, int64_t q_stride, int64_t n_q, const float* k, const
     __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
     __m512 b0 = a0, b1 = a0, b2 = a0, b3 = a0, b4 = a0, b5 = a0, b6 = a0, b7 = a0;
     for (int64_t j = 0; j < n_keys; ++j) {
-      const float* vj = v + j * kv_stride;
+      const E* vj = v + j * kv_stride;
       if (j + 8 < n_keys) {
-        for (int line = 0; line < 8; ++line)
-          Prefetch(reinterpret_cast<const uint8_t*>(vj + 8 * kv_stride + line * 16));
+        for (int line = 0; line < kLines; ++line)
+          Prefetch(reinterpret_cast<const uint8_t*>(vj + 8 * kv_stride) + line * 64);
       }
       const __m512 p = _mm512_set1_ps(s0[j]), r = _mm512_set1_ps(s1[j]);
-      __m512 x = _mm512_loadu_ps(vj);
+      __m512 x = LoadKv16(vj);
       a0 = _mm512_fmadd_ps(p, x, a0), b0 = _mm512_fmadd_ps(r, x, b0);
-      x = _mm512_loadu_ps(vj + 16);
+      x = LoadKv16(vj + 16);
       a1 = _mm512_fmadd_ps(p, x, a1), b1 = _mm512_fmadd_ps(r, x, b1);
-      x = _mm512_loadu_ps(vj + 32);
+      x = LoadKv16(vj + 32);
       a2 = _mm512_fmadd_ps(p, x, a2), b2 = _mm512_fmadd_ps(r, x, b2);
-      x = _mm512_loadu_ps(vj + 48);
+      x = LoadKv16(vj + 48);
       a3 = _mm512_fmadd_ps(p, x, a3), b3 = _mm512_fmadd_ps(r, x, b3);
-      x = _mm512_loadu_ps(vj + 64);
+      x = LoadKv16(vj + 64);
       a4 = _mm512_fmadd_ps(p, x, a4), b4 = _mm512_fmadd_ps(r, x, b4);
-      x = _mm512_loadu_ps(vj + 80);
+      x = LoadKv16(vj + 80);
       a5 = _mm512_fmadd_ps(p, x, a5), b5 = _mm512_fmadd_ps(r, x, b5);
-      x = _mm512_loadu_ps(vj + 96);
+      x = LoadKv16(vj + 96);
       a6 = _mm512_fmadd_ps(p, x, a6), b6 = _mm512_fmadd_ps(r, x, b6);
-      x = _mm512_loadu_ps(vj + 112);
+      x = LoadKv16(vj + 112);
       a7 = _mm512_fmadd_ps(p, x, a7), b7 = _mm512_fmadd_ps(r, x, b7);
     }
     float* o0 = out + i * out_stride;
@@ -419,6 +438,18 @@ void Attend(const float* q, int64_t q_stride, int64_t n_q, const float* k, const
   }
 }
 
+void Attend(const float* q, int64_t q_stride, int64_t n_q, const float* k, const float* v,
+            int64_t kv_stride, int64_t n_keys, int64_t hd, float scale, float* scores, float* out,
+            int64_t out_stride) {
+  AttendT(q, q_stride, n_q, k, v, kv_stride, n_keys, hd, scale, scores, out, out_stride);
+}
+
+void AttendF16(const float* q, int64_t q_stride, int64_t n_q, const uint16_t* k,
+               const uint16_t* v, int64_t kv_stride, int64_t n_keys, int64_t hd, float scale,
+               float* scores, float* out, int64_t out_stride) {
+  AttendT(q, q_stride, n_q, k, v, kv_stride, n_keys, hd, scale, scores, out, out_stride);
+}
+
 }  // namespace
 
 const IsaKernels& Avx512Kernels() {
@@ -429,6 +460,7 @@ const IsaKernels& Avx512Kernels() {
     t.gemv = Gemv;
     t.decode_rows = DecodeRows;
     t.attend = Attend;
+    t.attend_f16 = AttendF16;
     return t;
   }();
   return k;

@@ -185,6 +185,7 @@ const IsaKernels& NeonKernels() {
   static const IsaKernels k = {
       "neon",  DecodeRows, Gemv, DotTile, Dot, Axpy, Scale, Add, RmsNormRow, SiluMul, SoftmaxRow,
       nullptr,  // attend: CpuBackend composes dot, softmax_row and axpy
+      nullptr,  // attend_f16: CpuBackend widens the rows, then composes
   };
 
   return k;

@@ -124,6 +124,7 @@ const IsaKernels& ScalarKernels() {
   static const IsaKernels k = {
       "scalar", DecodeRows, Gemv, DotTile, Dot, Axpy, Scale, Add, RmsNormRow, SiluMul, SoftmaxRow,
       nullptr,  // attend: CpuBackend composes dot, softmax_row and axpy
+      nullptr,  // attend_f16: CpuBackend widens the rows, then composes
   };
 
   return k;

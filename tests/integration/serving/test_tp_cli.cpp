@@ -84,26 +84,33 @@ class TestTpCli : public QObject {
     QTest::addColumn<int>("tp");
     QTest::addColumn<QString>("transport");
     QTest::addColumn<QString>("algo");
-    QTest::newRow("qwen3-tiny-nvfp4 tp2 tcp ring") << "qwen3-tiny-nvfp4" << 2 << "tcp" << "ring";
-    QTest::newRow("llama3-tiny tp4 shm oneshot") << "llama3-tiny" << 4 << "shm" << "oneshot";
-    QTest::newRow("random-6h tp3 tcp oneshot") << "random-6h" << 3 << "tcp" << "oneshot";
+    QTest::addColumn<QString>("kv");  // --kv-dtype of both runs
+    QTest::newRow("qwen3-tiny-nvfp4 tp2 tcp ring")
+        << "qwen3-tiny-nvfp4" << 2 << "tcp" << "ring" << "f32";
+    QTest::newRow("llama3-tiny tp4 shm oneshot") << "llama3-tiny" << 4 << "shm" << "oneshot" << "f32";
+    QTest::newRow("random-6h tp3 tcp oneshot") << "random-6h" << 3 << "tcp" << "oneshot" << "f32";
+    // The followers take rank 0's KV cache type from the reset plan.
+    QTest::newRow("qwen2-tiny tp2 shm auto, f16 KV cache")
+        << "qwen2-tiny" << 2 << "shm" << "auto" << "f16";
   }
   void generateMatchesTp1() {
     QFETCH(QString, model);
     QFETCH(int, tp);
     QFETCH(QString, transport);
     QFETCH(QString, algo);
+    QFETCH(QString, kv);
     MakeDirs(ScratchDir()).IgnoreError();
     const std::string dir = ModelDir(model);
     const std::string l1 = ScratchDir() + "/l1.npy", ln = ScratchDir() + "/ln.npy";
     auto one = RunProgram({"octet", "generate", "--model", dir, "--prompt-ids", kPrompt,
-                           "--max-tokens", "8", "--ignore-eos", "--json", "--logits-out", l1},
+                           "--max-tokens", "8", "--ignore-eos", "--json", "--logits-out", l1,
+                           "--kv-dtype", kv.toStdString()},
                           60'000);
     QVERIFY2(one.exit_code == 0, one.output.c_str());
     auto many = RunProgram({"octet", "generate", "--model", dir, "--prompt-ids", kPrompt,
                             "--max-tokens", "8", "--ignore-eos", "--json", "--logits-out", ln,
                             "--tp", std::to_string(tp), "--transport", transport.toStdString(),
-                            "--algo", algo.toStdString()},
+                            "--algo", algo.toStdString(), "--kv-dtype", kv.toStdString()},
                            60'000);
     QVERIFY2(many.exit_code == 0, many.output.c_str());
     json a = LastJson(one.output), b = LastJson(many.output);

@@ -23,7 +23,9 @@ class ThrottledRunner final : public ModelRunner {
   explicit ThrottledRunner(Model& m) : inner_(m) {}
   const ModelConfig& config() const override { return inner_.config(); }
   kernels::KernelBackend& backend() override { return inner_.backend(); }
-  Status ResetCache(int n, int64_t capacity) override { return inner_.ResetCache(n, capacity); }
+  Status ResetCache(int n, int64_t capacity, kernels::KvDtype dtype) override {
+    return inner_.ResetCache(n, capacity, dtype);
+  }
   int cache_slots() const override { return inner_.cache_slots(); }
   int64_t cache_capacity() const override { return inner_.cache_capacity(); }
   int64_t cache_bytes() const override { return inner_.cache_bytes(); }

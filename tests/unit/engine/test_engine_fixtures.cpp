@@ -136,6 +136,40 @@ class TestEngineFixtures : public QObject {
     QCOMPARE(r->stop_reason, std::string("length"));
   }
 
+  void kvCacheF16_data() {
+    QTest::addColumn<QString>("model");
+    QTest::addColumn<QString>("backend");
+    for (const char* m : kModels) {
+      for (const char* b : {"auto", "scalar"}) {
+        QTest::newRow((std::string(m) + "/" + b).c_str()) << QString(m) << QString(b);
+      }
+    }
+  }
+  // The same generation with an F16 KV cache (--kv-dtype f16). Each key and
+  // value is rounded once to half (relative error 2^-11), which moves these
+  // models' logits by up to ~6e-3, beyond the fixtures' float32 tolerance; the
+  // bound here is 1e-2, and since every generated step has a top-2 margin of
+  // at least 0.03 the greedy ids must still be the reference ids exactly.
+  void kvCacheF16() {
+    QFETCH(QString, model);
+    QFETCH(QString, backend);
+    const std::string dir = test::FixturesDir() + "/" + model.toStdString();
+    Reference ref = LoadReference(dir);
+    auto m = LoadOrDie(dir, backend.toStdString());
+    GenerateOptions o;
+    o.max_tokens = static_cast<int64_t>(ref.generated.size());
+    o.stop_at_eos = false;
+    o.collect_logits = true;
+    o.kv_dtype = kernels::KvDtype::kF16;
+    auto r = Generate(*m, ref.prompt, o);
+    QVERIFY2(r.ok(), r.status().ToString().c_str());
+    QCOMPARE(r->ids, ref.generated);  // exactly
+    const double d = MaxDiff(r->logits.data(), ref, 0, ref.T);
+    QVERIFY2(d <= 1e-2, ("max |logits - ref| = " + std::to_string(d)).c_str());
+    // Rounding did happen: the result is not the float32 cache's.
+    QVERIFY2(d > ref.atol / 100, ("max |logits - ref| = " + std::to_string(d)).c_str());
+  }
+
   void raggedBatch_data() {
     QTest::addColumn<QString>("model");
     for (const char* m : kModels) QTest::newRow(m) << QString(m);

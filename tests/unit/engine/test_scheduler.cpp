@@ -59,8 +59,8 @@ class FailingRunner final : public ModelRunner {
   FailingRunner(Model& m, int fail_at) : inner_(m), fail_at_(fail_at) {}
   const ModelConfig& config() const override { return inner_.config(); }
   kernels::KernelBackend& backend() override { return inner_.backend(); }
-  Status ResetCache(int n, int64_t capacity) override {
-    return inner_.ResetCache(n, capacity);
+  Status ResetCache(int n, int64_t capacity, kernels::KvDtype dtype) override {
+    return inner_.ResetCache(n, capacity, dtype);
   }
   int cache_slots() const override { return inner_.cache_slots(); }
   int64_t cache_capacity() const override { return inner_.cache_capacity(); }

@@ -405,6 +405,9 @@ class TestKernelConformance : public QObject {
     // their tail) and a Qwen3 head of 128 (the AVX-512 path), over a
     // 100-position cache.
     const Shape shapes[] = {{6, 2, 20, 40, 12}, {4, 2, 136, 120, 100}, {4, 2, 128, 120, 100}};
+    // Each cache as float and as IEEE half (an F16 KV cache: the reference
+    // reads the half values widened, which is exact).
+    for (KvDtype dtype : {KvDtype::kF32, KvDtype::kF16})
     for (const Shape& sh : shapes)
       for (auto& backend : AllBackends(2)) {
         const int64_t heads = sh.heads, kv = sh.kv, hd = sh.hd, cap = sh.cap;
@@ -413,12 +416,26 @@ class TestKernelConformance : public QObject {
                            v1 = RandomFloats(cap * kv * hd, rng);
         std::vector<float> k2 = RandomFloats(cap * kv * hd, rng),
                            v2 = RandomFloats(cap * kv * hd, rng);
+        std::vector<uint16_t> k1h, v1h, k2h, v2h;
+        if (dtype == KvDtype::kF16) {
+          for (auto [f, h] : {std::pair{&k1, &k1h}, {&v1, &v1h}, {&k2, &k2h}, {&v2, &v2h}}) {
+            for (float& x : *f) {
+              h->push_back(F32ToF16(x));
+              x = F16ToF32(h->back());
+            }
+          }
+        }
+        auto cache = [&](const std::vector<float>& f, const std::vector<uint16_t>& h) {
+          return dtype == KvDtype::kF16 ? static_cast<const void*>(h.data())
+                                        : static_cast<const void*>(f.data());
+        };
         std::vector<int32_t> p1 = {3, 4, 5, 6, 7}, p2 = {sh.decode_pos};
         const int64_t tokens = 6, qs = heads * hd + 3, os = heads * hd + 1;
         std::vector<float> q = RandomFloats(tokens * qs, rng);
         std::vector<float> out(tokens * os, 0.0f);
-        AttentionSequence seqs[2] = {{0, 5, k1.data(), v1.data(), p1.data()},
-                                     {5, 1, k2.data(), v2.data(), p2.data()}};
+        AttentionSequence seqs[2] = {
+            {0, 5, cache(k1, k1h), cache(v1, v1h), p1.data(), dtype},
+            {5, 1, cache(k2, k2h), cache(v2, v2h), p2.data(), dtype}};
         AttentionArgs a;
         a.q = q.data();
         a.q_row_stride = qs;
@@ -453,7 +470,8 @@ class TestKernelConformance : public QObject {
               double o = 0;
               for (int32_t j = 0; j <= p; ++j) o += s[j] / z * vc[(j * kv + g) * hd + i];
               QVERIFY2(std::fabs(out[t * os + h * hd + i] - o) < 1e-5,
-                       std::string(backend->name()).c_str());
+                       (std::string(backend->name()) + " " + std::string(KvDtypeName(dtype)))
+                           .c_str());
             }
           }
         }

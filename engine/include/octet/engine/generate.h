@@ -48,6 +48,7 @@ struct GenerateOptions {
   // Keep the logits of every position of prompt + generated[:-1] (row t
   // predicts token t+1): the layout of `--logits-out` and the fixtures.
   bool collect_logits = false;
+  kernels::KvDtype kv_dtype = kernels::KvDtype::kF32;  // KV cache element type
   // Called with each new id as soon as it is chosen; return false to stop.
   std::function<bool(int32_t id)> on_token;
 };

@@ -156,7 +156,8 @@ class Model {
   int64_t WeightBytes() const { return store_->total_bytes(); }
   std::string WeightFormatSummary() const;  // "BF16", "NVFP4+BF16", ...
 
-  KvCache NewKvCache(int slots, int64_t capacity) const;
+  KvCache NewKvCache(int slots, int64_t capacity,
+                     kernels::KvDtype dtype = kernels::KvDtype::kF32) const;
 
   // Runs one step over `batch` (see SequenceChunk). Errors (nothing computed,
   // cache unchanged): an empty chunk, a token id outside [0, vocab), a slot out

@@ -5,7 +5,7 @@
 // its rank 0 whose every call is mirrored by the other ranks.
 //
 //   LocalRunner runner(*model);
-//   OCTET_RETURN_IF_ERROR(runner.ResetCache(/*slots=*/8, /*capacity=*/4096));
+//   OCTET_RETURN_IF_ERROR(runner.ResetCache(/*slots=*/8, /*capacity=*/4096, kernels::KvDtype::kF32));
 //   OCTET_RETURN_IF_ERROR(runner.Step(batch, &out));   // see Model::Forward
 //
 // Thread-safety: one thread at a time (the scheduler's).
@@ -40,8 +40,8 @@ class ModelRunner {
   virtual int world_size() const { return 1; }
 
   // (Re)creates the KV cache with `num_slots` sequences of up to `capacity`
-  // positions each, on every rank. Old contents are dropped.
-  virtual Status ResetCache(int num_slots, int64_t capacity) = 0;
+  // positions each, elements of `dtype`, on every rank. Old contents are dropped.
+  virtual Status ResetCache(int num_slots, int64_t capacity, kernels::KvDtype dtype) = 0;
   virtual int cache_slots() const = 0;
   virtual int64_t cache_capacity() const = 0;
   // Bytes of KV cache this rank holds.
@@ -65,7 +65,7 @@ class LocalRunner final : public ModelRunner {
 
   const ModelConfig& config() const override { return model_.config(); }
   kernels::KernelBackend& backend() override { return model_.backend(); }
-  Status ResetCache(int num_slots, int64_t capacity) override;
+  Status ResetCache(int num_slots, int64_t capacity, kernels::KvDtype dtype) override;
   int cache_slots() const override { return cache_.num_slots(); }
   int64_t cache_capacity() const override { return cache_.capacity(); }
   int64_t cache_bytes() const override { return cache_.bytes(); }

@@ -50,6 +50,7 @@ namespace octet::engine {
 struct SchedulerOptions {
   int num_slots = 8;                 // sequences in flight (KV cache slots)
   int64_t context = 4096;         // positions per slot: prompt + generated tokens
+  kernels::KvDtype kv_dtype = kernels::KvDtype::kF32;  // KV cache element type
   int64_t max_batch_tokens = 256; // tokens per step: decode rows first, then prompt chunks
   size_t max_queue = 1024;        // waiting requests beyond this are refused
   int idle_poll_ms = 100;         // how often an idle scheduler wakes (and heartbeats the runner)

@@ -68,7 +68,7 @@ class TpRuntime final : public ModelRunner {
   // ModelRunner: rank 0 only (followers get FailedPrecondition).
   const ModelConfig& config() const override { return model_->config(); }
   kernels::KernelBackend& backend() override { return model_->backend(); }
-  Status ResetCache(int num_slots, int64_t capacity) override;
+  Status ResetCache(int num_slots, int64_t capacity, kernels::KvDtype dtype) override;
   int cache_slots() const override { return cache_.num_slots(); }
   int64_t cache_capacity() const override { return cache_.capacity(); }
   int64_t cache_bytes() const override { return cache_.bytes(); }

@@ -28,15 +28,29 @@ namespace octet::kernels {
 
 class ThreadPool;
 
+// Element type of a KV cache. F16 (IEEE half) halves the cache's memory and
+// the bytes decode attention reads per key; the keys and values are rounded
+// once when stored (relative error 2^-11; beyond +-65504 they saturate), and
+// attention widens them to float exactly. On the fixture models that moves the
+// logits by up to ~6e-3 (tests/unit/engine/test_engine_fixtures, kvF16).
+enum class KvDtype : uint8_t { kF32, kF16 };
+
+std::string_view KvDtypeName(KvDtype dtype);  // "f32", "f16"
+int64_t KvDtypeBytes(KvDtype dtype);          // 4, 2
+// "f32" / "float32" / "f16" / "float16"; anything else is an error naming the choices.
+Result<KvDtype> ParseKvDtype(std::string_view name);
+
 // One sequence's part of a batched attention call.
 struct AttentionSequence {
   int64_t first_token = 0;  // rows [first_token, first_token + n_tokens) of q and out
   int64_t n_tokens = 0;
-  // This sequence's cache: [capacity, n_kv_heads, head_dim] each, position-major;
-  // must already hold keys/values for every position a query attends to.
-  const float* k_cache = nullptr;
-  const float* v_cache = nullptr;
+  // This sequence's cache: [capacity, n_kv_heads, head_dim] each, position-major,
+  // elements of `kv_dtype` (float or uint16_t half); must already hold keys and
+  // values for every position a query attends to.
+  const void* k_cache = nullptr;
+  const void* v_cache = nullptr;
   const int32_t* positions = nullptr;  // per query token; it attends to keys 0..positions[i]
+  KvDtype kv_dtype = KvDtype::kF32;
 };
 
 struct AttentionArgs {

@@ -133,6 +133,18 @@ int main() {
       a.out = o2.data();
       be->Attention(a);
       Check("attention", o2, o1, 1e-5);
+      // An F16 KV cache: NEON against scalar over the same half values.
+      std::vector<uint16_t> k1h, v1h;
+      for (float x : k1) k1h.push_back(F32ToF16(x));
+      for (float x : v1) v1h.push_back(F32ToF16(x));
+      AttentionSequence seq_h{0, 6, k1h.data(), v1h.data(), pos.data(), KvDtype::kF16};
+      a.sequences = &seq_h;
+      a.out = o1.data();
+      ref->Attention(a);
+      a.out = o2.data();
+      be->Attention(a);
+      Check("attention f16 kv", o2, o1, 1e-5);
+      a.sequences = &seq;
       std::vector<int32_t> p2 = pos;
       std::vector<float> r1 = q, r2 = q;
       std::vector<float> inv(hd / 2, 0.01f);
