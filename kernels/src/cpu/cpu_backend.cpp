@@ -255,7 +255,7 @@ void CpuBackend::Attention(const AttentionArgs& args) {
   }
   const int64_t hd = args.head_dim;
   const int64_t group = args.n_heads / args.n_kv_heads;
-  const int64_t kv_stride = args.n_kv_heads * hd;  // floats between positions
+  const int64_t kv_stride = args.n_kv_heads * hd;  // cache elements between positions
   if (attn_scratch_.size() != scratch_.size()) attn_scratch_.resize(scratch_.size());
   if (kv_scratch_.size() != scratch_.size()) kv_scratch_.resize(scratch_.size());
   pool_.ParallelFor(static_cast<int64_t>(tokens.size()) * args.n_kv_heads, [&](int64_t task,
