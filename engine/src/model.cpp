@@ -26,22 +26,30 @@ KvCache::KvCache(int64_t layers, int64_t kv_heads, int64_t head_dim, int slots, 
 
 void KvCache::Store(int64_t layer, int slot, int64_t first_pos, int64_t n, const float* k,
                     const float* v) {
-  const int64_t row = kv_heads_ * head_dim_;
-  const int64_t count = n * row;
+  const int64_t hd = head_dim_;
+  const int64_t row = kv_heads_ * hd;  // one position of the input: every head
   uint8_t* kd = data_.data() + Offset(layer, slot, 0);
   uint8_t* vd = data_.data() + Offset(layer, slot, 1);
-  if (dtype_ == kernels::KvDtype::kF32) {
-    std::memcpy(reinterpret_cast<float*>(kd) + first_pos * row, k, count * sizeof(float));
-    std::memcpy(reinterpret_cast<float*>(vd) + first_pos * row, v, count * sizeof(float));
-    return;
-  }
-  // Half: saturate at the largest finite half instead of overflowing to inf.
-  uint16_t* kh = reinterpret_cast<uint16_t*>(kd) + first_pos * row;
-  uint16_t* vh = reinterpret_cast<uint16_t*>(vd) + first_pos * row;
-  constexpr float kMaxHalf = 65504.0f;
-  for (int64_t i = 0; i < count; ++i) {
-    kh[i] = kernels::F32ToF16(std::clamp(k[i], -kMaxHalf, kMaxHalf));
-    vh[i] = kernels::F32ToF16(std::clamp(v[i], -kMaxHalf, kMaxHalf));
+  // Head h of position p goes to element (h * capacity + p) * head_dim.
+  for (int64_t t = 0; t < n; ++t) {
+    for (int64_t h = 0; h < kv_heads_; ++h) {
+      const int64_t dst = (h * capacity_ + first_pos + t) * hd;
+      const float* ks = k + t * row + h * hd;
+      const float* vs = v + t * row + h * hd;
+      if (dtype_ == kernels::KvDtype::kF32) {
+        std::memcpy(reinterpret_cast<float*>(kd) + dst, ks, hd * sizeof(float));
+        std::memcpy(reinterpret_cast<float*>(vd) + dst, vs, hd * sizeof(float));
+        continue;
+      }
+      // Half: saturate at the largest finite half instead of overflowing to inf.
+      constexpr float kMaxHalf = 65504.0f;
+      uint16_t* kh = reinterpret_cast<uint16_t*>(kd) + dst;
+      uint16_t* vh = reinterpret_cast<uint16_t*>(vd) + dst;
+      for (int64_t c = 0; c < hd; ++c) {
+        kh[c] = kernels::F32ToF16(std::clamp(ks[c], -kMaxHalf, kMaxHalf));
+        vh[c] = kernels::F32ToF16(std::clamp(vs[c], -kMaxHalf, kMaxHalf));
+      }
+    }
   }
 }
 
@@ -614,8 +622,14 @@ Status Model::ForwardUncapped(const std::vector<SequenceChunk>& batch, KvCache& 
       const SequenceChunk& ch = batch[s];
       const int64_t n = static_cast<int64_t>(ch.tokens.size());
       cache.Store(l, ch.slot, ch.start_pos, n, k + first[s] * kvd, v + first[s] * kvd);
-      seqs[s] = {first[s], n, cache.k(l, ch.slot), cache.v(l, ch.slot),
-                 S.positions.data() + first[s], cache.dtype()};
+      seqs[s] = {first[s],
+                 n,
+                 cache.k(l, ch.slot),
+                 cache.v(l, ch.slot),
+                 S.positions.data() + first[s],
+                 cache.dtype(),
+                 cache.position_stride(),
+                 cache.head_stride()};
     }
     kernels::AttentionArgs a;
     a.q = q;

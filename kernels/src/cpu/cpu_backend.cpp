@@ -255,7 +255,6 @@ void CpuBackend::Attention(const AttentionArgs& args) {
   }
   const int64_t hd = args.head_dim;
   const int64_t group = args.n_heads / args.n_kv_heads;
-  const int64_t kv_stride = args.n_kv_heads * hd;  // cache elements between positions
   if (attn_scratch_.size() != scratch_.size()) attn_scratch_.resize(scratch_.size());
   if (kv_scratch_.size() != scratch_.size()) kv_scratch_.resize(scratch_.size());
   pool_.ParallelFor(static_cast<int64_t>(tokens.size()) * args.n_kv_heads, [&](int64_t task,
@@ -270,12 +269,16 @@ void CpuBackend::Attention(const AttentionArgs& args) {
     const int64_t h0 = kvh * group;  // its first query head
     const float* q = args.q + tr.row * args.q_row_stride + h0 * hd;
     float* out = args.out + tr.row * args.out_row_stride + h0 * hd;
+    // Cache elements between positions, and this KV head's first element.
+    const bool packed = tr.seq->position_stride == 0 && tr.seq->head_stride == 0;
+    const int64_t kv_stride = packed ? args.n_kv_heads * hd : tr.seq->position_stride;
+    const int64_t head0 = kvh * (packed ? hd : tr.seq->head_stride);
     const float* k;
     const float* v;
     int64_t stride = kv_stride;
     if (tr.seq->kv_dtype == KvDtype::kF16) {
-      const uint16_t* kh = static_cast<const uint16_t*>(tr.seq->k_cache) + kvh * hd;
-      const uint16_t* vh = static_cast<const uint16_t*>(tr.seq->v_cache) + kvh * hd;
+      const uint16_t* kh = static_cast<const uint16_t*>(tr.seq->k_cache) + head0;
+      const uint16_t* vh = static_cast<const uint16_t*>(tr.seq->v_cache) + head0;
       if (isa_.attend_f16) {
         isa_.attend_f16(q, hd, group, kh, vh, kv_stride, n_keys, hd, args.scale, scores.data(),
                         out, hd);
@@ -294,8 +297,8 @@ void CpuBackend::Attention(const AttentionArgs& args) {
       v = wide.data() + n_keys * hd;
       stride = hd;
     } else {
-      k = static_cast<const float*>(tr.seq->k_cache) + kvh * hd;
-      v = static_cast<const float*>(tr.seq->v_cache) + kvh * hd;
+      k = static_cast<const float*>(tr.seq->k_cache) + head0;
+      v = static_cast<const float*>(tr.seq->v_cache) + head0;
     }
     if (isa_.attend) {
       isa_.attend(q, hd, group, k, v, stride, n_keys, hd, args.scale, scores.data(), out, hd);

@@ -406,7 +406,9 @@ class TestKernelConformance : public QObject {
     // 100-position cache.
     const Shape shapes[] = {{6, 2, 20, 40, 12}, {4, 2, 136, 120, 100}, {4, 2, 128, 120, 100}};
     // Each cache as float and as IEEE half (an F16 KV cache: the reference
-    // reads the half values widened, which is exact).
+    // reads the half values widened, which is exact), position-major and
+    // head-major (the engine's layout: explicit strides).
+    for (bool head_major : {false, true})
     for (KvDtype dtype : {KvDtype::kF32, KvDtype::kF16})
     for (const Shape& sh : shapes)
       for (auto& backend : AllBackends(2)) {
@@ -425,17 +427,32 @@ class TestKernelConformance : public QObject {
             }
           }
         }
+        // [cap, kv, hd] -> [kv, cap, hd] when head-major.
+        auto arrange = [&](auto v) {
+          if (!head_major || v.empty()) return v;
+          auto out = v;
+          for (int64_t p = 0; p < cap; ++p)
+            for (int64_t g = 0; g < kv; ++g)
+              for (int64_t i = 0; i < hd; ++i) out[(g * cap + p) * hd + i] = v[(p * kv + g) * hd + i];
+          return out;
+        };
+        const std::vector<float> k1a = arrange(k1), v1a = arrange(v1), k2a = arrange(k2),
+                                 v2a = arrange(v2);
+        const std::vector<uint16_t> k1ha = arrange(k1h), v1ha = arrange(v1h), k2ha = arrange(k2h),
+                                    v2ha = arrange(v2h);
         auto cache = [&](const std::vector<float>& f, const std::vector<uint16_t>& h) {
           return dtype == KvDtype::kF16 ? static_cast<const void*>(h.data())
                                         : static_cast<const void*>(f.data());
         };
+        const int64_t pos_stride = head_major ? hd : 0, head_stride = head_major ? cap * hd : 0;
         std::vector<int32_t> p1 = {3, 4, 5, 6, 7}, p2 = {sh.decode_pos};
         const int64_t tokens = 6, qs = heads * hd + 3, os = heads * hd + 1;
         std::vector<float> q = RandomFloats(tokens * qs, rng);
         std::vector<float> out(tokens * os, 0.0f);
-        AttentionSequence seqs[2] = {
-            {0, 5, cache(k1, k1h), cache(v1, v1h), p1.data(), dtype},
-            {5, 1, cache(k2, k2h), cache(v2, v2h), p2.data(), dtype}};
+        AttentionSequence seqs[2] = {{0, 5, cache(k1a, k1ha), cache(v1a, v1ha), p1.data(), dtype,
+                                      pos_stride, head_stride},
+                                     {5, 1, cache(k2a, k2ha), cache(v2a, v2ha), p2.data(), dtype,
+                                      pos_stride, head_stride}};
         AttentionArgs a;
         a.q = q.data();
         a.q_row_stride = qs;
@@ -470,7 +487,8 @@ class TestKernelConformance : public QObject {
               double o = 0;
               for (int32_t j = 0; j <= p; ++j) o += s[j] / z * vc[(j * kv + g) * hd + i];
               QVERIFY2(std::fabs(out[t * os + h * hd + i] - o) < 1e-5,
-                       (std::string(backend->name()) + " " + std::string(KvDtypeName(dtype)))
+                       (std::string(backend->name()) + " " + std::string(KvDtypeName(dtype)) +
+                        (head_major ? " head-major" : " position-major"))
                            .c_str());
             }
           }

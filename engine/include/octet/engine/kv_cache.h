@@ -1,8 +1,9 @@
 // Keys and values of past positions, per layer, for a fixed number of sequence
 // slots, as float32 or IEEE half (KvDtype::kF16: half the memory and half the
 // bytes decode attention reads; each value is rounded once when stored). Slot s
-// of layer l holds K and V as [capacity, kv_heads, head_dim] (position-major),
-// the layout KernelBackend::Attention reads.
+// of layer l holds K and V as [kv_heads, capacity, head_dim] (head-major: the
+// keys of one head, which one attention task reads, are one contiguous run;
+// see AttentionSequence::position_stride).
 //
 // A serving scheduler gives each live request a slot, calls Clear(slot) when
 // the request ends, and reuses it. (A paged cache can replace this behind the
@@ -40,9 +41,12 @@ class KvCache {
   // caller keeps first_pos + n <= capacity().
   void Store(int64_t layer, int slot, int64_t first_pos, int64_t n, const float* k, const float* v);
 
-  // A slot's layer cache (elements of dtype()), for AttentionSequence.
+  // A slot's layer cache (elements of dtype()) and its strides in elements,
+  // for AttentionSequence.
   const void* k(int64_t layer, int slot) const { return data_.data() + Offset(layer, slot, 0); }
   const void* v(int64_t layer, int slot) const { return data_.data() + Offset(layer, slot, 1); }
+  int64_t position_stride() const { return head_dim_; }
+  int64_t head_stride() const { return capacity_ * head_dim_; }
 
  private:
   // Byte offset of a slot's layer K (which = 0) or V (1).

@@ -44,13 +44,21 @@ Result<KvDtype> ParseKvDtype(std::string_view name);
 struct AttentionSequence {
   int64_t first_token = 0;  // rows [first_token, first_token + n_tokens) of q and out
   int64_t n_tokens = 0;
-  // This sequence's cache: [capacity, n_kv_heads, head_dim] each, position-major,
-  // elements of `kv_dtype` (float or uint16_t half); must already hold keys and
-  // values for every position a query attends to.
+  // This sequence's keys and values, elements of `kv_dtype` (float or uint16_t
+  // half), head_dim contiguous per (position, KV head); they must already hold
+  // every position a query attends to.
   const void* k_cache = nullptr;
   const void* v_cache = nullptr;
   const int32_t* positions = nullptr;  // per query token; it attends to keys 0..positions[i]
   KvDtype kv_dtype = KvDtype::kF32;
+  // Elements between consecutive positions of one KV head, and between KV
+  // heads. Both 0: position-major [capacity, n_kv_heads, head_dim]. The
+  // engine's cache is head-major ([n_kv_heads, capacity, head_dim]: position
+  // stride head_dim), so one head's keys are one contiguous stream; position-
+  // major rows of one head sit n_kv_heads * head_dim apart, a page apart for
+  // 8 heads of 128 floats, which the hardware prefetchers do not follow.
+  int64_t position_stride = 0;
+  int64_t head_stride = 0;
 };
 
 struct AttentionArgs {
