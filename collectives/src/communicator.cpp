@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <sstream>
@@ -125,25 +126,126 @@ Status SelfTest(Backend& backend, Waiter& w, int rank, int n) {
   return backend.Collective(barrier, AlgorithmKind::kOneShot, w).WithContext("self-test");
 }
 
-// Looks up "TRANSPORT WORLD_SIZE ONESHOT_MAX_BYTES" in a profile file.
-size_t ReadProfile(const std::string& path, TransportKind kind, int n) {
+// The table of one fixed crossover: one-shot up to `oneshot_max`, ring above.
+std::vector<AlgorithmBand> CrossoverBands(size_t oneshot_max) {
+  if (oneshot_max == kNoLimit) return {{kNoLimit, AlgorithmKind::kOneShot}};
+  return {{oneshot_max, AlgorithmKind::kOneShot}, {kNoLimit, AlgorithmKind::kRing}};
+}
+
+// Merges adjacent rows with the same algorithm; the last row is widened to
+// every size. Rows must be sorted by max_bytes.
+std::vector<AlgorithmBand> Compress(const std::vector<AlgorithmBand>& rows) {
+  std::vector<AlgorithmBand> out;
+  for (const AlgorithmBand& r : rows) {
+    if (!out.empty() && out.back().algorithm == r.algorithm) {
+      out.back().max_bytes = r.max_bytes;
+    } else {
+      out.push_back(r);
+    }
+  }
+  if (!out.empty()) out.back().max_bytes = kNoLimit;
+  return out;
+}
+
+// True for a table AlgorithmFor can use: non-empty, strictly increasing
+// max_bytes ending at kNoLimit, one-shot or ring in every row.
+bool WellFormed(const std::vector<AlgorithmBand>& bands) {
+  if (bands.empty() || bands.back().max_bytes != kNoLimit) return false;
+  for (size_t i = 0; i < bands.size(); ++i) {
+    if (bands[i].algorithm != AlgorithmKind::kOneShot &&
+        bands[i].algorithm != AlgorithmKind::kRing) {
+      return false;
+    }
+    if (i > 0 && bands[i].max_bytes <= bands[i - 1].max_bytes) return false;
+  }
+  return true;
+}
+
+std::string EncodeBands(const std::vector<AlgorithmBand>& bands) {
+  WireWriter w;
+  w.U32(static_cast<uint32_t>(bands.size()));
+  for (const AlgorithmBand& b : bands) {
+    w.U64(b.max_bytes).U32(static_cast<uint32_t>(b.algorithm));
+  }
+  return w.str();
+}
+
+// An empty table when `bytes` is not a well-formed encoded table.
+std::vector<AlgorithmBand> DecodeBands(const std::string& bytes) {
+  WireReader rd(bytes);
+  const uint32_t n = rd.U32();
+  std::vector<AlgorithmBand> bands;
+  for (uint32_t i = 0; i < n && i < 128 && rd.ok(); ++i) {
+    AlgorithmBand b;
+    b.max_bytes = static_cast<size_t>(rd.U64());
+    b.algorithm = static_cast<AlgorithmKind>(rd.U32());
+    bands.push_back(b);
+  }
+  if (!rd.ok() || bands.size() != n || !WellFormed(bands)) return {};
+  return bands;
+}
+
+// One profile line's table after "TRANSPORT WORLD_SIZE": either
+// "ALGO:MAX_BYTES ... ALGO:max" or a single ONESHOT_MAX_BYTES (the format
+// before band tables). Empty when the line is malformed.
+std::vector<AlgorithmBand> ParseProfileBands(std::istringstream& fields) {
+  std::vector<std::string> tokens;
+  for (std::string t; fields >> t;) tokens.push_back(t);
+  if (tokens.size() == 1 && tokens[0].find(':') == std::string::npos) {
+    char* end = nullptr;
+    const unsigned long long v = std::strtoull(tokens[0].c_str(), &end, 10);
+    if (*end != '\0' || v == 0) return {};
+    return CrossoverBands(static_cast<size_t>(v));
+  }
+  std::vector<AlgorithmBand> bands;
+  for (const std::string& t : tokens) {
+    const size_t colon = t.find(':');
+    if (colon == std::string::npos) return {};
+    auto algo = ParseAlgorithm(t.substr(0, colon));
+    if (!algo.ok()) return {};
+    AlgorithmBand b;
+    b.algorithm = *algo;
+    const std::string max = t.substr(colon + 1);
+    if (max == "max") {
+      b.max_bytes = kNoLimit;
+    } else {
+      char* end = nullptr;
+      const unsigned long long v = std::strtoull(max.c_str(), &end, 10);
+      if (max.empty() || *end != '\0' || v == 0 || v >= kNoLimit) return {};
+      b.max_bytes = static_cast<size_t>(v);
+    }
+    bands.push_back(b);
+  }
+  return WellFormed(bands) ? bands : std::vector<AlgorithmBand>{};
+}
+
+// Rank 0's table for this transport and world size in a profile file; empty
+// when there is none (or the line is malformed: then it is measured again).
+std::vector<AlgorithmBand> ReadProfile(const std::string& path, TransportKind kind, int n) {
   auto text = ReadFileToString(path);
-  if (!text.ok()) return 0;
+  if (!text.ok()) return {};
   std::istringstream lines(*text);
   std::string line;
   while (std::getline(lines, line)) {
     std::istringstream f(line);
     std::string t;
     int size = 0;
-    unsigned long long bytes = 0;
-    if (f >> t >> size >> bytes && t == TransportName(kind) && size == n && bytes > 0) {
-      return static_cast<size_t>(bytes);
-    }
+    if (f >> t >> size && t == TransportName(kind) && size == n) return ParseProfileBands(f);
   }
-  return 0;
+  return {};
 }
 
-void WriteProfile(const std::string& path, TransportKind kind, int n, size_t bytes) {
+std::string ProfileLine(TransportKind kind, int n, const std::vector<AlgorithmBand>& bands) {
+  std::string line = std::string(TransportName(kind)) + " " + std::to_string(n);
+  for (const AlgorithmBand& b : bands) {
+    line += " " + std::string(AlgorithmName(b.algorithm)) + ":" +
+            (b.max_bytes == kNoLimit ? std::string("max") : std::to_string(b.max_bytes));
+  }
+  return line;
+}
+
+void WriteProfile(const std::string& path, TransportKind kind, int n,
+                  const std::vector<AlgorithmBand>& bands) {
   std::string kept;
   if (auto text = ReadFileToString(path); text.ok()) {
     std::istringstream lines(*text);
@@ -153,15 +255,16 @@ void WriteProfile(const std::string& path, TransportKind kind, int n, size_t byt
       std::string t;
       int size = 0;
       if (f >> t >> size && t == TransportName(kind) && size == n) continue;
+      if (line.rfind("# octet collectives", 0) == 0) continue;  // rewritten below
       if (!line.empty()) kept += line + "\n";
     }
   }
-  if (kept.empty())
-    kept = "# octet collectives crossovers: transport world_size oneshot_max_bytes\n";
-  kept += std::string(TransportName(kind)) + " " + std::to_string(n) + " " + std::to_string(bytes) +
-          "\n";
+  kept = "# octet collectives algorithm table: transport world_size, then per size band "
+         "algorithm:max_bytes_per_rank (max = every larger size)\n" +
+         kept;
+  kept += ProfileLine(kind, n, bands) + "\n";
   if (Status s = WriteFileAtomic(path, kept); !s.ok()) {
-    OCTET_LOG(WARNING) << "collectives: cannot store the crossover profile: " << s.ToString();
+    OCTET_LOG(WARNING) << "collectives: cannot store the algorithm table: " << s.ToString();
   }
 }
 
@@ -286,39 +389,60 @@ Status Communicator::SelectBackend(bool self_test) {
 
 Status Communicator::AgreeCrossover() {
   Bootstrap& b = *impl_->bootstrap;
-  if (options_.oneshot_max_bytes > 0) {
-    oneshot_max_bytes_ = options_.oneshot_max_bytes;
-    return Status::Ok();
-  }
   if (size_ == 1 || !impl_->backend->honours_algorithm() ||
       options_.algorithm != AlgorithmKind::kAuto) {
-    oneshot_max_bytes_ = kNoLimit;
+    bands_.clear();
+    return Status::Ok();
+  }
+  if (options_.oneshot_max_bytes > 0) {  // the same on every rank (config digest)
+    bands_ = CrossoverBands(options_.oneshot_max_bytes);
     return Status::Ok();
   }
   const Deadline deadline = Deadline::AfterMs(options_.connect_timeout_ms);
   const TransportKind kind = impl_->backend->transport();
-  // Rank 0's stored profile, if any, decides for everyone.
-  size_t stored = 0;
+  // Rank 0's stored table, if any, decides for everyone.
+  std::vector<AlgorithmBand> table;
   if (rank_ == 0 && !options_.crossover_profile.empty()) {
-    stored = ReadProfile(options_.crossover_profile, kind, size_);
+    table = ReadProfile(options_.crossover_profile, kind, size_);
   }
-  OCTET_ASSIGN_OR_RETURN(auto from0, b.AllGather(WireWriter().U64(stored).str(), deadline));
-  stored = WireReader(from0[0]).U64();
-  if (stored > 0) {
-    oneshot_max_bytes_ = stored;
-    return Status::Ok();
+  OCTET_ASSIGN_OR_RETURN(auto from0, b.AllGather(EncodeBands(table), deadline));
+  table = DecodeBands(from0[0]);
+  if (table.empty()) {
+    const int64_t start = NowNs();
+    // Every rank measures; rank 0 turns the slowest rank's figures into the
+    // table and sends it to all, so every rank holds the same table.
+    OCTET_RETURN_IF_ERROR(MeasureBands(&table));
+    OCTET_ASSIGN_OR_RETURN(from0, b.AllGather(rank_ == 0 ? EncodeBands(table) : std::string(),
+                                              deadline));
+    table = DecodeBands(from0[0]);
+    if (table.empty()) {
+      return DataLossError("collectives: rank 0 sent a malformed one-shot/ring table");
+    }
+    if (rank_ == 0) {
+      OCTET_LOG(INFO) << "collectives: timed one-shot and ring at 8 B-4 MiB in "
+                      << (NowNs() - start) / 1'000'000 << " ms";
+      if (!options_.crossover_profile.empty()) {
+        WriteProfile(options_.crossover_profile, kind, size_, table);
+      }
+    }
   }
+  bands_ = std::move(table);
+  return Status::Ok();
+}
 
-  // Measure: median time of each algorithm at sizes a factor 2 apart on this
-  // rank, then the slowest rank's median decides, identically on every rank.
-  // Both algorithms first run once at the largest size (committing every slot
-  // page, which would otherwise be charged to whichever runs first), then take
-  // turns within each size, so drift on a busy machine hits both alike: with
-  // a 4x grid, a block of one then a block of the other, and no warm-up, the
-  // chosen crossover ranged 8.6-19.4 KiB on shm and 8.5 KiB-1.8 MiB on TCP
-  // from one run to the next on 2 idle cores.
-  const std::vector<size_t> sizes = {4 << 10,   8 << 10,   16 << 10,  32 << 10, 64 << 10,
-                                     128 << 10, 256 << 10, 512 << 10, 1 << 20};
+// Times both algorithms at every power of two from 8 B to 4 MiB (median per
+// size on this rank; the slowest rank's median counts) and, on rank 0, fills
+// `bands` with the faster one per band (2^(k-1), 2^k] (switching only for a
+// margin, see below). Beyond 4 MiB a bandwidth model decides: each
+// algorithm's best bandwidth at 1-4 MiB. Other ranks return an empty table. Cost: at most 21 runs of each algorithm per size up to 64 KiB,
+// 9 up to 1 MiB and 5 at 2-4 MiB (about 0.1-0.2 s on shm, 0.3-1 s over TCP
+// loopback on 2 cores).
+Status Communicator::MeasureBands(std::vector<AlgorithmBand>* bands) {
+  Bootstrap& b = *impl_->bootstrap;
+  const Deadline deadline = Deadline::AfterMs(options_.connect_timeout_ms);
+  const TransportKind kind = impl_->backend->transport();
+  std::vector<size_t> sizes;
+  for (size_t s = 8; s <= (size_t{4} << 20); s *= 2) sizes.push_back(s);
   std::vector<float> buf(sizes.back() / sizeof(float), 1.0f);
   Waiter& w = *impl_->waiter;
   auto run = [&](AlgorithmKind algo, size_t bytes) -> Result<int64_t> {
@@ -327,15 +451,18 @@ Status Communicator::AgreeCrossover() {
                      bytes / sizeof(float),    DType::kF32, 0};
     const int64_t start = NowNs();
     Status s = impl_->backend->Collective(a, algo, w);
-    if (!s.ok()) return s.WithContext("collectives: measuring the one-shot/ring crossover");
+    if (!s.ok()) return s.WithContext("collectives: timing one-shot and ring");
     return NowNs() - start;
   };
+  // Both algorithms first run once at the largest size (committing every slot
+  // page, which would otherwise be charged to whichever runs first), then take
+  // turns within each size, so drift on a busy machine hits both alike.
   for (AlgorithmKind algo : {AlgorithmKind::kOneShot, AlgorithmKind::kRing}) {
     OCTET_RETURN_IF_ERROR(run(algo, sizes.back()).status());
   }
   WireWriter mine;
   for (size_t bytes : sizes) {
-    const int iters = bytes >= (256 << 10) ? 7 : 15;
+    const int iters = bytes <= (64 << 10) ? 21 : bytes <= (1 << 20) ? 9 : 5;
     std::vector<int64_t> t1, t2;
     for (int i = 0; i <= iters; ++i) {  // i = 0: warm-up at this size
       const bool oneshot_first = i % 2 == 0;
@@ -353,6 +480,8 @@ Status Communicator::AgreeCrossover() {
     }
   }
   OCTET_ASSIGN_OR_RETURN(auto all, b.AllGather(mine.str(), deadline));
+  bands->clear();
+  if (rank_ != 0) return Status::Ok();
   std::vector<double> oneshot(sizes.size(), 0), ring(sizes.size(), 0);
   for (int p = 0; p < size_; ++p) {
     WireReader rd(all[p]);
@@ -360,38 +489,46 @@ Status Communicator::AgreeCrossover() {
       oneshot[k] = std::max(oneshot[k], static_cast<double>(rd.I64()));
       ring[k] = std::max(ring[k], static_cast<double>(rd.I64()));
     }
+    if (!rd.ok()) return DataLossError("collectives: rank " + std::to_string(p) +
+                                       " sent malformed one-shot/ring timings");
   }
-  // First size where ring wins: interpolate the crossing between it and the
-  // size before. If one-shot wins everywhere, extrapolate the two largest
-  // sizes linearly (t = a + b*S) to where the lines cross.
-  size_t crossover = kNoLimit;
+  // A band keeps the algorithm of the band below unless the other one is
+  // more than kSwitchMargin faster there: where the two are within noise of
+  // each other the table does not flip back and forth (either is within the
+  // margin of the better), and one disturbed median cannot split a run of
+  // bands. The smallest band starts from one-shot (one step against ring's
+  // 2(n-1)).
+  constexpr double kSwitchMargin = 0.05;
+  auto pick = [&](AlgorithmKind prev, double t_oneshot, double t_ring) {
+    if (prev == AlgorithmKind::kOneShot) {
+      return t_ring < t_oneshot * (1 - kSwitchMargin) ? AlgorithmKind::kRing : prev;
+    }
+    return t_oneshot < t_ring * (1 - kSwitchMargin) ? AlgorithmKind::kOneShot : prev;
+  };
+  std::vector<AlgorithmBand> rows;
+  AlgorithmKind prev = AlgorithmKind::kOneShot;
   for (size_t k = 0; k < sizes.size(); ++k) {
-    if (ring[k] < oneshot[k]) {
-      if (k == 0) {
-        crossover = sizes[0] / 2;
-      } else {
-        const double d0 = ring[k - 1] - oneshot[k - 1];  // > 0: one-shot faster
-        const double d1 = oneshot[k] - ring[k];          // > 0: ring faster
-        const double f = d0 / (d0 + d1);
-        crossover = static_cast<size_t>(sizes[k - 1] + f * (sizes[k] - sizes[k - 1]));
-      }
-      break;
+    OCTET_LOG(DEBUG) << "collectives: " << sizes[k] << " B: one-shot " << oneshot[k] / 1e3
+                     << " us, ring " << ring[k] / 1e3 << " us (slowest rank's median)";
+    prev = pick(prev, oneshot[k], ring[k]);
+    rows.push_back({sizes[k], prev});
+  }
+  // Beyond the largest measured size both are bandwidth-bound: each takes
+  // the best bandwidth it showed at 1-4 MiB (noise only ever slows a run, so
+  // the best is the least disturbed), and the higher one wins every larger
+  // band (with the same margin).
+  auto best_bandwidth = [&](const std::vector<double>& t) {
+    double bw = 0;
+    for (size_t k = sizes.size() - 3; k < sizes.size(); ++k) {
+      bw = std::max(bw, static_cast<double>(sizes[k]) / std::max(t[k], 1.0));
     }
-  }
-  if (crossover == kNoLimit) {
-    const size_t k = sizes.size() - 1;
-    const double ds = static_cast<double>(sizes[k] - sizes[k - 1]);
-    const double b1 = (oneshot[k] - oneshot[k - 1]) / ds, b2 = (ring[k] - ring[k - 1]) / ds;
-    const double a1 = oneshot[k] - b1 * sizes[k], a2 = ring[k] - b2 * sizes[k];
-    if (b1 > b2 && a2 > a1) {
-      const double x = (a2 - a1) / (b1 - b2);
-      if (x < 1e15) crossover = static_cast<size_t>(x);
-    }
-  }
-  oneshot_max_bytes_ = std::max<size_t>(crossover, 64);
-  if (rank_ == 0 && !options_.crossover_profile.empty()) {
-    WriteProfile(options_.crossover_profile, kind, size_, oneshot_max_bytes_);
-  }
+    return bw;
+  };
+  const double bw_oneshot = best_bandwidth(oneshot), bw_ring = best_bandwidth(ring);
+  OCTET_LOG(DEBUG) << "collectives: beyond " << sizes.back() << " B: one-shot "
+                   << bw_oneshot << " GB/s, ring " << bw_ring << " GB/s";
+  rows.push_back({kNoLimit, pick(prev, 1 / bw_oneshot, 1 / bw_ring)});
+  *bands = Compress(rows);
   return Status::Ok();
 }
 
@@ -404,10 +541,20 @@ std::string Communicator::Describe() const {
                   std::string(TransportName(transport())) + ", ";
   if (impl_->backend && !impl_->backend->honours_algorithm()) return s + "NCCL's own algorithms";
   s += std::string(AlgorithmName(algorithm_));
-  if (algorithm_ == AlgorithmKind::kAuto) {
-    s += oneshot_max_bytes_ == kNoLimit
-             ? " (one-shot at every size)"
-             : " (one-shot up to " + FormatBytes(static_cast<double>(oneshot_max_bytes_)) + ")";
+  if (algorithm_ == AlgorithmKind::kAuto && !bands_.empty()) {
+    s += " (";
+    for (size_t i = 0; i < bands_.size(); ++i) {
+      const char* name = bands_[i].algorithm == AlgorithmKind::kRing ? "ring" : "one-shot";
+      if (i > 0) s += ", ";
+      if (bands_.size() == 1) {
+        s += std::string(name) + " at every size";
+      } else if (bands_[i].max_bytes == kNoLimit) {
+        s += std::string(name) + " above";
+      } else {
+        s += std::string(name) + " up to " + FormatBytes(static_cast<double>(bands_[i].max_bytes));
+      }
+    }
+    s += ")";
   }
   if (!fallback_reason_.empty()) s += "; " + fallback_reason_;
   return s;
@@ -416,7 +563,15 @@ std::string Communicator::Describe() const {
 AlgorithmKind Communicator::AlgorithmFor(CollectiveOp op, size_t bytes) const {
   if (op == CollectiveOp::kBarrier) return AlgorithmKind::kOneShot;
   if (algorithm_ != AlgorithmKind::kAuto) return algorithm_;
-  return bytes <= oneshot_max_bytes_ ? AlgorithmKind::kOneShot : AlgorithmKind::kRing;
+  for (const AlgorithmBand& b : bands_) {  // a few rows, sorted
+    if (bytes <= b.max_bytes) return b.algorithm;
+  }
+  return AlgorithmKind::kOneShot;  // one rank or NCCL: no table
+}
+
+size_t Communicator::oneshot_max_bytes() const {
+  if (bands_.empty()) return kNoLimit;
+  return bands_[0].algorithm == AlgorithmKind::kOneShot ? bands_[0].max_bytes : 0;
 }
 
 Status Communicator::health() const {
@@ -539,7 +694,7 @@ Result<std::unique_ptr<Communicator>> Communicator::Duplicate() {
   c->options_ = options_;
   c->options_.transport = transport();
   c->algorithm_ = algorithm_;
-  c->oneshot_max_bytes_ = oneshot_max_bytes_;
+  c->bands_ = bands_;
   c->rank_ = rank_;
   c->size_ = size_;
   auto b = impl_->bootstrap->Duplicate(Deadline::AfterMs(options_.connect_timeout_ms));

@@ -1,13 +1,14 @@
 // Communicator behaviour with ranks as threads of one process: every op on
 // every transport, start-up vote and fallback (verbs and NCCL without
 // hardware), errors that name the rank, poisoning, the one-call-at-a-time
-// rule, Duplicate, stats and the auto crossover. Multi-process runs, killed
+// rule, Duplicate, stats and auto's agreed algorithm table. Multi-process runs, killed
 // ranks and network namespaces are in tests/integration/collectives.
 #include <QtTest>
 
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <limits>
 #include <mutex>
 #include <random>
 #include <thread>
@@ -412,7 +413,7 @@ class TestCommunicator : public QObject {
     QVERIFY2(AllOk(r), Join(r).c_str());
   }
 
-  void autoAgreesOnOneCrossoverAndStoresIt() {
+  void autoAgreesOnOneBandTableAndStoresIt() {
     const std::string profile =
         QDir::tempPath().toStdString() + "/octet-crossover-" + std::to_string(::getpid()) + ".txt";
     std::remove(profile.c_str());
@@ -420,26 +421,100 @@ class TestCommunicator : public QObject {
     o.transport = TransportKind::kShm;
     o.algorithm = AlgorithmKind::kAuto;
     o.crossover_profile = profile;
-    std::vector<size_t> seen(2);
+    std::vector<std::vector<AlgorithmBand>> seen(2);
     auto r = RunRanks(2, o, [&](Communicator& c) {
-      seen[c.rank()] = c.oneshot_max_bytes();
+      seen[c.rank()] = c.algorithm_bands();
       // Every rank maps a size to the same algorithm.
       return Expect(c.AlgorithmFor(CollectiveOp::kAllReduce, 8) == AlgorithmKind::kOneShot,
                     c.Describe());
     });
     QVERIFY2(AllOk(r), Join(r).c_str());
-    QCOMPARE(seen[0], seen[1]);
-    QVERIFY(seen[0] >= 64);
+    QVERIFY(seen[0] == seen[1]);
+    QVERIFY(!seen[0].empty());
+    QCOMPARE(seen[0].back().max_bytes, std::numeric_limits<size_t>::max());
+    for (size_t i = 1; i < seen[0].size(); ++i) {
+      QVERIFY(seen[0][i].max_bytes > seen[0][i - 1].max_bytes);
+      QVERIFY(seen[0][i].algorithm != seen[0][i - 1].algorithm);
+    }
     auto text = ReadFileToString(profile);
     QVERIFY(text.ok());
-    QVERIFY2(text->find("shm 2 " + std::to_string(seen[0])) != std::string::npos, text->c_str());
-    // A stored profile is used instead of measuring again.
+    QVERIFY2(text->find("\nshm 2 oneshot:") != std::string::npos, text->c_str());
+    QVERIFY2(text->find(":max\n") != std::string::npos, text->c_str());
+
+    // A stored table is used instead of measuring again, band by band.
+    QVERIFY(WriteFileAtomic(profile, "shm 2 oneshot:16384 ring:65536 oneshot:1048576 ring:max\n")
+                .ok());
+    r = RunRanks(2, o, [&](Communicator& c) {
+      const std::vector<std::pair<size_t, AlgorithmKind>> want = {
+          {8, AlgorithmKind::kOneShot},         {16384, AlgorithmKind::kOneShot},
+          {16385, AlgorithmKind::kRing},        {65536, AlgorithmKind::kRing},
+          {65537, AlgorithmKind::kOneShot},     {1 << 20, AlgorithmKind::kOneShot},
+          {(1 << 20) + 4, AlgorithmKind::kRing}, {size_t{1} << 40, AlgorithmKind::kRing}};
+      for (const auto& [bytes, algo] : want) {
+        OCTET_RETURN_IF_ERROR(
+            Expect(c.AlgorithmFor(CollectiveOp::kAllReduce, bytes) == algo,
+                   std::to_string(bytes) + " bytes: " + c.Describe()));
+      }
+      // Sums stay right on both sides of every band edge.
+      for (size_t count : {size_t{4096}, size_t{4097}, size_t{16384}, size_t{16385}}) {
+        std::vector<float> v(count);
+        for (size_t i = 0; i < count; ++i) v[i] = static_cast<float>((c.rank() + 1) * (i % 7));
+        OCTET_RETURN_IF_ERROR(c.AllReduce(v.data(), count, DType::kF32));
+        for (size_t i = 0; i < count; ++i) {
+          OCTET_RETURN_IF_ERROR(Expect(v[i] == static_cast<float>(3 * (i % 7)),
+                                       "wrong sum at " + std::to_string(i)));
+        }
+      }
+      return Expect(c.oneshot_max_bytes() == 16384, c.Describe());
+    });
+    QVERIFY2(AllOk(r), Join(r).c_str());
+
+    // The one-crossover format of earlier profiles still reads.
     QVERIFY(WriteFileAtomic(profile, "shm 2 12345\n").ok());
     r = RunRanks(2, o, [&](Communicator& c) {
-      return Expect(c.oneshot_max_bytes() == 12345, c.Describe());
+      OCTET_RETURN_IF_ERROR(Expect(c.oneshot_max_bytes() == 12345, c.Describe()));
+      return Expect(c.AlgorithmFor(CollectiveOp::kAllReduce, 12346) == AlgorithmKind::kRing,
+                    c.Describe());
     });
     QVERIFY2(AllOk(r), Join(r).c_str());
     std::remove(profile.c_str());
+  }
+
+  // Only rank 0's profile counts: another rank's different (or missing)
+  // profile cannot make the ranks disagree on a path.
+  void autoTakesRankZerosTable() {
+    const std::string dir = QDir::tempPath().toStdString() + "/octet-bands-" +
+                            std::to_string(::getpid());
+    QVERIFY(MakeDirs(dir).ok());
+    QVERIFY(WriteFileAtomic(dir + "/p0", "shm 2 ring:4096 oneshot:max\n").ok());
+    QVERIFY(WriteFileAtomic(dir + "/p1", "shm 2 oneshot:max\n").ok());
+    std::vector<std::vector<AlgorithmBand>> seen(2);
+    std::vector<std::string> errors(2);
+    std::vector<std::thread> threads;
+    const std::string addr = "127.0.0.1:" + std::to_string(FreePort());
+    for (int rank = 0; rank < 2; ++rank) {
+      threads.emplace_back([&, rank] {
+        CommunicatorOptions o;
+        o.transport = TransportKind::kShm;
+        o.crossover_profile = dir + "/p" + std::to_string(rank);
+        auto c = Communicator::Create(addr, 2, rank, o);
+        if (!c.ok()) {
+          errors[rank] = c.status().ToString();
+          return;
+        }
+        seen[rank] = (*c)->algorithm_bands();
+      });
+    }
+    for (auto& t : threads) t.join();
+    QVERIFY2(errors[0].empty() && errors[1].empty(), (errors[0] + errors[1]).c_str());
+    const std::vector<AlgorithmBand> want = {{4096, AlgorithmKind::kRing},
+                                             {std::numeric_limits<size_t>::max(),
+                                              AlgorithmKind::kOneShot}};
+    QVERIFY(seen[0] == want);
+    QVERIFY(seen[1] == want);
+    std::remove((dir + "/p0").c_str());
+    std::remove((dir + "/p1").c_str());
+    ::rmdir(dir.c_str());
   }
 };
 
