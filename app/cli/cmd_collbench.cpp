@@ -124,7 +124,7 @@ ArgParser MakeParser() {
            "core");
   p.Option("cpu", "K", "pin this process to its K-th allowed CPU (set by --bind for spawned ranks)");
   p.Option("oneshot-max", "SIZE", "auto: one-shot up to this size (default: measure)");
-  p.Option("profile", "FILE", "auto: read/store the measured one-shot/ring table per size band here");
+  p.Option("profile", "FILE", "auto: read/store the measured algorithm table here");
   return p;
 }
 

@@ -419,7 +419,7 @@ Status Communicator::AgreeCrossover() {
       return DataLossError("collectives: rank 0 sent a malformed one-shot/ring table");
     }
     if (rank_ == 0) {
-      OCTET_LOG(INFO) << "collectives: timed one-shot and ring at 8 B-4 MiB in "
+      OCTET_LOG(INFO) << "collectives: timed one-shot and ring at 8 B-16 MiB in "
                       << (NowNs() - start) / 1'000'000 << " ms";
       if (!options_.crossover_profile.empty()) {
         WriteProfile(options_.crossover_profile, kind, size_, table);
@@ -430,19 +430,22 @@ Status Communicator::AgreeCrossover() {
   return Status::Ok();
 }
 
-// Times both algorithms at every power of two from 8 B to 4 MiB (median per
+// Times both algorithms at every power of two from 8 B to 16 MiB (median per
 // size on this rank; the slowest rank's median counts) and, on rank 0, fills
 // `bands` with the faster one per band (2^(k-1), 2^k] (switching only for a
-// margin, see below). Beyond 4 MiB a bandwidth model decides: each
-// algorithm's best bandwidth at 1-4 MiB. Other ranks return an empty table. Cost: at most 21 runs of each algorithm per size up to 64 KiB,
-// 9 up to 1 MiB and 5 at 2-4 MiB (about 0.1-0.2 s on shm, 0.3-1 s over TCP
-// loopback on 2 cores).
+// margin, see below). Beyond 16 MiB a bandwidth model decides: each
+// algorithm's best bandwidth at 4-16 MiB. Other ranks return an empty table.
+// The sizes past 4 MiB matter: out of cache, one-shot's 1 MiB steps can beat
+// ring where the two tie at 1-4 MiB (2 ranks over TCP: 64 MB one-shot 55 ms,
+// ring 80 ms). Cost: a fixed number of runs, 21 of each algorithm per size
+// up to 64 KiB, 9 up to 1 MiB, 5 up to 4 MiB and 3 at 8 and 16 MiB, and a
+// 16 MiB buffer while it runs.
 Status Communicator::MeasureBands(std::vector<AlgorithmBand>* bands) {
   Bootstrap& b = *impl_->bootstrap;
   const Deadline deadline = Deadline::AfterMs(options_.connect_timeout_ms);
   const TransportKind kind = impl_->backend->transport();
   std::vector<size_t> sizes;
-  for (size_t s = 8; s <= (size_t{4} << 20); s *= 2) sizes.push_back(s);
+  for (size_t s = 8; s <= (size_t{16} << 20); s *= 2) sizes.push_back(s);
   std::vector<float> buf(sizes.back() / sizeof(float), 1.0f);
   Waiter& w = *impl_->waiter;
   auto run = [&](AlgorithmKind algo, size_t bytes) -> Result<int64_t> {
@@ -462,9 +465,15 @@ Status Communicator::MeasureBands(std::vector<AlgorithmBand>* bands) {
   }
   WireWriter mine;
   for (size_t bytes : sizes) {
-    const int iters = bytes <= (64 << 10) ? 21 : bytes <= (1 << 20) ? 9 : 5;
+    const int iters = bytes <= (64 << 10)  ? 21
+                      : bytes <= (1 << 20) ? 9
+                      : bytes <= (4 << 20) ? 5
+                                           : 3;
+    // i = 0 is a warm-up at this size, except above 4 MiB, where the first
+    // runs at the largest size warmed everything up and a run costs most.
+    const int first = bytes > (4 << 20) ? 1 : 0;
     std::vector<int64_t> t1, t2;
-    for (int i = 0; i <= iters; ++i) {  // i = 0: warm-up at this size
+    for (int i = first; i <= iters; ++i) {
       const bool oneshot_first = i % 2 == 0;
       OCTET_ASSIGN_OR_RETURN(
           int64_t a, run(oneshot_first ? AlgorithmKind::kOneShot : AlgorithmKind::kRing, bytes));
@@ -514,7 +523,7 @@ Status Communicator::MeasureBands(std::vector<AlgorithmBand>* bands) {
     rows.push_back({sizes[k], prev});
   }
   // Beyond the largest measured size both are bandwidth-bound: each takes
-  // the best bandwidth it showed at 1-4 MiB (noise only ever slows a run, so
+  // the best bandwidth it showed at 4-16 MiB (noise only ever slows a run, so
   // the best is the least disturbed), and the higher one wins every larger
   // band (with the same margin).
   auto best_bandwidth = [&](const std::vector<double>& t) {
