@@ -431,15 +431,15 @@ Status Communicator::AgreeCrossover() {
 }
 
 // Times both algorithms at every power of two from 8 B to 16 MiB (median per
-// size on this rank; the slowest rank's median counts) and, on rank 0, fills
-// `bands` with the faster one per band (2^(k-1), 2^k] (switching only for a
-// margin, see below). Beyond 16 MiB a bandwidth model decides: each
-// algorithm's best bandwidth at 4-16 MiB. Other ranks return an empty table.
-// The sizes past 4 MiB matter: out of cache, one-shot's 1 MiB steps can beat
-// ring where the two tie at 1-4 MiB (2 ranks over TCP: 64 MB one-shot 55 ms,
-// ring 80 ms). Cost: a fixed number of runs, 21 of each algorithm per size
-// up to 64 KiB, 9 up to 1 MiB, 5 up to 4 MiB and 3 at 8 and 16 MiB, and a
-// 16 MiB buffer while it runs.
+// size on this rank, the fastest run above 1 MiB; the slowest rank's figure
+// counts) and, on rank 0, fills `bands` with the faster one per band
+// (2^(k-1), 2^k] (switching only for a margin, see below). Beyond 16 MiB a
+// bandwidth model decides: each algorithm's bandwidth at 16 MiB. Other ranks
+// return an empty table. The sizes past 4 MiB matter: out of cache,
+// one-shot's 1 MiB steps can beat ring where the two tie at 1-4 MiB (2 ranks
+// over TCP: 64 MB one-shot 55 ms, ring 80 ms). Cost: a fixed number of runs,
+// 21 of each algorithm per size up to 64 KiB, 9 up to 1 MiB, 5 up to 4 MiB
+// and 3 at 8 and 16 MiB, and a 16 MiB buffer while it runs.
 Status Communicator::MeasureBands(std::vector<AlgorithmBand>* bands) {
   Bootstrap& b = *impl_->bootstrap;
   const Deadline deadline = Deadline::AfterMs(options_.connect_timeout_ms);
@@ -483,9 +483,13 @@ Status Communicator::MeasureBands(std::vector<AlgorithmBand>* bands) {
       t1.push_back(oneshot_first ? a : c);
       t2.push_back(oneshot_first ? c : a);
     }
+    // The median, except above 1 MiB, where a size has only 3-5 long runs
+    // and one preemption on a busy machine moves a median: there the fastest
+    // run (the least disturbed) stands for the algorithm.
+    const size_t pick = bytes > (1 << 20) ? 0 : t1.size() / 2;
     for (std::vector<int64_t>* t : {&t1, &t2}) {
-      std::nth_element(t->begin(), t->begin() + t->size() / 2, t->end());
-      mine.I64((*t)[t->size() / 2]);
+      std::nth_element(t->begin(), t->begin() + pick, t->end());
+      mine.I64((*t)[pick]);
     }
   }
   OCTET_ASSIGN_OR_RETURN(auto all, b.AllGather(mine.str(), deadline));
@@ -501,42 +505,39 @@ Status Communicator::MeasureBands(std::vector<AlgorithmBand>* bands) {
     if (!rd.ok()) return DataLossError("collectives: rank " + std::to_string(p) +
                                        " sent malformed one-shot/ring timings");
   }
-  // A band keeps the algorithm of the band below unless the other one is
-  // more than kSwitchMargin faster there: where the two are within noise of
-  // each other the table does not flip back and forth (either is within the
-  // margin of the better), and one disturbed median cannot split a run of
-  // bands. The smallest band starts from one-shot (one step against ring's
-  // 2(n-1)).
+  // Each band is judged by the geometric mean of one-shot/ring over itself
+  // and its two neighbours: real crossovers are smooth in size, while on a
+  // busy machine single medians swing by tens of percent, and a table that
+  // flips at every disturbed band is worse than either algorithm. A band
+  // also keeps the algorithm of the band below unless the other is more
+  // than kSwitchMargin faster there (within it, either is close enough).
+  // The smallest band starts from one-shot (one step against ring's 2(n-1)).
   constexpr double kSwitchMargin = 0.05;
-  auto pick = [&](AlgorithmKind prev, double t_oneshot, double t_ring) {
-    if (prev == AlgorithmKind::kOneShot) {
-      return t_ring < t_oneshot * (1 - kSwitchMargin) ? AlgorithmKind::kRing : prev;
-    }
-    return t_oneshot < t_ring * (1 - kSwitchMargin) ? AlgorithmKind::kOneShot : prev;
-  };
+  const size_t m = sizes.size();
+  std::vector<double> log_ratio(m);  // > 0: ring faster
+  for (size_t k = 0; k < m; ++k) {
+    OCTET_LOG(DEBUG) << "collectives: " << sizes[k] << " B: one-shot " << oneshot[k] / 1e3
+                     << " us, ring " << ring[k] / 1e3 << " us (slowest rank)";
+    log_ratio[k] = std::log(std::max(oneshot[k], 1.0) / std::max(ring[k], 1.0));
+  }
+  const double switch_at = -std::log(1 - kSwitchMargin);
   std::vector<AlgorithmBand> rows;
   AlgorithmKind prev = AlgorithmKind::kOneShot;
-  for (size_t k = 0; k < sizes.size(); ++k) {
-    OCTET_LOG(DEBUG) << "collectives: " << sizes[k] << " B: one-shot " << oneshot[k] / 1e3
-                     << " us, ring " << ring[k] / 1e3 << " us (slowest rank's median)";
-    prev = pick(prev, oneshot[k], ring[k]);
+  for (size_t k = 0; k < m; ++k) {
+    const size_t lo = k == 0 ? 0 : k - 1, hi = std::min(m - 1, k + 1);
+    double smoothed = 0;
+    for (size_t j = lo; j <= hi; ++j) smoothed += log_ratio[j];
+    smoothed /= static_cast<double>(hi - lo + 1);
+    if (prev == AlgorithmKind::kOneShot && smoothed > switch_at) prev = AlgorithmKind::kRing;
+    if (prev == AlgorithmKind::kRing && smoothed < -switch_at) prev = AlgorithmKind::kOneShot;
     rows.push_back({sizes[k], prev});
   }
-  // Beyond the largest measured size both are bandwidth-bound: each takes
-  // the best bandwidth it showed at 4-16 MiB (noise only ever slows a run, so
-  // the best is the least disturbed), and the higher one wins every larger
-  // band (with the same margin).
-  auto best_bandwidth = [&](const std::vector<double>& t) {
-    double bw = 0;
-    for (size_t k = sizes.size() - 3; k < sizes.size(); ++k) {
-      bw = std::max(bw, static_cast<double>(sizes[k]) / std::max(t[k], 1.0));
-    }
-    return bw;
-  };
-  const double bw_oneshot = best_bandwidth(oneshot), bw_ring = best_bandwidth(ring);
-  OCTET_LOG(DEBUG) << "collectives: beyond " << sizes.back() << " B: one-shot "
-                   << bw_oneshot << " GB/s, ring " << bw_ring << " GB/s";
-  rows.push_back({kNoLimit, pick(prev, 1 / bw_oneshot, 1 / bw_ring)});
+  // Beyond the largest measured size both algorithms are bandwidth-bound
+  // and out of cache, so each is modelled as t = S / (its bandwidth at
+  // 16 MiB): the ratio stays the 16 MiB ratio and every larger band takes
+  // the 16 MiB band's algorithm. (The best bandwidth over 4-16 MiB would let
+  // a 4 MiB run that still hit the 2 MiB-per-core L2 decide for 64 MB.)
+  rows.push_back({kNoLimit, prev});
   *bands = Compress(rows);
   return Status::Ok();
 }

@@ -17,8 +17,8 @@
 // all fall back together (verbs -> shm on one host, else tcp; shm -> tcp;
 // nccl -> shm/tcp) and rank 0 logs one line saying what and why
 // (fallback_reason()). With algorithm kAuto the ranks then time one-shot and
-// ring at every power of two from 8 B to 16 MiB, compare their best
-// bandwidths at 4-16 MiB for every larger size, and adopt rank 0's table of
+// ring at every power of two from 8 B to 16 MiB, compare their bandwidths
+// at 16 MiB for every larger size, and adopt rank 0's table of
 // the faster one per power-of-two size band (or rank 0's stored table from
 // options.crossover_profile); see algorithm_bands().
 //
