@@ -8,11 +8,14 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <mutex>
 #include <random>
+#include <sstream>
 #include <thread>
 
+#include "algorithm_table.h"
 #include "backend.h"
 #include "octet/base/file_util.h"
 #include "octet/collectives/communicator.h"
@@ -411,6 +414,60 @@ class TestCommunicator : public QObject {
       return Expect(again.message() == c.health().message() && !again.ok(), again.ToString());
     });
     QVERIFY2(AllOk(r), Join(r).c_str());
+  }
+
+  // The table from start-up timings, with made-up timings: real crossovers
+  // switch the algorithm, one disturbed band or a sub-5% difference does not.
+  void bandTableFromTimings() {
+    std::vector<size_t> sizes;
+    for (size_t s = 8; s <= (size_t{16} << 20); s *= 2) sizes.push_back(s);
+    const size_t kMax = std::numeric_limits<size_t>::max();
+    // ratio(s) = one-shot time / ring time at size s.
+    auto table = [&](const std::function<double(size_t)>& ratio) {
+      std::vector<double> os, ring;
+      for (size_t s : sizes) {
+        ring.push_back(1000.0 + static_cast<double>(s) / 10);
+        os.push_back(ring.back() * ratio(s));
+      }
+      return ChooseBands(sizes, os, ring);
+    };
+    using B = std::vector<AlgorithmBand>;
+    const auto kO = AlgorithmKind::kOneShot, kR = AlgorithmKind::kRing;
+    QVERIFY(table([](size_t s) { return s <= 16384 ? 0.5 : 2.0; }) == B({{16384, kO}, {kMax, kR}}));
+    // One disturbed band in a run of one-shot wins.
+    QVERIFY(table([](size_t s) { return s == 4096 ? 1.5 : 0.5; }) == B({{kMax, kO}}));
+    // Within 5% the table does not flip back and forth.
+    QVERIFY(table([](size_t s) { return (s / 8) % 2 ? 1.03 : 0.97; }) == B({{kMax, kO}}));
+    // Two real switches; sizes past 16 MiB take the 16 MiB band's choice.
+    QVERIFY(table([](size_t s) {
+              return s <= (1 << 20) ? 0.7 : s <= (4 << 20) ? 1.5 : 0.6;
+            }) == B({{1 << 20, kO}, {4 << 20, kR}, {kMax, kO}}));
+    QVERIFY(table([](size_t) { return 3.0; }) == B({{kMax, kR}}));
+
+    // Rank 0's table survives the wire; anything malformed decodes empty.
+    const B t = {{16384, kO}, {4 << 20, kR}, {kMax, kO}};
+    QVERIFY(DecodeBands(EncodeBands(t)) == t);
+    std::string wire = EncodeBands(t);
+    QVERIFY(DecodeBands(wire.substr(0, wire.size() - 1)).empty());
+    QVERIFY(DecodeBands(EncodeBands(B({{4096, kR}, {1024, kO}, {kMax, kR}}))).empty());
+    QVERIFY(DecodeBands(EncodeBands(B({{4096, kR}}))).empty());
+    QVERIFY(DecodeBands(EncodeBands(B({{kMax, AlgorithmKind::kAuto}}))).empty());
+    QVERIFY(DecodeBands("").empty());
+
+    // Profile lines.
+    auto parse = [](const std::string& text) {
+      std::istringstream f(text);
+      return ParseProfileBands(f);
+    };
+    QVERIFY(parse("oneshot:16384 ring:4194304 oneshot:max") == t);
+    QCOMPARE(ProfileLine(TransportKind::kShm, 4, t),
+             std::string("shm 4 oneshot:16384 ring:4194304 oneshot:max"));
+    QVERIFY(parse("12345") == B({{12345, kO}, {kMax, kR}}));
+    for (const char* bad : {"", "0", "12x", "oneshot:100", "ring:0 oneshot:max",
+                            "oneshot:100 ring:50 oneshot:max", "fast:max", "oneshot:max ring:max",
+                            "oneshot:-1 ring:max", "oneshot:abc ring:max"}) {
+      QVERIFY2(parse(bad).empty(), bad);
+    }
   }
 
   void autoAgreesOnOneBandTableAndStoresIt() {
