@@ -19,6 +19,7 @@
 #include <cstdio>
 #include <cstring>
 #include <iostream>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -123,7 +124,7 @@ ArgParser MakeParser() {
            "core");
   p.Option("cpu", "K", "pin this process to its K-th allowed CPU (set by --bind for spawned ranks)");
   p.Option("oneshot-max", "SIZE", "auto: one-shot up to this size (default: measure)");
-  p.Option("profile", "FILE", "auto: read/store the measured crossover here");
+  p.Option("profile", "FILE", "auto: read/store the measured algorithm table here");
   return p;
 }
 
@@ -376,6 +377,16 @@ int RunJoined(const BenchConfig& c, const std::string& rendezvous, int rank) {
                                          cm.transport() != TransportKind::kNccl
                                      ? nlohmann::json(cm.oneshot_max_bytes())
                                      : nlohmann::json(nullptr);
+      // auto's table: per band, the largest bytes per rank (null: every
+      // larger size) and the algorithm.
+      doc["algorithm_bands"] = nlohmann::json::array();
+      for (const collectives::AlgorithmBand& band : cm.algorithm_bands()) {
+        doc["algorithm_bands"].push_back(
+            {{"max_bytes", band.max_bytes == std::numeric_limits<size_t>::max()
+                               ? nlohmann::json(nullptr)
+                               : nlohmann::json(band.max_bytes)},
+             {"algorithm", std::string(collectives::AlgorithmName(band.algorithm))}});
+      }
       doc["iters"] = c.iters;
       doc["warmup"] = c.warmup;
       doc["check"] = c.check;

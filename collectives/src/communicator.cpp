@@ -2,12 +2,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <sstream>
 #include <thread>
 #include <vector>
 
+#include "algorithm_table.h"
 #include "backend.h"
 #include "bootstrap.h"
 #include "octet/base/args.h"
@@ -27,8 +29,6 @@ struct Communicator::Impl {
 };
 
 namespace {
-
-constexpr size_t kNoLimit = std::numeric_limits<size_t>::max();
 
 // Everything that must be equal on every rank, compared at the rendezvous.
 std::string ConfigDigest(const CommunicatorOptions& o) {
@@ -125,25 +125,24 @@ Status SelfTest(Backend& backend, Waiter& w, int rank, int n) {
   return backend.Collective(barrier, AlgorithmKind::kOneShot, w).WithContext("self-test");
 }
 
-// Looks up "TRANSPORT WORLD_SIZE ONESHOT_MAX_BYTES" in a profile file.
-size_t ReadProfile(const std::string& path, TransportKind kind, int n) {
+// Rank 0's table for this transport and world size in a profile file; empty
+// when there is none (or the line is malformed: then it is measured again).
+std::vector<AlgorithmBand> ReadProfile(const std::string& path, TransportKind kind, int n) {
   auto text = ReadFileToString(path);
-  if (!text.ok()) return 0;
+  if (!text.ok()) return {};
   std::istringstream lines(*text);
   std::string line;
   while (std::getline(lines, line)) {
     std::istringstream f(line);
     std::string t;
     int size = 0;
-    unsigned long long bytes = 0;
-    if (f >> t >> size >> bytes && t == TransportName(kind) && size == n && bytes > 0) {
-      return static_cast<size_t>(bytes);
-    }
+    if (f >> t >> size && t == TransportName(kind) && size == n) return ParseProfileBands(f);
   }
-  return 0;
+  return {};
 }
 
-void WriteProfile(const std::string& path, TransportKind kind, int n, size_t bytes) {
+void WriteProfile(const std::string& path, TransportKind kind, int n,
+                  const std::vector<AlgorithmBand>& bands) {
   std::string kept;
   if (auto text = ReadFileToString(path); text.ok()) {
     std::istringstream lines(*text);
@@ -153,15 +152,16 @@ void WriteProfile(const std::string& path, TransportKind kind, int n, size_t byt
       std::string t;
       int size = 0;
       if (f >> t >> size && t == TransportName(kind) && size == n) continue;
+      if (line.rfind("# octet collectives", 0) == 0) continue;  // rewritten below
       if (!line.empty()) kept += line + "\n";
     }
   }
-  if (kept.empty())
-    kept = "# octet collectives crossovers: transport world_size oneshot_max_bytes\n";
-  kept += std::string(TransportName(kind)) + " " + std::to_string(n) + " " + std::to_string(bytes) +
-          "\n";
+  kept = "# octet collectives algorithm table: transport world_size, then per size band "
+         "algorithm:max_bytes_per_rank (max = every larger size)\n" +
+         kept;
+  kept += ProfileLine(kind, n, bands) + "\n";
   if (Status s = WriteFileAtomic(path, kept); !s.ok()) {
-    OCTET_LOG(WARNING) << "collectives: cannot store the crossover profile: " << s.ToString();
+    OCTET_LOG(WARNING) << "collectives: cannot store the algorithm table: " << s.ToString();
   }
 }
 
@@ -286,39 +286,63 @@ Status Communicator::SelectBackend(bool self_test) {
 
 Status Communicator::AgreeCrossover() {
   Bootstrap& b = *impl_->bootstrap;
-  if (options_.oneshot_max_bytes > 0) {
-    oneshot_max_bytes_ = options_.oneshot_max_bytes;
-    return Status::Ok();
-  }
   if (size_ == 1 || !impl_->backend->honours_algorithm() ||
       options_.algorithm != AlgorithmKind::kAuto) {
-    oneshot_max_bytes_ = kNoLimit;
+    bands_.clear();
+    return Status::Ok();
+  }
+  if (options_.oneshot_max_bytes > 0) {  // the same on every rank (config digest)
+    bands_ = CrossoverBands(options_.oneshot_max_bytes);
     return Status::Ok();
   }
   const Deadline deadline = Deadline::AfterMs(options_.connect_timeout_ms);
   const TransportKind kind = impl_->backend->transport();
-  // Rank 0's stored profile, if any, decides for everyone.
-  size_t stored = 0;
+  // Rank 0's stored table, if any, decides for everyone.
+  std::vector<AlgorithmBand> table;
   if (rank_ == 0 && !options_.crossover_profile.empty()) {
-    stored = ReadProfile(options_.crossover_profile, kind, size_);
+    table = ReadProfile(options_.crossover_profile, kind, size_);
   }
-  OCTET_ASSIGN_OR_RETURN(auto from0, b.AllGather(WireWriter().U64(stored).str(), deadline));
-  stored = WireReader(from0[0]).U64();
-  if (stored > 0) {
-    oneshot_max_bytes_ = stored;
-    return Status::Ok();
+  OCTET_ASSIGN_OR_RETURN(auto from0, b.AllGather(EncodeBands(table), deadline));
+  table = DecodeBands(from0[0]);
+  if (table.empty()) {
+    const int64_t start = NowNs();
+    // Every rank measures; rank 0 turns the slowest rank's figures into the
+    // table and sends it to all, so every rank holds the same table.
+    OCTET_RETURN_IF_ERROR(MeasureBands(&table));
+    OCTET_ASSIGN_OR_RETURN(from0, b.AllGather(rank_ == 0 ? EncodeBands(table) : std::string(),
+                                              deadline));
+    table = DecodeBands(from0[0]);
+    if (table.empty()) {
+      return DataLossError("collectives: rank 0 sent a malformed one-shot/ring table");
+    }
+    if (rank_ == 0) {
+      OCTET_LOG(INFO) << "collectives: timed one-shot and ring at 8 B-16 MiB in "
+                      << (NowNs() - start) / 1'000'000 << " ms";
+      if (!options_.crossover_profile.empty()) {
+        WriteProfile(options_.crossover_profile, kind, size_, table);
+      }
+    }
   }
+  bands_ = std::move(table);
+  return Status::Ok();
+}
 
-  // Measure: median time of each algorithm at sizes a factor 2 apart on this
-  // rank, then the slowest rank's median decides, identically on every rank.
-  // Both algorithms first run once at the largest size (committing every slot
-  // page, which would otherwise be charged to whichever runs first), then take
-  // turns within each size, so drift on a busy machine hits both alike: with
-  // a 4x grid, a block of one then a block of the other, and no warm-up, the
-  // chosen crossover ranged 8.6-19.4 KiB on shm and 8.5 KiB-1.8 MiB on TCP
-  // from one run to the next on 2 idle cores.
-  const std::vector<size_t> sizes = {4 << 10,   8 << 10,   16 << 10,  32 << 10, 64 << 10,
-                                     128 << 10, 256 << 10, 512 << 10, 1 << 20};
+// Times both algorithms at every power of two from 8 B to 16 MiB (median per
+// size on this rank, the fastest run above 1 MiB; the slowest rank's figure
+// counts) and, on rank 0, fills `bands` with the faster one per band
+// (2^(k-1), 2^k] (switching only for a margin, see below). Beyond 16 MiB a
+// bandwidth model decides: each algorithm's bandwidth at 16 MiB. Other ranks
+// return an empty table. The sizes past 4 MiB matter: out of cache,
+// one-shot's 1 MiB steps can beat ring where the two tie at 1-4 MiB (2 ranks
+// over TCP: 64 MB one-shot 55 ms, ring 80 ms). Cost: a fixed number of runs,
+// 21 of each algorithm per size up to 64 KiB, 9 up to 1 MiB, 5 up to 4 MiB
+// and 3 at 8 and 16 MiB, and a 16 MiB buffer while it runs.
+Status Communicator::MeasureBands(std::vector<AlgorithmBand>* bands) {
+  Bootstrap& b = *impl_->bootstrap;
+  const Deadline deadline = Deadline::AfterMs(options_.connect_timeout_ms);
+  const TransportKind kind = impl_->backend->transport();
+  std::vector<size_t> sizes;
+  for (size_t s = 8; s <= (size_t{16} << 20); s *= 2) sizes.push_back(s);
   std::vector<float> buf(sizes.back() / sizeof(float), 1.0f);
   Waiter& w = *impl_->waiter;
   auto run = [&](AlgorithmKind algo, size_t bytes) -> Result<int64_t> {
@@ -327,17 +351,26 @@ Status Communicator::AgreeCrossover() {
                      bytes / sizeof(float),    DType::kF32, 0};
     const int64_t start = NowNs();
     Status s = impl_->backend->Collective(a, algo, w);
-    if (!s.ok()) return s.WithContext("collectives: measuring the one-shot/ring crossover");
+    if (!s.ok()) return s.WithContext("collectives: timing one-shot and ring");
     return NowNs() - start;
   };
+  // Both algorithms first run once at the largest size (committing every slot
+  // page, which would otherwise be charged to whichever runs first), then take
+  // turns within each size, so drift on a busy machine hits both alike.
   for (AlgorithmKind algo : {AlgorithmKind::kOneShot, AlgorithmKind::kRing}) {
     OCTET_RETURN_IF_ERROR(run(algo, sizes.back()).status());
   }
   WireWriter mine;
   for (size_t bytes : sizes) {
-    const int iters = bytes >= (256 << 10) ? 7 : 15;
+    const int iters = bytes <= (64 << 10)  ? 21
+                      : bytes <= (1 << 20) ? 9
+                      : bytes <= (4 << 20) ? 5
+                                           : 3;
+    // i = 0 is a warm-up at this size, except above 4 MiB, where the first
+    // runs at the largest size warmed everything up and a run costs most.
+    const int first = bytes > (4 << 20) ? 1 : 0;
     std::vector<int64_t> t1, t2;
-    for (int i = 0; i <= iters; ++i) {  // i = 0: warm-up at this size
+    for (int i = first; i <= iters; ++i) {
       const bool oneshot_first = i % 2 == 0;
       OCTET_ASSIGN_OR_RETURN(
           int64_t a, run(oneshot_first ? AlgorithmKind::kOneShot : AlgorithmKind::kRing, bytes));
@@ -347,12 +380,18 @@ Status Communicator::AgreeCrossover() {
       t1.push_back(oneshot_first ? a : c);
       t2.push_back(oneshot_first ? c : a);
     }
+    // The median, except above 1 MiB, where a size has only 3-5 long runs
+    // and one preemption on a busy machine moves a median: there the fastest
+    // run (the least disturbed) stands for the algorithm.
+    const size_t pick = bytes > (1 << 20) ? 0 : t1.size() / 2;
     for (std::vector<int64_t>* t : {&t1, &t2}) {
-      std::nth_element(t->begin(), t->begin() + t->size() / 2, t->end());
-      mine.I64((*t)[t->size() / 2]);
+      std::nth_element(t->begin(), t->begin() + pick, t->end());
+      mine.I64((*t)[pick]);
     }
   }
   OCTET_ASSIGN_OR_RETURN(auto all, b.AllGather(mine.str(), deadline));
+  bands->clear();
+  if (rank_ != 0) return Status::Ok();
   std::vector<double> oneshot(sizes.size(), 0), ring(sizes.size(), 0);
   for (int p = 0; p < size_; ++p) {
     WireReader rd(all[p]);
@@ -360,38 +399,14 @@ Status Communicator::AgreeCrossover() {
       oneshot[k] = std::max(oneshot[k], static_cast<double>(rd.I64()));
       ring[k] = std::max(ring[k], static_cast<double>(rd.I64()));
     }
+    if (!rd.ok()) return DataLossError("collectives: rank " + std::to_string(p) +
+                                       " sent malformed one-shot/ring timings");
   }
-  // First size where ring wins: interpolate the crossing between it and the
-  // size before. If one-shot wins everywhere, extrapolate the two largest
-  // sizes linearly (t = a + b*S) to where the lines cross.
-  size_t crossover = kNoLimit;
   for (size_t k = 0; k < sizes.size(); ++k) {
-    if (ring[k] < oneshot[k]) {
-      if (k == 0) {
-        crossover = sizes[0] / 2;
-      } else {
-        const double d0 = ring[k - 1] - oneshot[k - 1];  // > 0: one-shot faster
-        const double d1 = oneshot[k] - ring[k];          // > 0: ring faster
-        const double f = d0 / (d0 + d1);
-        crossover = static_cast<size_t>(sizes[k - 1] + f * (sizes[k] - sizes[k - 1]));
-      }
-      break;
-    }
+    OCTET_LOG(DEBUG) << "collectives: " << sizes[k] << " B: one-shot " << oneshot[k] / 1e3
+                     << " us, ring " << ring[k] / 1e3 << " us (slowest rank)";
   }
-  if (crossover == kNoLimit) {
-    const size_t k = sizes.size() - 1;
-    const double ds = static_cast<double>(sizes[k] - sizes[k - 1]);
-    const double b1 = (oneshot[k] - oneshot[k - 1]) / ds, b2 = (ring[k] - ring[k - 1]) / ds;
-    const double a1 = oneshot[k] - b1 * sizes[k], a2 = ring[k] - b2 * sizes[k];
-    if (b1 > b2 && a2 > a1) {
-      const double x = (a2 - a1) / (b1 - b2);
-      if (x < 1e15) crossover = static_cast<size_t>(x);
-    }
-  }
-  oneshot_max_bytes_ = std::max<size_t>(crossover, 64);
-  if (rank_ == 0 && !options_.crossover_profile.empty()) {
-    WriteProfile(options_.crossover_profile, kind, size_, oneshot_max_bytes_);
-  }
+  *bands = ChooseBands(sizes, oneshot, ring);
   return Status::Ok();
 }
 
@@ -404,10 +419,20 @@ std::string Communicator::Describe() const {
                   std::string(TransportName(transport())) + ", ";
   if (impl_->backend && !impl_->backend->honours_algorithm()) return s + "NCCL's own algorithms";
   s += std::string(AlgorithmName(algorithm_));
-  if (algorithm_ == AlgorithmKind::kAuto) {
-    s += oneshot_max_bytes_ == kNoLimit
-             ? " (one-shot at every size)"
-             : " (one-shot up to " + FormatBytes(static_cast<double>(oneshot_max_bytes_)) + ")";
+  if (algorithm_ == AlgorithmKind::kAuto && !bands_.empty()) {
+    s += " (";
+    for (size_t i = 0; i < bands_.size(); ++i) {
+      const char* name = bands_[i].algorithm == AlgorithmKind::kRing ? "ring" : "one-shot";
+      if (i > 0) s += ", ";
+      if (bands_.size() == 1) {
+        s += std::string(name) + " at every size";
+      } else if (bands_[i].max_bytes == kNoLimit) {
+        s += std::string(name) + " above";
+      } else {
+        s += std::string(name) + " up to " + FormatBytes(static_cast<double>(bands_[i].max_bytes));
+      }
+    }
+    s += ")";
   }
   if (!fallback_reason_.empty()) s += "; " + fallback_reason_;
   return s;
@@ -416,7 +441,15 @@ std::string Communicator::Describe() const {
 AlgorithmKind Communicator::AlgorithmFor(CollectiveOp op, size_t bytes) const {
   if (op == CollectiveOp::kBarrier) return AlgorithmKind::kOneShot;
   if (algorithm_ != AlgorithmKind::kAuto) return algorithm_;
-  return bytes <= oneshot_max_bytes_ ? AlgorithmKind::kOneShot : AlgorithmKind::kRing;
+  for (const AlgorithmBand& b : bands_) {  // a few rows, sorted
+    if (bytes <= b.max_bytes) return b.algorithm;
+  }
+  return AlgorithmKind::kOneShot;  // one rank or NCCL: no table
+}
+
+size_t Communicator::oneshot_max_bytes() const {
+  if (bands_.empty()) return kNoLimit;
+  return bands_[0].algorithm == AlgorithmKind::kOneShot ? bands_[0].max_bytes : 0;
 }
 
 Status Communicator::health() const {
@@ -539,7 +572,7 @@ Result<std::unique_ptr<Communicator>> Communicator::Duplicate() {
   c->options_ = options_;
   c->options_.transport = transport();
   c->algorithm_ = algorithm_;
-  c->oneshot_max_bytes_ = oneshot_max_bytes_;
+  c->bands_ = bands_;
   c->rank_ = rank_;
   c->size_ = size_;
   auto b = impl_->bootstrap->Duplicate(Deadline::AfterMs(options_.connect_timeout_ms));

@@ -1,17 +1,21 @@
 // Communicator behaviour with ranks as threads of one process: every op on
 // every transport, start-up vote and fallback (verbs and NCCL without
 // hardware), errors that name the rank, poisoning, the one-call-at-a-time
-// rule, Duplicate, stats and the auto crossover. Multi-process runs, killed
+// rule, Duplicate, stats and auto's agreed algorithm table. Multi-process runs, killed
 // ranks and network namespaces are in tests/integration/collectives.
 #include <QtTest>
 
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <functional>
+#include <limits>
 #include <mutex>
 #include <random>
+#include <sstream>
 #include <thread>
 
+#include "algorithm_table.h"
 #include "backend.h"
 #include "octet/base/file_util.h"
 #include "octet/collectives/communicator.h"
@@ -412,7 +416,61 @@ class TestCommunicator : public QObject {
     QVERIFY2(AllOk(r), Join(r).c_str());
   }
 
-  void autoAgreesOnOneCrossoverAndStoresIt() {
+  // The table from start-up timings, with made-up timings: real crossovers
+  // switch the algorithm, one disturbed band or a sub-5% difference does not.
+  void bandTableFromTimings() {
+    std::vector<size_t> sizes;
+    for (size_t s = 8; s <= (size_t{16} << 20); s *= 2) sizes.push_back(s);
+    const size_t kMax = std::numeric_limits<size_t>::max();
+    // ratio(s) = one-shot time / ring time at size s.
+    auto table = [&](const std::function<double(size_t)>& ratio) {
+      std::vector<double> os, ring;
+      for (size_t s : sizes) {
+        ring.push_back(1000.0 + static_cast<double>(s) / 10);
+        os.push_back(ring.back() * ratio(s));
+      }
+      return ChooseBands(sizes, os, ring);
+    };
+    using B = std::vector<AlgorithmBand>;
+    const auto kO = AlgorithmKind::kOneShot, kR = AlgorithmKind::kRing;
+    QVERIFY(table([](size_t s) { return s <= 16384 ? 0.5 : 2.0; }) == B({{16384, kO}, {kMax, kR}}));
+    // One disturbed band in a run of one-shot wins.
+    QVERIFY(table([](size_t s) { return s == 4096 ? 1.5 : 0.5; }) == B({{kMax, kO}}));
+    // Within 5% the table does not flip back and forth.
+    QVERIFY(table([](size_t s) { return (s / 8) % 2 ? 1.03 : 0.97; }) == B({{kMax, kO}}));
+    // Two real switches; sizes past 16 MiB take the 16 MiB band's choice.
+    QVERIFY(table([](size_t s) {
+              return s <= (1 << 20) ? 0.7 : s <= (4 << 20) ? 1.5 : 0.6;
+            }) == B({{1 << 20, kO}, {4 << 20, kR}, {kMax, kO}}));
+    QVERIFY(table([](size_t) { return 3.0; }) == B({{kMax, kR}}));
+
+    // Rank 0's table survives the wire; anything malformed decodes empty.
+    const B t = {{16384, kO}, {4 << 20, kR}, {kMax, kO}};
+    QVERIFY(DecodeBands(EncodeBands(t)) == t);
+    std::string wire = EncodeBands(t);
+    QVERIFY(DecodeBands(wire.substr(0, wire.size() - 1)).empty());
+    QVERIFY(DecodeBands(EncodeBands(B({{4096, kR}, {1024, kO}, {kMax, kR}}))).empty());
+    QVERIFY(DecodeBands(EncodeBands(B({{4096, kR}}))).empty());
+    QVERIFY(DecodeBands(EncodeBands(B({{kMax, AlgorithmKind::kAuto}}))).empty());
+    QVERIFY(DecodeBands("").empty());
+
+    // Profile lines.
+    auto parse = [](const std::string& text) {
+      std::istringstream f(text);
+      return ParseProfileBands(f);
+    };
+    QVERIFY(parse("oneshot:16384 ring:4194304 oneshot:max") == t);
+    QCOMPARE(ProfileLine(TransportKind::kShm, 4, t),
+             std::string("shm 4 oneshot:16384 ring:4194304 oneshot:max"));
+    QVERIFY(parse("12345") == B({{12345, kO}, {kMax, kR}}));
+    for (const char* bad : {"", "0", "12x", "oneshot:100", "ring:0 oneshot:max",
+                            "oneshot:100 ring:50 oneshot:max", "fast:max", "oneshot:max ring:max",
+                            "oneshot:-1 ring:max", "oneshot:abc ring:max"}) {
+      QVERIFY2(parse(bad).empty(), bad);
+    }
+  }
+
+  void autoAgreesOnOneBandTableAndStoresIt() {
     const std::string profile =
         QDir::tempPath().toStdString() + "/octet-crossover-" + std::to_string(::getpid()) + ".txt";
     std::remove(profile.c_str());
@@ -420,26 +478,100 @@ class TestCommunicator : public QObject {
     o.transport = TransportKind::kShm;
     o.algorithm = AlgorithmKind::kAuto;
     o.crossover_profile = profile;
-    std::vector<size_t> seen(2);
+    std::vector<std::vector<AlgorithmBand>> seen(2);
     auto r = RunRanks(2, o, [&](Communicator& c) {
-      seen[c.rank()] = c.oneshot_max_bytes();
+      seen[c.rank()] = c.algorithm_bands();
       // Every rank maps a size to the same algorithm.
       return Expect(c.AlgorithmFor(CollectiveOp::kAllReduce, 8) == AlgorithmKind::kOneShot,
                     c.Describe());
     });
     QVERIFY2(AllOk(r), Join(r).c_str());
-    QCOMPARE(seen[0], seen[1]);
-    QVERIFY(seen[0] >= 64);
+    QVERIFY(seen[0] == seen[1]);
+    QVERIFY(!seen[0].empty());
+    QCOMPARE(seen[0].back().max_bytes, std::numeric_limits<size_t>::max());
+    for (size_t i = 1; i < seen[0].size(); ++i) {
+      QVERIFY(seen[0][i].max_bytes > seen[0][i - 1].max_bytes);
+      QVERIFY(seen[0][i].algorithm != seen[0][i - 1].algorithm);
+    }
     auto text = ReadFileToString(profile);
     QVERIFY(text.ok());
-    QVERIFY2(text->find("shm 2 " + std::to_string(seen[0])) != std::string::npos, text->c_str());
-    // A stored profile is used instead of measuring again.
+    QVERIFY2(text->find("\nshm 2 oneshot:") != std::string::npos, text->c_str());
+    QVERIFY2(text->find(":max\n") != std::string::npos, text->c_str());
+
+    // A stored table is used instead of measuring again, band by band.
+    QVERIFY(WriteFileAtomic(profile, "shm 2 oneshot:16384 ring:65536 oneshot:1048576 ring:max\n")
+                .ok());
+    r = RunRanks(2, o, [&](Communicator& c) {
+      const std::vector<std::pair<size_t, AlgorithmKind>> want = {
+          {8, AlgorithmKind::kOneShot},         {16384, AlgorithmKind::kOneShot},
+          {16385, AlgorithmKind::kRing},        {65536, AlgorithmKind::kRing},
+          {65537, AlgorithmKind::kOneShot},     {1 << 20, AlgorithmKind::kOneShot},
+          {(1 << 20) + 4, AlgorithmKind::kRing}, {size_t{1} << 40, AlgorithmKind::kRing}};
+      for (const auto& [bytes, algo] : want) {
+        OCTET_RETURN_IF_ERROR(
+            Expect(c.AlgorithmFor(CollectiveOp::kAllReduce, bytes) == algo,
+                   std::to_string(bytes) + " bytes: " + c.Describe()));
+      }
+      // Sums stay right on both sides of every band edge.
+      for (size_t count : {size_t{4096}, size_t{4097}, size_t{16384}, size_t{16385}}) {
+        std::vector<float> v(count);
+        for (size_t i = 0; i < count; ++i) v[i] = static_cast<float>((c.rank() + 1) * (i % 7));
+        OCTET_RETURN_IF_ERROR(c.AllReduce(v.data(), count, DType::kF32));
+        for (size_t i = 0; i < count; ++i) {
+          OCTET_RETURN_IF_ERROR(Expect(v[i] == static_cast<float>(3 * (i % 7)),
+                                       "wrong sum at " + std::to_string(i)));
+        }
+      }
+      return Expect(c.oneshot_max_bytes() == 16384, c.Describe());
+    });
+    QVERIFY2(AllOk(r), Join(r).c_str());
+
+    // The one-crossover format of earlier profiles still reads.
     QVERIFY(WriteFileAtomic(profile, "shm 2 12345\n").ok());
     r = RunRanks(2, o, [&](Communicator& c) {
-      return Expect(c.oneshot_max_bytes() == 12345, c.Describe());
+      OCTET_RETURN_IF_ERROR(Expect(c.oneshot_max_bytes() == 12345, c.Describe()));
+      return Expect(c.AlgorithmFor(CollectiveOp::kAllReduce, 12346) == AlgorithmKind::kRing,
+                    c.Describe());
     });
     QVERIFY2(AllOk(r), Join(r).c_str());
     std::remove(profile.c_str());
+  }
+
+  // Only rank 0's profile counts: another rank's different (or missing)
+  // profile cannot make the ranks disagree on a path.
+  void autoTakesRankZerosTable() {
+    const std::string dir = QDir::tempPath().toStdString() + "/octet-bands-" +
+                            std::to_string(::getpid());
+    QVERIFY(MakeDirs(dir).ok());
+    QVERIFY(WriteFileAtomic(dir + "/p0", "shm 2 ring:4096 oneshot:max\n").ok());
+    QVERIFY(WriteFileAtomic(dir + "/p1", "shm 2 oneshot:max\n").ok());
+    std::vector<std::vector<AlgorithmBand>> seen(2);
+    std::vector<std::string> errors(2);
+    std::vector<std::thread> threads;
+    const std::string addr = "127.0.0.1:" + std::to_string(FreePort());
+    for (int rank = 0; rank < 2; ++rank) {
+      threads.emplace_back([&, rank] {
+        CommunicatorOptions o;
+        o.transport = TransportKind::kShm;
+        o.crossover_profile = dir + "/p" + std::to_string(rank);
+        auto c = Communicator::Create(addr, 2, rank, o);
+        if (!c.ok()) {
+          errors[rank] = c.status().ToString();
+          return;
+        }
+        seen[rank] = (*c)->algorithm_bands();
+      });
+    }
+    for (auto& t : threads) t.join();
+    QVERIFY2(errors[0].empty() && errors[1].empty(), (errors[0] + errors[1]).c_str());
+    const std::vector<AlgorithmBand> want = {{4096, AlgorithmKind::kRing},
+                                             {std::numeric_limits<size_t>::max(),
+                                              AlgorithmKind::kOneShot}};
+    QVERIFY(seen[0] == want);
+    QVERIFY(seen[1] == want);
+    std::remove((dir + "/p0").c_str());
+    std::remove((dir + "/p1").c_str());
+    ::rmdir(dir.c_str());
   }
 };
 

@@ -16,9 +16,11 @@
 // expected sum); all ranks vote, and if any rank cannot use the transport they
 // all fall back together (verbs -> shm on one host, else tcp; shm -> tcp;
 // nccl -> shm/tcp) and rank 0 logs one line saying what and why
-// (fallback_reason()). With algorithm kAuto the ranks then measure where ring
-// overtakes one-shot and agree on one crossover (or read it from
-// options.crossover_profile).
+// (fallback_reason()). With algorithm kAuto the ranks then time one-shot and
+// ring at every power of two from 8 B to 16 MiB, compare their bandwidths
+// at 16 MiB for every larger size, and adopt rank 0's table of
+// the faster one per power-of-two size band (or rank 0's stored table from
+// options.crossover_profile); see algorithm_bands().
 //
 // Agreement. Which algorithm a call uses depends only on its arguments (op,
 // byte size) and on values all ranks agreed at start-up, so every rank always
@@ -57,6 +59,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "octet/base/status.h"
 #include "octet/collectives/types.h"
@@ -73,9 +76,12 @@ struct CommunicatorOptions {
   // How long Create waits for all ranks to join and connect (milliseconds).
   int connect_timeout_ms = 60000;
 
-  // kAuto only: all-reduce messages up to this many bytes (per rank) use
-  // one-shot, bigger ones ring. 0 = read crossover_profile when it names this
-  // transport and world size, else measure at start-up (and store it there).
+  // kAuto only: a fixed crossover, messages up to this many bytes (per rank)
+  // use one-shot, bigger ones ring. 0 = use rank 0's band table from
+  // crossover_profile when it has one for this transport and world size, else
+  // measure one at start-up (and store it there). Profile lines:
+  //   TRANSPORT WORLD_SIZE ALGO:MAX_BYTES ... ALGO:max   (a band table)
+  //   TRANSPORT WORLD_SIZE ONESHOT_MAX_BYTES             (one crossover)
   size_t oneshot_max_bytes = 0;
   std::string crossover_profile;
 
@@ -108,6 +114,16 @@ struct CollectiveStats {
   uint64_t other_calls = 0;   // barrier, send/recv, world size 1, nccl
 };
 
+// One row of kAuto's algorithm table: messages of up to max_bytes per rank
+// (and more than the previous row's max_bytes) use `algorithm`. A table is
+// sorted by max_bytes, adjacent rows differ in algorithm, and the last row's
+// max_bytes is SIZE_MAX.
+struct AlgorithmBand {
+  size_t max_bytes = 0;
+  AlgorithmKind algorithm = AlgorithmKind::kOneShot;
+  bool operator==(const AlgorithmBand&) const = default;
+};
+
 class Communicator {
  public:
   // Joins the rendezvous at `rendezvous` ("HOST:PORT", "[v6addr]:PORT") as
@@ -126,9 +142,16 @@ class Communicator {
   TransportKind transport() const;
   AlgorithmKind algorithm() const { return algorithm_; }
   const std::string& fallback_reason() const { return fallback_reason_; }
-  // The agreed one-shot/ring crossover for kAuto (bytes per rank).
-  size_t oneshot_max_bytes() const { return oneshot_max_bytes_; }
-  // One line for logs: "4 ranks over shm, auto (one-shot up to 64.0 KiB)".
+  // kAuto's agreed table (identical on every rank); empty for other
+  // algorithms, one rank, or NCCL.
+  const std::vector<AlgorithmBand>& algorithm_bands() const { return bands_; }
+  // kAuto: every message up to this many bytes per rank uses one-shot (the end
+  // of the table's first one-shot row; 0 when the first row is ring, SIZE_MAX
+  // when one-shot is used at every size). Larger ones may still use one-shot
+  // in a later band (algorithm_bands()).
+  size_t oneshot_max_bytes() const;
+  // One line for logs: "4 ranks over shm, auto (one-shot up to 16.0 KiB, ring
+  // above)".
   std::string Describe() const;
   // The algorithm a collective of this op and size takes on every rank.
   AlgorithmKind AlgorithmFor(CollectiveOp op, size_t bytes) const;
@@ -180,12 +203,13 @@ class Communicator {
   Status Poison(Status why, int blamed);
   Status SelectBackend(bool self_test);
   Status AgreeCrossover();
+  Status MeasureBands(std::vector<AlgorithmBand>* bands);
 
   int rank_ = 0;
   int size_ = 1;
   AlgorithmKind algorithm_ = AlgorithmKind::kAuto;
   std::string fallback_reason_;
-  size_t oneshot_max_bytes_ = 0;
+  std::vector<AlgorithmBand> bands_;  // kAuto's table; see algorithm_bands()
   CommunicatorOptions options_;
   std::unique_ptr<Impl> impl_;
   uint64_t op_index_ = 0;  // collectives issued; only touched by the calling thread

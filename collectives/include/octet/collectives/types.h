@@ -35,8 +35,9 @@ Result<TransportKind> ParseTransport(std::string_view text);
 //  kRing:    reduce-scatter then all-gather around a ring: 2(n-1) steps,
 //            2(n-1)/n * S bytes out per rank. Results are bit-identical on
 //            every rank (each element is reduced on one rank, then copied).
-//  kAuto:    one-shot up to a crossover size, ring above it; the crossover is
-//            agreed by all ranks at start-up, so every rank picks the same.
+//  kAuto:    one-shot or ring per power-of-two size band, from a table all
+//            ranks agree on at start-up (Communicator::algorithm_bands()), so
+//            every rank picks the same.
 enum class AlgorithmKind { kAuto, kOneShot, kRing };
 
 std::string_view AlgorithmName(AlgorithmKind kind);  // "auto", "oneshot", "ring"
