@@ -193,6 +193,8 @@ int ServeGateway(const std::string& policy_file) {
   sigaddset(&term, SIGTERM);
   sigaddset(&term, SIGINT);
   pthread_sigmask(SIG_BLOCK, &term, nullptr);  // before any thread starts: all inherit it
+  // Threads inherit the name: `perf report --comm gateway`, top -H.
+  pthread_setname_np(pthread_self(), "gateway");
   auto parsed = LoadPolicyFile(policy_file);
   if (!parsed.ok()) {
     std::cerr << parsed.status().message() << "\n";
