@@ -8,6 +8,7 @@
 
 #include <QtTest>
 #include <atomic>
+#include <cstdio>
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -50,6 +51,11 @@ std::string Fill(std::string yaml, const std::map<std::string, std::string>& var
   return yaml;
 }
 
+// Streams run on the HTTP worker thread alone (plain-http pools, the default),
+// or through an upstream thread (what https pools use). main() runs every test
+// both ways.
+bool g_direct_streaming = true;
+
 struct Gw {
   std::unique_ptr<Router> router;
   std::unique_ptr<Gateway> gateway;
@@ -65,6 +71,7 @@ Gw StartGateway(const std::string& yaml, const std::string& file = "test-policy.
   g.router = std::move(*r);
   GatewayOptions o;
   o.threads = 64;
+  o.direct_streaming = g_direct_streaming;
   auto gw = Gateway::Start(g.router.get(), o);
   if (!gw.ok()) qFatal("%s", gw.status().message().c_str());
   g.gateway = std::move(*gw);
@@ -364,6 +371,7 @@ pools:
     QVERIFY(router.ok());
     GatewayOptions go;
     go.threads = 64;
+    go.direct_streaming = g_direct_streaming;
     auto gw = Gateway::Start(router->get(), go);
     QVERIFY(gw.ok());
     const int port = (*gw)->port();
@@ -631,5 +639,13 @@ routes:
   }
 };
 
-QTEST_APPLESS_MAIN(TestRouterGateway)
+int main(int argc, char** argv) {
+  TestRouterGateway direct;
+  int failures = QTest::qExec(&direct, argc, argv);
+  std::fprintf(stderr, "--- again, streams through an upstream thread (https pools' path)\n");
+  g_direct_streaming = false;
+  TestRouterGateway threaded;
+  failures += QTest::qExec(&threaded, argc, argv);
+  return failures;
+}
 #include "test_router_gateway.moc"
