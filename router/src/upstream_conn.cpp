@@ -10,7 +10,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cctype>
 #include <cerrno>
 #include <cstring>
 
@@ -23,19 +22,22 @@ constexpr size_t kReadSize = 16 * 1024;      // one recv(2) at most
 constexpr size_t kMaxHeadBytes = 64 * 1024;  // status line + headers
 constexpr size_t kMaxChunkLine = 4096;       // chunk-size line or trailer line
 
+char Lower(char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c; }
+
 bool IEquals(std::string_view a, std::string_view b) {
   if (a.size() != b.size()) return false;
   for (size_t i = 0; i < a.size(); ++i)
-    if (std::tolower(static_cast<unsigned char>(a[i])) !=
-        std::tolower(static_cast<unsigned char>(b[i])))
-      return false;
+    if (Lower(a[i]) != Lower(b[i])) return false;
   return true;
 }
 
+// `needle` is lower case.
 bool IContains(std::string_view haystack, std::string_view needle) {
-  if (needle.size() > haystack.size()) return false;
-  for (size_t i = 0; i + needle.size() <= haystack.size(); ++i)
+  if (needle.empty()) return true;
+  for (size_t i = 0; i + needle.size() <= haystack.size(); ++i) {
+    if (Lower(haystack[i]) != needle[0]) continue;
     if (IEquals(haystack.substr(i, needle.size()), needle)) return true;
+  }
   return false;
 }
 
@@ -125,8 +127,11 @@ bool UpstreamConn::IdleAndOpen() const {
 void UpstreamConn::Abort() { ::shutdown(fd_, SHUT_RDWR); }
 
 Status UpstreamConn::Send(std::string_view data, int64_t timeout_ms) {
-  const timeval tv = ToTimeval(timeout_ms);
-  ::setsockopt(fd_, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+  if (timeout_ms != sndtimeo_ms_) {
+    const timeval tv = ToTimeval(timeout_ms);
+    ::setsockopt(fd_, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    sndtimeo_ms_ = timeout_ms;
+  }
   while (!data.empty()) {
     const ssize_t n = ::send(fd_, data.data(), data.size(), MSG_NOSIGNAL);
     if (n < 0 && errno == EINTR) continue;

@@ -71,6 +71,7 @@ class UpstreamConn {
 
   int fd_ = -1;
   int64_t rcvtimeo_ms_ = -1;  // SO_RCVTIMEO in force
+  int64_t sndtimeo_ms_ = -1;  // SO_SNDTIMEO in force
   std::vector<char> buf_;     // received, not yet consumed: [begin_, end_)
   size_t begin_ = 0, end_ = 0;
 
