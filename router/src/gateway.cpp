@@ -1,14 +1,21 @@
 // The gateway's request path: parse -> RouterCore::Route (classify + pick
 // replica) -> forward with retries -> pass the response through.
 //
-// A streaming request uses its HTTP worker thread (which owns the client
-// socket; httplib writes our headers only after the handler returns, then runs
-// the chunked content provider) and an upstream thread from a reusable pool
-// that runs the blocking httplib::Client exchange. The handler returns once the
-// upstream has sent 2xx headers; the upstream thread then writes each body
-// chunk straight to the client through the provider's sink. Retries (another
-// replica, the fallback pool, escalation) happen as long as no body byte has
-// reached the client.
+// Streams from plain-http pools (the usual case) run on their HTTP worker
+// thread alone: OpenDirect() connects (a keep-alive UpstreamConn when one is
+// idle), sends the request and reads the upstream's head, with the retries;
+// httplib writes our headers after the handler returns and then calls the
+// content provider, StreamDirect(), which reads the body from the same
+// connection and writes it to the client, one recv(2) per token.
+//
+// When the policy has an https replica, a streaming request uses its HTTP
+// worker thread (which owns the client socket) and an upstream thread from a
+// reusable pool that runs the blocking httplib::Client exchange. The handler
+// returns once the upstream has sent 2xx headers; the upstream thread then
+// writes each body chunk straight to the client through the provider's sink.
+//
+// Either way, retries (another replica, the fallback pool, escalation) happen
+// as long as no body byte has reached the client.
 #include "octet/router/gateway.h"
 
 #include <sys/socket.h>

@@ -504,6 +504,29 @@ routes:
     QCOMPARE(g.router->Stats().pools[0].in_flight, 0u);
   }
 
+  void keepaliveCommentsWhileTheModelPrefills() {
+    auto up = StartUpstream("U", 1, 4, /*ttft_ms=*/500);
+    Gw g = StartGateway(Fill(R"(version: 1
+gateway: {stream_keepalive_ms: 100}
+pools:
+  - name: p
+    replicas: [@U@]
+    health_check: {enabled: false}
+routes:
+  - name: all
+    pool: p
+)",
+                             {{"U", up->url()}}));
+    ClientResult r = Chat(g.port(), "q", true);
+    QCOMPARE(r.status, 200);
+    // SSE comments while the first token is awaited, whole events only.
+    const size_t comment = r.body.find(": keepalive\n\n");
+    QVERIFY2(comment != std::string::npos && comment < r.body.find("data:"), r.body.c_str());
+    const StreamText st = ParseSse(r.body);
+    QCOMPARE(st.text, ExpectedTokens("U", 4));
+    QVERIFY(st.done && !st.error);
+  }
+
   void rejectedRequestsEscalate() {
     auto large = StartUpstream("L"), small = StartUpstream("S");
     small->set_reject_status(400);  // e.g. the context is too long for the small model
