@@ -1,14 +1,21 @@
 // The gateway's request path: parse -> RouterCore::Route (classify + pick
 // replica) -> forward with retries -> pass the response through.
 //
-// A streaming request uses its HTTP worker thread (which owns the client
-// socket; httplib writes our headers only after the handler returns, then runs
-// the chunked content provider) and an upstream thread from a reusable pool
-// that runs the blocking httplib::Client exchange. The handler returns once the
-// upstream has sent 2xx headers; the upstream thread then writes each body
-// chunk straight to the client through the provider's sink. Retries (another
-// replica, the fallback pool, escalation) happen as long as no body byte has
-// reached the client.
+// Streams from plain-http pools (the usual case) run on their HTTP worker
+// thread alone: OpenDirect() connects (a keep-alive UpstreamConn when one is
+// idle), sends the request and reads the upstream's head, with the retries;
+// httplib writes our headers after the handler returns and then calls the
+// content provider, StreamDirect(), which reads the body from the same
+// connection and writes it to the client, one recv(2) per token.
+//
+// When the policy has an https replica, a streaming request uses its HTTP
+// worker thread (which owns the client socket) and an upstream thread from a
+// reusable pool that runs the blocking httplib::Client exchange. The handler
+// returns once the upstream has sent 2xx headers; the upstream thread then
+// writes each body chunk straight to the client through the provider's sink.
+//
+// Either way, retries (another replica, the fallback pool, escalation) happen
+// as long as no body byte has reached the client.
 #include "octet/router/gateway.h"
 
 #include <sys/socket.h>
@@ -188,6 +195,12 @@ struct Exchange {
   std::string error_message;  // for the SSE error event when failed_after_headers
   std::string unary_body;     // non-streaming: the whole response
   httplib::Client* active_client = nullptr;
+  UpstreamConn* active_conn = nullptr;  // direct path: the connection a read may block on
+
+  // Direct streaming path (plain-http pools): the HTTP worker thread owns these.
+  bool direct = false;
+  std::unique_ptr<UpstreamConn> conn;  // positioned at the body of a 2xx response
+  SseTokenCounter sse;
 
   std::mutex sink_mu;  // guards the sink, pending bytes and everything written to the client
   httplib::DataSink* sink = nullptr;  // set while the provider runs
@@ -229,6 +242,7 @@ struct Gateway::Impl {
     std::lock_guard<std::mutex> lock(ex.mu);
     ex.cancelled = true;
     if (ex.active_client) ex.active_client->stop();
+    if (ex.active_conn) ex.active_conn->Abort();
     ex.cv.notify_all();
   }
   // Waits for the upstream thread to finish (it does promptly once cancelled:
@@ -252,6 +266,9 @@ struct Gateway::Impl {
   void HandlePolicy(const httplib::Request& req, httplib::Response& res);
   bool AdminAllowed(const httplib::Request& req) const;
   void RunUpstream(const std::shared_ptr<Exchange>& ex);
+  bool OpenDirect(Exchange& ex);
+  bool StreamDirect(Exchange& ex, httplib::DataSink& sink, bool sse);
+  void HandleDirectStream(const std::shared_ptr<Exchange>& ex, httplib::Response& res);
   bool Deliver(Exchange& ex, const char* data, size_t n);
   static bool WriteLocked(Exchange& ex, std::string_view data);
   void Finish(Exchange& ex);
@@ -267,6 +284,45 @@ void SetDecisionHeaders(httplib::Response& res, const RouteDecision& d) {
 
 std::string SseError(const std::string& message) {
   return "data: " + OpenAiError(message, "upstream_error", 502) + "\n\n";
+}
+
+// Marks the exchange as answered with `status` and a body of its own (an
+// error, or an upstream error passed through). After our 2xx headers went out,
+// it becomes an SSE error event instead.
+void AnswerWith(Exchange& ex, int status, const std::string& content_type, std::string body,
+                const std::string& message) {
+  std::lock_guard<std::mutex> lock(ex.mu);
+  ex.error = status >= 500 || ex.error;
+  if (ex.headers_ready) {
+    ex.failed_after_headers = true;
+    ex.error = true;
+    ex.error_message = message;
+    return;
+  }
+  ex.status = status;
+  ex.content_type = content_type;
+  ex.unary_body = std::move(body);
+  ex.headers_ready = true;
+}
+
+// The request body for `spec`'s pool: the client's, with the model renamed
+// when the pool names one.
+std::string UpstreamBody(const Exchange& ex, const PoolSpec& spec) {
+  if (!spec.model.empty() && ex.body.value("model", std::string()) != spec.model) {
+    json b = ex.body;
+    b["model"] = spec.model;
+    return Dump(b);
+  }
+  return ex.original_body;
+}
+
+// True when every replica the policy can send to speaks plain http (the direct
+// streaming path's UpstreamConn has no TLS).
+bool AllPlainHttp(const PolicyRuntime& snapshot) {
+  for (const auto& pool : snapshot.pools)
+    for (const auto& r : pool->replicas)
+      if (r->parsed().scheme != "http") return false;
+  return true;
 }
 
 }  // namespace
@@ -312,18 +368,7 @@ void Gateway::Impl::RunUpstream(const std::shared_ptr<Exchange>& exp) {
   // out, it becomes an SSE error event instead.
   auto finish_with = [&](int status, const std::string& content_type, std::string body,
                          const std::string& message) {
-    std::lock_guard<std::mutex> lock(ex.mu);
-    ex.error = status >= 500 || ex.error;
-    if (ex.headers_ready) {
-      ex.failed_after_headers = true;
-      ex.error = true;
-      ex.error_message = message;
-      return;
-    }
-    ex.status = status;
-    ex.content_type = content_type;
-    ex.unary_body = std::move(body);
-    ex.headers_ready = true;
+    AnswerWith(ex, status, content_type, std::move(body), message);
   };
 
   while (true) {
@@ -343,13 +388,7 @@ void Gateway::Impl::RunUpstream(const std::shared_ptr<Exchange>& exp) {
     if (!replica->api_key().empty())
       req.headers.emplace("Authorization", "Bearer " + replica->api_key());
     req.headers.emplace("Content-Type", "application/json");
-    if (!spec.model.empty() && ex.body.value("model", std::string()) != spec.model) {
-      json b = ex.body;
-      b["model"] = spec.model;
-      req.body = Dump(b);
-    } else {
-      req.body = ex.original_body;
-    }
+    req.body = UpstreamBody(ex, spec);
 
     int status = 0;
     bool buffering = false;  // non-2xx: collect the body, decide after
@@ -476,6 +515,322 @@ void Gateway::Impl::RunUpstream(const std::shared_ptr<Exchange>& exp) {
   ex.cv.notify_all();
 }
 
+// ---- Direct streaming path (plain-http pools) --------------------------------
+//
+// The HTTP worker thread does the whole exchange: OpenDirect() in the handler
+// (connect, send, read the upstream's head, retries), then StreamDirect() in
+// the content provider reads the body and writes it to the client, on the same
+// thread. A token costs one recv(2) and one write to the client; no thread
+// hand-off. Several upstream events that arrived together go out as one write.
+
+bool Gateway::Impl::OpenDirect(Exchange& ex) {
+  while (true) {
+    if (stopping.load()) return false;  // unanswered: the caller says 503
+    ReplicaState* replica = ex.rr.lease.get();
+    const PoolRuntime& pool = *ex.rr.pool;
+    const PoolSpec& spec = *pool.spec;
+    const TimeoutSpec& t = spec.timeouts;
+    const int64_t read_ms = std::max(t.first_token_ms, t.idle_ms);
+    const int64_t write_ms = std::max<int64_t>(t.connect_ms, 10000);
+    const ReplicaUrl& url = replica->parsed();
+
+    const std::string body = UpstreamBody(ex, spec);
+    std::string request;
+    request.reserve(body.size() + 512);
+    const bool v6 = url.host.find(':') != std::string::npos;
+    request += "POST " + url.prefix + ex.path +
+               " HTTP/1.1\r\nHost: " + (v6 ? "[" + url.host + "]" : url.host) + ":" +
+               std::to_string(url.port) + "\r\n";
+    for (const auto& [name, value] : ex.forward_headers) request += name + ": " + value + "\r\n";
+    if (!replica->api_key().empty())
+      request += "Authorization: Bearer " + replica->api_key() + "\r\n";
+    request += "Content-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +
+               "\r\n\r\n";
+    request += body;
+
+    // A reused keep-alive connection the server closed meanwhile gets one more
+    // try on a fresh connection to the same replica (not the replica's fault).
+    std::unique_ptr<UpstreamConn> conn = replica->AcquireConn();
+    Status st;
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      const bool reused = conn != nullptr;
+      if (!conn) {
+        auto c = UpstreamConn::Connect(url.host, url.port, t.connect_ms);
+        if (!c.ok()) {
+          st = c.status();
+          break;
+        }
+        conn = std::move(*c);
+      }
+      {
+        std::lock_guard<std::mutex> lock(ex.mu);
+        if (ex.cancelled) return false;
+        ex.active_conn = conn.get();
+      }
+      st = conn->Send(request, write_ms);
+      if (st.ok()) st = conn->ReadHead(read_ms);
+      bool cancelled;
+      {
+        std::lock_guard<std::mutex> lock(ex.mu);
+        ex.active_conn = nullptr;
+        cancelled = ex.cancelled;
+      }
+      if (cancelled) return false;
+      // A timeout is the replica's answer, not a stale connection's.
+      if (st.ok() || !reused || st.code() == StatusCode::kDeadlineExceeded) break;
+      conn.reset();
+    }
+
+    if (!st.ok()) {  // transport failure (connect, send, no head in time)
+      const std::string what = st.message();
+      if (core->Retry(ex.rr, FailureKind::kConnect)) {
+        OCTET_LOG(DEBUG) << "upstream " << replica->url() << ": " << what << "; retrying on "
+                         << ex.rr.decision.replica;
+        continue;
+      }
+      const bool timeout = st.code() == StatusCode::kDeadlineExceeded;
+      const std::string reason = "pool '" + spec.name + "' replica " + replica->url() + ": " + what;
+      AnswerWith(ex, timeout ? 504 : 502, "application/json",
+                 OpenAiError("upstream failed: " + reason, "upstream_error", timeout ? 504 : 502),
+                 "upstream failed: " + reason);
+      return false;
+    }
+
+    const int status = conn->status();
+    std::string content_type = conn->content_type();
+    if (content_type.empty()) content_type = "application/json";
+    if (status >= 200 && status < 300) {
+      std::lock_guard<std::mutex> lock(ex.mu);
+      ex.conn = std::move(conn);
+      if (!ex.headers_ready) {
+        ex.status = status;
+        ex.content_type = content_type;
+        ex.headers_ready = true;
+      }
+      return true;
+    }
+
+    // A non-2xx answer: read its body (bounded), then retry, escalate or pass it on.
+    std::string error_body;
+    {
+      std::lock_guard<std::mutex> lock(ex.mu);
+      if (ex.cancelled) return false;
+      ex.active_conn = conn.get();
+    }
+    UpstreamConn::ReadResult r = UpstreamConn::ReadResult::kData;
+    while (r == UpstreamConn::ReadResult::kData && error_body.size() <= kMaxErrorBodyBytes)
+      r = conn->ReadBody(read_ms, &error_body);
+    {
+      std::lock_guard<std::mutex> lock(ex.mu);
+      ex.active_conn = nullptr;
+      if (ex.cancelled) return false;
+    }
+    if (error_body.size() > kMaxErrorBodyBytes) error_body.resize(kMaxErrorBodyBytes);
+    if (r == UpstreamConn::ReadResult::kDone && conn->reusable())
+      replica->ReleaseConn(std::move(conn));
+    bool escalate_status = false;
+    if (ex.rr.route) {
+      const auto& codes = ex.rr.route->escalate.on_status;
+      escalate_status = std::find(codes.begin(), codes.end(), status) != codes.end();
+    }
+    if (escalate_status && core->Escalate(ex.rr)) {
+      core->ReportSuccess(replica, spec);
+      continue;
+    }
+    const bool server_error = status >= 500;
+    if (server_error || status == 429) {
+      if (core->Retry(ex.rr, server_error ? FailureKind::kStatus5xx : FailureKind::kStatus429))
+        continue;
+    } else {
+      core->ReportSuccess(replica, spec);  // a 4xx is the client's problem, not the replica's
+    }
+    const std::string message = "upstream " + replica->url() + " answered " +
+                                std::to_string(status) + ": " + error_body.substr(0, 500);
+    AnswerWith(ex, status, content_type, std::move(error_body), message);
+    return false;
+  }
+}
+
+// The content provider of a direct stream: true when the response ended as it
+// should (completely, or with an SSE error event), false when the client left
+// or the gateway stops.
+bool Gateway::Impl::StreamDirect(Exchange& ex, httplib::DataSink& sink, bool sse) {
+  {
+    std::lock_guard<std::mutex> lock(ex.sink_mu);
+    ex.sink = &sink;
+  }
+  auto end_stream = [&](bool ok) {
+    std::lock_guard<std::mutex> lock(ex.sink_mu);
+    if (ok) {
+      if (ex.failed_after_headers && sse) {
+        if (ex.tail[0] != '\n' || ex.tail[1] != '\n') WriteLocked(ex, "\n\n");
+        WriteLocked(ex, SseError(ex.error_message));
+      }
+      sink.done();
+    }
+    ex.sink = nullptr;
+    return ok;
+  };
+  auto client_gone = [&] {
+    Cancel(ex);
+    return end_stream(false);
+  };
+  std::string piece;
+  int64_t last_ns = NowNs();  // the last upstream byte (or the head)
+  while (true) {
+    {
+      std::lock_guard<std::mutex> lock(ex.mu);
+      if (ex.cancelled) return end_stream(false);
+      ex.active_conn = ex.conn.get();
+    }
+    if (stopping.load()) return client_gone();
+    ReplicaState* replica = ex.rr.lease.get();
+    const PoolRuntime& pool = *ex.rr.pool;
+    const PoolSpec& spec = *pool.spec;
+    const int64_t read_ms = std::max(spec.timeouts.first_token_ms, spec.timeouts.idle_ms);
+    const int64_t waited_ms = (NowNs() - last_ns) / 1000000;
+    int64_t wait_ms = std::max<int64_t>(read_ms - waited_ms, 1);
+    if (sse && ex.keepalive_ms > 0) wait_ms = std::min(wait_ms, ex.keepalive_ms);
+    piece.clear();
+    const UpstreamConn::ReadResult r = ex.conn->ReadBody(wait_ms, &piece);
+    {
+      std::lock_guard<std::mutex> lock(ex.mu);
+      ex.active_conn = nullptr;
+      if (ex.cancelled) return end_stream(false);
+    }
+    if (!piece.empty()) {
+      last_ns = NowNs();
+      ex.sse.Feed(piece);
+      std::lock_guard<std::mutex> lock(ex.sink_mu);
+      ex.body_started = true;
+      if (!WriteLocked(ex, piece)) {
+        ex.sink = nullptr;
+        Cancel(ex);
+        return false;
+      }
+    }
+    if (r == UpstreamConn::ReadResult::kData) continue;
+    if (r == UpstreamConn::ReadResult::kDone) {
+      core->ReportSuccess(replica, spec);
+      std::unique_ptr<UpstreamConn> conn;
+      {
+        std::lock_guard<std::mutex> lock(ex.mu);
+        conn = std::move(ex.conn);
+      }
+      if (conn->reusable()) replica->ReleaseConn(std::move(conn));
+      ex.rr.lease.Release();  // the upstream is done: its load drops now
+      return end_stream(true);
+    }
+    if (r == UpstreamConn::ReadResult::kTimedOut && (NowNs() - last_ns) / 1000000 < read_ms) {
+      // An SSE comment between events: clients ignore it, and writing it is
+      // how a departed client is noticed while the model prefills.
+      std::lock_guard<std::mutex> lock(ex.sink_mu);
+      if (ex.tail[0] == '\n' && ex.tail[1] == '\n' && !WriteLocked(ex, ": keepalive\n\n")) {
+        ex.sink = nullptr;
+        Cancel(ex);
+        return false;
+      }
+      continue;
+    }
+    // The upstream failed: timed out past read_ms, dropped, or broke the framing.
+    const std::string what = r == UpstreamConn::ReadResult::kTimedOut
+                                 ? "no data for " + std::to_string(read_ms) + " ms"
+                                 : ex.conn->error();
+    {
+      std::lock_guard<std::mutex> lock(ex.mu);
+      ex.conn.reset();
+    }
+    bool body_started;
+    {
+      std::lock_guard<std::mutex> lock(ex.sink_mu);
+      body_started = ex.body_started;
+    }
+    if (body_started) {
+      // Tokens already reached the client: end the stream with an error event.
+      core->ReportFailure(replica, pool, FailureKind::kMidStream);
+      OCTET_LOG(WARNING) << "upstream " << replica->url() << " failed mid-stream: " << what;
+      {
+        std::lock_guard<std::mutex> lock(ex.mu);
+        ex.failed_after_headers = true;
+        ex.error = true;
+        ex.error_message = "the upstream failed mid-stream (" + what + ")";
+      }
+      ex.rr.lease.Release();
+      return end_stream(true);
+    }
+    // Nothing forwarded yet: another replica may still answer.
+    if (core->Retry(ex.rr, FailureKind::kConnect)) {
+      OCTET_LOG(DEBUG) << "upstream " << replica->url() << ": " << what << "; retrying on "
+                       << ex.rr.decision.replica;
+      if (OpenDirect(ex)) {
+        last_ns = NowNs();
+        continue;
+      }
+      {
+        std::lock_guard<std::mutex> lock(ex.mu);
+        if (ex.cancelled || stopping.load()) return end_stream(false);
+      }
+    } else {
+      const std::string reason = "pool '" + spec.name + "' replica " + replica->url() + ": " + what;
+      AnswerWith(ex, 502, "application/json", "", "upstream failed: " + reason);
+    }
+    ex.rr.lease.Release();
+    return end_stream(true);
+  }
+}
+
+void Gateway::Impl::HandleDirectStream(const std::shared_ptr<Exchange>& ex,
+                                       httplib::Response& res) {
+  ex->direct = true;
+  Register(ex);
+  if (!OpenDirect(*ex)) {
+    // Answered without a stream (an error, passed through or ours), or cancelled.
+    Unregister(ex);
+    ex->rr.lease.Release();
+    ex->rr.pool->counters->ttft.Record(NowNs() - ex->start_ns);
+    Finish(*ex);
+    SetDecisionHeaders(res, ex->rr.decision);
+    std::lock_guard<std::mutex> lock(ex->mu);
+    if (ex->status == 0) {  // cancelled before any answer: the gateway is stopping
+      res.status = 503;
+      res.set_content(OpenAiError("the router is shutting down", "upstream_error", 503),
+                      "application/json");
+      return;
+    }
+    res.status = ex->status;
+    res.set_content(ex->unary_body, ex->content_type);
+    return;
+  }
+  res.status = ex->status;
+  SetDecisionHeaders(res, ex->rr.decision);
+  const bool sse = ex->content_type.find("text/event-stream") != std::string::npos;
+  if (sse) {
+    res.set_header("Cache-Control", "no-cache");
+    res.set_header("X-Accel-Buffering", "no");
+  }
+  res.set_chunked_content_provider(
+      ex->content_type,
+      [this, ex, sse](size_t, httplib::DataSink& sink) { return StreamDirect(*ex, sink, sse); },
+      [this, ex](bool success) {
+        {
+          std::lock_guard<std::mutex> lock(ex->sink_mu);
+          ex->sink = nullptr;  // the sink dies with this response
+        }
+        if (!success) {  // the client did not get the whole response: it left (or we stop)
+          ex->rr.pool->counters->cancelled.fetch_add(1, std::memory_order_relaxed);
+          Cancel(*ex);
+        }
+        {
+          std::lock_guard<std::mutex> lock(ex->mu);
+          ex->conn.reset();  // an unfinished upstream response: closing it cancels it
+          ex->tokens = ex->sse.tokens();
+        }
+        ex->rr.lease.Release();
+        Unregister(ex);
+        Finish(*ex);
+      });
+}
+
 void Gateway::Impl::Finish(Exchange& ex) {
   PoolCounters& c = *ex.rr.pool->counters;
   c.tokens.fetch_add(ex.tokens, std::memory_order_relaxed);
@@ -545,9 +900,14 @@ void Gateway::Impl::HandleCompletion(const httplib::Request& req, httplib::Respo
     return;
   }
 
-  // Streaming: the upstream thread runs the exchange (retries included); this
-  // thread waits until the response status is decided and then hands over to
-  // the content provider.
+  if (options.direct_streaming && AllPlainHttp(*snapshot)) {
+    HandleDirectStream(ex, res);
+    return;
+  }
+
+  // Streaming through an upstream thread (https replicas): it runs the exchange
+  // (retries included); this thread waits until the response status is decided
+  // and then hands over to the content provider.
   Register(ex);
   upstream_threads.Submit([this, ex] { RunUpstream(ex); });
   const TimeoutSpec& t = ex->rr.pool->spec->timeouts;

@@ -109,6 +109,37 @@ void ReplicaState::ReleaseClient(std::unique_ptr<httplib::Client> client) {
   if (idle_.size() < kMaxIdleClients) idle_.push_back(IdleClient{std::move(client), NowNs()});
 }
 
+std::unique_ptr<UpstreamConn> ReplicaState::AcquireConn() {
+  std::vector<std::unique_ptr<UpstreamConn>> stale;  // closed outside the lock
+  std::unique_ptr<UpstreamConn> c;
+  {
+    std::lock_guard<std::mutex> lock(conn_mu_);
+    const int64_t now = NowNs();
+    while (!idle_conns_.empty()) {
+      IdleConn ic = std::move(idle_conns_.back());
+      idle_conns_.pop_back();
+      if (now - ic.since_ns < kIdleReuseNs) {
+        c = std::move(ic.conn);
+        break;
+      }
+      stale.push_back(std::move(ic.conn));
+    }
+    if (!stale.empty()) {
+      for (auto& ic : idle_conns_) stale.push_back(std::move(ic.conn));
+      idle_conns_.clear();
+    }
+  }
+  // The server may have closed it meanwhile (its keep-alive timeout, a restart).
+  if (c && !c->IdleAndOpen()) c.reset();
+  return c;
+}
+
+void ReplicaState::ReleaseConn(std::unique_ptr<UpstreamConn> conn) {
+  std::lock_guard<std::mutex> lock(conn_mu_);
+  if (idle_conns_.size() < kMaxIdleClients)
+    idle_conns_.push_back(IdleConn{std::move(conn), NowNs()});
+}
+
 // ---- PolicyRuntime -----------------------------------------------------------
 
 const PoolRuntime* PolicyRuntime::FindPool(std::string_view name) const {

@@ -22,6 +22,7 @@
 #include "octet/router/request_features.h"
 #include "octet/router/router.h"
 #include "replica_url.h"
+#include "upstream_conn.h"
 
 namespace octet::router {
 
@@ -83,6 +84,10 @@ class ReplicaState {
   std::unique_ptr<httplib::Client> AcquireClient(const TimeoutSpec& t);
   // Returns a client whose last exchange completed cleanly.
   void ReleaseClient(std::unique_ptr<httplib::Client> client);
+  // The same for the gateway's streaming connections (plain http only): an idle
+  // keep-alive connection that is still open, or nullptr (the caller connects).
+  std::unique_ptr<UpstreamConn> AcquireConn();
+  void ReleaseConn(std::unique_ptr<UpstreamConn> conn);
 
   std::atomic<int> in_flight{0};
   std::atomic<uint64_t> requests{0};
@@ -114,6 +119,11 @@ class ReplicaState {
   };
   std::mutex conn_mu_;
   std::vector<IdleClient> idle_;  // guarded by conn_mu_
+  struct IdleConn {
+    std::unique_ptr<UpstreamConn> conn;
+    int64_t since_ns;
+  };
+  std::vector<IdleConn> idle_conns_;  // guarded by conn_mu_
 };
 
 struct PoolRuntime {

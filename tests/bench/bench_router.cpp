@@ -6,23 +6,37 @@
 //     the gateway's octet_router_routing_overhead_seconds records.
 //  2. TTFT added by the gateway at C concurrent streams: C clients stream
 //     chat completions from loopback upstreams directly, then through the
-//     gateway, and the client-side time to first byte is compared.
+//     gateway, alternating, and the client-side time to first byte is
+//     compared. Two arrival patterns (see Arrival): steady (about C streams
+//     in flight, starts spread evenly: what "C concurrent streams" means for a
+//     deployed gateway) and burst (C requests in the same instant, in step:
+//     the worst case, mostly queueing on this machine's cores). The gateway
+//     runs in a child process by default, as `octet route` is deployed, so its
+//     CPU per stream and per token is measured exactly (/proc/PID/stat);
+//     clients, upstreams and gateway still share the machine's cores.
 //
 // Prints a table and one JSON document (--json: only the JSON on stdout).
 // Figures, not pass/fail: compare within one run; the machine's load shows.
+#include <pthread.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <barrier>
+#include <csignal>
+#include <cstdint>
 #include <cstdio>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <thread>
 
 #include "octet/base/args.h"
 #include "octet/base/deadline.h"
+#include "octet/base/file_util.h"
 #include "octet/base/log.h"
+#include "octet/base/subprocess.h"
 #include "octet/router/classifier.h"
 #include "octet/router/gateway.h"
 #include "octet/router/router.h"
@@ -64,40 +78,146 @@ json ToJson(const Percentiles& p) {
               {"p99", p.p99}, {"p999", p.p999}, {"max", p.max}};
 }
 
-// Client TTFTs (ms) of `clients` threads each streaming `rounds` requests, the
-// k-th client to urls[k % urls.size()].
-std::vector<double> StreamLoad(const std::vector<int>& ports, int clients, int rounds,
-                               const std::vector<std::string>& prompts, int* failures) {
-  std::vector<std::vector<double>> per(static_cast<size_t>(clients));
-  std::atomic<int> failed{0};
-  std::barrier start(clients);
+// How the streaming clients arrive.
+//   kSteady: client k starts at k/C of one stream's duration and re-issues as
+//     soon as each stream ends, so about C streams are in flight at any time
+//     and starts are spread evenly: "C concurrent streams" at steady state.
+//     Only requests started once every client runs and before the first
+//     client finishes count (the ramp up and down are left out).
+//   kBurst: all C clients start in the same instant (a barrier) and stay in
+//     step: C arrivals at once, then C first tokens at once, and so on.
+enum class Arrival { kSteady, kBurst };
+
+const char* ArrivalName(Arrival a) { return a == Arrival::kSteady ? "steady" : "burst"; }
+
+struct LoadResult {
+  std::vector<double> ttft_ms;  // client-side time to first body byte, counted requests
+  double mean_in_flight = 0;    // streams in flight when a counted request started
+  int failures = 0;
+  int streams = 0;  // every stream run (counted or not), for CPU per stream
+};
+
+// `clients` threads each stream `rounds` chat completions, the k-th client to
+// ports[k % ports.size()]. `stream_ms` is one stream's nominal duration (the
+// steady arrivals' spread).
+LoadResult StreamLoad(const std::vector<int>& ports, int clients, int rounds,
+                      const std::vector<std::string>& prompts, Arrival arrival, double stream_ms) {
+  struct Sample {
+    int64_t start_ns;
+    double ttft_ms;
+    int in_flight;
+  };
+  std::vector<std::vector<Sample>> per(static_cast<size_t>(clients));
+  std::vector<int64_t> first_ns(static_cast<size_t>(clients)),
+      last_ns(static_cast<size_t>(clients));
+  std::atomic<int> failed{0}, in_flight{0};
+  std::barrier start(clients + 1);
+  int64_t t0 = 0;
   std::vector<std::thread> threads;
   for (int c = 0; c < clients; ++c)
     threads.emplace_back([&, c] {
       const int port = ports[static_cast<size_t>(c) % ports.size()];
       start.arrive_and_wait();
+      if (arrival == Arrival::kSteady) {
+        const auto offset = std::chrono::nanoseconds(
+            static_cast<int64_t>(stream_ms * 1e6 * c / static_cast<double>(clients)));
+        std::this_thread::sleep_until(
+            std::chrono::steady_clock::time_point(std::chrono::nanoseconds(t0) + offset));
+      }
+      first_ns[static_cast<size_t>(c)] = NowNs();
       for (int r = 0; r < rounds; ++r) {
         const auto& prompt = prompts[static_cast<size_t>(c + r) % prompts.size()];
+        const int64_t s = NowNs();
+        const int now_in = in_flight.fetch_add(1) + 1;
         test::ClientResult res = test::Chat(port, prompt, true);
+        in_flight.fetch_sub(1);
         if (res.status != 200 || !test::ParseSse(res.body).done)
           ++failed;
         else
-          per[static_cast<size_t>(c)].push_back(res.ttft_ms);
+          per[static_cast<size_t>(c)].push_back(Sample{s, res.ttft_ms, now_in});
       }
+      last_ns[static_cast<size_t>(c)] = NowNs();
     });
+  t0 = NowNs();  // NowNs() is steady_clock nanoseconds
+  start.arrive_and_wait();
   for (auto& t : threads) t.join();
-  std::vector<double> all;
-  for (auto& v : per) all.insert(all.end(), v.begin(), v.end());
-  *failures = failed.load();
-  return all;
+  int64_t window_begin = 0, window_end = INT64_MAX;
+  if (arrival == Arrival::kSteady) {
+    window_begin = *std::max_element(first_ns.begin(), first_ns.end());
+    window_end = *std::min_element(last_ns.begin(), last_ns.end());
+  }
+  LoadResult out;
+  double in_flight_sum = 0;
+  for (auto& v : per)
+    for (const Sample& s : v)
+      if (s.start_ns >= window_begin && s.start_ns < window_end) {
+        out.ttft_ms.push_back(s.ttft_ms);
+        in_flight_sum += s.in_flight;
+      }
+  if (!out.ttft_ms.empty())
+    out.mean_in_flight = in_flight_sum / static_cast<double>(out.ttft_ms.size());
+  out.failures = failed.load();
+  out.streams = clients * rounds;
+  return out;
 }
 
-// Process CPU time (user + system) in milliseconds.
-double CpuMs() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return (u.ru_utime.tv_sec + u.ru_stime.tv_sec) * 1e3 +
-         (u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e3;
+// CPU time (user + system) in milliseconds of this process, or of process
+// `pid` (from /proc/PID/stat; clock-tick resolution).
+double CpuMs(pid_t pid = 0) {
+  if (pid == 0) {
+    rusage u{};
+    getrusage(RUSAGE_SELF, &u);
+    return (u.ru_utime.tv_sec + u.ru_stime.tv_sec) * 1e3 +
+           (u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e3;
+  }
+  auto text = ReadFileToString("/proc/" + std::to_string(pid) + "/stat");
+  if (!text.ok()) return 0;
+  // Fields after the ")" that ends the command name: state is field 3, utime 14, stime 15.
+  const size_t close = text->rfind(')');
+  if (close == std::string::npos) return 0;
+  std::istringstream in(text->substr(close + 2));
+  std::string field;
+  double utime = 0, stime = 0;
+  for (int i = 3; i <= 15 && (in >> field); ++i) {
+    if (i == 14) utime = std::stod(field);
+    if (i == 15) stime = std::stod(field);
+  }
+  return (utime + stime) * 1e3 / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+// The gateway process of --gateway-process 1: serves POLICY until SIGTERM and
+// prints "GATEWAY_PORT <port>" once it accepts connections.
+int ServeGateway(const std::string& policy_file) {
+  sigset_t term;
+  sigemptyset(&term);
+  sigaddset(&term, SIGTERM);
+  sigaddset(&term, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &term, nullptr);  // before any thread starts: all inherit it
+  // Threads inherit the name: `perf report --comm gateway`, top -H.
+  pthread_setname_np(pthread_self(), "gateway");
+  auto parsed = LoadPolicyFile(policy_file);
+  if (!parsed.ok()) {
+    std::cerr << parsed.status().message() << "\n";
+    return 1;
+  }
+  auto router = Router::Create(parsed.policy);
+  if (!router.ok()) {
+    std::cerr << router.status().message() << "\n";
+    return 1;
+  }
+  GatewayOptions go = GatewayOptionsFromPolicy(parsed.policy->gateway);
+  go.port = 0;
+  auto gw = Gateway::Start(router->get(), go);
+  if (!gw.ok()) {
+    std::cerr << gw.status().message() << "\n";
+    return 1;
+  }
+  std::printf("GATEWAY_PORT %d\n", (*gw)->port());
+  std::fflush(stdout);
+  int sig = 0;
+  sigwait(&term, &sig);
+  (*gw)->Stop();
+  return 0;
 }
 
 }  // namespace
@@ -108,7 +228,11 @@ int main(int argc, char** argv) {
            OCTET_SOURCE_DIR_DEFAULT);
   p.Option("overhead-rounds", "N", "passes over the labelled requests", "30");
   p.Option("clients", "C", "concurrent streaming clients", "200");
-  p.Option("rounds", "R", "sequential requests per client", "3");
+  p.Option("rounds", "R", "sequential requests per client and pass", "4");
+  p.Option("passes", "N", "alternating direct/gateway passes per arrival mode", "2");
+  p.Option("arrival", "MODE", "steady, burst or both (see Arrival)", "both");
+  p.Option("gateway-process", "0|1", "run the gateway in a child process of its own", "1");
+  p.Option("serve-gateway", "POLICY", "(internal) run only a gateway for POLICY until SIGTERM", "");
   p.Option("upstreams", "N", "loopback upstream servers", "4");
   p.Option("ttft-ms", "MS", "upstream time to first token", "50");
   p.Option("tokens", "N", "tokens per response", "16");
@@ -123,6 +247,8 @@ int main(int argc, char** argv) {
     return 0;
   }
   SetLogLevel(LogLevel::kWarning);
+  if (const std::string served = p.GetString("serve-gateway"); !served.empty())
+    return ServeGateway(served);
   const bool as_json = p.GetFlag("json");
   std::FILE* human = as_json ? stderr : stdout;
   const std::string dir = p.GetString("source-dir") + "/resources/routing/";
@@ -185,16 +311,29 @@ int main(int argc, char** argv) {
 
   // ---- 2. Gateway TTFT under concurrent streams -------------------------------
   const int clients = static_cast<int>(p.GetInt("clients").value_or(200));
-  const int req_rounds = static_cast<int>(p.GetInt("rounds").value_or(3));
+  const int req_rounds = static_cast<int>(p.GetInt("rounds").value_or(4));
+  const int passes = static_cast<int>(p.GetInt("passes").value_or(2));
   const int n_up = static_cast<int>(p.GetInt("upstreams").value_or(4));
+  const int ttft_ms = static_cast<int>(p.GetInt("ttft-ms").value_or(50));
+  const int n_tokens = static_cast<int>(p.GetInt("tokens").value_or(16));
+  const int token_ms = static_cast<int>(p.GetInt("token-ms").value_or(10));
+  const bool own_process = p.GetInt("gateway-process").value_or(1) != 0;
+  std::vector<Arrival> arrivals;
+  const std::string arrival_flag = p.GetString("arrival");
+  if (arrival_flag == "steady" || arrival_flag == "both") arrivals.push_back(Arrival::kSteady);
+  if (arrival_flag == "burst" || arrival_flag == "both") arrivals.push_back(Arrival::kBurst);
+  if (arrivals.empty()) {
+    std::cerr << "--arrival must be steady, burst or both, not '" << arrival_flag << "'\n";
+    return 2;
+  }
   std::vector<std::unique_ptr<test::OpenAiUpstream>> ups;
   std::vector<int> up_ports;
   for (int i = 0; i < n_up; ++i) {
     test::UpstreamOptions o;
     o.name = "U" + std::to_string(i);
-    o.ttft_ms = static_cast<int>(p.GetInt("ttft-ms").value_or(50));
-    o.tokens = static_cast<int>(p.GetInt("tokens").value_or(16));
-    o.token_interval_ms = static_cast<int>(p.GetInt("token-ms").value_or(10));
+    o.ttft_ms = ttft_ms;
+    o.tokens = n_tokens;
+    o.token_interval_ms = token_ms;
     o.threads = clients + 64;
     auto u = test::OpenAiUpstream::Start(o);
     if (!u.ok()) {
@@ -205,28 +344,85 @@ int main(int argc, char** argv) {
     ups.push_back(std::move(*u));
   }
   // One pool of all upstreams (least request), the classifier still consulted.
-  std::string yaml = "version: 1\npools:\n  - name: p\n    replicas: [";
+  std::string yaml = "version: 1\ngateway: {threads: " + std::to_string(clients + 64) +
+                     "}\npools:\n  - name: p\n    replicas: [";
   for (int i = 0; i < n_up; ++i) yaml += (i ? ", " : "") + ups[static_cast<size_t>(i)]->url();
   yaml +=
       "]\n    health_check: {interval_ms: 1000}\nclassifiers:\n  - name: difficulty\n"
-      "    weights: difficulty.weights.json\nroutes:\n  - name: hard\n    match: {hard: true}\n"
+      "    weights: " +
+      dir +
+      "difficulty.weights.json\nroutes:\n  - name: hard\n    match: {hard: true}\n"
       "    pool: p\n  - name: easy\n    pool: p\nstickiness: {mode: off}\n";
-  PolicyParseOptions po;
-  po.base_dir = dir;
-  auto gw_policy = ParsePolicy(yaml, "bench.yaml", po);
-  if (!gw_policy.ok()) {
-    std::cerr << gw_policy.status().message() << "\n";
-    return 1;
+
+  // The gateway: in a child process of its own (as `octet route` runs; its CPU
+  // is then measured exactly), or in this process.
+  std::unique_ptr<Subprocess> gw_child;
+  std::unique_ptr<Router> gw_router;
+  std::unique_ptr<Gateway> gw;
+  int gw_port = 0;
+  const std::string policy_path =
+      "/tmp/bench_router_policy_" + std::to_string(::getpid()) + ".yaml";
+  if (own_process) {
+    if (Status s = WriteFileAtomic(policy_path, yaml); !s.ok()) {
+      std::cerr << s.message() << "\n";
+      return 1;
+    }
+    auto self = SelfExecutablePath();
+    if (!self.ok()) {
+      std::cerr << self.status().message() << "\n";
+      return 1;
+    }
+    auto output = std::make_shared<std::pair<std::mutex, std::string>>();
+    SpawnOptions so;
+    so.argv = {*self, "--serve-gateway", policy_path};
+    so.on_output = [output](std::string_view chunk) {
+      std::lock_guard<std::mutex> lock(output->first);
+      output->second.append(chunk);
+      std::fputs(std::string(chunk).c_str(), stderr);
+    };
+    auto child = Subprocess::Spawn(so);
+    if (!child.ok()) {
+      std::cerr << child.status().message() << "\n";
+      return 1;
+    }
+    gw_child = std::move(*child);
+    const Deadline d = Deadline::AfterMs(20000);
+    while (gw_port == 0 && !d.expired() && !gw_child->Poll()) {
+      {
+        std::lock_guard<std::mutex> lock(output->first);
+        const size_t at = output->second.find("GATEWAY_PORT ");
+        if (at != std::string::npos && output->second.find('\n', at) != std::string::npos)
+          gw_port = std::atoi(output->second.c_str() + at + 13);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    std::remove(policy_path.c_str());
+    if (gw_port <= 0) {
+      std::cerr << "the gateway process did not report its port\n";
+      return 1;
+    }
+  } else {
+    PolicyParseOptions po;
+    po.base_dir = dir;
+    auto gw_policy = ParsePolicy(yaml, "bench.yaml", po);
+    if (!gw_policy.ok()) {
+      std::cerr << gw_policy.status().message() << "\n";
+      return 1;
+    }
+    auto r = Router::Create(gw_policy.policy);
+    if (!r.ok()) return 1;
+    gw_router = std::move(*r);
+    GatewayOptions go;
+    go.threads = clients + 64;
+    auto g = Gateway::Start(gw_router.get(), go);
+    if (!g.ok()) {
+      std::cerr << g.status().message() << "\n";
+      return 1;
+    }
+    gw = std::move(*g);
+    gw_port = gw->port();
   }
-  auto gw_router = Router::Create(gw_policy.policy);
-  if (!gw_router.ok()) return 1;
-  GatewayOptions go;
-  go.threads = clients + 64;
-  auto gw = Gateway::Start(gw_router->get(), go);
-  if (!gw.ok()) {
-    std::cerr << gw.status().message() << "\n";
-    return 1;
-  }
+  const pid_t gw_pid = gw_child ? gw_child->pid() : 0;
   std::vector<std::string> prompts;
   for (size_t i = 0; i < data->size() && prompts.size() < 64; i += 5) {
     const auto& msgs = (*data)[i].request["messages"];
@@ -236,66 +432,103 @@ int main(int argc, char** argv) {
         break;
       }
   }
-  // Warm-up (connections, thread pools), then direct and routed, twice each
-  // in alternation so drift in the machine's load hits both.
-  int failures = 0, total_failures = 0;
-  StreamLoad(up_ports, std::min(clients, 32), 1, prompts, &failures);
-  StreamLoad({(*gw)->port()}, std::min(clients, 32), 1, prompts, &failures);
-  std::vector<double> direct, routed;
-  double cpu_direct = 0, cpu_routed = 0;  // whole process: clients + upstreams (+ gateway)
-  for (int pass = 0; pass < 2; ++pass) {
-    double c0 = CpuMs();
-    auto d = StreamLoad(up_ports, clients, req_rounds, prompts, &failures);
-    cpu_direct += CpuMs() - c0;
-    total_failures += failures;
-    direct.insert(direct.end(), d.begin(), d.end());
-    c0 = CpuMs();
-    auto r = StreamLoad({(*gw)->port()}, clients, req_rounds, prompts, &failures);
-    cpu_routed += CpuMs() - c0;
-    total_failures += failures;
-    routed.insert(routed.end(), r.begin(), r.end());
+  const double stream_ms = ttft_ms + static_cast<double>(std::max(0, n_tokens - 1) * token_ms);
+  int total_failures = 0;
+  // Warm-up (connections, thread pools).
+  total_failures +=
+      StreamLoad(up_ports, std::min(clients, 32), 1, prompts, Arrival::kBurst, stream_ms).failures;
+  total_failures +=
+      StreamLoad({gw_port}, std::min(clients, 32), 1, prompts, Arrival::kBurst, stream_ms).failures;
+
+  std::fprintf(human,
+               "\nTTFT at %d concurrent streams, client-side: %d upstreams (TTFT %d ms, %d tokens "
+               "%d ms apart), gateway %s, %u cores shared by all\n",
+               clients, n_up, ttft_ms, n_tokens, token_ms,
+               own_process ? "in its own process" : "in the benchmark process",
+               std::thread::hardware_concurrency());
+  json modes = json::object();
+  for (const Arrival arrival : arrivals) {
+    // Direct and routed alternate, `passes` times, so drift in the machine's
+    // load hits both.
+    std::vector<double> direct, routed;
+    double in_flight_direct = 0, in_flight_routed = 0;
+    double cpu_direct = 0, cpu_routed = 0, cpu_gateway = 0;
+    int streams = 0;
+    for (int pass = 0; pass < passes; ++pass) {
+      double c0 = CpuMs();
+      LoadResult d = StreamLoad(up_ports, clients, req_rounds, prompts, arrival, stream_ms);
+      cpu_direct += CpuMs() - c0;
+      c0 = CpuMs();
+      const double g0 = gw_pid ? CpuMs(gw_pid) : 0;
+      LoadResult r = StreamLoad({gw_port}, clients, req_rounds, prompts, arrival, stream_ms);
+      cpu_routed += CpuMs() - c0;
+      if (gw_pid) cpu_gateway += CpuMs(gw_pid) - g0;
+      total_failures += d.failures + r.failures;
+      direct.insert(direct.end(), d.ttft_ms.begin(), d.ttft_ms.end());
+      routed.insert(routed.end(), r.ttft_ms.begin(), r.ttft_ms.end());
+      in_flight_direct += d.mean_in_flight / passes;
+      in_flight_routed += r.mean_in_flight / passes;
+      streams += r.streams;
+    }
+    // In-process, the gateway's CPU is estimated as the extra CPU of the routed runs.
+    if (!gw_pid) cpu_gateway = cpu_routed - cpu_direct;
+    const double cpu_us_per_stream = cpu_gateway * 1e3 / streams;
+    const double cpu_us_per_token = cpu_us_per_stream / n_tokens;
+    const Percentiles pd = Summarise(direct), pr = Summarise(routed);
+    std::fprintf(human, "  %s arrivals: %s\n", ArrivalName(arrival),
+                 arrival == Arrival::kSteady
+                     ? "starts spread evenly over one stream, each client re-issues at once "
+                       "(the goal's measure)"
+                     : "all clients start at the same instant and stay in step (worst case)");
+    std::fprintf(human,
+                 "    direct to upstreams   p50 %7.2f ms  p99 %7.2f ms  mean %7.2f ms  (%zu "
+                 "streams, %.0f in flight)\n",
+                 pd.p50, pd.p99, pd.mean, pd.n, in_flight_direct);
+    std::fprintf(human,
+                 "    through the gateway   p50 %7.2f ms  p99 %7.2f ms  mean %7.2f ms  (%zu "
+                 "streams, %.0f in flight)\n",
+                 pr.p50, pr.p99, pr.mean, pr.n, in_flight_routed);
+    std::fprintf(human, "    added by the gateway  p50 %+7.2f ms  p99 %+7.2f ms  mean %+7.2f ms\n",
+                 pr.p50 - pd.p50, pr.p99 - pd.p99, pr.mean - pd.mean);
+    std::fprintf(human, "    gateway CPU: %.0f us per stream, %.1f us per token%s\n",
+                 cpu_us_per_stream, cpu_us_per_token,
+                 gw_pid ? " (its process)" : " (estimate: process CPU routed - direct)");
+    modes[ArrivalName(arrival)] = json{{"direct", ToJson(pd)},
+                                       {"gateway", ToJson(pr)},
+                                       {"added_p50", pr.p50 - pd.p50},
+                                       {"added_p99", pr.p99 - pd.p99},
+                                       {"added_mean", pr.mean - pd.mean},
+                                       {"mean_in_flight_direct", in_flight_direct},
+                                       {"mean_in_flight_gateway", in_flight_routed},
+                                       {"gateway_cpu_us_per_stream", cpu_us_per_stream},
+                                       {"gateway_cpu_us_per_token", cpu_us_per_token}};
   }
-  const double streams = 2.0 * clients * req_rounds;
-  const double tokens = streams * static_cast<double>(p.GetInt("tokens").value_or(16));
-  const double gateway_cpu_us_per_token = (cpu_routed - cpu_direct) * 1e3 / tokens;
-  const Percentiles pd = Summarise(direct), pr = Summarise(routed);
-  const RouterStats gs = (*gw_router)->Stats();
-  std::fprintf(
-      human,
-      "\nTTFT at %d concurrent streams (%d upstreams, upstream TTFT %lld ms), client-side:\n",
-      clients, n_up, static_cast<long long>(p.GetInt("ttft-ms").value_or(50)));
-  std::fprintf(human,
-               "  direct to upstreams   p50 %7.2f ms  p99 %7.2f ms  mean %7.2f ms  (%zu streams)\n",
-               pd.p50, pd.p99, pd.mean, pd.n);
-  std::fprintf(human,
-               "  through the gateway   p50 %7.2f ms  p99 %7.2f ms  mean %7.2f ms  (%zu streams)\n",
-               pr.p50, pr.p99, pr.mean, pr.n);
-  std::fprintf(human, "  added by the gateway  p50 %+7.2f ms  p99 %+7.2f ms  mean %+7.2f ms\n",
-               pr.p50 - pd.p50, pr.p99 - pd.p99, pr.mean - pd.mean);
-  std::fprintf(
-      human,
-      "  gateway routing overhead under load: p50 %.1f us, p99 %.1f us; failed streams: %d\n",
-      gs.overhead_us_p50, gs.overhead_us_p99, total_failures);
-  std::fprintf(
-      human, "  gateway CPU per forwarded token: %.1f us (process CPU routed - direct, %u cores)\n",
-      gateway_cpu_us_per_token, std::thread::hardware_concurrency());
+  json gw_overhead = nullptr;
+  if (gw_router) {
+    const RouterStats gs = gw_router->Stats();
+    gw_overhead = json{{"p50", gs.overhead_us_p50}, {"p99", gs.overhead_us_p99}};
+    std::fprintf(human, "  gateway routing overhead under load: p50 %.1f us, p99 %.1f us\n",
+                 gs.overhead_us_p50, gs.overhead_us_p99);
+  }
+  std::fprintf(human, "  failed streams: %d\n", total_failures);
   json doc{{"routing_overhead_us",
             {{"classify_pick", ToJson(decide)}, {"with_json_parse", ToJson(full)}}},
            {"ttft_ms",
             {{"clients", clients},
              {"rounds", req_rounds},
+             {"passes", passes},
              {"upstreams", n_up},
-             {"direct", ToJson(pd)},
-             {"gateway", ToJson(pr)},
-             {"added_p50", pr.p50 - pd.p50},
-             {"added_p99", pr.p99 - pd.p99},
-             {"added_mean", pr.mean - pd.mean}}},
-           {"gateway_overhead_us", {{"p50", gs.overhead_us_p50}, {"p99", gs.overhead_us_p99}}},
-           {"gateway_cpu_us_per_token", gateway_cpu_us_per_token},
+             {"upstream_ttft_ms", ttft_ms},
+             {"tokens", n_tokens},
+             {"token_interval_ms", token_ms},
+             {"gateway_own_process", own_process},
+             {"arrivals", modes}}},
+           {"gateway_overhead_us", gw_overhead},
            {"failed_streams", total_failures},
            {"hardware_concurrency", std::thread::hardware_concurrency()}};
   std::cout << doc.dump() << "\n";
-  (*gw)->Stop();
+  if (gw) gw->Stop();
+  if (gw_child) gw_child->Terminate(std::chrono::milliseconds(5000));
   for (auto& u : ups) u->Stop();
   return total_failures == 0 ? 0 : 1;
 }

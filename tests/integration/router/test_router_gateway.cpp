@@ -8,6 +8,7 @@
 
 #include <QtTest>
 #include <atomic>
+#include <cstdio>
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -50,6 +51,11 @@ std::string Fill(std::string yaml, const std::map<std::string, std::string>& var
   return yaml;
 }
 
+// Streams run on the HTTP worker thread alone (plain-http pools, the default),
+// or through an upstream thread (what https pools use). main() runs every test
+// both ways.
+bool g_direct_streaming = true;
+
 struct Gw {
   std::unique_ptr<Router> router;
   std::unique_ptr<Gateway> gateway;
@@ -65,6 +71,7 @@ Gw StartGateway(const std::string& yaml, const std::string& file = "test-policy.
   g.router = std::move(*r);
   GatewayOptions o;
   o.threads = 64;
+  o.direct_streaming = g_direct_streaming;
   auto gw = Gateway::Start(g.router.get(), o);
   if (!gw.ok()) qFatal("%s", gw.status().message().c_str());
   g.gateway = std::move(*gw);
@@ -364,6 +371,7 @@ pools:
     QVERIFY(router.ok());
     GatewayOptions go;
     go.threads = 64;
+    go.direct_streaming = g_direct_streaming;
     auto gw = Gateway::Start(router->get(), go);
     QVERIFY(gw.ok());
     const int port = (*gw)->port();
@@ -494,6 +502,29 @@ routes:
                     "octet_router_pool_cancelled_total{pool=\"p\"}") == 1;
     }));
     QCOMPARE(g.router->Stats().pools[0].in_flight, 0u);
+  }
+
+  void keepaliveCommentsWhileTheModelPrefills() {
+    auto up = StartUpstream("U", 1, 4, /*ttft_ms=*/500);
+    Gw g = StartGateway(Fill(R"(version: 1
+gateway: {stream_keepalive_ms: 100}
+pools:
+  - name: p
+    replicas: [@U@]
+    health_check: {enabled: false}
+routes:
+  - name: all
+    pool: p
+)",
+                             {{"U", up->url()}}));
+    ClientResult r = Chat(g.port(), "q", true);
+    QCOMPARE(r.status, 200);
+    // SSE comments while the first token is awaited, whole events only.
+    const size_t comment = r.body.find(": keepalive\n\n");
+    QVERIFY2(comment != std::string::npos && comment < r.body.find("data:"), r.body.c_str());
+    const StreamText st = ParseSse(r.body);
+    QCOMPARE(st.text, ExpectedTokens("U", 4));
+    QVERIFY(st.done && !st.error);
   }
 
   void rejectedRequestsEscalate() {
@@ -631,5 +662,13 @@ routes:
   }
 };
 
-QTEST_APPLESS_MAIN(TestRouterGateway)
+int main(int argc, char** argv) {
+  TestRouterGateway direct;
+  int failures = QTest::qExec(&direct, argc, argv);
+  std::fprintf(stderr, "--- again, streams through an upstream thread (https pools' path)\n");
+  g_direct_streaming = false;
+  TestRouterGateway threaded;
+  failures += QTest::qExec(&threaded, argc, argv);
+  return failures;
+}
 #include "test_router_gateway.moc"

@@ -25,7 +25,12 @@
 // Limitation (cpp-httplib 0.11-0.14): a non-streaming client's disconnect is not
 // visible to the handler, so a unary upstream request runs to completion.
 //
-// Each stream holds one HTTP worker thread and one upstream thread (pooled);
+// A stream from a pool of plain-http replicas runs on its HTTP worker thread
+// alone: the handler connects (reusing keep-alive connections), sends and reads
+// the upstream's head; the content provider then reads the body and writes it
+// to the client on the same thread (one recv per token, no thread hand-off).
+// When any replica of the policy is https, each stream holds one HTTP worker
+// thread and one upstream thread (pooled) running cpp-httplib's client.
 // `threads` bounds concurrent client connections (more wait in the queue).
 #pragma once
 
@@ -42,6 +47,10 @@ struct GatewayOptions {
   int port = 0;             // 0: any free port (see port())
   int threads = 320;        // HTTP worker threads
   std::string admin_token;  // bearer token for /v1/router/policy from non-loopback peers
+  // Streams from plain-http pools run on the HTTP worker thread alone (see the
+  // header comment); false sends every stream through an upstream thread, as
+  // https pools always do.
+  bool direct_streaming = true;
 };
 
 GatewayOptions GatewayOptionsFromPolicy(const GatewaySpec& spec);

@@ -1,0 +1,240 @@
+// UpstreamConn (router/src): the gateway's streaming HTTP/1.1 client, against a
+// scripted server on loopback that sends its response in pieces, so bodies
+// arrive split at awkward places (inside a chunk-size line, inside data,
+// between a chunk and its CRLF).
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <QtTest>
+#include <atomic>
+#include <chrono>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "upstream_conn.h"
+
+using octet::router::UpstreamConn;
+using ReadResult = UpstreamConn::ReadResult;
+
+namespace {
+
+// Accepts one connection, reads one request (head + Content-Length body),
+// then sends `pieces` `gap_ms` apart; then closes at once (`close_after`) or
+// when the client does.
+class ScriptedServer {
+ public:
+  ScriptedServer(std::vector<std::string> pieces, int gap_ms, bool close_after)
+      : pieces_(std::move(pieces)), gap_ms_(gap_ms), close_after_(close_after) {
+    listen_fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ::bind(listen_fd_, reinterpret_cast<sockaddr*>(&a), sizeof a);
+    socklen_t len = sizeof a;
+    ::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&a), &len);
+    port_ = ntohs(a.sin_port);
+    ::listen(listen_fd_, 4);
+    thread_ = std::thread([this] { Serve(); });
+  }
+  ~ScriptedServer() {
+    ::shutdown(listen_fd_, SHUT_RDWR);
+    thread_.join();
+    ::close(listen_fd_);
+  }
+  int port() const { return port_; }
+  std::string request() const { return request_; }
+
+ private:
+  void Serve() {
+    const int fd = ::accept(listen_fd_, nullptr, nullptr);
+    if (fd < 0) return;
+    int one = 1;
+    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    std::string in;
+    char buf[4096];
+    size_t need = std::string::npos;
+    while (need == std::string::npos || in.size() < need) {
+      const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+      if (n <= 0) break;
+      in.append(buf, static_cast<size_t>(n));
+      const size_t head_end = in.find("\r\n\r\n");
+      if (need == std::string::npos && head_end != std::string::npos) {
+        const size_t cl = in.find("Content-Length: ");
+        const size_t body = cl == std::string::npos ? 0 : std::stoul(in.substr(cl + 16));
+        need = head_end + 4 + body;
+      }
+    }
+    request_ = in;
+    for (size_t i = 0; i < pieces_.size(); ++i) {
+      if (i && gap_ms_) std::this_thread::sleep_for(std::chrono::milliseconds(gap_ms_));
+      ::send(fd, pieces_[i].data(), pieces_[i].size(), MSG_NOSIGNAL);
+    }
+    if (!close_after_)
+      while (::recv(fd, buf, sizeof buf, 0) > 0) {
+      }
+    ::close(fd);
+  }
+  std::vector<std::string> pieces_;
+  int gap_ms_;
+  bool close_after_;
+  int listen_fd_ = -1;
+  int port_ = 0;
+  std::thread thread_;
+  std::string request_;
+};
+
+std::unique_ptr<UpstreamConn> ConnectAndAsk(const ScriptedServer& s) {
+  auto c = UpstreamConn::Connect("127.0.0.1", s.port(), 2000);
+  if (!c.ok()) qFatal("%s", c.status().message().c_str());
+  const std::string req =
+      "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}";
+  if (!(*c)->Send(req, 2000).ok()) qFatal("send failed");
+  return std::move(*c);
+}
+
+// Reads the whole body; the last ReadResult in *last.
+std::string ReadAll(UpstreamConn& c, ReadResult* last, int* pieces = nullptr) {
+  std::string body;
+  ReadResult r;
+  int n = 0;
+  do {
+    r = c.ReadBody(2000, &body);
+    ++n;
+  } while (r == ReadResult::kData);
+  *last = r;
+  if (pieces) *pieces = n;
+  return body;
+}
+
+}  // namespace
+
+class TestUpstreamConn : public QObject {
+  Q_OBJECT
+ private slots:
+  void chunkedBodySplitAnywhere() {
+    ScriptedServer s({"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Enc",
+                      "oding: chunked\r\n\r\n0", "d\r\ndata: ab", "cdefg\r", "\n7\r\ndata: x\r\n",
+                      "0\r\nX-Trailer: 1\r\n", "\r\n"},
+                     5, false);
+    auto c = ConnectAndAsk(s);
+    QVERIFY(c->ReadHead(2000).ok());
+    QCOMPARE(c->status(), 200);
+    QCOMPARE(c->content_type(), std::string("text/event-stream"));
+    ReadResult last;
+    int pieces = 0;
+    QCOMPARE(ReadAll(*c, &last, &pieces), std::string("data: abcdefgdata: x"));
+    QCOMPARE(last, ReadResult::kDone);
+    QVERIFY(pieces >= 2);  // handed over as it arrived, not at the end
+    QVERIFY(c->reusable());
+    QVERIFY(s.request().find("\r\n\r\n{}") != std::string::npos);
+  }
+
+  void contentLengthBody() {
+    ScriptedServer s(
+        {"HTTP/1.1 429 Too Many Requests\r\nContent-Length: 11\r\n\r\nhello", " world"}, 5, false);
+    auto c = ConnectAndAsk(s);
+    QVERIFY(c->ReadHead(2000).ok());
+    QCOMPARE(c->status(), 429);
+    QVERIFY(c->content_type().empty());
+    ReadResult last;
+    QCOMPARE(ReadAll(*c, &last), std::string("hello world"));
+    QCOMPARE(last, ReadResult::kDone);
+    QVERIFY(c->reusable());
+  }
+
+  void bodyUntilCloseAndConnectionClose() {
+    {
+      ScriptedServer s({"HTTP/1.0 200 OK\r\n\r\nall of it", " until the end"}, 5, true);
+      auto c = ConnectAndAsk(s);
+      QVERIFY(c->ReadHead(2000).ok());
+      ReadResult last;
+      QCOMPARE(ReadAll(*c, &last), std::string("all of it until the end"));
+      QCOMPARE(last, ReadResult::kDone);
+      QVERIFY(!c->reusable());
+    }
+    {
+      ScriptedServer s({"HTTP/1.1 200 OK\r\nConnection: close\r\nTransfer-Encoding: "
+                        "chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n"},
+                       0, false);
+      auto c = ConnectAndAsk(s);
+      QVERIFY(c->ReadHead(2000).ok());
+      ReadResult last;
+      QCOMPARE(ReadAll(*c, &last), std::string("ok"));
+      QCOMPARE(last, ReadResult::kDone);
+      QVERIFY(!c->reusable());  // the server said it closes
+    }
+  }
+
+  void truncatedOrBrokenBodiesAreErrors() {
+    {
+      ScriptedServer s({"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n10\r\nonly half"}, 0,
+                       true);
+      auto c = ConnectAndAsk(s);
+      QVERIFY(c->ReadHead(2000).ok());
+      ReadResult last;
+      QCOMPARE(ReadAll(*c, &last), std::string("only half"));
+      QCOMPARE(last, ReadResult::kError);
+      QVERIFY2(c->error().find("before the response ended") != std::string::npos,
+               c->error().c_str());
+      QVERIFY(!c->reusable());
+    }
+    {
+      ScriptedServer s({"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n"}, 0, false);
+      auto c = ConnectAndAsk(s);
+      QVERIFY(c->ReadHead(2000).ok());
+      ReadResult last;
+      ReadAll(*c, &last);
+      QCOMPARE(last, ReadResult::kError);
+      QVERIFY2(c->error().find("chunk size") != std::string::npos, c->error().c_str());
+    }
+    {
+      ScriptedServer s({"SSH-2.0-OpenSSH\r\n\r\n"}, 0, false);
+      auto c = ConnectAndAsk(s);
+      const auto st = c->ReadHead(2000);
+      QVERIFY(!st.ok());
+      QVERIFY2(st.message().find("not an HTTP response") != std::string::npos,
+               st.message().c_str());
+    }
+  }
+
+  void waitsTimeOutAndAbortWakesAReader() {
+    ScriptedServer s({"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n", "3\r\nabc\r\n"}, 300,
+                     false);
+    auto c = ConnectAndAsk(s);
+    QVERIFY(c->ReadHead(2000).ok());
+    std::string body;
+    QCOMPARE(c->ReadBody(30, &body), ReadResult::kTimedOut);  // the connection stays usable
+    QCOMPARE(c->ReadBody(2000, &body), ReadResult::kData);
+    QCOMPARE(body, std::string("abc"));
+    // Nothing more comes: Abort() from another thread ends a long wait at once.
+    const auto t0 = std::chrono::steady_clock::now();
+    std::thread aborter([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      c->Abort();
+    });
+    QCOMPARE(c->ReadBody(10000, &body), ReadResult::kError);
+    aborter.join();
+    QVERIFY(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5));
+  }
+
+  void connectFailures() {
+    int port;
+    {
+      ScriptedServer s({}, 0, true);
+      port = s.port();
+      auto c = UpstreamConn::Connect("127.0.0.1", port, 2000);  // lets the server finish
+      QVERIFY(c.ok());
+    }
+    auto refused = UpstreamConn::Connect("127.0.0.1", port, 2000);
+    QVERIFY(!refused.ok());
+    QVERIFY2(
+        refused.status().message().find("127.0.0.1:" + std::to_string(port)) != std::string::npos,
+        refused.status().message().c_str());
+  }
+};
+
+QTEST_APPLESS_MAIN(TestUpstreamConn)
+#include "test_router_upstream_conn.moc"
