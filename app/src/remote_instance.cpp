@@ -12,6 +12,8 @@ constexpr int kListDeadlineMs = 3000;
 constexpr int kStopAfterFailureMs = 15'000;
 // A rank's agent that does not answer this many checks in a row fails the instance.
 constexpr int kUnansweredChecks = 8;
+// Checks a finished training run waits for rank 0's output stream to end.
+constexpr int kLogDrainChecks = 20;
 
 std::string HostOfAgent(const std::string& address) {
   if (address.rfind("unix:", 0) == 0) return "127.0.0.1";
@@ -39,10 +41,14 @@ std::string_view RemotePhaseName(RemoteInstanceStatus::Phase phase) {
       return "starting";
     case RemoteInstanceStatus::Phase::kReady:
       return "ready";
+    case RemoteInstanceStatus::Phase::kRunning:
+      return "running";
     case RemoteInstanceStatus::Phase::kStopping:
       return "stopping";
     case RemoteInstanceStatus::Phase::kStopped:
       return "stopped";
+    case RemoteInstanceStatus::Phase::kFinished:
+      return "finished";
     case RemoteInstanceStatus::Phase::kFailed:
       return "failed";
   }
@@ -51,37 +57,82 @@ std::string_view RemotePhaseName(RemoteInstanceStatus::Phase phase) {
 
 Result<std::unique_ptr<RemoteInstance>> RemoteInstance::Launch(
     std::shared_ptr<ClusterSession> session, const RemoteInstanceSpec& spec, LineFn on_line,
-    StatusFn on_status, Deadline deadline) {
-  if (!session) return InvalidArgumentError("remote instance: no cluster session");
-  if (spec.job_id.empty()) return InvalidArgumentError("remote instance: no job id");
-  if (spec.model_dir.empty()) return InvalidArgumentError("remote instance: no model folder");
-  if (spec.nodes.empty()) return InvalidArgumentError("remote instance: no nodes chosen");
+    StatusFn on_status, Deadline deadline, FiguresFn on_figures) {
+  const char* what = spec.kind == JobKind::kRouter     ? "remote router"
+                     : spec.kind == JobKind::kTraining ? "remote training run"
+                                                       : "remote instance";
+  auto refuse = [what](const std::string& why) {
+    return InvalidArgumentError(std::string(what) + ": " + why);
+  };
+  if (!session) return refuse("no cluster session");
+  if (spec.job_id.empty()) return refuse("no job id");
+  if (spec.nodes.empty()) return refuse("no nodes chosen");
+  if (spec.kind == JobKind::kRouter) {
+    if (spec.policy_file.empty()) return refuse("no routing policy file chosen");
+    if (spec.nodes.size() != 1) return refuse("a router runs on exactly one node");
+  } else if (spec.model_dir.empty()) {
+    return refuse(spec.kind == JobKind::kTraining ? "no output folder chosen"
+                                                  : "no model folder chosen");
+  }
+  if (spec.kind == JobKind::kTraining) {
+    if (spec.train_data_dir.empty()) return refuse("no training data folder chosen");
+    if (spec.train_config.empty()) return refuse("no model config chosen");
+    if (spec.train_steps < 1) return refuse("the number of steps must be at least 1");
+  }
   const ClusterSnapshot snap = session->Snapshot();
   std::vector<std::string> names;
   for (size_t n : spec.nodes) {
     if (n >= snap.nodes.size()) {
-      return InvalidArgumentError("remote instance: node " + std::to_string(n) +
-                                  ", but the cluster has " + std::to_string(snap.nodes.size()));
+      return refuse("node " + std::to_string(n) + ", but the cluster has " +
+                    std::to_string(snap.nodes.size()));
     }
     names.push_back(snap.nodes[n].name);
   }
-  // Rank 0 serves where this machine reaches its agent. Every rank is given
-  // the same flags (followers ignore the serving ones).
+  // A server (rank 0 of inference, the router) listens where this machine
+  // reaches its agent. Every rank is given the same flags (followers ignore
+  // the serving ones).
   const std::string host = HostOfAgent(snap.nodes[spec.nodes[0]].address);
   JobRequest req;
   req.job_id = spec.job_id;
-  req.kind = JobKind::kInference;
-  req.model = spec.model_dir;
+  req.kind = spec.kind;
   req.nodes = spec.nodes;
   req.transport = spec.transport;
   req.algorithm = spec.algo;
-  req.port = spec.port;
   req.threads = spec.threads;
-  req.extra_args = {"--host", host, "--slots", std::to_string(std::max(1, spec.num_slots))};
-  // Port 0 is "no port" to the agent, so the worker is told itself to take any free one.
-  if (spec.port == 0) req.extra_args.insert(req.extra_args.end(), {"--port", "0"});
-  if (spec.context > 0) {
-    req.extra_args.insert(req.extra_args.end(), {"--context", std::to_string(spec.context)});
+  if (spec.kind == JobKind::kTraining) {
+    // `octet worker --job training` hands these to `octet train` (with --out
+    // the run's folder and --figures), joined as rank r of nodes.size().
+    req.model = spec.model_dir;
+    req.extra_args = {"--config",          spec.train_config, "--data",
+                      spec.train_data_dir, "--steps",         std::to_string(spec.train_steps)};
+    if (spec.train_seq_len > 0) {
+      req.extra_args.insert(req.extra_args.end(),
+                            {"--seq-len", std::to_string(spec.train_seq_len)});
+    }
+    if (spec.train_batch_size > 0) {
+      req.extra_args.insert(req.extra_args.end(),
+                            {"--batch-size", std::to_string(spec.train_batch_size)});
+    }
+    if (spec.train_eval_every > 0) {
+      req.extra_args.insert(req.extra_args.end(),
+                            {"--eval-every", std::to_string(spec.train_eval_every)});
+    }
+  } else {
+    req.port = spec.port;
+    req.extra_args = {"--host", host};
+    if (spec.kind == JobKind::kRouter) {
+      req.policy = spec.policy_file;
+    } else {
+      req.model = spec.model_dir;
+      req.extra_args.insert(req.extra_args.end(),
+                            {"--slots", std::to_string(std::max(1, spec.num_slots))});
+      if (spec.context > 0) {
+        req.extra_args.insert(req.extra_args.end(), {"--context", std::to_string(spec.context)});
+      }
+    }
+    // Port 0 is "no port" to the agent, so the server is told itself to take
+    // any free one (a router would otherwise take its policy's gateway.port).
+    if (spec.port == 0) req.extra_args.insert(req.extra_args.end(), {"--port", "0"});
   }
   OCTET_ASSIGN_OR_RETURN(JobLaunch launch, session->LaunchJob(req, deadline));
   (void)launch;
@@ -91,6 +142,7 @@ Result<std::unique_ptr<RemoteInstance>> RemoteInstance::Launch(
   inst->spec_ = spec;
   inst->on_line_ = std::move(on_line);
   inst->on_status_ = std::move(on_status);
+  inst->on_figures_ = std::move(on_figures);
   inst->node_names_ = std::move(names);
   RemoteInstance* self = inst.get();
   inst->logs_ = inst->session_->client(spec.nodes[0])
@@ -99,6 +151,10 @@ Result<std::unique_ptr<RemoteInstance>> RemoteInstance::Launch(
                         [self](const std::string& text) { self->OnLogText(text); },
                         [self](const Status&) {
                           // Rank 0's output ended: look at the jobs now.
+                          {
+                            std::lock_guard<std::mutex> lock(self->mu_);
+                            self->logs_ended_ = true;
+                          }
                           self->cv_.notify_all();
                         });
   inst->watcher_ = std::thread([self] { self->WatchLoop(); });
@@ -137,8 +193,11 @@ void RemoteInstance::Update(const std::function<bool(RemoteInstanceStatus*)>& ch
 
 void RemoteInstance::OnLogText(const std::string& text) {
   static const std::regex kServing(R"(on (http://[0-9A-Za-z.:\[\]-]+:[0-9]+))");
+  const bool training = spec_.kind == JobKind::kTraining;
   std::vector<std::string> lines;
+  std::vector<TrainingFigures> figures;
   std::string ready_url;
+  bool running = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
     partial_.append(text);
@@ -148,8 +207,14 @@ void RemoteInstance::OnLogText(const std::string& text) {
       partial_.erase(0, eol + 1);
       if (line.rfind("@octet-figures", 0) == 0) continue;  // telemetry, not log text
       std::smatch m;
-      if (status_.phase == RemoteInstanceStatus::Phase::kStarting && ready_url.empty() &&
-          line.find("serving") != std::string::npos && std::regex_search(line, m, kServing)) {
+      if (training) {
+        if (FoldTrainingLogLine(line, &figures_)) {
+          figures.push_back(figures_);
+          running = running || figures_.has_step;
+        }
+      } else if (status_.phase == RemoteInstanceStatus::Phase::kStarting && ready_url.empty() &&
+                 line.find("serving") != std::string::npos &&
+                 std::regex_search(line, m, kServing)) {
         ready_url = m[1].str();
       }
       lines.push_back(std::move(line));
@@ -160,11 +225,15 @@ void RemoteInstance::OnLogText(const std::string& text) {
     for (const std::string& l : lines) {
       if (on_line_) on_line_(l);
     }
+    for (const TrainingFigures& f : figures) {
+      if (on_figures_) on_figures_(f);
+    }
   }
-  if (!ready_url.empty()) {
+  if (!ready_url.empty() || running) {
     Update([&](RemoteInstanceStatus* s) {
       if (s->phase != RemoteInstanceStatus::Phase::kStarting) return false;
-      s->phase = RemoteInstanceStatus::Phase::kReady;
+      s->phase =
+          running ? RemoteInstanceStatus::Phase::kRunning : RemoteInstanceStatus::Phase::kReady;
       s->url = ready_url;
       return true;
     });
@@ -173,6 +242,7 @@ void RemoteInstance::OnLogText(const std::string& text) {
 
 void RemoteInstance::WatchLoop() {
   std::vector<int> unanswered(spec_.nodes.size(), 0);
+  int finish_checks = 0;
   for (;;) {
     bool stopping;
     {
@@ -184,6 +254,7 @@ void RemoteInstance::WatchLoop() {
     }
     // Each rank's job as its agent reports it.
     size_t ended = 0;
+    size_t finished = 0;  // training ranks that exited well
     std::string failure;
     for (size_t r = 0; r < spec_.nodes.size(); ++r) {
       const std::string where = "rank " + std::to_string(r) + " on node " + node_names_[r];
@@ -206,6 +277,12 @@ void RemoteInstance::WatchLoop() {
       }
       if (job->state == "running") continue;
       ++ended;
+      // A training rank is done when it exits well; the others wait for the
+      // last ones (rank 0 exports the model after the final barrier).
+      if (spec_.kind == JobKind::kTraining && job->state == "exited" && job->exit_code == 0) {
+        ++finished;
+        continue;
+      }
       if (failure.empty()) failure = where + ": " + EndedWhy(*job);
     }
     if (stopping) {
@@ -218,6 +295,22 @@ void RemoteInstance::WatchLoop() {
         return;
       }
       continue;
+    }
+    if (failure.empty() && finished == spec_.nodes.size()) {
+      // Rank 0's last lines (its final step) may still be on their way: the
+      // end is reported once its output stream has ended (or after a while).
+      bool logs_ended;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        logs_ended = logs_ended_;
+      }
+      if (!logs_ended && ++finish_checks < kLogDrainChecks) continue;
+      Update([&](RemoteInstanceStatus* s) {  // under mu_
+        s->phase = stopping_ ? RemoteInstanceStatus::Phase::kStopped
+                             : RemoteInstanceStatus::Phase::kFinished;
+        return true;
+      });
+      return;
     }
     if (failure.empty()) continue;
     // Not a failure when Stop() came while the ranks were being looked at.
@@ -242,7 +335,8 @@ Status RemoteInstance::Stop(Deadline deadline) {
   bool ended = false;
   Update([&](RemoteInstanceStatus* s) {  // under mu_
     ended = s->phase == RemoteInstanceStatus::Phase::kFailed ||
-            s->phase == RemoteInstanceStatus::Phase::kStopped;
+            s->phase == RemoteInstanceStatus::Phase::kStopped ||
+            s->phase == RemoteInstanceStatus::Phase::kFinished;
     if (ended) return false;
     stopping_ = true;
     s->phase = RemoteInstanceStatus::Phase::kStopping;

@@ -1,7 +1,10 @@
 #include "octet/app/training_run.h"
 
+#include <cstdlib>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <regex>
+#include <string>
 
 namespace octet::app {
 
@@ -59,6 +62,40 @@ Result<TrainingFigures> ParseTrainingFigures(std::string_view line) {
     return InvalidArgumentError(std::string("@octet-figures: ") + e.what());
   }
   return f;
+}
+
+bool FoldTrainingLogLine(std::string_view line_view, TrainingFigures* f) {
+  // Numbers as printf writes them ("%.4f" of a diverged loss is "nan" or "inf").
+  static const std::regex kStep(
+      R"(^step ([0-9]+)/([0-9]+) \| loss (\S+) \| .*\| ([0-9.]+) tok/s \| ([0-9.]+) ms )"
+      R"(\(compute ([0-9.]+), all-reduce wait ([0-9.]+), busy [0-9.]+\) \| mfu ([0-9.]+)%)");
+  static const std::regex kEval(
+      R"(^eval at step ([0-9]+) \| val loss (\S+)(?: \| ([0-9.]+) bits/byte)?)");
+  const std::string line(line_view);
+  std::smatch m;
+  auto num = [](const std::ssub_match& s) { return std::strtod(s.str().c_str(), nullptr); };
+  auto count = [](const std::ssub_match& s) { return std::strtoll(s.str().c_str(), nullptr, 10); };
+  if (std::regex_search(line, m, kStep)) {
+    f->has_step = true;
+    f->train_step = count(m[1]);
+    f->train_total_steps = count(m[2]);
+    f->train_loss = num(m[3]);
+    f->train_tps = num(m[4]);
+    f->step_ms = num(m[5]);
+    f->compute_ms = num(m[6]);
+    f->allreduce_ms = num(m[7]);
+    f->allreduce_share = f->step_ms > 0 ? f->allreduce_ms / f->step_ms : 0.0;
+    f->mfu = num(m[8]) / 100.0;
+  } else if (std::regex_search(line, m, kEval)) {
+    f->has_val = true;
+    f->val_step = count(m[1]);
+    f->val_loss = num(m[2]);
+    f->val_bpb = m[3].matched ? num(m[3]) : -1.0;
+  } else {
+    return false;
+  }
+  f->state = "running";
+  return true;
 }
 
 void TrainingCurves::Add(const TrainingFigures& f) {

@@ -3,18 +3,29 @@
 // nodes' agents as TP 2 across both nodes, its log and readiness come back
 // through them, the nodes list its job, and Stop ends it on every node. A
 // model folder outside the agents' model roots is refused, with the agent's
-// words in the panel. The agents are real octet-agent processes on loopback.
+// words in the panel. A router is launched through the agent of the node
+// chosen beside it, with a policy whose one pool is that instance, and the
+// Chat panel talks to the model through the router's URL. A training run is
+// data-parallel across both nodes' agents, its progress and curves come back
+// through them, and it finishes with the model in its folder; one whose data
+// is text is refused with the reason. The agents are real octet-agent
+// processes on loopback.
 #include <QComboBox>
+#include <QDir>
+#include <QFile>
 #include <QLabel>
 #include <QLineEdit>
 #include <QPlainTextEdit>
 #include <QPushButton>
 #include <QSignalSpy>
+#include <QSpinBox>
 #include <QTableWidget>
 #include <QtTest>
 
 #include "octet/app/cluster_import.h"
 #include "octet/app/local_cluster.h"
+#include "octet/ui/chat_panel.h"
+#include "octet/ui/dashboard_panel.h"
 #include "octet/ui/instance_manager.h"
 #include "octet/ui/launch_panel.h"
 #include "octet/ui/main_window.h"
@@ -35,6 +46,18 @@ bool NodeHasJob(const app::ClusterSnapshot& s, size_t node, const QString& id,
   return false;
 }
 
+void TypeInto(QLineEdit* edit, const QString& text) {
+  edit->selectAll();
+  QTest::keyClick(edit, Qt::Key_Delete);
+  QTest::keyClicks(edit, text);
+}
+
+void TypeInto(QSpinBox* spin, int value) {
+  spin->selectAll();
+  QTest::keyClicks(spin, QString::number(value));
+  QTest::keyClick(spin, Qt::Key_Tab);
+}
+
 }  // namespace
 
 class TestLaunchRemote : public QObject {
@@ -42,7 +65,22 @@ class TestLaunchRemote : public QObject {
  private:
   QTemporaryDir dir_;
   QString model_;
+  QString data_;  // prepared training data (the same path on both nodes)
   std::unique_ptr<app::LocalCluster> agents_;
+
+  // Fills the training form for a 2-rank run and presses "Launch training".
+  static void LaunchTraining(ui::LaunchPanel* launch, const QString& data, const QString& out) {
+    TypeInto(launch->findChild<QLineEdit*>(QStringLiteral("trainingData")), data);
+    TypeInto(launch->findChild<QLineEdit*>(QStringLiteral("trainingOut")), out);
+    TypeInto(launch->findChild<QComboBox*>(QStringLiteral("trainingConfig"))->lineEdit(),
+             QStringLiteral("tiny"));
+    TypeInto(launch->findChild<QSpinBox*>(QStringLiteral("trainingSteps")), 4);
+    TypeInto(launch->findChild<QSpinBox*>(QStringLiteral("trainingRanks")), 2);
+    TypeInto(launch->findChild<QSpinBox*>(QStringLiteral("trainingSeqLen")), 32);
+    TypeInto(launch->findChild<QSpinBox*>(QStringLiteral("trainingBatch")), 2);
+    QTest::mouseClick(launch->findChild<QPushButton*>(QStringLiteral("launchTraining")),
+                      Qt::LeftButton);
+  }
 
   ui::WorkbenchOptions Remote() {
     ui::WorkbenchOptions o = test::OfflineWorkbench(dir_);
@@ -78,6 +116,26 @@ class TestLaunchRemote : public QObject {
     model_ = dir_.path() + "/models/qwen3-chat";
     const Status written = test::WriteChatModel(model_.toStdString());
     QVERIFY2(written.ok(), written.ToString().c_str());
+    // Training data: a small text corpus (four documents, one of them for
+    // validation), prepared as a user would on the nodes.
+    QVERIFY(QDir().mkpath(dir_.path() + "/text"));
+    uint32_t x = 777;
+    for (int d = 0; d < 4; ++d) {
+      QFile text(dir_.path() + QStringLiteral("/text/doc%1.txt").arg(d));
+      QVERIFY(text.open(QIODevice::WriteOnly));
+      const char* words[] = {"the", "node", "cable", "rank", "step", "loss", "ring", "model"};
+      for (int i = 0; i < 2000; ++i) {
+        x = x * 1664525u + 1013904223u;
+        text.write(words[(x >> 16) % 8]);
+        text.write(i % 12 == 11 ? ".\n" : " ");
+      }
+    }
+    data_ = dir_.path() + "/data";
+    const auto prepared =
+        test::RunProgram({"octet", "train", "prepare", "--out", data_.toStdString(), "--vocab-size",
+                          "300", (dir_.path() + "/text").toStdString()},
+                         120'000);
+    QVERIFY2(prepared.exit_code == 0, prepared.output.c_str());
     // Two agents that serve models from <dir>/models only.
     app::LocalClusterOptions o;
     o.nodes = 2;
@@ -148,6 +206,82 @@ class TestLaunchRemote : public QObject {
     }));
     QVERIFY(job_id.startsWith(QStringLiteral("wb-")));
 
+    // A router on the second node, through its agent, whose one pool is the
+    // instance; the Chat panel talks to the model through the router's URL.
+    const QString policy = dir_.path() + "/via-router.yaml";
+    {
+      QFile f(policy);
+      QVERIFY(f.open(QIODevice::WriteOnly));
+      f.write(QStringLiteral("version: 1\ngateway:\n  host: 127.0.0.1\n  port: 8080\n"
+                             "  threads: 4\n  watch: false\npools:\n  - name: small\n"
+                             "    replicas:\n      - %1\nroutes:\n  - name: all\n"
+                             "    pool: small\n")
+                  .arg(url)
+                  .toUtf8());
+    }
+    auto* policy_file = launch->findChild<QLineEdit*>(QStringLiteral("policyFile"));
+    TypeInto(policy_file, policy);
+    auto* router_node = launch->findChild<QComboBox*>(QStringLiteral("routerNode"));
+    QVERIFY(router_node->isVisible());
+    QCOMPARE(router_node->count(), 2);
+    router_node->setCurrentIndex(1);
+    const QString router_node_name = router_node->currentText();
+    ready.clear();
+    QTest::mouseClick(launch->findChild<QPushButton*>(QStringLiteral("launchRouter")),
+                      Qt::LeftButton);
+    QVERIFY2(ready.wait(30'000), qPrintable(state->text() + "\n" + log->toPlainText()));
+    const int router_id = ready.first().at(0).toInt();
+    const QString router_url = ready.first().at(1).toString();
+    QVERIFY2(router_url.startsWith(QStringLiteral("http://127.0.0.1:")) && router_url != url &&
+                 !router_url.endsWith(QStringLiteral(":8080")),
+             qPrintable(router_url));
+    const ui::InstanceInfo* router = w.instances()->find(router_id);
+    QVERIFY(router && router->kind == app::InstanceSpec::Kind::kRouter);
+    QCOMPARE(router->nodes, QStringList{router_node_name});
+    QCOMPARE(table->rowCount(), 2);
+    QCOMPARE(table->item(1, 1)->text(), QStringLiteral("ready"));
+    QString router_job;
+    QVERIFY(test::WaitForSnapshot(w, [&](const app::ClusterSnapshot& s) {
+      for (const auto& j : s.nodes[1].jobs) {
+        if (j.state == "running" && j.spec.kind == app::JobKind::kRouter)
+          router_job = QString::fromStdString(j.spec.job_id);
+      }
+      return !router_job.isEmpty();
+    }));
+    w.showPanel(MainWindow::Panel::kChat);
+    auto* chat = qobject_cast<ui::ChatPanel*>(w.panel(MainWindow::Panel::kChat));
+    QVERIFY(chat);
+    chat->setConversationDir(dir_.path() + "/conversations");
+    // The router is offered as an endpoint beside the instance; pick it.
+    auto* endpoints = chat->findChild<QComboBox*>(QStringLiteral("chatEndpoint"));
+    const int router_row = endpoints->findData(router_url);
+    QVERIFY2(router_row >= 0, qPrintable(router_url));
+    QVERIFY(endpoints->findData(url) >= 0);
+    endpoints->setCurrentIndex(router_row);
+    QCOMPARE(chat->endpoint(), router_url);
+    chat->findChild<QSpinBox*>(QStringLiteral("chatMaxTokens"))->setValue(16);
+    QSignalSpy answered(chat, &ui::ChatPanel::replyFinished);
+    chat->sendMessage(QStringLiteral("Through the remote router?"));
+    QVERIFY(answered.wait(60'000));
+    QVERIFY2(answered.first().first().toBool(), qPrintable(chat->messages().last().error));
+    QVERIFY2(chat->messages().last().stats.contains(QStringLiteral("pool small")),
+             qPrintable(chat->messages().last().stats));
+    QVERIFY(!chat->messages().last().content.isEmpty());
+    // Stop the router: through its agent.
+    w.showPanel(MainWindow::Panel::kLaunch);
+    table->selectRow(1);
+    {
+      QSignalSpy router_exited(w.instances(), &ui::InstanceManager::exited);
+      QTest::mouseClick(launch->findChild<QPushButton*>(QStringLiteral("stopInstance")),
+                        Qt::LeftButton);
+      QVERIFY(router_exited.wait(30'000));
+      QCOMPARE(router_exited.first().at(0).toInt(), router_id);
+      QCOMPARE(router_exited.first().at(1).toBool(), false);
+    }
+    QVERIFY(test::WaitForSnapshot(w, [&](const app::ClusterSnapshot& s) {
+      return !NodeHasJob(s, 1, router_job, "running");
+    }));
+
     // Stop: through the agents, on both nodes.
     table->selectRow(0);
     QSignalSpy exited(w.instances(), &ui::InstanceManager::exited);
@@ -159,6 +293,73 @@ class TestLaunchRemote : public QObject {
     QVERIFY(test::WaitForSnapshot(w, [&](const app::ClusterSnapshot& s) {
       return !NodeHasJob(s, 0, job_id, "running") && !NodeHasJob(s, 1, job_id, "running");
     }));
+  }
+
+  void trainsDataParallelAcrossTheNodes() {
+    MainWindow w(Remote());
+    w.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    QVERIFY(test::WaitForSnapshot(w, [](const app::ClusterSnapshot& s) {
+      return s.nodes.size() == 2 && s.nodes[0].state == app::NodeState::kUp &&
+             s.nodes[1].state == app::NodeState::kUp;
+    }));
+    w.showPanel(MainWindow::Panel::kLaunch);
+    auto* launch = qobject_cast<ui::LaunchPanel*>(w.panel(MainWindow::Panel::kLaunch));
+    QVERIFY(launch);
+    auto* transport = launch->findChild<QComboBox*>(QStringLiteral("transport"));
+    transport->setCurrentIndex(transport->findData(QStringLiteral("tcp")));
+    auto* state = launch->findChild<QLabel*>(QStringLiteral("trainingState"));
+    QSignalSpy failed(launch, &ui::LaunchPanel::trainingFailed);
+
+    // Text is refused: the agents run training ranks, not `octet train prepare`.
+    LaunchTraining(launch, dir_.path() + "/text", dir_.path() + "/models/run-text");
+    QCOMPARE(failed.count(), 1);
+    QVERIFY2(state->text().contains(QStringLiteral("prepare it on each node")),
+             qPrintable(state->text()));
+    QCOMPARE(launch->lastTraining(), -1);
+
+    // Prepared data: rank r on node r, through its agent.
+    const QString out = dir_.path() + "/models/run";
+    QVERIFY(QDir().mkpath(out));
+    QSignalSpy finished(launch, &ui::LaunchPanel::trainingFinished);
+    LaunchTraining(launch, data_, out);
+    const int id = launch->lastTraining();
+    QVERIFY2(id > 0, qPrintable(state->text()));
+    const ui::InstanceInfo* info = w.instances()->find(id);
+    QVERIFY(info);
+    QVERIFY(info->kind == app::InstanceSpec::Kind::kTraining);
+    QCOMPARE(info->nodes.size(), 2);
+    // Both nodes run a rank of the one job.
+    QString job_id;
+    QVERIFY(test::WaitForSnapshot(w, [&](const app::ClusterSnapshot& s) {
+      for (const auto& j : s.nodes[0].jobs) {
+        if (j.spec.kind == app::JobKind::kTraining && j.spec.rank == 0 && j.spec.world_size == 2)
+          job_id = QString::fromStdString(j.spec.job_id);
+      }
+      if (job_id.isEmpty()) return false;
+      for (const auto& j : s.nodes[1].jobs) {
+        if (QString::fromStdString(j.spec.job_id) == job_id && j.spec.rank == 1) return true;
+      }
+      return false;
+    }));
+    QVERIFY2(finished.wait(120'000) || finished.count() == 1,
+             qPrintable(state->text() + "\n" + w.instances()->find(id)->log.join('\n')));
+    info = w.instances()->find(id);
+    QVERIFY2(info->state == ui::InstanceInfo::State::kFinished,
+             qPrintable(info->detail + "\n" + info->log.join('\n')));
+    QCOMPARE(finished.first().first().toString(), out);
+    const QString log = info->log.join('\n');
+    QVERIFY2(log.contains(QStringLiteral("2 rank(s)")), qPrintable(log));
+    QVERIFY2(log.contains(QStringLiteral("step 4/4")), qPrintable(log));
+    QVERIFY2(state->text().contains(QStringLiteral("Finished")), qPrintable(state->text()));
+    QVERIFY(QFile::exists(out + "/config.json"));
+    // The curves, from rank 0's progress lines through its agent.
+    QCOMPARE(info->training.train_loss().size(), size_t{4});
+    w.showPanel(MainWindow::Panel::kDashboard);
+    auto* dash = qobject_cast<ui::DashboardPanel*>(w.panel(MainWindow::Panel::kDashboard));
+    QVERIFY(dash);
+    QCOMPARE(dash->shownTrainingRun(), id);
+    QTRY_COMPARE(dash->trainingRunLossChart()->points(QStringLiteral("train")).size(), 4);
   }
 
   void theAgentsRefusalIsShown() {

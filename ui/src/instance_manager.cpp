@@ -125,9 +125,15 @@ int InstanceManager::startRemote(std::shared_ptr<app::ClusterSession> session,
   const int id = next_id_++;
   InstanceInfo info;
   info.id = id;
-  info.kind = app::InstanceSpec::Kind::kInference;
+  info.kind = spec.kind == app::JobKind::kRouter     ? app::InstanceSpec::Kind::kRouter
+              : spec.kind == app::JobKind::kTraining ? app::InstanceSpec::Kind::kTraining
+                                                     : app::InstanceSpec::Kind::kInference;
   info.name = name;
   info.nodes = node_names;
+  if (spec.kind == app::JobKind::kTraining) {
+    info.stage_name = QStringLiteral("training");
+    info.out_dir = QString::fromStdString(spec.model_dir);
+  }
   infos_.append(info);
   remote_.push_back({id, nullptr, false});
   emit changed();
@@ -139,10 +145,13 @@ int InstanceManager::startRemote(std::shared_ptr<app::ClusterSession> session,
   auto on_status = [self, id](const app::RemoteInstanceStatus& status) {
     PostTo(self, [id, status](InstanceManager* m) { m->onRemoteStatus(id, status); });
   };
+  auto on_figures = [self, id](const app::TrainingFigures& f) {
+    PostTo(self, [id, f](InstanceManager* m) { m->onFigures(id, f); });
+  };
   stoppers_.start([self, closing = closing_, session = std::move(session), spec, id, on_line,
-                   on_status] {
+                   on_status, on_figures] {
     auto r = app::RemoteInstance::Launch(session, spec, on_line, on_status,
-                                         Deadline::AfterMs(kRemoteLaunchDeadlineMs));
+                                         Deadline::AfterMs(kRemoteLaunchDeadlineMs), on_figures);
     std::shared_ptr<app::RemoteInstance> instance;
     QString error;
     if (r.ok()) {
@@ -195,17 +204,29 @@ void InstanceManager::onRemoteStatus(int id, const app::RemoteInstanceStatus& st
       emit ready(id, info->url);
       emit changed();
       return;
+    case Phase::kRunning:
+      if (info->state != InstanceInfo::State::kStarting) return;
+      info->state = InstanceInfo::State::kRunning;
+      emit changed();
+      return;
     case Phase::kStopping:
       info->state = InstanceInfo::State::kStopping;
       emit changed();
       return;
     case Phase::kStopped:
+    case Phase::kFinished:
     case Phase::kFailed:
       break;
   }
   const bool failed = status.phase == Phase::kFailed;
-  info->state = failed ? InstanceInfo::State::kFailed : InstanceInfo::State::kExited;
-  info->detail = failed ? QString::fromStdString(status.error) : tr("stopped through the agents");
+  const bool finished = status.phase == Phase::kFinished;
+  info->state = failed     ? InstanceInfo::State::kFailed
+                : finished ? InstanceInfo::State::kFinished
+                           : InstanceInfo::State::kExited;
+  info->detail = failed     ? QString::fromStdString(status.error)
+                 : finished ? tr("finished on every node; the model is in %1 on %2")
+                                  .arg(info->out_dir, info->nodes.value(0))
+                            : tr("stopped through the agents");
   info->url.clear();
   for (auto it = remote_.begin(); it != remote_.end(); ++it) {
     if (it->id != id) continue;

@@ -53,6 +53,17 @@ void SetItemEnabled(QComboBox* box, int row, bool enabled, const QString& toolti
   item->setToolTip(tooltip);
 }
 
+// A job id the agents accept ([A-Za-z0-9._-]) and that a second launch does
+// not reuse: "wb-<what>-<time>".
+std::string RemoteJobId(const QString& what) {
+  QString base = what;
+  base.replace(QRegularExpression(QStringLiteral("[^A-Za-z0-9._-]")), QStringLiteral("-"));
+  return QStringLiteral("wb-%1-%2")
+      .arg(base.left(40))
+      .arg(QDateTime::currentMSecsSinceEpoch() % 100'000'000)
+      .toStdString();
+}
+
 }  // namespace
 
 LaunchPanel::LaunchPanel(ClusterController* controller, InstanceManager* instances, QWidget* parent)
@@ -62,7 +73,8 @@ LaunchPanel::LaunchPanel(ClusterController* controller, InstanceManager* instanc
   outer->setContentsMargins(18, 14, 18, 14);
   outer->addWidget(new PanelHeader(tr("Launch"),
                                    tr("Pick a model and a topology; run tensor-parallel inference, "
-                                      "a router or a training run on this machine"),
+                                      "a router or a training run on this machine or, on a "
+                                      "cluster of agents, on its nodes"),
                                    this));
 
   auto* top = new QHBoxLayout;
@@ -181,8 +193,15 @@ LaunchPanel::LaunchPanel(ClusterController* controller, InstanceManager* instanc
   auto* pbrowse = new QPushButton(tr("…"), topo_card);
   launch_router_ = new QPushButton(tr("Launch router"), topo_card);
   launch_router_->setObjectName(QStringLiteral("launchRouter"));
+  // A cluster of agents: the node the router runs on (the policy file is the
+  // one at that path on the node).
+  router_node_ = new QComboBox(topo_card);
+  router_node_->setObjectName(QStringLiteral("routerNode"));
+  router_node_->setToolTip(tr("the node whose agent runs the router; the policy path is on it"));
+  router_node_->setVisible(false);
   rrow->addWidget(policy_, 1);
   rrow->addWidget(pbrowse);
+  rrow->addWidget(router_node_);
   rrow->addWidget(launch_router_);
   tl->addLayout(rrow);
   tl->addStretch(1);
@@ -232,7 +251,8 @@ LaunchPanel::LaunchPanel(ClusterController* controller, InstanceManager* instanc
   train_ranks_->setObjectName(QStringLiteral("trainingRanks"));
   train_ranks_->setRange(1, 1);
   train_ranks_->setToolTip(
-      tr("data-parallel rank processes on this machine (octet train --ranks)"));
+      tr("data-parallel ranks: processes on this machine (octet train --ranks) or, on a "
+         "cluster of agents, one per node"));
   train_seq_len_ = new QSpinBox(train_card);
   train_seq_len_->setObjectName(QStringLiteral("trainingSeqLen"));
   train_seq_len_->setRange(0, 65536);
@@ -294,7 +314,7 @@ LaunchPanel::LaunchPanel(ClusterController* controller, InstanceManager* instanc
   auto* run_card = new Card(this);
   auto* rl = new QVBoxLayout(run_card);
   auto* rhead = new QHBoxLayout;
-  rhead->addWidget(SectionLabel(tr("Running on this machine"), run_card));
+  rhead->addWidget(SectionLabel(tr("Running"), run_card));
   rhead->addStretch(1);
   progress_ = new QProgressBar(run_card);
   progress_->setObjectName(QStringLiteral("launchProgress"));
@@ -359,6 +379,7 @@ LaunchPanel::LaunchPanel(ClusterController* controller, InstanceManager* instanc
       if (m > 0 && (memory == 0 || m < memory)) memory = m;
     }
     train_ranks_->setMaximum(std::max(1, n));
+    refreshRouterNodes(*s);
     if (n != node_count_ || memory != node_memory_) {
       node_count_ = n;
       node_memory_ = memory;
@@ -367,6 +388,7 @@ LaunchPanel::LaunchPanel(ClusterController* controller, InstanceManager* instanc
   });
   node_count_ = static_cast<int>(controller_->snapshot()->nodes.size());
   train_ranks_->setMaximum(std::max(1, node_count_));
+  refreshRouterNodes(*controller_->snapshot());
   connect(tp_, qOverload<int>(&QComboBox::currentIndexChanged), this, [this] { replan(); });
   refreshTpChoices();
 }
@@ -619,15 +641,9 @@ void LaunchPanel::launchInference() {
 // (the agents refuse a path outside their model roots, or one they lack).
 void LaunchPanel::launchRemoteInference() {
   const int tp = std::max(1, tp_->currentData().toInt());
-  const auto snap = controller_->snapshot();
   std::vector<size_t> nodes;
   QStringList names;
-  for (size_t i = 0; i < snap->nodes.size() && static_cast<int>(nodes.size()) < tp; ++i) {
-    if (snap->nodes[i].state != app::NodeState::kUp) continue;
-    nodes.push_back(i);
-    names << QString::fromStdString(snap->nodes[i].name);
-  }
-  if (static_cast<int>(nodes.size()) < tp) {
+  if (!upNodes(tp, &nodes, &names)) {
     launch_state_->setText(tr("Could not start: TP %1 needs %1 nodes up, %2 are.")
                                .arg(tp)
                                .arg(static_cast<int>(nodes.size())));
@@ -640,13 +656,7 @@ void LaunchPanel::launchRemoteInference() {
   spec.transport = transport_->currentData().toString().toStdString();
   spec.num_slots = 4;
   spec.context = static_cast<int>(std::min<int64_t>(summary_->context, 4096));
-  // A job id the agents accept ([A-Za-z0-9._-]) and that a second launch does not reuse.
-  QString base = QString::fromStdString(summary_->name);
-  base.replace(QRegularExpression(QStringLiteral("[^A-Za-z0-9._-]")), QStringLiteral("-"));
-  spec.job_id = QStringLiteral("wb-%1-%2")
-                    .arg(base.left(40))
-                    .arg(QDateTime::currentMSecsSinceEpoch() % 100'000'000)
-                    .toStdString();
+  spec.job_id = RemoteJobId(QString::fromStdString(summary_->name));
   const QString name = QStringLiteral("%1 · TP %2 on %3")
                            .arg(QString::fromStdString(summary_->name))
                            .arg(tp)
@@ -661,7 +671,60 @@ void LaunchPanel::launchRemoteInference() {
   table_->selectRow(table_->rowCount() - 1);
 }
 
+bool LaunchPanel::isRemote() const { return !controller_->isLocal() && controller_->session(); }
+
+bool LaunchPanel::upNodes(int count, std::vector<size_t>* nodes, QStringList* names) const {
+  const auto snap = controller_->snapshot();
+  for (size_t i = 0; i < snap->nodes.size() && static_cast<int>(nodes->size()) < count; ++i) {
+    if (snap->nodes[i].state != app::NodeState::kUp) continue;
+    nodes->push_back(i);
+    *names << QString::fromStdString(snap->nodes[i].name);
+  }
+  return static_cast<int>(nodes->size()) == count;
+}
+
+void LaunchPanel::refreshRouterNodes(const app::ClusterSnapshot& snap) {
+  const bool remote = isRemote();
+  router_node_->setVisible(remote);
+  // Rebuilt only when the nodes or their states change (snapshots come at 10 Hz).
+  QStringList key;
+  for (const auto& node : snap.nodes) {
+    key << QString::fromStdString(node.name) +
+               (node.state == app::NodeState::kUp ? QStringLiteral("+") : QStringLiteral("-"));
+  }
+  if (!remote) key.clear();
+  if (key == router_node_key_) return;
+  router_node_key_ = key;
+  const QString current = router_node_->currentText();
+  router_node_->clear();
+  if (!remote) return;
+  for (size_t i = 0; i < snap.nodes.size(); ++i) {
+    router_node_->addItem(QString::fromStdString(snap.nodes[i].name), static_cast<int>(i));
+    if (snap.nodes[i].state != app::NodeState::kUp) {
+      SetItemEnabled(router_node_, static_cast<int>(i), false,
+                     tr("node %1 is %2")
+                         .arg(QString::fromStdString(snap.nodes[i].name),
+                              QString::fromLatin1(app::NodeStateName(snap.nodes[i].state))));
+    }
+  }
+  const int keep = router_node_->findText(current);
+  if (keep >= 0) {
+    router_node_->setCurrentIndex(keep);
+  } else {
+    for (size_t i = 0; i < snap.nodes.size(); ++i) {
+      if (snap.nodes[i].state == app::NodeState::kUp) {
+        router_node_->setCurrentIndex(static_cast<int>(i));
+        break;
+      }
+    }
+  }
+}
+
 void LaunchPanel::launchRouter() {
+  if (isRemote()) {
+    launchRemoteRouter();
+    return;
+  }
   app::InstanceSpec spec;
   spec.kind = app::InstanceSpec::Kind::kRouter;
   spec.policy_file = policy_->text().trimmed().toStdString();
@@ -680,6 +743,37 @@ void LaunchPanel::launchRouter() {
   table_->selectRow(table_->rowCount() - 1);
 }
 
+// `octet route --policy FILE` on the chosen node, started by its agent; FILE is
+// the path on that node. It serves where this machine reaches the agent.
+void LaunchPanel::launchRemoteRouter() {
+  const QString policy = policy_->text().trimmed();
+  if (policy.isEmpty()) {
+    launch_state_->setText(tr("Could not start: no routing policy file chosen"));
+    return;
+  }
+  const auto snap = controller_->snapshot();
+  const int node = router_node_->currentData().isValid() ? router_node_->currentData().toInt() : -1;
+  if (node < 0 || node >= static_cast<int>(snap->nodes.size()) ||
+      snap->nodes[node].state != app::NodeState::kUp) {
+    launch_state_->setText(tr("Could not start: choose a node that is up for the router"));
+    return;
+  }
+  const QString node_name = QString::fromStdString(snap->nodes[node].name);
+  app::RemoteInstanceSpec spec;
+  spec.kind = app::JobKind::kRouter;
+  spec.policy_file = policy.toStdString();
+  spec.nodes = {static_cast<size_t>(node)};
+  spec.job_id = RemoteJobId(QStringLiteral("router"));
+  const QString name = tr("router · %1 on %2").arg(QFileInfo(policy).fileName(), node_name);
+  const int id = instances_->startRemote(controller_->session(), spec, name, {node_name});
+  QSettings().setValue(QStringLiteral("launch/policy"), policy_->text());
+  last_launched_ = id;
+  launch_state_->setText(tr("Starting %1 through its agent…").arg(name));
+  progress_->setVisible(true);
+  refreshInstances();
+  table_->selectRow(table_->rowCount() - 1);
+}
+
 void LaunchPanel::setTrainingState(const QString& text, bool bad) {
   if (bad) {
     train_state_->setText(QStringLiteral("<span style='color:%1'>%2</span>")
@@ -690,6 +784,10 @@ void LaunchPanel::setTrainingState(const QString& text, bool bad) {
 }
 
 void LaunchPanel::launchTraining() {
+  if (isRemote()) {
+    launchRemoteTraining();
+    return;
+  }
   const QString data = train_data_->text().trimmed();
   const QString out = train_out_->text().trimmed();
   app::InstanceSpec spec;
@@ -738,6 +836,67 @@ void LaunchPanel::launchTraining() {
   train_progress_->setRange(0, 0);
   train_progress_->setVisible(true);
   launch_state_->setText(tr("Starting %1…").arg(name));
+  showTrainingProgress(id);
+  refreshInstances();
+  table_->selectRow(table_->rowCount() - 1);
+}
+
+// A data-parallel run across the first `ranks` nodes that are up: rank r of
+// `octet train` on the r-th, started by its agent, joined through the
+// collectives rendezvous rank 0's agent opens. The data and output folders are
+// paths on the nodes: prepared data at the same path on each, and an existing
+// output folder inside the agents' model roots (rank 0 writes the model there).
+void LaunchPanel::launchRemoteTraining() {
+  const QString data = train_data_->text().trimmed();
+  const QString out = train_out_->text().trimmed();
+  auto refuse = [this](const QString& why) {
+    setTrainingState(tr("Could not start: %1").arg(why), true);
+    launch_state_->setText(tr("Could not start: %1").arg(why));
+    emit trainingFailed(why);
+  };
+  if (data.isEmpty()) return refuse(tr("no training data folder chosen"));
+  if (out.isEmpty()) return refuse(tr("no output folder chosen for the model"));
+  // The agents run training ranks only: text must be prepared on the nodes
+  // first. Checked when this machine sees the folder too (a shared path).
+  auto data_kind = app::ClassifyTrainingData(data.toStdString());
+  if (data_kind.ok() && *data_kind == app::TrainingDataKind::kText) {
+    return refuse(tr("%1 holds text files; the nodes' agents run training ranks only: prepare "
+                     "it on each node first (octet train prepare --out DIR %1) and choose DIR")
+                      .arg(data));
+  }
+  const int ranks = train_ranks_->value();
+  std::vector<size_t> nodes;
+  QStringList names;
+  if (!upNodes(ranks, &nodes, &names)) {
+    return refuse(tr("%n rank(s) need as many nodes up, %1 are", nullptr, ranks)
+                      .arg(static_cast<int>(nodes.size())));
+  }
+  app::RemoteInstanceSpec spec;
+  spec.kind = app::JobKind::kTraining;
+  spec.model_dir = out.toStdString();
+  spec.nodes = nodes;
+  spec.algo = algo_->currentData().toString().toStdString();
+  spec.transport = transport_->currentData().toString().toStdString();
+  spec.train_data_dir = data.toStdString();
+  spec.train_config = train_config_->currentText().trimmed().toStdString();
+  spec.train_steps = train_steps_->value();
+  spec.train_seq_len = train_seq_len_->value();
+  spec.train_batch_size = train_batch_->value();
+  spec.train_eval_every = std::max(1, train_steps_->value() / 10);
+  spec.job_id = RemoteJobId(QStringLiteral("train-") + QString::fromStdString(spec.train_config));
+  const QString name = tr("train %1 · %2 steps · %n rank(s) on %3", nullptr, ranks)
+                           .arg(QString::fromStdString(spec.train_config))
+                           .arg(spec.train_steps)
+                           .arg(names.join(QStringLiteral(", ")));
+  const int id = instances_->startRemote(controller_->session(), spec, name, names);
+  QSettings settings;
+  settings.setValue(QStringLiteral("launch/trainingData"), data);
+  settings.setValue(QStringLiteral("launch/trainingOut"), out);
+  last_launched_ = id;
+  training_id_ = id;
+  train_progress_->setRange(0, 0);
+  train_progress_->setVisible(true);
+  launch_state_->setText(tr("Starting %1 through the agents…").arg(name));
   showTrainingProgress(id);
   refreshInstances();
   table_->selectRow(table_->rowCount() - 1);
@@ -792,8 +951,11 @@ void LaunchPanel::onExited(int id, bool failed, const QString& detail) {
         tr("Finished: the model is in %1 (chosen above: launch inference to serve it).")
             .arg(info->out_dir),
         false);
-    // The output folder is a model folder (config.json, model.safetensors, tokenizer.json).
-    setModelFolder(info->out_dir);
+    // The output folder is a model folder (config.json, model.safetensors,
+    // tokenizer.json); a remote run's is on its rank 0 node, chosen here only
+    // when this machine sees it too.
+    if (info->nodes.isEmpty() || QFileInfo::exists(info->out_dir + QStringLiteral("/config.json")))
+      setModelFolder(info->out_dir);
     emit trainingFinished(info->out_dir);
   } else {
     setTrainingState(tr("Training stopped."), false);
@@ -854,7 +1016,8 @@ void LaunchPanel::refreshInstances() {
   }
   const InstanceInfo* info = instances_->find(selectedInstance());
   stop_->setEnabled(info && (info->state == InstanceInfo::State::kStarting ||
-                             info->state == InstanceInfo::State::kReady));
+                             info->state == InstanceInfo::State::kReady ||
+                             info->state == InstanceInfo::State::kRunning));
 }
 
 void LaunchPanel::onLogLine(int id, const QString& line) {

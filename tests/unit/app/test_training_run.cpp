@@ -6,6 +6,7 @@
 #include <QTemporaryDir>
 #include <QtTest>
 #include <algorithm>
+#include <cmath>
 
 #include "octet/app/local_instance.h"
 #include "octet/app/training_run.h"
@@ -49,6 +50,52 @@ class TestTrainingRun : public QObject {
     QVERIFY(!ParseTrainingFigures(R"(@octet-figures {"kind":"inference","decode_tps":3})").ok());
     QVERIFY(!ParseTrainingFigures(R"(@octet-figures {"kind":"training","train_step":"x"})").ok());
     QVERIFY(!ParseTrainingFigures("@octet-figures [1,2]").ok());
+  }
+
+  // Rank 0's progress lines as an agent's job log holds them (the printf
+  // formats of cmd_train.cpp), folded into the figures the curves take.
+  void foldsRankZerosLogLines() {
+    TrainingFigures f;
+    QVERIFY(!FoldTrainingLogLine("octet train: tiny, 1234 parameters (0.1 MFLOP/token)", &f));
+    QVERIFY(!FoldTrainingLogLine("steps 3", &f));
+    QVERIFY(!f.has_step && !f.has_val && f.state.empty());
+    QVERIFY(FoldTrainingLogLine(
+        "step 3/40 | loss 7.2153 | lr x1.000 | grad norm 2.406 | 5123 tok/s | 25 ms (compute 20, "
+        "all-reduce wait 5.0, busy 6.1) | mfu 0.4%",
+        &f));
+    QVERIFY(f.state == "running");
+    QVERIFY(f.has_step && !f.has_val);
+    QCOMPARE(f.train_step, int64_t{3});
+    QCOMPARE(f.train_total_steps, int64_t{40});
+    QCOMPARE(f.train_loss, 7.2153);
+    QCOMPARE(f.train_tps, 5123.0);
+    QCOMPARE(f.step_ms, 25.0);
+    QCOMPARE(f.compute_ms, 20.0);
+    QCOMPARE(f.allreduce_ms, 5.0);
+    QCOMPARE(f.allreduce_share, 0.2);
+    QCOMPARE(f.mfu, 0.004);
+    // An evaluation keeps the step figures; the next step keeps the evaluation.
+    QVERIFY(FoldTrainingLogLine("eval at step 4 | val loss 6.9000 | 2.5000 bits/byte", &f));
+    QVERIFY(f.has_val);
+    QCOMPARE(f.val_step, int64_t{4});
+    QCOMPARE(f.val_loss, 6.9);
+    QCOMPARE(f.val_bpb, 2.5);
+    QCOMPARE(f.train_step, int64_t{3});
+    QVERIFY(FoldTrainingLogLine("eval at step 8 | val loss 6.5000", &f));
+    QCOMPARE(f.val_bpb, -1.0);  // a run without token_bytes.npy
+    QVERIFY(FoldTrainingLogLine(
+        "step 9/40 | loss nan | lr x0.500 | grad norm nan | 4000 tok/s | 30 ms (compute 30, "
+        "all-reduce wait 0.0, busy 0.0) | mfu 0.3%",
+        &f));
+    QCOMPARE(f.train_step, int64_t{9});
+    QVERIFY(std::isnan(f.train_loss));
+    QCOMPARE(f.val_step, int64_t{8});
+    // Folded figures make the same curves as figures lines do.
+    TrainingCurves c;
+    c.Add(f);
+    QCOMPARE(c.train_loss().size(), size_t{1});
+    QCOMPARE(c.val_loss().size(), size_t{1});
+    QCOMPARE(c.total_steps(), int64_t{40});
   }
 
   void curvesKeepOnePointPerStep() {

@@ -54,6 +54,19 @@ bool IsFiguresLine(std::string_view line);
 // not one (another prefix, bad JSON, another kind, a key of the wrong type).
 Result<TrainingFigures> ParseTrainingFigures(std::string_view line);
 
+// Rank 0's progress lines of `octet train`: what an agent's job log holds for
+// a training run (the agent keeps the "@octet-figures" lines for its
+// telemetry and leaves them out of the log). The two formats, as cmd_train
+// prints them:
+//   "step K/N | loss L | lr xM | grad norm G | T tok/s | S ms (compute C,
+//    all-reduce wait W, busy B) | mfu P%"   (one line)
+//   "eval at step K | val loss V[ | X bits/byte]"
+// Folds such a line into `f`, the run's figures so far (a step line keeps the
+// last evaluation and an eval line keeps the step figures, as a figures line
+// does), sets f->state to "running" and returns true; any other line returns
+// false and leaves `f` as it was.
+bool FoldTrainingLogLine(std::string_view line, TrainingFigures* f);
+
 // The curves of one run, as figures lines arrive. x is the optimizer step.
 // With `--ranks N` every rank reports its own step: the first report of a
 // step is kept and later ones (other ranks) are ignored, so each curve has

@@ -5,11 +5,13 @@
 // stop, log), the Chat panel (endpoints to talk to), the Routing panel
 // (routers to apply a policy to) and the Dashboard (training curves).
 //
-// An inference instance can also run on a remote cluster's nodes through
-// their agents (app::RemoteInstance): startRemote() launches it on a pool
-// thread (the agents' answers take a while), rank 0's log and its state come
-// back through the agents, and stop() stops it through them. Its entry is the
-// same as a local one's (the Chat panel talks to its URL), with `nodes` set.
+// An inference instance, a router or a training run can also run on a remote
+// cluster's nodes through their agents (app::RemoteInstance): startRemote()
+// launches it on a pool thread (the agents' answers take a while), rank 0's
+// log and its state come back through the agents (a training run's curves
+// from rank 0's progress lines), and stop() stops it through them. Its entry
+// is the same as a local one's (the Chat panel talks to its URL, the Routing
+// panel to a router's, the Dashboard shows a run's curves), with `nodes` set.
 //
 // GUI thread only. Processes are started on the GUI thread (the child is tied
 // to the thread that spawned it); output arrives on reader threads and is

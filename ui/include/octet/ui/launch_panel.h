@@ -13,10 +13,19 @@
 // failure line show here, and once it finishes its output folder is chosen
 // as the model to serve.
 //
+// On a cluster of agents (not the embedded local cluster) the three launch
+// through the nodes' agents instead (InstanceManager::startRemote): inference
+// as TP ranks on the first nodes that are up, the router on the node chosen
+// beside it (the policy path is the one on that node), a training run as
+// data-parallel ranks (Ranks) on the first nodes that are up, with data and
+// output folders given as paths on the nodes (prepared data; an existing
+// output folder inside the agents' model roots).
+//
 // Reading a model folder's headers runs on a pool thread; processes are
 // managed by the InstanceManager.
 #pragma once
 
+#include <QStringList>
 #include <QTemporaryDir>
 #include <QWidget>
 #include <memory>
@@ -67,7 +76,9 @@ class LaunchPanel : public QWidget {
   void launchInference();
   void launchRemoteInference();
   void launchRouter();
+  void launchRemoteRouter();
   void launchTraining();
+  void launchRemoteTraining();
   void stopSelected();
 
  private:
@@ -82,6 +93,11 @@ class LaunchPanel : public QWidget {
   void showTrainingProgress(int id);
   void onExited(int id, bool failed, const QString& detail);
   void setTrainingState(const QString& text, bool bad);
+  // Whether launches go through a cluster's agents (not the embedded cluster).
+  bool isRemote() const;
+  // The first `count` nodes that are up (indices, names); false when fewer are.
+  bool upNodes(int count, std::vector<size_t>* nodes, QStringList* names) const;
+  void refreshRouterNodes(const app::ClusterSnapshot& snap);
 
   ClusterController* controller_;
   InstanceManager* instances_;
@@ -95,6 +111,8 @@ class LaunchPanel : public QWidget {
   QLineEdit* policy_;
   QPushButton* launch_;
   QPushButton* launch_router_;
+  QComboBox* router_node_;
+  QStringList router_node_key_;  // the nodes (and whether up) router_node_ lists
   QPushButton* stop_;
   QProgressBar* progress_;
   QLabel* launch_state_;
