@@ -822,12 +822,18 @@ void LaunchPanel::launchTraining() {
                            .arg(QString::fromStdString(spec.train_config))
                            .arg(spec.train_steps);
   const int id = instances_->start(spec, name, &error);
-  if (id < 0) {
-    setTrainingState(tr("Could not start: %1").arg(error), true);
-    launch_state_->setText(tr("Could not start: %1").arg(error));
-    emit trainingFailed(error);
-    return;
-  }
+  if (id < 0) return trainingRefused(error);
+  trainingStarted(id, data, out, tr("Starting %1…").arg(name));
+}
+
+void LaunchPanel::trainingRefused(const QString& why) {
+  setTrainingState(tr("Could not start: %1").arg(why), true);
+  launch_state_->setText(tr("Could not start: %1").arg(why));
+  emit trainingFailed(why);
+}
+
+void LaunchPanel::trainingStarted(int id, const QString& data, const QString& out,
+                                  const QString& state) {
   QSettings settings;
   settings.setValue(QStringLiteral("launch/trainingData"), data);
   settings.setValue(QStringLiteral("launch/trainingOut"), out);
@@ -835,7 +841,7 @@ void LaunchPanel::launchTraining() {
   training_id_ = id;
   train_progress_->setRange(0, 0);
   train_progress_->setVisible(true);
-  launch_state_->setText(tr("Starting %1…").arg(name));
+  launch_state_->setText(state);
   showTrainingProgress(id);
   refreshInstances();
   table_->selectRow(table_->rowCount() - 1);
@@ -849,18 +855,13 @@ void LaunchPanel::launchTraining() {
 void LaunchPanel::launchRemoteTraining() {
   const QString data = train_data_->text().trimmed();
   const QString out = train_out_->text().trimmed();
-  auto refuse = [this](const QString& why) {
-    setTrainingState(tr("Could not start: %1").arg(why), true);
-    launch_state_->setText(tr("Could not start: %1").arg(why));
-    emit trainingFailed(why);
-  };
-  if (data.isEmpty()) return refuse(tr("no training data folder chosen"));
-  if (out.isEmpty()) return refuse(tr("no output folder chosen for the model"));
+  if (data.isEmpty()) return trainingRefused(tr("no training data folder chosen"));
+  if (out.isEmpty()) return trainingRefused(tr("no output folder chosen for the model"));
   // The agents run training ranks only: text must be prepared on the nodes
   // first. Checked when this machine sees the folder too (a shared path).
   auto data_kind = app::ClassifyTrainingData(data.toStdString());
   if (data_kind.ok() && *data_kind == app::TrainingDataKind::kText) {
-    return refuse(tr("%1 holds text files; the nodes' agents run training ranks only: prepare "
+    return trainingRefused(tr("%1 holds text files; the nodes' agents run training ranks only: prepare "
                      "it on each node first (octet train prepare --out DIR %1) and choose DIR")
                       .arg(data));
   }
@@ -868,7 +869,7 @@ void LaunchPanel::launchRemoteTraining() {
   std::vector<size_t> nodes;
   QStringList names;
   if (!upNodes(ranks, &nodes, &names)) {
-    return refuse(tr("%n rank(s) need as many nodes up, %1 are", nullptr, ranks)
+    return trainingRefused(tr("%n rank(s) need as many nodes up, %1 are", nullptr, ranks)
                       .arg(static_cast<int>(nodes.size())));
   }
   app::RemoteInstanceSpec spec;
@@ -889,17 +890,7 @@ void LaunchPanel::launchRemoteTraining() {
                            .arg(spec.train_steps)
                            .arg(names.join(QStringLiteral(", ")));
   const int id = instances_->startRemote(controller_->session(), spec, name, names);
-  QSettings settings;
-  settings.setValue(QStringLiteral("launch/trainingData"), data);
-  settings.setValue(QStringLiteral("launch/trainingOut"), out);
-  last_launched_ = id;
-  training_id_ = id;
-  train_progress_->setRange(0, 0);
-  train_progress_->setVisible(true);
-  launch_state_->setText(tr("Starting %1 through the agents…").arg(name));
-  showTrainingProgress(id);
-  refreshInstances();
-  table_->selectRow(table_->rowCount() - 1);
+  trainingStarted(id, data, out, tr("Starting %1 through the agents…").arg(name));
 }
 
 void LaunchPanel::showTrainingProgress(int id) {

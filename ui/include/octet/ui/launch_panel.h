@@ -93,6 +93,10 @@ class LaunchPanel : public QWidget {
   void showTrainingProgress(int id);
   void onExited(int id, bool failed, const QString& detail);
   void setTrainingState(const QString& text, bool bad);
+  // A training launch that could not start (shown and signalled), or one that
+  // did: remember its folders, follow its progress, select its row.
+  void trainingRefused(const QString& why);
+  void trainingStarted(int id, const QString& data, const QString& out, const QString& state);
   // Whether launches go through a cluster's agents (not the embedded cluster).
   bool isRemote() const;
   // The first `count` nodes that are up (indices, names); false when fewer are.
