@@ -766,9 +766,9 @@ float DotKv(const float* q, const uint16_t* k, int64_t n) {
 // accumulators in registers, so `out` is written once instead of read and
 // written per key. E: the cache's element (float, or uint16_t half).
 template <class E>
-void AttendT(const float* q, int64_t q_stride, int64_t n_q, const E* k, const E* v,
-             int64_t kv_stride, int64_t n_keys, int64_t hd, float scale, float* scores, float* out,
-             int64_t out_stride) {
+void Attend(const float* q, int64_t q_stride, int64_t n_q, const E* k, const E* v,
+            int64_t kv_stride, int64_t n_keys, int64_t hd, float scale, float* scores, float* out,
+            int64_t out_stride) {
   constexpr int64_t kPerLine = 64 / sizeof(E);  // cache elements per 64-byte line
   for (int64_t i = 0; i < n_q; ++i) {
     const float* qi = q + i * q_stride;
@@ -848,24 +848,12 @@ void AttendT(const float* q, int64_t q_stride, int64_t n_q, const E* k, const E*
   }
 }
 
-void Attend(const float* q, int64_t q_stride, int64_t n_q, const float* k, const float* v,
-            int64_t kv_stride, int64_t n_keys, int64_t hd, float scale, float* scores, float* out,
-            int64_t out_stride) {
-  AttendT(q, q_stride, n_q, k, v, kv_stride, n_keys, hd, scale, scores, out, out_stride);
-}
-
-void AttendF16(const float* q, int64_t q_stride, int64_t n_q, const uint16_t* k,
-               const uint16_t* v, int64_t kv_stride, int64_t n_keys, int64_t hd, float scale,
-               float* scores, float* out, int64_t out_stride) {
-  AttendT(q, q_stride, n_q, k, v, kv_stride, n_keys, hd, scale, scores, out, out_stride);
-}
-
 }  // namespace
 
 const IsaKernels& Avx2Kernels() {
   static const IsaKernels k = {
-      "avx2", DecodeRows, Gemv,       DotTile, Dot,        Axpy,
-      Scale,  Add,        RmsNormRow, SiluMul, SoftmaxRow, Attend, AttendF16,
+      "avx2",  DecodeRows, Gemv,          DotTile,          Dot, Axpy, Scale, Add, RmsNormRow,
+      SiluMul, SoftmaxRow, Attend<float>, Attend<uint16_t>,
   };
   return k;
 }

@@ -375,17 +375,17 @@ void AttendAvx2(const float* q, int64_t q_stride, int64_t n_q, const float* k, c
   Avx2Kernels().attend(q, q_stride, n_q, k, v, kv_stride, n_keys, hd, scale, scores, out,
                        out_stride);
 }
-void AttendAvx2(const float* q, int64_t q_stride, int64_t n_q, const uint16_t* k,
-                const uint16_t* v, int64_t kv_stride, int64_t n_keys, int64_t hd, float scale,
-                float* scores, float* out, int64_t out_stride) {
+void AttendAvx2(const float* q, int64_t q_stride, int64_t n_q, const uint16_t* k, const uint16_t* v,
+                int64_t kv_stride, int64_t n_keys, int64_t hd, float scale, float* scores,
+                float* out, int64_t out_stride) {
   Avx2Kernels().attend_f16(q, q_stride, n_q, k, v, kv_stride, n_keys, hd, scale, scores, out,
                            out_stride);
 }
 
 template <class E>
-void AttendT(const float* q, int64_t q_stride, int64_t n_q, const E* k, const E* v,
-             int64_t kv_stride, int64_t n_keys, int64_t hd, float scale, float* scores, float* out,
-             int64_t out_stride) {
+void Attend(const float* q, int64_t q_stride, int64_t n_q, const E* k, const E* v,
+            int64_t kv_stride, int64_t n_keys, int64_t hd, float scale, float* scores, float* out,
+            int64_t out_stride) {
   if (hd != 128 || n_q % 2 != 0) {
     AttendAvx2(q, q_stride, n_q, k, v, kv_stride, n_keys, hd, scale, scores, out, out_stride);
     return;
@@ -450,18 +450,6 @@ void AttendT(const float* q, int64_t q_stride, int64_t n_q, const E* k, const E*
   }
 }
 
-void Attend(const float* q, int64_t q_stride, int64_t n_q, const float* k, const float* v,
-            int64_t kv_stride, int64_t n_keys, int64_t hd, float scale, float* scores, float* out,
-            int64_t out_stride) {
-  AttendT(q, q_stride, n_q, k, v, kv_stride, n_keys, hd, scale, scores, out, out_stride);
-}
-
-void AttendF16(const float* q, int64_t q_stride, int64_t n_q, const uint16_t* k,
-               const uint16_t* v, int64_t kv_stride, int64_t n_keys, int64_t hd, float scale,
-               float* scores, float* out, int64_t out_stride) {
-  AttendT(q, q_stride, n_q, k, v, kv_stride, n_keys, hd, scale, scores, out, out_stride);
-}
-
 }  // namespace
 
 const IsaKernels& Avx512Kernels() {
@@ -471,8 +459,8 @@ const IsaKernels& Avx512Kernels() {
     t.name = "avx512";
     t.gemv = Gemv;
     t.decode_rows = DecodeRows;
-    t.attend = Attend;
-    t.attend_f16 = AttendF16;
+    t.attend = Attend<float>;
+    t.attend_f16 = Attend<uint16_t>;
     return t;
   }();
   return k;
