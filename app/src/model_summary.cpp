@@ -90,6 +90,9 @@ Result<LaunchMemoryPlan> PlanModelMemory(const ModelSummary& model, int nodes,
   r.node_memory = node_memory;
   r.context = context;
   r.concurrency = concurrency;
+  // What the workbench launches: `octet serve` with its default float32 KV
+  // cache (the planner's own default, bf16, is what GPU engines keep).
+  r.kv_dtype = "f32";
   OCTET_ASSIGN_OR_RETURN(engine::MemoryPlan plan, engine::PlanMemory(f, r));
   LaunchMemoryPlan out;
   out.nodes = nodes;

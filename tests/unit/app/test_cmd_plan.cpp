@@ -5,6 +5,8 @@
 #include <QtTest>
 #include <nlohmann/json.hpp>
 
+#include "octet/app/model_summary.h"
+#include "octet/engine/random_checkpoint.h"
 #include "octet_test.h"
 
 using octet::test::RunProgram;
@@ -71,6 +73,25 @@ class TestCmdPlan : public QObject {
     QCOMPARE(missing.exit_code, 2);
     auto bad_nodes = RunProgram({"octet", "plan", "--model", "qwen3-8b", "--nodes", "0"});
     QCOMPARE(bad_nodes.exit_code, 2);
+  }
+
+  // The Launch panel's plan budgets the KV cache the workbench's `octet serve`
+  // will allocate: float32 keys and values (its default --kv-dtype).
+  void launchPlanBudgetsTheServedFloat32Cache() {
+    QTemporaryDir tmp;
+    QVERIFY(tmp.isValid());
+    octet::engine::RandomModelShape shape;  // 2 layers, 2 kv heads of 16
+    const std::string dir = tmp.path().toStdString() + "/m";
+    QVERIFY(octet::engine::WriteRandomCheckpoint(shape, dir).ok());
+    auto model = octet::app::SummarizeModel(dir);
+    QVERIFY2(model.ok(), model.status().ToString().c_str());
+    const int64_t context = 1000;
+    auto plan = octet::app::PlanModelMemory(*model, 1, int64_t(1) << 30, context, 3);
+    QVERIFY2(plan.ok(), plan.status().ToString().c_str());
+    QCOMPARE(plan->per_node.size(), size_t(1));
+    const int64_t float32_kv = context * 3 * shape.num_layers * 2 * shape.num_kv_heads *
+                               shape.head_dim * int64_t(sizeof(float));
+    QCOMPARE(plan->per_node[0].kv_cache_bytes, float32_kv);
   }
 };
 

@@ -32,7 +32,7 @@ class ThreadPool;
 // the bytes decode attention reads per key; the keys and values are rounded
 // once when stored (relative error 2^-11; beyond +-65504 they saturate), and
 // attention widens them to float exactly. On the fixture models that moves the
-// logits by up to ~6e-3 (tests/unit/engine/test_engine_fixtures, kvF16).
+// logits by up to ~6e-3 (tests/unit/engine/test_engine_fixtures, kvCacheF16).
 enum class KvDtype : uint8_t { kF32, kF16 };
 
 std::string_view KvDtypeName(KvDtype dtype);  // "f32", "f16"
