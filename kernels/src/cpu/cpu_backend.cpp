@@ -22,12 +22,18 @@ constexpr int64_t kGemvBatchRows = 8;
 
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-// Decode tasks take a few 4-row groups of one matrix: up to 64 rows, so a task
-// streams one long run of memory (the gemv kernels prefetch the next group
-// within the task), but at least 4 tasks per thread so the cores stay balanced.
-int64_t GemvRowsPerTask(int64_t rows, int threads) {
-  const int64_t per_task = rows / (4 * static_cast<int64_t>(threads));
-  return std::clamp<int64_t>(per_task / 4 * 4, 16, 64);
+// Decode tasks take a few 4-row groups of one matrix: up to 64 rows or 128 KiB
+// of weights, whichever is more, so a task streams one long run of memory
+// (the gemv kernels prefetch ahead within the task and each task starts cold),
+// but at least 4 tasks per thread so the cores stay balanced. 64 dense rows of
+// 1024 columns are 128 KiB; 64 NVFP4 rows only 36 KiB, so NVFP4 takes up to
+// 224 rows.
+int64_t GemvRowsPerTask(const WeightMatrix& w, int threads) {
+  constexpr int64_t kTaskBytes = 128 << 10;
+  const int64_t per_task = w.rows / (4 * static_cast<int64_t>(threads));
+  const int64_t row_bytes = std::max<int64_t>(1, w.BytesRead() / std::max<int64_t>(1, w.rows));
+  const int64_t max_rows = std::max<int64_t>(64, kTaskBytes / row_bytes / 4 * 4);
+  return std::clamp<int64_t>(per_task / 4 * 4, 16, max_rows);
 }
 
 // Attention of the query heads of one KV head from an ISA's dot, softmax and
@@ -79,7 +85,7 @@ void CpuBackend::Matmul(const float* x, int64_t m, int64_t ldx, const WeightMatr
   if (m <= kGemvBatchRows) {
     // Small batches (decode): weights decoded in registers, kGemvMaxRows
     // activation rows per pass; a task's weight rows stay in cache between passes.
-    const int64_t rows_per_task = GemvRowsPerTask(n, pool_.size());
+    const int64_t rows_per_task = GemvRowsPerTask(w, pool_.size());
     pool_.ParallelFor(CeilDiv(n, rows_per_task), [&](int64_t task, int) {
       const int64_t r0 = task * rows_per_task;
       const int64_t r1 = std::min(n, r0 + rows_per_task);
@@ -139,7 +145,7 @@ void CpuBackend::MatmulMulti(const float* x, int64_t m, int64_t ldx, const Matmu
   // Task t covers rows of one output: outputs are laid end to end in task space.
   std::vector<int64_t> first_task(n_outputs + 1, 0), rows_per_task(n_outputs);
   for (int i = 0; i < n_outputs; ++i) {
-    rows_per_task[i] = GemvRowsPerTask(outputs[i].w->rows, pool_.size());
+    rows_per_task[i] = GemvRowsPerTask(*outputs[i].w, pool_.size());
     first_task[i + 1] = first_task[i] + CeilDiv(outputs[i].w->rows, rows_per_task[i]);
   }
   pool_.ParallelFor(first_task[n_outputs], [&](int64_t task, int) {

@@ -7,9 +7,9 @@
 // Why NVFP4 needs it: on AVX2 an NVFP4 GEMV is compute-bound. Turning 8 E2M1
 // codes into floats takes five shuffle/shift ops there (AVX2 has no 16-entry
 // permute), so two cores decode ~10 GB/s of packed weights, a third of this
-// machine's memory bandwidth. With AVX-512, one VPMULTISHIFTQB puts each of a
-// block's 16 codes in its own lane and one 16-entry VPERMPS maps code (sign
-// included) to value: two ops per 16 weights.
+// machine's memory bandwidth. With AVX-512, one shift puts each of a block's
+// 16 codes in its own lane and one 16-entry VPERMPS maps code (sign included)
+// to value: two ops per 16 weights.
 #include <immintrin.h>
 #include <string.h>
 
@@ -27,7 +27,9 @@ namespace {
 #define OCTET_INLINE inline __attribute__((always_inline))
 #define OCTET_INLINE_LAMBDA __attribute__((always_inline))
 
-// One NVFP4 block (8 bytes, 16 codes, low nibble first) -> its 16 E2M1 values.
+// One NVFP4 block (8 bytes, 16 codes, low nibble first) -> its 16 E2M1 values
+// in column order (the prefill panels' decode; decode GEMVs use
+// Nvfp4ShiftDecoder16 below).
 struct Nvfp4Decoder16 {
   // Byte 4i%8 of qword i/2 (the low byte of 32-bit lane i) takes the 8 bits at
   // 4i of the block's 64-bit word: code i in its low 4 bits. VPERMPS reads
@@ -38,13 +40,11 @@ struct Nvfp4Decoder16 {
   __m512 values = _mm512_setr_ps(0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f, -0.0f, -0.5f,
                                  -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f);
 
-  OCTET_INLINE __m512 Decode16(const uint8_t* block) const { return Decode16(block, values); }
-  // The same through another 16-entry table (e.g. the values times a scale).
-  OCTET_INLINE __m512 Decode16(const uint8_t* block, __m512 table) const {
+  OCTET_INLINE __m512 Decode16(const uint8_t* block) const {
     int64_t word;
     memcpy(&word, block, 8);
     const __m512i codes = _mm512_multishift_epi64_epi8(select, _mm512_set1_epi64(word));
-    return _mm512_permutexvar_ps(codes, table);
+    return _mm512_permutexvar_ps(codes, values);
   }
 };
 
@@ -73,81 +73,136 @@ OCTET_INLINE void Prefetch(const uint8_t* p) {
   _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T0);
 }
 
-// Four weight rows against one activation row. Each block's codes go through
-// its scale's row of g_scaled_values (the reference's dequantized weight before
-// the global scale), then one FMA with x; the global scale is applied once at
-// the end. Two permutes and an FMA per 16 weights on the two 512-bit ports;
-// measured about 13 G weights/s (7 GB/s packed) per core, still below what
-// memory gives: NVFP4 decode stays compute-bound here.
-void Gemv4M1(const WeightMatrix& w, const uint8_t* const* rows, const uint8_t* const* scales,
-             int64_t prefetch, const float* x, float* y, bool accumulate) {
-  const Nvfp4Decoder16 dec;
+// One NVFP4 block -> its 16 values through a 16-entry table, the codes spread
+// by a shift instead of a shuffle (see Gemv4Nvfp4 for why): VPSRLVD on the
+// broadcast 64-bit word leaves, in 32-bit lane
+// 2j, code j (low word shifted by 4j) and in lane 2j+1 code 8+j (high word
+// shifted by 4j). The values come out in that interleaved order, so they meet
+// activations stored the same way (InterleaveBlocks).
+struct Nvfp4ShiftDecoder16 {
+  __m512i shifts = _mm512_setr_epi32(0, 0, 4, 4, 8, 8, 12, 12, 16, 16, 20, 20, 24, 24, 28, 28);
+
+  OCTET_INLINE __m512 Decode16(const uint8_t* block, __m512 table) const {
+    int64_t word;
+    memcpy(&word, block, 8);
+    const __m512i codes = _mm512_srlv_epi32(_mm512_set1_epi64(word), shifts);
+    return _mm512_permutexvar_ps(codes, table);
+  }
+};
+
+// out[16b + 2j] = x[16b + j], out[16b + 2j + 1] = x[16b + 8 + j]: the
+// activation order of Nvfp4ShiftDecoder16, for `cols` (a multiple of 16).
+void InterleaveBlocks(const float* x, int64_t cols, float* out) {
+  const __m512i order = _mm512_setr_epi32(0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15);
+  for (int64_t c = 0; c < cols; c += 16) {
+    _mm512_store_ps(out + c, _mm512_permutexvar_ps(order, _mm512_loadu_ps(x + c)));
+  }
+}
+
+// Activations are interleaved on the stack, at most this many floats (64 KiB)
+// per call; longer rows go through in column slices.
+constexpr int64_t kMaxInterleavedFloats = 16384;
+
+// Four weight rows (rows past nrows repeat row 0 and are not stored) against
+// M = 1..4 activation rows, row i at xi + i * ldxi in InterleaveBlocks order.
+// Each block is decoded once, through its scale's row of g_scaled_values (the
+// reference's dequantized weight before the global scale), and used M times;
+// the global scale is applied once at the end.
+//
+// Why the shift decoder: on this CPU family 512-bit shuffles issue only on
+// port 5, 512-bit FMAs and shifts on port 0. Spreading the codes with
+// VPMULTISHIFTQB put two port-5 ops on every 16 weights (spread, then the
+// 16-entry permute); VPSRLVD moves the spread to port 0, beside the FMA. A/B
+// from L2, one thread, M = 1: 17.9-18.7 -> 20.6-21.4 G weights/s (rows split
+// between the two decoders was in between, 18.7-19.2).
+// `prefetch`: bytes ahead of each row to prefetch (0: none).
+template <int M>
+void Gemv4Nvfp4(const WeightMatrix& w, const uint8_t* const* rows, const uint8_t* const* scales,
+                int nrows, int64_t prefetch, const float* xi, int64_t ldxi, float* y, int64_t ldy,
+                bool accumulate) {
+  static_assert(M >= 1 && M <= 4);
+  const Nvfp4ShiftDecoder16 dec;
   const int64_t blocks = w.cols / kNvfp4BlockSize;
-  const uint8_t *r0 = rows[0], *r1 = rows[1], *r2 = rows[2], *r3 = rows[3];
-  const uint8_t *s0 = scales[0], *s1 = scales[1], *s2 = scales[2], *s3 = scales[3];
-  __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+  // Fully unrolled (constant indices), so the arrays live in registers.
+  __m512 acc[4][M];
+#pragma GCC unroll 4
+  for (int j = 0; j < 4; ++j) {
+#pragma GCC unroll 4
+    for (int i = 0; i < M; ++i) acc[j][i] = _mm512_setzero_ps();
+  }
   auto block = [&](int64_t b) OCTET_INLINE_LAMBDA {
-    const __m512 xv = _mm512_loadu_ps(x + b * 16);
-    a0 = _mm512_fmadd_ps(dec.Decode16(r0 + b * 8, ScaledValues(s0[b])), xv, a0);
-    a1 = _mm512_fmadd_ps(dec.Decode16(r1 + b * 8, ScaledValues(s1[b])), xv, a1);
-    a2 = _mm512_fmadd_ps(dec.Decode16(r2 + b * 8, ScaledValues(s2[b])), xv, a2);
-    a3 = _mm512_fmadd_ps(dec.Decode16(r3 + b * 8, ScaledValues(s3[b])), xv, a3);
+    __m512 xv[M];
+#pragma GCC unroll 4
+    for (int i = 0; i < M; ++i) xv[i] = _mm512_load_ps(xi + i * ldxi + b * 16);
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; ++j) {
+      const __m512 wv = dec.Decode16(rows[j] + b * 8, ScaledValues(scales[j][b]));
+#pragma GCC unroll 4
+      for (int i = 0; i < M; ++i) acc[j][i] = _mm512_fmadd_ps(wv, xv[i], acc[j][i]);
+    }
   };
   int64_t b = 0;
   for (; b + 8 <= blocks; b += 8) {  // 8 blocks = one 64-byte line per row
     if (prefetch != 0) {
-      Prefetch(r0 + prefetch + b * 8);
-      Prefetch(r1 + prefetch + b * 8);
-      Prefetch(r2 + prefetch + b * 8);
-      Prefetch(r3 + prefetch + b * 8);
+#pragma GCC unroll 4
+      for (int j = 0; j < 4; ++j) Prefetch(rows[j] + prefetch + b * 8);
     }
 #pragma GCC unroll 8
     for (int u = 0; u < 8; ++u) block(b + u);
   }
   for (; b < blocks; ++b) block(b);
-  Store(y + 0, _mm512_reduce_add_ps(a0) * w.global_scale, accumulate);
-  Store(y + 1, _mm512_reduce_add_ps(a1) * w.global_scale, accumulate);
-  Store(y + 2, _mm512_reduce_add_ps(a2) * w.global_scale, accumulate);
-  Store(y + 3, _mm512_reduce_add_ps(a3) * w.global_scale, accumulate);
-}
-
-// Four weight rows (rows past nrows repeat row 0 and are not stored) against
-// M = 2..4 activation rows (batched decode). Each weight block is decoded once
-// (through its scale's row of g_scaled_values) however many activation rows
-// use it.
-template <int M>
-void Gemv4Mx(const WeightMatrix& w, const uint8_t* const* rows, const uint8_t* const* scales,
-             int nrows, const float* x, int64_t ldx, float* y, int64_t ldy, bool accumulate) {
-  static_assert(M >= 2 && M <= 4);
-  const Nvfp4Decoder16 dec;
-  const int64_t blocks = w.cols / kNvfp4BlockSize;
-  const float *x0 = x, *x1 = x + ldx, *x2 = x + 2 * ldx, *x3 = x + (M - 1) * ldx;
-  __m512 a00 = _mm512_setzero_ps(), a01 = a00, a02 = a00, a03 = a00;  // a<row><x row>
-  __m512 a10 = a00, a11 = a00, a12 = a00, a13 = a00;
-  __m512 a20 = a00, a21 = a00, a22 = a00, a23 = a00;
-  __m512 a30 = a00, a31 = a00, a32 = a00, a33 = a00;
-  for (int64_t b = 0; b < blocks; ++b) {
-    const __m512 xv0 = _mm512_loadu_ps(x0 + b * 16), xv1 = _mm512_loadu_ps(x1 + b * 16);
-    const __m512 xv2 = M > 2 ? _mm512_loadu_ps(x2 + b * 16) : xv0;
-    const __m512 xv3 = M > 3 ? _mm512_loadu_ps(x3 + b * 16) : xv0;
-    auto row = [&](int j, __m512& c0, __m512& c1, __m512& c2, __m512& c3) OCTET_INLINE_LAMBDA {
-      const __m512 table = ScaledValues(scales[j][b]);
-      const __m512 wv = dec.Decode16(rows[j] + b * 8, table);
-      c0 = _mm512_fmadd_ps(wv, xv0, c0);
-      c1 = _mm512_fmadd_ps(wv, xv1, c1);
-      if constexpr (M > 2) c2 = _mm512_fmadd_ps(wv, xv2, c2);
-      if constexpr (M > 3) c3 = _mm512_fmadd_ps(wv, xv3, c3);
-    };
-    row(0, a00, a01, a02, a03);
-    row(1, a10, a11, a12, a13);
-    row(2, a20, a21, a22, a23);
-    row(3, a30, a31, a32, a33);
-  }
-  const __m512 acc[4][4] = {
-      {a00, a01, a02, a03}, {a10, a11, a12, a13}, {a20, a21, a22, a23}, {a30, a31, a32, a33}};
   for (int j = 0; j < nrows; ++j) {
     for (int i = 0; i < M; ++i) {
       Store(y + i * ldy + j, _mm512_reduce_add_ps(acc[j][i]) * w.global_scale, accumulate);
+    }
+  }
+}
+
+
+// y[i * ldy + r - row0] (+)= W[r, :] · x[i * ldx + :] for r in [row0, row1),
+// i < m <= 4, W NVFP4.
+void GemvNvfp4(const WeightMatrix& w, int64_t row0, int64_t row1, const float* x, int64_t m,
+               int64_t ldx, float* y, int64_t ldy, bool accumulate) {
+  const int64_t slice = kMaxInterleavedFloats / m / kNvfp4BlockSize * kNvfp4BlockSize;
+  if (w.cols > slice) {
+    for (int64_t c0 = 0; c0 < w.cols; c0 += slice) {
+      const int64_t nc = w.cols - c0 < slice ? w.cols - c0 : slice;
+      GemvNvfp4(w.ColSlice(c0, nc), row0, row1, x + c0, m, ldx, y, ldy, accumulate || c0 > 0);
+    }
+    return;
+  }
+  alignas(64) float xi[kMaxInterleavedFloats];
+  for (int64_t i = 0; i < m; ++i) InterleaveBlocks(x + i * ldx, w.cols, xi + i * w.cols);
+  // Prefetch the same columns of the group of 4 rows at least 4 KiB on (two
+  // groups for 1024 columns, where one group is 2 KiB), whole groups.
+  constexpr int64_t kPrefetchBytes = 4096;
+  const int64_t group_bytes = 4 * w.row_stride;
+  const int64_t ahead = (kPrefetchBytes + group_bytes - 1) / group_bytes;
+  for (int64_t r = row0; r < row1; r += 4) {
+    const int nrows = static_cast<int>(row1 - r < 4 ? row1 - r : 4);
+    const uint8_t* rows[4];
+    const uint8_t* scales[4];
+    for (int j = 0; j < 4; ++j) {
+      const int64_t row = r + (j < nrows ? j : 0);
+      rows[j] = static_cast<const uint8_t*>(w.data) + row * w.row_stride;
+      scales[j] = w.scales + row * w.scale_row_stride;
+    }
+    // Only rows this call owns (the next call's may be another thread's).
+    const int64_t prefetch = r + 4 * (ahead + 1) <= row1 ? ahead * group_bytes : 0;
+    float* out = y + (r - row0);
+    switch (m) {
+      case 1:
+        Gemv4Nvfp4<1>(w, rows, scales, nrows, prefetch, xi, w.cols, out, ldy, accumulate);
+        break;
+      case 2:
+        Gemv4Nvfp4<2>(w, rows, scales, nrows, prefetch, xi, w.cols, out, ldy, accumulate);
+        break;
+      case 3:
+        Gemv4Nvfp4<3>(w, rows, scales, nrows, prefetch, xi, w.cols, out, ldy, accumulate);
+        break;
+      default:
+        Gemv4Nvfp4<4>(w, rows, scales, nrows, prefetch, xi, w.cols, out, ldy, accumulate);
+        break;
     }
   }
 }
@@ -307,32 +362,7 @@ void Gemv(const WeightMatrix& w, int64_t row0, int64_t row1, const float* x, int
     Gemv(w, row0, row1, x + 4 * ldx, m - 4, ldx, y + 4 * ldy, ldy, accumulate);
     return;
   }
-  for (int64_t r = row0; r < row1; r += 4) {
-    const int nrows = static_cast<int>(row1 - r < 4 ? row1 - r : 4);
-    const uint8_t* rows[4];
-    const uint8_t* scales[4];
-    for (int j = 0; j < 4; ++j) {
-      const int64_t row = r + (j < nrows ? j : 0);
-      rows[j] = static_cast<const uint8_t*>(w.data) + row * w.row_stride;
-      scales[j] = w.scales + row * w.scale_row_stride;
-    }
-    float* out = y + (r - row0);
-    if (m == 1 && nrows == 4) {
-      // Prefetch only rows this call owns (the next call's may be another thread's).
-      const int64_t prefetch = r + 8 <= row1 ? 4 * w.row_stride : 0;
-      Gemv4M1(w, rows, scales, prefetch, x, out, accumulate);
-    } else if (m == 1) {
-      float tmp[4];
-      Gemv4M1(w, rows, scales, 0, x, tmp, false);
-      for (int j = 0; j < nrows; ++j) Store(out + j, tmp[j], accumulate);
-    } else if (m == 2) {
-      Gemv4Mx<2>(w, rows, scales, nrows, x, ldx, out, ldy, accumulate);
-    } else if (m == 3) {
-      Gemv4Mx<3>(w, rows, scales, nrows, x, ldx, out, ldy, accumulate);
-    } else {
-      Gemv4Mx<4>(w, rows, scales, nrows, x, ldx, out, ldy, accumulate);
-    }
-  }
+  GemvNvfp4(w, row0, row1, x, m, ldx, y, ldy, accumulate);
 }
 
 void DecodeRows(const WeightMatrix& w, int64_t row0, int64_t nrows, int64_t col0, int64_t ncols,

@@ -188,8 +188,9 @@ class TestKernelConformance : public QObject {
     };
     // n = 301: several 4-row groups per decode task (the prefetching path) and a tail.
     // k = 1043 and 2099 (dense): batched decode's 1024-column blocks, with a ragged last one.
-    const Shape shapes[] = {{1, 16},   {7, 48},   {33, 272}, {50, 528},
-                            {5, 1040}, {9, 2096}, {301, 96}};
+    // k = 16400: longer than the 16384 columns AVX-512 NVFP4 decode interleaves at once.
+    const Shape shapes[] = {{1, 16},   {7, 48},    {33, 272}, {50, 528},
+                            {5, 1040}, {9, 2096}, {301, 96}, {6, 16400}};
     for (auto& backend : AllBackends(2)) {
       for (WeightFormat f : formats) {
         for (const Shape& s : shapes) {
