@@ -192,6 +192,29 @@ std::vector<size_t> BandsToRetime(const std::vector<BandTimings>& bands) {
   return out;
 }
 
+std::pair<int, int> TimingSchedule(size_t bytes) {
+  if (bytes <= (64 << 10)) return {11, 5};
+  if (bytes <= (1 << 20)) return {5, 3};
+  if (bytes <= (4 << 20)) return {5, 1};
+  return {3, 1};
+}
+
+BandTimings PairsFromBlocks(const BandTimings& runs, int block) {
+  if (block <= 1) return runs;
+  BandTimings out;
+  out.bytes = runs.bytes;
+  const size_t b = static_cast<size_t>(block);
+  const size_t n = std::min(runs.oneshot_ns.size(), runs.ring_ns.size()) / b;
+  for (size_t i = 0; i < n; ++i) {
+    for (auto [from, to] : {std::pair{&runs.oneshot_ns, &out.oneshot_ns},
+                            std::pair{&runs.ring_ns, &out.ring_ns}}) {
+      to->push_back(Median(std::vector<double>(from->begin() + i * b + 1,
+                                               from->begin() + (i + 1) * b)));
+    }
+  }
+  return out;
+}
+
 std::vector<AlgorithmBand> ChooseBands(const std::vector<size_t>& sizes,
                                        const std::vector<double>& oneshot,
                                        const std::vector<double>& ring) {

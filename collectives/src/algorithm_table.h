@@ -8,6 +8,7 @@
 #include <limits>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "octet/collectives/communicator.h"
@@ -77,6 +78,21 @@ std::vector<AlgorithmBand> ChooseBands(const std::vector<BandTimings>& bands);
 // timing again (more pairs) before ChooseBands decides.
 constexpr size_t kRetimeMaxBytes = size_t{1} << 20;
 std::vector<size_t> BandsToRetime(const std::vector<BandTimings>& bands);
+
+// Start-up timing per size: {pairs, block}: each pair is `block` one-shot
+// runs and `block` ring runs back to back. Blocks because an algorithm run
+// right after the other one is not what a caller sees: in a decode loop the
+// same all-reduce runs back to back, and with 4 ranks on 2 cores single
+// alternating runs made one-shot look best up to 16-32 KiB over shm where
+// back-to-back ring was 1.3-2x faster. 11 blocks of 5 up to 64 KiB (cheap),
+// 5 of 3 up to 1 MiB, 5 single runs up to 4 MiB, 3 above.
+std::pair<int, int> TimingSchedule(size_t bytes);
+
+// One figure per pair from per-run times (each run's slowest rank): pair i
+// is runs [i * block, (i + 1) * block); its first run, right after the other
+// algorithm's block, is left out when block > 1 and the median of the rest
+// stands for the pair.
+BandTimings PairsFromBlocks(const BandTimings& runs, int block);
 
 // ChooseBands with one pair per band: sizes[k] took oneshot_ns[k] with
 // one-shot and ring_ns[k] with ring (no noise estimate: the margin decides).

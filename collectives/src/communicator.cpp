@@ -329,8 +329,9 @@ Status Communicator::AgreeCrossover() {
 }
 
 // Times both algorithms at every power of two from 8 B to 16 MiB in pairs
-// (one-shot and ring back to back, alternating which goes first), and on
-// rank 0 turns the slowest rank's time of each run into the table (see
+// (a block of one-shot runs and a block of ring runs back to back,
+// alternating which goes first; see TimingSchedule), and on rank 0 turns the
+// slowest rank's time of each run into the table (PairsFromBlocks, then
 // ChooseBands: per band the median ratio over pairs, a tie within noise
 // keeps the band below's choice). Bands whose pairs leave a >5% difference
 // within noise get a second round of as many pairs (only up to 1 MiB, where
@@ -338,9 +339,9 @@ Status Communicator::AgreeCrossover() {
 // same collectives. Beyond 16 MiB the 16 MiB band decides (bandwidth-bound).
 // Other ranks return an empty table. The sizes past 4 MiB matter: out of
 // cache, one-shot's 1 MiB steps can beat ring where the two tie at 1-4 MiB
-// (2 ranks over TCP: 64 MB one-shot 55 ms, ring 80 ms). Cost: 21 pairs per
-// size up to 64 KiB, 9 up to 1 MiB, 5 up to 4 MiB and 3 at 8 and 16 MiB (at
-// most twice that up to 1 MiB), and a 16 MiB buffer while it runs.
+// (2 ranks over TCP: 64 MB one-shot 55 ms, ring 80 ms). Cost: see
+// TimingSchedule (at most twice that up to 1 MiB), and a 16 MiB buffer while
+// it runs.
 Status Communicator::MeasureBands(std::vector<AlgorithmBand>* bands) {
   Bootstrap& b = *impl_->bootstrap;
   const Deadline deadline = Deadline::AfterMs(options_.connect_timeout_ms);
@@ -363,22 +364,21 @@ Status Communicator::MeasureBands(std::vector<AlgorithmBand>* bands) {
   auto time_band = [&](size_t k) -> Status {
     const size_t bytes = sizes[k];
     mine[k].bytes = bytes;
-    const int pairs = bytes <= (64 << 10)  ? 21
-                      : bytes <= (1 << 20) ? 9
-                      : bytes <= (4 << 20) ? 5
-                                           : 3;
+    const auto [pairs, block] = TimingSchedule(bytes);
     // i = 0 is a warm-up at this size, except above 4 MiB, where the first
     // runs at the largest size warmed everything up and a run costs most.
     const int first = bytes > (4 << 20) ? 1 : 0;
     for (int i = first; i <= pairs; ++i) {
       const bool oneshot_first = i % 2 == 0;
-      OCTET_ASSIGN_OR_RETURN(
-          int64_t a, run(oneshot_first ? AlgorithmKind::kOneShot : AlgorithmKind::kRing, bytes));
-      OCTET_ASSIGN_OR_RETURN(
-          int64_t c, run(oneshot_first ? AlgorithmKind::kRing : AlgorithmKind::kOneShot, bytes));
-      if (i == 0) continue;
-      mine[k].oneshot_ns.push_back(static_cast<double>(oneshot_first ? a : c));
-      mine[k].ring_ns.push_back(static_cast<double>(oneshot_first ? c : a));
+      for (AlgorithmKind algo : {oneshot_first ? AlgorithmKind::kOneShot : AlgorithmKind::kRing,
+                                 oneshot_first ? AlgorithmKind::kRing : AlgorithmKind::kOneShot}) {
+        for (int j = 0; j < block; ++j) {
+          OCTET_ASSIGN_OR_RETURN(int64_t t, run(algo, bytes));
+          if (i == 0) continue;
+          (algo == AlgorithmKind::kOneShot ? mine[k].oneshot_ns : mine[k].ring_ns)
+              .push_back(static_cast<double>(t));
+        }
+      }
     }
     return Status::Ok();
   };
@@ -404,7 +404,7 @@ Status Communicator::MeasureBands(std::vector<AlgorithmBand>* bands) {
       WireReader rd(all[p]);
       for (size_t k : ks) {
         const size_t count = rd.U32();
-        if (!rd.ok() || count > 64 || (p > 0 && count != merged[k].oneshot_ns.size())) {
+        if (!rd.ok() || count > 1024 || (p > 0 && count != merged[k].oneshot_ns.size())) {
           return DataLossError("collectives: rank " + std::to_string(p) +
                                " sent malformed one-shot/ring timings");
         }
@@ -441,9 +441,15 @@ Status Communicator::MeasureBands(std::vector<AlgorithmBand>* bands) {
   }
   OCTET_RETURN_IF_ERROR(gather(every, std::vector<size_t>(sizes.size(), 0)));
   // Rank 0 names the bands to time again; everyone runs the same ones.
+  // Rank 0's view: one figure per pair (the block's median).
+  auto pairs_of = [&] {
+    std::vector<BandTimings> out;
+    for (const BandTimings& t : slowest) out.push_back(PairsFromBlocks(t, TimingSchedule(t.bytes).second));
+    return out;
+  };
   WireWriter retime;
   if (rank_ == 0) {
-    const std::vector<size_t> ks = BandsToRetime(slowest);
+    const std::vector<size_t> ks = BandsToRetime(pairs_of());
     retime.U32(static_cast<uint32_t>(ks.size()));
     for (size_t k : ks) retime.U32(static_cast<uint32_t>(k));
   }
@@ -463,14 +469,15 @@ Status Communicator::MeasureBands(std::vector<AlgorithmBand>* bands) {
   if (!again.empty()) OCTET_RETURN_IF_ERROR(gather(again, before));
   bands->clear();
   if (rank_ != 0) return Status::Ok();
-  for (const BandTimings& t : slowest) {
+  const std::vector<BandTimings> pairs = pairs_of();
+  for (const BandTimings& t : pairs) {
     const BandJudgement j = JudgeBand(t);
     OCTET_LOG(DEBUG) << "collectives: " << t.bytes << " B: one-shot/ring "
                      << std::exp(j.log_ratio) << " (+-" << j.std_error * 100 << "%, "
                      << t.oneshot_ns.size() << " pairs, slowest rank)";
   }
   retimed_bands_ = again.size();
-  *bands = ChooseBands(slowest);
+  *bands = ChooseBands(pairs);
   return Status::Ok();
 }
 

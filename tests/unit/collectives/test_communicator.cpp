@@ -481,6 +481,16 @@ class TestCommunicator : public QObject {
       QVERIFY2(ChooseBands(bands(jitter, noisy)) == B({{kMax, kO}}), std::to_string(seed).c_str());
     }
 
+    // Blocks of back-to-back runs: the first run of each block (after the
+    // other algorithm's block) is left out, the median of the rest counts.
+    BandTimings runs{64, {900, 100, 110, 500, 300, 200}, {50, 60, 70, 1, 2, 3}};
+    const BandTimings pairs = PairsFromBlocks(runs, 3);
+    QVERIFY(pairs.oneshot_ns == std::vector<double>({105, 250}));
+    QVERIFY(pairs.ring_ns == std::vector<double>({65, 2.5}));
+    QVERIFY(PairsFromBlocks(runs, 1).oneshot_ns == runs.oneshot_ns);
+    QCOMPARE(TimingSchedule(8).second, 5);
+    QCOMPARE(TimingSchedule(size_t{16} << 20).second, 1);
+
     // The judgement itself: median ratio over pairs, and a noise estimate
     // only from 3 pairs on.
     BandTimings one{64, {1100}, {1000}};
