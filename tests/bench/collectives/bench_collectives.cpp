@@ -475,16 +475,23 @@ int main(int argc, char** argv) {
       std::map<int64_t, std::vector<json>> octet_rows;
       std::map<int64_t, double> mpi_best;
       std::vector<double> startup_ms;
+      // Per repeat: geometric mean over sizes <= 32 KiB of OpenMPI's p50 over
+      // auto's p50 in the runs just before it (neighbours in time, so load
+      // changes between repeats cancel out).
+      std::vector<double> paired_small_ratio;
+      json last_octet;
       for (int64_t rep = 0; rep < repeats; ++rep) {
         log("running: " + std::to_string(n) + " ranks over " + transport +
             ", one-shot / ring / auto interleaved ...\n");
         std::string error;
         const json doc = RunInterleaved(*self, n, transport, worker_args, &error);
+        last_octet = json();
         if (doc.is_null()) {
           log("  failed:\n" + error + "\n");
           ++failures;
         } else {
           run["octet_runs"].push_back(doc);
+          last_octet = doc;
           startup_ms.push_back(doc["auto_startup_ms"].get<double>());
           for (const json& r : doc["rows"]) {
             octet_rows[r["bytes"].get<int64_t>()].push_back(r);
@@ -513,9 +520,22 @@ int main(int argc, char** argv) {
           log("  OpenMPI run failed (exit " + std::to_string(o.code) + "):\n" + o.out + "\n");
           continue;
         }
-        for (auto& [bytes, row] : RowsBySize(mpi_doc)) {
+        const auto mpi_rows = RowsBySize(mpi_doc);
+        for (auto& [bytes, row] : mpi_rows) {
           const double t = row["time_us_p50"].get<double>();
           if (!mpi_best.count(bytes) || t < mpi_best[bytes]) mpi_best[bytes] = t;
+        }
+        if (!last_octet.is_null()) {
+          double g = 0;
+          int k = 0;
+          for (const json& r : last_octet["rows"]) {
+            const int64_t bytes = r["bytes"].get<int64_t>();
+            if (bytes > 32 << 10 || !mpi_rows.count(bytes)) continue;
+            g += std::log(mpi_rows.at(bytes)["time_us_p50"].get<double>() /
+                          r["auto_us"].get<double>());
+            ++k;
+          }
+          if (k > 0) paired_small_ratio.push_back(std::exp(g / k));
         }
       }
       char line[400];
@@ -598,6 +618,12 @@ int main(int argc, char** argv) {
         table += "# auto start-up (communicator creation incl. timing) ms:";
         for (double ms : startup_ms) table += " " + std::to_string(static_cast<int>(ms));
         table += "\n";
+      }
+      if (!paired_small_ratio.empty()) {
+        run["openmpi_over_auto_small_per_repeat"] = paired_small_ratio;
+        table += "# OpenMPI time / auto time for <= 32 KiB, each repeat (geometric mean):";
+        for (double r : paired_small_ratio) table += " " + std::to_string(r).substr(0, 5);
+        table += "; median " + std::to_string(Quantile(paired_small_ratio, 0.5)).substr(0, 5) + "\n";
       }
       if (!small_mpi_ratio.empty()) {
         double g = 0;
