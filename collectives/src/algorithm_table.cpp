@@ -101,34 +101,74 @@ std::string ProfileLine(TransportKind kind, int n, const std::vector<AlgorithmBa
   return line;
 }
 
-std::vector<AlgorithmBand> ChooseBands(const std::vector<size_t>& sizes,
-                                       const std::vector<double>& oneshot,
-                                       const std::vector<double>& ring) {
-  if (sizes.empty()) return CrossoverBands(kNoLimit);
-  // Each band is judged by the geometric mean of one-shot/ring over itself
-  // and its two neighbours: real crossovers are smooth in size, while on a
-  // busy machine single medians swing by tens of percent, and a table that
-  // flips at every disturbed band is worse than either algorithm. A band
-  // also keeps the algorithm of the band below unless the other is more
-  // than kSwitchMargin faster there (within it, either is close enough).
-  // The smallest band starts from one-shot (one step against ring's 2(n-1)).
-  constexpr double kSwitchMargin = 0.05;
-  const size_t m = sizes.size();
-  std::vector<double> log_ratio(m);  // > 0: ring faster
-  for (size_t k = 0; k < m; ++k) {
-    log_ratio[k] = std::log(std::max(oneshot[k], 1.0) / std::max(ring[k], 1.0));
-  }
-  const double switch_at = -std::log(1 - kSwitchMargin);
-  std::vector<AlgorithmBand> rows;
-  AlgorithmKind prev = AlgorithmKind::kOneShot;
+namespace {
+
+double Median(std::vector<double> v) {
+  const size_t mid = v.size() / 2;
+  std::nth_element(v.begin(), v.begin() + mid, v.end());
+  if (v.size() % 2) return v[mid];
+  const double upper = v[mid];
+  return (*std::max_element(v.begin(), v.begin() + mid) + upper) / 2;
+}
+
+// Per band: the smoothed log ratio (> 0: ring faster) and the threshold it
+// must pass to count as decisive.
+struct Smoothed {
+  double log_ratio = 0;
+  double threshold = 0;
+};
+
+std::vector<Smoothed> SmoothBands(const std::vector<BandTimings>& bands) {
+  const size_t m = bands.size();
+  std::vector<BandJudgement> judged(m);
+  for (size_t k = 0; k < m; ++k) judged[k] = JudgeBand(bands[k]);
+  const double margin = -std::log(1 - kSwitchMargin);
+  std::vector<Smoothed> out(m);
   for (size_t k = 0; k < m; ++k) {
     const size_t lo = k == 0 ? 0 : k - 1, hi = std::min(m - 1, k + 1);
-    double smoothed = 0;
-    for (size_t j = lo; j <= hi; ++j) smoothed += log_ratio[j];
-    smoothed /= static_cast<double>(hi - lo + 1);
-    if (prev == AlgorithmKind::kOneShot && smoothed > switch_at) prev = AlgorithmKind::kRing;
-    if (prev == AlgorithmKind::kRing && smoothed < -switch_at) prev = AlgorithmKind::kOneShot;
-    rows.push_back({sizes[k], prev});
+    double sum = 0, var = 0;
+    for (size_t j = lo; j <= hi; ++j) {
+      sum += judged[j].log_ratio;
+      var += judged[j].std_error * judged[j].std_error;
+    }
+    const double count = static_cast<double>(hi - lo + 1);
+    out[k].log_ratio = sum / count;
+    out[k].threshold = std::max(margin, kNoiseSigmas * std::sqrt(var) / count);
+  }
+  return out;
+}
+
+}  // namespace
+
+BandJudgement JudgeBand(const BandTimings& band) {
+  const size_t pairs = std::min(band.oneshot_ns.size(), band.ring_ns.size());
+  BandJudgement j;
+  if (pairs == 0) return j;
+  std::vector<double> logs(pairs);
+  for (size_t i = 0; i < pairs; ++i) {
+    logs[i] = std::log(std::max(band.oneshot_ns[i], 1.0) / std::max(band.ring_ns[i], 1.0));
+  }
+  j.log_ratio = Median(logs);
+  if (pairs >= 3) {
+    std::vector<double> dev(pairs);
+    for (size_t i = 0; i < pairs; ++i) dev[i] = std::fabs(logs[i] - j.log_ratio);
+    // MAD * 1.4826 estimates the standard deviation of normal noise; the
+    // median of N samples has about 1.2533 / sqrt(N) of it as its error.
+    const double sigma = 1.4826 * Median(dev);
+    j.std_error = 1.2533 * sigma / std::sqrt(static_cast<double>(pairs));
+  }
+  return j;
+}
+
+std::vector<AlgorithmBand> ChooseBands(const std::vector<BandTimings>& bands) {
+  if (bands.empty()) return CrossoverBands(kNoLimit);
+  const std::vector<Smoothed> smoothed = SmoothBands(bands);
+  std::vector<AlgorithmBand> rows;
+  AlgorithmKind prev = AlgorithmKind::kOneShot;
+  for (size_t k = 0; k < bands.size(); ++k) {
+    if (smoothed[k].log_ratio > smoothed[k].threshold) prev = AlgorithmKind::kRing;
+    if (smoothed[k].log_ratio < -smoothed[k].threshold) prev = AlgorithmKind::kOneShot;
+    rows.push_back({bands[k].bytes, prev});
   }
   // Beyond the largest measured size both algorithms are bandwidth-bound
   // and out of cache, so each is modelled as t = S / (its bandwidth at
@@ -137,6 +177,50 @@ std::vector<AlgorithmBand> ChooseBands(const std::vector<size_t>& sizes,
   // a 4 MiB run that still hit the 2 MiB-per-core L2 decide for 64 MB.)
   rows.push_back({kNoLimit, prev});
   return Compress(rows);
+}
+
+std::vector<size_t> BandsToRetime(const std::vector<BandTimings>& bands) {
+  const std::vector<Smoothed> smoothed = SmoothBands(bands);
+  const double margin = -std::log(1 - kSwitchMargin);
+  std::vector<size_t> out;
+  for (size_t k = 0; k < bands.size(); ++k) {
+    const double r = std::fabs(smoothed[k].log_ratio);
+    if (bands[k].bytes <= kRetimeMaxBytes && r > margin && r <= smoothed[k].threshold) {
+      out.push_back(k);
+    }
+  }
+  return out;
+}
+
+std::pair<int, int> TimingSchedule(size_t bytes) {
+  if (bytes <= (64 << 10)) return {11, 5};
+  if (bytes <= (1 << 20)) return {5, 3};
+  if (bytes <= (4 << 20)) return {5, 1};
+  return {3, 1};
+}
+
+BandTimings PairsFromBlocks(const BandTimings& runs, int block) {
+  if (block <= 1) return runs;
+  BandTimings out;
+  out.bytes = runs.bytes;
+  const size_t b = static_cast<size_t>(block);
+  const size_t n = std::min(runs.oneshot_ns.size(), runs.ring_ns.size()) / b;
+  for (size_t i = 0; i < n; ++i) {
+    for (auto [from, to] : {std::pair{&runs.oneshot_ns, &out.oneshot_ns},
+                            std::pair{&runs.ring_ns, &out.ring_ns}}) {
+      to->push_back(Median(std::vector<double>(from->begin() + i * b + 1,
+                                               from->begin() + (i + 1) * b)));
+    }
+  }
+  return out;
+}
+
+std::vector<AlgorithmBand> ChooseBands(const std::vector<size_t>& sizes,
+                                       const std::vector<double>& oneshot,
+                                       const std::vector<double>& ring) {
+  std::vector<BandTimings> bands(sizes.size());
+  for (size_t k = 0; k < sizes.size(); ++k) bands[k] = {sizes[k], {oneshot[k]}, {ring[k]}};
+  return ChooseBands(bands);
 }
 
 }  // namespace octet::collectives

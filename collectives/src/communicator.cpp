@@ -317,7 +317,8 @@ Status Communicator::AgreeCrossover() {
     }
     if (rank_ == 0) {
       OCTET_LOG(INFO) << "collectives: timed one-shot and ring at 8 B-16 MiB in "
-                      << (NowNs() - start) / 1'000'000 << " ms";
+                      << (NowNs() - start) / 1'000'000 << " ms (" << retimed_bands_
+                      << " close sizes timed twice)";
       if (!options_.crossover_profile.empty()) {
         WriteProfile(options_.crossover_profile, kind, size_, table);
       }
@@ -327,16 +328,20 @@ Status Communicator::AgreeCrossover() {
   return Status::Ok();
 }
 
-// Times both algorithms at every power of two from 8 B to 16 MiB (median per
-// size on this rank, the fastest run above 1 MiB; the slowest rank's figure
-// counts) and, on rank 0, fills `bands` with the faster one per band
-// (2^(k-1), 2^k] (switching only for a margin, see below). Beyond 16 MiB a
-// bandwidth model decides: each algorithm's bandwidth at 16 MiB. Other ranks
-// return an empty table. The sizes past 4 MiB matter: out of cache,
-// one-shot's 1 MiB steps can beat ring where the two tie at 1-4 MiB (2 ranks
-// over TCP: 64 MB one-shot 55 ms, ring 80 ms). Cost: a fixed number of runs,
-// 21 of each algorithm per size up to 64 KiB, 9 up to 1 MiB, 5 up to 4 MiB
-// and 3 at 8 and 16 MiB, and a 16 MiB buffer while it runs.
+// Times both algorithms at every power of two from 8 B to 16 MiB in pairs
+// (a block of one-shot runs and a block of ring runs back to back,
+// alternating which goes first; see TimingSchedule), and on rank 0 turns the
+// slowest rank's time of each run into the table (PairsFromBlocks, then
+// ChooseBands: per band the median ratio over pairs, a tie within noise
+// keeps the band below's choice). Bands whose pairs leave a >5% difference
+// within noise get a second round of as many pairs (only up to 1 MiB, where
+// runs are cheap), chosen by rank 0 and sent to all, so every rank runs the
+// same collectives. Beyond 16 MiB the 16 MiB band decides (bandwidth-bound).
+// Other ranks return an empty table. The sizes past 4 MiB matter: out of
+// cache, one-shot's 1 MiB steps can beat ring where the two tie at 1-4 MiB
+// (2 ranks over TCP: 64 MB one-shot 55 ms, ring 80 ms). Cost: see
+// TimingSchedule (at most twice that up to 1 MiB), and a 16 MiB buffer while
+// it runs.
 Status Communicator::MeasureBands(std::vector<AlgorithmBand>* bands) {
   Bootstrap& b = *impl_->bootstrap;
   const Deadline deadline = Deadline::AfterMs(options_.connect_timeout_ms);
@@ -354,59 +359,125 @@ Status Communicator::MeasureBands(std::vector<AlgorithmBand>* bands) {
     if (!s.ok()) return s.WithContext("collectives: timing one-shot and ring");
     return NowNs() - start;
   };
-  // Both algorithms first run once at the largest size (committing every slot
-  // page, which would otherwise be charged to whichever runs first), then take
-  // turns within each size, so drift on a busy machine hits both alike.
-  for (AlgorithmKind algo : {AlgorithmKind::kOneShot, AlgorithmKind::kRing}) {
-    OCTET_RETURN_IF_ERROR(run(algo, sizes.back()).status());
-  }
-  WireWriter mine;
-  for (size_t bytes : sizes) {
-    const int iters = bytes <= (64 << 10)  ? 21
-                      : bytes <= (1 << 20) ? 9
-                      : bytes <= (4 << 20) ? 5
-                                           : 3;
+  // This rank's times of band k's pairs.
+  std::vector<BandTimings> mine(sizes.size());
+  auto time_band = [&](size_t k) -> Status {
+    const size_t bytes = sizes[k];
+    mine[k].bytes = bytes;
+    const auto [pairs, block] = TimingSchedule(bytes);
     // i = 0 is a warm-up at this size, except above 4 MiB, where the first
     // runs at the largest size warmed everything up and a run costs most.
     const int first = bytes > (4 << 20) ? 1 : 0;
-    std::vector<int64_t> t1, t2;
-    for (int i = first; i <= iters; ++i) {
+    for (int i = first; i <= pairs; ++i) {
       const bool oneshot_first = i % 2 == 0;
-      OCTET_ASSIGN_OR_RETURN(
-          int64_t a, run(oneshot_first ? AlgorithmKind::kOneShot : AlgorithmKind::kRing, bytes));
-      OCTET_ASSIGN_OR_RETURN(
-          int64_t c, run(oneshot_first ? AlgorithmKind::kRing : AlgorithmKind::kOneShot, bytes));
-      if (i == 0) continue;
-      t1.push_back(oneshot_first ? a : c);
-      t2.push_back(oneshot_first ? c : a);
+      for (AlgorithmKind algo : {oneshot_first ? AlgorithmKind::kOneShot : AlgorithmKind::kRing,
+                                 oneshot_first ? AlgorithmKind::kRing : AlgorithmKind::kOneShot}) {
+        for (int j = 0; j < block; ++j) {
+          OCTET_ASSIGN_OR_RETURN(int64_t t, run(algo, bytes));
+          if (i == 0) continue;
+          (algo == AlgorithmKind::kOneShot ? mine[k].oneshot_ns : mine[k].ring_ns)
+              .push_back(static_cast<double>(t));
+        }
+      }
     }
-    // The median, except above 1 MiB, where a size has only 3-5 long runs
-    // and one preemption on a busy machine moves a median: there the fastest
-    // run (the least disturbed) stands for the algorithm.
-    const size_t pick = bytes > (1 << 20) ? 0 : t1.size() / 2;
-    for (std::vector<int64_t>* t : {&t1, &t2}) {
-      std::nth_element(t->begin(), t->begin() + pick, t->end());
-      mine.I64((*t)[pick]);
+    return Status::Ok();
+  };
+  // Sends this rank's pairs of bands ks (band k's from pair from[k] on) to
+  // all; rank 0 merges them into `slowest` (each run's slowest rank),
+  // appending to what it holds.
+  std::vector<BandTimings> slowest(sizes.size());
+  for (size_t k = 0; k < sizes.size(); ++k) slowest[k].bytes = sizes[k];
+  auto gather = [&](const std::vector<size_t>& ks, const std::vector<size_t>& from) -> Status {
+    WireWriter out;
+    for (size_t k : ks) {
+      const size_t count = mine[k].oneshot_ns.size() - from[k];
+      out.U32(static_cast<uint32_t>(count));
+      for (size_t i = from[k]; i < mine[k].oneshot_ns.size(); ++i) {
+        out.I64(static_cast<int64_t>(mine[k].oneshot_ns[i]))
+            .I64(static_cast<int64_t>(mine[k].ring_ns[i]));
+      }
     }
+    OCTET_ASSIGN_OR_RETURN(auto all, b.AllGather(out.str(), deadline));
+    if (rank_ != 0) return Status::Ok();
+    std::vector<BandTimings> merged(sizes.size());
+    for (int p = 0; p < size_; ++p) {
+      WireReader rd(all[p]);
+      for (size_t k : ks) {
+        const size_t count = rd.U32();
+        if (!rd.ok() || count > 1024 || (p > 0 && count != merged[k].oneshot_ns.size())) {
+          return DataLossError("collectives: rank " + std::to_string(p) +
+                               " sent malformed one-shot/ring timings");
+        }
+        merged[k].oneshot_ns.resize(count, 0);
+        merged[k].ring_ns.resize(count, 0);
+        for (size_t i = 0; i < count; ++i) {
+          merged[k].oneshot_ns[i] =
+              std::max(merged[k].oneshot_ns[i], static_cast<double>(rd.I64()));
+          merged[k].ring_ns[i] = std::max(merged[k].ring_ns[i], static_cast<double>(rd.I64()));
+        }
+      }
+      if (!rd.ok()) {
+        return DataLossError("collectives: rank " + std::to_string(p) +
+                             " sent malformed one-shot/ring timings");
+      }
+    }
+    for (size_t k : ks) {
+      auto& o = slowest[k].oneshot_ns;
+      auto& r = slowest[k].ring_ns;
+      o.insert(o.end(), merged[k].oneshot_ns.begin(), merged[k].oneshot_ns.end());
+      r.insert(r.end(), merged[k].ring_ns.begin(), merged[k].ring_ns.end());
+    }
+    return Status::Ok();
+  };
+  // Both algorithms first run once at the largest size (committing every slot
+  // page, which would otherwise be charged to whichever runs first).
+  for (AlgorithmKind algo : {AlgorithmKind::kOneShot, AlgorithmKind::kRing}) {
+    OCTET_RETURN_IF_ERROR(run(algo, sizes.back()).status());
   }
-  OCTET_ASSIGN_OR_RETURN(auto all, b.AllGather(mine.str(), deadline));
+  std::vector<size_t> every(sizes.size());
+  for (size_t k = 0; k < sizes.size(); ++k) {
+    every[k] = k;
+    OCTET_RETURN_IF_ERROR(time_band(k));
+  }
+  OCTET_RETURN_IF_ERROR(gather(every, std::vector<size_t>(sizes.size(), 0)));
+  // Rank 0 names the bands to time again; everyone runs the same ones.
+  // Rank 0's view: one figure per pair (the block's median).
+  auto pairs_of = [&] {
+    std::vector<BandTimings> out;
+    for (const BandTimings& t : slowest) out.push_back(PairsFromBlocks(t, TimingSchedule(t.bytes).second));
+    return out;
+  };
+  WireWriter retime;
+  if (rank_ == 0) {
+    const std::vector<size_t> ks = BandsToRetime(pairs_of());
+    retime.U32(static_cast<uint32_t>(ks.size()));
+    for (size_t k : ks) retime.U32(static_cast<uint32_t>(k));
+  }
+  OCTET_ASSIGN_OR_RETURN(auto from0, b.AllGather(retime.str(), deadline));
+  WireReader rd(from0[0]);
+  std::vector<size_t> again(std::min<uint32_t>(rd.U32(), static_cast<uint32_t>(sizes.size())));
+  for (size_t& k : again) k = std::min<size_t>(rd.U32(), sizes.size() - 1);
+  if (!rd.ok() || !std::is_sorted(again.begin(), again.end()) ||
+      std::adjacent_find(again.begin(), again.end()) != again.end()) {
+    return DataLossError("collectives: rank 0 sent a malformed list of sizes to time again");
+  }
+  std::vector<size_t> before(sizes.size());
+  for (size_t k : again) {
+    before[k] = mine[k].oneshot_ns.size();
+    OCTET_RETURN_IF_ERROR(time_band(k));
+  }
+  if (!again.empty()) OCTET_RETURN_IF_ERROR(gather(again, before));
   bands->clear();
   if (rank_ != 0) return Status::Ok();
-  std::vector<double> oneshot(sizes.size(), 0), ring(sizes.size(), 0);
-  for (int p = 0; p < size_; ++p) {
-    WireReader rd(all[p]);
-    for (size_t k = 0; k < sizes.size(); ++k) {
-      oneshot[k] = std::max(oneshot[k], static_cast<double>(rd.I64()));
-      ring[k] = std::max(ring[k], static_cast<double>(rd.I64()));
-    }
-    if (!rd.ok()) return DataLossError("collectives: rank " + std::to_string(p) +
-                                       " sent malformed one-shot/ring timings");
+  const std::vector<BandTimings> pairs = pairs_of();
+  for (const BandTimings& t : pairs) {
+    const BandJudgement j = JudgeBand(t);
+    OCTET_LOG(DEBUG) << "collectives: " << t.bytes << " B: one-shot/ring "
+                     << std::exp(j.log_ratio) << " (+-" << j.std_error * 100 << "%, "
+                     << t.oneshot_ns.size() << " pairs, slowest rank)";
   }
-  for (size_t k = 0; k < sizes.size(); ++k) {
-    OCTET_LOG(DEBUG) << "collectives: " << sizes[k] << " B: one-shot " << oneshot[k] / 1e3
-                     << " us, ring " << ring[k] / 1e3 << " us (slowest rank)";
-  }
-  *bands = ChooseBands(sizes, oneshot, ring);
+  retimed_bands_ = again.size();
+  *bands = ChooseBands(pairs);
   return Status::Ok();
 }
 

@@ -36,16 +36,34 @@ enum FrameKind : uint32_t { kPublish = 0x50554231, kMessage = 0x4d534731 };
 // Per-peer input buffer: a small frame (header and payload) arrives with one
 // recv(); bodies at least this large are received in place instead.
 constexpr size_t kInBufBytes = 64 << 10;
-// Before sleeping in poll(), look for data without blocking for this long,
-// unless this host has more ranks than CPUs (the shm waiter's rule): a
-// peer's answer is a round trip, shorter than a sleep and wake-up (2 ranks on
-// 2 idle cores, 8-byte one-shot p50: 23 us blocking at once, 8.3 us with the
-// spin, OpenMPI's TCP BTL 8.4 us). With more ranks than CPUs the peer needs
-// the CPU we would spin on: block at once (measured at load 18 on 2 cores,
-// 8-byte ring p50: block at once 32 us, 10 us busy-poll 49 us, 50 us
-// poll+sched_yield up to 20 ms, as a yield can give the core away for a whole
-// time slice).
+// How a Drive() wait passes the time before it sleeps in poll(), in three
+// phases counted from the start of the wait (the shm waiter's rule, wait.cpp):
+//  1. busy-poll (poll with timeout 0) for kTcpSpinNs, unless this host has
+//     more ranks than CPUs: a peer's answer is a round trip, shorter than a
+//     sleep and wake-up (2 ranks on 2 idle cores, 8-byte one-shot p50: 23 us
+//     blocking at once, 8.3 us with the spin, OpenMPI's TCP BTL 8.4 us);
+//  2. poll with timeout 0 and sched_yield() between polls until kTcpYieldNs:
+//     with more ranks than CPUs the peer we wait for may need this very CPU,
+//     and a yield hands it over without letting the CPU go idle. Blocking at
+//     once instead costs a wake-up per message, and on a VM an idle vCPU's
+//     wake-up is an IPI through the hypervisor: 4 ranks on 2 cores, 8-byte
+//     one-shot blocked at once at ~2x OpenMPI's time (its ob1 progress loop
+//     polls and yields the same way while oversubscribed);
+//  3. block in poll() in slices of at most 100 ms until the peer timeout.
+// So a wait burns at most kTcpYieldNs of CPU before it sleeps. A yield on
+// Linux's fair scheduler passes the CPU only within the caller's scheduling
+// group, but a CPU-bound task there (a compile in the same session, a
+// compute thread of the same process) may then run a whole slice: a single
+// sched_yield() that takes over kYieldStallNs (longer than a sibling rank's
+// turn, as long as a slice) turns yielding off for kYieldBackoffNs, and waits
+// block at once as before. Measured with a niced build in the same group, 4
+// ranks, 20000 8-byte ops: without the back-off p99 3-4 ms and 2.3-4.3 s in
+// all against 0.2 ms and 1.6-2.0 s blocking at once; with it, next to two
+// niced CPU-bound loops, 1.1-1.9 s against 1.5-1.9 s.
 constexpr int64_t kTcpSpinNs = 10'000;
+constexpr int64_t kTcpYieldNs = 50'000;
+constexpr int64_t kYieldStallNs = 1'000'000;
+constexpr int64_t kYieldBackoffNs = 1'000'000'000;
 
 struct FrameHeader {
   uint32_t kind;
@@ -323,10 +341,14 @@ class TcpTransport final : public Transport {
   // Reads everything available from `peer` into slots, the posted receive or
   // the buffer of early messages. Small frames arrive whole with one recv()
   // into the peer's input buffer; a large body is received in place.
+  // A recv() that returns less than asked has emptied the socket for now: the
+  // loop stops there instead of spending another syscall on EAGAIN (bytes
+  // that arrive later show up in the next poll()).
   Status Read(int peer, Waiter& w, bool* moved) {
     Peer& p = peers_[peer];
-    for (;;) {
+    for (bool drained = false;;) {
       OCTET_RETURN_IF_ERROR(Consume(peer, w));
+      if (drained) return Status::Ok();
       uint8_t* dst = p.inbuf.get();
       size_t want = kInBufBytes;
       bool direct = false;
@@ -353,6 +375,7 @@ class TcpTransport final : public Transport {
         return Broken(peer, w, n == 0 ? "connection closed" : std::strerror(errno));
       }
       *moved = true;
+      drained = static_cast<size_t>(n) < want;
       if (direct) {
         OCTET_RETURN_IF_ERROR(BodyAdvanced(p, static_cast<size_t>(n), w));
       } else {
@@ -465,9 +488,17 @@ class TcpTransport final : public Transport {
       if (w.bootstrap()) w.bootstrap()->AppendPollFds(&fds);
       const int64_t left_ns = last_progress + w.peer_timeout_ns() - NowNs();
       if (left_ns <= 0) return w.Silence(peer, what);
-      const bool spinning = spin_ && NowNs() - start < kTcpSpinNs;
-      const int timeout_ms =
-          spinning ? 0 : static_cast<int>(std::min<int64_t>(left_ns / 1'000'000 + 1, 100));
+      const int64_t waited = NowNs() - start;
+      const bool spinning = spin_ && waited < kTcpSpinNs;
+      const bool yielding = !spinning && waited < kTcpYieldNs && start >= no_yield_until_ns_;
+      if (yielding) {
+        const int64_t before = NowNs();
+        ::sched_yield();
+        if (NowNs() - before > kYieldStallNs) no_yield_until_ns_ = NowNs() + kYieldBackoffNs;
+      }
+      const int timeout_ms = spinning || yielding
+                                 ? 0
+                                 : static_cast<int>(std::min<int64_t>(left_ns / 1'000'000 + 1, 100));
       const int pr = ::poll(fds.data(), fds.size(), timeout_ms);
       if (pr < 0 && errno != EINTR)
         return UnavailableError(std::string("poll: ") + strerror(errno));
@@ -490,7 +521,8 @@ class TcpTransport final : public Transport {
     }
   }
 
-  bool spin_;  // busy-poll briefly before sleeping (no more ranks on this host than CPUs)
+  bool spin_;  // busy-poll before yielding (no more ranks on this host than CPUs)
+  int64_t no_yield_until_ns_ = 0;  // a yield stalled: waits block at once until then
   size_t chunk_bytes_;
   std::vector<Peer> peers_;
   std::unique_ptr<uint8_t[]> staging_;

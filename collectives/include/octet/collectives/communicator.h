@@ -210,6 +210,7 @@ class Communicator {
   AlgorithmKind algorithm_ = AlgorithmKind::kAuto;
   std::string fallback_reason_;
   std::vector<AlgorithmBand> bands_;  // kAuto's table; see algorithm_bands()
+  size_t retimed_bands_ = 0;          // start-up: bands MeasureBands timed twice
   CommunicatorOptions options_;
   std::unique_ptr<Impl> impl_;
   uint64_t op_index_ = 0;  // collectives issued; only touched by the calling thread
