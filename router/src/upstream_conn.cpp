@@ -148,7 +148,8 @@ Status UpstreamConn::Send(std::string_view data, int64_t timeout_ms) {
 }
 
 int UpstreamConn::Fill(int64_t timeout_ms) {
-  if (timeout_ms != rcvtimeo_ms_) {
+  const int flags = timeout_ms < 0 ? MSG_DONTWAIT : 0;
+  if (timeout_ms >= 0 && timeout_ms != rcvtimeo_ms_) {
     const timeval tv = ToTimeval(timeout_ms);
     ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     rcvtimeo_ms_ = timeout_ms;
@@ -162,7 +163,7 @@ int UpstreamConn::Fill(int64_t timeout_ms) {
   }
   if (buf_.size() - end_ < kReadSize) buf_.resize(end_ + kReadSize);
   while (true) {
-    const ssize_t n = ::recv(fd_, buf_.data() + end_, buf_.size() - end_, 0);
+    const ssize_t n = ::recv(fd_, buf_.data() + end_, buf_.size() - end_, flags);
     if (n > 0) {
       end_ += static_cast<size_t>(n);
       return 1;
@@ -178,6 +179,33 @@ int UpstreamConn::Fill(int64_t timeout_ms) {
 
 Status UpstreamConn::ReadHead(int64_t timeout_ms) {
   while (true) {
+    bool complete = false;
+    OCTET_RETURN_IF_ERROR(ParseHead(&complete));
+    if (complete) return Status::Ok();
+    const int r = Fill(timeout_ms);
+    if (r == 0) {
+      broken_ = true;
+      return DeadlineExceededError("no response from the upstream within " +
+                                   std::to_string(timeout_ms) + " ms");
+    }
+    if (r < 0) return UnavailableError(error_ + " before the response headers");
+  }
+}
+
+Status UpstreamConn::ReadHeadNow(bool* complete) {
+  *complete = false;
+  while (true) {
+    OCTET_RETURN_IF_ERROR(ParseHead(complete));
+    if (*complete) return Status::Ok();
+    const int r = Fill(-1);
+    if (r == 0) return Status::Ok();  // wait for more
+    if (r < 0) return UnavailableError(error_ + " before the response headers");
+  }
+}
+
+Status UpstreamConn::ParseHead(bool* complete) {
+  *complete = false;
+  while (true) {
     std::string_view have(buf_.data() + begin_, end_ - begin_);
     const size_t end_of_head = have.find("\r\n\r\n");
     if (end_of_head == std::string_view::npos) {
@@ -185,14 +213,7 @@ Status UpstreamConn::ReadHead(int64_t timeout_ms) {
         broken_ = true;
         return DataLossError("the upstream's response headers exceed 64 KiB");
       }
-      const int r = Fill(timeout_ms);
-      if (r == 0) {
-        broken_ = true;
-        return DeadlineExceededError("no response from the upstream within " +
-                                     std::to_string(timeout_ms) + " ms");
-      }
-      if (r < 0) return UnavailableError(error_ + " before the response headers");
-      continue;
+      return Status::Ok();
     }
     const std::string_view head = have.substr(0, end_of_head);
     begin_ += end_of_head + 4;
@@ -253,8 +274,75 @@ Status UpstreamConn::ReadHead(int64_t timeout_ms) {
       framing_ = Framing::kUntilClose;
       keep_alive_ = false;
     }
+    *complete = true;
     return Status::Ok();
   }
+}
+
+Result<std::unique_ptr<UpstreamConn>> UpstreamConn::StartConnect(const std::string& host,
+                                                                 int port) {
+  const std::string where = host + ":" + std::to_string(port);
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_NUMERICSERV;
+  addrinfo* found = nullptr;
+  if (int rc = ::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found);
+      rc != 0 || !found)
+    return UnavailableError("cannot resolve " + where + ": " + ::gai_strerror(rc));
+  std::string last_error = "no address";
+  for (addrinfo* ai = found; ai; ai = ai->ai_next) {
+    const int fd =
+        ::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, ai->ai_protocol);
+    if (fd < 0) {
+      last_error = std::strerror(errno);
+      continue;
+    }
+    int one = 1;
+    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    const int rc = ::connect(fd, ai->ai_addr, ai->ai_addrlen);
+    if (rc != 0 && errno != EINPROGRESS) {
+      last_error = std::strerror(errno);
+      ::close(fd);
+      continue;
+    }
+    ::freeaddrinfo(found);
+    std::unique_ptr<UpstreamConn> c(new UpstreamConn(fd));
+    c->connecting_ = rc != 0;
+    c->where_ = where;
+    return c;
+  }
+  ::freeaddrinfo(found);
+  return UnavailableError("cannot connect to " + where + ": " + last_error);
+}
+
+Status UpstreamConn::FinishConnect() {
+  connecting_ = false;
+  int err = 0;
+  socklen_t len = sizeof err;
+  if (::getsockopt(fd_, SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = errno;
+  if (err != 0) {
+    broken_ = true;
+    return UnavailableError("cannot connect to " + where_ + ": " + std::strerror(err));
+  }
+  return Status::Ok();
+}
+
+Status UpstreamConn::SendNow(std::string_view data, size_t* sent) {
+  while (*sent < data.size()) {
+    const ssize_t n =
+        ::send(fd_, data.data() + *sent, data.size() - *sent, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n > 0) {
+      *sent += static_cast<size_t>(n);
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return Status::Ok();
+    broken_ = true;
+    return UnavailableError(std::string("sending the request failed: ") +
+                            (n < 0 ? std::strerror(errno) : "connection closed"));
+  }
+  return Status::Ok();
 }
 
 bool UpstreamConn::Decode(std::string* out) {

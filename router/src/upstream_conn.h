@@ -62,14 +62,34 @@ class UpstreamConn {
   // Wakes a blocked read or send from another thread; the connection is dead after it.
   void Abort();
 
+  // ---- Non-blocking use (the gateway's event loop polls fd()) ----
+  // Starts connecting to host:port; the socket stays non-blocking. When
+  // connecting() the caller waits for fd() to be writable, then FinishConnect().
+  static Result<std::unique_ptr<UpstreamConn>> StartConnect(const std::string& host, int port);
+  bool connecting() const { return connecting_; }
+  Status FinishConnect();
+  // Sends what the socket takes now from data[*sent...], advancing *sent.
+  Status SendNow(std::string_view data, size_t* sent);
+  // Reads what has arrived and parses the head when it is complete: Ok with
+  // *complete true (status() etc. are set), Ok with *complete false (wait for
+  // more), or the error (Unavailable: closed; DataLoss: not HTTP).
+  Status ReadHeadNow(bool* complete);
+  // ReadBody without waiting: kTimedOut means nothing is available now.
+  ReadResult ReadBodyNow(std::string* out) { return ReadBody(-1, out); }
+
  private:
   explicit UpstreamConn(int fd) : fd_(fd) {}
-  // One recv(2) into buf_ (after the unread bytes). 1: data; 0: timed out; -1: closed or error.
+  // One recv(2) into buf_ (after the unread bytes), waiting at most timeout_ms
+  // (< 0: not at all). 1: data; 0: timed out; -1: closed or error.
   int Fill(int64_t timeout_ms);
+  // Parses a complete head from buf_: Ok with *complete false when it is not all there yet.
+  Status ParseHead(bool* complete);
   // Moves the body bytes in buf_ to *out and advances the framing state.
   bool Decode(std::string* out);
 
   int fd_ = -1;
+  bool connecting_ = false;
+  std::string where_;  // host:port, for messages
   int64_t rcvtimeo_ms_ = -1;  // SO_RCVTIMEO in force
   int64_t sndtimeo_ms_ = -1;  // SO_SNDTIMEO in force
   std::vector<char> buf_;     // received, not yet consumed: [begin_, end_)
