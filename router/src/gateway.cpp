@@ -1730,7 +1730,7 @@ void Gateway::Impl::PumpUpstream(ClientConn* c) {
   if (s.phase == LoopStream::Phase::kErrorBody) {
     while (true) {
       const auto r = s.up->ReadBodyNow(&s.error_body);
-      if (r == UpstreamConn::ReadResult::kTimedOut && s.error_body.size() <= kMaxErrorBodyBytes)
+      if (r == UpstreamConn::ReadResult::kWouldBlock && s.error_body.size() <= kMaxErrorBodyBytes)
         return;  // more later
       if (r == UpstreamConn::ReadResult::kData && s.error_body.size() <= kMaxErrorBodyBytes)
         continue;
@@ -1802,7 +1802,7 @@ void Gateway::Impl::PumpBody(ClientConn* c) {
     switch (r) {
       case UpstreamConn::ReadResult::kData:
         return;  // epoll says when more arrives (level-triggered)
-      case UpstreamConn::ReadResult::kTimedOut:
+      case UpstreamConn::ReadResult::kWouldBlock:
         return;
       case UpstreamConn::ReadResult::kDone:
         core->ReportSuccess(s.ex->rr.lease.get(), *s.ex->rr.pool->spec);
