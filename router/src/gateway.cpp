@@ -29,6 +29,7 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <pthread.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -2116,7 +2117,10 @@ Result<std::unique_ptr<Gateway>> Gateway::Start(Router* router, const GatewayOpt
   ev.data.u64 = Impl::kWakeToken;
   ::epoll_ctl(impl->epoll_fd, EPOLL_CTL_ADD, impl->wake_fd, &ev);
   Impl* raw = impl.get();
-  impl->loop_thread = std::thread([raw] { raw->Loop(); });
+  impl->loop_thread = std::thread([raw] {
+    ::pthread_setname_np(::pthread_self(), "octet-gw-loop");  // for top/perf
+    raw->Loop();
+  });
   OCTET_LOG(INFO) << "router gateway listening on http://" << options.host << ":" << impl->port;
   return std::unique_ptr<Gateway>(new Gateway(std::move(impl)));
 }
