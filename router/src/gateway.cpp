@@ -472,7 +472,7 @@ struct Gateway::Impl {
   void DecideOnErrorBody(ClientConn* c);
   void PumpBody(ClientConn* c);
   void UpstreamTransportFailure(ClientConn* c, const Status& st);
-  void BodyFailure(ClientConn* c, const std::string& what);
+  void BodyFailure(ClientConn* c, std::string what);  // by value: it may be the upstream's error()
   void StreamAnswer(ClientConn* c, int status, const std::string& content_type,
                     const std::string& body, const std::string& message);
   void StreamWrite(ClientConn* c, std::string_view data);
@@ -1870,7 +1870,7 @@ void Gateway::Impl::UpstreamTransportFailure(ClientConn* c, const Status& st) {
                "upstream failed: " + reason);
 }
 
-void Gateway::Impl::BodyFailure(ClientConn* c, const std::string& what) {
+void Gateway::Impl::BodyFailure(ClientConn* c, std::string what) {
   LoopStream& s = *c->stream;
   Exchange& ex = *s.ex;
   DropUpstream(s, false);
