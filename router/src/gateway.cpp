@@ -525,8 +525,8 @@ std::string UpstreamBody(const Exchange& ex, const PoolSpec& spec) {
   return ex.original_body;
 }
 
-// True when every replica the policy can send to speaks plain http (the direct
-// streaming path's UpstreamConn has no TLS).
+// True when every replica the policy can send to speaks plain http (a loop
+// stream's UpstreamConn has no TLS).
 bool AllPlainHttp(const PolicyRuntime& snapshot) {
   for (const auto& pool : snapshot.pools)
     for (const auto& r : pool->replicas)
@@ -699,13 +699,7 @@ void Gateway::Impl::RunUpstream(const std::shared_ptr<Exchange>& exp) {
   ex.cv.notify_all();
 }
 
-// ---- Direct streaming path (plain-http pools) --------------------------------
-//
-// The HTTP worker thread does the whole exchange: OpenDirect() in the handler
-// (connect, send, read the upstream's head, retries), then StreamDirect() in
-// the content provider reads the body and writes it to the client, on the same
-// thread. A token costs one recv(2) and one write to the client; no thread
-// hand-off. Several upstream events that arrived together go out as one write.
+// ---- Retry and failure decisions shared by both stream paths ------------------
 
 bool Gateway::Impl::MoveOnAfterStatus(RoutedRequest& rr, ReplicaState* replica,
                                       const PoolSpec& spec, int status) {

@@ -51,8 +51,8 @@ std::string Fill(std::string yaml, const std::map<std::string, std::string>& var
   return yaml;
 }
 
-// Streams run on the HTTP worker thread alone (plain-http pools, the default),
-// or through an upstream thread (what https pools use). main() runs every test
+// Streams run on the gateway's event loop (plain-http pools, the default), or
+// through a worker and an upstream thread (what https pools use). main() runs every test
 // both ways.
 bool g_direct_streaming = true;
 
