@@ -1,19 +1,15 @@
 #include "upstream_conn.h"
 
-#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <poll.h>
 #include <sys/socket.h>
-#include <sys/time.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
 
-#include "octet/base/deadline.h"
 
 namespace octet::router {
 namespace {
@@ -48,71 +44,7 @@ std::string_view Trim(std::string_view s) {
   return s;
 }
 
-timeval ToTimeval(int64_t ms) {
-  ms = std::max<int64_t>(ms, 1);  // 0 would mean "forever"
-  timeval tv{};
-  tv.tv_sec = static_cast<time_t>(ms / 1000);
-  tv.tv_usec = static_cast<suseconds_t>((ms % 1000) * 1000);
-  return tv;
-}
-
 }  // namespace
-
-Result<std::unique_ptr<UpstreamConn>> UpstreamConn::Connect(const std::string& host, int port,
-                                                            int64_t connect_ms) {
-  const std::string where = host + ":" + std::to_string(port);
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* found = nullptr;
-  if (int rc = ::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found);
-      rc != 0 || !found)
-    return UnavailableError("cannot resolve " + where + ": " + ::gai_strerror(rc));
-  const Deadline deadline = Deadline::AfterMs(connect_ms);
-  std::string last_error = "no address";
-  for (addrinfo* ai = found; ai; ai = ai->ai_next) {
-    const int fd = ::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
-    if (fd < 0) {
-      last_error = std::strerror(errno);
-      continue;
-    }
-    const int flags = ::fcntl(fd, F_GETFL, 0);
-    ::fcntl(fd, F_SETFL, flags | O_NONBLOCK);
-    int rc = ::connect(fd, ai->ai_addr, ai->ai_addrlen);
-    if (rc != 0 && errno == EINPROGRESS) {
-      pollfd p{fd, POLLOUT, 0};
-      do {
-        rc = ::poll(&p, 1, static_cast<int>(std::max<int64_t>(deadline.poll_timeout_ms(), 0)));
-      } while (rc < 0 && errno == EINTR);
-      if (rc == 0) {
-        ::close(fd);
-        ::freeaddrinfo(found);
-        return DeadlineExceededError("connecting to " + where + " timed out after " +
-                                     std::to_string(connect_ms) + " ms");
-      }
-      int err = 0;
-      socklen_t len = sizeof err;
-      if (rc > 0 && ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err == 0) {
-        rc = 0;
-      } else {
-        errno = rc > 0 ? err : errno;
-        rc = -1;
-      }
-    }
-    if (rc != 0) {
-      last_error = std::strerror(errno);
-      ::close(fd);
-      continue;
-    }
-    ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
-    int one = 1;
-    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    ::freeaddrinfo(found);
-    return std::unique_ptr<UpstreamConn>(new UpstreamConn(fd));
-  }
-  ::freeaddrinfo(found);
-  return UnavailableError("cannot connect to " + where + ": " + last_error);
-}
 
 UpstreamConn::~UpstreamConn() {
   if (fd_ >= 0) ::close(fd_);
@@ -124,35 +56,7 @@ bool UpstreamConn::IdleAndOpen() const {
   return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
 }
 
-void UpstreamConn::Abort() { ::shutdown(fd_, SHUT_RDWR); }
-
-Status UpstreamConn::Send(std::string_view data, int64_t timeout_ms) {
-  if (timeout_ms != sndtimeo_ms_) {
-    const timeval tv = ToTimeval(timeout_ms);
-    ::setsockopt(fd_, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-    sndtimeo_ms_ = timeout_ms;
-  }
-  while (!data.empty()) {
-    const ssize_t n = ::send(fd_, data.data(), data.size(), MSG_NOSIGNAL);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      broken_ = true;
-      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-        return DeadlineExceededError("sending the request timed out");
-      return UnavailableError(std::string("sending the request failed: ") +
-                              (n < 0 ? std::strerror(errno) : "connection closed"));
-    }
-    data.remove_prefix(static_cast<size_t>(n));
-  }
-  return Status::Ok();
-}
-
-int UpstreamConn::Fill(int64_t timeout_ms) {
-  if (timeout_ms != rcvtimeo_ms_) {
-    const timeval tv = ToTimeval(timeout_ms);
-    ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    rcvtimeo_ms_ = timeout_ms;
-  }
+int UpstreamConn::Fill() {
   if (begin_ == end_) {
     begin_ = end_ = 0;
   } else if (begin_ > 0 && buf_.size() - end_ < kReadSize) {
@@ -162,7 +66,7 @@ int UpstreamConn::Fill(int64_t timeout_ms) {
   }
   if (buf_.size() - end_ < kReadSize) buf_.resize(end_ + kReadSize);
   while (true) {
-    const ssize_t n = ::recv(fd_, buf_.data() + end_, buf_.size() - end_, 0);
+    const ssize_t n = ::recv(fd_, buf_.data() + end_, buf_.size() - end_, MSG_DONTWAIT);
     if (n > 0) {
       end_ += static_cast<size_t>(n);
       return 1;
@@ -176,7 +80,19 @@ int UpstreamConn::Fill(int64_t timeout_ms) {
   }
 }
 
-Status UpstreamConn::ReadHead(int64_t timeout_ms) {
+Status UpstreamConn::ReadHeadNow(bool* complete) {
+  *complete = false;
+  while (true) {
+    OCTET_RETURN_IF_ERROR(ParseHead(complete));
+    if (*complete) return Status::Ok();
+    const int r = Fill();
+    if (r == 0) return Status::Ok();  // wait for more
+    if (r < 0) return UnavailableError(error_ + " before the response headers");
+  }
+}
+
+Status UpstreamConn::ParseHead(bool* complete) {
+  *complete = false;
   while (true) {
     std::string_view have(buf_.data() + begin_, end_ - begin_);
     const size_t end_of_head = have.find("\r\n\r\n");
@@ -185,14 +101,7 @@ Status UpstreamConn::ReadHead(int64_t timeout_ms) {
         broken_ = true;
         return DataLossError("the upstream's response headers exceed 64 KiB");
       }
-      const int r = Fill(timeout_ms);
-      if (r == 0) {
-        broken_ = true;
-        return DeadlineExceededError("no response from the upstream within " +
-                                     std::to_string(timeout_ms) + " ms");
-      }
-      if (r < 0) return UnavailableError(error_ + " before the response headers");
-      continue;
+      return Status::Ok();
     }
     const std::string_view head = have.substr(0, end_of_head);
     begin_ += end_of_head + 4;
@@ -253,8 +162,75 @@ Status UpstreamConn::ReadHead(int64_t timeout_ms) {
       framing_ = Framing::kUntilClose;
       keep_alive_ = false;
     }
+    *complete = true;
     return Status::Ok();
   }
+}
+
+Result<std::unique_ptr<UpstreamConn>> UpstreamConn::StartConnect(const std::string& host,
+                                                                 int port) {
+  const std::string where = host + ":" + std::to_string(port);
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_NUMERICSERV;
+  addrinfo* found = nullptr;
+  if (int rc = ::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found);
+      rc != 0 || !found)
+    return UnavailableError("cannot resolve " + where + ": " + ::gai_strerror(rc));
+  std::string last_error = "no address";
+  for (addrinfo* ai = found; ai; ai = ai->ai_next) {
+    const int fd =
+        ::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, ai->ai_protocol);
+    if (fd < 0) {
+      last_error = std::strerror(errno);
+      continue;
+    }
+    int one = 1;
+    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    const int rc = ::connect(fd, ai->ai_addr, ai->ai_addrlen);
+    if (rc != 0 && errno != EINPROGRESS) {
+      last_error = std::strerror(errno);
+      ::close(fd);
+      continue;
+    }
+    ::freeaddrinfo(found);
+    std::unique_ptr<UpstreamConn> c(new UpstreamConn(fd));
+    c->connecting_ = rc != 0;
+    c->where_ = where;
+    return c;
+  }
+  ::freeaddrinfo(found);
+  return UnavailableError("cannot connect to " + where + ": " + last_error);
+}
+
+Status UpstreamConn::FinishConnect() {
+  connecting_ = false;
+  int err = 0;
+  socklen_t len = sizeof err;
+  if (::getsockopt(fd_, SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = errno;
+  if (err != 0) {
+    broken_ = true;
+    return UnavailableError("cannot connect to " + where_ + ": " + std::strerror(err));
+  }
+  return Status::Ok();
+}
+
+Status UpstreamConn::SendNow(std::string_view data, size_t* sent) {
+  while (*sent < data.size()) {
+    const ssize_t n =
+        ::send(fd_, data.data() + *sent, data.size() - *sent, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n > 0) {
+      *sent += static_cast<size_t>(n);
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return Status::Ok();
+    broken_ = true;
+    return UnavailableError(std::string("sending the request failed: ") +
+                            (n < 0 ? std::strerror(errno) : "connection closed"));
+  }
+  return Status::Ok();
 }
 
 bool UpstreamConn::Decode(std::string* out) {
@@ -348,14 +324,14 @@ bool UpstreamConn::Decode(std::string* out) {
   return true;
 }
 
-UpstreamConn::ReadResult UpstreamConn::ReadBody(int64_t timeout_ms, std::string* out) {
+UpstreamConn::ReadResult UpstreamConn::ReadBodyNow(std::string* out) {
   const size_t before = out->size();
   while (true) {
     if (!Decode(out)) return ReadResult::kError;
     if (body_done_) return ReadResult::kDone;
     if (out->size() > before) return ReadResult::kData;
-    const int r = Fill(timeout_ms);
-    if (r == 0) return ReadResult::kTimedOut;
+    const int r = Fill();
+    if (r == 0) return ReadResult::kWouldBlock;
     if (r < 0) {
       if (framing_ == Framing::kUntilClose && eof_) {
         body_done_ = true;

@@ -51,8 +51,8 @@ std::string Fill(std::string yaml, const std::map<std::string, std::string>& var
   return yaml;
 }
 
-// Streams run on the HTTP worker thread alone (plain-http pools, the default),
-// or through an upstream thread (what https pools use). main() runs every test
+// Streams run on the gateway's event loop (plain-http pools, the default), or
+// through a worker and an upstream thread (what https pools use). main() runs every test
 // both ways.
 bool g_direct_streaming = true;
 
@@ -251,13 +251,15 @@ pools:
   - name: p
     replicas: [@G@, @B@]
     health_check: {enabled: false}
-    outlier_ejection: {consecutive_failures: 2, base_ejection_ms: 300}
+    outlier_ejection: {consecutive_failures: 2, base_ejection_ms: 1500}
     retries: {attempts: 1}
 routes:
   - name: all
     pool: p
 )",
                              {{"G", good->url()}, {"B", bad->url()}}));
+    // 12 requests within the ejection time (1.5 s: on a loaded 2-core CI
+    // machine 300 ms was not always enough).
     for (int i = 0; i < 12; ++i) {
       ClientResult r = Chat(g.port(), "q", i % 2 == 0);
       QVERIFY2(r.status == 200, r.body.c_str());  // retried on the good replica

@@ -1,4 +1,6 @@
-// Gateway: the router's OpenAI-compatible HTTP front end (cpp-httplib).
+// Gateway: the router's OpenAI-compatible HTTP/1.1 front end: one event-loop
+// thread (epoll; Linux) owns every client connection, plus a bounded pool of
+// worker threads for the endpoints that block.
 //
 //   POST /v1/chat/completions, /v1/completions   routed to a pool replica;
 //        "stream": true responses pass through chunk by chunk (token by token).
@@ -16,22 +18,27 @@
 // as long as no body byte has reached the client. A stream's headers go out as
 // soon as an upstream answers 2xx; a failure after that but before the first
 // token is still retried, and one that cannot be ends the stream with an SSE
-// error event ("data: {"error": ...}"). When a streaming client disconnects, the
-// next write fails and the upstream request is cancelled (its connection
-// closed). A waiting streaming client gets an SSE comment (": keepalive") every
-// gateway.stream_keepalive_ms between events, which also notices a disconnect
-// while the model is still prefilling.
+// error event ("data: {"error": ...}"). When a streaming client disconnects,
+// the upstream request is cancelled (its connection closed). A waiting
+// streaming client gets an SSE comment (": keepalive") every
+// gateway.stream_keepalive_ms between events.
 //
-// Limitation (cpp-httplib 0.11-0.14): a non-streaming client's disconnect is not
-// visible to the handler, so a unary upstream request runs to completion.
+// HTTP: keep-alive and pipelined requests; bodies framed by Content-Length (a
+// chunked request body is answered 501); a head larger than
+// max_header_bytes is answered 431, a body larger than gateway.max_body_bytes
+// 413 (OpenAI-style error bodies), a head or body that does not arrive within
+// its timeout 408, and the connection closes. A client that does not read its
+// response holds at most ~256 KiB in the gateway (the upstream is not read
+// meanwhile) and is dropped after write_timeout_ms without progress.
 //
-// A stream from a pool of plain-http replicas runs on its HTTP worker thread
-// alone: the handler connects (reusing keep-alive connections), sends and reads
-// the upstream's head; the content provider then reads the body and writes it
-// to the client on the same thread (one recv per token, no thread hand-off).
-// When any replica of the policy is https, each stream holds one HTTP worker
-// thread and one upstream thread (pooled) running cpp-httplib's client.
-// `threads` bounds concurrent client connections (more wait in the queue).
+// Streams from plain-http pools run on the event loop: connect (reusing
+// keep-alive connections), send, read the upstream's head, then relay each
+// upstream read to the client as it arrives (no thread hand-off). When any
+// replica of the policy is https (or direct_streaming is false), a stream
+// holds one worker thread and one upstream thread running cpp-httplib's
+// client. Non-streaming completions hold a worker for the exchange; a
+// non-streaming client's disconnect is not noticed until the answer is
+// written. `threads` bounds the workers (more requests wait in the queue).
 #pragma once
 
 #include <memory>
@@ -45,12 +52,18 @@ namespace octet::router {
 struct GatewayOptions {
   std::string host = "127.0.0.1";
   int port = 0;             // 0: any free port (see port())
-  int threads = 320;        // HTTP worker threads
+  int threads = 320;        // worker threads (blocking endpoints; see the header comment)
   std::string admin_token;  // bearer token for /v1/router/policy from non-loopback peers
-  // Streams from plain-http pools run on the HTTP worker thread alone (see the
-  // header comment); false sends every stream through an upstream thread, as
-  // https pools always do.
+  // Streams from plain-http pools run on the event loop (see the header
+  // comment); false sends every stream through a worker and an upstream
+  // thread, as https pools always do.
   bool direct_streaming = true;
+  // Limits on clients, in bytes and milliseconds.
+  size_t max_header_bytes = 64 * 1024;  // request line + headers; more: 431
+  int64_t header_timeout_ms = 10000;    // first byte of a request -> end of its head; then 408
+  int64_t body_timeout_ms = 60000;      // end of the head -> end of the body; then 408
+  int64_t keep_alive_timeout_ms = 5000; // an idle keep-alive connection is closed after this
+  int64_t write_timeout_ms = 30000;     // a client that reads nothing this long is dropped
 };
 
 GatewayOptions GatewayOptionsFromPolicy(const GatewaySpec& spec);

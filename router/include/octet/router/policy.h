@@ -164,7 +164,7 @@ struct StickinessSpec {
 struct GatewaySpec {
   std::string host = "127.0.0.1";
   int port = 8080;
-  int threads = 320;  // HTTP worker threads: at most this many concurrent client connections
+  int threads = 320;  // worker threads (non-streaming and https requests, admin endpoints)
   int64_t stream_keepalive_ms = 1000;  // SSE comment while a stream waits (0 = off)
   int64_t max_body_bytes = 16 << 20;
   std::string model_name = "octet-router";  // model id meaning "let the router choose"
