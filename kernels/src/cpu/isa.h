@@ -69,8 +69,9 @@ struct IsaKernels {
   // without one. CpuBackend packs a call's activations once,
   // pack_gemv_activations(x, m, ldx, k, packed) into gemv_packed_size(m, k)
   // uint16s, then every task calls gemv_packed, which does what gemv does for
-  // a BF16 w with w.cols == k and 1 <= m <= kGemvMaxRows, reading `packed` for
-  // the first k / 32 * 32 columns and x for the rest.
+  // a BF16 w with w.cols == k and 1 <= m <= kGemvMaxRows (CpuBackend uses it
+  // from 5 rows), reading `packed` for the first k / 32 * 32 columns and x for
+  // the rest.
   int64_t (*gemv_packed_size)(int64_t m, int64_t k);
   void (*pack_gemv_activations)(const float* x, int64_t m, int64_t ldx, int64_t k,
                                 uint16_t* packed);

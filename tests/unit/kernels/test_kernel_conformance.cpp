@@ -301,7 +301,7 @@ class TestKernelConformance : public QObject {
       const WeightMatrix w = WeightMatrix::Dense(WeightFormat::kBF16, data.data(), n, k);
       for (int threads : {1, 2}) {
         for (auto& backend : AllBackends(threads)) {
-          for (int64_t m : {3, 8}) {
+          for (int64_t m : {3, 5, 8}) {
             std::vector<float> x(m * k);
             for (auto& v : x) v = ud(rng);
             std::vector<float> y(m * n);
