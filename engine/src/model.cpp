@@ -2,10 +2,15 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <set>
 
+#include "octet/base/deadline.h"
 #include "octet/base/file_util.h"
+#include "octet/base/log.h"
 
 namespace octet::engine {
 
@@ -492,6 +497,71 @@ KvCache Model::NewKvCache(int slots, int64_t capacity, kernels::KvDtype dtype) c
 
 // ---- forward ----------------------------------------------------------------
 
+namespace {
+
+// Where a decode forward's time goes, for tuning: with OCTET_PROFILE_DECODE=1
+// in the environment, forwards of at most 8 tokens time their op groups (wall
+// clock between marks; the backend ops are synchronous) and every 64 forwards
+// of one token count log the mean ms per forward. Off (one branch per mark)
+// otherwise.
+class DecodeProfile {
+ public:
+  enum Op { kEmbed, kNorms, kQkv, kAttention, kO, kAllReduce, kGateUp, kDown, kLmHead, kOps };
+
+  explicit DecodeProfile(int64_t tokens) : tokens_(tokens) {
+    static const bool enabled = [] {
+      const char* e = std::getenv("OCTET_PROFILE_DECODE");
+      return e != nullptr && e[0] != '\0' && e[0] != '0';
+    }();
+    on_ = enabled && tokens >= 1 && tokens <= kMaxTokens;
+    if (on_) last_ = NowNs();
+  }
+  ~DecodeProfile() {
+    if (!on_) return;
+    static std::mutex mu;
+    static Totals totals[kMaxTokens + 1];
+    std::lock_guard<std::mutex> lock(mu);
+    Totals& t = totals[tokens_];
+    for (int i = 0; i < kOps; ++i) t.ns[i] += ns_[i];
+    if (++t.forwards < kReportEvery) return;
+    static const char* kNames[kOps] = {"embed",     "norms+rope+add", "qkv",  "attention", "o",
+                                       "allreduce", "gate_up+silu",   "down", "lm_head"};
+    std::string line = "decode profile, " + std::to_string(tokens_) + " tokens, ms/forward:";
+    int64_t total = 0;
+    for (int i = 0; i < kOps; ++i) {
+      char buf[64];
+      std::snprintf(buf, sizeof(buf), " %s %.2f", kNames[i], t.ns[i] * 1e-6 / t.forwards);
+      line += buf;
+      total += t.ns[i];
+    }
+    char buf[64];
+    std::snprintf(buf, sizeof(buf), " = %.2f", total * 1e-6 / t.forwards);
+    OCTET_LOG(INFO) << line << buf;
+    t = Totals();
+  }
+  // The time since the previous mark goes to `op`.
+  void Mark(Op op) {
+    if (!on_) return;
+    const int64_t now = NowNs();
+    ns_[op] += now - last_;
+    last_ = now;
+  }
+
+ private:
+  static constexpr int64_t kMaxTokens = 8;
+  static constexpr int64_t kReportEvery = 64;
+  struct Totals {
+    int64_t ns[kOps] = {};
+    int64_t forwards = 0;
+  };
+  int64_t tokens_;
+  bool on_ = false;
+  int64_t last_ = 0;
+  int64_t ns_[kOps] = {};
+};
+
+}  // namespace
+
 Status Model::Forward(const std::vector<SequenceChunk>& batch, KvCache& cache, ForwardOutput* out,
                       const ForwardHooks& hooks) {
   OCTET_RETURN_IF_ERROR(ForwardUncapped(batch, cache, out, hooks));
@@ -548,6 +618,7 @@ Status Model::ForwardUncapped(const std::vector<SequenceChunk>& batch, KvCache& 
 
   kernels::KernelBackend& be = *backend_;
   Scratch& S = *scratch_;
+  DecodeProfile prof(T);
   S.Grow(T, *this);
   S.ids.resize(T);
   S.positions.resize(T);
@@ -597,13 +668,16 @@ Status Model::ForwardUncapped(const std::vector<SequenceChunk>& batch, KvCache& 
   }
   std::vector<kernels::AttentionSequence> seqs(batch.size());
   if (c.embedding_norm) be.RmsNorm(x, embedding_norm_.data(), eps, T, H, H, x);  // nanochat
+  prof.Mark(DecodeProfile::kEmbed);
   for (int64_t l = 0; l < c.num_layers; ++l) {
     const LayerWeights& L = layers_[l];
     // ---- attention block: x += o_proj(attention(rope(q), rope(k), v)) ----
     be.RmsNorm(x, L.input_norm.data(), eps, T, H, H, xn);
+    prof.Mark(DecodeProfile::kNorms);
     const kernels::KernelBackend::MatmulOutput qkv[3] = {
         {&L.q.weight, q, qd}, {&L.k.weight, k, kvd}, {&L.v.weight, v, kvd}};
     be.MatmulMulti(xn, T, H, qkv, 3);
+    prof.Mark(DecodeProfile::kQkv);
     add_bias(q, qd, L.q.bias);
     add_bias(k, kvd, L.k.bias);
     add_bias(v, kvd, L.v.bias);
@@ -618,6 +692,7 @@ Status Model::ForwardUncapped(const std::vector<SequenceChunk>& batch, KvCache& 
       be.RmsNorm(q, L.q_norm.data(), eps, T * local_heads_, hd, hd, q);
       be.RmsNorm(k, L.k_norm.data(), eps, T * local_kv_heads_, hd, hd, k);
     }
+    prof.Mark(DecodeProfile::kNorms);
     for (size_t s = 0; s < batch.size(); ++s) {
       const SequenceChunk& ch = batch[s];
       const int64_t n = static_cast<int64_t>(ch.tokens.size());
@@ -643,9 +718,12 @@ Status Model::ForwardUncapped(const std::vector<SequenceChunk>& batch, KvCache& 
     a.sequences = seqs.data();
     a.n_sequences = static_cast<int64_t>(seqs.size());
     be.Attention(a);
+    prof.Mark(DecodeProfile::kAttention);
     be.Matmul(attn, T, qd, L.o.weight, proj, H, false);
+    prof.Mark(DecodeProfile::kO);
     // >>> Tensor parallelism: o_proj is row-parallel; each rank holds a partial sum.
     if (hooks.all_reduce) OCTET_RETURN_IF_ERROR(hooks.all_reduce(proj, T * H));
+    prof.Mark(DecodeProfile::kAllReduce);
     add_bias(proj, H, L.o.bias);  // a row-parallel bias is added once, after the sum
     be.Add(x, proj, T * H, x);
 
@@ -653,6 +731,7 @@ Status Model::ForwardUncapped(const std::vector<SequenceChunk>& batch, KvCache& 
     // (nanochat: x += c_proj(relu(c_fc(n))²), c_fc loaded as gate_proj.)
     const int64_t F = L.gate.weight.rows;
     be.RmsNorm(x, L.post_norm.data(), eps, T, H, H, xn);
+    prof.Mark(DecodeProfile::kNorms);
     if (c.relu2_mlp) {
       be.Matmul(xn, T, H, L.gate.weight, S.gate.data(), F, false);
       add_bias(S.gate.data(), F, L.gate.bias);
@@ -666,11 +745,15 @@ Status Model::ForwardUncapped(const std::vector<SequenceChunk>& batch, KvCache& 
       add_bias(S.up.data(), F, L.up.bias);
       be.SiluMul(S.gate.data(), S.up.data(), T, F, F, S.gate.data());
     }
+    prof.Mark(DecodeProfile::kGateUp);
     be.Matmul(S.gate.data(), T, F, L.down.weight, proj, H, false);
+    prof.Mark(DecodeProfile::kDown);
     // >>> Tensor parallelism: down_proj is row-parallel; each rank holds a partial sum.
     if (hooks.all_reduce) OCTET_RETURN_IF_ERROR(hooks.all_reduce(proj, T * H));
+    prof.Mark(DecodeProfile::kAllReduce);
     add_bias(proj, H, L.down.bias);
     be.Add(x, proj, T * H, x);
+    prof.Mark(DecodeProfile::kNorms);
   }
   for (size_t s = 0; s < batch.size(); ++s) {
     cache.set_length(batch[s].slot,
@@ -695,6 +778,7 @@ Status Model::ForwardUncapped(const std::vector<SequenceChunk>& batch, KvCache& 
   out->logits.resize(R * out->vocab);
   if (local_vocab_ == c.vocab_size) {
     be.Matmul(S.rows.data(), R, H, lm_head_.weight, out->logits.data(), out->vocab, false);
+    prof.Mark(DecodeProfile::kLmHead);
     return Status::Ok();
   }
   // >>> Tensor parallelism: vocab-parallel lm_head; every rank's rows gathered.
@@ -702,7 +786,9 @@ Status Model::ForwardUncapped(const std::vector<SequenceChunk>& batch, KvCache& 
     S.local_logits.resize(R * local_vocab_);
   }
   be.Matmul(S.rows.data(), R, H, lm_head_.weight, S.local_logits.data(), local_vocab_, false);
-  return hooks.gather_logits(S.local_logits.data(), R, local_vocab_, out->logits.data());
+  Status gathered = hooks.gather_logits(S.local_logits.data(), R, local_vocab_, out->logits.data());
+  prof.Mark(DecodeProfile::kLmHead);
+  return gathered;
 }
 
 }  // namespace octet::engine

@@ -33,6 +33,7 @@ const cpu::IsaKernels* IsaFor(std::string_view name) {
 #if defined(__x86_64__)
   if (name == "avx2" && HasAvx2()) return &cpu::Avx2Kernels();
   if (name == "avx512" && HasAvx512()) return &cpu::Avx512Kernels();
+  if (name == "avx512-amx" && HasAvx512() && cpu::AmxUsable()) return &cpu::AmxKernels();
 #endif
 #if defined(__aarch64__)
   if (name == "neon") return &cpu::NeonKernels();
@@ -61,6 +62,8 @@ std::vector<BackendInfo> ProbeBackends() {
   out.push_back({"avx512",
                  "x86-64 AVX2, with AVX-512 (F/BW/DQ/VL/VBMI) NVFP4 and batched-decode kernels",
                  HasAvx512()});
+  out.push_back({"avx512-amx", "x86-64 AVX-512, with AMX-BF16 batched decode of BF16 weights",
+                 HasAvx512() && cpu::AmxUsable()});
 #endif
 #if defined(__aarch64__)
   out.push_back({"neon", "aarch64 NEON", true});

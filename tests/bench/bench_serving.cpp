@@ -26,6 +26,7 @@
 //
 //   bench_serving [--dir /tmp/octet-bench-serving] [--pp 512] [--tg 128]
 //                 [--concurrency 1,2,4,8] [--runs 1] [--configs 1x2,2x1] [--db F]
+//   (--configs 1x2:avx512,1x2 compares kernel backends at one topology)
 //
 // A concurrency level listed more than once ("1,8,1,8") is measured each time,
 // interleaved, and the ratios use its summed tokens and seconds: on a shared
@@ -160,13 +161,24 @@ struct Server {
   int port = 0;
 };
 
-Result<Server> StartServer(const std::string& octet, const std::string& model, int tp,
-                           int threads, const std::string& kv_dtype) {
+Result<Server> StartServer(const std::string& octet, const std::string& model, int tp, int threads,
+                           const std::string& backend, const std::string& kv_dtype) {
   Server s;
   SpawnOptions o;
-  o.argv = {octet, "serve", "--model", model, "--tp", std::to_string(tp), "--threads",
-            std::to_string(threads), "--port", "0", "--grpc-port", "off", "--slots", "8",
-            "--context", "1024", "--kv-memory", "4GiB", "--kv-dtype", kv_dtype};
+  o.argv = {octet,         "serve",
+            "--model",     model,
+            "--tp",        std::to_string(tp),
+            "--threads",   std::to_string(threads),
+            "--port",      "0",
+            "--grpc-port", "off",
+            "--slots",     "8",
+            "--context",   "1024",
+            "--kv-memory", "4GiB",
+            "--kv-dtype",  kv_dtype};
+  if (!backend.empty()) {
+    o.argv.push_back("--backend");
+    o.argv.push_back(backend);
+  }
   auto out = s.out;
   auto mu = s.mu;
   o.on_output = [out, mu](std::string_view chunk) {
@@ -197,12 +209,15 @@ Result<Server> StartServer(const std::string& octet, const std::string& model, i
 
 int main(int argc, char** argv) {
   ArgParser p("bench_serving", "octet serve TP 1 vs TP 2 measured with the octet bench runner.");
-  p.Option("dir", "DIR", "where the random checkpoint is written (kept)", "/tmp/octet-bench-serving")
+  p.Option("dir", "DIR", "where the random checkpoint is written (kept)",
+           "/tmp/octet-bench-serving")
       .Option("pp", "N", "prompt tokens", "512")
       .Option("tg", "N", "generated tokens per request", "128")
       .Option("concurrency", "C,...", "concurrency levels", "1,2,4,8")
       .Option("runs", "N", "repetitions of each test", "1")
-      .Option("configs", "TPxTHREADS,...", "server configurations", "1x2,2x1")
+      .Option("configs", "TPxTHREADS[:BACKEND],...",
+              "server configurations (a kernel backend name passes --backend to the server)",
+              "1x2,2x1")
       .Option("kv-dtype", "f32|f16", "the servers' KV cache element type", "f32")
       .Option("db", "FILE", "also store the runs in this run store");
   if (Status s = p.Parse(std::vector<std::string>(argv + 1, argv + argc)); !s.ok()) {
@@ -221,17 +236,28 @@ int main(int argc, char** argv) {
     std::cerr << "bad numbers\n";
     return 2;
   }
-  std::vector<std::pair<int, int>> configs;
+  struct ServerConfig {
+    int tp = 0, threads = 0;
+    std::string backend;  // empty: the server's default (auto)
+    std::string Name() const {
+      return "tp" + std::to_string(tp) + "x" + std::to_string(threads) +
+             (backend.empty() ? "" : ":" + backend);
+    }
+  };
+  std::vector<ServerConfig> configs;
   {
     std::istringstream in(p.GetString("configs"));
     std::string item;
     while (std::getline(in, item, ',')) {
-      int tp = 0, th = 0;
-      if (std::sscanf(item.c_str(), "%dx%d", &tp, &th) != 2 || tp < 1 || th < 1) {
-        std::cerr << "--configs: '" << item << "' is not TPxTHREADS\n";
+      ServerConfig c;
+      const size_t colon = item.find(':');
+      if (colon != std::string::npos) c.backend = item.substr(colon + 1);
+      if (std::sscanf(item.substr(0, colon).c_str(), "%dx%d", &c.tp, &c.threads) != 2 || c.tp < 1 ||
+          c.threads < 1 || (colon != std::string::npos && c.backend.empty())) {
+        std::cerr << "--configs: '" << item << "' is not TPxTHREADS[:BACKEND]\n";
         return 2;
       }
-      configs.push_back({tp, th});
+      configs.push_back(c);
     }
   }
   auto self = SelfExecutablePath();
@@ -261,17 +287,20 @@ int main(int argc, char** argv) {
                  {"runs", *runs},
                  {"kv_dtype", p.GetString("kv-dtype")},
                  {"configs", json::array()}};
-  // (tp, c) -> decode-only tokens and seconds, summed over every test at that
+  // (config index, c) -> decode-only tokens and seconds, summed over every test at that
   // concurrency (a level listed twice, "1,8,1,8", is measured twice, interleaved,
   // so that a change in the machine's load hits both levels alike).
   std::map<std::pair<int, int64_t>, std::pair<double, double>> decode_sums;
-  auto decode_tps = [&](int tp, int64_t c) {
-    const auto& [tokens, seconds] = decode_sums[{tp, c}];
+  auto decode_tps = [&](int config, int64_t c) {
+    const auto& [tokens, seconds] = decode_sums[{config, c}];
     return seconds > 0 ? tokens / seconds : 0.0;
   };
-  for (auto [tp, threads] : configs) {
-    std::cerr << "\n== octet serve --tp " << tp << " --threads " << threads << " ==\n";
-    auto server = StartServer(octet, model, tp, threads, p.GetString("kv-dtype"));
+  for (int ci = 0; ci < static_cast<int>(configs.size()); ++ci) {
+    const int tp = configs[ci].tp, threads = configs[ci].threads;
+    const std::string& backend = configs[ci].backend;
+    std::cerr << "\n== octet serve --tp " << tp << " --threads " << threads
+              << (backend.empty() ? "" : " --backend " + backend) << " ==\n";
+    auto server = StartServer(octet, model, tp, threads, backend, p.GetString("kv-dtype"));
     if (!server.ok()) {
       std::cerr << server.status().ToString() << "\n";
       return 1;
@@ -304,7 +333,7 @@ int main(int argc, char** argv) {
       cfg.tg = {*tg};
       cfg.concurrency = {c};
       cfg.runs = static_cast<int>(*runs);
-      cfg.label = "bench_serving tp" + std::to_string(tp) + "x" + std::to_string(threads);
+      cfg.label = "bench_serving " + configs[ci].Name();
       cfg.topology.tp = tp;
       meter.Reset();
       auto before = FetchCounters(server->port);
@@ -331,8 +360,8 @@ int main(int argc, char** argv) {
       const double pure_decode_tps = d_seconds > 0 ? d_tokens / d_seconds : 0.0;
       const double rows_per_step = d_steps > 0 ? d_tokens / d_steps : 0.0;
       const app::BenchResult& r = run->results[0];
-      decode_sums[{tp, c}].first += d_tokens;
-      decode_sums[{tp, c}].second += d_seconds;
+      decode_sums[{ci, c}].first += d_tokens;
+      decode_sums[{ci, c}].second += d_seconds;
       std::fprintf(stderr, "%4lld %12.2f %8.2f %12.2f %12.2f %12.1f %12.1f %9.1f%%\n",
                    static_cast<long long>(c), pure_decode_tps, rows_per_step, r.tg_throughput.mean,
                    r.tg_req_throughput.mean, r.pp_throughput.mean, r.e2e_ttft.mean, share * 100);
@@ -350,7 +379,9 @@ int main(int argc, char** argv) {
                       {"failed_requests", r.failed_requests}});
     }
     server->proc->Terminate(std::chrono::milliseconds(5000));
-    report["configs"].push_back({{"tp", tp}, {"threads_per_rank", threads}, {"results", rows}});
+    json entry = {{"tp", tp}, {"threads_per_rank", threads}, {"results", rows}};
+    if (!backend.empty()) entry["backend"] = backend;
+    report["configs"].push_back(entry);
   }
   // Ratios within this run, over each concurrency level once.
   std::vector<int64_t> levels;
@@ -358,26 +389,32 @@ int main(int argc, char** argv) {
     if (std::find(levels.begin(), levels.end(), c) == levels.end()) levels.push_back(c);
   }
   json ratios = json::object();
+  // Configurations are named by TP degree ("tp2_over_tp1_c8", the goal's
+  // form) when that tells them apart, else by TPxTHREADS[:BACKEND].
+  auto name = [&](int i) {
+    for (int j = 0; j < static_cast<int>(configs.size()); ++j) {
+      if (j != i && configs[j].tp == configs[i].tp) return configs[i].Name();
+    }
+    return "tp" + std::to_string(configs[i].tp);
+  };
   if (configs.size() >= 2) {
-    const int a = configs[0].first, b = configs[1].first;
-    std::cerr << "\nTP " << b << " / TP " << a << " pure decode t/s (goal >= 0.90):";
+    std::cerr << "\n" << name(1) << " / " << name(0) << " pure decode t/s (goal >= 0.90):";
     for (int64_t c : levels) {
-      const double x = decode_tps(a, c), y = decode_tps(b, c);
+      const double x = decode_tps(0, c), y = decode_tps(1, c);
       const double q = x > 0 ? y / x : 0;
       std::fprintf(stderr, "  c%lld %.2f", static_cast<long long>(c), q);
-      ratios["tp" + std::to_string(b) + "_over_tp" + std::to_string(a) + "_c" + std::to_string(c)] = q;
+      ratios[name(1) + "_over_" + name(0) + "_c" + std::to_string(c)] = q;
     }
     std::cerr << "\n";
   }
   if (levels.size() >= 2) {
     const int64_t lo = levels.front(), hi = levels.back();
-    for (auto [tp, th] : configs) {
-      const double x = decode_tps(tp, lo), y = decode_tps(tp, hi);
+    for (int i = 0; i < static_cast<int>(configs.size()); ++i) {
+      const double x = decode_tps(i, lo), y = decode_tps(i, hi);
       const double q = x > 0 ? y / x : 0;
-      std::fprintf(stderr, "TP %d: pure decode t/s c%lld / c%lld = %.2f (goal >= 3)\n", tp,
-                   static_cast<long long>(hi), static_cast<long long>(lo), q);
-      ratios["tp" + std::to_string(tp) + "_c" + std::to_string(hi) + "_over_c" +
-             std::to_string(lo)] = q;
+      std::fprintf(stderr, "%s: pure decode t/s c%lld / c%lld = %.2f (goal >= 3)\n",
+                   name(i).c_str(), static_cast<long long>(hi), static_cast<long long>(lo), q);
+      ratios[name(i) + "_c" + std::to_string(hi) + "_over_c" + std::to_string(lo)] = q;
     }
   }
   report["ratios"] = ratios;

@@ -20,6 +20,12 @@ constexpr int64_t kBlockRows = 128;
 // decoding a panel for the dot-tile GEMM when the batch is small).
 constexpr int64_t kGemvBatchRows = 8;
 
+// Batches from this many rows take isa_.gemv_packed where the table has it.
+// bench_gemv (a decode step's matmuls, interleaved, 2 threads): AMX against
+// AVX-512 FMAs at 3 / 4 / 5 / 6 rows 121 / 169 / 123 / 91 ms against
+// 92 / 128 / 140 / 111; at 8, 95 against 132.
+constexpr int64_t kGemvPackedMinRows = 5;
+
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // Decode tasks take a few 4-row groups of one matrix: up to 64 rows or 128 KiB
@@ -86,9 +92,14 @@ void CpuBackend::Matmul(const float* x, int64_t m, int64_t ldx, const WeightMatr
     // Small batches (decode): weights decoded in registers, kGemvMaxRows
     // activation rows per pass; a task's weight rows stay in cache between passes.
     const int64_t rows_per_task = GemvRowsPerTask(w, pool_.size());
+    const uint16_t* packed = w.format == WeightFormat::kBF16 ? PackForGemv(x, m, ldx, k) : nullptr;
     pool_.ParallelFor(CeilDiv(n, rows_per_task), [&](int64_t task, int) {
       const int64_t r0 = task * rows_per_task;
       const int64_t r1 = std::min(n, r0 + rows_per_task);
+      if (packed) {
+        isa_.gemv_packed(w, r0, r1, packed, x, m, ldx, y + r0, ldy, accumulate);
+        return;
+      }
       for (int64_t i = 0; i < m; i += kGemvMaxRows) {
         isa_.gemv(w, r0, r1, x + i * ldx, std::min<int64_t>(kGemvMaxRows, m - i), ldx,
                   y + i * ldy + r0, ldy, accumulate);
@@ -143,6 +154,16 @@ void CpuBackend::MatmulMulti(const float* x, int64_t m, int64_t ldx, const Matmu
     return;
   }
   // Task t covers rows of one output: outputs are laid end to end in task space.
+  // Outputs share x, so BF16 ones share one packing (when their widths agree).
+  const uint16_t* packed = nullptr;
+  int64_t packed_cols = -1;
+  for (int i = 0; i < n_outputs; ++i) {
+    const WeightMatrix& w = *outputs[i].w;
+    if (w.format != WeightFormat::kBF16) continue;
+    if (packed_cols == -1) packed_cols = w.cols;
+    if (w.cols != packed_cols) packed_cols = -2;
+  }
+  if (packed_cols > 0) packed = PackForGemv(x, m, ldx, packed_cols);
   std::vector<int64_t> first_task(n_outputs + 1, 0), rows_per_task(n_outputs);
   for (int i = 0; i < n_outputs; ++i) {
     rows_per_task[i] = GemvRowsPerTask(*outputs[i].w, pool_.size());
@@ -160,11 +181,25 @@ void CpuBackend::MatmulMulti(const float* x, int64_t m, int64_t ldx, const Matmu
                   0.0f);
       return;
     }
+    if (packed && w.format == WeightFormat::kBF16) {
+      isa_.gemv_packed(w, r0, r1, packed, x, m, ldx, outputs[o].y + r0, outputs[o].ldy, false);
+      return;
+    }
     for (int64_t i = 0; i < m; i += kGemvMaxRows) {
       isa_.gemv(w, r0, r1, x + i * ldx, std::min<int64_t>(kGemvMaxRows, m - i), ldx,
                 outputs[o].y + i * outputs[o].ldy + r0, outputs[o].ldy, false);
     }
   });
+}
+
+const uint16_t* CpuBackend::PackForGemv(const float* x, int64_t m, int64_t ldx, int64_t k) {
+  // Up to four rows the FMA kernels keep up (the tile passes wait on memory).
+  if (!isa_.gemv_packed || m < kGemvPackedMinRows || m > kGemvMaxRows) return nullptr;
+  const int64_t size = isa_.gemv_packed_size(m, k);
+  if (size == 0) return nullptr;
+  if (static_cast<int64_t>(packed_x_.size()) < size) packed_x_.resize(size);
+  isa_.pack_gemv_activations(x, m, ldx, k, packed_x_.data());
+  return packed_x_.data();
 }
 
 void CpuBackend::Gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,

@@ -48,6 +48,13 @@ class CpuBackend final : public KernelBackend {
   std::vector<std::vector<float>> scratch_;
   std::vector<std::vector<float>> attn_scratch_;
   std::vector<std::vector<float>> kv_scratch_;  // per thread: an F16 KV head widened (no attend_f16)
+  // A decode call's activations packed for isa_.gemv_packed (written before
+  // its tasks start, read by all of them).
+  std::vector<uint16_t> packed_x_;
+
+  // Packs x for gemv_packed when this table has it and a BF16 matrix of k
+  // columns takes m rows; returns null when gemv is used instead.
+  const uint16_t* PackForGemv(const float* x, int64_t m, int64_t ldx, int64_t k);
 };
 
 }  // namespace octet::kernels::cpu

@@ -64,6 +64,20 @@ struct IsaKernels {
   void (*attend_f16)(const float* q, int64_t q_stride, int64_t n_q, const uint16_t* k,
                      const uint16_t* v, int64_t kv_stride, int64_t n_keys, int64_t hd, float scale,
                      float* scores, float* out, int64_t out_stride);
+
+  // Batched decode of BF16 weights through a matrix unit (AMX); null in tables
+  // without one. CpuBackend packs a call's activations once,
+  // pack_gemv_activations(x, m, ldx, k, packed) into gemv_packed_size(m, k)
+  // uint16s, then every task calls gemv_packed, which does what gemv does for
+  // a BF16 w with w.cols == k and 1 <= m <= kGemvMaxRows (CpuBackend uses it
+  // from 5 rows), reading `packed` for the first k / 32 * 32 columns and x for
+  // the rest.
+  int64_t (*gemv_packed_size)(int64_t m, int64_t k);
+  void (*pack_gemv_activations)(const float* x, int64_t m, int64_t ldx, int64_t k,
+                                uint16_t* packed);
+  void (*gemv_packed)(const WeightMatrix& w, int64_t row0, int64_t row1, const uint16_t* packed,
+                      const float* x, int64_t m, int64_t ldx, float* y, int64_t ldy,
+                      bool accumulate);
 };
 
 const IsaKernels& ScalarKernels();
@@ -72,6 +86,11 @@ const IsaKernels& Avx2Kernels();  // call only when the CPU has AVX2, FMA and F1
 // The AVX2 table with AVX-512 NVFP4 and batched-decode kernels; call only when
 // the CPU has AVX2 and AVX-512 F, BW, DQ, VL and VBMI.
 const IsaKernels& Avx512Kernels();
+// Whether AMX-BF16 is present and Linux lets this process use the tile state
+// (asked once, here). The AVX-512 table plus gemv_packed on AMX tiles; call
+// only when Avx512Kernels() may be called and AmxUsable().
+bool AmxUsable();
+const IsaKernels& AmxKernels();
 #endif
 #if defined(__aarch64__)
 const IsaKernels& NeonKernels();

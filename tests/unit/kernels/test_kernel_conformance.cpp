@@ -231,6 +231,99 @@ class TestKernelConformance : public QObject {
     }
   }
 
+  // Batched decode of BF16 weights on every backend (AMX tiles on
+  // "avx512-amx": 32- and 16-row passes, then fewer than 16 rows in FMAs;
+  // whole 32-column blocks, then the ragged columns), through a column slice
+  // (rows further apart than their width) as the tensor-parallel shards are.
+  void batchedBf16DecodeTilesAndTails() {
+    std::mt19937 rng(11);
+    struct Shape {
+      int64_t n, k;
+    };
+    // n = 200 on one thread: tasks of 48 rows, one 32-row pass and one 16-row
+    // pass; n = 300 on two: tasks of 36, a 32-row pass and 4 rows of FMAs.
+    // k: ragged blocks (+19 = one 16-vector and 3 columns), one block + 8,
+    // no whole block (31), and exactly whole blocks (64).
+    const Shape shapes[] = {{200, 1043}, {300, 1043}, {300, 40}, {48, 31}, {64, 64}};
+    for (int threads : {1, 2}) {
+      for (auto& backend : AllBackends(threads)) {
+        for (const Shape& s : shapes) {
+          OwnedWeight full = RandomWeight(WeightFormat::kBF16, s.n, s.k + 7, rng);
+          const WeightMatrix w = full.view.ColSlice(5, s.k);
+          for (int64_t m = 3; m <= 8; ++m) {
+            const int64_t ldx = s.k + 1, ldy = s.n + 3;
+            std::vector<float> x = RandomFloats(m * ldx, rng);
+            for (bool acc : {false, true}) {
+              std::vector<float> y(m * ldy, 7.0f);
+              backend->Matmul(x.data(), m, ldx, w, y.data(), ldy, acc);
+              std::vector<float> got;
+              std::vector<double> want, scale;
+              for (int64_t i = 0; i < m; ++i) {
+                for (int64_t r = 0; r < s.n; ++r) {
+                  double d = 0, a = 0;
+                  for (int64_t c = 0; c < s.k; ++c) {
+                    const double p = double(WeightAt(w, r, c)) * x[i * ldx + c];
+                    d += p;
+                    a += std::fabs(p);
+                  }
+                  got.push_back(y[i * ldy + r]);
+                  want.push_back(acc ? d + 7.0 : d);
+                  scale.push_back(a + 7.0);
+                }
+                // The padding between rows of y is untouched.
+                for (int64_t r = s.n; r < ldy && i + 1 < m; ++r) QCOMPARE(y[i * ldy + r], 7.0f);
+              }
+              std::string why;
+              QVERIFY2(Close(got, want, scale, 1e-5, &why),
+                       (std::string(backend->name()) + " threads=" + std::to_string(threads) +
+                        " m=" + std::to_string(m) + " n=" + std::to_string(s.n) +
+                        " k=" + std::to_string(s.k) + (acc ? " acc" : "") + ": " + why)
+                           .c_str());
+            }
+          }
+        }
+      }
+    }
+  }
+
+  // Each activation keeps all 24 bits of its significand in a batched BF16
+  // product: with one power-of-two weight per row (zeros elsewhere) every
+  // output is one exact product, so it must equal w * x bit for bit.
+  void batchedBf16DecodeKeepsFloatActivations() {
+    std::mt19937 rng(12);
+    const uint16_t kPow2[4] = {0x3f80, 0xc000, 0x3f00, 0xbe80};  // 1, -2, 0.5, -0.25
+    std::uniform_real_distribution<float> ud(-3.0f, 3.0f);
+    // n = 200 (one thread: 32- and 16-row passes) and 300 (32-row passes and
+    // FMA rows on one and on two threads).
+    for (int64_t n : {200, 300}) {
+      const int64_t k = 96;
+      std::vector<uint16_t> data(n * k, 0);
+      for (int64_t r = 0; r < n; ++r) data[r * k + (r * 7) % k] = kPow2[r % 4];
+      const WeightMatrix w = WeightMatrix::Dense(WeightFormat::kBF16, data.data(), n, k);
+      for (int threads : {1, 2}) {
+        for (auto& backend : AllBackends(threads)) {
+          for (int64_t m : {3, 5, 8}) {
+            std::vector<float> x(m * k);
+            for (auto& v : x) v = ud(rng);
+            std::vector<float> y(m * n);
+            backend->Matmul(x.data(), m, k, w, y.data(), n, false);
+            for (int64_t i = 0; i < m; ++i) {
+              for (int64_t r = 0; r < n; ++r) {
+                const float want = Bf16ToF32(kPow2[r % 4]) * x[i * k + (r * 7) % k];
+                QVERIFY2(y[i * n + r] == want,
+                         (std::string(backend->name()) + " threads=" + std::to_string(threads) +
+                          " m=" + std::to_string(m) + " n=" + std::to_string(n) + " row " +
+                          std::to_string(r) + ": got " + std::to_string(y[i * n + r]) + " want " +
+                          std::to_string(want))
+                             .c_str());
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+
   void matmulOnSlicesEqualsSliceOfMatmul() {
     std::mt19937 rng(2);
     for (auto& backend : AllBackends(2)) {

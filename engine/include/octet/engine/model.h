@@ -69,7 +69,8 @@ struct WeightSlice {
 };
 
 struct LoadOptions {
-  std::string backend = "auto";  // kernel backend: "auto", "avx512", "avx2", "neon", "scalar"
+  // Kernel backend: "auto", "avx512-amx", "avx512", "avx2", "neon", "scalar".
+  std::string backend = "auto";
   int threads = 0;               // <= 0: all cores
   // Called after each tensor is validated and paged in (from the loading thread).
   std::function<void(const LoadProgress&)> progress;
