@@ -267,7 +267,7 @@ template <class L, int M>
 void Gemv2DenseMx(const WeightMatrix& w, const uint8_t* r0, const uint8_t* r1, bool store_r1,
                   int64_t prefetch, const float* x, int64_t ldx, float* y, int64_t ldy,
                   bool accumulate) {
-  static_assert(M >= 3 && M <= 8);
+  static_assert(M >= 2 && M <= 8);
   const int64_t k = w.cols;
   // Fully unrolled (constant indices), so the arrays live in registers.
   __m512 a[M], b[M];
@@ -328,6 +328,8 @@ template <class L>
 void GemvDense(const WeightMatrix& w, int64_t row0, int64_t row1, const float* x, int64_t m,
                int64_t ldx, float* y, int64_t ldy, bool accumulate) {
   switch (m) {
+    case 2:
+      return GemvDenseBatch<L, 2>(w, row0, row1, x, ldx, y, ldy, accumulate);
     case 3:
       return GemvDenseBatch<L, 3>(w, row0, row1, x, ldx, y, ldy, accumulate);
     case 4:
@@ -346,8 +348,8 @@ void GemvDense(const WeightMatrix& w, int64_t row0, int64_t row1, const float* x
 void Gemv(const WeightMatrix& w, int64_t row0, int64_t row1, const float* x, int64_t m, int64_t ldx,
           float* y, int64_t ldy, bool accumulate) {
   if (w.format != WeightFormat::kNvfp4) {
-    // One or two rows: memory-bound, and the AVX2 kernels keep up.
-    if (m <= 2) return Avx2Kernels().gemv(w, row0, row1, x, m, ldx, y, ldy, accumulate);
+    // One row: memory-bound, and the AVX2 kernel keeps up.
+    if (m == 1) return Avx2Kernels().gemv(w, row0, row1, x, m, ldx, y, ldy, accumulate);
     switch (w.format) {
       case WeightFormat::kBF16:
         return GemvDense<LoadBf16>(w, row0, row1, x, m, ldx, y, ldy, accumulate);
