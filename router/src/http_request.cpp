@@ -5,15 +5,6 @@
 namespace octet::router {
 namespace {
 
-char Lower(char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c; }
-
-bool IEquals(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i)
-    if (Lower(a[i]) != Lower(b[i])) return false;
-  return true;
-}
-
 // True when the comma-separated list `value` holds `token` (case-insensitive).
 bool HasToken(std::string_view value, std::string_view token) {
   size_t start = 0;
@@ -23,7 +14,7 @@ bool HasToken(std::string_view value, std::string_view token) {
     std::string_view item = value.substr(start, comma - start);
     while (!item.empty() && (item.front() == ' ' || item.front() == '\t')) item.remove_prefix(1);
     while (!item.empty() && (item.back() == ' ' || item.back() == '\t')) item.remove_suffix(1);
-    if (IEquals(item, token)) return true;
+    if (AsciiIEquals(item, token)) return true;
     start = comma + 1;
   }
   return false;
@@ -61,13 +52,13 @@ std::string PercentDecode(std::string_view s) {
 
 std::string HttpRequest::Header(std::string_view name) const {
   for (const auto& [n, v] : headers)
-    if (IEquals(n, name)) return v;
+    if (AsciiIEquals(n, name)) return v;
   return std::string();
 }
 
 bool HttpRequest::HasHeader(std::string_view name) const {
   for (const auto& h : headers)
-    if (IEquals(h.first, name)) return true;
+    if (AsciiIEquals(h.first, name)) return true;
   return false;
 }
 
@@ -119,7 +110,7 @@ bool ParseRequestHead(std::string_view head, uint64_t max_body_bytes, HttpReques
     std::string_view value = h.substr(colon + 1);
     while (!value.empty() && (value.front() == ' ' || value.front() == '\t')) value.remove_prefix(1);
     while (!value.empty() && (value.back() == ' ' || value.back() == '\t')) value.remove_suffix(1);
-    if (IEquals(name, "Content-Length")) {
+    if (AsciiIEquals(name, "Content-Length")) {
       if (value.empty() || value.size() > 18) return fail(400, "bad Content-Length");
       uint64_t n = 0;
       for (char c : value) {
@@ -129,13 +120,13 @@ bool ParseRequestHead(std::string_view head, uint64_t max_body_bytes, HttpReques
       if (has_length && n != out->content_length) return fail(400, "conflicting Content-Length");
       has_length = true;
       out->content_length = n;
-    } else if (IEquals(name, "Transfer-Encoding")) {
+    } else if (AsciiIEquals(name, "Transfer-Encoding")) {
       return fail(501, "chunked request bodies are not supported; send Content-Length");
-    } else if (IEquals(name, "Connection")) {
+    } else if (AsciiIEquals(name, "Connection")) {
       if (HasToken(value, "close")) close = true;
       if (HasToken(value, "keep-alive")) keep_alive = true;
-    } else if (IEquals(name, "Expect")) {
-      if (!IEquals(value, "100-continue")) return fail(417, "unsupported Expect header");
+    } else if (AsciiIEquals(name, "Expect")) {
+      if (!AsciiIEquals(value, "100-continue")) return fail(417, "unsupported Expect header");
       out->expect_continue = true;
     }
     out->headers.emplace_back(std::string(name), std::string(value));
@@ -159,6 +150,15 @@ std::string QueryParam(std::string_view query, std::string_view key) {
     start = amp + 1;
   }
   return std::string();
+}
+
+char AsciiLower(char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c; }
+
+bool AsciiIEquals(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (AsciiLower(a[i]) != AsciiLower(b[i])) return false;
+  return true;
 }
 
 }  // namespace octet::router

@@ -39,6 +39,10 @@ struct HeadParseError {
 bool ParseRequestHead(std::string_view head, uint64_t max_body_bytes, HttpRequest* out,
                       HeadParseError* error);
 
+// ASCII case folding, for header names and tokens (HTTP/1.1 is case-insensitive there).
+char AsciiLower(char c);
+bool AsciiIEquals(std::string_view a, std::string_view b);
+
 // The value of `key` in an application/x-www-form-urlencoded query ("" when absent).
 std::string QueryParam(std::string_view query, std::string_view key);
 

@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "http_request.h"
 
 namespace octet::router {
 namespace {
@@ -18,21 +19,12 @@ constexpr size_t kReadSize = 16 * 1024;      // one recv(2) at most
 constexpr size_t kMaxHeadBytes = 64 * 1024;  // status line + headers
 constexpr size_t kMaxChunkLine = 4096;       // chunk-size line or trailer line
 
-char Lower(char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c; }
-
-bool IEquals(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i)
-    if (Lower(a[i]) != Lower(b[i])) return false;
-  return true;
-}
-
 // `needle` is lower case.
 bool IContains(std::string_view haystack, std::string_view needle) {
   if (needle.empty()) return true;
   for (size_t i = 0; i + needle.size() <= haystack.size(); ++i) {
-    if (Lower(haystack[i]) != needle[0]) continue;
-    if (IEquals(haystack.substr(i, needle.size()), needle)) return true;
+    if (AsciiLower(haystack[i]) != needle[0]) continue;
+    if (AsciiIEquals(haystack.substr(i, needle.size()), needle)) return true;
   }
   return false;
 }
@@ -134,14 +126,14 @@ Status UpstreamConn::ParseHead(bool* complete) {
       if (colon == std::string_view::npos) continue;
       const std::string_view name = Trim(line.substr(0, colon));
       const std::string_view value = Trim(line.substr(colon + 1));
-      if (IEquals(name, "Content-Type")) {
+      if (AsciiIEquals(name, "Content-Type")) {
         content_type_ = std::string(value);
-      } else if (IEquals(name, "Transfer-Encoding")) {
+      } else if (AsciiIEquals(name, "Transfer-Encoding")) {
         chunked = IContains(value, "chunked");
-      } else if (IEquals(name, "Content-Length")) {
+      } else if (AsciiIEquals(name, "Content-Length")) {
         has_length = true;
         length = std::strtoull(std::string(value).c_str(), nullptr, 10);
-      } else if (IEquals(name, "Connection")) {
+      } else if (AsciiIEquals(name, "Connection")) {
         if (IContains(value, "close")) keep_alive_ = false;
         if (IContains(value, "keep-alive")) keep_alive_ = true;
       }

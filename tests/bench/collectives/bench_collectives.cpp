@@ -49,6 +49,7 @@
 #include "octet/base/args.h"
 #include "octet/base/deadline.h"
 #include "octet/base/file_util.h"
+#include "octet/base/net_util.h"
 #include "octet/base/subprocess.h"
 #include "octet/collectives/communicator.h"
 
@@ -169,22 +170,6 @@ std::map<int64_t, json> RowsBySize(const json& doc) {
 constexpr const char* kAlgos[3] = {"oneshot", "ring", "auto"};
 
 int InputValue(int rank, size_t i) { return static_cast<int>((rank + 1) * (i % 5 + 1) % 7) - 3; }
-
-int FreeLoopbackPort() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return -1;
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  int port = -1;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0) {
-    port = ntohs(a.sin_port);
-  }
-  ::close(fd);
-  return port;
-}
 
 double Quantile(std::vector<double> v, double q) {
   if (v.empty()) return NAN;
