@@ -1533,24 +1533,24 @@ void Gateway::Impl::ScanDeadlines(int64_t now) {
       CloseConn(c);
       continue;
     }
+    // A request that did not arrive in time: 408, then close.
+    auto request_timeout = [&](const char* part, int64_t limit_ms) {
+      WriteSimple(c, 408, "application/json",
+                  OpenAiError(std::string("the request ") + part + " did not arrive within " +
+                                  std::to_string(limit_ms) + " ms",
+                              "invalid_request_error", 408),
+                  "", true);
+    };
     if (c->state == ClientConn::State::kHead) {
       if (c->in.empty()) {
         CloseConn(c);  // idle keep-alive connection
       } else {
-        WriteSimple(c, 408, "application/json",
-                    OpenAiError("the request headers did not arrive within " +
-                                    std::to_string(options.header_timeout_ms) + " ms",
-                                "invalid_request_error", 408),
-                    "", true);
+        request_timeout("headers", options.header_timeout_ms);
       }
       continue;
     }
     if (c->state == ClientConn::State::kBody) {
-      WriteSimple(c, 408, "application/json",
-                  OpenAiError("the request body did not arrive within " +
-                                  std::to_string(options.body_timeout_ms) + " ms",
-                              "invalid_request_error", 408),
-                  "", true);
+      request_timeout("body", options.body_timeout_ms);
       continue;
     }
     if (c->stream) OnStreamDeadline(c, now);

@@ -6,12 +6,26 @@
 
 #include <httplib.h>
 
+#include <chrono>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <thread>
 
 #include "octet/base/deadline.h"
 
 namespace octet::test {
+
+// Polls `cond` every 10 ms until it holds or `ms` pass.
+template <typename F>
+bool WaitFor(F cond, int ms = 5000) {
+  const Deadline d = Deadline::AfterMs(ms);
+  while (!d.expired()) {
+    if (cond()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return cond();
+}
+
 
 struct ClientResult {
   bool transport_ok = false;  // false: the connection failed or was aborted

@@ -78,17 +78,6 @@ Gw StartGateway(const std::string& yaml, const std::string& file = "test-policy.
   return g;
 }
 
-// Polls `cond` every 10 ms until it holds or `ms` pass.
-template <typename F>
-bool WaitFor(F cond, int ms = 5000) {
-  const Deadline d = Deadline::AfterMs(ms);
-  while (!d.expired()) {
-    if (cond()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return cond();
-}
-
 // The value of one Prometheus series ("name{labels}") in /metrics text; 0 when absent.
 uint64_t Metric(const std::string& text, const std::string& series) {
   const std::string key = "\n" + series + " ";

@@ -252,16 +252,6 @@ class FloodUpstream {
   std::atomic<bool> peer_closed_{false};
 };
 
-template <typename F>
-bool WaitFor(F cond, int ms = 5000) {
-  const Deadline d = Deadline::AfterMs(ms);
-  while (!d.expired()) {
-    if (cond()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return cond();
-}
-
 std::unique_ptr<OpenAiUpstream> StartUpstream(const std::string& name) {
   UpstreamOptions o;
   o.name = name;
