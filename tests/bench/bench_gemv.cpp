@@ -1,14 +1,16 @@
 // Batched-decode GEMV benchmark: the matmuls of one Qwen3-0.6B decode step
 // (28 layers of q/k/v 2048/1024/1024 x 1024, o 1024 x 2048, gate/up
-// 3072 x 1024, down 1024 x 3072, then the 151936 x 1024 lm_head), BF16 random
-// weights (1.15 GB, streamed from memory as in serving), through the backend's
-// Matmul / MatmulMulti as the engine calls them, at M activation rows.
+// 3072 x 1024, down 1024 x 3072, then the 151936 x 1024 lm_head), random
+// weights streamed from memory as in serving (BF16: 1.15 GB; --format nvfp4:
+// the layers in NVFP4 as ModelOpt stores them, 0.26 GB, and the tied lm_head
+// in BF16 as in the published checkpoints), through the backend's Matmul /
+// MatmulMulti as the engine calls them, at M activation rows.
 // Backends are compared interleaved, round by round, in one run (the machine is
 // shared: separate runs are not comparable). Prints a table on stderr and one
 // JSON document on stdout.
 //
 //   bench_gemv [--threads 2] [--rows 1,2,4,8] [--rounds 5]
-//              [--backends avx512,avx512-amx]
+//              [--backends avx512,avx512-amx] [--format bf16|nvfp4]
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
@@ -29,8 +31,28 @@ namespace {
 
 struct Matrix {
   std::vector<uint16_t> data;
+  std::vector<uint8_t> packed, scales;  // NVFP4
   WeightMatrix view;
 };
+
+// Random codes (every E2M1 value) and scale codes in the range ModelOpt
+// produces for such weights (e4m3 of about 2^-3..2^3), global scale 1/448.
+Matrix RandomNvfp4(int64_t rows, int64_t cols, uint64_t seed) {
+  Matrix m;
+  m.packed.resize(rows * cols / 2);
+  m.scales.resize(rows * cols / kNvfp4BlockSize);
+  uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
+  for (auto& b : m.packed) {
+    s = s * 6364136223846793005ull + 1442695040888963407ull;
+    b = static_cast<uint8_t>(s >> 40);
+  }
+  for (auto& b : m.scales) {
+    s = s * 6364136223846793005ull + 1442695040888963407ull;
+    b = static_cast<uint8_t>(0x20 + ((s >> 40) % 0x30));
+  }
+  m.view = WeightMatrix::Nvfp4(m.packed.data(), m.scales.data(), 1.0f / 448, rows, cols);
+  return m;
+}
 
 Matrix RandomBf16(int64_t rows, int64_t cols, uint64_t seed) {
   Matrix m;
@@ -63,6 +85,7 @@ int main(int argc, char** argv) {
   args.Option("rows", "M,...", "activation rows (decode batch sizes)", "1,2,4,8");
   args.Option("rounds", "N", "interleaved rounds (the best round is reported)", "5");
   args.Option("backends", "A,B", "kernel backends to compare", "avx512,avx512-amx");
+  args.Option("format", "bf16|nvfp4", "the layers' weight format (lm_head stays BF16)", "bf16");
   if (Status s = args.Parse(argc, argv); !s.ok()) {
     std::cerr << "bench_gemv: " << s.message() << "\n";
     return 2;
@@ -78,6 +101,12 @@ int main(int argc, char** argv) {
     std::cerr << "bench_gemv: --threads, --rounds and --rows take integers\n";
     return 2;
   }
+  const std::string format = args.GetString("format");
+  if (format != "bf16" && format != "nvfp4") {
+    std::cerr << "bench_gemv: --format takes bf16 or nvfp4\n";
+    return 2;
+  }
+  const bool nvfp4 = format == "nvfp4";
   const int threads = static_cast<int>(*threads_arg);
   const int rounds = static_cast<int>(*rounds_arg);
   for (int64_t m : *rows_list) {
@@ -101,22 +130,27 @@ int main(int argc, char** argv) {
   constexpr int64_t kHidden = 1024, kQ = 2048, kKv = 1024, kInter = 3072, kVocab = 151936;
   std::vector<Layer> layers(kLayers);
   uint64_t seed = 1;
+  auto random = [&](int64_t rows, int64_t cols) {
+    return nvfp4 ? RandomNvfp4(rows, cols, seed++) : RandomBf16(rows, cols, seed++);
+  };
   for (auto& l : layers) {
-    l.q = RandomBf16(kQ, kHidden, seed++);
-    l.k = RandomBf16(kKv, kHidden, seed++);
-    l.v = RandomBf16(kKv, kHidden, seed++);
-    l.o = RandomBf16(kHidden, kQ, seed++);
-    l.gate = RandomBf16(kInter, kHidden, seed++);
-    l.up = RandomBf16(kInter, kHidden, seed++);
-    l.down = RandomBf16(kHidden, kInter, seed++);
+    l.q = random(kQ, kHidden);
+    l.k = random(kKv, kHidden);
+    l.v = random(kKv, kHidden);
+    l.o = random(kHidden, kQ);
+    l.gate = random(kInter, kHidden);
+    l.up = random(kInter, kHidden);
+    l.down = random(kHidden, kInter);
   }
   Matrix lm_head = RandomBf16(kVocab, kHidden, seed++);
-  double weight_bytes = 2.0 * kVocab * kHidden;
+  double weight_bytes = lm_head.view.BytesRead();
+  double macs_per_row = static_cast<double>(kVocab) * kHidden;
   for (auto& l : layers) {
-    for (const Matrix* m : {&l.q, &l.k, &l.v, &l.o, &l.gate, &l.up, &l.down})
-      weight_bytes += 2.0 * m->view.rows * m->view.cols;
+    for (const Matrix* m : {&l.q, &l.k, &l.v, &l.o, &l.gate, &l.up, &l.down}) {
+      weight_bytes += m->view.BytesRead();
+      macs_per_row += static_cast<double>(m->view.rows) * m->view.cols;
+    }
   }
-  const double macs_per_row = weight_bytes / 2;
 
   const int64_t max_m = *std::max_element(rows_list->begin(), rows_list->end());
   std::vector<float> x(max_m * kInter), y(max_m * kVocab), y2(max_m * kInter), y3(max_m * kInter);
@@ -164,6 +198,7 @@ int main(int argc, char** argv) {
 
   nlohmann::json out;
   out["threads"] = threads;
+  out["format"] = format;
   out["weight_bytes"] = weight_bytes;
   std::fprintf(stderr, "%-12s %3s %9s %9s %9s %8s %8s %8s %8s %8s\n", "backend", "M", "step ms",
                "GFLOP/s", "GB/s", "qkv ms", "o ms", "gu ms", "down ms", "lm ms");

@@ -349,6 +349,32 @@ class TestKernelConformance : public QObject {
     }
   }
 
+  // An inf or NaN in the activations reaches every decode output as it does in
+  // the scalar reference (a kernel that rescales or quantizes activations must
+  // not turn them into finite numbers).
+  void matmulNvfp4NonFiniteActivations() {
+    std::mt19937 rng(21);
+    auto scalar = Scalar();
+    OwnedWeight w = RandomWeight(WeightFormat::kNvfp4, 21, 160, rng);
+    for (float bad : {INFINITY, -INFINITY, NAN}) {
+      std::vector<float> x = RandomFloats(160, rng);
+      x[77] = bad;
+      std::vector<float> want(21);
+      scalar->Matmul(x.data(), 1, 160, w.view, want.data(), 21, false);
+      for (auto& backend : AllBackends(2)) {
+        std::vector<float> y(21, 7.0f);
+        backend->Matmul(x.data(), 1, 160, w.view, y.data(), 21, false);
+        for (int r = 0; r < 21; ++r) {
+          QVERIFY2(std::isnan(y[r]) == std::isnan(want[r]) &&
+                       (std::isnan(want[r]) || y[r] == want[r]),
+                   (std::string(backend->name()) + " row " + std::to_string(r) + ": got " +
+                    std::to_string(y[r]) + " want " + std::to_string(want[r]))
+                       .c_str());
+        }
+      }
+    }
+  }
+
   void matmulMultiEqualsSeparateCalls() {
     std::mt19937 rng(9);
     for (auto& backend : AllBackends(2)) {
