@@ -28,9 +28,11 @@
 //                 [--concurrency 1,2,4,8] [--runs 1] [--configs 1x2,2x1] [--db F]
 //   (--configs 1x2:avx512,1x2 compares kernel backends at one topology)
 //
-// A concurrency level listed more than once ("1,8,1,8") is measured each time,
-// interleaved, and the ratios use its summed tokens and seconds: on a shared
-// machine the load then changes under both levels alike.
+// All configurations' servers run at once and every concurrency level is
+// measured on each in turn (interleaved), so ratios between configurations
+// compare tests minutes apart at most. A level listed more than once
+// ("1,8,1,8") is measured each time, and the ratios use its summed tokens and
+// seconds: on a shared machine the load then changes under both levels alike.
 //
 // --configs lists TPxTHREADS per rank. A table goes to stderr and one JSON
 // document to stdout. Figures are from a shared 2-core machine: noisy.
@@ -295,64 +297,76 @@ int main(int argc, char** argv) {
     const auto& [tokens, seconds] = decode_sums[{config, c}];
     return seconds > 0 ? tokens / seconds : 0.0;
   };
-  for (int ci = 0; ci < static_cast<int>(configs.size()); ++ci) {
-    const int tp = configs[ci].tp, threads = configs[ci].threads;
-    const std::string& backend = configs[ci].backend;
-    std::cerr << "\n== octet serve --tp " << tp << " --threads " << threads
-              << (backend.empty() ? "" : " --backend " + backend) << " ==\n";
-    auto server = StartServer(octet, model, tp, threads, backend, p.GetString("kv-dtype"));
+  // Every server runs for the whole benchmark and the tests interleave: each
+  // concurrency level is measured on every configuration in turn, so a change
+  // in the machine's load lands on all of them alike (an idle server blocks in
+  // its waits and takes no CPU). Run one after another, TP 1 and TP 2 were ~4
+  // minutes apart and their ratio swung 0.78-0.98 between runs.
+  struct Live {
+    Server server;
+    std::unique_ptr<DecodeShareMeter> meter;
+    json rows = json::array();
+  };
+  std::vector<Live> live(configs.size());
+  for (size_t ci = 0; ci < configs.size(); ++ci) {
+    const ServerConfig& sc = configs[ci];
+    std::cerr << "starting octet serve --tp " << sc.tp << " --threads " << sc.threads
+              << (sc.backend.empty() ? "" : " --backend " + sc.backend) << "\n";
+    auto server = StartServer(octet, model, sc.tp, sc.threads, sc.backend, p.GetString("kv-dtype"));
     if (!server.ok()) {
       std::cerr << server.status().ToString() << "\n";
       return 1;
     }
-    DecodeShareMeter meter(server->port);
-    json rows = json::array();
-    std::fprintf(stderr, "%4s %12s %8s %12s %12s %12s %12s %10s\n", "c", "pure dec t/s", "rows",
-                 "tg t/s", "tg t/s/req", "pp t/s", "ttft ms", "AR share");
-    {
-      // One small unmeasured request per server; the tests themselves run
-      // without the runner's own warm-up, whose lone decode steps would
-      // otherwise count in the next test's decode-only figures.
-      app::BenchConfig warm;
-      warm.url = "http://127.0.0.1:" + std::to_string(server->port);
-      warm.pp = {16};
-      warm.tg = {4};
-      warm.concurrency = {1};
-      warm.runs = 1;
-      warm.warmup = false;
-      if (auto w = app::RunBenchmark(warm, nullptr); !w.ok()) {
-        std::cerr << "warm-up: " << w.status().ToString() << "\n";
-        return 1;
-      }
+    live[ci].server = std::move(*server);
+    live[ci].meter = std::make_unique<DecodeShareMeter>(live[ci].server.port);
+    // One small unmeasured request per server; the tests themselves run
+    // without the runner's own warm-up, whose lone decode steps would
+    // otherwise count in the next test's decode-only figures.
+    app::BenchConfig warm;
+    warm.url = "http://127.0.0.1:" + std::to_string(live[ci].server.port);
+    warm.pp = {16};
+    warm.tg = {4};
+    warm.concurrency = {1};
+    warm.runs = 1;
+    warm.warmup = false;
+    if (auto w = app::RunBenchmark(warm, nullptr); !w.ok()) {
+      std::cerr << "warm-up: " << w.status().ToString() << "\n";
+      return 1;
     }
-    for (int64_t c : *conc) {
+  }
+  std::fprintf(stderr, "\n%-16s %4s %12s %8s %12s %12s %12s %12s %10s\n", "server", "c",
+               "pure dec t/s", "rows", "tg t/s", "tg t/s/req", "pp t/s", "ttft ms", "AR share");
+  for (int64_t c : *conc) {
+    for (int ci = 0; ci < static_cast<int>(configs.size()); ++ci) {
+      Live& l = live[ci];
+      const int port = l.server.port;
       app::BenchConfig cfg;
-      cfg.url = "http://127.0.0.1:" + std::to_string(server->port);
+      cfg.url = "http://127.0.0.1:" + std::to_string(port);
       cfg.warmup = false;  // warmed above
       cfg.pp = {*pp};
       cfg.tg = {*tg};
       cfg.concurrency = {c};
       cfg.runs = static_cast<int>(*runs);
       cfg.label = "bench_serving " + configs[ci].Name();
-      cfg.topology.tp = tp;
-      meter.Reset();
-      auto before = FetchCounters(server->port);
+      cfg.topology.tp = configs[ci].tp;
+      l.meter->Reset();
+      auto before = FetchCounters(port);
       if (!before.ok()) {
         std::cerr << before.status().ToString() << "\n";
         return 1;
       }
       auto run = app::RunBenchmark(cfg, store.get());
       if (!run.ok() || run->results.empty()) {
-        std::cerr << "c=" << c << ": " << run.status().ToString() << "\n";
+        std::cerr << configs[ci].Name() << " c=" << c << ": " << run.status().ToString() << "\n";
         return 1;
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(300));  // last poll
-      auto after = FetchCounters(server->port);
+      auto after = FetchCounters(port);
       if (!after.ok()) {
         std::cerr << after.status().ToString() << "\n";
         return 1;
       }
-      const DecodeShareMeter::Totals t = meter.Take();
+      const DecodeShareMeter::Totals t = l.meter->Take();
       const double share = t.step_s > 0 ? t.allreduce_s / t.step_s : 0.0;
       const double d_steps = after->decode_only_steps - before->decode_only_steps;
       const double d_tokens = after->decode_only_tokens - before->decode_only_tokens;
@@ -362,25 +376,31 @@ int main(int argc, char** argv) {
       const app::BenchResult& r = run->results[0];
       decode_sums[{ci, c}].first += d_tokens;
       decode_sums[{ci, c}].second += d_seconds;
-      std::fprintf(stderr, "%4lld %12.2f %8.2f %12.2f %12.2f %12.1f %12.1f %9.1f%%\n",
-                   static_cast<long long>(c), pure_decode_tps, rows_per_step, r.tg_throughput.mean,
-                   r.tg_req_throughput.mean, r.pp_throughput.mean, r.e2e_ttft.mean, share * 100);
-      rows.push_back({{"concurrency", c},
-                      {"decode_only_tps", pure_decode_tps},
-                      {"decode_only_seconds", d_seconds},
-                      {"decode_only_steps", d_steps},
-                      {"decode_rows_per_step", rows_per_step},
-                      {"decode_tps", r.tg_throughput.mean},
-                      {"decode_tps_per_request", r.tg_req_throughput.mean},
-                      {"prefill_tps", r.pp_throughput.mean},
-                      {"ttft_ms", r.e2e_ttft.mean},
-                      {"decode_allreduce_share", share},
-                      {"decode_step_seconds_measured", t.step_s},
-                      {"failed_requests", r.failed_requests}});
+      std::fprintf(stderr, "%-16s %4lld %12.2f %8.2f %12.2f %12.2f %12.1f %12.1f %9.1f%%\n",
+                   configs[ci].Name().c_str(), static_cast<long long>(c), pure_decode_tps,
+                   rows_per_step, r.tg_throughput.mean, r.tg_req_throughput.mean,
+                   r.pp_throughput.mean, r.e2e_ttft.mean, share * 100);
+      l.rows.push_back({{"concurrency", c},
+                        {"decode_only_tps", pure_decode_tps},
+                        {"decode_only_seconds", d_seconds},
+                        {"decode_only_steps", d_steps},
+                        {"decode_rows_per_step", rows_per_step},
+                        {"decode_tps", r.tg_throughput.mean},
+                        {"decode_tps_per_request", r.tg_req_throughput.mean},
+                        {"prefill_tps", r.pp_throughput.mean},
+                        {"ttft_ms", r.e2e_ttft.mean},
+                        {"decode_allreduce_share", share},
+                        {"decode_step_seconds_measured", t.step_s},
+                        {"failed_requests", r.failed_requests}});
     }
-    server->proc->Terminate(std::chrono::milliseconds(5000));
-    json entry = {{"tp", tp}, {"threads_per_rank", threads}, {"results", rows}};
-    if (!backend.empty()) entry["backend"] = backend;
+  }
+  for (size_t ci = 0; ci < configs.size(); ++ci) {
+    live[ci].meter.reset();
+    live[ci].server.proc->Terminate(std::chrono::milliseconds(5000));
+    json entry = {{"tp", configs[ci].tp},
+                  {"threads_per_rank", configs[ci].threads},
+                  {"results", live[ci].rows}};
+    if (!configs[ci].backend.empty()) entry["backend"] = configs[ci].backend;
     report["configs"].push_back(entry);
   }
   // Ratios within this run, over each concurrency level once.
