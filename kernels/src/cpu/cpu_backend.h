@@ -55,6 +55,10 @@ class CpuBackend final : public KernelBackend {
   // Packs x for gemv_packed when this table has it and a BF16 matrix of k
   // columns takes m rows; returns null when gemv is used instead.
   const uint16_t* PackForGemv(const float* x, int64_t m, int64_t ldx, int64_t k);
+  // Matmul of a BF16 w against m > kGemvMaxRows rows through gemv_packed, 8
+  // activation rows at a time over each task's weight rows (kept in L2).
+  void MatmulPackedBlocks(const float* x, int64_t m, int64_t ldx, const WeightMatrix& w, float* y,
+                          int64_t ldy, bool accumulate);
 };
 
 }  // namespace octet::kernels::cpu
