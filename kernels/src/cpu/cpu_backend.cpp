@@ -115,7 +115,7 @@ void CpuBackend::Matmul(const float* x, int64_t m, int64_t ldx, const WeightMatr
     });
     return;
   }
-  if (isa_.gemv_packed && w.format == WeightFormat::kBF16 && k >= kPackedBlockCols) {
+  if (isa_.gemm_packed && w.format == WeightFormat::kBF16 && k >= kPackedBlockCols) {
     MatmulPackedBlocks(x, m, ldx, w, y, ldy, accumulate);
     return;
   }
@@ -207,26 +207,15 @@ void CpuBackend::MatmulMulti(const float* x, int64_t m, int64_t ldx, const Matmu
 void CpuBackend::MatmulPackedBlocks(const float* x, int64_t m, int64_t ldx, const WeightMatrix& w,
                                     float* y, int64_t ldy, bool accumulate) {
   const int64_t n = w.rows, k = w.cols;
-  const int64_t blocks = CeilDiv(m, kGemvMaxRows);
-  const int64_t block_size = isa_.gemv_packed_size(kGemvMaxRows, k);  // the most a block takes
-  if (static_cast<int64_t>(packed_x_.size()) < blocks * block_size) {
-    packed_x_.resize(blocks * block_size);
-  }
+  const int64_t size = isa_.gemm_packed_size(m, k);
+  if (static_cast<int64_t>(packed_x_.size()) < size) packed_x_.resize(size);
   uint16_t* packed = packed_x_.data();
-  pool_.ParallelFor(blocks, [&](int64_t b, int) {
-    const int64_t i0 = b * kGemvMaxRows;
-    isa_.pack_gemv_activations(x + i0 * ldx, std::min<int64_t>(kGemvMaxRows, m - i0), ldx, k,
-                               packed + b * block_size);
-  });
+  isa_.pack_gemm_activations(x, m, ldx, k, packed);
   const int64_t rows_per_task = std::min<int64_t>(kPackedTaskRows, CeilDiv(n, pool_.size()));
   pool_.ParallelFor(CeilDiv(n, rows_per_task), [&](int64_t task, int) {
     const int64_t r0 = task * rows_per_task;
     const int64_t r1 = std::min(n, r0 + rows_per_task);
-    for (int64_t b = 0; b < blocks; ++b) {
-      const int64_t i0 = b * kGemvMaxRows;
-      isa_.gemv_packed(w, r0, r1, packed + b * block_size, x + i0 * ldx,
-                       std::min<int64_t>(kGemvMaxRows, m - i0), ldx, y + i0 * ldy + r0, ldy, accumulate);
-    }
+    isa_.gemm_packed(w, r0, r1, packed, x, m, ldx, y + r0, ldy, accumulate);
   });
 }
 

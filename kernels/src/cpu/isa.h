@@ -78,6 +78,15 @@ struct IsaKernels {
   void (*gemv_packed)(const WeightMatrix& w, int64_t row0, int64_t row1, const uint16_t* packed,
                       const float* x, int64_t m, int64_t ldx, float* y, int64_t ldy,
                       bool accumulate);
+  // The same for prefill-sized batches (any m >= 1; CpuBackend uses it above
+  // kGemvMaxRows): pack_gemm_activations(x, m, ldx, k, packed) into
+  // gemm_packed_size(m, k) uint16s once, then gemm_packed on each task's rows.
+  int64_t (*gemm_packed_size)(int64_t m, int64_t k);
+  void (*pack_gemm_activations)(const float* x, int64_t m, int64_t ldx, int64_t k,
+                                uint16_t* packed);
+  void (*gemm_packed)(const WeightMatrix& w, int64_t row0, int64_t row1, const uint16_t* packed,
+                      const float* x, int64_t m, int64_t ldx, float* y, int64_t ldy,
+                      bool accumulate);
 };
 
 const IsaKernels& ScalarKernels();

@@ -241,6 +241,158 @@ void GemvPacked(const WeightMatrix& w, int64_t row0, int64_t row1, const uint16_
   }
 }
 
+// ---- prefill: 16 activation rows per tile ---------------------------------
+//
+// With many activation rows (a prompt's tokens), a tile's 16 columns hold 16
+// tokens and the three parts of each activation take three multiplies into
+// the same accumulator tile. Per 32-column block: two weight tiles (32 rows)
+// stay loaded while six activation tiles (two 16-token blocks x 3 parts) pass
+// through, 12 full 16 x 16 x 32 multiplies per 8 tile loads (batched decode's
+// gemv_packed: 4 per 4, on half-empty tiles).
+
+constexpr int64_t kGemmTokens = 16;  // activation rows per tile
+// uint16s of one token block's part tile for one 32-column block (16 column
+// pairs x 16 tokens, dwords).
+constexpr int64_t kPartTileU16 = 16 * kGemmTokens * 2;
+
+int64_t GemmPackedSize(int64_t m, int64_t k) {
+  return (m + kGemmTokens - 1) / kGemmTokens * (k / kBlockCols) * kSplits * kPartTileU16;
+}
+
+// Packed rows: per 16-token block tb (rows past m are zero), per 32-column
+// block b, per part s: a B tile, dword (p, t) the part-s BF16 pair of token
+// 16 tb + t at columns 32b+2p (low half) and 32b+2p+1 (high half).
+void PackGemmActivations(const float* x, int64_t m, int64_t ldx, int64_t k, uint16_t* packed) {
+  const int64_t blocks = k / kBlockCols;
+  const __m512i top = _mm512_set1_epi32(static_cast<int>(0xffff0000u));
+  const __m512i index = _mm512_setr_epi32(0, 16, 32, 48, 64, 80, 96, 112, 128, 144, 160, 176, 192,
+                                          208, 224, 240);  // dword p at row p of the tile
+  int* out = reinterpret_cast<int*>(packed);
+  const int64_t token_blocks = (m + kGemmTokens - 1) / kGemmTokens;
+  for (int64_t tb = 0; tb < token_blocks; ++tb) {
+    int* tb_out = out + tb * blocks * kSplits * (kPartTileU16 / 2);
+    for (int64_t t = 0; t < kGemmTokens; ++t) {
+      const int64_t i = tb * kGemmTokens + t;
+      for (int64_t b = 0; b < blocks; ++b) {
+        __m512i half[2][kSplits];
+        for (int h = 0; h < 2; ++h) {
+          const __m512 v = i < m ? _mm512_loadu_ps(x + i * ldx + b * kBlockCols + 16 * h)
+                                 : _mm512_setzero_ps();
+          const __m512i hi = _mm512_and_si512(_mm512_castps_si512(v), top);
+          const __m512 r1 = _mm512_sub_ps(v, _mm512_castsi512_ps(hi));  // exact
+          const __m512i mid = _mm512_and_si512(_mm512_castps_si512(r1), top);
+          const __m512 r2 = _mm512_sub_ps(r1, _mm512_castsi512_ps(mid));  // exact, <= 8 bits
+          half[h][0] = hi;
+          half[h][1] = mid;
+          half[h][2] = _mm512_and_si512(_mm512_castps_si512(r2), top);
+        }
+        int* tiles = tb_out + b * kSplits * (kPartTileU16 / 2);
+        for (int s = 0; s < kSplits; ++s) {
+          const __m256i lo = _mm512_cvtepi32_epi16(_mm512_srli_epi32(half[0][s], 16));
+          const __m256i hi = _mm512_cvtepi32_epi16(_mm512_srli_epi32(half[1][s], 16));
+          const __m512i pairs = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+          _mm512_i32scatter_epi32(tiles + s * (kPartTileU16 / 2) + t, index, pairs, 4);
+        }
+      }
+    }
+  }
+}
+
+// Tiles: C (0-3: 16 weight rows x 16 tokens f32, C[g][j] = tile 2g + j for
+// weight group g and token block j), A (4, 5: 16 rows x 32 BF16 weights),
+// B (6, 7: one part tile, alternating so a load need not wait for the
+// multiply that read the other).
+void ConfigureGemmTiles() {
+  TileConfig cfg;
+  memset(&cfg, 0, sizeof(cfg));
+  cfg.palette = 1;
+  for (int t = 0; t < 8; ++t) {
+    cfg.rows[t] = 16;
+    cfg.colsb[t] = 64;
+  }
+  _tile_loadconfig(&cfg);
+}
+
+// y[i*ldy + (r - row0)] (+)= W[r, :] . x_i for r in [row0, row1), i < m, W
+// BF16 with k = w.cols, x packed by PackGemmActivations: 32 (then 16) weight
+// rows x 32 (then 16) tokens per pass through the tiles; the columns past the
+// last whole 32-column block and the rows past the last whole 16 in f32 FMAs.
+void GemmPacked(const WeightMatrix& w, int64_t row0, int64_t row1, const uint16_t* packed,
+                const float* x, int64_t m, int64_t ldx, float* y, int64_t ldy, bool accumulate) {
+  const int64_t k = w.cols;
+  const int64_t blocks = k / kBlockCols;
+  const int64_t k_main = blocks * kBlockCols;
+  const int64_t stride = w.row_stride;
+  const uint8_t* data = static_cast<const uint8_t*>(w.data);
+  const int64_t token_blocks = (m + kGemmTokens - 1) / kGemmTokens;
+  const int64_t tb_u16 = blocks * kSplits * kPartTileU16;  // packed uint16s per token block
+  alignas(64) float c[4][16 * 16];
+  int64_t r = row0;
+  if (blocks > 0 && row1 - row0 >= 16) {
+    ConfigureGemmTiles();
+    for (; r + 16 <= row1;) {
+      const int groups = r + 32 <= row1 ? 2 : 1;
+      const uint8_t* a0 = data + r * stride;
+      const uint8_t* a1 = a0 + 16 * stride;
+      for (int64_t tb = 0; tb < token_blocks; tb += 2) {
+        const int tbs = tb + 1 < token_blocks ? 2 : 1;
+        const uint16_t* p0 = packed + tb * tb_u16;
+        _tile_zero(0);
+        _tile_zero(1);
+        _tile_zero(2);
+        _tile_zero(3);
+        for (int64_t b = 0; b < blocks; ++b) {
+          _tile_loadd(4, a0 + b * 64, stride);
+          if (groups == 2) _tile_loadd(5, a1 + b * 64, stride);
+          // Tile numbers must be constants: the six part tiles, unrolled.
+// (j, s): token block and part; c0 / c1: its accumulators for weight groups
+// 0 / 1 (tiles j and 2 + j).
+#define OCTET_PART(j, s, breg, c0, c1)                                           \
+  _tile_loadd(breg, p0 + (j) * tb_u16 + (b * kSplits + (s)) * kPartTileU16, 64); \
+  _tile_dpbf16ps(c0, 4, breg);                                                   \
+  if (groups == 2) _tile_dpbf16ps(c1, 5, breg);
+          OCTET_PART(0, 0, 6, 0, 2)
+          OCTET_PART(0, 1, 7, 0, 2)
+          OCTET_PART(0, 2, 6, 0, 2)
+          if (tbs == 2) {
+            OCTET_PART(1, 0, 7, 1, 3)
+            OCTET_PART(1, 1, 6, 1, 3)
+            OCTET_PART(1, 2, 7, 1, 3)
+          }
+#undef OCTET_PART
+        }
+        _tile_stored(0, c[0], 64);
+        _tile_stored(1, c[1], 64);
+        _tile_stored(2, c[2], 64);
+        _tile_stored(3, c[3], 64);
+        for (int g = 0; g < groups; ++g) {
+          for (int j = 0; j < tbs; ++j) {
+            const float* cg = c[2 * g + j];
+            for (int64_t row = 0; row < 16; ++row) {
+              const int64_t wr = r + 16 * g + row;
+              for (int64_t t = 0; t < kGemmTokens; ++t) {
+                const int64_t i = (tb + j) * kGemmTokens + t;
+                if (i >= m) break;
+                float v = cg[row * 16 + t];
+                if (k_main < k) v += DotBf16(data + wr * stride, x + i * ldx, k_main, k);
+                Store(y + i * ldy + (wr - row0), v, accumulate);
+              }
+            }
+          }
+        }
+      }
+      r += 16 * groups;
+    }
+    _tile_release();
+  }
+  for (; r < row1; ++r) {  // fewer than 16 rows left (or no whole block): f32 FMAs
+    const uint8_t* wr = data + r * stride;
+    for (int64_t i = 0; i < m; ++i) {
+      Store(y + i * ldy + (r - row0), DotBf16(wr, x + i * ldx, 0, k), accumulate);
+    }
+  }
+}
+
 }  // namespace
 
 bool AmxUsable() {
@@ -265,6 +417,9 @@ const IsaKernels& AmxKernels() {
     t.gemv_packed_size = PackedSize;
     t.pack_gemv_activations = PackActivations;
     t.gemv_packed = GemvPacked;
+    t.gemm_packed_size = GemmPackedSize;
+    t.pack_gemm_activations = PackGemmActivations;
+    t.gemm_packed = GemmPacked;
     return t;
   }();
   return k;
