@@ -210,7 +210,14 @@ void CpuBackend::MatmulPackedBlocks(const float* x, int64_t m, int64_t ldx, cons
   const int64_t size = isa_.gemm_packed_size(m, k);
   if (static_cast<int64_t>(packed_x_.size()) < size) packed_x_.resize(size);
   uint16_t* packed = packed_x_.data();
-  isa_.pack_gemm_activations(x, m, ldx, k, packed);
+  // Token blocks of 16 pack independently, each into its own span.
+  constexpr int64_t kTokenBlock = 16;
+  const int64_t block_size = isa_.gemm_packed_size(kTokenBlock, k);
+  pool_.ParallelFor(CeilDiv(m, kTokenBlock), [&](int64_t b, int) {
+    const int64_t i0 = b * kTokenBlock;
+    isa_.pack_gemm_activations(x + i0 * ldx, std::min(kTokenBlock, m - i0), ldx, k,
+                               packed + b * block_size);
+  });
   const int64_t rows_per_task = std::min<int64_t>(kPackedTaskRows, CeilDiv(n, pool_.size()));
   pool_.ParallelFor(CeilDiv(n, rows_per_task), [&](int64_t task, int) {
     const int64_t r0 = task * rows_per_task;

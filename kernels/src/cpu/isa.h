@@ -81,6 +81,9 @@ struct IsaKernels {
   // The same for prefill-sized batches (any m >= 1; CpuBackend uses it above
   // kGemvMaxRows): pack_gemm_activations(x, m, ldx, k, packed) into
   // gemm_packed_size(m, k) uint16s once, then gemm_packed on each task's rows.
+  // The packing of rows [16 b, 16 b + 16) is gemm_packed_size(16, k) uint16s
+  // at offset b * gemm_packed_size(16, k), so blocks of 16 rows may be packed
+  // separately.
   int64_t (*gemm_packed_size)(int64_t m, int64_t k);
   void (*pack_gemm_activations)(const float* x, int64_t m, int64_t ldx, int64_t k,
                                 uint16_t* packed);

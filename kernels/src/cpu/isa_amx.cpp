@@ -365,14 +365,15 @@ void GemmPacked(const WeightMatrix& w, int64_t row0, int64_t row1, const uint16_
         _tile_stored(1, c[1], 64);
         _tile_stored(2, c[2], 64);
         _tile_stored(3, c[3], 64);
-        for (int g = 0; g < groups; ++g) {
-          for (int j = 0; j < tbs; ++j) {
-            const float* cg = c[2 * g + j];
-            for (int64_t row = 0; row < 16; ++row) {
-              const int64_t wr = r + 16 * g + row;
-              for (int64_t t = 0; t < kGemmTokens; ++t) {
-                const int64_t i = (tb + j) * kGemmTokens + t;
-                if (i >= m) break;
+        // Token by token, so each token's 16 or 32 outputs are one run of y.
+        for (int j = 0; j < tbs; ++j) {
+          for (int64_t t = 0; t < kGemmTokens; ++t) {
+            const int64_t i = (tb + j) * kGemmTokens + t;
+            if (i >= m) break;
+            for (int g = 0; g < groups; ++g) {
+              const float* cg = c[2 * g + j];
+              for (int64_t row = 0; row < 16; ++row) {
+                const int64_t wr = r + 16 * g + row;
                 float v = cg[row * 16 + t];
                 if (k_main < k) v += DotBf16(data + wr * stride, x + i * ldx, k_main, k);
                 Store(y + i * ldy + (wr - row0), v, accumulate);
