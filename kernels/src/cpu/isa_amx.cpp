@@ -114,9 +114,31 @@ OCTET_INLINE void Store(float* out, float v, bool accumulate) { *out = accumulat
 // its B operand.
 int64_t PackedSize(int64_t m, int64_t k) { return (k / kBlockCols) * kSplits * 16 * m * 2; }
 
+// The three exact BF16 parts (hi, mid, lo; see the top of this file) of 32
+// consecutive floats at xs, each as 16 dwords of BF16 pairs in column order:
+// dword p holds columns 2p (low half) and 2p + 1 (high half).
+OCTET_INLINE void SplitPairs32(const float* xs, __m512i pairs[kSplits]) {
+  const __m512i top = _mm512_set1_epi32(static_cast<int>(0xffff0000u));
+  __m512i half[2][kSplits];  // columns 0-15 and 16-31: each part, BF16 in the top 16 bits
+  for (int h = 0; h < 2; ++h) {
+    const __m512 v = _mm512_loadu_ps(xs + 16 * h);
+    const __m512i hi = _mm512_and_si512(_mm512_castps_si512(v), top);
+    const __m512 r1 = _mm512_sub_ps(v, _mm512_castsi512_ps(hi));  // exact
+    const __m512i mid = _mm512_and_si512(_mm512_castps_si512(r1), top);
+    const __m512 r2 = _mm512_sub_ps(r1, _mm512_castsi512_ps(mid));  // exact, <= 8 bits
+    half[h][0] = hi;
+    half[h][1] = mid;
+    half[h][2] = _mm512_and_si512(_mm512_castps_si512(r2), top);
+  }
+  for (int s = 0; s < kSplits; ++s) {
+    const __m256i lo = _mm512_cvtepi32_epi16(_mm512_srli_epi32(half[0][s], 16));
+    const __m256i hi = _mm512_cvtepi32_epi16(_mm512_srli_epi32(half[1][s], 16));
+    pairs[s] = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+  }
+}
+
 void PackActivations(const float* x, int64_t m, int64_t ldx, int64_t k, uint16_t* packed) {
   const int64_t blocks = k / kBlockCols;
-  const __m512i top = _mm512_set1_epi32(static_cast<int>(0xffff0000u));
   // Dword p of a row's block goes m (B_lo) or 2m (B_hm) dwords after dword p - 1.
   const __m512i index_lo =
       _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
@@ -125,28 +147,14 @@ void PackActivations(const float* x, int64_t m, int64_t ldx, int64_t k, uint16_t
   int* out = reinterpret_cast<int*>(packed);
   for (int64_t i = 0; i < m; ++i) {
     for (int64_t b = 0; b < blocks; ++b) {
-      const float* xs = x + i * ldx + b * kBlockCols;
-      __m512i half[2][kSplits];  // columns 0-15 and 16-31: each split, BF16 in the top 16 bits
-      for (int h = 0; h < 2; ++h) {
-        const __m512 v = _mm512_loadu_ps(xs + 16 * h);
-        const __m512i hi = _mm512_and_si512(_mm512_castps_si512(v), top);
-        const __m512 r1 = _mm512_sub_ps(v, _mm512_castsi512_ps(hi));  // exact
-        const __m512i mid = _mm512_and_si512(_mm512_castps_si512(r1), top);
-        const __m512 r2 = _mm512_sub_ps(r1, _mm512_castsi512_ps(mid));  // exact, <= 8 bits
-        half[h][0] = hi;
-        half[h][1] = mid;
-        half[h][2] = _mm512_and_si512(_mm512_castps_si512(r2), top);
-      }
+      __m512i pairs[kSplits];
+      SplitPairs32(x + i * ldx + b * kBlockCols, pairs);
       int* block = out + b * kSplits * 16 * m;
       for (int s = 0; s < kSplits; ++s) {
-        // 16 BF16 each, in column order: pairs 0-7 and 8-15 as dwords.
-        const __m256i lo = _mm512_cvtepi32_epi16(_mm512_srli_epi32(half[0][s], 16));
-        const __m256i hi = _mm512_cvtepi32_epi16(_mm512_srli_epi32(half[1][s], 16));
-        const __m512i pairs = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
         if (s < 2) {
-          _mm512_i32scatter_epi32(block + s * m + i, index_hm, pairs, 4);
+          _mm512_i32scatter_epi32(block + s * m + i, index_hm, pairs[s], 4);
         } else {
-          _mm512_i32scatter_epi32(block + 32 * m + i, index_lo, pairs, 4);
+          _mm512_i32scatter_epi32(block + 32 * m + i, index_lo, pairs[s], 4);
         }
       }
     }
@@ -264,7 +272,7 @@ int64_t GemmPackedSize(int64_t m, int64_t k) {
 // 16 tb + t at columns 32b+2p (low half) and 32b+2p+1 (high half).
 void PackGemmActivations(const float* x, int64_t m, int64_t ldx, int64_t k, uint16_t* packed) {
   const int64_t blocks = k / kBlockCols;
-  const __m512i top = _mm512_set1_epi32(static_cast<int>(0xffff0000u));
+  const __m512i zero = _mm512_setzero_si512();
   const __m512i index = _mm512_setr_epi32(0, 16, 32, 48, 64, 80, 96, 112, 128, 144, 160, 176, 192,
                                           208, 224, 240);  // dword p at row p of the tile
   int* out = reinterpret_cast<int*>(packed);
@@ -274,24 +282,11 @@ void PackGemmActivations(const float* x, int64_t m, int64_t ldx, int64_t k, uint
     for (int64_t t = 0; t < kGemmTokens; ++t) {
       const int64_t i = tb * kGemmTokens + t;
       for (int64_t b = 0; b < blocks; ++b) {
-        __m512i half[2][kSplits];
-        for (int h = 0; h < 2; ++h) {
-          const __m512 v = i < m ? _mm512_loadu_ps(x + i * ldx + b * kBlockCols + 16 * h)
-                                 : _mm512_setzero_ps();
-          const __m512i hi = _mm512_and_si512(_mm512_castps_si512(v), top);
-          const __m512 r1 = _mm512_sub_ps(v, _mm512_castsi512_ps(hi));  // exact
-          const __m512i mid = _mm512_and_si512(_mm512_castps_si512(r1), top);
-          const __m512 r2 = _mm512_sub_ps(r1, _mm512_castsi512_ps(mid));  // exact, <= 8 bits
-          half[h][0] = hi;
-          half[h][1] = mid;
-          half[h][2] = _mm512_and_si512(_mm512_castps_si512(r2), top);
-        }
+        __m512i pairs[kSplits] = {zero, zero, zero};  // rows past m are zero
+        if (i < m) SplitPairs32(x + i * ldx + b * kBlockCols, pairs);
         int* tiles = tb_out + b * kSplits * (kPartTileU16 / 2);
         for (int s = 0; s < kSplits; ++s) {
-          const __m256i lo = _mm512_cvtepi32_epi16(_mm512_srli_epi32(half[0][s], 16));
-          const __m256i hi = _mm512_cvtepi32_epi16(_mm512_srli_epi32(half[1][s], 16));
-          const __m512i pairs = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
-          _mm512_i32scatter_epi32(tiles + s * (kPartTileU16 / 2) + t, index, pairs, 4);
+          _mm512_i32scatter_epi32(tiles + s * (kPartTileU16 / 2) + t, index, pairs[s], 4);
         }
       }
     }
