@@ -26,11 +26,12 @@ constexpr int64_t kGemvBatchRows = 8;
 // 92 / 128 / 140 / 111; at 8, 95 against 132.
 constexpr int64_t kGemvPackedMinRows = 5;
 
-// Larger batches (prefill) of BF16 weights take gemv_packed too, where the
-// table has it, 8 activation rows at a time: each task's weight rows (up to
-// kPackedTaskRows, 384 KiB at 3072 columns) come from memory once and from L2
-// for every further 8 rows, so the tile multiplies, not the FMA ports, set
-// the rate. Matrices narrower than one 32-column tile block stay on FMAs.
+// Larger batches (prefill) of BF16 and NVFP4 weights take gemm_packed, where
+// the table has it: each task's weight rows (up to kPackedTaskRows, 384 KiB of
+// BF16 at 3072 columns; NVFP4 decoded to BF16 first) come from memory once and
+// from L2 for every further 16 activation rows, so the tile multiplies, not
+// the FMA ports, set the rate. Matrices narrower than one 32-column tile block
+// stay on FMAs.
 constexpr int64_t kPackedTaskRows = 64;
 constexpr int64_t kPackedBlockCols = 32;
 
@@ -115,7 +116,8 @@ void CpuBackend::Matmul(const float* x, int64_t m, int64_t ldx, const WeightMatr
     });
     return;
   }
-  if (isa_.gemm_packed && w.format == WeightFormat::kBF16 && k >= kPackedBlockCols) {
+  if (isa_.gemm_packed && k >= kPackedBlockCols &&
+      (w.format == WeightFormat::kBF16 || w.format == WeightFormat::kNvfp4)) {
     MatmulPackedBlocks(x, m, ldx, w, y, ldy, accumulate);
     return;
   }
@@ -219,10 +221,27 @@ void CpuBackend::MatmulPackedBlocks(const float* x, int64_t m, int64_t ldx, cons
                                packed + b * block_size);
   });
   const int64_t rows_per_task = std::min<int64_t>(kPackedTaskRows, CeilDiv(n, pool_.size()));
-  pool_.ParallelFor(CeilDiv(n, rows_per_task), [&](int64_t task, int) {
+  if (w.format == WeightFormat::kBF16) {
+    pool_.ParallelFor(CeilDiv(n, rows_per_task), [&](int64_t task, int) {
+      const int64_t r0 = task * rows_per_task;
+      const int64_t r1 = std::min(n, r0 + rows_per_task);
+      isa_.gemm_packed(w, r0, r1, packed, x, m, ldx, y + r0, ldy, accumulate, 1.0f);
+    });
+    return;
+  }
+  // NVFP4: each task decodes its rows to BF16 (exact products of code and
+  // block scale) in its own buffer, then multiplies; the global scale goes on
+  // the sums, as in the decode kernels.
+  if (bf16_scratch_.size() != scratch_.size()) bf16_scratch_.resize(scratch_.size());
+  pool_.ParallelFor(CeilDiv(n, rows_per_task), [&](int64_t task, int thread) {
     const int64_t r0 = task * rows_per_task;
     const int64_t r1 = std::min(n, r0 + rows_per_task);
-    isa_.gemm_packed(w, r0, r1, packed, x, m, ldx, y + r0, ldy, accumulate);
+    std::vector<uint16_t>& buf = bf16_scratch_[thread];
+    if (static_cast<int64_t>(buf.size()) < (r1 - r0) * k) buf.resize((r1 - r0) * k);
+    isa_.decode_nvfp4_bf16(w, r0, r1 - r0, buf.data());
+    const WeightMatrix rows = WeightMatrix::Dense(WeightFormat::kBF16, buf.data(), r1 - r0, k);
+    isa_.gemm_packed(rows, 0, r1 - r0, packed, x, m, ldx, y + r0, ldy, accumulate,
+                     w.global_scale);
   });
 }
 

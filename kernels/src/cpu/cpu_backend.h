@@ -51,12 +51,13 @@ class CpuBackend final : public KernelBackend {
   // A decode call's activations packed for isa_.gemv_packed (written before
   // its tasks start, read by all of them).
   std::vector<uint16_t> packed_x_;
+  std::vector<std::vector<uint16_t>> bf16_scratch_;  // per thread: NVFP4 rows as BF16 (prefill)
 
   // Packs x for gemv_packed when this table has it and a BF16 matrix of k
   // columns takes m rows; returns null when gemv is used instead.
   const uint16_t* PackForGemv(const float* x, int64_t m, int64_t ldx, int64_t k);
-  // Matmul of a BF16 w against m > kGemvMaxRows rows through gemv_packed, 8
-  // activation rows at a time over each task's weight rows (kept in L2).
+  // Matmul of a BF16 or NVFP4 w against m > kGemvMaxRows rows through
+  // gemm_packed over each task's weight rows (kept in L2).
   void MatmulPackedBlocks(const float* x, int64_t m, int64_t ldx, const WeightMatrix& w, float* y,
                           int64_t ldy, bool accumulate);
 };

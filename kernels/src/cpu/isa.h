@@ -87,9 +87,14 @@ struct IsaKernels {
   int64_t (*gemm_packed_size)(int64_t m, int64_t k);
   void (*pack_gemm_activations)(const float* x, int64_t m, int64_t ldx, int64_t k,
                                 uint16_t* packed);
+  // gemm_packed scales each dot product by out_scale before it stores (1 for
+  // BF16 weights; an NVFP4 matrix's global scale for its rows decoded by
+  // decode_nvfp4_bf16, which writes rows [row0, row0 + nrows) of an NVFP4 w
+  // as BF16 E2M1 x E4M3 products, exact, nrows x w.cols).
   void (*gemm_packed)(const WeightMatrix& w, int64_t row0, int64_t row1, const uint16_t* packed,
                       const float* x, int64_t m, int64_t ldx, float* y, int64_t ldy,
-                      bool accumulate);
+                      bool accumulate, float out_scale);
+  void (*decode_nvfp4_bf16)(const WeightMatrix& w, int64_t row0, int64_t nrows, uint16_t* out);
 };
 
 const IsaKernels& ScalarKernels();
