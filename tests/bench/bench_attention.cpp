@@ -101,8 +101,8 @@ int main(int argc, char** argv) {
     for (int64_t l = 0; l < kLayers; ++l) {
       for (int64_t i = 0; i < c; ++i) {
         const uint8_t* kv = base + (l * c + i) * 2 * per_cache;
-        seqs[i] = AttentionSequence{i,          1,   kv, kv + per_cache, &positions[i], *dtype,
-                                    kHeadDim, n_keys * kHeadDim};
+        seqs[i] = AttentionSequence{
+            i, 1, kv, kv + per_cache, &positions[i], *dtype, kHeadDim, n_keys * kHeadDim};
       }
       AttentionArgs a;
       a.q = q.data();
@@ -132,8 +132,8 @@ int main(int argc, char** argv) {
     }
     std::fprintf(stderr, "\n");
   }
-  std::fprintf(stderr, "%-12s %10s %10s   (c=%lld, context %lld, %s KV, %.2f GB per step)\n",
-               "op", "ms", "GB/s", static_cast<long long>(c), static_cast<long long>(*context),
+  std::fprintf(stderr, "%-12s %10s %10s   (c=%lld, context %lld, %s KV, %.2f GB per step)\n", "op",
+               "ms", "GB/s", static_cast<long long>(c), static_cast<long long>(*context),
                std::string(KvDtypeName(*dtype)).c_str(), total_bytes * 1e-9);
   nlohmann::json results = nlohmann::json::object();
   for (const std::string& name : names) {
@@ -142,9 +142,9 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%-12s %10.2f %10.2f\n", name.c_str(), ms, total_bytes / ms * 1e-6);
     results[name] = {{"best_ms", ms}, {"gb_per_s", total_bytes / ms * 1e-6}, {"rounds_ms", all}};
   }
-  nlohmann::json j = {{"concurrency", c},          {"context", *context},
-                      {"kv_dtype", KvDtypeName(*dtype)}, {"threads", *threads},
-                      {"bytes_per_step", total_bytes},   {"results", results}};
+  nlohmann::json j = {
+      {"concurrency", c},    {"context", *context},           {"kv_dtype", KvDtypeName(*dtype)},
+      {"threads", *threads}, {"bytes_per_step", total_bytes}, {"results", results}};
   std::cout << j.dump(2) << "\n";
   return 0;
 }

@@ -722,18 +722,16 @@ void RmsNormRow(const float* x, const float* w, float eps, int64_t n, float* out
 
 // exp of 8 floats, less than 1 ulp from the exact value for every float input
 // (0.94 ulp at worst over all 2^32 bit patterns, checked once exhaustively;
-// test_kernel_vector_exp checks a spread and the edges): exp(x) = 2^n * exp(r) with n = round(x / ln 2) and
-// r = x - n ln 2 (|r| <= ln 2 / 2, ln 2 split in two so n * C1 is exact),
-// exp(r) by its degree-7 Taylor polynomial (truncation < 0.15 ulp), and 2^n
-// applied as two factors 2^(n/2) so that n from -150 (subnormal results) to
-// 128 (overflow to +inf) needs only normal powers of two and the result is
-// rounded once. Inputs are clamped to [-104, 89] (outside it exp rounds to 0
-// or +inf), so -inf gives 0 and +inf gives +inf; NaN stays NaN. Why not expf:
-// decode softmax and SiLU take millions of exps per step, one call each.
+// test_kernel_vector_exp checks a spread and the edges): exp(x) = 2^n * exp(r) with n = round(x /
+// ln 2) and r = x - n ln 2 (|r| <= ln 2 / 2, ln 2 split in two so n * C1 is exact), exp(r) by its
+// degree-7 Taylor polynomial (truncation < 0.15 ulp), and 2^n applied as two factors 2^(n/2) so
+// that n from -150 (subnormal results) to 128 (overflow to +inf) needs only normal powers of two
+// and the result is rounded once. Inputs are clamped to [-104, 89] (outside it exp rounds to 0 or
+// +inf), so -inf gives 0 and +inf gives +inf; NaN stays NaN. Why not expf: decode softmax and SiLU
+// take millions of exps per step, one call each.
 OCTET_INLINE __m256 Exp8(__m256 x) {
   // max/min return their second operand for a NaN x; the NaN is put back last.
-  const __m256 xc = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-104.0f)),
-                                  _mm256_set1_ps(89.0f));
+  const __m256 xc = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-104.0f)), _mm256_set1_ps(89.0f));
   const __m256 n = _mm256_round_ps(_mm256_mul_ps(xc, _mm256_set1_ps(1.44269504088896341f)),
                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   // ln 2 = C1 + C2, C1 with 9 significant bits: n * C1 is exact for |n| <= 150.
@@ -765,8 +763,8 @@ void SiluMul(const float* gate, const float* up, int64_t n, float* out) {
   for (; i + 8 <= n; i += 8) {
     const __m256 g = _mm256_loadu_ps(gate + i);
     const __m256 e = Exp8(_mm256_xor_ps(g, sign));  // exp(-g)
-    _mm256_storeu_ps(out + i,
-                     _mm256_mul_ps(_mm256_div_ps(g, _mm256_add_ps(one, e)), _mm256_loadu_ps(up + i)));
+    _mm256_storeu_ps(
+        out + i, _mm256_mul_ps(_mm256_div_ps(g, _mm256_add_ps(one, e)), _mm256_loadu_ps(up + i)));
   }
   if (i < n) {  // the tail through the same vector exp, so no element depends on n
     float buf[8] = {};

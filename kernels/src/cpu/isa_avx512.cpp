@@ -398,13 +398,14 @@ void DecodeRows(const WeightMatrix& w, int64_t row0, int64_t nrows, int64_t col0
 // go by in blocks of 16; a block's scores (each key row read once for both
 // heads), their exps (Exp16) and its value rows' weighted sum follow one
 // another, so each key's K and V rows are read once, close together, and the
-// sums of earlier blocks are rescaled when the running maximum rises. Both
-// caches' rows are prefetched one block ahead. Why one pass: at c8 and a
-// 512-token context the step's attention streams 0.94 GB of float32 KV and
-// was stalled on memory; reading K and V as two streams one block ahead
-// instead of K then V (two-pass, 8 rows ahead, which deeper prefetch did not
-// speed up) took bench_attention from 74-88 to 75-82 ms per step on the loaded
-// machine, best round 82.4 -> 77.8 (see the commit for the runs). Other head
+// sums of earlier blocks are rescaled when the running maximum rises. Each
+// score step prefetches that key's K and V rows one block ahead. Why: at c8
+// and a 512-token context the step's attention streams 0.94 GB of float32 KV
+// and waits on memory (perf: most samples on the prefetches, fill buffers
+// full). bench_attention, loaded machine, interleaved: the two-pass kernel (K
+// then V, 8 rows ahead; deeper prefetch did not help) best round 82.4 ms ->
+// one pass with a block's 256 prefetches issued at once 77.8 -> spread one
+// key at a time 71.4 (faster than the burst in 8 of 8 rounds). Other head
 // sizes and odd group sizes go to the AVX2 op.
 // E: the cache's element (float, or uint16_t half widened by VCVTPH2PS).
 OCTET_INLINE __m512 LoadKv16(const float* p) { return _mm512_loadu_ps(p); }
@@ -428,8 +429,7 @@ void AttendAvx2(const float* q, int64_t q_stride, int64_t n_q, const uint16_t* k
 // than 1 ulp from the exact value for every float, +-inf and NaN included),
 // the same result lane for lane.
 OCTET_INLINE __m512 Exp16(__m512 x) {
-  const __m512 xc =
-      _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-104.0f)), _mm512_set1_ps(89.0f));
+  const __m512 xc = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-104.0f)), _mm512_set1_ps(89.0f));
   const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(xc, _mm512_set1_ps(1.44269504088896341f)),
                                         _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), xc);
@@ -474,15 +474,16 @@ void Attend(const float* q, int64_t q_stride, int64_t n_q, const E* k, const E* 
     alignas(64) float s0[kBlock], s1[kBlock];
     for (int64_t j0 = 0; j0 < n_keys; j0 += kBlock) {
       const int nb = n_keys - j0 < kBlock ? static_cast<int>(n_keys - j0) : kBlock;
-      // The next block's K and V rows.
-      for (int64_t t = j0 + kBlock; t < j0 + 2 * kBlock && t < n_keys; ++t) {
-        for (int line = 0; line < kLines; ++line) {
-          Prefetch(reinterpret_cast<const uint8_t*>(k + t * kv_stride) + line * 64);
-          Prefetch(reinterpret_cast<const uint8_t*>(v + t * kv_stride) + line * 64);
-        }
-      }
       for (int t = 0; t < nb; ++t) {
         const E* kj = k + (j0 + t) * kv_stride;
+        if (j0 + t + kBlock < n_keys) {  // K and V rows one block ahead, a key at a time
+          const int64_t ahead = kBlock * kv_stride;
+          for (int line = 0; line < kLines; ++line) {
+            Prefetch(reinterpret_cast<const uint8_t*>(kj + ahead) + line * 64);
+            Prefetch(reinterpret_cast<const uint8_t*>(v + (j0 + t) * kv_stride + ahead) +
+                     line * 64);
+          }
+        }
         __m512 x = _mm512_setzero_ps(), y = x;
 #pragma GCC unroll 8
         for (int c = 0; c < 128; c += 16) {
@@ -499,8 +500,8 @@ void Attend(const float* q, int64_t q_stride, int64_t n_q, const E* k, const E* 
       const float nm0 = bm0 > m0 ? bm0 : m0, nm1 = bm1 > m1 ? bm1 : m1;
       if (nm0 > m0 || nm1 > m1) {  // rescale what earlier keys summed: exp(old - new max)
         alignas(64) float alpha[16];
-        _mm512_store_ps(alpha, Exp16(_mm512_setr_ps(m0 - nm0, m1 - nm1, 0, 0, 0, 0, 0, 0, 0, 0,
-                                                    0, 0, 0, 0, 0, 0)));
+        _mm512_store_ps(alpha, Exp16(_mm512_setr_ps(m0 - nm0, m1 - nm1, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+                                                    0, 0, 0, 0, 0)));
         const __m512 r0 = _mm512_set1_ps(alpha[0]), r1 = _mm512_set1_ps(alpha[1]);
         l0 *= alpha[0];
         l1 *= alpha[1];

@@ -70,8 +70,8 @@ class TestKernelVectorExp : public QObject {
       const double err = UlpError(x, got[i]);
       if (err > worst) worst = err, worst_x = x;
     }
-    const std::string why = "worst " + std::to_string(worst) + " ulp at x = " +
-                            std::to_string(worst_x) + " (bits " +
+    const std::string why = "worst " + std::to_string(worst) +
+                            " ulp at x = " + std::to_string(worst_x) + " (bits " +
                             std::to_string(ToBits(worst_x)) + ")";
     qInfo("%zu inputs: %s", xs.size(), why.c_str());
     QVERIFY2(worst < 1.0, why.c_str());
@@ -107,7 +107,7 @@ class TestKernelVectorExp : public QObject {
 #if defined(__x86_64__)
     const float inf = std::numeric_limits<float>::infinity();
     const float nan = std::numeric_limits<float>::quiet_NaN();
-    const std::vector<float> xs = {0.0f,  -0.0f, inf, -inf, nan,    -nan,   1000.0f,
+    const std::vector<float> xs = {0.0f,   -0.0f, inf,     -inf,      nan,       -nan, 1000.0f,
                                    -1e30f, 89.0f, -104.0f, 88.72283f, 88.72284f, 1.0f};
     std::vector<float> got(xs.size());
     octet::kernels::cpu::ExpAvx2(xs.data(), static_cast<int64_t>(xs.size()), got.data());
