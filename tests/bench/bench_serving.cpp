@@ -30,7 +30,11 @@
 //
 // A concurrency level listed more than once ("1,8,1,8") is measured each time,
 // interleaved, and the ratios use its summed tokens and seconds: on a shared
-// machine the load then changes under both levels alike.
+// machine the load then changes under both levels alike. Likewise a
+// configuration listed more than once ("1x2,2x1,2x1,1x2") gets a server of its
+// own each time, in that order, and its figures are summed over its passes:
+// the TP 2 / TP 1 ratio then compares windows interleaved ABBA (which cancels
+// a steady drift of the machine's speed) instead of two runs minutes apart.
 //
 // --configs lists TPxTHREADS per rank. A table goes to stderr and one JSON
 // document to stdout. Figures are from a shared 2-core machine: noisy.
@@ -260,6 +264,20 @@ int main(int argc, char** argv) {
       configs.push_back(c);
     }
   }
+  // The distinct configurations, first-listed order, and each pass's one.
+  std::vector<ServerConfig> distinct;
+  std::vector<int> slot;  // per entry of `configs`: its index in `distinct`
+  for (const ServerConfig& c : configs) {
+    int found = -1;
+    for (int j = 0; j < static_cast<int>(distinct.size()); ++j) {
+      if (distinct[j].Name() == c.Name()) found = j;
+    }
+    if (found < 0) {
+      found = static_cast<int>(distinct.size());
+      distinct.push_back(c);
+    }
+    slot.push_back(found);
+  }
   auto self = SelfExecutablePath();
   if (!self.ok()) return 1;
   const std::string octet = JoinPath(DirName(*self), "octet");
@@ -287,9 +305,10 @@ int main(int argc, char** argv) {
                  {"runs", *runs},
                  {"kv_dtype", p.GetString("kv-dtype")},
                  {"configs", json::array()}};
-  // (config index, c) -> decode-only tokens and seconds, summed over every test at that
-  // concurrency (a level listed twice, "1,8,1,8", is measured twice, interleaved,
-  // so that a change in the machine's load hits both levels alike).
+  // (distinct config index, c) -> decode-only tokens and seconds, summed over every test
+  // at that concurrency (a level listed twice, "1,8,1,8", is measured twice,
+  // interleaved, so that a change in the machine's load hits both levels alike; a
+  // configuration listed twice likewise).
   std::map<std::pair<int, int64_t>, std::pair<double, double>> decode_sums;
   auto decode_tps = [&](int config, int64_t c) {
     const auto& [tokens, seconds] = decode_sums[{config, c}];
@@ -360,8 +379,8 @@ int main(int argc, char** argv) {
       const double pure_decode_tps = d_seconds > 0 ? d_tokens / d_seconds : 0.0;
       const double rows_per_step = d_steps > 0 ? d_tokens / d_steps : 0.0;
       const app::BenchResult& r = run->results[0];
-      decode_sums[{ci, c}].first += d_tokens;
-      decode_sums[{ci, c}].second += d_seconds;
+      decode_sums[{slot[ci], c}].first += d_tokens;
+      decode_sums[{slot[ci], c}].second += d_seconds;
       std::fprintf(stderr, "%4lld %12.2f %8.2f %12.2f %12.2f %12.1f %12.1f %9.1f%%\n",
                    static_cast<long long>(c), pure_decode_tps, rows_per_step, r.tg_throughput.mean,
                    r.tg_req_throughput.mean, r.pp_throughput.mean, r.e2e_ttft.mean, share * 100);
@@ -383,7 +402,7 @@ int main(int argc, char** argv) {
     if (!backend.empty()) entry["backend"] = backend;
     report["configs"].push_back(entry);
   }
-  // Ratios within this run, over each concurrency level once.
+  // Ratios within this run, over each concurrency level and configuration once.
   std::vector<int64_t> levels;
   for (int64_t c : *conc) {
     if (std::find(levels.begin(), levels.end(), c) == levels.end()) levels.push_back(c);
@@ -392,12 +411,12 @@ int main(int argc, char** argv) {
   // Configurations are named by TP degree ("tp2_over_tp1_c8", the goal's
   // form) when that tells them apart, else by TPxTHREADS[:BACKEND].
   auto name = [&](int i) {
-    for (int j = 0; j < static_cast<int>(configs.size()); ++j) {
-      if (j != i && configs[j].tp == configs[i].tp) return configs[i].Name();
+    for (int j = 0; j < static_cast<int>(distinct.size()); ++j) {
+      if (j != i && distinct[j].tp == distinct[i].tp) return distinct[i].Name();
     }
-    return "tp" + std::to_string(configs[i].tp);
+    return "tp" + std::to_string(distinct[i].tp);
   };
-  if (configs.size() >= 2) {
+  if (distinct.size() >= 2) {
     std::cerr << "\n" << name(1) << " / " << name(0) << " pure decode t/s (goal >= 0.90):";
     for (int64_t c : levels) {
       const double x = decode_tps(0, c), y = decode_tps(1, c);
@@ -409,7 +428,7 @@ int main(int argc, char** argv) {
   }
   if (levels.size() >= 2) {
     const int64_t lo = levels.front(), hi = levels.back();
-    for (int i = 0; i < static_cast<int>(configs.size()); ++i) {
+    for (int i = 0; i < static_cast<int>(distinct.size()); ++i) {
       const double x = decode_tps(i, lo), y = decode_tps(i, hi);
       const double q = x > 0 ? y / x : 0;
       std::fprintf(stderr, "%s: pure decode t/s c%lld / c%lld = %.2f (goal >= 3)\n",
