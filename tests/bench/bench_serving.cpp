@@ -30,7 +30,10 @@
 //
 // All configurations' servers run at once and every concurrency level is
 // measured on each in turn (interleaved), so ratios between configurations
-// compare tests minutes apart at most. A level listed more than once
+// compare tests minutes apart at most. A configuration listed more than once
+// ("1x2,2x1,2x1,1x2") is measured that many times per level, in that order, on
+// its one server, and its figures are summed over the passes: ABBA order
+// cancels a steady drift of the machine's speed within a level. A level listed more than once
 // ("1,8,1,8") is measured each time, and the ratios use its summed tokens and
 // seconds: on a shared machine the load then changes under both levels alike.
 //
@@ -262,6 +265,20 @@ int main(int argc, char** argv) {
       configs.push_back(c);
     }
   }
+  // The distinct configurations, first-listed order, and each entry's one.
+  std::vector<ServerConfig> distinct;
+  std::vector<int> slot;  // per entry of `configs`: its index in `distinct`
+  for (const ServerConfig& c : configs) {
+    int found = -1;
+    for (int j = 0; j < static_cast<int>(distinct.size()); ++j) {
+      if (distinct[j].Name() == c.Name()) found = j;
+    }
+    if (found < 0) {
+      found = static_cast<int>(distinct.size());
+      distinct.push_back(c);
+    }
+    slot.push_back(found);
+  }
   auto self = SelfExecutablePath();
   if (!self.ok()) return 1;
   const std::string octet = JoinPath(DirName(*self), "octet");
@@ -289,9 +306,9 @@ int main(int argc, char** argv) {
                  {"runs", *runs},
                  {"kv_dtype", p.GetString("kv-dtype")},
                  {"configs", json::array()}};
-  // (config index, c) -> decode-only tokens and seconds, summed over every test at that
-  // concurrency (a level listed twice, "1,8,1,8", is measured twice, interleaved,
-  // so that a change in the machine's load hits both levels alike).
+  // (distinct config index, c) -> decode-only tokens and seconds, summed over every
+  // test at that concurrency (a level or configuration listed twice is measured
+  // twice, interleaved, so that a change in the machine's load hits both alike).
   std::map<std::pair<int, int64_t>, std::pair<double, double>> decode_sums;
   auto decode_tps = [&](int config, int64_t c) {
     const auto& [tokens, seconds] = decode_sums[{config, c}];
@@ -307,9 +324,9 @@ int main(int argc, char** argv) {
     std::unique_ptr<DecodeShareMeter> meter;
     json rows = json::array();
   };
-  std::vector<Live> live(configs.size());
-  for (size_t ci = 0; ci < configs.size(); ++ci) {
-    const ServerConfig& sc = configs[ci];
+  std::vector<Live> live(distinct.size());
+  for (size_t ci = 0; ci < distinct.size(); ++ci) {
+    const ServerConfig& sc = distinct[ci];
     std::cerr << "starting octet serve --tp " << sc.tp << " --threads " << sc.threads
               << (sc.backend.empty() ? "" : " --backend " + sc.backend) << "\n";
     auto server = StartServer(octet, model, sc.tp, sc.threads, sc.backend, p.GetString("kv-dtype"));
@@ -337,7 +354,8 @@ int main(int argc, char** argv) {
   std::fprintf(stderr, "\n%-16s %4s %12s %8s %12s %12s %12s %12s %10s\n", "server", "c",
                "pure dec t/s", "rows", "tg t/s", "tg t/s/req", "pp t/s", "ttft ms", "AR share");
   for (int64_t c : *conc) {
-    for (int ci = 0; ci < static_cast<int>(configs.size()); ++ci) {
+    for (int entry = 0; entry < static_cast<int>(configs.size()); ++entry) {
+      const int ci = slot[entry];
       Live& l = live[ci];
       const int port = l.server.port;
       app::BenchConfig cfg;
@@ -347,8 +365,8 @@ int main(int argc, char** argv) {
       cfg.tg = {*tg};
       cfg.concurrency = {c};
       cfg.runs = static_cast<int>(*runs);
-      cfg.label = "bench_serving " + configs[ci].Name();
-      cfg.topology.tp = configs[ci].tp;
+      cfg.label = "bench_serving " + distinct[ci].Name();
+      cfg.topology.tp = distinct[ci].tp;
       l.meter->Reset();
       auto before = FetchCounters(port);
       if (!before.ok()) {
@@ -357,7 +375,7 @@ int main(int argc, char** argv) {
       }
       auto run = app::RunBenchmark(cfg, store.get());
       if (!run.ok() || run->results.empty()) {
-        std::cerr << configs[ci].Name() << " c=" << c << ": " << run.status().ToString() << "\n";
+        std::cerr << distinct[ci].Name() << " c=" << c << ": " << run.status().ToString() << "\n";
         return 1;
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(300));  // last poll
@@ -377,7 +395,7 @@ int main(int argc, char** argv) {
       decode_sums[{ci, c}].first += d_tokens;
       decode_sums[{ci, c}].second += d_seconds;
       std::fprintf(stderr, "%-16s %4lld %12.2f %8.2f %12.2f %12.2f %12.1f %12.1f %9.1f%%\n",
-                   configs[ci].Name().c_str(), static_cast<long long>(c), pure_decode_tps,
+                   distinct[ci].Name().c_str(), static_cast<long long>(c), pure_decode_tps,
                    rows_per_step, r.tg_throughput.mean, r.tg_req_throughput.mean,
                    r.pp_throughput.mean, r.e2e_ttft.mean, share * 100);
       l.rows.push_back({{"concurrency", c},
@@ -394,13 +412,13 @@ int main(int argc, char** argv) {
                         {"failed_requests", r.failed_requests}});
     }
   }
-  for (size_t ci = 0; ci < configs.size(); ++ci) {
+  for (size_t ci = 0; ci < distinct.size(); ++ci) {
     live[ci].meter.reset();
     live[ci].server.proc->Terminate(std::chrono::milliseconds(5000));
-    json entry = {{"tp", configs[ci].tp},
-                  {"threads_per_rank", configs[ci].threads},
+    json entry = {{"tp", distinct[ci].tp},
+                  {"threads_per_rank", distinct[ci].threads},
                   {"results", live[ci].rows}};
-    if (!configs[ci].backend.empty()) entry["backend"] = configs[ci].backend;
+    if (!distinct[ci].backend.empty()) entry["backend"] = distinct[ci].backend;
     report["configs"].push_back(entry);
   }
   // Ratios within this run, over each concurrency level once.
@@ -412,12 +430,12 @@ int main(int argc, char** argv) {
   // Configurations are named by TP degree ("tp2_over_tp1_c8", the goal's
   // form) when that tells them apart, else by TPxTHREADS[:BACKEND].
   auto name = [&](int i) {
-    for (int j = 0; j < static_cast<int>(configs.size()); ++j) {
-      if (j != i && configs[j].tp == configs[i].tp) return configs[i].Name();
+    for (int j = 0; j < static_cast<int>(distinct.size()); ++j) {
+      if (j != i && distinct[j].tp == distinct[i].tp) return distinct[i].Name();
     }
-    return "tp" + std::to_string(configs[i].tp);
+    return "tp" + std::to_string(distinct[i].tp);
   };
-  if (configs.size() >= 2) {
+  if (distinct.size() >= 2) {
     std::cerr << "\n" << name(1) << " / " << name(0) << " pure decode t/s (goal >= 0.90):";
     for (int64_t c : levels) {
       const double x = decode_tps(0, c), y = decode_tps(1, c);
@@ -429,7 +447,7 @@ int main(int argc, char** argv) {
   }
   if (levels.size() >= 2) {
     const int64_t lo = levels.front(), hi = levels.back();
-    for (int i = 0; i < static_cast<int>(configs.size()); ++i) {
+    for (int i = 0; i < static_cast<int>(distinct.size()); ++i) {
       const double x = decode_tps(i, lo), y = decode_tps(i, hi);
       const double q = x > 0 ? y / x : 0;
       std::fprintf(stderr, "%s: pure decode t/s c%lld / c%lld = %.2f (goal >= 3)\n",

@@ -47,7 +47,8 @@ struct IsaKernels {
   // out = x * rsqrt(mean(x^2) + eps) * w (w may be null).
   void (*rmsnorm_row)(const float* x, const float* w, float eps, int64_t n, float* out);
   void (*silu_mul)(const float* gate, const float* up, int64_t n, float* out);
-  // In place; returns nothing. exp via std::exp in every ISA (accuracy first).
+  // In place. exp: std::exp in the scalar and NEON tables, a vector exp within
+  // 1 ulp in the AVX2 and AVX-512 ones (ExpAvx2).
   void (*softmax_row)(float* x, int64_t n);
 
   // Attention of n_q query heads that share one KV head: for query row i
@@ -100,6 +101,10 @@ struct IsaKernels {
 const IsaKernels& ScalarKernels();
 #if defined(__x86_64__)
 const IsaKernels& Avx2Kernels();  // call only when the CPU has AVX2, FMA and F16C
+// out[i] = exp(x[i]) for i < n through the vector exp that the AVX2 (and so the
+// AVX-512) softmax_row and silu_mul use: less than 1 ulp from the exact value
+// for every float, +-inf and NaN included. Same CPU check as Avx2Kernels.
+void ExpAvx2(const float* x, int64_t n, float* out);
 // The AVX2 table with AVX-512 NVFP4 and batched-decode kernels; call only when
 // the CPU has AVX2 and AVX-512 F, BW, DQ, VL and VBMI.
 const IsaKernels& Avx512Kernels();
