@@ -49,9 +49,9 @@
 #include "octet/base/args.h"
 #include "octet/base/deadline.h"
 #include "octet/base/file_util.h"
-#include "octet/base/net_util.h"
 #include "octet/base/subprocess.h"
 #include "octet/collectives/communicator.h"
+#include "octet/collectives/local_rendezvous.h"
 
 using namespace octet;
 using nlohmann::json;
@@ -334,14 +334,18 @@ int RunWorker(const ArgParser& p) {
 // (null on failure, with the output in *error).
 json RunInterleaved(const std::string& self, int64_t n, const std::string& transport,
                     const std::vector<std::string>& common, std::string* error) {
+  // Bound here and inherited by rank 0 (see local_rendezvous.h): no other
+  // process can take the ports before rank 0 listens on them.
+  std::vector<collectives::LocalRendezvous> listeners;
   std::vector<std::string> ports;
   for (int a = 0; a < 3; ++a) {
-    const int port = FreeLoopbackPort();
-    if (port < 0) {
-      *error = "no free loopback port";
+    auto l = collectives::LocalRendezvous::Open();
+    if (!l.ok()) {
+      *error = l.status().ToString();
       return json();
     }
-    ports.push_back(std::to_string(port));
+    ports.push_back(std::to_string(l->port()));
+    listeners.push_back(std::move(*l));
   }
   const std::string port_list = ports[0] + "," + ports[1] + "," + ports[2];
   // Like mpirun for small jobs: one rank per CPU when there are enough.
@@ -357,6 +361,10 @@ json RunInterleaved(const std::string& self, int64_t n, const std::string& trans
               port_list, "--transports", transport};
     o.argv.insert(o.argv.end(), common.begin(), common.end());
     if (bind) o.argv.insert(o.argv.end(), {"--cpu", std::to_string(r)});
+    if (r == 0) {
+      o.env.push_back(
+          collectives::LocalRendezvous::EnvFor({&listeners[0], &listeners[1], &listeners[2]}));
+    }
     o.on_output = [text, mu](std::string_view c) {
       std::lock_guard<std::mutex> l(*mu);
       text->append(c);
@@ -367,6 +375,7 @@ json RunInterleaved(const std::string& self, int64_t n, const std::string& trans
       return json();
     }
     procs.push_back(std::move(*proc));
+    if (r == 0) listeners.clear();  // rank 0 holds them; no other child may
   }
   bool ok = true;
   for (auto& proc : procs) {
@@ -402,8 +411,7 @@ int main(int argc, char** argv) {
   p.Flag("no-equal-warmup",
          "skip the 16 MiB all-reduces that give the one-shot and ring communicators the "
          "history of auto's start-up timing");
-  p.Flag("in-place",
-         "in-place all-reduces (the engine's and the trainer's call) of a zero buffer");
+  p.Flag("in-place", "in-place all-reduces (the engine's and the trainer's call) of a zero buffer");
   p.Option("worker", "N", "internal: run as one rank of an N-rank job");
   p.Option("rank", "R", "internal (worker): this rank");
   p.Option("ports", "A,B,C", "internal (worker): rendezvous ports of the three communicators");

@@ -19,6 +19,7 @@
 #include "backend.h"
 #include "octet/base/file_util.h"
 #include "octet/collectives/communicator.h"
+#include "octet/collectives/local_rendezvous.h"
 #include "rank_threads.h"
 #include "reduce.h"
 #include "transport.h"
@@ -316,6 +317,27 @@ class TestCommunicator : public QObject {
       return CheckAllOps(c, DType::kF32, 10);
     });
     QVERIFY2(AllOk(r), Join(r).c_str());
+  }
+
+  void inheritedRendezvousIsTakenOnceForItsPort() {
+    // What rank 0 does with the socket its spawner bound (local_rendezvous.h).
+    auto rv = LocalRendezvous::Open();
+    QVERIFY2(rv.ok(), rv.status().ToString().c_str());
+    auto other = LocalRendezvous::Open();
+    QVERIFY2(other.ok(), other.status().ToString().c_str());
+    const std::string env = LocalRendezvous::EnvFor({&*rv});
+    const size_t eq = env.find('=');
+    QVERIFY(eq != std::string::npos);
+    ::setenv(env.substr(0, eq).c_str(), env.substr(eq + 1).c_str(), 1);
+    QCOMPARE(TakeInheritedRendezvous(other->port()), -1);  // not named
+    const int fd = TakeInheritedRendezvous(rv->port());
+    QVERIFY(fd >= 0);
+    QCOMPARE(TakeInheritedRendezvous(rv->port()), -1);  // at most once
+    // The descriptor named for a port must listen on that port.
+    ::setenv(env.substr(0, eq).c_str(), (std::to_string(other->port()) + ":0").c_str(), 1);
+    QCOMPARE(TakeInheritedRendezvous(other->port()), -1);  // fd 0 is not that socket
+    ::unsetenv(env.substr(0, eq).c_str());
+    QCOMPARE(TakeInheritedRendezvous(other->port()), -1);
   }
 
   void mismatchedWorldSizeIsNamed() {
