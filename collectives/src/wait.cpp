@@ -29,14 +29,6 @@ constexpr int64_t kSpinNs = 500;
 constexpr int64_t kYieldNs = 50'000;
 // Longest sleep between liveness checks.
 constexpr int64_t kSliceNs = 1'000'000;
-// The TCP waiter's back-off (tcp_transport.cpp): a yield hands the CPU only
-// to tasks of the caller's scheduling group, and a CPU-bound one there (a
-// compile in the same session, a compute thread of the same process) may
-// then keep it for a whole slice. A single sched_yield() that takes longer
-// than kYieldStallNs turns yielding off for kYieldBackoffNs: waits then go
-// from the spin straight to the futex, whose wake-up the scheduler favours.
-constexpr int64_t kYieldStallNs = 1'000'000;
-constexpr int64_t kYieldBackoffNs = 1'000'000'000;
 
 inline void CpuRelax() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -143,17 +135,11 @@ Status Waiter::WaitSlow(FunctionRef<bool()> ready, int peer, const char* what,
       }
     } while (NowNs() - start < spin_ns_);
   }
-  // Yield, unless a recent yield stalled.
-  for (int i = 1; start >= no_yield_until_ns_; ++i) {
-    const int64_t before = NowNs();
+  // Yield.
+  for (int i = 1;; ++i) {
     ::sched_yield();
     if (ready()) return Status::Ok();
-    const int64_t now = NowNs();
-    if (now - before > kYieldStallNs) {
-      no_yield_until_ns_ = now + kYieldBackoffNs;
-      break;
-    }
-    if (now - start >= kYieldNs) break;
+    if (NowNs() - start >= kYieldNs) break;
     if ((i & 63) == 0) OCTET_RETURN_IF_ERROR(CheckPeers());
   }
   // Sleep in slices, checking liveness and the deadline between them.

@@ -2,8 +2,7 @@
 //
 // A wait first checks its condition inline (the fast path: no syscall, no
 // clock read). If that fails it spins briefly (~0.5 us; skipped when the host
-// has more local ranks than CPUs), then yields the CPU for up to 50 us (not
-// for a second after a single yield stalled for over a millisecond), then
+// has more local ranks than CPUs), then yields the CPU for up to 50 us, then
 // sleeps in slices of at most a millisecond: on a futex "doorbell" when the
 // transport rings one (shared memory), else a short nanosleep. Between slices
 // it checks the control mesh for dead peers and ABORTs, and gives up with
@@ -103,7 +102,6 @@ class Waiter {
   Bootstrap* bootstrap_;
   int64_t peer_timeout_ns_;
   int64_t spin_ns_;
-  int64_t no_yield_until_ns_ = 0;  // a yield stalled: waits skip yielding until then
   OpLabel label_;
   int blamed_ = -1;
 };
