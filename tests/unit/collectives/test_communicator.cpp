@@ -577,6 +577,26 @@ class TestCommunicator : public QObject {
     }
   }
 
+  void autoTimingLongerThanTheConnectTimeoutIsNoFailure() {
+    // The connect timeout bounds each start-up exchange, not auto's timing
+    // between them (8 B-16 MiB, seconds on a loaded machine): with every
+    // exchange's deadline taken before the timing, the next exchange failed
+    // at once with "no answer ... in time" from every rank.
+    CommunicatorOptions o;
+    o.transport = TransportKind::kShm;
+    o.algorithm = AlgorithmKind::kAuto;
+    // Every exchange takes milliseconds; the timing of 2 ranks 0.1-0.4 s quiet.
+    o.connect_timeout_ms = 150;
+    int64_t took_ms = 0;
+    const int64_t start = NowNs();
+    auto r = RunRanks(2, o, [&](Communicator& c) {
+      if (c.rank() == 0) took_ms = (NowNs() - start) / 1'000'000;
+      return c.algorithm_bands().empty() ? InternalError("no table") : Status::Ok();
+    });
+    for (const Status& s : r) QVERIFY2(s.ok(), Join(r).c_str());
+    qInfo("2-rank shm start-up with auto took %lld ms", static_cast<long long>(took_ms));
+  }
+
   void autoAgreesOnOneBandTableAndStoresIt() {
     const std::string profile =
         QDir::tempPath().toStdString() + "/octet-crossover-" + std::to_string(::getpid()) + ".txt";
