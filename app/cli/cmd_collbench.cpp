@@ -30,12 +30,12 @@
 
 #include "command.h"
 #include "octet/base/args.h"
-#include "octet/base/net_util.h"
 #include "octet/base/deadline.h"
 #include "octet/base/file_util.h"
 #include "octet/base/log.h"
 #include "octet/base/subprocess.h"
 #include "octet/collectives/communicator.h"
+#include "octet/collectives/local_rendezvous.h"
 
 namespace octet::cli {
 
@@ -431,12 +431,14 @@ int RunSpawned(const BenchConfig& c, const std::vector<std::string>& args) {
     std::cerr << "octet collbench: " << exe.status().message() << "\n";
     return kExitFailure;
   }
-  const int port = FreeLoopbackPort();
-  if (port < 0) {
-    std::cerr << "octet collbench: no free TCP port on 127.0.0.1\n";
+  // Bound here, before any rank starts, and inherited by rank 0: a port that
+  // was merely free a moment ago can be taken before rank 0 binds it.
+  auto listener = collectives::LocalRendezvous::Open();
+  if (!listener.ok()) {
+    std::cerr << "octet collbench: " << listener.status().message() << "\n";
     return kExitFailure;
   }
-  const std::string rendezvous = "127.0.0.1:" + std::to_string(port);
+  const std::string rendezvous = listener->address();
   // Like mpirun for small jobs: one rank per CPU, so the scheduler cannot
   // stack two ranks on one core while another sits idle.
   const bool bind = c.bind == "core" && c.ranks <= static_cast<int>(AllowedCpus().size());
@@ -447,8 +449,10 @@ int RunSpawned(const BenchConfig& c, const std::vector<std::string>& args) {
     o.argv.insert(o.argv.end(), args.begin(), args.end());
     o.argv.insert(o.argv.end(), {"--rendezvous", rendezvous, "--rank", std::to_string(r)});
     if (bind) o.argv.insert(o.argv.end(), {"--cpu", std::to_string(r)});
+    if (r == 0) o.env.push_back(collectives::LocalRendezvous::EnvFor({&*listener}));
     o.new_process_group = false;  // Ctrl-C reaches the ranks too
     auto p = Subprocess::Spawn(o);  // output inherited: rank 0 prints the table
+    if (r == 0) listener->Close();  // rank 0 holds it; no other child may
     if (!p.ok()) {
       std::cerr << "octet collbench: cannot start rank " << r << ": " << p.status().message()
                 << "\n";

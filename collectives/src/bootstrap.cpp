@@ -9,6 +9,7 @@
 #include <random>
 
 #include "octet/base/log.h"
+#include "octet/collectives/local_rendezvous.h"
 #include "wire.h"
 
 namespace octet::collectives {
@@ -161,8 +162,12 @@ Result<std::unique_ptr<Bootstrap>> Bootstrap::Connect(const std::string& rendezv
   if (!resolved.ok()) return resolved.status().WithContext(where);
 
   if (rank == 0) {
-    // Rank 0 hosts the rendezvous and gathers a hello from every other rank.
-    auto listener = Listen(*resolved, 2 * world_size + 16);
+    // Rank 0 hosts the rendezvous and gathers a hello from every other rank,
+    // on the socket its spawner bound for it if there is one (see
+    // local_rendezvous.h), else on one it binds now.
+    const int inherited = TakeInheritedRendezvous(hp.port);
+    Result<Fd> listener =
+        inherited >= 0 ? Result<Fd>(Fd(inherited)) : Listen(*resolved, 2 * world_size + 16);
     if (!listener.ok()) {
       return listener.status().WithContext(where + " (rank 0 must run on that host)");
     }

@@ -295,22 +295,25 @@ Status Communicator::AgreeCrossover() {
     bands_ = CrossoverBands(options_.oneshot_max_bytes);
     return Status::Ok();
   }
-  const Deadline deadline = Deadline::AfterMs(options_.connect_timeout_ms);
+  // Each exchange gets the connect timeout from its own start: the timing
+  // between them can take long on a loaded machine, and is not a peer's
+  // silence.
+  auto deadline = [this] { return Deadline::AfterMs(options_.connect_timeout_ms); };
   const TransportKind kind = impl_->backend->transport();
   // Rank 0's stored table, if any, decides for everyone.
   std::vector<AlgorithmBand> table;
   if (rank_ == 0 && !options_.crossover_profile.empty()) {
     table = ReadProfile(options_.crossover_profile, kind, size_);
   }
-  OCTET_ASSIGN_OR_RETURN(auto from0, b.AllGather(EncodeBands(table), deadline));
+  OCTET_ASSIGN_OR_RETURN(auto from0, b.AllGather(EncodeBands(table), deadline()));
   table = DecodeBands(from0[0]);
   if (table.empty()) {
     const int64_t start = NowNs();
     // Every rank measures; rank 0 turns the slowest rank's figures into the
     // table and sends it to all, so every rank holds the same table.
     OCTET_RETURN_IF_ERROR(MeasureBands(&table));
-    OCTET_ASSIGN_OR_RETURN(from0, b.AllGather(rank_ == 0 ? EncodeBands(table) : std::string(),
-                                              deadline));
+    OCTET_ASSIGN_OR_RETURN(
+        from0, b.AllGather(rank_ == 0 ? EncodeBands(table) : std::string(), deadline()));
     table = DecodeBands(from0[0]);
     if (table.empty()) {
       return DataLossError("collectives: rank 0 sent a malformed one-shot/ring table");
@@ -344,7 +347,8 @@ Status Communicator::AgreeCrossover() {
 // it runs.
 Status Communicator::MeasureBands(std::vector<AlgorithmBand>* bands) {
   Bootstrap& b = *impl_->bootstrap;
-  const Deadline deadline = Deadline::AfterMs(options_.connect_timeout_ms);
+  // Per exchange, from its start (see AgreeCrossover).
+  auto deadline = [this] { return Deadline::AfterMs(options_.connect_timeout_ms); };
   const TransportKind kind = impl_->backend->transport();
   std::vector<size_t> sizes;
   for (size_t s = 8; s <= (size_t{16} << 20); s *= 2) sizes.push_back(s);
@@ -397,7 +401,7 @@ Status Communicator::MeasureBands(std::vector<AlgorithmBand>* bands) {
             .I64(static_cast<int64_t>(mine[k].ring_ns[i]));
       }
     }
-    OCTET_ASSIGN_OR_RETURN(auto all, b.AllGather(out.str(), deadline));
+    OCTET_ASSIGN_OR_RETURN(auto all, b.AllGather(out.str(), deadline()));
     if (rank_ != 0) return Status::Ok();
     std::vector<BandTimings> merged(sizes.size());
     for (int p = 0; p < size_; ++p) {
@@ -453,7 +457,7 @@ Status Communicator::MeasureBands(std::vector<AlgorithmBand>* bands) {
     retime.U32(static_cast<uint32_t>(ks.size()));
     for (size_t k : ks) retime.U32(static_cast<uint32_t>(k));
   }
-  OCTET_ASSIGN_OR_RETURN(auto from0, b.AllGather(retime.str(), deadline));
+  OCTET_ASSIGN_OR_RETURN(auto from0, b.AllGather(retime.str(), deadline()));
   WireReader rd(from0[0]);
   std::vector<size_t> again(std::min<uint32_t>(rd.U32(), static_cast<uint32_t>(sizes.size())));
   for (size_t& k : again) k = std::min<size_t>(rd.U32(), sizes.size() - 1);

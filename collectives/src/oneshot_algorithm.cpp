@@ -12,6 +12,10 @@ namespace octet::collectives {
 
 namespace {
 
+// The piece size of ReduceAsItLands: well inside L2 with n inputs and the
+// output, large enough that a piece costs far more than its wait check.
+constexpr size_t kReducePieceBytes = 128 << 10;
+
 class OneShotAlgorithm final : public Algorithm {
  public:
   AlgorithmKind kind() const override { return AlgorithmKind::kOneShot; }
@@ -61,11 +65,48 @@ class OneShotAlgorithm final : public Algorithm {
     auto* out = static_cast<uint8_t*>(a.out);
     for (size_t off = 0; off < a.count; off += step) {
       const size_t m = std::min(step, a.count - off);
-      OCTET_RETURN_IF_ERROR(Step(t, w, PublishSpec{in + off * elem, m * elem, 0, 1, false}, m * elem));
+      const PublishSpec spec{in + off * elem, m * elem, 0, 1, false};
+      if (t.lands_in_pieces() && m * elem >= 2 * kReducePieceBytes) {
+        OCTET_RETURN_IF_ERROR(ReduceAsItLands(a, t, w, spec, out + off * elem, m));
+        continue;
+      }
+      OCTET_RETURN_IF_ERROR(Step(t, w, spec, m * elem));
       ReduceSum(a.dtype, out + off * elem, reinterpret_cast<const void* const*>(ptrs_.data()),
                 t.size(), m);
     }
     return Status::Ok();
+  }
+
+  // One all-reduce step of `m` elements where contributions land in pieces
+  // (TCP): each piece of kReducePieceBytes is summed as soon as every rank's
+  // part of it is there, while the kernel is still delivering the rest, and
+  // out of cache instead of after the whole step has pushed it out. 2 ranks
+  // over TCP, 1 MiB: the whole step first lost to ring by 3-12%. Every
+  // element is still summed in rank order 0..n-1, so results stay
+  // bit-identical on every rank.
+  Status ReduceAsItLands(const CollectiveArgs& a, Transport& t, Waiter& w, const PublishSpec& spec,
+                         uint8_t* out, size_t m) {
+    const size_t elem = a.elem_bytes(), bytes = m * elem;
+    const int n = t.size();
+    const uint64_t seq = t.NextSeq();
+    OCTET_RETURN_IF_ERROR(t.Publish(seq, spec, w));
+    const size_t piece = std::max<size_t>(1, kReducePieceBytes / elem);
+    for (size_t done = 0; done < m; done += piece) {
+      const size_t k = std::min(piece, m - done);
+      const size_t end = (done + k) * elem;
+      for (int p = 0; p < n; ++p) {
+        const int peer = (t.rank() + 1 + p) % n;
+        auto r = t.WaitPublishedPrefix(peer, seq, bytes, end, w);
+        if (!r.ok()) return r.status();
+        ptrs_[peer] = *r + done * elem;
+      }
+      // In place, this piece of our input must have left before it is
+      // overwritten with the sum.
+      OCTET_RETURN_IF_ERROR(t.FinishPublishPrefix(seq, end, w));
+      ReduceSum(a.dtype, out + done * elem, reinterpret_cast<const void* const*>(ptrs_.data()), n,
+                k);
+    }
+    return t.FinishPublish(seq, w);
   }
 
   Status AllGather(const CollectiveArgs& a, Transport& t, Waiter& w) {

@@ -100,9 +100,11 @@ class TcpTransport final : public Transport {
       const auto* base = static_cast<const uint8_t*>(spec.base);
       if (spec.per_peer_block) {
         QueueFrame(peer, FrameHeader{kPublish, static_cast<uint32_t>(seq), spec.block_bytes});
+        peer.publish_payload_at = peer.queued_total;
         QueueBytes(peer, base + p * spec.block_stride, spec.block_bytes);
       } else {
         QueueFrame(peer, FrameHeader{kPublish, static_cast<uint32_t>(seq), spec.bytes()});
+        peer.publish_payload_at = peer.queued_total;
         for (int b = 0; b < spec.blocks; ++b) {
           QueueBytes(peer, base + b * spec.block_stride, spec.block_bytes);
         }
@@ -139,6 +141,44 @@ class TcpTransport final : public Transport {
       return SizeMismatch(w, peer, p.slot_len[s], expect_bytes, "one-shot step");
     }
     return p.slot[s].get();
+  }
+
+  bool lands_in_pieces() const override { return true; }
+
+  Result<const uint8_t*> WaitPublishedPrefix(int peer, uint64_t seq, size_t expect_bytes,
+                                             size_t landed_bytes, Waiter& w) override {
+    if (peer == rank_ || landed_bytes >= expect_bytes) {
+      return WaitPublished(peer, seq, expect_bytes, w);
+    }
+    Peer& p = peers_[peer];
+    const int s = static_cast<int>(seq & 1);
+    const uint32_t want = static_cast<uint32_t>(seq);
+    // The frame of step `seq` being read now (its header known).
+    auto reading = [&] { return p.in == Peer::In::kPublish && p.hdr.seq == want; };
+    OCTET_RETURN_IF_ERROR(Drive(
+        w,
+        [&] {
+          return p.slot_seq[s] == want || (reading() && p.hdr.bytes - p.body_left >= landed_bytes);
+        },
+        peer, "its one-shot data"));
+    const uint64_t theirs = p.slot_seq[s] == want ? p.slot_len[s] : p.hdr.bytes;
+    if (theirs != expect_bytes) return SizeMismatch(w, peer, theirs, expect_bytes, "one-shot step");
+    return p.slot[s].get();
+  }
+
+  Status FinishPublishPrefix(uint64_t seq, size_t bytes, Waiter& w) override {
+    for (int p = 0; p < size_; ++p) {
+      if (p == rank_) continue;
+      Peer& peer = peers_[p];
+      OCTET_RETURN_IF_ERROR(Drive(
+          w,
+          [&] {
+            return peer.iov_next == peer.iov.size() ||
+                   peer.sent_total >= peer.publish_payload_at + bytes;
+          },
+          p, "it to take our data"));
+    }
+    return Status::Ok();
   }
 
   Status FinishPublish(uint64_t seq, Waiter& w) override {
@@ -187,6 +227,9 @@ class TcpTransport final : public Transport {
     std::deque<FrameHeader> headers;
     std::vector<iovec> iov;
     size_t iov_next = 0;
+    // Bytes ever queued / sent on this connection, and where the payload of
+    // the latest PUBLISH starts in that count (FinishPublishPrefix).
+    uint64_t queued_total = 0, sent_total = 0, publish_payload_at = 0;
     // Incoming frame being parsed.
     enum class In { kHeader, kPublish, kMessage, kBuffered } in = In::kHeader;
     FrameHeader hdr{};
@@ -218,9 +261,11 @@ class TcpTransport final : public Transport {
   void QueueFrame(Peer& p, const FrameHeader& h) {
     p.headers.push_back(h);
     p.iov.push_back(iovec{&p.headers.back(), sizeof(FrameHeader)});
+    p.queued_total += sizeof(FrameHeader);
   }
   void QueueBytes(Peer& p, const uint8_t* data, size_t n) {
     if (n > 0) p.iov.push_back(iovec{const_cast<uint8_t*>(data), n});
+    p.queued_total += n;
   }
 
   // Writes what the socket takes now. Returns an error only for a broken
@@ -239,6 +284,7 @@ class TcpTransport final : public Transport {
         return Broken(peer, w, std::strerror(errno));
       }
       if (moved && n > 0) *moved = true;
+      p.sent_total += static_cast<uint64_t>(n);
       size_t left = static_cast<size_t>(n);
       while (left > 0) {
         iovec& v = p.iov[p.iov_next];

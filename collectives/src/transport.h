@@ -93,6 +93,23 @@ class Transport {
   // caller may overwrite it (one-shot in-place all-reduce).
   virtual Status FinishPublish(uint64_t seq, Waiter& w) { return Status::Ok(); }
 
+  // Piecewise forms of the two above, for a large one-shot step that is
+  // reduced piece by piece while the rest is still arriving (while a piece
+  // just landed is still in cache). WaitPublishedPrefix returns where peer's
+  // contribution (`expect_bytes` in all) lies once at least its first
+  // `landed_bytes` are there; FinishPublishPrefix returns once the first
+  // `bytes` of this rank's contribution have left its buffer. True from
+  // lands_in_pieces() only where a contribution does land in pieces (TCP);
+  // elsewhere the defaults wait for the whole contribution.
+  virtual bool lands_in_pieces() const { return false; }
+  virtual Result<const uint8_t*> WaitPublishedPrefix(int peer, uint64_t seq, size_t expect_bytes,
+                                                     size_t landed_bytes, Waiter& w) {
+    return WaitPublished(peer, seq, expect_bytes, w);
+  }
+  virtual Status FinishPublishPrefix(uint64_t seq, size_t bytes, Waiter& w) {
+    return FinishPublish(seq, w);
+  }
+
   // Sends `send_bytes` to `send_peer` while receiving `recv_bytes` from
   // `recv_peer`, passing each received piece to `on_piece` in order. A peer of
   // -1 means no send / no receive. Returns when both are done.

@@ -2,7 +2,7 @@
 //
 //   build/default/bin/octet_bench_collectives [--ranks 2,4] [--transports shm,tcp]
 //       [--min-bytes 8] [--max-bytes 64M] [--iters 20] [--warmup 5] [--block 5]
-//       [--repeats 3] [--no-mpi] [--json]
+//       [--repeats 3] [--no-mpi] [--in-place] [--json]
 //
 // For every world size and transport it starts --ranks processes of itself
 // (worker mode), each holding three communicators: one-shot, ring and auto
@@ -49,9 +49,9 @@
 #include "octet/base/args.h"
 #include "octet/base/deadline.h"
 #include "octet/base/file_util.h"
-#include "octet/base/net_util.h"
 #include "octet/base/subprocess.h"
 #include "octet/collectives/communicator.h"
+#include "octet/collectives/local_rendezvous.h"
 
 using namespace octet;
 using nlohmann::json;
@@ -190,6 +190,7 @@ int RunWorker(const ArgParser& p) {
   const auto max_bytes = ParseByteSize(p.GetString("max-bytes"));
   const int64_t iters = p.GetInt("iters").value_or(0), warmup = p.GetInt("warmup").value_or(0);
   const int64_t block = p.GetInt("block").value_or(0);
+  const bool in_place = p.GetFlag("in-place");
   auto transport = ParseTransport(p.GetString("transports"));
   if (rank < 0 || rank >= n || !ports.ok() || ports->size() != 3 || !min_bytes.ok() ||
       !max_bytes.ok() || iters < 1 || block < 1 || warmup < 0 || !transport.ok()) {
@@ -247,9 +248,19 @@ int RunWorker(const ArgParser& p) {
       want[i] = static_cast<float>(v);
     }
     int64_t wrong = 0;
+    // In place (the engine's and the trainer's call) each run's input is the
+    // sum of the run before: the buffer starts at zero and must stay zero.
+    auto Once = [&](int a) {
+      if (in_place) return comm[a]->AllReduce(out.data(), count, DType::kF32).ok();
+      return comm[a]->AllReduce(in.data(), out.data(), count, DType::kF32).ok();
+    };
+    if (in_place) {
+      std::fill(out.begin(), out.end(), 0.0f);
+      std::fill(want.begin(), want.end(), 0.0f);
+    }
     for (int a = 0; a < 3; ++a) {
       for (int64_t i = 0; i < warmup; ++i) {
-        if (!comm[a]->AllReduce(in.data(), out.data(), count, DType::kF32).ok()) return 1;
+        if (!Once(a)) return 1;
       }
       for (size_t i = 0; i < count; ++i) wrong += out[i] != want[i];
     }
@@ -262,7 +273,7 @@ int RunWorker(const ArgParser& p) {
         const int a = static_cast<int>((r + j) % 3);
         for (int64_t i = 0; i < block; ++i) {
           const int64_t t0 = NowNs();
-          if (!comm[a]->AllReduce(in.data(), out.data(), count, DType::kF32).ok()) return 1;
+          if (!Once(a)) return 1;
           times[a].push_back(static_cast<double>(NowNs() - t0) * 1e-3);
         }
       }
@@ -323,14 +334,18 @@ int RunWorker(const ArgParser& p) {
 // (null on failure, with the output in *error).
 json RunInterleaved(const std::string& self, int64_t n, const std::string& transport,
                     const std::vector<std::string>& common, std::string* error) {
+  // Bound here and inherited by rank 0 (see local_rendezvous.h): no other
+  // process can take the ports before rank 0 listens on them.
+  std::vector<collectives::LocalRendezvous> listeners;
   std::vector<std::string> ports;
   for (int a = 0; a < 3; ++a) {
-    const int port = FreeLoopbackPort();
-    if (port < 0) {
-      *error = "no free loopback port";
+    auto l = collectives::LocalRendezvous::Open();
+    if (!l.ok()) {
+      *error = l.status().ToString();
       return json();
     }
-    ports.push_back(std::to_string(port));
+    ports.push_back(std::to_string(l->port()));
+    listeners.push_back(std::move(*l));
   }
   const std::string port_list = ports[0] + "," + ports[1] + "," + ports[2];
   // Like mpirun for small jobs: one rank per CPU when there are enough.
@@ -346,6 +361,10 @@ json RunInterleaved(const std::string& self, int64_t n, const std::string& trans
               port_list, "--transports", transport};
     o.argv.insert(o.argv.end(), common.begin(), common.end());
     if (bind) o.argv.insert(o.argv.end(), {"--cpu", std::to_string(r)});
+    if (r == 0) {
+      o.env.push_back(
+          collectives::LocalRendezvous::EnvFor({&listeners[0], &listeners[1], &listeners[2]}));
+    }
     o.on_output = [text, mu](std::string_view c) {
       std::lock_guard<std::mutex> l(*mu);
       text->append(c);
@@ -356,6 +375,7 @@ json RunInterleaved(const std::string& self, int64_t n, const std::string& trans
       return json();
     }
     procs.push_back(std::move(*proc));
+    if (r == 0) listeners.clear();  // rank 0 holds them; no other child may
   }
   bool ok = true;
   for (auto& proc : procs) {
@@ -391,6 +411,7 @@ int main(int argc, char** argv) {
   p.Flag("no-equal-warmup",
          "skip the 16 MiB all-reduces that give the one-shot and ring communicators the "
          "history of auto's start-up timing");
+  p.Flag("in-place", "in-place all-reduces (the engine's and the trainer's call) of a zero buffer");
   p.Option("worker", "N", "internal: run as one rank of an N-rank job");
   p.Option("rank", "R", "internal (worker): this rank");
   p.Option("ports", "A,B,C", "internal (worker): rendezvous ports of the three communicators");
@@ -428,6 +449,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> worker_args = common;
   worker_args.insert(worker_args.end(), {"--block", p.GetString("block")});
   if (p.GetFlag("no-equal-warmup")) worker_args.push_back("--no-equal-warmup");
+  if (p.GetFlag("in-place")) worker_args.push_back("--in-place");
   auto log = [&](const std::string& s) { (as_json ? std::cerr : std::cout) << s << std::flush; };
 
   const auto max_bytes = ParseByteSize(p.GetString("max-bytes"));

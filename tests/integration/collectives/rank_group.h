@@ -14,6 +14,7 @@
 
 #include "octet/base/deadline.h"
 #include "octet/base/subprocess.h"
+#include "octet/collectives/local_rendezvous.h"
 
 namespace octet::collectives::test {
 
@@ -25,11 +26,16 @@ class RankGroup {
     }
   }
 
-  Status Start(const std::vector<std::vector<std::string>>& argvs) {
+  // Starts argvs[r] as rank r. With `rendezvous` (the address in the argvs),
+  // rank 0 inherits its listening socket and this process's copy is closed
+  // before the other ranks start (see local_rendezvous.h).
+  Status Start(const std::vector<std::vector<std::string>>& argvs,
+               LocalRendezvous* rendezvous = nullptr) {
     outputs_.resize(argvs.size());
     for (size_t r = 0; r < argvs.size(); ++r) {
       SpawnOptions o;
       o.argv = argvs[r];
+      if (r == 0 && rendezvous) o.env.push_back(LocalRendezvous::EnvFor({rendezvous}));
       auto* out = &outputs_[r];
       o.on_output = [this, out](std::string_view chunk) {
         std::lock_guard<std::mutex> l(mu_);
@@ -38,6 +44,7 @@ class RankGroup {
       auto p = Subprocess::Spawn(o);
       if (!p.ok()) return p.status();
       procs_.push_back(std::move(*p));
+      if (r == 0 && rendezvous) rendezvous->Close();
     }
     return Status::Ok();
   }

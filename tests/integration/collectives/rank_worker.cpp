@@ -185,6 +185,9 @@ struct Conformance {
         OCTET_RETURN_IF_ERROR(ReduceScatter(d, count));
       }
       OCTET_RETURN_IF_ERROR(AllReduce(d, d == DType::kF32 ? big : 2 * big, false));
+      // In place over several slots: over TCP each slot's step is summed
+      // piece by piece while it lands, overwriting input already sent.
+      if (d == DType::kF32) OCTET_RETURN_IF_ERROR(AllReduce(d, big, true));
     }
     for (size_t bytes : {size_t{1}, size_t{1000}, size_t{300001}, (size_t{3} << 20) + 1}) {
       OCTET_RETURN_IF_ERROR(Broadcast(bytes, static_cast<int>(bytes % n)));

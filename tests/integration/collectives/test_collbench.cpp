@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "octet/collectives/local_rendezvous.h"
 #include "octet_test.h"
 #include "rank_threads.h"
 
@@ -119,7 +120,11 @@ class TestCollbench : public QObject {
   }
 
   void joinedRanksFormOneJob() {
-    const std::string rv = octet::collectives::test::LoopbackRendezvous();
+    // Bound before either rank starts; rank 0 inherits it (both inherit
+    // this process's descriptors, only rank 0 is told).
+    auto listener = octet::collectives::LocalRendezvous::Open();
+    QVERIFY2(listener.ok(), listener.status().ToString().c_str());
+    const std::string rv = listener->address();
     octet::test::CommandResult r0, r1;
     std::thread t([&] {
       r1 = RunProgram({"octet", "collbench", "--ranks", "2", "--rendezvous", rv, "--rank", "1",
@@ -128,7 +133,7 @@ class TestCollbench : public QObject {
     });
     r0 = RunProgram({"octet", "collbench", "--ranks", "2", "--rendezvous", rv, "--rank", "0",
                      "--max-bytes", "4K", "--iters", "3", "--check"},
-                    60'000);
+                    60'000, {octet::collectives::LocalRendezvous::EnvFor({&*listener})});
     t.join();
     QVERIFY2(r0.exit_code == 0 && r1.exit_code == 0, (r0.output + r1.output).c_str());
     // Rank 0 prints the table, nccl-tests style; rank 1 prints no rows.

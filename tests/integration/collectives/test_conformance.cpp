@@ -21,14 +21,16 @@ class TestConformance : public QObject {
   void Run(int ranks) {
     auto exe = SelfExecutablePath();
     QVERIFY(exe.ok());
-    const std::string rendezvous = LoopbackRendezvous();
+    auto listener = collectives::LocalRendezvous::Open();
+    QVERIFY2(listener.ok(), listener.status().ToString().c_str());
+    const std::string rendezvous = listener->address();
     std::vector<std::vector<std::string>> argvs;
     for (int r = 0; r < ranks; ++r) {
       argvs.push_back(RankWorkerArgv(*exe, "conformance", rendezvous, ranks, r,
                                      {"--transports", "shm,tcp,verbs"}));
     }
     RankGroup g;
-    QVERIFY(g.Start(argvs).ok());
+    QVERIFY(g.Start(argvs, &*listener).ok());
     const Deadline deadline = Deadline::AfterMs(280'000);
     bool timed_out = false;
     std::vector<ExitStatus> exits;

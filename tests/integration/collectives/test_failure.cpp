@@ -28,14 +28,16 @@ class TestFailure : public QObject {
   void Start(RankGroup& g, const char* transport, const char* algo) {
     auto exe = SelfExecutablePath();
     QVERIFY(exe.ok());
-    const std::string rendezvous = LoopbackRendezvous();
+    auto listener = LocalRendezvous::Open();
+    QVERIFY2(listener.ok(), listener.status().ToString().c_str());
+    const std::string rendezvous = listener->address();
     std::vector<std::vector<std::string>> argvs;
     for (int r = 0; r < kRanks; ++r) {
       argvs.push_back(RankWorkerArgv(*exe, "loop", rendezvous, kRanks, r,
                                      {"--transport", transport, "--algo", algo, "--count", "8192",
                                       "--timeout-ms", std::to_string(kPeerTimeoutMs)}));
     }
-    QVERIFY(g.Start(argvs).ok());
+    QVERIFY(g.Start(argvs, &*listener).ok());
     QVERIFY2(g.WaitForText("READY", 60'000), g.AllOutput().c_str());
   }
 

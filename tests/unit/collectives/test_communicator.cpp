@@ -19,6 +19,7 @@
 #include "backend.h"
 #include "octet/base/file_util.h"
 #include "octet/collectives/communicator.h"
+#include "octet/collectives/local_rendezvous.h"
 #include "rank_threads.h"
 #include "reduce.h"
 #include "transport.h"
@@ -318,6 +319,27 @@ class TestCommunicator : public QObject {
     QVERIFY2(AllOk(r), Join(r).c_str());
   }
 
+  void inheritedRendezvousIsTakenOnceForItsPort() {
+    // What rank 0 does with the socket its spawner bound (local_rendezvous.h).
+    auto rv = LocalRendezvous::Open();
+    QVERIFY2(rv.ok(), rv.status().ToString().c_str());
+    auto other = LocalRendezvous::Open();
+    QVERIFY2(other.ok(), other.status().ToString().c_str());
+    const std::string env = LocalRendezvous::EnvFor({&*rv});
+    const size_t eq = env.find('=');
+    QVERIFY(eq != std::string::npos);
+    ::setenv(env.substr(0, eq).c_str(), env.substr(eq + 1).c_str(), 1);
+    QCOMPARE(TakeInheritedRendezvous(other->port()), -1);  // not named
+    const int fd = TakeInheritedRendezvous(rv->port());
+    QVERIFY(fd >= 0);
+    QCOMPARE(TakeInheritedRendezvous(rv->port()), -1);  // at most once
+    // The descriptor named for a port must listen on that port.
+    ::setenv(env.substr(0, eq).c_str(), (std::to_string(other->port()) + ":0").c_str(), 1);
+    QCOMPARE(TakeInheritedRendezvous(other->port()), -1);  // fd 0 is not that socket
+    ::unsetenv(env.substr(0, eq).c_str());
+    QCOMPARE(TakeInheritedRendezvous(other->port()), -1);
+  }
+
   void mismatchedWorldSizeIsNamed() {
     const std::string rv = LoopbackRendezvous();
     CommunicatorOptions o;
@@ -553,6 +575,26 @@ class TestCommunicator : public QObject {
                             "oneshot:-1 ring:max", "oneshot:abc ring:max"}) {
       QVERIFY2(parse(bad).empty(), bad);
     }
+  }
+
+  void autoTimingLongerThanTheConnectTimeoutIsNoFailure() {
+    // The connect timeout bounds each start-up exchange, not auto's timing
+    // between them (8 B-16 MiB, seconds on a loaded machine): with every
+    // exchange's deadline taken before the timing, the next exchange failed
+    // at once with "no answer ... in time" from every rank.
+    CommunicatorOptions o;
+    o.transport = TransportKind::kShm;
+    o.algorithm = AlgorithmKind::kAuto;
+    // Every exchange takes milliseconds; the timing of 2 ranks 0.1-0.4 s quiet.
+    o.connect_timeout_ms = 150;
+    int64_t took_ms = 0;
+    const int64_t start = NowNs();
+    auto r = RunRanks(2, o, [&](Communicator& c) {
+      if (c.rank() == 0) took_ms = (NowNs() - start) / 1'000'000;
+      return c.algorithm_bands().empty() ? InternalError("no table") : Status::Ok();
+    });
+    for (const Status& s : r) QVERIFY2(s.ok(), Join(r).c_str());
+    qInfo("2-rank shm start-up with auto took %lld ms", static_cast<long long>(took_ms));
   }
 
   void autoAgreesOnOneBandTableAndStoresIt() {
