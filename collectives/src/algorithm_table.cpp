@@ -166,8 +166,13 @@ std::vector<AlgorithmBand> ChooseBands(const std::vector<BandTimings>& bands) {
   std::vector<AlgorithmBand> rows;
   AlgorithmKind prev = AlgorithmKind::kOneShot;
   for (size_t k = 0; k < bands.size(); ++k) {
-    if (smoothed[k].log_ratio > smoothed[k].threshold) prev = AlgorithmKind::kRing;
-    if (smoothed[k].log_ratio < -smoothed[k].threshold) prev = AlgorithmKind::kOneShot;
+    if (smoothed[k].log_ratio > smoothed[k].threshold) {
+      prev = AlgorithmKind::kRing;
+    } else if (smoothed[k].log_ratio < -smoothed[k].threshold) {
+      prev = AlgorithmKind::kOneShot;
+    } else if (bands[k].bytes >= kTieToRingBytes) {
+      prev = AlgorithmKind::kRing;  // a tie among bandwidth-bound runs
+    }
     rows.push_back({bands[k].bytes, prev});
   }
   // Beyond the largest measured size both algorithms are bandwidth-bound

@@ -440,8 +440,9 @@ class TestCommunicator : public QObject {
 
   // The table from noisy paired start-up timings (made up, deterministic
   // "noise"): a difference within the pairs' noise is a tie, ties keep the
-  // band below's choice (one-shot at the smallest), a difference well outside
-  // it switches, and close calls are named for a second round of timing.
+  // band below's choice (one-shot at the smallest) up to 512 KiB and go to
+  // ring from 1 MiB, a difference well outside it switches, and close calls
+  // are named for a second round of timing.
   void bandTableFromNoisyPairs() {
     std::vector<size_t> sizes;
     for (size_t s = 8; s <= (size_t{16} << 20); s *= 2) sizes.push_back(s);
@@ -478,8 +479,9 @@ class TestCommunicator : public QObject {
     // Ring 8% faster everywhere: decisive with quiet pairs...
     auto ring_by_8 = [](size_t) { return 1.08; };
     QVERIFY(ChooseBands(bands(ring_by_8, quiet)) == B({{kMax, kR}}));
-    // ...a tie within noise with noisy pairs: the model's one-shot stays,
-    QVERIFY(ChooseBands(bands(ring_by_8, noisy)) == B({{kMax, kO}}));
+    // ...a tie within noise with noisy pairs: the model's one-shot stays up to
+    // 512 KiB, and from 1 MiB (bandwidth-bound) a tie goes to ring,
+    QVERIFY(ChooseBands(bands(ring_by_8, noisy)) == B({{512 << 10, kO}, {kMax, kR}}));
     // and every band up to 1 MiB is a close call worth timing again.
     const std::vector<size_t> again = BandsToRetime(bands(ring_by_8, noisy));
     QCOMPARE(again.size(), static_cast<size_t>(18));  // 8 B..1 MiB
@@ -500,8 +502,13 @@ class TestCommunicator : public QObject {
         const double sign = ((s >> 3) + static_cast<size_t>(seed)) % 2 ? 1 : -1;
         return s <= 2048 ? 0.6 : 1 + sign * 0.06;  // +-6% past 2 KiB
       };
-      QVERIFY2(ChooseBands(bands(jitter, noisy)) == B({{kMax, kO}}), std::to_string(seed).c_str());
+      QVERIFY2(ChooseBands(bands(jitter, noisy)) == B({{512 << 10, kO}, {kMax, kR}}),
+               std::to_string(seed).c_str());
     }
+    // One-shot decisively faster at a large size stays one-shot (a tie goes
+    // to ring, a measured win does not).
+    auto oneshot_large = [](size_t s) { return s <= 2048 ? 0.6 : 0.8; };
+    QVERIFY(ChooseBands(bands(oneshot_large, quiet)) == B({{kMax, kO}}));
 
     // Blocks of back-to-back runs: the first run of each block (after the
     // other algorithm's block) is left out, the median of the rest counts.
@@ -543,8 +550,10 @@ class TestCommunicator : public QObject {
     QVERIFY(table([](size_t s) { return s <= 16384 ? 0.5 : 2.0; }) == B({{16384, kO}, {kMax, kR}}));
     // One disturbed band in a run of one-shot wins.
     QVERIFY(table([](size_t s) { return s == 4096 ? 1.5 : 0.5; }) == B({{kMax, kO}}));
-    // Within 5% the table does not flip back and forth.
-    QVERIFY(table([](size_t s) { return (s / 8) % 2 ? 1.03 : 0.97; }) == B({{kMax, kO}}));
+    // Within 5% the table does not flip back and forth (a tie: one-shot up to
+    // 512 KiB, ring from 1 MiB).
+    QVERIFY(table([](size_t s) { return (s / 8) % 2 ? 1.03 : 0.97; }) ==
+            B({{512 << 10, kO}, {kMax, kR}}));
     // Two real switches; sizes past 16 MiB take the 16 MiB band's choice.
     QVERIFY(table([](size_t s) {
               return s <= (1 << 20) ? 0.7 : s <= (4 << 20) ? 1.5 : 0.6;
