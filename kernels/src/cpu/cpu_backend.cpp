@@ -117,7 +117,8 @@ void CpuBackend::Matmul(const float* x, int64_t m, int64_t ldx, const WeightMatr
     return;
   }
   if (isa_.gemm_packed && k >= kPackedBlockCols &&
-      (w.format == WeightFormat::kBF16 || w.format == WeightFormat::kNvfp4)) {
+      (w.format == WeightFormat::kBF16 ||
+       (w.format == WeightFormat::kNvfp4 && isa_.decode_nvfp4_bf16))) {
     MatmulPackedBlocks(x, m, ldx, w, y, ldy, accumulate);
     return;
   }
