@@ -544,7 +544,7 @@ Status Communicator::Poison(Status why, int blamed) {
 }
 
 Status Communicator::Run(CollectiveOp op, const void* in, void* out, size_t count, DType dtype,
-                         int root, size_t payload_bytes) {
+                         int root, size_t payload_bytes, AlgorithmKind forced) {
   if (poisoned()) return poison_status_;
   if (busy_.exchange(true, std::memory_order_acquire)) {
     return FailedPreconditionError(
@@ -558,7 +558,8 @@ Status Communicator::Run(CollectiveOp op, const void* in, void* out, size_t coun
     return InvalidArgumentError("collectives: " + std::string(OpName(op)) + " of " +
                                 std::to_string(count) + " elements with a null buffer");
   }
-  const AlgorithmKind algo = AlgorithmFor(op, payload_bytes);
+  const AlgorithmKind algo =
+      forced != AlgorithmKind::kAuto ? forced : AlgorithmFor(op, payload_bytes);
   scope.set_algorithm(impl_->backend->honours_algorithm() && size_ > 1 ? algo
                                                                        : AlgorithmKind::kAuto);
   Waiter& w = *impl_->waiter;
@@ -576,6 +577,16 @@ Status Communicator::AllReduce(void* data, size_t count, DType dtype) {
 
 Status Communicator::AllReduce(const void* in, void* out, size_t count, DType dtype) {
   return Run(CollectiveOp::kAllReduce, in, out, count, dtype, 0, count * DTypeSize(dtype));
+}
+
+Status Communicator::AllReduceWith(AlgorithmKind algorithm, const void* in, void* out,
+                                   size_t count, DType dtype) {
+  if (algorithm != AlgorithmKind::kOneShot && algorithm != AlgorithmKind::kRing) {
+    return InvalidArgumentError("collectives: AllReduceWith takes oneshot or ring, not " +
+                                std::string(AlgorithmName(algorithm)));
+  }
+  return Run(CollectiveOp::kAllReduce, in, out, count, dtype, 0, count * DTypeSize(dtype),
+             algorithm);
 }
 
 Status Communicator::AllGather(const void* in, void* out, size_t count, DType dtype) {

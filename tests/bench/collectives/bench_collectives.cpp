@@ -5,9 +5,14 @@
 //       [--repeats 3] [--no-mpi] [--in-place] [--json]
 //
 // For every world size and transport it starts --ranks processes of itself
-// (worker mode), each holding three communicators: one-shot, ring and auto
-// (auto measures its table at start-up, as a user's would; the other two
-// then run the same 16 MiB all-reduces, see --no-equal-warmup). Per size the
+// (worker mode), each holding an auto communicator (it measures its table at
+// start-up, as a user's would) on which one-shot and ring also run, forced
+// (Communicator::AllReduceWith), so the three differ only in the algorithm:
+// the same links, sockets and waiter state. (With --separate-communicators a
+// one-shot and a ring communicator of their own run them instead, given the
+// 16 MiB all-reduces of auto's start-up unless --no-equal-warmup; at 4 ranks
+// over TCP two communicators running the same algorithm differed by 10-20%
+// there.) Per size the
 // three take turns in blocks of --block timed iterations, the block order
 // rotating, until each has run --iters iterations: noise on a shared machine
 // hits all three alike. It reports per size each algorithm's p50 of the
@@ -224,7 +229,8 @@ int RunWorker(const ArgParser& p) {
   // their buffers with such traffic, which moves 256 KiB-1 MiB times by
   // 10-30%); give the one-shot and ring communicators the same history so
   // the three differ only in the algorithm.
-  if (!p.GetFlag("no-equal-warmup")) {
+  const bool separate = p.GetFlag("separate-communicators");
+  if (separate && !p.GetFlag("no-equal-warmup")) {
     std::vector<float> big((size_t{16} << 20) / sizeof(float), 1.0f);
     for (int a = 0; a < 2; ++a) {
       for (int i = 0; i < 3; ++i) {
@@ -251,8 +257,10 @@ int RunWorker(const ArgParser& p) {
     // In place (the engine's and the trainer's call) each run's input is the
     // sum of the run before: the buffer starts at zero and must stay zero.
     auto Once = [&](int a) {
-      if (in_place) return comm[a]->AllReduce(out.data(), count, DType::kF32).ok();
-      return comm[a]->AllReduce(in.data(), out.data(), count, DType::kF32).ok();
+      const float* src = in_place ? out.data() : in.data();
+      if (a == 2 || separate) return comm[a]->AllReduce(src, out.data(), count, DType::kF32).ok();
+      const AlgorithmKind forced = a == 0 ? AlgorithmKind::kOneShot : AlgorithmKind::kRing;
+      return comm[2]->AllReduceWith(forced, src, out.data(), count, DType::kF32).ok();
     };
     if (in_place) {
       std::fill(out.begin(), out.end(), 0.0f);
@@ -408,9 +416,12 @@ int main(int argc, char** argv) {
            "3");
   p.Flag("no-mpi", "skip the OpenMPI comparison");
   p.Flag("json", "print one JSON document on stdout");
+  p.Flag("separate-communicators",
+         "run one-shot and ring on communicators of their own instead of forcing them on "
+         "auto's");
   p.Flag("no-equal-warmup",
-         "skip the 16 MiB all-reduces that give the one-shot and ring communicators the "
-         "history of auto's start-up timing");
+         "with --separate-communicators: skip the 16 MiB all-reduces that give the one-shot "
+         "and ring communicators the history of auto's start-up timing");
   p.Flag("in-place", "in-place all-reduces (the engine's and the trainer's call) of a zero buffer");
   p.Option("worker", "N", "internal: run as one rank of an N-rank job");
   p.Option("rank", "R", "internal (worker): this rank");
@@ -449,6 +460,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> worker_args = common;
   worker_args.insert(worker_args.end(), {"--block", p.GetString("block")});
   if (p.GetFlag("no-equal-warmup")) worker_args.push_back("--no-equal-warmup");
+  if (p.GetFlag("separate-communicators")) worker_args.push_back("--separate-communicators");
   if (p.GetFlag("in-place")) worker_args.push_back("--in-place");
   auto log = [&](const std::string& s) { (as_json ? std::cerr : std::cout) << s << std::flush; };
 

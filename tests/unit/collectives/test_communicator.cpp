@@ -264,6 +264,39 @@ class TestCommunicator : public QObject {
     QVERIFY2(AllOk(r), Join(r).c_str());
   }
 
+  // AllReduceWith runs the named algorithm whatever the communicator's choice
+  // (the benchmark compares algorithms over one communicator's links), with
+  // the same sums on every rank; anything but one-shot or ring is refused
+  // without poisoning.
+  void allReduceWithForcesTheAlgorithm() {
+    CommunicatorOptions o;
+    o.algorithm = AlgorithmKind::kAuto;
+    o.oneshot_max_bytes = 1 << 20;  // auto's table: one-shot at these sizes
+    const int n = 3;
+    const size_t count = 1001;
+    std::vector<std::vector<float>> results(n, std::vector<float>(count));
+    auto r = RunRanks(n, o, [&](Communicator& c) {
+      std::vector<float> in(count);
+      for (size_t i = 0; i < count; ++i) in[i] = static_cast<float>(c.rank() * 1000 + i);
+      std::vector<float>& out = results[c.rank()];
+      OCTET_RETURN_IF_ERROR(c.AllReduceWith(AlgorithmKind::kRing, in.data(), out.data(), count,
+                                            DType::kF32));
+      for (size_t i = 0; i < count; ++i) {
+        OCTET_RETURN_IF_ERROR(Expect(out[i] == static_cast<float>(3000 + 3 * i), "ring sum"));
+      }
+      OCTET_RETURN_IF_ERROR(c.AllReduceWith(AlgorithmKind::kOneShot, in.data(), out.data(), count,
+                                            DType::kF32));
+      OCTET_RETURN_IF_ERROR(Expect(c.stats().ring_calls == 1 && c.stats().oneshot_calls == 1,
+                                   "one ring and one one-shot call"));
+      const Status bad =
+          c.AllReduceWith(AlgorithmKind::kAuto, in.data(), out.data(), count, DType::kF32);
+      OCTET_RETURN_IF_ERROR(Expect(bad.code() == StatusCode::kInvalidArgument, bad.ToString()));
+      return Expect(!c.poisoned(), "poisoned by a bad argument");
+    });
+    QVERIFY2(AllOk(r), Join(r).c_str());
+    for (int q = 1; q < n; ++q) QVERIFY(results[q] == results[0]);
+  }
+
   void duplicateServesASecondThread() {
     auto r = RunRanks(3, {}, [&](Communicator& c) -> Status {
       auto dup = c.Duplicate();

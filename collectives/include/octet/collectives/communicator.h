@@ -160,6 +160,11 @@ class Communicator {
   Status AllReduce(void* data, size_t count, DType dtype);
   // Out of place: `in` and `out` hold count elements each (may be equal).
   Status AllReduce(const void* in, void* out, size_t count, DType dtype);
+  // The same with `algorithm` (kOneShot or kRing) instead of this
+  // communicator's choice: for comparing algorithms over the same links and
+  // transport state (benchmarks, tests). Every rank must pass the same one.
+  Status AllReduceWith(AlgorithmKind algorithm, const void* in, void* out, size_t count,
+                       DType dtype);
   // Rank r's `count` elements land at out[r * count]; out holds size()*count.
   Status AllGather(const void* in, void* out, size_t count, DType dtype);
   // in holds size()*count elements; rank r receives the sum of block r (count
@@ -198,8 +203,9 @@ class Communicator {
   struct Impl;  // bootstrap, transport/backend, waiter (collectives/src)
   class CallScope;
   Communicator();
+  // `forced`: the algorithm to run instead of AlgorithmFor's (kAuto: none).
   Status Run(CollectiveOp op, const void* in, void* out, size_t count, DType dtype, int root,
-             size_t payload_bytes);
+             size_t payload_bytes, AlgorithmKind forced = AlgorithmKind::kAuto);
   Status Poison(Status why, int blamed);
   Status SelectBackend(bool self_test);
   Status AgreeCrossover();
