@@ -11,9 +11,8 @@
 // the same links, sockets and waiter state. (With --separate-communicators a
 // one-shot and a ring communicator of their own run them instead, given the
 // 16 MiB all-reduces of auto's start-up unless --no-equal-warmup; at 4 ranks
-// over TCP two communicators running the same algorithm differed by 10-20%
-// there.) Per size the
-// three take turns in blocks of --block timed iterations, the block order
+// over TCP two communicators running the same algorithm differed by 10-20%.)
+// Per size the three take turns in blocks of --block timed iterations, the block order
 // rotating, until each has run --iters iterations: noise on a shared machine
 // hits all three alike. It reports per size each algorithm's p50 of the
 // slowest rank and auto over the better of one-shot and ring (the better by
