@@ -1291,22 +1291,18 @@ void Gateway::Impl::ProcessInput(ClientConn* c) {
       if (c->in.empty()) return;
       const size_t from = c->head_scan > 3 ? c->head_scan - 3 : 0;
       const size_t end = c->in.find("\r\n\r\n", from);
-      if (end == std::string::npos) {
-        c->head_scan = c->in.size();
-        if (c->in.size() > options.max_header_bytes)
-          WriteSimple(c, 431, "application/json",
-                      OpenAiError("request headers are larger than " +
-                                      std::to_string(options.max_header_bytes) + " bytes",
-                                  "invalid_request_error", 431),
-                      "", true);
-        return;
-      }
-      if (end + 4 > options.max_header_bytes) {
+      // 431 once the head (complete or not yet) is past the limit.
+      const size_t head_bytes = end == std::string::npos ? c->in.size() : end + 4;
+      if (head_bytes > options.max_header_bytes) {
         WriteSimple(c, 431, "application/json",
                     OpenAiError("request headers are larger than " +
                                     std::to_string(options.max_header_bytes) + " bytes",
                                 "invalid_request_error", 431),
                     "", true);
+        return;
+      }
+      if (end == std::string::npos) {
+        c->head_scan = c->in.size();
         return;
       }
       auto snap = core->Snapshot();
