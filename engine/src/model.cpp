@@ -99,9 +99,15 @@ std::string NanochatTensorName(const std::string& name) {
 // errors name the tensor as stored.
 class Loader {
  public:
+  // `owned`: copies the model keeps (realigned tensors, NVFP4 tiles);
+  // `tile_nvfp4`: the backend reads NVFP4 tiles (KernelBackend::UsesNvfp4Tiles).
   Loader(const CheckpointStore& store, const ModelConfig& config, const LoadOptions& options,
-         std::vector<std::vector<uint8_t>>* realigned)
-      : store_(store), config_(config), options_(options), realigned_(realigned) {
+         std::vector<std::vector<uint8_t>>* owned, bool tile_nvfp4)
+      : store_(store),
+        config_(config),
+        options_(options),
+        realigned_(owned),
+        tile_nvfp4_(tile_nvfp4) {
     progress_.bytes_total = store.total_bytes();
     progress_.tensors_total = static_cast<int64_t>(store.tensors().size());
   }
@@ -225,6 +231,12 @@ class Loader {
       OCTET_ASSIGN_OR_RETURN(float global, Scalar(module + ".weight_scale_2"));
       if (const TensorInfo* is = Find(module + ".input_scale")) Touch(*is);
       l.weight = WeightMatrix::Nvfp4(packed->data, scales->data, global, out, in);
+      // The tile copy for single-row decode, before slicing: shards of whole
+      // 16-row groups and 64-column chunks keep theirs.
+      if (tile_nvfp4_ && kernels::CanTileNvfp4(l.weight)) {
+        realigned_->emplace_back(kernels::Nvfp4TilesBytes(l.weight));
+        l.weight = kernels::TileNvfp4(l.weight, realigned_->back().data());
+      }
     } else {
       if (!t) {
         return NotFoundError("tensor '" + wname + "' (expected shape " +
@@ -300,6 +312,7 @@ class Loader {
   const ModelConfig& config_;
   const LoadOptions& options_;
   std::vector<std::vector<uint8_t>>* realigned_;
+  const bool tile_nvfp4_;
   LoadProgress progress_;
   std::set<const TensorInfo*> touched_;
 };
@@ -345,7 +358,7 @@ Result<std::unique_ptr<Model>> Model::Load(const std::string& dir, const LoadOpt
 
 Status Model::LoadWeights(const LoadOptions& options) {
   const ModelConfig& c = config_;
-  Loader ld(*store_, c, options, &realigned_);
+  Loader ld(*store_, c, options, &realigned_, options.nvfp4_tiles && backend_->UsesNvfp4Tiles());
   const int64_t H = c.hidden_size, hd = c.head_dim;
   // nanochat: parameter-free RMSNorms are RMSNorms with a weight of ones.
   const bool norm_weights = !c.parameter_free_norms;

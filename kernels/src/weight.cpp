@@ -46,6 +46,10 @@ WeightMatrix WeightMatrix::RowSlice(int64_t begin, int64_t count) const {
   s.rows = count;
   s.data = static_cast<const uint8_t*>(data) + begin * row_stride;
   if (scales) s.scales = scales + begin * scale_row_stride;
+  if (tiles) {  // whole groups keep their tiles
+    const bool whole = begin % kNvfp4TileRows == 0 && count % kNvfp4TileRows == 0;
+    s.tiles = whole ? tiles + begin / kNvfp4TileRows * tile_group_stride : nullptr;
+  }
   return s;
 }
 
@@ -63,6 +67,10 @@ WeightMatrix WeightMatrix::ColSlice(int64_t begin, int64_t count) const {
   s.cols = count;
   s.data = static_cast<const uint8_t*>(data) + begin * ElementBits(format) / 8;
   if (scales) s.scales = scales + begin / kNvfp4BlockSize;
+  if (tiles) {  // whole chunks keep their tiles (a group's chunks are in column order)
+    const bool whole = begin % kNvfp4TileCols == 0 && count % kNvfp4TileCols == 0;
+    s.tiles = whole ? tiles + begin / kNvfp4TileCols * kNvfp4TileChunkBytes : nullptr;
+  }
   return s;
 }
 
@@ -235,6 +243,80 @@ float WeightAt(const WeightMatrix& w, int64_t r, int64_t c) {
     }
   }
   return 0.0f;
+}
+
+// ---- NVFP4 tiles ------------------------------------------------------------------
+
+namespace {
+
+// A positive finite E4M3 code as the E5M3 byte of the tile layout (exact: both
+// have 3 mantissa bits, and E4M3's subnormals are normal numbers in E5M3).
+uint8_t E4m3ToE5m3(uint8_t code) {
+  const int e = (code >> 3) & 0xf, m = code & 7;
+  if (e > 0) return static_cast<uint8_t>((e - 7 + 10) << 3 | m);
+  // m * 2^-9: normalize the 3-bit integer m.
+  int exp = -9, mant = m;
+  while (mant < 8) {
+    mant <<= 1;
+    --exp;
+  }
+  // mant in [8, 16): value = mant / 8 * 2^(exp + 3).
+  return static_cast<uint8_t>((exp + 3 + 10) << 3 | (mant - 8));
+}
+
+}  // namespace
+
+bool CanTileNvfp4(const WeightMatrix& w) {
+  if (w.format != WeightFormat::kNvfp4) return false;
+  if (w.rows <= 0 || w.rows % kNvfp4TileRows != 0) return false;
+  if (w.cols <= 0 || w.cols % kNvfp4TileCols != 0) return false;
+  const int64_t blocks = w.cols / kNvfp4BlockSize;
+  for (int64_t r = 0; r < w.rows; ++r) {
+    const uint8_t* s = w.scales + r * w.scale_row_stride;
+    for (int64_t b = 0; b < blocks; ++b) {
+      if (s[b] & 0x80 || s[b] == 0x7f) return false;  // negative, or NaN
+    }
+  }
+  return true;
+}
+
+int64_t Nvfp4TilesBytes(const WeightMatrix& w) {
+  return w.rows / kNvfp4TileRows * (w.cols / kNvfp4TileCols) * kNvfp4TileChunkBytes;
+}
+
+WeightMatrix TileNvfp4(const WeightMatrix& w, uint8_t* out) {
+  if (!CanTileNvfp4(w)) return w;
+  const int64_t chunks = w.cols / kNvfp4TileCols;
+  const int64_t group_stride = chunks * kNvfp4TileChunkBytes;
+  const uint8_t* data = static_cast<const uint8_t*>(w.data);
+  auto code = [&](int64_t r, int64_t c) -> uint8_t {
+    if (w.scales[r * w.scale_row_stride + c / kNvfp4BlockSize] == 0) return 0;
+    return (data[r * w.row_stride + c / 2] >> (4 * (c & 1))) & 0xf;
+  };
+  for (int64_t g = 0; g < w.rows / kNvfp4TileRows; ++g) {
+    for (int64_t ch = 0; ch < chunks; ++ch) {
+      uint8_t* o = out + g * group_stride + ch * kNvfp4TileChunkBytes;
+      const int64_t c0 = ch * kNvfp4TileCols;
+      for (int z = 0; z < 8; ++z) {
+        for (int i = 0; i < 64; ++i) {
+          const int64_t r = g * kNvfp4TileRows + i / 4;
+          const int64_t c = c0 + 8 * z + i % 4;
+          o[z * 64 + i] = static_cast<uint8_t>(code(r, c) | code(r, c + 4) << 4);
+        }
+      }
+      for (int b = 0; b < 4; ++b) {
+        for (int j = 0; j < 16; ++j) {
+          const int64_t r = g * kNvfp4TileRows + j;
+          const uint8_t s = w.scales[r * w.scale_row_stride + c0 / kNvfp4BlockSize + b];
+          o[8 * 64 + b * 16 + j] = s == 0 ? uint8_t{1 << 3} : E4m3ToE5m3(s);
+        }
+      }
+    }
+  }
+  WeightMatrix t = w;
+  t.tiles = out;
+  t.tile_group_stride = group_stride;
+  return t;
 }
 
 }  // namespace octet::kernels

@@ -184,9 +184,10 @@ struct ModelResult {
 Result<ModelResult> RunModel(const Shape& s, const std::string& dir, int threads,
                              kernels::KvDtype kv_dtype, int64_t decode_context, int64_t n_prompt,
                              int64_t n_decode, int64_t stream_n,
-                             const std::vector<int64_t>& concurrency) {
+                             const std::vector<int64_t>& concurrency, bool nvfp4_tiles) {
   LoadOptions lo;
   lo.threads = threads;
+  lo.nvfp4_tiles = nvfp4_tiles;
   OCTET_ASSIGN_OR_RETURN(auto model, Model::Load(dir, lo));
   Model& m = *model;
   const ModelConfig& c = m.config();
@@ -302,7 +303,9 @@ int main(int argc, char** argv) {
       .Option("decode-context", "N",
               "batched decode starts each sequence at this position (a cache of N keys and "
               "values); 0: fresh sequences",
-              "0");
+              "0")
+      .Option("nvfp4-tiles", "on|off",
+              "NVFP4 weights get their tile copy where the backend reads it (LoadOptions)", "on");
   if (Status s = p.Parse(argc, argv); !s.ok()) {
     std::cerr << s.message() << "\n";
     return 2;
@@ -328,6 +331,7 @@ int main(int argc, char** argv) {
   j["prompt_tokens"] = n_prompt;
   j["kv_dtype"] = p.GetString("kv-dtype");
   j["decode_context"] = p.GetInt("decode-context").value_or(0);
+  j["nvfp4_tiles"] = p.GetString("nvfp4-tiles");
   j["decode_tokens"] = n_decode;
   j["bandwidth_gbs"] = {{"copy", bw.copy},   {"scale", bw.scale}, {"add", bw.add},
                         {"triad", bw.triad}, {"read", bw.read},   {"roofline", bw.best()}};
@@ -362,8 +366,13 @@ int main(int argc, char** argv) {
       return 2;
     }
     const int64_t decode_context = std::max<int64_t>(0, p.GetInt("decode-context").value_or(0));
+    const std::string tiles = p.GetString("nvfp4-tiles");
+    if (tiles != "on" && tiles != "off") {
+      std::cerr << "--nvfp4-tiles takes on or off\n";
+      return 2;
+    }
     auto r = RunModel(*shape, dir, threads, *kv_dtype, decode_context, n_prompt, n_decode,
-                      stream_n, *conc);
+                      stream_n, *conc, tiles == "on");
     if (!r.ok()) {
       std::cerr << "octet_bench_engine: " << name << ": " << r.status().ToString() << "\n";
       return 1;

@@ -10,7 +10,7 @@
 // JSON document on stdout.
 //
 //   bench_gemv [--threads 2] [--rows 1,2,4,8] [--rounds 5]
-//              [--backends avx512,avx512-amx] [--format bf16|nvfp4]
+//              [--backends avx512,avx512-amx] [--format bf16|nvfp4] [--tiles on|off]
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
@@ -31,7 +31,7 @@ namespace {
 
 struct Matrix {
   std::vector<uint16_t> data;
-  std::vector<uint8_t> packed, scales;  // NVFP4
+  std::vector<uint8_t> packed, scales, tiles;  // NVFP4 (tiles: see --tiles)
   WeightMatrix view;
 };
 
@@ -86,6 +86,10 @@ int main(int argc, char** argv) {
   args.Option("rounds", "N", "interleaved rounds (the best round is reported)", "5");
   args.Option("backends", "A,B", "kernel backends to compare", "avx512,avx512-amx");
   args.Option("format", "bf16|nvfp4", "the layers' weight format (lm_head stays BF16)", "bf16");
+  args.Option("tiles", "on|off",
+              "NVFP4: give the matrices their tile copy (weight.h), as the engine's loader does "
+              "for a backend that reads it; backends that do not ignore it",
+              "on");
   if (Status s = args.Parse(argc, argv); !s.ok()) {
     std::cerr << "bench_gemv: " << s.message() << "\n";
     return 2;
@@ -107,6 +111,12 @@ int main(int argc, char** argv) {
     return 2;
   }
   const bool nvfp4 = format == "nvfp4";
+  const std::string tiles_arg = args.GetString("tiles");
+  if (tiles_arg != "on" && tiles_arg != "off") {
+    std::cerr << "bench_gemv: --tiles takes on or off\n";
+    return 2;
+  }
+  const bool tiles = nvfp4 && tiles_arg == "on";
   const int threads = static_cast<int>(*threads_arg);
   const int rounds = static_cast<int>(*rounds_arg);
   for (int64_t m : *rows_list) {
@@ -131,7 +141,13 @@ int main(int argc, char** argv) {
   std::vector<Layer> layers(kLayers);
   uint64_t seed = 1;
   auto random = [&](int64_t rows, int64_t cols) {
-    return nvfp4 ? RandomNvfp4(rows, cols, seed++) : RandomBf16(rows, cols, seed++);
+    if (!nvfp4) return RandomBf16(rows, cols, seed++);
+    Matrix m = RandomNvfp4(rows, cols, seed++);
+    if (tiles && CanTileNvfp4(m.view)) {
+      m.tiles.resize(Nvfp4TilesBytes(m.view));
+      m.view = TileNvfp4(m.view, m.tiles.data());
+    }
+    return m;
   };
   for (auto& l : layers) {
     l.q = random(kQ, kHidden);
@@ -199,6 +215,7 @@ int main(int argc, char** argv) {
   nlohmann::json out;
   out["threads"] = threads;
   out["format"] = format;
+  out["tiles"] = tiles;
   out["weight_bytes"] = weight_bytes;
   std::fprintf(stderr, "%-12s %3s %9s %9s %9s %8s %8s %8s %8s %8s\n", "backend", "M", "step ms",
                "GFLOP/s", "GB/s", "qkv ms", "o ms", "gu ms", "down ms", "lm ms");

@@ -37,6 +37,18 @@ constexpr int64_t kPackedBlockCols = 32;
 
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+// NVFP4 tile decode (gemv_nvfp4_tiles) tasks: whole 32-row pairs of groups,
+// at least 4 tasks per thread.
+int64_t TileRowsPerTask(int64_t rows, int threads) {
+  return std::clamp<int64_t>(rows / (4 * static_cast<int64_t>(threads)) / 32 * 32, 32, 256);
+}
+
+// Whether a decode of m rows against w can take gemv_nvfp4_tiles.
+bool TakesNvfp4Tiles(const IsaKernels& isa, const WeightMatrix& w, int64_t m) {
+  return m == 1 && w.format == WeightFormat::kNvfp4 && w.tiles != nullptr &&
+         isa.gemv_nvfp4_tiles != nullptr;
+}
+
 // Decode tasks take a few 4-row groups of one matrix: up to 64 rows or 128 KiB
 // of weights, whichever is more, so a task streams one long run of memory
 // (the gemv kernels prefetch ahead within the task and each task starts cold),
@@ -96,6 +108,17 @@ void CpuBackend::Matmul(const float* x, int64_t m, int64_t ldx, const WeightMatr
       for (int64_t i = 0; i < m; ++i) std::fill(y + i * ldy, y + i * ldy + n, 0.0f);
     }
     return;
+  }
+  if (TakesNvfp4Tiles(isa_, w, m)) {
+    if (const uint8_t* packed = PackForNvfp4Tiles(x, k)) {
+      const int64_t rows_per_task = TileRowsPerTask(n, pool_.size());
+      pool_.ParallelFor(CeilDiv(n, rows_per_task), [&](int64_t task, int) {
+        const int64_t r0 = task * rows_per_task;
+        const int64_t r1 = std::min(n, r0 + rows_per_task);
+        isa_.gemv_nvfp4_tiles(w, r0, r1, packed, y + r0, accumulate);
+      });
+      return;
+    }
   }
   if (m <= kGemvBatchRows) {
     // Small batches (decode): weights decoded in registers, kGemvMaxRows
@@ -179,10 +202,22 @@ void CpuBackend::MatmulMulti(const float* x, int64_t m, int64_t ldx, const Matmu
     if (w.cols != packed_cols) packed_cols = -2;
   }
   if (packed_cols > 0) packed = PackForGemv(x, m, ldx, packed_cols);
+  // Likewise one packing for the NVFP4 outputs with tiles (m = 1).
+  int64_t tiles_cols = -1;
+  for (int i = 0; i < n_outputs; ++i) {
+    const WeightMatrix& w = *outputs[i].w;
+    if (!TakesNvfp4Tiles(isa_, w, m)) continue;
+    if (tiles_cols == -1) tiles_cols = w.cols;
+    if (w.cols != tiles_cols) tiles_cols = -2;
+  }
+  const uint8_t* tiles_packed = tiles_cols > 0 ? PackForNvfp4Tiles(x, tiles_cols) : nullptr;
   std::vector<int64_t> first_task(n_outputs + 1, 0), rows_per_task(n_outputs);
   for (int i = 0; i < n_outputs; ++i) {
-    rows_per_task[i] = GemvRowsPerTask(*outputs[i].w, pool_.size());
-    first_task[i + 1] = first_task[i] + CeilDiv(outputs[i].w->rows, rows_per_task[i]);
+    const WeightMatrix& w = *outputs[i].w;
+    rows_per_task[i] = tiles_packed && TakesNvfp4Tiles(isa_, w, m)
+                           ? TileRowsPerTask(w.rows, pool_.size())
+                           : GemvRowsPerTask(w, pool_.size());
+    first_task[i + 1] = first_task[i] + CeilDiv(w.rows, rows_per_task[i]);
   }
   pool_.ParallelFor(first_task[n_outputs], [&](int64_t task, int) {
     int o = 0;
@@ -198,6 +233,10 @@ void CpuBackend::MatmulMulti(const float* x, int64_t m, int64_t ldx, const Matmu
     }
     if (packed && w.format == WeightFormat::kBF16) {
       isa_.gemv_packed(w, r0, r1, packed, x, m, ldx, outputs[o].y + r0, outputs[o].ldy, false);
+      return;
+    }
+    if (tiles_packed && TakesNvfp4Tiles(isa_, w, m)) {
+      isa_.gemv_nvfp4_tiles(w, r0, r1, tiles_packed, outputs[o].y + r0, false);
       return;
     }
     for (int64_t i = 0; i < m; i += kGemvMaxRows) {
@@ -254,6 +293,13 @@ const uint16_t* CpuBackend::PackForGemv(const float* x, int64_t m, int64_t ldx, 
   if (static_cast<int64_t>(packed_x_.size()) < size) packed_x_.resize(size);
   isa_.pack_gemv_activations(x, m, ldx, k, packed_x_.data());
   return packed_x_.data();
+}
+
+const uint8_t* CpuBackend::PackForNvfp4Tiles(const float* x, int64_t k) {
+  if (!isa_.gemv_nvfp4_tiles || k % kNvfp4TileCols != 0) return nullptr;
+  const int64_t size = isa_.nvfp4_tiles_packed_size(k);
+  if (static_cast<int64_t>(tiles_x_.size()) < size) tiles_x_.resize(size);
+  return isa_.pack_nvfp4_tiles_activation(x, k, tiles_x_.data()) ? tiles_x_.data() : nullptr;
 }
 
 void CpuBackend::Gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,

@@ -19,6 +19,7 @@ class CpuBackend final : public KernelBackend {
   int num_threads() const override { return pool_.size(); }
   bool supports(WeightFormat format) const override;
   ThreadPool* host_thread_pool() override { return &pool_; }
+  bool UsesNvfp4Tiles() const override { return isa_.gemv_nvfp4_tiles != nullptr; }
 
   void Matmul(const float* x, int64_t m, int64_t ldx, const WeightMatrix& w, float* y, int64_t ldy,
               bool accumulate) override;
@@ -47,15 +48,20 @@ class CpuBackend final : public KernelBackend {
   // panel and attention scores.
   std::vector<std::vector<float>> scratch_;
   std::vector<std::vector<float>> attn_scratch_;
-  std::vector<std::vector<float>> kv_scratch_;  // per thread: an F16 KV head widened (no attend_f16)
+  std::vector<std::vector<float>>
+      kv_scratch_;  // per thread: an F16 KV head widened (no attend_f16)
   // A decode call's activations packed for isa_.gemv_packed (written before
   // its tasks start, read by all of them).
   std::vector<uint16_t> packed_x_;
   std::vector<std::vector<uint16_t>> bf16_scratch_;  // per thread: NVFP4 rows as BF16 (prefill)
+  std::vector<uint8_t> tiles_x_;  // a decode row packed for isa_.gemv_nvfp4_tiles
 
   // Packs x for gemv_packed when this table has it and a BF16 matrix of k
   // columns takes m rows; returns null when gemv is used instead.
   const uint16_t* PackForGemv(const float* x, int64_t m, int64_t ldx, int64_t k);
+  // Packs one row x of k columns for gemv_nvfp4_tiles when this table has it;
+  // null when the row-major kernels must run instead (isa.h).
+  const uint8_t* PackForNvfp4Tiles(const float* x, int64_t k);
   // Matmul of a BF16 or NVFP4 w against m > kGemvMaxRows rows through
   // gemm_packed over each task's weight rows (kept in L2).
   void MatmulPackedBlocks(const float* x, int64_t m, int64_t ldx, const WeightMatrix& w, float* y,

@@ -375,6 +375,167 @@ class TestKernelConformance : public QObject {
     }
   }
 
+  // NVFP4 single-row decode from the tile copy (weight.h, TileNvfp4), which
+  // "avx512-amx" reads on CPUs with AMX-INT8 and every other backend ignores:
+  // whole matrices and slices that keep their tiles, against the f64
+  // reference, with zero-scale blocks and blocks of very different magnitude.
+  void nvfp4TilesDecode() {
+    std::mt19937 rng(31);
+    struct Shape {
+      int64_t n, k;
+    };
+    const Shape shapes[] = {{16, 64}, {48, 128}, {80, 1024}, {32, 3072}, {144, 192}};
+    for (const Shape& s : shapes) {
+      OwnedWeight w = RandomWeight(WeightFormat::kNvfp4, s.n, s.k, rng);
+      for (size_t i = 3; i < w.scales.size(); i += 7) w.scales[i] = 0;
+      QVERIFY(CanTileNvfp4(w.view));
+      std::vector<uint8_t> tiles(Nvfp4TilesBytes(w.view));
+      QCOMPARE(static_cast<int64_t>(tiles.size()), w.view.BytesRead());  // the same bytes
+      const WeightMatrix tiled = TileNvfp4(w.view, tiles.data());
+      QVERIFY(tiled.tiles == tiles.data());
+      std::vector<WeightMatrix> views = {tiled};
+      if (s.n > 16) views.push_back(tiled.RowSlice(16, s.n - 16));
+      if (s.k > 64) views.push_back(tiled.ColSlice(64, s.k - 64));
+      if (s.n > 32 && s.k > 128) views.push_back(tiled.RowSlice(16, 16).ColSlice(64, 64));
+      for (const WeightMatrix& v : views) QVERIFY(v.tiles != nullptr);
+      QVERIFY(tiled.RowSlice(8, 16).tiles == nullptr);   // not whole groups
+      QVERIFY(tiled.ColSlice(16, 48).tiles == nullptr);  // not whole chunks
+      for (const WeightMatrix& v : views) {
+        std::vector<float> x = RandomFloats(v.cols, rng);
+        for (int64_t c = 0; c < 16; ++c) x[c] *= 1e6f;  // block 0 large
+        if (v.cols > 32) {
+          for (int64_t c = 16; c < 32; ++c) x[c] *= 1e-6f;  // block 1 small
+        }
+        std::vector<double> want(v.rows), scale(v.rows);
+        for (int64_t r = 0; r < v.rows; ++r) {
+          double d = 0, a = 0;
+          for (int64_t c = 0; c < v.cols; ++c) {
+            const double p = double(WeightAt(v, r, c)) * x[c];
+            d += p;
+            a += std::fabs(p);
+          }
+          want[r] = d;
+          scale[r] = a;
+        }
+        for (auto& backend : AllBackends(2)) {
+          for (bool acc : {false, true}) {
+            std::vector<float> y(v.rows, 7.0f);
+            backend->Matmul(x.data(), 1, v.cols, v, y.data(), v.rows, acc);
+            std::vector<double> w2 = want, s2 = scale;
+            if (acc) {
+              for (auto& d : w2) d += 7.0;
+              for (auto& d : s2) d += 7.0;
+            }
+            std::string why;
+            QVERIFY2(Close(y, w2, s2, 1e-5, &why),
+                     (std::string(backend->name()) + " n=" + std::to_string(v.rows) +
+                      " k=" + std::to_string(v.cols) + ": " + why)
+                         .c_str());
+          }
+        }
+      }
+    }
+  }
+
+  // The tiles are what a tile-reading backend decodes: with the row-major
+  // codes cleared after tiling it still gives the tiled weights' product
+  // (the other backends give the cleared matrix's, zero).
+  void nvfp4TilesAreRead() {
+    std::mt19937 rng(32);
+    OwnedWeight w = RandomWeight(WeightFormat::kNvfp4, 64, 256, rng);
+    std::vector<uint8_t> tiles(Nvfp4TilesBytes(w.view));
+    WeightMatrix tiled = TileNvfp4(w.view, tiles.data());
+    const std::vector<float> x = RandomFloats(256, rng);
+    std::vector<float> want(64);
+    Scalar()->Matmul(x.data(), 1, 256, w.view, want.data(), 64, false);
+    std::fill(w.data.begin(), w.data.end(), 0);
+    int readers = 0;
+    for (auto& backend : AllBackends(2)) {
+      std::vector<float> y(64, 7.0f);
+      backend->Matmul(x.data(), 1, 256, tiled, y.data(), 64, false);
+      if (backend->UsesNvfp4Tiles()) {
+        ++readers;
+        std::string why;
+        QVERIFY2(CloseF(y, want, 1e-4, 1e-5, &why), why.c_str());
+      } else {
+        QCOMPARE(y, std::vector<float>(64, 0.0f));
+      }
+    }
+    qInfo("%d backend(s) here read NVFP4 tiles", readers);
+  }
+
+  // Matrices the tile layout does not cover keep no tiles (and every kernel
+  // the row-major bytes); activations it cannot hold exactly enough (non-finite,
+  // or a block far below 2^-94) take the row-major kernels, with the same
+  // result as the reference.
+  void nvfp4TilesLimits() {
+    std::mt19937 rng(33);
+    for (auto [n, k] : {std::pair<int64_t, int64_t>{24, 64}, {16, 80}, {15, 128}}) {
+      OwnedWeight w = RandomWeight(WeightFormat::kNvfp4, n, k, rng);
+      QVERIFY(!CanTileNvfp4(w.view));
+      QVERIFY(TileNvfp4(w.view, nullptr).tiles == nullptr);
+    }
+    for (uint8_t bad : {uint8_t{0x88}, uint8_t{0x7f}, uint8_t{0xff}}) {  // negative, NaN, NaN
+      OwnedWeight w = RandomWeight(WeightFormat::kNvfp4, 16, 64, rng);
+      w.scales[5] = bad;
+      QVERIFY(!CanTileNvfp4(w.view));
+    }
+    OwnedWeight w = RandomWeight(WeightFormat::kNvfp4, 32, 128, rng);
+    std::vector<uint8_t> tiles(Nvfp4TilesBytes(w.view));
+    const WeightMatrix tiled = TileNvfp4(w.view, tiles.data());
+    auto scalar = Scalar();
+    for (float odd : {INFINITY, NAN, 1e-30f}) {
+      std::vector<float> x = RandomFloats(128, rng);
+      if (odd == 1e-30f) {
+        for (int c = 32; c < 48; ++c) x[c] *= odd;  // one block below 2^-94
+      } else {
+        x[70] = odd;
+      }
+      std::vector<float> want(32);
+      scalar->Matmul(x.data(), 1, 128, w.view, want.data(), 32, false);
+      for (auto& backend : AllBackends(2)) {
+        std::vector<float> y(32, 7.0f);
+        backend->Matmul(x.data(), 1, 128, tiled, y.data(), 32, false);
+        for (int r = 0; r < 32; ++r) {
+          const bool ok = std::isnan(want[r]) ? std::isnan(y[r])
+                          : std::isinf(want[r])
+                              ? y[r] == want[r]
+                              : std::fabs(y[r] - want[r]) <= 1e-4 + 1e-5 * std::fabs(want[r]);
+          QVERIFY2(ok, (std::string(backend->name()) + " row " + std::to_string(r) + ": got " +
+                        std::to_string(y[r]) + " want " + std::to_string(want[r]))
+                           .c_str());
+        }
+      }
+    }
+  }
+
+  // MatmulMulti packs the row once for all tiled outputs of one width and
+  // leaves the others to their kernels.
+  void nvfp4TilesInMatmulMulti() {
+    std::mt19937 rng(34);
+    OwnedWeight a = RandomWeight(WeightFormat::kNvfp4, 48, 128, rng);
+    OwnedWeight b = RandomWeight(WeightFormat::kNvfp4, 32, 128, rng);
+    OwnedWeight c = RandomWeight(WeightFormat::kNvfp4, 21, 128, rng);  // no tiles: 21 rows
+    OwnedWeight d = RandomWeight(WeightFormat::kBF16, 9, 128, rng);
+    std::vector<uint8_t> ta(Nvfp4TilesBytes(a.view)), tb(Nvfp4TilesBytes(b.view));
+    const WeightMatrix va = TileNvfp4(a.view, ta.data()), vb = TileNvfp4(b.view, tb.data());
+    const std::vector<float> x = RandomFloats(128, rng);
+    for (auto& backend : AllBackends(2)) {
+      std::vector<float> ya(48), yb(32), yc(21), yd(9);
+      const KernelBackend::MatmulOutput outs[4] = {{&va, ya.data(), 48},
+                                                   {&vb, yb.data(), 32},
+                                                   {&c.view, yc.data(), 21},
+                                                   {&d.view, yd.data(), 9}};
+      backend->MatmulMulti(x.data(), 1, 128, outs, 4);
+      for (auto [w, y, n] :
+           {std::tuple{&va, &ya, 48}, {&vb, &yb, 32}, {&c.view, &yc, 21}, {&d.view, &yd, 9}}) {
+        std::vector<float> want(n);
+        backend->Matmul(x.data(), 1, 128, *w, want.data(), n, false);
+        QCOMPARE(*y, want);
+      }
+    }
+  }
+
   void matmulMultiEqualsSeparateCalls() {
     std::mt19937 rng(9);
     for (auto& backend : AllBackends(2)) {

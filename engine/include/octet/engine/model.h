@@ -77,6 +77,10 @@ struct LoadOptions {
   // Touch every weight page while loading (so the first token does not pay for
   // page faults, and progress means something). Off: pages load on first use.
   bool prefault = true;
+  // Give NVFP4 weights their tile copy (kernels/weight.h) when the backend
+  // reads one (KernelBackend::UsesNvfp4Tiles: AMX-INT8 single-row decode),
+  // at the cost of the NVFP4 bytes once more in memory. Off: row-major only.
+  bool nvfp4_tiles = true;
   // Tensor-parallel sharding: given a linear weight's module name
   // ("model.layers.3.self_attn.q_proj", "model.embed_tokens", "lm_head"), its
   // role and full shape, the slice to keep. Null: keep everything. NVFP4

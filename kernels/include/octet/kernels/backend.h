@@ -92,6 +92,10 @@ class KernelBackend {
   // run them on it, so two pools never spin against each other on one core.
   // Same one-caller-at-a-time rule as the ops.
   virtual ThreadPool* host_thread_pool() { return nullptr; }
+  // Whether single-row NVFP4 decode reads a matrix's tiles (weight.h,
+  // TileNvfp4) when it has them: a loader then builds them (the same bytes
+  // again, in the tile order).
+  virtual bool UsesNvfp4Tiles() const { return false; }
 
   // y[m, n] = x[m, k] · W[n, k]ᵀ, W in any supported format (dequantized in the
   // kernel). `x` rows are `ldx` floats apart, `y` rows `ldy` apart. With

@@ -42,6 +42,12 @@ struct WeightMatrix {
   const uint8_t* scales = nullptr;  // e4m3 codes, [rows, cols / 16] with `scale_row_stride`
   int64_t scale_row_stride = 0;     // bytes between rows of `scales`
   float global_scale = 1.0f;        // weight_scale_2
+  // NVFP4 only, optional: the same weights again in the tile order of the
+  // matrix-unit decode kernel (TileNvfp4 below), `tile_group_stride` bytes
+  // per 16 rows. Null when the matrix has no such copy or a slice cannot keep
+  // it; every kernel can ignore it.
+  const uint8_t* tiles = nullptr;
+  int64_t tile_group_stride = 0;
 
   // Bytes one full pass over the matrix reads (data + scales), for roofline figures.
   int64_t BytesRead() const;
@@ -97,5 +103,33 @@ uint8_t F32ToE2m1(float f);
 
 // Element (r, c) of any format, as float (slow; tests and references).
 float WeightAt(const WeightMatrix& w, int64_t r, int64_t c);
+
+// ---- NVFP4 tiles: the decode layout of the AMX-INT8 kernel ---------------------
+//
+// The same codes and scales (the same bytes in all, rows * cols * 9 / 16),
+// reordered so a GEMV reads each 16-row group as one sequential stream and
+// expands it straight into tile rows. Per 16-row group, per 64-column chunk,
+// kNvfp4TileChunkBytes:
+//   * 8 x 64 bytes of codes: byte i of part z holds, for row i / 4 of the
+//     group, the code of column 8z + i % 4 in its low nibble and of column
+//     8z + 4 + i % 4 in its high nibble (so the low nibbles of part z are tile
+//     row 2z of the VNNI layout, the high nibbles tile row 2z + 1);
+//   * 4 x 16 bytes of scales: block b of the chunk, row j of the group, as an
+//     unsigned E5M3 float, 2^(e - 10) * (1 + m / 8) for the byte e << 3 | m
+//     (e >= 1; every positive E4M3 value, subnormals included, exactly).
+// Blocks whose E4M3 scale is zero are stored with zero codes and the smallest
+// scale byte (the product is zero either way).
+inline constexpr int64_t kNvfp4TileRows = 16;
+inline constexpr int64_t kNvfp4TileCols = 64;
+inline constexpr int64_t kNvfp4TileChunkBytes = 8 * 64 + 4 * 16;
+
+// Whether w (NVFP4) can be tiled: rows a multiple of 16, cols of 64, and no
+// scale negative or NaN (ModelOpt writes none; such matrices keep the
+// row-major kernels).
+bool CanTileNvfp4(const WeightMatrix& w);
+int64_t Nvfp4TilesBytes(const WeightMatrix& w);
+// Writes w's tiles (Nvfp4TilesBytes(w) bytes) to `out` and returns w with
+// `tiles` pointing there; w unchanged when !CanTileNvfp4(w).
+WeightMatrix TileNvfp4(const WeightMatrix& w, uint8_t* out);
 
 }  // namespace octet::kernels
