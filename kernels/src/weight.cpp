@@ -289,26 +289,30 @@ WeightMatrix TileNvfp4(const WeightMatrix& w, uint8_t* out) {
   const int64_t chunks = w.cols / kNvfp4TileCols;
   const int64_t group_stride = chunks * kNvfp4TileChunkBytes;
   const uint8_t* data = static_cast<const uint8_t*>(w.data);
-  auto code = [&](int64_t r, int64_t c) -> uint8_t {
-    if (w.scales[r * w.scale_row_stride + c / kNvfp4BlockSize] == 0) return 0;
-    return (data[r * w.row_stride + c / 2] >> (4 * (c & 1))) & 0xf;
-  };
   for (int64_t g = 0; g < w.rows / kNvfp4TileRows; ++g) {
     for (int64_t ch = 0; ch < chunks; ++ch) {
       uint8_t* o = out + g * group_stride + ch * kNvfp4TileChunkBytes;
       const int64_t c0 = ch * kNvfp4TileCols;
-      for (int z = 0; z < 8; ++z) {
-        for (int i = 0; i < 64; ++i) {
-          const int64_t r = g * kNvfp4TileRows + i / 4;
-          const int64_t c = c0 + 8 * z + i % 4;
-          o[z * 64 + i] = static_cast<uint8_t>(code(r, c) | code(r, c + 4) << 4);
+      for (int64_t j = 0; j < kNvfp4TileRows; ++j) {
+        const int64_t r = g * kNvfp4TileRows + j;
+        const uint8_t* row = data + r * w.row_stride + c0 / 2;
+        const uint8_t* scales = w.scales + r * w.scale_row_stride + c0 / kNvfp4BlockSize;
+        for (int z = 0; z < 8; ++z) {
+          // Columns 8z..8z+7 are bytes b0..b3 (low nibble first). Byte i%4 of
+          // row j's four: columns 8z + i%4 (low nibble) and 8z + 4 + i%4 (high).
+          const uint8_t* b = row + 4 * z;
+          uint8_t* d = o + z * 64 + 4 * j;
+          if (scales[z / 2] == 0) {  // a zero-scale block: zero codes
+            d[0] = d[1] = d[2] = d[3] = 0;
+            continue;
+          }
+          d[0] = static_cast<uint8_t>((b[0] & 0xf) | (b[2] & 0xf) << 4);
+          d[1] = static_cast<uint8_t>((b[0] >> 4) | (b[2] & 0xf0));
+          d[2] = static_cast<uint8_t>((b[1] & 0xf) | (b[3] & 0xf) << 4);
+          d[3] = static_cast<uint8_t>((b[1] >> 4) | (b[3] & 0xf0));
         }
-      }
-      for (int b = 0; b < 4; ++b) {
-        for (int j = 0; j < 16; ++j) {
-          const int64_t r = g * kNvfp4TileRows + j;
-          const uint8_t s = w.scales[r * w.scale_row_stride + c0 / kNvfp4BlockSize + b];
-          o[8 * 64 + b * 16 + j] = s == 0 ? uint8_t{1 << 3} : E4m3ToE5m3(s);
+        for (int bl = 0; bl < 4; ++bl) {
+          o[8 * 64 + bl * 16 + j] = scales[bl] == 0 ? uint8_t{1 << 3} : E4m3ToE5m3(scales[bl]);
         }
       }
     }
