@@ -8,6 +8,7 @@
 //   --fake-figures=JSON   print "@octet-figures JSON"
 //   --fake-ignore-term    ignore SIGTERM (the supervisor must escalate to SIGKILL)
 //   --fake-sleep          sleep until killed
+//   --fake-wait-ms=N      sleep N milliseconds
 //   --fake-exit=CODE      exit with CODE (default 0 at the end)
 #include <signal.h>
 #include <unistd.h>
@@ -36,6 +37,9 @@ int main(int argc, char** argv) {
       std::printf("@octet-figures %s\n", value("--fake-figures=").c_str());
     } else if (a == "--fake-ignore-term") {
       ::signal(SIGTERM, SIG_IGN);
+    } else if (a.rfind("--fake-wait-ms=", 0) == 0) {
+      std::fflush(stdout);
+      ::usleep(static_cast<useconds_t>(std::atoi(value("--fake-wait-ms=").c_str())) * 1000);
     } else if (a == "--fake-sleep") {
       std::fflush(stdout);
       for (;;) ::pause();

@@ -200,7 +200,11 @@ class TestJobSupervisor : public QObject {
   void logsAreReadByOffsetAndSubscribersAreTold() {
     JobSupervisor s(Options());
     std::atomic<int> notes{0};
-    QVERIFY(s.Start(Spec("chatty", {"--fake-lines=2000", "--fake-exit=0"})).ok());
+    // The lines come half a second after the start, so they reach the
+    // subscriber (a job that writes and exits at once may finish before
+    // Subscribe returns: then there is nothing new to be told of).
+    QVERIFY(
+        s.Start(Spec("chatty", {"--fake-wait-ms=500", "--fake-lines=2000", "--fake-exit=0"})).ok());
     const uint64_t sub = s.Subscribe("chatty", [&] { ++notes; });
     WaitEnded(s, "chatty");
     s.Unsubscribe(sub);
