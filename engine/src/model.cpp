@@ -236,6 +236,7 @@ class Loader {
       if (tile_nvfp4_ && kernels::CanTileNvfp4(l.weight)) {
         realigned_->emplace_back(kernels::Nvfp4TilesBytes(l.weight));
         l.weight = kernels::TileNvfp4(l.weight, realigned_->back().data());
+        tile_bytes_ += static_cast<int64_t>(realigned_->back().size());
       }
     } else {
       if (!t) {
@@ -270,6 +271,8 @@ class Loader {
     }
     return l;
   }
+
+  int64_t tile_bytes() const { return tile_bytes_; }
 
   // Reports completion: tensors the model does not use (a tied lm_head kept
   // in the file, rotary caches of old exports) count as done.
@@ -313,6 +316,7 @@ class Loader {
   const LoadOptions& options_;
   std::vector<std::vector<uint8_t>>* realigned_;
   const bool tile_nvfp4_;
+  int64_t tile_bytes_ = 0;
   LoadProgress progress_;
   std::set<const TensorInfo*> touched_;
 };
@@ -455,6 +459,10 @@ Status Model::LoadWeights(const LoadOptions& options) {
   }
   lm_head_.role = local_vocab_ == c.vocab_size ? LinearRole::kReplicated : LinearRole::kVocabParallel;
   ld.Finish();
+  if (ld.tile_bytes() > 0) {
+    OCTET_LOG(INFO) << "NVFP4 weights: a tile copy for single-row decode on AMX-INT8, "
+                    << (ld.tile_bytes() + (1 << 19)) / (1 << 20) << " MiB";
+  }
   local_heads_ = layers_.empty() ? c.num_heads : layers_[0].q.weight.rows / hd;
   local_kv_heads_ = layers_.empty() ? c.num_kv_heads : layers_[0].k.weight.rows / hd;
   if (local_kv_heads_ == 0 || local_heads_ % local_kv_heads_ != 0) {
