@@ -29,13 +29,13 @@
 
 #include "command.h"
 #include "octet/base/args.h"
-#include "octet/base/net_util.h"
 #include "octet/base/deadline.h"
 #include "octet/base/file_util.h"
 #include "octet/base/log.h"
 #include "octet/base/npy.h"
 #include "octet/base/subprocess.h"
 #include "octet/collectives/communicator.h"
+#include "octet/collectives/local_rendezvous.h"
 #include "octet/kernels/backend.h"
 #include "octet/kernels/thread_pool.h"
 #include "octet/trainer/dp_group.h"
@@ -344,9 +344,11 @@ int RunLocalRanks(const ArgParser& p, const std::vector<std::string>& args,
                   const RankSetup& setup) {
   auto exe = SelfExecutablePath();
   if (!exe.ok()) return Fail(exe.status().message());
-  const int port = FreeLoopbackPort();
-  if (port < 0) return Fail("no free TCP port on 127.0.0.1 for the rendezvous");
-  const std::string rendezvous = "127.0.0.1:" + std::to_string(port);
+  // Bound before any rank starts and handed to rank 0 (local_rendezvous.h):
+  // a port picked free and bound later by rank 0 could be taken in between.
+  auto rv = collectives::LocalRendezvous::Open();
+  if (!rv.ok()) return Fail("rendezvous: " + rv.status().message());
+  const std::string rendezvous = rv->address();
   const int n = setup.local_ranks;
   // Threads: the cores shared between the ranks unless --threads says.
   auto threads = p.GetInt("threads");
@@ -362,7 +364,9 @@ int RunLocalRanks(const ArgParser& p, const std::vector<std::string>& args,
                                  "--rendezvous", rendezvous});
     if (!p.Given("threads")) o.argv.insert(o.argv.end(), {"--threads", std::to_string(per_rank)});
     o.new_process_group = false;  // Ctrl-C reaches the ranks too
+    if (r == 0) o.env.push_back(collectives::LocalRendezvous::EnvFor({&*rv}));
     auto proc = Subprocess::Spawn(o);
+    if (r == 0) rv->Close();  // rank 0 holds it now; the others only connect
     if (!proc.ok())
       return Fail("cannot start rank " + std::to_string(r) + ": " + proc.status().message());
     std::fprintf(stderr, "octet train: rank %d started (pid %d)\n", r, int((*proc)->pid()));

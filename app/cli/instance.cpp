@@ -18,8 +18,8 @@
 #include "octet/app/inference_service.h"
 #include "octet/base/file_util.h"
 #include "octet/base/log.h"
-#include "octet/base/net_util.h"
 #include "octet/base/npy.h"
+#include "octet/collectives/local_rendezvous.h"
 #include "octet/engine/completion.h"
 #include "octet/engine/generate.h"
 #include "octet/engine/openai_server.h"
@@ -263,9 +263,11 @@ Result<std::vector<std::unique_ptr<Subprocess>>> StartLocalFollowers(const Local
                                                                      LocalTpPlan* plan) {
   *plan = PlanLocalTp(o->world_size, o->load.threads, flags.bind);
   o->load.threads = plan->threads_per_rank;
-  const int port = FreeLoopbackPort();
-  if (port < 0) return UnavailableError("no free TCP port on 127.0.0.1 for the rendezvous");
-  o->rendezvous = "127.0.0.1:" + std::to_string(port);
+  // Bound now and kept for this process (rank 0): a port picked free and
+  // bound later could be taken in between (local_rendezvous.h).
+  OCTET_ASSIGN_OR_RETURN(collectives::LocalRendezvous rv, collectives::LocalRendezvous::Open());
+  o->rendezvous = rv.address();
+  rv.KeepForThisProcess();
   FollowerSpawn fs;
   fs.model = model;
   fs.rendezvous = o->rendezvous;

@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <mutex>
 #include <set>
 #include <sstream>
@@ -92,7 +93,35 @@ std::string LocalRendezvous::EnvFor(const std::vector<const LocalRendezvous*>& r
   return std::string(kEnvKey) + "=" + v;
 }
 
+namespace {
+
+std::mutex g_kept_mu;
+std::map<int, int> g_kept;  // port -> descriptor left by KeepForThisProcess
+
+}  // namespace
+
+void LocalRendezvous::KeepForThisProcess() {
+  if (fd_ < 0) return;
+  ::fcntl(fd_, F_SETFD, FD_CLOEXEC);
+  std::lock_guard<std::mutex> l(g_kept_mu);
+  auto [it, fresh] = g_kept.emplace(port_, fd_);
+  if (!fresh) {  // one left for this port before and never taken: the newer wins
+    ::close(it->second);
+    it->second = fd_;
+  }
+  fd_ = -1;
+}
+
 int TakeInheritedRendezvous(int port) {
+  {
+    std::lock_guard<std::mutex> l(g_kept_mu);
+    auto it = g_kept.find(port);
+    if (it != g_kept.end()) {
+      const int fd = it->second;
+      g_kept.erase(it);
+      return fd;
+    }
+  }
   static std::mutex mu;
   // (port, descriptor) pairs already handed out in this process.
   static std::set<std::pair<int, int>> taken;

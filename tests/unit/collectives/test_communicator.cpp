@@ -3,6 +3,10 @@
 // hardware), errors that name the rank, poisoning, the one-call-at-a-time
 // rule, Duplicate, stats and auto's agreed algorithm table. Multi-process runs, killed
 // ranks and network namespaces are in tests/integration/collectives.
+#include <fcntl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <QtTest>
 
 #include <atomic>
@@ -371,6 +375,49 @@ class TestCommunicator : public QObject {
     QCOMPARE(TakeInheritedRendezvous(other->port()), -1);  // fd 0 is not that socket
     ::unsetenv(env.substr(0, eq).c_str());
     QCOMPARE(TakeInheritedRendezvous(other->port()), -1);
+  }
+
+  // A spawner that is rank 0 itself (`octet serve --tp`) keeps the socket for
+  // its own Communicator::Create: taken once, listening on that port, and
+  // close-on-exec; then a real two-rank communicator runs on that address.
+  void keptRendezvousServesThisProcessAsRankZero() {
+    auto rv = LocalRendezvous::Open();
+    QVERIFY2(rv.ok(), rv.status().ToString().c_str());
+    const std::string address = rv->address();
+    const int port = rv->port();
+    rv->KeepForThisProcess();
+    rv->Close();  // no longer its to close
+    CommunicatorOptions o;
+    o.connect_timeout_ms = 10000;
+    Result<std::unique_ptr<Communicator>> c0 = UnavailableError("not run");
+    Result<std::unique_ptr<Communicator>> c1 = UnavailableError("not run");
+    std::thread t1([&] { c1 = Communicator::Create(address, 2, 1, o); });
+    c0 = Communicator::Create(address, 2, 0, o);
+    t1.join();
+    QVERIFY2(c0.ok(), c0.status().ToString().c_str());
+    QVERIFY2(c1.ok(), c1.status().ToString().c_str());
+    QCOMPARE(TakeInheritedRendezvous(port), -1);  // taken by rank 0's Create
+    std::vector<float> a = {1, 2, 3}, b = {10, 20, 30};
+    Status s1;
+    std::thread r1([&] { s1 = (*c1)->AllReduce(b.data(), b.size(), DType::kF32); });
+    const Status s0 = (*c0)->AllReduce(a.data(), a.size(), DType::kF32);
+    r1.join();
+    QVERIFY2(s0.ok() && s1.ok(), (s0.ToString() + " / " + s1.ToString()).c_str());
+    QCOMPARE(a, (std::vector<float>{11, 22, 33}));
+    QCOMPARE(b, a);
+    // Kept and taken by hand: the descriptor listens on the port, close-on-exec.
+    auto again = LocalRendezvous::Open();
+    QVERIFY(again.ok());
+    const int p2 = again->port();
+    again->KeepForThisProcess();
+    const int fd = TakeInheritedRendezvous(p2);
+    QVERIFY(fd >= 0);
+    QVERIFY(::fcntl(fd, F_GETFD) & FD_CLOEXEC);
+    int listening = 0;
+    socklen_t len = sizeof listening;
+    QVERIFY(::getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) == 0 && listening);
+    QCOMPARE(TakeInheritedRendezvous(p2), -1);
+    ::close(fd);
   }
 
   void mismatchedWorldSizeIsNamed() {

@@ -42,6 +42,11 @@ class LocalRendezvous {
   int port() const { return port_; }
   // Closes this process's copy (rank 0 keeps its own).
   void Close();
+  // For a spawner that is rank 0 itself (`octet serve --tp`): hands the
+  // socket to this process's own Communicator::Create for this port (taken at
+  // most once, as an inherited one) and makes it close-on-exec, so the ranks
+  // started next do not hold it. This object no longer owns it.
+  void KeepForThisProcess();
 
   // The environment entry ("KEY=VALUE") that hands these sockets to rank 0:
   // one process may hold several communicators, each with its own.
@@ -53,10 +58,11 @@ class LocalRendezvous {
   int port_ = 0;
 };
 
-// Rank 0's side (used by Communicator::Create): the inherited listening
-// socket for `port` named in the environment, taken at most once per process
-// and checked to be a listening socket bound to that port; -1 when there is
-// none. The caller owns the returned descriptor (close-on-exec from now on).
+// Rank 0's side (used by Communicator::Create): the socket KeepForThisProcess
+// left for `port`, else the inherited listening socket for `port` named in the
+// environment, taken at most once per process and checked to be a listening
+// socket bound to that port; -1 when there is none. The caller owns the
+// returned descriptor (close-on-exec from now on).
 int TakeInheritedRendezvous(int port);
 
 }  // namespace octet::collectives
