@@ -18,6 +18,7 @@
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <thread>
 
 #include "octet/agent/link_probe.h"
@@ -25,6 +26,7 @@
 #include "octet/base/deadline.h"
 #include "octet/base/log.h"
 #include "octet/base/subprocess.h"
+#include "octet/collectives/local_rendezvous.h"
 
 namespace octet::agent {
 namespace {
@@ -443,11 +445,22 @@ struct JobSupervisor::Impl {
     if (spec.kind != JobKind::kRouter && spec.rendezvous.empty() && spec.world_size == 1) {
       spec.rendezvous = "127.0.0.1:0";
     }
+    // Rank 0's rendezvous when this supervisor picks the port: bound now and
+    // handed to the worker (a port picked free and bound later by the worker
+    // could be taken in between; local_rendezvous.h).
+    std::optional<collectives::LocalRendezvous> rendezvous;
     if (spec.kind != JobKind::kRouter) {
       std::string host;
       uint16_t port = 0;
       OCTET_RETURN_IF_ERROR(SplitHostPort(spec.rendezvous, &host, &port));
-      if (port == 0) {
+      if (port == 0 && spec.rank == 0) {
+        auto opened = collectives::LocalRendezvous::Open(host);
+        if (opened.ok()) {
+          rendezvous = std::move(*opened);
+          spec.rendezvous = JoinHostPort(host, static_cast<uint16_t>(rendezvous->port()));
+        }
+      }
+      if (port == 0 && !rendezvous) {  // not one of this node's IPv4 addresses
         OCTET_ASSIGN_OR_RETURN(port, FreeTcpPort(host));
         spec.rendezvous = JoinHostPort(host, port);
       }
@@ -472,7 +485,9 @@ struct JobSupervisor::Impl {
     so.on_output = [this, weak](std::string_view chunk) {
       if (auto j = weak.lock()) OnOutput(j, chunk);
     };
+    if (rendezvous) so.env.push_back(collectives::LocalRendezvous::EnvFor({&*rendezvous}));
     auto proc = Subprocess::Spawn(so);
+    if (rendezvous) rendezvous->Close();  // the worker holds it now
     if (!proc.ok()) return proc.status().WithContext("job '" + spec.job_id + "'");
     job->process = std::move(*proc);
     job->info.pid = job->process->pid();

@@ -1,5 +1,6 @@
 #include "octet/collectives/local_rendezvous.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -32,7 +33,13 @@ int BoundPort(int fd) {
 
 }  // namespace
 
-Result<LocalRendezvous> LocalRendezvous::Open() {
+Result<LocalRendezvous> LocalRendezvous::Open(const std::string& host) {
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = 0;
+  if (::inet_pton(AF_INET, host.c_str(), &a.sin_addr) != 1) {
+    return InvalidArgumentError("rendezvous host '" + host + "' is not an IPv4 address");
+  }
   // No SOCK_CLOEXEC: rank 0 inherits it. Non-blocking like every listener
   // of the bootstrap (it accepts with poll and a deadline).
   const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
@@ -42,25 +49,22 @@ Result<LocalRendezvous> LocalRendezvous::Open() {
   // they are open (a job that creates several communicators on one address).
   int one = 1;
   ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = 0;
   // Backlog as the bootstrap's own listener: every rank may knock early.
   if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || ::listen(fd, 256) != 0) {
     const int err = errno;
     ::close(fd);
-    return UnavailableError(std::string("cannot listen on 127.0.0.1: ") + std::strerror(err));
+    return UnavailableError("cannot listen on " + host + ": " + std::strerror(err));
   }
   const int port = BoundPort(fd);
   if (port <= 0) {
     ::close(fd);
     return UnavailableError("rendezvous socket: no port");
   }
-  return LocalRendezvous(fd, port);
+  return LocalRendezvous(fd, port, host);
 }
 
-LocalRendezvous::LocalRendezvous(LocalRendezvous&& o) noexcept : fd_(o.fd_), port_(o.port_) {
+LocalRendezvous::LocalRendezvous(LocalRendezvous&& o) noexcept
+    : fd_(o.fd_), port_(o.port_), host_(std::move(o.host_)) {
   o.fd_ = -1;
 }
 
@@ -69,6 +73,7 @@ LocalRendezvous& LocalRendezvous::operator=(LocalRendezvous&& o) noexcept {
     Close();
     fd_ = o.fd_;
     port_ = o.port_;
+    host_ = std::move(o.host_);
     o.fd_ = -1;
   }
   return *this;
@@ -76,7 +81,7 @@ LocalRendezvous& LocalRendezvous::operator=(LocalRendezvous&& o) noexcept {
 
 LocalRendezvous::~LocalRendezvous() { Close(); }
 
-std::string LocalRendezvous::address() const { return "127.0.0.1:" + std::to_string(port_); }
+std::string LocalRendezvous::address() const { return host_ + ":" + std::to_string(port_); }
 
 void LocalRendezvous::Close() {
   if (fd_ >= 0) ::close(fd_);

@@ -2,7 +2,9 @@
 // route` in agent and session tests. It is not a product feature.
 //
 // It prints "fake-worker argv: <args...>" and "fake-worker env OCTET_JOB_ID=<id>",
-// then follows the --fake-* words among its arguments, in order:
+// for each "PORT:FD" in OCTET_RENDEZVOUS_FDS (a rendezvous socket handed to
+// rank 0) "fake-worker rendezvous PORT listening=1|0" (1: FD is a listening
+// socket bound to PORT), then follows the --fake-* words among its arguments, in order:
 //   --fake-lines=N        print N numbered lines ("line 1" ..)
 //   --fake-error=TEXT     print "error: TEXT"
 //   --fake-figures=JSON   print "@octet-figures JSON"
@@ -10,9 +12,12 @@
 //   --fake-sleep          sleep until killed
 //   --fake-wait-ms=N      sleep N milliseconds
 //   --fake-exit=CODE      exit with CODE (default 0 at the end)
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -24,6 +29,27 @@ int main(int argc, char** argv) {
   std::printf("fake-worker argv: %s\n", all.c_str());
   const char* job = std::getenv("OCTET_JOB_ID");
   std::printf("fake-worker env OCTET_JOB_ID=%s\n", job ? job : "");
+  if (const char* fds = std::getenv("OCTET_RENDEZVOUS_FDS")) {
+    std::string list = fds;
+    size_t start = 0;
+    while (start < list.size()) {
+      const size_t end = std::min(list.find(',', start), list.size());
+      const std::string entry = list.substr(start, end - start);
+      start = end + 1;
+      const size_t colon = entry.find(':');
+      if (colon == std::string::npos) continue;
+      const int port = std::atoi(entry.substr(0, colon).c_str());
+      const int fd = std::atoi(entry.substr(colon + 1).c_str());
+      int listening = 0;
+      socklen_t len = sizeof listening;
+      sockaddr_in a{};
+      socklen_t alen = sizeof a;
+      const bool ok = ::getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) == 0 &&
+                      listening && ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &alen) == 0 &&
+                      ntohs(a.sin_port) == port;
+      std::printf("fake-worker rendezvous %d listening=%d\n", port, ok ? 1 : 0);
+    }
+  }
   std::fflush(stdout);
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];

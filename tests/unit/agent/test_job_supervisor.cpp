@@ -85,6 +85,11 @@ class TestJobSupervisor : public QObject {
                              " --transport tcp --algo ring --fake-exit=0";
     QVERIFY2(logs.find(want) != std::string::npos, logs.c_str());
     QVERIFY(logs.find("OCTET_JOB_ID=wired") != std::string::npos);
+    // The port was bound before the worker started, and the worker holds the
+    // listening socket (its Communicator::Create takes it; local_rendezvous.h).
+    const std::string port = started->rendezvous.substr(std::string("127.0.0.1:").size());
+    QVERIFY2(logs.find("fake-worker rendezvous " + port + " listening=1") != std::string::npos,
+             logs.c_str());
   }
 
   void failureReportsExitCodeAndLastErrorLine() {

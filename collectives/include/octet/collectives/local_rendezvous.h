@@ -27,17 +27,17 @@ namespace octet::collectives {
 
 class LocalRendezvous {
  public:
-  // A listening socket on 127.0.0.1 at a port the kernel chose. The socket is
-  // inheritable (no close-on-exec) until Close(): start rank 0 next, then
-  // Close() before starting anything else.
-  static Result<LocalRendezvous> Open();
+  // A listening socket on `host` (an IPv4 address of this machine) at a port
+  // the kernel chose. The socket is inheritable (no close-on-exec) until
+  // Close(): start rank 0 next, then Close() before starting anything else.
+  static Result<LocalRendezvous> Open(const std::string& host = "127.0.0.1");
   LocalRendezvous(LocalRendezvous&& o) noexcept;
   LocalRendezvous& operator=(LocalRendezvous&& o) noexcept;
   LocalRendezvous(const LocalRendezvous&) = delete;
   LocalRendezvous& operator=(const LocalRendezvous&) = delete;
   ~LocalRendezvous();
 
-  // "127.0.0.1:PORT": what every rank passes as its rendezvous.
+  // "HOST:PORT": what every rank passes as its rendezvous.
   std::string address() const;
   int port() const { return port_; }
   // Closes this process's copy (rank 0 keeps its own).
@@ -53,9 +53,11 @@ class LocalRendezvous {
   static std::string EnvFor(const std::vector<const LocalRendezvous*>& rendezvous);
 
  private:
-  LocalRendezvous(int fd, int port) : fd_(fd), port_(port) {}
+  LocalRendezvous(int fd, int port, std::string host)
+      : fd_(fd), port_(port), host_(std::move(host)) {}
   int fd_ = -1;
   int port_ = 0;
+  std::string host_;
 };
 
 // Rank 0's side (used by Communicator::Create): the socket KeepForThisProcess
