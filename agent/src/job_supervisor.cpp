@@ -453,7 +453,7 @@ struct JobSupervisor::Impl {
       std::string host;
       uint16_t port = 0;
       OCTET_RETURN_IF_ERROR(SplitHostPort(spec.rendezvous, &host, &port));
-      if (port == 0 && spec.rank == 0) {
+      if (port == 0 && spec.rank == 0 && spec.world_size > 1) {  // one rank: no peers
         auto opened = collectives::LocalRendezvous::Open(host);
         if (opened.ok()) {
           rendezvous = std::move(*opened);
