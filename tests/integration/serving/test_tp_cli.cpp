@@ -12,10 +12,12 @@
 #include <nlohmann/json.hpp>
 
 #include "octet/base/npy.h"
+#include "octet/collectives/local_rendezvous.h"
 #include "serving_test_util.h"
 
 using namespace octet;
 using namespace octet::test;
+using octet::collectives::LocalRendezvous;
 using nlohmann::json;
 
 namespace {
@@ -136,8 +138,10 @@ class TestTpCli : public QObject {
     auto one = RunProgram({"octet", "generate", "--model", dir, "--prompt-ids", kPrompt,
                            "--max-tokens", "6", "--ignore-eos", "--json"});
     QCOMPARE(one.exit_code, 0);
-    const int port = FreeLoopbackPort();
-    const std::string rdv = "127.0.0.1:" + std::to_string(port);
+    // Bound before either rank starts and handed to rank 0, as the agent does.
+    auto rv = LocalRendezvous::Open();
+    QVERIFY2(rv.ok(), rv.status().ToString().c_str());
+    const std::string rdv = rv->address();
     SpawnOptions o;
     o.argv = {BinDir() + "/octet", "worker", "--job", "inference", "--model", dir, "--world-size",
               "2", "--rank", "1", "--rendezvous", rdv, "--transport", "tcp", "--algo", "ring",
@@ -156,7 +160,9 @@ class TestTpCli : public QObject {
                               "--transport", "tcp", "--algo", "ring", "--threads", "1",
                               "--prompt-ids", kPrompt, "--max-tokens", "6", "--ignore-eos",
                               "--json"},
-                             60'000, {"OCTET_JOB_ID=test-job", "OCTET_NODE_ID=test-node"});
+                             60'000,
+                             {"OCTET_JOB_ID=test-job", "OCTET_NODE_ID=test-node",
+                              LocalRendezvous::EnvFor({&*rv})});
     QVERIFY2(leader.exit_code == 0, leader.output.c_str());
     QCOMPARE(LastJson(leader.output)["ids"], LastJson(one.output)["ids"]);
     auto st = (*follower)->Wait(Deadline::AfterMs(20'000));
@@ -170,8 +176,9 @@ class TestTpCli : public QObject {
   // A serving pair: figures from both ranks, then SIGTERM to both ends them cleanly.
   void serveWorkersStopOnSigterm() {
     const std::string dir = FixturesDir() + "/qwen3-tiny";
-    const int port = FreeLoopbackPort();
-    const std::string rdv = "127.0.0.1:" + std::to_string(port);
+    auto rv = LocalRendezvous::Open();  // bound before rank 0 starts, handed to it
+    QVERIFY2(rv.ok(), rv.status().ToString().c_str());
+    const std::string rdv = rv->address();
     std::vector<std::unique_ptr<Subprocess>> ranks;
     std::vector<std::shared_ptr<std::string>> outs;
     auto mu = std::make_shared<std::mutex>();
@@ -186,7 +193,9 @@ class TestTpCli : public QObject {
         std::lock_guard<std::mutex> lock(*mu);
         out->append(c);
       };
+      if (r == 0) o.env.push_back(LocalRendezvous::EnvFor({&*rv}));
       auto p = Subprocess::Spawn(o);
+      if (r == 0) rv->Close();
       QVERIFY(p.ok());
       ranks.push_back(std::move(*p));
       outs.push_back(out);
