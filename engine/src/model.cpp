@@ -231,13 +231,6 @@ class Loader {
       OCTET_ASSIGN_OR_RETURN(float global, Scalar(module + ".weight_scale_2"));
       if (const TensorInfo* is = Find(module + ".input_scale")) Touch(*is);
       l.weight = WeightMatrix::Nvfp4(packed->data, scales->data, global, out, in);
-      // The tile copy for single-row decode, before slicing: shards of whole
-      // 16-row groups and 64-column chunks keep theirs.
-      if (tile_nvfp4_ && kernels::CanTileNvfp4(l.weight)) {
-        realigned_->emplace_back(kernels::Nvfp4TilesBytes(l.weight));
-        l.weight = kernels::TileNvfp4(l.weight, realigned_->back().data());
-        tile_bytes_ += static_cast<int64_t>(realigned_->back().size());
-      }
     } else {
       if (!t) {
         return NotFoundError("tensor '" + wname + "' (expected shape " +
@@ -268,6 +261,12 @@ class Loader {
         l.bias =
             std::vector<float>(l.bias.begin() + s.row_begin, l.bias.begin() + s.row_begin + rc);
       }
+    }
+    // The tile copy for single-row decode, of this rank's slice only.
+    if (tile_nvfp4_ && kernels::CanTileNvfp4(l.weight)) {
+      realigned_->emplace_back(kernels::Nvfp4TilesBytes(l.weight));
+      l.weight = kernels::TileNvfp4(l.weight, realigned_->back().data());
+      tile_bytes_ += static_cast<int64_t>(realigned_->back().size());
     }
     return l;
   }

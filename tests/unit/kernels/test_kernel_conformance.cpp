@@ -397,6 +397,13 @@ class TestKernelConformance : public QObject {
       if (s.n > 16) views.push_back(tiled.RowSlice(16, s.n - 16));
       if (s.k > 64) views.push_back(tiled.ColSlice(64, s.k - 64));
       if (s.n > 32 && s.k > 128) views.push_back(tiled.RowSlice(16, 16).ColSlice(64, 64));
+      // A slice tiled on its own (the engine tiles each rank's shard).
+      std::vector<uint8_t> slice_tiles;
+      if (s.n > 16 && s.k > 64) {
+        const WeightMatrix slice = w.view.RowSlice(16, s.n - 16).ColSlice(64, s.k - 64);
+        slice_tiles.resize(Nvfp4TilesBytes(slice));
+        views.push_back(TileNvfp4(slice, slice_tiles.data()));
+      }
       for (const WeightMatrix& v : views) QVERIFY(v.tiles != nullptr);
       QVERIFY(tiled.RowSlice(8, 16).tiles == nullptr);   // not whole groups
       QVERIFY(tiled.ColSlice(16, 48).tiles == nullptr);  // not whole chunks
