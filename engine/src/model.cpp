@@ -459,7 +459,7 @@ Status Model::LoadWeights(const LoadOptions& options) {
   lm_head_.role = local_vocab_ == c.vocab_size ? LinearRole::kReplicated : LinearRole::kVocabParallel;
   ld.Finish();
   if (ld.tile_bytes() > 0) {
-    OCTET_LOG(INFO) << "NVFP4 weights: a tile copy for single-row decode on AMX-INT8, "
+    OCTET_LOG(INFO) << "NVFP4 weights: a tile copy for single-row decode (AVX512-VNNI), "
                     << (ld.tile_bytes() + (1 << 19)) / (1 << 20) << " MiB";
   }
   local_heads_ = layers_.empty() ? c.num_heads : layers_[0].q.weight.rows / hd;

@@ -10,7 +10,7 @@
 // JSON document on stdout.
 //
 //   bench_gemv [--threads 2] [--rows 1,2,4,8] [--rounds 5]
-//              [--backends avx512,avx512-amx] [--format bf16|nvfp4] [--tiles on|off]
+//              [--backends avx512,avx512-amx] [--format bf16|nvfp4] [--tiles on|off|both]
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
@@ -32,7 +32,9 @@ namespace {
 struct Matrix {
   std::vector<uint16_t> data;
   std::vector<uint8_t> packed, scales, tiles;  // NVFP4 (tiles: see --tiles)
-  WeightMatrix view;
+  WeightMatrix view;                           // with the tile copy when there is one
+  WeightMatrix plain;                          // without
+  const WeightMatrix* get(bool tiled) const { return tiled ? &view : &plain; }
 };
 
 // Random codes (every E2M1 value) and scale codes in the range ModelOpt
@@ -64,6 +66,7 @@ Matrix RandomBf16(int64_t rows, int64_t cols, uint64_t seed) {
     v = static_cast<uint16_t>(0x3c80 | ((s >> 33) & 0x7f) | ((s >> 40) & 0x8000));
   }
   m.view = WeightMatrix::Dense(WeightFormat::kBF16, m.data.data(), rows, cols);
+  m.plain = m.view;
   return m;
 }
 
@@ -86,9 +89,10 @@ int main(int argc, char** argv) {
   args.Option("rounds", "N", "interleaved rounds (the best round is reported)", "5");
   args.Option("backends", "A,B", "kernel backends to compare", "avx512,avx512-amx");
   args.Option("format", "bf16|nvfp4", "the layers' weight format (lm_head stays BF16)", "bf16");
-  args.Option("tiles", "on|off",
+  args.Option("tiles", "on|off|both",
               "NVFP4: give the matrices their tile copy (weight.h), as the engine's loader does "
-              "for a backend that reads it; backends that do not ignore it",
+              "for a backend that reads it (backends that do not ignore it); both: each backend "
+              "with and without, interleaved (\"NAME+tiles\")",
               "on");
   if (Status s = args.Parse(argc, argv); !s.ok()) {
     std::cerr << "bench_gemv: " << s.message() << "\n";
@@ -112,11 +116,15 @@ int main(int argc, char** argv) {
   }
   const bool nvfp4 = format == "nvfp4";
   const std::string tiles_arg = args.GetString("tiles");
-  if (tiles_arg != "on" && tiles_arg != "off") {
-    std::cerr << "bench_gemv: --tiles takes on or off\n";
+  if (tiles_arg != "on" && tiles_arg != "off" && tiles_arg != "both") {
+    std::cerr << "bench_gemv: --tiles takes on, off or both\n";
     return 2;
   }
-  const bool tiles = nvfp4 && tiles_arg == "on";
+  const bool tiles = nvfp4 && tiles_arg != "off";
+  // The variants each backend runs: with the tile copy, without, or both.
+  std::vector<bool> variants;
+  if (!nvfp4 || tiles_arg != "off") variants.push_back(tiles);
+  if (nvfp4 && tiles_arg == "both") variants.push_back(false);
   const int threads = static_cast<int>(*threads_arg);
   const int rounds = static_cast<int>(*rounds_arg);
   for (int64_t m : *rows_list) {
@@ -143,6 +151,7 @@ int main(int argc, char** argv) {
   auto random = [&](int64_t rows, int64_t cols) {
     if (!nvfp4) return RandomBf16(rows, cols, seed++);
     Matrix m = RandomNvfp4(rows, cols, seed++);
+    m.plain = m.view;
     if (tiles && CanTileNvfp4(m.view)) {
       m.tiles.resize(Nvfp4TilesBytes(m.view));
       m.view = TileNvfp4(m.view, m.tiles.data());
@@ -172,21 +181,22 @@ int main(int argc, char** argv) {
   std::vector<float> x(max_m * kInter), y(max_m * kVocab), y2(max_m * kInter), y3(max_m * kInter);
   for (size_t i = 0; i < x.size(); ++i) x[i] = 0.01f * static_cast<float>((i * 37) % 101) - 0.5f;
 
-  auto step = [&](KernelBackend& b, int64_t m) {
+  auto step = [&](KernelBackend& b, int64_t m, bool tiled) {
     StepTimes t;
     for (auto& l : layers) {
       int64_t t0 = NowNs();
-      const KernelBackend::MatmulOutput qkv[3] = {
-          {&l.q.view, y.data(), kQ}, {&l.k.view, y2.data(), kKv}, {&l.v.view, y3.data(), kKv}};
+      const KernelBackend::MatmulOutput qkv[3] = {{l.q.get(tiled), y.data(), kQ},
+                                                  {l.k.get(tiled), y2.data(), kKv},
+                                                  {l.v.get(tiled), y3.data(), kKv}};
       b.MatmulMulti(x.data(), m, kHidden, qkv, 3);
       int64_t t1 = NowNs();
-      b.Matmul(x.data(), m, kQ, l.o.view, y2.data(), kHidden, false);
+      b.Matmul(x.data(), m, kQ, *l.o.get(tiled), y2.data(), kHidden, false);
       int64_t t2 = NowNs();
-      const KernelBackend::MatmulOutput gu[2] = {{&l.gate.view, y.data(), kInter},
-                                                 {&l.up.view, y2.data(), kInter}};
+      const KernelBackend::MatmulOutput gu[2] = {{l.gate.get(tiled), y.data(), kInter},
+                                                 {l.up.get(tiled), y2.data(), kInter}};
       b.MatmulMulti(x.data(), m, kHidden, gu, 2);
       int64_t t3 = NowNs();
-      b.Matmul(x.data(), m, kInter, l.down.view, y3.data(), kHidden, false);
+      b.Matmul(x.data(), m, kInter, *l.down.get(tiled), y3.data(), kHidden, false);
       int64_t t4 = NowNs();
       t.qkv += (t1 - t0) * 1e-9;
       t.o += (t2 - t1) * 1e-9;
@@ -199,14 +209,27 @@ int main(int argc, char** argv) {
     return t;
   };
 
-  // best[backend][m]: the round with the least total time.
+  // What runs, in turn: each backend with each variant of the matrices.
+  struct Run {
+    KernelBackend* backend;
+    bool tiled;
+    std::string name;
+  };
+  std::vector<Run> runs;
+  for (auto& b : backends) {
+    for (bool v : variants) {
+      runs.push_back(
+          {b.get(), v, std::string(b->name()) + (v && variants.size() > 1 ? "+tiles" : "")});
+    }
+  }
+  // best[run][m]: the round with the least total time.
   std::map<std::string, std::map<int64_t, StepTimes>> best;
-  for (auto& b : backends) step(*b, 1);  // touch every page once
+  for (const Run& run : runs) step(*run.backend, 1, run.tiled);  // touch every page once
   for (int r = 0; r < rounds; ++r) {
     for (int64_t m : *rows_list) {
-      for (auto& b : backends) {
-        StepTimes t = step(*b, m);
-        auto& slot = best[std::string(b->name())];
+      for (const Run& run : runs) {
+        StepTimes t = step(*run.backend, m, run.tiled);
+        auto& slot = best[run.name];
         if (!slot.count(m) || t.total() < slot[m].total()) slot[m] = t;
       }
     }
@@ -215,17 +238,17 @@ int main(int argc, char** argv) {
   nlohmann::json out;
   out["threads"] = threads;
   out["format"] = format;
-  out["tiles"] = tiles;
+  out["tiles"] = tiles_arg;
   out["weight_bytes"] = weight_bytes;
-  std::fprintf(stderr, "%-12s %3s %9s %9s %9s %8s %8s %8s %8s %8s\n", "backend", "M", "step ms",
+  std::fprintf(stderr, "%-18s %3s %9s %9s %9s %8s %8s %8s %8s %8s\n", "backend", "M", "step ms",
                "GFLOP/s", "GB/s", "qkv ms", "o ms", "gu ms", "down ms", "lm ms");
   for (int64_t m : *rows_list) {
-    for (auto& b : backends) {
-      const std::string name(b->name());
+    for (const Run& run : runs) {
+      const std::string& name = run.name;
       const StepTimes& t = best[name][m];
       const double gflops = 2.0 * macs_per_row * m / t.total() * 1e-9;
       const double gbs = weight_bytes / t.total() * 1e-9;
-      std::fprintf(stderr, "%-12s %3lld %9.2f %9.1f %9.2f %8.2f %8.2f %8.2f %8.2f %8.2f\n",
+      std::fprintf(stderr, "%-18s %3lld %9.2f %9.1f %9.2f %8.2f %8.2f %8.2f %8.2f %8.2f\n",
                    name.c_str(), static_cast<long long>(m), t.total() * 1e3, gflops, gbs,
                    t.qkv * 1e3, t.o * 1e3, t.gate_up * 1e3, t.down * 1e3, t.lm_head * 1e3);
       out["results"].push_back({{"backend", name},

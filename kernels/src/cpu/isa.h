@@ -97,13 +97,12 @@ struct IsaKernels {
                       bool accumulate, float out_scale);
   void (*decode_nvfp4_bf16)(const WeightMatrix& w, int64_t row0, int64_t nrows, uint16_t* out);
 
-  // Decode of one activation row against NVFP4 weights through an integer
-  // matrix unit (AMX-INT8), reading the matrix's tiles (weight.h); null in
-  // tables without one. CpuBackend packs the row once:
-  // pack_nvfp4_tiles_activation(x, k, packed) writes nvfp4_tiles_packed_size(k)
-  // bytes and returns false when x cannot go this way (a value that is not
-  // finite, or a block's largest magnitude nonzero but below 2^-94): then the row-major
-  // kernels run. gemv_nvfp4_tiles: y[r - row0] (+)= W[r, :] . x for r in
+  // Decode of one activation row against NVFP4 weights in integers (AVX512-
+  // VNNI), reading the matrix's tiles (weight.h); null in tables without it.
+  // CpuBackend packs the row once: pack_nvfp4_tiles_activation(x, k, packed)
+  // writes nvfp4_tiles_packed_size(k) bytes and returns false when x cannot go
+  // this way (a value that is not finite, or a block's largest magnitude
+  // nonzero but below 2^-94): then the row-major kernels run. gemv_nvfp4_tiles: y[r - row0] (+)= W[r, :] . x for r in
   // [row0, row1), both multiples of 16, w.tiles set and w.cols == k.
   int64_t (*nvfp4_tiles_packed_size)(int64_t k);
   bool (*pack_nvfp4_tiles_activation)(const float* x, int64_t k, uint8_t* packed);
@@ -121,6 +120,10 @@ void ExpAvx2(const float* x, int64_t n, float* out);
 // The AVX2 table with AVX-512 NVFP4 and batched-decode kernels; call only when
 // the CPU has AVX2 and AVX-512 F, BW, DQ, VL and VBMI.
 const IsaKernels& Avx512Kernels();
+// Fills the NVFP4 tile decode entries (gemv_nvfp4_tiles ...) of an AVX-512
+// table when the CPU has AVX512-VNNI (isa_avx512_vnni.cpp); leaves t as it is
+// otherwise.
+void AddAvx512VnniKernels(IsaKernels* t);
 // Whether AMX-BF16 is present and Linux lets this process use the tile state
 // (asked once, here). The AVX-512 table plus gemv_packed on AMX tiles; call
 // only when Avx512Kernels() may be called and AmxUsable().

@@ -18,7 +18,6 @@
 // activation is rounded.
 #include <cpuid.h>
 #include <immintrin.h>
-#include <math.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -419,193 +418,6 @@ void DecodeNvfp4Bf16(const WeightMatrix& w, int64_t row0, int64_t nrows, uint16_
   }
 }
 
-// ---- NVFP4 decode of one activation row on AMX-INT8 tiles ------------------
-//
-// Why: the AVX-512 NVFP4 kernel spends three vector ops per 16 weights
-// (spread the codes, look up code x scale, FMA) and, from L2, runs at ~23 G
-// weights/s a core, below what memory delivers. Here the weights are
-// integers: 2 x E2M1 is an integer in [-12, 12], one VPERMB turns 64 packed
-// bytes of a matrix's tiles (weight.h) into two VNNI tile rows of int8 codes,
-// and one TDPBSSD multiplies a 16-row group by 64 columns of the activation.
-//
-// The activation in integers, exactly enough: each 16-column block's values
-// are scaled by a power of two so the largest lies in [2^21, 2^22), rounded
-// to integers q (a relative error below 2^-22 of the block's largest, about
-// f32's own 2^-24 per value), and q is split into three signed bytes, q = b0 +
-// 256 b1 + 65536 b2. Tile A holds, per 64-column chunk, 12 rows: part p of
-// block b in row 3b + p, at block b's 16 columns (zero elsewhere), so one
-// multiply gives every (block, part) dot product of 16 weight rows at once.
-// The epilogue sums the parts in int32 (|sum| < 2^30, exact), converts, and
-// multiplies by the block's scale (E5M3 from the tiles, the block's power of
-// two and the 1/2 of the doubled codes folded into the float's exponent).
-
-constexpr int64_t kTileChunkActBytes = 12 * 64;  // tile A of one 64-column chunk
-
-int64_t Nvfp4TilesPackedSize(int64_t k) {
-  return k / kNvfp4TileCols * kTileChunkActBytes + k / kNvfp4BlockSize * 4;
-}
-
-bool PackNvfp4TilesActivation(const float* x, int64_t k, uint8_t* packed) {
-  const int64_t chunks = k / kNvfp4TileCols;
-  memset(packed, 0, chunks * kTileChunkActBytes);
-  int32_t* bias = reinterpret_cast<int32_t*>(packed + chunks * kTileChunkActBytes);
-  for (int64_t b = 0; b < k / kNvfp4BlockSize; ++b) {
-    const __m512 v = _mm512_loadu_ps(x + b * 16);
-    // QNaN, SNaN, +inf, -inf
-    if (_mm512_fpclass_ps_mask(v, 0x01 | 0x80 | 0x08 | 0x10) != 0) return false;
-    const float amax = _mm512_reduce_max_ps(_mm512_abs_ps(v));
-    int ex = 0;
-    if (amax > 0.0f) {
-      int e;
-      frexpf(amax, &e);  // amax < 2^e
-      ex = e - 22;       // |q| < 2^22
-      // The scale's float exponent, 116 + ex + (1..18), must stay in 1..254.
-      if (ex < -115 || ex > 120) return false;
-    }
-    bias[b] = (116 + ex) << 23;
-    const __m512i q = _mm512_cvtps_epi32(_mm512_mul_ps(v, _mm512_set1_ps(ldexpf(1.0f, -ex))));
-    const __m512i b0 = _mm512_srai_epi32(_mm512_slli_epi32(q, 24), 24);
-    const __m512i q1 = _mm512_srai_epi32(_mm512_sub_epi32(q, b0), 8);
-    const __m512i b1 = _mm512_srai_epi32(_mm512_slli_epi32(q1, 24), 24);
-    const __m512i b2 = _mm512_srai_epi32(_mm512_sub_epi32(q1, b1), 8);
-    const int64_t blk = b % 4;
-    uint8_t* a = packed + b / 4 * kTileChunkActBytes + blk * 3 * 64 + blk * 16;
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(a), _mm512_cvtepi32_epi8(b0));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(a + 64), _mm512_cvtepi32_epi8(b1));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(a + 128), _mm512_cvtepi32_epi8(b2));
-  }
-  return true;
-}
-
-OCTET_INLINE void PrefetchT0(const char* p) { _mm_prefetch(p, _MM_HINT_T0); }
-
-// How far ahead of the decode each group's stream is prefetched: 4 chunks.
-// A/B (bench_gemv-style, 4096 x 1024 from DRAM, one thread, against the
-// AVX-512 kernel in the same run): 2 and 4 chunks 1.15-1.33x, 16 chunks
-// 1.0-1.4x and noisier, none 0.7x; into L2 (T2) no better than L1.
-constexpr int64_t kTilePrefetchBytes = 4 * kNvfp4TileChunkBytes;
-
-// Tiles: A (0, 1: 12 rows x 64 int8, alternating by chunk), B (2, 3: the
-// weights of group j, 16 rows x 64), C (4-7: 12 x 16 int32, tile 4 + 2 * (chunk
-// parity) + j, so a chunk's multiplies need not wait for the previous chunk's
-// stores).
-void ConfigureNvfp4Tiles() {
-  TileConfig cfg;
-  memset(&cfg, 0, sizeof(cfg));
-  cfg.palette = 1;
-  for (int t = 0; t < 8; ++t) {
-    cfg.rows[t] = t == 2 || t == 3 ? 16 : 12;
-    cfg.colsb[t] = 64;
-  }
-  _tile_loadconfig(&cfg);
-}
-
-// G (1 or 2) 16-row groups, group j's tiles at g0 + j * group_stride, against
-// all `chunks` of `packed`; out[16 j + i] (+)= global * row i of group j . x.
-// Software-pipelined: decode chunk c + 1 while chunk c multiplies and chunk
-// c - 1's products are scaled, each in its own buffer.
-template <int G>
-void Nvfp4TilesPass(const uint8_t* g0, int64_t group_stride, int64_t chunks, const uint8_t* packed,
-                    float global, float* out, bool accumulate) {
-  alignas(64) int8_t codes[2][G][16 * 64];  // tile B per chunk parity and group
-  alignas(64) int32_t sums[2][G][12 * 16];  // tile C likewise
-  const int32_t* bias = reinterpret_cast<const int32_t*>(packed + chunks * kTileChunkActBytes);
-  // 2 x E2M1 as int8, for VPERMB's 6-bit index: repeated 4 times, so the two
-  // bits above a nibble do not matter.
-  const __m512i table = _mm512_set4_epi32(static_cast<int>(0xf4f8fafcu),
-                                          static_cast<int>(0xfdfeff00u), 0x0c080604, 0x03020100);
-  __m512 acc[G];
-  for (int j = 0; j < G; ++j) acc[j] = _mm512_setzero_ps();
-  auto decode = [&](int64_t c) OCTET_INLINE_LAMBDA {
-    for (int j = 0; j < G; ++j) {
-      const uint8_t* src = g0 + j * group_stride + c * kNvfp4TileChunkBytes;
-      // The stream runs on into the next pass's group j (prefetches never fault).
-      int64_t ahead = c * kNvfp4TileChunkBytes + kTilePrefetchBytes;
-      if (ahead >= group_stride) ahead += (G - 1) * group_stride;
-      const char* p = reinterpret_cast<const char*>(g0 + j * group_stride + ahead);
-      for (int l = 0; l < kNvfp4TileChunkBytes / 64; ++l) PrefetchT0(p + 64 * l);
-      int8_t* dst = codes[c & 1][j];
-#pragma GCC unroll 8
-      for (int z = 0; z < 8; ++z) {
-        const __m512i v = _mm512_loadu_si512(src + z * 64);
-        _mm512_store_si512(dst + 2 * z * 64, _mm512_permutexvar_epi8(v, table));
-        _mm512_store_si512(dst + (2 * z + 1) * 64,
-                           _mm512_permutexvar_epi8(_mm512_srli_epi16(v, 4), table));
-      }
-    }
-  };
-  auto multiply = [&](int64_t c) OCTET_INLINE_LAMBDA {
-    const uint8_t* a = packed + c * kTileChunkActBytes;
-// Tile numbers must be constants.
-#define OCTET_GROUP(areg, breg, creg, j)  \
-  _tile_loadd(breg, codes[c & 1][j], 64); \
-  _tile_zero(creg);                       \
-  _tile_dpbssd(creg, areg, breg);         \
-  _tile_stored(creg, sums[c & 1][j], 64);
-    if (c & 1) {
-      _tile_loadd(1, a, 64);
-      OCTET_GROUP(1, 2, 6, 0)
-      if constexpr (G == 2) {
-        OCTET_GROUP(1, 3, 7, 1)
-      }
-    } else {
-      _tile_loadd(0, a, 64);
-      OCTET_GROUP(0, 2, 4, 0)
-      if constexpr (G == 2) {
-        OCTET_GROUP(0, 3, 5, 1)
-      }
-    }
-#undef OCTET_GROUP
-  };
-  auto scale = [&](int64_t c) OCTET_INLINE_LAMBDA {
-    for (int j = 0; j < G; ++j) {
-      const int32_t* cs = sums[c & 1][j];
-      const uint8_t* sc = g0 + j * group_stride + c * kNvfp4TileChunkBytes + 8 * 64;
-#pragma GCC unroll 4
-      for (int b = 0; b < 4; ++b) {
-        const __m512i t = _mm512_add_epi32(
-            _mm512_load_si512(cs + 3 * b * 16),
-            _mm512_add_epi32(_mm512_slli_epi32(_mm512_load_si512(cs + (3 * b + 1) * 16), 8),
-                             _mm512_slli_epi32(_mm512_load_si512(cs + (3 * b + 2) * 16), 16)));
-        const __m512i e5m3 =
-            _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc + b * 16)));
-        const __m512 s = _mm512_castsi512_ps(
-            _mm512_add_epi32(_mm512_slli_epi32(e5m3, 20), _mm512_set1_epi32(bias[c * 4 + b])));
-        acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t), s, acc[j]);
-      }
-    }
-  };
-  decode(0);
-  for (int64_t c = 0; c < chunks; ++c) {
-    multiply(c);
-    if (c > 0) scale(c - 1);
-    if (c + 1 < chunks) decode(c + 1);
-  }
-  scale(chunks - 1);
-  for (int j = 0; j < G; ++j) {
-    __m512 v = _mm512_mul_ps(acc[j], _mm512_set1_ps(global));
-    if (accumulate) v = _mm512_add_ps(v, _mm512_loadu_ps(out + 16 * j));
-    _mm512_storeu_ps(out + 16 * j, v);
-  }
-}
-
-void GemvNvfp4Tiles(const WeightMatrix& w, int64_t row0, int64_t row1, const uint8_t* packed,
-                    float* y, bool accumulate) {
-  const int64_t chunks = w.cols / kNvfp4TileCols;
-  const int64_t stride = w.tile_group_stride;
-  ConfigureNvfp4Tiles();
-  int64_t r = row0;
-  for (; r + 32 <= row1; r += 32) {
-    Nvfp4TilesPass<2>(w.tiles + r / 16 * stride, stride, chunks, packed, w.global_scale,
-                      y + (r - row0), accumulate);
-  }
-  if (r < row1) {
-    Nvfp4TilesPass<1>(w.tiles + r / 16 * stride, stride, chunks, packed, w.global_scale,
-                      y + (r - row0), accumulate);
-  }
-  _tile_release();
-}
-
 }  // namespace
 
 bool AmxUsable() {
@@ -623,12 +435,6 @@ bool AmxUsable() {
   return usable;
 }
 
-// AMX-INT8 (CPUID.7.0:EDX[25]); the tile permission comes with AmxUsable().
-static bool AmxInt8Usable() {
-  unsigned a, b, c, d;
-  return __get_cpuid_count(7, 0, &a, &b, &c, &d) && ((d >> 25) & 1);
-}
-
 const IsaKernels& AmxKernels() {
   static const IsaKernels k = [] {
     IsaKernels t = Avx512Kernels();
@@ -640,11 +446,6 @@ const IsaKernels& AmxKernels() {
     t.pack_gemm_activations = PackGemmActivations;
     t.gemm_packed = GemmPacked;
     t.decode_nvfp4_bf16 = DecodeNvfp4Bf16;
-    if (AmxInt8Usable()) {
-      t.nvfp4_tiles_packed_size = Nvfp4TilesPackedSize;
-      t.pack_nvfp4_tiles_activation = PackNvfp4TilesActivation;
-      t.gemv_nvfp4_tiles = GemvNvfp4Tiles;
-    }
     return t;
   }();
   return k;

@@ -552,6 +552,7 @@ const IsaKernels& Avx512Kernels() {
     t.decode_rows = DecodeRows;
     t.attend = Attend<float>;
     t.attend_f16 = Attend<uint16_t>;
+    AddAvx512VnniKernels(&t);
     return t;
   }();
   return k;

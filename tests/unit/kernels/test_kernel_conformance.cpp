@@ -376,7 +376,7 @@ class TestKernelConformance : public QObject {
   }
 
   // NVFP4 single-row decode from the tile copy (weight.h, TileNvfp4), which
-  // "avx512-amx" reads on CPUs with AMX-INT8 and every other backend ignores:
+  // the AVX-512 backends read on CPUs with AVX512-VNNI and the others ignore:
   // whole matrices and slices that keep their tiles, against the f64
   // reference, with zero-scale blocks and blocks of very different magnitude.
   void nvfp4TilesDecode() {

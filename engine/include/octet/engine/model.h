@@ -78,7 +78,7 @@ struct LoadOptions {
   // page faults, and progress means something). Off: pages load on first use.
   bool prefault = true;
   // Give NVFP4 weights their tile copy (kernels/weight.h) when the backend
-  // reads one (KernelBackend::UsesNvfp4Tiles: AMX-INT8 single-row decode),
+  // reads one (KernelBackend::UsesNvfp4Tiles: AVX512-VNNI single-row decode),
   // at the cost of the NVFP4 bytes once more in memory. Off: row-major only.
   bool nvfp4_tiles = true;
   // Tensor-parallel sharding: given a linear weight's module name

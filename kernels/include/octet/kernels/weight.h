@@ -43,7 +43,7 @@ struct WeightMatrix {
   int64_t scale_row_stride = 0;     // bytes between rows of `scales`
   float global_scale = 1.0f;        // weight_scale_2
   // NVFP4 only, optional: the same weights again in the tile order of the
-  // matrix-unit decode kernel (TileNvfp4 below), `tile_group_stride` bytes
+  // integer decode kernel (TileNvfp4 below), `tile_group_stride` bytes
   // per 16 rows. Null when the matrix has no such copy or a slice cannot keep
   // it; every kernel can ignore it.
   const uint8_t* tiles = nullptr;
@@ -104,16 +104,18 @@ uint8_t F32ToE2m1(float f);
 // Element (r, c) of any format, as float (slow; tests and references).
 float WeightAt(const WeightMatrix& w, int64_t r, int64_t c);
 
-// ---- NVFP4 tiles: the decode layout of the AMX-INT8 kernel ---------------------
+// ---- NVFP4 tiles: the layout of the VNNI single-row decode kernel ------------
 //
 // The same codes and scales (the same bytes in all, rows * cols * 9 / 16),
 // reordered so a GEMV reads each 16-row group as one sequential stream and
-// expands it straight into tile rows. Per 16-row group, per 64-column chunk,
-// kNvfp4TileChunkBytes:
+// expands 64 bytes at a time into the VNNI layout (16 rows x 4 columns, the
+// lanes of VPDPBUSD and a tile row of AMX). Per 16-row group, per 64-column
+// chunk, kNvfp4TileChunkBytes:
 //   * 8 x 64 bytes of codes: byte i of part z holds, for row i / 4 of the
 //     group, the code of column 8z + i % 4 in its low nibble and of column
-//     8z + 4 + i % 4 in its high nibble (so the low nibbles of part z are tile
-//     row 2z of the VNNI layout, the high nibbles tile row 2z + 1);
+//     8z + 4 + i % 4 in its high nibble (so the low nibbles of part z are
+//     columns 8z..8z+3 of all 16 rows in VNNI order, the high nibbles
+//     columns 8z+4..8z+7);
 //   * 4 x 16 bytes of scales: block b of the chunk, row j of the group, as an
 //     unsigned E5M3 float, 2^(e - 10) * (1 + m / 8) for the byte e << 3 | m
 //     (e >= 1; every positive E4M3 value, subnormals included, exactly).
