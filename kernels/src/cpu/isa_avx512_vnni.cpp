@@ -166,6 +166,13 @@ void GemvNvfp4Tiles(const WeightMatrix& w, int64_t row0, int64_t row1, const uin
                     float* y, bool accumulate) {
   const int64_t chunks = w.cols / kNvfp4TileCols;
   const int64_t stride = w.tile_group_stride;
+  // A task starts cold: ask for the first chunks of its first two groups at
+  // once (the passes prefetch the rest as they go).
+  for (int64_t g = 0; g < 2 && row0 + 16 * g < row1; ++g) {
+    const char* p = reinterpret_cast<const char*>(w.tiles + (row0 / 16 + g) * stride);
+    const int64_t bytes = kTilePrefetchBytes < stride ? kTilePrefetchBytes : stride;
+    for (int64_t o = 0; o < bytes; o += 64) _mm_prefetch(p + o, _MM_HINT_T0);
+  }
   int64_t r = row0;
   for (; r + 32 <= row1; r += 32) {
     Nvfp4TilesPass<2>(w.tiles + r / 16 * stride, stride, chunks, packed, w.global_scale,
