@@ -10,6 +10,7 @@
 
 #include "octet/base/deadline.h"
 #include "octet/base/file_util.h"
+#include "octet/base/huge_page_arena.h"
 #include "octet/base/log.h"
 
 namespace octet::engine {
@@ -99,15 +100,16 @@ std::string NanochatTensorName(const std::string& name) {
 // errors name the tensor as stored.
 class Loader {
  public:
-  // `owned`: copies the model keeps (realigned tensors, NVFP4 tiles);
-  // `tile_nvfp4`: the backend reads NVFP4 tiles (KernelBackend::UsesNvfp4Tiles).
+  // `realigned`: copies of misaligned tensors the model keeps; `tiles`: where
+  // NVFP4 tile copies go, null when the backend does not read them
+  // (KernelBackend::UsesNvfp4Tiles, LoadOptions::nvfp4_tiles).
   Loader(const CheckpointStore& store, const ModelConfig& config, const LoadOptions& options,
-         std::vector<std::vector<uint8_t>>* owned, bool tile_nvfp4)
+         std::vector<std::vector<uint8_t>>* realigned, HugePageArena* tiles)
       : store_(store),
         config_(config),
         options_(options),
-        realigned_(owned),
-        tile_nvfp4_(tile_nvfp4) {
+        realigned_(realigned),
+        tiles_(tiles) {
     progress_.bytes_total = store.total_bytes();
     progress_.tensors_total = static_cast<int64_t>(store.tensors().size());
   }
@@ -263,10 +265,16 @@ class Loader {
       }
     }
     // The tile copy for single-row decode, of this rank's slice only.
-    if (tile_nvfp4_ && kernels::CanTileNvfp4(l.weight)) {
-      realigned_->emplace_back(kernels::Nvfp4TilesBytes(l.weight));
-      l.weight = kernels::TileNvfp4(l.weight, realigned_->back().data());
-      tile_bytes_ += static_cast<int64_t>(realigned_->back().size());
+    if (tiles_ && kernels::CanTileNvfp4(l.weight)) {
+      const int64_t bytes = kernels::Nvfp4TilesBytes(l.weight);
+      if (uint8_t* mem = tiles_->Allocate(static_cast<size_t>(bytes))) {
+        l.weight = kernels::TileNvfp4(l.weight, mem);
+        tile_bytes_ += bytes;
+      } else if (!tiles_refused_) {
+        tiles_refused_ = true;
+        OCTET_LOG(WARNING) << "no memory for the NVFP4 tile copy of '" << module
+                           << "' and later layers: they decode row-major";
+      }
     }
     return l;
   }
@@ -314,8 +322,9 @@ class Loader {
   const ModelConfig& config_;
   const LoadOptions& options_;
   std::vector<std::vector<uint8_t>>* realigned_;
-  const bool tile_nvfp4_;
+  HugePageArena* tiles_;
   int64_t tile_bytes_ = 0;
+  bool tiles_refused_ = false;
   LoadProgress progress_;
   std::set<const TensorInfo*> touched_;
 };
@@ -361,7 +370,10 @@ Result<std::unique_ptr<Model>> Model::Load(const std::string& dir, const LoadOpt
 
 Status Model::LoadWeights(const LoadOptions& options) {
   const ModelConfig& c = config_;
-  Loader ld(*store_, c, options, &realigned_, options.nvfp4_tiles && backend_->UsesNvfp4Tiles());
+  if (options.nvfp4_tiles && backend_->UsesNvfp4Tiles()) {
+    tile_arena_ = std::make_unique<HugePageArena>();
+  }
+  Loader ld(*store_, c, options, &realigned_, tile_arena_.get());
   const int64_t H = c.hidden_size, hd = c.head_dim;
   // nanochat: parameter-free RMSNorms are RMSNorms with a weight of ones.
   const bool norm_weights = !c.parameter_free_norms;

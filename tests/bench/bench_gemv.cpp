@@ -22,6 +22,7 @@
 
 #include "octet/base/args.h"
 #include "octet/base/deadline.h"
+#include "octet/base/huge_page_arena.h"
 #include "octet/kernels/backend.h"
 
 using namespace octet;
@@ -31,9 +32,9 @@ namespace {
 
 struct Matrix {
   std::vector<uint16_t> data;
-  std::vector<uint8_t> packed, scales, tiles;  // NVFP4 (tiles: see --tiles)
-  WeightMatrix view;                           // with the tile copy when there is one
-  WeightMatrix plain;                          // without
+  std::vector<uint8_t> packed, scales;  // NVFP4
+  WeightMatrix view;                    // with the tile copy when there is one
+  WeightMatrix plain;                   // without
   const WeightMatrix* get(bool tiled) const { return tiled ? &view : &plain; }
 };
 
@@ -148,13 +149,15 @@ int main(int argc, char** argv) {
   constexpr int64_t kHidden = 1024, kQ = 2048, kKv = 1024, kInter = 3072, kVocab = 151936;
   std::vector<Layer> layers(kLayers);
   uint64_t seed = 1;
+  HugePageArena tile_arena;
   auto random = [&](int64_t rows, int64_t cols) {
     if (!nvfp4) return RandomBf16(rows, cols, seed++);
     Matrix m = RandomNvfp4(rows, cols, seed++);
     m.plain = m.view;
-    if (tiles && CanTileNvfp4(m.view)) {
-      m.tiles.resize(Nvfp4TilesBytes(m.view));
-      m.view = TileNvfp4(m.view, m.tiles.data());
+    if (tiles && CanTileNvfp4(m.view)) {  // where the engine's loader puts them
+      if (uint8_t* mem = tile_arena.Allocate(static_cast<size_t>(Nvfp4TilesBytes(m.view)))) {
+        m.view = TileNvfp4(m.view, mem);
+      }
     }
     return m;
   };

@@ -2,8 +2,11 @@
 
 #include <sys/stat.h>
 
+#include <cstring>
+
 #include "octet/base/args.h"
 #include "octet/base/file_util.h"
+#include "octet/base/huge_page_arena.h"
 #include "octet/base/npy.h"
 
 using namespace octet;
@@ -11,6 +14,33 @@ using namespace octet;
 class TestUtil : public QObject {
   Q_OBJECT
  private slots:
+  // Allocations are 64-byte aligned, zero, disjoint, and survive further
+  // allocations (chunks are never moved); one larger than a chunk gets its own.
+  void hugePageArenaAllocations() {
+    HugePageArena arena(size_t{4} << 20);
+    std::vector<std::pair<uint8_t*, size_t>> got;
+    for (size_t n : {size_t{100}, size_t{1} << 20, size_t{3} << 20, size_t{9} << 20, size_t{64}}) {
+      uint8_t* p = arena.Allocate(n);
+      QVERIFY(p != nullptr);
+      QCOMPARE(reinterpret_cast<uintptr_t>(p) % 64, uintptr_t{0});
+      for (size_t i = 0; i < n; i += 4096) QCOMPARE(int(p[i]), 0);
+      QCOMPARE(int(p[n - 1]), 0);
+      std::memset(p, int(got.size() + 1), n);
+      got.push_back({p, n});
+    }
+    for (size_t a = 0; a < got.size(); ++a) {
+      QCOMPARE(int(got[a].first[0]), int(a + 1));
+      QCOMPARE(int(got[a].first[got[a].second - 1]), int(a + 1));
+      for (size_t b = a + 1; b < got.size(); ++b) {
+        const bool apart = got[a].first + got[a].second <= got[b].first ||
+                           got[b].first + got[b].second <= got[a].first;
+        QVERIFY(apart);
+      }
+    }
+    QVERIFY(arena.bytes_mapped() >= (size_t{13} << 20) + 200);
+    QCOMPARE(arena.bytes_mapped() % (size_t{2} << 20), size_t{0});
+  }
+
   void argsParseForms() {
     ArgParser p("octet x", "test");
     p.Option("ranks", "N", "ranks", "2").Option("sizes", "LIST", "sizes").Flag("check", "check");

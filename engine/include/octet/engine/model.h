@@ -42,6 +42,10 @@
 #include "octet/kernels/backend.h"
 #include "octet/kernels/weight.h"
 
+namespace octet {
+class HugePageArena;
+}
+
 namespace octet::engine {
 
 struct LoadProgress {
@@ -196,6 +200,8 @@ class Model {
   std::vector<LayerWeights> layers_;
   // Copies of tensors whose bytes are not aligned to their element size in the file.
   std::vector<std::vector<uint8_t>> realigned_;
+  // NVFP4 tile copies (LoadOptions::nvfp4_tiles), in huge-page-advised memory.
+  std::unique_ptr<HugePageArena> tile_arena_;
 
   // Scratch, grown to the largest batch seen.
   struct Scratch;
