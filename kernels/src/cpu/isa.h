@@ -97,13 +97,15 @@ struct IsaKernels {
                       bool accumulate, float out_scale);
   void (*decode_nvfp4_bf16)(const WeightMatrix& w, int64_t row0, int64_t nrows, uint16_t* out);
 
-  // Decode of one activation row against NVFP4 weights in integers (AVX512-
-  // VNNI), reading the matrix's tiles (weight.h); null in tables without it.
-  // CpuBackend packs the row once: pack_nvfp4_tiles_activation(x, k, packed)
-  // writes nvfp4_tiles_packed_size(k) bytes and returns false when x cannot go
-  // this way (a value that is not finite, or a block's largest magnitude
-  // nonzero but below 2^-94): then the row-major kernels run. gemv_nvfp4_tiles: y[r - row0] (+)= W[r, :] . x for r in
-  // [row0, row1), both multiples of 16, w.tiles set and w.cols == k.
+  // Decode of one activation row against NVFP4 weights in integers
+  // (AVX512-VNNI), reading the matrix's tiles (weight.h); null in tables
+  // without it. CpuBackend packs the row once:
+  // pack_nvfp4_tiles_activation(x, k, packed) writes
+  // nvfp4_tiles_packed_size(k) bytes and returns false when x cannot go this
+  // way (a value that is not finite, or a block's largest magnitude nonzero
+  // but below 2^-94): then the row-major kernels run. gemv_nvfp4_tiles:
+  // y[r - row0] (+)= W[r, :] . x for r in [row0, row1), both multiples of 16,
+  // w.tiles set and w.cols == k.
   int64_t (*nvfp4_tiles_packed_size)(int64_t k);
   bool (*pack_nvfp4_tiles_activation)(const float* x, int64_t k, uint8_t* packed);
   void (*gemv_nvfp4_tiles)(const WeightMatrix& w, int64_t row0, int64_t row1, const uint8_t* packed,
