@@ -16,6 +16,7 @@ kernels="$root/kernels/src/backend.cpp $root/kernels/src/thread_pool.cpp $root/k
   $root/kernels/src/cpu/cpu_backend.cpp $root/kernels/src/cpu/isa_scalar.cpp \
   $root/kernels/src/cpu/isa_neon.cpp"
 base="$root/base/src/status.cpp $root/base/src/file_util.cpp $root/base/src/npy.cpp $root/base/src/log.cpp \
+  $root/base/src/huge_page_arena.cpp \
   $root/base/src/args.cpp"
 $cxx "$(dirname "$0")/kernel_parity_main.cpp" $kernels $base -lpthread -o "$out/kernel_parity"
 $cxx "$(dirname "$0")/engine_fixtures_main.cpp" $root/engine/src/*.cpp $kernels $base -lpthread \
