@@ -60,7 +60,8 @@ std::vector<BackendInfo> ProbeBackends() {
 #if defined(__x86_64__)
   out.push_back({"avx2", "x86-64 AVX2 + FMA + F16C", HasAvx2()});
   out.push_back({"avx512",
-                 "x86-64 AVX2, with AVX-512 (F/BW/DQ/VL/VBMI) NVFP4 and batched-decode kernels",
+                 "x86-64 AVX2, with AVX-512 (F/BW/DQ/VL/VBMI) NVFP4 and batched-decode kernels "
+                 "(and, with VNNI, NVFP4 single-row decode from a tile copy)",
                  HasAvx512()});
   out.push_back({"avx512-amx", "x86-64 AVX-512, with AMX-BF16 batched decode of BF16 weights",
                  HasAvx512() && cpu::AmxUsable()});
