@@ -68,12 +68,12 @@ bool PackNvfp4TilesActivation(const float* x, int64_t k, uint8_t* packed) {
     if (amax > 0.0f) {
       int e;
       frexpf(amax, &e);  // amax < 2^e
-      ex = e - 22;       // |q| < 2^22
+      ex = e - 22;       // |q| <= 2^22
       // The scale's float exponent, 116 + ex + (1..18), must stay in 1..254.
       if (ex < -115 || ex > 120) return false;
     }
     const __m512i q = _mm512_cvtps_epi32(_mm512_mul_ps(v, _mm512_set1_ps(ldexpf(1.0f, -ex))));
-    corr[b] = 12 * _mm512_reduce_add_epi32(q);  // |sum| < 2^26
+    corr[b] = 12 * _mm512_reduce_add_epi32(q);  // |sum| <= 2^26
     bias[b] = (116 + ex) << 23;
     const __m512i b0 = _mm512_srai_epi32(_mm512_slli_epi32(q, 24), 24);
     const __m512i q1 = _mm512_srai_epi32(_mm512_sub_epi32(q, b0), 8);
