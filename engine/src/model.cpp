@@ -102,14 +102,17 @@ class Loader {
  public:
   // `realigned`: copies of misaligned tensors the model keeps; `tiles`: where
   // NVFP4 tile copies go, null when the backend does not read them
-  // (KernelBackend::UsesNvfp4Tiles, LoadOptions::nvfp4_tiles).
+  // (KernelBackend::UsesNvfp4Tiles, LoadOptions::nvfp4_tiles); `pool`: the
+  // threads that write them (may be null).
   Loader(const CheckpointStore& store, const ModelConfig& config, const LoadOptions& options,
-         std::vector<std::vector<uint8_t>>* realigned, HugePageArena* tiles)
+         std::vector<std::vector<uint8_t>>* realigned, HugePageArena* tiles,
+         kernels::ThreadPool* pool)
       : store_(store),
         config_(config),
         options_(options),
         realigned_(realigned),
-        tiles_(tiles) {
+        tiles_(tiles),
+        pool_(pool) {
     progress_.bytes_total = store.total_bytes();
     progress_.tensors_total = static_cast<int64_t>(store.tensors().size());
   }
@@ -268,7 +271,7 @@ class Loader {
     if (tiles_ && kernels::CanTileNvfp4(l.weight)) {
       const int64_t bytes = kernels::Nvfp4TilesBytes(l.weight);
       if (uint8_t* mem = tiles_->Allocate(static_cast<size_t>(bytes))) {
-        l.weight = kernels::TileNvfp4(l.weight, mem);
+        l.weight = kernels::TileNvfp4(l.weight, mem, pool_);
         tile_bytes_ += bytes;
       } else if (!tiles_refused_) {
         tiles_refused_ = true;
@@ -323,6 +326,7 @@ class Loader {
   const LoadOptions& options_;
   std::vector<std::vector<uint8_t>>* realigned_;
   HugePageArena* tiles_;
+  kernels::ThreadPool* pool_;
   int64_t tile_bytes_ = 0;
   bool tiles_refused_ = false;
   LoadProgress progress_;
@@ -373,7 +377,7 @@ Status Model::LoadWeights(const LoadOptions& options) {
   if (options.nvfp4_tiles && backend_->UsesNvfp4Tiles()) {
     tile_arena_ = std::make_unique<HugePageArena>();
   }
-  Loader ld(*store_, c, options, &realigned_, tile_arena_.get());
+  Loader ld(*store_, c, options, &realigned_, tile_arena_.get(), backend_->host_thread_pool());
   const int64_t H = c.hidden_size, hd = c.head_dim;
   // nanochat: parameter-free RMSNorms are RMSNorms with a weight of ones.
   const bool norm_weights = !c.parameter_free_norms;

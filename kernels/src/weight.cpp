@@ -3,6 +3,8 @@
 #include <cassert>
 #include <cmath>
 
+#include "octet/kernels/thread_pool.h"
+
 namespace octet::kernels {
 
 std::string_view WeightFormatName(WeightFormat f) {
@@ -284,12 +286,12 @@ int64_t Nvfp4TilesBytes(const WeightMatrix& w) {
   return w.rows / kNvfp4TileRows * (w.cols / kNvfp4TileCols) * kNvfp4TileChunkBytes;
 }
 
-WeightMatrix TileNvfp4(const WeightMatrix& w, uint8_t* out) {
+WeightMatrix TileNvfp4(const WeightMatrix& w, uint8_t* out, ThreadPool* pool) {
   if (!CanTileNvfp4(w)) return w;
   const int64_t chunks = w.cols / kNvfp4TileCols;
   const int64_t group_stride = chunks * kNvfp4TileChunkBytes;
   const uint8_t* data = static_cast<const uint8_t*>(w.data);
-  for (int64_t g = 0; g < w.rows / kNvfp4TileRows; ++g) {
+  auto group = [&](int64_t g) {
     for (int64_t ch = 0; ch < chunks; ++ch) {
       uint8_t* o = out + g * group_stride + ch * kNvfp4TileChunkBytes;
       const int64_t c0 = ch * kNvfp4TileCols;
@@ -316,6 +318,12 @@ WeightMatrix TileNvfp4(const WeightMatrix& w, uint8_t* out) {
         }
       }
     }
+  };
+  const int64_t groups = w.rows / kNvfp4TileRows;
+  if (pool) {
+    pool->ParallelFor(groups, [&](int64_t g, int) { group(g); });
+  } else {
+    for (int64_t g = 0; g < groups; ++g) group(g);
   }
   WeightMatrix t = w;
   t.tiles = out;

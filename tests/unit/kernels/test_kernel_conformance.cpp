@@ -393,6 +393,12 @@ class TestKernelConformance : public QObject {
       QCOMPARE(static_cast<int64_t>(tiles.size()), w.view.BytesRead());  // the same bytes
       const WeightMatrix tiled = TileNvfp4(w.view, tiles.data());
       QVERIFY(tiled.tiles == tiles.data());
+      {  // the same bytes written by a pool's threads
+        ThreadPool pool(3);
+        std::vector<uint8_t> pooled(tiles.size(), 0xaa);
+        TileNvfp4(w.view, pooled.data(), &pool);
+        QVERIFY(pooled == tiles);
+      }
       std::vector<WeightMatrix> views = {tiled};
       if (s.n > 16) views.push_back(tiled.RowSlice(16, s.n - 16));
       if (s.k > 64) views.push_back(tiled.ColSlice(64, s.k - 64));

@@ -131,7 +131,9 @@ inline constexpr int64_t kNvfp4TileChunkBytes = 8 * 64 + 4 * 16;
 bool CanTileNvfp4(const WeightMatrix& w);
 int64_t Nvfp4TilesBytes(const WeightMatrix& w);
 // Writes w's tiles (Nvfp4TilesBytes(w) bytes) to `out` and returns w with
-// `tiles` pointing there; w unchanged when !CanTileNvfp4(w).
-WeightMatrix TileNvfp4(const WeightMatrix& w, uint8_t* out);
+// `tiles` pointing there; w unchanged when !CanTileNvfp4(w). With a pool, the
+// 16-row groups are written by its threads (the same bytes).
+class ThreadPool;
+WeightMatrix TileNvfp4(const WeightMatrix& w, uint8_t* out, ThreadPool* pool = nullptr);
 
 }  // namespace octet::kernels
