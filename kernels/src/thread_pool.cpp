@@ -40,6 +40,7 @@ int ThreadPool::HardwareThreads() {
 
 ThreadPool::ThreadPool(int num_threads) {
   num_threads_ = num_threads > 0 ? num_threads : HardwareThreads();
+  cursors_ = std::make_unique<Cursor[]>(num_threads_);
   workers_.reserve(num_threads_ - 1);
   for (int t = 1; t < num_threads_; ++t) workers_.emplace_back([this, t] { WorkerLoop(t); });
 }
@@ -54,20 +55,36 @@ ThreadPool::~ThreadPool() {
   for (auto& w : workers_) w.join();
 }
 
-void ThreadPool::RunTasks(int thread) {
+int64_t ThreadPool::Claim(int owner) {
+  std::atomic<uint64_t>& cursor = cursors_[owner].state;
   for (;;) {
-    uint64_t s = state_.load(std::memory_order_acquire);
-    const TaskFn* fn = fn_.load(std::memory_order_acquire);
+    uint64_t s = cursor.load(std::memory_order_acquire);
     const int64_t n = n_tasks_.load(std::memory_order_acquire);
     const int64_t index = static_cast<int64_t>(s & 0xffffffffu);
-    if (index >= n) return;
-    if (!state_.compare_exchange_weak(s, s + 1, std::memory_order_acq_rel)) continue;
-    (*fn)(index, thread);
-    if (done_.fetch_add(1, std::memory_order_seq_cst) + 1 == n &&
-        caller_waiting_.load(std::memory_order_seq_cst)) {
-      std::lock_guard<std::mutex> lock(mu_);
-      done_cv_.notify_all();
+    // The end of owner's range (the next range's start), from the n read
+    // above: if that n is a later job's, the compare-exchange fails.
+    const int64_t end = n * (owner + 1) / num_threads_;
+    if (index >= end) return -1;
+    if (cursor.compare_exchange_weak(s, s + 1, std::memory_order_acq_rel)) return index;
+  }
+}
+
+void ThreadPool::RunTasks(int thread) {
+  int64_t ran = 0;
+  // Its own range first, then the others' in turn.
+  for (int i = 0; i < num_threads_; ++i) {
+    const int owner = (thread + i) % num_threads_;
+    for (int64_t task; (task = Claim(owner)) >= 0;) {
+      (*fn_.load(std::memory_order_acquire))(task, thread);
+      ++ran;
     }
+  }
+  if (ran == 0) return;
+  if (done_.fetch_add(ran, std::memory_order_seq_cst) + ran ==
+          n_tasks_.load(std::memory_order_relaxed) &&
+      caller_waiting_.load(std::memory_order_seq_cst)) {
+    std::lock_guard<std::mutex> lock(mu_);
+    done_cv_.notify_all();
   }
 }
 
@@ -99,16 +116,24 @@ void ThreadPool::ParallelFor(int64_t n_tasks, const TaskFn& fn) {
   }
   std::lock_guard<std::mutex> run_lock(run_mutex_);
   // Close the finished job before touching fn_/n_tasks_: a worker that read
-  // the old state (j, i) and then this job's larger n_tasks_ would otherwise
-  // claim (j, i) -> (j, i+1) and run this job's task i a second time, and its
-  // extra done_ count could leave the caller below waiting forever. With the
-  // index field at kClosed every such claim fails its compare-exchange.
-  state_.store((static_cast<uint64_t>(job_) << 32) | kClosed, std::memory_order_seq_cst);
+  // a cursor's old state (j, i) and then this job's larger n_tasks_ would
+  // otherwise claim (j, i) -> (j, i+1) and run this job's task i a second
+  // time, and its extra done_ count could leave the caller below waiting
+  // forever. With the index field at kClosed every such claim fails its
+  // compare-exchange.
+  for (int t = 0; t < num_threads_; ++t) {
+    cursors_[t].state.store((static_cast<uint64_t>(job_) << 32) | kClosed,
+                            std::memory_order_seq_cst);
+  }
   fn_.store(&fn, std::memory_order_relaxed);
   n_tasks_.store(n_tasks, std::memory_order_relaxed);
   done_.store(0, std::memory_order_relaxed);
   ++job_;
-  state_.store(static_cast<uint64_t>(job_) << 32, std::memory_order_release);
+  for (int t = 0; t < num_threads_; ++t) {
+    const uint64_t begin = static_cast<uint64_t>(n_tasks * t / num_threads_);
+    cursors_[t].state.store((static_cast<uint64_t>(job_) << 32) | begin,
+                            std::memory_order_release);
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
     generation_.fetch_add(1, std::memory_order_release);
@@ -120,7 +145,7 @@ void ThreadPool::ParallelFor(int64_t n_tasks, const TaskFn& fn) {
     if (done_.load(std::memory_order_acquire) == n_tasks) return;
     CpuRelax();
   }
-  // The thread running the last task was probably descheduled: sleep.
+  // A thread still running a task was probably descheduled: sleep.
   std::unique_lock<std::mutex> lock(mu_);
   caller_waiting_.store(true, std::memory_order_seq_cst);
   done_cv_.wait(lock, [&] { return done_.load(std::memory_order_seq_cst) == n_tasks; });

@@ -3,9 +3,12 @@
 // scalar backend (for the rest), on random shapes including odd sizes.
 // Also the number-format conversions against hand-checked values.
 #include <QtTest>
+#include <atomic>
+#include <chrono>
 #include <cmath>
 #include <memory>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include "octet/kernels/backend.h"
@@ -175,6 +178,37 @@ class TestKernelConformance : public QObject {
                                  .arg(hits[i].load())));
           }
         }
+      }
+    }
+  }
+
+  // Each thread starts on a range of its own; when one is held up (here a
+  // worker keeps its first task until every other task has run), the others
+  // must take the rest of its range, or the job never finishes.
+  void threadPoolTakesOverAStalledThreadsRange() {
+    for (int threads : {2, 3}) {
+      ThreadPool pool(threads);
+      for (int round = 0; round < 50; ++round) {
+        const int64_t n = 64;
+        std::vector<std::atomic<int>> hits(n);
+        std::atomic<int64_t> finished{0};
+        std::atomic<bool> held{false}, timed_out{false};
+        pool.ParallelFor(n, [&](int64_t t, int thread) {
+          if (thread != 0 && !held.exchange(true)) {
+            const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+            while (finished.load() < n - 1) {
+              if (std::chrono::steady_clock::now() > deadline) {
+                timed_out.store(true);
+                break;
+              }
+              std::this_thread::yield();
+            }
+          }
+          hits[t].fetch_add(1);
+          finished.fetch_add(1);
+        });
+        QVERIFY2(!timed_out.load(), "the other threads left the held thread's range undone");
+        for (int64_t i = 0; i < n; ++i) QCOMPARE(hits[i].load(), 1);
       }
     }
   }

@@ -3,10 +3,15 @@
 //   ThreadPool pool(4);                       // 4 threads in all: the caller + 3 workers
 //   pool.ParallelFor(n_chunks, [&](int64_t chunk, int thread) { ... });
 //
-// ParallelFor hands out task indices from a shared counter (threads steal the
-// next chunk as they finish one), so uneven chunks balance themselves. The
-// calling thread works too. Workers spin briefly after a job (decode runs a
-// few hundred short jobs per token) and then sleep on a condition variable.
+// ParallelFor gives each thread a contiguous home range of the task indices
+// (thread t: [n*t/T, n*(t+1)/T)) and it runs them in order; a thread that has
+// finished its own range takes the next unclaimed tasks of the others' (so
+// uneven tasks, and a thread that is descheduled, still balance). Claiming
+// from one's own range touches only one's own cache line, and consecutive
+// tasks of a thread are neighbours (a matmul task's rows follow the previous
+// task's, so the memory stream runs on). The calling thread works too.
+// Workers spin briefly after a job (decode runs a few hundred short jobs per
+// token) and then sleep on a condition variable.
 //
 // Thread-safety: ParallelFor may be called from several threads; calls are
 // serialised by `run_mutex_`. A task must not call ParallelFor on the same pool.
@@ -16,6 +21,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -45,28 +51,35 @@ class ThreadPool {
  private:
   void WorkerLoop(int thread);
   void RunTasks(int thread);
+  // Claims the next task of range `owner` of the current job; -1 when that
+  // range has none left (or the job is over).
+  int64_t Claim(int owner);
 
   int num_threads_ = 1;
   std::vector<std::thread> workers_;
   std::mutex run_mutex_;  // serialises ParallelFor callers
 
   // The current job. The caller writes fn_ and n_tasks_, then publishes the
-  // job in state_ (release). A thread claims task i of job j by a CAS of
-  // state_ from (j, i) to (j, i+1); a successful claim proves the job is still
-  // running, so fn_/n_tasks_ read before the claim belong to it (the caller
-  // closes the previous job, index field all ones, before it writes them).
-  // The caller returns when done_ reaches n_tasks_: it never waits for a worker
-  // that was descheduled before claiming anything (important when the cores
-  // are shared).
-  std::atomic<uint64_t> state_{0};  // (job << 32) | next task index
+  // job in every range's cursor (release). A thread claims task i of job j
+  // from range r by a CAS of cursors_[r] from (j, i) to (j, i+1); a successful
+  // claim proves the job is still running, so fn_/n_tasks_ read before the
+  // claim belong to it (the caller closes every cursor of the previous job,
+  // index field all ones, before it writes them). Each thread adds the tasks
+  // it ran to done_ once, when it finds nothing left to claim; the caller
+  // returns when done_ reaches n_tasks_: it never waits for a worker that was
+  // descheduled before claiming anything (important when the cores are shared).
+  struct alignas(64) Cursor {
+    std::atomic<uint64_t> state{0};  // (job << 32) | next task index
+  };
+  std::unique_ptr<Cursor[]> cursors_;  // one per thread (its home range)
   std::atomic<const TaskFn*> fn_{nullptr};
   std::atomic<int64_t> n_tasks_{0};
-  std::atomic<int64_t> done_{0};
+  alignas(64) std::atomic<int64_t> done_{0};
   uint32_t job_ = 0;  // written by the caller only (under run_mutex_)
 
   // Waking workers: generation_ changes with every job; sleepers wait on wake_.
   // A caller whose tasks are still running elsewhere after a short spin sleeps
-  // on done_cv_ (caller_waiting_ set); the thread finishing the last task wakes it.
+  // on done_cv_ (caller_waiting_ set); the thread whose count completes done_ wakes it.
   std::mutex mu_;
   std::condition_variable wake_;
   std::condition_variable done_cv_;
