@@ -851,6 +851,57 @@ class TestKernelConformance : public QObject {
     }
   }
 
+  // Greedy decoding's pick over a whole vocabulary: the first index of the
+  // largest value that is not NaN (0 when every value is NaN), whatever the
+  // length, wherever the ties, NaNs and infinities lie.
+  void argmaxIsTheFirstLargestOnLongRows() {
+    auto reference = [](const std::vector<float>& v) {
+      int64_t best = -1;
+      for (int64_t i = 0; i < static_cast<int64_t>(v.size()); ++i) {
+        if (std::isnan(v[i])) continue;
+        if (best < 0 || v[i] > v[best]) best = i;
+      }
+      return best < 0 ? int64_t{0} : best;
+    };
+    std::mt19937 rng(11);
+    std::vector<std::vector<float>> rows;
+    for (int64_t n : {1, 15, 16, 17, 255, 256, 257, 1000, 151936}) {
+      std::uniform_real_distribution<float> u(-3.0f, 3.0f);
+      std::vector<float> v(n);
+      for (float& x : v) x = u(rng);
+      rows.push_back(v);
+      // Ties in different lanes and blocks, the later one first in no order.
+      std::vector<float> tie = v;
+      tie[n - 1] = 10.0f;
+      tie[n / 2] = 10.0f;
+      tie[n / 3] = 10.0f;
+      rows.push_back(tie);
+      // NaNs everywhere else, the maximum at the very end.
+      std::vector<float> nan(n, NAN);
+      nan[n - 1] = -1.0f;
+      rows.push_back(nan);
+      rows.push_back(std::vector<float>(n, NAN));
+      rows.push_back(std::vector<float>(n, -INFINITY));
+      std::vector<float> inf = v;
+      inf[n / 2] = INFINITY;
+      inf[0] = NAN;
+      rows.push_back(inf);
+    }
+    for (auto& backend : AllBackends(2)) {
+      for (const auto& v : rows) {
+        const int64_t n = static_cast<int64_t>(v.size());
+        if (backend->Argmax(v.data(), n) != reference(v)) {
+          QFAIL(qPrintable(QStringLiteral("%1, %2 values: got %3, want %4")
+                               .arg(QString::fromUtf8(backend->name().data(),
+                                                      static_cast<int>(backend->name().size())))
+                               .arg(n)
+                               .arg(backend->Argmax(v.data(), n))
+                               .arg(reference(v))));
+        }
+      }
+    }
+  }
+
   void unknownBackendIsAnError() {
     auto b = CreateBackend("tpu");
     QVERIFY(!b.ok());
