@@ -124,7 +124,7 @@ int main(int argc, char** argv) {
   const bool tiles = nvfp4 && tiles_arg != "off";
   // The variants each backend runs: with the tile copy, without, or both.
   std::vector<bool> variants;
-  if (!nvfp4 || tiles_arg != "off") variants.push_back(tiles);
+  variants.push_back(tiles);
   if (nvfp4 && tiles_arg == "both") variants.push_back(false);
   const int threads = static_cast<int>(*threads_arg);
   const int rounds = static_cast<int>(*rounds_arg);

@@ -415,8 +415,8 @@ int64_t GemvDenseShortRows(const WeightMatrix& w, int64_t row0, int64_t row1, co
   int64_t r = row0;
   for (; r + 4 * span <= row1; r += 4 * span) {
     const uint8_t* base = static_cast<const uint8_t*>(w.data) + r * w.row_stride;
-    // The next group, when this call has one (see Gemv).
-    const int64_t prefetch = r + 8 * span <= row1 ? 4 * span * w.row_stride : 0;
+    // The next group, past this call's rows too (see Gemv).
+    const int64_t prefetch = 4 * span * w.row_stride;
     for (int64_t h = 0; h < span; ++h) {
       const uint8_t* rows[4];
       for (int j = 0; j < 4; ++j) rows[j] = base + (j * span + h) * w.row_stride;
@@ -461,9 +461,13 @@ void Gemv(const WeightMatrix& w, int64_t row0, int64_t row1, const float* x, int
       scales[j] = fp4 ? w.scales + (r + j) * w.scale_row_stride : nullptr;
     }
     float* out = y + (r - row0);
-    // The next group, when this call has one (a later call's rows may be
-    // another thread's: prefetching them would only add traffic).
-    const int64_t prefetch = r + 8 <= row1 ? 4 * w.row_stride : 0;
+    // The next group, past this call's rows too: the thread pool runs a
+    // thread's tasks in order through a range of its own, so the rows after a
+    // task are usually the same thread's next task, and its first lines are
+    // then on their way (prefetches never fault; at the end of a range it is a
+    // few KiB read twice). A/B in one process, bench_gemv: the BF16 lm_head
+    // 3-12% faster than with the prefetch stopping at the task's last group.
+    const int64_t prefetch = 4 * w.row_stride;
     switch (w.format) {
       case WeightFormat::kNvfp4:
         if (m == 1) {
@@ -509,8 +513,8 @@ void GemvBatchDense(const WeightMatrix& w, int64_t row0, int64_t row1, const flo
   for (; r + 2 <= row1; r += 2) {
     const uint8_t* r0 = static_cast<const uint8_t*>(w.data) + r * w.row_stride;
     float* out = y + (r - row0);
-    // Two pairs ahead, within this call (see Gemv4Dense).
-    const int64_t prefetch = r + 6 <= row1 ? 4 * w.row_stride : 0;
+    // Two pairs ahead, past this call's rows too (see Gemv).
+    const int64_t prefetch = 4 * w.row_stride;
     if (m == 4) {
       Gemv2DenseM4<L, 4>(w, r0, r0 + w.row_stride, prefetch, x, ldx, out, ldy, accumulate);
     } else {

@@ -187,8 +187,8 @@ void GemvNvfp4(const WeightMatrix& w, int64_t row0, int64_t row1, const float* x
       rows[j] = static_cast<const uint8_t*>(w.data) + row * w.row_stride;
       scales[j] = w.scales + row * w.scale_row_stride;
     }
-    // Only rows this call owns (the next call's may be another thread's).
-    const int64_t prefetch = r + 4 * (ahead + 1) <= row1 ? ahead * group_bytes : 0;
+    // Past this call's rows too (see the AVX2 Gemv).
+    const int64_t prefetch = ahead * group_bytes;
     float* out = y + (r - row0);
     switch (m) {
       case 1:
@@ -318,8 +318,8 @@ void GemvDenseBatch(const WeightMatrix& w, int64_t row0, int64_t row1, const flo
     for (int64_t r = row0; r < row1; r += 2) {
       const uint8_t* r0 = static_cast<const uint8_t*>(part.data) + r * part.row_stride;
       const bool pair = r + 1 < row1;
-      // Two pairs ahead, within this call.
-      const int64_t prefetch = r + 6 <= row1 ? 4 * part.row_stride : 0;
+      // Two pairs ahead, past this call's rows too (see the AVX2 Gemv).
+      const int64_t prefetch = 4 * part.row_stride;
       Gemv2DenseMx<L, M>(part, r0, pair ? r0 + part.row_stride : r0, pair, prefetch, x + c0, ldx,
                          y + (r - row0), ldy, accumulate || c0 > 0);
     }
