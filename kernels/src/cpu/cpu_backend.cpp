@@ -52,10 +52,10 @@ void ForRows(ThreadPool& pool, int64_t rows, int64_t elements_per_row, const Fn&
   });
 }
 
-// NVFP4 tile decode (gemv_nvfp4_tiles) tasks: whole 32-row pairs of groups,
-// at least 4 tasks per thread.
+// NVFP4 tile decode (gemv_nvfp4_tiles) tasks: whole 64-row passes of four
+// groups (isa_avx512_vnni.cpp), at least 4 tasks per thread.
 int64_t TileRowsPerTask(int64_t rows, int threads) {
-  return std::clamp<int64_t>(rows / (4 * static_cast<int64_t>(threads)) / 32 * 32, 32, 256);
+  return std::clamp<int64_t>(rows / (4 * static_cast<int64_t>(threads)) / 64 * 64, 64, 256);
 }
 
 // Whether a decode of m rows against w can take gemv_nvfp4_tiles.
