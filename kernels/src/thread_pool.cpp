@@ -131,8 +131,7 @@ void ThreadPool::ParallelFor(int64_t n_tasks, const TaskFn& fn) {
   ++job_;
   for (int t = 0; t < num_threads_; ++t) {
     const uint64_t begin = static_cast<uint64_t>(n_tasks * t / num_threads_);
-    cursors_[t].state.store((static_cast<uint64_t>(job_) << 32) | begin,
-                            std::memory_order_release);
+    cursors_[t].state.store((static_cast<uint64_t>(job_) << 32) | begin, std::memory_order_release);
   }
   {
     std::lock_guard<std::mutex> lock(mu_);

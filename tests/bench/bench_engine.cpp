@@ -462,7 +462,8 @@ int main(int argc, char** argv) {
                  r.roofline_tps, r.roofline_pct);
   }
   if (repeats > 1) {
-    std::fprintf(stderr, "\ndecode runs in order, tok/s (%% of roofline); the median one is above:\n");
+    std::fprintf(stderr,
+                 "\ndecode runs in order, tok/s (%% of roofline); the median one is above:\n");
     for (const auto& r : results) {
       std::fprintf(stderr, "%-18s", r.name.c_str());
       for (const DecodeRun& d : r.decode_runs) {

@@ -45,7 +45,8 @@ constexpr int64_t kRowTaskElements = 8192;
 
 template <typename Fn>
 void ForRows(ThreadPool& pool, int64_t rows, int64_t elements_per_row, const Fn& fn) {
-  const int64_t per_task = std::max<int64_t>(1, kRowTaskElements / std::max<int64_t>(1, elements_per_row));
+  const int64_t per_task =
+      std::max<int64_t>(1, kRowTaskElements / std::max<int64_t>(1, elements_per_row));
   pool.ParallelFor(CeilDiv(rows, per_task), [&](int64_t task, int) {
     const int64_t end = std::min(rows, (task + 1) * per_task);
     for (int64_t r = task * per_task; r < end; ++r) fn(r);
@@ -367,9 +368,8 @@ void CpuBackend::Gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t 
 
 void CpuBackend::RmsNorm(const float* x, const float* weight, float eps, int64_t rows, int64_t dim,
                          int64_t stride, float* out) {
-  ForRows(pool_, rows, dim, [&](int64_t r) {
-    isa_.rmsnorm_row(x + r * stride, weight, eps, dim, out + r * stride);
-  });
+  ForRows(pool_, rows, dim,
+          [&](int64_t r) { isa_.rmsnorm_row(x + r * stride, weight, eps, dim, out + r * stride); });
 }
 
 void CpuBackend::Rope(float* x, int64_t rows, int64_t row_stride, int64_t n_heads, int64_t head_dim,

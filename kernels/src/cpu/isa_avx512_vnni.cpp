@@ -62,10 +62,10 @@ int64_t Nvfp4TilesPackedSize(int64_t k) {
 OCTET_INLINE void StoreParts(__m512i q, uint8_t* o) {
   const __m512i q1 = _mm512_srai_epi32(_mm512_add_epi32(q, _mm512_set1_epi32(128)), 8);
   const __m512i q2 = _mm512_srai_epi32(_mm512_add_epi32(q1, _mm512_set1_epi32(128)), 8);
-  const __m512i low_bytes = _mm512_set_epi8(
-      0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-      0, 124, 120, 116, 112, 108, 104, 100, 96, 92, 88, 84, 80, 76, 72, 68, 64, 60, 56, 52, 48, 44,
-      40, 36, 32, 28, 24, 20, 16, 12, 8, 4, 0);
+  const __m512i low_bytes =
+      _mm512_set_epi8(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+                      0, 0, 0, 0, 0, 0, 124, 120, 116, 112, 108, 104, 100, 96, 92, 88, 84, 80, 76,
+                      72, 68, 64, 60, 56, 52, 48, 44, 40, 36, 32, 28, 24, 20, 16, 12, 8, 4, 0);
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(o),
                       _mm512_castsi512_si256(_mm512_permutex2var_epi8(q, low_bytes, q1)));
   _mm_storeu_si128(reinterpret_cast<__m128i*>(o + 32), _mm512_cvtepi32_epi8(q2));
