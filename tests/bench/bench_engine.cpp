@@ -177,17 +177,14 @@ struct DecodeRun {
 
 struct ModelResult {
   std::string name, weights;
-  std::vector<DecodeRun> decode_runs;  // in order; the fields below are the median one's
+  std::vector<DecodeRun> decode_runs;  // in order
+  DecodeRun decode;                    // the run with the median roofline share
   int64_t weight_bytes_per_token = 0;
-  double kv_bytes_per_token = 0;
   double prefill_tps = 0, prefill_gflops = 0, prefill_seconds = 0;
-  double decode_tps = 0;
-  double bandwidth_gbs = 0;  // the better of just before and just after this model's decode
-  double roofline_tps = 0, roofline_pct = 0;
   // Batched decode: aggregate tok/s with c sequences decoding in one step each.
   std::vector<std::pair<int64_t, double>> batched_tps, batched_tps_cpu;
   // The same on CPU time (estimates for dedicated cores; see Stopwatch).
-  double decode_tps_cpu = 0, prefill_tps_cpu = 0, bandwidth_gbs_cpu = 0, roofline_pct_cpu = 0;
+  double prefill_tps_cpu = 0;
 };
 
 // `concurrency`: batch sizes for the aggregate decode figure (c sequences,
@@ -274,15 +271,7 @@ Result<ModelResult> RunModel(const Shape& s, const std::string& dir, int threads
   std::vector<DecodeRun> sorted = r.decode_runs;
   std::sort(sorted.begin(), sorted.end(),
             [](const DecodeRun& a, const DecodeRun& b) { return a.roofline_pct < b.roofline_pct; });
-  const DecodeRun& med = sorted[(sorted.size() - 1) / 2];
-  r.decode_tps = med.tps;
-  r.decode_tps_cpu = med.tps_cpu;
-  r.bandwidth_gbs = med.bandwidth_gbs;
-  r.bandwidth_gbs_cpu = med.bandwidth_gbs_cpu;
-  r.kv_bytes_per_token = med.kv_bytes_per_token;
-  r.roofline_tps = med.roofline_tps;
-  r.roofline_pct = med.roofline_pct;
-  r.roofline_pct_cpu = med.roofline_pct_cpu;
+  r.decode = sorted[(sorted.size() - 1) / 2];
 
   // Batched decode: c sequences, one token each per step. With a decode
   // context, every sequence starts at that position over a cache already
@@ -331,7 +320,8 @@ int main(int argc, char** argv) {
       .Option("decode", "N", "decode tokens", "128")
       .Option("repeats", "N",
               "decode runs per model, the bandwidth measured between them; the run with the "
-              "median roofline share is reported (all in the JSON)",
+              "median roofline share (the lower middle one of an even count) is reported, all "
+              "of them in the JSON",
               "1")
       .Option("stream-mib", "MIB", "size of each STREAM array", "256")
       .Option("concurrency", "LIST", "batch sizes for aggregate decode tok/s", "1,4,8")
@@ -427,18 +417,18 @@ int main(int argc, char** argv) {
                            {"weights", r->weights},
                            {"prefill_tps", r->prefill_tps},
                            {"prefill_gflops", r->prefill_gflops},
-                           {"decode_tps", r->decode_tps},
+                           {"decode_tps", r->decode.tps},
                            {"weight_bytes_per_token", r->weight_bytes_per_token},
-                           {"kv_bytes_per_token", r->kv_bytes_per_token},
-                           {"bandwidth_gbs", r->bandwidth_gbs},
-                           {"roofline_tps", r->roofline_tps},
-                           {"roofline_pct", r->roofline_pct},
+                           {"kv_bytes_per_token", r->decode.kv_bytes_per_token},
+                           {"bandwidth_gbs", r->decode.bandwidth_gbs},
+                           {"roofline_tps", r->decode.roofline_tps},
+                           {"roofline_pct", r->decode.roofline_pct},
                            {"batched_decode_tps", nlohmann::json::object()},
                            {"cpu_time_normalised",
                             {{"prefill_tps", r->prefill_tps_cpu},
-                             {"decode_tps", r->decode_tps_cpu},
-                             {"bandwidth_gbs", r->bandwidth_gbs_cpu},
-                             {"roofline_pct", r->roofline_pct_cpu},
+                             {"decode_tps", r->decode.tps_cpu},
+                             {"bandwidth_gbs", r->decode.bandwidth_gbs_cpu},
+                             {"roofline_pct", r->decode.roofline_pct_cpu},
                              {"batched_decode_tps", batched_cpu}}}});
     j["models"].back()["batched_decode_tps"] = batched;
     nlohmann::json runs = nlohmann::json::array();
@@ -457,9 +447,9 @@ int main(int argc, char** argv) {
                "prefill t/s", "GFLOP/s", "decode t/s", "MB/token", "GB/s", "roof t/s", "% roof");
   for (const auto& r : results) {
     std::fprintf(stderr, "%-18s %-11s %11.1f %9.1f %10.2f %10.1f %8.1f %10.2f %7.1f%%\n",
-                 r.name.c_str(), r.weights.c_str(), r.prefill_tps, r.prefill_gflops, r.decode_tps,
-                 (r.weight_bytes_per_token + r.kv_bytes_per_token) / 1e6, r.bandwidth_gbs,
-                 r.roofline_tps, r.roofline_pct);
+                 r.name.c_str(), r.weights.c_str(), r.prefill_tps, r.prefill_gflops, r.decode.tps,
+                 (r.weight_bytes_per_token + r.decode.kv_bytes_per_token) / 1e6,
+                 r.decode.bandwidth_gbs, r.decode.roofline_tps, r.decode.roofline_pct);
   }
   if (repeats > 1) {
     std::fprintf(stderr,
@@ -474,7 +464,7 @@ int main(int argc, char** argv) {
   }
   std::fprintf(stderr, "\naggregate decode tok/s with c sequences per step (wall | CPU time):\n");
   for (const auto& r : results) {
-    std::fprintf(stderr, "%-18s c=1 %.2f | %.2f", r.name.c_str(), r.decode_tps, r.decode_tps_cpu);
+    std::fprintf(stderr, "%-18s c=1 %.2f | %.2f", r.name.c_str(), r.decode.tps, r.decode.tps_cpu);
     for (size_t i = 0; i < r.batched_tps.size(); ++i) {
       std::fprintf(stderr, "   c=%lld %.2f | %.2f", static_cast<long long>(r.batched_tps[i].first),
                    r.batched_tps[i].second, r.batched_tps_cpu[i].second);
@@ -487,7 +477,7 @@ int main(int argc, char** argv) {
                "% roof");
   for (const auto& r : results) {
     std::fprintf(stderr, "%-18s %11.1f %10.2f %8.1f %7.1f%%\n", r.name.c_str(), r.prefill_tps_cpu,
-                 r.decode_tps_cpu, r.bandwidth_gbs_cpu, r.roofline_pct_cpu);
+                 r.decode.tps_cpu, r.decode.bandwidth_gbs_cpu, r.decode.roofline_pct_cpu);
   }
   std::fprintf(
       stderr,
