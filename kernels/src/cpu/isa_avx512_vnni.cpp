@@ -5,7 +5,6 @@
 // here may instantiate std:: templates.
 #include <cpuid.h>
 #include <immintrin.h>
-#include <math.h>
 #include <string.h>
 
 #include "cpu/isa.h"
