@@ -32,40 +32,6 @@ std::string_view Line(std::string_view text, size_t* pos) {
 
 }  // namespace
 
-Result<MemInfo> ParseMemInfo(std::string_view text) {
-  MemInfo m;
-  bool have_total = false;
-  bool have_available = false;
-  size_t pos = 0;
-  while (pos < text.size()) {
-    std::string_view line = Line(text, &pos);
-    const size_t colon = line.find(':');
-    if (colon == std::string_view::npos) continue;
-    const std::string_view key = line.substr(0, colon);
-    size_t p = colon + 1;
-    uint64_t kib = 0;
-    if (!NextNumber(line, &p, &kib)) continue;
-    if (key == "MemTotal") {
-      m.total_bytes = kib * 1024;
-      have_total = true;
-    } else if (key == "MemAvailable") {
-      m.available_bytes = kib * 1024;
-      have_available = true;
-    }
-  }
-  if (!have_total || !have_available) {
-    return DataLossError("meminfo: MemTotal or MemAvailable missing");
-  }
-  return m;
-}
-
-Result<MemInfo> ReadMemInfo(const std::string& path) {
-  OCTET_ASSIGN_OR_RETURN(std::string text, ReadFileToString(path));
-  auto m = ParseMemInfo(text);
-  if (!m.ok()) return m.status().WithContext(path);
-  return m;
-}
-
 Result<CpuTimes> ParseProcStat(std::string_view text) {
   size_t pos = 0;
   while (pos < text.size()) {

@@ -10,17 +10,16 @@
 #include <string_view>
 #include <vector>
 
+#include "octet/base/mem_info.h"
 #include "octet/base/status.h"
 
 namespace octet::agent {
 
-struct MemInfo {
-  uint64_t total_bytes = 0;      // MemTotal
-  uint64_t available_bytes = 0;  // MemAvailable (what can be allocated without swapping)
-};
-// Parses /proc/meminfo text ("MemTotal:  16318284 kB").
-Result<MemInfo> ParseMemInfo(std::string_view text);
-Result<MemInfo> ReadMemInfo(const std::string& path = "/proc/meminfo");
+// Memory: MemInfo, ParseMemInfo and ReadMemInfo live in base (the engine
+// reads them too).
+using octet::MemInfo;
+using octet::ParseMemInfo;
+using octet::ReadMemInfo;
 
 // Aggregate CPU time of all CPUs, in clock ticks, from the "cpu " line of /proc/stat.
 struct CpuTimes {
