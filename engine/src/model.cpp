@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <mutex>
 #include <set>
 
@@ -12,6 +13,7 @@
 #include "octet/base/file_util.h"
 #include "octet/base/huge_page_arena.h"
 #include "octet/base/log.h"
+#include "octet/base/mem_info.h"
 
 namespace octet::engine {
 
@@ -98,20 +100,36 @@ std::string NanochatTensorName(const std::string& name) {
 // and the expected shape, and reports progress. Names are the Llama-style ones;
 // a nanochat checkpoint's are translated (NanochatTensorName) on lookup, and
 // errors name the tensor as stored.
+int64_t MiB(int64_t bytes) { return (bytes + (1 << 19)) / (1 << 20); }
+
+// What an optional copy of the weights may take (LoadOptions::nvfp4_tiles_max_bytes):
+// MemAvailable less the checkpoint's bytes and a reserve of max(1 GiB,
+// MemTotal / 10); no limit when /proc/meminfo cannot be read.
+int64_t SpareMemoryForCopies(int64_t checkpoint_bytes) {
+  const auto mi = ReadMemInfo();
+  if (!mi.ok()) return std::numeric_limits<int64_t>::max();
+  const int64_t reserve =
+      std::max<int64_t>(int64_t{1} << 30, static_cast<int64_t>(mi->total_bytes / 10));
+  return std::max<int64_t>(0,
+                           static_cast<int64_t>(mi->available_bytes) - checkpoint_bytes - reserve);
+}
+
 class Loader {
  public:
   // `realigned`: copies of misaligned tensors the model keeps; `tiles`: where
   // NVFP4 tile copies go, null when the backend does not read them
-  // (KernelBackend::UsesNvfp4Tiles, LoadOptions::nvfp4_tiles); `pool`: the
-  // threads that write them (may be null).
+  // (KernelBackend::UsesNvfp4Tiles, LoadOptions::nvfp4_tiles), at most
+  // `tiles_budget` bytes of them; `pool`: the threads that write them (may be
+  // null).
   Loader(const CheckpointStore& store, const ModelConfig& config, const LoadOptions& options,
-         std::vector<std::vector<uint8_t>>* realigned, HugePageArena* tiles,
+         std::vector<std::vector<uint8_t>>* realigned, HugePageArena* tiles, int64_t tiles_budget,
          kernels::ThreadPool* pool)
       : store_(store),
         config_(config),
         options_(options),
         realigned_(realigned),
         tiles_(tiles),
+        tiles_budget_(tiles_budget),
         pool_(pool) {
     progress_.bytes_total = store.total_bytes();
     progress_.tensors_total = static_cast<int64_t>(store.tensors().size());
@@ -268,9 +286,15 @@ class Loader {
       }
     }
     // The tile copy for single-row decode, of this rank's slice only.
-    if (tiles_ && kernels::CanTileNvfp4(l.weight)) {
+    if (tiles_ && !tiles_refused_ && kernels::CanTileNvfp4(l.weight)) {
       const int64_t bytes = kernels::Nvfp4TilesBytes(l.weight);
-      if (uint8_t* mem = tiles_->Allocate(static_cast<size_t>(bytes))) {
+      if (tile_bytes_ + bytes > tiles_budget_) {
+        tiles_refused_ = true;
+        OCTET_LOG(WARNING) << "the NVFP4 tile copy stops at " << MiB(tile_bytes_)
+                           << " MiB, its budget of " << MiB(tiles_budget_)
+                           << " MiB (LoadOptions::nvfp4_tiles_max_bytes): '" << module
+                           << "' and later layers decode row-major";
+      } else if (uint8_t* mem = tiles_->Allocate(static_cast<size_t>(bytes))) {
         l.weight = kernels::TileNvfp4(l.weight, mem, pool_);
         tile_bytes_ += bytes;
       } else if (!tiles_refused_) {
@@ -326,6 +350,7 @@ class Loader {
   const LoadOptions& options_;
   std::vector<std::vector<uint8_t>>* realigned_;
   HugePageArena* tiles_;
+  int64_t tiles_budget_;
   kernels::ThreadPool* pool_;
   int64_t tile_bytes_ = 0;
   bool tiles_refused_ = false;
@@ -374,10 +399,13 @@ Result<std::unique_ptr<Model>> Model::Load(const std::string& dir, const LoadOpt
 
 Status Model::LoadWeights(const LoadOptions& options) {
   const ModelConfig& c = config_;
+  int64_t tiles_budget = options.nvfp4_tiles_max_bytes;
   if (options.nvfp4_tiles && backend_->UsesNvfp4Tiles()) {
     tile_arena_ = std::make_unique<HugePageArena>();
+    if (tiles_budget < 0) tiles_budget = SpareMemoryForCopies(store_->total_bytes());
   }
-  Loader ld(*store_, c, options, &realigned_, tile_arena_.get(), backend_->host_thread_pool());
+  Loader ld(*store_, c, options, &realigned_, tile_arena_.get(), tiles_budget,
+            backend_->host_thread_pool());
   const int64_t H = c.hidden_size, hd = c.head_dim;
   // nanochat: parameter-free RMSNorms are RMSNorms with a weight of ones.
   const bool norm_weights = !c.parameter_free_norms;
@@ -476,7 +504,7 @@ Status Model::LoadWeights(const LoadOptions& options) {
   ld.Finish();
   if (ld.tile_bytes() > 0) {
     OCTET_LOG(INFO) << "NVFP4 weights: a tile copy for single-row decode (AVX512-VNNI), "
-                    << (ld.tile_bytes() + (1 << 19)) / (1 << 20) << " MiB";
+                    << MiB(ld.tile_bytes()) << " MiB";
   }
   local_heads_ = layers_.empty() ? c.num_heads : layers_[0].q.weight.rows / hd;
   local_kv_heads_ = layers_.empty() ? c.num_kv_heads : layers_[0].k.weight.rows / hd;

@@ -14,6 +14,7 @@
 #include "octet/base/npy.h"
 #include "octet/engine/generate.h"
 #include "octet/engine/model.h"
+#include "octet/kernels/weight.h"
 #include "octet_test.h"
 
 using namespace octet;
@@ -339,6 +340,41 @@ class TestEngineFixtures : public QObject {
     QVERIFY(fp4->config().quant.Excluded("lm_head"));
     auto bf = LoadOrDie(base + "/qwen3-tiny");
     QVERIFY(fp4->WeightBytesPerToken() < bf->WeightBytesPerToken());
+  }
+
+  // The NVFP4 tile copy stays within LoadOptions::nvfp4_tiles_max_bytes: with
+  // no budget no layer gets one, with room for exactly the first matrix only
+  // that one does; either way the logits are the reference's.
+  void nvfp4TileCopyKeepsToItsBudget() {
+    const std::string dir = test::FixturesDir() + "/qwen3-tiny-nvfp4";
+    Reference ref = LoadReference(dir);
+    auto probe = LoadOrDie(dir);
+    if (!probe->backend().UsesNvfp4Tiles()) QSKIP("no backend on this CPU reads NVFP4 tiles");
+    const LayerWeights& first = probe->layer(0);
+    QVERIFY(first.q.weight.tiles != nullptr);  // the default budget has room for this model
+    const int64_t n_layers = probe->config().num_layers;
+    QVERIFY(probe->layer(n_layers - 1).down.weight.tiles != nullptr);
+    const int64_t q_bytes = kernels::Nvfp4TilesBytes(first.q.weight);
+    for (int64_t budget : {int64_t{0}, q_bytes}) {
+      LoadOptions o;
+      o.threads = 2;
+      o.nvfp4_tiles_max_bytes = budget;
+      auto m = Model::Load(dir, o);
+      QVERIFY2(m.ok(), m.status().ToString().c_str());
+      const Model& model = **m;
+      QCOMPARE(model.layer(0).q.weight.tiles != nullptr, budget > 0);
+      QVERIFY(model.layer(0).k.weight.tiles == nullptr);
+      QVERIFY(model.layer(n_layers - 1).down.weight.tiles == nullptr);
+      GenerateOptions g;
+      g.max_tokens = static_cast<int64_t>(ref.generated.size());
+      g.stop_at_eos = false;
+      g.collect_logits = true;
+      auto r = Generate(**m, ref.prompt, g);
+      QVERIFY2(r.ok(), r.status().ToString().c_str());
+      QCOMPARE(r->ids, ref.generated);
+      const double d = MaxDiff(r->logits.data(), ref, 0, ref.T);
+      QVERIFY2(d <= ref.atol, ("max |logits - ref| = " + std::to_string(d)).c_str());
+    }
   }
 
   void progressCallbackCoversEveryByte() {

@@ -85,6 +85,12 @@ struct LoadOptions {
   // reads one (KernelBackend::UsesNvfp4Tiles: AVX512-VNNI single-row decode),
   // at the cost of the NVFP4 bytes once more in memory. Off: row-major only.
   bool nvfp4_tiles = true;
+  // The most bytes the tile copy may take; layers past it keep the row-major
+  // kernels (one log line says so). < 0: what the machine can spare when
+  // loading starts, MemAvailable less this checkpoint's bytes (kept in the
+  // page cache for prefill) and a reserve of max(1 GiB, MemTotal / 10); no
+  // limit where /proc/meminfo cannot be read.
+  int64_t nvfp4_tiles_max_bytes = -1;
   // Tensor-parallel sharding: given a linear weight's module name
   // ("model.layers.3.self_attn.q_proj", "model.embed_tokens", "lm_head"), its
   // role and full shape, the slice to keep. Null: keep everything. NVFP4
