@@ -17,6 +17,7 @@
 #include "octet/engine/generate.h"
 #include "octet/engine/model.h"
 #include "prompt_input.h"
+#include "tp_launch.h"
 
 namespace octet::cli {
 namespace {
@@ -35,7 +36,9 @@ int RunChat(const std::vector<std::string>& args) {
       .Option("top-p", "P", "nucleus sampling mass, in (0, 1]", "0.9")
       .Option("seed", "S", "random seed", "0")
       .Option("threads", "N", "CPU threads; 0: all cores", "0")
-      .Option("backend", "NAME", "kernel backend: auto, avx512-amx, avx512, avx2, neon, scalar", "auto")
+      .Option("backend", "NAME", "kernel backend: auto, avx512-amx, avx512, avx2, neon, scalar",
+              "auto")
+      .Option("nvfp4-tiles", "on|off", kNvfp4TilesHelp, "on")
       .Flag("think", "Qwen3: let the model think (default: empty think block)");
   if (Status s = p.Parse(args); !s.ok()) {
     std::cerr << s.message() << "\n";
@@ -86,6 +89,12 @@ int RunChat(const std::vector<std::string>& args) {
   engine::LoadOptions lo;
   lo.backend = p.GetString("backend");
   lo.threads = static_cast<int>(*threads);
+  auto tiles = ParseNvfp4Tiles(p.GetString("nvfp4-tiles"));
+  if (!tiles.ok()) {
+    std::cerr << kProgram << ": " << tiles.status().message() << "\n";
+    return kExitUsage;
+  }
+  lo.nvfp4_tiles = *tiles;
   auto model = engine::Model::Load(dir, lo);
   if (!model.ok()) {
     std::cerr << kProgram << ": " << model.status().message() << "\n";

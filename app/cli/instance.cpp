@@ -165,6 +165,8 @@ Result<std::vector<std::unique_ptr<Subprocess>>> SpawnFollowers(const FollowerSp
               std::to_string(plan.threads_per_rank),
               "--backend",
               s.backend,
+              "--nvfp4-tiles",
+              s.nvfp4_tiles ? "on" : "off",
               "--no-figures"};
     if (s.peer_timeout_ms > 0) {
       o.argv.insert(o.argv.end(), {"--peer-timeout-ms", std::to_string(s.peer_timeout_ms)});
@@ -196,15 +198,28 @@ void ReapFollowers(std::vector<std::unique_ptr<Subprocess>>& followers, int grac
 
 // ---- shared flags -------------------------------------------------------------------
 
+const char* const kNvfp4TilesHelp =
+    "NVFP4 weights get a second, tile-ordered copy for single-row decode where the CPU reads "
+    "one (AVX512-VNNI): faster decode for the NVFP4 bytes once more in memory, within what the "
+    "machine can spare; off: the row-major kernels only";
+
+Result<bool> ParseNvfp4Tiles(const std::string& value) {
+  if (value == "on") return true;
+  if (value == "off") return false;
+  return InvalidArgumentError("--nvfp4-tiles takes on or off, not '" + value + "'");
+}
+
 void AddInstanceFlags(ArgParser& p) {
   p.Option("transport", "shm|tcp|verbs", "collectives transport between the ranks", "shm")
       .Option("algo", "auto|oneshot|ring|nccl", "all-reduce algorithm", "auto")
       .Option("threads", "N", "CPU threads per rank; 0: the CPUs divided among the ranks", "0")
-      .Option("backend", "NAME", "kernel backend: auto, avx512-amx, avx512, avx2, neon, scalar", "auto")
+      .Option("backend", "NAME", "kernel backend: auto, avx512-amx, avx512, avx2, neon, scalar",
+              "auto")
       .Option("kv-dtype", "f32|f16",
               "KV cache element type; f16 halves the KV memory and the bytes attention reads "
               "(each key and value rounded once: logits move by ~1e-3)",
               "f32")
+      .Option("nvfp4-tiles", "on|off", kNvfp4TilesHelp, "on")
       .Option("peer-timeout-ms", "MS", "a silent peer is declared dead after this long", "5000")
       .Option("connect-timeout-ms", "MS", "how long ranks wait for each other to load and join",
               "600000");
@@ -228,6 +243,7 @@ Status ReadInstanceFlags(const ArgParser& p, engine::TpRuntimeOptions* o) {
   if (connect < 1000) return InvalidArgumentError("--connect-timeout-ms must be at least 1000");
   o->load.threads = static_cast<int>(threads);
   o->load.backend = p.GetString("backend");
+  OCTET_ASSIGN_OR_RETURN(o->load.nvfp4_tiles, ParseNvfp4Tiles(p.GetString("nvfp4-tiles")));
   o->comm.peer_timeout_ms = static_cast<int>(peer);
   o->comm.connect_timeout_ms = static_cast<int>(connect);
   return Status::Ok();
@@ -275,6 +291,7 @@ Result<std::vector<std::unique_ptr<Subprocess>>> StartLocalFollowers(const Local
   fs.algo = flags.algo;
   fs.peer_timeout_ms = o->comm.peer_timeout_ms;
   fs.backend = o->load.backend;
+  fs.nvfp4_tiles = o->load.nvfp4_tiles;
   return SpawnFollowers(fs, *plan);
 }
 

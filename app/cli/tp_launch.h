@@ -54,6 +54,7 @@ struct FollowerSpawn {
   std::string algo = "auto";
   int peer_timeout_ms = 0;  // 0: the collectives' default
   std::string backend = "auto";
+  bool nvfp4_tiles = true;  // --nvfp4-tiles
 };
 // Starts ranks 1..tp-1 as `octet worker --job inference` processes (output
 // inherited, so their errors reach the user).
@@ -64,6 +65,9 @@ void ReapFollowers(std::vector<std::unique_ptr<Subprocess>>& followers, int grac
 
 // Flags every instance-running command shares (--transport, --algo, ...).
 void AddInstanceFlags(ArgParser& p);
+// --nvfp4-tiles: its help text, and its value (on or off) as LoadOptions::nvfp4_tiles.
+extern const char* const kNvfp4TilesHelp;
+Result<bool> ParseNvfp4Tiles(const std::string& value);
 // Reads them into runtime options (rendezvous, world size and rank are the caller's).
 Status ReadInstanceFlags(const ArgParser& p, engine::TpRuntimeOptions* o);
 

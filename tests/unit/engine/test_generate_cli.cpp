@@ -53,6 +53,32 @@ class TestGenerateCli : public QObject {
     QVERIFY2(d <= 2e-3, std::to_string(d).c_str());
   }
 
+  // --nvfp4-tiles off keeps the NVFP4 weights row-major (no tile copy is
+  // built, the load log says none) and generates the same ids; a value other
+  // than on/off is a usage error.
+  void nvfp4TilesFlag() {
+    OCTET_REQUIRE_FIXTURES();
+    const std::string dir = octet::test::FixturesDir() + "/qwen3-tiny-nvfp4";
+    auto ref = nlohmann::json::parse(*octet::ReadFileToString(dir + "/reference.json"));
+    const auto prompt = JoinIds(ref["prompt_ids"].get<std::vector<int>>());
+    const auto gen = ref["generated_ids"].get<std::vector<int>>();
+    for (const char* value : {"on", "off"}) {
+      auto r =
+          RunProgram({"octet", "generate", "--model", dir, "--prompt-ids", prompt, "--max-tokens",
+                      "8", "--ignore-eos", "--threads", "2", "--json", "--nvfp4-tiles", value});
+      QVERIFY2(r.exit_code == 0, r.output.c_str());
+      auto j = nlohmann::json::parse(r.output.substr(r.output.rfind('{')));
+      QCOMPARE(j["ids"].get<std::vector<int>>(), gen);
+      const bool tiled = r.output.find("a tile copy for single-row decode") != std::string::npos;
+      if (std::string(value) == "off") QVERIFY2(!tiled, r.output.c_str());
+    }
+    auto r = RunProgram(
+        {"octet", "generate", "--model", dir, "--prompt-ids", prompt, "--nvfp4-tiles", "maybe"});
+    QCOMPARE(r.exit_code, 2);
+    QVERIFY2(r.output.find("--nvfp4-tiles takes on or off, not 'maybe'") != std::string::npos,
+             r.output.c_str());
+  }
+
   // --prompt/--chat and `octet chat` go through the model folder's
   // tokenizer.json: the ids --prompt feeds the model are exactly the
   // tokenizer's encoding (so --prompt and --prompt-ids agree), and the text
