@@ -89,7 +89,9 @@ struct LoadOptions {
   // kernels (one log line says so). < 0: what the machine can spare when
   // loading starts, MemAvailable less this checkpoint's bytes (kept in the
   // page cache for prefill) and a reserve of max(1 GiB, MemTotal / 10); no
-  // limit where /proc/meminfo cannot be read.
+  // limit where /proc/meminfo cannot be read. Ranks that load at the same
+  // time on one machine each measure that on their own (set it explicitly
+  // there when memory is tight).
   int64_t nvfp4_tiles_max_bytes = -1;
   // Tensor-parallel sharding: given a linear weight's module name
   // ("model.layers.3.self_attn.q_proj", "model.embed_tokens", "lm_head"), its
