@@ -297,7 +297,7 @@ class Loader {
       } else if (uint8_t* mem = tiles_->Allocate(static_cast<size_t>(bytes))) {
         l.weight = kernels::TileNvfp4(l.weight, mem, pool_);
         tile_bytes_ += bytes;
-      } else if (!tiles_refused_) {
+      } else {
         tiles_refused_ = true;
         OCTET_LOG(WARNING) << "no memory for the NVFP4 tile copy of '" << module
                            << "' and later layers: they decode row-major";
