@@ -67,6 +67,9 @@ int main(int argc, char** argv) {
   p.Option("probe-listen", "HOST:PORT",
            "link-probe endpoint (default: the --listen host, any port)");
   p.Option("octet-bin", "PATH", "the octet program run for jobs (default: beside octet-agent)");
+  p.Option("octet-bin-flags", "NAME,...",
+           "flags of your own --octet-bin program that jobs may pass (as --NAME or --NAME=VALUE); "
+           "octet's own flags are checked against a fixed allow-list");
   p.Option("stop-grace-ms", "MS", "SIGTERM to SIGKILL grace when stopping a job", "5000");
   p.Option("port-file", "FILE", "write the bound address here once listening");
   p.Option("log-level", "LEVEL", "debug, info, warning or error", "info");
@@ -135,6 +138,7 @@ int main(int argc, char** argv) {
   cfg.interfaces.ignore = p.GetList("ignore-interfaces");
   cfg.probe_listen = p.GetString("probe-listen");
   cfg.octet_binary = p.GetString("octet-bin");
+  cfg.octet_binary_flags = p.GetList("octet-bin-flags");
 
   if (::pipe2(g_signal_pipe, O_CLOEXEC) != 0) return Fail("pipe failed");
   struct sigaction sa {};

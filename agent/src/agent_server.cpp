@@ -711,6 +711,7 @@ Result<std::unique_ptr<AgentServer>> AgentServer::Start(AgentConfig config) {
     jo.octet_binary = self.ok() ? JoinPath(DirName(*self), "octet") : "octet";
   }
   jo.model_roots = cfg.model_roots;
+  jo.owner_flags = cfg.octet_binary_flags;
   jo.stop_grace_ms = cfg.stop_grace_ms;
   jo.env = {"OCTET_NODE_ID=" + a->node_id};
   a->supervisor = std::make_unique<JobSupervisor>(std::move(jo));

@@ -21,6 +21,7 @@
 #include <optional>
 #include <thread>
 
+#include "octet/agent/job_arguments.h"
 #include "octet/agent/link_probe.h"
 #include "octet/agent/system_stats.h"
 #include "octet/base/deadline.h"
@@ -47,14 +48,6 @@ bool ValidJobId(const std::string& id) {
     }
   }
   return id != "." && id != "..";
-}
-
-std::string RealPath(const std::string& path) {
-  char* r = ::realpath(path.c_str(), nullptr);
-  if (!r) return "";
-  std::string out(r);
-  std::free(r);
-  return out;
 }
 
 // A free TCP port on `host` (any address when `host` is not one of ours).
@@ -126,51 +119,28 @@ bool LooksLikeError(std::string_view line) {
 
 Status CheckModelPath(const std::string& model, const std::vector<std::string>& roots,
                       std::string* resolved) {
-  if (roots.empty()) {
-    return PermissionDeniedError("model '" + model +
-                                 "' refused: this agent has no model roots configured "
-                                 "(start it with --model-roots DIR,...)");
-  }
-  const std::string real = RealPath(model);
-  if (real.empty()) {
-    return NotFoundError("model folder '" + model +
-                         "' not found on this node: " + std::strerror(errno));
-  }
-  std::string list;
-  for (const auto& root : roots) {
-    const std::string r = RealPath(root);
-    if (!list.empty()) list += ", ";
-    list += root;
-    if (r.empty()) continue;
-    if (real == r || (real.size() > r.size() && real.compare(0, r.size(), r) == 0 &&
-                      (r.back() == '/' || real[r.size()] == '/'))) {
-      if (resolved) *resolved = real;
-      return Status::Ok();
-    }
-  }
-  return PermissionDeniedError("model '" + model + "' (" + real +
-                               ") is outside this agent's model roots (" + list + ")");
+  OCTET_ASSIGN_OR_RETURN(std::string real, ResolveInsideRoots(model, roots, "model"));
+  if (resolved) *resolved = std::move(real);
+  return Status::Ok();
 }
 
-Status ValidateJobSpec(const JobSpec& s, const std::vector<std::string>& model_roots) {
+Status ValidateJobSpec(const JobSpec& s, const std::vector<std::string>& model_roots,
+                       JobSpec* launched, const std::vector<std::string>& owner_flags) {
   if (!ValidJobId(s.job_id)) {
     return InvalidArgumentError("job id '" + s.job_id + "' must be 1-64 of [A-Za-z0-9._-]");
   }
-  for (const auto& a : s.extra_args) {
-    for (const char* wired : {"--job", "--model", "--world-size", "--rank", "--rendezvous",
-                              "--transport", "--algo", "--policy"}) {
-      const std::string w(wired);
-      if (a == w || a.rfind(w + "=", 0) == 0) {
-        return InvalidArgumentError("extra argument '" + a +
-                                    "' would override what the agent wires; use the spec field");
-      }
-    }
-  }
   if (s.port > 65535)
     return InvalidArgumentError("port " + std::to_string(s.port) + " out of range");
+  if (s.threads > 4096)
+    return InvalidArgumentError("threads " + std::to_string(s.threads) + " must be 0..4096");
+  JobSpec out = s;
+  OCTET_ASSIGN_OR_RETURN(out.extra_args,
+                         CheckExtraArgs(s.kind, s.extra_args, model_roots, owner_flags));
   if (s.kind == JobKind::kRouter) {
     if (s.policy.empty())
       return InvalidArgumentError("router job '" + s.job_id + "' needs a policy file");
+    OCTET_ASSIGN_OR_RETURN(out.policy, ResolveInsideRoots(s.policy, model_roots, "policy"));
+    if (launched) *launched = std::move(out);
     return Status::Ok();
   }
   if (s.model.empty()) return InvalidArgumentError("job '" + s.job_id + "' has no model folder");
@@ -203,7 +173,11 @@ Status ValidateJobSpec(const JobSpec& s, const std::vector<std::string>& model_r
     return InvalidArgumentError("job '" + s.job_id + "' with world size " +
                                 std::to_string(s.world_size) + " needs a rendezvous HOST:PORT");
   }
-  return CheckModelPath(s.model, model_roots, nullptr);
+  // The worker is launched with the path that was checked, not the one given
+  // (a symlink swapped in between would otherwise lead out of the roots).
+  OCTET_RETURN_IF_ERROR(CheckModelPath(s.model, model_roots, &out.model));
+  if (launched) *launched = std::move(out);
+  return Status::Ok();
 }
 
 std::vector<std::string> JobCommandLine(const JobSpec& s, const std::string& bin) {
@@ -464,8 +438,13 @@ struct JobSupervisor::Impl {
         OCTET_ASSIGN_OR_RETURN(port, FreeTcpPort(host));
         spec.rendezvous = JoinHostPort(host, port);
       }
-      std::string resolved;
-      OCTET_RETURN_IF_ERROR(CheckModelPath(spec.model, options.model_roots, &resolved));
+      // Checked again just before the launch: `spec.model` is the resolved
+      // path, and it must still lead inside the roots.
+      std::string still;
+      OCTET_RETURN_IF_ERROR(CheckModelPath(spec.model, options.model_roots, &still));
+      if (still != spec.model) {
+        return PermissionDeniedError("model '" + spec.model + "' changed while being started");
+      }
     }
     auto job = std::make_shared<Job>();
     job->info.spec = spec;
@@ -609,10 +588,12 @@ JobSupervisor::~JobSupervisor() {
 }
 
 Result<JobStarted> JobSupervisor::Start(const JobSpec& spec) {
-  OCTET_RETURN_IF_ERROR(ValidateJobSpec(spec, impl_->options.model_roots));
+  JobSpec launched;
+  OCTET_RETURN_IF_ERROR(
+      ValidateJobSpec(spec, impl_->options.model_roots, &launched, impl_->options.owner_flags));
   auto req = std::make_unique<Impl::Request>();
   req->kind = Impl::Request::kStart;
-  req->spec = spec;
+  req->spec = std::move(launched);
   auto fut = req->started.get_future();
   impl_->Submit(std::move(req));
   if (fut.wait_for(std::chrono::seconds(30)) != std::future_status::ready) {

@@ -19,6 +19,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -720,17 +721,24 @@ int RunTrainingWorker(const std::vector<std::string>& args) {
   std::vector<std::string> train_args;
   std::string model;
   bool has_config = false, has_figures = false;
+  // Flags come as "--name value" or "--name=value" (the agent passes the
+  // latter), as ArgParser takes them.
+  auto is = [](const std::string& a, const char* flag) {
+    const size_t n = std::strlen(flag);
+    return a.compare(0, n, flag) == 0 && (a.size() == n || a[n] == '=');
+  };
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
-    const bool has_value = i + 1 < args.size();
-    if (a == "--job" && has_value) {
-      ++i;  // "training": the caller dispatched on it
-    } else if (a == "--model" && has_value) {
-      model = args[++i];
-    } else if (a == "--port" && has_value) {
-      ++i;  // training serves nothing
+    const bool joined = a.find('=') != std::string::npos;
+    const bool has_value = joined || i + 1 < args.size();
+    if (is(a, "--job") && has_value) {
+      if (!joined) ++i;  // "training": the caller dispatched on it
+    } else if (is(a, "--model") && has_value) {
+      model = joined ? a.substr(a.find('=') + 1) : args[++i];
+    } else if (is(a, "--port") && has_value) {
+      if (!joined) ++i;  // training serves nothing
     } else {
-      if (a == "--config") has_config = true;
+      if (is(a, "--config")) has_config = true;
       if (a == "--figures") has_figures = true;
       train_args.push_back(a);
     }

@@ -31,8 +31,10 @@ constexpr const char* kProgram = "octet worker";
 }  // namespace
 
 int RunWorker(const std::vector<std::string>& args) {
-  for (size_t i = 0; i + 1 < args.size(); ++i) {
-    if (args[i] == "--job" && args[i + 1] == "training") return RunTrainingWorker(args);
+  for (size_t i = 0; i < args.size(); ++i) {
+    if ((args[i] == "--job" && i + 1 < args.size() && args[i + 1] == "training") ||
+        args[i] == "--job=training")
+      return RunTrainingWorker(args);
   }
   ArgParser p(kProgram,
               "One rank of a job (started by octet-agent, or by octet generate/serve --tp N).\n"

@@ -114,6 +114,11 @@ struct LocalCluster::Impl {
     if (!options.octet_binary.empty()) {
       so.argv.insert(so.argv.end(), {"--octet-bin", options.octet_binary});
     }
+    if (!options.octet_binary_flags.empty()) {
+      std::string flags;
+      for (const auto& f : options.octet_binary_flags) flags += (flags.empty() ? "" : ",") + f;
+      so.argv.insert(so.argv.end(), {"--octet-bin-flags", flags});
+    }
     if (!options.model_roots.empty()) {
       std::string roots;
       for (const auto& r : options.model_roots) roots += (roots.empty() ? "" : ",") + r;

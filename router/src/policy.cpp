@@ -13,6 +13,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <set>
 
@@ -108,11 +109,24 @@ std::string DidYouMean(std::string_view word, const std::vector<std::string>& ca
   return " (did you mean '" + best_name + "'?)";
 }
 
+// A value from the file, for an error message. Errors must not echo a file's
+// content (a policy path pointed at some other file would otherwise have its
+// lines printed back; the agent streams a job's output to its caller), so a
+// value is quoted only when it is a short token of the kinds a policy holds
+// (names, numbers, URLs); anything else is described by its length.
+std::string Quote(std::string_view v) {
+  const bool token = !v.empty() && v.size() <= 64 && std::all_of(v.begin(), v.end(), [](char ch) {
+    return std::isalnum(static_cast<unsigned char>(ch)) || std::strchr("_-.:/@+%[]", ch);
+  });
+  if (token) return "'" + std::string(v) + "'";
+  return v.empty() ? "an empty string" : "a value of " + std::to_string(v.size()) + " characters";
+}
+
 std::string Describe(const Node& n) {
   if (n.IsMap()) return "a map";
   if (n.IsSequence()) return "a list";
   if (n.IsNull()) return "nothing";
-  return "'" + n.Scalar() + "'";
+  return Quote(n.Scalar());
 }
 
 struct Field {
@@ -155,7 +169,7 @@ class Checker {
       }
       const std::string name = key.Scalar();
       if (std::find(allowed.begin(), allowed.end(), name) == allowed.end()) {
-        Error(key_loc, "unknown key '" + name + "' in " + what + DidYouMean(name, allowed));
+        Error(key_loc, "unknown key " + Quote(name) + " in " + what + DidYouMean(name, allowed));
         continue;
       }
       if (auto prev = out->find(name); prev != out->end()) {
@@ -200,8 +214,8 @@ class Checker {
     if (!NonEmptyString(f, out)) return false;
     for (char c : *out) {
       if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.')) {
-        Error(f.loc, "'" + f.name + "' must use only letters, digits, '_', '-' and '.', got '" +
-                         *out + "'");
+        Error(f.loc, "'" + f.name + "' must use only letters, digits, '_', '-' and '.', got " +
+                         Quote(*out));
         return false;
       }
     }
@@ -218,11 +232,11 @@ class Checker {
     errno = 0;
     const double v = std::strtod(s.c_str(), &end);
     if (s.empty() || end != s.c_str() + s.size() || errno == ERANGE || !std::isfinite(v)) {
-      Error(f.loc, "'" + f.name + "' must be a number, got '" + s + "'");
+      Error(f.loc, "'" + f.name + "' must be a number, got " + Quote(s));
       return false;
     }
     if (v < lo || v > hi) {
-      Error(f.loc, "'" + f.name + "' must be in " + range_text + ", got " + s);
+      Error(f.loc, "'" + f.name + "' must be in " + range_text + ", got " + s);  // a number
       return false;
     }
     *out = v;
@@ -240,12 +254,12 @@ class Checker {
     errno = 0;
     const long long v = std::strtoll(s.c_str(), &end, 10);
     if (s.empty() || end != s.c_str() + s.size() || errno == ERANGE) {
-      Error(f.loc, "'" + f.name + "' must be an integer, got '" + s + "'");
+      Error(f.loc, "'" + f.name + "' must be an integer, got " + Quote(s));
       return false;
     }
     if (v < lo || v > hi) {
       Error(f.loc, "'" + f.name + "' must be in " + std::to_string(lo) + ".." + std::to_string(hi) +
-                       ", got " + s);
+                       ", got " + s);  // a number
       return false;
     }
     *out = static_cast<Int>(v);
@@ -281,7 +295,7 @@ class Checker {
     std::string list;
     for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
     Error(f.loc,
-          "'" + f.name + "' must be one of " + list + ", got '" + s + "'" + DidYouMean(s, names));
+          "'" + f.name + "' must be one of " + list + ", got " + Quote(s) + DidYouMean(s, names));
     return false;
   }
 
@@ -383,7 +397,7 @@ void ParseReplica(Checker& c, const Node& node, SourceLocation where, const std:
     ReplicaUrl parsed;
     std::string err;
     if (!ParseReplicaUrl(r->url, &parsed, &err))
-      c.Error(r->location, what + " url '" + r->url + "' " + err);
+      c.Error(r->location, what + " url " + Quote(r->url) + " " + err);
     return;
   }
   std::map<std::string, Field> m;
@@ -399,7 +413,8 @@ void ParseReplica(Checker& c, const Node& node, SourceLocation where, const std:
   if (url && c.NonEmptyString(*url, &r->url)) {
     ReplicaUrl parsed;
     std::string err;
-    if (!ParseReplicaUrl(r->url, &parsed, &err)) c.Error(url->loc, "'url' '" + r->url + "' " + err);
+    if (!ParseReplicaUrl(r->url, &parsed, &err))
+      c.Error(url->loc, "'url' " + Quote(r->url) + " " + err);
   }
   if (job) c.Name(*job, &r->job);
   if (auto* v = Get(m, "weight")) {
@@ -467,7 +482,7 @@ void ParsePool(Checker& c, const Node& node, SourceLocation where, PoolSpec* p, 
       if (auto* v = Get(h, "enabled")) c.Bool(*v, &hc.enabled);
       if (auto* v = Get(h, "path")) {
         if (c.NonEmptyString(*v, &hc.path) && hc.path.front() != '/')
-          c.Error(v->loc, "'path' must start with '/', got '" + hc.path + "'");
+          c.Error(v->loc, "'path' must start with '/', got " + Quote(hc.path));
       }
       if (auto* v = Get(h, "interval_ms")) c.Integer(*v, &hc.interval_ms, 10, 3600000);
       if (auto* v = Get(h, "timeout_ms")) c.Integer(*v, &hc.timeout_ms, 10, 600000);
@@ -524,8 +539,8 @@ void ParsePool(Checker& c, const Node& node, SourceLocation where, PoolSpec* p, 
             else if (k == "429")
               rs.on_429 = true;
             else
-              c.Error(v->loc, "'on' of 'retries' must list connect_error, 5xx or 429, got '" + k +
-                                  "'" + DidYouMean(k, known));
+              c.Error(v->loc, "'on' of 'retries' must list connect_error, 5xx or 429, got " +
+                                  Quote(k) + DidYouMean(k, known));
           }
         }
       }
@@ -622,8 +637,8 @@ void ParseMatch(Checker& c, const Field& f, const std::string& what, RouteMatch*
         if (std::find(scripts.begin(), scripts.end(), s) == scripts.end())
           c.Error(v->loc,
                   "'script' must list Unicode scripts (latin, cjk, cyrillic, arabic, "
-                  "devanagari, greek, hebrew, thai, hangul, none), got '" +
-                      s + "'" + DidYouMean(s, scripts));
+                  "devanagari, greek, hebrew, thai, hangul, none), got " +
+                      Quote(s) + DidYouMean(s, scripts));
       }
     }
   }

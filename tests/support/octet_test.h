@@ -24,6 +24,15 @@ inline std::string Env(const char* name, const char* fallback = "") {
 inline std::string FixturesDir() { return Env("OCTET_FIXTURES_DIR"); }
 inline std::string BinDir() { return Env("OCTET_BIN_DIR"); }
 inline std::string SourceDir() { return Env("OCTET_SOURCE_DIR"); }
+// The flags of tests/unit/agent/fake_worker.cpp, the stand-in for `octet` in
+// agent tests: an agent running it is told to allow them (--octet-bin-flags).
+inline const std::vector<std::string>& FakeWorkerFlags() {
+  static const std::vector<std::string> flags = {"fake-lines",       "fake-error", "fake-figures",
+                                                 "fake-ignore-term", "fake-sleep", "fake-wait-ms",
+                                                 "fake-exit"};
+  return flags;
+}
+
 inline bool FixturesPresent() {
   const std::string d = FixturesDir();
   return !d.empty() && QFileInfo(QString::fromStdString(d + "/README.md")).exists();

@@ -143,7 +143,9 @@ class TestLaunchRemote : public QObject {
     o.agent_binary = test::BinDir() + "/octet-agent";
     o.octet_binary = test::BinDir() + "/octet";
     o.state_dir = dir_.path().toStdString() + "/agents";
-    o.model_roots = {dir_.path().toStdString() + "/models"};
+    // The models, the router's policy and the training data lie inside the
+    // roots (an agent refuses any of them outside).
+    o.model_roots = {dir_.path().toStdString()};
     o.stop_grace_ms = 1000;
     auto started = app::LocalCluster::Start(o, Deadline::AfterMs(30'000));
     QVERIFY2(started.ok(), started.status().ToString().c_str());

@@ -207,7 +207,7 @@ class TestTrainRanks : public QObject {
     QVERIFY(WriteFileAtomic(run + "/config.json", kConfig).ok());
     agent::JobSupervisorOptions so;
     so.octet_binary = BinDir() + "/octet";
-    so.model_roots = {root_ + "/models"};
+    so.model_roots = {root_ + "/models", root_ + "/data"};
     so.stop_grace_ms = 2000;
     agent::JobSupervisor sup(so);
     auto spec = [&](const std::string& id, int rank, const std::string& rendezvous,

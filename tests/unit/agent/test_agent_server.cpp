@@ -17,6 +17,7 @@
 #include "octet/v1/links.grpc.pb.h"
 #include "octet/v1/node.grpc.pb.h"
 #include "octet/v1/telemetry.grpc.pb.h"
+#include "octet_test.h"
 
 using namespace octet;
 using namespace octet::agent;
@@ -126,6 +127,7 @@ class TestAgentServer : public QObject {
     c.model_roots = {models_};
     c.discovery = false;  // no beacons onto this machine's real network from a unit test
     c.octet_binary = FakeWorker();
+    c.octet_binary_flags = test::FakeWorkerFlags();
     c.stop_grace_ms = 1000;
     return c;
   }
@@ -188,6 +190,48 @@ class TestAgentServer : public QObject {
     v1::ListJobsReply jobs;
     QVERIFY(stub->List(&list_ctx, v1::ListJobsRequest(), &jobs).ok());
     QCOMPARE(jobs.jobs_size(), 0);
+  }
+
+  // A caller holding the token can neither read a file outside the roots (a
+  // router job's policy) nor write one (a worker flag that writes a file).
+  void jobsCannotReachOutsideTheRoots() {
+    auto server = AgentServer::Start(Config("roots"));
+    QVERIFY(server.ok());
+    auto stub = v1::JobService::NewStub(Channel(**server));
+    const std::string outside = dir_.path().toStdString() + "/outside.txt";
+    QVERIFY(WriteFileAtomic(outside, "root:$6$secret:19000:0:99999:7:::\n").ok());
+    auto start = [&](v1::StartJobRequest req) {
+      v1::StartJobReply reply;
+      grpc::ClientContext ctx;
+      Auth(&ctx);
+      return stub->Start(&ctx, req, &reply);
+    };
+    v1::StartJobRequest router;
+    router.mutable_spec()->set_job_id("read-secret");
+    router.mutable_spec()->set_kind(v1::JOB_KIND_ROUTER);
+    router.mutable_spec()->set_policy(outside);
+    grpc::Status s = start(router);
+    QVERIFY2(!s.ok(), "a policy outside the roots was accepted");
+    QVERIFY2(s.error_message().find("$6$") == std::string::npos, s.error_message().c_str());
+    QVERIFY(s.error_message().find("outside this agent's model roots") != std::string::npos);
+
+    v1::StartJobRequest writer;
+    writer.mutable_spec()->set_job_id("write-file");
+    writer.mutable_spec()->set_model(models_ + "/tiny");
+    writer.mutable_spec()->set_world_size(1);
+    writer.mutable_spec()->add_extra_args("--logits-out");
+    writer.mutable_spec()->add_extra_args(outside);
+    s = start(writer);
+    QCOMPARE(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    QVERIFY2(s.error_message().find("--logits-out is not allowed") != std::string::npos,
+             s.error_message().c_str());
+
+    grpc::ClientContext list_ctx;
+    Auth(&list_ctx);
+    v1::ListJobsReply jobs;
+    QVERIFY(stub->List(&list_ctx, v1::ListJobsRequest(), &jobs).ok());
+    QCOMPARE(jobs.jobs_size(), 0);
+    QCOMPARE(*ReadFileToString(outside), std::string("root:$6$secret:19000:0:99999:7:::\n"));
   }
 
   void factsDescribeTheNode() {

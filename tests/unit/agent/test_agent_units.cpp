@@ -9,6 +9,7 @@
 #include <QtTest>
 
 #include "octet/agent/cluster_token.h"
+#include "octet/agent/job_arguments.h"
 #include "octet/agent/job_supervisor.h"
 #include "octet/agent/link_discovery.h"
 #include "octet/agent/link_probe.h"
@@ -21,6 +22,14 @@ using namespace octet;
 using namespace octet::agent;
 
 namespace {
+
+std::string RealPathOf(const std::string& path) {
+  char* r = ::realpath(path.c_str(), nullptr);
+  if (!r) return "";
+  std::string out(r);
+  std::free(r);
+  return out;
+}
 // A fresh folder, removed when the test program exits.
 std::string TempDir() {
   static std::vector<std::unique_ptr<QTemporaryDir>> dirs;
@@ -366,7 +375,7 @@ class TestAgentUnits : public QObject {
                                        << "only rank 0";
     QTest::newRow("wiring override") << "extra"
                                      << "--rank=3"
-                                     << "override";
+                                     << "not allowed";
   }
   void specValidation() {
     QFETCH(QString, field);
@@ -418,6 +427,126 @@ class TestAgentUnits : public QObject {
              StatusCode::kNotFound);
     QCOMPARE(CheckModelPath(dir + "/models/qwen", {}, nullptr).code(),
              StatusCode::kPermissionDenied);
+  }
+  // An authenticated caller must not read files outside the model roots
+  // through a router job's policy (its parse errors would stream the lines
+  // back), nor through training data or a trainer config.
+  void policiesAndDataMustBeInsideTheRoots() {
+    const std::string dir = TempDir();
+    MakeDirs(dir + "/models/qwen").IgnoreError();
+    MakeDirs(dir + "/models/data").IgnoreError();
+    MakeDirs(dir + "/outside").IgnoreError();
+    QVERIFY(
+        WriteFileAtomic(dir + "/outside/secret", "root:$6$salt$hash:19000:0:99999:7:::\n").ok());
+    QVERIFY(WriteFileAtomic(dir + "/models/policy.yaml", "version: 1\n").ok());
+    ::symlink((dir + "/outside/secret").c_str(), (dir + "/models/link.yaml").c_str());
+    ::symlink((dir + "/outside").c_str(), (dir + "/models/data-link").c_str());
+    const std::vector<std::string> roots = {dir + "/models"};
+
+    JobSpec r;
+    r.job_id = "gw";
+    r.kind = JobKind::kRouter;
+    for (const std::string& bad : {std::string("/etc/shadow"), dir + "/outside/secret",
+                                   dir + "/models/link.yaml", dir + "/models/../outside/secret"}) {
+      r.policy = bad;
+      const Status st = ValidateJobSpec(r, roots);
+      QVERIFY2(st.code() == StatusCode::kPermissionDenied || st.code() == StatusCode::kNotFound,
+               (bad + ": " + st.ToString()).c_str());
+      QVERIFY2(st.message().find("root:") == std::string::npos, st.message().c_str());
+    }
+    r.policy = dir + "/models/policy.yaml";
+    JobSpec launched;
+    QVERIFY(ValidateJobSpec(r, roots, &launched).ok());
+    QCOMPARE(launched.policy, RealPathOf(r.policy));
+    // A router job on an agent with no roots is refused as well.
+    QCOMPARE(ValidateJobSpec(r, {}).code(), StatusCode::kPermissionDenied);
+
+    JobSpec t;
+    t.job_id = "train";
+    t.kind = JobKind::kTraining;
+    t.model = dir + "/models/qwen";
+    t.extra_args = {"--data", dir + "/outside"};
+    QCOMPARE(ValidateJobSpec(t, roots).code(), StatusCode::kPermissionDenied);
+    t.extra_args = {"--data=" + dir + "/models/data-link"};
+    QCOMPARE(ValidateJobSpec(t, roots).code(), StatusCode::kPermissionDenied);
+    t.extra_args = {"--config", dir + "/outside/secret"};
+    QCOMPARE(ValidateJobSpec(t, roots).code(), StatusCode::kPermissionDenied);
+    t.extra_args = {"--data", dir + "/models/data", "--config", "d4", "--steps", "20"};
+    QVERIFY(ValidateJobSpec(t, roots, &launched).ok());
+    QCOMPARE(launched.extra_args,
+             (std::vector<std::string>{"--data=" + RealPathOf(dir + "/models/data"), "--config=d4",
+                                       "--steps=20"}));
+  }
+
+  // Extra arguments are an allow-list per job kind: nothing that writes a
+  // file, reads one outside the roots, or listens on every network passes.
+  void extraArgumentsAreAnAllowList_data() {
+    QTest::addColumn<int>("kind");
+    QTest::addColumn<QStringList>("args");
+    QTest::addColumn<bool>("allowed");
+    const int inf = int(JobKind::kInference), tr = int(JobKind::kTraining),
+              rt = int(JobKind::kRouter);
+    QTest::newRow("logits-out") << inf << QStringList{"--logits-out", "/etc/passwd"} << false;
+    QTest::newRow("logits-out=") << inf << QStringList{"--logits-out=/etc/passwd"} << false;
+    QTest::newRow("host wildcard") << inf << QStringList{"--host", "0.0.0.0"} << false;
+    QTest::newRow("host ipv6 wildcard") << inf << QStringList{"--host=::"} << false;
+    QTest::newRow("host elsewhere") << inf << QStringList{"--host", "192.0.2.1"} << false;
+    QTest::newRow("host loopback") << inf << QStringList{"--host", "127.0.0.1"} << true;
+    QTest::newRow("host name") << inf << QStringList{"--host", QSysInfo::machineHostName()} << true;
+    QTest::newRow("host other name")
+        << inf << QStringList{"--host", "not-this-node.invalid"} << false;
+    QTest::newRow("router host wildcard") << rt << QStringList{"--host", "0.0.0.0"} << false;
+    QTest::newRow("router port") << rt << QStringList{"--port", "0"} << true;
+    QTest::newRow("trainer out") << tr << QStringList{"--out", "/tmp/x"} << false;
+    QTest::newRow("trainer grads-out") << tr << QStringList{"--grads-out", "/tmp/x"} << false;
+    QTest::newRow("trainer init") << tr << QStringList{"--init", "/tmp"} << false;
+    QTest::newRow("bare word") << inf << QStringList{"/etc/passwd"} << false;
+    QTest::newRow("help") << inf << QStringList{"--help"} << false;
+    QTest::newRow("flag with value") << inf << QStringList{"--json=1"} << false;
+    QTest::newRow("missing value") << inf << QStringList{"--slots"} << false;
+    QTest::newRow("count out of range") << inf << QStringList{"--slots", "99999999"} << false;
+    QTest::newRow("negative count") << inf << QStringList{"--max-tokens", "-1"} << false;
+    QTest::newRow("nan") << inf << QStringList{"--temperature", "nan"} << false;
+    QTest::newRow("backend path") << inf << QStringList{"--backend", "../x"} << false;
+    QTest::newRow("serving flags") << inf << QStringList{"--slots",     "8",      "--context=2048",
+                                                         "--kv-memory", "1GiB",   "--kv-dtype",
+                                                         "f16",         "--port", "0"}
+                                   << true;
+    QTest::newRow("one generation")
+        << inf
+        << QStringList{"--prompt-ids", "1,2,3", "--max-tokens", "6", "--ignore-eos", "--json"}
+        << true;
+    QTest::newRow("fake flags without the owner") << inf << QStringList{"--fake-sleep"} << false;
+  }
+  void extraArgumentsAreAnAllowList() {
+    QFETCH(int, kind);
+    QFETCH(QStringList, args);
+    QFETCH(bool, allowed);
+    std::vector<std::string> a;
+    for (const auto& s : args) a.push_back(s.toStdString());
+    auto r = CheckExtraArgs(JobKind(kind), a, {TempDir()});
+    QVERIFY2(r.ok() == allowed, r.ok() ? "allowed" : r.status().ToString().c_str());
+  }
+  void valuesCannotBecomeFlags() {
+    // A prompt that looks like a flag stays the prompt's value on the launched line.
+    auto r = CheckExtraArgs(JobKind::kInference, {"--prompt", "--logits-out=/etc/passwd"}, {});
+    QVERIFY(r.ok());
+    QCOMPARE(*r, (std::vector<std::string>{"--prompt=--logits-out=/etc/passwd"}));
+    // A node owner's own program may take its own flags; the caller cannot add more.
+    QVERIFY(CheckExtraArgs(JobKind::kInference, {"--fake-lines=3"}, {}, {"fake-lines"}).ok());
+    QVERIFY(!CheckExtraArgs(JobKind::kInference, {"--fake-linesx=3"}, {}, {"fake-lines"}).ok());
+  }
+  void theCheckedModelPathIsLaunched() {
+    const std::string dir = TempDir();
+    MakeDirs(dir + "/models/qwen").IgnoreError();
+    ::symlink((dir + "/models/qwen").c_str(), (dir + "/models/alias").c_str());
+    JobSpec s{"j1", JobKind::kInference, dir + "/models/alias", 1, 0, "127.0.0.1:0"};
+    JobSpec launched;
+    QVERIFY(ValidateJobSpec(s, {dir + "/models"}, &launched).ok());
+    QCOMPARE(launched.model, RealPathOf(dir + "/models/qwen"));
+    const auto argv = JobCommandLine(launched, "octet");
+    QVERIFY(std::find(argv.begin(), argv.end(), RealPathOf(dir + "/models/qwen")) != argv.end());
+    QVERIFY(std::find(argv.begin(), argv.end(), dir + "/models/alias") == argv.end());
   }
   void figuresLines() {
     WorkerFigures f;

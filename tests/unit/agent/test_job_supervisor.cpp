@@ -11,6 +11,7 @@
 #include "octet/agent/job_supervisor.h"
 #include "octet/base/deadline.h"
 #include "octet/base/file_util.h"
+#include "octet_test.h"
 
 using namespace octet;
 using namespace octet::agent;
@@ -47,6 +48,7 @@ class TestJobSupervisor : public QObject {
     JobSupervisorOptions o;
     o.octet_binary = FakeWorker();
     o.model_roots = {models_};
+    o.owner_flags = test::FakeWorkerFlags();
     o.stop_grace_ms = 2000;
     return o;
   }
@@ -247,13 +249,19 @@ class TestJobSupervisor : public QObject {
     JobSpec r;
     r.job_id = "gateway";
     r.kind = JobKind::kRouter;
-    r.policy = "/etc/octet/policy.yaml";
+    r.policy = models_ + "/policy.yaml";
+    QVERIFY(WriteFileAtomic(r.policy, "version: 1\n").ok());
     r.port = 8080;
     r.extra_args = {"--fake-exit=0"};
-    QVERIFY(s.Start(r).ok());
+    auto started = s.Start(r);
+    QVERIFY2(started.ok(), started.status().ToString().c_str());
     WaitEnded(s, "gateway");
-    QVERIFY(AllLogs(s, "gateway").find("argv: route --policy /etc/octet/policy.yaml --port 8080") !=
-            std::string::npos);
+    // The policy is passed as the real path that was checked against the roots.
+    char* real = ::realpath(r.policy.c_str(), nullptr);
+    QVERIFY(real);
+    const std::string want = std::string("argv: route --policy ") + real + " --port 8080";
+    std::free(real);
+    QVERIFY2(AllLogs(s, "gateway").find(want) != std::string::npos, AllLogs(s, "gateway").c_str());
   }
 
   void destroyingTheSupervisorStopsItsJobs() {

@@ -80,6 +80,7 @@ class TestClusterSession : public QObject {
     o.state_dir = dir_.path().toStdString() + "/state";
     o.agent_binary = test::BinDir() + "/octet-agent";
     o.octet_binary = FakeWorker();
+    o.octet_binary_flags = test::FakeWorkerFlags();
     o.model_roots = {models_};
     o.stop_grace_ms = 1000;
     auto c = LocalCluster::Start(o, Deadline::AfterMs(30'000));

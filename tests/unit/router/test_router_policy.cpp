@@ -192,6 +192,27 @@ class TestRouterPolicy : public QObject {
                         .c_str());
   }
 
+  // A policy path pointed at some other file (the agent streams a router job's
+  // output to its caller) must not have that file's lines printed back.
+  void errorsDoNotEchoTheFilesContent() {
+    const std::vector<std::string> secrets = {
+        "root:$6$Qx1salt$Zm9vYmFyYmF6cXV4:19000:0:99999:7:::\n"
+        "daemon:*:19000:0:99999:7:::\n",
+        "api_key: sk-live-0123456789abcdef0123456789abcdef0123456789abcdef0123456789\n"
+        "password: correct horse battery staple\n",
+        "- {user: admin, pass: 'hunter2 with spaces'}\n",
+        "version: 1\npools:\n  - name: a\n    replicas: ['http://x:1 and a secret sentence']\n"};
+    for (const auto& text : secrets) {
+      auto r = Parse(text);
+      QVERIFY(!r.ok());
+      const std::string all = AllErrors(r);
+      for (const char* piece :
+           {"$6$", "Zm9vYmFy", "sk-live", "horse battery", "hunter2", "secret sentence"}) {
+        QVERIFY2(all.find(piece) == std::string::npos, all.c_str());
+      }
+    }
+  }
+
   void everyErrorIsReportedSortedAndNothingIsApplied() {
     std::string yaml = kBase;
     yaml.replace(yaml.find("nodes_per_replica: 2"), 20, "nodes_per_replica: x");

@@ -51,6 +51,9 @@ struct AgentConfig {
   // port is published in facts and beacons; connections must prove the token.
   std::string probe_listen;
   std::string octet_binary;  // "" : the `octet` beside this executable
+  // Flags of a node owner's own `octet_binary` that jobs may pass (names
+  // without "--"; job_arguments.h). Only the node owner sets these.
+  std::vector<std::string> octet_binary_flags;
   int stop_grace_ms = 5000;
 };
 

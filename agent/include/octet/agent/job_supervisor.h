@@ -11,8 +11,11 @@
 //
 // Rank 0's node hosts the rendezvous: a rank-0 spec may say "HOST:0" and the
 // supervisor substitutes a free TCP port (returned to the caller for the other
-// ranks). A model folder must resolve (symlinks followed) to a path inside one
-// of the configured model roots, or the job is refused.
+// ranks). A model folder, a router's policy and every path among the extra
+// arguments must resolve (symlinks followed) to a path inside one of the
+// configured model roots, or the job is refused; the process is started with
+// the resolved paths. Extra arguments are checked against an allow-list per
+// job kind (job_arguments.h).
 //
 // Output (stdout and stderr merged) is kept per job (the last `log_capacity`
 // bytes) for StreamLogs. A line "@octet-figures {json}" is not log text: it
@@ -101,15 +104,24 @@ struct JobStarted {
 
 struct JobSupervisorOptions {
   std::string octet_binary;  // the program run as "<bin> worker ..." / "<bin> route ..."
-  std::vector<std::string> model_roots;  // folders models may come from
+  std::vector<std::string> model_roots;  // folders models, policies and data may come from
+  // Flags (names without "--") of a node owner's own `octet_binary` that jobs
+  // may pass besides the allow-list of job_arguments.h; empty for `octet`.
+  std::vector<std::string> owner_flags;
   size_t log_capacity_bytes = 4u << 20;  // output kept per job
   int stop_grace_ms = 5000;              // SIGTERM -> SIGKILL
   size_t max_finished_jobs = 64;         // ended jobs kept for List and logs
   std::vector<std::string> env;          // added to every job's environment
 };
 
-// Checks a spec without running anything. `model_roots` as in the options.
-Status ValidateJobSpec(const JobSpec& spec, const std::vector<std::string>& model_roots);
+// Checks a spec without running anything. `model_roots` and `owner_flags` as in
+// the options. On success `launched` (when given) gets the spec as it is to be
+// run: the model folder and the policy file as their resolved real paths, the
+// extra arguments as CheckExtraArgs (job_arguments.h) returns them. Model
+// folders, policies and path arguments must lie inside the roots.
+Status ValidateJobSpec(const JobSpec& spec, const std::vector<std::string>& model_roots,
+                       JobSpec* launched = nullptr,
+                       const std::vector<std::string>& owner_flags = {});
 // OK when `model` resolves inside one of `roots`; `resolved` gets the real path.
 Status CheckModelPath(const std::string& model, const std::vector<std::string>& roots,
                       std::string* resolved);

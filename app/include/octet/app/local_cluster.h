@@ -31,6 +31,8 @@ struct LocalClusterOptions {
   std::string state_dir;
   std::string agent_binary;              // "" : octet-agent beside this executable
   std::string octet_binary;              // what agents run for jobs ("" : beside the agent)
+  std::vector<std::string>
+      octet_binary_flags;                // that program's own flags (agent --octet-bin-flags)
   std::vector<std::string> model_roots;  // "" : $HOME
   int stop_grace_ms = 3000;
 };
