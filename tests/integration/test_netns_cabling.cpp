@@ -255,12 +255,12 @@ class TestNetnsCabling : public QObject {
  private slots:
   void initTestCase() {
     if (::geteuid() != 0)
-      QSKIP("skipped: network namespaces need root (run as root to test multi-host cabling)");
-    if (IpPath().empty()) QSKIP("skipped: iproute2 (ip) not installed");
+      OCTET_SKIP_PREMISE("network namespaces need root (run as root to test multi-host cabling)");
+    if (IpPath().empty()) OCTET_SKIP_PREMISE("iproute2 (ip) not installed");
     RemoveStaleNamespaces();
     const std::string probe = Prefix() + "probe";
     if (std::string e = Ip({"netns", "add", probe}); !e.empty()) {
-      QSKIP(("skipped: cannot create network namespaces here: " + e).c_str());
+      OCTET_SKIP_PREMISE(("cannot create network namespaces here: " + e).c_str());
     }
     Ip({"netns", "del", probe});
     QVERIFY(dir_.isValid());

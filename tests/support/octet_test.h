@@ -2,12 +2,24 @@
 //
 // Paths come from the environment ctest sets (octet_add_test): the fixtures
 // folder (OCTET_FIXTURES_DIR), the programs (OCTET_BIN_DIR) and the source tree
-// (OCTET_SOURCE_DIR). Tests that need the fixtures call OCTET_REQUIRE_FIXTURES,
-// which skips with "skipped: fixtures not found" on a clone without them.
+// (OCTET_SOURCE_DIR).
+//
+// Skips. A program is reported skipped to ctest only through its exit code
+// (kSkipExitCode, the tests' SKIP_RETURN_CODE), and only when the premise of
+// what it tests is absent: the fixtures on a clone without them
+// (OCTET_REQUIRE_FIXTURES), root or network namespaces for multi-host tests
+// (OCTET_SKIP_PREMISE). Such a skip is remembered, and a program in which
+// nothing failed then exits with kSkipExitCode instead of 0; a failure
+// anywhere in the program still fails it. A function that cannot run on this
+// machine while the rest of the program can (a GPU or an RDMA device present,
+// a tool missing) uses plain QSKIP: it shows as skipped in the program's
+// output and leaves the program's verdict to its other functions. Including
+// this header after <QtTest> is what gives QTEST_MAIN and its siblings this
+// behaviour.
 #pragma once
 
 #include <QtTest>
-
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -76,9 +88,54 @@ inline CommandResult RunProgram(std::vector<std::string> argv, int timeout_ms = 
   return r;
 }
 
+// The exit code ctest reads as "skipped" (octet_add_test sets SKIP_RETURN_CODE).
+inline constexpr int kSkipExitCode = 77;
+
+// Set by OCTET_SKIP_PREMISE: the program's premise is absent on this machine.
+inline bool& PremiseAbsent() {
+  static bool absent = false;
+  return absent;
+}
+
+// What a test program returns, given Qt Test's result (the number of failed
+// functions, or -1 for a usage error).
+inline int ProgramVerdict(int qt_result) {
+  if (qt_result == 0 && PremiseAbsent()) {
+    std::fprintf(stderr, "octet test: premise absent on this machine, exit %d (skipped)\n",
+                 kSkipExitCode);
+    return kSkipExitCode;
+  }
+  return qt_result;
+}
+
 }  // namespace octet::test
 
-#define OCTET_REQUIRE_FIXTURES()                                         \
-  do {                                                                   \
-    if (!::octet::test::FixturesPresent()) QSKIP("skipped: fixtures not found"); \
+// Skips the current function because the program's premise is absent; the
+// program then exits with kSkipExitCode unless something else failed.
+#define OCTET_SKIP_PREMISE(why)            \
+  do {                                     \
+    ::octet::test::PremiseAbsent() = true; \
+    QSKIP(why);                            \
   } while (0)
+
+#define OCTET_REQUIRE_FIXTURES()                                                      \
+  do {                                                                                \
+    if (!::octet::test::FixturesPresent())                                            \
+      OCTET_SKIP_PREMISE("fixtures not found (OCTET_FIXTURES_DIR has no README.md)"); \
+  } while (0)
+
+// QTEST_MAIN, QTEST_GUILESS_MAIN and QTEST_APPLESS_MAIN all expand this
+// wrapper; Octet's version passes Qt Test's result through ProgramVerdict.
+#undef QTEST_MAIN_WRAPPER
+#define QTEST_MAIN_WRAPPER(TestObject, ...)                            \
+  static int OctetRunQtTest(int argc, char* argv[]) {                  \
+    TESTLIB_SELFCOVERAGE_START(#TestObject)                            \
+    QT_PREPEND_NAMESPACE(QTest::Internal::callInitMain)<TestObject>(); \
+    __VA_ARGS__                                                        \
+    TestObject tc;                                                     \
+    QTEST_SET_MAIN_SOURCE_PATH                                         \
+    return QTest::qExec(&tc, argc, argv);                              \
+  }                                                                    \
+  int main(int argc, char* argv[]) {                                   \
+    return ::octet::test::ProgramVerdict(OctetRunQtTest(argc, argv));  \
+  }

@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "octet_test.h"  // ProgramVerdict: the exit code of a skipped premise
+
 namespace octet::collectives::test {
 
 inline constexpr const char* kRankWorkerFlag = "--rank-worker";
@@ -30,12 +32,12 @@ std::vector<std::string> RankWorkerArgv(const std::string& exe, const std::strin
 }  // namespace octet::collectives::test
 
 // Puts the rank-worker dispatch in front of a Qt Test main.
-#define OCTET_QTEST_MAIN_WITH_RANK_WORKER(TestClass)                                \
-  int main(int argc, char** argv) {                                                 \
+#define OCTET_QTEST_MAIN_WITH_RANK_WORKER(TestClass)                                       \
+  int main(int argc, char** argv) {                                                        \
     if (argc > 1 && std::string(argv[1]) == ::octet::collectives::test::kRankWorkerFlag) { \
-      return ::octet::collectives::test::RankWorkerMain(argc, argv);                \
-    }                                                                               \
-    TestClass tc;                                                                   \
-    QTEST_SET_MAIN_SOURCE_PATH                                                      \
-    return QTest::qExec(&tc, argc, argv);                                           \
+      return ::octet::collectives::test::RankWorkerMain(argc, argv);                       \
+    }                                                                                      \
+    TestClass tc;                                                                          \
+    QTEST_SET_MAIN_SOURCE_PATH                                                             \
+    return ::octet::test::ProgramVerdict(QTest::qExec(&tc, argc, argv));                   \
   }

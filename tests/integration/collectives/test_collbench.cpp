@@ -113,7 +113,7 @@ class TestCollbench : public QObject {
     QVERIFY2(r.exit_code == 0, r.output.c_str());
     const nlohmann::json doc = ParseJson(r.output);
     QVERIFY2(!doc.is_discarded(), r.output.c_str());
-    if (doc["transport"] == "nccl") QSKIP("skipped: this machine has a usable GPU");
+    if (doc["transport"] == "nccl") QSKIP("this machine has a usable GPU: the fallback path is not taken");
     QCOMPARE(doc["requested_transport"].get<std::string>(), std::string("nccl"));
     QVERIFY(doc["fallback_reason"].get<std::string>().find("nccl unavailable") == 0);
     QCOMPARE(doc["wrong"].get<int64_t>(), 0);

@@ -97,13 +97,13 @@ class TestNetns : public QObject {
   Q_OBJECT
  private slots:
   void tcpAcrossNetworkNamespaces() {
-    if (::geteuid() != 0) QSKIP("skipped: network namespaces need root");
+    if (::geteuid() != 0) OCTET_SKIP_PREMISE("network namespaces need root");
     if (IpTool().empty() || octet::test::RunProgram({IpTool(), "netns", "list"}).exit_code != 0) {
-      QSKIP("skipped: `ip netns` is not available");
+      OCTET_SKIP_PREMISE("`ip netns` is not available");
     }
     Namespaces ns;
     if (std::string e = ns.Create(); !e.empty()) {
-      QSKIP(("skipped: cannot build the namespaces: " + e).c_str());
+      OCTET_SKIP_PREMISE(("cannot build the namespaces: " + e).c_str());
     }
     auto exe = SelfExecutablePath();
     QVERIFY(exe.ok());

@@ -319,7 +319,7 @@ class TestCommunicator : public QObject {
 
   void verbsWithoutDeviceFallsBackTogether() {
     Status probe = ProbeVerbs(TransportConfig{});
-    if (probe.ok()) QSKIP("skipped: this machine has an RDMA device");
+    if (probe.ok()) QSKIP("this machine has an RDMA device: the fallback path is not taken");
     // The clean "no device" answer (or "not compiled in" without rdma-core).
     QVERIFY2(probe.message().find("no RDMA device") != std::string::npos ||
                  probe.message().find("not compiled in") != std::string::npos,
@@ -344,7 +344,7 @@ class TestCommunicator : public QObject {
 
   void ncclWithoutGpuFallsBackTogether() {
     Status probe = ProbeNccl();
-    if (probe.ok()) QSKIP("skipped: this machine has a usable GPU");
+    if (probe.ok()) QSKIP("this machine has a usable GPU: the fallback path is not taken");
     CommunicatorOptions o;
     o.transport = TransportKind::kNccl;
     auto r = RunRanks(2, o, [&](Communicator& c) {

@@ -112,7 +112,7 @@ class TestReduce : public QObject {
       QCOMPARE(F32ToF16(f), want);
     }
 #else
-    QSKIP("skipped: this compiler has no _Float16 to compare against");
+    QSKIP("this compiler has no _Float16 to compare against");
 #endif
   }
 

@@ -275,7 +275,7 @@ class TestTensorParallel : public QObject {
       QVERIFY(config.ok());
       prompt = SyntheticPrompt(config->vocab_size, 11);
     } else {
-      if (!test::FixturesPresent()) QSKIP("skipped: fixtures not found");
+      OCTET_REQUIRE_FIXTURES();
       dir = test::FixturesDir() + "/" + name;
       prompt = FixturePrompt(dir);
     }
