@@ -19,11 +19,21 @@ Status ValidateSampling(const SamplingParams& p) {
 Sampler::Sampler(const SamplingParams& params) : params_(params), rng_(params.seed) {}
 
 int32_t Sampler::Sample(const float* logits, int64_t vocab, kernels::KernelBackend& backend) {
-  if (params_.temperature == 0.0f) return static_cast<int32_t>(backend.Argmax(logits, vocab));
+  // The logits are host memory (ForwardOutput): the model's backend runs
+  // Argmax and TopK on them only where its ops read host memory; a device
+  // backend's sampler uses the scalar CPU backend instead.
+  kernels::KernelBackend* ops = &backend;
+  if (backend.memory_kind() == kernels::MemoryKind::kDevice) {
+    if (!host_ops_)
+      host_ops_ = std::shared_ptr<kernels::KernelBackend>(
+          std::move(*kernels::CreateBackend("scalar", {1})));
+    ops = host_ops_.get();
+  }
+  if (params_.temperature == 0.0f) return static_cast<int32_t>(ops->Argmax(logits, vocab));
   const int64_t k = params_.top_k > 0 ? std::min(params_.top_k, vocab) : vocab;
   idx_.resize(k);
   val_.resize(k);
-  backend.TopK(logits, vocab, k, idx_.data(), val_.data());  // descending
+  ops->TopK(logits, vocab, k, idx_.data(), val_.data());  // descending
   // Softmax of the candidates at this temperature (double for the sums).
   std::vector<double> p(k);
   const double mx = val_[0];

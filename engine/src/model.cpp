@@ -20,47 +20,6 @@ namespace octet::engine {
 using kernels::WeightFormat;
 using kernels::WeightMatrix;
 
-KvCache::KvCache(int64_t layers, int64_t kv_heads, int64_t head_dim, int slots, int64_t capacity,
-                 kernels::KvDtype dtype)
-    : layers_(layers),
-      kv_heads_(kv_heads),
-      head_dim_(head_dim),
-      capacity_(capacity),
-      slots_(slots),
-      dtype_(dtype),
-      data_(static_cast<size_t>(layers * slots * 2 * capacity * kv_heads * head_dim *
-                                kernels::KvDtypeBytes(dtype))),
-      lengths_(slots, 0) {}
-
-void KvCache::Store(int64_t layer, int slot, int64_t first_pos, int64_t n, const float* k,
-                    const float* v) {
-  const int64_t hd = head_dim_;
-  const int64_t row = kv_heads_ * hd;  // one position of the input: every head
-  uint8_t* kd = data_.data() + Offset(layer, slot, 0);
-  uint8_t* vd = data_.data() + Offset(layer, slot, 1);
-  // Head h of position p goes to element (h * capacity + p) * head_dim.
-  for (int64_t t = 0; t < n; ++t) {
-    for (int64_t h = 0; h < kv_heads_; ++h) {
-      const int64_t dst = (h * capacity_ + first_pos + t) * hd;
-      const float* ks = k + t * row + h * hd;
-      const float* vs = v + t * row + h * hd;
-      if (dtype_ == kernels::KvDtype::kF32) {
-        std::memcpy(reinterpret_cast<float*>(kd) + dst, ks, hd * sizeof(float));
-        std::memcpy(reinterpret_cast<float*>(vd) + dst, vs, hd * sizeof(float));
-        continue;
-      }
-      // Half: saturate at the largest finite half instead of overflowing to inf.
-      constexpr float kMaxHalf = 65504.0f;
-      uint16_t* kh = reinterpret_cast<uint16_t*>(kd) + dst;
-      uint16_t* vh = reinterpret_cast<uint16_t*>(vd) + dst;
-      for (int64_t c = 0; c < hd; ++c) {
-        kh[c] = kernels::F32ToF16(std::clamp(ks[c], -kMaxHalf, kMaxHalf));
-        vh[c] = kernels::F32ToF16(std::clamp(vs[c], -kMaxHalf, kMaxHalf));
-      }
-    }
-  }
-}
-
 const float* ForwardOutput::Last(size_t chunk) const {
   const int64_t end = chunk + 1 < row_begin.size() ? row_begin[chunk + 1]
                                                    : static_cast<int64_t>(logits.size()) / vocab;
@@ -264,7 +223,7 @@ class Loader {
       OCTET_ASSIGN_OR_RETURN(l.weight, Dense(module + ".weight", out, in));
     }
     if (bias) {
-      OCTET_ASSIGN_OR_RETURN(l.bias, Vector(module + ".bias", out));
+      OCTET_ASSIGN_OR_RETURN(l.bias.host, Vector(module + ".bias", out));
     }
     if (options_.shard) {
       WeightSlice s = options_.shard(module, role, out, in);
@@ -281,8 +240,8 @@ class Loader {
       }
       l.weight = l.weight.RowSlice(s.row_begin, rc).ColSlice(s.col_begin, cc);
       if (!l.bias.empty()) {
-        l.bias =
-            std::vector<float>(l.bias.begin() + s.row_begin, l.bias.begin() + s.row_begin + rc);
+        l.bias.host = std::vector<float>(l.bias.host.begin() + s.row_begin,
+                                         l.bias.host.begin() + s.row_begin + rc);
       }
     }
     // The tile copy for single-row decode, of this rank's slice only.
@@ -360,30 +319,6 @@ class Loader {
 
 }  // namespace
 
-struct Model::Scratch {
-  std::vector<float> x, xn, q, k, v, attn, proj, gate, up, rows, local_logits;
-  std::vector<int32_t> ids, positions;
-  void Grow(int64_t t, const Model& m) {
-    const ModelConfig& c = m.config_;
-    auto grow = [](std::vector<float>& v, int64_t n) {
-      if (static_cast<int64_t>(v.size()) < n) v.resize(n);
-    };
-    const int64_t qd = m.local_heads_ * c.head_dim, kvd = m.local_kv_heads_ * c.head_dim;
-    const int64_t ffn = m.layers_.empty() ? 0 : m.layers_[0].gate.weight.rows;
-    grow(x, t * c.hidden_size);
-    grow(xn, t * c.hidden_size);
-    grow(proj, t * c.hidden_size);
-    grow(q, t * qd);
-    grow(attn, t * qd);
-    grow(k, t * kvd);
-    grow(v, t * kvd);
-    grow(gate, t * ffn);
-    grow(up, t * ffn);
-  }
-};
-
-Model::~Model() = default;
-
 Result<std::unique_ptr<Model>> Model::Load(const std::string& dir, const LoadOptions& options) {
   if (!IsDirectory(dir)) return NotFoundError("model folder '" + dir + "' does not exist");
   std::unique_ptr<Model> m(new Model());
@@ -392,8 +327,8 @@ Result<std::unique_ptr<Model>> Model::Load(const std::string& dir, const LoadOpt
   OCTET_ASSIGN_OR_RETURN(m->store_, CheckpointStore::Open(dir));
   OCTET_ASSIGN_OR_RETURN(m->backend_, kernels::CreateBackend(options.backend, {options.threads}));
   OCTET_RETURN_IF_ERROR(m->LoadWeights(options));
-  m->inv_freq_ = RopeInvFreq(m->config_);
-  m->scratch_ = std::make_unique<Scratch>();
+  m->inv_freq_.host = RopeInvFreq(m->config_);
+  OCTET_RETURN_IF_ERROR(m->PlaceOnBackend());
   return m;
 }
 
@@ -409,7 +344,7 @@ Status Model::LoadWeights(const LoadOptions& options) {
   const int64_t H = c.hidden_size, hd = c.head_dim;
   // nanochat: parameter-free RMSNorms are RMSNorms with a weight of ones.
   const bool norm_weights = !c.parameter_free_norms;
-  if (c.embedding_norm) embedding_norm_.assign(H, 1.0f);
+  if (c.embedding_norm) embedding_norm_.host.assign(H, 1.0f);
   OCTET_ASSIGN_OR_RETURN(embed_, ld.Dense("model.embed_tokens.weight", c.vocab_size, H));
   // >>> Tensor parallelism: vocab-parallel embedding (and lm_head, below).
   vocab_begin_ = 0;
@@ -437,9 +372,9 @@ Status Model::LoadWeights(const LoadOptions& options) {
     const std::string p = "model.layers." + std::to_string(i) + ".";
     LayerWeights& L = layers_[i];
     if (norm_weights) {
-      OCTET_ASSIGN_OR_RETURN(L.input_norm, ld.Vector(p + "input_layernorm.weight", H));
+      OCTET_ASSIGN_OR_RETURN(L.input_norm.host, ld.Vector(p + "input_layernorm.weight", H));
     } else {
-      L.input_norm.assign(H, 1.0f);
+      L.input_norm.host.assign(H, 1.0f);
     }
     const bool b = c.attention_bias;
     OCTET_ASSIGN_OR_RETURN(L.q, ld.LoadLinear(p + "self_attn.q_proj", c.num_heads * hd, H,
@@ -449,20 +384,20 @@ Status Model::LoadWeights(const LoadOptions& options) {
     OCTET_ASSIGN_OR_RETURN(L.v, ld.LoadLinear(p + "self_attn.v_proj", c.num_kv_heads * hd, H,
                                               LinearRole::kColumnParallel, b));
     if (c.qk_norm && norm_weights) {
-      OCTET_ASSIGN_OR_RETURN(L.q_norm, ld.Vector(p + "self_attn.q_norm.weight", hd));
-      OCTET_ASSIGN_OR_RETURN(L.k_norm, ld.Vector(p + "self_attn.k_norm.weight", hd));
+      OCTET_ASSIGN_OR_RETURN(L.q_norm.host, ld.Vector(p + "self_attn.q_norm.weight", hd));
+      OCTET_ASSIGN_OR_RETURN(L.k_norm.host, ld.Vector(p + "self_attn.k_norm.weight", hd));
     } else if (c.qk_norm) {
-      L.q_norm.assign(hd, 1.0f);
-      L.k_norm.assign(hd, 1.0f);
+      L.q_norm.host.assign(hd, 1.0f);
+      L.k_norm.host.assign(hd, 1.0f);
     }
     // Llama's attention_bias covers o_proj too; Qwen2's biases are q/k/v only.
     const bool o_bias = c.attention_bias && c.arch == Architecture::kLlama;
     OCTET_ASSIGN_OR_RETURN(L.o, ld.LoadLinear(p + "self_attn.o_proj", H, c.num_heads * hd,
                                               LinearRole::kRowParallel, o_bias));
     if (norm_weights) {
-      OCTET_ASSIGN_OR_RETURN(L.post_norm, ld.Vector(p + "post_attention_layernorm.weight", H));
+      OCTET_ASSIGN_OR_RETURN(L.post_norm.host, ld.Vector(p + "post_attention_layernorm.weight", H));
     } else {
-      L.post_norm.assign(H, 1.0f);
+      L.post_norm.host.assign(H, 1.0f);
     }
     const bool mb = c.mlp_bias;
     OCTET_ASSIGN_OR_RETURN(L.gate, ld.LoadLinear(p + "mlp.gate_proj", c.intermediate_size, H,
@@ -483,9 +418,9 @@ Status Model::LoadWeights(const LoadOptions& options) {
     }
   }
   if (norm_weights) {
-    OCTET_ASSIGN_OR_RETURN(final_norm_, ld.Vector("model.norm.weight", H));
+    OCTET_ASSIGN_OR_RETURN(final_norm_.host, ld.Vector("model.norm.weight", H));
   } else {
-    final_norm_.assign(H, 1.0f);
+    final_norm_.host.assign(H, 1.0f);
   }
   if (c.tie_word_embeddings) {
     lm_head_.name = "lm_head (tied to model.embed_tokens)";
@@ -513,24 +448,86 @@ Status Model::LoadWeights(const LoadOptions& options) {
                                 " query heads cannot share " + std::to_string(local_kv_heads_) +
                                 " kv heads");
   }
-  for (const Linear* l : {&lm_head_}) {
-    if (!backend_->supports(l->weight.format)) {
-      return UnimplementedError("backend " + std::string(backend_->name()) + " cannot run " +
-                                std::string(kernels::WeightFormatName(l->weight.format)));
-    }
-  }
   return Status::Ok();
 }
 
-int64_t Model::WeightBytesPerToken() const {
-  int64_t bytes = lm_head_.weight.BytesRead() + (int64_t)final_norm_.size() * 4;
+Status Model::PlaceOnBackend() {
+  kernels::KernelBackend& be = *backend_;
+  const std::string who = "backend " + std::string(be.name());
+  // Every op the forward pass issues, and the weight formats of its matmuls.
+  using kernels::Op;
+  for (Op op : {Op::kRmsNorm, Op::kRope, Op::kAttention, Op::kKvStore, Op::kSiluMul, Op::kRelu2,
+                Op::kAdd, Op::kAddRowVector, Op::kGatherRows, Op::kSoftCap}) {
+    if (!be.supports(op)) {
+      return UnimplementedError(who + " does not run the '" + std::string(kernels::OpName(op)) +
+                                "' op the forward pass needs");
+    }
+  }
+  auto check = [&](Op op, const WeightMatrix& w, const std::string& what) -> Status {
+    if (w.rows == 0 || be.supports(op, w.format)) return Status::Ok();
+    return UnimplementedError(who + " cannot run '" + std::string(kernels::OpName(op)) + "' on " +
+                              std::string(kernels::WeightFormatName(w.format)) + " weights (" +
+                              what + ")");
+  };
+  OCTET_RETURN_IF_ERROR(check(Op::kEmbedding, embed_, "model.embed_tokens"));
+  OCTET_RETURN_IF_ERROR(check(Op::kMatmul, lm_head_.weight, lm_head_.name));
   for (const LayerWeights& L : layers_) {
     for (const Linear* l : {&L.q, &L.k, &L.v, &L.o, &L.gate, &L.up, &L.down}) {
-      bytes += l->weight.BytesRead() + static_cast<int64_t>(l->bias.size()) * 4;
+      OCTET_RETURN_IF_ERROR(check(Op::kMatmul, l->weight, l->name));
     }
-    bytes += static_cast<int64_t>(L.input_norm.size() + L.post_norm.size() + L.q_norm.size() +
-                                  L.k_norm.size()) *
-             4;
+  }
+
+  // Weights and parameter vectors into the backend's memory (a host backend
+  // reads them where they are).
+  const bool host = be.memory_kind() != kernels::MemoryKind::kDevice;
+  auto place_vector = [&](ParamVector& p) -> Status {
+    if (p.host.empty()) return Status::Ok();
+    if (host) {
+      p.device = p.host.data();
+      return Status::Ok();
+    }
+    const int64_t bytes = p.size() * static_cast<int64_t>(sizeof(float));
+    OCTET_ASSIGN_OR_RETURN(kernels::Buffer b, be.Allocate(bytes));
+    be.CopyToDevice(b.data(), p.host.data(), bytes);
+    p.device = b.as<const float>();
+    placed_.push_back(std::move(b));
+    return Status::Ok();
+  };
+  auto place_weight = [&](WeightMatrix& w) -> Status {
+    if (w.rows == 0) return Status::Ok();
+    OCTET_ASSIGN_OR_RETURN(w, be.PrepareWeight(w, &placed_));
+    return Status::Ok();
+  };
+  const bool tied = lm_head_.weight.data == embed_.data && lm_head_.weight.rows == embed_.rows;
+  OCTET_RETURN_IF_ERROR(place_weight(embed_));
+  if (tied) {
+    lm_head_.weight = embed_;
+  } else {
+    OCTET_RETURN_IF_ERROR(place_weight(lm_head_.weight));
+  }
+  OCTET_RETURN_IF_ERROR(place_vector(lm_head_.bias));
+  for (LayerWeights& L : layers_) {
+    for (ParamVector* p : {&L.input_norm, &L.post_norm, &L.q_norm, &L.k_norm}) {
+      OCTET_RETURN_IF_ERROR(place_vector(*p));
+    }
+    for (Linear* l : {&L.q, &L.k, &L.v, &L.o, &L.gate, &L.up, &L.down}) {
+      OCTET_RETURN_IF_ERROR(place_weight(l->weight));
+      OCTET_RETURN_IF_ERROR(place_vector(l->bias));
+    }
+  }
+  for (ParamVector* p : {&final_norm_, &embedding_norm_, &inv_freq_}) {
+    OCTET_RETURN_IF_ERROR(place_vector(*p));
+  }
+  return be.Synchronize();
+}
+
+int64_t Model::WeightBytesPerToken() const {
+  int64_t bytes = lm_head_.weight.BytesRead() + final_norm_.size() * 4;
+  for (const LayerWeights& L : layers_) {
+    for (const Linear* l : {&L.q, &L.k, &L.v, &L.o, &L.gate, &L.up, &L.down}) {
+      bytes += l->weight.BytesRead() + l->bias.size() * 4;
+    }
+    bytes += (L.input_norm.size() + L.post_norm.size() + L.q_norm.size() + L.k_norm.size()) * 4;
   }
   return bytes;
 }
@@ -555,304 +552,20 @@ std::string Model::WeightFormatSummary() const {
   return s;
 }
 
-KvCache Model::NewKvCache(int slots, int64_t capacity, kernels::KvDtype dtype) const {
-  return KvCache(config_.num_layers, local_kv_heads_, config_.head_dim, slots, capacity, dtype);
-}
-
-// ---- forward ----------------------------------------------------------------
-
-namespace {
-
-// Where a decode forward's time goes, for tuning: with OCTET_PROFILE_DECODE=1
-// in the environment, forwards of at most 8 tokens time their op groups (wall
-// clock between marks; the backend ops are synchronous) and every 64 forwards
-// of one token count log the mean ms per forward. Off (one branch per mark)
-// otherwise.
-class DecodeProfile {
- public:
-  enum Op { kEmbed, kNorms, kQkv, kAttention, kO, kAllReduce, kGateUp, kDown, kLmHead, kOps };
-
-  explicit DecodeProfile(int64_t tokens) : tokens_(tokens) {
-    static const bool enabled = [] {
-      const char* e = std::getenv("OCTET_PROFILE_DECODE");
-      return e != nullptr && e[0] != '\0' && e[0] != '0';
-    }();
-    on_ = enabled && tokens >= 1 && tokens <= kMaxTokens;
-    if (on_) last_ = NowNs();
+Result<KvCache> Model::NewKvCache(int slots, int64_t capacity, kernels::KvDtype dtype) const {
+  if (slots < 1 || capacity < 1) {
+    return InvalidArgumentError("a KV cache needs at least one slot and one position (asked for " +
+                                std::to_string(slots) + " x " + std::to_string(capacity) + ")");
   }
-  ~DecodeProfile() {
-    if (!on_) return;
-    static std::mutex mu;
-    static Totals totals[kMaxTokens + 1];
-    std::lock_guard<std::mutex> lock(mu);
-    Totals& t = totals[tokens_];
-    for (int i = 0; i < kOps; ++i) t.ns[i] += ns_[i];
-    if (++t.forwards < kReportEvery) return;
-    static const char* kNames[kOps] = {"embed",     "norms+rope+add", "qkv",  "attention", "o",
-                                       "allreduce", "gate_up+silu",   "down", "lm_head"};
-    std::string line = "decode profile, " + std::to_string(tokens_) + " tokens, ms/forward:";
-    int64_t total = 0;
-    for (int i = 0; i < kOps; ++i) {
-      char buf[64];
-      std::snprintf(buf, sizeof(buf), " %s %.2f", kNames[i], t.ns[i] * 1e-6 / t.forwards);
-      line += buf;
-      total += t.ns[i];
-    }
-    char buf[64];
-    std::snprintf(buf, sizeof(buf), " = %.2f", total * 1e-6 / t.forwards);
-    OCTET_LOG(INFO) << line << buf;
-    t = Totals();
+  const int64_t bytes = KvCache::BytesFor(config_.num_layers, local_kv_heads_, config_.head_dim,
+                                          slots, capacity, dtype);
+  auto storage = backend_->Allocate(bytes);
+  if (!storage.ok()) {
+    return storage.status().WithContext("KV cache of " + std::to_string(slots) + " slots x " +
+                                        std::to_string(capacity) + " positions");
   }
-  // The time since the previous mark goes to `op`.
-  void Mark(Op op) {
-    if (!on_) return;
-    const int64_t now = NowNs();
-    ns_[op] += now - last_;
-    last_ = now;
-  }
-
- private:
-  static constexpr int64_t kMaxTokens = 8;
-  static constexpr int64_t kReportEvery = 64;
-  struct Totals {
-    int64_t ns[kOps] = {};
-    int64_t forwards = 0;
-  };
-  int64_t tokens_;
-  bool on_ = false;
-  int64_t last_ = 0;
-  int64_t ns_[kOps] = {};
-};
-
-}  // namespace
-
-Status Model::Forward(const std::vector<SequenceChunk>& batch, KvCache& cache, ForwardOutput* out,
-                      const ForwardHooks& hooks) {
-  OCTET_RETURN_IF_ERROR(ForwardUncapped(batch, cache, out, hooks));
-  const float cap = config_.logit_softcap;
-  if (cap > 0) {  // nanochat: logits = cap * tanh(z / cap)
-    for (float& z : out->logits) z = cap * std::tanh(z / cap);
-  }
-  return Status::Ok();
-}
-
-Status Model::ForwardUncapped(const std::vector<SequenceChunk>& batch, KvCache& cache,
-                              ForwardOutput* out, const ForwardHooks& hooks) {
-  const ModelConfig& c = config_;
-  if (batch.empty()) return InvalidArgumentError("empty batch");
-  if (cache.layers() != c.num_layers || cache.kv_heads() != local_kv_heads_ ||
-      cache.head_dim() != c.head_dim) {
-    return InvalidArgumentError("KV cache shape does not match the model");
-  }
-  // Validate everything before touching the cache.
-  int64_t T = 0;
-  std::set<int> slots;
-  for (size_t s = 0; s < batch.size(); ++s) {
-    const SequenceChunk& ch = batch[s];
-    const std::string where =
-        "sequence " + std::to_string(s) + " (slot " + std::to_string(ch.slot) + ")";
-    if (ch.slot < 0 || ch.slot >= cache.num_slots()) {
-      return InvalidArgumentError(where + ": slot out of range (cache has " +
-                                  std::to_string(cache.num_slots()) + " slots)");
-    }
-    if (!slots.insert(ch.slot).second)
-      return InvalidArgumentError(where + ": slot used twice in one batch");
-    if (ch.tokens.empty()) return InvalidArgumentError(where + ": no tokens");
-    if (ch.start_pos < 0 || ch.start_pos > cache.length(ch.slot)) {
-      return InvalidArgumentError(where + ": start position " + std::to_string(ch.start_pos) +
-                                  " but the cache holds " + std::to_string(cache.length(ch.slot)) +
-                                  " positions");
-    }
-    const int64_t end = ch.start_pos + static_cast<int64_t>(ch.tokens.size());
-    if (end > cache.capacity()) {
-      return OutOfRangeError(where + ": " + std::to_string(end) +
-                             " positions do not fit the KV cache capacity of " +
-                             std::to_string(cache.capacity()));
-    }
-    for (size_t i = 0; i < ch.tokens.size(); ++i) {
-      if (ch.tokens[i] < 0 || ch.tokens[i] >= c.vocab_size) {
-        return InvalidArgumentError(where + ": token id " + std::to_string(ch.tokens[i]) +
-                                    " at position " + std::to_string(ch.start_pos + i) +
-                                    " is out of range (vocab size " + std::to_string(c.vocab_size) +
-                                    ")");
-      }
-    }
-    T += static_cast<int64_t>(ch.tokens.size());
-  }
-
-  kernels::KernelBackend& be = *backend_;
-  Scratch& S = *scratch_;
-  DecodeProfile prof(T);
-  S.Grow(T, *this);
-  S.ids.resize(T);
-  S.positions.resize(T);
-  std::vector<int64_t> first(batch.size());
-  {
-    int64_t r = 0;
-    for (size_t s = 0; s < batch.size(); ++s) {
-      first[s] = r;
-      for (size_t i = 0; i < batch[s].tokens.size(); ++i, ++r) {
-        S.ids[r] = batch[s].tokens[i];
-        S.positions[r] = static_cast<int32_t>(batch[s].start_pos + i);
-      }
-    }
-  }
-  const int64_t H = c.hidden_size, hd = c.head_dim;
-  const int64_t qd = local_heads_ * hd, kvd = local_kv_heads_ * hd;
-  const float eps = c.rms_norm_eps;
-  float* x = S.x.data();    // residual stream [T, H]
-  float* xn = S.xn.data();  // normed input of a block [T, H]
-  float* q = S.q.data();    // [T, heads, hd]
-  float* k = S.k.data();    // [T, kv_heads, hd]
-  float* v = S.v.data();
-  float* attn = S.attn.data();  // [T, heads * hd]
-  float* proj = S.proj.data();  // o_proj / down_proj output [T, H]
-
-  auto add_bias = [&](float* y, int64_t ld, const std::vector<float>& bias) {
-    if (bias.empty()) return;
-    for (int64_t t = 0; t < T; ++t) be.Add(y + t * ld, bias.data(), ld, y + t * ld);
-  };
-
-  if (local_vocab_ == c.vocab_size) {
-    be.Embedding(embed_, S.ids.data(), T, x);
-  } else {
-    // >>> Tensor parallelism: vocab-parallel embedding. This rank fills the rows
-    // of the ids it holds and zeros elsewhere; the all-reduce completes every row.
-    if (!hooks.all_reduce || !hooks.gather_logits) {
-      return FailedPreconditionError(
-          "the model holds a vocab-parallel shard: Forward needs the all_reduce and "
-          "gather_logits hooks");
-    }
-    std::memset(x, 0, static_cast<size_t>(T * H) * sizeof(float));
-    for (int64_t t = 0; t < T; ++t) {
-      const int32_t local = S.ids[t] - static_cast<int32_t>(vocab_begin_);
-      if (local >= 0 && local < local_vocab_) be.Embedding(embed_, &local, 1, x + t * H);
-    }
-    OCTET_RETURN_IF_ERROR(hooks.all_reduce(x, T * H));
-  }
-  std::vector<kernels::AttentionSequence> seqs(batch.size());
-  if (c.embedding_norm) be.RmsNorm(x, embedding_norm_.data(), eps, T, H, H, x);  // nanochat
-  prof.Mark(DecodeProfile::kEmbed);
-  for (int64_t l = 0; l < c.num_layers; ++l) {
-    const LayerWeights& L = layers_[l];
-    // ---- attention block: x += o_proj(attention(rope(q), rope(k), v)) ----
-    be.RmsNorm(x, L.input_norm.data(), eps, T, H, H, xn);
-    prof.Mark(DecodeProfile::kNorms);
-    const kernels::KernelBackend::MatmulOutput qkv[3] = {
-        {&L.q.weight, q, qd}, {&L.k.weight, k, kvd}, {&L.v.weight, v, kvd}};
-    be.MatmulMulti(xn, T, H, qkv, 3);
-    prof.Mark(DecodeProfile::kQkv);
-    add_bias(q, qd, L.q.bias);
-    add_bias(k, kvd, L.k.bias);
-    add_bias(v, kvd, L.v.bias);
-    // QK-norm: RMSNorm over each head's features, before RoPE (Qwen3) or after (nanochat).
-    if (c.qk_norm && !c.qk_norm_after_rope) {
-      be.RmsNorm(q, L.q_norm.data(), eps, T * local_heads_, hd, hd, q);
-      be.RmsNorm(k, L.k_norm.data(), eps, T * local_kv_heads_, hd, hd, k);
-    }
-    be.Rope(q, T, qd, local_heads_, hd, S.positions.data(), inv_freq_.data());
-    be.Rope(k, T, kvd, local_kv_heads_, hd, S.positions.data(), inv_freq_.data());
-    if (c.qk_norm && c.qk_norm_after_rope) {
-      be.RmsNorm(q, L.q_norm.data(), eps, T * local_heads_, hd, hd, q);
-      be.RmsNorm(k, L.k_norm.data(), eps, T * local_kv_heads_, hd, hd, k);
-    }
-    prof.Mark(DecodeProfile::kNorms);
-    for (size_t s = 0; s < batch.size(); ++s) {
-      const SequenceChunk& ch = batch[s];
-      const int64_t n = static_cast<int64_t>(ch.tokens.size());
-      cache.Store(l, ch.slot, ch.start_pos, n, k + first[s] * kvd, v + first[s] * kvd);
-      seqs[s] = {first[s],
-                 n,
-                 cache.k(l, ch.slot),
-                 cache.v(l, ch.slot),
-                 S.positions.data() + first[s],
-                 cache.dtype(),
-                 cache.position_stride(),
-                 cache.head_stride()};
-    }
-    kernels::AttentionArgs a;
-    a.q = q;
-    a.q_row_stride = qd;
-    a.out = attn;
-    a.out_row_stride = qd;
-    a.n_heads = local_heads_;
-    a.n_kv_heads = local_kv_heads_;
-    a.head_dim = hd;
-    a.scale = 1.0f / std::sqrt(static_cast<float>(hd));
-    a.sequences = seqs.data();
-    a.n_sequences = static_cast<int64_t>(seqs.size());
-    be.Attention(a);
-    prof.Mark(DecodeProfile::kAttention);
-    be.Matmul(attn, T, qd, L.o.weight, proj, H, false);
-    prof.Mark(DecodeProfile::kO);
-    // >>> Tensor parallelism: o_proj is row-parallel; each rank holds a partial sum.
-    if (hooks.all_reduce) OCTET_RETURN_IF_ERROR(hooks.all_reduce(proj, T * H));
-    prof.Mark(DecodeProfile::kAllReduce);
-    add_bias(proj, H, L.o.bias);  // a row-parallel bias is added once, after the sum
-    be.Add(x, proj, T * H, x);
-
-    // ---- MLP block: x += down_proj(silu(gate_proj(n)) * up_proj(n)) ----
-    // (nanochat: x += c_proj(relu(c_fc(n))²), c_fc loaded as gate_proj.)
-    const int64_t F = L.gate.weight.rows;
-    be.RmsNorm(x, L.post_norm.data(), eps, T, H, H, xn);
-    prof.Mark(DecodeProfile::kNorms);
-    if (c.relu2_mlp) {
-      be.Matmul(xn, T, H, L.gate.weight, S.gate.data(), F, false);
-      add_bias(S.gate.data(), F, L.gate.bias);
-      float* h = S.gate.data();
-      for (int64_t i = 0; i < T * F; ++i) h[i] = h[i] > 0.0f ? h[i] * h[i] : 0.0f;
-    } else {
-      const kernels::KernelBackend::MatmulOutput gate_up[2] = {{&L.gate.weight, S.gate.data(), F},
-                                                               {&L.up.weight, S.up.data(), F}};
-      be.MatmulMulti(xn, T, H, gate_up, 2);
-      add_bias(S.gate.data(), F, L.gate.bias);
-      add_bias(S.up.data(), F, L.up.bias);
-      be.SiluMul(S.gate.data(), S.up.data(), T, F, F, S.gate.data());
-    }
-    prof.Mark(DecodeProfile::kGateUp);
-    be.Matmul(S.gate.data(), T, F, L.down.weight, proj, H, false);
-    prof.Mark(DecodeProfile::kDown);
-    // >>> Tensor parallelism: down_proj is row-parallel; each rank holds a partial sum.
-    if (hooks.all_reduce) OCTET_RETURN_IF_ERROR(hooks.all_reduce(proj, T * H));
-    prof.Mark(DecodeProfile::kAllReduce);
-    add_bias(proj, H, L.down.bias);
-    be.Add(x, proj, T * H, x);
-    prof.Mark(DecodeProfile::kNorms);
-  }
-  for (size_t s = 0; s < batch.size(); ++s) {
-    cache.set_length(batch[s].slot,
-                     batch[s].start_pos + static_cast<int64_t>(batch[s].tokens.size()));
-  }
-
-  // Logits only for the rows that need them (the last token of each chunk,
-  // or all of a chunk's tokens when asked).
-  std::vector<int64_t> rows;
-  out->row_begin.assign(batch.size(), 0);
-  for (size_t s = 0; s < batch.size(); ++s) {
-    out->row_begin[s] = static_cast<int64_t>(rows.size());
-    const int64_t n = static_cast<int64_t>(batch[s].tokens.size());
-    for (int64_t i = batch[s].all_logits ? 0 : n - 1; i < n; ++i) rows.push_back(first[s] + i);
-  }
-  const int64_t R = static_cast<int64_t>(rows.size());
-  if (static_cast<int64_t>(S.rows.size()) < R * H) S.rows.resize(R * H);
-  for (int64_t r = 0; r < R; ++r)
-    std::memcpy(S.rows.data() + r * H, x + rows[r] * H, H * sizeof(float));
-  be.RmsNorm(S.rows.data(), final_norm_.data(), eps, R, H, H, S.rows.data());
-  out->vocab = c.vocab_size;
-  out->logits.resize(R * out->vocab);
-  if (local_vocab_ == c.vocab_size) {
-    be.Matmul(S.rows.data(), R, H, lm_head_.weight, out->logits.data(), out->vocab, false);
-    prof.Mark(DecodeProfile::kLmHead);
-    return Status::Ok();
-  }
-  // >>> Tensor parallelism: vocab-parallel lm_head; every rank's rows gathered.
-  if (static_cast<int64_t>(S.local_logits.size()) < R * local_vocab_) {
-    S.local_logits.resize(R * local_vocab_);
-  }
-  be.Matmul(S.rows.data(), R, H, lm_head_.weight, S.local_logits.data(), local_vocab_, false);
-  Status gathered = hooks.gather_logits(S.local_logits.data(), R, local_vocab_, out->logits.data());
-  prof.Mark(DecodeProfile::kLmHead);
-  return gathered;
+  return KvCache(config_.num_layers, local_kv_heads_, config_.head_dim, slots, capacity, dtype,
+                 std::move(*storage));
 }
 
 }  // namespace octet::engine

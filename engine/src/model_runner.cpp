@@ -10,7 +10,7 @@ Status LocalRunner::ResetCache(int slots, int64_t capacity, kernels::KvDtype dty
                                 std::to_string(slots) + " x " + std::to_string(capacity) + ")");
   }
   cache_ = KvCache();  // free the old one first
-  cache_ = model_.NewKvCache(slots, capacity, dtype);
+  OCTET_ASSIGN_OR_RETURN(cache_, model_.NewKvCache(slots, capacity, dtype));
   return Status::Ok();
 }
 

@@ -1,6 +1,7 @@
 // Backend registry: which backends this build has, which this machine runs.
 #include "octet/kernels/backend.h"
 
+#include <iterator>
 #include <memory>
 
 #include "cpu/cpu_backend.h"
@@ -42,6 +43,28 @@ const cpu::IsaKernels* IsaFor(std::string_view name) {
 }
 
 }  // namespace
+
+std::string_view MemoryKindName(MemoryKind kind) {
+  switch (kind) {
+    case MemoryKind::kHost:
+      return "host";
+    case MemoryKind::kDevice:
+      return "device";
+    case MemoryKind::kHostPinned:
+      return "host-pinned";
+  }
+  return "?";
+}
+
+std::string_view OpName(Op op) {
+  static constexpr std::string_view kNames[] = {
+      "matmul",      "gemm",     "embedding", "rms_norm", "rope",           "attention",
+      "kv_store",    "silu_mul", "relu2",     "add",      "add_row_vector", "fill",
+      "gather_rows", "soft_cap", "softmax",   "argmax",   "top_k"};
+  static_assert(std::size(kNames) == static_cast<size_t>(Op::kCount));
+  const auto i = static_cast<size_t>(op);
+  return i < std::size(kNames) ? kNames[i] : "?";
+}
 
 std::string_view KvDtypeName(KvDtype dtype) { return dtype == KvDtype::kF16 ? "f16" : "f32"; }
 

@@ -79,8 +79,12 @@ int main(int argc, char** argv) {
     }
     Entry e;
     e.backend = name;
-    e.cache = std::make_unique<KvCache>(
-        (*m)->NewKvCache(static_cast<int>(max_c), *context + *steps + 2, *kv));
+    auto cache = (*m)->NewKvCache(static_cast<int>(max_c), *context + *steps + 2, *kv);
+    if (!cache.ok()) {
+      std::fprintf(stderr, "bench_decode_steps: %s\n", cache.status().ToString().c_str());
+      return 1;
+    }
+    e.cache = std::make_unique<KvCache>(std::move(*cache));
     e.model = std::move(*m);
     entries.push_back(std::move(e));
   }

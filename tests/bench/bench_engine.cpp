@@ -203,7 +203,7 @@ Result<ModelResult> RunModel(const Shape& s, const std::string& dir, int threads
   r.name = s.name;
   r.weights = m.WeightFormatSummary();
   r.weight_bytes_per_token = m.WeightBytesPerToken();
-  KvCache cache = m.NewKvCache(2, n_prompt + n_decode + 1, kv_dtype);
+  KvCache cache = *m.NewKvCache(2, n_prompt + n_decode + 1, kv_dtype);
   Rng rng(7);
   std::vector<int32_t> prompt(n_prompt);
   for (auto& t : prompt) t = static_cast<int32_t>((rng.Next() * 0.5f + 0.5f) * (c.vocab_size - 1));
@@ -281,7 +281,7 @@ Result<ModelResult> RunModel(const Shape& s, const std::string& dir, int threads
   for (int64_t c : concurrency) {
     if (c <= 1 && decode_context == 0) continue;
     const int64_t steps = std::max<int64_t>(8, n_decode / 4);
-    KvCache bc = m.NewKvCache(static_cast<int>(c), decode_context + steps + 2, kv_dtype);
+    KvCache bc = *m.NewKvCache(static_cast<int>(c), decode_context + steps + 2, kv_dtype);
     std::vector<SequenceChunk> b(c);
     for (int64_t i = 0; i < c; ++i) {
       b[i].slot = static_cast<int>(i);

@@ -277,7 +277,7 @@ Status TpRuntime::ResetCache(int slots, int64_t capacity, kernels::KvDtype dtype
   w.Put(static_cast<int32_t>(dtype));  // followers take rank 0's cache type
   OCTET_RETURN_IF_ERROR(SendPlan(PlanOp::kReset, w.bytes));
   cache_ = KvCache();
-  cache_ = model_->NewKvCache(slots, capacity, dtype);
+  OCTET_ASSIGN_OR_RETURN(cache_, model_->NewKvCache(slots, capacity, dtype));
   return Status::Ok();
 }
 
@@ -354,7 +354,9 @@ Status TpRuntime::Follow(const std::function<bool()>& stop, int stop_grace_ms) {
           return Fail(DataLossError("malformed KV cache reset plan from rank 0"));
         }
         cache_ = KvCache();
-        cache_ = model_->NewKvCache(slots, capacity, static_cast<kernels::KvDtype>(dtype));
+        auto cache = model_->NewKvCache(slots, capacity, static_cast<kernels::KvDtype>(dtype));
+        if (!cache.ok()) return Fail(cache.status());
+        cache_ = std::move(*cache);
         break;
       }
       case PlanOp::kStep: {

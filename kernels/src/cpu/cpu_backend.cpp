@@ -2,8 +2,12 @@
 // thread pool, with the inner loops taken from one ISA table (isa.h).
 #include "cpu/cpu_backend.h"
 
+#include <sys/mman.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 
@@ -534,6 +538,113 @@ void CpuBackend::TopK(const float* x, int64_t n, int64_t k, int32_t* indices, fl
   for (int64_t i = 0; i < k; ++i) {
     indices[i] = idx[i];
     values[i] = x[idx[i]];
+  }
+}
+
+// ---- memory and the forward pass's small ops ----
+
+bool CpuBackend::supports(Op op, WeightFormat format) const {
+  switch (op) {
+    case Op::kMatmul:
+    case Op::kEmbedding:
+      return supports(format);
+    default:
+      return op < Op::kCount;
+  }
+}
+
+// ---- memory: plain host memory ----
+
+Result<Buffer> CpuBackend::Allocate(int64_t bytes) {
+  if (bytes < 0) return InvalidArgumentError("Allocate: negative size");
+  // Large blocks come from mmap, populated now: a KV cache is committed when
+  // it is made (a budget that does not fit fails at start, not mid-request),
+  // and decode steps do not take page faults as the cache fills.
+  constexpr int64_t kMapFrom = int64_t{1} << 20;
+  const size_t size = static_cast<size_t>(std::max<int64_t>(bytes, 1));
+  if (bytes >= kMapFrom) {
+    void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+    if (p == MAP_FAILED) {
+      return ResourceExhaustedError("cannot map " + std::to_string(bytes) +
+                                    " bytes of host memory: " + std::strerror(errno));
+    }
+    return Buffer(p, bytes, MemoryKind::kHost, [](void* q, int64_t n) {
+      ::munmap(q, static_cast<size_t>(std::max<int64_t>(n, 1)));
+    });
+  }
+  void* p = nullptr;
+  if (::posix_memalign(&p, 64, size) != 0 || p == nullptr) {
+    return ResourceExhaustedError("cannot allocate " + std::to_string(bytes) +
+                                  " bytes of host memory");
+  }
+  std::memset(p, 0, size);
+  return Buffer(p, bytes, MemoryKind::kHost, [](void* q, int64_t) { std::free(q); });
+}
+
+void CpuBackend::CopyToDevice(void* dst, const void* host_src, int64_t bytes) {
+  if (bytes > 0 && dst != host_src) std::memcpy(dst, host_src, static_cast<size_t>(bytes));
+}
+
+void CpuBackend::CopyToHost(void* host_dst, const void* src, int64_t bytes) {
+  if (bytes > 0 && host_dst != src) std::memcpy(host_dst, src, static_cast<size_t>(bytes));
+}
+
+void CpuBackend::EmbeddingShard(const WeightMatrix& table, int64_t first_row, const int32_t* ids,
+                                int64_t n, float* out) {
+  pool_.ParallelFor(n, [&](int64_t i, int) {
+    const int64_t local = static_cast<int64_t>(ids[i]) - first_row;
+    float* row = out + i * table.cols;
+    if (local >= 0 && local < table.rows) {
+      isa_.decode_rows(table, local, 1, 0, table.cols, row, table.cols);
+    } else {
+      std::memset(row, 0, static_cast<size_t>(table.cols) * sizeof(float));
+    }
+  });
+}
+
+void CpuBackend::KvStore(const KvStoreArgs& a) {
+  const int64_t hd = a.head_dim;
+  for (int64_t t = 0; t < a.n; ++t) {
+    for (int64_t h = 0; h < a.n_kv_heads; ++h) {
+      const int64_t dst = h * a.head_stride + (a.first_pos + t) * a.position_stride;
+      const float* ks = a.k + t * a.row_stride + h * hd;
+      const float* vs = a.v + t * a.row_stride + h * hd;
+      if (a.dtype == KvDtype::kF32) {
+        std::memcpy(static_cast<float*>(a.k_cache) + dst, ks, hd * sizeof(float));
+        std::memcpy(static_cast<float*>(a.v_cache) + dst, vs, hd * sizeof(float));
+        continue;
+      }
+      // Half: saturate at the largest finite half instead of overflowing to inf.
+      constexpr float kMaxHalf = 65504.0f;
+      uint16_t* kh = static_cast<uint16_t*>(a.k_cache) + dst;
+      uint16_t* vh = static_cast<uint16_t*>(a.v_cache) + dst;
+      for (int64_t c = 0; c < hd; ++c) {
+        kh[c] = F32ToF16(std::clamp(ks[c], -kMaxHalf, kMaxHalf));
+        vh[c] = F32ToF16(std::clamp(vs[c], -kMaxHalf, kMaxHalf));
+      }
+    }
+  }
+}
+
+void CpuBackend::AddRowVector(float* x, int64_t rows, int64_t n, int64_t stride, const float* v) {
+  for (int64_t r = 0; r < rows; ++r) isa_.add(x + r * stride, v, n, x + r * stride);
+}
+
+void CpuBackend::Relu2(float* x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) x[i] = x[i] > 0.0f ? x[i] * x[i] : 0.0f;
+}
+
+void CpuBackend::SoftCap(float* x, int64_t n, float cap) {
+  for (int64_t i = 0; i < n; ++i) x[i] = cap * std::tanh(x[i] / cap);
+}
+
+void CpuBackend::Fill(float* x, int64_t n, float value) { std::fill(x, x + n, value); }
+
+void CpuBackend::GatherRows(const float* x, int64_t ldx, const int64_t* rows, int64_t n_rows,
+                            int64_t n, float* out) {
+  for (int64_t r = 0; r < n_rows; ++r) {
+    std::memcpy(out + r * n, x + rows[r] * ldx, static_cast<size_t>(n) * sizeof(float));
   }
 }
 

@@ -18,6 +18,10 @@ class CpuBackend final : public KernelBackend {
   std::string_view name() const override { return isa_.name; }
   int num_threads() const override { return pool_.size(); }
   bool supports(WeightFormat format) const override;
+  bool supports(Op op, WeightFormat format) const override;
+  Result<Buffer> Allocate(int64_t bytes) override;
+  void CopyToDevice(void* dst, const void* host_src, int64_t bytes) override;
+  void CopyToHost(void* host_dst, const void* src, int64_t bytes) override;
   ThreadPool* host_thread_pool() override { return &pool_; }
   bool UsesNvfp4Tiles() const override { return isa_.gemv_nvfp4_tiles != nullptr; }
 
@@ -38,6 +42,15 @@ class CpuBackend final : public KernelBackend {
   void Softmax(float* x, int64_t rows, int64_t n) override;
   void Add(const float* a, const float* b, int64_t n, float* out) override;
   void Embedding(const WeightMatrix& table, const int32_t* ids, int64_t n, float* out) override;
+  void EmbeddingShard(const WeightMatrix& table, int64_t first_row, const int32_t* ids, int64_t n,
+                      float* out) override;
+  void KvStore(const KvStoreArgs& args) override;
+  void AddRowVector(float* x, int64_t rows, int64_t n, int64_t stride, const float* v) override;
+  void Relu2(float* x, int64_t n) override;
+  void SoftCap(float* x, int64_t n, float cap) override;
+  void Fill(float* x, int64_t n, float value) override;
+  void GatherRows(const float* x, int64_t ldx, const int64_t* rows, int64_t n_rows, int64_t n,
+                  float* out) override;
   int64_t Argmax(const float* x, int64_t n) override;
   void TopK(const float* x, int64_t n, int64_t k, int32_t* indices, float* values) override;
 

@@ -96,7 +96,7 @@ class TestEngineFixtures : public QObject {
     Reference ref = LoadReference(dir);
     auto m = LoadOrDie(dir, backend.toStdString());
     QCOMPARE(m->config().vocab_size, ref.V);
-    KvCache cache = m->NewKvCache(1, ref.T);
+    KvCache cache = *m->NewKvCache(1, ref.T);
     SequenceChunk ch;
     ch.tokens = ref.prompt;
     ch.tokens.insert(ch.tokens.end(), ref.generated.begin(), ref.generated.end() - 1);
@@ -187,7 +187,7 @@ class TestEngineFixtures : public QObject {
     std::vector<int32_t> seq = ref.prompt;
     seq.insert(seq.end(), ref.generated.begin(), ref.generated.end() - 1);
     const int64_t T = static_cast<int64_t>(seq.size());
-    KvCache cache = m->NewKvCache(4, T);
+    KvCache cache = *m->NewKvCache(4, T);
     // Per slot: how many tokens of `seq` it has consumed, and the chunk sizes it takes.
     struct Plan {
       int slot;
@@ -297,7 +297,7 @@ class TestEngineFixtures : public QObject {
         status[r] = InternalError("rank holds " + std::to_string((*m)->local_heads()) + " heads");
         return;
       }
-      KvCache cache = (*m)->NewKvCache(1, ref.T);
+      KvCache cache = *(*m)->NewKvCache(1, ref.T);
       ForwardHooks hooks;
       hooks.all_reduce = [&](float* data, int64_t n) {
         partial[r].assign(data, data + n);
@@ -399,7 +399,7 @@ class TestEngineFixtures : public QObject {
 
   void outOfRangeTokenIsAnError() {
     auto m = LoadOrDie(test::FixturesDir() + "/qwen3-tiny");
-    KvCache cache = m->NewKvCache(1, 8);
+    KvCache cache = *m->NewKvCache(1, 8);
     ForwardOutput out;
     SequenceChunk ch;
     ch.tokens = {1, 2, 320};

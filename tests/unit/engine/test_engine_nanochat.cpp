@@ -135,7 +135,7 @@ class TestEngineNanochat : public QObject {
     const Batch b = LoadBatch(dir);
     auto m = Load(dir, backend.toStdString());
     QCOMPARE(m->config().vocab_size, b.V);
-    KvCache cache = m->NewKvCache(1, b.T);
+    KvCache cache = *m->NewKvCache(1, b.T);
     for (int64_t r = 0; r < b.B; ++r) {
       cache.set_length(0, 0);
       SequenceChunk ch;
@@ -159,7 +159,7 @@ class TestEngineNanochat : public QObject {
     const std::string dir = test::FixturesDir() + "/trainer";
     const Batch b = LoadBatch(dir);
     auto m = Load(dir, "auto");
-    KvCache cache = m->NewKvCache(static_cast<int>(b.B), b.T);
+    KvCache cache = *m->NewKvCache(static_cast<int>(b.B), b.T);
     const int64_t prefill = 5;
     double worst = 0;
     for (int64_t pos = 0; pos < b.T;) {

@@ -3,9 +3,11 @@
 // scalar backend (for the rest), on random shapes including odd sizes.
 // Also the number-format conversions against hand-checked values.
 #include <QtTest>
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <memory>
 #include <random>
 #include <thread>
@@ -848,6 +850,139 @@ class TestKernelConformance : public QObject {
       QCOMPARE(idx[1], 3);
       QCOMPARE(idx[2], 5);
       QCOMPARE(val[2], 4.0f);
+    }
+  }
+
+  // The memory interface: zeroed, aligned buffers of the backend's kind, and
+  // copies in and out (plain copies on the CPU backends, which compute in host
+  // memory).
+  void buffersAndCopies() {
+    for (auto& backend : AllBackends(2)) {
+      QCOMPARE(backend->memory_kind(), MemoryKind::kHost);
+      for (int64_t bytes : {int64_t{1}, int64_t{4096}, int64_t{3} << 20}) {
+        auto b = backend->Allocate(bytes);
+        QVERIFY(b.ok());
+        QCOMPARE(b->bytes(), bytes);
+        QCOMPARE(reinterpret_cast<uintptr_t>(b->data()) % 64, uintptr_t{0});
+        const auto* p = b->as<const uint8_t>();
+        QVERIFY(std::all_of(p, p + bytes, [](uint8_t c) { return c == 0; }));
+        std::vector<uint8_t> in(bytes), out(bytes);
+        for (int64_t i = 0; i < bytes; ++i) in[i] = static_cast<uint8_t>(i * 7 + 3);
+        backend->CopyToDevice(b->data(), in.data(), bytes);
+        backend->CopyToHost(out.data(), b->data(), bytes);
+        QVERIFY(in == out);
+      }
+      QVERIFY(backend->Synchronize().ok());
+      // A host backend reads weights in place.
+      std::mt19937 rng(3);
+      OwnedWeight w = RandomWeight(WeightFormat::kBF16, 16, 32, rng);
+      std::vector<Buffer> storage;
+      auto placed = backend->PrepareWeight(w.view, &storage);
+      QVERIFY(placed.ok());
+      QCOMPARE(placed->data, w.view.data);
+      QVERIFY(storage.empty());
+      for (int op = 0; op < static_cast<int>(Op::kCount); ++op) {
+        QVERIFY2(backend->supports(static_cast<Op>(op)),
+                 std::string(OpName(static_cast<Op>(op))).c_str());
+      }
+    }
+  }
+
+  // The forward pass's small ops, against references written here.
+  void forwardPassSmallOps() {
+    std::mt19937 rng(11);
+    for (auto& backend : AllBackends(2)) {
+      // KvStore: [n, heads, hd] rows into the head-major cache, f32 exactly,
+      // f16 rounded to nearest and saturated.
+      const int64_t n = 3, heads = 2, hd = 8, cap = 7, first = 2, ld = heads * hd + 5;
+      std::vector<float> k = RandomFloats(n * ld, rng, 3.0f), v = RandomFloats(n * ld, rng, 3.0f);
+      k[0] = 1e6f;   // saturates in f16
+      v[1] = -7e4f;  // too
+      for (KvDtype dt : {KvDtype::kF32, KvDtype::kF16}) {
+        const int64_t es = KvDtypeBytes(dt);
+        std::vector<uint8_t> kc(heads * cap * hd * es, 0xab), vc(heads * cap * hd * es, 0xab);
+        KvStoreArgs a;
+        a.k = k.data();
+        a.v = v.data();
+        a.row_stride = ld;
+        a.n = n;
+        a.n_kv_heads = heads;
+        a.head_dim = hd;
+        a.k_cache = kc.data();
+        a.v_cache = vc.data();
+        a.dtype = dt;
+        a.position_stride = hd;
+        a.head_stride = cap * hd;
+        a.first_pos = first;
+        backend->KvStore(a);
+        for (int64_t h = 0; h < heads; ++h) {
+          for (int64_t p = 0; p < cap; ++p) {
+            for (int64_t c = 0; c < hd; ++c) {
+              const int64_t e = (h * cap + p) * hd + c;
+              const bool stored = p >= first && p < first + n;
+              for (int which = 0; which < 2; ++which) {
+                const auto& cache = which ? vc : kc;
+                const auto& src = which ? v : k;
+                if (!stored) {  // untouched
+                  QCOMPARE(cache[e * es], uint8_t{0xab});
+                  continue;
+                }
+                const float want = src[(p - first) * ld + h * hd + c];
+                float got;
+                if (dt == KvDtype::kF32) {
+                  std::memcpy(&got, cache.data() + e * 4, 4);
+                  QCOMPARE(got, want);
+                } else {
+                  uint16_t hbits;
+                  std::memcpy(&hbits, cache.data() + e * 2, 2);
+                  got = F16ToF32(hbits);
+                  const float clamped = std::clamp(want, -65504.0f, 65504.0f);
+                  QVERIFY2(std::fabs(got - clamped) <= std::fabs(clamped) * 0x1p-11f,
+                           (std::to_string(got) + " vs " + std::to_string(clamped)).c_str());
+                }
+              }
+            }
+          }
+        }
+      }
+      // AddRowVector over a strided matrix leaves the gaps alone.
+      const int64_t rows = 5, cols = 13, stride = 17;
+      std::vector<float> x = RandomFloats(rows * stride, rng), bias = RandomFloats(cols, rng);
+      std::vector<float> want = x;
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t c = 0; c < cols; ++c) want[r * stride + c] += bias[c];
+      backend->AddRowVector(x.data(), rows, cols, stride, bias.data());
+      QCOMPARE(x, want);
+      // Relu2, SoftCap, Fill.
+      std::vector<float> y = RandomFloats(37, rng, 4.0f), y2 = y, y3 = y;
+      backend->Relu2(y.data(), 37);
+      backend->SoftCap(y2.data(), 37, 15.0f);
+      for (int i = 0; i < 37; ++i) {
+        QCOMPARE(y[i], y3[i] > 0 ? y3[i] * y3[i] : 0.0f);
+        QVERIFY(std::fabs(y2[i] - 15.0 * std::tanh(double(y3[i]) / 15.0)) < 1e-5);
+      }
+      backend->Fill(y.data(), 37, -2.5f);
+      QVERIFY(std::all_of(y.begin(), y.end(), [](float f) { return f == -2.5f; }));
+      // GatherRows, repeats and out of order.
+      const std::vector<int64_t> pick = {4, 0, 4, 2};
+      std::vector<float> g(pick.size() * cols);
+      backend->GatherRows(x.data(), stride, pick.data(), 4, cols, g.data());
+      for (size_t r = 0; r < pick.size(); ++r)
+        for (int64_t c = 0; c < cols; ++c) QCOMPARE(g[r * cols + c], x[pick[r] * stride + c]);
+      // EmbeddingShard: rows of this shard's ids, zeros for the others.
+      for (WeightFormat f : {WeightFormat::kBF16, WeightFormat::kNvfp4}) {
+        OwnedWeight t = RandomWeight(f, 6, 32, rng);
+        const std::vector<int32_t> ids = {9, 3, 14, 10};  // shard holds ids 9..14
+        std::vector<float> out(ids.size() * 32, 123.0f);
+        backend->EmbeddingShard(t.view, 9, ids.data(), 4, out.data());
+        for (size_t i = 0; i < ids.size(); ++i) {
+          const int64_t local = ids[i] - 9;
+          for (int c = 0; c < 32; ++c) {
+            const float expect = local >= 0 && local < 6 ? WeightAt(t.view, local, c) : 0.0f;
+            QCOMPARE(out[i * 32 + c], expect);
+          }
+        }
+      }
     }
   }
 

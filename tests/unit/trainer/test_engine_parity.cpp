@@ -61,7 +61,7 @@ class TestEngineParity : public QObject {
     lo.threads = 2;
     auto em = engine::Model::Load(dir, lo);
     QVERIFY2(em.ok(), em.status().ToString().c_str());
-    engine::KvCache cache = (*em)->NewKvCache(B, T);
+    engine::KvCache cache = *(*em)->NewKvCache(B, T);
     std::vector<engine::SequenceChunk> batch(B);
     for (int64_t b = 0; b < B; ++b) {
       batch[b].slot = static_cast<int>(b);

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -31,6 +32,8 @@ Status ValidateSampling(const SamplingParams& p);
 class Sampler {
  public:
   explicit Sampler(const SamplingParams& params);
+  // `logits` in host memory; `backend` the model's (its Argmax/TopK are used
+  // when its ops read host memory).
   int32_t Sample(const float* logits, int64_t vocab, kernels::KernelBackend& backend);
 
  private:
@@ -38,6 +41,7 @@ class Sampler {
   std::mt19937_64 rng_;
   std::vector<int32_t> idx_;
   std::vector<float> val_;
+  std::shared_ptr<kernels::KernelBackend> host_ops_;  // for a device backend's logits
 };
 
 struct GenerateOptions {

@@ -5,6 +5,11 @@
 // keys of one head, which one attention task reads, are one contiguous run;
 // see AttentionSequence::position_stride).
 //
+// The cache lives in memory of the backend that computes with it (a Buffer
+// from KernelBackend::Allocate: host memory for the CPU backends, device
+// memory for a GPU); Model::NewKvCache makes one, and the backend's KvStore
+// writes it.
+//
 // A serving scheduler gives each live request a slot, calls Clear(slot) when
 // the request ends, and reuses it. (A paged cache can replace this behind the
 // same Forward contract later.)
@@ -20,8 +25,11 @@ namespace octet::engine {
 class KvCache {
  public:
   KvCache() = default;
+  // `storage` holds at least BytesFor(...) bytes of the computing backend's memory.
   KvCache(int64_t layers, int64_t kv_heads, int64_t head_dim, int slots, int64_t capacity,
-          kernels::KvDtype dtype = kernels::KvDtype::kF32);
+          kernels::KvDtype dtype, kernels::Buffer storage);
+  static int64_t BytesFor(int64_t layers, int64_t kv_heads, int64_t head_dim, int slots,
+                          int64_t capacity, kernels::KvDtype dtype);
 
   int num_slots() const { return slots_; }
   int64_t capacity() const { return capacity_; }
@@ -29,26 +37,29 @@ class KvCache {
   int64_t kv_heads() const { return kv_heads_; }
   int64_t head_dim() const { return head_dim_; }
   kernels::KvDtype dtype() const { return dtype_; }
-  int64_t bytes() const { return static_cast<int64_t>(data_.size()); }
+  int64_t bytes() const { return data_.bytes(); }
 
   // Positions [0, length) of a slot hold valid keys/values.
   int64_t length(int slot) const { return lengths_[slot]; }
   void set_length(int slot, int64_t n) { lengths_[slot] = n; }
   void Clear(int slot) { lengths_[slot] = 0; }
 
-  // Writes positions [first_pos, first_pos + n) of a slot's layer from float
-  // rows of kv_heads * head_dim keys and values, converted to dtype(). The
-  // caller keeps first_pos + n <= capacity().
-  void Store(int64_t layer, int slot, int64_t first_pos, int64_t n, const float* k, const float* v);
+  // Arguments for the backend's KvStore that write positions [first_pos,
+  // first_pos + n) of a slot's layer from float rows of kv_heads * head_dim
+  // keys and values (`row_stride` floats apart). The caller keeps first_pos +
+  // n <= capacity().
+  kernels::KvStoreArgs StoreArgs(int64_t layer, int slot, int64_t first_pos, int64_t n,
+                                 const float* k, const float* v, int64_t row_stride);
 
-  // A slot's layer cache (elements of dtype()) and its strides in elements,
-  // for AttentionSequence.
-  const void* k(int64_t layer, int slot) const { return data_.data() + Offset(layer, slot, 0); }
-  const void* v(int64_t layer, int slot) const { return data_.data() + Offset(layer, slot, 1); }
+  // A slot's layer cache (elements of dtype(), in the backend's memory) and
+  // its strides in elements, for AttentionSequence.
+  const void* k(int64_t layer, int slot) const { return Base() + Offset(layer, slot, 0); }
+  const void* v(int64_t layer, int slot) const { return Base() + Offset(layer, slot, 1); }
   int64_t position_stride() const { return head_dim_; }
   int64_t head_stride() const { return capacity_ * head_dim_; }
 
  private:
+  uint8_t* Base() const { return data_.as<uint8_t>(); }
   // Byte offset of a slot's layer K (which = 0) or V (1).
   int64_t Offset(int64_t layer, int slot, int which) const {
     const int64_t per = capacity_ * kv_heads_ * head_dim_ * kernels::KvDtypeBytes(dtype_);
@@ -57,7 +68,7 @@ class KvCache {
   int64_t layers_ = 0, kv_heads_ = 0, head_dim_ = 0, capacity_ = 0;
   int slots_ = 0;
   kernels::KvDtype dtype_ = kernels::KvDtype::kF32;
-  std::vector<uint8_t> data_;
+  kernels::Buffer data_;
   std::vector<int64_t> lengths_;
 };
 

@@ -3,7 +3,7 @@
 //
 //   LoadOptions opt;  opt.threads = 2;  opt.progress = [](const LoadProgress& p) {...};
 //   OCTET_ASSIGN_OR_RETURN(auto model, Model::Load("/models/qwen3-0.6b", opt));
-//   KvCache cache = model->NewKvCache(/*slots=*/4, /*capacity=*/4096);
+//   OCTET_ASSIGN_OR_RETURN(KvCache cache, model->NewKvCache(/*slots=*/4, /*capacity=*/4096));
 //   std::vector<SequenceChunk> batch = {
 //       {.slot = 0, .start_pos = 0,  .tokens = prompt},      // prefill a new request
 //       {.slot = 1, .start_pos = 37, .tokens = {last_id}}};  // decode another one
@@ -14,8 +14,11 @@
 //   // rows start.
 //
 // Weights stay memory-mapped in their stored format (an NVFP4 model is not
-// expanded to floats). All tokens of a batch go through each matmul together,
-// so one step reads every weight once however many sequences it carries.
+// expanded to floats); a device backend copies them into its own memory
+// (KernelBackend::PrepareWeight). The forward pass issues backend ops on the
+// backend's memory only, and the engine never reads a device pointer. All tokens of a batch go
+// through each matmul together, so one step reads every weight once however many sequences it
+// carries.
 //
 // Tensor parallelism plugs in through LoadOptions::shard (which rows/columns
 // of each weight this rank keeps; octet/engine/tensor_parallel.h makes the
@@ -102,20 +105,31 @@ struct LoadOptions {
       shard;
 };
 
+// A float parameter vector (a norm weight, a bias, RoPE's frequencies): its
+// values as loaded, and the same values where the backend's ops read them
+// (`host.data()` on a host backend, a buffer of the model's on a device).
+struct ParamVector {
+  std::vector<float> host;
+  const float* device = nullptr;
+  bool empty() const { return host.empty(); }
+  int64_t size() const { return static_cast<int64_t>(host.size()); }
+};
+
 // A linear layer: weight view (+ optional float bias over its output rows).
+// The weight is in the backend's memory (KernelBackend::PrepareWeight).
 struct Linear {
   std::string name;  // module name, for messages
   LinearRole role = LinearRole::kReplicated;
   kernels::WeightMatrix weight;
-  std::vector<float> bias;  // empty: none
+  ParamVector bias;  // empty: none
 };
 
 // Parameter-free norms (nanochat) hold ones. A ReLU² MLP (nanochat) uses
 // gate (c_fc) and down (c_proj) and leaves `up` empty.
 struct LayerWeights {
-  std::vector<float> input_norm;      // [hidden]
-  std::vector<float> post_norm;       // [hidden]
-  std::vector<float> q_norm, k_norm;  // [head_dim] (Qwen3, nanochat), else empty
+  ParamVector input_norm;      // [hidden]
+  ParamVector post_norm;       // [hidden]
+  ParamVector q_norm, k_norm;  // [head_dim] (Qwen3, nanochat), else empty
   Linear q, k, v, o, gate, up, down;
 };
 
@@ -138,7 +152,10 @@ struct ForwardOutput {
   const float* Last(size_t chunk) const;
 };
 
-// Hooks into the forward pass (tensor parallelism, tracing).
+// Hooks into the forward pass (tensor parallelism, tracing). Their pointers
+// are in the backend's memory (host memory for the CPU backends; a device
+// backend's hooks run on device buffers, e.g. NCCL), except `full`, which is
+// host memory.
 struct ForwardHooks {
   // Sums `n` floats elementwise across the ranks of a tensor-parallel group, in
   // place. Called after o_proj and after down_proj in every layer, and after
@@ -173,8 +190,10 @@ class Model {
   int64_t WeightBytes() const { return store_->total_bytes(); }
   std::string WeightFormatSummary() const;  // "BF16", "NVFP4+BF16", ...
 
-  KvCache NewKvCache(int slots, int64_t capacity,
-                     kernels::KvDtype dtype = kernels::KvDtype::kF32) const;
+  // A KV cache in the backend's memory. ResourceExhausted when there is none
+  // to be had.
+  Result<KvCache> NewKvCache(int slots, int64_t capacity,
+                             kernels::KvDtype dtype = kernels::KvDtype::kF32) const;
 
   // Runs one step over `batch` (see SequenceChunk). Errors (nothing computed,
   // cache unchanged): an empty chunk, a token id outside [0, vocab), a slot out
@@ -186,11 +205,11 @@ class Model {
   const LayerWeights& layer(int64_t i) const { return layers_[i]; }
 
  private:
-  Model() = default;
+  Model();
   Status LoadWeights(const LoadOptions& options);
-  // Forward without the logit soft-cap (nanochat), which Forward applies.
-  Status ForwardUncapped(const std::vector<SequenceChunk>& batch, KvCache& cache,
-                         ForwardOutput* out, const ForwardHooks& hooks);
+  // Brings every weight and parameter vector into the backend's memory and
+  // checks that the backend runs every op the forward pass needs.
+  Status PlaceOnBackend();
 
   std::string dir_;
   ModelConfig config_;
@@ -200,11 +219,13 @@ class Model {
   int64_t local_kv_heads_ = 0;
   int64_t vocab_begin_ = 0;
   int64_t local_vocab_ = 0;
-  std::vector<float> inv_freq_;
+  ParamVector inv_freq_;
   kernels::WeightMatrix embed_;
   Linear lm_head_;
-  std::vector<float> final_norm_;
-  std::vector<float> embedding_norm_;  // [hidden] when config_.embedding_norm (nanochat: ones)
+  ParamVector final_norm_;
+  ParamVector embedding_norm_;  // [hidden] when config_.embedding_norm (nanochat: ones)
+  // Backend memory holding the weights and parameters (empty on a host backend).
+  std::vector<kernels::Buffer> placed_;
   std::vector<LayerWeights> layers_;
   // Copies of tensors whose bytes are not aligned to their element size in the file.
   std::vector<std::vector<uint8_t>> realigned_;

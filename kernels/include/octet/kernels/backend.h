@@ -9,11 +9,25 @@
 // `CreateBackend("auto")` picks the fastest. Every op is checked against the
 // scalar backend by tests/unit/kernels/test_kernel_conformance.
 //
-// Conventions: all pointers are in the backend's memory (host memory for the
-// CPU backends); activations are float32, row-major, with the row stride in
-// elements given where a matrix may be a strided view. Ops are synchronous and
-// may use the backend's thread pool. A backend object is not thread-safe:
-// one caller at a time (the engine owns one per model instance).
+// Memory: a backend owns the memory its ops work on (buffer.h). Every pointer
+// an op takes — activations, index arrays, norm weights, biases, the KV cache,
+// weight data — is in the backend's memory (memory_kind(): host memory for the
+// CPU backends, device memory for a GPU backend); callers get such memory from
+// Allocate, move bytes in and out with CopyToDevice / CopyToHost, and have
+// weights brought in by PrepareWeight. A caller never dereferences a pointer
+// into device memory. Activations are float32, row-major, with the row stride
+// in elements given where a matrix may be a strided view.
+//
+// Ordering: ops run in the order they are issued. A device backend may run
+// them asynchronously; CopyToHost and Synchronize wait for what came before.
+// The CPU backends run every op to completion before returning (and may use
+// their thread pool). A backend object is not thread-safe: one caller at a
+// time (the engine owns one per model instance).
+//
+// Coverage: supports(op, format) says which ops a backend runs, per weight
+// format where the op takes weights. The engine checks at load that the
+// backend runs every op its forward pass needs and refuses the model, naming
+// the op, where it does not.
 #pragma once
 
 #include <cstdint>
@@ -23,6 +37,7 @@
 #include <vector>
 
 #include "octet/base/status.h"
+#include "octet/kernels/buffer.h"
 #include "octet/kernels/weight.h"
 
 namespace octet::kernels {
@@ -75,6 +90,49 @@ struct AttentionArgs {
   int64_t n_sequences = 0;
 };
 
+// Writes new positions of one sequence into its KV cache (KvStore below).
+struct KvStoreArgs {
+  // [n, n_kv_heads, head_dim] float rows of keys and values, rows
+  // `row_stride` floats apart.
+  const float* k = nullptr;
+  const float* v = nullptr;
+  int64_t row_stride = 0;
+  int64_t n = 0;
+  int64_t n_kv_heads = 0;
+  int64_t head_dim = 0;
+  // The sequence's cache (elements of `dtype`) with the layout of
+  // AttentionSequence: element (h, p) at h * head_stride + p * position_stride.
+  void* k_cache = nullptr;
+  void* v_cache = nullptr;
+  KvDtype dtype = KvDtype::kF32;
+  int64_t position_stride = 0;
+  int64_t head_stride = 0;
+  int64_t first_pos = 0;  // row t goes to position first_pos + t
+};
+
+// The operations of KernelBackend, for supports(op, format).
+enum class Op : uint8_t {
+  kMatmul,     // Matmul and MatmulMulti (m = 1 GEMV and m > 1 GEMM), per weight format
+  kGemm,       // float32 GEMM (the trainer)
+  kEmbedding,  // per table format
+  kRmsNorm,    // rows and per-head (QK-norm)
+  kRope,       // half-split; partial rotary through head_dim and inv_freq
+  kAttention,  // decode over a KV cache and causal prefill
+  kKvStore,
+  kSiluMul,
+  kRelu2,
+  kAdd,
+  kAddRowVector,  // biases
+  kFill,
+  kGatherRows,
+  kSoftCap,
+  kSoftmax,
+  kArgmax,
+  kTopK,
+  kCount
+};
+std::string_view OpName(Op op);  // "matmul", "kv_store", ...
+
 struct BackendOptions {
   int threads = 0;  // <= 0: all hardware threads
 };
@@ -87,6 +145,31 @@ class KernelBackend {
   virtual int num_threads() const = 0;
   // Whether Matmul/Embedding accept weights of this format.
   virtual bool supports(WeightFormat format) const = 0;
+  // Whether this backend runs `op` (with weights of `format`, for the ops that
+  // take weights; ignored otherwise).
+  virtual bool supports(Op op, WeightFormat format = WeightFormat::kF32) const = 0;
+
+  // ---- memory (see the conventions above) ----
+  // The kind of memory every op's pointers are in.
+  virtual MemoryKind memory_kind() const { return MemoryKind::kHost; }
+  // `bytes` of this backend's memory, zeroed, aligned to at least 64 bytes.
+  // ResourceExhausted when there is no such memory to be had.
+  virtual Result<Buffer> Allocate(int64_t bytes) = 0;
+  // host -> backend memory, and backend memory -> host (which first waits for
+  // the ops issued before it). Plain copies on a host backend.
+  virtual void CopyToDevice(void* dst, const void* host_src, int64_t bytes) = 0;
+  virtual void CopyToHost(void* host_dst, const void* src, int64_t bytes) = 0;
+  // Waits for every op issued so far; reports an error a device raised.
+  virtual Status Synchronize() { return Status::Ok(); }
+  // A weight matrix as this backend's ops read it. Host backends read the
+  // caller's (mapped) memory in place and return `w` itself; a device backend
+  // copies the data (and scales, tiles) into buffers it appends to `storage`
+  // (which the caller keeps as long as the returned view) and returns a view
+  // of them.
+  virtual Result<WeightMatrix> PrepareWeight(const WeightMatrix& w, std::vector<Buffer>* storage) {
+    (void)storage;
+    return w;
+  }
   // The host thread pool this backend's ops run on (nullptr for a device
   // backend). Callers with loops of their own (the trainer's element-wise ops)
   // run them on it, so two pools never spin against each other on one core.
@@ -153,6 +236,33 @@ class KernelBackend {
   // out[i, :] = table[ids[i], :] as float. ids must be in [0, table.rows)
   // (the engine validates them first).
   virtual void Embedding(const WeightMatrix& table, const int32_t* ids, int64_t n, float* out) = 0;
+
+  // x[r, :] = table[ids[r] - first_row, :] for the rows whose id lies in
+  // [first_row, first_row + table.rows), zero for the others: a vocab-parallel
+  // embedding shard (the all-reduce across ranks completes every row).
+  virtual void EmbeddingShard(const WeightMatrix& table, int64_t first_row, const int32_t* ids,
+                              int64_t n, float* out) = 0;
+
+  // Stores new keys and values of one sequence into its cache, converted to
+  // the cache's dtype (f16: rounded to nearest, saturated at +-65504).
+  virtual void KvStore(const KvStoreArgs& args) = 0;
+
+  // x[r, :] += v for `rows` rows of `n`, rows `stride` floats apart (a bias).
+  virtual void AddRowVector(float* x, int64_t rows, int64_t n, int64_t stride, const float* v) = 0;
+
+  // x[i] = max(x[i], 0)^2 (nanochat's ReLU² MLP), in place.
+  virtual void Relu2(float* x, int64_t n) = 0;
+
+  // x[i] = cap * tanh(x[i] / cap) (nanochat's logit soft-cap), in place.
+  virtual void SoftCap(float* x, int64_t n, float cap) = 0;
+
+  // x[i] = value for n elements.
+  virtual void Fill(float* x, int64_t n, float value) = 0;
+
+  // out[r, :] = x[rows[r], :] for r < n_rows, rows of `n` floats, x rows `ldx`
+  // apart, out rows `n` apart.
+  virtual void GatherRows(const float* x, int64_t ldx, const int64_t* rows, int64_t n_rows,
+                          int64_t n, float* out) = 0;
 
   // Index of the largest element (the first one on ties; NaN never wins).
   virtual int64_t Argmax(const float* x, int64_t n) = 0;

@@ -1,0 +1,41 @@
+#include "octet/engine/kv_cache.h"
+
+#include <utility>
+
+namespace octet::engine {
+
+KvCache::KvCache(int64_t layers, int64_t kv_heads, int64_t head_dim, int slots, int64_t capacity,
+                 kernels::KvDtype dtype, kernels::Buffer storage)
+    : layers_(layers),
+      kv_heads_(kv_heads),
+      head_dim_(head_dim),
+      capacity_(capacity),
+      slots_(slots),
+      dtype_(dtype),
+      data_(std::move(storage)),
+      lengths_(slots, 0) {}
+
+int64_t KvCache::BytesFor(int64_t layers, int64_t kv_heads, int64_t head_dim, int slots,
+                          int64_t capacity, kernels::KvDtype dtype) {
+  return layers * slots * 2 * capacity * kv_heads * head_dim * kernels::KvDtypeBytes(dtype);
+}
+
+kernels::KvStoreArgs KvCache::StoreArgs(int64_t layer, int slot, int64_t first_pos, int64_t n,
+                                        const float* k, const float* v, int64_t row_stride) {
+  kernels::KvStoreArgs a;
+  a.k = k;
+  a.v = v;
+  a.row_stride = row_stride;
+  a.n = n;
+  a.n_kv_heads = kv_heads_;
+  a.head_dim = head_dim_;
+  a.k_cache = Base() + Offset(layer, slot, 0);
+  a.v_cache = Base() + Offset(layer, slot, 1);
+  a.dtype = dtype_;
+  a.position_stride = position_stride();
+  a.head_stride = head_stride();
+  a.first_pos = first_pos;
+  return a;
+}
+
+}  // namespace octet::engine
