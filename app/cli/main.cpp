@@ -6,6 +6,9 @@
 
 #include "command.h"
 #include "octet/base/build_info.h"
+#if OCTET_HAVE_CUDA
+#include "octet/kernels/cuda/cuda_device.h"
+#endif
 
 namespace {
 
@@ -32,6 +35,10 @@ int main(int argc, char** argv) {
   const std::string name = argv[1];
   if (name == "--version" || name == "version") {
     std::cout << octet::GetBuildInfo().ToString() << "\n";
+#if OCTET_HAVE_CUDA
+    std::cout << "CUDA kernels for architectures "
+              << octet::kernels::cuda::CudaCompiledArchitectures() << "\n";
+#endif
     return octet::cli::kExitOk;
   }
   for (const auto& c : octet::cli::Commands()) {

@@ -1,0 +1,61 @@
+// Device-side helpers shared by the kernels (internal): warp and block
+// reductions. Included by .cu files only.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace octet::kernels::cuda {
+
+inline constexpr int kWarpSize = 32;
+inline constexpr unsigned kFullMask = 0xffffffffu;
+
+__device__ __forceinline__ float WarpSum(float v) {
+#pragma unroll
+  for (int offset = kWarpSize / 2; offset > 0; offset /= 2) {
+    v += __shfl_xor_sync(kFullMask, v, offset);
+  }
+  return v;  // every lane holds the sum
+}
+
+__device__ __forceinline__ float WarpMax(float v) {
+#pragma unroll
+  for (int offset = kWarpSize / 2; offset > 0; offset /= 2) {
+    v = fmaxf(v, __shfl_xor_sync(kFullMask, v, offset));
+  }
+  return v;
+}
+
+// Sum of `v` over the block, returned to every thread. `scratch` holds one
+// float per warp (32 at most); the block size is a multiple of 32. Contains
+// __syncthreads: every thread of the block must call it.
+__device__ __forceinline__ float BlockSum(float v, float* scratch) {
+  const int lane = threadIdx.x % kWarpSize;
+  const int warp = threadIdx.x / kWarpSize;
+  const int warps = blockDim.x / kWarpSize;
+  v = WarpSum(v);
+  __syncthreads();  // scratch may still be read by a previous call
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  float total = 0.0f;
+  for (int w = 0; w < warps; ++w) total += scratch[w];  // same order in every thread
+  return total;
+}
+
+__device__ __forceinline__ float BlockMax(float v, float* scratch) {
+  const int lane = threadIdx.x % kWarpSize;
+  const int warp = threadIdx.x / kWarpSize;
+  const int warps = blockDim.x / kWarpSize;
+  v = WarpMax(v);
+  __syncthreads();
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  float m = scratch[0];
+  for (int w = 1; w < warps; ++w) m = fmaxf(m, scratch[w]);
+  return m;
+}
+
+inline int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+}  // namespace octet::kernels::cuda

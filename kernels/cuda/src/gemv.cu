@@ -1,0 +1,352 @@
+// Decode matmuls: y[m, n] = x[m, k] · W[n, k]ᵀ for m <= 8 activation rows,
+// W in BF16 or NVFP4, dequantized in registers. A decode step reads every
+// weight once, so the kernel is written for memory bandwidth: W streams
+// through 16-byte loads exactly once whatever m is, and x is reused from
+// shared memory and registers.
+//
+// Work split. A block of kWarps warps owns kRowsPerBlock consecutive rows of
+// W, each warp kRowsPerWarp of them; a lane handles the same columns of its
+// warp's rows, so every x value it loads from shared memory serves all of
+// them. The block walks k in tiles of kTileCols columns:
+//   1. each lane loads its 16-byte chunks of the tile for its rows into
+//      registers (BF16: 4 chunks of 8 values per row; NVFP4: 1 chunk of 32
+//      codes and its 2 E4M3 scales) — issued first, so that their latency
+//      overlaps step 2;
+//   2. the block stages x[0..m)[tile] in shared memory (zeros past k);
+//   3. each lane multiplies its chunks by the staged x, m rows at a time.
+// At the end each warp sums its lanes with shuffles and lane 0 writes the
+// m x kRowsPerWarp results. Out-of-range rows (n not a multiple of
+// kRowsPerBlock) read the last row again and are not written.
+//
+// Shared memory traffic. Lane l reads x[8l..8l+7] (BF16) or x[32l..32l+31]
+// (NVFP4) as float4s, 32 or 128 bytes apart: unpadded, two (BF16) or all
+// eight (NVFP4) lanes of a quarter-warp would hit the same banks. Each 32
+// columns of the staged tile are followed by 4 floats of padding
+// (PaddedCol), which makes every float4 load of the kernel conflict-free.
+//
+// Rows whose start is 16-byte aligned (base and stride: a matrix in its own
+// cudaMalloc with k a multiple of 8 (BF16) or 32 (NVFP4), i.e. every layer of
+// the usual models) take the vector loads; other rows, and the partial
+// chunk at the end of a row (k not a multiple of the chunk), are read element
+// by element into the same register layout with the missing columns as zero
+// codes, so one compute path serves all.
+//
+// Budget, per 16 bytes of weights and activation row: BF16 8 FMAs plus 8
+// conversions (shifts); NVFP4 32 FMAs, 32 E2M1 decodes (a few integer ops
+// each) and 32 scale multiplies. On GB10 (273 GB/s over 48 SMs) that is far
+// below the SMs' rate; on H200 (4.8 TB/s over 132 SMs) NVFP4 at several
+// activation rows is likely bound by these instructions rather than by
+// memory (bench_cuda shows which).
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <string>
+
+#include "cuda_check.h"
+#include "device_util.cuh"
+#include "octet/kernels/cuda/cuda_ops.h"
+#include "octet/kernels/format_decode.h"
+
+namespace octet::kernels::cuda {
+namespace {
+
+constexpr int kWarps = 8;
+constexpr int kRowsPerWarp = 4;
+constexpr int kRowsPerBlock = kWarps * kRowsPerWarp;
+constexpr int kThreads = kWarps * kWarpSize;
+constexpr int kTileCols = 1024;
+// 4 floats of padding after every 32 columns (see the file comment).
+constexpr int kPaddedTileCols = kTileCols + kTileCols / 32 * 4;
+
+__device__ __forceinline__ int PaddedCol(int c) { return c + (c >> 5) * 4; }
+
+__device__ __forceinline__ uint32_t Word(const uint4& v, int i) {
+  return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
+}
+
+// What one 16-byte chunk of a format holds.
+template <WeightFormat F>
+struct ChunkTraits;
+template <>
+struct ChunkTraits<WeightFormat::kBF16> {
+  static constexpr int kCols = 8;
+  __device__ static int64_t ByteOffset(int col) { return static_cast<int64_t>(col) * 2; }
+};
+template <>
+struct ChunkTraits<WeightFormat::kNvfp4> {
+  static constexpr int kCols = 32;
+  __device__ static int64_t ByteOffset(int col) { return col / 2; }  // col is a multiple of 32
+};
+// Chunks per lane per row per tile: the tile is one pass of the warp.
+template <WeightFormat F>
+constexpr int kChunksPerTile = kTileCols / (kWarpSize * ChunkTraits<F>::kCols);
+static_assert(kChunksPerTile<WeightFormat::kBF16> == 4 &&
+              kChunksPerTile<WeightFormat::kNvfp4> == 1);
+
+struct GemvParams {
+  const float* x;
+  int64_t ldx;
+  const uint8_t* w;
+  int64_t w_stride;       // bytes between rows of w
+  const uint8_t* scales;  // NVFP4
+  int64_t scale_stride;   // bytes between rows of scales
+  float global_scale;     // NVFP4 (applied to the sums)
+  float* y;
+  int64_t ldy;
+  int n;
+  int k;
+  bool accumulate;
+  bool vector_rows;  // every row starts 16-byte aligned
+};
+
+// The chunk of `row` that starts at column `col`, columns at or past k read
+// as zero codes (+0.0 in both formats).
+template <WeightFormat F>
+__device__ __forceinline__ uint4 LoadChunk(const uint8_t* row, int col, int k, bool vector_rows) {
+  constexpr int kCols = ChunkTraits<F>::kCols;
+  if (vector_rows && col + kCols <= k) {
+    // Streamed (evict-first): each weight is read once per call.
+    return __ldcs(reinterpret_cast<const uint4*>(row + ChunkTraits<F>::ByteOffset(col)));
+  }
+  uint32_t word[4] = {0, 0, 0, 0};
+  if constexpr (F == WeightFormat::kBF16) {
+    const uint16_t* p = reinterpret_cast<const uint16_t*>(row) + col;
+#pragma unroll
+    for (int e = 0; e < 8; ++e) {
+      if (col + e < k) word[e / 2] |= static_cast<uint32_t>(__ldg(p + e)) << (16 * (e % 2));
+    }
+  } else {
+    const uint8_t* p = row + col / 2;
+#pragma unroll
+    for (int b = 0; b < 16; ++b) {
+      const int c = col + 2 * b;  // the byte's even column
+      if (c < k) {
+        uint32_t byte = __ldg(p + b);
+        if (c + 1 >= k) byte &= 0xfu;  // its odd column is past the end: padding
+        word[b / 4] |= byte << (8 * (b % 4));
+      }
+    }
+  }
+  return make_uint4(word[0], word[1], word[2], word[3]);
+}
+
+template <WeightFormat F, int M>
+__global__ void __launch_bounds__(kThreads) GemvKernel(const GemvParams p) {
+  constexpr int R = kRowsPerWarp;
+  constexpr int U = kChunksPerTile<F>;
+  constexpr int kCols = ChunkTraits<F>::kCols;
+  // x[0..M)[tile], 16-byte aligned rows for the float4 loads.
+  __shared__ __align__(16) float xs[M][kPaddedTileCols];
+
+  const int lane = threadIdx.x % kWarpSize;
+  const int warp = threadIdx.x / kWarpSize;
+  const int row0 = blockIdx.x * kRowsPerBlock + warp * R;
+
+  const uint8_t* wrow[R];
+  const uint8_t* srow[R];
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    const int row = min(row0 + r, p.n - 1);
+    wrow[r] = p.w + row * p.w_stride;
+    srow[r] = F == WeightFormat::kNvfp4 ? p.scales + row * p.scale_stride : nullptr;
+  }
+
+  float acc[M][R];
+#pragma unroll
+  for (int i = 0; i < M; ++i) {
+#pragma unroll
+    for (int r = 0; r < R; ++r) acc[i][r] = 0.0f;
+  }
+
+  for (int t0 = 0; t0 < p.k; t0 += kTileCols) {
+    // 1. This lane's weights of the tile.
+    uint4 chunk[R][U];
+    float scale[R][2];  // NVFP4: the chunk's two block scales (0 past k)
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        chunk[r][u] =
+            LoadChunk<F>(wrow[r], t0 + (u * kWarpSize + lane) * kCols, p.k, p.vector_rows);
+      }
+      if constexpr (F == WeightFormat::kNvfp4) {
+        const int col = t0 + lane * kCols;
+        scale[r][0] = col < p.k ? DecodeE4m3(__ldg(srow[r] + col / 16)) : 0.0f;
+        scale[r][1] = col + 16 < p.k ? DecodeE4m3(__ldg(srow[r] + col / 16 + 1)) : 0.0f;
+      }
+    }
+    // 2. Stage x. The first barrier keeps the previous tile's readers ahead
+    // of these writes, the second the writes ahead of the readers.
+    __syncthreads();
+    for (int idx = threadIdx.x; idx < M * kTileCols; idx += kThreads) {
+      const int i = idx / kTileCols;
+      const int c = idx % kTileCols;
+      xs[i][PaddedCol(c)] = t0 + c < p.k ? p.x[i * p.ldx + t0 + c] : 0.0f;
+    }
+    __syncthreads();
+    // 3. Multiply, four columns (one float4 of x per activation row) at a time.
+    if constexpr (F == WeightFormat::kBF16) {
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          const int c = (u * kWarpSize + lane) * kCols + half * 4;
+          float w[R][4];
+#pragma unroll
+          for (int r = 0; r < R; ++r) {
+            const uint32_t lo = Word(chunk[r][u], 2 * half);      // columns c, c+1
+            const uint32_t hi = Word(chunk[r][u], 2 * half + 1);  // columns c+2, c+3
+            w[r][0] = DecodeBf16(static_cast<uint16_t>(lo & 0xffffu));
+            w[r][1] = DecodeBf16(static_cast<uint16_t>(lo >> 16));
+            w[r][2] = DecodeBf16(static_cast<uint16_t>(hi & 0xffffu));
+            w[r][3] = DecodeBf16(static_cast<uint16_t>(hi >> 16));
+          }
+#pragma unroll
+          for (int i = 0; i < M; ++i) {
+            const float4 xv = *reinterpret_cast<const float4*>(&xs[i][PaddedCol(c)]);
+#pragma unroll
+            for (int r = 0; r < R; ++r) {
+              acc[i][r] = fmaf(xv.x, w[r][0], acc[i][r]);
+              acc[i][r] = fmaf(xv.y, w[r][1], acc[i][r]);
+              acc[i][r] = fmaf(xv.z, w[r][2], acc[i][r]);
+              acc[i][r] = fmaf(xv.w, w[r][3], acc[i][r]);
+            }
+          }
+        }
+      }
+    } else {
+      // Column j (0..31) of the chunk is nibble j % 8 of word j / 8 (two
+      // codes per byte, low nibble first, little-endian words).
+#pragma unroll
+      for (int q = 0; q < 8; ++q) {
+        const int c = lane * kCols + q * 4;
+        float w[R][4];
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+          const uint32_t word = Word(chunk[r][0], q / 2);
+          const int shift = (q % 2) * 16;
+          const float s = scale[r][q / 4];
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            // E2M1 x E4M3 is exact in float, as in the reference decode.
+            w[r][e] = DecodeE2m1(word >> (shift + 4 * e)) * s;
+          }
+        }
+#pragma unroll
+        for (int i = 0; i < M; ++i) {
+          const float4 xv = *reinterpret_cast<const float4*>(&xs[i][PaddedCol(c)]);
+#pragma unroll
+          for (int r = 0; r < R; ++r) {
+            acc[i][r] = fmaf(xv.x, w[r][0], acc[i][r]);
+            acc[i][r] = fmaf(xv.y, w[r][1], acc[i][r]);
+            acc[i][r] = fmaf(xv.z, w[r][2], acc[i][r]);
+            acc[i][r] = fmaf(xv.w, w[r][3], acc[i][r]);
+          }
+        }
+      }
+    }
+  }
+
+#pragma unroll
+  for (int i = 0; i < M; ++i) {
+#pragma unroll
+    for (int r = 0; r < R; ++r) acc[i][r] = WarpSum(acc[i][r]);
+  }
+  if (lane != 0) return;
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    const int row = row0 + r;
+    if (row >= p.n) break;
+#pragma unroll
+    for (int i = 0; i < M; ++i) {
+      // NVFP4's global scale goes on the sum (the CPU decode kernels do the same).
+      const float v = F == WeightFormat::kNvfp4 ? acc[i][r] * p.global_scale : acc[i][r];
+      float* out = p.y + i * p.ldy + row;
+      *out = p.accumulate ? *out + v : v;
+    }
+  }
+}
+
+template <WeightFormat F, int M>
+Status Launch(cudaStream_t stream, const GemvParams& p) {
+  const unsigned blocks = static_cast<unsigned>(CeilDiv(p.n, kRowsPerBlock));
+  GemvKernel<F, M><<<blocks, kThreads, 0, stream>>>(p);
+  return CheckLaunch(F == WeightFormat::kBF16 ? "GemvKernel<BF16>" : "GemvKernel<NVFP4>");
+}
+
+template <WeightFormat F>
+Status LaunchRows(cudaStream_t stream, int64_t m, const GemvParams& p) {
+  switch (m) {
+    case 1:
+      return Launch<F, 1>(stream, p);
+    case 2:
+      return Launch<F, 2>(stream, p);
+    case 3:
+      return Launch<F, 3>(stream, p);
+    case 4:
+      return Launch<F, 4>(stream, p);
+    case 5:
+      return Launch<F, 5>(stream, p);
+    case 6:
+      return Launch<F, 6>(stream, p);
+    case 7:
+      return Launch<F, 7>(stream, p);
+    case 8:
+      return Launch<F, 8>(stream, p);
+  }
+  return InternalError("LaunchGemv: m out of range after the check");
+}
+
+}  // namespace
+
+Status LaunchGemv(CUstream_st* stream, const float* x, int64_t m, int64_t ldx,
+                  const WeightMatrix& w, float* y, int64_t ldy, bool accumulate) {
+  const int64_t n = w.rows, k = w.cols;
+  if (m < 0 || m > kGemvMaxRows) {
+    return InvalidArgumentError("LaunchGemv: m = " + std::to_string(m) +
+                                " rows; the decode kernel takes 1.." +
+                                std::to_string(kGemvMaxRows));
+  }
+  if (w.format != WeightFormat::kBF16 && w.format != WeightFormat::kNvfp4) {
+    return UnimplementedError("LaunchGemv: " + std::string(WeightFormatName(w.format)) +
+                              " weights (the CUDA decode kernel reads BF16 and NVFP4)");
+  }
+  if (!FitsInt(n) || !FitsInt(k) || !FitsInt(m * ldx) || !FitsInt(m * ldy)) {
+    return InvalidArgumentError("LaunchGemv: sizes must fit in 31 bits");
+  }
+  if (m == 0 || n == 0) return Status::Ok();
+  if (k == 0 && accumulate) return Status::Ok();  // adds nothing
+  if (!x || !y || (k > 0 && !w.data) || ldx < k || ldy < n) {
+    return InvalidArgumentError("LaunchGemv: null pointer or row stride shorter than a row");
+  }
+  GemvParams p{};
+  p.x = x;
+  p.ldx = ldx;
+  p.w = static_cast<const uint8_t*>(w.data);
+  p.w_stride = w.row_stride;
+  p.y = y;
+  p.ldy = ldy;
+  p.n = static_cast<int>(n);
+  p.k = static_cast<int>(k);
+  p.accumulate = accumulate;
+  p.vector_rows = Aligned(w.data, 16) && w.row_stride % 16 == 0;
+  cudaStream_t cs = stream;  // the runtime's name for CUstream_st*
+  if (w.format == WeightFormat::kBF16) {
+    if (!Aligned(w.data, 2) || w.row_stride % 2 != 0 || w.row_stride < 2 * k) {
+      return InvalidArgumentError("LaunchGemv: BF16 rows must be 2-byte aligned and hold k values");
+    }
+    return LaunchRows<WeightFormat::kBF16>(cs, m, p);
+  }
+  if ((k > 0 && !w.scales) || w.row_stride < (k + 1) / 2 ||
+      w.scale_row_stride < CeilDiv(k, kNvfp4BlockSize)) {
+    return InvalidArgumentError(
+        "LaunchGemv: NVFP4 rows need (k+1)/2 code bytes and "
+        "ceil(k/16) scales");
+  }
+  p.scales = w.scales;
+  p.scale_stride = w.scale_row_stride;
+  p.global_scale = w.global_scale;
+  return LaunchRows<WeightFormat::kNvfp4>(cs, m, p);
+}
+
+}  // namespace octet::kernels::cuda
