@@ -76,6 +76,14 @@ Result<GenerateResult> Generate(ModelRunner& model, const std::vector<int32_t>& 
   if (options.max_tokens < 1) return InvalidArgumentError("max tokens must be >= 1");
   OCTET_RETURN_IF_ERROR(ValidateSampling(options.sampling));
   const ModelConfig& c = model.config();
+  const int64_t positions = static_cast<int64_t>(prompt.size()) + options.max_tokens;
+  if (c.max_position_embeddings > 0 && positions > c.max_position_embeddings) {
+    return OutOfRangeError("the prompt's " + std::to_string(prompt.size()) + " tokens and " +
+                           std::to_string(options.max_tokens) + " to generate need " +
+                           std::to_string(positions) + " positions; the model's context is " +
+                           std::to_string(c.max_position_embeddings) +
+                           " (max_position_embeddings)");
+  }
   const std::vector<int32_t>& stop = options.stop_ids.empty() ? c.eos_token_ids : options.stop_ids;
   OCTET_RETURN_IF_ERROR(
       model.ResetCache(1, static_cast<int64_t>(prompt.size()) + options.max_tokens,

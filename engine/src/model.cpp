@@ -557,6 +557,12 @@ Result<KvCache> Model::NewKvCache(int slots, int64_t capacity, kernels::KvDtype 
     return InvalidArgumentError("a KV cache needs at least one slot and one position (asked for " +
                                 std::to_string(slots) + " x " + std::to_string(capacity) + ")");
   }
+  // Bounds that keep the byte count far from overflow (the config's sizes are bounded too).
+  if (slots > (1 << 16) || capacity > (int64_t{1} << 30)) {
+    return InvalidArgumentError("a KV cache of " + std::to_string(slots) + " slots x " +
+                                std::to_string(capacity) +
+                                " positions is beyond what can be held (at most 65536 x 2^30)");
+  }
   const int64_t bytes = KvCache::BytesFor(config_.num_layers, local_kv_heads_, config_.head_dim,
                                           slots, capacity, dtype);
   auto storage = backend_->Allocate(bytes);

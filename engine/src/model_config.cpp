@@ -61,6 +61,40 @@ Status ParseQuant(const json& q, bool from_hf_quant_config, QuantConfig* out,
   return Status::Ok();
 }
 
+// Sizes and constants a config may hold before anything is allocated from
+// them: far beyond any model there is, so that a corrupt or hostile
+// config.json gets an error naming the field rather than an out-of-memory
+// abort, and numbers that would make the forward pass compute NaN (a negative
+// epsilon, a zero RoPE base) are refused.
+Status CheckLimits(const ModelConfig& c, const std::string& where) {
+  struct Limit {
+    const char* name;
+    int64_t value, max;
+  };
+  for (const Limit& l :
+       {Limit{"num_hidden_layers", c.num_layers, 4096},
+        Limit{"hidden_size", c.hidden_size, int64_t{1} << 20},
+        Limit{"intermediate_size", c.intermediate_size, int64_t{1} << 22},
+        Limit{"num_attention_heads", c.num_heads, int64_t{1} << 14},
+        Limit{"num_key_value_heads", c.num_kv_heads, int64_t{1} << 14},
+        Limit{"vocab_size", c.vocab_size, int64_t{1} << 24},
+        Limit{"max_position_embeddings", c.max_position_embeddings, int64_t{1} << 30}}) {
+    if (l.value > l.max) {
+      return InvalidArgumentError(where + ": \"" + l.name + "\" is " + std::to_string(l.value) +
+                                  "; at most " + std::to_string(l.max) + " is accepted");
+    }
+  }
+  if (!(c.rms_norm_eps > 0.0f) || !std::isfinite(c.rms_norm_eps)) {
+    return InvalidArgumentError(where + ": \"rms_norm_eps\" must be a positive number, not " +
+                                std::to_string(c.rms_norm_eps));
+  }
+  if (!(c.rope_theta > 0.0) || !std::isfinite(c.rope_theta)) {
+    return InvalidArgumentError(where + ": \"rope_theta\" must be a positive number, not " +
+                                std::to_string(c.rope_theta));
+  }
+  return Status::Ok();
+}
+
 // nanochat's config.json (as `octet train` writes it and nanochat's GPTConfig
 // names the fields): n_layer, n_head, n_kv_head (default n_head), n_embd,
 // vocab_size, sequence_len, rope_theta (10000), softcap (15), norm_eps (1e-6).
@@ -145,6 +179,7 @@ Result<ModelConfig> ParseModelConfig(const std::string& json_text, const std::st
     const bool nanochat = j.contains("model_type") && j["model_type"] == "nanochat";
     if (nanochat || arch == "NanochatForCausalLM") {
       OCTET_RETURN_IF_ERROR(ParseNanochat(j, where, &c));
+      OCTET_RETURN_IF_ERROR(CheckLimits(c, where));
       return c;
     }
     if (arch == "LlamaForCausalLM") {
@@ -208,8 +243,8 @@ Result<ModelConfig> ParseModelConfig(const std::string& json_text, const std::st
     if (c.arch == Architecture::kLlama && j.contains("mlp_bias") && j["mlp_bias"].is_boolean()) {
       c.mlp_bias = j["mlp_bias"].get<bool>();
     }
-    if (j.contains("max_position_embeddings") && j["max_position_embeddings"].is_number_integer()) {
-      c.max_position_embeddings = j["max_position_embeddings"].get<int64_t>();
+    if (j.contains("max_position_embeddings") && !j["max_position_embeddings"].is_null()) {
+      OCTET_RETURN_IF_ERROR(req("max_position_embeddings", &c.max_position_embeddings));
     }
     if (j.contains("torch_dtype") && j["torch_dtype"].is_string()) {
       c.torch_dtype = j["torch_dtype"].get<std::string>();
@@ -249,6 +284,7 @@ Result<ModelConfig> ParseModelConfig(const std::string& json_text, const std::st
   } catch (const json::exception& e) {
     return InvalidArgumentError(where + ": " + e.what());
   }
+  OCTET_RETURN_IF_ERROR(CheckLimits(c, where));
   return c;
 }
 

@@ -97,6 +97,14 @@ std::vector<BackendInfo> ProbeBackends() {
 
 Result<std::unique_ptr<KernelBackend>> CreateBackend(std::string_view name,
                                                      const BackendOptions& options) {
+  // A thread each is created up front: a count no machine has would end in
+  // std::system_error from thread creation instead of an error.
+  constexpr int kMaxThreads = 4096;
+  if (options.threads > kMaxThreads) {
+    return InvalidArgumentError("--threads " + std::to_string(options.threads) +
+                                " is more than a backend takes (at most " +
+                                std::to_string(kMaxThreads) + ")");
+  }
   std::string chosen(name);
   if (name == "auto") {
     chosen = "scalar";

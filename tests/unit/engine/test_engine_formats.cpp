@@ -203,6 +203,45 @@ class TestEngineFormats : public QObject {
     QVERIFY2(!c.ok() && Has(c.status(), "'FP8'"), c.status().message().c_str());
   }
 
+  // Sizes that would be allocated from, and constants that would make every
+  // logit NaN, are refused with the field's name before anything is loaded.
+  void configSizesAndConstantsAreBounded_data() {
+    QTest::addColumn<QString>("field");
+    QTest::addColumn<QString>("value");
+    QTest::newRow("layers") << "num_hidden_layers"
+                            << "100000000";
+    QTest::newRow("hidden") << "hidden_size"
+                            << "4294967296";
+    QTest::newRow("vocab") << "vocab_size"
+                           << "1000000000";
+    QTest::newRow("context zero") << "max_position_embeddings"
+                                  << "0";
+    QTest::newRow("context huge") << "max_position_embeddings"
+                                  << "100000000000";
+    QTest::newRow("eps negative") << "rms_norm_eps"
+                                  << "-1";
+    QTest::newRow("eps zero") << "rms_norm_eps"
+                              << "0";
+    QTest::newRow("rope theta zero") << "rope_theta"
+                                     << "0";
+  }
+  void configSizesAndConstantsAreBounded() {
+    QFETCH(QString, field);
+    QFETCH(QString, value);
+    std::string json = R"({"architectures":["Qwen3ForCausalLM"],"vocab_size":64,"hidden_size":16,
+        "intermediate_size":32,"num_hidden_layers":2,"num_attention_heads":2,
+        "num_key_value_heads":1,"head_dim":8,"max_position_embeddings":128,
+        "rms_norm_eps":1e-6,"rope_theta":10000})";
+    QVERIFY(ParseModelConfig(json, "cfg").ok());
+    const std::string key = "\"" + field.toStdString() + "\":";
+    const size_t at = json.find(key) + key.size();
+    json.replace(at, json.find_first_of(",}", at) - at, value.toStdString());
+    auto c = ParseModelConfig(json, "x/config.json");
+    QVERIFY2(!c.ok(), json.c_str());
+    QVERIFY2(Has(c.status(), field.toStdString()) && Has(c.status(), "x/config.json"),
+             c.status().message().c_str());
+  }
+
   void loadErrorsNameTheProblem() {
     OCTET_REQUIRE_FIXTURES();
     const std::string base = test::FixturesDir();

@@ -170,6 +170,16 @@ class TestGenerateCli : public QObject {
     r = RunProgram({"octet", "generate", "--model", dir + "/missing", "--prompt-ids", "1"});
     QCOMPARE(r.exit_code, 1);
     QVERIFY2(r.output.find("missing") != std::string::npos, r.output.c_str());
+    // Sizes from the command line that would abort (out of memory, thread
+    // creation) are errors that say what is wrong.
+    r = RunProgram({"octet", "generate", "--model", dir, "--prompt-ids", "1,2", "--max-tokens",
+                    "99999999999"});
+    QVERIFY2(r.exit_code == 1 || r.exit_code == 2, r.output.c_str());
+    QVERIFY2(r.output.find("max_position_embeddings") != std::string::npos, r.output.c_str());
+    r = RunProgram(
+        {"octet", "generate", "--model", dir, "--prompt-ids", "1", "--threads", "100000"});
+    QVERIFY2(r.exit_code == 1 || r.exit_code == 2, r.output.c_str());
+    QVERIFY2(r.output.find("--threads 100000") != std::string::npos, r.output.c_str());
     // Sampling with a seed is reproducible.
     auto a = RunProgram({"octet", "generate", "--model", dir, "--prompt-ids", "5,6,7",
                          "--temperature", "1.2", "--top-k", "20", "--seed", "7", "--json"});
