@@ -89,6 +89,10 @@ int RunGenerate(const std::vector<std::string>& args) {
   if (!rt.ok()) {
     const Status& s = rt.status();
     ReapFollowers(followers, 2000);
+    if (StopRequested()) {
+      std::cerr << kProgram << ": stopped by a signal while loading the model\n";
+      return StopExitCode();
+    }
     if (s.code() == StatusCode::kInvalidArgument &&
         s.message().find("kernel backend") != std::string::npos) {
       return UsageError(s.message());

@@ -69,6 +69,10 @@ int RunServe(const std::vector<std::string>& args) {
   auto rt = engine::TpRuntime::Create(model, o);
   if (!rt.ok()) {
     ReapFollowers(followers, 2000);
+    if (StopRequested()) {
+      std::cerr << kProgram << ": stopped by a signal while loading the model\n";
+      return StopExitCode();
+    }
     std::cerr << kProgram << ": error: " << rt.status().message() << "\n";
     return kExitFailure;
   }

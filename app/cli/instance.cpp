@@ -33,7 +33,11 @@ namespace octet::cli {
 
 namespace {
 std::atomic<bool> g_stop{false};
-void OnStopSignal(int) { g_stop.store(true); }
+std::atomic<int> g_stop_signal{0};
+void OnStopSignal(int sig) {
+  g_stop_signal.store(sig);
+  g_stop.store(true);
+}
 
 // Lines on stdout (figures) and the final error line must not interleave.
 std::mutex g_out_mu;
@@ -54,6 +58,7 @@ void InstallStopSignals() {
   signal(SIGPIPE, SIG_IGN);
 }
 bool StopRequested() { return g_stop.load(); }
+int StopExitCode() { return 128 + (g_stop_signal.load() ? g_stop_signal.load() : SIGTERM); }
 
 // ---- CPUs and ports -----------------------------------------------------------------
 
@@ -246,6 +251,8 @@ Status ReadInstanceFlags(const ArgParser& p, engine::TpRuntimeOptions* o) {
   OCTET_ASSIGN_OR_RETURN(o->load.nvfp4_tiles, ParseNvfp4Tiles(p.GetString("nvfp4-tiles")));
   o->comm.peer_timeout_ms = static_cast<int>(peer);
   o->comm.connect_timeout_ms = static_cast<int>(connect);
+  // SIGTERM/SIGINT while a large checkpoint loads end the load at the next tensor.
+  o->load.cancelled = [] { return StopRequested(); };
   return Status::Ok();
 }
 
@@ -406,18 +413,24 @@ int RunGenerateOn(engine::ModelRunner& runner, GenerateJob& job, const std::stri
   text_opts.skip_special_tokens = true;
   text_opts.skip_unknown_ids = true;  // padded embedding rows the tokenizer lacks
   if (job.tok) stream.emplace(*job.tok, text_opts);
-  if (!job.json) {
-    job.gen.on_token = [&](int32_t id) {
-      if (stream) {
-        auto piece = stream->Push(id);
-        if (piece.ok()) std::cout << *piece << std::flush;
-      } else {
-        std::cout << id << " " << std::flush;
-      }
-      return !StopRequested();
-    };
-  }
+  // Every token checks for SIGTERM/SIGINT, printed or not (--json).
+  job.gen.on_token = [&](int32_t id) {
+    if (!job.json && stream) {
+      auto piece = stream->Push(id);
+      if (piece.ok()) std::cout << *piece << std::flush;
+    } else if (!job.json) {
+      std::cout << id << " " << std::flush;
+    }
+    return !StopRequested();
+  };
   auto r = engine::Generate(runner, job.prompt, job.gen);
+  if (StopRequested()) {
+    if (!job.json) std::cout << "\n";
+    std::cerr << program << ": stopped by a signal after "
+              << (r.ok() ? std::to_string(r->ids.size()) : std::string("0"))
+              << " generated tokens\n";
+    return StopExitCode();
+  }
   if (!r.ok()) {
     std::cerr << program << ": error: " << r.status().message() << "\n";
     return kExitFailure;

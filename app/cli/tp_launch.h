@@ -25,6 +25,9 @@ namespace octet::cli {
 // SIGTERM/SIGINT set a flag (StopRequested) instead of killing the process.
 void InstallStopSignals();
 bool StopRequested();
+// The exit code of a command ended by such a signal: 128 + its number (the
+// shell's convention: 143 for SIGTERM, 130 for SIGINT).
+int StopExitCode();
 
 // The CPUs this process may run on, in order.
 std::vector<int> AllowedCpus();

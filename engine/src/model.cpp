@@ -101,6 +101,10 @@ class Loader {
   const TensorInfo* Find(const std::string& name) const { return store_.Find(Stored(name)); }
 
   Result<const TensorInfo*> Require(const std::string& hf_name, const std::vector<int64_t>& shape) {
+    if (options_.cancelled && options_.cancelled()) {
+      return CancelledError("loading the model was cancelled (at tensor '" + Stored(hf_name) +
+                            "')");
+    }
     const std::string name = Stored(hf_name);
     const TensorInfo* t = store_.Find(name);
     if (!t) {

@@ -1,12 +1,17 @@
 // `octet generate` as a user runs it: ids and logits against the fixtures,
 // the JSON contract, and exit codes for bad input.
+#include <signal.h>
+
 #include <QtTest>
 #include <cmath>
+#include <memory>
+#include <mutex>
 #include <nlohmann/json.hpp>
 
 #include "octet/base/file_util.h"
 #include "octet/base/npy.h"
 #include "octet/engine/bpe_trainer.h"
+#include "octet/engine/random_checkpoint.h"
 #include "octet/engine/tokenizer.h"
 #include "octet_test.h"
 
@@ -141,6 +146,52 @@ class TestGenerateCli : public QObject {
     size_t turns = 0;
     for (size_t pos = 0; (pos = d.output.find(" prompt tokens, ", pos)) != std::string::npos; ++pos) ++turns;
     QCOMPARE(turns, size_t(2));
+  }
+
+  // A long generation stops promptly on SIGTERM, with --json too (which prints
+  // nothing per token), and says so with 128 + the signal as its exit code.
+  void sigtermStopsALongGeneration() {
+    QTemporaryDir tmp;
+    octet::engine::RandomModelShape shape;
+    shape.vocab_size = 64;
+    shape.hidden_size = 16;
+    shape.intermediate_size = 32;
+    shape.num_heads = 2;
+    shape.num_kv_heads = 1;
+    shape.head_dim = 8;
+    shape.max_position_embeddings = 1 << 20;
+    const std::string dir = tmp.path().toStdString() + "/long";
+    QVERIFY(octet::engine::WriteRandomCheckpoint(shape, dir).ok());
+    for (bool json : {true, false}) {
+      octet::SpawnOptions o;
+      o.argv = {octet::test::BinDir() + "/octet",
+                "generate",
+                "--model",
+                dir,
+                "--prompt-ids",
+                "1,2,3",
+                "--max-tokens",
+                "1000000",
+                "--ignore-eos",
+                "--threads",
+                "1"};
+      if (json) o.argv.push_back("--json");
+      auto out = std::make_shared<std::string>();
+      auto mu = std::make_shared<std::mutex>();
+      o.on_output = [out, mu](std::string_view chunk) {
+        std::lock_guard<std::mutex> lock(*mu);
+        out->append(chunk);
+      };
+      auto p = octet::Subprocess::Spawn(o);
+      QVERIFY(p.ok());
+      QTest::qWait(1500);  // loaded and generating
+      ::kill((*p)->pid(), SIGTERM);
+      auto st = (*p)->Wait(octet::Deadline::AfterMs(10'000));
+      QVERIFY2(st.ok(), "octet generate did not stop within 10 s of SIGTERM");
+      std::lock_guard<std::mutex> lock(*mu);
+      QVERIFY2(st->exited && st->code == 128 + SIGTERM, out->c_str());
+      QVERIFY2(out->find("stopped by a signal") != std::string::npos, out->c_str());
+    }
   }
 
   void exitCodes() {

@@ -81,6 +81,9 @@ struct LoadOptions {
   int threads = 0;               // <= 0: all cores
   // Called after each tensor is validated and paged in (from the loading thread).
   std::function<void(const LoadProgress&)> progress;
+  // Asked before each tensor; true ends the load with a Cancelled error (a
+  // program told to stop while it loads a large checkpoint).
+  std::function<bool()> cancelled;
   // Touch every weight page while loading (so the first token does not pay for
   // page faults, and progress means something). Off: pages load on first use.
   bool prefault = true;
