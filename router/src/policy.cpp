@@ -20,6 +20,7 @@
 #include "octet/base/file_util.h"
 #include "octet/router/classifier.h"
 #include "replica_url.h"
+#include "yaml_guard.h"
 
 namespace octet::router {
 
@@ -742,6 +743,13 @@ PolicyParseResult ParsePolicy(std::string_view yaml, const std::string& file_nam
                               const PolicyParseOptions& options) {
   PolicyParseResult result;
   Checker c(file_name);
+  // One document, no foreign tags, aliases that expand to a bounded size:
+  // checked on the event stream before a tree is built and walked.
+  if (const YamlShapeIssue shape = CheckYamlShape(yaml); !shape.ok()) {
+    c.Error(SourceLocation{shape.line, shape.column}, shape.message);
+    result.errors = c.TakeErrors();
+    return result;
+  }
   Node root;
   try {
     root = YAML::Load(std::string(yaml));

@@ -213,6 +213,41 @@ class TestRouterPolicy : public QObject {
     }
   }
 
+  // Shapes refused before a tree is built: alias amplification (one anchored
+  // value repeated, or nested anchors), a second document, a foreign tag.
+  void yamlShapesAreBounded() {
+    std::string amplified = "version: 1\nblob: &b \"" + std::string(100'000, 'x') + "\"\nmany: [";
+    for (int i = 0; i < 2000; ++i) amplified += std::string(i ? "," : "") + "*b";
+    amplified += "]\n";
+    std::string laughs = "version: 1\nl0: &l0 [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n";
+    for (int i = 1; i < 12; ++i) {
+      const std::string prev = "*l" + std::to_string(i - 1);
+      laughs += "l" + std::to_string(i) + ": &l" + std::to_string(i) + " [" + prev;
+      for (int k = 1; k < 9; ++k) laughs += ", " + prev;
+      laughs += "]\n";
+    }
+    const std::vector<std::pair<std::string, std::string>> cases = {
+        {amplified, "aliases expand the document"},
+        {laughs, "aliases expand the document"},
+        {std::string(kBase) + "---\nversion: 1\n", "more than one YAML document"},
+        {"version: !evil 1\n", "unknown YAML tag"},
+    };
+    for (const auto& [yaml, phrase] : cases) {
+      auto r = Parse(yaml);
+      QVERIFY(!r.ok());
+      const std::string all = AllErrors(r);
+      QVERIFY2(all.find(phrase) != std::string::npos, all.c_str());
+    }
+    // A policy that uses an alias the ordinary way still parses.
+    std::string with_alias = kBase;
+    const std::string anchor = "capacity: {", use = "      - http://127.0.0.1:9002\n";
+    with_alias.replace(with_alias.find(anchor), anchor.size(), "capacity: &cap {");
+    with_alias.replace(with_alias.find(use), use.size(), use + "    capacity: *cap\n");
+    auto r = Parse(with_alias);
+    QVERIFY2(r.ok(), (with_alias + AllErrors(r)).c_str());
+    QCOMPARE(r.policy->pools[1].capacity.nodes_per_replica, 2);
+  }
+
   void everyErrorIsReportedSortedAndNothingIsApplied() {
     std::string yaml = kBase;
     yaml.replace(yaml.find("nodes_per_replica: 2"), 20, "nodes_per_replica: x");
