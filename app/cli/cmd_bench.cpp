@@ -386,6 +386,22 @@ int RunBench(const std::vector<std::string>& args) {
   } else {
     std::cout << app::FormatBenchTable(*run);
   }
+  if (store && !run->store_error.empty()) {
+    // The measurements survive a store that failed mid-run: in a side file
+    // beside it, in the --json format.
+    const std::string side =
+        store->path() + ".unsaved-" + std::to_string(::time(nullptr)) + ".json";
+    Status saved = WriteFileAtomic(side, app::BenchRunToJson(*run) + "\n");
+    std::cerr << kProgram << ": error: the run store " << store->path()
+              << " refused the results: " << run->store_error << "\n";
+    if (saved.ok()) {
+      std::cerr << kProgram << ": the results are kept in " << side << "\n";
+    } else {
+      std::cerr << kProgram << ": and they could not be kept beside it either: " << saved.message()
+                << " (the table above is all there is)\n";
+    }
+    return kExitFailure;
+  }
   if (store) std::cerr << kProgram << ": stored as run " << run->id << " in " << store->path() << "\n";
   return kExitOk;
 }

@@ -458,7 +458,12 @@ Result<BenchRun> RunBenchmark(const BenchConfig& c, BenchRunStore* store,
           }
           BenchResult r = SummarizeTest(batches, run.latency_ms, pp, tg, depth, conc);
           if (store) {
-            if (Status s = store->AddResult(run.id, r); !s.ok()) return fail(s, "failed");
+            // A store that refuses a write (a full disk, a damaged file) does
+            // not cost the measurements: they go on, kept in `run` only.
+            if (Status s = store->AddResult(run.id, r); !s.ok()) {
+              run.store_error = s.message();
+              store = nullptr;
+            }
           }
           run.results.push_back(std::move(r));
           ++p.test_index;
@@ -468,7 +473,9 @@ Result<BenchRun> RunBenchmark(const BenchConfig& c, BenchRunStore* store,
   }
   run.state = "complete";
   run.result_count = static_cast<int64_t>(run.results.size());
-  if (store) OCTET_RETURN_IF_ERROR(store->FinishRun(run.id, "complete", ""));
+  if (store) {
+    if (Status s = store->FinishRun(run.id, "complete", ""); !s.ok()) run.store_error = s.message();
+  }
   report("done");
   return run;
 }

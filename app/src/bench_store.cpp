@@ -420,6 +420,20 @@ Result<std::unique_ptr<BenchRunStore>> BenchRunStore::Open(const std::string& pa
   if (tables > 0 && app_id != kApplicationId) {
     return DataLossError("'" + path + "' is an SQLite file but not an Octet benchmark run store");
   }
+  // A damaged file is found now, before a benchmark runs, not at its first
+  // write after the measuring (quick_check reads every page once).
+  if (tables > 0) {
+    Stmt q(db, "PRAGMA quick_check(1)");
+    Status st = q.status();
+    std::string verdict = "no answer";
+    if (st.ok() && q.Step(&st)) verdict = q.Text(0);
+    if (!st.ok() || verdict != "ok") {
+      return DataLossError(
+          "'" + path + "' is damaged (SQLite quick_check: " + (st.ok() ? verdict : st.message()) +
+          "); nothing was run and the file was not changed: move it aside and "
+          "give a new --db");
+    }
+  }
   if (version > kSchemaVersion) {
     return FailedPreconditionError("'" + path + "' has run-store schema version " +
                                    std::to_string(version) + "; this Octet knows up to " +

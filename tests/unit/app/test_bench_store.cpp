@@ -225,6 +225,35 @@ class TestBenchStore : public QObject {
     }
   }
 
+  // A store damaged in the middle (a bad sector, a torn copy) is found when it
+  // is opened, before `octet bench` measures anything, and is left as it was.
+  void damagedStoreIsFoundAtOpen() {
+    const std::string path = Path("damaged.sqlite");
+    {
+      auto s = BenchRunStore::Open(path);
+      QVERIFY(s.ok());
+      for (int k = 0; k < 4; ++k) {
+        BenchRun r = MakeRun("run" + std::to_string(k));
+        for (int i = 0; i < 60; ++i) r.results.push_back(MakeResult(512 + i, 1, {1.0, 2.0}));
+        QVERIFY((*s)->InsertRun(r).ok());
+      }
+    }
+    QFile::remove(QString::fromStdString(path + "-wal"));
+    QFile::remove(QString::fromStdString(path + "-shm"));
+    auto bytes = ReadFileToString(path);
+    QVERIFY(bytes.ok() && bytes->size() > 6 * 4096);
+    std::string damaged = *bytes;
+    for (size_t i = 3 * 4096; i < 4 * 4096; ++i) damaged[i] = static_cast<char>(0xa5);
+    QVERIFY(WriteFileAtomic(path, damaged).ok());
+    auto d = BenchRunStore::Open(path);
+    QVERIFY(!d.ok());
+    QCOMPARE(d.status().code(), StatusCode::kDataLoss);
+    QVERIFY2(d.status().message().find("damaged") != std::string::npos &&
+                 d.status().message().find(path) != std::string::npos,
+             d.status().message().c_str());
+    QCOMPARE(*ReadFileToString(path), damaged);  // not changed
+  }
+
   void newerSchemaIsRefusedUnchanged() {
     const std::string path = Path("newer.sqlite");
     { QVERIFY(BenchRunStore::Open(path).ok()); }

@@ -84,6 +84,9 @@ struct BenchRun {
   std::string label;
   std::string state = "running";  // "running", "complete", "interrupted", "failed"
   std::string error;              // why it failed / was interrupted
+  // Set by RunBenchmark when the run store refused a write mid-run: the
+  // measuring went on, and `results` holds what the store does not.
+  std::string store_error;
   std::string source = "octet";   // "octet" or "llama-benchy" (imported)
   std::string tool;               // "octet bench 0.1.0", "llama-benchy 0.3.1"
   std::string url;                // endpoint measured
