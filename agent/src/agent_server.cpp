@@ -13,6 +13,7 @@
 #include "octet/agent/cluster_token.h"
 #include "octet/agent/job_supervisor.h"
 #include "octet/agent/link_probe.h"
+#include "octet/agent/roce.h"
 #include "octet/agent/system_stats.h"
 #include "octet/base/file_util.h"
 #include "octet/base/log.h"
@@ -714,6 +715,13 @@ Result<std::unique_ptr<AgentServer>> AgentServer::Start(AgentConfig config) {
   jo.owner_flags = cfg.octet_binary_flags;
   jo.stop_grace_ms = cfg.stop_grace_ms;
   jo.env = {"OCTET_NODE_ID=" + a->node_id};
+  // NCCL's network settings from this node's RoCE facts, for the jobs that use
+  // NCCL (a simulated node has none: its jobs share this machine's).
+  if (cfg.memory_budget_bytes == 0) {
+    const NcclNetworkSettings nccl = NcclSettingsFor(ReadRdmaSysfs());
+    for (const auto& w : nccl.warnings) OCTET_LOG(WARNING) << "RoCE: " << w;
+    jo.nccl_env = nccl.env;
+  }
   a->supervisor = std::make_unique<JobSupervisor>(std::move(jo));
 
   // Link probe endpoint.

@@ -458,6 +458,12 @@ struct JobSupervisor::Impl {
     so.argv = job->info.argv;
     so.env = options.env;
     so.env.push_back("OCTET_JOB_ID=" + spec.job_id);
+    if (spec.algorithm == "nccl") {
+      for (const std::string& kv : options.nccl_env) {
+        const std::string key = kv.substr(0, kv.find('='));
+        if (std::getenv(key.c_str()) == nullptr) so.env.push_back(kv);
+      }
+    }
     so.new_process_group = true;
     so.die_with_parent = true;  // tied to this long-lived thread
     std::weak_ptr<Job> weak = job;

@@ -1,7 +1,8 @@
 // Test double for process supervision: stands in for `octet worker` / `octet
 // route` in agent and session tests. It is not a product feature.
 //
-// It prints "fake-worker argv: <args...>" and "fake-worker env OCTET_JOB_ID=<id>",
+// It prints "fake-worker argv: <args...>" and "fake-worker env OCTET_JOB_ID=<id>"
+// (and "fake-worker env NCCL_IB_HCA=<v>" when that is set),
 // for each "PORT:FD" in OCTET_RENDEZVOUS_FDS (a rendezvous socket handed to
 // rank 0) "fake-worker rendezvous PORT listening=1|0" (1: FD is a listening
 // socket bound to PORT), then follows the --fake-* words among its arguments, in order:
@@ -29,6 +30,8 @@ int main(int argc, char** argv) {
   std::printf("fake-worker argv: %s\n", all.c_str());
   const char* job = std::getenv("OCTET_JOB_ID");
   std::printf("fake-worker env OCTET_JOB_ID=%s\n", job ? job : "");
+  if (const char* hca = std::getenv("NCCL_IB_HCA"))
+    std::printf("fake-worker env NCCL_IB_HCA=%s\n", hca);
   if (const char* fds = std::getenv("OCTET_RENDEZVOUS_FDS")) {
     std::string list = fds;
     size_t start = 0;

@@ -15,6 +15,7 @@
 #include "octet/agent/link_probe.h"
 #include "octet/agent/node_facts.h"
 #include "octet/agent/node_identity.h"
+#include "octet/agent/roce.h"
 #include "octet/agent/system_stats.h"
 #include "octet/base/file_util.h"
 
@@ -548,6 +549,74 @@ class TestAgentUnits : public QObject {
     QVERIFY(std::find(argv.begin(), argv.end(), RealPathOf(dir + "/models/qwen")) != argv.end());
     QVERIFY(std::find(argv.begin(), argv.end(), dir + "/models/alias") == argv.end());
   }
+  // RoCE facts from a recorded sysfs tree of a DGX Spark-like node (a
+  // ConnectX-7 whose ports each show as two PCIe halves), and the NCCL
+  // settings they call for.
+  void roceFactsAndNcclSettings() {
+    const std::string sys = TempDir() + "/sys";
+    auto put = [&](const std::string& rel, const std::string& text) {
+      MakeDirs(DirName(sys + "/" + rel)).IgnoreError();
+      QVERIFY(WriteFileAtomic(sys + "/" + rel, text + "\n").ok());
+    };
+    struct Dev {
+      std::string name, pci, netdev, state;
+      int mtu;
+    };
+    const std::vector<Dev> devs = {
+        {"rocep1s0f0", "0000:01:00.0", "enp1s0f0np0", "4: ACTIVE", 9000},
+        {"roceP2p1s0f0", "0002:01:00.0", "enP2p1s0f0np0", "4: ACTIVE", 9000},
+        {"rocep1s0f1", "0000:01:00.1", "enp1s0f1np1", "4: ACTIVE", 1500},
+        {"roceP2p1s0f1", "0002:01:00.1", "enP2p1s0f1np1", "1: DOWN", 9000}};
+    for (const Dev& d : devs) {
+      const std::string pci_dir = sys + "/devices/pci/" + d.pci;
+      MakeDirs(pci_dir + "/net/" + d.netdev).IgnoreError();
+      MakeDirs(sys + "/class/infiniband/" + d.name).IgnoreError();
+      QCOMPARE(
+          ::symlink(pci_dir.c_str(), (sys + "/class/infiniband/" + d.name + "/device").c_str()), 0);
+      const std::string port = "class/infiniband/" + d.name + "/ports/1/";
+      put(port + "state", d.state);
+      put(port + "link_layer", "Ethernet");
+      put(port + "gids/0", "fe80:0000:0000:0000:0a00:00ff:fe00:0001");
+      put(port + "gid_attrs/types/0", "IB/RoCE v1");
+      put(port + "gids/1", "fe80:0000:0000:0000:0a00:00ff:fe00:0001");
+      put(port + "gid_attrs/types/1", "RoCE v2");
+      put(port + "gids/2", "0000:0000:0000:0000:0000:ffff:0a00:0001");
+      put(port + "gid_attrs/types/2", "IB/RoCE v1");
+      put(port + "gids/3", "0000:0000:0000:0000:0000:ffff:0a00:0001");
+      put(port + "gid_attrs/types/3", "RoCE v2");
+      put(port + "gids/4", "0000:0000:0000:0000:0000:0000:0000:0000");
+      for (int i = 0; i < 4; ++i) put(port + "gid_attrs/ndevs/" + std::to_string(i), d.netdev);
+      put("class/net/" + d.netdev + "/mtu", std::to_string(d.mtu));
+    }
+    const RdmaProbe probe = ReadRdmaSysfs(sys);
+    QCOMPARE(probe.devices.size(), size_t{4});
+    const RdmaDeviceFacts& first = probe.devices[2];  // sorted: roceP2... before rocep...
+    QCOMPARE(first.name, std::string("rocep1s0f0"));
+    QCOMPARE(first.pci_address, std::string("0000:01:00.0"));
+    QCOMPARE(first.netdev, std::string("enp1s0f0np0"));
+    QCOMPARE(first.ports.at(0).state, std::string("ACTIVE"));
+    QCOMPARE(first.ports[0].mtu, 9000);
+    QCOMPARE(first.ports[0].gid_table.size(), size_t{4});  // the zero GID left out
+    QCOMPARE(first.ports[0].gid_table[3].gid, std::string("::ffff:10.0.0.1"));
+    QCOMPARE(first.ports[0].gid_table[3].type, std::string("RoCE v2"));
+
+    const NcclNetworkSettings s = NcclSettingsFor(probe);
+    const std::vector<std::string> want = {
+        "NCCL_IB_HCA==roceP2p1s0f0:1,rocep1s0f0:1,rocep1s0f1:1", "NCCL_IB_GID_INDEX=3",
+        "NCCL_SOCKET_IFNAME==enP2p1s0f0np0,enp1s0f0np0,enp1s0f1np1"};
+    QCOMPARE(s.env, want);
+    std::string warnings;
+    for (const auto& w : s.warnings) warnings += w + "\n";
+    QVERIFY2(warnings.find("enp1s0f1np1 (rocep1s0f1) has MTU 1500") != std::string::npos,
+             warnings.c_str());
+    QVERIFY2(warnings.find("port 01:00.1/1: 1 of its 2 PCIe halves") != std::string::npos,
+             warnings.c_str());
+    QCOMPARE(s.warnings.size(), size_t{2});
+    // No devices: no settings, no complaint.
+    const NcclNetworkSettings none = NcclSettingsFor(ReadRdmaSysfs(TempDir() + "/empty"));
+    QVERIFY(none.env.empty() && none.warnings.empty());
+  }
+
   void figuresLines() {
     WorkerFigures f;
     QVERIFY(

@@ -244,6 +244,26 @@ class TestJobSupervisor : public QObject {
     QVERIFY(r->next_offset > 4096);  // offsets count the dropped bytes too
   }
 
+  // Jobs that use NCCL get the node's RoCE settings; others do not.
+  void ncclJobsGetTheRoceSettings() {
+    JobSupervisorOptions o = Options();
+    o.nccl_env = {"NCCL_IB_HCA==rocep1s0f0:1,roceP2p1s0f0:1"};
+    JobSupervisor s(o);
+    JobSpec nccl = Spec("with-nccl", {"--fake-exit=0"});
+    nccl.world_size = 1;
+    nccl.algorithm = "nccl";
+    JobSpec ring = Spec("with-ring", {"--fake-exit=0"});
+    ring.world_size = 1;
+    QVERIFY(s.Start(nccl).ok());
+    QVERIFY(s.Start(ring).ok());
+    WaitEnded(s, "with-nccl");
+    WaitEnded(s, "with-ring");
+    QVERIFY2(AllLogs(s, "with-nccl").find("env NCCL_IB_HCA==rocep1s0f0:1,roceP2p1s0f0:1") !=
+                 std::string::npos,
+             AllLogs(s, "with-nccl").c_str());
+    QVERIFY(AllLogs(s, "with-ring").find("NCCL_IB_HCA") == std::string::npos);
+  }
+
   void routerJobsRunOctetRoute() {
     JobSupervisor s(Options());
     JobSpec r;

@@ -112,6 +112,10 @@ struct JobSupervisorOptions {
   int stop_grace_ms = 5000;              // SIGTERM -> SIGKILL
   size_t max_finished_jobs = 64;         // ended jobs kept for List and logs
   std::vector<std::string> env;          // added to every job's environment
+  // Added to the environment of jobs whose algorithm is "nccl" (roce.h:
+  // NCCL_IB_HCA, NCCL_IB_GID_INDEX, NCCL_SOCKET_IFNAME), unless the agent's own
+  // environment already sets that variable (an operator's choice wins).
+  std::vector<std::string> nccl_env;
 };
 
 // Checks a spec without running anything. `model_roots` and `owner_flags` as in

@@ -78,15 +78,26 @@ struct GpuProbe {
 // still runs on a node without a driver: that gives an empty list and a note.
 GpuProbe ProbeGpus();
 
+// One entry of a port's GID table.
+struct RdmaGid {
+  int index = 0;
+  std::string gid;     // "fe80::...", "::ffff:10.0.0.1"
+  std::string type;    // "RoCE v2", "IB/RoCE v1", "" when unknown
+  std::string netdev;  // the interface the entry belongs to, when known
+};
 struct RdmaPortFacts {
   uint32_t port = 0;
   std::string state;       // "ACTIVE", "DOWN", ...
   std::string link_layer;  // "Ethernet" (RoCE) or "InfiniBand"
-  std::vector<std::string> gids;
+  std::vector<std::string> gids;   // "INDEX:GID" of the non-zero entries
+  std::vector<RdmaGid> gid_table;  // the same with types (sysfs reader)
+  std::string netdev;              // the port's Ethernet interface, when known
+  int mtu = 0;                     // that interface's MTU in bytes; 0: unknown
 };
 struct RdmaDeviceFacts {
-  std::string name;    // "mlx5_0"
-  std::string netdev;  // backing Ethernet interface, when known
+  std::string name;         // "mlx5_0", "rocep1s0f0"
+  std::string netdev;       // backing Ethernet interface, when known
+  std::string pci_address;  // "0000:01:00.0", when known
   std::vector<RdmaPortFacts> ports;
 };
 struct RdmaProbe {
