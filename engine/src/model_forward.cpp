@@ -199,11 +199,16 @@ Status Model::Forward(const std::vector<SequenceChunk>& batch, KvCache& cache, F
            {&S.gate, T * F * f},
            {&S.up, T * F * f},
            {&S.rows, R * H * f},
-           {&S.logits, R * local_vocab_ * f},
            {&S.ids, T * int64_t{sizeof(int32_t)}},
            {&S.positions, T * int64_t{sizeof(int32_t)}},
            {&S.row_index, R * int64_t{sizeof(int64_t)}}}) {
     OCTET_RETURN_IF_ERROR(Ensure(be, *buf, bytes));
+  }
+  // The logits get a buffer of their own only where `out` cannot take them
+  // directly: a device backend, or a vocab-parallel shard to be gathered.
+  const bool host_memory = be.memory_kind() != kernels::MemoryKind::kDevice;
+  if (!host_memory || vocab_parallel) {
+    OCTET_RETURN_IF_ERROR(Ensure(be, S.logits, R * local_vocab_ * f));
   }
   be.CopyToDevice(S.ids.data(), S.host_ids.data(), T * int64_t{sizeof(int32_t)});
   be.CopyToDevice(S.positions.data(), S.host_positions.data(), T * int64_t{sizeof(int32_t)});
@@ -335,7 +340,6 @@ Status Model::Forward(const std::vector<SequenceChunk>& batch, KvCache& cache, F
   be.RmsNorm(rows, final_norm_.device, eps, R, H, H, rows);
   out->vocab = c.vocab_size;
   out->logits.resize(R * out->vocab);
-  const bool host_memory = be.memory_kind() != kernels::MemoryKind::kDevice;
   float* logits = host_memory && !vocab_parallel ? out->logits.data() : S.logits.as<float>();
   be.Matmul(rows, R, H, lm_head_.weight, logits, local_vocab_, false);
   const float cap = c.logit_softcap;
