@@ -116,7 +116,7 @@ class Loader {
                                   t->ShapeString() + " but " + ShapeString(shape) +
                                   " was expected");
     }
-    Touch(*t);
+    OCTET_RETURN_IF_ERROR(Touch(*t));
     return t;
   }
 
@@ -140,6 +140,14 @@ class Loader {
         return InvalidArgumentError("tensor '" + name + "' has dtype " +
                                     std::string(DTypeName(t->dtype)) +
                                     "; expected F32, BF16 or F16");
+    }
+    // Vectors (norm weights, biases) are small: every value is checked.
+    for (int64_t i = 0; i < n; ++i) {
+      if (!std::isfinite(out[i])) {
+        return DataLossError("tensor '" + name + "' in " + t->file + " holds " +
+                             std::to_string(out[i]) + " at element " + std::to_string(i) +
+                             ": the checkpoint is damaged or was converted wrongly");
+      }
     }
     return out;
   }
@@ -177,7 +185,7 @@ class Loader {
       return InvalidArgumentError("tensor '" + name + "' must be an F32 scalar (shape []), has " +
                                   std::string(DTypeName(t->dtype)) + " " + t->ShapeString());
     }
-    Touch(*t);
+    OCTET_RETURN_IF_ERROR(Touch(*t));
     float v;
     std::memcpy(&v, t->data, 4);
     if (!(v > 0.0f) || !std::isfinite(v)) {
@@ -215,7 +223,9 @@ class Loader {
                                     std::string(DTypeName(scales->dtype)) + "; expected F8_E4M3");
       }
       OCTET_ASSIGN_OR_RETURN(float global, Scalar(module + ".weight_scale_2"));
-      if (const TensorInfo* is = Find(module + ".input_scale")) Touch(*is);
+      if (const TensorInfo* is = Find(module + ".input_scale")) {
+        OCTET_RETURN_IF_ERROR(Touch(*is));
+      }
       l.weight = WeightMatrix::Nvfp4(packed->data, scales->data, global, out, in);
     } else {
       if (!t) {
@@ -294,11 +304,26 @@ class Loader {
     return realigned_->back().data();
   }
 
-  void Touch(const TensorInfo& t) {
-    if (!touched_.insert(&t).second) return;
+  // Pages the tensor in (LoadOptions::prefault) and, on the way, looks at the
+  // element at the start of every page: a NaN or an infinity there (a damaged
+  // file, a conversion gone wrong) refuses the load with the tensor named,
+  // where it would otherwise turn every logit into NaN and greedy decoding
+  // into id 0. One element per 4 KiB page costs nothing beyond the paging;
+  // a lone bad value elsewhere in a page is not seen.
+  Status Touch(const TensorInfo& t) {
+    if (!touched_.insert(&t).second) return Status::Ok();
     if (options_.prefault && t.size_bytes > 0) {
       uint8_t acc = t.data[t.size_bytes - 1];
-      for (int64_t off = 0; off < t.size_bytes; off += 4096) acc ^= t.data[off];
+      const int64_t es = DTypeSize(t.dtype);
+      for (int64_t off = 0; off < t.size_bytes; off += 4096) {
+        acc ^= t.data[off];
+        if (!FiniteAt(t, off - off % es)) {
+          return DataLossError("tensor '" + t.name + "' in " + t.file +
+                               " holds a NaN or an infinity at byte offset " +
+                               std::to_string(t.file_offset + off - off % es) +
+                               ": the checkpoint is damaged or was converted wrongly");
+        }
+      }
       volatile uint8_t sink = acc;  // keeps the reads
       (void)sink;
     }
@@ -306,6 +331,30 @@ class Loader {
     progress_.tensors_done += 1;
     progress_.tensor = t.name;
     if (options_.progress) options_.progress(progress_);
+    return Status::Ok();
+  }
+
+  // Whether the element at byte `off` of a floating-point tensor is finite
+  // (true for other types: they have no NaN).
+  static bool FiniteAt(const TensorInfo& t, int64_t off) {
+    uint16_t h = 0;
+    switch (t.dtype) {
+      case DType::kF32: {
+        float f;
+        std::memcpy(&f, t.data + off, 4);
+        return std::isfinite(f);
+      }
+      case DType::kBF16:
+        std::memcpy(&h, t.data + off, 2);
+        return (h & 0x7f80) != 0x7f80;
+      case DType::kF16:
+        std::memcpy(&h, t.data + off, 2);
+        return (h & 0x7c00) != 0x7c00;
+      case DType::kF8E4M3:
+        return (t.data[off] & 0x7f) != 0x7f;  // e4m3fn: only NaN, no infinity
+      default:
+        return true;
+    }
   }
 
   const CheckpointStore& store_;

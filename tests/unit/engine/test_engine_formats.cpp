@@ -9,6 +9,7 @@
 #include "octet/base/file_util.h"
 #include "octet/engine/model.h"
 #include "octet/engine/nvfp4.h"
+#include "octet/engine/random_checkpoint.h"
 #include "octet/engine/safetensors.h"
 #include "octet_test.h"
 
@@ -240,6 +241,43 @@ class TestEngineFormats : public QObject {
     QVERIFY2(!c.ok(), json.c_str());
     QVERIFY2(Has(c.status(), field.toStdString()) && Has(c.status(), "x/config.json"),
              c.status().message().c_str());
+  }
+
+  // A checkpoint holding NaNs (a damaged file, a bad conversion) is refused at
+  // load, the tensor named, instead of decoding every token as id 0.
+  void nonFiniteWeightsAreRefusedAtLoad() {
+    QTemporaryDir tmp;
+    RandomModelShape shape;
+    shape.hidden_size = 64;
+    shape.intermediate_size = 2048;  // gate/up/down span several pages
+    for (const std::string& victim : {std::string("model.layers.1.mlp.down_proj.weight"),
+                                      std::string("model.layers.0.input_layernorm.weight")}) {
+      const std::string dir = tmp.path().toStdString() + "/" + victim;
+      QVERIFY(WriteRandomCheckpoint(shape, dir).ok());
+      QVERIFY(Model::Load(dir, {}).ok());
+      int64_t offset = 0, bytes = 0;
+      std::string file;
+      {
+        auto store = CheckpointStore::Open(dir);
+        QVERIFY(store.ok());
+        const TensorInfo* t = (*store)->Find(victim);
+        QVERIFY(t);
+        offset = t->file_offset;
+        bytes = t->size_bytes;
+        file = t->file;
+      }
+      auto data = ReadFileToString(file);
+      QVERIFY(data.ok());
+      for (int64_t i = 0; i + 1 < bytes; i += 2) {  // BF16 NaN everywhere in the tensor
+        (*data)[offset + i] = static_cast<char>(0xc0);
+        (*data)[offset + i + 1] = static_cast<char>(0x7f);
+      }
+      QVERIFY(WriteFileAtomic(file, *data).ok());
+      auto m = Model::Load(dir, {});
+      QVERIFY2(!m.ok(), victim.c_str());
+      QCOMPARE(m.status().code(), StatusCode::kDataLoss);
+      QVERIFY2(Has(m.status(), victim) && Has(m.status(), "damaged"), m.status().message().c_str());
+    }
   }
 
   void loadErrorsNameTheProblem() {
