@@ -109,7 +109,7 @@ class Loader {
     const TensorInfo* t = store_.Find(name);
     if (!t) {
       return NotFoundError("tensor '" + name + "' (expected shape " + ShapeString(shape) +
-                           ") is missing from the checkpoint");
+                           ") is missing from the checkpoint" + UnindexedHint());
     }
     if (t->shape != shape) {
       return InvalidArgumentError("tensor '" + name + "' in " + t->file + " has shape " +
@@ -232,7 +232,8 @@ class Loader {
         return NotFoundError("tensor '" + wname + "' (expected shape " +
                              ShapeString(quantized ? std::vector<int64_t>{out, in / 2}
                                                    : std::vector<int64_t>{out, in}) +
-                             (quantized ? " U8 NVFP4" : "") + ") is missing from the checkpoint");
+                             (quantized ? " U8 NVFP4" : "") + ") is missing from the checkpoint" +
+                             UnindexedHint());
       }
       OCTET_ASSIGN_OR_RETURN(l.weight, Dense(module + ".weight", out, in));
     }
@@ -280,6 +281,19 @@ class Loader {
   }
 
   int64_t tile_bytes() const { return tile_bytes_; }
+
+  // For a missing tensor: bytes of a file that no header entry covers are
+  // where its data most likely still is (its entry lost from the header).
+  std::string UnindexedHint() const {
+    for (const SafetensorsFile& f : store_.files()) {
+      for (const auto& [begin, end] : f.unindexed()) {
+        return "; " + f.path() + " has " + std::to_string(end - begin) + " bytes at offsets " +
+               std::to_string(begin) + ".." + std::to_string(end) +
+               " that no tensor in its header covers: its entry was probably removed";
+      }
+    }
+    return "";
+  }
 
   // Reports completion: tensors the model does not use (a tied lm_head kept
   // in the file, rotary caches of old exports) count as done.
@@ -490,6 +504,13 @@ Status Model::LoadWeights(const LoadOptions& options) {
   }
   lm_head_.role = local_vocab_ == c.vocab_size ? LinearRole::kReplicated : LinearRole::kVocabParallel;
   ld.Finish();
+  for (const SafetensorsFile& f : store_->files()) {
+    for (const auto& [begin, end] : f.unindexed()) {
+      OCTET_LOG(WARNING) << f.path() << ": bytes " << begin << ".." << end
+                         << " belong to no tensor in the header (the file is not well formed; "
+                            "every tensor the model needs was found)";
+    }
+  }
   if (ld.tile_bytes() > 0) {
     OCTET_LOG(INFO) << "NVFP4 weights: a tile copy for single-row decode (AVX512-VNNI), "
                     << MiB(ld.tile_bytes()) << " MiB";

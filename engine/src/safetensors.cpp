@@ -193,17 +193,15 @@ Result<SafetensorsFile> SafetensorsFile::Open(const std::string& path) {
                            "' overlaps the previous tensor at byte offset " +
                            std::to_string(data_start + s.begin));
     }
-    if (s.begin > expect) {
-      return DataLossError(path + ": hole in the data before tensor '" + name + "' (byte offsets " +
-                           std::to_string(data_start + expect) + ".." +
-                           std::to_string(data_start + s.begin) + ")");
+    if (s.begin > expect) {  // bytes no header entry covers (Unindexed)
+      f.unindexed_.push_back(
+          {static_cast<int64_t>(data_start + expect), static_cast<int64_t>(data_start + s.begin)});
     }
     expect = s.end;
   }
   if (expect != data_size) {
-    return DataLossError(path + ": " + std::to_string(data_size - expect) +
-                         " trailing bytes after the last tensor (byte offset " +
-                         std::to_string(data_start + expect) + ")");
+    f.unindexed_.push_back(
+        {static_cast<int64_t>(data_start + expect), static_cast<int64_t>(data_start + data_size)});
   }
   for (size_t i = 0; i < f.tensors_.size(); ++i) f.index_[f.tensors_[i].name] = i;
   return f;

@@ -71,10 +71,17 @@ class SafetensorsFile {
   const TensorInfo* Find(std::string_view name) const;
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
   const MappedFile& mapping() const { return file_; }
+  // Byte ranges of the data section (absolute file offsets, [first, second))
+  // that no tensor of the header covers. A well-formed file has none; a file
+  // whose header lost a tensor's entry has its bytes here, and the loader
+  // names the missing tensor and points at them instead of refusing the file
+  // for the gap.
+  const std::vector<std::pair<int64_t, int64_t>>& unindexed() const { return unindexed_; }
 
  private:
   MappedFile file_;
   std::vector<TensorInfo> tensors_;
+  std::vector<std::pair<int64_t, int64_t>> unindexed_;
   std::map<std::string, size_t> index_;
   std::map<std::string, std::string> metadata_;
 };
