@@ -1,10 +1,13 @@
 #include "octet/trainer/checkpoint.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -53,6 +56,26 @@ Status WriteModelFiles(const std::string& dir, const GptModel& model,
   return CopyTokenizer(tokenizer_dir, dir);
 }
 
+// Folders a checkpoint write leaves behind when its process dies mid-write:
+// ".step-NNNNNN.tmp.PID" and ".step-NNNNNN.old.PID", whose PID no longer runs.
+std::vector<std::string> StaleTemporaries(const std::string& root) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (fs::directory_iterator it(root, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string n = it->path().filename().string();
+    if (n.rfind(".step-", 0) != 0) continue;
+    size_t dot = n.rfind('.');
+    if (dot == std::string::npos || dot == 0) continue;
+    const std::string kind = n.substr(n.rfind('.', dot - 1) + 1, dot - n.rfind('.', dot - 1) - 1);
+    if (kind != "tmp" && kind != "old") continue;
+    const long pid = std::strtol(n.c_str() + dot + 1, nullptr, 10);
+    if (pid > 0 && (::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH)) continue;
+    out.push_back(it->path().string());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
 }  // namespace
 
 Status ExportModel(const std::string& dir, const GptModel& model,
@@ -69,6 +92,8 @@ Status SaveCheckpoint(const std::string& out_dir, GptModel& model, Optimizer& op
   const std::string final_dir = JoinPath(root, name);
   const std::string tmp_dir = JoinPath(root, "." + name + ".tmp." + std::to_string(::getpid()));
   std::error_code ec;
+  // What an earlier write left when its process died (a full disk, a kill).
+  for (const std::string& stale : StaleTemporaries(root)) fs::remove_all(stale, ec);
   fs::remove_all(tmp_dir, ec);
   OCTET_RETURN_IF_ERROR(MakeDirs(tmp_dir));
 
@@ -118,8 +143,19 @@ Status SaveCheckpoint(const std::string& out_dir, GptModel& model, Optimizer& op
 
 Result<std::string> LatestCheckpoint(const std::string& out_dir) {
   const std::string latest = JoinPath(JoinPath(out_dir, "checkpoints"), "latest");
-  if (!PathExists(latest))
-    return NotFoundError("no checkpoint in " + out_dir + " (" + latest + " is missing)");
+  if (!PathExists(latest)) {
+    const std::vector<std::string> stale = StaleTemporaries(JoinPath(out_dir, "checkpoints"));
+    if (!stale.empty()) {
+      return NotFoundError("no complete checkpoint in " + out_dir +
+                           ": the first checkpoint "
+                           "write was interrupted (it left " +
+                           stale.front() +
+                           ", which the next save removes); run without --resume to start "
+                           "from step 0");
+    }
+    return NotFoundError("no checkpoint in " + out_dir + " (" + latest +
+                         " is missing); run without --resume to start from step 0");
+  }
   OCTET_ASSIGN_OR_RETURN(std::string name, ReadFileToString(latest));
   while (!name.empty() && (name.back() == '\n' || name.back() == ' ')) name.pop_back();
   if (name.rfind("step-", 0) != 0 || name.find('/') != std::string::npos) {

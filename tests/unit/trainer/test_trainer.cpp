@@ -368,6 +368,24 @@ class TestTrainer : public QObject {
     QVERIFY2(t3.status().message().find("optimizer.safetensors") != std::string::npos,
              t3.status().ToString().c_str());
     fs::remove_all(root + "/fresh");
+    // A write killed at the very first save leaves a temporary and no
+    // `latest`: --resume says what happened and what to do, and the next save
+    // clears it (its writer, pid 999999999, no longer runs).
+    const std::string first = root + "/first";
+    fs::create_directories(first + "/checkpoints/.step-000002.tmp.999999999");
+    auto interrupted = LatestCheckpoint(first);
+    QVERIFY(!interrupted.ok());
+    QVERIFY2(interrupted.status().message().find("interrupted") != std::string::npos &&
+                 interrupted.status().message().find("without --resume") != std::string::npos,
+             interrupted.status().ToString().c_str());
+    auto f = o;
+    f.out_dir = first;
+    f.steps = 2;
+    auto t5 = Trainer::Create(f, be.get(), nullptr, nullptr);
+    QVERIFY(t5.ok());
+    QVERIFY((*t5)->Run({}, {}).ok());
+    QVERIFY(!fs::exists(first + "/checkpoints/.step-000002.tmp.999999999"));
+    QVERIFY(LatestCheckpoint(first).ok());
     auto none = o;
     none.out_dir = root + "/fresh";
     none.resume = true;
