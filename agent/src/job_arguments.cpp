@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <string_view>
 
 #include "octet/base/args.h"
@@ -299,13 +300,29 @@ Result<std::string> ResolveInsideRoots(const std::string& path,
                                  "(start it with --model-roots DIR,...)");
   }
   if (path.empty()) return InvalidArgumentError(what + " is empty");
+  std::string list;
+  for (const auto& root : roots) list += (list.empty() ? "" : ", ") + root;
   const std::string real = RealPath(path);
   if (real.empty()) {
-    return NotFoundError(what + " '" + path + "' not found on this node: " + std::strerror(errno));
+    const int err = errno;
+    // Only a path that would lie inside the roots is said not to exist: for
+    // any other the answer is the same as for an existing one, so a caller
+    // cannot probe which files exist elsewhere on the node.
+    const std::string lexical =
+        std::filesystem::absolute(std::filesystem::path(path)).lexically_normal().string();
+    for (const auto& root : roots) {
+      const std::string r = RealPath(root);
+      const std::string lr =
+          std::filesystem::absolute(std::filesystem::path(root)).lexically_normal().string();
+      if ((!r.empty() && Inside(lexical, r)) || (!lr.empty() && Inside(lexical, lr))) {
+        return NotFoundError(what + " '" + path +
+                             "' not found on this node: " + std::strerror(err));
+      }
+    }
+    return PermissionDeniedError(what + " '" + path + "' is outside this agent's model roots (" +
+                                 list + ")");
   }
-  std::string list;
   for (const auto& root : roots) {
-    list += (list.empty() ? "" : ", ") + root;
     const std::string r = RealPath(root);
     if (!r.empty() && Inside(real, r)) return real;
   }

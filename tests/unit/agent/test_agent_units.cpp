@@ -461,6 +461,12 @@ class TestAgentUnits : public QObject {
     QCOMPARE(launched.policy, RealPathOf(r.policy));
     // A router job on an agent with no roots is refused as well.
     QCOMPARE(ValidateJobSpec(r, {}).code(), StatusCode::kPermissionDenied);
+    // A missing file outside the roots is not told apart from an existing one
+    // (no probing which files exist elsewhere); one inside them is NotFound.
+    r.policy = dir + "/outside/no-such-file";
+    QCOMPARE(ValidateJobSpec(r, roots).code(), StatusCode::kPermissionDenied);
+    r.policy = dir + "/models/no-such-file";
+    QCOMPARE(ValidateJobSpec(r, roots).code(), StatusCode::kNotFound);
 
     JobSpec t;
     t.job_id = "train";
