@@ -648,4 +648,19 @@ void CpuBackend::GatherRows(const float* x, int64_t ldx, const int64_t* rows, in
   }
 }
 
+void CpuBackend::ScatterAddRows(const float* x, int64_t ldx, const int64_t* rows,
+                                const float* weights, int64_t n_rows, int64_t n, float* out,
+                                int64_t ldo) {
+  for (int64_t r = 0; r < n_rows; ++r) {
+    const float w = weights ? weights[r] : 1.0f;
+    const float* src = x + r * ldx;
+    float* dst = out + rows[r] * ldo;
+    for (int64_t c = 0; c < n; ++c) dst[c] += w * src[c];
+  }
+}
+
+void CpuBackend::Scale(float* x, int64_t n, float s) {
+  for (int64_t i = 0; i < n; ++i) x[i] *= s;
+}
+
 }  // namespace octet::kernels::cpu

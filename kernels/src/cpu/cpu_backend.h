@@ -51,6 +51,9 @@ class CpuBackend final : public KernelBackend {
   void Fill(float* x, int64_t n, float value) override;
   void GatherRows(const float* x, int64_t ldx, const int64_t* rows, int64_t n_rows, int64_t n,
                   float* out) override;
+  void ScatterAddRows(const float* x, int64_t ldx, const int64_t* rows, const float* weights,
+                      int64_t n_rows, int64_t n, float* out, int64_t ldo) override;
+  void Scale(float* x, int64_t n, float s) override;
   int64_t Argmax(const float* x, int64_t n) override;
   void TopK(const float* x, int64_t n, int64_t k, int32_t* indices, float* values) override;
 

@@ -969,6 +969,27 @@ class TestKernelConformance : public QObject {
       backend->GatherRows(x.data(), stride, pick.data(), 4, cols, g.data());
       for (size_t r = 0; r < pick.size(); ++r)
         for (int64_t c = 0; c < cols; ++c) QCOMPARE(g[r * cols + c], x[pick[r] * stride + c]);
+      // ScatterAddRows: weighted, a row hit twice gets both additions in
+      // order, rows not named are left alone; null weights mean 1.
+      {
+        const std::vector<int64_t> to = {2, 0, 2};
+        const std::vector<float> w = {0.5f, -2.0f, 3.0f};
+        const int64_t ldo = cols + 3;
+        std::vector<float> out = RandomFloats(4 * ldo, rng), expect = out;
+        for (size_t r = 0; r < to.size(); ++r)
+          for (int64_t c = 0; c < cols; ++c) expect[to[r] * ldo + c] += w[r] * g[r * cols + c];
+        backend->ScatterAddRows(g.data(), cols, to.data(), w.data(), 3, cols, out.data(), ldo);
+        QCOMPARE(out, expect);
+        std::vector<float> out1(4 * ldo, 1.0f), expect1 = out1;
+        for (size_t r = 0; r < to.size(); ++r)
+          for (int64_t c = 0; c < cols; ++c) expect1[to[r] * ldo + c] += g[r * cols + c];
+        backend->ScatterAddRows(g.data(), cols, to.data(), nullptr, 3, cols, out1.data(), ldo);
+        QCOMPARE(out1, expect1);
+        std::vector<float> sc = RandomFloats(29, rng), sc_want = sc;
+        for (float& f : sc_want) f *= 1.25f;
+        backend->Scale(sc.data(), 29, 1.25f);
+        QCOMPARE(sc, sc_want);
+      }
       // EmbeddingShard: rows of this shard's ids, zeros for the others.
       for (WeightFormat f : {WeightFormat::kBF16, WeightFormat::kNvfp4}) {
         OwnedWeight t = RandomWeight(f, 6, 32, rng);

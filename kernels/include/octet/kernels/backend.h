@@ -125,6 +125,8 @@ enum class Op : uint8_t {
   kAddRowVector,  // biases
   kFill,
   kGatherRows,
+  kScatterAddRows,  // mixture-of-experts: an expert's rows back into the tokens' rows
+  kScale,
   kSoftCap,
   kSoftmax,
   kArgmax,
@@ -263,6 +265,18 @@ class KernelBackend {
   // apart, out rows `n` apart.
   virtual void GatherRows(const float* x, int64_t ldx, const int64_t* rows, int64_t n_rows,
                           int64_t n, float* out) = 0;
+
+  // out[rows[r], :] += weights[r] * x[r, :] for r < n_rows, in order, rows of
+  // `n` floats, x rows `ldx` apart, out rows `ldo` apart; `weights` null means
+  // 1. A mixture-of-experts block adds each expert's output rows, weighted by
+  // the router, into the rows of the tokens routed to it (a row may repeat:
+  // the additions happen in r order).
+  virtual void ScatterAddRows(const float* x, int64_t ldx, const int64_t* rows,
+                              const float* weights, int64_t n_rows, int64_t n, float* out,
+                              int64_t ldo) = 0;
+
+  // x[i] *= s for n elements (MiniCPM's embedding and residual-branch scales).
+  virtual void Scale(float* x, int64_t n, float s) = 0;
 
   // Index of the largest element (the first one on ties; NaN never wins).
   virtual int64_t Argmax(const float* x, int64_t n) = 0;
