@@ -1,0 +1,640 @@
+// CudaBackend (cuda_backend.h): argument checks, memory, and the dispatch of
+// each op to its kernel. Host code only: it never dereferences a device
+// pointer (the attention table and TopK go through explicit copies).
+#include "cuda_backend.h"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <utility>
+
+#include "backend_kernels.h"
+#include "cuda_check.h"
+#include "octet/kernels/cuda/cuda_backend.h"
+#include "octet/kernels/cuda/cuda_device.h"
+#include "octet/kernels/cuda/cuda_ops.h"
+
+namespace octet::kernels::cuda {
+namespace {
+
+// Dequantised weight panels (NVFP4 -> BF16, F16 -> F32) are at most this big.
+constexpr int64_t kPanelBytes = int64_t{64} << 20;
+
+int64_t RoundUp(int64_t v, int64_t to) { return (v + to - 1) / to * to; }
+
+// Bytes of one packed row of `w`'s codes/elements.
+int64_t RowBytes(const WeightMatrix& w) {
+  switch (w.format) {
+    case WeightFormat::kF32:
+      return w.cols * 4;
+    case WeightFormat::kBF16:
+    case WeightFormat::kF16:
+      return w.cols * 2;
+    case WeightFormat::kNvfp4:
+      return (w.cols + 1) / 2;
+  }
+  return 0;
+}
+
+std::string Str(int64_t v) { return std::to_string(v); }
+
+}  // namespace
+
+Result<std::unique_ptr<KernelBackend>> CreateCudaBackend(const BackendOptions& options) {
+  OCTET_ASSIGN_OR_RETURN(std::unique_ptr<CudaBackend> b, CudaBackend::Create(options));
+  return std::unique_ptr<KernelBackend>(std::move(b));
+}
+
+Result<std::unique_ptr<CudaBackend>> CudaBackend::Create(const BackendOptions& options) {
+  (void)options;  // the host threads do not apply
+  const CudaProbeResult probe = CudaProbe();
+  if (!probe.usable) return UnavailableError(probe.why);
+  OCTET_RETURN_IF_ERROR(CudaCheck(cudaSetDevice(0), "cudaSetDevice(0)"));
+  OCTET_ASSIGN_OR_RETURN(const CublasApi* api, LoadCublas());
+  std::unique_ptr<CudaBackend> b(new CudaBackend());
+  b->cublas_ = api;
+  b->sm_count_ = std::max(1, probe.devices[0].sm_count);
+  OCTET_RETURN_IF_ERROR(CudaCheck(cudaStreamCreateWithFlags(&b->stream_, cudaStreamNonBlocking),
+                                  "cudaStreamCreateWithFlags"));
+  if (cublasStatus_t st = api->create(&b->handle_); st != CUBLAS_STATUS_SUCCESS) {
+    b->handle_ = nullptr;
+    return CublasError(*api, st, "cublasCreate");
+  }
+  if (cublasStatus_t st = api->set_stream(b->handle_, b->stream_); st != CUBLAS_STATUS_SUCCESS) {
+    return CublasError(*api, st, "cublasSetStream");
+  }
+  const char* mode = std::getenv("OCTET_CUDA_MATMUL");
+  b->split_bf16_ = !(mode && std::string(mode) == "bf16");
+  return b;
+}
+
+CudaBackend::~CudaBackend() {
+  // Nothing to report to here; a broken context shows in the next checked call.
+  if (stream_) cudaStreamSynchronize(stream_);
+  for (ScratchBuffer& s : scratch_) {
+    if (s.data) cudaFree(s.data);
+  }
+  if (handle_) cublas_->destroy(handle_);
+  if (stream_) cudaStreamDestroy(stream_);
+}
+
+bool CudaBackend::supports(WeightFormat format) const {
+  switch (format) {
+    case WeightFormat::kF32:
+    case WeightFormat::kBF16:
+    case WeightFormat::kF16:
+    case WeightFormat::kNvfp4:
+      return true;
+  }
+  return false;
+}
+
+bool CudaBackend::supports(Op op, WeightFormat format) const {
+  switch (op) {
+    case Op::kMatmul:
+    case Op::kEmbedding:
+      return supports(format);
+    default:
+      return op < Op::kCount;
+  }
+}
+
+bool CudaBackend::Check(Status s) {
+  if (s.ok()) return true;
+  if (error_.ok()) {
+    error_ = std::move(s);
+  } else {
+    ++more_errors_;
+  }
+  return false;
+}
+
+Result<void*> CudaBackend::Scratch(ScratchId id, size_t bytes) {
+  ScratchBuffer& s = scratch_[id];
+  if (s.bytes >= bytes && s.data) return s.data;
+  // The old block may still be read by queued work.
+  OCTET_RETURN_IF_ERROR(CudaCheck(cudaStreamSynchronize(stream_), "cudaStreamSynchronize"));
+  const size_t want = std::max(bytes, s.bytes + s.bytes / 2);
+  if (s.data) cudaFree(s.data);
+  s.data = nullptr;
+  s.bytes = 0;
+  void* p = nullptr;
+  OCTET_RETURN_IF_ERROR(
+      CudaCheck(cudaMalloc(&p, want), "cudaMalloc(" + std::to_string(want) + " bytes of scratch)"));
+  s.data = p;
+  s.bytes = want;
+  return p;
+}
+
+// ---- memory -------------------------------------------------------------------
+
+Result<Buffer> CudaBackend::Allocate(int64_t bytes) {
+  if (bytes < 0) return InvalidArgumentError("Allocate: negative size");
+  const size_t size = static_cast<size_t>(std::max<int64_t>(bytes, 1));
+  void* p = nullptr;
+  if (cudaError_t e = cudaMalloc(&p, size); e != cudaSuccess) {
+    cudaGetLastError();
+    size_t free_bytes = 0, total = 0;
+    std::string have;
+    if (cudaMemGetInfo(&free_bytes, &total) == cudaSuccess) {
+      have = " (" + std::to_string(free_bytes) + " of " + std::to_string(total) +
+             " bytes free on device 0)";
+    }
+    cudaGetLastError();
+    Status s = CudaError(e, "cudaMalloc(" + Str(bytes) + " bytes)" + have);
+    if (e == cudaErrorMemoryAllocation) return ResourceExhaustedError(s.message());
+    return s;
+  }
+  if (cudaError_t e = cudaMemsetAsync(p, 0, size, stream_); e != cudaSuccess) {
+    cudaFree(p);
+    return CudaError(e, "cudaMemsetAsync(" + Str(bytes) + " bytes)");
+  }
+  return Buffer(p, bytes, MemoryKind::kDevice, [](void* q, int64_t) { cudaFree(q); });
+}
+
+void CudaBackend::CopyToDevice(void* dst, const void* host_src, int64_t bytes) {
+  if (bytes <= 0) return;
+  if (!dst || !host_src) {
+    Check(InvalidArgumentError("CopyToDevice: null pointer"));
+    return;
+  }
+  // From pageable memory the runtime stages the bytes before it returns, so
+  // the caller may reuse host_src at once.
+  Check(CudaCheck(
+      cudaMemcpyAsync(dst, host_src, static_cast<size_t>(bytes), cudaMemcpyHostToDevice, stream_),
+      "cudaMemcpyAsync(" + Str(bytes) + " bytes to the device)"));
+}
+
+void CudaBackend::CopyToHost(void* host_dst, const void* src, int64_t bytes) {
+  if (bytes <= 0) return;
+  if (!host_dst || !src) {
+    Check(InvalidArgumentError("CopyToHost: null pointer"));
+    return;
+  }
+  if (Check(CudaCheck(cudaMemcpyAsync(host_dst, src, static_cast<size_t>(bytes),
+                                      cudaMemcpyDeviceToHost, stream_),
+                      "cudaMemcpyAsync(" + Str(bytes) + " bytes to the host)"))) {
+    Check(CudaCheck(cudaStreamSynchronize(stream_), "cudaStreamSynchronize after a copy"));
+  }
+}
+
+Status CudaBackend::Synchronize() {
+  Status device = CudaCheck(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+  Status first = std::move(error_);
+  error_ = Status::Ok();
+  const int64_t more = std::exchange(more_errors_, 0);
+  if (!first.ok()) {
+    std::string msg = "cuda backend: " + first.message();
+    if (more > 0) msg += " (and " + Str(more) + " more errors)";
+    return Status(first.code(), std::move(msg));
+  }
+  return device;
+}
+
+Result<WeightMatrix> CudaBackend::PrepareWeight(const WeightMatrix& w,
+                                                std::vector<Buffer>* storage) {
+  if (!storage) return InvalidArgumentError("PrepareWeight: null storage");
+  if (!supports(w.format)) return UnimplementedError("PrepareWeight: unknown weight format");
+  if (w.rows < 0 || w.cols < 0) return InvalidArgumentError("PrepareWeight: negative shape");
+  WeightMatrix out = w;
+  out.tiles = nullptr;  // a CPU layout
+  out.tile_group_stride = 0;
+  const int64_t row_bytes = RowBytes(w);
+  if (w.rows == 0 || w.cols == 0) {
+    out.data = nullptr;
+    out.scales = nullptr;
+    return out;
+  }
+  if (!w.data || (w.rows > 1 && w.row_stride < row_bytes)) {
+    return InvalidArgumentError("PrepareWeight: " + std::string(WeightFormatName(w.format)) +
+                                " matrix [" + Str(w.rows) + ", " + Str(w.cols) +
+                                "] without data or with a row stride of " + Str(w.row_stride) +
+                                " < " + Str(row_bytes) + " bytes");
+  }
+  // Rows on 16-byte boundaries: the decode kernels then take vector loads.
+  const int64_t pitch = RoundUp(row_bytes, 16);
+  OCTET_ASSIGN_OR_RETURN(Buffer data, Allocate(w.rows * pitch));
+  OCTET_RETURN_IF_ERROR(
+      CudaCheck(cudaMemcpy2DAsync(data.data(), pitch, w.data, w.rows > 1 ? w.row_stride : row_bytes,
+                                  row_bytes, w.rows, cudaMemcpyHostToDevice, stream_),
+                "cudaMemcpy2DAsync(weights, " + Str(w.rows * row_bytes) + " bytes)"));
+  out.data = data.data();
+  out.row_stride = pitch;
+  storage->push_back(std::move(data));
+  if (w.format == WeightFormat::kNvfp4) {
+    const int64_t scale_bytes = (w.cols + kNvfp4BlockSize - 1) / kNvfp4BlockSize;
+    if (!w.scales || (w.rows > 1 && w.scale_row_stride < scale_bytes)) {
+      return InvalidArgumentError(
+          "PrepareWeight: NVFP4 matrix without scales or with a scale "
+          "row stride < " +
+          Str(scale_bytes));
+    }
+    const int64_t scale_pitch = RoundUp(scale_bytes, 16);
+    OCTET_ASSIGN_OR_RETURN(Buffer scales, Allocate(w.rows * scale_pitch));
+    OCTET_RETURN_IF_ERROR(
+        CudaCheck(cudaMemcpy2DAsync(scales.data(), scale_pitch, w.scales,
+                                    w.rows > 1 ? w.scale_row_stride : scale_bytes, scale_bytes,
+                                    w.rows, cudaMemcpyHostToDevice, stream_),
+                  "cudaMemcpy2DAsync(NVFP4 scales)"));
+    out.scales = scales.as<uint8_t>();
+    out.scale_row_stride = scale_pitch;
+    storage->push_back(std::move(scales));
+  }
+  return out;
+}
+
+// ---- matmul -------------------------------------------------------------------
+
+void CudaBackend::Matmul(const float* x, int64_t m, int64_t ldx, const WeightMatrix& w, float* y,
+                         int64_t ldy, bool accumulate) {
+  Check(MatmulImpl(x, m, ldx, w, y, ldy, accumulate));
+}
+
+void CudaBackend::MatmulMulti(const float* x, int64_t m, int64_t ldx, const MatmulOutput* outputs,
+                              int n_outputs) {
+  for (int i = 0; i < n_outputs; ++i) {
+    if (!Check(outputs ? Status::Ok() : InvalidArgumentError("MatmulMulti: null outputs"))) return;
+    Check(MatmulImpl(x, m, ldx, *outputs[i].w, outputs[i].y, outputs[i].ldy, false));
+  }
+}
+
+Status CudaBackend::MatmulImpl(const float* x, int64_t m, int64_t ldx, const WeightMatrix& w,
+                               float* y, int64_t ldy, bool accumulate) {
+  const int64_t n = w.rows, k = w.cols;
+  if (m <= 0 || n <= 0) return Status::Ok();
+  if (!y || ldy < n || ldx < k || (k > 0 && (!x || !w.data))) {
+    return InvalidArgumentError("Matmul: null pointer or a row stride shorter than a row (m " +
+                                Str(m) + ", n " + Str(n) + ", k " + Str(k) + ", ldx " + Str(ldx) +
+                                ", ldy " + Str(ldy) + ")");
+  }
+  if (!FitsInt(m) || !FitsInt(n) || !FitsInt(k) || !FitsInt(ldx) || !FitsInt(ldy)) {
+    return InvalidArgumentError("Matmul: sizes must fit in 31 bits");
+  }
+  if (k == 0) {
+    if (accumulate) return Status::Ok();
+    return CudaCheck(cudaMemset2DAsync(y, ldy * sizeof(float), 0, n * sizeof(float), m, stream_),
+                     "cudaMemset2DAsync(Matmul output)");
+  }
+  switch (w.format) {
+    case WeightFormat::kBF16:
+    case WeightFormat::kNvfp4: {
+      if (m <= kGemvMaxRows) return LaunchGemv(stream_, x, m, ldx, w, y, ldy, accumulate);
+      // Activations to BF16 once for every panel.
+      const int64_t halves = split_bf16_ ? 2 : 1;
+      OCTET_ASSIGN_OR_RETURN(void* xb, Scratch(kXBf16, halves * m * k * sizeof(uint16_t)));
+      uint16_t* x16 = static_cast<uint16_t*>(xb);
+      OCTET_RETURN_IF_ERROR(split_bf16_ ? LaunchSplitBf16(stream_, x, m, ldx, k, x16)
+                                        : LaunchToBf16(stream_, x, m, ldx, k, x16));
+      if (w.format == WeightFormat::kBF16) {
+        if (w.row_stride % 2 != 0 || reinterpret_cast<uintptr_t>(w.data) % 2 != 0) {
+          return InvalidArgumentError("Matmul: BF16 rows must be 2-byte aligned");
+        }
+        return Bf16Gemm(x16, split_bf16_, m, static_cast<const uint16_t*>(w.data), w.row_stride / 2,
+                        n, k, 1.0f, y, ldy, accumulate);
+      }
+      if (!w.scales) return InvalidArgumentError("Matmul: NVFP4 weights without scales");
+      const int64_t ld = RoundUp(k, 8);
+      const int64_t panel_rows = std::clamp<int64_t>(kPanelBytes / (ld * 2), 1, n);
+      OCTET_ASSIGN_OR_RETURN(void* pb, Scratch(kPanel, panel_rows * ld * sizeof(uint16_t)));
+      for (int64_t r0 = 0; r0 < n; r0 += panel_rows) {
+        const int64_t rows = std::min(panel_rows, n - r0);
+        uint16_t* panel = static_cast<uint16_t*>(pb);
+        OCTET_RETURN_IF_ERROR(LaunchDequantNvfp4ToBf16(stream_, w, r0, rows, panel, ld));
+        OCTET_RETURN_IF_ERROR(Bf16Gemm(x16, split_bf16_, m, panel, ld, rows, k, w.global_scale,
+                                       y + r0, ldy, accumulate));
+      }
+      return Status::Ok();
+    }
+    case WeightFormat::kF32:
+      if (w.row_stride % 4 != 0 || reinterpret_cast<uintptr_t>(w.data) % 4 != 0) {
+        return InvalidArgumentError("Matmul: F32 rows must be 4-byte aligned");
+      }
+      return Sgemm(x, m, ldx, static_cast<const float*>(w.data), w.row_stride / 4, n, k, y, ldy,
+                   accumulate);
+    case WeightFormat::kF16: {
+      const int64_t panel_rows = std::clamp<int64_t>(kPanelBytes / (k * 4), 1, n);
+      OCTET_ASSIGN_OR_RETURN(void* pb, Scratch(kPanel, panel_rows * k * sizeof(float)));
+      for (int64_t r0 = 0; r0 < n; r0 += panel_rows) {
+        const int64_t rows = std::min(panel_rows, n - r0);
+        float* panel = static_cast<float*>(pb);
+        OCTET_RETURN_IF_ERROR(LaunchWidenRows(stream_, w, r0, rows, panel, k));
+        OCTET_RETURN_IF_ERROR(Sgemm(x, m, ldx, panel, k, rows, k, y + r0, ldy, accumulate));
+      }
+      return Status::Ok();
+    }
+  }
+  return UnimplementedError("Matmul: unknown weight format");
+}
+
+// Row-major y[m, n] = x[m, k] · W[n, k]ᵀ is column-major yᵀ[n, m] = W · xᵀ:
+// W row-major with ld w_ld is the column-major [k, n] matrix Wᵀ (so op T),
+// x row-major is column-major xᵀ [k, m] (op N), y column-major [n, m] ld ldy.
+Status CudaBackend::Bf16Gemm(const uint16_t* x_bf16, bool split, int64_t m, const uint16_t* w,
+                             int64_t w_ld, int64_t n, int64_t k, float alpha, float* y, int64_t ldy,
+                             bool accumulate) {
+  const float beta_first = accumulate ? 1.0f : 0.0f;
+  const float one = 1.0f;
+  for (int half = 0; half < (split ? 2 : 1); ++half) {
+    const uint16_t* xh = x_bf16 + half * m * k;
+    const cublasStatus_t st = cublas_->gemm_ex(
+        handle_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(n), static_cast<int>(m),
+        static_cast<int>(k), &alpha, w, CUDA_R_16BF, static_cast<int>(w_ld), xh, CUDA_R_16BF,
+        static_cast<int>(k), half == 0 ? &beta_first : &one, y, CUDA_R_32F, static_cast<int>(ldy),
+        CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    if (st != CUBLAS_STATUS_SUCCESS) return CublasError(*cublas_, st, "cublasGemmEx(BF16)");
+  }
+  return Status::Ok();
+}
+
+Status CudaBackend::Sgemm(const float* x, int64_t m, int64_t ldx, const float* w, int64_t w_ld,
+                          int64_t n, int64_t k, float* y, int64_t ldy, bool accumulate) {
+  const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
+  const cublasStatus_t st =
+      cublas_->sgemm(handle_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(n), static_cast<int>(m),
+                     static_cast<int>(k), &alpha, w, static_cast<int>(w_ld), x,
+                     static_cast<int>(ldx), &beta, y, static_cast<int>(ldy));
+  return st == CUBLAS_STATUS_SUCCESS ? Status::Ok() : CublasError(*cublas_, st, "cublasSgemm");
+}
+
+// Row-major C[M, N] = alpha op(A) op(B) + beta C is column-major
+// Cᵀ[N, M] = alpha op(B)ᵀ op(A)ᵀ + beta Cᵀ. B stored [K, N] row-major is the
+// column-major [N, K] op(B)ᵀ itself (op N); stored [N, K] (trans_b) it needs
+// op T. Likewise A.
+void CudaBackend::Gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+                       const float* A, int64_t lda, const float* B, int64_t ldb, float beta,
+                       float* C, int64_t ldc) {
+  if (M <= 0 || N <= 0) return;
+  if (!FitsInt(M) || !FitsInt(N) || !FitsInt(K) || !FitsInt(lda) || !FitsInt(ldb) ||
+      !FitsInt(ldc) || !C || ldc < N || (K > 0 && (!A || !B))) {
+    Check(
+        InvalidArgumentError("Gemm: null pointer, a stride shorter than a row, or sizes "
+                             "beyond 31 bits (M " +
+                             Str(M) + ", N " + Str(N) + ", K " + Str(K) + ")"));
+    return;
+  }
+  const cublasStatus_t st =
+      cublas_->sgemm(handle_, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
+                     trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, static_cast<int>(N), static_cast<int>(M),
+                     static_cast<int>(K), &alpha, B, static_cast<int>(std::max<int64_t>(ldb, 1)), A,
+                     static_cast<int>(std::max<int64_t>(lda, 1)), &beta, C, static_cast<int>(ldc));
+  if (st != CUBLAS_STATUS_SUCCESS) Check(CublasError(*cublas_, st, "cublasSgemm (Gemm)"));
+}
+
+// ---- row and element-wise ops ---------------------------------------------------
+
+void CudaBackend::RmsNorm(const float* x, const float* weight, float eps, int64_t rows, int64_t dim,
+                          int64_t stride, float* out) {
+  Check(LaunchRmsNorm(stream_, x, weight, eps, rows, dim, stride, out));
+}
+
+void CudaBackend::Rope(float* x, int64_t rows, int64_t row_stride, int64_t n_heads,
+                       int64_t head_dim, const int32_t* positions, const float* inv_freq) {
+  Check(LaunchRope(stream_, x, rows, row_stride, n_heads, head_dim, positions, inv_freq));
+}
+
+void CudaBackend::SiluMul(const float* gate, const float* up, int64_t rows, int64_t n,
+                          int64_t stride, float* out) {
+  Check(LaunchSiluMul(stream_, gate, up, rows, n, stride, out));
+}
+
+void CudaBackend::Softmax(float* x, int64_t rows, int64_t n) {
+  if (rows > 0 && n > 0 && !x) {
+    Check(InvalidArgumentError("Softmax: null pointer"));
+    return;
+  }
+  Check(LaunchSoftmax(stream_, x, rows, n));
+}
+
+void CudaBackend::Add(const float* a, const float* b, int64_t n, float* out) {
+  Check(LaunchAdd(stream_, a, b, n, out));
+}
+
+void CudaBackend::Embedding(const WeightMatrix& table, const int32_t* ids, int64_t n, float* out) {
+  Check(LaunchEmbedding(stream_, table, ids, n, out));
+}
+
+void CudaBackend::EmbeddingShard(const WeightMatrix& table, int64_t first_row, const int32_t* ids,
+                                 int64_t n, float* out) {
+  if (n > 0 && table.cols > 0 &&
+      (!ids || !out || (table.rows > 0 && !table.data) ||
+       (table.format == WeightFormat::kNvfp4 && !table.scales))) {
+    Check(InvalidArgumentError("EmbeddingShard: null pointer"));
+    return;
+  }
+  Check(LaunchEmbeddingShard(stream_, table, first_row, ids, n, out));
+}
+
+void CudaBackend::KvStore(const KvStoreArgs& a) {
+  if (a.n <= 0) return;
+  if (!a.k || !a.v || !a.k_cache || !a.v_cache || a.head_dim <= 0 || a.n_kv_heads <= 0 ||
+      a.row_stride < a.n_kv_heads * a.head_dim || a.first_pos < 0) {
+    Check(
+        InvalidArgumentError("KvStore: null pointer, empty head or a row stride shorter than "
+                             "n_kv_heads * head_dim"));
+    return;
+  }
+  Check(LaunchKvStore(stream_, a));
+}
+
+void CudaBackend::AddRowVector(float* x, int64_t rows, int64_t n, int64_t stride, const float* v) {
+  if (rows > 0 && n > 0 && (!x || !v || stride < n)) {
+    Check(InvalidArgumentError("AddRowVector: null pointer or stride < n"));
+    return;
+  }
+  Check(LaunchAddRowVector(stream_, x, rows, n, stride, v));
+}
+
+void CudaBackend::Relu2(float* x, int64_t n) {
+  if (n > 0 && !x) {
+    Check(InvalidArgumentError("Relu2: null pointer"));
+    return;
+  }
+  Check(LaunchRelu2(stream_, x, n));
+}
+
+void CudaBackend::SoftCap(float* x, int64_t n, float cap) {
+  if (n > 0 && !x) {
+    Check(InvalidArgumentError("SoftCap: null pointer"));
+    return;
+  }
+  Check(LaunchSoftCap(stream_, x, n, cap));
+}
+
+void CudaBackend::Fill(float* x, int64_t n, float value) {
+  if (n > 0 && !x) {
+    Check(InvalidArgumentError("Fill: null pointer"));
+    return;
+  }
+  Check(LaunchFill(stream_, x, n, value));
+}
+
+void CudaBackend::Scale(float* x, int64_t n, float s) {
+  if (n > 0 && !x) {
+    Check(InvalidArgumentError("Scale: null pointer"));
+    return;
+  }
+  Check(LaunchScale(stream_, x, n, s));
+}
+
+void CudaBackend::GatherRows(const float* x, int64_t ldx, const int64_t* rows, int64_t n_rows,
+                             int64_t n, float* out) {
+  if (n_rows > 0 && n > 0 && (!x || !rows || !out || ldx < n)) {
+    Check(InvalidArgumentError("GatherRows: null pointer or ldx < n"));
+    return;
+  }
+  Check(LaunchGatherRows(stream_, x, ldx, rows, n_rows, n, out));
+}
+
+void CudaBackend::ScatterAddRows(const float* x, int64_t ldx, const int64_t* rows,
+                                 const float* weights, int64_t n_rows, int64_t n, float* out,
+                                 int64_t ldo) {
+  if (n_rows > 0 && n > 0 && (!x || !rows || !out || ldx < n || ldo < n)) {
+    Check(InvalidArgumentError("ScatterAddRows: null pointer or a stride < n"));
+    return;
+  }
+  Check(LaunchScatterAddRows(stream_, x, ldx, rows, weights, n_rows, n, out, ldo));
+}
+
+int64_t CudaBackend::Argmax(const float* x, int64_t n) {
+  if (n <= 0) return 0;
+  if (!x) {
+    Check(InvalidArgumentError("Argmax: null pointer"));
+    return 0;
+  }
+  auto slot = Scratch(kArgmax, sizeof(int64_t));
+  if (!Check(slot.status())) return 0;
+  int64_t* d_index = static_cast<int64_t*>(*slot);
+  int64_t index = 0;
+  if (!Check(LaunchArgmax(stream_, x, n, d_index))) return 0;
+  CopyToHost(&index, d_index, sizeof index);
+  return index;
+}
+
+void CudaBackend::TopK(const float* x, int64_t n, int64_t k, int32_t* indices, float* values) {
+  k = std::min(k, n);
+  if (k <= 0) return;
+  if (!x || !indices || !values) {
+    Check(InvalidArgumentError("TopK: null pointer"));
+    return;
+  }
+  // On the host, over a copy: the sampler of a device backend samples host
+  // logits with a CPU backend, so this is not on the decode path.
+  std::vector<float> h(n);
+  CopyToHost(h.data(), x, n * static_cast<int64_t>(sizeof(float)));
+  if (!error_.ok()) return;
+  std::vector<int32_t> idx(n);
+  for (int64_t i = 0; i < n; ++i) idx[i] = static_cast<int32_t>(i);
+  auto key = [&](int32_t i) {
+    return std::isnan(h[i]) ? -std::numeric_limits<float>::infinity() : h[i];
+  };
+  std::partial_sort(idx.begin(), idx.begin() + k, idx.end(), [&](int32_t a, int32_t b) {
+    const float va = key(a), vb = key(b);
+    return va > vb || (va == vb && a < b);
+  });
+  std::vector<float> vals(k);
+  for (int64_t i = 0; i < k; ++i) vals[i] = h[idx[i]];
+  CopyToDevice(indices, idx.data(), k * static_cast<int64_t>(sizeof(int32_t)));
+  CopyToDevice(values, vals.data(), k * static_cast<int64_t>(sizeof(float)));
+}
+
+// ---- attention --------------------------------------------------------------------
+
+void CudaBackend::Attention(const AttentionArgs& a) {
+  if (a.n_sequences <= 0) return;
+  if (!a.sequences || !a.q || !a.out || a.n_heads < 1 || a.n_kv_heads < 1 ||
+      a.n_heads % a.n_kv_heads != 0 || a.head_dim < 1 || a.head_dim > kGeneralAttentionMaxHeadDim ||
+      a.q_row_stride < a.n_heads * a.head_dim || a.out_row_stride < a.n_heads * a.head_dim ||
+      !FitsInt(a.n_heads)) {
+    Check(InvalidArgumentError(
+        "Attention: null pointer, n_heads not a multiple of n_kv_heads, head_dim " +
+        Str(a.head_dim) + " outside 1.." + Str(kGeneralAttentionMaxHeadDim) +
+        ", or a row stride shorter than n_heads * head_dim"));
+    return;
+  }
+  // The table: sequence descriptors, then one item per query token.
+  std::vector<AttnSeqDesc> seqs(a.n_sequences);
+  int64_t n_items = 0;
+  for (int64_t s = 0; s < a.n_sequences; ++s) {
+    const AttentionSequence& q = a.sequences[s];
+    if (q.n_tokens < 0 || q.first_token < 0 ||
+        (q.n_tokens > 0 && (!q.k_cache || !q.v_cache || !q.positions))) {
+      Check(InvalidArgumentError("Attention: sequence " + Str(s) +
+                                 " has a negative size or a null cache or positions"));
+      return;
+    }
+    const bool packed = q.position_stride == 0 && q.head_stride == 0;
+    AttnSeqDesc& d = seqs[s];
+    d.k = q.k_cache;
+    d.v = q.v_cache;
+    d.positions = q.positions;
+    d.position_stride = packed ? a.n_kv_heads * a.head_dim : q.position_stride;
+    d.head_stride = packed ? a.head_dim : q.head_stride;
+    d.first_token = q.first_token;
+    d.f16 = q.kv_dtype == KvDtype::kF16 ? 1 : 0;
+    d.pad = 0;
+    n_items += q.n_tokens;
+  }
+  if (n_items == 0) return;
+  if (n_items > INT32_MAX) {
+    Check(InvalidArgumentError("Attention: more than 2^31 query tokens"));
+    return;
+  }
+  const size_t seq_bytes = RoundUp(seqs.size() * sizeof(AttnSeqDesc), 16);
+  const size_t table_bytes = seq_bytes + n_items * sizeof(AttnItem);
+  host_table_.assign(table_bytes, 0);
+  std::memcpy(host_table_.data(), seqs.data(), seqs.size() * sizeof(AttnSeqDesc));
+  AttnItem* items = reinterpret_cast<AttnItem*>(host_table_.data() + seq_bytes);
+  int64_t i = 0;
+  for (int64_t s = 0; s < a.n_sequences; ++s) {
+    for (int64_t t = 0; t < a.sequences[s].n_tokens; ++t) {
+      items[i++] = AttnItem{static_cast<int32_t>(s), static_cast<int32_t>(t)};
+    }
+  }
+  // Split the keys over blocks only when the grid is too small to fill the
+  // device (decode); the kernel sizes the splits from each token's position.
+  const int64_t group = a.n_heads / a.n_kv_heads;
+  const int64_t blocks =
+      n_items * a.n_kv_heads *
+      ((group + GeneralAttentionHeadsPerBlock(group) - 1) / GeneralAttentionHeadsPerBlock(group));
+  const int64_t target = 2 * static_cast<int64_t>(sm_count_);
+  const int64_t splits = blocks >= target ? 1
+                                          : std::min<int64_t>((target + blocks - 1) / blocks,
+                                                              kGeneralAttentionMaxSplits);
+  auto table = Scratch(kAttnTable, table_bytes);
+  if (!Check(table.status())) return;
+  GeneralAttentionArgs g{};
+  const int64_t work_floats =
+      GeneralAttentionWorkspaceFloats(n_items, a.n_heads, a.head_dim, splits);
+  if (work_floats > 0) {
+    auto work = Scratch(kAttnWork, work_floats * sizeof(float));
+    if (!Check(work.status())) return;
+    g.workspace = static_cast<float*>(*work);
+  }
+  // After the scratch (which may wait for the stream): the upload is ordered
+  // after any queued reader of the previous table.
+  if (!Check(CudaCheck(
+          cudaMemcpyAsync(*table, host_table_.data(), table_bytes, cudaMemcpyHostToDevice, stream_),
+          "cudaMemcpyAsync(attention table)"))) {
+    return;
+  }
+  g.q = a.q;
+  g.q_row_stride = a.q_row_stride;
+  g.out = a.out;
+  g.out_row_stride = a.out_row_stride;
+  g.n_heads = static_cast<int>(a.n_heads);
+  g.n_kv_heads = static_cast<int>(a.n_kv_heads);
+  g.head_dim = static_cast<int>(a.head_dim);
+  g.scale = a.scale;
+  g.seqs = static_cast<const AttnSeqDesc*>(*table);
+  g.items = reinterpret_cast<const AttnItem*>(static_cast<const uint8_t*>(*table) + seq_bytes);
+  g.n_items = n_items;
+  g.splits = static_cast<int>(splits);
+  Check(LaunchGeneralAttention(stream_, g));
+}
+
+}  // namespace octet::kernels::cuda

@@ -1,0 +1,112 @@
+// CudaBackend: the KernelBackend of octet/kernels/cuda/cuda_backend.h
+// (internal; programs make one through CreateCudaBackend or the backend
+// registry). Which kernel runs each op:
+//   Matmul/MatmulMulti  m <= 8, BF16/NVFP4: LaunchGemv (gemv.cu);
+//                       BF16 otherwise: cuBLAS GemmEx BF16 x BF16 -> F32 on the
+//                       activations split in hi + lo BF16 halves (two GEMMs,
+//                       the second accumulating); NVFP4: panels dequantised
+//                       to BF16 (exact), the same GEMMs with alpha = global
+//                       scale; F32: cuBLAS SGEMM; F16: panels widened to F32, SGEMM.
+//   Gemm                cuBLAS SGEMM (row-major mapped to column-major).
+//   Attention           LaunchGeneralAttention (backend_kernels.cu): prefill and
+//                       decode, split over keys on the device when the grid is small.
+//   RmsNorm, Rope, SiluMul, Add, Embedding, Argmax: cuda_ops.h launchers.
+//   The rest: backend_kernels.cu. TopK: on the host over a copy of x.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <memory>
+#include <string_view>
+#include <vector>
+
+#include "cublas_loader.h"
+#include "octet/base/status.h"
+#include "octet/kernels/backend.h"
+
+namespace octet::kernels::cuda {
+
+class CudaBackend final : public KernelBackend {
+ public:
+  static Result<std::unique_ptr<CudaBackend>> Create(const BackendOptions& options);
+  ~CudaBackend() override;
+  CudaBackend(const CudaBackend&) = delete;
+  CudaBackend& operator=(const CudaBackend&) = delete;
+
+  std::string_view name() const override { return "cuda"; }
+  int num_threads() const override { return 1; }
+  bool supports(WeightFormat format) const override;
+  bool supports(Op op, WeightFormat format) const override;
+
+  MemoryKind memory_kind() const override { return MemoryKind::kDevice; }
+  Result<Buffer> Allocate(int64_t bytes) override;
+  void CopyToDevice(void* dst, const void* host_src, int64_t bytes) override;
+  void CopyToHost(void* host_dst, const void* src, int64_t bytes) override;
+  Status Synchronize() override;
+  Result<WeightMatrix> PrepareWeight(const WeightMatrix& w, std::vector<Buffer>* storage) override;
+
+  void Matmul(const float* x, int64_t m, int64_t ldx, const WeightMatrix& w, float* y, int64_t ldy,
+              bool accumulate) override;
+  void MatmulMulti(const float* x, int64_t m, int64_t ldx, const MatmulOutput* outputs,
+                   int n_outputs) override;
+  void Gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+            const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
+            int64_t ldc) override;
+  void RmsNorm(const float* x, const float* weight, float eps, int64_t rows, int64_t dim,
+               int64_t stride, float* out) override;
+  void Rope(float* x, int64_t rows, int64_t row_stride, int64_t n_heads, int64_t head_dim,
+            const int32_t* positions, const float* inv_freq) override;
+  void Attention(const AttentionArgs& args) override;
+  void SiluMul(const float* gate, const float* up, int64_t rows, int64_t n, int64_t stride,
+               float* out) override;
+  void Softmax(float* x, int64_t rows, int64_t n) override;
+  void Add(const float* a, const float* b, int64_t n, float* out) override;
+  void Embedding(const WeightMatrix& table, const int32_t* ids, int64_t n, float* out) override;
+  void EmbeddingShard(const WeightMatrix& table, int64_t first_row, const int32_t* ids, int64_t n,
+                      float* out) override;
+  void KvStore(const KvStoreArgs& args) override;
+  void AddRowVector(float* x, int64_t rows, int64_t n, int64_t stride, const float* v) override;
+  void Relu2(float* x, int64_t n) override;
+  void SoftCap(float* x, int64_t n, float cap) override;
+  void Fill(float* x, int64_t n, float value) override;
+  void GatherRows(const float* x, int64_t ldx, const int64_t* rows, int64_t n_rows, int64_t n,
+                  float* out) override;
+  void ScatterAddRows(const float* x, int64_t ldx, const int64_t* rows, const float* weights,
+                      int64_t n_rows, int64_t n, float* out, int64_t ldo) override;
+  void Scale(float* x, int64_t n, float s) override;
+  int64_t Argmax(const float* x, int64_t n) override;
+  void TopK(const float* x, int64_t n, int64_t k, int32_t* indices, float* values) override;
+
+ private:
+  // Device scratch the ops reuse; grown (never shrunk) on demand.
+  enum ScratchId { kXBf16, kPanel, kAttnTable, kAttnWork, kArgmax, kScratchCount };
+
+  CudaBackend() = default;
+  // Keeps the first error for Synchronize; true when `s` is OK.
+  bool Check(Status s);
+  Result<void*> Scratch(ScratchId id, size_t bytes);
+  Status MatmulImpl(const float* x, int64_t m, int64_t ldx, const WeightMatrix& w, float* y,
+                    int64_t ldy, bool accumulate);
+  // y[m, n] (+)= alpha * x · Wᵀ with W BF16 [n, k], rows `w_ld` elements apart.
+  Status Bf16Gemm(const uint16_t* x_bf16, bool split, int64_t m, const uint16_t* w, int64_t w_ld,
+                  int64_t n, int64_t k, float alpha, float* y, int64_t ldy, bool accumulate);
+  Status Sgemm(const float* x, int64_t m, int64_t ldx, const float* w, int64_t w_ld, int64_t n,
+               int64_t k, float* y, int64_t ldy, bool accumulate);
+
+  cudaStream_t stream_ = nullptr;
+  const CublasApi* cublas_ = nullptr;
+  cublasHandle_t handle_ = nullptr;
+  int sm_count_ = 1;
+  bool split_bf16_ = true;  // OCTET_CUDA_MATMUL != "bf16"
+  Status error_ = Status::Ok();
+  int64_t more_errors_ = 0;
+  struct ScratchBuffer {
+    void* data = nullptr;
+    size_t bytes = 0;
+  };
+  ScratchBuffer scratch_[kScratchCount];
+  std::vector<uint8_t> host_table_;  // the attention table before its upload
+};
+
+}  // namespace octet::kernels::cuda
