@@ -14,6 +14,7 @@
 #include "octet/base/huge_page_arena.h"
 #include "octet/base/log.h"
 #include "octet/base/mem_info.h"
+#include "octet/kernels/backends.h"
 
 namespace octet::engine {
 
@@ -71,6 +72,20 @@ int64_t SpareMemoryForCopies(int64_t checkpoint_bytes) {
       std::max<int64_t>(int64_t{1} << 30, static_cast<int64_t>(mi->total_bytes / 10));
   return std::max<int64_t>(0,
                            static_cast<int64_t>(mi->available_bytes) - checkpoint_bytes - reserve);
+}
+
+// Every linear layer of a decoder layer: attention, the dense MLP, and a
+// mixture-of-experts block's router, experts and shared expert. `Layer` is
+// LayerWeights or const LayerWeights.
+template <typename Layer>
+auto LayerLinears(Layer& L) {
+  using Ptr = decltype(&L.q);
+  std::vector<Ptr> out = {&L.q, &L.k, &L.v, &L.o, &L.gate, &L.up, &L.down};
+  if (!L.is_moe()) return out;
+  out.push_back(&L.moe.router);
+  for (auto& g : L.moe.experts) out.insert(out.end(), {&g.gate, &g.up, &g.down});
+  out.insert(out.end(), {&L.moe.shared.gate, &L.moe.shared.up, &L.moe.shared.down});
+  return out;
 }
 
 class Loader {
@@ -392,7 +407,8 @@ Result<std::unique_ptr<Model>> Model::Load(const std::string& dir, const LoadOpt
   m->dir_ = dir;
   OCTET_ASSIGN_OR_RETURN(m->config_, LoadModelConfig(dir));
   OCTET_ASSIGN_OR_RETURN(m->store_, CheckpointStore::Open(dir));
-  OCTET_ASSIGN_OR_RETURN(m->backend_, kernels::CreateBackend(options.backend, {options.threads}));
+  OCTET_ASSIGN_OR_RETURN(m->backend_,
+                         kernels::CreateAnyBackend(options.backend, {options.threads}));
   OCTET_RETURN_IF_ERROR(m->LoadWeights(options));
   m->inv_freq_.host = RopeInvFreq(m->config_);
   OCTET_RETURN_IF_ERROR(m->PlaceOnBackend());
@@ -466,23 +482,64 @@ Status Model::LoadWeights(const LoadOptions& options) {
     } else {
       L.post_norm.host.assign(H, 1.0f);
     }
-    const bool mb = c.mlp_bias;
-    OCTET_ASSIGN_OR_RETURN(L.gate, ld.LoadLinear(p + "mlp.gate_proj", c.intermediate_size, H,
-                                                 LinearRole::kColumnParallel, mb));
-    if (!c.relu2_mlp) {  // nanochat's ReLU² MLP has no up projection
-      OCTET_ASSIGN_OR_RETURN(L.up, ld.LoadLinear(p + "mlp.up_proj", c.intermediate_size, H,
-                                                 LinearRole::kColumnParallel, mb));
+    // A gated MLP of width `F` under `prefix` ("...mlp.", "...mlp.experts.3.").
+    auto gated_mlp = [&](const std::string& prefix, int64_t F, bool bias) -> Result<GatedMlp> {
+      GatedMlp g;
+      OCTET_ASSIGN_OR_RETURN(
+          g.gate, ld.LoadLinear(prefix + "gate_proj", F, H, LinearRole::kColumnParallel, bias));
+      if (!c.relu2_mlp) {  // nanochat's ReLU² MLP has no up projection
+        OCTET_ASSIGN_OR_RETURN(
+            g.up, ld.LoadLinear(prefix + "up_proj", F, H, LinearRole::kColumnParallel, bias));
+      }
+      OCTET_ASSIGN_OR_RETURN(
+          g.down, ld.LoadLinear(prefix + "down_proj", H, F, LinearRole::kRowParallel, bias));
+      if ((!c.relu2_mlp && g.gate.weight.rows != g.up.weight.rows) ||
+          g.down.weight.cols != g.gate.weight.rows) {
+        return InvalidArgumentError("'" + prefix + "': sliced gate/up/down shapes do not fit");
+      }
+      max_mlp_width_ = std::max(max_mlp_width_, g.gate.weight.rows);
+      return g;
+    };
+    if (c.moe.moe_layer.empty() || !c.moe.moe_layer[i]) {
+      OCTET_ASSIGN_OR_RETURN(GatedMlp dense,
+                             gated_mlp(p + "mlp.", c.intermediate_size, c.mlp_bias));
+      L.gate = std::move(dense.gate);
+      L.up = std::move(dense.up);
+      L.down = std::move(dense.down);
+    } else {
+      // Mixture of experts: the router whole on every rank, the experts (and
+      // the shared expert) split like dense MLPs.
+      const MoeConfig& moe = c.moe;
+      MoeWeights& M = L.moe;
+      OCTET_ASSIGN_OR_RETURN(M.router, ld.LoadLinear(p + "mlp.gate", moe.num_experts, H,
+                                                     LinearRole::kReplicated, false));
+      if (moe.score_correction_bias) {
+        OCTET_ASSIGN_OR_RETURN(M.score_bias,
+                               ld.Vector(p + "mlp.gate.e_score_correction_bias", moe.num_experts));
+      }
+      M.experts.reserve(moe.num_experts);
+      for (int64_t e = 0; e < moe.num_experts; ++e) {
+        OCTET_ASSIGN_OR_RETURN(GatedMlp expert,
+                               gated_mlp(p + "mlp.experts." + std::to_string(e) + ".",
+                                         moe.expert_intermediate_size, false));
+        M.experts.push_back(std::move(expert));
+      }
+      if (moe.shared_intermediate_size > 0) {
+        OCTET_ASSIGN_OR_RETURN(
+            M.shared, gated_mlp(p + "mlp.shared_experts.", moe.shared_intermediate_size, false));
+      }
     }
-    OCTET_ASSIGN_OR_RETURN(L.down, ld.LoadLinear(p + "mlp.down_proj", H, c.intermediate_size,
-                                                 LinearRole::kRowParallel, mb));
     // Shapes a shard must keep consistent within the layer.
     if (L.q.weight.rows % hd || L.k.weight.rows % hd || L.k.weight.rows != L.v.weight.rows ||
-        L.o.weight.cols != L.q.weight.rows ||
-        (!c.relu2_mlp && L.gate.weight.rows != L.up.weight.rows) ||
-        L.down.weight.cols != L.gate.weight.rows) {
+        L.o.weight.cols != L.q.weight.rows) {
       return InvalidArgumentError("layer " + std::to_string(i) +
-                                  ": sliced q/k/v/o or gate/up/down shapes do not fit together");
+                                  ": sliced q/k/v/o shapes do not fit together");
     }
+  }
+  if (c.num_mtp_layers > 0) {
+    OCTET_LOG(INFO) << "the checkpoint's " << c.num_mtp_layers
+                    << " multi-token-prediction layer(s) (model.layers." << c.num_layers
+                    << ".*) are not loaded: no speculative decoding was asked for";
   }
   if (norm_weights) {
     OCTET_ASSIGN_OR_RETURN(final_norm_.host, ld.Vector("model.norm.weight", H));
@@ -530,8 +587,17 @@ Status Model::PlaceOnBackend() {
   const std::string who = "backend " + std::string(be.name());
   // Every op the forward pass issues, and the weight formats of its matmuls.
   using kernels::Op;
-  for (Op op : {Op::kRmsNorm, Op::kRope, Op::kAttention, Op::kKvStore, Op::kSiluMul, Op::kRelu2,
-                Op::kAdd, Op::kAddRowVector, Op::kGatherRows, Op::kSoftCap}) {
+  std::vector<Op> ops = {Op::kRmsNorm, Op::kRope, Op::kAttention,    Op::kKvStore,    Op::kSiluMul,
+                         Op::kRelu2,   Op::kAdd,  Op::kAddRowVector, Op::kGatherRows, Op::kSoftCap};
+  const ModelConfig& c = config_;
+  if (c.moe.num_experts > 0) {
+    ops.push_back(Op::kScatterAddRows);
+    ops.push_back(Op::kFill);
+  }
+  if (c.embedding_scale != 1.0f || c.residual_scale != 1.0f || c.logit_scale != 1.0f) {
+    ops.push_back(Op::kScale);
+  }
+  for (Op op : ops) {
     if (!be.supports(op)) {
       return UnimplementedError(who + " does not run the '" + std::string(kernels::OpName(op)) +
                                 "' op the forward pass needs");
@@ -546,7 +612,7 @@ Status Model::PlaceOnBackend() {
   OCTET_RETURN_IF_ERROR(check(Op::kEmbedding, embed_, "model.embed_tokens"));
   OCTET_RETURN_IF_ERROR(check(Op::kMatmul, lm_head_.weight, lm_head_.name));
   for (const LayerWeights& L : layers_) {
-    for (const Linear* l : {&L.q, &L.k, &L.v, &L.o, &L.gate, &L.up, &L.down}) {
+    for (const Linear* l : LayerLinears(L)) {
       OCTET_RETURN_IF_ERROR(check(Op::kMatmul, l->weight, l->name));
     }
   }
@@ -584,7 +650,7 @@ Status Model::PlaceOnBackend() {
     for (ParamVector* p : {&L.input_norm, &L.post_norm, &L.q_norm, &L.k_norm}) {
       OCTET_RETURN_IF_ERROR(place_vector(*p));
     }
-    for (Linear* l : {&L.q, &L.k, &L.v, &L.o, &L.gate, &L.up, &L.down}) {
+    for (Linear* l : LayerLinears(L)) {
       OCTET_RETURN_IF_ERROR(place_weight(l->weight));
       OCTET_RETURN_IF_ERROR(place_vector(l->bias));
     }
@@ -596,12 +662,17 @@ Status Model::PlaceOnBackend() {
 }
 
 int64_t Model::WeightBytesPerToken() const {
+  auto linear = [](const Linear& l) { return l.weight.BytesRead() + l.bias.size() * 4; };
+  auto mlp = [&](const GatedMlp& g) { return linear(g.gate) + linear(g.up) + linear(g.down); };
   int64_t bytes = lm_head_.weight.BytesRead() + final_norm_.size() * 4;
   for (const LayerWeights& L : layers_) {
-    for (const Linear* l : {&L.q, &L.k, &L.v, &L.o, &L.gate, &L.up, &L.down}) {
-      bytes += l->weight.BytesRead() + l->bias.size() * 4;
-    }
+    for (const Linear* l : {&L.q, &L.k, &L.v, &L.o, &L.gate, &L.up, &L.down}) bytes += linear(*l);
     bytes += (L.input_norm.size() + L.post_norm.size() + L.q_norm.size() + L.k_norm.size()) * 4;
+    if (!L.is_moe()) continue;
+    int64_t experts = 0;
+    for (const GatedMlp& g : L.moe.experts) experts += mlp(g);
+    const int64_t n = static_cast<int64_t>(L.moe.experts.size());
+    bytes += linear(L.moe.router) + mlp(L.moe.shared) + experts / n * config_.moe.experts_per_token;
   }
   return bytes;
 }
@@ -615,7 +686,7 @@ std::string Model::WeightFormatSummary() const {
   add(embed_);
   add(lm_head_.weight);
   for (const LayerWeights& L : layers_) {
-    for (const Linear* l : {&L.q, &L.k, &L.v, &L.o, &L.gate, &L.up, &L.down}) add(l->weight);
+    for (const Linear* l : LayerLinears(L)) add(l->weight);
   }
   std::string s;
   if (formats.count("NVFP4")) s = "NVFP4";

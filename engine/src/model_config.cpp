@@ -2,6 +2,7 @@
 
 #include <fnmatch.h>
 
+#include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
 
@@ -150,7 +151,152 @@ Status ParseNanochat(const json& j, const std::string& where, ModelConfig* c) {
   return Status::Ok();
 }
 
+struct KnownArchitecture {
+  const char* class_name;
+  const char* model_type;
+  Architecture arch;
+};
+constexpr KnownArchitecture kArchitectures[] = {
+    {"LlamaForCausalLM", "llama", Architecture::kLlama},
+    {"Qwen2ForCausalLM", "qwen2", Architecture::kQwen2},
+    {"Qwen3ForCausalLM", "qwen3", Architecture::kQwen3},
+    {"Qwen3MoeForCausalLM", "qwen3_moe", Architecture::kQwen3Moe},
+    {"Glm4MoeForCausalLM", "glm4_moe", Architecture::kGlm4Moe},
+    {"MiniCPMForCausalLM", "minicpm", Architecture::kMiniCpm},
+};
+
+// Optional integer >= min (a missing or null key keeps *out).
+Status OptionalInt(const json& j, const char* key, int64_t min, const std::string& where,
+                   int64_t* out) {
+  if (!j.contains(key) || j[key].is_null()) return Status::Ok();
+  if (!j[key].is_number_integer() || j[key].get<int64_t>() < min) {
+    return InvalidArgumentError(where + ": \"" + key + "\" must be an integer of at least " +
+                                std::to_string(min));
+  }
+  *out = j[key].get<int64_t>();
+  return Status::Ok();
+}
+
+// Optional positive finite number (a missing or null key keeps *out).
+Status OptionalPositive(const json& j, const char* key, const std::string& where, double* out) {
+  if (!j.contains(key) || j[key].is_null()) return Status::Ok();
+  if (!j[key].is_number() || !(j[key].get<double>() > 0.0) ||
+      !std::isfinite(j[key].get<double>())) {
+    return InvalidArgumentError(where + ": \"" + key + "\" must be a positive number");
+  }
+  *out = j[key].get<double>();
+  return Status::Ok();
+}
+
+// Qwen3-MoE (num_experts, decoder_sparse_step, mlp_only_layers; softmax
+// router) and GLM-4.5 (n_routed_experts, first_k_dense_replace, grouped
+// sigmoid router with a score-correction bias, shared experts, MTP layers).
+// Defaults are transformers' where a key is absent.
+Status ParseMoe(const json& j, const std::string& where, ModelConfig* c) {
+  MoeConfig& m = c->moe;
+  const bool glm = c->arch == Architecture::kGlm4Moe;
+  OCTET_RETURN_IF_ERROR(
+      OptionalInt(j, glm ? "n_routed_experts" : "num_experts", 0, where, &m.num_experts));
+  OCTET_RETURN_IF_ERROR(OptionalInt(j, "num_experts_per_tok", 1, where, &m.experts_per_token));
+  OCTET_RETURN_IF_ERROR(
+      OptionalInt(j, "moe_intermediate_size", 1, where, &m.expert_intermediate_size));
+  if (j.contains("norm_topk_prob") && j["norm_topk_prob"].is_boolean()) {
+    m.norm_topk_prob = j["norm_topk_prob"].get<bool>();
+  } else {
+    m.norm_topk_prob = glm;  // Glm4MoeConfig: true; Qwen3MoeConfig: false
+  }
+  m.moe_layer.assign(c->num_layers, false);
+  if (m.num_experts > 0) {
+    if (m.experts_per_token < 1 || m.experts_per_token > m.num_experts ||
+        m.expert_intermediate_size < 1) {
+      return InvalidArgumentError(
+          where + ": a mixture-of-experts model needs num_experts_per_tok from 1 to its " +
+          std::to_string(m.num_experts) + " experts and a positive moe_intermediate_size");
+    }
+    if (m.num_experts > 4096 || m.expert_intermediate_size > (int64_t{1} << 22)) {
+      return InvalidArgumentError(where + ": " + std::to_string(m.num_experts) +
+                                  " experts of width " +
+                                  std::to_string(m.expert_intermediate_size) +
+                                  " is beyond what is accepted (4096 experts of 2^22)");
+    }
+  }
+  if (glm) {
+    m.scoring = MoeConfig::Scoring::kSigmoid;
+    m.score_correction_bias = true;
+    int64_t first_dense = 1, shared = 1;
+    double scaling = 1.0;
+    OCTET_RETURN_IF_ERROR(OptionalInt(j, "first_k_dense_replace", 0, where, &first_dense));
+    OCTET_RETURN_IF_ERROR(OptionalInt(j, "n_group", 1, where, &m.n_group));
+    OCTET_RETURN_IF_ERROR(OptionalInt(j, "topk_group", 1, where, &m.topk_group));
+    OCTET_RETURN_IF_ERROR(OptionalInt(j, "n_shared_experts", 0, where, &shared));
+    OCTET_RETURN_IF_ERROR(OptionalPositive(j, "routed_scaling_factor", where, &scaling));
+    OCTET_RETURN_IF_ERROR(OptionalInt(j, "num_nextn_predict_layers", 0, where, &c->num_mtp_layers));
+    if (c->num_mtp_layers > 16) {
+      return InvalidArgumentError(where + ": num_nextn_predict_layers " +
+                                  std::to_string(c->num_mtp_layers) + " (at most 16)");
+    }
+    m.routed_scaling_factor = static_cast<float>(scaling);
+    m.shared_intermediate_size = shared * m.expert_intermediate_size;
+    if (j.contains("use_qk_norm") && j["use_qk_norm"].is_boolean()) {
+      c->qk_norm = j["use_qk_norm"].get<bool>();
+    }
+    if (m.num_experts > 0) {
+      const int64_t per_group = m.num_experts / m.n_group;
+      if (m.num_experts % m.n_group != 0 || per_group < 2 || m.topk_group > m.n_group ||
+          m.experts_per_token > m.topk_group * per_group) {
+        return InvalidArgumentError(where + ": " + std::to_string(m.num_experts) +
+                                    " experts in n_group " + std::to_string(m.n_group) +
+                                    " (groups of at least 2), topk_group " +
+                                    std::to_string(m.topk_group) + " and num_experts_per_tok " +
+                                    std::to_string(m.experts_per_token) + " do not fit together");
+      }
+    }
+    for (int64_t i = 0; i < c->num_layers; ++i) {
+      m.moe_layer[i] = m.num_experts > 0 && i >= first_dense;
+    }
+    return Status::Ok();
+  }
+  int64_t step = 1;
+  OCTET_RETURN_IF_ERROR(OptionalInt(j, "decoder_sparse_step", 1, where, &step));
+  std::vector<int64_t> mlp_only;
+  if (j.contains("mlp_only_layers") && j["mlp_only_layers"].is_array()) {
+    for (const auto& e : j["mlp_only_layers"]) {
+      if (!e.is_number_integer()) {
+        return InvalidArgumentError(where + ": \"mlp_only_layers\" must list layer indices");
+      }
+      mlp_only.push_back(e.get<int64_t>());
+    }
+  }
+  for (int64_t i = 0; i < c->num_layers; ++i) {
+    const bool dense = std::find(mlp_only.begin(), mlp_only.end(), i) != mlp_only.end();
+    m.moe_layer[i] = m.num_experts > 0 && !dense && (i + 1) % step == 0;
+  }
+  return Status::Ok();
+}
+
+// MiniCPM: x = embed * scale_emb; every block's output times
+// scale_depth / sqrt(num_hidden_layers); logits from the normed hidden state
+// divided by hidden_size / dim_model_base. Each is a Python double applied as a
+// float32 factor, as transformers and vLLM do.
+Status ParseMiniCpm(const json& j, const std::string& where, ModelConfig* c) {
+  double scale_emb = 1.0, scale_depth = 1.0, dim_model_base = 1.0;
+  OCTET_RETURN_IF_ERROR(OptionalPositive(j, "scale_emb", where, &scale_emb));
+  OCTET_RETURN_IF_ERROR(OptionalPositive(j, "scale_depth", where, &scale_depth));
+  OCTET_RETURN_IF_ERROR(OptionalPositive(j, "dim_model_base", where, &dim_model_base));
+  c->embedding_scale = static_cast<float>(scale_emb);
+  c->residual_scale =
+      static_cast<float>(scale_depth / std::sqrt(static_cast<double>(c->num_layers)));
+  c->logit_scale = 1.0f / static_cast<float>(static_cast<double>(c->hidden_size) / dim_model_base);
+  return Status::Ok();
+}
+
 }  // namespace
+
+std::string SupportedModelTypes() {
+  std::string out;
+  for (const KnownArchitecture& k : kArchitectures) out += std::string(k.model_type) + ", ";
+  return out + "nanochat";
+}
 
 bool QuantConfig::Excluded(const std::string& module) const {
   for (const auto& p : exclude_modules) {
@@ -176,26 +322,30 @@ Result<ModelConfig> ParseModelConfig(const std::string& json_text, const std::st
       arch = j["architectures"][0].get<std::string>();
     }
     c.architecture_name = arch;
-    const bool nanochat = j.contains("model_type") && j["model_type"] == "nanochat";
-    if (nanochat || arch == "NanochatForCausalLM") {
+    const std::string model_type = j.contains("model_type") && j["model_type"].is_string()
+                                       ? j["model_type"].get<std::string>()
+                                       : std::string();
+    if (model_type == "nanochat" || arch == "NanochatForCausalLM") {
       OCTET_RETURN_IF_ERROR(ParseNanochat(j, where, &c));
       OCTET_RETURN_IF_ERROR(CheckLimits(c, where));
       return c;
     }
-    if (arch == "LlamaForCausalLM") {
-      c.arch = Architecture::kLlama;
-    } else if (arch == "Qwen2ForCausalLM") {
-      c.arch = Architecture::kQwen2;
-      c.attention_bias = true;
-    } else if (arch == "Qwen3ForCausalLM") {
-      c.arch = Architecture::kQwen3;
-      c.qk_norm = true;
-    } else {
-      return UnimplementedError(where + ": unsupported architecture '" +
-                                (arch.empty() ? std::string("(none)") : arch) +
-                                "' (supported: LlamaForCausalLM, Qwen2ForCausalLM, "
-                                "Qwen3ForCausalLM, model_type nanochat)");
+    // The architecture class names the implementation; model_type is used
+    // where a config has no `architectures`.
+    const KnownArchitecture* known = nullptr;
+    for (const KnownArchitecture& k : kArchitectures) {
+      if (arch.empty() ? model_type == k.model_type : arch == k.class_name) known = &k;
     }
+    if (!known) {
+      return UnimplementedError(where + ": unsupported architecture '" +
+                                (arch.empty() ? "(none)" : arch) + "' (model_type '" +
+                                (model_type.empty() ? "(none)" : model_type) +
+                                "'); supported model_type values: " + SupportedModelTypes());
+    }
+    c.arch = known->arch;
+    if (c.architecture_name.empty()) c.architecture_name = known->class_name;
+    if (c.arch == Architecture::kQwen2) c.attention_bias = true;
+    if (c.arch == Architecture::kQwen3 || c.arch == Architecture::kQwen3Moe) c.qk_norm = true;
     auto req = [&](const char* key, int64_t* out) -> Status {
       if (!j.contains(key) || !j[key].is_number_integer() || j[key].get<int64_t>() <= 0) {
         return InvalidArgumentError(where + ": \"" + key + "\" must be a positive integer");
@@ -278,6 +428,22 @@ Result<ModelConfig> ParseModelConfig(const std::string& json_text, const std::st
         j["use_sliding_window"].get<bool>()) {
       return UnimplementedError(where + ": use_sliding_window true is not supported");
     }
+    c.rotary_dim = c.head_dim;
+    if (j.contains("partial_rotary_factor") && j["partial_rotary_factor"].is_number()) {
+      const double f = j["partial_rotary_factor"].get<double>();
+      // transformers: int(head_dim * partial_rotary_factor).
+      c.rotary_dim = static_cast<int64_t>(static_cast<double>(c.head_dim) * f);
+      if (!(f > 0.0 && f <= 1.0) || c.rotary_dim < 2 || c.rotary_dim % 2 != 0) {
+        return InvalidArgumentError(where + ": partial_rotary_factor " + std::to_string(f) +
+                                    " gives " + std::to_string(c.rotary_dim) +
+                                    " rotary features of head_dim " + std::to_string(c.head_dim) +
+                                    "; an even number from 2 to head_dim is needed");
+      }
+    }
+    if (c.arch == Architecture::kQwen3Moe || c.arch == Architecture::kGlm4Moe) {
+      OCTET_RETURN_IF_ERROR(ParseMoe(j, where, &c));
+    }
+    if (c.arch == Architecture::kMiniCpm) OCTET_RETURN_IF_ERROR(ParseMiniCpm(j, where, &c));
     if (j.contains("quantization_config") && j["quantization_config"].is_object()) {
       OCTET_RETURN_IF_ERROR(ParseQuant(j["quantization_config"], false, &c.quant, where));
     }
@@ -333,11 +499,13 @@ Result<ModelConfig> LoadModelConfig(const std::string& dir) {
 }
 
 std::vector<float> RopeInvFreq(const ModelConfig& c) {
-  const int64_t half = c.head_dim / 2;
+  // Partial RoPE: the exponent's denominator is the rotary dimension.
+  const int64_t dim = c.rotary_dim > 0 ? c.rotary_dim : c.head_dim;
+  const int64_t half = dim / 2;
   std::vector<float> inv(half);
   for (int64_t i = 0; i < half; ++i) {
     // transformers: 1.0 / (base ** (arange(0, dim, 2).float() / dim)), in float32.
-    const float exponent = static_cast<float>(2 * i) / static_cast<float>(c.head_dim);
+    const float exponent = static_cast<float>(2 * i) / static_cast<float>(dim);
     inv[i] = 1.0f / std::pow(static_cast<float>(c.rope_theta), exponent);
   }
   if (c.rope_scaling.llama3) {

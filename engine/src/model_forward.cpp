@@ -17,6 +17,83 @@
 
 namespace octet::engine {
 
+// Per-token routing work space (host memory).
+struct RouteScratch {
+  std::vector<float> score, choice;  // [experts]
+  std::vector<int32_t> order;        // [experts]
+  std::vector<float> group_score;    // [n_group]
+  std::vector<int32_t> group_order;  // [n_group]
+};
+
+// The experts one token goes to and their weights, computed in float32 as
+// transformers does from the router's logits `logits` [experts]. Writes
+// experts_per_token (expert, weight) pairs to `chosen` / `weight`.
+//   softmax router (Qwen3-MoE): p = softmax(logits); the top-k p; weight
+//     p / sum(p chosen) with norm_topk_prob, else p.
+//   sigmoid router (GLM-4.5): s = sigmoid(logits); b = s + bias chooses:
+//     groups ranked by the sum of their two largest b, the topk_group best
+//     kept, the top-k b among their experts; weight s / (sum(s chosen) +
+//     1e-20) with norm_topk_prob, else s; times routed_scaling_factor.
+// Ties go to the lower index, as torch.topk does on CPU.
+static void RouteToken(const MoeConfig& m, const float* logits, const std::vector<float>& bias,
+                       RouteScratch& w, int32_t* chosen, float* weight) {
+  const int64_t E = m.num_experts, k = m.experts_per_token;
+  w.score.resize(E);
+  w.choice.resize(E);
+  w.order.resize(E);
+  if (m.scoring == MoeConfig::Scoring::kSoftmax) {
+    float mx = logits[0];
+    for (int64_t e = 1; e < E; ++e) mx = std::max(mx, logits[e]);
+    float sum = 0.0f;
+    for (int64_t e = 0; e < E; ++e) sum += w.score[e] = std::exp(logits[e] - mx);
+    for (int64_t e = 0; e < E; ++e) w.choice[e] = w.score[e] /= sum;
+  } else {
+    for (int64_t e = 0; e < E; ++e) {
+      w.score[e] = 1.0f / (1.0f + std::exp(-logits[e]));
+      w.choice[e] = w.score[e] + (bias.empty() ? 0.0f : bias[e]);
+    }
+    if (m.n_group > 1 && m.topk_group < m.n_group) {
+      const int64_t per = E / m.n_group;
+      w.group_score.resize(m.n_group);
+      w.group_order.resize(m.n_group);
+      for (int64_t g = 0; g < m.n_group; ++g) {
+        float a = -INFINITY, b = -INFINITY;  // the two largest choice scores of group g
+        for (int64_t e = g * per; e < (g + 1) * per; ++e) {
+          const float v = w.choice[e];
+          if (v > a) {
+            b = a;
+            a = v;
+          } else if (v > b) {
+            b = v;
+          }
+        }
+        w.group_score[g] = a + b;
+        w.group_order[g] = static_cast<int32_t>(g);
+      }
+      std::stable_sort(w.group_order.begin(), w.group_order.end(),
+                       [&](int32_t x, int32_t y) { return w.group_score[x] > w.group_score[y]; });
+      // Experts of the dropped groups cannot be chosen (vLLM: -inf).
+      for (int64_t r = m.topk_group; r < m.n_group; ++r) {
+        const int64_t g = w.group_order[r];
+        for (int64_t e = g * per; e < (g + 1) * per; ++e) w.choice[e] = -INFINITY;
+      }
+    }
+  }
+  for (int64_t e = 0; e < E; ++e) w.order[e] = static_cast<int32_t>(e);
+  std::partial_sort(w.order.begin(), w.order.begin() + k, w.order.end(), [&](int32_t x, int32_t y) {
+    return w.choice[x] > w.choice[y] || (w.choice[x] == w.choice[y] && x < y);
+  });
+  float sum = 0.0f;
+  for (int64_t i = 0; i < k; ++i) sum += w.score[w.order[i]];
+  const bool sigmoid = m.scoring == MoeConfig::Scoring::kSigmoid;
+  for (int64_t i = 0; i < k; ++i) {
+    chosen[i] = w.order[i];
+    float v = w.score[w.order[i]];
+    if (m.norm_topk_prob) v /= sigmoid ? sum + 1e-20f : sum;
+    weight[i] = sigmoid ? v * m.routed_scaling_factor : v;
+  }
+}
+
 // Activations and the step's index arrays, in the backend's memory, grown to
 // the largest step seen.
 struct Model::Scratch {
@@ -24,6 +101,14 @@ struct Model::Scratch {
   kernels::Buffer ids, positions, row_index;
   std::vector<int32_t> host_ids, host_positions;
   std::vector<int64_t> host_rows;
+  // Mixture of experts: router logits [T, experts]; one expert's input and
+  // output rows [T, hidden]; the step's routing, grouped by expert (token
+  // rows and their weights, `expert_begin` the first entry of each expert).
+  kernels::Buffer router_logits, expert_in, expert_out, route_rows, route_weights;
+  std::vector<float> host_router;
+  std::vector<int64_t> host_route_rows, expert_begin;
+  std::vector<float> host_route_weights;
+  RouteScratch route;
 };
 
 // Defined here, where Scratch is complete.
@@ -163,7 +248,8 @@ Status Model::Forward(const std::vector<SequenceChunk>& batch, KvCache& cache, F
   DecodeProfile prof(T);
   const int64_t H = c.hidden_size, hd = c.head_dim;
   const int64_t qd = local_heads_ * hd, kvd = local_kv_heads_ * hd;
-  const int64_t F = layers_.empty() ? 0 : layers_[0].gate.weight.rows;
+  const int64_t F = max_mlp_width_;
+  const int64_t E = c.moe.num_experts;
 
   // The step's plan, on the host: token ids and positions per row, the first
   // row of each chunk, and the rows that need logits (the last token of each
@@ -204,6 +290,17 @@ Status Model::Forward(const std::vector<SequenceChunk>& batch, KvCache& cache, F
            {&S.row_index, R * int64_t{sizeof(int64_t)}}}) {
     OCTET_RETURN_IF_ERROR(Ensure(be, *buf, bytes));
   }
+  if (E > 0) {
+    const int64_t routes = T * c.moe.experts_per_token;
+    for (auto [buf, bytes] : std::initializer_list<std::pair<kernels::Buffer*, int64_t>>{
+             {&S.router_logits, T * E * f},
+             {&S.expert_in, T * H * f},
+             {&S.expert_out, T * H * f},
+             {&S.route_rows, routes * int64_t{sizeof(int64_t)}},
+             {&S.route_weights, routes * f}}) {
+      OCTET_RETURN_IF_ERROR(Ensure(be, *buf, bytes));
+    }
+  }
   // The logits get a buffer of their own only where `out` cannot take them
   // directly: a device backend, or a vocab-parallel shard to be gathered.
   const bool host_memory = be.memory_kind() != kernels::MemoryKind::kDevice;
@@ -241,6 +338,7 @@ Status Model::Forward(const std::vector<SequenceChunk>& batch, KvCache& cache, F
   }
   std::vector<kernels::AttentionSequence> seqs(batch.size());
   if (c.embedding_norm) be.RmsNorm(x, embedding_norm_.device, eps, T, H, H, x);  // nanochat
+  if (c.embedding_scale != 1.0f) be.Scale(x, T * H, c.embedding_scale);          // MiniCPM
   prof.Mark(DecodeProfile::kEmbed);
   for (int64_t l = 0; l < c.num_layers; ++l) {
     const LayerWeights& L = layers_[l];
@@ -259,8 +357,19 @@ Status Model::Forward(const std::vector<SequenceChunk>& batch, KvCache& cache, F
       be.RmsNorm(q, L.q_norm.device, eps, T * local_heads_, hd, hd, q);
       be.RmsNorm(k, L.k_norm.device, eps, T * local_kv_heads_, hd, hd, k);
     }
-    be.Rope(q, T, qd, local_heads_, hd, positions, inv_freq_.device);
-    be.Rope(k, T, kvd, local_kv_heads_, hd, positions, inv_freq_.device);
+    if (c.rotary_dim == 0 || c.rotary_dim == hd) {
+      be.Rope(q, T, qd, local_heads_, hd, positions, inv_freq_.device);
+      be.Rope(k, T, kvd, local_kv_heads_, hd, positions, inv_freq_.device);
+    } else {
+      // Partial RoPE (GLM-4.5): the first rotary_dim features of each head,
+      // one head at a time; the rest of the head passes unchanged.
+      for (int64_t h = 0; h < local_heads_; ++h) {
+        be.Rope(q + h * hd, T, qd, 1, c.rotary_dim, positions, inv_freq_.device);
+      }
+      for (int64_t h = 0; h < local_kv_heads_; ++h) {
+        be.Rope(k + h * hd, T, kvd, 1, c.rotary_dim, positions, inv_freq_.device);
+      }
+    }
     if (c.qk_norm && c.qk_norm_after_rope) {
       be.RmsNorm(q, L.q_norm.device, eps, T * local_heads_, hd, hd, q);
       be.RmsNorm(k, L.k_norm.device, eps, T * local_kv_heads_, hd, hd, k);
@@ -299,6 +408,7 @@ Status Model::Forward(const std::vector<SequenceChunk>& batch, KvCache& cache, F
     if (hooks.all_reduce) OCTET_RETURN_IF_ERROR(hooks.all_reduce(proj, T * H));
     prof.Mark(DecodeProfile::kAllReduce);
     add_bias(proj, H, L.o.bias);  // a row-parallel bias is added once, after the sum
+    if (c.residual_scale != 1.0f) be.Scale(proj, T * H, c.residual_scale);  // MiniCPM
     be.Add(x, proj, T * H, x);
 
     // ---- MLP block: x += down_proj(silu(gate_proj(n)) * up_proj(n)) ----
@@ -306,7 +416,9 @@ Status Model::Forward(const std::vector<SequenceChunk>& batch, KvCache& cache, F
     const int64_t Fl = L.gate.weight.rows;
     be.RmsNorm(x, L.post_norm.device, eps, T, H, H, xn);
     prof.Mark(DecodeProfile::kNorms);
-    if (c.relu2_mlp) {
+    if (L.is_moe()) {
+      OCTET_RETURN_IF_ERROR(MoeMlp(L, xn, T, proj));
+    } else if (c.relu2_mlp) {
       be.Matmul(xn, T, H, L.gate.weight, gate, Fl, false);
       add_bias(gate, Fl, L.gate.bias);
       be.Relu2(gate, T * Fl);
@@ -319,12 +431,13 @@ Status Model::Forward(const std::vector<SequenceChunk>& batch, KvCache& cache, F
       be.SiluMul(gate, up, T, Fl, Fl, gate);
     }
     prof.Mark(DecodeProfile::kGateUp);
-    be.Matmul(gate, T, Fl, L.down.weight, proj, H, false);
+    if (!L.is_moe()) be.Matmul(gate, T, Fl, L.down.weight, proj, H, false);
     prof.Mark(DecodeProfile::kDown);
     // >>> Tensor parallelism: down_proj is row-parallel; each rank holds a partial sum.
     if (hooks.all_reduce) OCTET_RETURN_IF_ERROR(hooks.all_reduce(proj, T * H));
     prof.Mark(DecodeProfile::kAllReduce);
     add_bias(proj, H, L.down.bias);
+    if (c.residual_scale != 1.0f) be.Scale(proj, T * H, c.residual_scale);  // MiniCPM
     be.Add(x, proj, T * H, x);
     prof.Mark(DecodeProfile::kNorms);
   }
@@ -338,6 +451,7 @@ Status Model::Forward(const std::vector<SequenceChunk>& batch, KvCache& cache, F
   float* rows = S.rows.as<float>();
   be.GatherRows(x, H, S.row_index.as<int64_t>(), R, H, rows);
   be.RmsNorm(rows, final_norm_.device, eps, R, H, H, rows);
+  if (c.logit_scale != 1.0f) be.Scale(rows, R * H, c.logit_scale);  // MiniCPM
   out->vocab = c.vocab_size;
   out->logits.resize(R * out->vocab);
   float* logits = host_memory && !vocab_parallel ? out->logits.data() : S.logits.as<float>();
@@ -355,6 +469,82 @@ Status Model::Forward(const std::vector<SequenceChunk>& batch, KvCache& cache, F
   Status gathered = hooks.gather_logits(logits, R, local_vocab_, out->logits.data());
   prof.Mark(DecodeProfile::kLmHead);
   return gathered;
+}
+
+Status Model::MoeMlp(const LayerWeights& L, const float* xn, int64_t T, float* out) {
+  const MoeConfig& m = config_.moe;
+  kernels::KernelBackend& be = *backend_;
+  Scratch& S = *scratch_;
+  const int64_t H = config_.hidden_size, E = m.num_experts, k = m.experts_per_token;
+  constexpr int64_t f = sizeof(float);
+  // Route on the host, in float32, from the router's logits.
+  float* router = S.router_logits.as<float>();
+  be.Matmul(xn, T, H, L.moe.router.weight, router, E, false);
+  S.host_router.resize(T * E);
+  be.CopyToHost(S.host_router.data(), router, T * E * f);
+  std::vector<int32_t> chosen(T * k);
+  std::vector<float> weight(T * k);
+  for (int64_t t = 0; t < T; ++t) {
+    RouteToken(m, S.host_router.data() + t * E, L.moe.score_bias, S.route, chosen.data() + t * k,
+               weight.data() + t * k);
+  }
+  // Group the (token, weight) pairs by expert: each active expert then runs
+  // one matmul over all of its tokens.
+  S.expert_begin.assign(E + 1, 0);
+  for (int32_t e : chosen) ++S.expert_begin[e + 1];
+  for (int64_t e = 0; e < E; ++e) S.expert_begin[e + 1] += S.expert_begin[e];
+  S.host_route_rows.resize(T * k);
+  S.host_route_weights.resize(T * k);
+  {
+    std::vector<int64_t> fill(S.expert_begin.begin(), S.expert_begin.end() - 1);
+    for (int64_t t = 0; t < T; ++t) {
+      for (int64_t i = 0; i < k; ++i) {
+        const int64_t slot = fill[chosen[t * k + i]]++;
+        S.host_route_rows[slot] = t;
+        S.host_route_weights[slot] = weight[t * k + i];
+      }
+    }
+  }
+  int64_t* rows = S.route_rows.as<int64_t>();
+  float* weights = S.route_weights.as<float>();
+  be.CopyToDevice(rows, S.host_route_rows.data(), T * k * int64_t{sizeof(int64_t)});
+  be.CopyToDevice(weights, S.host_route_weights.data(), T * k * f);
+
+  float* gate = S.gate.as<float>();
+  float* up = S.up.as<float>();
+  // The shared expert over every token, or zeros; then each routed expert's
+  // weighted rows added in.
+  if (!L.moe.shared.empty()) {
+    const GatedMlp& g = L.moe.shared;
+    const int64_t Fs = g.gate.weight.rows;
+    const kernels::KernelBackend::MatmulOutput gate_up[2] = {{&g.gate.weight, gate, Fs},
+                                                             {&g.up.weight, up, Fs}};
+    be.MatmulMulti(xn, T, H, gate_up, 2);
+    be.SiluMul(gate, up, T, Fs, Fs, gate);
+    be.Matmul(gate, T, Fs, g.down.weight, out, H, false);
+  } else {
+    be.Fill(out, T * H, 0.0f);
+  }
+  float* in = S.expert_in.as<float>();
+  float* y = S.expert_out.as<float>();
+  for (int64_t e = 0; e < E; ++e) {
+    const int64_t begin = S.expert_begin[e], n = S.expert_begin[e + 1] - begin;
+    if (n == 0) continue;
+    const GatedMlp& g = L.moe.experts[e];
+    const int64_t Fe = g.gate.weight.rows;
+    const float* x_e = xn;
+    if (n != T) {  // not every token: gather this expert's rows
+      be.GatherRows(xn, H, rows + begin, n, H, in);
+      x_e = in;
+    }
+    const kernels::KernelBackend::MatmulOutput gate_up[2] = {{&g.gate.weight, gate, Fe},
+                                                             {&g.up.weight, up, Fe}};
+    be.MatmulMulti(x_e, n, H, gate_up, 2);
+    be.SiluMul(gate, up, n, Fe, Fe, gate);
+    be.Matmul(gate, n, Fe, g.down.weight, y, H, false);
+    be.ScatterAddRows(y, H, rows + begin, weights + begin, n, H, out, H);
+  }
+  return Status::Ok();
 }
 
 }  // namespace octet::engine

@@ -20,6 +20,10 @@ TpModelShape TpModelShape::From(const ModelConfig& c) {
   s.intermediate_size = c.intermediate_size;
   s.vocab_size = c.vocab_size;
   s.nvfp4 = c.quant.nvfp4;
+  if (c.moe.num_experts > 0) {
+    s.expert_intermediate_size = c.moe.expert_intermediate_size;
+    s.shared_intermediate_size = c.moe.shared_intermediate_size;
+  }
   return s;
 }
 
@@ -45,9 +49,21 @@ Status CheckTpDegree(const TpModelShape& s, int tp) {
     why.push_back("intermediate size " + std::to_string(s.intermediate_size) +
                   " is not divisible by " + t);
   }
+  for (auto [what, width] : {std::pair<const char*, int64_t>{"expert", s.expert_intermediate_size},
+                             {"shared expert", s.shared_intermediate_size}}) {
+    if (width > 0 && width % tp != 0) {
+      why.push_back(std::string(what) + " intermediate size " + std::to_string(width) +
+                    " is not divisible by " + t);
+    }
+  }
   if (s.nvfp4 && why.empty()) {
     const int64_t o_cols = s.num_heads / tp * s.head_dim;
     const int64_t down_cols = s.intermediate_size / tp;
+    if (s.expert_intermediate_size > 0 && (s.expert_intermediate_size / tp) % 16 != 0) {
+      why.push_back("NVFP4 expert down_proj slices of " +
+                    std::to_string(s.expert_intermediate_size / tp) +
+                    " columns are not whole 16-column scale blocks");
+    }
     if (o_cols % 16 != 0) {
       why.push_back("NVFP4 o_proj slices of " + std::to_string(o_cols) +
                     " columns are not whole 16-column scale blocks");

@@ -69,8 +69,9 @@ std::unique_ptr<Model> LoadOrDie(const std::string& dir, const std::string& back
   return std::move(*m);
 }
 
-const char* kModels[] = {"llama3-tiny", "qwen2-tiny", "qwen3-tiny", "qwen3-tiny-nvfp4",
-                         "llama3-tiny-sharded"};
+const char* kModels[] = {"llama3-tiny",      "qwen2-tiny",          "qwen3-tiny",
+                         "qwen3-tiny-nvfp4", "llama3-tiny-sharded", "qwen3-moe-tiny",
+                         "glm4-moe-tiny",    "glm4-moe-tiny-nvfp4", "minicpm-tiny"};
 
 }  // namespace
 
@@ -246,6 +247,12 @@ class TestEngineFixtures : public QObject {
     QTest::newRow("qwen3-tiny-nvfp4/2") << QString("qwen3-tiny-nvfp4") << 2;
     QTest::newRow("llama3-tiny/2") << QString("llama3-tiny") << 2;
     QTest::newRow("qwen2-tiny/2") << QString("qwen2-tiny") << 2;  // 1 kv head: replicated
+    // Mixture of experts: every expert split, the router whole on each rank.
+    QTest::newRow("qwen3-moe-tiny/2") << QString("qwen3-moe-tiny") << 2;
+    QTest::newRow("glm4-moe-tiny/2") << QString("glm4-moe-tiny") << 2;
+    QTest::newRow("glm4-moe-tiny/4") << QString("glm4-moe-tiny") << 4;
+    QTest::newRow("glm4-moe-tiny-nvfp4/2") << QString("glm4-moe-tiny-nvfp4") << 2;
+    QTest::newRow("minicpm-tiny/2") << QString("minicpm-tiny") << 2;
   }
   // The tensor-parallel plug points: each rank loads a Megatron slice of every
   // linear (LoadOptions::shard) and sums partial outputs after o_proj and

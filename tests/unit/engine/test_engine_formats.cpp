@@ -197,8 +197,33 @@ class TestEngineFormats : public QObject {
     auto c = ParseModelConfig(R"({"architectures":["MistralForCausalLM"]})", "x/config.json");
     QVERIFY(!c.ok());
     QVERIFY2(Has(c.status(), "unsupported architecture 'MistralForCausalLM'") &&
-                 Has(c.status(), "x/config.json"),
+                 Has(c.status(), "x/config.json") &&
+                 Has(c.status(), "llama, qwen2, qwen3, qwen3_moe, glm4_moe, minicpm, nanochat"),
              c.status().message().c_str());
+    // Without `architectures`, model_type decides; an unknown one lists the known ones.
+    c = ParseModelConfig(R"({"model_type":"deepseek_v3"})", "cfg");
+    QVERIFY2(!c.ok() && Has(c.status(), "'deepseek_v3'") && Has(c.status(), "glm4_moe"),
+             c.status().message().c_str());
+    // Mixture-of-experts shapes that cannot route are refused before loading.
+    c = ParseModelConfig(
+        R"({"model_type":"glm4_moe","vocab_size":8,"hidden_size":8,"intermediate_size":8,
+            "num_hidden_layers":2,"num_attention_heads":2,"num_key_value_heads":1,"head_dim":4,
+            "n_routed_experts":6,"n_group":4,"topk_group":1,"num_experts_per_tok":2,
+            "moe_intermediate_size":4})",
+        "cfg");
+    QVERIFY2(!c.ok() && Has(c.status(), "n_group 4"), c.status().message().c_str());
+    c = ParseModelConfig(
+        R"({"model_type":"qwen3_moe","vocab_size":8,"hidden_size":8,"intermediate_size":8,
+            "num_hidden_layers":2,"num_attention_heads":2,"num_key_value_heads":1,"head_dim":4,
+            "num_experts":4,"num_experts_per_tok":5,"moe_intermediate_size":4})",
+        "cfg");
+    QVERIFY2(!c.ok() && Has(c.status(), "num_experts_per_tok"), c.status().message().c_str());
+    c = ParseModelConfig(
+        R"({"model_type":"glm4_moe","vocab_size":8,"hidden_size":8,"intermediate_size":8,
+            "num_hidden_layers":2,"num_attention_heads":2,"num_key_value_heads":1,"head_dim":8,
+            "partial_rotary_factor":0.1})",
+        "cfg");
+    QVERIFY2(!c.ok() && Has(c.status(), "partial_rotary_factor"), c.status().message().c_str());
     c = ParseModelConfig(R"({"architectures":["LlamaForCausalLM"],"vocab_size":10})", "cfg");
     QVERIFY2(!c.ok() && Has(c.status(), "hidden_size"), c.status().message().c_str());
     c = ParseModelConfig("{not json", "cfg");
@@ -362,6 +387,46 @@ class TestEngineFormats : public QObject {
     s = load(d + "/shape");
     QVERIFY2(Has(s, "'model.layers.0.self_attn.o_proj.weight'") && Has(s, "[128, 64]") &&
                  Has(s, "[64, 128] was expected"),
+             s.message().c_str());
+
+    // A mixture-of-experts checkpoint: a missing expert, an expert of the
+    // wrong shape, a router of the wrong width, a missing correction bias.
+    auto moe_store = CheckpointStore::Open(base + "/glm4-moe-tiny");
+    QVERIFY(moe_store.ok());
+    auto rewrite_moe = [&](const std::string& dir, const std::string& victim,
+                           std::vector<int64_t> shape) {
+      CopyDir(base + "/glm4-moe-tiny", dir);
+      SafetensorsWriter w;
+      for (const TensorInfo* t : (*moe_store)->tensors()) {
+        if (t->name != victim) {
+          QVERIFY(w.Add(t->name, t->dtype, t->shape, t->data, t->size_bytes).ok());
+        } else if (!shape.empty()) {
+          int64_t n = DTypeSize(t->dtype);
+          for (int64_t d : shape) n *= d;
+          QVERIFY(n <= t->size_bytes);
+          QVERIFY(w.Add(t->name, t->dtype, shape, t->data, n).ok());
+        }
+      }
+      QVERIFY(w.Write(dir + "/model.safetensors").ok());
+    };
+    rewrite_moe(d + "/moe-missing", "model.layers.2.mlp.experts.5.down_proj.weight", {});
+    s = load(d + "/moe-missing");
+    QVERIFY2(Has(s, "'model.layers.2.mlp.experts.5.down_proj.weight'") && Has(s, "[64, 32]") &&
+                 Has(s, "missing"),
+             s.message().c_str());
+    rewrite_moe(d + "/moe-shape", "model.layers.1.mlp.experts.3.gate_proj.weight", {64, 32});
+    s = load(d + "/moe-shape");
+    QVERIFY2(Has(s, "'model.layers.1.mlp.experts.3.gate_proj.weight'") &&
+                 Has(s, "[32, 64] was expected"),
+             s.message().c_str());
+    rewrite_moe(d + "/moe-router", "model.layers.1.mlp.gate.weight", {7, 64});
+    s = load(d + "/moe-router");
+    QVERIFY2(Has(s, "'model.layers.1.mlp.gate.weight'") && Has(s, "[7, 64]") &&
+                 Has(s, "[8, 64] was expected"),
+             s.message().c_str());
+    rewrite_moe(d + "/moe-bias", "model.layers.2.mlp.gate.e_score_correction_bias", {});
+    s = load(d + "/moe-bias");
+    QVERIFY2(Has(s, "'model.layers.2.mlp.gate.e_score_correction_bias'") && Has(s, "missing"),
              s.message().c_str());
 
     // A truncated shard: the error names the file and a byte offset.

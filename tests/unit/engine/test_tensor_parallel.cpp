@@ -221,6 +221,25 @@ class TestTensorParallel : public QObject {
     QVERIFY2(n4.message().find("NVFP4 o_proj slices of 8 columns") != std::string::npos,
              n4.message().c_str());
     QVERIFY(!CheckTpDegree(q, 0).ok());
+    // Mixture of experts: the expert and shared-expert widths split too, and
+    // NVFP4 expert slices must be whole scale blocks.
+    TpModelShape m = s;
+    m.num_heads = 32;
+    m.num_kv_heads = 4;
+    m.expert_intermediate_size = 768;
+    m.shared_intermediate_size = 0;
+    QVERIFY(CheckTpDegree(m, 8).ok());
+    m.expert_intermediate_size = 1100;
+    Status e8 = CheckTpDegree(m, 8);
+    QVERIFY2(e8.message().find("expert intermediate size 1100 is not divisible by 8") !=
+                 std::string::npos,
+             e8.message().c_str());
+    m.expert_intermediate_size = 96;
+    m.nvfp4 = true;
+    QVERIFY(CheckTpDegree(m, 2).ok());
+    Status e4 = CheckTpDegree(m, 4);
+    QVERIFY2(e4.message().find("NVFP4 expert down_proj slices of 24 columns") != std::string::npos,
+             e4.message().c_str());
   }
 
   void vocabShardsCoverTheVocabulary() {
@@ -258,6 +277,15 @@ class TestTensorParallel : public QObject {
     QTest::newRow("random qwen3-6h tp3 tcp ring") << "random:qwen3-6h" << 3 << "tcp" << "ring";
     QTest::newRow("random qwen3-6h-nvfp4 tp3 shm ring")
         << "random:qwen3-6h-nvfp4" << 3 << "shm" << "ring";
+    // Mixture of experts (and MiniCPM's scales) over real rank processes.
+    QTest::newRow("qwen3-moe-tiny tp2 tcp ring") << "qwen3-moe-tiny" << 2 << "tcp"
+                                                 << "ring";
+    QTest::newRow("glm4-moe-tiny tp4 shm oneshot") << "glm4-moe-tiny" << 4 << "shm"
+                                                   << "oneshot";
+    QTest::newRow("glm4-moe-tiny-nvfp4 tp2 tcp oneshot") << "glm4-moe-tiny-nvfp4" << 2 << "tcp"
+                                                         << "oneshot";
+    QTest::newRow("minicpm-tiny tp2 shm ring") << "minicpm-tiny" << 2 << "shm"
+                                               << "ring";
     QTest::newRow("random qwen2-bias tp4 tcp oneshot")
         << "random:qwen2-bias" << 4 << "tcp" << "oneshot";
   }
@@ -309,6 +337,19 @@ class TestTensorParallel : public QObject {
     QVERIFY2(group.status().message().find("6 query heads are not divisible by 4") !=
                  std::string::npos,
              group.status().ToString().c_str());
+  }
+
+  // NVFP4 experts of 32 columns cannot split four ways into 16-column blocks:
+  // every rank refuses with the reason.
+  void groupRefusesNvfp4ExpertSlices() {
+    OCTET_REQUIRE_FIXTURES();
+    const std::string moe = test::FixturesDir() + "/glm4-moe-tiny-nvfp4";
+    auto g4 = RunGroup(moe, FixturePrompt(moe), 2, 4, collectives::TransportKind::kShm,
+                       collectives::AlgorithmKind::kAuto);
+    QVERIFY(!g4.ok());
+    QVERIFY2(g4.status().message().find("NVFP4 expert down_proj slices of 8 columns") !=
+                 std::string::npos,
+             g4.status().ToString().c_str());
   }
 };
 

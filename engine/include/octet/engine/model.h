@@ -1,5 +1,6 @@
-// A decoder-only transformer (Llama-3, Qwen2, Qwen3, nanochat) loaded from a
-// Hugging Face folder, and its forward pass over a batch of sequences.
+// A decoder-only transformer (Llama-3, Qwen2, Qwen3, Qwen3-MoE, GLM-4.5 MoE,
+// MiniCPM, nanochat) loaded from a Hugging Face folder, and its forward pass
+// over a batch of sequences.
 //
 //   LoadOptions opt;  opt.threads = 2;  opt.progress = [](const LoadProgress& p) {...};
 //   OCTET_ASSIGN_OR_RETURN(auto model, Model::Load("/models/qwen3-0.6b", opt));
@@ -127,13 +128,34 @@ struct Linear {
   ParamVector bias;  // empty: none
 };
 
+// A SiLU-gated MLP, down(silu(gate(x)) * up(x)): one expert of a
+// mixture-of-experts block, or its shared expert.
+struct GatedMlp {
+  Linear gate, up, down;
+  bool empty() const { return gate.weight.rows == 0; }
+};
+
+// A mixture-of-experts MLP (Qwen3-MoE, GLM-4.5). Under tensor parallelism
+// every expert (and the shared one) is split along its intermediate dimension
+// like a dense MLP, and the router is whole on every rank, so all ranks route
+// every token the same way.
+struct MoeWeights {
+  Linear router;                  // mlp.gate [experts, hidden], replicated
+  std::vector<float> score_bias;  // e_score_correction_bias [experts] (GLM), else empty
+  std::vector<GatedMlp> experts;  // mlp.experts.{e}
+  GatedMlp shared;                // mlp.shared_experts (GLM), else empty
+};
+
 // Parameter-free norms (nanochat) hold ones. A ReLU² MLP (nanochat) uses
-// gate (c_fc) and down (c_proj) and leaves `up` empty.
+// gate (c_fc) and down (c_proj) and leaves `up` empty. A mixture-of-experts
+// layer leaves gate/up/down empty and has `moe`.
 struct LayerWeights {
   ParamVector input_norm;      // [hidden]
   ParamVector post_norm;       // [hidden]
   ParamVector q_norm, k_norm;  // [head_dim] (Qwen3, nanochat), else empty
   Linear q, k, v, o, gate, up, down;
+  MoeWeights moe;
+  bool is_moe() const { return !moe.experts.empty(); }
 };
 
 // One sequence's part of a batch: `tokens` at positions start_pos, start_pos+1,
@@ -187,7 +209,10 @@ class Model {
   int64_t vocab_begin() const { return vocab_begin_; }
   int64_t local_vocab() const { return local_vocab_; }
 
-  // Bytes of weights one decode step reads (every linear + lm_head + norms).
+  // Bytes of weights one decode step of one token reads: every linear,
+  // lm_head and the norms; of a mixture-of-experts layer, the router, the
+  // shared expert and experts_per_token routed experts (the average expert
+  // size times top-k).
   int64_t WeightBytesPerToken() const;
   // Bytes of weights held in memory (mapped), for planning.
   int64_t WeightBytes() const { return store_->total_bytes(); }
@@ -213,6 +238,9 @@ class Model {
   // Brings every weight and parameter vector into the backend's memory and
   // checks that the backend runs every op the forward pass needs.
   Status PlaceOnBackend();
+  // The mixture-of-experts MLP of layer `L` over the T normed rows `xn`,
+  // its (partial, under TP) output written to `out` [T, hidden].
+  Status MoeMlp(const LayerWeights& L, const float* xn, int64_t T, float* out);
 
   std::string dir_;
   ModelConfig config_;
@@ -234,6 +262,10 @@ class Model {
   std::vector<std::vector<uint8_t>> realigned_;
   // NVFP4 tile copies (LoadOptions::nvfp4_tiles), in huge-page-advised memory.
   std::unique_ptr<HugePageArena> tile_arena_;
+
+  // The widest MLP intermediate of any layer, dense, expert or shared (the
+  // scratch's gate/up width).
+  int64_t max_mlp_width_ = 0;
 
   // Scratch, grown to the largest batch seen.
   struct Scratch;

@@ -3,11 +3,16 @@
 //
 // Supported architectures: LlamaForCausalLM (Llama-3, with `rope_scaling`
 // rope_type llama3), Qwen2ForCausalLM (q/k/v biases), Qwen3ForCausalLM
-// (q_norm/k_norm per head before RoPE, explicit head_dim), and nanochat
-// ("model_type": "nanochat", what `octet train` writes; nanochat's key names
-// n_layer/n_head/n_kv_head/n_embd/sequence_len/softcap/norm_eps and tensor
-// names transformer.wte / transformer.h.{i}.attn.c_q ... / lm_head). Weights
-// F32, BF16, F16, and ModelOpt NVFP4 (quant_algo NVFP4, group size 16).
+// (q_norm/k_norm per head before RoPE, explicit head_dim), the mixture-of-
+// experts Qwen3MoeForCausalLM (softmax router) and Glm4MoeForCausalLM
+// (GLM-4.5: sigmoid router with a score-correction bias and group-limited
+// top-k, shared experts, partial RoPE, an optional MTP layer),
+// MiniCPMForCausalLM (scaled embedding, residual branches and logits), and
+// nanochat ("model_type": "nanochat", what `octet train` writes; nanochat's
+// key names n_layer/n_head/n_kv_head/n_embd/sequence_len/softcap/norm_eps and
+// tensor names transformer.wte / transformer.h.{i}.attn.c_q ... / lm_head).
+// Weights F32, BF16, F16, and ModelOpt NVFP4 (quant_algo NVFP4, group size
+// 16; MoE experts one tensor set per expert, as ModelOpt exports them).
 #pragma once
 
 #include <cstdint>
@@ -18,7 +23,30 @@
 
 namespace octet::engine {
 
-enum class Architecture { kLlama, kQwen2, kQwen3, kNanochat };
+enum class Architecture { kLlama, kQwen2, kQwen3, kQwen3Moe, kGlm4Moe, kMiniCpm, kNanochat };
+
+// The config.json `model_type` values the engine loads, for messages
+// ("llama, qwen2, qwen3, qwen3_moe, glm4_moe, minicpm, nanochat").
+std::string SupportedModelTypes();
+
+// A mixture-of-experts MLP (Qwen3-MoE, GLM-4.5), as config.json describes it.
+struct MoeConfig {
+  enum class Scoring { kSoftmax, kSigmoid };
+  int64_t num_experts = 0;  // 0: no MoE layers
+  int64_t experts_per_token = 0;
+  int64_t expert_intermediate_size = 0;  // moe_intermediate_size
+  bool norm_topk_prob = false;
+  Scoring scoring = Scoring::kSoftmax;
+  // Sigmoid routers: experts in n_group consecutive groups; only the
+  // topk_group groups with the largest group score (sum of their two largest
+  // biased scores) compete. 1/1: no group limit.
+  int64_t n_group = 1;
+  int64_t topk_group = 1;
+  bool score_correction_bias = false;  // mlp.gate.e_score_correction_bias [E], F32
+  float routed_scaling_factor = 1.0f;
+  int64_t shared_intermediate_size = 0;  // 0: no shared expert
+  std::vector<bool> moe_layer;           // per decoder layer: MoE or dense MLP
+};
 
 struct RopeScaling {
   bool llama3 = false;  // rope_type "llama3"; otherwise no scaling
@@ -60,6 +88,19 @@ struct ModelConfig {
   bool qk_norm_after_rope = false;    // QK-norm after RoPE (Qwen3: before)
   bool relu2_mlp = false;             // MLP relu(x·W_fcᵀ)²·W_projᵀ instead of SwiGLU
   float logit_softcap = 0.0f;         // > 0: logits = cap·tanh(z / cap)
+  // Partial RoPE (GLM-4.5): only the first rotary_dim features of each head
+  // rotate (pairs i, i + rotary_dim/2); the others pass. = head_dim when full.
+  int64_t rotary_dim = 0;
+  // MiniCPM's scales (1 elsewhere): x = embed * embedding_scale; each block's
+  // output is multiplied by residual_scale before it is added to x; the final
+  // normed hidden state by logit_scale before lm_head.
+  float embedding_scale = 1.0f;
+  float residual_scale = 1.0f;
+  float logit_scale = 1.0f;
+  MoeConfig moe;
+  // Multi-token-prediction layers stored after the decoder layers
+  // (num_nextn_predict_layers, GLM-4.5 / DeepSeek-V3 layout).
+  int64_t num_mtp_layers = 0;
   int64_t max_position_embeddings = 0;
   int32_t bos_token_id = -1;
   std::vector<int32_t> eos_token_ids;  // config.json and generation_config.json, merged
@@ -73,8 +114,8 @@ Result<ModelConfig> LoadModelConfig(const std::string& dir);
 // The same from config.json text (for tests); `where` names it in errors.
 Result<ModelConfig> ParseModelConfig(const std::string& json_text, const std::string& where);
 
-// RoPE inverse frequencies [head_dim / 2], float32, with Llama-3 scaling applied
-// (as transformers computes them).
+// RoPE inverse frequencies [rotary_dim / 2], float32, with Llama-3 scaling
+// applied (as transformers computes them).
 std::vector<float> RopeInvFreq(const ModelConfig& config);
 
 }  // namespace octet::engine

@@ -2,10 +2,14 @@
 // which slice of every weight rank r of a TP group of `tp` ranks keeps.
 //
 //   q/k/v, gate/up   column-parallel: output rows split evenly (heads stay whole);
+//                    every expert of a MoE block, and its shared expert, too
 //                    when kv heads < tp the kv heads are replicated and rank r
 //                    uses kv head r / (tp / n_kv)
 //   o_proj, down     row-parallel: input columns split the same way; the partial
-//                    outputs are summed by one all-reduce each (two per layer)
+//                    outputs are summed by one all-reduce each (two per layer; a
+//                    MoE block's routed and shared outputs are summed locally
+//                    first, so it too takes one)
+//   MoE router       whole on every rank: every rank routes every token alike
 //   embed, lm_head   vocab-parallel: rank r holds vocabulary rows
 //                    [r * ceil(V/tp), min(V, (r+1) * ceil(V/tp))); the embedding
 //                    output is all-reduced (other ranks contribute zeros) and the
@@ -41,6 +45,9 @@ struct TpModelShape {
   int64_t vocab_size = 0;
   // Linear weights stored NVFP4: row-parallel column slices must be multiples of 16.
   bool nvfp4 = false;
+  // Mixture of experts (0: none): the routed and the shared experts' widths.
+  int64_t expert_intermediate_size = 0;
+  int64_t shared_intermediate_size = 0;
 
   static TpModelShape From(const ModelConfig& config);
 };
