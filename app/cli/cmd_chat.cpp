@@ -36,8 +36,8 @@ int RunChat(const std::vector<std::string>& args) {
       .Option("top-p", "P", "nucleus sampling mass, in (0, 1]", "0.9")
       .Option("seed", "S", "random seed", "0")
       .Option("threads", "N", "CPU threads; 0: all cores", "0")
-      .Option("backend", "NAME", "kernel backend: auto, avx512-amx, avx512, avx2, neon, scalar",
-              "auto")
+      .Option("backend", "NAME",
+              "kernel backend: auto, cuda, avx512-amx, avx512, avx2, neon, scalar", "auto")
       .Option("nvfp4-tiles", "on|off", kNvfp4TilesHelp, "on")
       .Flag("think", "Qwen3: let the model think (default: empty think block)");
   if (Status s = p.Parse(args); !s.ok()) {

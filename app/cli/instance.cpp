@@ -218,8 +218,8 @@ void AddInstanceFlags(ArgParser& p) {
   p.Option("transport", "shm|tcp|verbs", "collectives transport between the ranks", "shm")
       .Option("algo", "auto|oneshot|ring|nccl", "all-reduce algorithm", "auto")
       .Option("threads", "N", "CPU threads per rank; 0: the CPUs divided among the ranks", "0")
-      .Option("backend", "NAME", "kernel backend: auto, avx512-amx, avx512, avx2, neon, scalar",
-              "auto")
+      .Option("backend", "NAME",
+              "kernel backend: auto, cuda, avx512-amx, avx512, avx2, neon, scalar", "auto")
       .Option("kv-dtype", "f32|f16",
               "KV cache element type; f16 halves the KV memory and the bytes attention reads "
               "(each key and value rounded once: logits move by ~1e-3)",
