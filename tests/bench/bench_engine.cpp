@@ -10,7 +10,11 @@
 // Prints a table on stderr and one JSON document on stdout.
 //
 //   octet_bench_engine [--threads 2] [--dir /tmp/octet-bench] [--models a,b]
-//                      [--prompt 512] [--decode 128] [--repeats 1]
+//                      [--prompt 512] [--decode 128] [--repeats 1] [--backend auto]
+//
+// With a device backend (--backend cuda) the roofline bandwidth is the
+// device's, measured through the backend's own ops (Scale in place: copy-like
+// read + write; Add: two reads, one write) on device buffers of the same size.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -28,6 +32,7 @@
 #include "octet/engine/model.h"
 #include "octet/engine/random_checkpoint.h"
 #include "octet/kernels/backend.h"
+#include "octet/kernels/backends.h"
 #include "octet/kernels/thread_pool.h"
 
 using namespace octet;
@@ -165,6 +170,44 @@ Bandwidth MeasureBandwidth(int threads, int64_t n, int reps) {
   return bw;
 }
 
+// The device's bandwidth through `be`'s ops (a device backend): Scale in place
+// moves 2n floats, Add 3n; best of `reps`. copy/scale hold the Scale figure,
+// add/triad the Add one; read is left 0.
+Bandwidth MeasureDeviceBandwidth(kernels::KernelBackend& be, int64_t n, int reps) {
+  Bandwidth bw;
+  auto a = be.Allocate(n * 4), b = be.Allocate(n * 4), c = be.Allocate(n * 4);
+  if (!a.ok() || !b.ok() || !c.ok()) return bw;
+  float* pa = a->as<float>();
+  float* pb = b->as<float>();
+  float* pc = c->as<float>();
+  be.Fill(pa, n, 1.0f);
+  be.Fill(pb, n, 2.0f);
+  if (!be.Synchronize().ok()) return bw;
+  const double bytes = static_cast<double>(n) * sizeof(float);
+  for (int rep = 0; rep < reps; ++rep) {
+    Stopwatch s1;
+    be.Scale(pa, n, 1.0f);
+    if (!be.Synchronize().ok()) return bw;
+    bw.copy = bw.scale = std::max(bw.copy, 2 * bytes / s1.wall() / 1e9);
+    Stopwatch s2;
+    be.Add(pa, pb, n, pc);
+    if (!be.Synchronize().ok()) return bw;
+    bw.add = bw.triad = std::max(bw.add, 3 * bytes / s2.wall() / 1e9);
+  }
+  bw.best_cpu = bw.best();
+  return bw;
+}
+
+// The greedy token of host logits (ForwardOutput is host memory whatever the
+// backend): first index of the largest value.
+int32_t HostArgmax(const float* x, int64_t n) {
+  int64_t best = 0;
+  for (int64_t i = 1; i < n; ++i) {
+    if (x[i] > x[best]) best = i;
+  }
+  return static_cast<int32_t>(best);
+}
+
 // ---- one model -----------------------------------------------------------------
 
 // One decode run of n_decode tokens and the bandwidth around it.
@@ -192,9 +235,11 @@ struct ModelResult {
 Result<ModelResult> RunModel(const Shape& s, const std::string& dir, int threads,
                              kernels::KvDtype kv_dtype, int64_t decode_context, int64_t n_prompt,
                              int64_t n_decode, int repeats, int64_t stream_n,
-                             const std::vector<int64_t>& concurrency, bool nvfp4_tiles) {
+                             const std::vector<int64_t>& concurrency, bool nvfp4_tiles,
+                             const std::string& backend) {
   LoadOptions lo;
   lo.threads = threads;
+  lo.backend = backend;
   lo.nvfp4_tiles = nvfp4_tiles;
   OCTET_ASSIGN_OR_RETURN(auto model, Model::Load(dir, lo));
   Model& m = *model;
@@ -239,7 +284,12 @@ Result<ModelResult> RunModel(const Shape& s, const std::string& dir, int threads
   // roofline. The run with the median share is reported; on a shared machine
   // one run can land in a minute of others' memory traffic.
   const int64_t kvd = m.local_kv_heads() * c.head_dim;
-  Bandwidth before = MeasureBandwidth(threads, stream_n, 3);
+  const bool device = m.backend().memory_kind() == kernels::MemoryKind::kDevice;
+  auto measure = [&] {
+    return device ? MeasureDeviceBandwidth(m.backend(), stream_n, 3)
+                  : MeasureBandwidth(threads, stream_n, 3);
+  };
+  Bandwidth before = measure();
   for (int rep = 0; rep < repeats; ++rep) {
     batch[0].slot = 1;
     batch[0].start_pos = 0;
@@ -249,7 +299,7 @@ Result<ModelResult> RunModel(const Shape& s, const std::string& dir, int threads
     Stopwatch decode;
     for (int64_t i = 0; i < n_decode; ++i) {
       batch[0].start_pos = cache.length(1);
-      batch[0].tokens = {static_cast<int32_t>(m.backend().Argmax(out.Last(0), out.vocab))};
+      batch[0].tokens = {HostArgmax(out.Last(0), out.vocab)};
       kv_bytes += 2.0 * c.num_layers * double(batch[0].start_pos + 1) * kvd *
                   kernels::KvDtypeBytes(kv_dtype);
       OCTET_RETURN_IF_ERROR(m.Forward(batch, cache, &out));
@@ -257,7 +307,7 @@ Result<ModelResult> RunModel(const Shape& s, const std::string& dir, int threads
     DecodeRun d;
     d.tps = n_decode / decode.wall();
     d.tps_cpu = n_decode / decode.cpu(threads);
-    const Bandwidth after = MeasureBandwidth(threads, stream_n, 3);
+    const Bandwidth after = measure();
     d.bandwidth_gbs = std::max(before.best(), after.best());
     d.bandwidth_gbs_cpu = std::max(before.best_cpu, after.best_cpu);
     d.kv_bytes_per_token = kv_bytes / n_decode;
@@ -294,7 +344,7 @@ Result<ModelResult> RunModel(const Shape& s, const std::string& dir, int threads
     for (int64_t step = 0; step < steps; ++step) {
       for (int64_t i = 0; i < c; ++i) {
         b[i].start_pos = bc.length(static_cast<int>(i));
-        b[i].tokens = {static_cast<int32_t>(m.backend().Argmax(out.Last(i), out.vocab))};
+        b[i].tokens = {HostArgmax(out.Last(i), out.vocab)};
       }
       OCTET_RETURN_IF_ERROR(m.Forward(b, bc, &out));
     }
@@ -331,7 +381,8 @@ int main(int argc, char** argv) {
               "values); 0: fresh sequences",
               "0")
       .Option("nvfp4-tiles", "on|off",
-              "NVFP4 weights get their tile copy where the backend reads it (LoadOptions)", "on");
+              "NVFP4 weights get their tile copy where the backend reads it (LoadOptions)", "on")
+      .Option("backend", "NAME", "kernel backend: " + kernels::BackendNamesForHelp(), "auto");
   if (Status s = p.Parse(argc, argv); !s.ok()) {
     std::cerr << s.message() << "\n";
     return 2;
@@ -359,6 +410,7 @@ int main(int argc, char** argv) {
 
   nlohmann::json j;
   j["threads"] = threads;
+  j["backend"] = p.GetString("backend");
   j["prompt_tokens"] = n_prompt;
   j["kv_dtype"] = p.GetString("kv-dtype");
   j["decode_context"] = p.GetInt("decode-context").value_or(0);
@@ -403,8 +455,9 @@ int main(int argc, char** argv) {
       std::cerr << "--nvfp4-tiles takes on or off\n";
       return 2;
     }
-    auto r = RunModel(*shape, dir, threads, *kv_dtype, decode_context, n_prompt, n_decode,
-                      static_cast<int>(repeats), stream_n, *conc, tiles == "on");
+    auto r =
+        RunModel(*shape, dir, threads, *kv_dtype, decode_context, n_prompt, n_decode,
+                 static_cast<int>(repeats), stream_n, *conc, tiles == "on", p.GetString("backend"));
     if (!r.ok()) {
       std::cerr << "octet_bench_engine: " << name << ": " << r.status().ToString() << "\n";
       return 1;

@@ -11,11 +11,22 @@
 //
 //   bench_gemv [--threads 2] [--rows 1,2,4,8] [--rounds 5]
 //              [--backends avx512,avx512-amx] [--format bf16|nvfp4] [--tiles on|off|both]
+//              [--shape qwen3-0.6b|8b]
+//
+// --shape 8b: four layers of an 8B-class model (q/o 4096 x 4096, k/v
+// 1024 x 4096, gate/up 14336 x 4096, down 4096 x 14336) and a 16384 x 4096
+// "lm_head" (BF16), 1.9 GB in BF16.
+// A device backend (--backends cuda) gets its own copy of every matrix
+// (PrepareWeight) and device activations; its step is timed to a
+// Synchronize, and the per-op columns are not measured (0) for it: a
+// synchronisation after every op would add its latency to each.
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 #include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -24,6 +35,7 @@
 #include "octet/base/deadline.h"
 #include "octet/base/huge_page_arena.h"
 #include "octet/kernels/backend.h"
+#include "octet/kernels/backends.h"
 
 using namespace octet;
 using namespace octet::kernels;
@@ -88,7 +100,9 @@ int main(int argc, char** argv) {
   args.Option("threads", "N", "backend threads", "2");
   args.Option("rows", "M,...", "activation rows (decode batch sizes)", "1,2,4,8");
   args.Option("rounds", "N", "interleaved rounds (the best round is reported)", "5");
-  args.Option("backends", "A,B", "kernel backends to compare", "avx512,avx512-amx");
+  args.Option("backends", "A,B", "kernel backends to compare: " + BackendNamesForHelp(),
+              "avx512,avx512-amx");
+  args.Option("shape", "qwen3-0.6b|8b", "the matrices (see the file comment)", "qwen3-0.6b");
   args.Option("format", "bf16|nvfp4", "the layers' weight format (lm_head stays BF16)", "bf16");
   args.Option("tiles", "on|off|both",
               "NVFP4: give the matrices their tile copy (weight.h), as the engine's loader does "
@@ -137,7 +151,7 @@ int main(int argc, char** argv) {
   const std::vector<std::string> names = args.GetList("backends");
   std::vector<std::unique_ptr<KernelBackend>> backends;
   for (const auto& n : names) {
-    auto b = CreateBackend(n, BackendOptions{threads});
+    auto b = CreateAnyBackend(n, BackendOptions{threads});
     if (!b.ok()) {
       std::cerr << "bench_gemv: " << b.status().message() << "\n";
       return 1;
@@ -145,8 +159,15 @@ int main(int argc, char** argv) {
     backends.push_back(std::move(*b));
   }
 
-  constexpr int kLayers = 28;
-  constexpr int64_t kHidden = 1024, kQ = 2048, kKv = 1024, kInter = 3072, kVocab = 151936;
+  const std::string shape = args.GetString("shape");
+  if (shape != "qwen3-0.6b" && shape != "8b") {
+    std::cerr << "bench_gemv: --shape takes qwen3-0.6b or 8b\n";
+    return 2;
+  }
+  const bool big = shape == "8b";
+  const int kLayers = big ? 4 : 28;
+  const int64_t kHidden = big ? 4096 : 1024, kQ = big ? 4096 : 2048, kKv = 1024,
+                kInter = big ? 14336 : 3072, kVocab = big ? 16384 : 151936;
   std::vector<Layer> layers(kLayers);
   uint64_t seed = 1;
   HugePageArena tile_arena;
@@ -184,22 +205,65 @@ int main(int argc, char** argv) {
   std::vector<float> x(max_m * kInter), y(max_m * kVocab), y2(max_m * kInter), y3(max_m * kInter);
   for (size_t i = 0; i < x.size(); ++i) x[i] = 0.01f * static_cast<float>((i * 37) % 101) - 0.5f;
 
-  auto step = [&](KernelBackend& b, int64_t m, bool tiled) {
-    StepTimes t;
+  // What one backend's step reads: the matrices (7 per layer, then the
+  // lm_head) and the activation buffers, host or device.
+  struct Operands {
+    std::vector<const WeightMatrix*> mats;
+    float *x, *y, *y2, *y3;
+    bool device = false;
+  };
+  auto host_operands = [&](bool tiled) {
+    Operands o;
     for (auto& l : layers) {
+      for (const Matrix* m : {&l.q, &l.k, &l.v, &l.o, &l.gate, &l.up, &l.down}) {
+        o.mats.push_back(m->get(tiled));
+      }
+    }
+    o.mats.push_back(&lm_head.view);
+    o.x = x.data();
+    o.y = y.data();
+    o.y2 = y2.data();
+    o.y3 = y3.data();
+    return o;
+  };
+  // Device copies (kept for the whole run).
+  std::vector<std::unique_ptr<WeightMatrix>> device_views;
+  std::vector<Buffer> device_storage;
+  auto device_operands = [&](KernelBackend& b) -> Result<Operands> {
+    Operands o = host_operands(false);
+    o.device = true;
+    for (auto& m : o.mats) {
+      OCTET_ASSIGN_OR_RETURN(WeightMatrix v, b.PrepareWeight(*m, &device_storage));
+      device_views.push_back(std::make_unique<WeightMatrix>(v));
+      m = device_views.back().get();
+    }
+    for (auto [ptr, host] :
+         {std::pair{&o.x, &x}, std::pair{&o.y, &y}, std::pair{&o.y2, &y2}, std::pair{&o.y3, &y3}}) {
+      OCTET_ASSIGN_OR_RETURN(Buffer buf, b.Allocate(static_cast<int64_t>(host->size() * 4)));
+      b.CopyToDevice(buf.data(), host->data(), static_cast<int64_t>(host->size() * 4));
+      *ptr = buf.as<float>();
+      device_storage.push_back(std::move(buf));
+    }
+    OCTET_RETURN_IF_ERROR(b.Synchronize());
+    return o;
+  };
+
+  auto step = [&](KernelBackend& b, int64_t m, const Operands& d) {
+    StepTimes t;
+    const int64_t start = NowNs();
+    for (size_t li = 0; li < layers.size(); ++li) {
+      const WeightMatrix* const* w = &d.mats[li * 7];
       int64_t t0 = NowNs();
-      const KernelBackend::MatmulOutput qkv[3] = {{l.q.get(tiled), y.data(), kQ},
-                                                  {l.k.get(tiled), y2.data(), kKv},
-                                                  {l.v.get(tiled), y3.data(), kKv}};
-      b.MatmulMulti(x.data(), m, kHidden, qkv, 3);
+      const KernelBackend::MatmulOutput qkv[3] = {
+          {w[0], d.y, kQ}, {w[1], d.y2, kKv}, {w[2], d.y3, kKv}};
+      b.MatmulMulti(d.x, m, kHidden, qkv, 3);
       int64_t t1 = NowNs();
-      b.Matmul(x.data(), m, kQ, *l.o.get(tiled), y2.data(), kHidden, false);
+      b.Matmul(d.x, m, kQ, *w[3], d.y2, kHidden, false);
       int64_t t2 = NowNs();
-      const KernelBackend::MatmulOutput gu[2] = {{l.gate.get(tiled), y.data(), kInter},
-                                                 {l.up.get(tiled), y2.data(), kInter}};
-      b.MatmulMulti(x.data(), m, kHidden, gu, 2);
+      const KernelBackend::MatmulOutput gu[2] = {{w[4], d.y, kInter}, {w[5], d.y2, kInter}};
+      b.MatmulMulti(d.x, m, kHidden, gu, 2);
       int64_t t3 = NowNs();
-      b.Matmul(x.data(), m, kInter, *l.down.get(tiled), y3.data(), kHidden, false);
+      b.Matmul(d.x, m, kInter, *w[6], d.y3, kHidden, false);
       int64_t t4 = NowNs();
       t.qkv += (t1 - t0) * 1e-9;
       t.o += (t2 - t1) * 1e-9;
@@ -207,31 +271,49 @@ int main(int argc, char** argv) {
       t.down += (t4 - t3) * 1e-9;
     }
     const int64_t t5 = NowNs();
-    b.Matmul(x.data(), m, kHidden, lm_head.view, y.data(), kVocab, false);
+    b.Matmul(d.x, m, kHidden, *d.mats.back(), d.y, kVocab, false);
     t.lm_head = (NowNs() - t5) * 1e-9;
+    if (d.device) {
+      if (Status s = b.Synchronize(); !s.ok()) {
+        std::cerr << "bench_gemv: " << b.name() << ": " << s.message() << "\n";
+        std::exit(1);
+      }
+      // Only the whole step is measured (see the file comment).
+      t = StepTimes{};
+      t.lm_head = (NowNs() - start) * 1e-9;
+    }
     return t;
   };
 
   // What runs, in turn: each backend with each variant of the matrices.
   struct Run {
     KernelBackend* backend;
-    bool tiled;
+    Operands operands;
     std::string name;
   };
   std::vector<Run> runs;
   for (auto& b : backends) {
+    if (b->memory_kind() == MemoryKind::kDevice) {
+      auto o = device_operands(*b);
+      if (!o.ok()) {
+        std::cerr << "bench_gemv: " << b->name() << ": " << o.status().message() << "\n";
+        return 1;
+      }
+      runs.push_back({b.get(), *o, std::string(b->name())});
+      continue;
+    }
     for (bool v : variants) {
-      runs.push_back(
-          {b.get(), v, std::string(b->name()) + (v && variants.size() > 1 ? "+tiles" : "")});
+      runs.push_back({b.get(), host_operands(v),
+                      std::string(b->name()) + (v && variants.size() > 1 ? "+tiles" : "")});
     }
   }
   // best[run][m]: the round with the least total time.
   std::map<std::string, std::map<int64_t, StepTimes>> best;
-  for (const Run& run : runs) step(*run.backend, 1, run.tiled);  // touch every page once
+  for (const Run& run : runs) step(*run.backend, 1, run.operands);  // touch every page once
   for (int r = 0; r < rounds; ++r) {
     for (int64_t m : *rows_list) {
       for (const Run& run : runs) {
-        StepTimes t = step(*run.backend, m, run.tiled);
+        StepTimes t = step(*run.backend, m, run.operands);
         auto& slot = best[run.name];
         if (!slot.count(m) || t.total() < slot[m].total()) slot[m] = t;
       }
@@ -241,6 +323,7 @@ int main(int argc, char** argv) {
   nlohmann::json out;
   out["threads"] = threads;
   out["format"] = format;
+  out["shape"] = shape;
   out["tiles"] = tiles_arg;
   out["weight_bytes"] = weight_bytes;
   std::fprintf(stderr, "%-18s %3s %9s %9s %9s %8s %8s %8s %8s %8s\n", "backend", "M", "step ms",

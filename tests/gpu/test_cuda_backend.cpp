@@ -1,0 +1,621 @@
+// Every op of the CUDA KernelBackend (octet/kernels/cuda/cuda_backend.h)
+// against the scalar CPU backend, through the KernelBackend interface only:
+// inputs are made on the host, brought in with Allocate + CopyToDevice (and
+// PrepareWeight for weights), the results read back with CopyToHost, on
+// random shapes including ragged ones.
+//
+// Tolerances, relative to the magnitude of the result:
+//   Matmul (every format, m = 1..8 GEMV and m > 8 cuBLAS), Gemm:
+//       |got - want| <= 3e-5 * Σ_k |x||w| + 1e-6       (summation order; the split
+//       BF16 activations carry 16 significant bits: 2^-17 relative)
+//   RmsNorm, Softmax, SiluMul, SoftCap:  2e-5 * |want| + 1e-6
+//   Rope:       4e-6 * (|a| + |b|) + 1e-7
+//   Attention:  3e-5 * max |v| (online softmax over chunks and splits)
+//   Add, AddRowVector, Relu2, Scale, Fill, GatherRows, Embedding(Shard),
+//   KvStore, Argmax, TopK: exact. ScatterAddRows: exact (same order of adds).
+//
+// Without a usable CUDA device the program prints one line
+// "no usable CUDA device: <why>" and exits 77 (ctest: skipped) before any test
+// function runs, so it never passes on a machine without a GPU.
+#include <QtTest>
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "cuda_test_util.h"
+#include "octet/kernels/backend.h"
+#include "octet/kernels/backends.h"
+#include "octet/kernels/cuda/cuda_device.h"
+#include "octet/kernels/weight.h"
+
+using namespace octet;
+using namespace octet::kernels;
+using octet::kernels::cuda::test::FirstMismatch;
+using octet::kernels::cuda::test::HostWeight;
+using octet::kernels::cuda::test::Layout;
+using octet::kernels::cuda::test::RandomFloats;
+
+namespace {
+
+#define OK_OR_FAIL(expr)                                        \
+  do {                                                          \
+    const ::octet::Status ok_or_fail_ = (expr);                 \
+    QVERIFY2(ok_or_fail_.ok(), ok_or_fail_.ToString().c_str()); \
+  } while (0)
+
+// A host weight matrix in any format, tight rows.
+HostWeight MakeWeight(WeightFormat f, int64_t n, int64_t k, Layout layout, std::mt19937& rng) {
+  if (f == WeightFormat::kBF16 || f == WeightFormat::kNvfp4) {
+    return cuda::test::RandomWeight(f, n, k, layout, rng);
+  }
+  HostWeight h;
+  const int64_t elt = f == WeightFormat::kF32 ? 4 : 2;
+  const int64_t pad = layout == Layout::kPadded ? 3 : 0;  // elements of padding per row
+  h.data.assign(n * (k + pad) * elt, 0);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  for (int64_t r = 0; r < n; ++r) {
+    for (int64_t c = 0; c < k; ++c) {
+      uint8_t* p = h.data.data() + (r * (k + pad) + c) * elt;
+      const float v = nd(rng);
+      if (f == WeightFormat::kF32) {
+        std::memcpy(p, &v, 4);
+      } else {
+        const uint16_t b = F32ToF16(v);
+        std::memcpy(p, &b, 2);
+      }
+    }
+  }
+  h.view = WeightMatrix::Dense(f, h.data.data(), n, k);
+  h.view.row_stride = (k + pad) * elt;
+  return h;
+}
+
+float MaxAbs(const std::vector<float>& v) {
+  float m = 0;
+  for (float x : v) m = std::max(m, std::fabs(x));
+  return m;
+}
+
+}  // namespace
+
+class TestCudaBackend : public QObject {
+  Q_OBJECT
+
+  std::unique_ptr<KernelBackend> ref_;  // scalar
+  std::unique_ptr<KernelBackend> gpu_;
+  std::vector<Buffer> keep_;  // device buffers of the current test function
+
+  // A device copy of a host vector.
+  template <typename T>
+  T* Up(const std::vector<T>& v) {
+    auto b = gpu_->Allocate(static_cast<int64_t>(v.size() * sizeof(T)));
+    if (!b.ok()) qFatal("%s", b.status().ToString().c_str());
+    gpu_->CopyToDevice(b->data(), v.data(), static_cast<int64_t>(v.size() * sizeof(T)));
+    T* p = b->as<T>();
+    keep_.push_back(std::move(*b));
+    return p;
+  }
+  template <typename T>
+  std::vector<T> Down(const T* p, size_t n) {
+    std::vector<T> v(n);
+    gpu_->CopyToHost(v.data(), p, static_cast<int64_t>(n * sizeof(T)));
+    return v;
+  }
+  Status Sync() { return gpu_->Synchronize(); }
+
+ private slots:
+  void initTestCase() {
+    auto r = CreateBackend("scalar", BackendOptions{1});
+    QVERIFY2(r.ok(), r.status().ToString().c_str());
+    ref_ = std::move(*r);
+    auto g = CreateAnyBackend("cuda");
+    QVERIFY2(g.ok(), g.status().ToString().c_str());
+    gpu_ = std::move(*g);
+    QCOMPARE(gpu_->name(), std::string_view("cuda"));
+    QVERIFY(gpu_->memory_kind() == MemoryKind::kDevice);
+    for (int op = 0; op < static_cast<int>(Op::kCount); ++op) {
+      QVERIFY2(gpu_->supports(static_cast<Op>(op), WeightFormat::kNvfp4),
+               std::string(OpName(static_cast<Op>(op))).c_str());
+    }
+  }
+  void cleanup() {
+    OK_OR_FAIL(Sync());
+    keep_.clear();
+  }
+
+  // ---- matmul -----------------------------------------------------------------
+
+  void matmul_data() {
+    QTest::addColumn<int>("format");
+    QTest::addColumn<int>("m");
+    QTest::addColumn<int>("n");
+    QTest::addColumn<int>("k");
+    QTest::addColumn<int>("layout");
+    QTest::addColumn<bool>("accumulate");
+    const WeightFormat formats[] = {WeightFormat::kF32, WeightFormat::kBF16, WeightFormat::kF16,
+                                    WeightFormat::kNvfp4};
+    for (WeightFormat f : formats) {
+      for (int m : {1, 3, 8, 9, 33, 130}) {
+        for (auto [n, k] : {std::pair{37, 96}, std::pair{256, 512}, std::pair{129, 1040}}) {
+          for (int layout : {0, 1}) {
+            const bool acc = (m + n + layout) % 2 == 0;
+            QTest::newRow((std::string(WeightFormatName(f)) + " m" + std::to_string(m) + " " +
+                           std::to_string(n) + "x" + std::to_string(k) +
+                           (layout ? " padded" : " tight") + (acc ? " acc" : ""))
+                              .c_str())
+                << static_cast<int>(f) << m << n << k << layout << acc;
+          }
+        }
+      }
+    }
+    // Ragged k (BF16 only: NVFP4 rows are whole scale blocks in practice).
+    QTest::newRow("bf16 m5 ragged k 100")
+        << int(WeightFormat::kBF16) << 5 << 70 << 100 << 2 << false;
+    QTest::newRow("bf16 m20 ragged k 100")
+        << int(WeightFormat::kBF16) << 20 << 70 << 100 << 2 << true;
+  }
+  void matmul() {
+    QFETCH(int, format);
+    QFETCH(int, m);
+    QFETCH(int, n);
+    QFETCH(int, k);
+    QFETCH(int, layout);
+    QFETCH(bool, accumulate);
+    std::mt19937 rng(static_cast<uint32_t>(format * 1000 + m * 7 + n + k));
+    HostWeight w =
+        MakeWeight(static_cast<WeightFormat>(format), n, k, static_cast<Layout>(layout), rng);
+    const int64_t ldx = k + 5, ldy = n + 3;
+    std::vector<float> x = RandomFloats(m * ldx, rng);
+    std::vector<float> y0 = RandomFloats(m * ldy, rng);
+    std::vector<float> want = y0;
+    ref_->Matmul(x.data(), m, ldx, w.view, want.data(), ldy, accumulate);
+    std::vector<Buffer> storage;
+    auto dw = gpu_->PrepareWeight(w.view, &storage);
+    QVERIFY2(dw.ok(), dw.status().ToString().c_str());
+    float* dx = Up(x);
+    float* dy = Up(y0);
+    gpu_->Matmul(dx, m, ldx, *dw, dy, ldy, accumulate);
+    std::vector<float> got = Down(dy, y0.size());
+    OK_OR_FAIL(Sync());
+    // Tolerance from Σ|x||w| per output.
+    std::vector<float> ax(x.size()), tol(got.size(), 0.0f);
+    for (size_t i = 0; i < x.size(); ++i) ax[i] = std::fabs(x[i]);
+    std::vector<float> mag(m * ldy, 0.0f);
+    for (int64_t r = 0; r < n; ++r) {
+      for (int64_t c = 0; c < k; ++c) {
+        const float aw = std::fabs(WeightAt(w.view, r, c));
+        for (int64_t i = 0; i < m; ++i) mag[i * ldy + r] += ax[i * ldx + c] * aw;
+      }
+    }
+    for (size_t i = 0; i < tol.size(); ++i) tol[i] = 3e-5f * mag[i] + 1e-6f;
+    const std::string bad = FirstMismatch(got, want, tol);
+    QVERIFY2(bad.empty(), bad.c_str());
+  }
+
+  void matmulMulti() {
+    std::mt19937 rng(5);
+    for (int m : {2, 12}) {
+      HostWeight a = MakeWeight(WeightFormat::kBF16, 64, 256, Layout::kTight, rng);
+      HostWeight b = MakeWeight(WeightFormat::kNvfp4, 48, 256, Layout::kTight, rng);
+      std::vector<float> x = RandomFloats(m * 256, rng);
+      std::vector<float> ya(m * 64), yb(m * 50);
+      const KernelBackend::MatmulOutput ro[2] = {{&a.view, ya.data(), 64},
+                                                 {&b.view, yb.data(), 50}};
+      ref_->MatmulMulti(x.data(), m, 256, ro, 2);
+      std::vector<Buffer> storage;
+      auto da = gpu_->PrepareWeight(a.view, &storage);
+      auto db = gpu_->PrepareWeight(b.view, &storage);
+      QVERIFY(da.ok() && db.ok());
+      float* dx = Up(x);
+      float* dya = Up(std::vector<float>(ya.size()));
+      float* dyb = Up(std::vector<float>(yb.size()));
+      const KernelBackend::MatmulOutput go[2] = {{&*da, dya, 64}, {&*db, dyb, 50}};
+      gpu_->MatmulMulti(dx, m, 256, go, 2);
+      std::vector<float> ga = Down(dya, ya.size()), gb = Down(dyb, yb.size());
+      OK_OR_FAIL(Sync());
+      const float tol = 3e-5f * 256 * 4.0f * 6.0f;
+      for (size_t i = 0; i < ga.size(); ++i) QVERIFY(std::fabs(ga[i] - ya[i]) <= tol);
+      for (int i = 0; i < m; ++i) {
+        for (int c = 0; c < 48; ++c) {
+          QVERIFY(std::fabs(gb[i * 50 + c] - yb[i * 50 + c]) <= tol);
+        }
+      }
+    }
+  }
+
+  void gemm_data() {
+    QTest::addColumn<bool>("ta");
+    QTest::addColumn<bool>("tb");
+    QTest::addColumn<float>("beta");
+    for (bool ta : {false, true}) {
+      for (bool tb : {false, true}) {
+        for (float beta : {0.0f, 0.5f}) {
+          QTest::newRow(
+              (std::string(ta ? "T" : "N") + (tb ? "T" : "N") + " beta " + std::to_string(beta))
+                  .c_str())
+              << ta << tb << beta;
+        }
+      }
+    }
+  }
+  void gemm() {
+    QFETCH(bool, ta);
+    QFETCH(bool, tb);
+    QFETCH(float, beta);
+    std::mt19937 rng(ta * 2 + tb);
+    const int64_t M = 33, N = 47, K = 65;
+    const int64_t lda = (ta ? M : K) + 2, ldb = (tb ? K : N) + 1, ldc = N + 4;
+    std::vector<float> A = RandomFloats((ta ? K : M) * lda, rng);
+    std::vector<float> B = RandomFloats((tb ? N : K) * ldb, rng);
+    std::vector<float> C = RandomFloats(M * ldc, rng);
+    if (beta == 0.0f) C[0] = NAN;  // beta 0 ignores C, NaN included
+    std::vector<float> want = C;
+    ref_->Gemm(ta, tb, M, N, K, 1.5f, A.data(), lda, B.data(), ldb, beta, want.data(), ldc);
+    float* dA = Up(A);
+    float* dB = Up(B);
+    float* dC = Up(C);
+    gpu_->Gemm(ta, tb, M, N, K, 1.5f, dA, lda, dB, ldb, beta, dC, ldc);
+    std::vector<float> got = Down(dC, C.size());
+    OK_OR_FAIL(Sync());
+    std::vector<float> tol(got.size(), 3e-5f * K * 1.5f * 4.0f + 1e-5f);
+    const std::string bad = FirstMismatch(got, want, tol);
+    QVERIFY2(bad.empty(), bad.c_str());
+  }
+
+  // ---- row and element-wise ops -------------------------------------------------
+
+  void rowOps() {
+    std::mt19937 rng(11);
+    // RmsNorm: rows strided, with and without weight, in place.
+    for (auto [rows, dim, stride] : {std::tuple{5, 1000, 1003}, std::tuple{24, 128, 128}}) {
+      std::vector<float> x = RandomFloats(rows * stride, rng), w = RandomFloats(dim, rng);
+      for (bool with_w : {true, false}) {
+        std::vector<float> want = x;
+        ref_->RmsNorm(want.data(), with_w ? w.data() : nullptr, 1e-6f, rows, dim, stride,
+                      want.data());
+        float* dx = Up(x);
+        float* dw = Up(w);
+        gpu_->RmsNorm(dx, with_w ? dw : nullptr, 1e-6f, rows, dim, stride, dx);
+        std::vector<float> got = Down(dx, x.size());
+        std::vector<float> tol(got.size());
+        for (size_t i = 0; i < tol.size(); ++i) tol[i] = 2e-5f * std::fabs(want[i]) + 1e-6f;
+        QVERIFY2(FirstMismatch(got, want, tol).empty(), FirstMismatch(got, want, tol).c_str());
+      }
+    }
+    // Rope: 3 heads of 64 (and a partial-rotary style 32-wide call), rows strided.
+    for (int64_t hd : {64, 32}) {
+      const int64_t rows = 7, heads = 3, stride = heads * 64 + 5;
+      std::vector<float> x = RandomFloats(rows * stride, rng);
+      std::vector<int32_t> pos = {0, 1, 5, 100, 4095, 17, 33000};
+      std::vector<float> inv(hd / 2);
+      for (int64_t i = 0; i < hd / 2; ++i) inv[i] = std::pow(1e6f, -2.0f * i / hd);
+      std::vector<float> want = x;
+      ref_->Rope(want.data(), rows, stride, heads, hd, pos.data(), inv.data());
+      float* dx = Up(x);
+      gpu_->Rope(dx, rows, stride, heads, hd, Up(pos), Up(inv));
+      std::vector<float> got = Down(dx, x.size());
+      std::vector<float> tol(got.size(), 0.0f);
+      for (size_t i = 0; i < tol.size(); ++i) tol[i] = 4e-6f * 2 * MaxAbs(x) + 1e-7f;
+      QVERIFY2(FirstMismatch(got, want, tol).empty(), FirstMismatch(got, want, tol).c_str());
+    }
+    // SiluMul strided, out aliasing gate; Softmax; SoftCap.
+    {
+      const int64_t rows = 3, n = 700, stride = 705;
+      std::vector<float> g = RandomFloats(rows * stride, rng, 3.0f),
+                         u = RandomFloats(rows * stride, rng);
+      std::vector<float> want = g;
+      ref_->SiluMul(want.data(), u.data(), rows, n, stride, want.data());
+      float* dg = Up(g);
+      gpu_->SiluMul(dg, Up(u), rows, n, stride, dg);
+      std::vector<float> got = Down(dg, g.size());
+      std::vector<float> tol(got.size());
+      for (size_t i = 0; i < tol.size(); ++i) tol[i] = 2e-5f * std::fabs(want[i]) + 1e-6f;
+      QVERIFY2(FirstMismatch(got, want, tol).empty(), FirstMismatch(got, want, tol).c_str());
+
+      std::vector<float> s = RandomFloats(4 * 1001, rng, 5.0f), sw = s;
+      ref_->Softmax(sw.data(), 4, 1001);
+      float* ds = Up(s);
+      gpu_->Softmax(ds, 4, 1001);
+      got = Down(ds, s.size());
+      tol.assign(got.size(), 0);
+      for (size_t i = 0; i < tol.size(); ++i) tol[i] = 2e-5f * std::fabs(sw[i]) + 1e-7f;
+      QVERIFY2(FirstMismatch(got, sw, tol).empty(), FirstMismatch(got, sw, tol).c_str());
+
+      std::vector<float> c = RandomFloats(999, rng, 40.0f), cw = c;
+      ref_->SoftCap(cw.data(), 999, 15.0f);
+      float* dc = Up(c);
+      gpu_->SoftCap(dc, 999, 15.0f);
+      got = Down(dc, c.size());
+      tol.assign(got.size(), 0);
+      for (size_t i = 0; i < tol.size(); ++i) tol[i] = 2e-5f * std::fabs(cw[i]) + 1e-6f;
+      QVERIFY2(FirstMismatch(got, cw, tol).empty(), FirstMismatch(got, cw, tol).c_str());
+    }
+    OK_OR_FAIL(Sync());
+  }
+
+  void exactOps() {
+    std::mt19937 rng(13);
+    const int64_t n = 10007;
+    std::vector<float> a = RandomFloats(n, rng), b = RandomFloats(n, rng);
+    // Add (out aliasing a), Relu2, Scale, Fill.
+    std::vector<float> want(n);
+    ref_->Add(a.data(), b.data(), n, want.data());
+    float* da = Up(a);
+    gpu_->Add(da, Up(b), n, da);
+    QCOMPARE(Down(da, n), want);
+    ref_->Relu2(want.data(), n);
+    gpu_->Relu2(da, n);
+    QCOMPARE(Down(da, n), want);
+    ref_->Scale(want.data(), n, -1.25f);
+    gpu_->Scale(da, n, -1.25f);
+    QCOMPARE(Down(da, n), want);
+    ref_->Fill(want.data(), 77, 3.5f);
+    gpu_->Fill(da, 77, 3.5f);
+    QCOMPARE(Down(da, n), want);
+    // AddRowVector, strided.
+    {
+      const int64_t rows = 9, cols = 300, stride = 311;
+      std::vector<float> x = RandomFloats(rows * stride, rng), v = RandomFloats(cols, rng);
+      std::vector<float> w = x;
+      ref_->AddRowVector(w.data(), rows, cols, stride, v.data());
+      float* dx = Up(x);
+      gpu_->AddRowVector(dx, rows, cols, stride, Up(v));
+      QCOMPARE(Down(dx, x.size()), w);
+    }
+    // GatherRows and ScatterAddRows (a row named twice, weights and none).
+    {
+      const int64_t rows = 6, cols = 130, ldx = 133, ldo = 135;
+      std::vector<float> x = RandomFloats(rows * ldx, rng);
+      std::vector<int64_t> pick = {5, 0, 5, 2};
+      std::vector<float> g(pick.size() * cols);
+      ref_->GatherRows(x.data(), ldx, pick.data(), 4, cols, g.data());
+      float* dg = Up(std::vector<float>(g.size()));
+      gpu_->GatherRows(Up(x), ldx, Up(pick), 4, cols, dg);
+      QCOMPARE(Down(dg, g.size()), g);
+      std::vector<int64_t> to = {2, 0, 2, 4};
+      std::vector<float> wts = {0.5f, -2.0f, 3.0f, 1.0f};
+      for (bool weighted : {true, false}) {
+        std::vector<float> out = RandomFloats(5 * ldo, rng), expect = out;
+        ref_->ScatterAddRows(g.data(), cols, to.data(), weighted ? wts.data() : nullptr, 4, cols,
+                             expect.data(), ldo);
+        float* dout = Up(out);
+        gpu_->ScatterAddRows(dg, cols, Up(to), weighted ? Up(wts) : nullptr, 4, cols, dout, ldo);
+        QCOMPARE(Down(dout, out.size()), expect);
+      }
+    }
+    // Embedding and EmbeddingShard in every format.
+    for (WeightFormat f :
+         {WeightFormat::kF32, WeightFormat::kBF16, WeightFormat::kF16, WeightFormat::kNvfp4}) {
+      HostWeight t = MakeWeight(f, 50, 96, Layout::kTight, rng);
+      std::vector<Buffer> storage;
+      auto dt = gpu_->PrepareWeight(t.view, &storage);
+      QVERIFY2(dt.ok(), dt.status().ToString().c_str());
+      std::vector<int32_t> ids = {0, 49, 7, 7, 23};
+      std::vector<float> want_e(ids.size() * 96);
+      ref_->Embedding(t.view, ids.data(), 5, want_e.data());
+      float* de = Up(std::vector<float>(want_e.size()));
+      int32_t* dids = Up(ids);
+      gpu_->Embedding(*dt, dids, 5, de);
+      QCOMPARE(Down(de, want_e.size()), want_e);
+      // Shard: the table is rows [20, 70) of a vocabulary.
+      std::vector<int32_t> sids = {19, 20, 69, 70, 45};
+      std::vector<float> want_s(sids.size() * 96);
+      ref_->EmbeddingShard(t.view, 20, sids.data(), 5, want_s.data());
+      float* ds = Up(RandomFloats(want_s.size(), rng));
+      gpu_->EmbeddingShard(*dt, 20, Up(sids), 5, ds);
+      QCOMPARE(Down(ds, want_s.size()), want_s);
+    }
+    // Argmax: ties go to the first, NaN never wins. TopK: descending, ties by index.
+    {
+      std::vector<float> v = RandomFloats(151936, rng);
+      v[100] = 9.0f;
+      v[90000] = 9.0f;
+      v[5] = NAN;
+      QCOMPARE(gpu_->Argmax(Up(v), int64_t(v.size())), ref_->Argmax(v.data(), v.size()));
+      QCOMPARE(gpu_->Argmax(Up(v), int64_t(v.size())), int64_t{100});
+      std::vector<int32_t> wi(40), gi(40);
+      std::vector<float> wv(40), gv(40);
+      ref_->TopK(v.data(), v.size(), 40, wi.data(), wv.data());
+      int32_t* di = Up(gi);
+      float* dv = Up(gv);
+      gpu_->TopK(Up(v), v.size(), 40, di, dv);
+      QCOMPARE(Down(di, 40), wi);
+      QCOMPARE(Down(dv, 40), wv);
+    }
+    OK_OR_FAIL(Sync());
+  }
+
+  void kvStore() {
+    std::mt19937 rng(17);
+    for (KvDtype dt : {KvDtype::kF32, KvDtype::kF16}) {
+      for (bool head_major : {true, false}) {
+        const int64_t kvh = 3, hd = 40, cap = 20, n = 6, row = kvh * hd + 4;
+        KvStoreArgs a;
+        std::vector<float> k = RandomFloats(n * row, rng, 100.0f), v = RandomFloats(n * row, rng);
+        k[3] = 1e5f;  // saturates in f16
+        k[4] = -7e4f;
+        const int64_t bytes = cap * kvh * hd * KvDtypeBytes(dt);
+        std::vector<uint8_t> kc(bytes, 0), vc(bytes, 0);
+        a.row_stride = row;
+        a.n = n;
+        a.n_kv_heads = kvh;
+        a.head_dim = hd;
+        a.dtype = dt;
+        a.position_stride = head_major ? hd : kvh * hd;
+        a.head_stride = head_major ? cap * hd : hd;
+        a.first_pos = 11;
+        KvStoreArgs r = a;
+        r.k = k.data();
+        r.v = v.data();
+        r.k_cache = kc.data();
+        r.v_cache = vc.data();
+        ref_->KvStore(r);
+        KvStoreArgs g = a;
+        g.k = Up(k);
+        g.v = Up(v);
+        uint8_t* dk = Up(std::vector<uint8_t>(bytes, 0));
+        uint8_t* dv = Up(std::vector<uint8_t>(bytes, 0));
+        g.k_cache = dk;
+        g.v_cache = dv;
+        gpu_->KvStore(g);
+        QCOMPARE(Down(dk, bytes), kc);
+        QCOMPARE(Down(dv, bytes), vc);
+      }
+    }
+    OK_OR_FAIL(Sync());
+  }
+
+  // ---- attention --------------------------------------------------------------------
+
+  void attention_data() {
+    QTest::addColumn<int>("heads");
+    QTest::addColumn<int>("kv_heads");
+    QTest::addColumn<int>("head_dim");
+    QTest::addColumn<int>("dtype");
+    QTest::addColumn<int>("layout");    // 0 head-major, 1 position-major, 2 packed (strides 0)
+    QTest::addColumn<QString>("seqs");  // "n_tokens@start,..."
+    struct Case {
+      int h, kv, d, layout;
+      const char* seqs;
+    };
+    const Case cases[] = {
+        {8, 2, 64, 0, "17@0,1@40,5@3"},            // prefill + decode mixed, group 4
+        {4, 4, 128, 1, "1@0,1@700,1@99"},          // decode, group 1, long context (splits)
+        {32, 8, 128, 0, "1@1500,1@2,1@300,1@77"},  // decode batch, group 4
+        {6, 1, 80, 2, "33@0,2@70"},                // group 6 (a block of 8, two idle), head_dim 80
+        {16, 2, 256, 0, "70@0"},                   // group 8, head_dim 256, prefill over chunks
+        {2, 1, 40, 1, "130@5"},                    // prefill after a cached prefix
+    };
+    for (const Case& c : cases) {
+      for (int dtype : {0, 1}) {
+        QTest::newRow((std::to_string(c.h) + "/" + std::to_string(c.kv) + " d" +
+                       std::to_string(c.d) + " layout" + std::to_string(c.layout) + " " +
+                       (dtype ? "f16 " : "f32 ") + c.seqs)
+                          .c_str())
+            << c.h << c.kv << c.d << dtype << c.layout << QString(c.seqs);
+      }
+    }
+  }
+  void attention() {
+    QFETCH(int, heads);
+    QFETCH(int, kv_heads);
+    QFETCH(int, head_dim);
+    QFETCH(int, dtype);
+    QFETCH(int, layout);
+    QFETCH(QString, seqs);
+    std::mt19937 rng(heads * 31 + head_dim + dtype);
+    struct Seq {
+      int64_t n, start;
+    };
+    std::vector<Seq> ss;
+    for (const QString& part : seqs.split(',')) {
+      const QStringList p = part.split('@');
+      ss.push_back({p[0].toLongLong(), p[1].toLongLong()});
+    }
+    const KvDtype kd = dtype ? KvDtype::kF16 : KvDtype::kF32;
+    const int64_t hd = head_dim, qd = heads * hd;
+    int64_t tokens = 0;
+    for (const Seq& s : ss) tokens += s.n;
+    const int64_t q_stride = qd + 8, o_stride = qd + 3;
+    std::vector<float> q = RandomFloats(tokens * q_stride, rng);
+    std::vector<std::vector<uint8_t>> kc(ss.size()), vc(ss.size());
+    std::vector<std::vector<int32_t>> pos(ss.size());
+    std::vector<AttentionSequence> host_seqs(ss.size()), dev_seqs(ss.size());
+    float vmax = 0;
+    int64_t first = 0;
+    for (size_t i = 0; i < ss.size(); ++i) {
+      const int64_t cap = ss[i].start + ss[i].n + 3;
+      const int64_t elems = cap * kv_heads * hd;
+      std::vector<float> kf = RandomFloats(elems, rng), vf = RandomFloats(elems, rng);
+      vmax = std::max(vmax, MaxAbs(vf));
+      const int64_t eb = KvDtypeBytes(kd);
+      kc[i].resize(elems * eb);
+      vc[i].resize(elems * eb);
+      for (int64_t e = 0; e < elems; ++e) {
+        if (kd == KvDtype::kF16) {
+          const uint16_t kh = F32ToF16(kf[e]), vh = F32ToF16(vf[e]);
+          std::memcpy(&kc[i][e * 2], &kh, 2);
+          std::memcpy(&vc[i][e * 2], &vh, 2);
+        } else {
+          std::memcpy(&kc[i][e * 4], &kf[e], 4);
+          std::memcpy(&vc[i][e * 4], &vf[e], 4);
+        }
+      }
+      for (int64_t t = 0; t < ss[i].n; ++t) pos[i].push_back(static_cast<int32_t>(ss[i].start + t));
+      AttentionSequence& h = host_seqs[i];
+      h.first_token = first;
+      h.n_tokens = ss[i].n;
+      h.k_cache = kc[i].data();
+      h.v_cache = vc[i].data();
+      h.positions = pos[i].data();
+      h.kv_dtype = kd;
+      h.position_stride = layout == 0 ? hd : (layout == 1 ? kv_heads * hd : 0);
+      h.head_stride = layout == 0 ? cap * hd : (layout == 1 ? hd : 0);
+      AttentionSequence& d = dev_seqs[i];
+      d = h;
+      d.k_cache = Up(kc[i]);
+      d.v_cache = Up(vc[i]);
+      d.positions = Up(pos[i]);
+      first += ss[i].n;
+    }
+    AttentionArgs a;
+    a.q_row_stride = q_stride;
+    a.out_row_stride = o_stride;
+    a.n_heads = heads;
+    a.n_kv_heads = kv_heads;
+    a.head_dim = hd;
+    a.scale = 1.0f / std::sqrt(static_cast<float>(hd));
+    a.n_sequences = static_cast<int64_t>(ss.size());
+    std::vector<float> want(tokens * o_stride, 0.0f);
+    AttentionArgs r = a;
+    r.q = q.data();
+    r.out = want.data();
+    r.sequences = host_seqs.data();
+    ref_->Attention(r);
+    AttentionArgs g = a;
+    g.q = Up(q);
+    float* dout = Up(std::vector<float>(want.size(), 0.0f));
+    g.out = dout;
+    g.sequences = dev_seqs.data();
+    gpu_->Attention(g);
+    std::vector<float> got = Down(dout, want.size());
+    OK_OR_FAIL(Sync());
+    std::vector<float> tol(got.size(), 3e-5f * vmax);
+    const std::string bad = FirstMismatch(got, want, tol);
+    QVERIFY2(bad.empty(), bad.c_str());
+  }
+
+  // ---- errors ----------------------------------------------------------------------
+
+  // A refused argument is reported by the next Synchronize, once.
+  void refusedArgumentsReachSynchronize() {
+    gpu_->Fill(nullptr, 10, 1.0f);
+    const Status s = gpu_->Synchronize();
+    QVERIFY(!s.ok());
+    QVERIFY2(s.message().find("Fill") != std::string::npos, s.ToString().c_str());
+    QVERIFY(gpu_->Synchronize().ok());
+    auto big = gpu_->Allocate(int64_t{1} << 50);
+    QVERIFY(!big.ok());
+    QCOMPARE(big.status().code(), StatusCode::kResourceExhausted);
+  }
+};
+
+// Not QTEST_MAIN: without a usable device the program must say so and exit 77
+// before Qt runs any test function.
+int main(int argc, char** argv) {
+  const octet::kernels::cuda::CudaProbeResult probe = octet::kernels::cuda::CudaProbe();
+  if (!probe.usable) {
+    std::printf("no usable CUDA device: %s\n", probe.why.c_str());
+    std::fflush(stdout);
+    return 77;
+  }
+  std::printf("%s\n", probe.why.c_str());
+  TestCudaBackend t;
+  return QTest::qExec(&t, argc, argv);
+}
+
+#include "test_cuda_backend.moc"
