@@ -314,6 +314,12 @@ void AddGenerateFlags(ArgParser& p) {
       .Option("system", "TEXT", "with --chat: a system message before the user turn")
       .Flag("think", "with --chat on Qwen3: let the model think (default: empty think block)")
       .Flag("ignore-eos", "do not stop at end-of-sequence ids")
+      .Option("speculative", "off|ngram|mtp",
+              "speculative decoding: drafts checked in one batched forward (ngram: prompt "
+              "lookup, any model; mtp: the checkpoint's multi-token-prediction layer)",
+              "off")
+      .Option("draft-tokens", "K",
+              "tokens drafted per step with --speculative (ngram 1-8, mtp 1-3)", "2")
       .Option("logits-out", "FILE.npy",
               "write float32 logits [T, V] of prompt + generated[:-1] (row t predicts t+1)")
       .Flag("json", "print one JSON document on stdout");
@@ -368,6 +374,15 @@ GenerateJob PrepareGenerate(const ArgParser& p, const std::string& model_dir) {
   job.logits_out = p.GetString("logits-out");
   job.json = p.GetFlag("json");
   if (Status s = engine::ValidateSampling(job.gen.sampling); !s.ok()) return usage(s.message());
+  auto method = engine::ParseSpeculativeMethod(p.GetString("speculative"));
+  if (!method.ok()) return usage("--speculative: " + method.status().message());
+  auto draft_tokens = p.GetInt("draft-tokens");
+  if (!draft_tokens.ok()) return usage(draft_tokens.status().message());
+  job.gen.speculative.method = *method;
+  job.gen.speculative.draft_tokens = static_cast<int>(std::clamp<int64_t>(*draft_tokens, -1, 99));
+  if (Status s = engine::ValidateSpeculative(job.gen.speculative); !s.ok()) {
+    return usage(s.message());
+  }
   // The tokenizer is loaded before the model (it is quick and its absence is
   // the likelier mistake) whenever text is involved: --prompt in, or text out.
   if (p.Given("prompt") || PathExists(JoinPath(model_dir, "tokenizer.json"))) {
@@ -464,6 +479,15 @@ int RunGenerateOn(engine::ModelRunner& runner, GenerateJob& job, const std::stri
     j["tp"] = tp;
     j["allreduce_share"] = allreduce_share;
     j["stop_reason"] = r->stop_reason;
+    if (job.gen.speculative.method != engine::SpeculativeMethod::kOff) {
+      j["speculative"] = {
+          {"method", std::string(engine::SpeculativeMethodName(job.gen.speculative.method))},
+          {"draft_tokens", job.gen.speculative.draft_tokens},
+          {"drafted", r->drafted_tokens},
+          {"accepted", r->accepted_tokens},
+          {"acceptance_rate", r->acceptance_rate()},
+          {"decode_steps", r->decode_steps}};
+    }
     j["backend"] = std::string(runner.backend().name());
     j["threads"] = runner.backend().num_threads();
     j["architecture"] = runner.config().architecture_name;
@@ -478,6 +502,13 @@ int RunGenerateOn(engine::ModelRunner& runner, GenerateJob& job, const std::stri
                  r->prefill_tps(), r->decode_tps(), r->ttft_ms(),
                  std::string(runner.backend().name()).c_str(), runner.backend().num_threads(), tp,
                  allreduce_share * 100);
+    if (job.gen.speculative.method != engine::SpeculativeMethod::kOff) {
+      std::fprintf(stderr, "speculative %s: %lld drafted, %lld accepted (%.0f%%) in %lld steps\n",
+                   std::string(engine::SpeculativeMethodName(job.gen.speculative.method)).c_str(),
+                   static_cast<long long>(r->drafted_tokens),
+                   static_cast<long long>(r->accepted_tokens), r->acceptance_rate() * 100,
+                   static_cast<long long>(r->decode_steps));
+    }
   }
   return kExitOk;
 }

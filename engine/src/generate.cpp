@@ -18,50 +18,143 @@ Status ValidateSampling(const SamplingParams& p) {
 
 Sampler::Sampler(const SamplingParams& params) : params_(params), rng_(params.seed) {}
 
-int32_t Sampler::Sample(const float* logits, int64_t vocab, kernels::KernelBackend& backend) {
+kernels::KernelBackend& Sampler::Ops(kernels::KernelBackend& backend) {
   // The logits are host memory (ForwardOutput): the model's backend runs
   // Argmax and TopK on them only where its ops read host memory; a device
   // backend's sampler uses the scalar CPU backend instead.
-  kernels::KernelBackend* ops = &backend;
-  if (backend.memory_kind() == kernels::MemoryKind::kDevice) {
-    if (!host_ops_)
-      host_ops_ = std::shared_ptr<kernels::KernelBackend>(
-          std::move(*kernels::CreateBackend("scalar", {1})));
-    ops = host_ops_.get();
+  if (backend.memory_kind() != kernels::MemoryKind::kDevice) return backend;
+  if (!host_ops_) {
+    host_ops_ =
+        std::shared_ptr<kernels::KernelBackend>(std::move(*kernels::CreateBackend("scalar", {1})));
   }
-  if (params_.temperature == 0.0f) return static_cast<int32_t>(ops->Argmax(logits, vocab));
+  return *host_ops_;
+}
+
+int64_t Sampler::Distribution(const float* logits, int64_t vocab, kernels::KernelBackend& ops) {
   const int64_t k = params_.top_k > 0 ? std::min(params_.top_k, vocab) : vocab;
   idx_.resize(k);
   val_.resize(k);
-  ops->TopK(logits, vocab, k, idx_.data(), val_.data());  // descending
+  ops.TopK(logits, vocab, k, idx_.data(), val_.data());  // descending
   // Softmax of the candidates at this temperature (double for the sums).
-  std::vector<double> p(k);
+  w_.resize(k);
   const double mx = val_[0];
   double z = 0;
   for (int64_t i = 0; i < k; ++i) {
-    p[i] = std::isfinite(val_[i]) ? std::exp((val_[i] - mx) / params_.temperature) : 0.0;
-    z += p[i];
+    w_[i] = std::isfinite(val_[i]) ? std::exp((val_[i] - mx) / params_.temperature) : 0.0;
+    z += w_[i];
   }
   int64_t keep = k;
   if (params_.top_p < 1.0f) {
     double cum = 0;
     for (int64_t i = 0; i < k; ++i) {
-      cum += p[i] / z;
+      cum += w_[i] / z;
       if (cum >= params_.top_p) {
         keep = i + 1;
         break;
       }
     }
   }
+  return keep;
+}
+
+int32_t Sampler::Sample(const float* logits, int64_t vocab, kernels::KernelBackend& backend) {
+  kernels::KernelBackend& ops = Ops(backend);
+  if (params_.temperature == 0.0f) return static_cast<int32_t>(ops.Argmax(logits, vocab));
+  const int64_t keep = Distribution(logits, vocab, ops);
   double zk = 0;
-  for (int64_t i = 0; i < keep; ++i) zk += p[i];
+  for (int64_t i = 0; i < keep; ++i) zk += w_[i];
   const double u = std::uniform_real_distribution<double>(0.0, zk)(rng_);
   double cum = 0;
   for (int64_t i = 0; i < keep; ++i) {
-    cum += p[i];
+    cum += w_[i];
     if (u < cum) return idx_[i];
   }
   return idx_[keep - 1];
+}
+
+int32_t Sampler::Verify(const float* logits, int64_t vocab, kernels::KernelBackend& backend,
+                        int32_t draft, bool* accepted) {
+  kernels::KernelBackend& ops = Ops(backend);
+  if (params_.temperature == 0.0f) {
+    const auto id = static_cast<int32_t>(ops.Argmax(logits, vocab));
+    *accepted = id == draft;
+    return id;
+  }
+  const int64_t keep = Distribution(logits, vocab, ops);
+  double zk = 0, pd = 0;
+  for (int64_t i = 0; i < keep; ++i) {
+    zk += w_[i];
+    if (idx_[i] == draft) pd = w_[i];
+  }
+  // Accept with probability p(draft).
+  if (pd > 0 && std::uniform_real_distribution<double>(0.0, zk)(rng_) < pd) {
+    *accepted = true;
+    return draft;
+  }
+  *accepted = false;
+  // Rejected: the residual distribution max(p - q, 0) with q the point mass
+  // on the draft, i.e. p without the draft, renormalised.
+  const double rest = zk - pd;
+  if (!(rest > 0)) return draft;  // p is the point mass on the draft (acceptance was certain)
+  const double u = std::uniform_real_distribution<double>(0.0, rest)(rng_);
+  double cum = 0;
+  int32_t last = draft;
+  for (int64_t i = 0; i < keep; ++i) {
+    if (idx_[i] == draft) continue;
+    cum += w_[i];
+    last = idx_[i];
+    if (u < cum) return idx_[i];
+  }
+  return last;
+}
+
+Result<SpeculativeMethod> ParseSpeculativeMethod(std::string_view name) {
+  if (name == "off") return SpeculativeMethod::kOff;
+  if (name == "ngram") return SpeculativeMethod::kNgram;
+  if (name == "mtp") return SpeculativeMethod::kMtp;
+  return InvalidArgumentError("unknown speculative decoding method '" + std::string(name) +
+                              "' (choose off, ngram or mtp)");
+}
+
+std::string_view SpeculativeMethodName(SpeculativeMethod method) {
+  switch (method) {
+    case SpeculativeMethod::kNgram:
+      return "ngram";
+    case SpeculativeMethod::kMtp:
+      return "mtp";
+    default:
+      return "off";
+  }
+}
+
+Status ValidateSpeculative(const SpeculativeOptions& o) {
+  if (o.method == SpeculativeMethod::kOff) return Status::Ok();
+  const int max = o.method == SpeculativeMethod::kMtp ? 3 : 8;
+  if (o.draft_tokens < 1 || o.draft_tokens > max) {
+    return InvalidArgumentError("--draft-tokens must be from 1 to " + std::to_string(max) +
+                                " for " + std::string(SpeculativeMethodName(o.method)) +
+                                " speculation (got " + std::to_string(o.draft_tokens) + ")");
+  }
+  if (o.ngram_min < 1 || o.ngram_max < o.ngram_min) {
+    return InvalidArgumentError("n-gram lookup sizes must satisfy 1 <= min <= max");
+  }
+  return Status::Ok();
+}
+
+std::vector<int32_t> NgramDraft(const std::vector<int32_t>& h, int k, int max_n, int min_n) {
+  const int64_t len = static_cast<int64_t>(h.size());
+  for (int64_t n = std::min<int64_t>(max_n, len - 1); n >= min_n; --n) {
+    const int32_t* tail = h.data() + len - n;
+    // The latest earlier occurrence (ending before the tail itself).
+    for (int64_t start = len - n - 1; start >= 0; --start) {
+      if (!std::equal(tail, tail + n, h.data() + start)) continue;
+      const int64_t from = start + n;
+      const int64_t take = std::min<int64_t>(k, len - from);
+      if (take <= 0) continue;
+      return std::vector<int32_t>(h.begin() + from, h.begin() + from + take);
+    }
+  }
+  return {};
 }
 
 Result<GenerateResult> Generate(Model& model, const std::vector<int32_t>& prompt,
@@ -85,6 +178,12 @@ Result<GenerateResult> Generate(ModelRunner& model, const std::vector<int32_t>& 
                            " (max_position_embeddings)");
   }
   const std::vector<int32_t>& stop = options.stop_ids.empty() ? c.eos_token_ids : options.stop_ids;
+  OCTET_RETURN_IF_ERROR(ValidateSpeculative(options.speculative));
+  if (options.speculative.method == SpeculativeMethod::kMtp) {
+    return UnimplementedError(
+        "--speculative mtp: drafting with the multi-token-prediction layer is not implemented "
+        "yet (use --speculative ngram)");
+  }
   OCTET_RETURN_IF_ERROR(
       model.ResetCache(1, static_cast<int64_t>(prompt.size()) + options.max_tokens,
                        options.kv_dtype));
@@ -130,14 +229,64 @@ Result<GenerateResult> Generate(ModelRunner& model, const std::vector<int32_t>& 
   bool go = emit(id);
   const int64_t t1 = NowNs();
   batch[0].all_logits = false;
+  const SpeculativeOptions& spec = options.speculative;
+  std::vector<int32_t> history;
+  if (spec.method == SpeculativeMethod::kNgram) {
+    history = prompt;
+    history.push_back(id);
+  }
   while (go) {
     batch[0].start_pos += static_cast<int64_t>(batch[0].tokens.size());
     batch[0].tokens.assign(1, id);
+    std::vector<int32_t> drafts;
+    if (spec.method == SpeculativeMethod::kNgram) {
+      // No more drafts than tokens still wanted after this step's own one.
+      const int64_t room = options.max_tokens - static_cast<int64_t>(r.ids.size()) - 1;
+      const int k = static_cast<int>(std::min<int64_t>(spec.draft_tokens, room));
+      if (k > 0) drafts = NgramDraft(history, k, spec.ngram_max, spec.ngram_min);
+    }
+    if (drafts.empty()) {
+      batch[0].all_logits = false;
+      OCTET_RETURN_IF_ERROR(model.Step(batch, &out));
+      keep_logits(out);
+      id = sampler.Sample(out.Last(0), out.vocab, model.backend());
+      ++r.decode_steps;
+      go = emit(id);
+      if (!history.empty()) history.push_back(id);
+      continue;
+    }
+    // One forward over [id, d1..dK]: row i verifies draft i+1; the row after
+    // the last accepted draft gives the model's own next token.
+    batch[0].tokens.insert(batch[0].tokens.end(), drafts.begin(), drafts.end());
+    batch[0].all_logits = true;
     OCTET_RETURN_IF_ERROR(model.Step(batch, &out));
-    keep_logits(out);
-    id = sampler.Sample(out.Last(0), out.vocab, model.backend());
     ++r.decode_steps;
-    go = emit(id);
+    r.drafted_tokens += static_cast<int64_t>(drafts.size());
+    int64_t rows_used = 0;
+    for (size_t i = 0; i <= drafts.size() && go; ++i) {
+      const float* row = out.Row(out.row_begin[0] + static_cast<int64_t>(i));
+      ++rows_used;
+      bool accepted = false;
+      if (i < drafts.size()) {
+        id = sampler.Verify(row, out.vocab, model.backend(), drafts[i], &accepted);
+      } else {
+        id = sampler.Sample(row, out.vocab, model.backend());
+      }
+      if (accepted) ++r.accepted_tokens;
+      go = emit(id);
+      history.push_back(id);
+      if (!accepted) break;
+    }
+    if (options.collect_logits) {
+      r.vocab = out.vocab;
+      r.logits.insert(r.logits.end(), out.logits.begin(),
+                      out.logits.begin() + rows_used * out.vocab);
+      r.logits_rows += rows_used;
+    }
+    // The cache holds the rejected drafts' positions too; the next step
+    // starts right after the kept tokens and writes over them (attention
+    // reads positions up to each query's own, never beyond).
+    batch[0].tokens.resize(static_cast<size_t>(rows_used));
   }
   r.decode_seconds = (NowNs() - t1) * 1e-9;
   return r;

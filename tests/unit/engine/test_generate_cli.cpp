@@ -58,6 +58,46 @@ class TestGenerateCli : public QObject {
     QVERIFY2(d <= 2e-3, std::to_string(d).c_str());
   }
 
+  // --speculative ngram on the TP 2 path (rank processes over shm) with the
+  // trained demo model and a prompt its answer copies: the same ids as plain
+  // decoding, drafts accepted and reported in the JSON; bad values are usage
+  // errors.
+  void speculativeFlags() {
+    const std::string dir = octet::test::SourceDir() + "/resources/models/nanochat-demo";
+    const std::string line = "The quick brown fox jumps over the lazy dog. ";
+    const std::string prompt = line + line + "The quick brown fox";
+    std::vector<int> ids[2];
+    for (int spec = 0; spec < 2; ++spec) {
+      std::vector<std::string> argv = {
+          "octet", "generate",     "--model", dir, "--prompt",  prompt, "--max-tokens",
+          "32",    "--ignore-eos", "--tp",    "2", "--threads", "1",    "--json"};
+      if (spec) argv.insert(argv.end(), {"--speculative", "ngram", "--draft-tokens", "3"});
+      auto r = RunProgram(argv);
+      QVERIFY2(r.exit_code == 0, r.output.c_str());
+      // The last line is the document (it holds a nested object).
+      const size_t nl = r.output.rfind("\n{");
+      auto j = nlohmann::json::parse(r.output.substr(nl == std::string::npos ? 0 : nl + 1));
+      ids[spec] = j["ids"].get<std::vector<int>>();
+      QCOMPARE(j["tp"].get<int>(), 2);
+      QCOMPARE(j.contains("speculative"), spec == 1);
+      if (spec) {
+        QCOMPARE(j["speculative"]["method"].get<std::string>(), std::string("ngram"));
+        QVERIFY(j["speculative"]["accepted"].get<int>() > 0);
+        QVERIFY(j["speculative"]["acceptance_rate"].is_number());
+      }
+    }
+    QCOMPARE(ids[1], ids[0]);
+    auto r = RunProgram(
+        {"octet", "generate", "--model", dir, "--prompt-ids", "1", "--speculative", "eagle"});
+    QCOMPARE(r.exit_code, 2);
+    QVERIFY2(r.output.find("choose off, ngram or mtp") != std::string::npos, r.output.c_str());
+    r = RunProgram({"octet", "generate", "--model", dir, "--prompt-ids", "1", "--speculative",
+                    "ngram", "--draft-tokens", "9"});
+    QCOMPARE(r.exit_code, 2);
+    QVERIFY2(r.output.find("--draft-tokens must be from 1 to 8") != std::string::npos,
+             r.output.c_str());
+  }
+
   // --nvfp4-tiles off keeps the NVFP4 weights row-major (no tile copy is
   // built, the load log says none) and generates the same ids; a value other
   // than on/off is a usage error.

@@ -9,6 +9,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "octet/base/status.h"
@@ -36,13 +37,62 @@ class Sampler {
   // when its ops read host memory).
   int32_t Sample(const float* logits, int64_t vocab, kernels::KernelBackend& backend);
 
+  // Speculative decoding's verification of one drafted token against these
+  // logits. The draft is a single token proposed with certainty (n-gram
+  // lookup, a greedy draft head), so the standard accept/reject rule becomes:
+  // accept it with probability p(draft) under the distribution Sample draws
+  // from (temperature, top-k, top-p applied); otherwise draw from that
+  // distribution with the draft removed. The token returned is then
+  // distributed exactly as Sample's. Greedy (temperature 0): accepted iff it
+  // is the argmax. `*accepted` says whether the result is the draft.
+  int32_t Verify(const float* logits, int64_t vocab, kernels::KernelBackend& backend, int32_t draft,
+                 bool* accepted);
+
  private:
+  kernels::KernelBackend& Ops(kernels::KernelBackend& backend);
+  // The candidates Sample draws from: idx_[0..n) with weights w_ (unnormalised), n returned.
+  int64_t Distribution(const float* logits, int64_t vocab, kernels::KernelBackend& ops);
+
   SamplingParams params_;
   std::mt19937_64 rng_;
   std::vector<int32_t> idx_;
   std::vector<float> val_;
+  std::vector<double> w_;
   std::shared_ptr<kernels::KernelBackend> host_ops_;  // for a device backend's logits
 };
+
+// Speculative decoding: cheap guesses of the next K tokens, checked by the
+// model in one batched forward pass (the guesses' rows verify them; a rejected
+// guess is replaced by the model's own choice, and all guesses accepted give
+// one token more).
+//   ngram  prompt lookup: the tokens that followed the latest earlier
+//          occurrence of the sequence's last n tokens (n from ngram_max down to
+//          ngram_min); any model, and strong where the answer copies the
+//          prompt (code edits, summaries, retrieval)
+//   mtp    the checkpoint's multi-token-prediction layer (GLM-4.5 style),
+//          applied K times in a chain (K from 1 to 3)
+// Greedy output equals plain greedy decoding (up to the float rounding of a
+// batched forward, which can only matter at an exact near-tie of two logits),
+// and sampled output keeps its distribution (Sampler::Verify).
+enum class SpeculativeMethod { kOff, kNgram, kMtp };
+// "off", "ngram", "mtp"; anything else is an error naming the choices.
+Result<SpeculativeMethod> ParseSpeculativeMethod(std::string_view name);
+std::string_view SpeculativeMethodName(SpeculativeMethod method);
+
+struct SpeculativeOptions {
+  SpeculativeMethod method = SpeculativeMethod::kOff;
+  int draft_tokens = 2;  // K: 1..8 (1..3 for mtp)
+  int ngram_max = 3;
+  int ngram_min = 2;
+};
+// Checks K's range for the method.
+Status ValidateSpeculative(const SpeculativeOptions& options);
+
+// Prompt-lookup drafting over `history` (the prompt and every token since):
+// for n from max_n down to min_n, the latest earlier position where the last n
+// tokens occurred, and up to `k` tokens that followed it there. Empty when no
+// n-gram recurs.
+std::vector<int32_t> NgramDraft(const std::vector<int32_t>& history, int k, int max_n, int min_n);
 
 struct GenerateOptions {
   int64_t max_tokens = 16;  // tokens to generate (>= 1)
@@ -55,6 +105,7 @@ struct GenerateOptions {
   kernels::KvDtype kv_dtype = kernels::KvDtype::kF32;  // KV cache element type
   // Called with each new id as soon as it is chosen; return false to stop.
   std::function<bool(int32_t id)> on_token;
+  SpeculativeOptions speculative;
 };
 
 struct GenerateResult {
@@ -67,9 +118,19 @@ struct GenerateResult {
   double decode_seconds = 0;   // the remaining steps
   int64_t decode_steps = 0;    // forward passes after the prefill
   std::string stop_reason;     // "length", "eos", "callback"
+  // Speculative decoding: tokens drafted, and how many of them the model kept.
+  int64_t drafted_tokens = 0;
+  int64_t accepted_tokens = 0;
 
   double prefill_tps() const { return prefill_seconds > 0 ? prompt_tokens / prefill_seconds : 0; }
-  double decode_tps() const { return decode_seconds > 0 ? decode_steps / decode_seconds : 0; }
+  // Tokens after the first per second of decoding (with speculation a step
+  // may give several).
+  double decode_tps() const {
+    return decode_seconds > 0 && !ids.empty() ? (ids.size() - 1) / decode_seconds : 0;
+  }
+  double acceptance_rate() const {
+    return drafted_tokens > 0 ? double(accepted_tokens) / double(drafted_tokens) : 0;
+  }
   double ttft_ms() const { return prefill_seconds * 1e3; }
 };
 

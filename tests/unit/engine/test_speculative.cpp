@@ -1,0 +1,239 @@
+// Speculative decoding (octet/engine/generate.h): prompt-lookup drafting, the
+// accept/reject rule that keeps the sampled distribution, and greedy output
+// equal to plain greedy decoding — on the reference fixtures (their stored
+// greedy ids and logits) and on the trained demo model, where drafts are
+// actually accepted.
+#include <QtTest>
+#include <cmath>
+#include <map>
+#include <set>
+#include <nlohmann/json.hpp>
+
+#include "octet/base/file_util.h"
+#include "octet/base/npy.h"
+#include "octet/engine/generate.h"
+#include "octet/engine/model.h"
+#include "octet/engine/tokenizer.h"
+#include "octet_test.h"
+
+using namespace octet;
+using namespace octet::engine;
+
+namespace {
+
+std::unique_ptr<Model> LoadOrDie(const std::string& dir) {
+  LoadOptions o;
+  o.threads = 2;
+  auto m = Model::Load(dir, o);
+  if (!m.ok()) qFatal("%s", m.status().ToString().c_str());
+  return std::move(*m);
+}
+
+GenerateResult GenerateOrDie(Model& m, const std::vector<int32_t>& prompt, GenerateOptions o) {
+  auto r = Generate(m, prompt, o);
+  if (!r.ok()) qFatal("%s", r.status().ToString().c_str());
+  return std::move(*r);
+}
+
+const char* kFixtureModels[] = {"llama3-tiny",      "qwen2-tiny",     "qwen3-tiny",
+                                "qwen3-tiny-nvfp4", "qwen3-moe-tiny", "glm4-moe-tiny",
+                                "glm4-moe-tiny-nvfp4", "minicpm-tiny"};
+
+}  // namespace
+
+class TestSpeculative : public QObject {
+  Q_OBJECT
+ private slots:
+  void ngramDraftTakesTheLatestLongestMatch() {
+    // ... 7 8 9 | 7 8 5 6 | 7 8 -> the last "7 8" before the tail is followed by 5 6.
+    const std::vector<int32_t> h = {1, 7, 8, 9, 3, 7, 8, 5, 6, 2, 7, 8};
+    QCOMPARE(NgramDraft(h, 2, 3, 2), (std::vector<int32_t>{5, 6}));
+    QCOMPARE(NgramDraft(h, 5, 3, 2), (std::vector<int32_t>{5, 6, 2, 7, 8}));
+    // A longer n-gram wins over a later shorter one: "2 7 8" occurred once.
+    const std::vector<int32_t> g = {2, 7, 8, 4, 4, 9, 7, 8, 3, 3, 2, 7, 8};
+    QCOMPARE(NgramDraft(g, 2, 3, 2), (std::vector<int32_t>{4, 4}));
+    QCOMPARE(NgramDraft(g, 2, 2, 2), (std::vector<int32_t>{3, 3}));
+    // No recurring n-gram, too short a history, or min above what recurs.
+    QVERIFY(NgramDraft({1, 2, 3, 4}, 3, 3, 1).empty());
+    QVERIFY(NgramDraft({5}, 3, 3, 1).empty());
+    QVERIFY(NgramDraft({1, 2, 9, 2}, 3, 3, 2).empty());
+    QCOMPARE(NgramDraft({1, 2, 9, 2}, 3, 3, 1), (std::vector<int32_t>{9, 2}));
+  }
+
+  void optionsAreChecked() {
+    QVERIFY(!ParseSpeculativeMethod("eagle").ok());
+    QCOMPARE(*ParseSpeculativeMethod("ngram"), SpeculativeMethod::kNgram);
+    SpeculativeOptions o;
+    o.method = SpeculativeMethod::kMtp;
+    o.draft_tokens = 4;
+    QVERIFY(!ValidateSpeculative(o).ok());
+    o.method = SpeculativeMethod::kNgram;
+    QVERIFY(ValidateSpeculative(o).ok());
+    o.draft_tokens = 0;
+    QVERIFY(!ValidateSpeculative(o).ok());
+  }
+
+  // The accept/reject rule: whatever the draft, the token Verify returns is
+  // distributed as Sample's (temperature, top-k and top-p applied). 200,000
+  // draws per draft, fixed seeds, a chi-square test against the exact
+  // probabilities (df <= 5; 40 is beyond the 1e-6 tail).
+  void verifyKeepsTheSampledDistribution() {
+    auto backend = std::move(*kernels::CreateBackend("scalar", {1}));
+    const std::vector<float> logits = {1.0f, 2.5f, 0.2f, 2.0f, -1.0f, 1.7f, 0.9f, -3.0f};
+    SamplingParams sp;
+    sp.temperature = 0.8f;
+    sp.top_k = 6;
+    sp.top_p = 0.95f;
+    // The exact distribution: softmax(logits / T) over the top 6, cut at 95% mass.
+    std::vector<int> order(logits.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = int(i);
+    std::stable_sort(order.begin(), order.end(),
+                     [&](int a, int b) { return logits[a] > logits[b]; });
+    std::vector<double> w(6);
+    double z = 0;
+    for (int i = 0; i < 6; ++i) z += w[i] = std::exp((logits[order[i]] - logits[order[0]]) / 0.8);
+    int keep = 6;
+    double cum = 0;
+    for (int i = 0; i < 6; ++i) {
+      cum += w[i] / z;
+      if (cum >= 0.95) {
+        keep = i + 1;
+        break;
+      }
+    }
+    std::map<int32_t, double> p;
+    double zk = 0;
+    for (int i = 0; i < keep; ++i) zk += w[i];
+    for (int i = 0; i < keep; ++i) p[order[i]] = w[i] / zk;
+    QVERIFY(keep >= 3 && keep < 6);  // the cut matters in this example
+
+    const int n = 200000;
+    // Drafts: the favourite, a middling token, one outside top-p, one outside top-k.
+    for (int32_t draft : {order[0], order[2], order[keep], order[7]}) {
+      Sampler s(SamplingParams{sp.temperature, sp.top_k, sp.top_p, uint64_t(1000 + draft)});
+      std::map<int32_t, int> count;
+      int accepted_n = 0;
+      for (int i = 0; i < n; ++i) {
+        bool accepted = false;
+        const int32_t id = s.Verify(logits.data(), int64_t(logits.size()), *backend, draft,
+                                    &accepted);
+        QCOMPARE(accepted, id == draft);
+        accepted_n += accepted;
+        ++count[id];
+      }
+      double chi2 = 0;
+      for (const auto& [id, c] : count) QVERIFY2(p.count(id), "a token outside the distribution");
+      for (const auto& [id, prob] : p) {
+        const double e = prob * n;
+        chi2 += (count[id] - e) * (count[id] - e) / e;
+      }
+      QVERIFY2(chi2 < 40.0, ("draft " + std::to_string(draft) + ": chi2 " +
+                             std::to_string(chi2))
+                                .c_str());
+      // The acceptance rate is p(draft).
+      const double pd = p.count(draft) ? p[draft] : 0.0;
+      QVERIFY2(std::fabs(accepted_n / double(n) - pd) < 0.005,
+               (std::to_string(accepted_n / double(n)) + " vs " + std::to_string(pd)).c_str());
+    }
+    // Greedy: accepted exactly when the draft is the argmax.
+    Sampler g(SamplingParams{});
+    bool accepted = false;
+    QCOMPARE(g.Verify(logits.data(), 8, *backend, 3, &accepted), 1);
+    QVERIFY(!accepted);
+    QCOMPARE(g.Verify(logits.data(), 8, *backend, 1, &accepted), 1);
+    QVERIFY(accepted);
+  }
+
+  void greedyEqualsTheReference_data() {
+    QTest::addColumn<QString>("model");
+    QTest::addColumn<int>("k");
+    for (const char* m : kFixtureModels) {
+      for (int k : {1, 3}) {
+        QTest::newRow((std::string(m) + "/k" + std::to_string(k)).c_str()) << QString(m) << k;
+      }
+    }
+  }
+  // The fixtures' greedy ids and every logits row, with n-gram speculation
+  // (drafts where an id of the sequence recurs); then a prompt holding every
+  // id, where every step drafts (random weights reject nearly all of them:
+  // the rejection path), against the plain run of the same prompt.
+  void greedyEqualsTheReference() {
+    OCTET_REQUIRE_FIXTURES();
+    QFETCH(QString, model);
+    QFETCH(int, k);
+    const std::string dir = test::FixturesDir() + "/" + model.toStdString();
+    auto text = ReadFileToString(dir + "/reference.json");
+    QVERIFY(text.ok());
+    const auto ref = nlohmann::json::parse(*text);
+    const auto prompt = ref["prompt_ids"].get<std::vector<int32_t>>();
+    const auto generated = ref["generated_ids"].get<std::vector<int32_t>>();
+    auto logits = ReadNpy(dir + "/logits.npy");
+    QVERIFY(logits.ok());
+    const std::vector<float> want_logits = logits->AsFloat();
+    auto m = LoadOrDie(dir);
+    GenerateOptions o;
+    o.max_tokens = static_cast<int64_t>(generated.size());
+    o.stop_at_eos = false;
+    o.collect_logits = true;
+    o.speculative.method = SpeculativeMethod::kNgram;
+    o.speculative.draft_tokens = k;
+    o.speculative.ngram_min = 1;  // draft as often as possible
+    GenerateResult r = GenerateOrDie(*m, prompt, o);
+    QCOMPARE(r.ids, generated);
+    QCOMPARE(r.logits.size(), want_logits.size());
+    double d = 0;
+    for (size_t i = 0; i < r.logits.size(); ++i) {
+      d = std::max(d, std::fabs(double(r.logits[i]) - want_logits[i]));
+    }
+    QVERIFY2(d <= 2e-3, ("max |logits - ref| = " + std::to_string(d)).c_str());
+
+    // Every id of the vocabulary (in a scrambled order) before the fixture's
+    // prompt: whatever the model picks occurred before, so every step drafts.
+    const int64_t V = m->config().vocab_size;
+    std::vector<int32_t> twice;
+    for (int64_t i = 0; i < V; ++i) twice.push_back(static_cast<int32_t>((i * 7919) % V));
+    QCOMPARE(std::set<int32_t>(twice.begin(), twice.end()).size(), size_t(V));
+    twice.insert(twice.end(), prompt.begin(), prompt.end());
+    GenerateOptions plain = o;
+    plain.speculative.method = SpeculativeMethod::kOff;
+    plain.collect_logits = false;
+    o.collect_logits = false;
+    const GenerateResult s = GenerateOrDie(*m, twice, o);
+    QCOMPARE(s.ids, GenerateOrDie(*m, twice, plain).ids);
+    QVERIFY(s.drafted_tokens >= s.decode_steps - 1);  // the last step has no room for drafts
+  }
+
+  // On the trained demo model a prompt that repeats itself makes the answer
+  // copy it: drafts are accepted, several tokens per step, and the output is
+  // still plain greedy decoding's.
+  void acceptedDraftsKeepGreedyOutput_data() {
+    QTest::addColumn<int>("k");
+    for (int k : {1, 2, 3, 5}) QTest::newRow(("k" + std::to_string(k)).c_str()) << k;
+  }
+  void acceptedDraftsKeepGreedyOutput() {
+    QFETCH(int, k);
+    const std::string dir = test::SourceDir() + "/resources/models/nanochat-demo";
+    auto m = LoadOrDie(dir);
+    auto tok = Tokenizer::Load(dir + "/tokenizer.json");
+    QVERIFY2(tok.ok(), tok.status().ToString().c_str());
+    const std::string line = "The quick brown fox jumps over the lazy dog. ";
+    const std::vector<int32_t> prompt = tok->Encode(line + line + line + "The quick", {});
+    GenerateOptions plain;
+    plain.max_tokens = 48;
+    plain.stop_at_eos = false;
+    GenerateOptions spec = plain;
+    spec.speculative.method = SpeculativeMethod::kNgram;
+    spec.speculative.draft_tokens = k;
+    const GenerateResult a = GenerateOrDie(*m, prompt, plain);
+    const GenerateResult b = GenerateOrDie(*m, prompt, spec);
+    QCOMPARE(b.ids, a.ids);
+    QVERIFY2(b.accepted_tokens > 0, ("drafted " + std::to_string(b.drafted_tokens)).c_str());
+    QVERIFY(b.accepted_tokens <= b.drafted_tokens);
+    // Every step but the first gives one token plus its accepted drafts.
+    QCOMPARE(int64_t(b.ids.size()) - 1, b.decode_steps + b.accepted_tokens);
+    QVERIFY(b.decode_steps < a.decode_steps);
+  }
+};
+
+QTEST_APPLESS_MAIN(TestSpeculative)
+#include "test_speculative.moc"
