@@ -4,6 +4,7 @@
 // token-by-token decode through the KV cache, and as ragged batches mixing
 // sequences that prefill and decode in the same step.
 #include <QtTest>
+#include <algorithm>
 #include <barrier>
 #include <cmath>
 #include <fstream>
@@ -112,7 +113,9 @@ class TestEngineFixtures : public QObject {
     // The greedy choices at the generated positions are the reference ids.
     for (size_t j = 0; j < ref.generated.size(); ++j) {
       const int64_t row = ref.prompt.size() - 1 + j;
-      QCOMPARE(int32_t(m->backend().Argmax(out.Row(row), ref.V)), ref.generated[j]);
+      // The logits are host memory: a host argmax, whatever backend "auto" chose.
+      const float* l = out.Row(row);
+      QCOMPARE(int32_t(std::max_element(l, l + ref.V) - l), ref.generated[j]);
     }
   }
 
