@@ -1,12 +1,16 @@
 // `octet plan`: will a model fit these nodes? Per-node breakdown (weights,
 // KV cache, workspace, reserve, headroom), the verdict, and which TP degrees
-// the model can take (with the reason for the others). The model is a folder
+// the model can take (with the reason for the others), the weight bytes one
+// decode step reads (a mixture-of-experts model: only its active experts)
+// and the memory-bound decode estimate they give. The model is a folder
 // (exact bytes from its safetensors headers) or a catalog entry
 // (resources/models/*.json). Contract: docs/CLI.md; the arithmetic:
 // octet/engine/memory_plan.h. Exit 0 whenever a plan was made (fits or not;
 // "fits" is in the JSON), 2 on bad flags, 1 when the model cannot be read.
 #include <unistd.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -48,6 +52,13 @@ std::string B(int64_t bytes) {
   return FormatBytes(double(bytes));
 }
 
+// Decimal gigabytes, as checkpoints are quoted ("469.9 GB").
+std::string Gb(int64_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f GB", double(bytes) / 1e9);
+  return buf;
+}
+
 std::string Billions(int64_t n) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.1fB", double(n) / 1e9);
@@ -66,13 +77,20 @@ nlohmann::json ToJson(const engine::MemoryPlan& p) {
                           {"extra_params", m.extra_params},
                           {"active_params", m.active_params},
                           {"weight_bytes", m.TotalWeightBytes()},
+                          {"mtp_weight_bytes", m.MtpWeightBytes()},
+                          {"active_weight_bytes_per_token", m.ActiveBytesPerToken()},
                           {"num_layers", m.num_layers},
+                          {"num_mtp_layers", m.num_mtp_layers},
                           {"num_heads", m.shape.num_heads},
                           {"num_kv_heads", m.shape.num_kv_heads},
                           {"head_dim", m.shape.head_dim},
                           {"hidden_size", m.shape.hidden_size},
                           {"vocab_size", m.shape.vocab_size},
-                          {"num_experts", m.num_experts}};
+                          {"num_experts", m.num_experts},
+                          {"experts_per_token", m.experts_per_token},
+                          {"moe_intermediate_size", m.moe_intermediate_size},
+                          {"shared_intermediate_size", m.shared_intermediate_size},
+                          {"num_moe_layers", m.num_moe_layers}};
   if (!m.note.empty()) model["note"] = m.note;
   nlohmann::json nodes = nlohmann::json::array();
   for (const auto& n : p.per_node) {
@@ -84,7 +102,8 @@ nlohmann::json ToJson(const engine::MemoryPlan& p) {
                      {"headroom_bytes", n.headroom_bytes},
                      {"total_bytes", n.total_bytes},
                      {"free_bytes", n.free_bytes},
-                     {"fits", n.fits}});
+                     {"fits", n.fits},
+                     {"active_weight_bytes_per_token", n.active_weight_bytes_per_token}});
   }
   nlohmann::json degrees = nlohmann::json::array();
   for (const auto& d : p.degrees) {
@@ -103,6 +122,11 @@ nlohmann::json ToJson(const engine::MemoryPlan& p) {
           {"kv_dtype", r.kv_dtype},
           {"kv_bytes_per_token", p.kv_bytes_per_token},
           {"max_batch_tokens", r.max_batch_tokens},
+          {"load_mtp", r.load_mtp},
+          {"weight_bytes", p.weight_bytes},
+          {"active_weight_bytes_per_token", p.active_weight_bytes_per_token},
+          {"node_bandwidth_bytes_per_s", r.node_bandwidth},
+          {"decode_tokens_per_s", p.decode_tokens_per_s},
           {"fits", p.fits},
           {"verdict", p.verdict},
           {"min_nodes", p.min_nodes},
@@ -123,10 +147,20 @@ std::string Human(const engine::MemoryPlan& p) {
       << Billions(m.active_params) << " active)";
   }
   const int64_t total = m.TotalWeightBytes();
-  char gb[32];
-  std::snprintf(gb, sizeof gb, "%.1f GB", double(total) / 1e9);
-  o << "\n  weights " << gb << " (" << B(total) << "); KV "
-    << B(p.kv_bytes_per_token) << " per token (" << p.request.kv_dtype << ")\n\n";
+  o << "\n  weights " << Gb(total) << " (" << B(total) << ")";
+  if (m.num_mtp_layers > 0) {
+    o << ", of which " << m.num_mtp_layers << " MTP layer" << (m.num_mtp_layers == 1 ? "" : "s")
+      << " " << Gb(m.MtpWeightBytes())
+      << (p.request.load_mtp ? " (loaded: --speculative mtp)" : " (not loaded)");
+  }
+  o << "; in memory " << Gb(p.weight_bytes) << "\n  active weights per token "
+    << Gb(p.active_weight_bytes_per_token);
+  if (m.num_experts > 0) {
+    o << " (" << m.experts_per_token << " of " << m.num_experts << " routed experts"
+      << (m.shared_intermediate_size > 0 ? " + shared" : "")
+      << " + attention + router + lm_head + norms)";
+  }
+  o << "; KV " << B(p.kv_bytes_per_token) << " per token (" << p.request.kv_dtype << ")\n\n";
   const engine::PlanRequest& r = p.request;
   o << "plan: " << r.nodes << (r.nodes == 1 ? " node" : " nodes") << " x " << B(r.node_memory)
     << ", TP " << p.tp << ", context " << r.context << " x " << r.concurrency
@@ -155,7 +189,20 @@ std::string Human(const engine::MemoryPlan& p) {
     o << line;
     i = j;
   }
-  o << "\nverdict: " << p.verdict << "\n\nTP degrees 1-" << r.max_tp << ":\n";
+  o << "\nverdict: " << p.verdict << "\n";
+  if (p.decode_tokens_per_s > 0) {
+    int64_t busiest = 0;
+    for (const auto& n : p.per_node) busiest = std::max(busiest, n.active_weight_bytes_per_token);
+    char estimate[512];
+    std::snprintf(estimate, sizeof estimate,
+                  "decode: at most %.1f tok/s for one sequence (memory roofline at TP %d: %s of "
+                  "weights per token on the busiest node plus its KV cache of %lld positions, at "
+                  "%.0f GB/s; communication not counted)\n",
+                  p.decode_tokens_per_s, p.tp, Gb(busiest).c_str(),
+                  static_cast<long long>(r.context), r.node_bandwidth / 1e9);
+    o << estimate;
+  }
+  o << "\nTP degrees 1-" << r.max_tp << ":\n";
   for (const auto& d : p.degrees) {
     o << "  " << d.tp << "  " << (d.valid ? "valid" : "invalid: " + d.reason) << "\n";
   }
@@ -176,11 +223,18 @@ int RunPlan(const std::vector<std::string>& args) {
       .Option("concurrency", "C", "sequences in flight", "1")
       .Option("kv-dtype", "bf16|f16|fp8|f32", "KV cache element type", "bf16")
       .Option("max-batch-tokens", "N", "tokens per forward step (sizes the workspace)", "2048")
-      .Option("reserve", "SIZE", "per node, never for the model (default: 1/8 of the node, "
-                                 "16 GiB on a 128 GiB Spark: memory Linux never sees, the OS, "
-                                 "the CUDA runtime)")
+      .Option("reserve", "SIZE",
+              "per node, never for the model (default: 1/8 of the node, "
+              "16 GiB on a 128 GiB Spark: memory Linux never sees, the OS, "
+              "the CUDA runtime)")
       .Option("headroom", "FRACTION", "share of each node kept free", "0.05")
       .Option("max-tp", "N", "list TP degrees up to this", "8")
+      .Option("speculative", "off|mtp|ngram",
+              "speculative decoding the run will use: mtp loads the checkpoint's MTP layers, "
+              "whose weights and KV cache then count",
+              "off")
+      .Option("node-bandwidth", "GB/S", "memory bandwidth of a node, for the decode estimate",
+              "273")
       .Option("catalog", "DIR", "model catalog folder (default: the installed one)")
       .Flag("list", "list the catalog's models and exit")
       .Flag("json", "print one JSON document on stdout");
@@ -235,6 +289,17 @@ int RunPlan(const std::vector<std::string>& args) {
   if (*batch < 1) return UsageError("--max-batch-tokens must be at least 1");
   if (!(*headroom >= 0 && *headroom < 1)) return UsageError("--headroom must be in [0, 1)");
   if (*max_tp < 1 || *max_tp > 64) return UsageError("--max-tp must be in 1..64");
+  const std::string speculative = p.GetString("speculative");
+  if (speculative != "off" && speculative != "mtp" && speculative != "ngram") {
+    return UsageError("--speculative must be off, mtp or ngram");
+  }
+  auto bandwidth = p.GetDouble("node-bandwidth");
+  if (!bandwidth.ok()) return UsageError(bandwidth.status().message());
+  if (!(*bandwidth > 0) || !std::isfinite(*bandwidth)) {
+    return UsageError("--node-bandwidth must be a positive number of GB/s");
+  }
+  r.load_mtp = speculative == "mtp";
+  r.node_bandwidth = *bandwidth * 1e9;
   r.nodes = static_cast<int>(*nodes);
   r.node_memory = *mem;
   r.context = *ctx;

@@ -21,6 +21,11 @@ ModelSummary FromFootprint(const engine::ModelFootprint& f, int max_tp) {
   s.parameters = f.params + f.extra_params;
   s.active_parameters = f.active_params;
   s.weight_bytes = f.TotalWeightBytes();
+  s.active_weight_bytes_per_token = f.ActiveBytesPerToken();
+  s.num_experts = f.num_experts;
+  s.experts_per_token = f.experts_per_token;
+  s.num_mtp_layers = f.num_mtp_layers;
+  s.mtp_weight_bytes = f.MtpWeightBytes();
   s.num_layers = f.num_layers;
   s.hidden_size = f.shape.hidden_size;
   s.num_heads = f.shape.num_heads;
@@ -103,9 +108,13 @@ Result<LaunchMemoryPlan> PlanModelMemory(const ModelSummary& model, int nodes,
   out.min_nodes = plan.min_nodes;
   for (const engine::NodePlan& n : plan.per_node) {
     out.per_node.push_back({n.node, n.weights_bytes, n.kv_cache_bytes, n.workspace_bytes,
-                            n.reserve_bytes, n.headroom_bytes, n.total_bytes, n.free_bytes,
-                            n.fits});
+                            n.reserve_bytes, n.headroom_bytes, n.total_bytes, n.free_bytes, n.fits,
+                            n.active_weight_bytes_per_token});
   }
+  out.weight_bytes = plan.weight_bytes;
+  out.active_weight_bytes_per_token = plan.active_weight_bytes_per_token;
+  out.node_bandwidth = r.node_bandwidth;
+  out.decode_tokens_per_s = plan.decode_tokens_per_s;
   return out;
 }
 

@@ -1,10 +1,12 @@
 #include "octet/engine/memory_plan.h"
 
-#include <algorithm>
-#include <cmath>
-#include <set>
 #include <dirent.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "octet/base/args.h"
 #include "octet/base/file_util.h"
@@ -62,15 +64,40 @@ Result<int64_t> GroupBytesOnRank(const WeightGroup& g, const TpModelShape& s, in
   return one * g.count;
 }
 
+// Bytes of the group a decode step reads on this rank when it reads the group
+// at all (WeightUse decides whether it does): a matrix's data and block
+// scales, a vector as f32, a scalar not at all (see memory_plan.h).
+int64_t GroupReadBytesOnRank(const WeightGroup& g, const TpModelShape& s, int tp, int rank) {
+  const Local l = LocalShape(g, s, tp, rank);
+  switch (g.kind) {
+    case WeightKind::kScalar:
+      return 0;
+    case WeightKind::kVector:
+      return l.rows * l.cols * 4 * g.count;
+    case WeightKind::kMatrix:
+      break;
+  }
+  if (g.stored_bytes > 0) {
+    const double frac = double(l.rows) * double(l.cols) / (double(g.rows) * double(g.cols));
+    return static_cast<int64_t>(std::llround(double(g.stored_bytes) * frac));
+  }
+  const int64_t n = l.rows * l.cols;
+  if (g.format == "nvfp4") return (n / 2 + n / 16) * g.count;  // the f32 scalars not counted
+  auto b = TensorBytes(g.format, l.rows, l.cols);
+  return b.ok() ? *b * g.count : 0;
+}
+
 std::string Gib(int64_t bytes) { return FormatBytes(double(bytes)); }
 
 // ---- catalog --------------------------------------------------------------------
 
-int64_t Int(const json& j, const char* key, int64_t def = 0) {
-  auto it = j.find(key);
-  return it != j.end() && it->is_number_integer() ? it->get<int64_t>() : def;
-}
-
+// A catalog entry is a config.json in Hugging Face's key names plus planning
+// keys (name, display_name, note, fictional, published, weight_format,
+// formats). Its architecture is read by the engine's own config parser, so an
+// entry says what the engine would load: `model_type` (or `architecture`, a
+// transformers class name) must be one the engine supports, and the MoE
+// layout (which layers are MoE, shared experts, groups), attention biases,
+// q/k norms and MTP layers are the parser's.
 Result<ModelFootprint> FromCatalogJson(const json& j, const std::string& where) {
   ModelFootprint m;
   m.source = where;
@@ -79,91 +106,129 @@ Result<ModelFootprint> FromCatalogJson(const json& j, const std::string& where) 
   m.display_name = j.value("display_name", m.id);
   m.note = j.value("note", "");
   m.fictional = j.value("fictional", false);
-  m.architecture = j.value("architecture", "");
-  const int64_t V = Int(j, "vocab_size"), H = Int(j, "hidden_size");
-  const int64_t L = Int(j, "num_hidden_layers"), heads = Int(j, "num_attention_heads");
-  const int64_t kv = Int(j, "num_key_value_heads", heads);
-  const int64_t hd = Int(j, "head_dim", heads > 0 ? H / heads : 0);
-  const int64_t inter = Int(j, "intermediate_size");
-  const int64_t experts = Int(j, "n_routed_experts");
-  const int64_t per_tok = Int(j, "num_experts_per_tok");
-  const int64_t shared = Int(j, "n_shared_experts");
-  const int64_t moe_inter = Int(j, "moe_intermediate_size");
-  const int64_t dense_layers = experts > 0 ? Int(j, "first_k_dense_replace") : L;
-  const int64_t mtp = Int(j, "num_nextn_predict_layers");
-  const bool tied = j.value("tie_word_embeddings", false);
-  const bool qk_norm = j.value("qk_norm", false);
-  for (auto [name, v] : {std::pair<const char*, int64_t>{"vocab_size", V}, {"hidden_size", H},
-                         {"num_hidden_layers", L}, {"num_attention_heads", heads},
-                         {"head_dim", hd}}) {
-    if (v <= 0) return InvalidArgumentError(where + ": '" + name + "' must be a positive integer");
+  const std::string architecture = j.value("architecture", "");
+  json config = j;
+  config.erase("architectures");
+  if (!config.contains("model_type") && !architecture.empty()) {
+    config["architectures"] = json::array({architecture});
   }
-  if (experts > 0 && (per_tok <= 0 || moe_inter <= 0)) {
-    return InvalidArgumentError(where + ": an MoE entry needs num_experts_per_tok and "
-                                        "moe_intermediate_size");
+  OCTET_ASSIGN_OR_RETURN(ModelConfig c, ParseModelConfig(config.dump(), where));
+  if (!architecture.empty() && architecture != c.architecture_name) {
+    return InvalidArgumentError(where + ": 'architecture' " + architecture +
+                                " is not the class the engine loads for model_type '" +
+                                j.value("model_type", "") + "' (" + c.architecture_name + ")");
   }
-  if (dense_layers > 0 && inter <= 0) {
-    return InvalidArgumentError(where + ": 'intermediate_size' is required for dense layers");
-  }
+  m.architecture = c.architecture_name;
+  const int64_t V = c.vocab_size, H = c.hidden_size, L = c.num_layers;
+  const int64_t heads = c.num_heads, kv = c.num_kv_heads, hd = c.head_dim;
+  const int64_t inter = c.intermediate_size;
+  const MoeConfig& moe = c.moe;
+  const int64_t experts = moe.num_experts;
+  const int64_t moe_inter = moe.expert_intermediate_size;
+  const int64_t shared_inter = moe.shared_intermediate_size;
+  int64_t moe_layers = 0;
+  for (bool b : moe.moe_layer) moe_layers += b ? 1 : 0;
+  const int64_t dense_layers = L - moe_layers;
+  const int64_t mtp = c.num_mtp_layers;
   json formats = j.value("formats", json::object());
   const std::string def = formats.value("default", "bf16");
   auto fmt = [&](const char* part) { return formats.value(part, def); };
   const std::string weight_format = j.value("weight_format", "");
 
-  m.shape.num_heads = heads;
-  m.shape.num_kv_heads = kv;
-  m.shape.head_dim = hd;
-  m.shape.hidden_size = H;
-  m.shape.intermediate_size = experts > 0 ? moe_inter : inter;
-  m.shape.vocab_size = V;
-  m.shape.nvfp4 = false;
-  m.num_layers = L + mtp;
+  m.shape = TpModelShape::From(c);
+  m.num_layers = L;
+  m.num_mtp_layers = mtp;
   m.num_experts = experts;
-  m.experts_per_token = per_tok;
-  m.moe_intermediate_size = moe_inter;
+  m.experts_per_token = experts > 0 ? moe.experts_per_token : 0;
+  m.moe_intermediate_size = experts > 0 ? moe_inter : 0;
+  m.shared_intermediate_size = experts > 0 ? shared_inter : 0;
+  m.num_moe_layers = moe_layers;
 
   // Layers of the main model and the MTP heads (each a full MoE layer plus a
-  // [H, 2H] projection and two norms), counted apart.
+  // [H, 2H] projection and three norms; they share the main model's embedding
+  // and lm_head), counted apart.
+  const bool o_bias = c.attention_bias && c.arch == Architecture::kLlama;
   auto add_layers = [&](int64_t n_layers, int64_t n_dense, bool main) {
     std::vector<WeightGroup> g;
-    const int64_t moe_layers = n_layers - n_dense;
-    g.push_back({"attention q_proj", ShardKind::kColumn, fmt("attention"), heads * hd, H, n_layers});
-    g.push_back({"attention k_proj, v_proj", ShardKind::kKvColumn, fmt("attention"), kv * hd, H,
-                 2 * n_layers});
-    g.push_back({"attention o_proj", ShardKind::kRow, fmt("attention"), H, heads * hd, n_layers});
-    g.push_back({"norms", ShardKind::kReplicated, fmt("norms"), 1, H, 2 * n_layers});
-    if (qk_norm) g.push_back({"q/k norms", ShardKind::kReplicated, fmt("norms"), 1, hd, 2 * n_layers});
-    if (n_dense > 0) {
-      g.push_back({"mlp gate_proj, up_proj", ShardKind::kColumn, fmt("mlp"), inter, H, 2 * n_dense});
-      g.push_back({"mlp down_proj", ShardKind::kRow, fmt("mlp"), H, inter, n_dense});
+    auto add = [&](std::string name, ShardKind shard, std::string format, int64_t rows,
+                   int64_t cols, int64_t count, WeightUse use = WeightUse::kEveryToken,
+                   WeightKind kind = WeightKind::kMatrix) {
+      if (count <= 0) return;
+      WeightGroup w;
+      w.name = std::move(name);
+      w.shard = shard;
+      w.format = std::move(format);
+      w.rows = rows;
+      w.cols = cols;
+      w.count = count;
+      w.use = main ? use : WeightUse::kMtp;
+      w.kind = kind;
+      g.push_back(std::move(w));
+    };
+    const int64_t n_moe = n_layers - n_dense;
+    add("attention q_proj", ShardKind::kColumn, fmt("attention"), heads * hd, H, n_layers);
+    add("attention k_proj, v_proj", ShardKind::kKvColumn, fmt("attention"), kv * hd, H,
+        2 * n_layers);
+    add("attention o_proj", ShardKind::kRow, fmt("attention"), H, heads * hd, n_layers);
+    if (c.attention_bias) {
+      add("attention q bias", ShardKind::kColumn, fmt("norms"), heads * hd, 1, n_layers,
+          WeightUse::kEveryToken, WeightKind::kVector);
+      add("attention k, v biases", ShardKind::kKvColumn, fmt("norms"), kv * hd, 1, 2 * n_layers,
+          WeightUse::kEveryToken, WeightKind::kVector);
     }
-    if (moe_layers > 0) {
-      g.push_back({"experts gate_proj, up_proj", ShardKind::kColumn, fmt("experts"), moe_inter, H,
-                   2 * experts * moe_layers});
-      g.push_back({"experts down_proj", ShardKind::kRow, fmt("experts"), H, moe_inter,
-                   experts * moe_layers});
-      if (shared > 0) {
-        g.push_back({"shared experts gate_proj, up_proj", ShardKind::kColumn, fmt("shared_experts"),
-                     shared * moe_inter, H, 2 * moe_layers});
-        g.push_back({"shared experts down_proj", ShardKind::kRow, fmt("shared_experts"), H,
-                     shared * moe_inter, moe_layers});
+    if (o_bias) {
+      add("attention o bias", ShardKind::kReplicated, fmt("norms"), H, 1, n_layers,
+          WeightUse::kEveryToken, WeightKind::kVector);
+    }
+    add("norms", ShardKind::kReplicated, fmt("norms"), 1, H, 2 * n_layers, WeightUse::kEveryToken,
+        WeightKind::kVector);
+    if (c.qk_norm) {
+      add("q/k norms", ShardKind::kReplicated, fmt("norms"), 1, hd, 2 * n_layers,
+          WeightUse::kEveryToken, WeightKind::kVector);
+    }
+    add("mlp gate_proj, up_proj", ShardKind::kColumn, fmt("mlp"), inter, H, 2 * n_dense);
+    add("mlp down_proj", ShardKind::kRow, fmt("mlp"), H, inter, n_dense);
+    if (experts > 0) {
+      add("experts gate_proj, up_proj", ShardKind::kColumn, fmt("experts"), moe_inter, H,
+          2 * experts * n_moe, WeightUse::kRoutedExpert);
+      add("experts down_proj", ShardKind::kRow, fmt("experts"), H, moe_inter, experts * n_moe,
+          WeightUse::kRoutedExpert);
+      if (shared_inter > 0) {
+        add("shared experts gate_proj, up_proj", ShardKind::kColumn, fmt("shared_experts"),
+            shared_inter, H, 2 * n_moe);
+        add("shared experts down_proj", ShardKind::kRow, fmt("shared_experts"), H, shared_inter,
+            n_moe);
       }
-      g.push_back({"router", ShardKind::kReplicated, fmt("router"), experts, H, moe_layers});
+      add("router", ShardKind::kReplicated, fmt("router"), experts, H, n_moe);
+      if (moe.score_correction_bias) {
+        add("router score-correction bias", ShardKind::kReplicated, "f32", experts, 1, n_moe,
+            WeightUse::kEveryToken, WeightKind::kVector);
+      }
     }
     if (!main) {
-      g.push_back({"mtp eh_proj", ShardKind::kReplicated, fmt("attention"), H, 2 * H, n_layers});
-      g.push_back({"mtp norms", ShardKind::kReplicated, fmt("norms"), 1, H, 3 * n_layers});
-    }
-    for (auto& x : g) {
-      if (!main) x.name = "MTP " + x.name;
+      add("eh_proj", ShardKind::kReplicated, fmt("attention"), H, 2 * H, n_layers);
+      add("enorm, hnorm, shared_head.norm", ShardKind::kReplicated, fmt("norms"), 1, H,
+          3 * n_layers, WeightUse::kMtp, WeightKind::kVector);
+      for (auto& x : g) x.name = "MTP " + x.name;
     }
     return g;
   };
   std::vector<WeightGroup> main = add_layers(L, dense_layers, true);
-  main.push_back({"embed_tokens", ShardKind::kVocab, fmt("embeddings"), V, H, 1});
-  if (!tied) main.push_back({"lm_head", ShardKind::kVocab, fmt("lm_head"), V, H, 1});
-  main.push_back({"final norm", ShardKind::kReplicated, fmt("norms"), 1, H, 1});
-  std::vector<WeightGroup> extra = mtp > 0 ? add_layers(mtp, 0, false) : std::vector<WeightGroup>{};
+  {
+    WeightGroup e{"embed_tokens", ShardKind::kVocab, fmt("embeddings"), V, H, 1};
+    e.use = c.tie_word_embeddings ? WeightUse::kEveryToken : WeightUse::kLookup;
+    main.push_back(e);
+  }
+  if (!c.tie_word_embeddings)
+    main.push_back({"lm_head", ShardKind::kVocab, fmt("lm_head"), V, H, 1});
+  {
+    WeightGroup n{"final norm", ShardKind::kReplicated, fmt("norms"), 1, H, 1};
+    n.kind = WeightKind::kVector;
+    main.push_back(n);
+  }
+  // The MTP layers' MoE blocks are MoE whenever the main model's are.
+  std::vector<WeightGroup> extra =
+      mtp > 0 ? add_layers(mtp, experts > 0 ? 0 : mtp, false) : std::vector<WeightGroup>{};
   auto params = [](const std::vector<WeightGroup>& gs) {
     int64_t p = 0;
     for (const auto& g : gs) p += g.rows * g.cols * g.count;
@@ -174,8 +239,7 @@ Result<ModelFootprint> FromCatalogJson(const json& j, const std::string& where) 
   // Active per token: everything but the routed experts not chosen.
   m.active_params = m.params;
   if (experts > 0) {
-    const int64_t moe_layers = L - dense_layers;
-    m.active_params -= (experts - per_tok) * 3 * H * moe_inter * moe_layers;
+    m.active_params -= (experts - m.experts_per_token) * 3 * H * moe_inter * moe_layers;
   }
   m.groups = std::move(main);
   m.groups.insert(m.groups.end(), extra.begin(), extra.end());
@@ -189,17 +253,40 @@ Result<ModelFootprint> FromCatalogJson(const json& j, const std::string& where) 
 
 }  // namespace
 
+namespace {
+
+int64_t GroupBytes(const WeightGroup& g) {
+  if (g.stored_bytes > 0) return g.stored_bytes;
+  auto b = TensorBytes(g.format, g.rows, g.cols);
+  return b.ok() ? *b * g.count : 0;
+}
+
+}  // namespace
+
 int64_t ModelFootprint::TotalWeightBytes() const {
   int64_t total = 0;
+  for (const auto& g : groups) total += GroupBytes(g);
+  return total;
+}
+
+int64_t ModelFootprint::MtpWeightBytes() const {
+  int64_t total = 0;
   for (const auto& g : groups) {
-    if (g.stored_bytes > 0) {
-      total += g.stored_bytes;
-    } else {
-      auto b = TensorBytes(g.format, g.rows, g.cols);
-      total += b.ok() ? *b * g.count : 0;
-    }
+    if (g.use == WeightUse::kMtp) total += GroupBytes(g);
   }
   return total;
+}
+
+int64_t ModelFootprint::ActiveBytesPerToken(int tp, int rank) const {
+  int64_t every = 0, routed = 0;
+  for (const auto& g : groups) {
+    if (g.use == WeightUse::kEveryToken) every += GroupReadBytesOnRank(g, shape, tp, rank);
+    if (g.use == WeightUse::kRoutedExpert) routed += GroupReadBytesOnRank(g, shape, tp, rank);
+  }
+  // The routed experts' average size times top-k (all experts of a model have
+  // one shape, so this is exact).
+  if (num_experts > 0) routed = routed / num_experts * experts_per_token;
+  return every + routed;
 }
 
 Result<int64_t> TensorBytes(const std::string& format, int64_t rows, int64_t cols) {
@@ -212,6 +299,11 @@ Result<int64_t> TensorBytes(const std::string& format, int64_t rows, int64_t col
   return n * b;
 }
 
+// Every tensor of the checkpoint is one group with its exact stored bytes,
+// classified by its Hugging Face name: how TP splits it (the engine's layout)
+// and when a decode step reads it (routed experts
+// model.layers.{i}.mlp.experts.{e}.*; the MTP layers model.layers.{i >= L}.*;
+// an untied embed_tokens).
 Result<ModelFootprint> LoadFolderModel(const std::string& dir) {
   OCTET_ASSIGN_OR_RETURN(ModelConfig c, LoadModelConfig(dir));
   OCTET_ASSIGN_OR_RETURN(auto store, CheckpointStore::Open(dir));
@@ -222,25 +314,49 @@ Result<ModelFootprint> LoadFolderModel(const std::string& dir) {
   m.architecture = c.architecture_name;
   m.shape = TpModelShape::From(c);
   m.num_layers = c.num_layers;
+  m.num_mtp_layers = c.num_mtp_layers;
+  if (c.moe.num_experts > 0) {
+    m.num_experts = c.moe.num_experts;
+    m.experts_per_token = c.moe.experts_per_token;
+    m.moe_intermediate_size = c.moe.expert_intermediate_size;
+    m.shared_intermediate_size = c.moe.shared_intermediate_size;
+    for (bool b : c.moe.moe_layer) m.num_moe_layers += b ? 1 : 0;
+  }
+  // The decoder layer a tensor belongs to (-1: none).
+  auto layer_of = [](const std::string& n) -> int64_t {
+    static const std::string kPrefix = "model.layers.";
+    if (n.rfind(kPrefix, 0) != 0) return -1;
+    int64_t i = 0;
+    size_t p = kPrefix.size();
+    if (p >= n.size() || !std::isdigit(static_cast<unsigned char>(n[p]))) return -1;
+    for (; p < n.size() && std::isdigit(static_cast<unsigned char>(n[p])); ++p) {
+      i = i * 10 + (n[p] - '0');
+      if (i > (int64_t{1} << 20)) return -1;
+    }
+    return i;
+  };
   std::set<std::string> formats;
+  int64_t routed_params = 0;
   for (const TensorInfo* t : store->tensors()) {
     WeightGroup g;
     g.name = t->name;
     g.count = 1;
     g.stored_bytes = t->size_bytes;
+    const bool scalar = t->numel() == 1 && t->shape.size() <= 1;
     if (t->shape.size() >= 2) {
       g.rows = t->shape[0];
       g.cols = t->numel() / std::max<int64_t>(1, t->shape[0]);
+      g.kind = WeightKind::kMatrix;
     } else {
       g.rows = t->numel();  // a bias or norm follows its rows; a scalar has 1
       g.cols = 1;
+      g.kind = scalar ? WeightKind::kScalar : WeightKind::kVector;
     }
     const std::string& n = t->name;
     auto has = [&](const char* s) { return n.find(s) != std::string::npos; };
-    const bool scalar = t->numel() == 1;
     if (scalar) {
       g.shard = ShardKind::kReplicated;
-    } else if (has("embed_tokens") || n.rfind("lm_head.", 0) == 0) {
+    } else if (has("embed_tokens") || n.rfind("lm_head.", 0) == 0 || has(".shared_head.head.")) {
       g.shard = ShardKind::kVocab;
     } else if (has(".q_proj.") || has(".gate_proj.") || has(".up_proj.")) {
       g.shard = ShardKind::kColumn;
@@ -251,16 +367,29 @@ Result<ModelFootprint> LoadFolderModel(const std::string& dir) {
     } else {
       g.shard = ShardKind::kReplicated;
     }
+    const int64_t layer = layer_of(n);
+    const bool mtp = layer >= c.num_layers;
+    if (mtp) {
+      g.use = WeightUse::kMtp;
+    } else if (layer >= 0 && has(".mlp.experts.")) {
+      g.use = WeightUse::kRoutedExpert;
+    } else if (n.rfind("model.embed_tokens.", 0) == 0 && !c.tie_word_embeddings) {
+      g.use = WeightUse::kLookup;
+    }
     g.format = std::string(DTypeName(t->dtype));
     if (t->dtype == DType::kU8 || t->dtype == DType::kF8E4M3) formats.insert("NVFP4");
     else if (t->numel() > 1) formats.insert(std::string(DTypeName(t->dtype)));
     if (t->shape.size() >= 2 && !has("_scale")) {
       const int64_t params = t->dtype == DType::kU8 ? t->numel() * 2 : t->numel();
-      m.params += params;
+      (mtp ? m.extra_params : m.params) += params;
+      if (g.use == WeightUse::kRoutedExpert) routed_params += params;
     }
     m.groups.push_back(std::move(g));
   }
   m.active_params = m.params;
+  if (m.num_experts > 0) {
+    m.active_params -= routed_params / m.num_experts * (m.num_experts - m.experts_per_token);
+  }
   for (const auto& f : formats) m.weight_format += (m.weight_format.empty() ? "" : "+") + f;
   return m;
 }
@@ -317,6 +446,9 @@ Result<MemoryPlan> PlanMemory(const ModelFootprint& model, const PlanRequest& r)
   if (r.context < 1) return InvalidArgumentError("context must be at least 1");
   if (r.concurrency < 1) return InvalidArgumentError("concurrency must be at least 1");
   if (!(r.headroom >= 0 && r.headroom < 1)) return InvalidArgumentError("headroom must be in [0, 1)");
+  if (!(r.node_bandwidth > 0) || !std::isfinite(r.node_bandwidth)) {
+    return InvalidArgumentError("node bandwidth must be a positive number of bytes/s");
+  }
   OCTET_ASSIGN_OR_RETURN(int64_t kv_bytes, DtypeBytes(r.kv_dtype));
   OCTET_ASSIGN_OR_RETURN(int64_t act_bytes, DtypeBytes(r.activation_dtype));
   MemoryPlan plan;
@@ -330,27 +462,39 @@ Result<MemoryPlan> PlanMemory(const ModelFootprint& model, const PlanRequest& r)
   }
   Status tp_ok = CheckTpDegree(s, plan.tp);
   plan.tp_valid = tp_ok.ok();
-  plan.kv_bytes_per_token = model.num_layers * 2 * s.num_kv_heads * s.head_dim * kv_bytes;
+  // Layers holding a KV cache: the MTP layers only when the run loads them.
+  const int64_t kv_layers = model.num_layers + (r.load_mtp ? model.num_mtp_layers : 0);
+  plan.kv_bytes_per_token = kv_layers * 2 * s.num_kv_heads * s.head_dim * kv_bytes;
+  plan.active_weight_bytes_per_token = model.ActiveBytesPerToken();
+  for (const auto& g : model.groups) {
+    if (g.use != WeightUse::kMtp || r.load_mtp) plan.weight_bytes += GroupBytes(g);
+  }
 
   auto node_plan = [&](int tp, int rank, NodePlan* n) -> Status {
     n->node = rank;
     for (const auto& g : model.groups) {
+      if (g.use == WeightUse::kMtp && !r.load_mtp) continue;
       OCTET_ASSIGN_OR_RETURN(int64_t b, GroupBytesOnRank(g, s, tp, rank));
       n->weights_bytes += b;
     }
+    n->active_weight_bytes_per_token = model.ActiveBytesPerToken(tp, rank);
     const int64_t local_kv =
         s.num_kv_heads >= tp ? (s.num_kv_heads + tp - 1) / tp : 1;
-    n->kv_cache_bytes = r.context * r.concurrency * model.num_layers * 2 * local_kv * s.head_dim *
-                        kv_bytes;
+    n->kv_cache_bytes =
+        r.context * r.concurrency * kv_layers * 2 * local_kv * s.head_dim * kv_bytes;
     // One step's activations on this rank: residual, normed input, projection
-    // output and attention output (H each), local q/k/v, local gate/up (dense
-    // MLP, or each token's chosen experts plus shared ones).
+    // output and attention output (H each), local q/k/v, local gate/up (the
+    // widest of a dense MLP and each token's chosen experts plus the shared one).
     const int64_t H = s.hidden_size;
     const int64_t q_local = s.num_heads * s.head_dim / tp;
     const int64_t kv_local = local_kv * s.head_dim;
-    const int64_t ffn_local = model.num_experts > 0
-                                  ? (model.experts_per_token + 1) * model.moe_intermediate_size / tp
-                                  : s.intermediate_size / tp;
+    int64_t ffn = s.intermediate_size;
+    if (model.num_experts > 0) {
+      ffn = std::max(
+          model.num_moe_layers < model.num_layers ? ffn : 0,
+          model.experts_per_token * model.moe_intermediate_size + model.shared_intermediate_size);
+    }
+    const int64_t ffn_local = ffn / tp;
     n->workspace_bytes = r.max_batch_tokens * (4 * H + q_local + 2 * kv_local + 2 * ffn_local) *
                          act_bytes;
     // Logits (f32): this rank's vocabulary slice for every sequence, and on
@@ -377,6 +521,18 @@ Result<MemoryPlan> PlanMemory(const ModelFootprint& model, const PlanRequest& r)
   };
   OCTET_ASSIGN_OR_RETURN(bool memory_ok, fits_on(plan.tp, &plan.per_node));
   plan.fits = memory_ok && plan.tp_valid;
+  // The decode roofline: the busiest rank's weights per token plus its KV
+  // cache of one sequence at the end of the context.
+  if (plan.tp_valid) {
+    const int64_t local_kv =
+        s.num_kv_heads >= plan.tp ? (s.num_kv_heads + plan.tp - 1) / plan.tp : 1;
+    const int64_t kv_read = r.context * kv_layers * 2 * local_kv * s.head_dim * kv_bytes;
+    int64_t busiest = 0;
+    for (const auto& n : plan.per_node) {
+      busiest = std::max(busiest, n.active_weight_bytes_per_token + kv_read);
+    }
+    if (busiest > 0) plan.decode_tokens_per_s = r.node_bandwidth / double(busiest);
+  }
   for (int t = 1; t <= r.max_tp; ++t) {
     if (!CheckTpDegree(s, t).ok()) continue;
     std::vector<NodePlan> tmp;

@@ -91,6 +91,35 @@ class TestLaunchChat : public QObject {
     QVERIFY(!launch->findChild<QPushButton*>(QStringLiteral("launchInference"))->isEnabled());
   }
 
+  // A mixture-of-experts entry: the model card says how much of the weights a
+  // token reads, the plan says what the nodes hold and what a decode step reads.
+  void moeEntryShowsTotalAndActiveWeights() {
+    MainWindow w(Offline());
+    w.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    auto* launch = qobject_cast<ui::LaunchPanel*>(w.panel(MainWindow::Panel::kLaunch));
+    auto* folder = launch->findChild<QComboBox*>(QStringLiteral("modelFolder"));
+    int row = -1;
+    for (int i = 0; i < folder->count(); ++i) {
+      if (folder->itemData(i).toString().endsWith(QStringLiteral("glm-5.3-753b-nvfp4.json")))
+        row = i;
+    }
+    QVERIFY2(row >= 0, "the GLM 5.3 catalog entry is listed");
+    QSignalSpy planned(launch, &ui::LaunchPanel::planShown);
+    folder->setCurrentIndex(row);
+    emit folder->activated(row);
+    QVERIFY(planned.wait(10'000));
+    auto* info = launch->findChild<QLabel*>(QStringLiteral("modelInfo"));
+    QVERIFY2(info->text().contains(QStringLiteral("Read per token")), qPrintable(info->text()));
+    QVERIFY2(info->text().contains(QStringLiteral("8 of 208 routed experts active")),
+             qPrintable(info->text()));
+    QVERIFY2(info->text().contains(QStringLiteral("MTP layer")), qPrintable(info->text()));
+    auto* plan = launch->findChild<QLabel*>(QStringLiteral("memoryPlan"));
+    QVERIFY2(plan->text().contains(QStringLiteral("in memory")), qPrintable(plan->text()));
+    QVERIFY2(plan->text().contains(QStringLiteral("a decode step reads")),
+             qPrintable(plan->text()));
+  }
+
   void launchThenChatStreams() {
     MainWindow w(Offline());
     w.show();

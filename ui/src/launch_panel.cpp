@@ -27,6 +27,7 @@
 #include <QTableWidget>
 #include <QThreadPool>
 #include <QVBoxLayout>
+#include <algorithm>
 
 #include "octet/app/training_run.h"
 #include "octet/ui/instance_manager.h"
@@ -43,6 +44,14 @@ QString Params(int64_t n) {
   if (n >= 1'000'000) return QStringLiteral("%1 M").arg(n / 1e6, 0, 'f', 1);
   if (n >= 1'000) return QStringLiteral("%1 K").arg(n / 1e3, 0, 'f', 1);
   return QString::number(n);
+}
+
+int64_t BusiestNodeActiveBytes(const app::LaunchMemoryPlan& p) {
+  int64_t most = 0;
+  for (const app::NodeMemoryPlan& n : p.per_node) {
+    most = std::max(most, n.active_weight_bytes_per_token);
+  }
+  return most;
 }
 
 void SetItemEnabled(QComboBox* box, int row, bool enabled, const QString& tooltip) {
@@ -457,7 +466,19 @@ void LaunchPanel::onSummary(const QString& dir, const app::ModelSummary& s, cons
           ? tr("%1 (%2 active per token)").arg(Params(s.parameters), Params(s.active_parameters))
           : Params(s.parameters));
   row(tr("Weights dtype"), QString::fromStdString(s.dtype));
-  row(tr("Size on disk"), QLocale().formattedDataSize(s.weight_bytes));
+  row(tr("Size on disk"), s.num_mtp_layers > 0
+                              ? tr("%1 (%2 in %n MTP layer(s), loaded only for MTP speculation)",
+                                   nullptr, static_cast<int>(s.num_mtp_layers))
+                                    .arg(QLocale().formattedDataSize(s.weight_bytes),
+                                         QLocale().formattedDataSize(s.mtp_weight_bytes))
+                              : QLocale().formattedDataSize(s.weight_bytes));
+  row(tr("Read per token"),
+      s.num_experts > 0
+          ? tr("%1 of weights (%2 of %3 routed experts active)")
+                .arg(QLocale().formattedDataSize(s.active_weight_bytes_per_token))
+                .arg(s.experts_per_token)
+                .arg(s.num_experts)
+          : tr("%1 of weights").arg(QLocale().formattedDataSize(s.active_weight_bytes_per_token)));
   row(tr("Shape"), tr("%1 layers, hidden %2, %3 heads / %4 kv, vocab %5")
                        .arg(s.num_layers)
                        .arg(s.hidden_size)
@@ -584,7 +605,17 @@ void LaunchPanel::onPlan(const app::LaunchMemoryPlan& p, const QString& error) {
                      gb(n.reserve_bytes + n.headroom_bytes), (n.fits ? sc.good : sc.bad).name(),
                      n.free_bytes < 0 ? tr("short %1").arg(gb(-n.free_bytes)) : gb(n.free_bytes));
   }
-  html += QStringLiteral("</table><small>%1</small>")
+  html += QStringLiteral("</table><p>%1</p>")
+              .arg(tr("Weights: %1 in memory; a decode step reads %2 (%3 on the busiest node)%4")
+                       .arg(gb(p.weight_bytes), gb(p.active_weight_bytes_per_token),
+                            gb(BusiestNodeActiveBytes(p)),
+                            p.decode_tokens_per_s > 0
+                                ? tr(", at most %1 for one sequence at %2 GB/s per node")
+                                      .arg(FormatTps(p.decode_tokens_per_s))
+                                      .arg(p.node_bandwidth / 1e9, 0, 'f', 0)
+                                : QString())
+                       .toHtmlEscaped());
+  html += QStringLiteral("<small>%1</small>")
               .arg(tr("%1 per node, context %2, one sequence%3")
                        .arg(gb(p.node_memory))
                        .arg(summary_ && summary_->context > 0

@@ -4,8 +4,9 @@
 // architecture, parameters, weight format, bytes, the tensor-parallel degrees
 // the engine accepts (each refused one with the engine's reason), and the
 // memory planner's verdict for N nodes with the per-node breakdown (weights,
-// KV cache, workspace, reserve, headroom). Plain types: ui/ sees no engine
-// header.
+// KV cache, workspace, reserve, headroom), the weight bytes a decode step
+// reads (a mixture-of-experts model: its active experts only) and the decode
+// estimate they give. Plain types: ui/ sees no engine header.
 #pragma once
 
 #include <cstdint>
@@ -34,6 +35,13 @@ struct ModelSummary {
   int64_t parameters = 0;
   int64_t active_parameters = 0;  // per token (MoE); == parameters for dense models
   int64_t weight_bytes = 0;       // the whole checkpoint
+  // Weights one decode step of one token reads at TP 1: all of a dense model's
+  // but its embedding table; of an MoE model, its active experts only.
+  int64_t active_weight_bytes_per_token = 0;
+  int64_t num_experts = 0;  // routed experts per MoE layer (0: dense)
+  int64_t experts_per_token = 0;
+  int64_t num_mtp_layers = 0;    // multi-token-prediction layers in the checkpoint
+  int64_t mtp_weight_bytes = 0;  // their share of weight_bytes (not loaded by the workbench)
   int64_t num_layers = 0;
   int64_t hidden_size = 0;
   int64_t num_heads = 0;
@@ -61,6 +69,7 @@ struct NodeMemoryPlan {
   int64_t total_bytes = 0;
   int64_t free_bytes = 0;  // node memory - total (negative: short)
   bool fits = false;
+  int64_t active_weight_bytes_per_token = 0;  // weights this node reads per decode step
 };
 
 struct LaunchMemoryPlan {
@@ -71,10 +80,18 @@ struct LaunchMemoryPlan {
   std::string verdict;  // one sentence a person can act on
   std::vector<NodeMemoryPlan> per_node;
   int min_nodes = 0;  // fewest nodes that fit (0: none up to 8)
+  int64_t weight_bytes = 0;                   // what the nodes hold together
+  int64_t active_weight_bytes_per_token = 0;  // whole model, per decode step
+  double node_bandwidth = 0;                  // bytes/s assumed per node
+  // Memory-bound decode of one sequence at the end of its context (tok/s; an
+  // upper bound: communication not counted; 0 when the degree is invalid).
+  double decode_tokens_per_s = 0;
 };
 
 // The planner's verdict for `nodes` nodes (one TP rank each) of `node_memory`
-// bytes, `context` positions and `concurrency` sequences.
+// bytes, `context` positions and `concurrency` sequences, for what the
+// workbench launches (`octet serve`: float32 KV cache, no MTP layers loaded);
+// the decode estimate at a DGX Spark's ~273 GB/s per node.
 Result<LaunchMemoryPlan> PlanModelMemory(const ModelSummary& model, int nodes,
                                          int64_t node_memory, int64_t context = 8192,
                                          int64_t concurrency = 1);

@@ -28,6 +28,28 @@
 //              tables; running at 100% of memory invites the OOM killer)
 // It fits when weights + KV + workspace + reserve + headroom <= node memory on
 // every node and TP = nodes is a valid degree.
+//
+// Mixture-of-experts models: memory holds every expert (routed and shared);
+// one decode step reads only the active weights (WeightUse below): attention,
+// norms, dense MLPs, the router (and its score-correction bias), the shared
+// expert, experts_per_token of the num_experts routed experts of each MoE
+// layer (their average size times top-k), the final norm and lm_head. The
+// embedding table is not counted per token (one row is looked up), unless it
+// is tied to lm_head. Multi-token-prediction layers (model.layers.{L}.* of a
+// GLM-4.5 / DeepSeek-V3 checkpoint) are stored in the checkpoint but the
+// engine loads them only for MTP speculative decoding: their weights and KV
+// cache count toward a node's memory only when PlanRequest::load_mtp says so,
+// and never toward the plain decode step's bytes.
+//
+// Per-token bytes follow Model::WeightBytesPerToken(): a matrix's stored bytes
+// (NVFP4: packed codes + e4m3 block scales; its two f32 scalars live in the
+// weight descriptor and are not counted), a vector (norm, bias) as the f32
+// the engine holds it in. One difference: the planner also counts the F32
+// score-correction bias of a GLM router (4 x num_experts bytes per MoE layer).
+// The decode estimate is the memory roofline of one sequence at the end of its
+// context: node_bandwidth / (the busiest rank's active weight bytes + its KV
+// cache of that sequence); communication and compute are not counted, so it
+// is an upper bound.
 #pragma once
 
 #include <cstdint>
@@ -47,6 +69,21 @@ enum class ShardKind {
   kReplicated,  // norms, routers, scalar scales: whole on every rank
 };
 
+// When a decode step reads a group (see the header comment).
+enum class WeightUse {
+  kEveryToken,    // attention, dense MLPs, shared experts, routers, norms, lm_head
+  kRoutedExpert,  // routed experts: experts_per_token of num_experts per token
+  kLookup,        // an embedding table not tied to lm_head: one row per token
+  kMtp,           // an MTP layer: in memory only when loaded, not read by plain decode
+};
+
+// What a tensor is, for the bytes a decode step reads of it.
+enum class WeightKind {
+  kMatrix,  // a linear layer's weight (NVFP4: with its block scales)
+  kVector,  // a norm weight or bias: the engine holds it as f32
+  kScalar,  // an NVFP4 weight_scale_2 / input_scale: kept in the weight descriptor
+};
+
 // `count` identical tensors of [rows, cols] in one storage format.
 struct WeightGroup {
   std::string name;     // "experts", "attention q_proj", "embed_tokens", ...
@@ -58,6 +95,8 @@ struct WeightGroup {
   // For folders: the exact stored bytes of all `count` tensors (0: compute
   // from rows x cols x format).
   int64_t stored_bytes = 0;
+  WeightUse use = WeightUse::kEveryToken;
+  WeightKind kind = WeightKind::kMatrix;
 };
 
 struct ModelFootprint {
@@ -69,16 +108,24 @@ struct ModelFootprint {
   std::string architecture;
   std::string weight_format;  // summary: "NVFP4 experts + BF16", "BF16"
   TpModelShape shape;         // the dims TP validity depends on
-  int64_t num_layers = 0;     // layers holding a KV cache (MTP layers included)
-  int64_t params = 0;         // parameters of the main model
-  int64_t extra_params = 0;   // parameters outside the published count (MTP heads)
-  int64_t active_params = 0;  // per token (MoE); == params for dense models
-  int64_t num_experts = 0;    // 0: dense
+  int64_t num_layers = 0;     // decoder layers of the main model (each holds a KV cache)
+  int64_t num_mtp_layers = 0;  // MTP layers stored after them (own KV cache when loaded)
+  int64_t params = 0;          // parameters of the main model
+  int64_t extra_params = 0;    // parameters outside the published count (MTP heads)
+  int64_t active_params = 0;   // per token (MoE); == params for dense models
+  int64_t num_experts = 0;     // routed experts per MoE layer; 0: dense
   int64_t experts_per_token = 0;
   int64_t moe_intermediate_size = 0;
+  int64_t shared_intermediate_size = 0;  // the shared expert's width (0: none)
+  int64_t num_moe_layers = 0;            // of the main model's num_layers
   std::vector<WeightGroup> groups;
 
-  int64_t TotalWeightBytes() const;  // the whole checkpoint
+  int64_t TotalWeightBytes() const;  // the whole checkpoint (MTP layers included)
+  int64_t MtpWeightBytes() const;    // of which the MTP layers
+  // Weight bytes one decode step of one token reads on one rank (TP 1: the
+  // whole model), as the header comment defines them.
+  int64_t ActiveBytesPerToken() const { return ActiveBytesPerToken(1, 0); }
+  int64_t ActiveBytesPerToken(int tp, int rank) const;
 };
 
 // Bytes of one [rows, cols] tensor in `format` (NVFP4: packed codes + one e4m3
@@ -104,6 +151,11 @@ struct PlanRequest {
   int64_t reserve = -1;                       // per node; -1: DefaultReserve(node_memory)
   double headroom = 0.05;                     // share of node memory kept free
   int max_tp = 8;                             // degrees listed in MemoryPlan::degrees
+  // The run loads the model's MTP layers (speculative decoding with MTP
+  // drafts): their weights and KV cache count. Off, as `octet serve` runs by
+  // default.
+  bool load_mtp = false;
+  double node_bandwidth = 273e9;  // bytes/s a node's memory reads (DGX Spark: ~273 GB/s)
 };
 
 // The default reserve for a node: 16 GiB for a 128 GiB DGX Spark, scaled with
@@ -121,6 +173,7 @@ struct NodePlan {
   int64_t total_bytes = 0;
   int64_t free_bytes = 0;  // node memory - total (negative: short)
   bool fits = false;
+  int64_t active_weight_bytes_per_token = 0;  // weights this rank reads per decode step
 };
 
 struct TpDegreeVerdict {
@@ -140,6 +193,11 @@ struct MemoryPlan {
   std::vector<TpDegreeVerdict> degrees;  // 1..request.max_tp
   int min_nodes = 0;                     // fewest nodes (valid degree) that fit, 0: none <= max_tp
   int64_t kv_bytes_per_token = 0;        // whole model, all ranks together
+  int64_t weight_bytes = 0;              // what the nodes hold together (MTP per load_mtp)
+  int64_t active_weight_bytes_per_token = 0;  // whole model (TP 1), see the header comment
+  // Memory roofline of one sequence's decode at TP = nodes (tokens/s; 0 when
+  // the degree is invalid): an upper bound, see the header comment.
+  double decode_tokens_per_s = 0;
 };
 
 Result<MemoryPlan> PlanMemory(const ModelFootprint& model, const PlanRequest& request);
