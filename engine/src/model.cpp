@@ -672,7 +672,8 @@ int64_t Model::WeightBytesPerToken() const {
     int64_t experts = 0;
     for (const GatedMlp& g : L.moe.experts) experts += mlp(g);
     const int64_t n = static_cast<int64_t>(L.moe.experts.size());
-    bytes += linear(L.moe.router) + mlp(L.moe.shared) + experts / n * config_.moe.experts_per_token;
+    bytes += linear(L.moe.router) + static_cast<int64_t>(L.moe.score_bias.size()) * 4 +
+             mlp(L.moe.shared) + experts / n * config_.moe.experts_per_token;
   }
   return bytes;
 }

@@ -210,9 +210,9 @@ class Model {
   int64_t local_vocab() const { return local_vocab_; }
 
   // Bytes of weights one decode step of one token reads: every linear,
-  // lm_head and the norms; of a mixture-of-experts layer, the router, the
-  // shared expert and experts_per_token routed experts (the average expert
-  // size times top-k).
+  // lm_head and the norms; of a mixture-of-experts layer, the router (and its
+  // score-correction bias), the shared expert and experts_per_token routed
+  // experts (the average expert size times top-k).
   int64_t WeightBytesPerToken() const;
   // Bytes of weights held in memory (mapped), for planning.
   int64_t WeightBytes() const { return store_->total_bytes(); }
