@@ -450,10 +450,9 @@ Status Model::LoadWeights(const LoadOptions& options) {
   };
   OCTET_RETURN_IF_ERROR(vocab_slice("model.embed_tokens", &vocab_begin_, &local_vocab_));
   embed_ = embed_.RowSlice(vocab_begin_, local_vocab_);
-  layers_.resize(c.num_layers);
-  for (int64_t i = 0; i < c.num_layers; ++i) {
+  // Decoder layer model.layers.{i}.* into L, with a dense or a mixture-of-experts MLP.
+  auto load_layer = [&](int64_t i, bool moe_mlp, LayerWeights& L) -> Status {
     const std::string p = "model.layers." + std::to_string(i) + ".";
-    LayerWeights& L = layers_[i];
     if (norm_weights) {
       OCTET_ASSIGN_OR_RETURN(L.input_norm.host, ld.Vector(p + "input_layernorm.weight", H));
     } else {
@@ -500,7 +499,7 @@ Status Model::LoadWeights(const LoadOptions& options) {
       max_mlp_width_ = std::max(max_mlp_width_, g.gate.weight.rows);
       return g;
     };
-    if (c.moe.moe_layer.empty() || !c.moe.moe_layer[i]) {
+    if (!moe_mlp) {
       OCTET_ASSIGN_OR_RETURN(GatedMlp dense,
                              gated_mlp(p + "mlp.", c.intermediate_size, c.mlp_bias));
       L.gate = std::move(dense.gate);
@@ -535,11 +534,40 @@ Status Model::LoadWeights(const LoadOptions& options) {
       return InvalidArgumentError("layer " + std::to_string(i) +
                                   ": sliced q/k/v/o shapes do not fit together");
     }
+    return Status::Ok();
+  };
+  layers_.resize(c.num_layers);
+  for (int64_t i = 0; i < c.num_layers; ++i) {
+    const bool moe = !c.moe.moe_layer.empty() && c.moe.moe_layer[i];
+    OCTET_RETURN_IF_ERROR(load_layer(i, moe, layers_[i]));
   }
-  if (c.num_mtp_layers > 0) {
+  // Multi-token prediction (GLM-4.5 / DeepSeek-V3 layout): layer L+i holds
+  // enorm, hnorm, eh_proj [H, 2H], a full decoder layer and shared_head.norm;
+  // its embed_tokens and shared_head.head are copies of the main model's,
+  // which are used instead.
+  if (c.num_mtp_layers > 0 && !options.load_mtp) {
     OCTET_LOG(INFO) << "the checkpoint's " << c.num_mtp_layers
                     << " multi-token-prediction layer(s) (model.layers." << c.num_layers
                     << ".*) are not loaded: no speculative decoding was asked for";
+  }
+  if (options.load_mtp) {
+    if (c.num_mtp_layers == 0) {
+      return InvalidArgumentError(
+          "the model has no multi-token-prediction layer "
+          "(num_nextn_predict_layers is 0): use --speculative ngram");
+    }
+    mtp_.resize(c.num_mtp_layers);
+    for (int64_t m = 0; m < c.num_mtp_layers; ++m) {
+      const int64_t i = c.num_layers + m;
+      const std::string p = "model.layers." + std::to_string(i) + ".";
+      MtpLayer& M = mtp_[m];
+      OCTET_ASSIGN_OR_RETURN(M.enorm.host, ld.Vector(p + "enorm.weight", H));
+      OCTET_ASSIGN_OR_RETURN(M.hnorm.host, ld.Vector(p + "hnorm.weight", H));
+      OCTET_ASSIGN_OR_RETURN(M.head_norm.host, ld.Vector(p + "shared_head.norm.weight", H));
+      OCTET_ASSIGN_OR_RETURN(
+          M.eh_proj, ld.LoadLinear(p + "eh_proj", H, 2 * H, LinearRole::kReplicated, false));
+      OCTET_RETURN_IF_ERROR(load_layer(i, c.moe.num_experts > 0, M.layer));
+    }
   }
   if (norm_weights) {
     OCTET_ASSIGN_OR_RETURN(final_norm_.host, ld.Vector("model.norm.weight", H));
@@ -611,6 +639,12 @@ Status Model::PlaceOnBackend() {
   };
   OCTET_RETURN_IF_ERROR(check(Op::kEmbedding, embed_, "model.embed_tokens"));
   OCTET_RETURN_IF_ERROR(check(Op::kMatmul, lm_head_.weight, lm_head_.name));
+  for (const MtpLayer& M : mtp_) {
+    OCTET_RETURN_IF_ERROR(check(Op::kMatmul, M.eh_proj.weight, M.eh_proj.name));
+    for (const Linear* l : LayerLinears(M.layer)) {
+      OCTET_RETURN_IF_ERROR(check(Op::kMatmul, l->weight, l->name));
+    }
+  }
   for (const LayerWeights& L : layers_) {
     for (const Linear* l : LayerLinears(L)) {
       OCTET_RETURN_IF_ERROR(check(Op::kMatmul, l->weight, l->name));
@@ -657,6 +691,21 @@ Status Model::PlaceOnBackend() {
   }
   for (ParamVector* p : {&final_norm_, &embedding_norm_, &inv_freq_}) {
     OCTET_RETURN_IF_ERROR(place_vector(*p));
+  }
+  for (MtpLayer& M : mtp_) {
+    for (ParamVector* p : {&M.enorm, &M.hnorm, &M.head_norm, &M.layer.input_norm,
+                           &M.layer.post_norm, &M.layer.q_norm, &M.layer.k_norm}) {
+      OCTET_RETURN_IF_ERROR(place_vector(*p));
+    }
+    for (Linear* l : LayerLinears(M.layer)) {
+      OCTET_RETURN_IF_ERROR(place_weight(l->weight));
+      OCTET_RETURN_IF_ERROR(place_vector(l->bias));
+    }
+    OCTET_RETURN_IF_ERROR(place_weight(M.eh_proj.weight));
+    // u = eh_proj · [e ; h]: the two column halves, applied one after the other.
+    const int64_t H = config_.hidden_size;
+    M.eh_embed = M.eh_proj.weight.ColSlice(0, H);
+    M.eh_hidden = M.eh_proj.weight.ColSlice(H, H);
   }
   return be.Synchronize();
 }

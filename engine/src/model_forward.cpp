@@ -105,6 +105,9 @@ struct Model::Scratch {
   // output rows [T, hidden]; the step's routing, grouped by expert (token
   // rows and their weights, `expert_begin` the first entry of each expert).
   kernels::Buffer router_logits, expert_in, expert_out, route_rows, route_weights;
+  // Multi-token prediction: every row's final (normed) hidden state of the
+  // last Forward [T, hidden], and the MTP input halves [rows, hidden].
+  kernels::Buffer hidden, mtp_e, mtp_h;
   std::vector<float> host_router;
   std::vector<int64_t> host_route_rows, expert_begin;
   std::vector<float> host_route_weights;
@@ -127,14 +130,12 @@ Status Ensure(kernels::KernelBackend& be, kernels::Buffer& b, int64_t bytes) {
 
 }  // namespace
 
-namespace {
-
 // Where a decode forward's time goes, for tuning: with OCTET_PROFILE_DECODE=1
 // in the environment, forwards of at most 8 tokens time their op groups (wall
 // clock between marks; the backend ops are synchronous) and every 64 forwards
 // of one token count log the mean ms per forward. Off (one branch per mark)
 // otherwise.
-class DecodeProfile {
+class Model::DecodeProfile {
  public:
   enum Op { kEmbed, kNorms, kQkv, kAttention, kO, kAllReduce, kGateUp, kDown, kLmHead, kOps };
 
@@ -189,8 +190,6 @@ class DecodeProfile {
   int64_t last_ = 0;
   int64_t ns_[kOps] = {};
 };
-
-}  // namespace
 
 Status Model::Forward(const std::vector<SequenceChunk>& batch, KvCache& cache, ForwardOutput* out,
                       const ForwardHooks& hooks) {
@@ -290,6 +289,7 @@ Status Model::Forward(const std::vector<SequenceChunk>& batch, KvCache& cache, F
            {&S.row_index, R * int64_t{sizeof(int64_t)}}}) {
     OCTET_RETURN_IF_ERROR(Ensure(be, *buf, bytes));
   }
+  if (!mtp_.empty()) OCTET_RETURN_IF_ERROR(Ensure(be, S.hidden, T * H * f));
   if (E > 0) {
     const int64_t routes = T * c.moe.experts_per_token;
     for (auto [buf, bytes] : std::initializer_list<std::pair<kernels::Buffer*, int64_t>>{
@@ -311,22 +311,8 @@ Status Model::Forward(const std::vector<SequenceChunk>& batch, KvCache& cache, F
   be.CopyToDevice(S.positions.data(), S.host_positions.data(), T * int64_t{sizeof(int32_t)});
   be.CopyToDevice(S.row_index.data(), S.host_rows.data(), R * int64_t{sizeof(int64_t)});
   const int32_t* ids = S.ids.as<int32_t>();
-  const int32_t* positions = S.positions.as<int32_t>();
-
   const float eps = c.rms_norm_eps;
-  float* x = S.x.as<float>();    // residual stream [T, H]
-  float* xn = S.xn.as<float>();  // normed input of a block [T, H]
-  float* q = S.q.as<float>();    // [T, heads, hd]
-  float* k = S.k.as<float>();    // [T, kv_heads, hd]
-  float* v = S.v.as<float>();
-  float* attn = S.attn.as<float>();  // [T, heads * hd]
-  float* proj = S.proj.as<float>();  // o_proj / down_proj output [T, H]
-  float* gate = S.gate.as<float>();  // [T, F]
-  float* up = S.up.as<float>();
-
-  auto add_bias = [&](float* y, int64_t ld, const ParamVector& bias) {
-    if (!bias.empty()) be.AddRowVector(y, T, ld, ld, bias.device);
-  };
+  float* x = S.x.as<float>();  // residual stream [T, H]
 
   if (!vocab_parallel) {
     be.Embedding(embed_, ids, T, x);
@@ -336,110 +322,11 @@ Status Model::Forward(const std::vector<SequenceChunk>& batch, KvCache& cache, F
     be.EmbeddingShard(embed_, vocab_begin_, ids, T, x);
     OCTET_RETURN_IF_ERROR(hooks.all_reduce(x, T * H));
   }
-  std::vector<kernels::AttentionSequence> seqs(batch.size());
   if (c.embedding_norm) be.RmsNorm(x, embedding_norm_.device, eps, T, H, H, x);  // nanochat
   if (c.embedding_scale != 1.0f) be.Scale(x, T * H, c.embedding_scale);          // MiniCPM
   prof.Mark(DecodeProfile::kEmbed);
   for (int64_t l = 0; l < c.num_layers; ++l) {
-    const LayerWeights& L = layers_[l];
-    // ---- attention block: x += o_proj(attention(rope(q), rope(k), v)) ----
-    be.RmsNorm(x, L.input_norm.device, eps, T, H, H, xn);
-    prof.Mark(DecodeProfile::kNorms);
-    const kernels::KernelBackend::MatmulOutput qkv[3] = {
-        {&L.q.weight, q, qd}, {&L.k.weight, k, kvd}, {&L.v.weight, v, kvd}};
-    be.MatmulMulti(xn, T, H, qkv, 3);
-    prof.Mark(DecodeProfile::kQkv);
-    add_bias(q, qd, L.q.bias);
-    add_bias(k, kvd, L.k.bias);
-    add_bias(v, kvd, L.v.bias);
-    // QK-norm: RMSNorm over each head's features, before RoPE (Qwen3) or after (nanochat).
-    if (c.qk_norm && !c.qk_norm_after_rope) {
-      be.RmsNorm(q, L.q_norm.device, eps, T * local_heads_, hd, hd, q);
-      be.RmsNorm(k, L.k_norm.device, eps, T * local_kv_heads_, hd, hd, k);
-    }
-    if (c.rotary_dim == 0 || c.rotary_dim == hd) {
-      be.Rope(q, T, qd, local_heads_, hd, positions, inv_freq_.device);
-      be.Rope(k, T, kvd, local_kv_heads_, hd, positions, inv_freq_.device);
-    } else {
-      // Partial RoPE (GLM-4.5): the first rotary_dim features of each head,
-      // one head at a time; the rest of the head passes unchanged.
-      for (int64_t h = 0; h < local_heads_; ++h) {
-        be.Rope(q + h * hd, T, qd, 1, c.rotary_dim, positions, inv_freq_.device);
-      }
-      for (int64_t h = 0; h < local_kv_heads_; ++h) {
-        be.Rope(k + h * hd, T, kvd, 1, c.rotary_dim, positions, inv_freq_.device);
-      }
-    }
-    if (c.qk_norm && c.qk_norm_after_rope) {
-      be.RmsNorm(q, L.q_norm.device, eps, T * local_heads_, hd, hd, q);
-      be.RmsNorm(k, L.k_norm.device, eps, T * local_kv_heads_, hd, hd, k);
-    }
-    prof.Mark(DecodeProfile::kNorms);
-    for (size_t s = 0; s < batch.size(); ++s) {
-      const SequenceChunk& ch = batch[s];
-      const int64_t n = static_cast<int64_t>(ch.tokens.size());
-      be.KvStore(cache.StoreArgs(l, ch.slot, ch.start_pos, n, k + first[s] * kvd,
-                                 v + first[s] * kvd, kvd));
-      seqs[s] = {first[s],
-                 n,
-                 cache.k(l, ch.slot),
-                 cache.v(l, ch.slot),
-                 positions + first[s],
-                 cache.dtype(),
-                 cache.position_stride(),
-                 cache.head_stride()};
-    }
-    kernels::AttentionArgs a;
-    a.q = q;
-    a.q_row_stride = qd;
-    a.out = attn;
-    a.out_row_stride = qd;
-    a.n_heads = local_heads_;
-    a.n_kv_heads = local_kv_heads_;
-    a.head_dim = hd;
-    a.scale = 1.0f / std::sqrt(static_cast<float>(hd));
-    a.sequences = seqs.data();
-    a.n_sequences = static_cast<int64_t>(seqs.size());
-    be.Attention(a);
-    prof.Mark(DecodeProfile::kAttention);
-    be.Matmul(attn, T, qd, L.o.weight, proj, H, false);
-    prof.Mark(DecodeProfile::kO);
-    // >>> Tensor parallelism: o_proj is row-parallel; each rank holds a partial sum.
-    if (hooks.all_reduce) OCTET_RETURN_IF_ERROR(hooks.all_reduce(proj, T * H));
-    prof.Mark(DecodeProfile::kAllReduce);
-    add_bias(proj, H, L.o.bias);  // a row-parallel bias is added once, after the sum
-    if (c.residual_scale != 1.0f) be.Scale(proj, T * H, c.residual_scale);  // MiniCPM
-    be.Add(x, proj, T * H, x);
-
-    // ---- MLP block: x += down_proj(silu(gate_proj(n)) * up_proj(n)) ----
-    // (nanochat: x += c_proj(relu(c_fc(n))²), c_fc loaded as gate_proj.)
-    const int64_t Fl = L.gate.weight.rows;
-    be.RmsNorm(x, L.post_norm.device, eps, T, H, H, xn);
-    prof.Mark(DecodeProfile::kNorms);
-    if (L.is_moe()) {
-      OCTET_RETURN_IF_ERROR(MoeMlp(L, xn, T, proj));
-    } else if (c.relu2_mlp) {
-      be.Matmul(xn, T, H, L.gate.weight, gate, Fl, false);
-      add_bias(gate, Fl, L.gate.bias);
-      be.Relu2(gate, T * Fl);
-    } else {
-      const kernels::KernelBackend::MatmulOutput gate_up[2] = {{&L.gate.weight, gate, Fl},
-                                                               {&L.up.weight, up, Fl}};
-      be.MatmulMulti(xn, T, H, gate_up, 2);
-      add_bias(gate, Fl, L.gate.bias);
-      add_bias(up, Fl, L.up.bias);
-      be.SiluMul(gate, up, T, Fl, Fl, gate);
-    }
-    prof.Mark(DecodeProfile::kGateUp);
-    if (!L.is_moe()) be.Matmul(gate, T, Fl, L.down.weight, proj, H, false);
-    prof.Mark(DecodeProfile::kDown);
-    // >>> Tensor parallelism: down_proj is row-parallel; each rank holds a partial sum.
-    if (hooks.all_reduce) OCTET_RETURN_IF_ERROR(hooks.all_reduce(proj, T * H));
-    prof.Mark(DecodeProfile::kAllReduce);
-    add_bias(proj, H, L.down.bias);
-    if (c.residual_scale != 1.0f) be.Scale(proj, T * H, c.residual_scale);  // MiniCPM
-    be.Add(x, proj, T * H, x);
-    prof.Mark(DecodeProfile::kNorms);
+    OCTET_RETURN_IF_ERROR(RunLayer(layers_[l], cache, l, batch, first, T, hooks, prof));
   }
   for (size_t s = 0; s < batch.size(); ++s) {
     cache.set_length(batch[s].slot,
@@ -449,8 +336,20 @@ Status Model::Forward(const std::vector<SequenceChunk>& batch, KvCache& cache, F
   // lm_head over the rows that need logits, written where the caller reads
   // them: straight into `out` on a host backend, through a copy otherwise.
   float* rows = S.rows.as<float>();
-  be.GatherRows(x, H, S.row_index.as<int64_t>(), R, H, rows);
-  be.RmsNorm(rows, final_norm_.device, eps, R, H, H, rows);
+  if (mtp_.empty()) {
+    be.GatherRows(x, H, S.row_index.as<int64_t>(), R, H, rows);
+    be.RmsNorm(rows, final_norm_.device, eps, R, H, H, rows);
+  } else {
+    // Every row's final hidden state is kept for the MTP layer's drafts.
+    float* hidden = S.hidden.as<float>();
+    be.RmsNorm(x, final_norm_.device, eps, T, H, H, hidden);
+    be.GatherRows(hidden, H, S.row_index.as<int64_t>(), R, H, rows);
+    last_first_ = first;
+    last_rows_.resize(batch.size());
+    for (size_t s = 0; s < batch.size(); ++s) {
+      last_rows_[s] = static_cast<int64_t>(batch[s].tokens.size());
+    }
+  }
   if (c.logit_scale != 1.0f) be.Scale(rows, R * H, c.logit_scale);  // MiniCPM
   out->vocab = c.vocab_size;
   out->logits.resize(R * out->vocab);
@@ -469,6 +368,130 @@ Status Model::Forward(const std::vector<SequenceChunk>& batch, KvCache& cache, F
   Status gathered = hooks.gather_logits(logits, R, local_vocab_, out->logits.data());
   prof.Mark(DecodeProfile::kLmHead);
   return gathered;
+}
+
+Status Model::RunLayer(const LayerWeights& L, KvCache& cache, int64_t cache_layer,
+                       const std::vector<SequenceChunk>& batch, const std::vector<int64_t>& first,
+                       int64_t T, const ForwardHooks& hooks, DecodeProfile& prof) {
+  const ModelConfig& c = config_;
+  kernels::KernelBackend& be = *backend_;
+  Scratch& S = *scratch_;
+  const int64_t H = c.hidden_size, hd = c.head_dim;
+  const int64_t qd = local_heads_ * hd, kvd = local_kv_heads_ * hd;
+  const float eps = c.rms_norm_eps;
+  const int32_t* positions = S.positions.as<int32_t>();
+  float* x = S.x.as<float>();    // residual stream [T, H]
+  float* xn = S.xn.as<float>();  // normed input of a block [T, H]
+  float* q = S.q.as<float>();    // [T, heads, hd]
+  float* k = S.k.as<float>();    // [T, kv_heads, hd]
+  float* v = S.v.as<float>();
+  float* attn = S.attn.as<float>();  // [T, heads * hd]
+  float* proj = S.proj.as<float>();  // o_proj / down_proj output [T, H]
+  float* gate = S.gate.as<float>();  // [T, F]
+  float* up = S.up.as<float>();
+  auto add_bias = [&](float* y, int64_t ld, const ParamVector& bias) {
+    if (!bias.empty()) be.AddRowVector(y, T, ld, ld, bias.device);
+  };
+  std::vector<kernels::AttentionSequence> seqs(batch.size());
+  // ---- attention block: x += o_proj(attention(rope(q), rope(k), v)) ----
+  be.RmsNorm(x, L.input_norm.device, eps, T, H, H, xn);
+  prof.Mark(DecodeProfile::kNorms);
+  const kernels::KernelBackend::MatmulOutput qkv[3] = {
+      {&L.q.weight, q, qd}, {&L.k.weight, k, kvd}, {&L.v.weight, v, kvd}};
+  be.MatmulMulti(xn, T, H, qkv, 3);
+  prof.Mark(DecodeProfile::kQkv);
+  add_bias(q, qd, L.q.bias);
+  add_bias(k, kvd, L.k.bias);
+  add_bias(v, kvd, L.v.bias);
+  // QK-norm: RMSNorm over each head's features, before RoPE (Qwen3) or after (nanochat).
+  if (c.qk_norm && !c.qk_norm_after_rope) {
+    be.RmsNorm(q, L.q_norm.device, eps, T * local_heads_, hd, hd, q);
+    be.RmsNorm(k, L.k_norm.device, eps, T * local_kv_heads_, hd, hd, k);
+  }
+  if (c.rotary_dim == 0 || c.rotary_dim == hd) {
+    be.Rope(q, T, qd, local_heads_, hd, positions, inv_freq_.device);
+    be.Rope(k, T, kvd, local_kv_heads_, hd, positions, inv_freq_.device);
+  } else {
+    // Partial RoPE (GLM-4.5): the first rotary_dim features of each head,
+    // one head at a time; the rest of the head passes unchanged.
+    for (int64_t h = 0; h < local_heads_; ++h) {
+      be.Rope(q + h * hd, T, qd, 1, c.rotary_dim, positions, inv_freq_.device);
+    }
+    for (int64_t h = 0; h < local_kv_heads_; ++h) {
+      be.Rope(k + h * hd, T, kvd, 1, c.rotary_dim, positions, inv_freq_.device);
+    }
+  }
+  if (c.qk_norm && c.qk_norm_after_rope) {
+    be.RmsNorm(q, L.q_norm.device, eps, T * local_heads_, hd, hd, q);
+    be.RmsNorm(k, L.k_norm.device, eps, T * local_kv_heads_, hd, hd, k);
+  }
+  prof.Mark(DecodeProfile::kNorms);
+  for (size_t s = 0; s < batch.size(); ++s) {
+    const SequenceChunk& ch = batch[s];
+    const int64_t n = static_cast<int64_t>(ch.tokens.size());
+    be.KvStore(cache.StoreArgs(cache_layer, ch.slot, ch.start_pos, n, k + first[s] * kvd,
+                               v + first[s] * kvd, kvd));
+    seqs[s] = {first[s],
+               n,
+               cache.k(cache_layer, ch.slot),
+               cache.v(cache_layer, ch.slot),
+               positions + first[s],
+               cache.dtype(),
+               cache.position_stride(),
+               cache.head_stride()};
+  }
+  kernels::AttentionArgs a;
+  a.q = q;
+  a.q_row_stride = qd;
+  a.out = attn;
+  a.out_row_stride = qd;
+  a.n_heads = local_heads_;
+  a.n_kv_heads = local_kv_heads_;
+  a.head_dim = hd;
+  a.scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  a.sequences = seqs.data();
+  a.n_sequences = static_cast<int64_t>(seqs.size());
+  be.Attention(a);
+  prof.Mark(DecodeProfile::kAttention);
+  be.Matmul(attn, T, qd, L.o.weight, proj, H, false);
+  prof.Mark(DecodeProfile::kO);
+  // >>> Tensor parallelism: o_proj is row-parallel; each rank holds a partial sum.
+  if (hooks.all_reduce) OCTET_RETURN_IF_ERROR(hooks.all_reduce(proj, T * H));
+  prof.Mark(DecodeProfile::kAllReduce);
+  add_bias(proj, H, L.o.bias);  // a row-parallel bias is added once, after the sum
+  if (c.residual_scale != 1.0f) be.Scale(proj, T * H, c.residual_scale);  // MiniCPM
+  be.Add(x, proj, T * H, x);
+
+  // ---- MLP block: x += down_proj(silu(gate_proj(n)) * up_proj(n)) ----
+  // (nanochat: x += c_proj(relu(c_fc(n))²), c_fc loaded as gate_proj.)
+  const int64_t Fl = L.gate.weight.rows;
+  be.RmsNorm(x, L.post_norm.device, eps, T, H, H, xn);
+  prof.Mark(DecodeProfile::kNorms);
+  if (L.is_moe()) {
+    OCTET_RETURN_IF_ERROR(MoeMlp(L, xn, T, proj));
+  } else if (c.relu2_mlp) {
+    be.Matmul(xn, T, H, L.gate.weight, gate, Fl, false);
+    add_bias(gate, Fl, L.gate.bias);
+    be.Relu2(gate, T * Fl);
+  } else {
+    const kernels::KernelBackend::MatmulOutput gate_up[2] = {{&L.gate.weight, gate, Fl},
+                                                             {&L.up.weight, up, Fl}};
+    be.MatmulMulti(xn, T, H, gate_up, 2);
+    add_bias(gate, Fl, L.gate.bias);
+    add_bias(up, Fl, L.up.bias);
+    be.SiluMul(gate, up, T, Fl, Fl, gate);
+  }
+  prof.Mark(DecodeProfile::kGateUp);
+  if (!L.is_moe()) be.Matmul(gate, T, Fl, L.down.weight, proj, H, false);
+  prof.Mark(DecodeProfile::kDown);
+  // >>> Tensor parallelism: down_proj is row-parallel; each rank holds a partial sum.
+  if (hooks.all_reduce) OCTET_RETURN_IF_ERROR(hooks.all_reduce(proj, T * H));
+  prof.Mark(DecodeProfile::kAllReduce);
+  add_bias(proj, H, L.down.bias);
+  if (c.residual_scale != 1.0f) be.Scale(proj, T * H, c.residual_scale);  // MiniCPM
+  be.Add(x, proj, T * H, x);
+  prof.Mark(DecodeProfile::kNorms);
+  return Status::Ok();
 }
 
 Status Model::MoeMlp(const LayerWeights& L, const float* xn, int64_t T, float* out) {
@@ -543,6 +566,169 @@ Status Model::MoeMlp(const LayerWeights& L, const float* xn, int64_t T, float* o
     be.SiluMul(gate, up, n, Fe, Fe, gate);
     be.Matmul(gate, n, Fe, g.down.weight, y, H, false);
     be.ScatterAddRows(y, H, rows + begin, weights + begin, n, H, out, H);
+  }
+  return Status::Ok();
+}
+
+Result<KvCache> Model::NewMtpCache(int slots, int64_t capacity, kernels::KvDtype dtype) const {
+  if (mtp_.empty()) {
+    return FailedPreconditionError(
+        "no multi-token-prediction layer is loaded (LoadOptions::load_mtp)");
+  }
+  if (slots < 1 || capacity < 1 || slots > (1 << 16) || capacity > (int64_t{1} << 30)) {
+    return InvalidArgumentError("an MTP cache of " + std::to_string(slots) + " slots x " +
+                                std::to_string(capacity) + " positions cannot be made");
+  }
+  const int64_t layers = static_cast<int64_t>(mtp_.size());
+  const int64_t bytes =
+      KvCache::BytesFor(layers, local_kv_heads_, config_.head_dim, slots, capacity, dtype);
+  OCTET_ASSIGN_OR_RETURN(kernels::Buffer storage, backend_->Allocate(bytes));
+  return KvCache(layers, local_kv_heads_, config_.head_dim, slots, capacity, dtype,
+                 std::move(storage));
+}
+
+Status Model::MtpDraft(size_t chunk, int slot, int64_t start_pos, const std::vector<int32_t>& next,
+                       KvCache& mtp_cache, int k, std::vector<int32_t>* drafts,
+                       std::vector<float>* logits_out) {
+  const ModelConfig& c = config_;
+  drafts->clear();
+  if (mtp_.empty()) return FailedPreconditionError("no multi-token-prediction layer is loaded");
+  if (local_vocab_ != c.vocab_size) {
+    return UnimplementedError("multi-token prediction under tensor parallelism");
+  }
+  if (chunk >= last_first_.size()) {
+    return InvalidArgumentError("MtpDraft: chunk " + std::to_string(chunk) +
+                                " is not in the last forward pass");
+  }
+  const int64_t n = static_cast<int64_t>(next.size());
+  if (n < 1 || n > last_rows_[chunk] || k < 1) {
+    return InvalidArgumentError("MtpDraft: " + std::to_string(n) + " tokens fed for a chunk of " +
+                                std::to_string(last_rows_[chunk]) + " rows (and k " +
+                                std::to_string(k) + ")");
+  }
+  if (start_pos < 0 || start_pos > mtp_cache.length(slot) ||
+      start_pos + n + k - 1 > mtp_cache.capacity()) {
+    return OutOfRangeError("MtpDraft: positions " + std::to_string(start_pos) + ".." +
+                           std::to_string(start_pos + n + k - 2) + " do not fit the MTP cache (" +
+                           std::to_string(mtp_cache.length(slot)) + " held, capacity " +
+                           std::to_string(mtp_cache.capacity()) + ")");
+  }
+  for (int32_t id : next) {
+    if (id < 0 || id >= c.vocab_size) {
+      return InvalidArgumentError("MtpDraft: token id " + std::to_string(id) + " out of range");
+    }
+  }
+  kernels::KernelBackend& be = *backend_;
+  Scratch& S = *scratch_;
+  const int64_t H = c.hidden_size, V = c.vocab_size;
+  const float eps = c.rms_norm_eps;
+  constexpr int64_t f = sizeof(float);
+  // The hidden states of this chunk's rows, before the step's buffers are reused.
+  OCTET_RETURN_IF_ERROR(Ensure(be, S.mtp_h, n * H * f));
+  OCTET_RETURN_IF_ERROR(Ensure(be, S.mtp_e, n * H * f));
+  {
+    std::vector<int64_t> idx(n);
+    for (int64_t i = 0; i < n; ++i) idx[i] = last_first_[chunk] + i;
+    OCTET_RETURN_IF_ERROR(Ensure(be, S.row_index, n * int64_t{sizeof(int64_t)}));
+    be.CopyToDevice(S.row_index.data(), idx.data(), n * int64_t{sizeof(int64_t)});
+    be.GatherRows(S.hidden.as<float>(), H, S.row_index.as<int64_t>(), n, H, S.mtp_h.as<float>());
+  }
+  DecodeProfile prof(0);
+  std::vector<float> host_logits(V);
+  std::vector<int32_t> tokens = next;
+  int64_t pos = start_pos;
+  for (int step = 0; step < k; ++step) {
+    const MtpLayer& M = mtp_[step % mtp_.size()];
+    const int64_t T = static_cast<int64_t>(tokens.size());
+    // The step's buffers (the main forward's scratch, now free).
+    for (auto [buf, bytes] : std::initializer_list<std::pair<kernels::Buffer*, int64_t>>{
+             {&S.x, T * H * f},
+             {&S.xn, T * H * f},
+             {&S.proj, T * H * f},
+             {&S.q, T * local_heads_ * c.head_dim * f},
+             {&S.attn, T * local_heads_ * c.head_dim * f},
+             {&S.k, T * local_kv_heads_ * c.head_dim * f},
+             {&S.v, T * local_kv_heads_ * c.head_dim * f},
+             {&S.gate, T * max_mlp_width_ * f},
+             {&S.up, T * max_mlp_width_ * f},
+             {&S.rows, T * H * f},
+             {&S.logits, T * V * f},
+             {&S.ids, T * int64_t{sizeof(int32_t)}},
+             {&S.positions, T * int64_t{sizeof(int32_t)}},
+             {&S.row_index, T * int64_t{sizeof(int64_t)}}}) {
+      OCTET_RETURN_IF_ERROR(Ensure(be, *buf, bytes));
+    }
+    if (c.moe.num_experts > 0) {
+      const int64_t routes = T * c.moe.experts_per_token;
+      for (auto [buf, bytes] : std::initializer_list<std::pair<kernels::Buffer*, int64_t>>{
+               {&S.router_logits, T * c.moe.num_experts * f},
+               {&S.expert_in, T * H * f},
+               {&S.expert_out, T * H * f},
+               {&S.route_rows, routes * int64_t{sizeof(int64_t)}},
+               {&S.route_weights, routes * f}}) {
+        OCTET_RETURN_IF_ERROR(Ensure(be, *buf, bytes));
+      }
+    }
+    std::vector<int32_t> host_pos(T);
+    for (int64_t i = 0; i < T; ++i) host_pos[i] = static_cast<int32_t>(pos + i);
+    be.CopyToDevice(S.ids.data(), tokens.data(), T * int64_t{sizeof(int32_t)});
+    be.CopyToDevice(S.positions.data(), host_pos.data(), T * int64_t{sizeof(int32_t)});
+    // u = eh_embed · rmsnorm(e, enorm) + eh_hidden · rmsnorm(h, hnorm); the
+    // embedding at position 0 is zero (as vLLM feeds it), and so is its norm.
+    float* e = S.mtp_e.as<float>();
+    float* h = S.mtp_h.as<float>();
+    float* x = S.x.as<float>();
+    be.Embedding(embed_, S.ids.as<int32_t>(), T, e);
+    if (c.embedding_scale != 1.0f) be.Scale(e, T * H, c.embedding_scale);
+    if (pos == 0) be.Fill(e, H, 0.0f);
+    be.RmsNorm(e, M.enorm.device, eps, T, H, H, e);
+    be.RmsNorm(h, M.hnorm.device, eps, T, H, H, h);
+    be.Matmul(e, T, H, M.eh_embed, x, H, false);
+    be.Matmul(h, T, H, M.eh_hidden, x, H, true);
+    SequenceChunk ch;
+    ch.slot = slot;
+    ch.start_pos = pos;
+    ch.tokens = tokens;
+    OCTET_RETURN_IF_ERROR(RunLayer(M.layer, mtp_cache, step % static_cast<int64_t>(mtp_.size()),
+                                   {ch}, {0}, T, {}, prof));
+    mtp_cache.set_length(slot, std::max(mtp_cache.length(slot), pos + T));
+    // Logits: every fed row on the first step when asked, else the last row.
+    const bool all = step == 0 && logits_out != nullptr;
+    const int64_t R = all ? T : 1;
+    float* rows = S.rows.as<float>();
+    {
+      std::vector<int64_t> idx(R);
+      for (int64_t i = 0; i < R; ++i) idx[i] = T - R + i;
+      be.CopyToDevice(S.row_index.data(), idx.data(), R * int64_t{sizeof(int64_t)});
+      be.GatherRows(x, H, S.row_index.as<int64_t>(), R, H, rows);
+    }
+    be.RmsNorm(rows, M.head_norm.device, eps, R, H, H, rows);
+    if (c.logit_scale != 1.0f) be.Scale(rows, R * H, c.logit_scale);
+    float* logits = S.logits.as<float>();
+    be.Matmul(rows, R, H, lm_head_.weight, logits, V, false);
+    if (all) {
+      logits_out->resize(R * V);
+      be.CopyToHost(logits_out->data(), logits, R * V * f);
+      std::copy(logits_out->end() - V, logits_out->end(), host_logits.begin());
+    } else {
+      be.CopyToHost(host_logits.data(), logits, V * f);
+    }
+    OCTET_RETURN_IF_ERROR(be.Synchronize());
+    // The greedy draft (the first of equal maxima; NaN never wins).
+    int32_t best = 0;
+    for (int64_t i = 1; i < V; ++i) {
+      if (host_logits[i] > host_logits[best] || std::isnan(host_logits[best])) best = int32_t(i);
+    }
+    drafts->push_back(best);
+    if (step + 1 == k) break;
+    // Chain: the next position is fed this layer's output (pre-norm) and the draft.
+    {
+      const int64_t last = T - 1;
+      be.CopyToDevice(S.row_index.data(), &last, int64_t{sizeof(int64_t)});
+      be.GatherRows(x, H, S.row_index.as<int64_t>(), 1, H, h);
+    }
+    pos += T;
+    tokens.assign(1, best);
   }
   return Status::Ok();
 }

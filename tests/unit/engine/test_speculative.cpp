@@ -144,6 +144,71 @@ class TestSpeculative : public QObject {
     QVERIFY(accepted);
   }
 
+  void mtpHeadMatchesTheReference_data() {
+    QTest::addColumn<QString>("model");
+    QTest::newRow("glm4-moe-tiny") << QString("glm4-moe-tiny");
+    QTest::newRow("glm4-moe-tiny-nvfp4") << QString("glm4-moe-tiny-nvfp4");
+  }
+  // The MTP layer's draft logits over the whole sequence (the fixture's `mtp`
+  // section: vLLM's first draft step), fed the main model's final hidden
+  // states and the next tokens; their argmaxes are the reference drafts.
+  void mtpHeadMatchesTheReference() {
+    OCTET_REQUIRE_FIXTURES();
+    QFETCH(QString, model);
+    const std::string dir = test::FixturesDir() + "/" + model.toStdString();
+    auto text = ReadFileToString(dir + "/reference.json");
+    QVERIFY(text.ok());
+    const auto ref = nlohmann::json::parse(*text);
+    const auto& mtp = ref["mtp"];
+    std::vector<int32_t> seq = ref["prompt_ids"].get<std::vector<int32_t>>();
+    for (int32_t id : ref["generated_ids"].get<std::vector<int32_t>>()) seq.push_back(id);
+    const int64_t T = static_cast<int64_t>(seq.size()) - 1;
+    auto want = ReadNpy(dir + "/" + mtp["logits_file"].get<std::string>());
+    QVERIFY(want.ok());
+    QCOMPARE(want->shape, (std::vector<int64_t>{T, 288}));
+    const std::vector<float> want_logits = want->AsFloat();
+
+    LoadOptions o;
+    o.threads = 2;
+    o.load_mtp = true;
+    auto m = Model::Load(dir, o);
+    QVERIFY2(m.ok(), m.status().ToString().c_str());
+    QCOMPARE((*m)->mtp_layers(), int64_t(1));
+    KvCache cache = *(*m)->NewKvCache(1, T);
+    auto mtp_cache = (*m)->NewMtpCache(1, T);
+    QVERIFY2(mtp_cache.ok(), mtp_cache.status().ToString().c_str());
+    SequenceChunk ch;
+    ch.tokens.assign(seq.begin(), seq.end() - 1);
+    ch.all_logits = true;
+    ForwardOutput out;
+    Status s = (*m)->Forward({ch}, cache, &out);
+    QVERIFY2(s.ok(), s.ToString().c_str());
+    const std::vector<int32_t> next(seq.begin() + 1, seq.end());
+    QCOMPARE(next, mtp["input_ids"].get<std::vector<int32_t>>());
+    std::vector<int32_t> drafts;
+    std::vector<float> logits;
+    s = (*m)->MtpDraft(0, 0, 0, next, *mtp_cache, 1, &drafts, &logits);
+    QVERIFY2(s.ok(), s.ToString().c_str());
+    QCOMPARE(int64_t(logits.size()), T * 288);
+    double d = 0;
+    for (size_t i = 0; i < logits.size(); ++i) {
+      d = std::max(d, std::fabs(double(logits[i]) - want_logits[i]));
+    }
+    QVERIFY2(d <= mtp["suggested_logits_atol"].get<double>(),
+             ("max |mtp logits - ref| = " + std::to_string(d)).c_str());
+    const auto want_drafts = mtp["draft_ids"].get<std::vector<int32_t>>();
+    for (int64_t j = 0; j < T; ++j) {
+      const float* row = logits.data() + j * 288;
+      QCOMPARE(int32_t(std::max_element(row, row + 288) - row), want_drafts[j]);
+    }
+    QCOMPARE(drafts, std::vector<int32_t>{want_drafts.back()});
+    // Without load_mtp the layer is not there to draft with.
+    auto plain = Model::Load(dir, LoadOptions{});
+    QVERIFY(plain.ok());
+    QCOMPARE((*plain)->mtp_layers(), int64_t(0));
+    QVERIFY(!(*plain)->NewMtpCache(1, 8).ok());
+  }
+
   void greedyEqualsTheReference_data() {
     QTest::addColumn<QString>("model");
     QTest::addColumn<int>("k");

@@ -100,6 +100,10 @@ struct LoadOptions {
   // time on one machine each measure that on their own (set it explicitly
   // there when memory is tight).
   int64_t nvfp4_tiles_max_bytes = -1;
+  // Load the checkpoint's multi-token-prediction layer(s) (GLM-4.5's
+  // num_nextn_predict_layers) for speculative decoding (Model::MtpDraft). A
+  // model without one is then an error. Off: they are skipped (one log line).
+  bool load_mtp = false;
   // Tensor-parallel sharding: given a linear weight's module name
   // ("model.layers.3.self_attn.q_proj", "model.embed_tokens", "lm_head"), its
   // role and full shape, the slice to keep. Null: keep everything. NVFP4
@@ -156,6 +160,18 @@ struct LayerWeights {
   Linear q, k, v, o, gate, up, down;
   MoeWeights moe;
   bool is_moe() const { return !moe.experts.empty(); }
+};
+
+// A multi-token-prediction layer (GLM-4.5 / DeepSeek-V3 "nextn"): from the
+// main model's final hidden state h_j and the embedding of the token at j+1,
+// u = eh_proj · [rmsnorm(e, enorm) ; rmsnorm(h, hnorm)], one decoder layer over
+// its own KV cache, then rmsnorm(·, head_norm) · lm_headᵀ drafts the token at j+2.
+struct MtpLayer {
+  ParamVector enorm, hnorm, head_norm;  // [hidden]
+  Linear eh_proj;                       // [hidden, 2 * hidden], whole on every rank
+  kernels::WeightMatrix eh_embed;       // its columns 0..H-1 (the embedding half)
+  kernels::WeightMatrix eh_hidden;      // columns H..2H-1 (the hidden-state half)
+  LayerWeights layer;
 };
 
 // One sequence's part of a batch: `tokens` at positions start_pos, start_pos+1,
@@ -232,12 +248,39 @@ class Model {
 
   const LayerWeights& layer(int64_t i) const { return layers_[i]; }
 
+  // ---- multi-token prediction (LoadOptions::load_mtp) ----
+  int64_t mtp_layers() const { return static_cast<int64_t>(mtp_.size()); }
+  // The MTP layers' own KV cache (one cache layer per MTP layer).
+  Result<KvCache> NewMtpCache(int slots, int64_t capacity,
+                              kernels::KvDtype dtype = kernels::KvDtype::kF32) const;
+  // Drafts up to `k` tokens for chunk `chunk` of the last Forward (slot `slot`,
+  // positions start_pos..): MTP position start_pos+i is fed that chunk's final
+  // hidden state at row i and `next[i]`, the token that followed it (the
+  // chunk's own next token; for its last kept row, the token just chosen).
+  // `next` may be shorter than the chunk (the rows of rejected drafts are not
+  // fed). Draft 1 is the argmax of the MTP logits at the last fed position;
+  // drafts 2..k feed the layer's own output back (with MTP layer (j mod
+  // layers) for draft j+1), as vLLM chains one MTP layer. `mtp_cache` (from
+  // NewMtpCache) holds the MTP positions; chained positions are overwritten
+  // by the next call. `logits`, when given, gets the MTP logits of every fed
+  // row [next.size(), vocab] (the first draft step; tests compare it with the
+  // reference). Single rank only.
+  Status MtpDraft(size_t chunk, int slot, int64_t start_pos, const std::vector<int32_t>& next,
+                  KvCache& mtp_cache, int k, std::vector<int32_t>* drafts,
+                  std::vector<float>* logits = nullptr);
+
  private:
   Model();
   Status LoadWeights(const LoadOptions& options);
   // Brings every weight and parameter vector into the backend's memory and
   // checks that the backend runs every op the forward pass needs.
   Status PlaceOnBackend();
+  class DecodeProfile;
+  // One decoder layer over the step's T rows in the scratch residual stream
+  // (Scratch::x), its keys and values stored in layer `cache_layer` of `cache`.
+  Status RunLayer(const LayerWeights& L, KvCache& cache, int64_t cache_layer,
+                  const std::vector<SequenceChunk>& batch, const std::vector<int64_t>& first,
+                  int64_t T, const ForwardHooks& hooks, DecodeProfile& prof);
   // The mixture-of-experts MLP of layer `L` over the T normed rows `xn`,
   // its (partial, under TP) output written to `out` [T, hidden].
   Status MoeMlp(const LayerWeights& L, const float* xn, int64_t T, float* out);
@@ -258,6 +301,11 @@ class Model {
   // Backend memory holding the weights and parameters (empty on a host backend).
   std::vector<kernels::Buffer> placed_;
   std::vector<LayerWeights> layers_;
+  std::vector<MtpLayer> mtp_;
+  // The first row of each chunk of the last Forward (MtpDraft reads their
+  // final hidden states, kept in the scratch when MTP layers are loaded).
+  std::vector<int64_t> last_first_;
+  std::vector<int64_t> last_rows_;
   // Copies of tensors whose bytes are not aligned to their element size in the file.
   std::vector<std::vector<uint8_t>> realigned_;
   // NVFP4 tile copies (LoadOptions::nvfp4_tiles), in huge-page-advised memory.
