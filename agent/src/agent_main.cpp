@@ -71,6 +71,8 @@ int main(int argc, char** argv) {
            "flags of your own --octet-bin program that jobs may pass (as --NAME or --NAME=VALUE); "
            "octet's own flags are checked against a fixed allow-list");
   p.Option("stop-grace-ms", "MS", "SIGTERM to SIGKILL grace when stopping a job", "5000");
+  p.Option("rdma-sys-root", "DIR",
+           "read RoCE facts from this sysfs tree instead of /sys (a recorded set-up)");
   p.Option("port-file", "FILE", "write the bound address here once listening");
   p.Option("log-level", "LEVEL", "debug, info, warning or error", "info");
   if (octet::Status s = p.Parse(argc, argv); !s.ok()) return Fail(s.message(), 2);
@@ -139,6 +141,7 @@ int main(int argc, char** argv) {
   cfg.probe_listen = p.GetString("probe-listen");
   cfg.octet_binary = p.GetString("octet-bin");
   cfg.octet_binary_flags = p.GetList("octet-bin-flags");
+  cfg.rdma_sys_root = p.GetString("rdma-sys-root");
 
   if (::pipe2(g_signal_pipe, O_CLOEXEC) != 0) return Fail("pipe failed");
   struct sigaction sa {};

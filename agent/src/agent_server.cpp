@@ -4,6 +4,7 @@
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/security/server_credentials.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <list>
@@ -149,7 +150,6 @@ struct AgentServer::Impl {
   // Facts that do not change while the agent runs.
   std::string hostname, os;
   CpuFacts cpu;
-  RdmaProbe rdma;
 
   std::unique_ptr<grpc::Server> server;
   std::vector<std::unique_ptr<grpc::Service>> services;
@@ -191,6 +191,67 @@ struct AgentServer::Impl {
   }
 
   bool simulated() const { return config.memory_budget_bytes > 0; }
+
+  // Where RoCE facts are read from: the configured sysfs root, else /sys on a
+  // real node and nowhere ("") on a simulated one (it has no devices of its own).
+  std::string RdmaSysRoot() const {
+    if (!config.rdma_sys_root.empty()) return config.rdma_sys_root;
+    return simulated() ? std::string() : std::string("/sys");
+  }
+
+  // RDMA devices, the NCCL settings they call for and what looks wrong. Read
+  // at every call: a fixed MTU or a newly cabled port shows without a restart.
+  void FillRdma(v1::NodeFacts* f) const {
+    const std::string root = RdmaSysRoot();
+    if (root.empty()) {
+      f->set_rdma_note("simulated node (no RDMA devices of its own)");
+      return;
+    }
+    const RdmaProbe rdma = ReadRdmaSysfs(root);
+    for (const auto& d : rdma.devices) {
+      auto* pd = f->add_rdma_devices();
+      pd->set_name(d.name);
+      pd->set_netdev(d.netdev);
+      pd->set_pci_address(d.pci_address);
+      for (const auto& p : d.ports) {
+        auto* pp = pd->add_ports();
+        pp->set_port(p.port);
+        pp->set_state(p.state);
+        pp->set_phys_state(p.phys_state);
+        pp->set_link_layer(p.link_layer);
+        for (const auto& g : p.gids) pp->add_gids(g);
+        pp->set_netdev(p.netdev);
+        pp->set_netdev_mtu(static_cast<uint32_t>(std::max(p.mtu, 0)));
+        pp->set_active_mtu(static_cast<uint32_t>(std::max(p.active_mtu, 0)));
+        pp->set_rate(p.rate);
+        for (const auto& g : p.gid_table) {
+          auto* pg = pp->add_gid_table();
+          pg->set_index(static_cast<uint32_t>(g.index));
+          pg->set_gid(g.gid);
+          pg->set_type(g.type);
+          pg->set_netdev(g.netdev);
+        }
+      }
+    }
+    f->set_rdma_note(rdma.note);
+    const NcclNetworkSettings nccl = NcclSettingsFor(rdma);
+    auto* pn = f->mutable_nccl();
+    for (const std::string& kv : nccl.env) {
+      const size_t eq = kv.find('=');
+      const std::string name = kv.substr(0, eq), value = kv.substr(eq + 1);
+      if (name == "NCCL_IB_HCA") pn->set_ib_hca(value);
+      if (name == "NCCL_SOCKET_IFNAME") pn->set_socket_ifname(value);
+      if (name == "NCCL_IB_GID_INDEX") pn->set_ib_gid_index(value);
+    }
+    pn->set_applied(!simulated() && !nccl.env.empty());
+    for (const RoceWarning& w : nccl.warnings) {
+      auto* pw = f->add_roce_warnings();
+      pw->set_kind(w.kind);
+      pw->set_device(w.device);
+      pw->set_port(w.port);
+      pw->set_message(w.message);
+    }
+  }
 
   // Memory as the node reports it: the kernel's, or the simulated budget minus
   // what this node's jobs use.
@@ -263,19 +324,7 @@ struct AgentServer::Impl {
                                                  : n.discovery_note);
       }
     }
-    for (const auto& d : rdma.devices) {
-      auto* pd = f->add_rdma_devices();
-      pd->set_name(d.name);
-      pd->set_netdev(d.netdev);
-      for (const auto& p : d.ports) {
-        auto* pp = pd->add_ports();
-        pp->set_port(p.port);
-        pp->set_state(p.state);
-        pp->set_link_layer(p.link_layer);
-        for (const auto& g : p.gids) pp->add_gids(g);
-      }
-    }
-    f->set_rdma_note(rdma.note);
+    FillRdma(f);
   }
 
   // One telemetry sample; `cpu_prev` carries the CPU reading between samples of one stream.
@@ -703,7 +752,6 @@ Result<std::unique_ptr<AgentServer>> AgentServer::Start(AgentConfig config) {
   a->hostname = ReadHostname();
   a->os = ReadOsDescription();
   a->cpu = ReadCpuFacts();
-  a->rdma = ProbeRdma();
 
   JobSupervisorOptions jo;
   jo.octet_binary = cfg.octet_binary;
@@ -716,11 +764,13 @@ Result<std::unique_ptr<AgentServer>> AgentServer::Start(AgentConfig config) {
   jo.stop_grace_ms = cfg.stop_grace_ms;
   jo.env = {"OCTET_NODE_ID=" + a->node_id};
   // NCCL's network settings from this node's RoCE facts, for the jobs that use
-  // NCCL (a simulated node has none: its jobs share this machine's).
+  // NCCL (a simulated node has none: its jobs share this machine's), derived
+  // again at each launch so that they match the facts the workbench shows.
   if (cfg.memory_budget_bytes == 0) {
-    const NcclNetworkSettings nccl = NcclSettingsFor(ReadRdmaSysfs());
-    for (const auto& w : nccl.warnings) OCTET_LOG(WARNING) << "RoCE: " << w;
-    jo.nccl_env = nccl.env;
+    const std::string root = a->RdmaSysRoot();
+    const NcclNetworkSettings nccl = NcclSettingsFor(ReadRdmaSysfs(root));
+    for (const auto& w : nccl.warnings) OCTET_LOG(WARNING) << "RoCE: " << w.message;
+    jo.nccl_env_source = [root] { return NcclSettingsFor(ReadRdmaSysfs(root)).env; };
   }
   a->supervisor = std::make_unique<JobSupervisor>(std::move(jo));
 

@@ -459,7 +459,9 @@ struct JobSupervisor::Impl {
     so.env = options.env;
     so.env.push_back("OCTET_JOB_ID=" + spec.job_id);
     if (spec.algorithm == "nccl") {
-      for (const std::string& kv : options.nccl_env) {
+      const std::vector<std::string> nccl_env =
+          options.nccl_env_source ? options.nccl_env_source() : options.nccl_env;
+      for (const std::string& kv : nccl_env) {
         const std::string key = kv.substr(0, kv.find('='));
         if (std::getenv(key.c_str()) == nullptr) so.env.push_back(kv);
       }

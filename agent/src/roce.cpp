@@ -59,7 +59,23 @@ std::string WithoutDomain(const std::string& pci) {
   return colon == std::string::npos ? pci : pci.substr(colon + 1);
 }
 
+// "4: ACTIVE" -> "ACTIVE" (sysfs's state and phys_state carry the numeric code first).
+std::string WithoutCode(std::string s) {
+  if (const size_t colon = s.find(": "); colon != std::string::npos) s = s.substr(colon + 2);
+  return s;
+}
+
 }  // namespace
+
+int RoceActiveMtu(int netdev_mtu) {
+  // Headers a RoCE packet carries besides its payload (GRH 40, UDP 8, BTH 12,
+  // XRC ETH 4, atomic ETH 28, ICRC 4), as the kernel's iboe_get_mtu counts them.
+  const int payload = netdev_mtu - (40 + 8 + 12 + 4 + 28 + 4);
+  for (int mtu = 4096; mtu >= 256; mtu /= 2) {
+    if (payload >= mtu) return mtu;
+  }
+  return 0;
+}
 
 RdmaProbe ReadRdmaSysfs(const std::string& sys_root) {
   RdmaProbe probe;
@@ -77,11 +93,10 @@ RdmaProbe ReadRdmaSysfs(const std::string& sys_root) {
       const fs::path pdir = ib / name / "ports" / port_name;
       RdmaPortFacts port;
       port.port = static_cast<uint32_t>(std::atoi(port_name.c_str()));
-      std::string state = Attr(pdir / "state");  // "4: ACTIVE"
-      if (const size_t colon = state.find(": "); colon != std::string::npos)
-        state = state.substr(colon + 2);
-      port.state = state;
+      port.state = WithoutCode(Attr(pdir / "state"));            // "4: ACTIVE"
+      port.phys_state = WithoutCode(Attr(pdir / "phys_state"));  // "5: LinkUp"
       port.link_layer = Attr(pdir / "link_layer");
+      port.rate = Attr(pdir / "rate");
       for (const std::string& idx : Entries(pdir / "gids")) {
         const std::string gid = CompactGid(Attr(pdir / "gids" / idx));
         if (gid.empty()) continue;
@@ -98,6 +113,8 @@ RdmaProbe ReadRdmaSysfs(const std::string& sys_root) {
       if (!port.netdev.empty()) {
         port.mtu =
             std::atoi(Attr(fs::path(sys_root) / "class" / "net" / port.netdev / "mtu").c_str());
+        // sysfs has no active_mtu; for RoCE the kernel derives it from the netdev's.
+        if (port.link_layer == "Ethernet") port.active_mtu = RoceActiveMtu(port.mtu);
       }
       dev.ports.push_back(std::move(port));
     }
@@ -109,19 +126,34 @@ RdmaProbe ReadRdmaSysfs(const std::string& sys_root) {
 
 NcclNetworkSettings NcclSettingsFor(const RdmaProbe& probe) {
   NcclNetworkSettings out;
+  auto warn = [&out](const char* kind, const std::string& device, uint32_t port,
+                     std::string message) {
+    out.warnings.push_back({kind, device, port, std::move(message)});
+  };
   struct Used {
     const RdmaDeviceFacts* dev;
     const RdmaPortFacts* port;
     int gid_index;
   };
   std::vector<Used> used;
-  std::map<std::string, int> active_by_slot, present_by_slot;  // PCI bus:dev.fn -> halves
+  // The RoCE ports of each physical port (PCI bus:dev.fn without the domain,
+  // and the port number): on a ConnectX-7 of a Spark, its two PCIe halves.
+  struct Half {
+    const RdmaDeviceFacts* dev;
+    const RdmaPortFacts* port;
+    bool usable;
+    std::string why_not;  // when !usable: "is DOWN", "has no RoCE v2 GID of an IPv4 address"
+  };
+  std::map<std::string, std::vector<Half>> halves_by_slot;
   for (const RdmaDeviceFacts& d : probe.devices) {
     const std::string slot = WithoutDomain(d.pci_address);
     for (const RdmaPortFacts& p : d.ports) {
       if (p.link_layer != "Ethernet") continue;
-      ++present_by_slot[slot + "/" + std::to_string(p.port)];
-      if (p.state != "ACTIVE") continue;
+      std::vector<Half>& halves = halves_by_slot[slot + "/" + std::to_string(p.port)];
+      if (p.state != "ACTIVE") {
+        halves.push_back({&d, &p, false, "is " + (p.state.empty() ? "not active" : p.state)});
+        continue;
+      }
       int index = -1;
       for (const RdmaGid& g : p.gid_table) {
         if (g.type == "RoCE v2" && IsIpv4Mapped(g.gid)) {
@@ -130,35 +162,46 @@ NcclNetworkSettings NcclSettingsFor(const RdmaProbe& probe) {
         }
       }
       if (index < 0) {
-        out.warnings.push_back(d.name + " port " + std::to_string(p.port) +
-                               " is active but has no RoCE v2 GID of an IPv4 address (give " +
-                               (p.netdev.empty() ? std::string("its interface") : p.netdev) +
-                               " an IPv4 address on the cluster network)");
+        halves.push_back({&d, &p, false, "has no RoCE v2 GID of an IPv4 address"});
         continue;
       }
-      ++active_by_slot[slot + "/" + std::to_string(p.port)];
+      halves.push_back({&d, &p, true, ""});
       used.push_back({&d, &p, index});
       if (p.mtu > 0 && p.mtu < 9000) {
-        out.warnings.push_back(p.netdev + " (" + d.name + ") has MTU " + std::to_string(p.mtu) +
-                               ": RoCE runs at a 4096-byte MTU only over jumbo frames; set MTU "
-                               "9000 on both ends");
+        warn(kRoceMtuBelow9000, d.name, p.port,
+             p.netdev + " (" + d.name + ") has MTU " + std::to_string(p.mtu) +
+                 ": RoCE runs at a 4096-byte MTU only over jumbo frames; set MTU 9000 on both "
+                 "ends");
       }
     }
   }
-  for (const auto& [slot, present] : present_by_slot) {
-    const int active = active_by_slot.count(slot) ? active_by_slot[slot] : 0;
-    if (active > 0 && active < present) {
-      out.warnings.push_back("port " + slot + ": " + std::to_string(active) + " of its " +
-                             std::to_string(present) +
-                             " PCIe halves are in use; the others are down or have no RoCE v2 "
-                             "IPv4 address, which halves the port's bandwidth");
+  for (const auto& [slot, halves] : halves_by_slot) {
+    std::string in_use;
+    for (const Half& h : halves) {
+      if (h.usable) in_use += (in_use.empty() ? "" : ", ") + h.dev->name;
+    }
+    for (const Half& h : halves) {
+      if (h.usable) continue;
+      const std::string what = h.dev->name + " port " + std::to_string(h.port->port);
+      const std::string netdev = h.port->netdev.empty() ? "its interface" : h.port->netdev;
+      if (!in_use.empty()) {
+        // The port is cabled (another half carries traffic): this half is missing.
+        warn(kRocePortHalfUnused, h.dev->name, h.port->port,
+             what + " " + h.why_not + " while " + in_use + " on the same physical port (" + slot +
+                 ") is in use: NCCL gets half the port's bandwidth; bring " + netdev +
+                 " up with an IPv4 address on the cluster network and MTU 9000");
+      } else if (h.port->state == "ACTIVE") {
+        warn(kRoceNoV2Gid, h.dev->name, h.port->port,
+             what + " is active but has no RoCE v2 GID of an IPv4 address (give " + netdev +
+                 " an IPv4 address on the cluster network)");
+      }
+      // Every half down: a port without a cable, nothing to say.
     }
   }
   if (used.empty()) {
     if (!probe.devices.empty()) {
-      out.warnings.push_back(
-          "no active RoCE port with a RoCE v2 IPv4 address: NCCL chooses its "
-          "network itself");
+      warn(kRoceNoUsablePort, "", 0,
+           "no active RoCE port with a RoCE v2 IPv4 address: NCCL chooses its network itself");
     }
     return out;
   }
@@ -172,10 +215,10 @@ NcclNetworkSettings NcclSettingsFor(const RdmaProbe& probe) {
   std::vector<std::string> seen_if;
   for (const Used& u : used) {
     if (u.gid_index != gid_index) {
-      out.warnings.push_back(u.dev->name + " port " + std::to_string(u.port->port) +
-                             " has its RoCE v2 IPv4 GID at index " + std::to_string(u.gid_index) +
-                             ", not " + std::to_string(gid_index) +
-                             " like the others: left out of NCCL_IB_HCA");
+      warn(kRoceGidIndexMismatch, u.dev->name, u.port->port,
+           u.dev->name + " port " + std::to_string(u.port->port) +
+               " has its RoCE v2 IPv4 GID at index " + std::to_string(u.gid_index) + ", not " +
+               std::to_string(gid_index) + " like the others: left out of NCCL_IB_HCA");
       continue;
     }
     hca += (hca.size() > 1 ? "," : "") + u.dev->name + ":" + std::to_string(u.port->port);

@@ -18,6 +18,7 @@
 #include "octet/v1/node.grpc.pb.h"
 #include "octet/v1/telemetry.grpc.pb.h"
 #include "octet_test.h"
+#include "recorded_sysfs.h"
 
 using namespace octet;
 using namespace octet::agent;
@@ -262,6 +263,93 @@ class TestAgentServer : public QObject {
     for (const auto& nic : f.interfaces()) QVERIFY(nic.name() != "lo");
     if (f.gpus_size() == 0) QVERIFY(!f.gpu_note().empty());
     if (f.rdma_devices_size() == 0) QVERIFY(!f.rdma_note().empty());
+  }
+
+  // RoCE facts from the recorded Spark tree travel in NodeFacts, survive a
+  // serialize/parse round trip, and a faulty variant's warnings come back
+  // structured (kind, device, port). A simulated node reads no tree.
+  void factsCarryRoceFromRecordedTrees() {
+    AgentConfig c = Config("roce");
+    c.rdma_sys_root = test::RecordedSysfs();
+    auto server = AgentServer::Start(c);
+    QVERIFY(server.ok());
+    auto stub = v1::NodeService::NewStub(Channel(**server));
+    v1::NodeFacts got;
+    {
+      grpc::ClientContext ctx;
+      Auth(&ctx);
+      QVERIFY(stub->GetFacts(&ctx, v1::GetFactsRequest(), &got).ok());
+    }
+    v1::NodeFacts f;
+    QVERIFY(f.ParseFromString(got.SerializeAsString()));
+    QCOMPARE(f.rdma_devices_size(), 4);
+    QVERIFY(f.rdma_note().empty());
+    const v1::RdmaDevice& d = f.rdma_devices(1);
+    QCOMPARE(d.name(), std::string("roceP2p1s0f1"));
+    QCOMPARE(d.pci_address(), std::string("0002:01:00.1"));
+    QCOMPARE(d.netdev(), std::string("enP2p1s0f1np1"));
+    QCOMPARE(d.ports_size(), 1);
+    const v1::RdmaPort& p = d.ports(0);
+    QCOMPARE(p.port(), 1u);
+    QCOMPARE(p.state(), std::string("ACTIVE"));
+    QCOMPARE(p.phys_state(), std::string("LinkUp"));
+    QCOMPARE(p.link_layer(), std::string("Ethernet"));
+    QCOMPARE(p.netdev(), std::string("enP2p1s0f1np1"));
+    QCOMPARE(p.netdev_mtu(), 9000u);
+    QCOMPARE(p.active_mtu(), 4096u);
+    QCOMPARE(p.rate(), std::string("200 Gb/sec (4X HDR)"));
+    QCOMPARE(p.gid_table_size(), 4);
+    QCOMPARE(p.gid_table(3).index(), 3u);
+    QCOMPARE(p.gid_table(3).gid(), std::string("::ffff:10.10.1.1"));
+    QCOMPARE(p.gid_table(3).type(), std::string("RoCE v2"));
+    QCOMPARE(p.gid_table(3).netdev(), std::string("enP2p1s0f1np1"));
+    QCOMPARE(p.gids(3), std::string("3:::ffff:10.10.1.1"));  // the old field, for old readers
+    QCOMPARE(f.nccl().ib_hca(), std::string("=roceP2p1s0f1:1,rocep1s0f1:1"));
+    QCOMPARE(f.nccl().socket_ifname(), std::string("=enP2p1s0f1np1,enp1s0f1np1"));
+    QCOMPARE(f.nccl().ib_gid_index(), std::string("3"));
+    QVERIFY(f.nccl().applied());  // a real node gives them to its NCCL jobs
+    QCOMPARE(f.roce_warnings_size(), 0);
+    (*server)->Shutdown();
+
+    // The same node after a 1500 MTU on one half and the other half going down.
+    const std::string faulty =
+        test::SparkWithMtu1500AndDownHalf(dir_.path().toStdString() + "/sys");
+    QVERIFY(!faulty.empty());
+    c.rdma_sys_root = faulty;
+    server = AgentServer::Start(c);
+    QVERIFY(server.ok());
+    stub = v1::NodeService::NewStub(Channel(**server));
+    f.Clear();
+    {
+      grpc::ClientContext ctx;
+      Auth(&ctx);
+      QVERIFY(stub->GetFacts(&ctx, v1::GetFactsRequest(), &f).ok());
+    }
+    QCOMPARE(f.nccl().ib_hca(), std::string("=rocep1s0f1:1"));
+    QCOMPARE(f.rdma_devices(3).ports(0).active_mtu(), 1024u);
+    QCOMPARE(f.roce_warnings_size(), 2);
+    QCOMPARE(f.roce_warnings(0).kind(), std::string("mtu-below-9000"));
+    QCOMPARE(f.roce_warnings(0).device(), std::string("rocep1s0f1"));
+    QCOMPARE(f.roce_warnings(0).port(), 1u);
+    QCOMPARE(f.roce_warnings(1).kind(), std::string("port-half-unused"));
+    QCOMPARE(f.roce_warnings(1).device(), std::string("roceP2p1s0f1"));
+    QVERIFY(!f.roce_warnings(1).message().empty());
+    (*server)->Shutdown();
+
+    // A simulated node has no devices of its own.
+    AgentConfig sim = Config("roce-sim");
+    sim.memory_budget_bytes = 1ull << 30;
+    server = AgentServer::Start(sim);
+    QVERIFY(server.ok());
+    stub = v1::NodeService::NewStub(Channel(**server));
+    grpc::ClientContext ctx;
+    Auth(&ctx);
+    f.Clear();
+    QVERIFY(stub->GetFacts(&ctx, v1::GetFactsRequest(), &f).ok());
+    QCOMPARE(f.rdma_devices_size(), 0);
+    QVERIFY(f.rdma_note().find("simulated") != std::string::npos);
+    QVERIFY(!f.nccl().applied());
+    QCOMPARE(f.roce_warnings_size(), 0);
   }
 
   void realNodeMemoryComesFromTheKernel() {

@@ -18,6 +18,7 @@
 #include "octet/agent/roce.h"
 #include "octet/agent/system_stats.h"
 #include "octet/base/file_util.h"
+#include "recorded_sysfs.h"
 
 using namespace octet;
 using namespace octet::agent;
@@ -523,6 +524,13 @@ class TestAgentUnits : public QObject {
         << inf
         << QStringList{"--prompt-ids", "1,2,3", "--max-tokens", "6", "--ignore-eos", "--json"}
         << true;
+    QTest::newRow("speculative decoding")
+        << inf << QStringList{"--speculative", "ngram", "--draft-tokens=3"} << true;
+    QTest::newRow("speculative mtp") << inf << QStringList{"--speculative=mtp"} << true;
+    QTest::newRow("unknown speculative method")
+        << inf << QStringList{"--speculative", "eagle"} << false;
+    QTest::newRow("draft tokens out of range")
+        << inf << QStringList{"--draft-tokens", "99"} << false;
     QTest::newRow("fake flags without the owner") << inf << QStringList{"--fake-sleep"} << false;
   }
   void extraArgumentsAreAnAllowList() {
@@ -612,15 +620,92 @@ class TestAgentUnits : public QObject {
         "NCCL_SOCKET_IFNAME==enP2p1s0f0np0,enp1s0f0np0,enp1s0f1np1"};
     QCOMPARE(s.env, want);
     std::string warnings;
-    for (const auto& w : s.warnings) warnings += w + "\n";
-    QVERIFY2(warnings.find("enp1s0f1np1 (rocep1s0f1) has MTU 1500") != std::string::npos,
+    for (const auto& w : s.warnings) warnings += w.kind + " " + w.device + ": " + w.message + "\n";
+    QVERIFY2(warnings.find("mtu-below-9000 rocep1s0f1: enp1s0f1np1 (rocep1s0f1) has MTU 1500") !=
+                 std::string::npos,
              warnings.c_str());
-    QVERIFY2(warnings.find("port 01:00.1/1: 1 of its 2 PCIe halves") != std::string::npos,
+    QVERIFY2(warnings.find("port-half-unused roceP2p1s0f1: roceP2p1s0f1 port 1 is DOWN while "
+                           "rocep1s0f1 on the same physical port (01:00.1/1) is in use") !=
+                 std::string::npos,
              warnings.c_str());
     QCOMPARE(s.warnings.size(), size_t{2});
+    QCOMPARE(s.warnings[1].port, uint32_t{1});
     // No devices: no settings, no complaint.
     const NcclNetworkSettings none = NcclSettingsFor(ReadRdmaSysfs(TempDir() + "/empty"));
     QVERIFY(none.env.empty() && none.warnings.empty());
+  }
+
+  // The recorded Spark tree (tests/data/sysfs/spark-roce): one cable, both
+  // PCIe halves of that port in use, nothing to warn about.
+  void roceRecordedSparkTree() {
+    const RdmaProbe probe = ReadRdmaSysfs(test::RecordedSysfs());
+    QCOMPARE(probe.devices.size(), size_t{4});
+    QVERIFY(probe.note.empty());
+    const RdmaDeviceFacts& cabled =
+        probe.devices[3];  // roceP2p1s0f0, roceP2p1s0f1, rocep1s0f0, ...
+    QCOMPARE(cabled.name, std::string("rocep1s0f1"));
+    QCOMPARE(cabled.pci_address, std::string("0000:01:00.1"));
+    QCOMPARE(cabled.netdev, std::string("enp1s0f1np1"));
+    const RdmaPortFacts& port = cabled.ports.at(0);
+    QCOMPARE(port.state, std::string("ACTIVE"));
+    QCOMPARE(port.phys_state, std::string("LinkUp"));
+    QCOMPARE(port.rate, std::string("200 Gb/sec (4X HDR)"));
+    QCOMPARE(port.netdev, std::string("enp1s0f1np1"));
+    QCOMPARE(port.mtu, 9000);
+    QCOMPARE(port.active_mtu, 4096);
+    QCOMPARE(port.gid_table.size(), size_t{4});
+    QCOMPARE(port.gid_table[3].gid, std::string("::ffff:10.10.0.1"));
+    QCOMPARE(port.gid_table[3].type, std::string("RoCE v2"));
+    QCOMPARE(port.gid_table[0].type, std::string("IB/RoCE v1"));
+    const RdmaPortFacts& idle = probe.devices[2].ports.at(0);  // rocep1s0f0: no cable
+    QCOMPARE(idle.state, std::string("DOWN"));
+    QCOMPARE(idle.phys_state, std::string("Disabled"));
+    QCOMPARE(idle.mtu, 1500);
+    QCOMPARE(idle.active_mtu, 1024);
+    QCOMPARE(idle.gid_table.size(), size_t{2});  // link-local only
+
+    const NcclNetworkSettings s = NcclSettingsFor(probe);
+    const std::vector<std::string> want = {"NCCL_IB_HCA==roceP2p1s0f1:1,rocep1s0f1:1",
+                                           "NCCL_IB_GID_INDEX=3",
+                                           "NCCL_SOCKET_IFNAME==enP2p1s0f1np1,enp1s0f1np1"};
+    QCOMPARE(s.env, want);
+    QVERIFY2(s.warnings.empty(), s.warnings.empty() ? "" : s.warnings[0].message.c_str());
+  }
+
+  // Variants of the recorded tree: a 1500 MTU on one half and the other half
+  // down; RoCE v2 off.
+  void roceRecordedSparkTreeFaults() {
+    const std::string faulty = test::SparkWithMtu1500AndDownHalf(TempDir() + "/sys");
+    QVERIFY(!faulty.empty());
+    NcclNetworkSettings s = NcclSettingsFor(ReadRdmaSysfs(faulty));
+    QCOMPARE(s.env, (std::vector<std::string>{"NCCL_IB_HCA==rocep1s0f1:1", "NCCL_IB_GID_INDEX=3",
+                                              "NCCL_SOCKET_IFNAME==enp1s0f1np1"}));
+    QCOMPARE(s.warnings.size(), size_t{2});
+    QCOMPARE(s.warnings[0].kind, std::string(kRoceMtuBelow9000));
+    QCOMPARE(s.warnings[0].device, std::string("rocep1s0f1"));
+    QCOMPARE(s.warnings[0].port, uint32_t{1});
+    QVERIFY(s.warnings[0].message.find("MTU 1500") != std::string::npos);
+    QCOMPARE(s.warnings[1].kind, std::string(kRocePortHalfUnused));
+    QCOMPARE(s.warnings[1].device, std::string("roceP2p1s0f1"));
+    QVERIFY2(s.warnings[1].message.find("bring enP2p1s0f1np1 up") != std::string::npos,
+             s.warnings[1].message.c_str());
+
+    const std::string v1_only = test::SparkWithoutRoceV2(TempDir() + "/sys");
+    QVERIFY(!v1_only.empty());
+    s = NcclSettingsFor(ReadRdmaSysfs(v1_only));
+    QVERIFY(s.env.empty());
+    std::vector<std::string> kinds;
+    for (const auto& w : s.warnings) kinds.push_back(w.kind + " " + w.device);
+    QCOMPARE(kinds, (std::vector<std::string>{"no-rocev2-gid roceP2p1s0f1",
+                                              "no-rocev2-gid rocep1s0f1", "no-usable-port "}));
+  }
+
+  void roceActiveMtuFollowsTheKernel() {
+    QCOMPARE(RoceActiveMtu(9000), 4096);
+    QCOMPARE(RoceActiveMtu(4200), 4096);
+    QCOMPARE(RoceActiveMtu(4191), 2048);  // 4096 + 96 bytes of RoCE headers do not fit
+    QCOMPARE(RoceActiveMtu(1500), 1024);
+    QCOMPARE(RoceActiveMtu(0), 0);
   }
 
   void figuresLines() {

@@ -264,6 +264,31 @@ class TestJobSupervisor : public QObject {
     QVERIFY(AllLogs(s, "with-ring").find("NCCL_IB_HCA") == std::string::npos);
   }
 
+  // With a source (the agent's RoCE facts), the settings are taken at each
+  // launch: a fault fixed while the agent runs no longer shapes the next job.
+  void ncclSettingsAreTakenAtEachLaunch() {
+    auto current = std::make_shared<std::string>("NCCL_IB_HCA==rocep1s0f1:1");
+    JobSupervisorOptions o = Options();
+    o.nccl_env = {"NCCL_IB_HCA==stale:1"};  // not used while a source is set
+    o.nccl_env_source = [current] { return std::vector<std::string>{*current}; };
+    JobSupervisor s(o);
+    JobSpec first = Spec("nccl-first", {"--fake-exit=0"});
+    first.world_size = 1;
+    first.algorithm = "nccl";
+    QVERIFY(s.Start(first).ok());
+    WaitEnded(s, "nccl-first");
+    *current = "NCCL_IB_HCA==roceP2p1s0f1:1,rocep1s0f1:1";
+    JobSpec second = first;
+    second.job_id = "nccl-second";
+    QVERIFY(s.Start(second).ok());
+    WaitEnded(s, "nccl-second");
+    QVERIFY2(AllLogs(s, "nccl-first").find("env NCCL_IB_HCA==rocep1s0f1:1\n") != std::string::npos,
+             AllLogs(s, "nccl-first").c_str());
+    QVERIFY2(AllLogs(s, "nccl-second").find("env NCCL_IB_HCA==roceP2p1s0f1:1,rocep1s0f1:1") !=
+                 std::string::npos,
+             AllLogs(s, "nccl-second").c_str());
+  }
+
   void routerJobsRunOctetRoute() {
     JobSupervisor s(Options());
     JobSpec r;

@@ -45,6 +45,9 @@ struct AgentConfig {
   int beacon_interval_ms = 1000;
   int link_stale_ms = 5000;  // an observation older than this is gone
   InterfaceFilter interfaces;
+  // The sysfs tree RoCE facts are read from (roce.h): "" is /sys on a real node
+  // and none on a simulated one; tests and recorded set-ups name another tree.
+  std::string rdma_sys_root;
   // Link-probe endpoint "host:port". "" means any free port on loopback when
   // the gRPC address is loopback (or a unix socket), else on every address
   // (probes arrive over the cluster cables, not the management address). The

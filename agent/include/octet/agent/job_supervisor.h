@@ -116,6 +116,9 @@ struct JobSupervisorOptions {
   // NCCL_IB_HCA, NCCL_IB_GID_INDEX, NCCL_SOCKET_IFNAME), unless the agent's own
   // environment already sets that variable (an operator's choice wins).
   std::vector<std::string> nccl_env;
+  // When set, asked at each launch of such a job instead of `nccl_env` (the
+  // agent derives them from the RoCE facts of that moment).
+  std::function<std::vector<std::string>()> nccl_env_source;
 };
 
 // Checks a spec without running anything. `model_roots` and `owner_flags` as in

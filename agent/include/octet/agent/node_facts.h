@@ -88,11 +88,14 @@ struct RdmaGid {
 struct RdmaPortFacts {
   uint32_t port = 0;
   std::string state;       // "ACTIVE", "DOWN", ...
+  std::string phys_state;  // "LinkUp", "Disabled", "Polling", ...; "" unknown (sysfs reader)
   std::string link_layer;  // "Ethernet" (RoCE) or "InfiniBand"
   std::vector<std::string> gids;   // "INDEX:GID" of the non-zero entries
   std::vector<RdmaGid> gid_table;  // the same with types (sysfs reader)
   std::string netdev;              // the port's Ethernet interface, when known
   int mtu = 0;                     // that interface's MTU in bytes; 0: unknown
+  int active_mtu = 0;              // RoCE path MTU in bytes (256..4096); 0: unknown
+  std::string rate;                // "200 Gb/sec (4X HDR)"; "" when unreadable
 };
 struct RdmaDeviceFacts {
   std::string name;         // "mlx5_0", "rocep1s0f0"

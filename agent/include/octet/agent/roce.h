@@ -18,14 +18,36 @@
 namespace octet::agent {
 
 // The RDMA devices of the sysfs tree under `sys_root` ("/sys" on a node; tests
-// pass a recorded tree): per device its PCI address, per port its state, link
-// layer, netdev, MTU and GID table with each entry's type. Unreadable entries
-// are left out; a tree without devices gives an empty list and the note "none".
+// pass a recorded tree): per device its PCI address, per port its state,
+// physical state, link layer, rate, netdev, MTU (the netdev's, and the RoCE
+// MTU it allows) and GID table with each entry's type. Unreadable entries are
+// left out; a tree without devices gives an empty list and the note "none".
 RdmaProbe ReadRdmaSysfs(const std::string& sys_root = "/sys");
+
+// The RoCE path MTU (bytes) an Ethernet MTU allows, as the kernel derives a
+// RoCE port's active MTU (iboe_get_mtu): the largest IB MTU of 256..4096 that
+// fits the frame after the RoCE headers. 1500 -> 1024, 9000 -> 4096; 0 for 0.
+int RoceActiveMtu(int netdev_mtu);
+
+// Kinds of RoceWarning.
+inline constexpr char kRoceMtuBelow9000[] = "mtu-below-9000";
+inline constexpr char kRocePortHalfUnused[] = "port-half-unused";
+inline constexpr char kRoceNoV2Gid[] = "no-rocev2-gid";
+inline constexpr char kRoceGidIndexMismatch[] = "gid-index-mismatch";
+inline constexpr char kRoceNoUsablePort[] = "no-usable-port";
+
+// One thing that looks wrong, with the device and port it is about ("" and 0
+// when it is about the node as a whole).
+struct RoceWarning {
+  std::string kind;
+  std::string device;
+  uint32_t port = 0;
+  std::string message;  // one line: what is wrong and what to do
+};
 
 struct NcclNetworkSettings {
   std::vector<std::string> env;       // "NCCL_IB_HCA=...", "NCCL_IB_GID_INDEX=...", ...
-  std::vector<std::string> warnings;  // one line each, for logs and the cluster view
+  std::vector<RoceWarning> warnings;  // for logs and the cluster view
 };
 
 // The settings for NCCL over the active RoCE ports of `probe`: NCCL_IB_HCA
