@@ -12,6 +12,7 @@ set(OCTET_CUDA_ARCHITECTURES "90;121" CACHE STRING
     "CUDA architectures: 90 = H100/H200, 121 = GB10 (DGX Spark)")
 set(OCTET_SANITIZE "" CACHE STRING "Sanitizers, comma separated (e.g. address,undefined)")
 option(OCTET_WARNINGS_AS_ERRORS "Treat compiler warnings as errors" OFF)
+option(OCTET_FUZZ "Build tests/fuzz with libFuzzer (clang; use the fuzz preset)" OFF)
 set(OCTET_FIXTURES_DIR "${CMAKE_CURRENT_SOURCE_DIR}/../shared/fixtures" CACHE PATH
     "Reference fixtures made by independent implementations; tests skip when absent")
 
@@ -43,6 +44,13 @@ endif()
 set(OCTET_CXX_WARNINGS -Wall -Wextra -Wpedantic -Wno-unused-parameter -Wno-missing-field-initializers)
 if(OCTET_WARNINGS_AS_ERRORS)
   list(APPEND OCTET_CXX_WARNINGS -Werror)
+endif()
+if(OCTET_FUZZ)
+  if(NOT CMAKE_CXX_COMPILER_ID MATCHES "Clang")
+    message(FATAL_ERROR "OCTET_FUZZ needs clang (libFuzzer); the fuzz preset sets it")
+  endif()
+  # Coverage feedback from every Octet library the targets reach.
+  add_compile_options($<$<COMPILE_LANGUAGE:C,CXX>:-fsanitize=fuzzer-no-link>)
 endif()
 if(OCTET_SANITIZE)
   string(REPLACE "," ";" _sans "${OCTET_SANITIZE}")

@@ -2,7 +2,7 @@
 # The two things a fresh machine does (see README.md):
 #
 #   installers/bootstrap.sh run    install, build, start the workbench on the local cluster
-#   installers/bootstrap.sh test   install, build, run every test
+#   installers/bootstrap.sh test   install, build, run every test (then fuzz the parsers)
 #
 # OCTET_PRESET picks the CMake preset (default: "default").
 set -euo pipefail
@@ -21,7 +21,12 @@ cmake --build --preset "$preset"
 
 bin="build/$preset/bin"
 if [ "$mode" = test ]; then
-  exec ctest --preset "$preset"
+  ctest --preset "$preset"
+  # Then the parsers' fuzz targets under ASan + UBSan (clang + libFuzzer, the
+  # fuzz preset's own build), OCTET_FUZZ_SECONDS (30) each: tests/fuzz.
+  cmake --preset fuzz >/dev/null
+  cmake --build --preset fuzz
+  exec ctest --preset fuzz
 fi
 
 if [ -n "${DISPLAY:-}" ] || [ -n "${WAYLAND_DISPLAY:-}" ]; then

@@ -26,6 +26,8 @@ fi
 packages=(
   # toolchain
   build-essential cmake ninja-build pkg-config ccache git
+  # the fuzz preset: clang with libFuzzer and the sanitizer runtimes (tests/fuzz)
+  clang libclang-rt-dev
   # Qt 6: Core/Test for app and tests; Widgets, OpenGL (Charts needs it), Charts for the workbench
   qt6-base-dev qt6-base-dev-tools libqt6opengl6-dev qt6-charts-dev libgl-dev libxkbcommon-dev
   # gRPC + Protobuf with the C++ code generators

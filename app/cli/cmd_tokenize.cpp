@@ -59,6 +59,8 @@ int RunTokenize(const std::vector<std::string>& args) {
     return Fail(kExitUsage, "stdin is not valid JSON (at byte " + std::to_string(e.byte) +
                                 "); expected a JSON array of " +
                                 (decode ? "id arrays" : "strings"));
+  } catch (const json::exception& e) {  // a number beyond double's range (out_of_range.406)
+    return Fail(kExitUsage, std::string("stdin is not usable JSON: ") + e.what());
   }
   if (!items.is_array()) {
     return Fail(kExitUsage,

@@ -312,6 +312,9 @@ Result<ModelConfig> ParseModelConfig(const std::string& json_text, const std::st
   } catch (const json::parse_error& e) {
     return InvalidArgumentError(where + ": bad JSON at byte offset " + std::to_string(e.byte) +
                                 ": " + e.what());
+  } catch (const json::exception& e) {
+    // Valid syntax the parser still refuses: a number beyond double's range.
+    return InvalidArgumentError(where + ": unusable JSON: " + e.what());
   }
   if (!j.is_object()) return InvalidArgumentError(where + ": not a JSON object");
   ModelConfig c;

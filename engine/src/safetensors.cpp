@@ -102,6 +102,9 @@ Result<SafetensorsFile> SafetensorsFile::Open(const std::string& path) {
   } catch (const nlohmann::json::parse_error& e) {
     return DataLossError(path + ": bad safetensors header JSON at byte offset " +
                          std::to_string(8 + (e.byte > 0 ? e.byte - 1 : 0)) + ": " + e.what());
+  } catch (const nlohmann::json::exception& e) {
+    // Valid syntax the parser still refuses: a number beyond double's range.
+    return DataLossError(path + ": unusable safetensors header JSON: " + e.what());
   }
   if (!header.is_object()) {
     return DataLossError(path + ": bad safetensors header at byte offset 8: not a JSON object");
@@ -224,6 +227,8 @@ Result<std::unique_ptr<CheckpointStore>> CheckpointStore::Open(const std::string
     } catch (const nlohmann::json::parse_error& e) {
       return DataLossError(index_path + ": bad JSON at byte offset " + std::to_string(e.byte) +
                            ": " + e.what());
+    } catch (const nlohmann::json::exception& e) {
+      return DataLossError(index_path + ": unusable JSON: " + e.what());
     }
     if (!index.is_object() || !index.contains("weight_map") || !index["weight_map"].is_object()) {
       return DataLossError(index_path + ": no \"weight_map\" object");

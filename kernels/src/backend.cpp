@@ -4,16 +4,29 @@
 #include <iterator>
 #include <memory>
 
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
+
 #include "cpu/cpu_backend.h"
 
 namespace octet::kernels {
 namespace {
 
+#if defined(__x86_64__)
+// F16C from CPUID leaf 1 (ECX bit 29): clang before 15 has no "f16c" for
+// __builtin_cpu_supports, and the fuzz build is clang.
+bool HasF16c() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx)) return false;
+  return (ecx & (1u << 29)) != 0;
+}
+#endif
+
 bool HasAvx2() {
 #if defined(__x86_64__)
   __builtin_cpu_init();
-  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-         __builtin_cpu_supports("f16c");
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && HasF16c();
 #else
   return false;
 #endif

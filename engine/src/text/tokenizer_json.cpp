@@ -36,6 +36,9 @@ class Loader {
       const size_t bracket = what.find("] ");
       if (bracket != std::string::npos) what = what.substr(bracket + 2);
       return Error("", "not valid JSON at byte " + std::to_string(e.byte) + ": " + what);
+    } catch (const json::exception& e) {
+      // Valid syntax the parser still refuses: a number beyond double's range.
+      return Error("", std::string("not usable JSON: ") + e.what());
     }
   }
 
