@@ -63,10 +63,14 @@ int64_t TileRowsPerTask(int64_t rows, int threads) {
   return std::clamp<int64_t>(rows / (4 * static_cast<int64_t>(threads)) / 64 * 64, 64, 256);
 }
 
+// Decode batches of up to this many rows read NVFP4 tiles where a matrix has
+// them (gemv_nvfp4_tiles) rather than the row-major codes (gemv).
+constexpr int64_t kNvfp4TilesMaxRows = kGemvMaxRows;
+
 // Whether a decode of m rows against w can take gemv_nvfp4_tiles.
 bool TakesNvfp4Tiles(const IsaKernels& isa, const WeightMatrix& w, int64_t m) {
-  return m == 1 && w.format == WeightFormat::kNvfp4 && w.tiles != nullptr &&
-         isa.gemv_nvfp4_tiles != nullptr;
+  return m >= 1 && m <= kNvfp4TilesMaxRows && w.format == WeightFormat::kNvfp4 &&
+         w.tiles != nullptr && isa.gemv_nvfp4_tiles != nullptr;
 }
 
 // Decode tasks take a few 4-row groups of one matrix: up to 64 rows or 128 KiB
@@ -130,12 +134,12 @@ void CpuBackend::Matmul(const float* x, int64_t m, int64_t ldx, const WeightMatr
     return;
   }
   if (TakesNvfp4Tiles(isa_, w, m)) {
-    if (const uint8_t* packed = PackForNvfp4Tiles(x, k)) {
+    if (const uint8_t* packed = PackForNvfp4Tiles(x, m, ldx, k)) {
       const int64_t rows_per_task = TileRowsPerTask(n, pool_.size());
       pool_.ParallelFor(CeilDiv(n, rows_per_task), [&](int64_t task, int) {
         const int64_t r0 = task * rows_per_task;
         const int64_t r1 = std::min(n, r0 + rows_per_task);
-        isa_.gemv_nvfp4_tiles(w, r0, r1, packed, y + r0, accumulate);
+        isa_.gemv_nvfp4_tiles(w, r0, r1, packed, m, y + r0, ldy, accumulate);
       });
       return;
     }
@@ -222,7 +226,7 @@ void CpuBackend::MatmulMulti(const float* x, int64_t m, int64_t ldx, const Matmu
     if (w.cols != packed_cols) packed_cols = -2;
   }
   if (packed_cols > 0) packed = PackForGemv(x, m, ldx, packed_cols);
-  // Likewise one packing for the NVFP4 outputs with tiles (m = 1).
+  // Likewise one packing for the NVFP4 outputs with tiles.
   int64_t tiles_cols = -1;
   for (int i = 0; i < n_outputs; ++i) {
     const WeightMatrix& w = *outputs[i].w;
@@ -230,7 +234,7 @@ void CpuBackend::MatmulMulti(const float* x, int64_t m, int64_t ldx, const Matmu
     if (tiles_cols == -1) tiles_cols = w.cols;
     if (w.cols != tiles_cols) tiles_cols = -2;
   }
-  const uint8_t* tiles_packed = tiles_cols > 0 ? PackForNvfp4Tiles(x, tiles_cols) : nullptr;
+  const uint8_t* tiles_packed = tiles_cols > 0 ? PackForNvfp4Tiles(x, m, ldx, tiles_cols) : nullptr;
   std::vector<int64_t> first_task(n_outputs + 1, 0), rows_per_task(n_outputs);
   for (int i = 0; i < n_outputs; ++i) {
     const WeightMatrix& w = *outputs[i].w;
@@ -256,7 +260,7 @@ void CpuBackend::MatmulMulti(const float* x, int64_t m, int64_t ldx, const Matmu
       return;
     }
     if (tiles_packed && TakesNvfp4Tiles(isa_, w, m)) {
-      isa_.gemv_nvfp4_tiles(w, r0, r1, tiles_packed, outputs[o].y + r0, false);
+      isa_.gemv_nvfp4_tiles(w, r0, r1, tiles_packed, m, outputs[o].y + r0, outputs[o].ldy, false);
       return;
     }
     for (int64_t i = 0; i < m; i += kGemvMaxRows) {
@@ -315,11 +319,16 @@ const uint16_t* CpuBackend::PackForGemv(const float* x, int64_t m, int64_t ldx, 
   return packed_x_.data();
 }
 
-const uint8_t* CpuBackend::PackForNvfp4Tiles(const float* x, int64_t k) {
+const uint8_t* CpuBackend::PackForNvfp4Tiles(const float* x, int64_t m, int64_t ldx, int64_t k) {
   if (!isa_.gemv_nvfp4_tiles || k % kNvfp4TileCols != 0) return nullptr;
   const int64_t size = isa_.nvfp4_tiles_packed_size(k);
-  if (static_cast<int64_t>(tiles_x_.size()) < size) tiles_x_.resize(size);
-  return isa_.pack_nvfp4_tiles_activation(x, k, tiles_x_.data()) ? tiles_x_.data() : nullptr;
+  if (static_cast<int64_t>(tiles_x_.size()) < m * size) tiles_x_.resize(m * size);
+  for (int64_t i = 0; i < m; ++i) {
+    if (!isa_.pack_nvfp4_tiles_activation(x + i * ldx, k, tiles_x_.data() + i * size)) {
+      return nullptr;
+    }
+  }
+  return tiles_x_.data();
 }
 
 void CpuBackend::Gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,

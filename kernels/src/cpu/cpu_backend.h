@@ -70,14 +70,15 @@ class CpuBackend final : public KernelBackend {
   // its tasks start, read by all of them).
   std::vector<uint16_t> packed_x_;
   std::vector<std::vector<uint16_t>> bf16_scratch_;  // per thread: NVFP4 rows as BF16 (prefill)
-  std::vector<uint8_t> tiles_x_;  // a decode row packed for isa_.gemv_nvfp4_tiles
+  std::vector<uint8_t> tiles_x_;                     // decode rows packed for isa_.gemv_nvfp4_tiles
 
   // Packs x for gemv_packed when this table has it and a BF16 matrix of k
   // columns takes m rows; returns null when gemv is used instead.
   const uint16_t* PackForGemv(const float* x, int64_t m, int64_t ldx, int64_t k);
-  // Packs one row x of k columns for gemv_nvfp4_tiles when this table has it;
-  // null when the row-major kernels must run instead (isa.h).
-  const uint8_t* PackForNvfp4Tiles(const float* x, int64_t k);
+  // Packs the m rows of x (k columns, ldx apart) for gemv_nvfp4_tiles when
+  // this table has it; null when the row-major kernels must run instead
+  // (isa.h: any row that cannot go this way).
+  const uint8_t* PackForNvfp4Tiles(const float* x, int64_t m, int64_t ldx, int64_t k);
   // Matmul of a BF16 or NVFP4 w against m > kGemvMaxRows rows through
   // gemm_packed over each task's weight rows (kept in L2).
   void MatmulPackedBlocks(const float* x, int64_t m, int64_t ldx, const WeightMatrix& w, float* y,

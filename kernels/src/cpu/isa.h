@@ -97,19 +97,22 @@ struct IsaKernels {
                       bool accumulate, float out_scale);
   void (*decode_nvfp4_bf16)(const WeightMatrix& w, int64_t row0, int64_t nrows, uint16_t* out);
 
-  // Decode of one activation row against NVFP4 weights in integers
+  // Decode of a few activation rows against NVFP4 weights in integers
   // (AVX512-VNNI), reading the matrix's tiles (weight.h); null in tables
-  // without it. CpuBackend packs the row once:
+  // without it. CpuBackend packs each row once:
   // pack_nvfp4_tiles_activation(x, k, packed) writes
   // nvfp4_tiles_packed_size(k) bytes and returns false when x cannot go this
   // way (a value that is not finite, or a block's largest magnitude nonzero
   // but below 2^-94): then the row-major kernels run. gemv_nvfp4_tiles:
-  // y[r - row0] (+)= W[r, :] . x for r in [row0, row1), both multiples of 16,
-  // w.tiles set and w.cols == k.
+  // y[i*ldy + r - row0] (+)= W[r, :] . x_i for i < m and r in [row0, row1),
+  // both multiples of 16, w.tiles set and w.cols == k, row i packed at
+  // packed + i * nvfp4_tiles_packed_size(k). Every row's weights are decoded
+  // once per four rows (the cost grows with m; CpuBackend sends it up to
+  // kNvfp4TilesMaxRows).
   int64_t (*nvfp4_tiles_packed_size)(int64_t k);
   bool (*pack_nvfp4_tiles_activation)(const float* x, int64_t k, uint8_t* packed);
   void (*gemv_nvfp4_tiles)(const WeightMatrix& w, int64_t row0, int64_t row1, const uint8_t* packed,
-                           float* y, bool accumulate);
+                           int64_t m, float* y, int64_t ldy, bool accumulate);
 };
 
 const IsaKernels& ScalarKernels();

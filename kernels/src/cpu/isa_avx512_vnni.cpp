@@ -1,4 +1,4 @@
-// AVX512-VNNI kernels: NVFP4 single-row decode from a matrix's tiles
+// AVX512-VNNI kernels: NVFP4 decode (1 to a few rows) from a matrix's tiles
 // (weight.h, TileNvfp4). Compiled with -mavx512... -mavx512vnni in a file of
 // their own, so nothing else is built for VNNI; added to the AVX-512 table by
 // AddAvx512VnniKernels only after the CPUID check. See isa.h for why nothing
@@ -238,10 +238,128 @@ void Nvfp4TilesPass(const uint8_t* g0, int64_t group_stride, int64_t chunks, con
   }
 }
 
+// The same for M (2..4) activation rows, row i's packing at packed + i *
+// row_bytes: out[i * ldo + 16 j + r] (+)= global * row r of group j . x_i.
+// The codes are expanded once (the VPERMBs) for all rows and each row adds
+// its own three VPDPBUSD chains, so a small decode batch (a mixture of
+// experts gives most experts one to three tokens a step) reads the weights
+// once, from the tiles. The blocks of a chunk are not unrolled here: with G x
+// M accumulators that keeps them in registers.
+template <int G, int M>
+void Nvfp4TilesPassRows(const uint8_t* g0, int64_t group_stride, int64_t chunks,
+                        const uint8_t* packed, int64_t row_bytes, float global, float* out,
+                        int64_t ldo, bool accumulate) {
+  const int64_t blocks = chunks * 4;
+  const uint8_t* xs[M];
+  const int32_t* corr[M];
+  const int32_t* bias[M];
+  for (int i = 0; i < M; ++i) {
+    xs[i] = packed + i * row_bytes;
+    corr[i] = reinterpret_cast<const int32_t*>(xs[i] + blocks * kTileActBlockBytes);
+    bias[i] = corr[i] + blocks;
+  }
+  // 2 x E2M1 + 12 for VPERMB's 6-bit index: repeated 4 times, so the two bits
+  // above a nibble do not matter.
+  const __m512i table = _mm512_set4_epi32(0x00040608, 0x090a0b0c, 0x18141210, 0x0f0e0d0c);
+  __m512 acc[G][M];
+  for (int j = 0; j < G; ++j) {
+    for (int i = 0; i < M; ++i) acc[j][i] = _mm512_setzero_ps();
+  }
+  for (int64_t c = 0; c < chunks; ++c) {
+#pragma GCC unroll 4
+    for (int j = 0; j < G; ++j) {
+      const uint8_t* src = g0 + j * group_stride + c * kNvfp4TileChunkBytes;
+      // The stream runs on into the next pass's group j (prefetches never fault).
+      int64_t ahead = c * kNvfp4TileChunkBytes + kTilePrefetchBytes;
+      if (ahead >= group_stride) ahead += (G - 1) * group_stride;
+      const char* pf = reinterpret_cast<const char*>(g0 + j * group_stride + ahead);
+      for (int l = 0; l < kNvfp4TileChunkBytes / 64; ++l) {
+        _mm_prefetch(pf + 64 * l, _MM_HINT_T0);
+      }
+#pragma GCC unroll 1
+      for (int bl = 0; bl < 4; ++bl) {
+        const int64_t b = c * 4 + bl;
+        // Parts 2bl and 2bl+1: the block's columns 0-3 / 4-7 (low / high
+        // nibbles of the first) and 8-11 / 12-15 (of the second).
+        const __m512i v0 = _mm512_loadu_si512(src + 2 * bl * 64);
+        const __m512i v1 = _mm512_loadu_si512(src + (2 * bl + 1) * 64);
+        const __m512i w0 = _mm512_permutexvar_epi8(v0, table);
+        const __m512i w1 = _mm512_permutexvar_epi8(_mm512_srli_epi16(v0, 4), table);
+        const __m512i w2 = _mm512_permutexvar_epi8(v1, table);
+        const __m512i w3 = _mm512_permutexvar_epi8(_mm512_srli_epi16(v1, 4), table);
+        const __m512i e5m3 = _mm512_slli_epi32(
+            _mm512_cvtepu8_epi32(
+                _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 8 * 64 + bl * 16))),
+            20);
+#pragma GCC unroll 4
+        for (int i = 0; i < M; ++i) {
+          const uint8_t* xb = xs[i] + b * kTileActBlockBytes;
+          __m512i part[3];
+#pragma GCC unroll 3
+          for (int p = 0; p < 3; ++p) {
+            const uint8_t* xp = xb + 16 * p;
+            __m512i s = p == 0 ? _mm512_set1_epi32(-corr[i][b]) : _mm512_setzero_si512();
+            s = _mm512_dpbusd_epi32(s, w0, Bcast4(xp));
+            s = _mm512_dpbusd_epi32(s, w1, Bcast4(xp + 4));
+            s = _mm512_dpbusd_epi32(s, w2, Bcast4(xp + 8));
+            s = _mm512_dpbusd_epi32(s, w3, Bcast4(xp + 12));
+            part[p] = s;
+          }
+          const __m512i t = _mm512_add_epi32(
+              part[0],
+              _mm512_add_epi32(_mm512_slli_epi32(part[1], 8), _mm512_slli_epi32(part[2], 16)));
+          const __m512 scale =
+              _mm512_castsi512_ps(_mm512_add_epi32(e5m3, _mm512_set1_epi32(bias[i][b])));
+          acc[j][i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t), scale, acc[j][i]);
+        }
+      }
+    }
+  }
+  for (int j = 0; j < G; ++j) {
+    for (int i = 0; i < M; ++i) {
+      float* o = out + i * ldo + 16 * j;
+      __m512 v = _mm512_mul_ps(acc[j][i], _mm512_set1_ps(global));
+      if (accumulate) v = _mm512_add_ps(v, _mm512_loadu_ps(o));
+      _mm512_storeu_ps(o, v);
+    }
+  }
+}
+
+// One pass of G groups for all m rows: one row by the single-row pass,
+// more four at a time; the first four stream the pass's tiles from memory,
+// later ones find them in L2 (a pass of 64 rows is 36 KiB per 1024 columns).
+template <int G>
+void Nvfp4TilesPassAllRows(const uint8_t* g0, int64_t group_stride, int64_t chunks,
+                           const uint8_t* packed, int64_t row_bytes, int64_t m, float global,
+                           float* out, int64_t ldo, bool accumulate) {
+  for (int64_t i = 0; i < m; i += 4) {
+    const uint8_t* p = packed + i * row_bytes;
+    float* o = out + i * ldo;
+    switch (m - i < 4 ? m - i : 4) {
+      case 1:
+        Nvfp4TilesPass<G>(g0, group_stride, chunks, p, global, o, accumulate);
+        break;
+      case 2:
+        Nvfp4TilesPassRows<G, 2>(g0, group_stride, chunks, p, row_bytes, global, o, ldo,
+                                 accumulate);
+        break;
+      case 3:
+        Nvfp4TilesPassRows<G, 3>(g0, group_stride, chunks, p, row_bytes, global, o, ldo,
+                                 accumulate);
+        break;
+      default:
+        Nvfp4TilesPassRows<G, 4>(g0, group_stride, chunks, p, row_bytes, global, o, ldo,
+                                 accumulate);
+        break;
+    }
+  }
+}
+
 void GemvNvfp4Tiles(const WeightMatrix& w, int64_t row0, int64_t row1, const uint8_t* packed,
-                    float* y, bool accumulate) {
+                    int64_t m, float* y, int64_t ldy, bool accumulate) {
   const int64_t chunks = w.cols / kNvfp4TileCols;
   const int64_t stride = w.tile_group_stride;
+  const int64_t row_bytes = Nvfp4TilesPackedSize(w.cols);
   // A task starts cold: ask for the first chunks of its first groups at
   // once (the passes prefetch the rest as they go).
   for (int64_t g = 0; g < 4 && row0 + 16 * g < row1; ++g) {
@@ -251,16 +369,16 @@ void GemvNvfp4Tiles(const WeightMatrix& w, int64_t row0, int64_t row1, const uin
   }
   int64_t r = row0;
   for (; r + 64 <= row1; r += 64) {
-    Nvfp4TilesPass<4>(w.tiles + r / 16 * stride, stride, chunks, packed, w.global_scale,
-                      y + (r - row0), accumulate);
+    Nvfp4TilesPassAllRows<4>(w.tiles + r / 16 * stride, stride, chunks, packed, row_bytes, m,
+                             w.global_scale, y + (r - row0), ldy, accumulate);
   }
   for (; r + 32 <= row1; r += 32) {
-    Nvfp4TilesPass<2>(w.tiles + r / 16 * stride, stride, chunks, packed, w.global_scale,
-                      y + (r - row0), accumulate);
+    Nvfp4TilesPassAllRows<2>(w.tiles + r / 16 * stride, stride, chunks, packed, row_bytes, m,
+                             w.global_scale, y + (r - row0), ldy, accumulate);
   }
   if (r < row1) {
-    Nvfp4TilesPass<1>(w.tiles + r / 16 * stride, stride, chunks, packed, w.global_scale,
-                      y + (r - row0), accumulate);
+    Nvfp4TilesPassAllRows<1>(w.tiles + r / 16 * stride, stride, chunks, packed, row_bytes, m,
+                             w.global_scale, y + (r - row0), ldy, accumulate);
   }
 }
 

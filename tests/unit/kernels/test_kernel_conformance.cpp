@@ -488,26 +488,42 @@ class TestKernelConformance : public QObject {
 
   // The tiles are what a tile-reading backend decodes: with the row-major
   // codes cleared after tiling it still gives the tiled weights' product
-  // (the other backends give the cleared matrix's, zero).
+  // (the other backends give the cleared matrix's, zero), for one row and for
+  // the small batches of batched decode (rows ldx apart, outputs ldy apart,
+  // written or added to).
   void nvfp4TilesAreRead() {
     std::mt19937 rng(32);
-    OwnedWeight w = RandomWeight(WeightFormat::kNvfp4, 64, 256, rng);
+    OwnedWeight w = RandomWeight(WeightFormat::kNvfp4, 112, 256, rng);  // 64 + 32 + 16 rows
     std::vector<uint8_t> tiles(Nvfp4TilesBytes(w.view));
     WeightMatrix tiled = TileNvfp4(w.view, tiles.data());
-    const std::vector<float> x = RandomFloats(256, rng);
-    std::vector<float> want(64);
-    Scalar()->Matmul(x.data(), 1, 256, w.view, want.data(), 64, false);
+    constexpr int64_t ldx = 260, ldy = 115;
+    const std::vector<float> x = RandomFloats(8 * ldx, rng);
+    std::vector<std::vector<float>> want(9);
+    for (int64_t m = 1; m <= 8; ++m) {
+      want[m].assign(m * ldy, 7.0f);
+      Scalar()->Matmul(x.data(), m, ldx, w.view, want[m].data(), ldy, false);
+    }
     std::fill(w.data.begin(), w.data.end(), 0);
     int readers = 0;
     for (auto& backend : AllBackends(2)) {
-      std::vector<float> y(64, 7.0f);
-      backend->Matmul(x.data(), 1, 256, tiled, y.data(), 64, false);
-      if (backend->UsesNvfp4Tiles()) {
-        ++readers;
-        std::string why;
-        QVERIFY2(CloseF(y, want, 1e-4, 1e-5, &why), why.c_str());
-      } else {
-        QCOMPARE(y, std::vector<float>(64, 0.0f));
+      readers += backend->UsesNvfp4Tiles();
+      for (int64_t m = 1; m <= 8; ++m) {
+        for (bool acc : {false, true}) {
+          std::vector<float> y(m * ldy, 7.0f);
+          backend->Matmul(x.data(), m, ldx, tiled, y.data(), ldy, acc);
+          std::vector<float> expect = want[m];
+          for (int64_t i = 0; i < m; ++i) {
+            for (int64_t r = 0; r < 112; ++r) {
+              float& e = expect[i * ldy + r];
+              e = backend->UsesNvfp4Tiles() ? e + (acc ? 7.0f : 0.0f) : (acc ? 7.0f : 0.0f);
+            }
+          }
+          std::string why;
+          QVERIFY2(CloseF(y, expect, 1e-4, 1e-5, &why),
+                   (std::string(backend->name()) + " m=" + std::to_string(m) +
+                    (acc ? " accumulate: " : ": ") + why)
+                       .c_str());
+        }
       }
     }
     qInfo("%d backend(s) here read NVFP4 tiles", readers);
@@ -540,6 +556,24 @@ class TestKernelConformance : public QObject {
       } else {
         x[70] = odd;
       }
+      // As the only row, and as the third of four (the others ordinary).
+      std::vector<float> x4 = RandomFloats(4 * 128, rng);
+      std::copy(x.begin(), x.end(), x4.begin() + 2 * 128);
+      std::vector<float> want4(4 * 32);
+      scalar->Matmul(x4.data(), 4, 128, w.view, want4.data(), 32, false);
+      for (auto& backend : AllBackends(2)) {
+        std::vector<float> y4(4 * 32, 7.0f);
+        backend->Matmul(x4.data(), 4, 128, tiled, y4.data(), 32, false);
+        for (int r = 0; r < 4 * 32; ++r) {
+          const bool ok = std::isnan(want4[r]) ? std::isnan(y4[r])
+                          : std::isinf(want4[r])
+                              ? y4[r] == want4[r]
+                              : std::fabs(y4[r] - want4[r]) <= 1e-4 + 1e-5 * std::fabs(want4[r]);
+          QVERIFY2(ok, (std::string(backend->name()) + " of 4 rows, [" + std::to_string(r) +
+                        "]: got " + std::to_string(y4[r]) + " want " + std::to_string(want4[r]))
+                           .c_str());
+        }
+      }
       std::vector<float> want(32);
       scalar->Matmul(x.data(), 1, 128, w.view, want.data(), 32, false);
       for (auto& backend : AllBackends(2)) {
@@ -558,7 +592,7 @@ class TestKernelConformance : public QObject {
     }
   }
 
-  // MatmulMulti packs the row once for all tiled outputs of one width and
+  // MatmulMulti packs the rows once for all tiled outputs of one width and
   // leaves the others to their kernels.
   void nvfp4TilesInMatmulMulti() {
     std::mt19937 rng(34);
@@ -568,19 +602,21 @@ class TestKernelConformance : public QObject {
     OwnedWeight d = RandomWeight(WeightFormat::kBF16, 9, 128, rng);
     std::vector<uint8_t> ta(Nvfp4TilesBytes(a.view)), tb(Nvfp4TilesBytes(b.view));
     const WeightMatrix va = TileNvfp4(a.view, ta.data()), vb = TileNvfp4(b.view, tb.data());
-    const std::vector<float> x = RandomFloats(128, rng);
-    for (auto& backend : AllBackends(2)) {
-      std::vector<float> ya(48), yb(32), yc(21), yd(9);
-      const KernelBackend::MatmulOutput outs[4] = {{&va, ya.data(), 48},
-                                                   {&vb, yb.data(), 32},
-                                                   {&c.view, yc.data(), 21},
-                                                   {&d.view, yd.data(), 9}};
-      backend->MatmulMulti(x.data(), 1, 128, outs, 4);
-      for (auto [w, y, n] :
-           {std::tuple{&va, &ya, 48}, {&vb, &yb, 32}, {&c.view, &yc, 21}, {&d.view, &yd, 9}}) {
-        std::vector<float> want(n);
-        backend->Matmul(x.data(), 1, 128, *w, want.data(), n, false);
-        QCOMPARE(*y, want);
+    for (int64_t m : {1, 3, 8}) {
+      const std::vector<float> x = RandomFloats(m * 128, rng);
+      for (auto& backend : AllBackends(2)) {
+        std::vector<float> ya(m * 48), yb(m * 32), yc(m * 21), yd(m * 9);
+        const KernelBackend::MatmulOutput outs[4] = {{&va, ya.data(), 48},
+                                                     {&vb, yb.data(), 32},
+                                                     {&c.view, yc.data(), 21},
+                                                     {&d.view, yd.data(), 9}};
+        backend->MatmulMulti(x.data(), m, 128, outs, 4);
+        for (auto [w, y, n] :
+             {std::tuple{&va, &ya, 48}, {&vb, &yb, 32}, {&c.view, &yc, 21}, {&d.view, &yd, 9}}) {
+          std::vector<float> want(m * n);
+          backend->Matmul(x.data(), m, 128, *w, want.data(), n, false);
+          QCOMPARE(*y, want);
+        }
       }
     }
   }
