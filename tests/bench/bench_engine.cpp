@@ -1,16 +1,21 @@
 // Engine benchmark: writes random-weight checkpoints with the real shapes of
-// Qwen3-0.6B (BF16 and ModelOpt NVFP4) and Llama-3.2-1B (BF16), then measures
+// Qwen3-0.6B (BF16 and ModelOpt NVFP4), Llama-3.2-1B (BF16) and the layers of
+// Qwen3-30B-A3B (a mixture of experts, NVFP4 experts, as many of its 48
+// layers as fit in half of this machine's available memory), then measures
 //   prefill tok/s and GFLOP/s for a 512-token prompt,
 //   decode tok/s for 128 tokens (one sequence, from an empty cache; with
 //   --repeats N, N such runs and the one with the median roofline share),
 //   bytes read per decoded token (weights + KV cache),
 //   this machine's memory bandwidth (STREAM-style copy/scale/add/triad and a
 //   read-only sweep, same threads, same program),
-//   and decode tok/s as a percentage of the roofline bandwidth / bytes-per-token.
+//   and decode tok/s as a percentage of the roofline bandwidth / bytes-per-token
+//   (for a mixture of experts, the bytes of the experts a token is routed to),
+//   and aggregate decode tok/s with c sequences per step, and its ratio to c = 1.
 // Prints a table on stderr and one JSON document on stdout.
 //
 //   octet_bench_engine [--threads 2] [--dir /tmp/octet-bench] [--models a,b]
 //                      [--prompt 512] [--decode 128] [--repeats 1] [--backend auto]
+//                      [--moe-layers 0]
 //
 // With a device backend (--backend cuda) the roofline bandwidth is the
 // device's, measured through the backend's own ops (Scale in place: copy-like
@@ -28,6 +33,7 @@
 #include "octet/base/args.h"
 #include "octet/base/deadline.h"
 #include "octet/base/file_util.h"
+#include "octet/base/mem_info.h"
 #include "octet/engine/generate.h"
 #include "octet/engine/model.h"
 #include "octet/engine/random_checkpoint.h"
@@ -45,6 +51,7 @@ namespace {
 struct Shape {
   std::string name;  // folder name
   RandomModelShape shape;
+  int64_t full_layers = 0;  // the real model's layer count, where the shape takes fewer
 };
 
 const std::vector<Shape>& Shapes() {
@@ -64,10 +71,52 @@ const std::vector<Shape>& Shapes() {
     llama.rope_theta = 5e5;
     llama.tie_word_embeddings = true;
     llama.llama3_rope_scaling = true;
-    return std::vector<Shape>{
-        {"qwen3-0.6b-bf16", qwen}, {"qwen3-0.6b-nvfp4", qwen_fp4}, {"llama3.2-1b-bf16", llama}};
+    return std::vector<Shape>{{"qwen3-0.6b-bf16", qwen},
+                              {"qwen3-0.6b-nvfp4", qwen_fp4},
+                              {"llama3.2-1b-bf16", llama},
+                              // Layer count chosen at run time (MoeLayers).
+                              {"qwen3-30b-a3b-nvfp4", RandomModelShape::Qwen3_30B_A3B(0), 48}};
   }();
   return shapes;
+}
+
+// Bytes a layer of a mixture-of-experts shape holds in memory once loaded:
+// its checkpoint bytes (mapped, in the page cache) and the NVFP4 tile copy of
+// its experts (LoadOptions::nvfp4_tiles). `fixed`: the layer-independent part
+// (embeddings, lm_head).
+struct MoeFootprint {
+  int64_t per_layer = 0, fixed = 0;
+};
+MoeFootprint MoeBytes(const RandomModelShape& s) {
+  const int64_t H = s.hidden_size, F = s.moe_intermediate_size;
+  const int64_t nvfp4 = 3 * H * F / 2 + 3 * H * F / 16;  // packed + e4m3 scales, one expert
+  const int64_t attention = 2 * H * s.head_dim * (s.num_heads + s.num_kv_heads) * 2;  // BF16
+  MoeFootprint f;
+  f.per_layer = s.num_experts * (2 * nvfp4 + 16) + attention + s.num_experts * H * 2;
+  f.fixed = s.vocab_size * H * 2 * (s.tie_word_embeddings ? 1 : 2);
+  return f;
+}
+
+// The layer count of a mixture-of-experts shape: `requested` when > 0, else
+// as many of the model's `full` layers as fit in half of MemAvailable (the
+// machine is shared: the other half stays for other work and the page cache).
+// `existing`: the layers of a checkpoint already written (0: none), kept when
+// it fits and is within two layers of what fits, so a small change in free
+// memory does not rewrite gigabytes.
+Result<int64_t> MoeLayers(const RandomModelShape& s, int64_t full, int64_t requested,
+                          int64_t existing) {
+  if (requested > 0) return requested;
+  OCTET_ASSIGN_OR_RETURN(MemInfo mi, ReadMemInfo());
+  const MoeFootprint f = MoeBytes(s);
+  const int64_t budget = static_cast<int64_t>(mi.available_bytes / 2) - f.fixed;
+  const int64_t fit = std::min<int64_t>(full, budget / f.per_layer);
+  if (fit < 1) {
+    return ResourceExhaustedError(
+        "not even one layer of the mixture-of-experts shape fits in half of MemAvailable (" +
+        std::to_string(mi.available_bytes >> 20) + " MiB); pass --moe-layers to force a count");
+  }
+  if (existing > 0 && existing <= fit && existing >= fit - 2) return existing;
+  return fit;
 }
 
 // Prompt ids: uniform in [-1, 1), mapped onto the vocabulary.
@@ -220,6 +269,7 @@ struct DecodeRun {
 
 struct ModelResult {
   std::string name, weights;
+  int64_t layers = 0, full_layers = 0;  // full_layers: the real model's, where it has more
   std::vector<DecodeRun> decode_runs;  // in order
   DecodeRun decode;                    // the run with the median roofline share
   int64_t weight_bytes_per_token = 0;
@@ -246,6 +296,8 @@ Result<ModelResult> RunModel(const Shape& s, const std::string& dir, int threads
   const ModelConfig& c = m.config();
   ModelResult r;
   r.name = s.name;
+  r.layers = c.num_layers;
+  r.full_layers = std::max(s.full_layers, c.num_layers);
   r.weights = m.WeightFormatSummary();
   r.weight_bytes_per_token = m.WeightBytesPerToken();
   KvCache cache = *m.NewKvCache(2, n_prompt + n_decode + 1, kv_dtype);
@@ -265,11 +317,19 @@ Result<ModelResult> RunModel(const Shape& s, const std::string& dir, int threads
   r.prefill_tps_cpu = n_prompt / prefill.cpu(threads);
   // FLOPs: 2 per weight per token in the layer matmuls, attention QK and PV
   // over the causal prefix, and the lm_head for the one logits row.
+  // A mixture-of-experts layer counts its router, shared expert and
+  // experts_per_token of its experts (each token's share).
   double linear = 0;
+  auto weights = [](const Linear& li) { return double(li.weight.rows) * li.weight.cols; };
+  auto mlp = [&](const GatedMlp& g) { return weights(g.gate) + weights(g.up) + weights(g.down); };
   for (int64_t l = 0; l < c.num_layers; ++l) {
     const LayerWeights& L = m.layer(l);
     for (const Linear* li : {&L.q, &L.k, &L.v, &L.o, &L.gate, &L.up, &L.down}) {
-      linear += double(li->weight.rows) * li->weight.cols;
+      linear += weights(*li);
+    }
+    if (L.is_moe()) {
+      linear += weights(L.moe.router) + mlp(L.moe.shared) +
+                mlp(L.moe.experts[0]) * double(c.moe.experts_per_token);
     }
   }
   const double attn =
@@ -364,8 +424,15 @@ int main(int argc, char** argv) {
   p.Option("threads", "N", "threads (0: all cores)", "0")
       .Option("dir", "DIR", "where the checkpoints are written (reused when present)",
               "/tmp/octet-bench-engine")
-      .Option("models", "LIST", "qwen3-0.6b-bf16, qwen3-0.6b-nvfp4, llama3.2-1b-bf16",
-              "qwen3-0.6b-bf16,qwen3-0.6b-nvfp4,llama3.2-1b-bf16")
+      .Option(
+          "models", "LIST",
+          "qwen3-0.6b-bf16, qwen3-0.6b-nvfp4, llama3.2-1b-bf16, qwen3-30b-a3b-nvfp4 (Qwen3-30B-A3B "
+          "layers: 128 experts of 768, top-8, NVFP4 experts, BF16 attention)",
+          "qwen3-0.6b-bf16,qwen3-0.6b-nvfp4,llama3.2-1b-bf16")
+      .Option("moe-layers", "N",
+              "layers of qwen3-30b-a3b-nvfp4 (it has 48); 0: as many as fit in half of "
+              "MemAvailable (checkpoint + NVFP4 tile copy)",
+              "0")
       .Option("prompt", "N", "prefill tokens", "512")
       .Option("decode", "N", "decode tokens", "128")
       .Option("repeats", "N",
@@ -431,9 +498,33 @@ int main(int argc, char** argv) {
       return 2;
     }
     const std::string dir = JoinPath(p.GetString("dir"), name);
-    if (!PathExists(JoinPath(dir, "config.json"))) {
+    RandomModelShape to_write = shape->shape;
+    bool stale = false;  // a checkpoint of this name with another layer count
+    if (shape->full_layers > 0) {
+      int64_t existing = 0;
+      if (auto text = ReadFileToString(JoinPath(dir, "config.json")); text.ok()) {
+        existing = nlohmann::json::parse(*text, nullptr, false).value("num_hidden_layers", 0);
+      }
+      auto layers =
+          MoeLayers(shape->shape, shape->full_layers, p.GetInt("moe-layers").value_or(0), existing);
+      if (!layers.ok()) {
+        std::cerr << "octet_bench_engine: " << name << ": " << layers.status().ToString() << "\n";
+        return 1;
+      }
+      to_write.num_layers = *layers;
+      stale = existing > 0 && existing != *layers;
+      std::fprintf(stderr, "%s: %lld of its %lld layers (~%lld MiB in memory with the tile copy)\n",
+                   name.c_str(), static_cast<long long>(*layers),
+                   static_cast<long long>(shape->full_layers),
+                   static_cast<long long>(
+                       (MoeBytes(to_write).fixed + *layers * MoeBytes(to_write).per_layer) >> 20));
+      // config.json marks a complete checkpoint: removed first, so a rewrite
+      // that stops halfway is not taken for one.
+      if (stale) std::remove(JoinPath(dir, "config.json").c_str());
+    }
+    if (stale || !PathExists(JoinPath(dir, "config.json"))) {
       std::fprintf(stderr, "writing %s ...\n", dir.c_str());
-      if (Status s = WriteRandomCheckpoint(shape->shape, dir); !s.ok()) {
+      if (Status s = WriteRandomCheckpoint(to_write, dir); !s.ok()) {
         std::cerr << "octet_bench_engine: " << s.ToString() << "\n";
         return 1;
       }
@@ -464,7 +555,11 @@ int main(int argc, char** argv) {
     }
     results.push_back(*r);
     nlohmann::json batched = nlohmann::json::object(), batched_cpu = nlohmann::json::object();
-    for (auto [c, tps] : r->batched_tps) batched[std::to_string(c)] = tps;
+    nlohmann::json speedup = nlohmann::json::object();  // aggregate c / the c = 1 decode
+    for (auto [c, tps] : r->batched_tps) {
+      batched[std::to_string(c)] = tps;
+      speedup[std::to_string(c)] = tps / r->decode.tps;
+    }
     for (auto [c, tps] : r->batched_tps_cpu) batched_cpu[std::to_string(c)] = tps;
     j["models"].push_back({{"name", r->name},
                            {"weights", r->weights},
@@ -484,6 +579,9 @@ int main(int argc, char** argv) {
                              {"roofline_pct", r->decode.roofline_pct_cpu},
                              {"batched_decode_tps", batched_cpu}}}});
     j["models"].back()["batched_decode_tps"] = batched;
+    j["models"].back()["batched_over_c1"] = speedup;
+    j["models"].back()["layers"] = r->layers;
+    if (r->full_layers > r->layers) j["models"].back()["model_layers"] = r->full_layers;
     nlohmann::json runs = nlohmann::json::array();
     for (const DecodeRun& d : r->decode_runs) {
       runs.push_back({{"decode_tps", d.tps},
@@ -496,10 +594,10 @@ int main(int argc, char** argv) {
     }
     j["models"].back()["decode_runs"] = runs;
   }
-  std::fprintf(stderr, "\n%-18s %-11s %11s %9s %10s %10s %8s %10s %8s\n", "model", "weights",
+  std::fprintf(stderr, "\n%-20s %-11s %11s %9s %10s %10s %8s %10s %8s\n", "model", "weights",
                "prefill t/s", "GFLOP/s", "decode t/s", "MB/token", "GB/s", "roof t/s", "% roof");
   for (const auto& r : results) {
-    std::fprintf(stderr, "%-18s %-11s %11.1f %9.1f %10.2f %10.1f %8.1f %10.2f %7.1f%%\n",
+    std::fprintf(stderr, "%-20s %-11s %11.1f %9.1f %10.2f %10.1f %8.1f %10.2f %7.1f%%\n",
                  r.name.c_str(), r.weights.c_str(), r.prefill_tps, r.prefill_gflops, r.decode.tps,
                  (r.weight_bytes_per_token + r.decode.kv_bytes_per_token) / 1e6,
                  r.decode.bandwidth_gbs, r.decode.roofline_tps, r.decode.roofline_pct);
@@ -508,28 +606,38 @@ int main(int argc, char** argv) {
     std::fprintf(stderr,
                  "\ndecode runs in order, tok/s (%% of roofline); the median one is above:\n");
     for (const auto& r : results) {
-      std::fprintf(stderr, "%-18s", r.name.c_str());
+      std::fprintf(stderr, "%-20s", r.name.c_str());
       for (const DecodeRun& d : r.decode_runs) {
         std::fprintf(stderr, "  %.2f (%.1f%%)", d.tps, d.roofline_pct);
       }
       std::fprintf(stderr, "\n");
     }
   }
-  std::fprintf(stderr, "\naggregate decode tok/s with c sequences per step (wall | CPU time):\n");
+  std::fprintf(stderr,
+               "\naggregate decode tok/s with c sequences per step (wall | CPU time) "
+               "[x c = 1 decode, wall]:\n");
   for (const auto& r : results) {
-    std::fprintf(stderr, "%-18s c=1 %.2f | %.2f", r.name.c_str(), r.decode.tps, r.decode.tps_cpu);
+    std::fprintf(stderr, "%-20s c=1 %.2f | %.2f", r.name.c_str(), r.decode.tps, r.decode.tps_cpu);
     for (size_t i = 0; i < r.batched_tps.size(); ++i) {
-      std::fprintf(stderr, "   c=%lld %.2f | %.2f", static_cast<long long>(r.batched_tps[i].first),
-                   r.batched_tps[i].second, r.batched_tps_cpu[i].second);
+      std::fprintf(stderr, "   c=%lld %.2f | %.2f [%.2fx]",
+                   static_cast<long long>(r.batched_tps[i].first), r.batched_tps[i].second,
+                   r.batched_tps_cpu[i].second, r.batched_tps[i].second / r.decode.tps);
     }
     std::fprintf(stderr, "\n");
   }
+  for (const auto& r : results) {
+    if (r.full_layers > r.layers) {
+      std::fprintf(stderr, "%s: %lld of the model's %lld layers (what fits this machine)\n",
+                   r.name.c_str(), static_cast<long long>(r.layers),
+                   static_cast<long long>(r.full_layers));
+    }
+  }
   std::fprintf(stderr,
                "\nthe same on CPU time (rate on dedicated cores when the machine is shared):\n");
-  std::fprintf(stderr, "%-18s %11s %10s %8s %8s\n", "model", "prefill t/s", "decode t/s", "GB/s",
+  std::fprintf(stderr, "%-20s %11s %10s %8s %8s\n", "model", "prefill t/s", "decode t/s", "GB/s",
                "% roof");
   for (const auto& r : results) {
-    std::fprintf(stderr, "%-18s %11.1f %10.2f %8.1f %7.1f%%\n", r.name.c_str(), r.prefill_tps_cpu,
+    std::fprintf(stderr, "%-20s %11.1f %10.2f %8.1f %7.1f%%\n", r.name.c_str(), r.prefill_tps_cpu,
                  r.decode.tps_cpu, r.decode.bandwidth_gbs_cpu, r.decode.roofline_pct_cpu);
   }
   std::fprintf(
