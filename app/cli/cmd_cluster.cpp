@@ -79,10 +79,29 @@ json ToJson(const NodeFacts& f) {
   for (const auto& d : f.rdma_devices) {
     json ports = json::array();
     for (const auto& p : d.ports) {
-      ports.push_back(
-          {{"port", p.port}, {"state", p.state}, {"link_layer", p.link_layer}, {"gids", p.gids}});
+      json gid_table = json::array();
+      for (const auto& g : p.gid_table) {
+        gid_table.push_back(
+            {{"index", g.index}, {"gid", g.gid}, {"type", g.type}, {"netdev", g.netdev}});
+      }
+      ports.push_back({{"port", p.port},
+                       {"state", p.state},
+                       {"phys_state", p.phys_state},
+                       {"link_layer", p.link_layer},
+                       {"netdev", p.netdev},
+                       {"mtu", p.netdev_mtu},
+                       {"active_mtu", p.active_mtu},
+                       {"rate", p.rate},
+                       {"gids", p.gids},
+                       {"gid_table", gid_table}});
     }
-    rdma.push_back({{"name", d.name}, {"netdev", d.netdev}, {"ports", ports}});
+    rdma.push_back(
+        {{"name", d.name}, {"netdev", d.netdev}, {"pci_address", d.pci_address}, {"ports", ports}});
+  }
+  json roce_warnings = json::array();
+  for (const auto& w : f.roce_warnings) {
+    roce_warnings.push_back(
+        {{"kind", w.kind}, {"device", w.device}, {"port", w.port}, {"message", w.message}});
   }
   return {{"node_id", f.node_id},
           {"hostname", f.hostname},
@@ -100,6 +119,12 @@ json ToJson(const NodeFacts& f) {
           {"interfaces", nics},
           {"rdma_devices", rdma},
           {"rdma_note", f.rdma_note},
+          {"nccl",
+           {{"NCCL_IB_HCA", f.nccl.ib_hca},
+            {"NCCL_SOCKET_IFNAME", f.nccl.socket_ifname},
+            {"NCCL_IB_GID_INDEX", f.nccl.ib_gid_index},
+            {"applied", f.nccl.applied}}},
+          {"roce_warnings", roce_warnings},
           {"agent_version", f.agent_version},
           {"model_roots", f.model_roots},
           {"simulated", f.simulated},
@@ -397,6 +422,7 @@ int RunStatus(const std::vector<std::string>& args) {
                 << (f.rdma_devices.empty() ? f.rdma_note
                                            : std::to_string(f.rdma_devices.size()) + " device(s)")
                 << "; jobs: " << n.jobs.size() << "\n";
+      for (const auto& w : f.roce_warnings) std::cerr << "    RoCE: " << w.message << "\n";
     }
     PrintCablingHuman(snap.cabling);
   }

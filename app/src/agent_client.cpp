@@ -110,13 +110,31 @@ NodeFacts FromProto(const v1::NodeFacts& p) {
     RdmaDeviceFacts r;
     r.name = d.name();
     r.netdev = d.netdev();
+    r.pci_address = d.pci_address();
     for (const auto& port : d.ports()) {
-      r.ports.push_back({port.port(), port.state(), port.link_layer(),
-                         std::vector<std::string>(port.gids().begin(), port.gids().end())});
+      RdmaPortFacts rp;
+      rp.port = port.port();
+      rp.state = port.state();
+      rp.link_layer = port.link_layer();
+      rp.gids.assign(port.gids().begin(), port.gids().end());
+      rp.phys_state = port.phys_state();
+      rp.netdev = port.netdev();
+      rp.active_mtu = port.active_mtu();
+      rp.netdev_mtu = port.netdev_mtu();
+      rp.rate = port.rate();
+      for (const auto& g : port.gid_table()) {
+        rp.gid_table.push_back({g.index(), g.gid(), g.type(), g.netdev()});
+      }
+      r.ports.push_back(std::move(rp));
     }
     f.rdma_devices.push_back(std::move(r));
   }
   f.rdma_note = p.rdma_note();
+  f.nccl = {p.nccl().ib_hca(), p.nccl().socket_ifname(), p.nccl().ib_gid_index(),
+            p.nccl().applied()};
+  for (const auto& w : p.roce_warnings()) {
+    f.roce_warnings.push_back({w.kind(), w.device(), w.port(), w.message()});
+  }
   f.agent_version = p.agent_version();
   f.model_roots.assign(p.model_roots().begin(), p.model_roots().end());
   f.simulated = p.simulated();

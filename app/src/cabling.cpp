@@ -1,6 +1,7 @@
 #include "octet/app/cabling.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <functional>
 #include <map>
 #include <set>
@@ -374,6 +375,79 @@ CablingReport AnalyzeCabling(const std::vector<CablingNodeInput>& nodes,
       break;
   }
   return r;
+}
+
+// ---- RoCE ports --------------------------------------------------------------
+
+namespace {
+
+// "0002:01:00.1" -> "01:00.1": both halves of a ConnectX-7 port sort together.
+std::string PciSlot(const std::string& pci) {
+  const size_t colon = pci.find(':');
+  return colon == std::string::npos ? pci : pci.substr(colon + 1);
+}
+
+bool IsIpv4MappedGid(const std::string& gid) {
+  return gid.rfind("::ffff:", 0) == 0 && gid.find('.') != std::string::npos;
+}
+
+}  // namespace
+
+RoceSummary SummarizeRoce(const NodeFacts& facts) {
+  RoceSummary out;
+  std::vector<std::pair<std::string, RocePortRow>> keyed;  // sort key, row
+  for (const RdmaDeviceFacts& d : facts.rdma_devices) {
+    for (const RdmaPortFacts& p : d.ports) {
+      if (p.link_layer != "Ethernet") continue;
+      RocePortRow row;
+      row.device = d.name;
+      row.port = p.port;
+      row.netdev = p.netdev.empty() ? d.netdev : p.netdev;
+      row.state = p.state;
+      row.phys_state = p.phys_state;
+      row.netdev_mtu = p.netdev_mtu;
+      row.active_mtu = p.active_mtu;
+      row.rate = p.rate;
+      for (const RdmaGidEntry& g : p.gid_table) {
+        if (g.type == "RoCE v2" && IsIpv4MappedGid(g.gid)) {
+          row.v2_gid_index = static_cast<int>(g.index);
+          break;
+        }
+      }
+      char port_key[16];
+      std::snprintf(port_key, sizeof port_key, "%08u", p.port);
+      keyed.emplace_back(PciSlot(d.pci_address) + "/" + port_key + "/" + d.name, std::move(row));
+    }
+  }
+  std::stable_sort(keyed.begin(), keyed.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (auto& [key, row] : keyed) out.ports.push_back(std::move(row));
+  for (const RoceWarning& w : facts.roce_warnings) {
+    ++out.warning_count;
+    auto it = std::find_if(out.ports.begin(), out.ports.end(), [&](const RocePortRow& r) {
+      return !w.device.empty() && r.device == w.device && r.port == w.port;
+    });
+    if (it != out.ports.end()) {
+      it->warnings.push_back(w);
+    } else {
+      out.node_warnings.push_back(w);
+    }
+  }
+  return out;
+}
+
+std::string RoceWarningShortText(const RoceWarning& w, const RocePortRow* row) {
+  if (w.kind == "mtu-below-9000") {
+    return row && row->netdev_mtu ? "MTU " + std::to_string(row->netdev_mtu) : "MTU < 9000";
+  }
+  if (w.kind == "port-half-unused") {
+    if (row && row->state != "ACTIVE") return "half down";
+    return row && row->v2_gid_index < 0 ? "half: no IPv4" : "half unused";
+  }
+  if (w.kind == "no-rocev2-gid") return "no v2 GID";
+  if (w.kind == "gid-index-mismatch") return "GID index";
+  if (w.kind == "no-usable-port") return "no usable port";
+  return w.message;
 }
 
 }  // namespace octet::app

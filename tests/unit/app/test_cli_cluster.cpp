@@ -9,7 +9,9 @@
 #include "octet/agent/cluster_token.h"
 #include "octet/app/local_cluster.h"
 #include "octet/base/file_util.h"
+#include "octet/base/subprocess.h"
 #include "octet_test.h"
+#include "recorded_sysfs.h"
 
 using namespace octet;
 using nlohmann::json;
@@ -172,6 +174,67 @@ class TestCliCluster : public QObject {
     QCOMPARE(r.exit_code, 1);
     j = ParseJson(r.output);
     QVERIFY(j["nodes"][0]["error"].get<std::string>().find("unauthenticated") != std::string::npos);
+  }
+
+  // An octet-agent reading a recorded sysfs tree (--rdma-sys-root): the Spark
+  // tree with a 1500 MTU on one half and the other half down. `cluster status`
+  // shows the RoCE facts, the NCCL settings and the warnings.
+  void statusShowsRoceFactsAndWarnings() {
+    const std::string d = dir_.path().toStdString() + "/roce-agent";
+    QVERIFY(MakeDirs(d, 0700).ok());
+    const std::string tree = test::SparkWithMtu1500AndDownHalf(d + "/sys");
+    QVERIFY(!tree.empty());
+    QVERIFY(agent::WriteTokenFile(d + "/token", "roce-cli-token-0123456789").ok());
+    QVERIFY(WriteFileAtomic(d + "/machine-id", "roce-cli-machine\n").ok());
+    SpawnOptions so;
+    so.argv = {test::BinDir() + "/octet-agent",
+               "--listen",
+               "127.0.0.1:0",
+               "--token-file",
+               d + "/token",
+               "--state-dir",
+               d + "/state",
+               "--machine-id-file",
+               d + "/machine-id",
+               "--no-discovery",
+               "--rdma-sys-root",
+               tree,
+               "--port-file",
+               d + "/address"};
+    so.output_file = d + "/agent.log";
+    auto agent = Subprocess::Spawn(so);
+    QVERIFY2(agent.ok(), agent.status().ToString().c_str());
+    QVERIFY(QTest::qWaitFor([&] { return PathExists(d + "/address"); }, 20'000));
+    std::string address = *ReadFileToString(d + "/address");
+    address.pop_back();  // the newline
+
+    auto r = RunProgram(
+        {"octet", "cluster", "status", "--agents", address, "--token-file", d + "/token", "--json"},
+        60'000, Env());
+    QCOMPARE(r.exit_code, 0);
+    const json j = ParseJson(r.output);
+    QVERIFY2(j.is_object(), r.output.c_str());
+    const json& f = j["nodes"][0]["facts"];
+    QCOMPARE(f["rdma_devices"].size(), size_t{4});
+    const json& port = f["rdma_devices"][3]["ports"][0];
+    QCOMPARE(port["netdev"].get<std::string>(), std::string("enp1s0f1np1"));
+    QCOMPARE(port["mtu"].get<int>(), 1500);
+    QCOMPARE(port["active_mtu"].get<int>(), 1024);
+    QCOMPARE(port["gid_table"][3]["type"].get<std::string>(), std::string("RoCE v2"));
+    QCOMPARE(f["nccl"]["NCCL_IB_HCA"].get<std::string>(), std::string("=rocep1s0f1:1"));
+    QVERIFY(f["nccl"]["applied"].get<bool>());
+    QCOMPARE(f["roce_warnings"].size(), size_t{2});
+    QCOMPARE(f["roce_warnings"][0]["kind"].get<std::string>(), std::string("mtu-below-9000"));
+    QCOMPARE(f["roce_warnings"][1]["device"].get<std::string>(), std::string("roceP2p1s0f1"));
+
+    // The human form names each warning under its node.
+    r = RunProgram(
+        {"octet", "cluster", "status", "--agents", address, "--token-file", d + "/token"}, 60'000,
+        Env());
+    QVERIFY2(r.output.find("RoCE: enp1s0f1np1 (rocep1s0f1) has MTU 1500") != std::string::npos,
+             r.output.c_str());
+    (*agent)->Kill(SIGTERM);
+    QVERIFY((*agent)->Wait(Deadline::AfterMs(10'000)).ok());
   }
 
   void localRunsAndStops() {

@@ -17,6 +17,7 @@
 #include "octet/app/tls_material.h"
 #include "octet/base/file_util.h"
 #include "octet_test.h"
+#include "recorded_sysfs.h"
 
 using namespace octet;
 using namespace octet::app;
@@ -292,6 +293,63 @@ class TestClusterSession : public QObject {
       QVERIFY(r.result.rtt_us_p50 > 0);
       QVERIFY(r.result.throughput_gbps > 0);
     }
+  }
+
+  // RoCE facts reach the session's snapshot as plain values: an agent (a real
+  // node) reading the recorded Spark tree with a 1500 MTU on one half and the
+  // other half down, and the summary the cabling view draws from them.
+  void roceFactsReachTheSnapshot() {
+    const std::string tree =
+        test::SparkWithMtu1500AndDownHalf(dir_.path().toStdString() + "/roce-sys");
+    QVERIFY(!tree.empty());
+    agent::AgentConfig cfg;
+    cfg.listen = "127.0.0.1:0";
+    cfg.token = "roce-token-0123456789";
+    cfg.identity.state_dir = dir_.path().toStdString() + "/roce-state";
+    cfg.discovery = false;
+    cfg.rdma_sys_root = tree;
+    auto server = agent::AgentServer::Start(cfg);
+    QVERIFY2(server.ok(), server.status().ToString().c_str());
+    ClusterSessionOptions so;
+    so.telemetry_interval_ms = 100;
+    auto session =
+        ClusterSession::Open("roce", {{"spark-1", {(*server)->address(), cfg.token, "", ""}}}, so);
+    QVERIFY2(session.ok(), session.status().ToString().c_str());
+    QVERIFY((*session)->WaitUntil([](const ClusterSnapshot& s) { return s.nodes[0].has_facts; },
+                                  Deadline::AfterMs(10'000)));
+    const NodeFacts f = (*session)->Snapshot().nodes[0].facts;
+    QCOMPARE(f.rdma_devices.size(), size_t{4});
+    const RdmaDeviceFacts& d = f.rdma_devices[3];
+    QCOMPARE(d.name, std::string("rocep1s0f1"));
+    QCOMPARE(d.pci_address, std::string("0000:01:00.1"));
+    QCOMPARE(d.ports.at(0).netdev_mtu, 1500u);
+    QCOMPARE(d.ports[0].active_mtu, 1024u);
+    QCOMPARE(d.ports[0].phys_state, std::string("LinkUp"));
+    QCOMPARE(d.ports[0].gid_table.size(), size_t{4});
+    QCOMPARE(d.ports[0].gid_table[3].type, std::string("RoCE v2"));
+    QCOMPARE(f.nccl.ib_hca, std::string("=rocep1s0f1:1"));
+    QCOMPARE(f.nccl.ib_gid_index, std::string("3"));
+    QCOMPARE(f.nccl.socket_ifname, std::string("=enp1s0f1np1"));
+    QVERIFY(f.nccl.applied);
+    QCOMPARE(f.roce_warnings.size(), size_t{2});
+    QCOMPARE(f.roce_warnings[1].kind, std::string("port-half-unused"));
+
+    // The view's summary: halves of one physical port side by side, each
+    // warning on its port.
+    const RoceSummary r = SummarizeRoce(f);
+    std::vector<std::string> order;
+    for (const auto& p : r.ports) order.push_back(p.device);
+    QCOMPARE(order, (std::vector<std::string>{"roceP2p1s0f0", "rocep1s0f0", "roceP2p1s0f1",
+                                              "rocep1s0f1"}));
+    QCOMPARE(r.warning_count, size_t{2});
+    QVERIFY(r.node_warnings.empty());
+    QCOMPARE(r.ports[2].warnings.size(), size_t{1});
+    QCOMPARE(RoceWarningShortText(r.ports[2].warnings[0], &r.ports[2]), std::string("half down"));
+    QCOMPARE(r.ports[3].warnings.size(), size_t{1});
+    QCOMPARE(RoceWarningShortText(r.ports[3].warnings[0], &r.ports[3]), std::string("MTU 1500"));
+    QCOMPARE(r.ports[3].v2_gid_index, 3);
+    QCOMPARE(r.ports[2].v2_gid_index, -1);  // down: its IPv4 GIDs are gone
+    QVERIFY(r.ports[0].warnings.empty());   // an uncabled port is not a fault
   }
 
   void oneShotQueryReportsUnreachableMembers() {

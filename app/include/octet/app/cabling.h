@@ -85,4 +85,37 @@ struct CablingReport {
 CablingReport AnalyzeCabling(const std::vector<CablingNodeInput>& nodes,
                              const std::string& expected = "");
 
+// ---- RoCE ports of one node, as the cabling view shows them ----------------
+//
+// The agent reports each RDMA port and what looks wrong (RoceWarning); this
+// joins the two for display. Only RoCE ports (Ethernet link layer) are listed,
+// in physical-port order: the PCIe halves of one ConnectX-7 port side by side
+// (PCI address without its domain, then port number, then device name).
+
+struct RocePortRow {
+  std::string device;  // "rocep1s0f0"
+  uint32_t port = 0;
+  std::string netdev;  // "enp1s0f0np0"
+  std::string state;   // "ACTIVE", "DOWN", ...
+  std::string phys_state;
+  uint32_t netdev_mtu = 0;
+  uint32_t active_mtu = 0;
+  std::string rate;
+  int v2_gid_index = -1;              // first RoCE v2 GID of an IPv4 address; -1 none
+  std::vector<RoceWarning> warnings;  // the agent's warnings about this device and port
+};
+
+struct RoceSummary {
+  std::vector<RocePortRow> ports;
+  // Warnings about the node as a whole, or about a device and port not listed.
+  std::vector<RoceWarning> node_warnings;
+  size_t warning_count = 0;  // all warnings, ports' and node's
+};
+
+RoceSummary SummarizeRoce(const NodeFacts& facts);
+
+// A few words for a warning where a port row has room ("MTU 1500", "half down",
+// "no v2 GID"); the message for kinds it does not know.
+std::string RoceWarningShortText(const RoceWarning& warning, const RocePortRow* row = nullptr);
+
 }  // namespace octet::app

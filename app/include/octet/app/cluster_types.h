@@ -35,17 +35,51 @@ struct GpuFacts {
   bool unified_memory = false;
 };
 
+// One non-zero entry of an RDMA port's GID table.
+struct RdmaGidEntry {
+  uint32_t index = 0;
+  std::string gid;     // "fe80::a00:ff:fe00:1", "::ffff:10.0.0.1"
+  std::string type;    // "RoCE v2", "IB/RoCE v1", "" unknown
+  std::string netdev;  // the interface it belongs to
+};
+
 struct RdmaPortFacts {
   uint32_t port = 0;
-  std::string state;
-  std::string link_layer;
-  std::vector<std::string> gids;
+  std::string state;              // "ACTIVE", "DOWN", ...
+  std::string link_layer;         // "Ethernet" (RoCE) or "InfiniBand"
+  std::vector<std::string> gids;  // "INDEX:GID"
+  std::string phys_state;         // "LinkUp", "Disabled", ...; "" unknown
+  std::string netdev;             // the port's Ethernet interface
+  uint32_t active_mtu = 0;        // RoCE path MTU in bytes; 0 unknown
+  uint32_t netdev_mtu = 0;        // the interface's MTU in bytes; 0 unknown
+  std::string rate;               // "200 Gb/sec (4X HDR)"; "" unknown
+  std::vector<RdmaGidEntry> gid_table;
 };
 
 struct RdmaDeviceFacts {
   std::string name;
   std::string netdev;
+  std::string pci_address;  // "0000:01:00.0"
   std::vector<RdmaPortFacts> ports;
+};
+
+// What the agent finds wrong in its node's RoCE set-up (kinds as in
+// agent/roce.h: "mtu-below-9000", "port-half-unused", "no-rocev2-gid",
+// "gid-index-mismatch", "no-usable-port"; others may come from newer agents).
+struct RoceWarning {
+  std::string kind;
+  std::string device;  // "" : the node as a whole
+  uint32_t port = 0;
+  std::string message;
+};
+
+// The NCCL network settings the agent gives (or would give) a node's NCCL jobs:
+// each the value after "NAME=", "" when unset.
+struct NcclNetworkFacts {
+  std::string ib_hca;         // NCCL_IB_HCA
+  std::string socket_ifname;  // NCCL_SOCKET_IFNAME
+  std::string ib_gid_index;   // NCCL_IB_GID_INDEX
+  bool applied = false;       // given to the node's --algo nccl jobs
 };
 
 struct MemoryFacts {
@@ -70,6 +104,8 @@ struct NodeFacts {
   std::vector<InterfaceFacts> interfaces;
   std::vector<RdmaDeviceFacts> rdma_devices;
   std::string rdma_note;  // why rdma_devices is empty ("none")
+  NcclNetworkFacts nccl;
+  std::vector<RoceWarning> roce_warnings;
   std::string agent_version;
   std::vector<std::string> model_roots;
   bool simulated = false;  // a node of the local embedded cluster
