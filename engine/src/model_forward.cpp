@@ -587,6 +587,13 @@ Result<KvCache> Model::NewMtpCache(int slots, int64_t capacity, kernels::KvDtype
                  std::move(storage));
 }
 
+Status Model::ResetMtpCache(int slots, int64_t capacity, kernels::KvDtype dtype) {
+  if (mtp_.empty()) return Status::Ok();
+  mtp_cache_ = KvCache();  // free the old one first
+  OCTET_ASSIGN_OR_RETURN(mtp_cache_, NewMtpCache(slots, capacity, dtype));
+  return Status::Ok();
+}
+
 Status Model::MtpDraft(size_t chunk, int slot, int64_t start_pos, const std::vector<int32_t>& next,
                        KvCache& mtp_cache, int k, std::vector<int32_t>* drafts,
                        std::vector<float>* logits_out) {

@@ -268,6 +268,15 @@ class Model {
   Status MtpDraft(size_t chunk, int slot, int64_t start_pos, const std::vector<int32_t>& next,
                   KvCache& mtp_cache, int k, std::vector<int32_t>* drafts,
                   std::vector<float>* logits = nullptr);
+  // The same on the model's own MTP cache (ResetMtpCache), which a runner
+  // keeps in step with its main cache (LocalRunner::ResetCache).
+  Status MtpDraft(size_t chunk, int slot, int64_t start_pos, const std::vector<int32_t>& next,
+                  int k, std::vector<int32_t>* drafts) {
+    return MtpDraft(chunk, slot, start_pos, next, mtp_cache_, k, drafts);
+  }
+  // (Re)makes that cache: `slots` sequences of `capacity` positions (the main
+  // cache's, plus room for a chain of drafts). No-op without MTP layers.
+  Status ResetMtpCache(int slots, int64_t capacity, kernels::KvDtype dtype);
 
  private:
   Model();
@@ -302,6 +311,7 @@ class Model {
   std::vector<kernels::Buffer> placed_;
   std::vector<LayerWeights> layers_;
   std::vector<MtpLayer> mtp_;
+  KvCache mtp_cache_;
   // The first row of each chunk of the last Forward (MtpDraft reads their
   // final hidden states, kept in the scratch when MTP layers are loaded).
   std::vector<int64_t> last_first_;

@@ -56,6 +56,10 @@ class ModelRunner {
   virtual Status Idle() { return Status::Ok(); }
 
   virtual RunnerStats stats() const = 0;
+
+  // The model, when this runner is one rank holding all of it (what the MTP
+  // draft head runs on); null for a tensor-parallel group.
+  virtual Model* local_model() { return nullptr; }
 };
 
 // A model in this process, on one rank (no sharding).
@@ -71,6 +75,7 @@ class LocalRunner final : public ModelRunner {
   int64_t cache_bytes() const override { return cache_.bytes(); }
   Status Step(const std::vector<SequenceChunk>& batch, ForwardOutput* out) override;
   RunnerStats stats() const override { return stats_; }
+  Model* local_model() override { return &model_; }
 
  private:
   Model& model_;
