@@ -157,6 +157,21 @@ std::vector<int32_t> NgramDraft(const std::vector<int32_t>& h, int k, int max_n,
   return {};
 }
 
+Result<std::unique_ptr<Drafter>> MakeDrafter(const SpeculativeOptions& options,
+                                             ModelRunner& runner) {
+  (void)runner;  // the MTP drafter will run the checkpoint's MTP layer on it
+  switch (options.method) {
+    case SpeculativeMethod::kNgram:
+      return std::unique_ptr<Drafter>(new NgramDrafter(options.ngram_max, options.ngram_min));
+    case SpeculativeMethod::kMtp:
+      return UnimplementedError(
+          "--speculative mtp: drafting with the multi-token-prediction layer is not implemented "
+          "yet (use --speculative ngram)");
+    default:
+      return std::unique_ptr<Drafter>();
+  }
+}
+
 Result<GenerateResult> Generate(Model& model, const std::vector<int32_t>& prompt,
                                 const GenerateOptions& options) {
   LocalRunner runner(model);
@@ -179,11 +194,7 @@ Result<GenerateResult> Generate(ModelRunner& model, const std::vector<int32_t>& 
   }
   const std::vector<int32_t>& stop = options.stop_ids.empty() ? c.eos_token_ids : options.stop_ids;
   OCTET_RETURN_IF_ERROR(ValidateSpeculative(options.speculative));
-  if (options.speculative.method == SpeculativeMethod::kMtp) {
-    return UnimplementedError(
-        "--speculative mtp: drafting with the multi-token-prediction layer is not implemented "
-        "yet (use --speculative ngram)");
-  }
+  OCTET_ASSIGN_OR_RETURN(std::unique_ptr<Drafter> drafter, MakeDrafter(options.speculative, model));
   OCTET_RETURN_IF_ERROR(
       model.ResetCache(1, static_cast<int64_t>(prompt.size()) + options.max_tokens,
                        options.kv_dtype));
@@ -231,7 +242,7 @@ Result<GenerateResult> Generate(ModelRunner& model, const std::vector<int32_t>& 
   batch[0].all_logits = false;
   const SpeculativeOptions& spec = options.speculative;
   std::vector<int32_t> history;
-  if (spec.method == SpeculativeMethod::kNgram) {
+  if (drafter) {
     history = prompt;
     history.push_back(id);
   }
@@ -239,11 +250,11 @@ Result<GenerateResult> Generate(ModelRunner& model, const std::vector<int32_t>& 
     batch[0].start_pos += static_cast<int64_t>(batch[0].tokens.size());
     batch[0].tokens.assign(1, id);
     std::vector<int32_t> drafts;
-    if (spec.method == SpeculativeMethod::kNgram) {
+    if (drafter) {
       // No more drafts than tokens still wanted after this step's own one.
       const int64_t room = options.max_tokens - static_cast<int64_t>(r.ids.size()) - 1;
       const int k = static_cast<int>(std::min<int64_t>(spec.draft_tokens, room));
-      if (k > 0) drafts = NgramDraft(history, k, spec.ngram_max, spec.ngram_min);
+      if (k > 0) drafts = drafter->Draft(history, k);
     }
     if (drafts.empty()) {
       batch[0].all_logits = false;

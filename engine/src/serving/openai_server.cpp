@@ -261,11 +261,18 @@ json Usage(const CompletionDelta& d) {
 json Timings(const CompletionDelta& d) {
   const RequestTiming& t = d.timing;
   const double total_ms = t.last_token_ns > 0 ? (t.last_token_ns - t.submitted_ns) * 1e-6 : 0.0;
-  return {{"queue_ms", t.queue_ms()},
-          {"ttft_ms", t.ttft_ms()},
-          {"prefill_tps", t.prefill_tps(d.prompt_tokens)},
-          {"decode_tps", t.decode_tps(d.completion_tokens)},
-          {"total_ms", total_ms}};
+  json j = {{"queue_ms", t.queue_ms()},
+            {"ttft_ms", t.ttft_ms()},
+            {"prefill_tps", t.prefill_tps(d.prompt_tokens)},
+            {"decode_tps", t.decode_tps(d.completion_tokens)},
+            {"total_ms", total_ms}};
+  if (t.speculative) {
+    // Speculative decoding: tokens drafted for this request and kept.
+    j["drafted_tokens"] = t.drafted_tokens;
+    j["accepted_tokens"] = t.accepted_tokens;
+    j["acceptance_rate"] = t.acceptance_rate();
+  }
+  return j;
 }
 
 std::string FinishReason(const std::string& r) {
@@ -665,6 +672,18 @@ std::string PrometheusMetrics(const SchedulerMetrics& m, const std::string& mode
          "Wall time of decode-only steps, each from the end of the previous step to its own end "
          "(forward pass plus the scheduler's work between steps).",
          m.decode_only_seconds_total);
+  metric("octet_spec_drafted_tokens_total", "counter",
+         "Speculative decoding: tokens drafted for verification.",
+         static_cast<double>(m.spec_drafted_tokens_total));
+  metric("octet_spec_accepted_tokens_total", "counter",
+         "Speculative decoding: drafted tokens the model kept.",
+         static_cast<double>(m.spec_accepted_tokens_total));
+  metric("octet_spec_verifications_total", "counter",
+         "Speculative decoding: sequence rows of a step that carried a draft.",
+         static_cast<double>(m.spec_verifications_total));
+  metric("octet_spec_acceptance_rate", "gauge",
+         "Speculative decoding: drafted tokens kept over drafted, the last 5 s (0..1).",
+         m.spec_acceptance_rate);
   o << "# HELP octet_time_to_first_token_seconds Time from arrival to the first token.\n"
     << "# TYPE octet_time_to_first_token_seconds summary\n"
     << "octet_time_to_first_token_seconds_sum" << label << " " << m.ttft_seconds_sum << "\n"

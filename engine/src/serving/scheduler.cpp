@@ -27,6 +27,9 @@ double RequestTiming::decode_tps(int64_t completion_tokens) const {
   const int64_t dt = last_token_ns - first_token_ns;
   return completion_tokens > 1 && dt > 0 ? (completion_tokens - 1) / (dt * 1e-9) : 0.0;
 }
+double RequestTiming::acceptance_rate() const {
+  return drafted_tokens > 0 ? double(accepted_tokens) / double(drafted_tokens) : 0.0;
+}
 
 // ---- RequestStream ----------------------------------------------------------------
 
@@ -61,12 +64,15 @@ void RequestStream::SetNotify(std::function<void()> notify) {
   if (fire && notify_) notify_();
 }
 
-void RequestStream::Push(int32_t id, int64_t now_ns) {
+void RequestStream::Push(const std::vector<int32_t>& ids, int64_t drafted, int64_t accepted,
+                         int64_t now_ns) {
   std::function<void()> notify;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    pending_.push_back(id);
-    ++completion_tokens_;
+    pending_.insert(pending_.end(), ids.begin(), ids.end());
+    completion_tokens_ += static_cast<int64_t>(ids.size());
+    timing_.drafted_tokens += drafted;
+    timing_.accepted_tokens += accepted;
     if (timing_.first_token_ns == 0) timing_.first_token_ns = now_ns;
     timing_.last_token_ns = now_ns;
     notify = notify_;
@@ -102,6 +108,12 @@ struct Scheduler::Active {
   int32_t last = -1;      // the newest id (not yet in the cache)
   int64_t generated = 0;
   bool done = false;       // finished this step; leaves the running set
+  // Speculative decoding: the drafter (null when off), the prompt and every
+  // id since (what it drafts from, filled once decoding starts), and the
+  // drafts of the step being formed.
+  std::unique_ptr<Drafter> drafter;
+  std::vector<int32_t> history;
+  std::vector<int32_t> drafts;
 
   Active(std::shared_ptr<RequestStream> s, GenerationParams p, const ModelConfig& c)
       : stream(std::move(s)), params(std::move(p)), sampler(params.sampling) {
@@ -123,6 +135,12 @@ Status Scheduler::Start() {
                                 std::to_string(options_.max_batch_tokens) +
                                 ") must exceed the number of slots (" +
                                 std::to_string(options_.num_slots) + ") so that prompts make progress");
+  }
+  OCTET_RETURN_IF_ERROR(ValidateSpeculative(options_.speculative));
+  {
+    // The method is refused now, not at the first request.
+    OCTET_ASSIGN_OR_RETURN(std::unique_ptr<Drafter> probe,
+                           MakeDrafter(options_.speculative, runner_));
   }
   OCTET_RETURN_IF_ERROR(runner_.ResetCache(options_.num_slots, options_.context, options_.kv_dtype));
   {
@@ -166,6 +184,7 @@ Result<std::shared_ptr<RequestStream>> Scheduler::Submit(GenerationParams p) {
   stream->id_ = next_id_++;
   stream->prompt_tokens_ = static_cast<int64_t>(p.prompt.size());
   stream->timing_.submitted_ns = NowNs();
+  stream->timing_.speculative = options_.speculative.method != SpeculativeMethod::kOff;
   incoming_.emplace_back(stream, std::move(p));
   metrics_.requests_total += 1;
   cv_.notify_all();
@@ -210,6 +229,10 @@ SchedulerMetrics Scheduler::Metrics() const {
       m.prefill_tps = (b.prompt_tokens - a.prompt_tokens) / dt;
       m.decode_tps = (b.generated_tokens - a.generated_tokens) / dt;
     }
+    if (b.drafted_tokens > a.drafted_tokens) {
+      m.spec_acceptance_rate = double(b.accepted_tokens - a.accepted_tokens) /
+                               double(b.drafted_tokens - a.drafted_tokens);
+    }
     const int64_t step_ns = b.step_ns - a.step_ns;
     if (step_ns > 0) {
       m.allreduce_share = double(b.allreduce_ns - a.allreduce_ns) / double(step_ns);
@@ -234,18 +257,25 @@ void Scheduler::Loop() {
   // Counters and the sliding window of the figures (after every step, and
   // every kIdleSampleNs while idle so that rates fall back to zero).
   std::deque<std::pair<int64_t, uint64_t>> step_counts;  // (t, runner steps) over the window
-  auto record = [&](uint64_t prompt_tokens, uint64_t generated, double ttft_seconds,
-                    uint64_t ttft_count, int64_t now) {
+  struct StepCounts {
+    uint64_t prompt_tokens = 0, generated = 0, ttft_count = 0;
+    double ttft_seconds = 0;
+    uint64_t drafted = 0, accepted = 0, verifications = 0;
+  };
+  auto record = [&](const StepCounts& sc, int64_t now) {
     const RunnerStats rs = runner_.stats();
     step_counts.emplace_back(now, rs.steps);
     while (step_counts.size() > 2 && now - step_counts.front().first > kWindowNs) {
       step_counts.pop_front();
     }
     std::lock_guard<std::mutex> lock(mu_);
-    metrics_.prompt_tokens_total += prompt_tokens;
-    metrics_.generation_tokens_total += generated;
-    metrics_.ttft_seconds_sum += ttft_seconds;
-    metrics_.ttft_count += ttft_count;
+    metrics_.prompt_tokens_total += sc.prompt_tokens;
+    metrics_.generation_tokens_total += sc.generated;
+    metrics_.ttft_seconds_sum += sc.ttft_seconds;
+    metrics_.ttft_count += sc.ttft_count;
+    metrics_.spec_drafted_tokens_total += sc.drafted;
+    metrics_.spec_accepted_tokens_total += sc.accepted;
+    metrics_.spec_verifications_total += sc.verifications;
     metrics_.steps_total = rs.steps - base.steps;
     metrics_.step_seconds_total = (rs.step_ns - base.step_ns) * 1e-9;
     metrics_.allreduce_seconds_total = (rs.allreduce_ns - base.allreduce_ns) * 1e-9;
@@ -256,6 +286,7 @@ void Scheduler::Loop() {
     metrics_.kv_used_fraction =
         double(cached) / double(std::max<int64_t>(1, options_.num_slots * options_.context));
     window_.push_back({now, metrics_.prompt_tokens_total, metrics_.generation_tokens_total,
+                       metrics_.spec_drafted_tokens_total, metrics_.spec_accepted_tokens_total,
                        rs.step_ns, rs.allreduce_ns, rs.comm_ns});
     while (window_.size() > 2 && now - window_.front().t_ns > kWindowNs) window_.pop_front();
     const uint64_t steps = step_counts.back().second - step_counts.front().second;
@@ -288,6 +319,10 @@ void Scheduler::Loop() {
         auto& [stream, params] = incoming_.front();
         waiting.push_back(std::make_unique<Active>(stream, std::move(params), runner_.config()));
         incoming_.pop_front();
+        // Start checked that the method is available, so this cannot fail.
+        if (auto d = MakeDrafter(options_.speculative, runner_); d.ok()) {
+          waiting.back()->drafter = std::move(*d);
+        }
       }
     }
     // Cancellations.
@@ -337,28 +372,58 @@ void Scheduler::Loop() {
         break;
       }
       const int64_t now = NowNs();
-      if (now - last_sample_ns >= kIdleSampleNs) record(0, 0, 0.0, 0, now);
+      if (now - last_sample_ns >= kIdleSampleNs) record(StepCounts{}, now);
       std::unique_lock<std::mutex> lock(mu_);
       cv_.wait_for(lock, std::chrono::milliseconds(options_.idle_poll_ms),
                    [&] { return stop_ || !incoming_.empty(); });
       continue;
     }
 
-    // One step: a token for every decoding request, then prompt chunks.
+    // One step: a token for every decoding request (with its drafts, if
+    // any), then prompt chunks.
     batch.clear();
     owners.clear();
+    size_t decode_rows = 0;
+    bool prompt_waiting = false;
+    for (const auto& a : running) {
+      if (a->decoding()) {
+        ++decode_rows;
+      } else {
+        prompt_waiting = true;
+      }
+    }
+    // Drafts share what the decoding rows leave of the budget, and leave a
+    // token for a waiting prompt so that it always makes progress.
+    int64_t draft_budget =
+        options_.max_batch_tokens - static_cast<int64_t>(decode_rows) - (prompt_waiting ? 1 : 0);
+    int64_t budget = options_.max_batch_tokens;
     for (const auto& a : running) {
       if (!a->decoding()) continue;
       SequenceChunk c;
       c.slot = a->slot;
       c.start_pos = a->cached;
       c.tokens.assign(1, a->last);
+      a->drafts.clear();
+      if (a->drafter && draft_budget > 0) {
+        // No more drafts than tokens still wanted after this step's own one
+        // (which also keeps [last, drafts] inside the slot's context).
+        const int64_t room =
+            std::min(a->params.max_tokens - a->generated - 1, options_.context - a->cached - 1);
+        const int64_t k =
+            std::min<int64_t>({options_.speculative.draft_tokens, room, draft_budget});
+        if (k > 0) {
+          a->drafts = a->drafter->Draft(a->history, static_cast<int>(k));
+          if (static_cast<int64_t>(a->drafts.size()) > k) a->drafts.resize(static_cast<size_t>(k));
+        }
+        draft_budget -= static_cast<int64_t>(a->drafts.size());
+        c.tokens.insert(c.tokens.end(), a->drafts.begin(), a->drafts.end());
+        c.all_logits = !a->drafts.empty();  // row j verifies draft j+1
+      }
+      budget -= static_cast<int64_t>(c.tokens.size());
       batch.push_back(std::move(c));
       owners.push_back(a.get());
     }
-    const size_t decode_rows = batch.size();
-    int64_t budget = options_.max_batch_tokens - static_cast<int64_t>(batch.size());
-    uint64_t prompt_tokens = 0;
+    StepCounts sc;
     for (const auto& a : running) {
       if (a->decoding() || budget <= 0) continue;
       const int64_t left = static_cast<int64_t>(a->params.prompt.size()) - a->prefilled;
@@ -371,7 +436,7 @@ void Scheduler::Loop() {
       batch.push_back(std::move(c));
       owners.push_back(a.get());
       budget -= n;
-      prompt_tokens += static_cast<uint64_t>(n);
+      sc.prompt_tokens += static_cast<uint64_t>(n);
     }
     const int64_t step_start_ns = NowNs();
     if (Status s = runner_.Step(batch, &out); !s.ok()) {
@@ -379,34 +444,62 @@ void Scheduler::Loop() {
       break;
     }
     const int64_t now = NowNs();
-    uint64_t generated = 0, ttft_count = 0;
-    double ttft_seconds = 0;
+    std::vector<int32_t> kept;
     for (size_t i = 0; i < batch.size(); ++i) {
       Active& a = *owners[i];
       const int64_t n = static_cast<int64_t>(batch[i].tokens.size());
-      if (a.decoding()) {
-        a.cached += n;
-      } else {
+      const bool was_decoding = a.decoding();
+      if (!was_decoding) {
         a.prefilled += n;
         a.cached = a.prefilled;
         if (!a.decoding()) continue;  // more prompt to go
+        if (a.drafter) a.history = a.params.prompt;
       }
-      const int32_t id = a.sampler.Sample(out.Last(i), out.vocab, runner_.backend());
-      a.last = id;
-      a.generated += 1;
-      generated += 1;
-      a.stream->Push(id, now);
-      if (a.generated == 1) {
+      // The ids this step gives the request: row j verifies draft j+1 and is
+      // kept while the drafts are; the row after the last kept draft (or the
+      // only row) gives the model's own token.
+      const std::vector<int32_t> no_drafts;
+      const std::vector<int32_t>& drafts = was_decoding ? a.drafts : no_drafts;
+      kept.clear();
+      int64_t accepted = 0;
+      std::string reason;
+      for (size_t j = 0; j <= drafts.size(); ++j) {
+        const float* row = drafts.empty() ? out.Last(i) : out.Row(out.row_begin[i] + int64_t(j));
+        bool hit = false;
+        int32_t id;
+        if (j < drafts.size()) {
+          id = a.sampler.Verify(row, out.vocab, runner_.backend(), drafts[j], &hit);
+        } else {
+          id = a.sampler.Sample(row, out.vocab, runner_.backend());
+        }
+        kept.push_back(id);
+        a.generated += 1;
+        if (hit) ++accepted;
+        const bool is_stop = std::find(a.stop.begin(), a.stop.end(), id) != a.stop.end();
+        if (!a.params.ignore_eos && is_stop && a.generated >= a.params.min_tokens) {
+          reason = "stop";
+        } else if (a.generated >= a.params.max_tokens) {
+          reason = "length";
+        }
+        if (!reason.empty() || !hit) break;
+      }
+      // [last, kept drafts] are in the cache now; the newest id is not.
+      if (was_decoding) a.cached += static_cast<int64_t>(kept.size());
+      a.last = kept.back();
+      if (a.drafter) a.history.insert(a.history.end(), kept.begin(), kept.end());
+      const bool first = a.generated == static_cast<int64_t>(kept.size());
+      a.stream->Push(kept, static_cast<int64_t>(drafts.size()), accepted, now);
+      sc.generated += kept.size();
+      sc.drafted += drafts.size();
+      sc.accepted += static_cast<uint64_t>(accepted);
+      if (!drafts.empty()) sc.verifications += 1;
+      if (first) {
         std::lock_guard<std::mutex> sl(a.stream->mu_);
-        ttft_seconds += a.stream->timing_.ttft_ms() * 1e-3;
-        ttft_count += 1;
+        sc.ttft_seconds += a.stream->timing_.ttft_ms() * 1e-3;
+        sc.ttft_count += 1;
       }
-      const bool is_stop = std::find(a.stop.begin(), a.stop.end(), id) != a.stop.end();
-      if (!a.params.ignore_eos && is_stop && a.generated >= a.params.min_tokens) {
-        finish(a, "stop", Status::Ok());
-        a.done = true;
-      } else if (a.generated >= a.params.max_tokens) {
-        finish(a, "length", Status::Ok());
+      if (!reason.empty()) {
+        finish(a, reason, Status::Ok());
         a.done = true;
       }
     }
@@ -419,18 +512,18 @@ void Scheduler::Loop() {
       }
     }
     const int64_t period_ns = prev_step_end_ns > 0 ? now - prev_step_end_ns : 0;
-    if (prompt_tokens == 0 && period_ns > 0) {
+    if (sc.prompt_tokens == 0 && period_ns > 0) {
       std::lock_guard<std::mutex> lock(mu_);
       metrics_.decode_only_steps_total += 1;
-      metrics_.decode_only_tokens_total += generated;
+      metrics_.decode_only_tokens_total += sc.generated;
       metrics_.decode_only_seconds_total += period_ns * 1e-9;
     }
-    OCTET_LOG(DEBUG) << "step: " << batch.size() << " sequences (" << decode_rows
-                     << " decoding, " << prompt_tokens << " prompt tokens), forward "
-                     << (now - step_start_ns) * 1e-6 << " ms, since the previous step "
-                     << period_ns * 1e-6 << " ms";
+    OCTET_LOG(DEBUG) << "step: " << batch.size() << " sequences (" << decode_rows << " decoding, "
+                     << sc.prompt_tokens << " prompt tokens, " << sc.drafted << " drafted, "
+                     << sc.accepted << " accepted), forward " << (now - step_start_ns) * 1e-6
+                     << " ms, since the previous step " << period_ns * 1e-6 << " ms";
     prev_step_end_ns = now;
-    record(prompt_tokens, generated, ttft_seconds, ttft_count, now);
+    record(sc, now);
   }
 
   // Fatal runner error or Stop: every request ends.

@@ -9,6 +9,7 @@
 #include "octet/base/file_util.h"
 #include "octet/engine/generate.h"
 #include "octet/engine/scheduler.h"
+#include "octet/engine/tokenizer.h"
 #include "octet_test.h"
 
 using namespace octet;
@@ -51,6 +52,62 @@ std::vector<int32_t> Collect(RequestStream& s, RequestUpdate* last) {
   }
   *last = u;
   return ids;
+}
+
+// One request of a mixed load, and what serving it gave.
+struct Req {
+  std::vector<int32_t> prompt;
+  int64_t max_tokens = 8;
+  SamplingParams sampling;        // temperature 0: greedy
+  std::vector<int32_t> stop_ids;  // empty: run to max_tokens (ignore_eos)
+};
+struct Served {
+  std::vector<std::vector<int32_t>> ids;
+  std::vector<RequestUpdate> last;
+  SchedulerMetrics metrics;  // once every request ended
+};
+
+// All of `reqs` submitted at once to a scheduler with `so` over `runner`.
+void ServeAll(ModelRunner& runner, const SchedulerOptions& so, const std::vector<Req>& reqs,
+              Served* out) {
+  Scheduler sched(runner, so);
+  QVERIFY(sched.Start().ok());
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  for (const Req& r : reqs) {
+    GenerationParams p;
+    p.prompt = r.prompt;
+    p.max_tokens = r.max_tokens;
+    p.sampling = r.sampling;
+    p.stop_ids = r.stop_ids;
+    p.ignore_eos = r.stop_ids.empty();
+    auto s = sched.Submit(p);
+    QVERIFY2(s.ok(), s.status().ToString().c_str());
+    streams.push_back(*s);
+  }
+  for (auto& s : streams) {
+    RequestUpdate last;
+    out->ids.push_back(Collect(*s, &last));
+    QVERIFY(last.done);
+    out->last.push_back(last);
+  }
+  out->metrics = sched.Metrics();
+  for (const Deadline d = Deadline::AfterMs(5000); out->metrics.running != 0 && !d.expired();) {
+    QThread::msleep(5);
+    out->metrics = sched.Metrics();
+  }
+}
+
+// The same request alone through Generate.
+std::vector<int32_t> GenerateAlone(Model& m, const Req& r, const SpeculativeOptions& spec) {
+  GenerateOptions g;
+  g.max_tokens = r.max_tokens;
+  g.sampling = r.sampling;
+  g.stop_ids = r.stop_ids;
+  g.stop_at_eos = !r.stop_ids.empty();
+  g.speculative = spec;
+  auto res = Generate(m, r.prompt, g);
+  if (!res.ok()) qFatal("%s", res.status().ToString().c_str());
+  return res->ids;
 }
 
 // A runner that fails on its n-th step, like a TP group whose peer died.
@@ -272,6 +329,200 @@ class TestScheduler : public QObject {
     }
     QCOMPARE(refused.code(), StatusCode::kResourceExhausted);
     for (auto& s : keep) s->Cancel();
+  }
+
+  // Speculative decoding under continuous batching, with random-weight
+  // fixtures (drafts mostly rejected; every path of the verification runs):
+  // greedy requests (different prompts, prompts that repeat so that every
+  // step drafts, one that ends at a stop id) get what Generate gives them
+  // alone and what the scheduler gives without speculation; sampled requests
+  // get what Generate with the same speculation and seed gives (the drafts and
+  // the random draws are the same ones) where the step budget never cuts a
+  // draft short.
+  void speculativeMatchesPlainDecoding_data() {
+    QTest::addColumn<QString>("model");
+    QTest::addColumn<int>("num_slots");
+    QTest::addColumn<int>("budget");
+    QTest::addColumn<int>("k");
+    QTest::newRow("qwen3-tiny, 8 slots, K 3") << "qwen3-tiny" << 8 << 256 << 3;
+    QTest::newRow("llama3-tiny, 4 slots, K 1") << "llama3-tiny" << 4 << 256 << 1;
+    // Queueing and a budget that cuts drafts and prompts short.
+    QTest::newRow("qwen3-tiny-nvfp4, 3 slots, budget 10, K 5")
+        << "qwen3-tiny-nvfp4" << 3 << 10 << 5;
+  }
+  void speculativeMatchesPlainDecoding() {
+    QFETCH(QString, model);
+    QFETCH(int, num_slots);
+    QFETCH(int, budget);
+    QFETCH(int, k);
+    auto m = Load(model.toStdString());
+    const int64_t vocab = m->config().vocab_size;
+    const auto prompts = Prompts(vocab);
+    std::vector<Req> reqs;
+    for (int r = 0; r < 4; ++r) reqs.push_back({prompts[r], 6 + r});
+    // Prompts that repeat a phrase: the lookup finds drafts at every step.
+    for (int r = 0; r < 2; ++r) {
+      Req q;
+      for (int i = 0; i < 4; ++i)
+        q.prompt.insert(q.prompt.end(), prompts[r].begin(), prompts[r].end());
+      q.max_tokens = 16;
+      reqs.push_back(q);
+    }
+    // Sampled: temperature, top-k, top-p; one with a repeated prompt.
+    for (int r = 0; r < 2; ++r) {
+      Req q = reqs[r == 0 ? 4 : 1];
+      q.sampling = {.temperature = 0.9f, .top_k = 20, .top_p = 0.95f, .seed = uint64_t(11 + r)};
+      q.max_tokens = 14;
+      reqs.push_back(q);
+    }
+    // Ends at a stop id (the fourth token of its plain output).
+    Req stop = reqs[5];
+    stop.stop_ids = {GenerateAlone(*m, stop, {})[3]};
+    reqs.push_back(stop);
+    // A prompt holding every id: with one-token lookups every step drafts.
+    Req every;
+    for (int64_t i = 0; i < vocab; ++i) every.prompt.push_back(int32_t((i * 7919) % vocab));
+    every.max_tokens = 12;
+    reqs.push_back(every);
+
+    SpeculativeOptions spec;
+    spec.method = SpeculativeMethod::kNgram;
+    spec.draft_tokens = k;
+    spec.ngram_min = 1;  // draft as often as possible
+    LocalRunner runner(*m);
+    SchedulerOptions so;
+    so.num_slots = num_slots;
+    so.context = vocab + 64;
+    so.max_batch_tokens = budget;
+    Served plain, fast;
+    ServeAll(runner, so, reqs, &plain);
+    if (QTest::currentTestFailed()) return;
+    so.speculative = spec;
+    ServeAll(runner, so, reqs, &fast);
+    if (QTest::currentTestFailed()) return;
+    for (size_t r = 0; r < reqs.size(); ++r) {
+      const bool greedy = reqs[r].sampling.temperature == 0.0f;
+      const RequestUpdate& u = fast.last[r];
+      if (greedy) {
+        const auto ref = GenerateAlone(*m, reqs[r], {});
+        QCOMPARE(plain.ids[r], ref);
+        QCOMPARE(fast.ids[r], ref);
+        QCOMPARE(u.finish_reason, std::string(reqs[r].stop_ids.empty() ? "length" : "stop"));
+      } else {
+        QCOMPARE(int64_t(fast.ids[r].size()), reqs[r].max_tokens);
+        if (budget >= 256) QCOMPARE(fast.ids[r], GenerateAlone(*m, reqs[r], spec));
+      }
+      QCOMPARE(u.completion_tokens, int64_t(fast.ids[r].size()));
+      QVERIFY(u.timing.speculative);
+      QVERIFY(u.timing.accepted_tokens <= u.timing.drafted_tokens);
+      QVERIFY(!plain.last[r].timing.speculative);
+      QCOMPARE(plain.last[r].timing.drafted_tokens, int64_t(0));
+    }
+    // The every-id prompt drafted; the counters add up the requests'.
+    QVERIFY(fast.last.back().timing.drafted_tokens > 0);
+    int64_t drafted = 0, accepted = 0;
+    for (const auto& u : fast.last) {
+      drafted += u.timing.drafted_tokens;
+      accepted += u.timing.accepted_tokens;
+    }
+    QCOMPARE(fast.metrics.spec_drafted_tokens_total, uint64_t(drafted));
+    QCOMPARE(fast.metrics.spec_accepted_tokens_total, uint64_t(accepted));
+    QVERIFY(fast.metrics.spec_verifications_total > 0);
+    QCOMPARE(plain.metrics.spec_drafted_tokens_total, uint64_t(0));
+    QCOMPARE(fast.metrics.requests_finished, uint64_t(reqs.size()));
+  }
+
+  // The trained demo model copies a repeated sentence, so drafts are
+  // accepted: greedy requests (some ending mid-draft at a stop id, some at
+  // max_tokens inside a run of accepted drafts) still get exactly plain
+  // decoding's ids, sampled ones Generate's with the same speculation, and
+  // the load takes fewer forward steps than without speculation.
+  void acceptedDraftsUnderContinuousBatching() {
+    const std::string dir = test::SourceDir() + "/resources/models/nanochat-demo";
+    LoadOptions lo;
+    lo.threads = 1;
+    auto loaded = Model::Load(dir, lo);
+    QVERIFY2(loaded.ok(), loaded.status().ToString().c_str());
+    Model& m = **loaded;
+    auto tok = Tokenizer::Load(dir + "/tokenizer.json");
+    QVERIFY2(tok.ok(), tok.status().ToString().c_str());
+    const std::string fox = "The quick brown fox jumps over the lazy dog. ";
+    const std::string kjv = "In the beginning God created the heaven and the earth. ";
+    const std::string moses =
+        "And the LORD said unto Moses, Speak unto the children of Israel, and say unto them. ";
+    const auto p1 = tok->Encode(moses + moses + "And the LORD said unto Moses,", {});
+    const auto p2 = tok->Encode(kjv + kjv + "In the", {});
+    const auto p3 = tok->Encode(fox + fox + "The", {});
+    std::vector<Req> reqs = {{p1, 40}, {p2, 30}, {p3, 11}, {p1, 7}};
+    Req stop = {p1, 40};
+    // A token of the reply where it copies the prompt: inside a run of drafts.
+    const int32_t stop_id = GenerateAlone(m, stop, {})[12];
+    stop.stop_ids = {stop_id};
+    reqs.push_back(stop);
+    for (uint64_t seed : {3, 4}) {
+      Req q = {seed == 3 ? p1 : p2, 24};
+      q.sampling = {.temperature = 0.7f, .top_k = 0, .top_p = 0.9f, .seed = seed};
+      reqs.push_back(q);
+    }
+    SpeculativeOptions spec;
+    spec.method = SpeculativeMethod::kNgram;
+    spec.draft_tokens = 4;
+    LocalRunner runner(m);
+    SchedulerOptions so;
+    so.num_slots = 4;  // the rest queue
+    so.context = 128;
+    so.max_batch_tokens = 64;
+    Served plain, fast;
+    ServeAll(runner, so, reqs, &plain);
+    if (QTest::currentTestFailed()) return;
+    so.speculative = spec;
+    ServeAll(runner, so, reqs, &fast);
+    if (QTest::currentTestFailed()) return;
+    for (size_t r = 0; r < reqs.size(); ++r) {
+      if (reqs[r].sampling.temperature == 0.0f) {
+        const auto ref = GenerateAlone(m, reqs[r], {});
+        QCOMPARE(plain.ids[r], ref);
+        QCOMPARE(fast.ids[r], ref);
+      } else {
+        QCOMPARE(fast.ids[r], GenerateAlone(m, reqs[r], spec));
+      }
+    }
+    // The stop request ended on its stop id, and drafts around it were kept.
+    QCOMPARE(fast.last[4].finish_reason, std::string("stop"));
+    QCOMPARE(fast.ids[4].back(), stop_id);
+    QVERIFY(fast.last[4].timing.accepted_tokens > 0);
+    // The copying request kept drafts.
+    QVERIFY(fast.last[0].timing.accepted_tokens > 0);
+    QVERIFY(fast.metrics.spec_accepted_tokens_total > 0);
+    QVERIFY2(fast.metrics.steps_total < plain.metrics.steps_total,
+             (QByteArray::number(qulonglong(fast.metrics.steps_total)) + " steps vs " +
+              QByteArray::number(qulonglong(plain.metrics.steps_total)))
+                 .constData());
+    qInfo(
+        "demo model, %zu requests: %llu steps plain, %llu speculative; %llu of %llu drafts "
+        "accepted",
+        reqs.size(), static_cast<unsigned long long>(plain.metrics.steps_total),
+        static_cast<unsigned long long>(fast.metrics.steps_total),
+        static_cast<unsigned long long>(fast.metrics.spec_accepted_tokens_total),
+        static_cast<unsigned long long>(fast.metrics.spec_drafted_tokens_total));
+  }
+
+  // Bad options are refused when the scheduler starts; mtp until it lands.
+  void speculativeOptionsAreChecked() {
+    auto m = Load("qwen3-tiny");
+    LocalRunner runner(m.operator*());
+    SchedulerOptions so;
+    so.num_slots = 1;
+    so.context = 16;
+    so.max_batch_tokens = 8;
+    so.speculative.method = SpeculativeMethod::kNgram;
+    so.speculative.draft_tokens = 0;
+    QCOMPARE(Scheduler(runner, so).Start().code(), StatusCode::kInvalidArgument);
+    so.speculative.method = SpeculativeMethod::kMtp;
+    so.speculative.draft_tokens = 2;
+    Status s = Scheduler(runner, so).Start();
+    QCOMPARE(s.code(), StatusCode::kUnimplemented);
+    QVERIFY2(s.message().find("--speculative mtp") != std::string::npos, s.ToString().c_str());
   }
 
   // A failed step (a dead TP peer) ends every request with its message.

@@ -94,6 +94,37 @@ Status ValidateSpeculative(const SpeculativeOptions& options);
 // n-gram recurs.
 std::vector<int32_t> NgramDraft(const std::vector<int32_t>& history, int k, int max_n, int min_n);
 
+// A source of drafted tokens for one sequence (one Drafter per sequence, so
+// that it may keep state about it). Generate and the serving scheduler ask it
+// for up to k tokens before each verification step. A draft is only a guess
+// (verification keeps the output exact), so a drafter may return fewer tokens
+// than asked, or none (the step then decodes one token as usual).
+class Drafter {
+ public:
+  virtual ~Drafter() = default;
+  // Up to `k` (>= 1) tokens guessed to follow `history`: the prompt and every
+  // token chosen since, the newest last (that one not yet in the KV cache).
+  virtual std::vector<int32_t> Draft(const std::vector<int32_t>& history, int k) = 0;
+};
+
+// Prompt lookup (NgramDraft with the options' n-gram sizes).
+class NgramDrafter final : public Drafter {
+ public:
+  NgramDrafter(int max_n, int min_n) : max_n_(max_n), min_n_(min_n) {}
+  std::vector<int32_t> Draft(const std::vector<int32_t>& history, int k) override {
+    return NgramDraft(history, k, max_n_, min_n_);
+  }
+
+ private:
+  int max_n_, min_n_;
+};
+
+// The drafter `options` ask for, for a sequence that `runner` runs: null for
+// kOff; Unimplemented for kMtp until the multi-token-prediction head lands.
+// Options are assumed valid (ValidateSpeculative).
+Result<std::unique_ptr<Drafter>> MakeDrafter(const SpeculativeOptions& options,
+                                             ModelRunner& runner);
+
 struct GenerateOptions {
   int64_t max_tokens = 16;  // tokens to generate (>= 1)
   SamplingParams sampling;

@@ -19,6 +19,19 @@
 // fit (prompt + max_tokens > context) is refused at Submit, and a full queue
 // refuses new requests (ResourceExhausted) rather than growing without bound.
 //
+// Speculative decoding (options.speculative, method not kOff): every decoding
+// sequence may bring drafted tokens to a step (its own Drafter, one per
+// request; its own draft length, 0 when the drafter finds nothing, never past
+// its max_tokens or the slot's context, and within the step's token budget,
+// where drafts come after one token for each decoding sequence and leave at
+// least one token for a waiting prompt). All sequences of a step share one
+// batched forward; each verifies its drafts with its own Sampler (greedy:
+// exact; sampling: Sampler::Verify's accept/reject rule) and streams every
+// token it keeps, in order. EOS, min/max tokens and stop ids are checked after
+// each kept token, so a request can end in the middle of its draft. Rejected
+// drafts' KV positions are written over by the next step (attention never
+// reads past a query's position).
+//
 // Cancellation: RequestStream::Cancel (the client went away) drops the request
 // at the next step boundary and frees its slot.
 //
@@ -54,6 +67,7 @@ struct SchedulerOptions {
   int64_t max_batch_tokens = 256; // tokens per step: decode rows first, then prompt chunks
   size_t max_queue = 1024;        // waiting requests beyond this are refused
   int idle_poll_ms = 100;         // how often an idle scheduler wakes (and heartbeats the runner)
+  SpeculativeOptions speculative;  // drafting for every request (kOff: none)
 };
 
 struct GenerationParams {
@@ -71,11 +85,17 @@ struct RequestTiming {
   int64_t admitted_ns = 0;     // got a KV slot
   int64_t first_token_ns = 0;  // first generated id chosen
   int64_t last_token_ns = 0;
+  // Speculative decoding (when the scheduler drafts): tokens drafted for this
+  // request, and how many of them it kept.
+  bool speculative = false;
+  int64_t drafted_tokens = 0;
+  int64_t accepted_tokens = 0;
   double queue_ms() const;     // submitted -> admitted
   double ttft_ms() const;      // submitted -> first token
   // prompt tokens / (first token - admitted); generated-1 / (last - first).
   double prefill_tps(int64_t prompt_tokens) const;
   double decode_tps(int64_t completion_tokens) const;
+  double acceptance_rate() const;  // accepted / drafted, 0 before any draft
 };
 
 struct RequestUpdate {
@@ -106,7 +126,8 @@ class RequestStream {
 
  private:
   friend class Scheduler;
-  void Push(int32_t id, int64_t now_ns);
+  // New ids (in order) and the drafts that step verified for them.
+  void Push(const std::vector<int32_t>& ids, int64_t drafted, int64_t accepted, int64_t now_ns);
   void Finish(std::string reason, Status error);
 
   uint64_t id_ = 0;
@@ -137,6 +158,7 @@ struct SchedulerMetrics {
   double step_ms = 0;           // mean forward step
   double allreduce_share = 0;   // all-reduce time / step time (0 on one rank)
   double comm_share = 0;        // every collective (plans, logits gather too) / step time
+  double spec_acceptance_rate = 0;  // drafted tokens kept / drafted (0 with no drafts)
   // Since start.
   uint64_t requests_total = 0;
   uint64_t requests_finished = 0;
@@ -149,6 +171,11 @@ struct SchedulerMetrics {
   double ttft_seconds_sum = 0;
   uint64_t ttft_count = 0;
   double allreduce_seconds_total = 0;
+  // Speculative decoding: tokens drafted, drafts kept, and decode rows that
+  // carried a draft (a verification of one sequence).
+  uint64_t spec_drafted_tokens_total = 0;
+  uint64_t spec_accepted_tokens_total = 0;
+  uint64_t spec_verifications_total = 0;
   // Decode-only steps (no prompt token in the batch): how many, the tokens they
   // generated, and their wall time, each measured from the end of the step
   // before it to its own end, so that it includes the scheduler's work between
@@ -201,7 +228,7 @@ class Scheduler {
   SchedulerMetrics metrics_;
   struct Sample {
     int64_t t_ns;
-    uint64_t prompt_tokens, generated_tokens;
+    uint64_t prompt_tokens, generated_tokens, drafted_tokens, accepted_tokens;
     int64_t step_ns, allreduce_ns, comm_ns;
   };
   std::deque<Sample> window_;
