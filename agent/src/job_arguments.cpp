@@ -82,6 +82,8 @@ const std::vector<Flag>& InferenceFlags() {
       {"system", Value::kText},
       {"think", Value::kNone},
       {"ignore-eos", Value::kNone},
+      {"speculative", Value::kChoice, 0, {"off", "ngram", "mtp"}},
+      {"draft-tokens", Value::kCount, 8},  // the worker checks the method's own range
       {"json", Value::kNone},
   };
   return flags;

@@ -40,6 +40,7 @@ int RunChat(const std::vector<std::string>& args) {
               "kernel backend: auto, cuda, avx512-amx, avx512, avx2, neon, scalar", "auto")
       .Option("nvfp4-tiles", "on|off", kNvfp4TilesHelp, "on")
       .Flag("think", "Qwen3: let the model think (default: empty think block)");
+  AddSpeculativeFlags(p);
   if (Status s = p.Parse(args); !s.ok()) {
     std::cerr << s.message() << "\n";
     return kExitUsage;
@@ -70,6 +71,12 @@ int RunChat(const std::vector<std::string>& args) {
     std::cerr << kProgram << ": --max-tokens must be at least 1\n";
     return kExitUsage;
   }
+  auto speculative = ReadSpeculativeFlags(p);
+  if (!speculative.ok()) {
+    std::cerr << kProgram << ": " << speculative.status().message() << " (see --help)\n";
+    return kExitUsage;
+  }
+  gen.speculative = *speculative;
   gen.max_tokens = *max_tokens;
   gen.sampling.temperature = static_cast<float>(*temperature);
   gen.sampling.top_k = *top_k;
@@ -101,6 +108,14 @@ int RunChat(const std::vector<std::string>& args) {
     return kExitFailure;
   }
   engine::Model& m = **model;
+  {
+    // A method that cannot run (mtp, for now) is refused before the first turn.
+    engine::LocalRunner probe(m);
+    if (auto d = engine::MakeDrafter(gen.speculative, probe); !d.ok()) {
+      std::cerr << kProgram << ": " << d.status().message() << "\n";
+      return kExitFailure;
+    }
+  }
   gen.stop_ids = tok->StopIds();
   gen.stop_at_eos = true;
 
@@ -166,9 +181,17 @@ int RunChat(const std::vector<std::string>& args) {
       continue;
     }
     history.push_back({"assistant", reply});
-    std::fprintf(stderr, "[%lld prompt tokens, %zu generated; ttft %.0f ms, decode %.1f tok/s]\n",
+    std::string spec;
+    if (gen.speculative.method != engine::SpeculativeMethod::kOff) {
+      char buf[96];
+      std::snprintf(buf, sizeof buf, "; %lld of %lld drafts accepted (%.0f%%)",
+                    static_cast<long long>(r->accepted_tokens),
+                    static_cast<long long>(r->drafted_tokens), r->acceptance_rate() * 100);
+      spec = buf;
+    }
+    std::fprintf(stderr, "[%lld prompt tokens, %zu generated; ttft %.0f ms, decode %.1f tok/s%s]\n",
                  static_cast<long long>(r->prompt_tokens), r->ids.size(), r->ttft_ms(),
-                 r->decode_tps());
+                 r->decode_tps(), spec.c_str());
   }
   return kExitOk;
 }

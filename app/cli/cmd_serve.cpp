@@ -3,7 +3,8 @@
 // --tp N local ranks (this process is rank 0; ranks 1..N-1 are `octet worker`
 // processes on a loopback rendezvous, each pinned to CPUs of its own when they
 // fit). Continuous batching over a KV cache of --slots sequences of --context
-// positions. Stops on SIGINT/SIGTERM (requests in flight end with an error).
+// positions, with speculative decoding per sequence (--speculative ngram
+// --draft-tokens K). Stops on SIGINT/SIGTERM (requests in flight end with an error).
 // Contract: docs/CLI.md; routes and errors: octet/engine/openai_server.h.
 #include <iostream>
 
@@ -45,6 +46,9 @@ int RunServe(const std::vector<std::string>& args) {
   auto tp_flags = ReadLocalTpFlags(p, &o);
   if (!tp_flags.ok()) return UsageError(tp_flags.status().message());
   const int tp = tp_flags->tp;
+  // Checked again where the scheduler is made; here so that a bad value is
+  // refused before the model loads.
+  if (auto spec = ReadSpeculativeFlags(p); !spec.ok()) return UsageError(spec.status().message());
   const std::string model = p.GetString("model");
   auto tok = LoadOptionalTokenizer(model);
   if (!tok.ok()) {

@@ -302,6 +302,27 @@ Result<std::vector<std::unique_ptr<Subprocess>>> StartLocalFollowers(const Local
   return SpawnFollowers(fs, *plan);
 }
 
+void AddSpeculativeFlags(ArgParser& p) {
+  p.Option("speculative", "off|ngram|mtp",
+           "speculative decoding: drafts checked in one batched forward (ngram: prompt "
+           "lookup, any model; mtp: the checkpoint's multi-token-prediction layer)",
+           "off")
+      .Option("draft-tokens", "K",
+              "tokens drafted per step with --speculative (ngram 1-8, mtp 1-3)", "2");
+}
+
+Result<engine::SpeculativeOptions> ReadSpeculativeFlags(const ArgParser& p) {
+  auto method = engine::ParseSpeculativeMethod(p.GetString("speculative"));
+  if (!method.ok()) return InvalidArgumentError("--speculative: " + method.status().message());
+  auto draft_tokens = p.GetInt("draft-tokens");
+  if (!draft_tokens.ok()) return draft_tokens.status();
+  engine::SpeculativeOptions o;
+  o.method = *method;
+  o.draft_tokens = static_cast<int>(std::clamp<int64_t>(*draft_tokens, -1, 99));
+  OCTET_RETURN_IF_ERROR(engine::ValidateSpeculative(o));
+  return o;
+}
+
 void AddGenerateFlags(ArgParser& p) {
   p.Option("prompt", "TEXT", "prompt text, tokenized with the model's tokenizer.json")
       .Option("prompt-ids", "IDS", "prompt as comma-separated token ids, e.g. 1,2,3")
@@ -313,15 +334,10 @@ void AddGenerateFlags(ArgParser& p) {
       .Flag("chat", "apply the model's chat template to --prompt (one user turn)")
       .Option("system", "TEXT", "with --chat: a system message before the user turn")
       .Flag("think", "with --chat on Qwen3: let the model think (default: empty think block)")
-      .Flag("ignore-eos", "do not stop at end-of-sequence ids")
-      .Option("speculative", "off|ngram|mtp",
-              "speculative decoding: drafts checked in one batched forward (ngram: prompt "
-              "lookup, any model; mtp: the checkpoint's multi-token-prediction layer)",
-              "off")
-      .Option("draft-tokens", "K",
-              "tokens drafted per step with --speculative (ngram 1-8, mtp 1-3)", "2")
-      .Option("logits-out", "FILE.npy",
-              "write float32 logits [T, V] of prompt + generated[:-1] (row t predicts t+1)")
+      .Flag("ignore-eos", "do not stop at end-of-sequence ids");
+  AddSpeculativeFlags(p);
+  p.Option("logits-out", "FILE.npy",
+           "write float32 logits [T, V] of prompt + generated[:-1] (row t predicts t+1)")
       .Flag("json", "print one JSON document on stdout");
 }
 
@@ -374,15 +390,9 @@ GenerateJob PrepareGenerate(const ArgParser& p, const std::string& model_dir) {
   job.logits_out = p.GetString("logits-out");
   job.json = p.GetFlag("json");
   if (Status s = engine::ValidateSampling(job.gen.sampling); !s.ok()) return usage(s.message());
-  auto method = engine::ParseSpeculativeMethod(p.GetString("speculative"));
-  if (!method.ok()) return usage("--speculative: " + method.status().message());
-  auto draft_tokens = p.GetInt("draft-tokens");
-  if (!draft_tokens.ok()) return usage(draft_tokens.status().message());
-  job.gen.speculative.method = *method;
-  job.gen.speculative.draft_tokens = static_cast<int>(std::clamp<int64_t>(*draft_tokens, -1, 99));
-  if (Status s = engine::ValidateSpeculative(job.gen.speculative); !s.ok()) {
-    return usage(s.message());
-  }
+  auto speculative = ReadSpeculativeFlags(p);
+  if (!speculative.ok()) return usage(speculative.status().message());
+  job.gen.speculative = *speculative;
   // The tokenizer is loaded before the model (it is quick and its absence is
   // the likelier mistake) whenever text is involved: --prompt in, or text out.
   if (p.Given("prompt") || PathExists(JoinPath(model_dir, "tokenizer.json"))) {
@@ -533,21 +543,29 @@ void AddServeFlags(ArgParser& p, bool worker) {
       .Option("max-batch-tokens", "N", "tokens per forward step (decode rows + prompt chunks)",
               "512")
       .Option("max-queue", "N", "waiting requests beyond this get HTTP 429", "1024");
+  if (!worker) AddSpeculativeFlags(p);  // a worker's come with AddGenerateFlags
 }
 
 namespace {
 
-nlohmann::json SchedulerFigures(const engine::SchedulerMetrics& m, const std::string& state) {
-  return {{"state", state},
-          {"prefill_tps", m.prefill_tps},
-          {"decode_tps", m.decode_tps},
-          {"step_ms", m.step_ms},
-          {"allreduce_share", m.allreduce_share},
-          {"kv_used_fraction", m.kv_used_fraction},
-          {"running_requests", m.running},
-          {"queued_requests", m.queued},
-          {"requests_total", m.requests_total},
-          {"generation_tokens_total", m.generation_tokens_total}};
+nlohmann::json SchedulerFigures(const engine::SchedulerMetrics& m, const std::string& state,
+                                bool speculative) {
+  nlohmann::json j = {{"state", state},
+                      {"prefill_tps", m.prefill_tps},
+                      {"decode_tps", m.decode_tps},
+                      {"step_ms", m.step_ms},
+                      {"allreduce_share", m.allreduce_share},
+                      {"kv_used_fraction", m.kv_used_fraction},
+                      {"running_requests", m.running},
+                      {"queued_requests", m.queued},
+                      {"requests_total", m.requests_total},
+                      {"generation_tokens_total", m.generation_tokens_total}};
+  if (speculative) {
+    j["acceptance_rate"] = m.spec_acceptance_rate;
+    j["spec_drafted_tokens_total"] = m.spec_drafted_tokens_total;
+    j["spec_accepted_tokens_total"] = m.spec_accepted_tokens_total;
+  }
+  return j;
 }
 
 }  // namespace
@@ -587,6 +605,8 @@ int RunServeOn(engine::TpRuntime& rt, const std::optional<engine::Tokenizer>& to
     context = *ctx;
   }
   if (context < 2) return fail("--context must be at least 2", kExitUsage);
+  auto speculative = ReadSpeculativeFlags(p);
+  if (!speculative.ok()) return fail(speculative.status().message(), kExitUsage);
   if (*slots < 1 || *slots > 256) return fail("--slots must be in 1..256", kExitUsage);
   if (*port < 0 || *port > 65535) return fail("--port must be in 0..65535", kExitUsage);
   auto kv_dtype = kernels::ParseKvDtype(p.GetString("kv-dtype"));
@@ -614,6 +634,8 @@ int RunServeOn(engine::TpRuntime& rt, const std::optional<engine::Tokenizer>& to
   so.kv_dtype = *kv_dtype;
   so.max_batch_tokens = std::max<int64_t>(*batch, num_slots + 1);
   so.max_queue = static_cast<size_t>(std::max<int64_t>(1, *queue));
+  so.speculative = *speculative;
+  const bool spec_on = so.speculative.method != engine::SpeculativeMethod::kOff;
   engine::Scheduler sched(rt, so);
   if (Status s = sched.Start(); !s.ok()) return fail(s.message(), kExitFailure);
 
@@ -634,6 +656,10 @@ int RunServeOn(engine::TpRuntime& rt, const std::optional<engine::Tokenizer>& to
                       std::to_string(rt.backend().num_threads()) + " threads per rank"},
       {"dtype", c.quant.nvfp4 ? std::string("NVFP4") : c.torch_dtype},
       {"engine", "octet " + std::string(OCTET_VERSION)}};
+  if (spec_on) {
+    info["speculative"] = std::string(engine::SpeculativeMethodName(so.speculative.method));
+    info["draft_tokens"] = so.speculative.draft_tokens;
+  }
   engine::OpenAiServerOptions ho;
   ho.host = p.GetString("host");
   ho.port = static_cast<int>(*port);
@@ -679,7 +705,13 @@ int RunServeOn(engine::TpRuntime& rt, const std::optional<engine::Tokenizer>& to
     std::cerr << program << ": serving '" << name << "' on http://" << ho.host << ":"
               << (*http)->port() << grpc_text << " (" << rt.Describe() << ", " << so.num_slots
               << " slots x " << context << " positions, KV "
-              << FormatBytes(double(rt.cache_bytes())) << " per rank)" << std::endl;
+              << FormatBytes(double(rt.cache_bytes())) << " per rank"
+              << (spec_on ? ", speculative " +
+                                std::string(engine::SpeculativeMethodName(so.speculative.method)) +
+                                " drafting up to " + std::to_string(so.speculative.draft_tokens) +
+                                " tokens"
+                          : std::string())
+              << ")" << std::endl;
   }
 
   // Until a stop signal or a fatal error; figures once a second.
@@ -689,7 +721,7 @@ int RunServeOn(engine::TpRuntime& rt, const std::optional<engine::Tokenizer>& to
     failure = sched.health();
     if (!failure.ok()) break;
     if (print_figures && NowNs() >= next_figures) {
-      PrintFigures(SchedulerFigures(sched.Metrics(), "serving"));
+      PrintFigures(SchedulerFigures(sched.Metrics(), "serving", spec_on));
       next_figures = NowNs() + 1'000'000'000;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -700,7 +732,7 @@ int RunServeOn(engine::TpRuntime& rt, const std::optional<engine::Tokenizer>& to
     if (grpc) grpc->Stop();
     (*http)->Stop();
     Status s = rt.Shutdown();
-    if (print_figures) PrintFigures(SchedulerFigures(sched.Metrics(), "stopped"));
+    if (print_figures) PrintFigures(SchedulerFigures(sched.Metrics(), "stopped", spec_on));
     if (!s.ok()) return fail(s.message(), kExitFailure);
     return kExitOk;
   }
@@ -708,7 +740,7 @@ int RunServeOn(engine::TpRuntime& rt, const std::optional<engine::Tokenizer>& to
   if (grpc) grpc->Stop();
   (*http)->Stop();
   sched.Stop(failure);
-  if (print_figures) PrintFigures(SchedulerFigures(sched.Metrics(), "failed"));
+  if (print_figures) PrintFigures(SchedulerFigures(sched.Metrics(), "failed", spec_on));
   return fail(failure.message(), kExitFailure);
 }
 

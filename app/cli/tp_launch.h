@@ -107,6 +107,12 @@ struct GenerateJob {
   std::string error;
 };
 void AddGenerateFlags(ArgParser& p);
+// --speculative off|ngram|mtp and --draft-tokens K (generate, chat, serve;
+// AddGenerateFlags adds them, AddServeFlags too unless `worker`, whose
+// parser has them from AddGenerateFlags). Read returns the message of a usage
+// error (an unknown method, K out of range for it).
+void AddSpeculativeFlags(ArgParser& p);
+Result<engine::SpeculativeOptions> ReadSpeculativeFlags(const ArgParser& p);
 GenerateJob PrepareGenerate(const ArgParser& p, const std::string& model_dir);
 // Prints "<program>: <error>" and returns job.exit_code.
 int ReportPrepareError(const GenerateJob& job, const std::string& program);
