@@ -79,6 +79,7 @@ nlohmann::json RunSummaryJson(const app::BenchRun& r) {
           {"nodes", r.topology.nodes},
           {"transport", r.topology.transport},
           {"algorithm", r.topology.algorithm},
+          {"speculative", r.topology.speculative},
           {"results", r.result_count}};
 }
 
@@ -120,16 +121,18 @@ int RunList(const std::vector<std::string>& args) {
 
 void PrintRunHeader(const app::BenchRun& r) {
   std::cout << "run " << r.id << (r.label.empty() ? "" : " (" + r.label + ")") << ", "
-            << When(r.created_unix_ms) << ", " << r.state
-            << (r.error.empty() ? "" : ": " + r.error) << "\n"
+            << When(r.created_unix_ms) << ", " << r.state << (r.error.empty() ? "" : ": " + r.error)
+            << "\n"
             << "  " << r.tool << " against " << (r.url.empty() ? "?" : r.url) << ", latency "
             << r.latency_ms << " ms, prompts: " << r.prompt_mode << "\n"
             << "  model " << r.topology.model << " (" << r.topology.dtype << "), "
-            << r.topology.nodes << " node(s), TP " << r.topology.tp << ", "
-            << r.topology.transport << "/" << r.topology.algorithm
+            << r.topology.nodes << " node(s), TP " << r.topology.tp << ", " << r.topology.transport
+            << "/" << r.topology.algorithm
             << (r.topology.cabling.empty() ? "" : ", " + r.topology.cabling)
             << (r.topology.backend.empty() ? "" : ", " + r.topology.backend)
-            << (r.topology.engine.empty() ? "" : ", " + r.topology.engine) << "\n\n";
+            << (r.topology.engine.empty() ? "" : ", " + r.topology.engine)
+            << (r.topology.speculative.empty() ? "" : ", speculative " + r.topology.speculative)
+            << "\n\n";
 }
 
 int RunShow(const std::vector<std::string>& args) {

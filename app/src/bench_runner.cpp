@@ -224,6 +224,14 @@ RequestSample SendRequest(const BenchConfig& c, const std::string& model, const 
         s.error = j["error"].is_object() ? j["error"].value("message", payload) : payload;
         continue;
       }
+      if (j.contains("timings") && j["timings"].is_object()) {
+        // An octet server's per-request figures: speculative decoding's counts.
+        const json& t = j["timings"];
+        if (t.contains("drafted_tokens") && t["drafted_tokens"].is_number_integer()) {
+          s.drafted_tokens = t["drafted_tokens"].get<int64_t>();
+          s.accepted_tokens = t.value("accepted_tokens", int64_t{0});
+        }
+      }
       if (j.contains("usage") && j["usage"].is_object()) {
         s.completion_tokens = j["usage"].value("completion_tokens", s.completion_tokens);
         s.prompt_tokens = j["usage"].value("prompt_tokens", s.prompt_tokens);
@@ -291,16 +299,23 @@ BenchResult SummarizeTest(const std::vector<std::vector<RequestSample>>& batches
   r.test = r.Name();
   const double latency = latency_ms * 1e-3;
   const int64_t expected_prompt = depth + pp;
-  std::vector<double> pp_req, tg_req, ttfr, est_ppt, e2e, pp_total, tg_total;
+  std::vector<double> pp_req, tg_req, ttfr, est_ppt, e2e, pp_total, tg_total, acceptance;
   for (const auto& batch : batches) {
     double min_start = 1e300, max_end = 0, min_first = 1e300, max_first = 0;
     int64_t prompt_sum = 0, gen_sum = 0, valid = 0;
+    int64_t drafted = 0, accepted = 0;
+    bool spec_reported = false;
     for (const RequestSample& s : batch) {
       if (!s.error.empty()) {
         ++r.failed_requests;
         continue;
       }
       ++valid;
+      if (s.drafted_tokens >= 0) {
+        spec_reported = true;
+        drafted += s.drafted_tokens;
+        accepted += s.accepted_tokens;
+      }
       // The server's prompt count when it reports a plausible one (within 20%).
       int64_t prompt = expected_prompt;
       if (s.prompt_tokens > 0 &&
@@ -326,6 +341,11 @@ BenchResult SummarizeTest(const std::vector<std::vector<RequestSample>>& batches
         if (s.completion_tokens > 1 && decode > 0) tg_req.push_back((s.completion_tokens - 1) / decode);
       }
     }
+    if (spec_reported) {
+      r.drafted_tokens += drafted;
+      r.accepted_tokens += accepted;
+      acceptance.push_back(drafted > 0 ? double(accepted) / double(drafted) : 0.0);
+    }
     if (valid == 0 || max_first == 0) continue;
     if (max_first - min_start > 0) pp_total.push_back(prompt_sum / (max_first - min_start));
     if (max_end - min_first > 0 && gen_sum > valid) {
@@ -339,6 +359,7 @@ BenchResult SummarizeTest(const std::vector<std::vector<RequestSample>>& batches
   r.ttfr = MetricStats::Of(ttfr);
   r.est_ppt = MetricStats::Of(est_ppt);
   r.e2e_ttft = MetricStats::Of(e2e);
+  r.acceptance_rate = MetricStats::Of(acceptance);
   return r;
 }
 
@@ -387,6 +408,13 @@ Result<BenchRun> RunBenchmark(const BenchConfig& c, BenchRunStore* store,
   fill(run.topology.dtype, "dtype");
   fill(run.topology.engine, "engine");
   fill(run.topology.hosts, "hosts");
+  if (run.topology.speculative.empty() && e.contains("speculative") &&
+      e["speculative"].is_string() && e["speculative"] != "off") {
+    run.topology.speculative = e["speculative"].get<std::string>();
+    if (e.contains("draft_tokens") && e["draft_tokens"].is_number_integer()) {
+      run.topology.speculative += " K=" + std::to_string(e["draft_tokens"].get<int>());
+    }
+  }
   if (c.topology.tp <= 1 && e.contains("tp") && e["tp"].is_number_integer()) {
     run.topology.tp = e["tp"].get<int>();
   }
@@ -482,14 +510,25 @@ Result<BenchRun> RunBenchmark(const BenchConfig& c, BenchRunStore* store,
 
 std::string FormatBenchTable(const BenchRun& run) {
   std::ostringstream o;
+  // Speculative decoding's acceptance gets a column when some test has it.
+  bool spec = false;
+  for (const BenchResult& r : run.results) spec = spec || !r.acceptance_rate.empty();
   o << "| model | test | t/s pp (total) | t/s pp (req) | t/s tg (total) | t/s tg (req) | "
-       "ttfr (ms) | est_ppt (ms) | e2e_ttft (ms) |\n"
-       "|:--|--:|--:|--:|--:|--:|--:|--:|--:|\n";
+       "ttfr (ms) | est_ppt (ms) | e2e_ttft (ms) |"
+    << (spec ? " accepted (%) |" : "") << "\n|:--|--:|--:|--:|--:|--:|--:|--:|--:|"
+    << (spec ? "--:|" : "") << "\n";
   for (const BenchResult& r : run.results) {
     o << "| " << run.topology.model << " | " << (r.test.empty() ? r.Name() : r.test) << " | "
       << Pm(r.pp_throughput) << " | " << Pm(r.pp_req_throughput) << " | " << Pm(r.tg_throughput)
-      << " | " << Pm(r.tg_req_throughput) << " | " << Pm(r.ttfr) << " | " << Pm(r.est_ppt)
-      << " | " << Pm(r.e2e_ttft) << " |\n";
+      << " | " << Pm(r.tg_req_throughput) << " | " << Pm(r.ttfr) << " | " << Pm(r.est_ppt) << " | "
+      << Pm(r.e2e_ttft) << " |";
+    if (spec) {
+      MetricStats pct = r.acceptance_rate;
+      pct.mean *= 100;
+      pct.std *= 100;
+      o << " " << Pm(pct) << " |";
+    }
+    o << "\n";
   }
   return o.str();
 }
@@ -500,7 +539,8 @@ std::string FormatBenchCsv(const BenchRun& run) {
   const char* names[] = {"pp_throughput", "pp_req_throughput", "tg_throughput",
                          "tg_req_throughput", "ttfr_ms", "est_ppt_ms", "e2e_ttft_ms"};
   for (const char* n : names) o << "," << n << "_mean," << n << "_std";
-  o << ",tp,nodes,transport,algorithm\n";
+  o << ",tp,nodes,transport,algorithm,acceptance_rate_mean,acceptance_rate_std,drafted_tokens,"
+       "accepted_tokens\n";
   for (const BenchResult& r : run.results) {
     o << run.id << "," << run.topology.model << "," << (r.test.empty() ? r.Name() : r.test) << ","
       << r.prompt_size << "," << r.response_size << "," << r.depth << "," << r.concurrency << ","
@@ -512,7 +552,16 @@ std::string FormatBenchCsv(const BenchRun& run) {
       o << buf;
     }
     o << "," << run.topology.tp << "," << run.topology.nodes << "," << run.topology.transport << ","
-      << run.topology.algorithm << "\n";
+      << run.topology.algorithm;
+    if (r.acceptance_rate.empty()) {
+      o << ",,,,\n";  // not measured (no speculative decoding reported)
+    } else {
+      char buf[96];
+      std::snprintf(buf, sizeof buf, ",%.4f,%.4f,%lld,%lld\n", r.acceptance_rate.mean,
+                    r.acceptance_rate.std, static_cast<long long>(r.drafted_tokens),
+                    static_cast<long long>(r.accepted_tokens));
+      o << buf;
+    }
   }
   return o.str();
 }

@@ -57,7 +57,8 @@ std::vector<std::pair<const char*, MetricStats BenchResult::*>> MetricFields() {
           {"tg_req_throughput", &BenchResult::tg_req_throughput},
           {"ttfr", &BenchResult::ttfr},
           {"est_ppt", &BenchResult::est_ppt},
-          {"e2e_ttft", &BenchResult::e2e_ttft}};
+          {"e2e_ttft", &BenchResult::e2e_ttft},
+          {"acceptance_rate", &BenchResult::acceptance_rate}};
 }
 
 json MetricsJson(const BenchResult& r) {
@@ -79,6 +80,7 @@ json TopologyJson(const BenchTopology& t) {
             {"algorithm", t.algorithm}, {"cabling", t.cabling}, {"backend", t.backend},
             {"dtype", t.dtype},         {"model", t.model},     {"engine", t.engine},
             {"hosts", t.hosts}};
+  if (!t.speculative.empty()) j["speculative"] = t.speculative;
   if (!t.extra_json.empty()) {
     json extra = json::parse(t.extra_json, nullptr, false);
     if (!extra.is_discarded()) j["extra"] = extra;
@@ -99,6 +101,7 @@ BenchTopology TopologyFromJson(const json& j) {
   t.model = j.value("model", "");
   t.engine = j.value("engine", "");
   t.hosts = j.value("hosts", "");
+  t.speculative = j.value("speculative", "");
   if (j.contains("extra")) t.extra_json = j["extra"].dump();
   return t;
 }
@@ -279,6 +282,14 @@ Status MigrateToV2(Db& db) {
   return Status::Ok();
 }
 
+// Version 3: speculative decoding's drafted and kept tokens per result, and
+// its acceptance rate (mean over the repetitions; also in metrics_json).
+const char* kSchemaV3 = R"sql(
+ALTER TABLE results ADD COLUMN drafted_tokens INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE results ADD COLUMN accepted_tokens INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE results ADD COLUMN acceptance_rate REAL;
+)sql";
+
 }  // namespace
 
 MetricStats MetricStats::Of(std::vector<double> values) {
@@ -320,9 +331,11 @@ struct BenchRunStore::Impl {
   Status InsertResult(int64_t run_id, const BenchResult& r) {
     Stmt s(db,
            "INSERT INTO results(run_id, test, prompt_size, response_size, depth, concurrency, "
-           "runs, metrics_json, failed_requests, pp_throughput, tg_throughput) "
-           "VALUES(?,?,?,?,?,?,?,?,?,?,?)");
-    return s.Bind(1, run_id)
+           "runs, metrics_json, failed_requests, pp_throughput, tg_throughput, drafted_tokens, "
+           "accepted_tokens, acceptance_rate) "
+           "VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
+    if (Status st = s.status(); !st.ok()) return st;
+    s.Bind(1, run_id)
         .Bind(2, r.test.empty() ? r.Name() : r.test)
         .Bind(3, r.prompt_size)
         .Bind(4, r.response_size)
@@ -333,7 +346,10 @@ struct BenchRunStore::Impl {
         .Bind(9, r.failed_requests)
         .Bind(10, r.pp_throughput.mean)
         .Bind(11, r.tg_throughput.mean)
-        .Run();
+        .Bind(12, r.drafted_tokens)
+        .Bind(13, r.accepted_tokens);
+    if (!r.acceptance_rate.empty()) s.Bind(14, r.acceptance_rate.mean);  // NULL: not measured
+    return s.Run();
   }
 
   Result<int64_t> InsertRunRow(const BenchRun& run, const std::string& state) {
@@ -470,6 +486,7 @@ Result<std::unique_ptr<BenchRunStore>> BenchRunStore::Open(const std::string& pa
         OCTET_RETURN_IF_ERROR(db.Exec("PRAGMA application_id=" + std::to_string(kApplicationId)));
       }
       if (version < 2) OCTET_RETURN_IF_ERROR(MigrateToV2(db));
+      if (version < 3) OCTET_RETURN_IF_ERROR(db.Exec(kSchemaV3));
       return db.Exec("PRAGMA user_version=" + std::to_string(kSchemaVersion));
     });
     if (!m.ok())
@@ -579,7 +596,8 @@ Result<BenchRun> BenchRunStore::GetRun(int64_t run_id) {
   BenchRun run = ReadRun(q);
   Stmt r(impl_->db,
          "SELECT test, prompt_size, response_size, depth, concurrency, runs, metrics_json, "
-         "failed_requests FROM results WHERE run_id=? ORDER BY id");
+         "failed_requests, drafted_tokens, accepted_tokens FROM results WHERE run_id=? ORDER BY "
+         "id");
   OCTET_RETURN_IF_ERROR(r.status());
   r.Bind(1, run_id);
   while (r.Step(&st)) {
@@ -592,6 +610,8 @@ Result<BenchRun> BenchRunStore::GetRun(int64_t run_id) {
     res.runs = r.Int(5);
     MetricsFromJson(json::parse(r.Text(6), nullptr, false), &res);
     res.failed_requests = r.Int(7);
+    res.drafted_tokens = r.Int(8);
+    res.accepted_tokens = r.Int(9);
     run.results.push_back(std::move(res));
   }
   OCTET_RETURN_IF_ERROR(st);
@@ -634,7 +654,7 @@ std::vector<ComparisonRow> CompareRuns(const BenchRun& a, const BenchRun& b) {
         mt.b = y.mean;
         mt.delta_pct = x.mean != 0 ? (y.mean - x.mean) / x.mean * 100.0 : 0.0;
         const std::string n = name;
-        mt.higher_is_better = n.find("throughput") != std::string::npos;
+        mt.higher_is_better = n.find("throughput") != std::string::npos || n == "acceptance_rate";
         row.metrics.push_back(mt);
       }
     }
@@ -695,6 +715,8 @@ Result<BenchRun> ParseLlamaBenchyJson(const std::string& text, const std::string
     r.response_size = b["response_size"].get<int64_t>();
     r.depth = b.value("context_size", int64_t{0});
     MetricsFromJson(b, &r);
+    r.drafted_tokens = b.value("drafted_tokens", int64_t{0});
+    r.accepted_tokens = b.value("accepted_tokens", int64_t{0});
     r.runs = static_cast<int64_t>(
         std::max(r.tg_req_throughput.values.size(), r.tg_throughput.values.size()));
     r.test = r.Name();
@@ -716,6 +738,10 @@ std::string BenchRunToJson(const BenchRun& run) {
               {"runs", r.runs},
               {"failed_requests", r.failed_requests}};
     b.update(MetricsJson(r));
+    if (!r.acceptance_rate.empty()) {
+      b["drafted_tokens"] = r.drafted_tokens;
+      b["accepted_tokens"] = r.accepted_tokens;
+    }
     benches.push_back(b);
     max_c = std::max(max_c, r.concurrency);
   }

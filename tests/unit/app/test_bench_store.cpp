@@ -288,7 +288,7 @@ PRAGMA user_version=1;
     QCOMPARE(Exec(path, v1), SQLITE_OK);
     auto s = BenchRunStore::Open(path);
     QVERIFY2(s.ok(), s.status().ToString().c_str());
-    QCOMPARE((*s)->schema_version(), 2);
+    QCOMPARE((*s)->schema_version(), BenchRunStore::kSchemaVersion);
     auto run = (*s)->GetRun(1);
     QVERIFY2(run.ok(), run.status().ToString().c_str());
     QCOMPARE(run->topology.tp, 4);
@@ -299,6 +299,96 @@ PRAGMA user_version=1;
     auto id = (*s)->InsertRun(MakeRun("new"));
     QVERIFY(id.ok());
     QCOMPARE(*id, int64_t(2));
+  }
+
+  // Speculative decoding's counts: summed over the requests, the acceptance
+  // rate per repetition, stored (columns and metrics) and read back; a
+  // version-2 file gains the columns, its results reading "not measured".
+  void speculativeCountsAreKept() {
+    RequestSample a;
+    a.start_s = 1.0;
+    a.first_response_s = a.first_token_s = 1.1;
+    a.end_s = 1.6;
+    a.completion_tokens = 11;
+    a.drafted_tokens = 12;
+    a.accepted_tokens = 9;
+    RequestSample b = a;
+    b.drafted_tokens = 8;
+    b.accepted_tokens = 1;
+    RequestSample c = a;  // a second repetition: everything kept
+    c.accepted_tokens = 12;
+    BenchResult r = SummarizeTest({{a, b}, {c}}, 1.0, 16, 11, 0, 2);
+    QCOMPARE(r.drafted_tokens, int64_t(32));
+    QCOMPARE(r.accepted_tokens, int64_t(22));
+    QCOMPARE(r.acceptance_rate.values, (std::vector<double>{0.5, 1.0}));
+    // A server that does not report drafts: nothing measured.
+    RequestSample plain = a;
+    plain.drafted_tokens = -1;
+    QVERIFY(SummarizeTest({{plain}}, 1.0, 16, 11, 0, 1).acceptance_rate.empty());
+
+    const std::string path = Path("spec.sqlite");
+    QCOMPARE(Exec(path, R"sql(
+PRAGMA application_id=1329812546;
+CREATE TABLE runs(id INTEGER PRIMARY KEY AUTOINCREMENT, created_unix_ms INTEGER NOT NULL,
+  label TEXT NOT NULL DEFAULT '', state TEXT NOT NULL, error TEXT NOT NULL DEFAULT '',
+  url TEXT NOT NULL DEFAULT '', model TEXT NOT NULL DEFAULT '',
+  topology_json TEXT NOT NULL DEFAULT '{}', latency_ms REAL NOT NULL DEFAULT 0,
+  pid INTEGER NOT NULL DEFAULT 0, host TEXT NOT NULL DEFAULT '',
+  source TEXT NOT NULL DEFAULT 'octet', tool TEXT NOT NULL DEFAULT '',
+  prompt_mode TEXT NOT NULL DEFAULT '', nodes INTEGER NOT NULL DEFAULT 1,
+  tp INTEGER NOT NULL DEFAULT 1, transport TEXT NOT NULL DEFAULT '',
+  algorithm TEXT NOT NULL DEFAULT '');
+CREATE TABLE results(id INTEGER PRIMARY KEY AUTOINCREMENT,
+  run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE, test TEXT NOT NULL,
+  prompt_size INTEGER NOT NULL, response_size INTEGER NOT NULL, depth INTEGER NOT NULL,
+  concurrency INTEGER NOT NULL, runs INTEGER NOT NULL, metrics_json TEXT NOT NULL,
+  failed_requests INTEGER NOT NULL DEFAULT 0, pp_throughput REAL, tg_throughput REAL);
+INSERT INTO runs(id, created_unix_ms, state, model) VALUES(1, 1700000000000, 'complete', 'm');
+INSERT INTO results(run_id, test, prompt_size, response_size, depth, concurrency, runs,
+  metrics_json) VALUES(1, 'pp512 tg128 (c1)', 512, 128, 0, 1, 1,
+  '{"tg_throughput":{"mean":80,"std":0,"values":[80]}}');
+PRAGMA user_version=2;
+)sql"),
+             SQLITE_OK);
+    auto store = BenchRunStore::Open(path);
+    QVERIFY2(store.ok(), store.status().ToString().c_str());
+    auto old = (*store)->GetRun(1);
+    QVERIFY2(old.ok(), old.status().ToString().c_str());
+    QVERIFY(old->results[0].acceptance_rate.empty());
+    QCOMPARE(old->results[0].drafted_tokens, int64_t(0));
+    BenchRun run = MakeRun("speculative");
+    run.topology.speculative = "ngram K=3";
+    run.results.push_back(r);
+    auto id = (*store)->InsertRun(run);
+    QVERIFY2(id.ok(), id.status().ToString().c_str());
+    auto back = (*store)->GetRun(*id);
+    QVERIFY(back.ok());
+    QCOMPARE(back->topology.speculative, std::string("ngram K=3"));
+    QCOMPARE(back->results[0].drafted_tokens, int64_t(32));
+    QCOMPARE(back->results[0].accepted_tokens, int64_t(22));
+    QCOMPARE(back->results[0].acceptance_rate.mean, 0.75);
+    store->reset();
+    // The column queries filter on.
+    sqlite3* db = nullptr;
+    sqlite3_open(path.c_str(), &db);
+    sqlite3_stmt* q = nullptr;
+    sqlite3_prepare_v2(db, "SELECT acceptance_rate, drafted_tokens FROM results ORDER BY id", -1,
+                       &q, nullptr);
+    QCOMPARE(sqlite3_step(q), SQLITE_ROW);
+    QCOMPARE(sqlite3_column_type(q, 0), SQLITE_NULL);  // the migrated result: not measured
+    QCOMPARE(sqlite3_step(q), SQLITE_ROW);
+    QCOMPARE(sqlite3_column_double(q, 0), 0.75);
+    QCOMPARE(sqlite3_column_int64(q, 1), sqlite3_int64(32));
+    sqlite3_finalize(q);
+    sqlite3_close(db);
+    // The JSON report carries them, and reads back.
+    auto parsed = ParseLlamaBenchyJson(BenchRunToJson(*back), "report");
+    QVERIFY2(parsed.ok(), parsed.status().ToString().c_str());
+    QCOMPARE(parsed->results[0].accepted_tokens, int64_t(22));
+    QCOMPARE(parsed->results[0].acceptance_rate.values, (std::vector<double>{0.5, 1.0}));
+    QCOMPARE(parsed->topology.speculative, std::string("ngram K=3"));
+    QVERIFY(FormatBenchTable(*back).find("accepted (%)") != std::string::npos);
+    QVERIFY(FormatBenchTable(*old).find("accepted (%)") == std::string::npos);
   }
 
   // llama-benchy's arithmetic on hand-made timestamps (seconds).

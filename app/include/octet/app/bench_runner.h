@@ -17,6 +17,8 @@
 // and per batch of concurrent requests (the "total" figures):
 //   pp_throughput  all prompt tokens / (last first-token - first start)
 //   tg_throughput  (all tokens - requests) / (last end - first first-token)
+//   acceptance_rate  drafted tokens kept / drafted (speculative decoding, from
+//                  the server's per-request "timings" where it reports them)
 // `latency` is the median round trip of GET /v1/models measured first. Each
 // metric is kept as mean, population std and values over the repetitions.
 //
@@ -80,6 +82,10 @@ struct RequestSample {
   double end_s = 0;
   int64_t prompt_tokens = 0;
   int64_t completion_tokens = 0;
+  // Speculative decoding as the server reported it (timings.drafted_tokens,
+  // timings.accepted_tokens); drafted < 0: not reported.
+  int64_t drafted_tokens = -1;
+  int64_t accepted_tokens = 0;
   std::string error;  // non-empty: failed
 };
 

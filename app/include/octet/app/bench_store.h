@@ -56,6 +56,7 @@ struct BenchTopology {
   std::string model;      // model id as served
   std::string engine;     // server software and version ("octet 0.1.0", "vLLM 0.9")
   std::string hosts;      // free text: host names or node ids
+  std::string speculative;  // speculative decoding as served ("ngram K=3"; "" : none)
   std::string extra_json; // anything else, a JSON object ("" if none)
 };
 
@@ -75,6 +76,12 @@ struct BenchResult {
   MetricStats ttfr;               // ms, request sent -> first response bytes
   MetricStats est_ppt;            // ms, ttfr - latency (estimated prompt processing)
   MetricStats e2e_ttft;           // ms, request sent -> first token
+  // Speculative decoding, where the server reports it per request (an octet
+  // server's "timings"): tokens drafted and kept over all repetitions, and
+  // the acceptance rate (kept / drafted) of each repetition.
+  int64_t drafted_tokens = 0;
+  int64_t accepted_tokens = 0;
+  MetricStats acceptance_rate;
   std::string Name() const;       // the canonical test name for these sizes
 };
 
@@ -99,7 +106,7 @@ struct BenchRun {
 
 class BenchRunStore {
  public:
-  static constexpr int kSchemaVersion = 2;
+  static constexpr int kSchemaVersion = 3;
 
   // Opens (creating) the file, migrates it to kSchemaVersion and marks runs
   // whose process died "interrupted". FailedPrecondition for a file written
