@@ -24,9 +24,12 @@ constexpr double kCardWidth = 236;
 constexpr double kCardHeight = 132;
 constexpr double kSwitchWidth = 170;
 constexpr double kSwitchHeight = 54;
-const QSizeF kCardHalf(kCardWidth / 2, kCardHeight / 2);
 const QSizeF kSwitchHalf(kSwitchWidth / 2, kSwitchHeight / 2);
 constexpr double kPi = 3.14159265358979323846;
+// RoCE port rows on a card: one per port (a Spark has four: two QSFP ports of
+// two PCIe halves each), at most kMaxRoceRows (the last says how many more).
+constexpr double kRoceRowHeight = 15;
+constexpr size_t kMaxRoceRows = 6;
 
 QPalette Palette() { return QApplication::palette(); }
 
@@ -35,6 +38,106 @@ QFont ScaledFont(double point_delta, bool bold = false) {
   f.setPointSizeF(std::max(6.0, f.pointSizeF() + point_delta));
   f.setBold(bold);
   return f;
+}
+
+// RoCE ports a node reports (Ethernet link layer), counted without building
+// the summary: the shape key and card heights need only the count.
+size_t RocePortCount(const app::NodeView& n) {
+  if (!n.has_facts) return 0;
+  size_t count = 0;
+  for (const auto& d : n.facts.rdma_devices) {
+    for (const auto& p : d.ports) count += p.link_layer == "Ethernet";
+  }
+  return count;
+}
+
+size_t RoceRowsFor(size_t ports) { return std::min(ports, kMaxRoceRows); }
+
+// The rows take the blank band above the memory bar first, then grow the card.
+double CardHeightFor(size_t roce_ports) {
+  const double rows = static_cast<double>(RoceRowsFor(roce_ports));
+  return std::max(kCardHeight, kCardHeight + rows * kRoceRowHeight - 20);
+}
+
+QSizeF CardHalfFor(const app::NodeView& n) {
+  return QSizeF(kCardWidth / 2, CardHeightFor(RocePortCount(n)) / 2);
+}
+
+// One RoCE row as drawn: the device, and its state and MTU or its warnings.
+struct RoceRowText {
+  QString device;
+  QString status;
+  bool warning = false;
+  bool active = false;
+};
+
+std::vector<RoceRowText> RoceRowTexts(const app::RoceSummary& roce) {
+  std::vector<RoceRowText> rows;
+  const size_t n = roce.ports.size();
+  const size_t shown = n > kMaxRoceRows ? kMaxRoceRows - 1 : n;
+  for (size_t i = 0; i < shown; ++i) {
+    const app::RocePortRow& r = roce.ports[i];
+    RoceRowText t;
+    t.device = QString::fromStdString(r.device);
+    if (r.port != 1) t.device += QStringLiteral("/%1").arg(r.port);
+    t.active = r.state == "ACTIVE";
+    if (!r.warnings.empty()) {
+      t.warning = true;
+      QStringList words;
+      for (const auto& w : r.warnings) {
+        words << QString::fromStdString(app::RoceWarningShortText(w, &r));
+      }
+      t.status = QStringLiteral("⚠ ") + words.join(QStringLiteral(", "));
+    } else {
+      const QString state =
+          t.active ? QStringLiteral("up") : QString::fromStdString(r.state).toLower();
+      t.status = r.netdev_mtu ? QStringLiteral("%1 · MTU %2").arg(state).arg(r.netdev_mtu) : state;
+    }
+    rows.push_back(std::move(t));
+  }
+  if (shown < n) {
+    RoceRowText more;
+    size_t warned = 0;
+    for (size_t i = shown; i < n; ++i) warned += !roce.ports[i].warnings.empty();
+    more.device = QStringLiteral("+%1 more").arg(n - shown);
+    more.warning = warned > 0;
+    if (warned) more.status = QStringLiteral("⚠ %1 with warnings").arg(warned);
+    rows.push_back(std::move(more));
+  }
+  return rows;
+}
+
+// The card's tooltip: every RoCE port in full, the NCCL settings, the warnings.
+QString RoceToolTip(const app::NodeFacts& f, const app::RoceSummary& roce) {
+  if (roce.ports.empty() && roce.warning_count == 0) return {};
+  QStringList lines{QStringLiteral("RoCE ports")};
+  for (const auto& r : roce.ports) {
+    QString line = QStringLiteral("%1 port %2 · %3 · %4")
+                       .arg(QString::fromStdString(r.device))
+                       .arg(r.port)
+                       .arg(QString::fromStdString(r.netdev.empty() ? "?" : r.netdev),
+                            QString::fromStdString(r.state));
+    if (!r.phys_state.empty())
+      line += QStringLiteral(" (%1)").arg(QString::fromStdString(r.phys_state));
+    if (r.netdev_mtu) line += QStringLiteral(" · MTU %1").arg(r.netdev_mtu);
+    if (r.active_mtu) line += QStringLiteral(" (RoCE %1)").arg(r.active_mtu);
+    if (!r.rate.empty()) line += QStringLiteral(" · ") + QString::fromStdString(r.rate);
+    line += r.v2_gid_index >= 0 ? QStringLiteral(" · RoCE v2 GID %1").arg(r.v2_gid_index)
+                                : QStringLiteral(" · no RoCE v2 IPv4 GID");
+    lines << line;
+  }
+  if (!f.nccl.ib_hca.empty()) {
+    lines << QStringLiteral("NCCL_IB_HCA=%1").arg(QString::fromStdString(f.nccl.ib_hca));
+    lines
+        << QStringLiteral("NCCL_IB_GID_INDEX=%1").arg(QString::fromStdString(f.nccl.ib_gid_index));
+    if (!f.nccl.socket_ifname.empty()) {
+      lines << QStringLiteral("NCCL_SOCKET_IFNAME=%1")
+                   .arg(QString::fromStdString(f.nccl.socket_ifname));
+    }
+  }
+  for (const auto& w : f.roce_warnings)
+    lines << QStringLiteral("⚠ ") + QString::fromStdString(w.message);
+  return lines.join(QChar('\n'));
 }
 
 }  // namespace
@@ -114,9 +217,10 @@ class NodeCardItem : public QGraphicsItem {
     setCursor(Qt::PointingHandCursor);
   }
   QRectF boundingRect() const override {
-    return QRectF(-kCardWidth / 2 - 4, -kCardHeight / 2 - 4, kCardWidth + 8, kCardHeight + 8);
+    return QRectF(-kCardWidth / 2 - 4, -height_ / 2 - 4, kCardWidth + 8, height_ + 8);
   }
   const QString& name() const { return name_; }
+  const std::vector<RoceRowText>& roceRows() const { return roce_rows_; }
   void setSelectedCard(bool on) {
     if (on == selected_) return;
     selected_ = on;
@@ -128,16 +232,27 @@ class NodeCardItem : public QGraphicsItem {
     node_ = node;
     problem_ = problem;
     bad_problem_ = bad_problem;
+    // RoCE facts change with facts (every few seconds at most), not telemetry;
+    // the summary of four ports is a few small strings either way.
+    roce_ = node_.has_facts ? app::SummarizeRoce(node_.facts) : app::RoceSummary{};
+    roce_rows_ = RoceRowTexts(roce_);
+    QString tip = node_.has_facts ? RoceToolTip(node_.facts, roce_) : QString();
+    if (tip != toolTip()) setToolTip(tip);
     QString face = Face();
     if (face == face_) return;
     face_ = std::move(face);
+    const double height = CardHeightFor(roce_.ports.size());
+    if (height != height_) {
+      prepareGeometryChange();
+      height_ = height;
+    }
     update();
   }
 
   void paint(QPainter* p, const QStyleOptionGraphicsItem*, QWidget*) override {
     const QPalette pal = Palette();
     const StatusColors sc = StatusColorsFor(pal);
-    const QRectF r(-kCardWidth / 2, -kCardHeight / 2, kCardWidth, kCardHeight);
+    const QRectF r(-kCardWidth / 2, -height_ / 2, kCardWidth, height_);
     p->setRenderHint(QPainter::Antialiasing);
     QColor state_color = sc.muted;
     QString state_text = QStringLiteral("connecting");
@@ -150,7 +265,7 @@ class NodeCardItem : public QGraphicsItem {
     }
     QColor border = Mix(pal.color(QPalette::Window), pal.color(QPalette::WindowText), 0.25);
     double border_width = 1.2;
-    if (!problem_.isEmpty()) {
+    if (!problem_.isEmpty() || roce_.warning_count > 0) {
       border = bad_problem_ ? sc.bad : sc.warning;
       border_width = 2;
     }
@@ -206,6 +321,21 @@ class NodeCardItem : public QGraphicsItem {
     p->drawText(QPointF(left, y), small.elidedText(sub, Qt::ElideRight, right - left));
     y += small.height() + 1;
     p->drawText(QPointF(left, y), small.elidedText(HardwareText(), Qt::ElideRight, right - left));
+    // RoCE ports: a dot for the link, the device, then state and MTU or what is wrong.
+    y += 4;
+    for (const RoceRowText& row : roce_rows_) {
+      y += kRoceRowHeight;
+      const QColor mark = row.warning ? sc.warning : row.active ? sc.good : sc.muted;
+      p->setPen(Qt::NoPen);
+      p->setBrush(mark);
+      p->drawEllipse(QPointF(left + 3, y - small.ascent() / 2 + 1), 3, 3);
+      p->setPen(row.warning ? sc.warning : pal.color(QPalette::Text));
+      const double status_w = small.horizontalAdvance(row.status);
+      const double device_w = std::max(0.0, right - left - 10 - status_w - 6);
+      p->drawText(QPointF(left + 10, y), small.elidedText(row.device, Qt::ElideRight, device_w));
+      p->setPen(row.warning ? sc.warning : sc.muted);
+      p->drawText(QPointF(right - status_w, y), row.status);
+    }
 
     // Memory bar: each job's memory in its colour, the rest used, free.
     const double bar_top = r.bottom() - 44;
@@ -286,7 +416,19 @@ class NodeCardItem : public QGraphicsItem {
   QString WarningText() const {
     if (node_.state == app::NodeState::kLost && !node_.last_error.empty())
       return QString::fromStdString(node_.last_error);
-    return problem_;
+    if (!problem_.isEmpty() || roce_.warning_count == 0) return problem_;
+    if (roce_.warning_count == 1) {
+      const app::RoceWarning& w =
+          roce_.node_warnings.empty() ? FirstPortWarning() : roce_.node_warnings[0];
+      return QStringLiteral("RoCE: ") + QString::fromStdString(w.message);
+    }
+    return QStringLiteral("RoCE: %1 warnings").arg(roce_.warning_count);
+  }
+  const app::RoceWarning& FirstPortWarning() const {
+    for (const auto& r : roce_.ports) {
+      if (!r.warnings.empty()) return r.warnings[0];
+    }
+    return roce_.node_warnings.at(0);
   }
   // Everything paint() draws, with the memory bar in tenths of a percent.
   QString Face() const {
@@ -298,6 +440,9 @@ class NodeCardItem : public QGraphicsItem {
                         JobsText(),
                         WarningText(),
                         QString::number(static_cast<int>(bad_problem_))};
+    for (const RoceRowText& row : roce_rows_) {
+      face << row.device << row.status << QString::number(row.warning * 2 + row.active);
+    }
     const uint64_t total = MemoryTotal();
     if (total > 0 && node_.has_telemetry) {
       auto permille = [total](uint64_t bytes) {
@@ -317,6 +462,9 @@ class NodeCardItem : public QGraphicsItem {
   bool bad_problem_ = false;
   bool selected_ = false;
   QString face_;  // what the card shows; a change repaints it
+  app::RoceSummary roce_;
+  std::vector<RoceRowText> roce_rows_;
+  double height_ = kCardHeight;
 };
 
 class SegmentItem : public QGraphicsItem {
@@ -446,7 +594,9 @@ CablingView::CablingView(QWidget* parent)
 
 std::string CablingView::shapeKey(const app::ClusterSnapshot& s) const {
   std::string key = std::to_string(static_cast<int>(s.cabling.kind)) + "#";
-  for (const auto& n : s.nodes) key += n.name + ",";
+  // A card's height follows its RoCE rows; a new count re-lays the diagram.
+  for (const auto& n : s.nodes)
+    key += n.name + "/" + std::to_string(RoceRowsFor(RocePortCount(n))) + ",";
   key += "#";
   for (const auto& e : s.cabling.edges) key += EdgeKey(e) + (e.bidirectional ? "+" : "-") + ";";
   key += "#";
@@ -483,6 +633,30 @@ QStringList CablingView::linkLabels() const {
   QStringList out;
   for (const auto* l : links_) out << l->label().join(QStringLiteral(" / "));
   return out;
+}
+
+QStringList CablingView::roceRows(const QString& name) const {
+  QStringList out;
+  for (const auto* c : cards_) {
+    if (c->name() != name) continue;
+    for (const auto& r : c->roceRows()) out << r.device + QStringLiteral(": ") + r.status;
+  }
+  return out;
+}
+
+int CablingView::roceWarningRowCount() const {
+  int n = 0;
+  for (const auto* c : cards_) {
+    for (const auto& r : c->roceRows()) n += r.warning;
+  }
+  return n;
+}
+
+QString CablingView::nodeToolTip(const QString& name) const {
+  for (const auto* c : cards_) {
+    if (c->name() == name) return c->toolTip();
+  }
+  return {};
 }
 
 QPoint CablingView::nodeCardPosition(const QString& name) const {
@@ -544,7 +718,7 @@ void CablingView::rebuild(const app::ClusterSnapshot& s) {
       }
       auto* link = new LinkItem(layout.nodes[it->second], layout.segments[g],
                                 one_way ? LinkItem::Look::kWarning : LinkItem::Look::kNormal,
-                                kCardHalf, kSwitchHalf);
+                                CardHalfFor(s.nodes[it->second]), kSwitchHalf);
       QStringList label{QString::fromStdString(iface)};
       if (!worst.isEmpty()) label << worst;
       link->setLabel(label);
@@ -562,7 +736,7 @@ void CablingView::rebuild(const app::ClusterSnapshot& s) {
     if (a == index.end() || b == index.end()) continue;
     auto* link = new LinkItem(layout.nodes[a->second], layout.nodes[b->second],
                               e.bidirectional ? LinkItem::Look::kNormal : LinkItem::Look::kWarning,
-                              kCardHalf, kCardHalf);
+                              CardHalfFor(s.nodes[a->second]), CardHalfFor(s.nodes[b->second]));
     QStringList label{QStringLiteral("%1 ↔ %2").arg(QString::fromStdString(e.a_interface),
                                                     QString::fromStdString(e.b_interface))};
     if (!e.bidirectional) label << QStringLiteral("one-way");
@@ -576,8 +750,9 @@ void CablingView::rebuild(const app::ClusterSnapshot& s) {
     if (p.kind != "missing-ring-link" || p.nodes.size() != 2) continue;
     auto a = index.find(p.nodes[0]), b = index.find(p.nodes[1]);
     if (a == index.end() || b == index.end()) continue;
-    auto* link = new LinkItem(layout.nodes[a->second], layout.nodes[b->second],
-                              LinkItem::Look::kBroken, kCardHalf, kCardHalf);
+    auto* link =
+        new LinkItem(layout.nodes[a->second], layout.nodes[b->second], LinkItem::Look::kBroken,
+                     CardHalfFor(s.nodes[a->second]), CardHalfFor(s.nodes[b->second]));
     link->setLabel({QStringLiteral("missing link")});
     scene_->addItem(link);
     links_.push_back(link);

@@ -229,12 +229,46 @@ QString NodeDetailsHtml(const app::NodeView& n, const QPalette& pal) {
       for (const auto& d : n.facts.rdma_devices) {
         QString ports;
         for (const auto& p : d.ports) {
-          ports +=
-              QStringLiteral("port %1 %2 %3 ").arg(p.port).arg(Esc(p.state), Esc(p.link_layer));
+          QString line =
+              QStringLiteral("port %1 %2 %3").arg(p.port).arg(Esc(p.state), Esc(p.link_layer));
+          if (!p.netdev.empty() && p.netdev != d.netdev) line += " · " + Esc(p.netdev);
+          if (p.netdev_mtu) line += QStringLiteral(" · MTU %1").arg(p.netdev_mtu);
+          if (p.active_mtu) line += QStringLiteral(" (RoCE %1)").arg(p.active_mtu);
+          if (!p.rate.empty()) line += " · " + Esc(p.rate);
+          QString gids;
+          for (const auto& g : p.gid_table) {
+            if (g.type != "RoCE v2") continue;
+            gids += (gids.isEmpty() ? "" : ", ") +
+                    QStringLiteral("%1: %2").arg(g.index).arg(Esc(g.gid));
+          }
+          if (!gids.isEmpty())
+            line += QObject::tr("<br><span class='m'>RoCE v2 GIDs %1</span>").arg(gids);
+          ports += (ports.isEmpty() ? "" : "<br>") + line;
         }
-        h += Row(Esc(d.name), Esc(d.netdev) + " · " + ports);
+        QString where = Esc(d.netdev);
+        if (!d.pci_address.empty()) where += " · " + Esc(d.pci_address);
+        h += Row(Esc(d.name), where + "<br>" + ports);
       }
       h += QStringLiteral("</table>");
+    }
+    const app::NcclNetworkFacts& nccl = n.facts.nccl;
+    if (!nccl.ib_hca.empty()) {
+      h += QStringLiteral("<table>");
+      h += Row(QStringLiteral("NCCL_IB_HCA"),
+               QStringLiteral("<code>%1</code>").arg(Esc(nccl.ib_hca)));
+      h += Row(QStringLiteral("NCCL_IB_GID_INDEX"),
+               QStringLiteral("<code>%1</code>").arg(Esc(nccl.ib_gid_index)));
+      if (!nccl.socket_ifname.empty()) {
+        h += Row(QStringLiteral("NCCL_SOCKET_IFNAME"),
+                 QStringLiteral("<code>%1</code>").arg(Esc(nccl.socket_ifname)));
+      }
+      h += QStringLiteral("</table>");
+      h += QStringLiteral("<p class='m'>%1</p>")
+               .arg(nccl.applied ? QObject::tr("given to this node's NCCL jobs")
+                                 : QObject::tr("not given to jobs on this node"));
+    }
+    for (const auto& w : n.facts.roce_warnings) {
+      h += QStringLiteral("<p style='color:%1'>⚠ %2</p>").arg(sc.warning.name(), Esc(w.message));
     }
   }
   if (!n.jobs.empty()) {
@@ -379,19 +413,27 @@ void ClusterPanel::onSnapshot(const SnapshotPtr& snapshot) {
     header_->setSubtitle(controller_->phaseText());
   }
   // Problems list: rebuild only when it changed.
+  // Cabling problems first, then each node's RoCE warnings.
   QStringList problems;
   for (const auto& p : s.cabling.problems) problems << QString::fromStdString(p.message);
+  for (const auto& n : s.nodes) {
+    if (!n.has_facts) continue;
+    for (const auto& w : n.facts.roce_warnings) {
+      problems << QStringLiteral("%1: %2").arg(QString::fromStdString(n.name),
+                                               QString::fromStdString(w.message));
+    }
+  }
   QStringList shown;
   for (int i = 0; i < problems_->count(); ++i) shown << problems_->item(i)->text();
   if (shown != problems) {
     problems_->clear();
     const StatusColors sc = StatusColorsFor(palette());
-    for (size_t i = 0; i < s.cabling.problems.size(); ++i) {
-      auto* item = new QListWidgetItem(problems[static_cast<int>(i)], problems_);
-      item->setForeground(s.cabling.problems[i].kind == "unreachable" ||
-                                  s.cabling.problems[i].kind == "missing-ring-link"
-                              ? sc.bad
-                              : sc.warning);
+    for (int i = 0; i < problems.size(); ++i) {
+      auto* item = new QListWidgetItem(problems[i], problems_);
+      const bool bad = static_cast<size_t>(i) < s.cabling.problems.size() &&
+                       (s.cabling.problems[i].kind == "unreachable" ||
+                        s.cabling.problems[i].kind == "missing-ring-link");
+      item->setForeground(bad ? sc.bad : sc.warning);
     }
     tabs_->setTabText(
         2, problems.isEmpty() ? tr("Problems") : tr("Problems (%1)").arg(problems.size()));

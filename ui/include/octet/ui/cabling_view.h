@@ -9,9 +9,15 @@
 // red edge between the chain's ends, one-way links and unexpected peers in the
 // warning colour, unreachable or lost nodes with a red frame.
 //
+// Each card lists the node's RoCE ports (link state and MTU, from the agent's
+// RDMA facts) and marks what the agent warns about: an MTU under 9000, a
+// ConnectX-7 port half that is down or has no IPv4 address while the other is
+// in use, a port without a RoCE v2 GID; the full facts, the NCCL settings and
+// the warnings' text are in the card's tooltip.
+//
 // The view rebuilds its items only when the shape changes (nodes, edges,
-// segments); telemetry updates only repaint the cards, so 10 Hz updates stay
-// cheap on the GUI thread.
+// segments, RoCE row counts); telemetry updates only repaint the cards, so
+// 10 Hz updates stay cheap on the GUI thread.
 #pragma once
 
 #include <QGraphicsView>
@@ -57,6 +63,12 @@ class CablingView : public QGraphicsView {
   int warningLinkCount() const;
   QStringList linkLabels() const;
   int switchCount() const { return static_cast<int>(segments_.size()); }
+  // A node's RoCE rows as drawn, "device: status" ("rocep1s0f1: up · MTU 9000",
+  // "roceP2p1s0f1: ⚠ half down"), and how many rows of all cards carry a warning.
+  QStringList roceRows(const QString& name) const;
+  int roceWarningRowCount() const;
+  // The card's tooltip: RoCE ports in full, NCCL settings, warnings.
+  QString nodeToolTip(const QString& name) const;
   // Where a node's card is, in view (viewport) coordinates; (-1,-1) when absent.
   QPoint nodeCardPosition(const QString& name) const;
 
