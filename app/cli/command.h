@@ -28,12 +28,20 @@ int RunChat(const std::vector<std::string>& args);
 int RunCluster(const std::vector<std::string>& args);
 int RunCollbench(const std::vector<std::string>& args);
 int RunGenerate(const std::vector<std::string>& args);
+int RunModels(const std::vector<std::string>& args);
 int RunPlan(const std::vector<std::string>& args);
+int RunPull(const std::vector<std::string>& args);
 int RunRoute(const std::vector<std::string>& args);
 int RunServe(const std::vector<std::string>& args);
 int RunTokenize(const std::vector<std::string>& args);
 int RunTrain(const std::vector<std::string>& args);
 int RunWorker(const std::vector<std::string>& args);
+// generate/chat/serve/plan with `--model ORG/NAME[@REV]` resolved to the
+// pulled snapshot folder first (cmd_models.cpp); then the commands above.
+int RunGenerateWithRepoModel(const std::vector<std::string>& args);
+int RunChatWithRepoModel(const std::vector<std::string>& args);
+int RunServeWithRepoModel(const std::vector<std::string>& args);
+int RunPlanWithRepoModel(const std::vector<std::string>& args);
 // `octet worker --job training ...` (cmd_train.cpp), dispatched by RunWorker.
 int RunTrainingWorker(const std::vector<std::string>& args);
 

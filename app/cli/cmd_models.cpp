@@ -1,0 +1,177 @@
+// `octet models` (the models in the Hugging Face cache, with sizes) and
+// `octet models rm REPO`; and the repo-id hook of `--model`: generate, chat,
+// serve and plan are registered through WithRepoModel, which turns
+// `--model ORG/NAME[@REV]` into the cached snapshot folder when the value is
+// not an existing path — so the commands themselves only ever see folders.
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "command.h"
+#include "octet/app/hub.h"
+#include "octet/base/args.h"
+#include "octet/base/file_util.h"
+
+namespace octet::cli {
+namespace {
+
+int ListModels(const app::hub::HubConfig& c, bool json) {
+  auto models = app::hub::ListLocalModels(c);
+  if (!models.ok()) {
+    std::cerr << "octet models: error: " << models.status().message() << "\n";
+    return kExitFailure;
+  }
+  if (json) {
+    nlohmann::json j = {{"cache_dir", c.cache_dir}, {"models", nlohmann::json::array()}};
+    for (const auto& m : *models) {
+      j["models"].push_back({{"repo", m.repo},
+                             {"commit", m.commit},
+                             {"refs", m.refs},
+                             {"snapshot", m.snapshot_dir},
+                             {"files", m.files},
+                             {"bytes", m.bytes},
+                             {"repo_bytes", m.repo_bytes},
+                             {"incomplete_files", m.incomplete_files},
+                             {"missing_files", m.missing_files}});
+    }
+    std::cout << j.dump(2) << "\n";
+    return kExitOk;
+  }
+  if (models->empty()) {
+    std::cout << "no models in " << c.cache_dir << " (octet pull ORG/NAME downloads one)\n";
+    return kExitOk;
+  }
+  std::printf("%-44s %-12s %-10s %6s %10s  %s\n", "REPO", "REVISION", "COMMIT", "FILES", "SIZE",
+              "NOTES");
+  for (const auto& m : *models) {
+    std::string refs;
+    for (const auto& r : m.refs) refs += (refs.empty() ? "" : ",") + r;
+    std::string notes;
+    if (m.commit.empty()) notes = "nothing finished yet";
+    if (m.incomplete_files > 0) {
+      notes += (notes.empty() ? "" : "; ") + std::to_string(m.incomplete_files) +
+               " partial file(s): `octet pull " + m.repo + "` resumes";
+    }
+    if (m.missing_files > 0) {
+      notes += (notes.empty() ? "" : "; ") + std::to_string(m.missing_files) + " missing blob(s)";
+    }
+    std::printf("%-44s %-12s %-10s %6d %10s  %s\n", m.repo.c_str(),
+                refs.empty() ? "-" : refs.c_str(), m.commit.substr(0, 10).c_str(), m.files,
+                FormatBytes(double(m.commit.empty() ? m.repo_bytes : m.bytes)).c_str(),
+                notes.c_str());
+  }
+  std::printf("(cache: %s)\n", c.cache_dir.c_str());
+  return kExitOk;
+}
+
+// `--model VALUE` / `--model=VALUE` in args: its index and value, or -1.
+int FindModelFlag(const std::vector<std::string>& args, std::string* value, bool* inline_form) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--") break;
+    if (args[i] == "--model" && i + 1 < args.size()) {
+      *value = args[i + 1];
+      *inline_form = false;
+      return static_cast<int>(i);
+    }
+    if (args[i].rfind("--model=", 0) == 0) {
+      *value = args[i].substr(8);
+      *inline_form = true;
+      return static_cast<int>(i);
+    }
+  }
+  return -1;
+}
+
+bool HasFlag(const std::vector<std::string>& args, const std::string& name) {
+  for (const auto& a : args) {
+    if (a == "--" + name || a.rfind("--" + name + "=", 0) == 0) return true;
+  }
+  return false;
+}
+
+// `program`: "octet generate". required: a repo id that is not pulled is an
+// error (generate/chat/serve); otherwise the value passes through (plan also
+// takes catalog names).
+int RunWithRepoModel(const std::vector<std::string>& args, CommandFn run, const char* program,
+                     bool required, bool name_served_model) {
+  std::string value;
+  bool inline_form = false;
+  const int at = FindModelFlag(args, &value, &inline_form);
+  if (at < 0 || PathExists(value) || !app::hub::LooksLikeRepoRef(value)) return run(args);
+  const auto ref = *app::hub::ParseRepoRef(value);
+  const app::hub::HubConfig c = app::hub::HubConfig::FromEnvironment();
+  auto snap = app::hub::ResolveSnapshot(c, ref);
+  if (!snap.ok()) {
+    if (!required) return run(args);
+    std::cerr << program << ": error: --model " << value << " is neither a folder nor a pulled "
+              << "model: " << snap.status().message() << "\n";
+    return kExitFailure;
+  }
+  std::vector<std::string> resolved = args;
+  if (inline_form) {
+    resolved[at] = "--model=" + *snap;
+  } else {
+    resolved[at + 1] = *snap;
+  }
+  // The served model id clients send is the repo id, as vLLM does.
+  if (name_served_model && !HasFlag(args, "served-model-name")) {
+    resolved.push_back("--served-model-name");
+    resolved.push_back(ref.repo);
+  }
+  return run(resolved);
+}
+
+}  // namespace
+
+int RunGenerateWithRepoModel(const std::vector<std::string>& args) {
+  return RunWithRepoModel(args, RunGenerate, "octet generate", true, false);
+}
+int RunChatWithRepoModel(const std::vector<std::string>& args) {
+  return RunWithRepoModel(args, RunChat, "octet chat", true, false);
+}
+int RunServeWithRepoModel(const std::vector<std::string>& args) {
+  return RunWithRepoModel(args, RunServe, "octet serve", true, true);
+}
+int RunPlanWithRepoModel(const std::vector<std::string>& args) {
+  return RunWithRepoModel(args, RunPlan, "octet plan", false, false);
+}
+
+int RunModels(const std::vector<std::string>& args) {
+  ArgParser p("octet models",
+              "List the models in the Hugging Face cache ($HF_HUB_CACHE, $HF_HOME/hub or\n"
+              "~/.cache/huggingface/hub) with their sizes; `octet models rm ORG/NAME` deletes one\n"
+              "(every snapshot and blob of the repo).");
+  p.Positional("[rm ORG/NAME]", "remove a model from the cache")
+      .Option("cache-dir", "DIR", "the hub cache folder (default: from the environment)")
+      .Flag("json", "print one JSON document on stdout");
+  if (Status s = p.Parse(args); !s.ok()) {
+    std::cerr << s.message() << "\n";
+    return kExitUsage;
+  }
+  if (p.help_requested()) {
+    std::cout << p.Usage();
+    return kExitOk;
+  }
+  app::hub::HubConfig c = app::hub::HubConfig::FromEnvironment();
+  if (p.Given("cache-dir")) c.cache_dir = p.GetString("cache-dir");
+  const auto& words = p.positional();
+  if (words.empty() || (words.size() == 1 && words[0] == "list")) {
+    return ListModels(c, p.GetFlag("json"));
+  }
+  if ((words[0] == "rm" || words[0] == "remove") && words.size() == 2) {
+    if (Status s = app::hub::RemoveLocalModel(c, words[1]); !s.ok()) {
+      std::cerr << "octet models rm: error: " << s.message() << "\n";
+      return s.code() == StatusCode::kInvalidArgument ? kExitUsage : kExitFailure;
+    }
+    if (p.GetFlag("json")) {
+      std::cout << nlohmann::json{{"removed", words[1]}}.dump() << "\n";
+    } else {
+      std::cerr << "octet models rm: removed " << words[1] << " from " << c.cache_dir << "\n";
+    }
+    return kExitOk;
+  }
+  std::cerr << "octet models: expected no words, `list` or `rm ORG/NAME` (see octet models "
+               "--help)\n";
+  return kExitUsage;
+}
+
+}  // namespace octet::cli
