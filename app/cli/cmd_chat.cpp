@@ -102,6 +102,7 @@ int RunChat(const std::vector<std::string>& args) {
     return kExitUsage;
   }
   lo.nvfp4_tiles = *tiles;
+  lo.load_mtp = speculative->method == engine::SpeculativeMethod::kMtp;
   auto model = engine::Model::Load(dir, lo);
   if (!model.ok()) {
     std::cerr << kProgram << ": " << model.status().message() << "\n";

@@ -249,6 +249,8 @@ Status ReadInstanceFlags(const ArgParser& p, engine::TpRuntimeOptions* o) {
   o->load.threads = static_cast<int>(threads);
   o->load.backend = p.GetString("backend");
   OCTET_ASSIGN_OR_RETURN(o->load.nvfp4_tiles, ParseNvfp4Tiles(p.GetString("nvfp4-tiles")));
+  // The MTP draft head is loaded only when it will draft.
+  o->load.load_mtp = p.GetString("speculative") == "mtp";
   o->comm.peer_timeout_ms = static_cast<int>(peer);
   o->comm.connect_timeout_ms = static_cast<int>(connect);
   // SIGTERM/SIGINT while a large checkpoint loads end the load at the next tensor.

@@ -157,16 +157,59 @@ std::vector<int32_t> NgramDraft(const std::vector<int32_t>& h, int k, int max_n,
   return {};
 }
 
+namespace {
+
+// The MTP head: after each step it feeds the kept rows' hidden states and the
+// tokens that followed them to the MTP layer (Model::MtpDraft, on the model's
+// own MTP cache) and holds the drafts it made for the next step.
+class MtpDrafter final : public Drafter {
+ public:
+  MtpDrafter(Model& model, int k) : model_(model), k_(k) {}
+  std::vector<int32_t> Draft(const std::vector<int32_t>& history, int k) override {
+    std::vector<int32_t> d = drafts_;
+    if (static_cast<int>(d.size()) > k) d.resize(static_cast<size_t>(k));
+    return d;
+  }
+  Status AfterStep(size_t chunk, int slot, int64_t start_pos, int64_t rows,
+                   const std::vector<int32_t>& sequence) override {
+    drafts_.clear();
+    if (rows < 1 || start_pos < 0 || start_pos + rows >= static_cast<int64_t>(sequence.size())) {
+      return InternalError("MTP drafter: the sequence does not reach position " +
+                           std::to_string(start_pos + rows));
+    }
+    const std::vector<int32_t> next(sequence.begin() + start_pos + 1,
+                                    sequence.begin() + start_pos + 1 + rows);
+    return model_.MtpDraft(chunk, slot, start_pos, next, k_, &drafts_);
+  }
+
+ private:
+  Model& model_;
+  int k_;
+  std::vector<int32_t> drafts_;
+};
+
+}  // namespace
+
 Result<std::unique_ptr<Drafter>> MakeDrafter(const SpeculativeOptions& options,
                                              ModelRunner& runner) {
-  (void)runner;  // the MTP drafter will run the checkpoint's MTP layer on it
   switch (options.method) {
     case SpeculativeMethod::kNgram:
       return std::unique_ptr<Drafter>(new NgramDrafter(options.ngram_max, options.ngram_min));
-    case SpeculativeMethod::kMtp:
-      return UnimplementedError(
-          "--speculative mtp: drafting with the multi-token-prediction layer is not implemented "
-          "yet (use --speculative ngram)");
+    case SpeculativeMethod::kMtp: {
+      Model* model = runner.local_model();
+      if (!model) {
+        return UnimplementedError(
+            "--speculative mtp runs on a single rank for now (use --tp 1, or --speculative "
+            "ngram)");
+      }
+      if (model->mtp_layers() == 0) {
+        return FailedPreconditionError(
+            "--speculative mtp: the model has no multi-token-prediction layer loaded (its "
+            "config has num_nextn_predict_layers 0, or it was loaded without "
+            "LoadOptions::load_mtp); use --speculative ngram");
+      }
+      return std::unique_ptr<Drafter>(new MtpDrafter(*model, options.draft_tokens));
+    }
     default:
       return std::unique_ptr<Drafter>();
   }
@@ -245,6 +288,10 @@ Result<GenerateResult> Generate(ModelRunner& model, const std::vector<int32_t>& 
   if (drafter) {
     history = prompt;
     history.push_back(id);
+    if (go) {
+      OCTET_RETURN_IF_ERROR(
+          drafter->AfterStep(0, 0, 0, static_cast<int64_t>(prompt.size()), history));
+    }
   }
   while (go) {
     batch[0].start_pos += static_cast<int64_t>(batch[0].tokens.size());
@@ -263,7 +310,10 @@ Result<GenerateResult> Generate(ModelRunner& model, const std::vector<int32_t>& 
       id = sampler.Sample(out.Last(0), out.vocab, model.backend());
       ++r.decode_steps;
       go = emit(id);
-      if (!history.empty()) history.push_back(id);
+      if (drafter) {
+        history.push_back(id);
+        if (go) OCTET_RETURN_IF_ERROR(drafter->AfterStep(0, 0, batch[0].start_pos, 1, history));
+      }
       continue;
     }
     // One forward over [id, d1..dK]: row i verifies draft i+1; the row after
@@ -298,6 +348,9 @@ Result<GenerateResult> Generate(ModelRunner& model, const std::vector<int32_t>& 
     // starts right after the kept tokens and writes over them (attention
     // reads positions up to each query's own, never beyond).
     batch[0].tokens.resize(static_cast<size_t>(rows_used));
+    if (go) {
+      OCTET_RETURN_IF_ERROR(drafter->AfterStep(0, 0, batch[0].start_pos, rows_used, history));
+    }
   }
   r.decode_seconds = (NowNs() - t1) * 1e-9;
   return r;

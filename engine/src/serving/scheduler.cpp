@@ -452,7 +452,18 @@ void Scheduler::Loop() {
       if (!was_decoding) {
         a.prefilled += n;
         a.cached = a.prefilled;
-        if (!a.decoding()) continue;  // more prompt to go
+        if (!a.decoding()) {  // more prompt to go
+          // A drafter on the model's state (MTP) takes every prompt chunk's rows.
+          if (a.drafter) {
+            if (Status s =
+                    a.drafter->AfterStep(i, batch[i].slot, batch[i].start_pos, n, a.params.prompt);
+                !s.ok()) {
+              fatal = s;
+              break;
+            }
+          }
+          continue;
+        }
         if (a.drafter) a.history = a.params.prompt;
       }
       // The ids this step gives the request: row j verifies draft j+1 and is
@@ -486,7 +497,19 @@ void Scheduler::Loop() {
       // [last, kept drafts] are in the cache now; the newest id is not.
       if (was_decoding) a.cached += static_cast<int64_t>(kept.size());
       a.last = kept.back();
-      if (a.drafter) a.history.insert(a.history.end(), kept.begin(), kept.end());
+      if (a.drafter) {
+        a.history.insert(a.history.end(), kept.begin(), kept.end());
+        // The rows this step keeps: the prompt chunk's, or [last, accepted drafts].
+        const int64_t rows = was_decoding ? static_cast<int64_t>(kept.size()) : n;
+        if (reason.empty()) {
+          if (Status s =
+                  a.drafter->AfterStep(i, batch[i].slot, batch[i].start_pos, rows, a.history);
+              !s.ok()) {
+            fatal = s;
+            break;
+          }
+        }
+      }
       const bool first = a.generated == static_cast<int64_t>(kept.size());
       a.stream->Push(kept, static_cast<int64_t>(drafts.size()), accepted, now);
       sc.generated += kept.size();
@@ -503,6 +526,7 @@ void Scheduler::Loop() {
         a.done = true;
       }
     }
+    if (!fatal.ok()) break;  // a drafter failed (the MTP head on the model's state)
     for (auto it = running.begin(); it != running.end();) {
       if ((*it)->done) {
         free_slots.push_back((*it)->slot);

@@ -17,9 +17,10 @@ using namespace octet::engine;
 
 namespace {
 
-std::unique_ptr<Model> Load(const std::string& name) {
+std::unique_ptr<Model> Load(const std::string& name, bool mtp = false) {
   LoadOptions lo;
   lo.threads = 1;
+  lo.load_mtp = mtp;
   auto m = Model::Load(test::FixturesDir() + "/" + name, lo);
   if (!m.ok()) qFatal("%s", m.status().ToString().c_str());
   return std::move(*m);
@@ -344,18 +345,24 @@ class TestScheduler : public QObject {
     QTest::addColumn<int>("num_slots");
     QTest::addColumn<int>("budget");
     QTest::addColumn<int>("k");
-    QTest::newRow("qwen3-tiny, 8 slots, K 3") << "qwen3-tiny" << 8 << 256 << 3;
-    QTest::newRow("llama3-tiny, 4 slots, K 1") << "llama3-tiny" << 4 << 256 << 1;
+    QTest::addColumn<bool>("mtp");
+    QTest::newRow("qwen3-tiny, 8 slots, K 3") << "qwen3-tiny" << 8 << 256 << 3 << false;
+    QTest::newRow("llama3-tiny, 4 slots, K 1") << "llama3-tiny" << 4 << 256 << 1 << false;
     // Queueing and a budget that cuts drafts and prompts short.
     QTest::newRow("qwen3-tiny-nvfp4, 3 slots, budget 10, K 5")
-        << "qwen3-tiny-nvfp4" << 3 << 10 << 5;
+        << "qwen3-tiny-nvfp4" << 3 << 10 << 5 << false;
+    // The MTP head drafting for every sequence of a step, prompts in chunks.
+    QTest::newRow("glm4-moe-tiny mtp, 4 slots, K 3") << "glm4-moe-tiny" << 4 << 256 << 3 << true;
+    QTest::newRow("glm4-moe-tiny-nvfp4 mtp, 3 slots, budget 10, K 2")
+        << "glm4-moe-tiny-nvfp4" << 3 << 10 << 2 << true;
   }
   void speculativeMatchesPlainDecoding() {
     QFETCH(QString, model);
     QFETCH(int, num_slots);
     QFETCH(int, budget);
     QFETCH(int, k);
-    auto m = Load(model.toStdString());
+    QFETCH(bool, mtp);
+    auto m = Load(model.toStdString(), mtp);
     const int64_t vocab = m->config().vocab_size;
     const auto prompts = Prompts(vocab);
     std::vector<Req> reqs;
@@ -386,7 +393,7 @@ class TestScheduler : public QObject {
     reqs.push_back(every);
 
     SpeculativeOptions spec;
-    spec.method = SpeculativeMethod::kNgram;
+    spec.method = mtp ? SpeculativeMethod::kMtp : SpeculativeMethod::kNgram;
     spec.draft_tokens = k;
     spec.ngram_min = 1;  // draft as often as possible
     LocalRunner runner(*m);
@@ -507,7 +514,8 @@ class TestScheduler : public QObject {
         static_cast<unsigned long long>(fast.metrics.spec_drafted_tokens_total));
   }
 
-  // Bad options are refused when the scheduler starts; mtp until it lands.
+  // Bad options are refused when the scheduler starts; mtp on a model without
+  // a multi-token-prediction head.
   void speculativeOptionsAreChecked() {
     auto m = Load("qwen3-tiny");
     LocalRunner runner(m.operator*());
@@ -521,8 +529,10 @@ class TestScheduler : public QObject {
     so.speculative.method = SpeculativeMethod::kMtp;
     so.speculative.draft_tokens = 2;
     Status s = Scheduler(runner, so).Start();
-    QCOMPARE(s.code(), StatusCode::kUnimplemented);
-    QVERIFY2(s.message().find("--speculative mtp") != std::string::npos, s.ToString().c_str());
+    QCOMPARE(s.code(), StatusCode::kFailedPrecondition);
+    QVERIFY2(s.message().find("--speculative mtp") != std::string::npos &&
+                 s.message().find("no multi-token-prediction layer") != std::string::npos,
+             s.ToString().c_str());
   }
 
   // A failed step (a dead TP peer) ends every request with its message.

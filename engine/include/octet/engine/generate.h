@@ -105,6 +105,17 @@ class Drafter {
   // Up to `k` (>= 1) tokens guessed to follow `history`: the prompt and every
   // token chosen since, the newest last (that one not yet in the KV cache).
   virtual std::vector<int32_t> Draft(const std::vector<int32_t>& history, int k) = 0;
+  // Called after every forward step that fed this sequence, before the next
+  // step: it was chunk `chunk` of that step's batch, in KV slot `slot`, fed
+  // from position `start_pos`, and its first `rows` rows are kept (the prompt
+  // chunk's rows, or the last token and its accepted drafts). `sequence` holds
+  // the sequence up to at least position start_pos + rows (the token each kept
+  // row was followed by). A drafter that runs on the model's state (the MTP
+  // head) drafts here; prompt lookup needs only the history.
+  virtual Status AfterStep(size_t chunk, int slot, int64_t start_pos, int64_t rows,
+                           const std::vector<int32_t>& sequence) {
+    return Status::Ok();
+  }
 };
 
 // Prompt lookup (NgramDraft with the options' n-gram sizes).
@@ -120,7 +131,8 @@ class NgramDrafter final : public Drafter {
 };
 
 // The drafter `options` ask for, for a sequence that `runner` runs: null for
-// kOff; Unimplemented for kMtp until the multi-token-prediction head lands.
+// kOff; for kMtp the checkpoint's multi-token-prediction head, which needs the
+// runner to hold the whole model (one rank) loaded with LoadOptions::load_mtp.
 // Options are assumed valid (ValidateSpeculative).
 Result<std::unique_ptr<Drafter>> MakeDrafter(const SpeculativeOptions& options,
                                              ModelRunner& runner);
