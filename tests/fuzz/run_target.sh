@@ -24,6 +24,7 @@ set +e
   -print_final_stats=1 -artifact_prefix="$work/" "$work/corpus" "$work/seeds" >"$log" 2>&1
 rc=$?
 set -e
+[ $rc -eq 77 ] && rc=1  # 77 is CTest's skip code: never let a finding read as a skip
 grep -E "^#[0-9]+.*(DONE|pulse|NEW|REDUCE)" "$log" | tail -1 || true
 grep -E "^stat::number_of_executed_units|^stat::peak_rss_mb" "$log" || true
 if [ $rc -ne 0 ]; then
