@@ -35,6 +35,35 @@ GenerateResult GenerateOrDie(Model& m, const std::vector<int32_t>& prompt, Gener
   return std::move(*r);
 }
 
+// A fixture folder's reference.json (prompt, greedy ids, the `mtp` section)
+// and logits.npy.
+struct Fixture {
+  nlohmann::json ref;
+  std::vector<int32_t> prompt, generated;
+  std::vector<float> logits;
+};
+
+Fixture LoadFixture(const std::string& dir) {
+  Fixture f;
+  auto text = ReadFileToString(dir + "/reference.json");
+  if (!text.ok()) qFatal("%s", text.status().ToString().c_str());
+  f.ref = nlohmann::json::parse(*text);
+  f.prompt = f.ref["prompt_ids"].get<std::vector<int32_t>>();
+  f.generated = f.ref["generated_ids"].get<std::vector<int32_t>>();
+  auto npy = ReadNpy(dir + "/logits.npy");
+  if (!npy.ok()) qFatal("%s", npy.status().ToString().c_str());
+  f.logits = npy->AsFloat();
+  return f;
+}
+
+double MaxAbsDiff(const std::vector<float>& a, const std::vector<float>& b) {
+  double d = 0;
+  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
+    d = std::max(d, std::fabs(double(a[i]) - b[i]));
+  }
+  return d;
+}
+
 const char* kFixtureModels[] = {"llama3-tiny",      "qwen2-tiny",     "qwen3-tiny",
                                 "qwen3-tiny-nvfp4", "qwen3-moe-tiny", "glm4-moe-tiny",
                                 "glm4-moe-tiny-nvfp4", "minicpm-tiny"};
@@ -227,14 +256,10 @@ class TestSpeculative : public QObject {
     QFETCH(QString, model);
     QFETCH(int, k);
     const std::string dir = test::FixturesDir() + "/" + model.toStdString();
-    auto text = ReadFileToString(dir + "/reference.json");
-    QVERIFY(text.ok());
-    const auto ref = nlohmann::json::parse(*text);
-    const auto prompt = ref["prompt_ids"].get<std::vector<int32_t>>();
-    const auto generated = ref["generated_ids"].get<std::vector<int32_t>>();
-    auto want = ReadNpy(dir + "/logits.npy");
-    QVERIFY(want.ok());
-    const std::vector<float> want_logits = want->AsFloat();
+    const Fixture fx = LoadFixture(dir);
+    const auto& prompt = fx.prompt;
+    const auto& generated = fx.generated;
+    const auto& want_logits = fx.logits;
     LoadOptions lo;
     lo.threads = 2;
     lo.load_mtp = true;
@@ -250,10 +275,7 @@ class TestSpeculative : public QObject {
     QVERIFY2(r.ok(), r.status().ToString().c_str());
     QCOMPARE(r->ids, generated);
     QCOMPARE(r->logits.size(), want_logits.size());
-    double d = 0;
-    for (size_t i = 0; i < r->logits.size(); ++i) {
-      d = std::max(d, std::fabs(double(r->logits[i]) - want_logits[i]));
-    }
+    const double d = MaxAbsDiff(r->logits, want_logits);
     QVERIFY2(d <= 2e-3, ("max |logits - ref| = " + std::to_string(d)).c_str());
     // Every step but the last (no room left) carried drafts from the head.
     QVERIFY2(r->drafted_tokens >= r->decode_steps - 1,
@@ -287,14 +309,10 @@ class TestSpeculative : public QObject {
     QFETCH(QString, model);
     QFETCH(int, k);
     const std::string dir = test::FixturesDir() + "/" + model.toStdString();
-    auto text = ReadFileToString(dir + "/reference.json");
-    QVERIFY(text.ok());
-    const auto ref = nlohmann::json::parse(*text);
-    const auto prompt = ref["prompt_ids"].get<std::vector<int32_t>>();
-    const auto generated = ref["generated_ids"].get<std::vector<int32_t>>();
-    auto logits = ReadNpy(dir + "/logits.npy");
-    QVERIFY(logits.ok());
-    const std::vector<float> want_logits = logits->AsFloat();
+    const Fixture fx = LoadFixture(dir);
+    const auto& prompt = fx.prompt;
+    const auto& generated = fx.generated;
+    const auto& want_logits = fx.logits;
     auto m = LoadOrDie(dir);
     GenerateOptions o;
     o.max_tokens = static_cast<int64_t>(generated.size());
@@ -306,10 +324,7 @@ class TestSpeculative : public QObject {
     GenerateResult r = GenerateOrDie(*m, prompt, o);
     QCOMPARE(r.ids, generated);
     QCOMPARE(r.logits.size(), want_logits.size());
-    double d = 0;
-    for (size_t i = 0; i < r.logits.size(); ++i) {
-      d = std::max(d, std::fabs(double(r.logits[i]) - want_logits[i]));
-    }
+    const double d = MaxAbsDiff(r.logits, want_logits);
     QVERIFY2(d <= 2e-3, ("max |logits - ref| = " + std::to_string(d)).c_str());
 
     // Every id of the vocabulary (in a scrambled order) before the fixture's
