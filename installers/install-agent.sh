@@ -19,10 +19,13 @@
 #
 # Writes: PREFIX/bin/{octet-agent,octet}, /etc/octet/token (0600),
 # /etc/octet/node.{pem,key} (key 0600), /etc/octet/agent.env,
-# /etc/systemd/system/octet-agent.service. Exit 2 on bad arguments, 1 on failure.
+# /etc/systemd/system/octet-agent.service. The agent runs as the system user
+# `octet` (created here when missing; it owns /etc/octet). The octet-agent
+# .deb installs the same unit (cpack; see cmake/OctetPackaging.cmake).
+# Exit 2 on bad arguments, 1 on failure.
 set -euo pipefail
 
-usage() { sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'; }
 die() { echo "install-agent.sh: $1" >&2; exit "${2:-1}"; }
 
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -80,6 +83,14 @@ printf '# octet-agent flags (see octet-agent --help); written by install-agent.s
 sed "s|@BINDIR@|$prefix/bin|g" "$here/systemd/octet-agent.service" \
   > "$root/etc/systemd/system/octet-agent.service"
 chmod 0644 "$root/etc/systemd/system/octet-agent.service"
+if [ -z "$root" ]; then
+  # The unit runs the agent as `octet`: it must read its token and key.
+  if ! getent passwd octet >/dev/null; then
+    useradd --system --user-group --home-dir /var/lib/octet --no-create-home \
+      --shell /usr/sbin/nologin --comment "Octet services" octet
+  fi
+  chown -R octet:octet "$etc"
+fi
 echo "install-agent.sh: installed octet-agent to $root$prefix/bin, configuration in $etc"
 
 if [ "$start" = 0 ]; then
