@@ -94,6 +94,14 @@ uint64_t RandomId() {
 
 std::string RankName(int r) { return "rank " + std::to_string(r); }
 
+// A status code as an ABORT frame carries it: OK or a number that names no
+// code reads as kUnknown (an OK "failure" would hide the abort).
+StatusCode WireStatusCode(uint32_t v) {
+  if (v == 0 || v > static_cast<uint32_t>(StatusCode::kUnauthenticated))
+    return StatusCode::kUnknown;
+  return static_cast<StatusCode>(v);
+}
+
 }  // namespace
 
 Bootstrap::~Bootstrap() {
@@ -297,7 +305,7 @@ Result<std::unique_ptr<Bootstrap>> Bootstrap::Connect(const std::string& rendezv
   if (kind == kAbort) {
     WireReader rd(payload);
     rd.I64();
-    const auto code = static_cast<StatusCode>(rd.U32());
+    const StatusCode code = WireStatusCode(rd.U32());
     return Status(code, "rank 0 refused this rank: " + rd.Str());
   }
   if (kind != kRoster) return DataLossError(where + " answered with an unexpected message");
@@ -451,10 +459,13 @@ void Bootstrap::Pump(int peer) {
       ++l.answers;
     } else if (h.kind == kAbort) {
       WireReader rd(payload);
-      const int blamed = static_cast<int>(rd.I64());
-      const auto code = static_cast<StatusCode>(rd.U32());
+      int64_t blamed = rd.I64();
+      // A peer names only ranks of this communicator (-1: unknown).
+      if (blamed < -1 || blamed >= size_) blamed = -1;
+      const StatusCode code = WireStatusCode(rd.U32());
       const std::string reason = rd.Str();
-      RecordFailure(blamed, Status(code, reason + " (reported by " + RankName(peer) + ")"));
+      RecordFailure(static_cast<int>(blamed),
+                    Status(code, reason + " (reported by " + RankName(peer) + ")"));
     } else if (h.kind == kBlob) {
       l.frames.push_back(Frame{h.kind, std::move(payload)});
     }
