@@ -5,22 +5,26 @@ find_package(Threads REQUIRED)
 find_package(PkgConfig REQUIRED)
 
 find_package(nlohmann_json 3.10 REQUIRED)   # JSON: configs, tokenizer.json, CLI --json
-find_package(yaml-cpp REQUIRED)             # routing policy
-find_package(SQLite3 REQUIRED)              # benchmark run store
+if(NOT OCTET_BELOW_APP_ONLY)
+  find_package(yaml-cpp REQUIRED)             # routing policy
+  find_package(SQLite3 REQUIRED)              # benchmark run store
+endif()
 pkg_check_modules(PCRE2 REQUIRED IMPORTED_TARGET libpcre2-8)   # Unicode split regexes
 # ICU (common library only): NFC/NFKC normalisation and Unicode properties for the
 # tokenizer. Already a runtime dependency of Qt 6 Core on Debian and Ubuntu.
 find_package(ICU 70 REQUIRED COMPONENTS uc)
-pkg_check_modules(HTTPLIB REQUIRED IMPORTED_TARGET cpp-httplib) # OpenAI-compatible HTTP
+if(NOT OCTET_BELOW_APP_ONLY)
+  pkg_check_modules(HTTPLIB REQUIRED IMPORTED_TARGET cpp-httplib) # OpenAI-compatible HTTP
 
-# gRPC + Protobuf: the agent wire API. Protobuf is found through gRPC's config.
-find_package(gRPC CONFIG REQUIRED)
-find_package(Protobuf REQUIRED)
-find_program(OCTET_GRPC_CPP_PLUGIN grpc_cpp_plugin REQUIRED)
+  # gRPC + Protobuf: the agent wire API. Protobuf is found through gRPC's config.
+  find_package(gRPC CONFIG REQUIRED)
+  find_package(Protobuf REQUIRED)
+  find_program(OCTET_GRPC_CPP_PLUGIN grpc_cpp_plugin REQUIRED)
+endif()
 
 # Qt: Core + Test are needed by app/ and the tests; Widgets + Charts by ui/.
 set(_qt_components Core Test)
-if(OCTET_WITH_GUI)
+if(OCTET_WITH_GUI AND NOT OCTET_BELOW_APP_ONLY)
   list(APPEND _qt_components Gui Widgets Charts)
 endif()
 find_package(Qt6 6.4 REQUIRED COMPONENTS ${_qt_components})

@@ -51,6 +51,29 @@ function(octet_add_test name)
     LABELS "${ARG_LABELS}"
     SKIP_RETURN_CODE 77
     ENVIRONMENT "OCTET_FIXTURES_DIR=${OCTET_FIXTURES_DIR};OCTET_BIN_DIR=${CMAKE_BINARY_DIR}/bin;OCTET_SOURCE_DIR=${PROJECT_SOURCE_DIR};QT_QPA_PLATFORM=offscreen")
+  # An aarch64 cross build (cmake/toolchains/aarch64-linux-gnu.cmake) runs each
+  # test under qemu-user, once per CPU model of OCTET_ARM64_QEMU_CPUS (QEMU_CPU):
+  # under the test's own name for the first, as <name>.<cpu> for the others;
+  # all labelled arm64. Emulation is slow: ten times the deadline, for the
+  # program and for each Qt Test function (whose own limit is 5 minutes).
+  if(CMAKE_CROSSCOMPILING AND CMAKE_SYSTEM_PROCESSOR STREQUAL "aarch64")
+    get_test_property(${name} ENVIRONMENT _env)
+    get_test_property(${name} LABELS _labels)
+    math(EXPR _timeout "${ARG_TIMEOUT} * 10")
+    set(_test ${name})
+    foreach(_cpu ${OCTET_ARM64_QEMU_CPUS})
+      if(_cpu_done)
+        set(_test ${name}.${_cpu})
+        add_test(NAME ${_test} COMMAND ${name} ${_args})
+      endif()
+      set(_cpu_done ON)
+      set_tests_properties(${_test} PROPERTIES
+        TIMEOUT ${_timeout}
+        LABELS "${_labels};arm64"
+        SKIP_RETURN_CODE 77
+        ENVIRONMENT "${_env};QEMU_CPU=${_cpu};QTEST_FUNCTION_TIMEOUT=${_timeout}000")
+    endforeach()
+  endif()
 endfunction()
 
 function(octet_print_summary)

@@ -13,6 +13,17 @@ set(OCTET_CUDA_ARCHITECTURES "90;121" CACHE STRING
 set(OCTET_SANITIZE "" CACHE STRING "Sanitizers, comma separated (e.g. address,undefined)")
 option(OCTET_WARNINGS_AS_ERRORS "Treat compiler warnings as errors" OFF)
 option(OCTET_FUZZ "Build tests/fuzz with libFuzzer (clang; use the fuzz preset)" OFF)
+# The libraries below app/ (base, kernels, collectives, engine, trainer) and
+# their tests, without agent/, router/, app/ or ui/: no gRPC, yaml-cpp, SQLite,
+# cpp-httplib or Qt Widgets needed (Qt Core + Test only). The arm64 cross
+# preset builds this.
+option(OCTET_BELOW_APP_ONLY "Build only the libraries below app/ and their tests" OFF)
+# Cross builds run their tests under qemu-user, each once per CPU model here
+# (QEMU_CPU): the first with every feature a Grace core has (qemu's max: SVE2,
+# BF16, I8MM, DOTPROD; Debian 12's qemu has no neoverse-v2 model), the second
+# an ARMv8.0 core with plain NEON only.
+set(OCTET_ARM64_QEMU_CPUS "max;cortex-a53" CACHE STRING
+    "qemu-user CPU models the tests of an aarch64 cross build run under")
 set(OCTET_FIXTURES_DIR "${CMAKE_CURRENT_SOURCE_DIR}/../shared/fixtures" CACHE PATH
     "Reference fixtures made by independent implementations; tests skip when absent")
 

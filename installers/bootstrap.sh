@@ -22,6 +22,15 @@ cmake --build --preset "$preset"
 bin="build/$preset/bin"
 if [ "$mode" = test ]; then
   ctest --preset "$preset"
+  # The libraries below app/ and their tests built for aarch64 (Grace) and run
+  # under qemu-user, with a Grace-like CPU and with plain NEON: the arm64
+  # preset, on x86-64 hosts where install-deps.sh installed the cross tools.
+  if [ "$(uname -m)" = x86_64 ] && command -v aarch64-linux-gnu-g++ >/dev/null &&
+    command -v qemu-aarch64 >/dev/null; then
+    cmake --preset arm64 >/dev/null
+    cmake --build --preset arm64
+    ctest --preset arm64
+  fi
   # Then the parsers' fuzz targets under ASan + UBSan (clang + libFuzzer, the
   # fuzz preset's own build), OCTET_FUZZ_SECONDS (30) each: tests/fuzz.
   cmake --preset fuzz >/dev/null

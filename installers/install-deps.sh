@@ -45,6 +45,19 @@ if [ "$want_bench" = 1 ]; then
   packages+=(libopenmpi-dev openmpi-bin python3-torch python3-numpy libopenblas0-pthread)
 fi
 
+# The arm64 cross build (the arm64 preset; bootstrap.sh test runs it on x86-64
+# Debian hosts): the cross compiler, qemu-user to run its tests, and Qt Test,
+# ICU and PCRE2 for aarch64 from Debian's multiarch archive (every test program
+# links Qt Test; the tokenizer ICU and PCRE2), hence the foreign architecture.
+# OCTET_ARM64=0 leaves it out. On arm64 hosts the ordinary build is the arm64 one.
+cross_arm64=0
+if [ "${OCTET_ARM64:-1}" != 0 ] && [ "$(dpkg --print-architecture)" = amd64 ] &&
+  grep -qx 'ID=debian' /etc/os-release 2>/dev/null; then
+  cross_arm64=1
+  packages+=(crossbuild-essential-arm64 qemu-user qt6-base-dev:arm64 libicu-dev:arm64
+             libpcre2-dev:arm64)
+fi
+
 missing=()
 for p in "${packages[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
@@ -62,6 +75,9 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 echo "install-deps.sh: installing ${#missing[@]} package(s): ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
+if [ "$cross_arm64" = 1 ] && ! dpkg --print-foreign-architectures | grep -qx arm64; then
+  $SUDO dpkg --add-architecture arm64
+fi
 $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 echo "install-deps.sh: done"
