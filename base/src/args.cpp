@@ -1,5 +1,6 @@
 #include "octet/base/args.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
@@ -51,7 +52,12 @@ Status ArgParser::Parse(const std::vector<std::string>& args) {
       }
       auto it = specs_.find(name);
       if (it == specs_.end()) {
-        return InvalidArgumentError(program_ + ": unknown flag --" + name + " (see --help)");
+        std::vector<std::string> names;
+        for (const auto& [n, spec] : specs_) names.push_back(n);
+        const std::string near = ClosestMatch(name, names);
+        return InvalidArgumentError(program_ + ": unknown flag --" + name +
+                                    (near.empty() ? "" : "; did you mean --" + near + "?") +
+                                    " (see --help)");
       }
       if (it->second.is_flag) {
         if (inline_value && *inline_value != "true" && *inline_value != "false") {
@@ -214,6 +220,39 @@ std::string FormatBytes(double bytes) {
   if (u == 0) std::snprintf(buf, sizeof buf, "%.0f B", v);
   else std::snprintf(buf, sizeof buf, "%.1f %s", v, kUnits[u]);
   return buf;
+}
+
+std::string ClosestMatch(const std::string& word, const std::vector<std::string>& candidates) {
+  // Optimal string alignment distance (Damerau-Levenshtein without repeated edits).
+  auto distance = [](const std::string& a, const std::string& b) {
+    const size_t n = a.size(), m = b.size();
+    std::vector<std::vector<size_t>> d(n + 1, std::vector<size_t>(m + 1, 0));
+    for (size_t i = 0; i <= n; ++i) d[i][0] = i;
+    for (size_t j = 0; j <= m; ++j) d[0][j] = j;
+    for (size_t i = 1; i <= n; ++i) {
+      for (size_t j = 1; j <= m; ++j) {
+        const size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
+        d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost});
+        if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) {
+          d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+        }
+      }
+    }
+    return d[n][m];
+  };
+  if (word.empty() || word.size() > 64) return "";
+  const size_t limit = word.size() <= 4 ? 1 : word.size() <= 8 ? 2 : 3;
+  std::string best;
+  size_t best_d = limit + 1;
+  for (const std::string& c : candidates) {
+    if (c.size() > 64) continue;
+    const size_t dist = distance(word, c);
+    if (dist < best_d) {
+      best_d = dist;
+      best = c;
+    }
+  }
+  return best;
 }
 
 }  // namespace octet

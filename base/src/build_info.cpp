@@ -6,6 +6,11 @@ const BuildInfo& GetBuildInfo() {
   static const BuildInfo info = [] {
     BuildInfo b;
     b.version = OCTET_VERSION;
+#ifdef OCTET_GIT_COMMIT
+    b.commit = OCTET_GIT_COMMIT;
+#else
+    b.commit = "unknown";
+#endif
 #if defined(__clang__)
     b.compiler = "Clang " __clang_version__;
 #elif defined(__GNUC__)

@@ -7,7 +7,8 @@
 //   int ranks = *p.GetInt("ranks");
 //
 // Accepts "--name value", "--name=value" and bare "--flag". An unknown flag, a
-// missing value or a value of the wrong type is an error naming the flag.
+// missing value or a value of the wrong type is an error naming the flag (an
+// unknown flag close to a known one: "did you mean --NAME?").
 // "--help"/"-h" sets help_requested(); Usage() formats the flag table.
 #pragma once
 
@@ -70,6 +71,12 @@ class ArgParser {
   std::string positional_help_;
   bool help_ = false;
 };
+
+// The candidate closest to `word` by edit distance (insertions, deletions,
+// substitutions, swaps of neighbours) when it is close enough to be a typo
+// (at most 1 edit for words up to 4 characters, 2 up to 8, else 3); "" when
+// none is. For "did you mean --NAME?" on unknown flags and commands.
+std::string ClosestMatch(const std::string& word, const std::vector<std::string>& candidates);
 
 // "64M" -> 67108864, "128GiB" -> 137438953472, "1.5G", "4096". Error names the text.
 Result<int64_t> ParseByteSize(const std::string& text);

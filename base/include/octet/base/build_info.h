@@ -7,6 +7,7 @@ namespace octet {
 
 struct BuildInfo {
   std::string version;   // "0.1.0"
+  std::string commit;    // git commit the build was configured at ("unknown" outside git)
   std::string compiler;  // "GCC 12.2.0"
   std::string arch;      // "x86_64", "aarch64"
   bool cuda = false;     // CUDA kernels compiled in
