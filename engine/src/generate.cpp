@@ -13,6 +13,9 @@ Status ValidateSampling(const SamplingParams& p) {
   }
   if (p.top_k < 0) return InvalidArgumentError("top-k must be >= 0");
   if (!(p.top_p > 0.0f && p.top_p <= 1.0f)) return InvalidArgumentError("top-p must be in (0, 1]");
+  if (!(p.repetition_penalty > 0.0f) || !std::isfinite(p.repetition_penalty)) {
+    return InvalidArgumentError("repetition penalty must be > 0");
+  }
   return Status::Ok();
 }
 
@@ -57,23 +60,66 @@ int64_t Sampler::Distribution(const float* logits, int64_t vocab, kernels::Kerne
   return keep;
 }
 
-int32_t Sampler::Sample(const float* logits, int64_t vocab, kernels::KernelBackend& backend) {
-  kernels::KernelBackend& ops = Ops(backend);
-  if (params_.temperature == 0.0f) return static_cast<int32_t>(ops.Argmax(logits, vocab));
-  const int64_t keep = Distribution(logits, vocab, ops);
-  double zk = 0;
-  for (int64_t i = 0; i < keep; ++i) zk += w_[i];
-  const double u = std::uniform_real_distribution<double>(0.0, zk)(rng_);
-  double cum = 0;
-  for (int64_t i = 0; i < keep; ++i) {
-    cum += w_[i];
-    if (u < cum) return idx_[i];
-  }
-  return idx_[keep - 1];
+void Sampler::SetPrompt(const std::vector<int32_t>& prompt) {
+  if (params_.repetition_penalty == 1.0f) return;
+  for (int32_t id : prompt) Seen(id);
 }
 
-int32_t Sampler::Verify(const float* logits, int64_t vocab, kernels::KernelBackend& backend,
+void Sampler::Seen(int32_t id) {
+  if (params_.repetition_penalty == 1.0f || id < 0) return;
+  if (static_cast<size_t>(id) >= seen_mask_.size())
+    seen_mask_.resize(static_cast<size_t>(id) + 1, 0);
+  if (seen_mask_[static_cast<size_t>(id)]) return;
+  seen_mask_[static_cast<size_t>(id)] = 1;
+  seen_.push_back(id);
+}
+
+const float* Sampler::Penalised(const float* logits, int64_t vocab) {
+  if (params_.repetition_penalty == 1.0f || seen_.empty()) return logits;
+  penalised_.assign(logits, logits + vocab);
+  const float p = params_.repetition_penalty;
+  for (int32_t id : seen_) {
+    if (id >= vocab) continue;
+    float& x = penalised_[static_cast<size_t>(id)];
+    x = x > 0 ? x / p : x * p;
+  }
+  return penalised_.data();
+}
+
+int32_t Sampler::Sample(const float* raw_logits, int64_t vocab, kernels::KernelBackend& backend) {
+  kernels::KernelBackend& ops = Ops(backend);
+  const float* logits = Penalised(raw_logits, vocab);
+  int32_t id;
+  if (params_.temperature == 0.0f) {
+    id = static_cast<int32_t>(ops.Argmax(logits, vocab));
+  } else {
+    const int64_t keep = Distribution(logits, vocab, ops);
+    double zk = 0;
+    for (int64_t i = 0; i < keep; ++i) zk += w_[i];
+    const double u = std::uniform_real_distribution<double>(0.0, zk)(rng_);
+    double cum = 0;
+    id = idx_[keep - 1];
+    for (int64_t i = 0; i < keep; ++i) {
+      cum += w_[i];
+      if (u < cum) {
+        id = idx_[i];
+        break;
+      }
+    }
+  }
+  Seen(id);
+  return id;
+}
+
+int32_t Sampler::Verify(const float* raw_logits, int64_t vocab, kernels::KernelBackend& backend,
                         int32_t draft, bool* accepted) {
+  const int32_t id = VerifyPenalised(Penalised(raw_logits, vocab), vocab, backend, draft, accepted);
+  Seen(id);
+  return id;
+}
+
+int32_t Sampler::VerifyPenalised(const float* logits, int64_t vocab,
+                                 kernels::KernelBackend& backend, int32_t draft, bool* accepted) {
   kernels::KernelBackend& ops = Ops(backend);
   if (params_.temperature == 0.0f) {
     const auto id = static_cast<int32_t>(ops.Argmax(logits, vocab));
@@ -242,6 +288,7 @@ Result<GenerateResult> Generate(ModelRunner& model, const std::vector<int32_t>& 
       model.ResetCache(1, static_cast<int64_t>(prompt.size()) + options.max_tokens,
                        options.kv_dtype));
   Sampler sampler(options.sampling);
+  sampler.SetPrompt(prompt);
   GenerateResult r;
   r.prompt_tokens = static_cast<int64_t>(prompt.size());
   ForwardOutput out;

@@ -1,6 +1,8 @@
 #include "octet/engine/kv_cache.h"
 
+#include <cstring>
 #include <utility>
+#include <vector>
 
 namespace octet::engine {
 
@@ -36,6 +38,29 @@ kernels::KvStoreArgs KvCache::StoreArgs(int64_t layer, int slot, int64_t first_p
   a.head_stride = head_stride();
   a.first_pos = first_pos;
   return a;
+}
+
+void KvCache::CopyPositions(int src, int dst, int64_t n, kernels::KernelBackend& backend) {
+  if (src == dst || n <= 0) return;
+  const int64_t run = n * head_dim_ * kernels::KvDtypeBytes(dtype_);  // one head's positions
+  const int64_t head_bytes = capacity_ * head_dim_ * kernels::KvDtypeBytes(dtype_);
+  const bool host = backend.memory_kind() == kernels::MemoryKind::kHost;
+  std::vector<uint8_t> staging(host ? 0 : static_cast<size_t>(run));
+  for (int64_t layer = 0; layer < layers_; ++layer) {
+    for (int which = 0; which < 2; ++which) {
+      for (int64_t h = 0; h < kv_heads_; ++h) {
+        uint8_t* from = Base() + Offset(layer, src, which) + h * head_bytes;
+        uint8_t* to = Base() + Offset(layer, dst, which) + h * head_bytes;
+        if (host) {
+          std::memcpy(to, from, static_cast<size_t>(run));
+        } else {
+          backend.CopyToHost(staging.data(), from, run);
+          backend.CopyToDevice(to, staging.data(), run);
+        }
+      }
+    }
+  }
+  lengths_[dst] = n;
 }
 
 }  // namespace octet::engine

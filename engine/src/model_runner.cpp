@@ -25,4 +25,17 @@ Status LocalRunner::Step(const std::vector<SequenceChunk>& batch, ForwardOutput*
   return s;
 }
 
+Status LocalRunner::CopySlot(int src, int dst, int64_t positions) {
+  const int slots = cache_.num_slots();
+  if (src < 0 || src >= slots || dst < 0 || dst >= slots || positions < 0 ||
+      positions > cache_.capacity()) {
+    return InvalidArgumentError("cannot copy " + std::to_string(positions) +
+                                " positions from KV slot " + std::to_string(src) + " to " +
+                                std::to_string(dst) + " (" + std::to_string(slots) + " slots of " +
+                                std::to_string(cache_.capacity()) + ")");
+  }
+  cache_.CopyPositions(src, dst, positions, model_.backend());
+  return Status::Ok();
+}
+
 }  // namespace octet::engine

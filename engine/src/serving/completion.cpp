@@ -31,6 +31,13 @@ Result<std::vector<int32_t>> CompletionService::PromptIds(const CompletionReques
 }
 
 Result<std::unique_ptr<CompletionStream>> CompletionService::Start(const CompletionRequest& r) {
+  if (r.n != 1) return InvalidArgumentError("Start takes n = 1 (StartN serves n > 1)");
+  OCTET_ASSIGN_OR_RETURN(auto streams, StartN(r));
+  return std::move(streams.front());
+}
+
+Result<std::vector<std::unique_ptr<CompletionStream>>> CompletionService::StartN(
+    const CompletionRequest& r) {
   if (!r.stop.empty() && !tokenizer_) {
     return InvalidArgumentError("'stop' strings need a tokenizer; this model has none");
   }
@@ -42,6 +49,9 @@ Result<std::unique_ptr<CompletionStream>> CompletionService::Start(const Complet
   GenerationParams p;
   p.max_tokens = r.max_tokens ? *r.max_tokens
                               : scheduler_.options().context - static_cast<int64_t>(prompt.size());
+  if (!r.max_tokens && defaults_.max_new_tokens) {
+    p.max_tokens = std::min(p.max_tokens, *defaults_.max_new_tokens);
+  }
   if (!r.max_tokens && p.max_tokens < 1) {
     return OutOfRangeError("the prompt (" + std::to_string(prompt.size()) +
                            " tokens) leaves no room in the context of " +
@@ -51,23 +61,28 @@ Result<std::unique_ptr<CompletionStream>> CompletionService::Start(const Complet
   p.sampling = r.sampling;
   p.ignore_eos = r.ignore_eos;
   p.min_tokens = r.min_tokens;
+  p.logprobs = r.logprobs;
   if (tokenizer_) p.stop_ids = tokenizer_->StopIds();
   if (p.stop_ids.empty()) p.stop_ids = scheduler_.config().eos_token_ids;
   const int64_t prompt_tokens = static_cast<int64_t>(p.prompt.size());
-  OCTET_ASSIGN_OR_RETURN(auto request, scheduler_.Submit(std::move(p)));
-  std::unique_ptr<CompletionStream> s(new CompletionStream());
-  s->request_ = std::move(request);
-  s->tokenizer_ = tokenizer_;
-  s->prompt_tokens_ = prompt_tokens;
-  if (tokenizer_) {
-    DecodeOptions d;
-    d.skip_special_tokens = true;
-    d.skip_unknown_ids = true;  // padded embedding rows the tokenizer lacks
-    s->decoder_ = std::make_unique<StreamDecoder>(*tokenizer_, d);
+  OCTET_ASSIGN_OR_RETURN(auto requests, scheduler_.SubmitN(std::move(p), r.n));
+  std::vector<std::unique_ptr<CompletionStream>> out;
+  for (auto& request : requests) {
+    std::unique_ptr<CompletionStream> s(new CompletionStream());
+    s->request_ = std::move(request);
+    s->tokenizer_ = tokenizer_;
+    s->prompt_tokens_ = prompt_tokens;
+    if (tokenizer_) {
+      DecodeOptions d;
+      d.skip_special_tokens = true;
+      d.skip_unknown_ids = true;  // padded embedding rows the tokenizer lacks
+      s->decoder_ = std::make_unique<StreamDecoder>(*tokenizer_, d);
+    }
+    s->stop_ = r.stop;
+    for (const std::string& st : r.stop) s->hold_back_ = std::max(s->hold_back_, st.size() - 1);
+    out.push_back(std::move(s));
   }
-  s->stop_ = r.stop;
-  for (const std::string& st : r.stop) s->hold_back_ = std::max(s->hold_back_, st.size() - 1);
-  return s;
+  return out;
 }
 
 CompletionStream::~CompletionStream() {
@@ -97,6 +112,7 @@ bool CompletionStream::Next(Deadline deadline, CompletionDelta* d) {
   }
   if (!request_->Next(deadline, &u)) return false;
   d->ids.clear();
+  d->logprobs.clear();
   d->text.clear();
   d->prompt_tokens = u.prompt_tokens;
   d->completion_tokens = u.completion_tokens;
@@ -106,6 +122,8 @@ bool CompletionStream::Next(Deadline deadline, CompletionDelta* d) {
   d->error = u.error;
   for (int32_t id : u.ids) {
     if (stopped_) break;
+    if (d->ids.size() < u.logprobs.size())
+      d->logprobs.push_back(std::move(u.logprobs[d->ids.size()]));
     d->ids.push_back(id);
     if (!decoder_) continue;
     auto piece = decoder_->Push(id);

@@ -2,9 +2,12 @@
 
 #include <httplib.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <sstream>
@@ -134,11 +137,13 @@ std::optional<HttpError> ParseCommon(const json& j, CompletionRequest* r, bool* 
     if (r->stop.size() > 16) return bad("stop", "at most 16 stop strings");
   }
   if (auto it = j.find("n"); it != j.end() && !it->is_null()) {
-    if (!it->is_number_integer() || it->get<int64_t>() != 1) {
-      return bad("n", "only n = 1 is supported");
+    if (!it->is_number_integer() || it->get<int64_t>() < 1 ||
+        it->get<int64_t>() > kMaxSequencesPerRequest) {
+      return bad("n", "n must be an integer from 1 to " + std::to_string(kMaxSequencesPerRequest));
     }
+    r->n = static_cast<int>(it->get<int64_t>());
   }
-  for (const char* key : {"logprobs", "top_logprobs", "echo", "best_of"}) {
+  for (const char* key : {"echo", "best_of"}) {
     auto it = j.find(key);
     if (it == j.end() || it->is_null() || (it->is_boolean() && !it->get<bool>())) continue;
     if (std::string(key) == "best_of" && it->is_number_integer() && it->get<int64_t>() == 1) {
@@ -166,6 +171,145 @@ std::optional<HttpError> ParseCommon(const json& j, CompletionRequest* r, bool* 
   if (auto it = j.find("return_token_ids"); it != j.end() && it->is_boolean()) {
     *return_ids = it->get<bool>();
   }
+  return std::nullopt;
+}
+
+// Chat: `logprobs` (boolean) and `top_logprobs` (0..20, needs logprobs);
+// completions: `logprobs` (an integer 0..20: alternatives per token).
+std::optional<HttpError> ParseLogprobs(const json& j, bool chat, CompletionRequest* r) {
+  auto bad = [](std::string param, std::string message) {
+    HttpError e;
+    e.param = std::move(param);
+    e.message = std::move(message);
+    return e;
+  };
+  const std::string range = "0 to " + std::to_string(kMaxTopLogprobs);
+  auto lp = j.find("logprobs");
+  const bool has_lp = lp != j.end() && !lp->is_null();
+  if (chat) {
+    if (has_lp && !lp->is_boolean()) return bad("logprobs", "logprobs must be a boolean");
+    const bool on = has_lp && lp->get<bool>();
+    auto top = j.find("top_logprobs");
+    int k = 0;
+    if (top != j.end() && !top->is_null()) {
+      if (!top->is_number_integer() || top->get<int64_t>() < 0 ||
+          top->get<int64_t>() > kMaxTopLogprobs) {
+        return bad("top_logprobs", "top_logprobs must be an integer from " + range);
+      }
+      k = static_cast<int>(top->get<int64_t>());
+      if (!on) return bad("top_logprobs", "top_logprobs needs \"logprobs\": true");
+    }
+    r->logprobs = on ? k : -1;
+    return std::nullopt;
+  }
+  if (!has_lp) return std::nullopt;
+  if (!lp->is_number_integer() || lp->get<int64_t>() < 0 || lp->get<int64_t>() > kMaxTopLogprobs) {
+    return bad("logprobs", "logprobs must be an integer from " + range +
+                               " (alternatives per token) on /v1/completions");
+  }
+  r->logprobs = static_cast<int>(lp->get<int64_t>());
+  return std::nullopt;
+}
+
+// A token as text for logprobs: its bytes, with invalid UTF-8 (a piece of a
+// multi-byte character) replaced by U+FFFD; "token_id:N" without a tokenizer.
+std::string TokenText(const Tokenizer* tok, int32_t id, std::string* raw) {
+  if (!tok) {
+    *raw = "token_id:" + std::to_string(id);
+    return *raw;
+  }
+  *raw = tok->TokenBytes(id);
+  std::string out;
+  const std::string& b = *raw;
+  for (size_t i = 0; i < b.size();) {
+    const auto c = static_cast<uint8_t>(b[i]);
+    size_t len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+    bool ok = len > 0 && i + len <= b.size();
+    for (size_t k = 1; ok && k < len; ++k) ok = (static_cast<uint8_t>(b[i + k]) & 0xC0) == 0x80;
+    if (ok) {
+      out.append(b, i, len);
+      i += len;
+    } else {
+      out += "\xEF\xBF\xBD";
+      i += 1;
+    }
+  }
+  return out;
+}
+
+json Bytes(const std::string& raw) {
+  json a = json::array();
+  for (char c : raw) a.push_back(static_cast<int>(static_cast<uint8_t>(c)));
+  return a;
+}
+
+// Chat's choices[].logprobs.content entries for `lps`.
+json ChatLogprobs(const Tokenizer* tok, const std::vector<TokenLogprob>& lps) {
+  json content = json::array();
+  for (const TokenLogprob& t : lps) {
+    std::string raw;
+    json e = {{"token", TokenText(tok, t.id, &raw)}, {"logprob", t.logprob}};
+    e["bytes"] = Bytes(raw);
+    json top = json::array();
+    for (const auto& [id, lp] : t.top) {
+      std::string r2;
+      json a = {{"token", TokenText(tok, id, &r2)}, {"logprob", lp}};
+      a["bytes"] = Bytes(r2);
+      top.push_back(std::move(a));
+    }
+    e["top_logprobs"] = std::move(top);
+    content.push_back(std::move(e));
+  }
+  return json{{"content", std::move(content)}, {"refusal", nullptr}};
+}
+
+// Completions' choices[].logprobs for `lps`; text offsets count from `*offset`
+// (advanced past these tokens).
+json CompletionLogprobs(const Tokenizer* tok, const std::vector<TokenLogprob>& lps,
+                        int64_t* offset) {
+  json tokens = json::array(), token_lps = json::array(), tops = json::array(),
+       offsets = json::array();
+  for (const TokenLogprob& t : lps) {
+    std::string raw;
+    const std::string text = TokenText(tok, t.id, &raw);
+    tokens.push_back(text);
+    token_lps.push_back(t.logprob);
+    json top = json::object();
+    for (const auto& [id, lp] : t.top) {
+      std::string r2;
+      const std::string k = TokenText(tok, id, &r2);
+      if (!top.contains(k)) top[k] = lp;
+    }
+    tops.push_back(std::move(top));
+    offsets.push_back(*offset);
+    *offset += static_cast<int64_t>(text.size());
+  }
+  return json{{"tokens", std::move(tokens)},
+              {"token_logprobs", std::move(token_lps)},
+              {"top_logprobs", std::move(tops)},
+              {"text_offset", std::move(offsets)}};
+}
+
+// The request's `repetition_penalty` (a vLLM extension), and the model's
+// generation_config.json defaults for every sampling field the request leaves out.
+std::optional<HttpError> ApplyGenerationDefaults(const json& j, const GenerationDefaults& d,
+                                                 CompletionRequest* r) {
+  auto absent = [&](const char* key) { return !j.contains(key) || j[key].is_null(); };
+  if (!absent("repetition_penalty")) {
+    const json& v = j["repetition_penalty"];
+    if (!v.is_number() || !(v.get<double>() > 0)) {
+      HttpError e;
+      e.param = "repetition_penalty";
+      e.message = "repetition_penalty must be a number > 0";
+      return e;
+    }
+    r->sampling.repetition_penalty = static_cast<float>(v.get<double>());
+  } else if (d.repetition_penalty) {
+    r->sampling.repetition_penalty = *d.repetition_penalty;
+  }
+  if (absent("temperature") && d.temperature) r->sampling.temperature = *d.temperature;
+  if (absent("top_p") && d.top_p) r->sampling.top_p = *d.top_p;
+  if (absent("top_k") && d.top_k) r->sampling.top_k = *d.top_k;
   return std::nullopt;
 }
 
@@ -258,6 +402,16 @@ json Usage(const CompletionDelta& d) {
           {"total_tokens", d.prompt_tokens + d.completion_tokens}};
 }
 
+// n > 1: the prompt counts once, the completions of every choice add up.
+json Usage(const std::vector<CompletionDelta>& finals) {
+  const int64_t prompt = finals.empty() ? 0 : finals.front().prompt_tokens;
+  int64_t completion = 0;
+  for (const CompletionDelta& d : finals) completion += d.completion_tokens;
+  return {{"prompt_tokens", prompt},
+          {"completion_tokens", completion},
+          {"total_tokens", prompt + completion}};
+}
+
 json Timings(const CompletionDelta& d) {
   const RequestTiming& t = d.timing;
   const double total_ms = t.last_token_ns > 0 ? (t.last_token_ns - t.submitted_ns) * 1e-6 : 0.0;
@@ -340,74 +494,121 @@ struct OpenAiServer::Impl {
     bool stream = false, include_usage = false, return_ids = false;
     if (auto e = ParseCommon(j, &r, &stream, &include_usage, &return_ids)) return SendError(res, *e);
     if (auto e = chat ? ParseMessages(j, &r) : ParsePrompt(j, &r)) return SendError(res, *e);
-    auto started = service.Start(r);
+    if (auto e = ParseLogprobs(j, chat, &r)) return SendError(res, *e);
+    if (auto e = ApplyGenerationDefaults(j, service.defaults(), &r)) return SendError(res, *e);
+    auto started = service.StartN(r);
     if (!started.ok()) {
       HttpError e = FromStatus(started.status());
       if (!e.param.empty() && !chat && e.code == "context_length_exceeded") e.param = "prompt";
+      if (started.status().code() == StatusCode::kInvalidArgument &&
+          started.status().message().rfind("n must", 0) == 0) {
+        e.param = "n";
+      }
       return SendError(res, e);
     }
     const std::string id = NewId(chat ? "chatcmpl" : "cmpl");
     const int64_t created = static_cast<int64_t>(std::time(nullptr));
     const std::string model = service.model_name();
-    if (!stream) return Collect(std::move(*started), res, chat, id, created, model, return_ids);
-    Stream(std::move(*started), res, chat, id, created, model, include_usage, return_ids);
+    const bool logprobs = r.logprobs >= 0;
+    if (!stream) {
+      return Collect(std::move(*started), res, chat, id, created, model, return_ids, logprobs);
+    }
+    Stream(std::move(*started), res, chat, id, created, model, include_usage, return_ids, logprobs);
   }
 
-  // Non-streaming: wait for the whole reply.
-  void Collect(std::unique_ptr<CompletionStream> s, httplib::Response& res, bool chat,
-               const std::string& id, int64_t created, const std::string& model,
-               bool return_ids) {
-    std::string text;
-    std::vector<int32_t> ids;
-    CompletionDelta d, last;
-    for (;;) {
-      if (!s->Next(Deadline::AfterMs(1000), &d)) continue;
-      text += d.text;
-      ids.insert(ids.end(), d.ids.begin(), d.ids.end());
-      if (d.done) {
-        last = d;
-        break;
+  // Non-streaming: wait for the whole reply (every choice).
+  void Collect(std::vector<std::unique_ptr<CompletionStream>> streams, httplib::Response& res,
+               bool chat, const std::string& id, int64_t created, const std::string& model,
+               bool return_ids, bool logprobs) {
+    json choices = json::array();
+    std::vector<CompletionDelta> finals;
+    for (size_t index = 0; index < streams.size(); ++index) {
+      CompletionStream& s = *streams[index];
+      std::string text;
+      std::vector<int32_t> ids;
+      std::vector<TokenLogprob> lps;
+      CompletionDelta d, last;
+      for (;;) {
+        if (!s.Next(Deadline::AfterMs(1000), &d)) continue;
+        text += d.text;
+        ids.insert(ids.end(), d.ids.begin(), d.ids.end());
+        for (TokenLogprob& t : d.logprobs) lps.push_back(std::move(t));
+        if (d.done) {
+          last = d;
+          break;
+        }
       }
+      if (last.finish_reason == "error" || last.finish_reason == "cancelled") {
+        HttpError e = FromStatus(last.error.ok() ? UnavailableError("the request was cancelled")
+                                                 : last.error);
+        if (e.status < 500) e.status = 500, e.type = "server_error";
+        return SendError(res, e);  // the other choices' streams cancel as they go
+      }
+      json choice = {{"index", index}, {"finish_reason", FinishReason(last.finish_reason)}};
+      if (chat) {
+        choice["message"] = {{"role", "assistant"}, {"content", text}};
+        choice["logprobs"] = logprobs ? ChatLogprobs(service.tokenizer(), lps) : json(nullptr);
+      } else {
+        choice["text"] = text;
+        int64_t offset = 0;
+        choice["logprobs"] =
+            logprobs ? CompletionLogprobs(service.tokenizer(), lps, &offset) : json(nullptr);
+      }
+      if (return_ids) choice["token_ids"] = ids;
+      choices.push_back(std::move(choice));
+      finals.push_back(std::move(last));
     }
-    if (last.finish_reason == "error" || last.finish_reason == "cancelled") {
-      HttpError e = FromStatus(last.error.ok() ? UnavailableError("the request was cancelled")
-                                               : last.error);
-      if (e.status < 500) e.status = 500, e.type = "server_error";
-      return SendError(res, e);
-    }
-    json choice = {{"index", 0}, {"finish_reason", FinishReason(last.finish_reason)}};
-    if (chat) {
-      choice["message"] = {{"role", "assistant"}, {"content", text}};
-    } else {
-      choice["text"] = text;
-      choice["logprobs"] = nullptr;
-    }
-    if (return_ids) choice["token_ids"] = ids;
     json out = {{"id", id},
                 {"object", chat ? "chat.completion" : "text_completion"},
                 {"created", created},
                 {"model", model},
-                {"choices", json::array({choice})},
-                {"usage", Usage(last)},
-                {"timings", Timings(last)}};
+                {"choices", std::move(choices)},
+                {"usage", Usage(finals)},
+                {"timings", Timings(finals.front())}};
     res.set_content(out.dump(), "application/json");
   }
 
-  // Streaming: Server-Sent Events, one chunk per batch of new tokens.
-  void Stream(std::unique_ptr<CompletionStream> s, httplib::Response& res, bool chat,
-              const std::string& id, int64_t created, const std::string& model,
-              bool include_usage, bool return_ids) {
+  // Streaming: Server-Sent Events, one chunk per batch of new tokens of a
+  // choice; with n > 1 the choices' chunks interleave as their tokens come.
+  void Stream(std::vector<std::unique_ptr<CompletionStream>> streams, httplib::Response& res,
+              bool chat, const std::string& id, int64_t created, const std::string& model,
+              bool include_usage, bool return_ids, bool logprobs) {
+    // Any stream's news wakes the writer.
+    struct Wake {
+      std::mutex mu;
+      std::condition_variable cv;
+      uint64_t events = 0;
+    };
     struct State {
-      std::unique_ptr<CompletionStream> stream;
+      std::vector<std::unique_ptr<CompletionStream>> streams;
+      std::vector<bool> done;
+      std::vector<int64_t> text_offset;
+      std::vector<CompletionDelta> finals;
+      std::shared_ptr<Wake> wake = std::make_shared<Wake>();
       bool sent_role = false;
       bool finished = false;
+      void CancelAll() {
+        for (auto& s : streams) s->Cancel();
+      }
     };
     auto st = std::make_shared<State>();
-    st->stream = std::move(s);
+    st->streams = std::move(streams);
+    st->done.assign(st->streams.size(), false);
+    st->text_offset.assign(st->streams.size(), 0);
+    st->finals.resize(st->streams.size());
+    for (auto& s : st->streams) {
+      s->SetNotify([wake = st->wake] {
+        {
+          std::lock_guard<std::mutex> lock(wake->mu);
+          wake->events += 1;
+        }
+        wake->cv.notify_all();
+      });
+    }
     res.set_header("Cache-Control", "no-cache");
     res.set_header("X-Accel-Buffering", "no");
-    auto chunk = [=](const json& delta_or_text, const json& finish) {
-      json choice = {{"index", 0}, {"finish_reason", finish}};
+    auto chunk = [=](size_t index, const json& delta_or_text, const json& finish) {
+      json choice = {{"index", index}, {"finish_reason", finish}};
       if (chat) {
         choice["delta"] = delta_or_text;
       } else {
@@ -420,9 +621,10 @@ struct OpenAiServer::Impl {
                   {"model", model},
                   {"choices", json::array({choice})}};
     };
+    const Tokenizer* tok = service.tokenizer();
     res.set_chunked_content_provider(
         "text/event-stream",
-        [st, chunk, chat, include_usage, return_ids, id, created, model](
+        [st, chunk, chat, include_usage, return_ids, logprobs, tok, id, created, model](
             size_t, httplib::DataSink& sink) -> bool {
           auto send = [&](const std::string& payload) {
             const std::string event = "data: " + payload + "\n\n";
@@ -434,60 +636,101 @@ struct OpenAiServer::Impl {
           }
           if (chat && !st->sent_role) {
             st->sent_role = true;
-            if (!send(chunk(json{{"role", "assistant"}, {"content", ""}}, nullptr).dump())) {
-              st->stream->Cancel();
-              return false;
+            for (size_t i = 0; i < st->streams.size(); ++i) {
+              if (!send(chunk(i, json{{"role", "assistant"}, {"content", ""}}, nullptr).dump())) {
+                st->CancelAll();
+                return false;
+              }
             }
           }
-          CompletionDelta d;
-          if (!st->stream->Next(Deadline::AfterMs(kKeepAliveMs), &d)) {
-            // Nothing new: a comment line keeps proxies patient and shows
-            // whether the client is still there.
-            static const char kKeepAlive[] = ": keep-alive\n\n";
-            if (!sink.write(kKeepAlive, sizeof kKeepAlive - 1)) {
-              st->stream->Cancel();
+          uint64_t seen;
+          {
+            std::lock_guard<std::mutex> lock(st->wake->mu);
+            seen = st->wake->events;
+          }
+          bool any = false;
+          for (size_t i = 0; i < st->streams.size(); ++i) {
+            if (st->done[i]) continue;
+            CompletionDelta d;
+            // One choice waits as before; several are polled, then wait for news.
+            const Deadline wait =
+                st->streams.size() == 1 ? Deadline::AfterMs(kKeepAliveMs) : Deadline::AfterMs(0);
+            if (!st->streams[i]->Next(wait, &d)) continue;
+            any = true;
+            if (!d.text.empty() || (return_ids && !d.ids.empty()) ||
+                (logprobs && !d.logprobs.empty())) {
+              json c = chunk(i, chat ? json{{"content", d.text}} : json(d.text), nullptr);
+              if (return_ids) c["choices"][0]["token_ids"] = d.ids;
+              if (logprobs && !d.logprobs.empty()) {
+                c["choices"][0]["logprobs"] =
+                    chat ? ChatLogprobs(tok, d.logprobs)
+                         : CompletionLogprobs(tok, d.logprobs, &st->text_offset[i]);
+              }
+              if (!send(c.dump())) {
+                st->CancelAll();
+                return false;
+              }
+            }
+            if (!d.done) continue;
+            st->done[i] = true;
+            if (d.finish_reason == "error" || d.finish_reason == "cancelled") {
+              st->finished = true;
+              st->CancelAll();
+              HttpError e = FromStatus(d.error.ok() ? UnavailableError("the request was cancelled")
+                                                    : d.error);
+              e.type = "server_error";
+              send(ErrorBody(e).dump());
+              send("[DONE]");
+              sink.done();
+              return true;
+            }
+            st->finals[i] = d;
+            const bool all_done =
+                std::all_of(st->done.begin(), st->done.end(), [](bool b) { return b; });
+            json last = chunk(i, chat ? json::object() : json(""), FinishReason(d.finish_reason));
+            if (all_done) {
+              // The last choice to end carries the request's usage.
+              last["usage"] = Usage(st->finals);
+              last["timings"] = Timings(d);
+            }
+            if (!send(last.dump())) {
+              st->CancelAll();
               return false;
             }
-            return true;
-          }
-          if (!d.text.empty() || (return_ids && !d.ids.empty())) {
-            json c = chunk(chat ? json{{"content", d.text}} : json(d.text), nullptr);
-            if (return_ids) c["choices"][0]["token_ids"] = d.ids;
-            if (!send(c.dump())) {
-              st->stream->Cancel();
-              return false;
+            if (!all_done) continue;
+            st->finished = true;
+            if (include_usage) {
+              json u = {{"id", id},
+                        {"object", chat ? "chat.completion.chunk" : "text_completion"},
+                        {"created", created},
+                        {"model", model},
+                        {"choices", json::array()},
+                        {"usage", Usage(st->finals)}};
+              send(u.dump());
             }
-          }
-          if (!d.done) return true;
-          st->finished = true;
-          if (d.finish_reason == "error" || d.finish_reason == "cancelled") {
-            HttpError e = FromStatus(d.error.ok() ? UnavailableError("the request was cancelled")
-                                                  : d.error);
-            e.type = "server_error";
-            send(ErrorBody(e).dump());
             send("[DONE]");
             sink.done();
             return true;
           }
-          json last = chunk(chat ? json::object() : json(""), FinishReason(d.finish_reason));
-          last["usage"] = Usage(d);
-          last["timings"] = Timings(d);
-          send(last.dump());
-          if (include_usage) {
-            json u = {{"id", id},
-                      {"object", chat ? "chat.completion.chunk" : "text_completion"},
-                      {"created", created},
-                      {"model", model},
-                      {"choices", json::array()},
-                      {"usage", Usage(d)}};
-            send(u.dump());
+          if (any) return true;
+          if (st->streams.size() > 1) {
+            std::unique_lock<std::mutex> lock(st->wake->mu);
+            if (st->wake->cv.wait_for(lock, std::chrono::milliseconds(kKeepAliveMs),
+                                      [&] { return st->wake->events != seen; })) {
+              return true;
+            }
           }
-          send("[DONE]");
-          sink.done();
+          // Nothing new: a comment line keeps proxies patient and shows
+          // whether the client is still there.
+          static const char kKeepAlive[] = ": keep-alive\n\n";
+          if (!sink.write(kKeepAlive, sizeof kKeepAlive - 1)) {
+            st->CancelAll();
+            return false;
+          }
           return true;
         },
         [st](bool success) {
-          if (!success || !st->finished) st->stream->Cancel();
+          if (!success || !st->finished) st->CancelAll();
         });
   }
 

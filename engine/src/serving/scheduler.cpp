@@ -1,6 +1,7 @@
 #include "octet/engine/scheduler.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "octet/base/log.h"
 
@@ -10,6 +11,44 @@ namespace {
 constexpr int64_t kWindowNs = 5'000'000'000;       // figures over the last 5 s
 constexpr int64_t kIdleSampleNs = 250'000'000;     // an idle scheduler samples this often
 }  // namespace
+
+// ---- log-probabilities -------------------------------------------------------------
+
+TokenLogprob ComputeLogprobs(const float* logits, int64_t vocab, int32_t id, int top) {
+  TokenLogprob r;
+  r.id = id;
+  float mx = logits[0];
+  for (int64_t v = 1; v < vocab; ++v) mx = std::max(mx, logits[v]);
+  double sum = 0;
+  for (int64_t v = 0; v < vocab; ++v) sum += std::exp(static_cast<double>(logits[v] - mx));
+  const float log_sum = static_cast<float>(std::log(sum));
+  auto lp = [&](int64_t v) { return (logits[v] - mx) - log_sum; };
+  r.logprob = id >= 0 && id < vocab ? lp(id) : -INFINITY;
+  const int64_t k = std::min<int64_t>(std::max(top, 0), vocab);
+  if (k > 0) {
+    // The k largest by a bounded min-heap (vocabularies are ~150k, k <= 20).
+    auto worse = [&](int32_t a, int32_t b) {  // a ranks after b
+      return logits[a] < logits[b] || (logits[a] == logits[b] && a > b);
+    };
+    auto heap_cmp = [&](int32_t a, int32_t b) { return worse(b, a); };  // min-heap on rank
+    std::vector<int32_t> heap;
+    heap.reserve(static_cast<size_t>(k) + 1);
+    for (int64_t v = 0; v < vocab; ++v) {
+      const int32_t c = static_cast<int32_t>(v);
+      if (static_cast<int64_t>(heap.size()) < k) {
+        heap.push_back(c);
+        std::push_heap(heap.begin(), heap.end(), heap_cmp);
+      } else if (worse(heap.front(), c)) {
+        std::pop_heap(heap.begin(), heap.end(), heap_cmp);
+        heap.back() = c;
+        std::push_heap(heap.begin(), heap.end(), heap_cmp);
+      }
+    }
+    std::sort(heap.begin(), heap.end(), [&](int32_t a, int32_t b) { return worse(b, a); });
+    for (int32_t c : heap) r.top.emplace_back(c, lp(c));
+  }
+  return r;
+}
 
 // ---- RequestTiming ----------------------------------------------------------------
 
@@ -45,6 +84,8 @@ bool RequestStream::Next(Deadline deadline, RequestUpdate* u) {
   }
   u->ids.clear();
   u->ids.swap(pending_);
+  u->logprobs.clear();
+  u->logprobs.swap(pending_logprobs_);
   u->done = done_;
   u->finish_reason = finish_reason_;
   u->error = error_;
@@ -64,12 +105,15 @@ void RequestStream::SetNotify(std::function<void()> notify) {
   if (fire && notify_) notify_();
 }
 
-void RequestStream::Push(const std::vector<int32_t>& ids, int64_t drafted, int64_t accepted,
-                         int64_t now_ns) {
+void RequestStream::Push(const std::vector<int32_t>& ids, std::vector<TokenLogprob>* logprobs,
+                         int64_t drafted, int64_t accepted, int64_t now_ns) {
   std::function<void()> notify;
   {
     std::lock_guard<std::mutex> lock(mu_);
     pending_.insert(pending_.end(), ids.begin(), ids.end());
+    if (logprobs) {
+      for (TokenLogprob& t : *logprobs) pending_logprobs_.push_back(std::move(t));
+    }
     completion_tokens_ += static_cast<int64_t>(ids.size());
     timing_.drafted_tokens += drafted;
     timing_.accepted_tokens += accepted;
@@ -108,6 +152,11 @@ struct Scheduler::Active {
   int32_t last = -1;      // the newest id (not yet in the cache)
   int64_t generated = 0;
   bool done = false;       // finished this step; leaves the running set
+  // n > 1: the sequences of one SubmitN share `group`; a follower waits for
+  // its `leader`'s prefill and takes a copy of its KV cache (null: prefills
+  // for itself).
+  uint64_t group = 0;
+  Active* leader = nullptr;
   // Speculative decoding: the drafter (null when off), the prompt and every
   // id since (what it drafts from, filled once decoding starts), and the
   // drafts of the step being formed.
@@ -115,9 +164,11 @@ struct Scheduler::Active {
   std::vector<int32_t> history;
   std::vector<int32_t> drafts;
 
-  Active(std::shared_ptr<RequestStream> s, GenerationParams p, const ModelConfig& c)
-      : stream(std::move(s)), params(std::move(p)), sampler(params.sampling) {
+  Active(std::shared_ptr<RequestStream> s, GenerationParams p, const ModelConfig& c,
+         uint64_t group_id = 0)
+      : stream(std::move(s)), params(std::move(p)), sampler(params.sampling), group(group_id) {
     stop = params.stop_ids.empty() ? c.eos_token_ids : params.stop_ids;
+    sampler.SetPrompt(params.prompt);
   }
   bool decoding() const { return prefilled == static_cast<int64_t>(params.prompt.size()); }
 };
@@ -155,7 +206,25 @@ Status Scheduler::Start() {
 }
 
 Result<std::shared_ptr<RequestStream>> Scheduler::Submit(GenerationParams p) {
+  OCTET_ASSIGN_OR_RETURN(auto streams, SubmitN(std::move(p), 1));
+  return streams.front();
+}
+
+Result<std::vector<std::shared_ptr<RequestStream>>> Scheduler::SubmitN(GenerationParams p, int n) {
   const ModelConfig& c = runner_.config();
+  const int max_n = std::min(kMaxSequencesPerRequest, options_.num_slots);
+  if (n < 1 || n > max_n) {
+    return InvalidArgumentError("n must be between 1 and " + std::to_string(max_n) + " (got " +
+                                std::to_string(n) + "; at most " +
+                                std::to_string(kMaxSequencesPerRequest) +
+                                " sequences per request, and no more than the server's " +
+                                std::to_string(options_.num_slots) + " slots)");
+  }
+  if (p.logprobs < -1 || p.logprobs > kMaxTopLogprobs) {
+    return InvalidArgumentError("top logprobs must be between 0 and " +
+                                std::to_string(kMaxTopLogprobs) + " (got " +
+                                std::to_string(p.logprobs) + ")");
+  }
   if (p.prompt.empty()) return InvalidArgumentError("the prompt is empty");
   for (size_t i = 0; i < p.prompt.size(); ++i) {
     if (p.prompt[i] < 0 || p.prompt[i] >= c.vocab_size) {
@@ -173,22 +242,31 @@ Result<std::shared_ptr<RequestStream>> Scheduler::Submit(GenerationParams p) {
                            ") is " + std::to_string(need) + " tokens, more than the context of " +
                            std::to_string(options_.context));
   }
-  auto stream = std::make_shared<RequestStream>();
   std::lock_guard<std::mutex> lock(mu_);
   if (!health_.ok()) return UnavailableError("the model instance failed: " + health_.message());
   if (stop_ || !started_) return UnavailableError("the server is not accepting requests");
-  if (incoming_.size() + static_cast<size_t>(metrics_.queued) >= options_.max_queue) {
+  if (incoming_.size() + static_cast<size_t>(metrics_.queued) + static_cast<size_t>(n) >
+      options_.max_queue) {
     return ResourceExhaustedError("the request queue is full (" +
                                   std::to_string(options_.max_queue) + " waiting)");
   }
-  stream->id_ = next_id_++;
-  stream->prompt_tokens_ = static_cast<int64_t>(p.prompt.size());
-  stream->timing_.submitted_ns = NowNs();
-  stream->timing_.speculative = options_.speculative.method != SpeculativeMethod::kOff;
-  incoming_.emplace_back(stream, std::move(p));
-  metrics_.requests_total += 1;
+  const uint64_t group = n > 1 ? next_group_++ : 0;
+  const int64_t now = NowNs();
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  for (int i = 0; i < n; ++i) {
+    auto stream = std::make_shared<RequestStream>();
+    stream->id_ = next_id_++;
+    stream->prompt_tokens_ = static_cast<int64_t>(p.prompt.size());
+    stream->timing_.submitted_ns = now;
+    stream->timing_.speculative = options_.speculative.method != SpeculativeMethod::kOff;
+    GenerationParams q = i + 1 < n ? p : std::move(p);
+    q.sampling.seed += static_cast<uint64_t>(i);
+    incoming_.push_back({stream, std::move(q), group});
+    streams.push_back(std::move(stream));
+  }
+  metrics_.requests_total += static_cast<uint64_t>(n);
   cv_.notify_all();
-  return stream;
+  return streams;
 }
 
 void Scheduler::Stop(const Status& reason) {
@@ -202,14 +280,14 @@ void Scheduler::Stop(const Status& reason) {
   cv_.notify_all();
   if (thread_.joinable()) thread_.join();
   // Requests submitted but never picked up.
-  std::deque<std::pair<std::shared_ptr<RequestStream>, GenerationParams>> left;
+  std::deque<Incoming> left;
   Status why;
   {
     std::lock_guard<std::mutex> lock(mu_);
     left.swap(incoming_);
     why = health_.ok() ? stop_reason_ : health_;
   }
-  for (auto& [s, p] : left) s->Finish("error", why);
+  for (auto& in : left) in.stream->Finish("error", why);
 }
 
 Status Scheduler::health() const {
@@ -310,14 +388,26 @@ void Scheduler::Loop() {
     a.stream->Finish(reason, std::move(error));
   };
 
+  // A sequence leaves the running set: followers still waiting for its
+  // prefill prefill for themselves.
+  auto orphan = [&](const Active* gone) {
+    for (auto& f : running) {
+      if (f->leader == gone) f->leader = nullptr;
+    }
+  };
+  // Forking a group's prompt cache is possible unless the MTP head drafts
+  // (its own cache follows every prompt chunk of the slot).
+  const bool can_fork = options_.speculative.method != SpeculativeMethod::kMtp;
+
   Status fatal;
   for (;;) {
     {
       std::unique_lock<std::mutex> lock(mu_);
       if (stop_) break;
       while (!incoming_.empty()) {
-        auto& [stream, params] = incoming_.front();
-        waiting.push_back(std::make_unique<Active>(stream, std::move(params), runner_.config()));
+        Incoming& in = incoming_.front();
+        waiting.push_back(
+            std::make_unique<Active>(in.stream, std::move(in.params), runner_.config(), in.group));
         incoming_.pop_front();
         // Start checked that the method is available, so this cannot fail.
         if (auto d = MakeDrafter(options_.speculative, runner_); d.ok()) {
@@ -338,22 +428,37 @@ void Scheduler::Loop() {
       if ((*it)->stream->cancelled()) {
         finish(**it, "cancelled", Status::Ok());
         free_slots.push_back((*it)->slot);
+        orphan(it->get());
         it = running.erase(it);
       } else {
         ++it;
       }
     }
-    // Admission: first come, first served, while slots are free.
+    // Admission: first come, first served, while slots are free; the
+    // sequences of one group together (the first one prefills for all).
     while (!free_slots.empty() && !waiting.empty()) {
-      std::unique_ptr<Active> a = std::move(waiting.front());
-      waiting.pop_front();
-      a->slot = free_slots.back();
-      free_slots.pop_back();
-      {
-        std::lock_guard<std::mutex> lock(a->stream->mu_);
-        a->stream->timing_.admitted_ns = NowNs();
+      size_t k = 1;
+      if (waiting.front()->group != 0) {
+        while (k < waiting.size() && waiting[k]->group == waiting.front()->group) ++k;
       }
-      running.push_back(std::move(a));
+      if (k > free_slots.size()) break;
+      Active* leader = nullptr;
+      for (size_t j = 0; j < k; ++j) {
+        std::unique_ptr<Active> a = std::move(waiting.front());
+        waiting.pop_front();
+        a->slot = free_slots.back();
+        free_slots.pop_back();
+        {
+          std::lock_guard<std::mutex> lock(a->stream->mu_);
+          a->stream->timing_.admitted_ns = NowNs();
+        }
+        if (j == 0) {
+          leader = a.get();
+        } else if (can_fork) {
+          a->leader = leader;
+        }
+        running.push_back(std::move(a));
+      }
     }
     {
       // Gauges follow cancellations and admissions at once, not only after steps.
@@ -388,7 +493,7 @@ void Scheduler::Loop() {
     for (const auto& a : running) {
       if (a->decoding()) {
         ++decode_rows;
-      } else {
+      } else if (a->leader == nullptr) {
         prompt_waiting = true;
       }
     }
@@ -425,7 +530,7 @@ void Scheduler::Loop() {
     }
     StepCounts sc;
     for (const auto& a : running) {
-      if (a->decoding() || budget <= 0) continue;
+      if (a->decoding() || a->leader != nullptr || budget <= 0) continue;
       const int64_t left = static_cast<int64_t>(a->params.prompt.size()) - a->prefilled;
       const int64_t n = std::min(left, budget);
       SequenceChunk c;
@@ -444,34 +549,15 @@ void Scheduler::Loop() {
       break;
     }
     const int64_t now = NowNs();
-    std::vector<int32_t> kept;
-    for (size_t i = 0; i < batch.size(); ++i) {
-      Active& a = *owners[i];
-      const int64_t n = static_cast<int64_t>(batch[i].tokens.size());
-      const bool was_decoding = a.decoding();
-      if (!was_decoding) {
-        a.prefilled += n;
-        a.cached = a.prefilled;
-        if (!a.decoding()) {  // more prompt to go
-          // A drafter on the model's state (MTP) takes every prompt chunk's rows.
-          if (a.drafter) {
-            if (Status s =
-                    a.drafter->AfterStep(i, batch[i].slot, batch[i].start_pos, n, a.params.prompt);
-                !s.ok()) {
-              fatal = s;
-              break;
-            }
-          }
-          continue;
-        }
-        if (a.drafter) a.history = a.params.prompt;
-      }
+    // The ids a step's logits give sequence `a` (chunk i of the batch, n rows).
+    auto emit = [&](Active& a, size_t i, bool was_decoding, int64_t n) -> Status {
       // The ids this step gives the request: row j verifies draft j+1 and is
       // kept while the drafts are; the row after the last kept draft (or the
       // only row) gives the model's own token.
       const std::vector<int32_t> no_drafts;
       const std::vector<int32_t>& drafts = was_decoding ? a.drafts : no_drafts;
-      kept.clear();
+      std::vector<int32_t> kept;
+      std::vector<TokenLogprob> logprobs;
       int64_t accepted = 0;
       std::string reason;
       for (size_t j = 0; j <= drafts.size(); ++j) {
@@ -484,6 +570,9 @@ void Scheduler::Loop() {
           id = a.sampler.Sample(row, out.vocab, runner_.backend());
         }
         kept.push_back(id);
+        if (a.params.logprobs >= 0) {
+          logprobs.push_back(ComputeLogprobs(row, out.vocab, id, a.params.logprobs));
+        }
         a.generated += 1;
         if (hit) ++accepted;
         const bool is_stop = std::find(a.stop.begin(), a.stop.end(), id) != a.stop.end();
@@ -505,13 +594,13 @@ void Scheduler::Loop() {
           if (Status s =
                   a.drafter->AfterStep(i, batch[i].slot, batch[i].start_pos, rows, a.history);
               !s.ok()) {
-            fatal = s;
-            break;
+            return s;
           }
         }
       }
       const bool first = a.generated == static_cast<int64_t>(kept.size());
-      a.stream->Push(kept, static_cast<int64_t>(drafts.size()), accepted, now);
+      a.stream->Push(kept, a.params.logprobs >= 0 ? &logprobs : nullptr,
+                     static_cast<int64_t>(drafts.size()), accepted, now);
       sc.generated += kept.size();
       sc.drafted += drafts.size();
       sc.accepted += static_cast<uint64_t>(accepted);
@@ -525,11 +614,59 @@ void Scheduler::Loop() {
         finish(a, reason, Status::Ok());
         a.done = true;
       }
+      return Status::Ok();
+    };
+    for (size_t i = 0; i < batch.size(); ++i) {
+      Active& a = *owners[i];
+      const int64_t n = static_cast<int64_t>(batch[i].tokens.size());
+      const bool was_decoding = a.decoding();
+      if (!was_decoding) {
+        a.prefilled += n;
+        a.cached = a.prefilled;
+        if (!a.decoding()) {  // more prompt to go
+          // A drafter on the model's state (MTP) takes every prompt chunk's rows.
+          if (a.drafter) {
+            if (Status s =
+                    a.drafter->AfterStep(i, batch[i].slot, batch[i].start_pos, n, a.params.prompt);
+                !s.ok()) {
+              fatal = s;
+              break;
+            }
+          }
+          continue;
+        }
+        if (a.drafter) a.history = a.params.prompt;
+        // The group's other sequences take a copy of the prompt's cache and
+        // their first token from the same logits.
+        for (auto& f : running) {
+          if (f->leader != &a) continue;
+          f->leader = nullptr;
+          Status cs = runner_.CopySlot(a.slot, f->slot, a.prefilled);
+          if (cs.code() == StatusCode::kUnimplemented) continue;  // f prefills for itself
+          if (!cs.ok()) {
+            fatal = cs;
+            break;
+          }
+          f->prefilled = a.prefilled;
+          f->cached = a.prefilled;
+          if (f->drafter) f->history = f->params.prompt;
+          if (Status s = emit(*f, i, false, n); !s.ok()) {
+            fatal = s;
+            break;
+          }
+        }
+        if (!fatal.ok()) break;
+      }
+      if (Status s = emit(a, i, was_decoding, n); !s.ok()) {
+        fatal = s;
+        break;
+      }
     }
     if (!fatal.ok()) break;  // a drafter failed (the MTP head on the model's state)
     for (auto it = running.begin(); it != running.end();) {
       if ((*it)->done) {
         free_slots.push_back((*it)->slot);
+        orphan(it->get());
         it = running.erase(it);
       } else {
         ++it;
@@ -560,9 +697,8 @@ void Scheduler::Loop() {
     }
     why = fatal.ok() ? stop_reason_ : fatal;
     while (!incoming_.empty()) {
-      waiting.push_back(std::make_unique<Active>(incoming_.front().first,
-                                                 std::move(incoming_.front().second),
-                                                 runner_.config()));
+      waiting.push_back(std::make_unique<Active>(
+          incoming_.front().stream, std::move(incoming_.front().params), runner_.config()));
       incoming_.pop_front();
     }
     metrics_.running = 0;

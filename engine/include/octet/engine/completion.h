@@ -24,6 +24,7 @@
 #include "octet/base/deadline.h"
 #include "octet/base/status.h"
 #include "octet/engine/chat_template.h"
+#include "octet/engine/generation_defaults.h"
 #include "octet/engine/scheduler.h"
 #include "octet/engine/tokenizer.h"
 
@@ -41,10 +42,13 @@ struct CompletionRequest {
   std::vector<std::string> stop;      // stop strings (text; need a tokenizer)
   bool ignore_eos = false;
   int64_t min_tokens = 0;
+  int logprobs = -1;  // -1: none; 0..kMaxTopLogprobs: each token's and that many alternatives
+  int n = 1;          // sequences (StartN; Start takes 1)
 };
 
 struct CompletionDelta {
   std::vector<int32_t> ids;  // new ids
+  std::vector<TokenLogprob> logprobs;  // one per id when the request asked for logprobs
   std::string text;          // new text (complete UTF-8), stop strings removed
   bool done = false;
   std::string finish_reason;  // "stop", "length", "cancelled", "error"
@@ -87,6 +91,11 @@ class CompletionService {
   CompletionService(Scheduler& scheduler, const Tokenizer* tokenizer, std::string model_name);
 
   const std::string& model_name() const { return model_name_; }
+  // The model's generation_config.json defaults: the server fills a request's
+  // absent sampling fields from them, and a request without max_tokens gets
+  // max_new_tokens (never past the end of the context).
+  void set_defaults(GenerationDefaults defaults) { defaults_ = std::move(defaults); }
+  const GenerationDefaults& defaults() const { return defaults_; }
   const Tokenizer* tokenizer() const { return tokenizer_; }
   Scheduler& scheduler() { return scheduler_; }
 
@@ -95,11 +104,15 @@ class CompletionService {
   // Starts generation. Errors as Scheduler::Submit, plus InvalidArgument for
   // text without a tokenizer or a malformed conversation.
   Result<std::unique_ptr<CompletionStream>> Start(const CompletionRequest& request);
+  // request.n streams of one prompt (Scheduler::SubmitN: one prefill, stream
+  // i sampling with seed + i), in index order.
+  Result<std::vector<std::unique_ptr<CompletionStream>>> StartN(const CompletionRequest& request);
 
  private:
   Scheduler& scheduler_;
   const Tokenizer* tokenizer_;
   std::string model_name_;
+  GenerationDefaults defaults_;
 };
 
 }  // namespace octet::engine

@@ -24,9 +24,12 @@ struct SamplingParams {
   int64_t top_k = 0;         // 0: no limit
   float top_p = 1.0f;        // 1: no limit
   uint64_t seed = 0;
+  // > 0; 1: none. Transformers' rule: the logit of every id already in the
+  // prompt or the output is divided by it when positive, multiplied when not.
+  float repetition_penalty = 1.0f;
 };
 
-// Validates ranges (temperature >= 0, top_k >= 0, 0 < top_p <= 1).
+// Validates ranges (temperature >= 0, top_k >= 0, 0 < top_p <= 1, repetition_penalty > 0).
 Status ValidateSampling(const SamplingParams& p);
 
 // Draws token ids from logits. Deterministic for a given seed and logits.
@@ -48,7 +51,16 @@ class Sampler {
   int32_t Verify(const float* logits, int64_t vocab, kernels::KernelBackend& backend, int32_t draft,
                  bool* accepted);
 
+  // The prompt, for the repetition penalty (ids Sample and Verify return are
+  // added as they are chosen). Nothing to do without a penalty.
+  void SetPrompt(const std::vector<int32_t>& prompt);
+
  private:
+  // `logits` with the repetition penalty applied (a copy), or `logits` itself.
+  const float* Penalised(const float* logits, int64_t vocab);
+  int32_t VerifyPenalised(const float* logits, int64_t vocab, kernels::KernelBackend& backend,
+                          int32_t draft, bool* accepted);
+  void Seen(int32_t id);
   kernels::KernelBackend& Ops(kernels::KernelBackend& backend);
   // The candidates Sample draws from: idx_[0..n) with weights w_ (unnormalised), n returned.
   int64_t Distribution(const float* logits, int64_t vocab, kernels::KernelBackend& ops);
@@ -58,6 +70,9 @@ class Sampler {
   std::vector<int32_t> idx_;
   std::vector<float> val_;
   std::vector<double> w_;
+  std::vector<int32_t> seen_;       // ids for the repetition penalty (unique)
+  std::vector<uint8_t> seen_mask_;  // by id
+  std::vector<float> penalised_;
   std::shared_ptr<kernels::KernelBackend> host_ops_;  // for a device backend's logits
 };
 

@@ -44,6 +44,12 @@ class KvCache {
   void set_length(int slot, int64_t n) { lengths_[slot] = n; }
   void Clear(int slot) { lengths_[slot] = 0; }
 
+  // Copies positions [0, n) of every layer's keys and values from slot `src`
+  // to slot `dst` (and sets dst's length to n): n > 1 sequences of one request
+  // share the prompt's prefill this way. `backend` is the one whose memory the
+  // cache is in (a device cache is copied through host memory).
+  void CopyPositions(int src, int dst, int64_t n, kernels::KernelBackend& backend);
+
   // Arguments for the backend's KvStore that write positions [first_pos,
   // first_pos + n) of a slot's layer from float rows of kv_heads * head_dim
   // keys and values (`row_stride` floats apart). The caller keeps first_pos +

@@ -51,6 +51,13 @@ class ModelRunner {
   // full-vocabulary logits.
   virtual Status Step(const std::vector<SequenceChunk>& batch, ForwardOutput* out) = 0;
 
+  // Copies the first `positions` cached positions of slot `src` into slot
+  // `dst` on every rank (n > 1 sequences of a request share one prefill).
+  // Unimplemented where a runner cannot (the caller then prefills `dst`).
+  virtual Status CopySlot(int src, int dst, int64_t positions) {
+    return UnimplementedError("this runner cannot copy KV cache slots");
+  }
+
   // Called by an idle caller about once a second: a TP group sends its
   // followers a heartbeat so that their waits do not run into the peer deadline.
   virtual Status Idle() { return Status::Ok(); }
@@ -74,6 +81,7 @@ class LocalRunner final : public ModelRunner {
   int64_t cache_capacity() const override { return cache_.capacity(); }
   int64_t cache_bytes() const override { return cache_.bytes(); }
   Status Step(const std::vector<SequenceChunk>& batch, ForwardOutput* out) override;
+  Status CopySlot(int src, int dst, int64_t positions) override;
   RunnerStats stats() const override { return stats_; }
   Model* local_model() override { return &model_; }
 

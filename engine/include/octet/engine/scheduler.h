@@ -32,6 +32,19 @@
 // drafts' KV positions are written over by the next step (attention never
 // reads past a query's position).
 //
+// n > 1 (SubmitN): n sequences of one prompt, each with its own Sampler
+// (seed + index). They are admitted together (n free slots); the first one
+// prefills the prompt and, on the step that completes it, its KV cache is
+// copied to the others' slots (ModelRunner::CopySlot) and every sequence
+// samples its first token from that step's logits. Where the runner cannot
+// copy slots (a TP group) or the MTP head drafts (its own cache follows the
+// prompt), each sequence prefills for itself.
+//
+// Log-probabilities (GenerationParams::logprobs >= 0): for every generated
+// token, log-softmax of the model's raw logits row it was sampled from (before
+// temperature, top-k and top-p, as vLLM reports by default), in float with the
+// sum of exponentials in double, and the `logprobs` most likely alternatives.
+//
 // Cancellation: RequestStream::Cancel (the client went away) drops the request
 // at the next step boundary and frees its slot.
 //
@@ -51,6 +64,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "octet/base/deadline.h"
@@ -70,6 +84,23 @@ struct SchedulerOptions {
   SpeculativeOptions speculative;  // drafting for every request (kOff: none)
 };
 
+// At most this many alternatives per token (OpenAI's top_logprobs bound).
+inline constexpr int kMaxTopLogprobs = 20;
+// At most this many sequences per request (n), and never more than the slots.
+inline constexpr int kMaxSequencesPerRequest = 16;
+
+// One generated token's log-probability and the most likely alternatives.
+struct TokenLogprob {
+  int32_t id = -1;
+  float logprob = 0;
+  std::vector<std::pair<int32_t, float>> top;  // (id, logprob), most likely first
+};
+
+// log_softmax(logits)[id] and the `top` highest entries (ties: lower id
+// first), computed as the scheduler does: max subtracted, exponentials summed
+// in double, results in float.
+TokenLogprob ComputeLogprobs(const float* logits, int64_t vocab, int32_t id, int top);
+
 struct GenerationParams {
   std::vector<int32_t> prompt;
   int64_t max_tokens = 16;        // >= 1; prompt + max_tokens must fit the context
@@ -77,6 +108,7 @@ struct GenerationParams {
   std::vector<int32_t> stop_ids;  // empty: the model's eos ids
   bool ignore_eos = false;        // generate exactly max_tokens (benchmarks)
   int64_t min_tokens = 0;         // a stop id before this many tokens does not stop
+  int logprobs = -1;  // -1: none; 0..kMaxTopLogprobs: each token's and that many alternatives
 };
 
 // Per-request timestamps (NowNs clock) and the figures derived from them.
@@ -100,6 +132,7 @@ struct RequestTiming {
 
 struct RequestUpdate {
   std::vector<int32_t> ids;  // ids generated since the previous Next (in order)
+  std::vector<TokenLogprob> logprobs;  // one per id when the request asked for logprobs
   bool done = false;
   std::string finish_reason;  // when done: "stop", "length", "cancelled", "error"
   Status error;               // finish_reason "error": why
@@ -127,7 +160,8 @@ class RequestStream {
  private:
   friend class Scheduler;
   // New ids (in order) and the drafts that step verified for them.
-  void Push(const std::vector<int32_t>& ids, int64_t drafted, int64_t accepted, int64_t now_ns);
+  void Push(const std::vector<int32_t>& ids, std::vector<TokenLogprob>* logprobs, int64_t drafted,
+            int64_t accepted, int64_t now_ns);
   void Finish(std::string reason, Status error);
 
   uint64_t id_ = 0;
@@ -135,6 +169,7 @@ class RequestStream {
   std::mutex mu_;  // guards everything below
   std::condition_variable cv_;
   std::vector<int32_t> pending_;
+  std::vector<TokenLogprob> pending_logprobs_;
   bool done_ = false;
   std::string finish_reason_;
   Status error_;
@@ -200,6 +235,9 @@ class Scheduler {
   // max_tokens < 1, bad sampling; OutOfRange: prompt + max_tokens exceeds the
   // context; ResourceExhausted: the queue is full; Unavailable: stopped/failed.
   Result<std::shared_ptr<RequestStream>> Submit(GenerationParams params);
+  // n sequences of one prompt (see above), stream i sampling with seed + i.
+  // InvalidArgument as Submit, and when n is outside 1..min(16, slots).
+  Result<std::vector<std::shared_ptr<RequestStream>>> SubmitN(GenerationParams params, int n);
   // Ends every request with `reason` ("error") and joins the thread. Idempotent.
   void Stop(const Status& reason);
 
@@ -219,7 +257,13 @@ class Scheduler {
 
   mutable std::mutex mu_;  // guards everything below
   std::condition_variable cv_;
-  std::deque<std::pair<std::shared_ptr<RequestStream>, GenerationParams>> incoming_;
+  struct Incoming {
+    std::shared_ptr<RequestStream> stream;
+    GenerationParams params;
+    uint64_t group = 0;  // SubmitN's sequences share one (nonzero when n > 1)
+  };
+  std::deque<Incoming> incoming_;
+  uint64_t next_group_ = 1;
   bool stop_ = false;
   bool started_ = false;
   Status stop_reason_;
