@@ -46,6 +46,16 @@ function(octet_add_test name)
   if(NOT ARG_TIMEOUT)
     set(ARG_TIMEOUT 300)
   endif()
+  # Tests of the libraries below app/ (tests/unit/CMakeLists.txt sets the
+  # suite for those folders) and those labelled tsan: see _octet_join_suite.
+  # (A deferred call's arguments are read when it runs: EVAL fixes them now.)
+  if(OCTET_TEST_SUITE_LABEL)
+    cmake_language(EVAL CODE
+      "cmake_language(DEFER CALL _octet_join_suite ${OCTET_TEST_SUITE_LABEL} ${name})")
+  endif()
+  if("tsan" IN_LIST ARG_LABELS)
+    cmake_language(EVAL CODE "cmake_language(DEFER CALL _octet_join_suite tsan ${name})")
+  endif()
   set_tests_properties(${name} PROPERTIES
     TIMEOUT ${ARG_TIMEOUT}
     LABELS "${ARG_LABELS}"
@@ -74,6 +84,25 @@ function(octet_add_test name)
         ENVIRONMENT "${_env};QEMU_CPU=${_cpu};QTEST_FUNCTION_TIMEOUT=${_timeout}000")
     endforeach()
   endif()
+endfunction()
+
+# The suites (tests/unit/CMakeLists.txt makes their targets): the target
+# octet_<suite>_tests builds the tests octet_add_test put in <suite>
+# (below_app: the unit tests of the libraries below app/; tsan: those
+# labelled tsan), and they get the label <suite>, except those that run the
+# programs (octet, octet-agent): those link app/ and everything else, which
+# the sanitizer stages leave out to keep CI's time (the default build runs
+# them). Called at the end of the test's folder, after its add_dependencies.
+function(_octet_join_suite suite test)
+  get_target_property(_deps ${test} MANUALLY_ADDED_DEPENDENCIES)
+  if(_deps AND ("octet" IN_LIST _deps OR "octet-agent" IN_LIST _deps))
+    get_test_property(${test} LABELS _labels)
+    list(REMOVE_ITEM _labels ${suite})
+    set_tests_properties(${test} PROPERTIES LABELS "${_labels}")
+    return()
+  endif()
+  add_dependencies(octet_${suite}_tests ${test})
+  set_property(TEST ${test} APPEND PROPERTY LABELS ${suite})
 endfunction()
 
 function(octet_print_summary)

@@ -2,7 +2,8 @@
 # The two things a fresh machine does (see README.md):
 #
 #   installers/bootstrap.sh run    install, build, start the workbench on the local cluster
-#   installers/bootstrap.sh test   install, build, run every test (then fuzz the parsers)
+#   installers/bootstrap.sh test   install, build, run every test (then the sanitizer
+#                                  builds, then fuzz the parsers)
 #
 # OCTET_PRESET picks the CMake preset (default: "default").
 set -euo pipefail
@@ -22,6 +23,14 @@ cmake --build --preset "$preset"
 bin="build/$preset/bin"
 if [ "$mode" = test ]; then
   ctest --preset "$preset"
+  # The libraries below app/ and their unit tests under ASan + UBSan (the
+  # asan preset), and the threaded ones (collectives, thread pool, scheduler,
+  # router) under TSan (tsan): README.md, "Reliability".
+  for san in asan tsan; do
+    cmake --preset "$san" >/dev/null
+    cmake --build --preset "$san"
+    ctest --preset "$san"
+  done
   # The libraries below app/ and their tests built for aarch64 (Grace) and run
   # under qemu-user, with a Grace-like CPU and with plain NEON: the arm64
   # preset, on x86-64 hosts where install-deps.sh installed the cross tools.
