@@ -15,8 +15,10 @@
 #include "octet/agent/agent_server.h"
 #include "octet/agent/cluster_token.h"
 #include "octet/base/args.h"
+#include "octet/base/build_info.h"
 #include "octet/base/file_util.h"
 #include "octet/base/log.h"
+#include "octet/collectives/runtime_libraries.h"
 
 namespace {
 
@@ -75,9 +77,16 @@ int main(int argc, char** argv) {
            "read RoCE facts from this sysfs tree instead of /sys (a recorded set-up)");
   p.Option("port-file", "FILE", "write the bound address here once listening");
   p.Option("log-level", "LEVEL", "debug, info, warning or error", "info");
+  p.Flag("version", "print the version and which run-time libraries (CUDA, NCCL, verbs) load");
   if (octet::Status s = p.Parse(argc, argv); !s.ok()) return Fail(s.message(), 2);
   if (p.help_requested()) {
     std::cout << p.Usage();
+    return 0;
+  }
+  if (p.GetFlag("version")) {
+    std::cout << "octet-agent " << octet::GetBuildInfo().version << "\n"
+              << octet::GetBuildInfo().ToString() << "\n"
+              << octet::collectives::RuntimeLibrariesLine() << "\n";
     return 0;
   }
   if (!p.positional().empty()) return Fail("unexpected argument '" + p.positional()[0] + "'", 2);

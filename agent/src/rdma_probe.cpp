@@ -1,6 +1,7 @@
-// RDMA devices through rdma-core (libibverbs), when the build has verbs.
-// A machine without RDMA hardware (or without the kernel modules) gives an
-// empty list and the note "none".
+// RDMA devices through rdma-core (libibverbs, loaded at run time), when the
+// build has verbs. A machine without RDMA hardware (or without the kernel
+// modules) gives an empty list and the note "none"; one without libibverbs
+// says so in the note.
 #include <string>
 
 #include "octet/agent/node_facts.h"
@@ -9,7 +10,8 @@
 #if OCTET_HAVE_VERBS
 #include <arpa/inet.h>
 #include <dirent.h>
-#include <infiniband/verbs.h>
+
+#include "octet/collectives/verbs_api.h"
 #endif
 
 namespace octet::agent {
@@ -54,31 +56,37 @@ std::string BackingNetdev(const std::string& dev) {
 
 RdmaProbe ProbeRdma() {
   RdmaProbe probe;
+  auto api = octet::collectives::LoadVerbs();
+  if (!api.ok()) {
+    probe.note = "none (" + api.status().message() + ")";
+    return probe;
+  }
+  const octet::collectives::VerbsApi& v = **api;
   int n = 0;
-  ibv_device** list = ::ibv_get_device_list(&n);
+  ibv_device** list = v.get_device_list(&n);
   if (!list || n == 0) {
-    if (list) ::ibv_free_device_list(list);
+    if (list) v.free_device_list(list);
     probe.note = "none";
     return probe;
   }
   for (int i = 0; i < n; ++i) {
     RdmaDeviceFacts dev;
-    dev.name = ::ibv_get_device_name(list[i]);
+    dev.name = v.get_device_name(list[i]);
     dev.netdev = BackingNetdev(dev.name);
-    ibv_context* ctx = ::ibv_open_device(list[i]);
+    ibv_context* ctx = v.open_device(list[i]);
     if (ctx) {
       ibv_device_attr attr{};
-      if (::ibv_query_device(ctx, &attr) == 0) {
+      if (v.query_device(ctx, &attr) == 0) {
         for (uint8_t p = 1; p <= attr.phys_port_cnt; ++p) {
           ibv_port_attr pa{};
-          if (::ibv_query_port(ctx, p, &pa) != 0) continue;
+          if (v.query_port(ctx, p, &pa) != 0) continue;
           RdmaPortFacts port;
           port.port = p;
           port.state = PortState(pa.state);
           port.link_layer = pa.link_layer == IBV_LINK_LAYER_ETHERNET ? "Ethernet" : "InfiniBand";
           for (int g = 0; g < pa.gid_tbl_len && g < 16; ++g) {
             ibv_gid gid{};
-            if (::ibv_query_gid(ctx, p, g, &gid) != 0) continue;
+            if (v.query_gid(ctx, p, g, &gid) != 0) continue;
             bool zero = true;
             for (uint8_t b : gid.raw) zero = zero && b == 0;
             if (zero) continue;
@@ -89,11 +97,11 @@ RdmaProbe ProbeRdma() {
           dev.ports.push_back(std::move(port));
         }
       }
-      ::ibv_close_device(ctx);
+      v.close_device(ctx);
     }
     probe.devices.push_back(std::move(dev));
   }
-  ::ibv_free_device_list(list);
+  v.free_device_list(list);
   return probe;
 }
 

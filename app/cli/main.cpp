@@ -6,6 +6,7 @@
 
 #include "command.h"
 #include "octet/base/build_info.h"
+#include "octet/collectives/runtime_libraries.h"
 #if OCTET_HAVE_CUDA
 #include "octet/kernels/cuda/cuda_device.h"
 #endif
@@ -39,6 +40,7 @@ int main(int argc, char** argv) {
     std::cout << "CUDA kernels for architectures "
               << octet::kernels::cuda::CudaCompiledArchitectures() << "\n";
 #endif
+    std::cout << octet::collectives::RuntimeLibrariesLine() << "\n";
     return octet::cli::kExitOk;
   }
   for (const auto& c : octet::cli::Commands()) {

@@ -7,7 +7,8 @@
 // Each rank uses GPU (local rank % device count). The probe runs everywhere:
 // without a GPU cudaGetDeviceCount fails and every rank falls back together.
 // Verified here only to compile and to probe cleanly (no GPU on this
-// development machine).
+// development machine). libnccl is loaded at run time (nccl_loader.h); the
+// CUDA runtime is linked statically.
 #include <algorithm>
 #include <cstring>
 #include <memory>
@@ -21,6 +22,8 @@
 #if OCTET_HAVE_NCCL
 #include <cuda_runtime.h>
 #include <nccl.h>
+
+#include "nccl_loader.h"
 #endif
 
 namespace octet::collectives {
@@ -58,11 +61,14 @@ ncclDataType_t NcclType(const CollectiveArgs& a) {
 
 class NcclBackend final : public Backend {
  public:
+  explicit NcclBackend(const NcclApi* nccl) : nccl_(nccl) {}
   ~NcclBackend() override {
     if (comm_) {
       // A poisoned communicator may have work stuck in flight: abort it.
-      if (aborted_ || ncclCommFinalize(comm_) != ncclSuccess) ncclCommAbort(comm_);
-      else ncclCommDestroy(comm_);
+      if (aborted_ || nccl_->comm_finalize(comm_) != ncclSuccess)
+        nccl_->comm_abort(comm_);
+      else
+        nccl_->comm_destroy(comm_);
     }
     if (stream_) cudaStreamDestroy(stream_);
     if (send_buf_) cudaFree(send_buf_);
@@ -91,16 +97,17 @@ class NcclBackend final : public Backend {
   Status CreateComm(const ncclUniqueId& id, int n, int rank, Deadline deadline) {
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     config.blocking = 0;
-    ncclResult_t r = ncclCommInitRankConfig(&comm_, n, id, rank, &config);
+    ncclResult_t r = nccl_->comm_init_rank_config(&comm_, n, id, rank, &config);
     if (r != ncclSuccess && r != ncclInProgress) {
-      return UnavailableError(std::string("ncclCommInitRankConfig: ") + ncclGetErrorString(r));
+      return UnavailableError(std::string("ncclCommInitRankConfig: ") + nccl_->get_error_string(r));
     }
     for (;;) {
-      ncclCommGetAsyncError(comm_, &r);
+      nccl_->comm_get_async_error(comm_, &r);
       if (r == ncclSuccess) return Status::Ok();
       if (r != ncclInProgress) {
         aborted_ = true;
-        return UnavailableError(std::string("NCCL communicator set-up: ") + ncclGetErrorString(r));
+        return UnavailableError(std::string("NCCL communicator set-up: ") +
+                                nccl_->get_error_string(r));
       }
       if (deadline.expired()) {
         aborted_ = true;
@@ -128,19 +135,20 @@ class NcclBackend final : public Backend {
     ncclResult_t r = ncclSuccess;
     switch (a.op) {
       case CollectiveOp::kAllReduce:
-        r = ncclAllReduce(send_buf_, recv_buf_, a.count, NcclType(a), ncclSum, comm_, stream_);
+        r = nccl_->all_reduce(send_buf_, recv_buf_, a.count, NcclType(a), ncclSum, comm_, stream_);
         break;
       case CollectiveOp::kAllGather:
-        r = ncclAllGather(send_buf_, recv_buf_, a.count, NcclType(a), comm_, stream_);
+        r = nccl_->all_gather(send_buf_, recv_buf_, a.count, NcclType(a), comm_, stream_);
         break;
       case CollectiveOp::kReduceScatter:
-        r = ncclReduceScatter(send_buf_, recv_buf_, a.count, NcclType(a), ncclSum, comm_, stream_);
+        r = nccl_->reduce_scatter(send_buf_, recv_buf_, a.count, NcclType(a), ncclSum, comm_,
+                                  stream_);
         break;
       case CollectiveOp::kBroadcast:
-        r = ncclBroadcast(send_buf_, recv_buf_, a.count, ncclUint8, a.root, comm_, stream_);
+        r = nccl_->broadcast(send_buf_, recv_buf_, a.count, ncclUint8, a.root, comm_, stream_);
         break;
       case CollectiveOp::kBarrier:
-        r = ncclAllReduce(send_buf_, recv_buf_, 1, ncclFloat32, ncclSum, comm_, stream_);
+        r = nccl_->all_reduce(send_buf_, recv_buf_, 1, ncclFloat32, ncclSum, comm_, stream_);
         break;
       case CollectiveOp::kSendRecv:
         return InvalidArgumentError("nccl: send/recv goes through SendRecv");
@@ -162,13 +170,14 @@ class NcclBackend final : public Backend {
           cudaMemcpyAsync(send_buf_, send_data, send_bytes, cudaMemcpyHostToDevice, stream_),
           "copy in"));
     }
-    ncclGroupStart();
+    nccl_->group_start();
     ncclResult_t r = ncclSuccess;
-    if (send_peer >= 0) r = ncclSend(send_buf_, send_bytes, ncclUint8, send_peer, comm_, stream_);
+    if (send_peer >= 0)
+      r = nccl_->send(send_buf_, send_bytes, ncclUint8, send_peer, comm_, stream_);
     if (r == ncclSuccess && recv_peer >= 0) {
-      r = ncclRecv(recv_buf_, recv_bytes, ncclUint8, recv_peer, comm_, stream_);
+      r = nccl_->recv(recv_buf_, recv_bytes, ncclUint8, recv_peer, comm_, stream_);
     }
-    const ncclResult_t g = ncclGroupEnd();
+    const ncclResult_t g = nccl_->group_end();
     OCTET_RETURN_IF_ERROR(CheckNccl(r != ncclSuccess ? r : g, w));
     if (recv_peer >= 0 && recv_bytes > 0) {
       OCTET_RETURN_IF_ERROR(Check(
@@ -187,7 +196,7 @@ class NcclBackend final : public Backend {
   Status CheckNccl(ncclResult_t r, Waiter& w) {
     if (r == ncclSuccess || r == ncclInProgress) return Status::Ok();
     aborted_ = true;
-    return UnavailableError(std::string("NCCL: ") + ncclGetErrorString(r) + " (" +
+    return UnavailableError(std::string("NCCL: ") + nccl_->get_error_string(r) + " (" +
                             w.label().ToString() + ")");
   }
 
@@ -216,10 +225,10 @@ class NcclBackend final : public Backend {
         return UnavailableError(CudaError("NCCL stream", e));
       }
       ncclResult_t r = ncclSuccess;
-      ncclCommGetAsyncError(comm_, &r);
+      nccl_->comm_get_async_error(comm_, &r);
       if (r != ncclSuccess && r != ncclInProgress) {
         aborted_ = true;
-        return UnavailableError(std::string("NCCL: ") + ncclGetErrorString(r) + " (" +
+        return UnavailableError(std::string("NCCL: ") + nccl_->get_error_string(r) + " (" +
                                 w.label().ToString() + ")");
       }
       if ((i & 63) == 63) {
@@ -239,6 +248,7 @@ class NcclBackend final : public Backend {
     }
   }
 
+  const NcclApi* nccl_;
   int device_ = 0;
   cudaStream_t stream_ = nullptr;
   ncclComm_t comm_ = nullptr;
@@ -255,19 +265,21 @@ Status ProbeNccl() {
   const cudaError_t e = cudaGetDeviceCount(&count);
   if (e != cudaSuccess) return UnavailableError(CudaError("no usable GPU (cudaGetDeviceCount)", e));
   if (count == 0) return UnavailableError("no usable GPU (no CUDA device)");
-  return Status::Ok();
+  auto nccl = LoadNccl();  // a GPU without libnccl: the ranks fall back together
+  return nccl.ok() ? Status::Ok() : nccl.status();
 }
 
 Result<std::unique_ptr<Backend>> ConnectNccl(Bootstrap& b, const TransportConfig& config) {
   const Deadline deadline = Deadline::AfterMs(config.connect_timeout_ms);
-  auto backend = std::make_unique<NcclBackend>();
   Status local = ProbeNccl();
+  const NcclApi* nccl = local.ok() ? *LoadNccl() : nullptr;
+  auto backend = std::make_unique<NcclBackend>(nccl);
   if (local.ok()) local = backend->Init(b, config);
   // Rank 0 makes the unique id; every rank learns it (or the first failure).
   ncclUniqueId id{};
   if (local.ok() && b.rank() == 0) {
-    if (ncclResult_t r = ncclGetUniqueId(&id); r != ncclSuccess) {
-      local = UnavailableError(std::string("ncclGetUniqueId: ") + ncclGetErrorString(r));
+    if (ncclResult_t r = nccl->get_unique_id(&id); r != ncclSuccess) {
+      local = UnavailableError(std::string("ncclGetUniqueId: ") + nccl->get_error_string(r));
     }
   }
   const std::string mine =

@@ -37,7 +37,7 @@
 #include "wire.h"
 
 #if OCTET_HAVE_VERBS
-#include <infiniband/verbs.h>
+#include "octet/collectives/verbs_api.h"
 #endif
 
 namespace octet::collectives {
@@ -78,6 +78,9 @@ struct PieceHeader {
 
 size_t AlignUp(size_t v, size_t a) { return (v + a - 1) / a * a; }
 
+// libibverbs, loaded by OpenDevice before any other call here.
+const VerbsApi& V() { return **LoadVerbs(); }
+
 std::string DeviceError(const std::string& what) {
   return what + ": " + std::strerror(errno);
 }
@@ -92,12 +95,12 @@ struct VerbsResources {
   std::vector<ibv_qp*> qps;
   ~VerbsResources() {
     for (ibv_qp* q : qps) {
-      if (q) ibv_destroy_qp(q);
+      if (q) V().destroy_qp(q);
     }
-    if (mr) ibv_dereg_mr(mr);
-    if (cq) ibv_destroy_cq(cq);
-    if (pd) ibv_dealloc_pd(pd);
-    if (ctx) ibv_close_device(ctx);
+    if (mr) V().dereg_mr(mr);
+    if (cq) V().destroy_cq(cq);
+    if (pd) V().dealloc_pd(pd);
+    if (ctx) V().close_device(ctx);
     std::free(buffer);
   }
 };
@@ -123,22 +126,25 @@ bool IsIpv4MappedGid(const ibv_gid& g) {
 // its GID. On failure says why, starting with "no RDMA device" when there is
 // none at all.
 Result<PortChoice> OpenDevice(const TransportConfig& config, ibv_context** ctx_out) {
+  if (auto api = LoadVerbs(); !api.ok()) {
+    return UnavailableError("no RDMA device (" + api.status().message() + ")");
+  }
   int num = 0;
-  ibv_device** list = ibv_get_device_list(&num);
+  ibv_device** list = V().get_device_list(&num);
   if (list == nullptr) {
     return UnavailableError("no RDMA device (ibv_get_device_list: " +
                             std::string(std::strerror(errno)) + ")");
   }
   struct FreeList {
     ibv_device** l;
-    ~FreeList() { ibv_free_device_list(l); }
+    ~FreeList() { V().free_device_list(l); }
   } free_list{list};
   if (num == 0) return UnavailableError("no RDMA device");
   std::string tried;
   for (int d = 0; d < num; ++d) {
-    const std::string name = ibv_get_device_name(list[d]);
+    const std::string name = V().get_device_name(list[d]);
     if (!config.verbs_device.empty() && name != config.verbs_device) continue;
-    ibv_context* ctx = ibv_open_device(list[d]);
+    ibv_context* ctx = V().open_device(list[d]);
     if (!ctx) {
       tried += " " + name + " (cannot open)";
       continue;
@@ -146,10 +152,10 @@ Result<PortChoice> OpenDevice(const TransportConfig& config, ibv_context** ctx_o
     PortChoice c;
     c.device = name;
     c.port = config.verbs_port;
-    if (ibv_query_port(ctx, static_cast<uint8_t>(c.port), &c.attr) != 0 ||
+    if (V().query_port(ctx, static_cast<uint8_t>(c.port), &c.attr) != 0 ||
         c.attr.state != IBV_PORT_ACTIVE) {
       tried += " " + name + " port " + std::to_string(c.port) + " (not active)";
-      ibv_close_device(ctx);
+      V().close_device(ctx);
       continue;
     }
     c.roce = c.attr.link_layer == IBV_LINK_LAYER_ETHERNET;
@@ -159,8 +165,8 @@ Result<PortChoice> OpenDevice(const TransportConfig& config, ibv_context** ctx_o
       int any_v2 = -1, v2_ipv4 = -1;
       for (int i = 0; i < c.attr.gid_tbl_len && v2_ipv4 < 0; ++i) {
         ibv_gid_entry e{};
-        if (ibv_query_gid_ex(ctx, static_cast<uint32_t>(c.port), static_cast<uint32_t>(i), &e,
-                             0) != 0) {
+        if (!V().query_gid_ex || V().query_gid_ex(ctx, static_cast<uint32_t>(c.port),
+                                                  static_cast<uint32_t>(i), &e, 0, sizeof e) != 0) {
           continue;
         }
         if (e.gid_type != IBV_GID_TYPE_ROCE_V2) continue;
@@ -169,9 +175,9 @@ Result<PortChoice> OpenDevice(const TransportConfig& config, ibv_context** ctx_o
       }
       c.gid_index = v2_ipv4 >= 0 ? v2_ipv4 : (any_v2 >= 0 ? any_v2 : 0);
     }
-    if (ibv_query_gid(ctx, static_cast<uint8_t>(c.port), c.gid_index, &c.gid) != 0) {
+    if (V().query_gid(ctx, static_cast<uint8_t>(c.port), c.gid_index, &c.gid) != 0) {
       tried += " " + name + " (no GID " + std::to_string(c.gid_index) + ")";
-      ibv_close_device(ctx);
+      V().close_device(ctx);
       continue;
     }
     *ctx_out = ctx;
@@ -213,17 +219,17 @@ class VerbsTransport final : public Transport {
   // Allocates and registers everything and creates one QP per peer.
   Status Open(const TransportConfig& config) {
     OCTET_ASSIGN_OR_RETURN(port_, OpenDevice(config, &res_.ctx));
-    res_.pd = ibv_alloc_pd(res_.ctx);
+    res_.pd = V().alloc_pd(res_.ctx);
     if (!res_.pd) return UnavailableError(DeviceError("ibv_alloc_pd on " + port_.device));
     const int cqe = static_cast<int>((kRecvDepth + kSendDepth) * static_cast<uint32_t>(size_));
-    res_.cq = ibv_create_cq(res_.ctx, cqe, nullptr, nullptr, 0);
+    res_.cq = V().create_cq(res_.ctx, cqe, nullptr, nullptr, 0);
     if (!res_.cq) return UnavailableError(DeviceError("ibv_create_cq on " + port_.device));
     if (posix_memalign(reinterpret_cast<void**>(&res_.buffer), 4096, region_bytes_) != 0) {
       return ResourceExhaustedError("cannot allocate " + std::to_string(region_bytes_) +
                                     " bytes for the RDMA region");
     }
     std::memset(res_.buffer, 0, region_bytes_);
-    res_.mr = ibv_reg_mr(res_.pd, res_.buffer, region_bytes_,
+    res_.mr = V().reg_mr(res_.pd, res_.buffer, region_bytes_,
                          IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
     if (!res_.mr) return UnavailableError(DeviceError("ibv_reg_mr of the RDMA region"));
     res_.qps.assign(size_, nullptr);
@@ -238,7 +244,7 @@ class VerbsTransport final : public Transport {
       a.cap.max_send_sge = 1;
       a.cap.max_recv_sge = 1;
       a.cap.max_inline_data = 0;
-      res_.qps[p] = ibv_create_qp(res_.pd, &a);
+      res_.qps[p] = V().create_qp(res_.pd, &a);
       if (!res_.qps[p]) return UnavailableError(DeviceError("ibv_create_qp"));
       qp_to_peer_.emplace_back(res_.qps[p]->qp_num, p);
       ibv_qp_attr init{};
@@ -246,8 +252,9 @@ class VerbsTransport final : public Transport {
       init.pkey_index = 0;
       init.port_num = static_cast<uint8_t>(port_.port);
       init.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_LOCAL_WRITE;
-      if (ibv_modify_qp(res_.qps[p], &init,
-                        IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) != 0) {
+      if (V().modify_qp(res_.qps[p], &init,
+                        IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) !=
+          0) {
         return UnavailableError(DeviceError("QP to rank " + std::to_string(p) + " -> INIT"));
       }
       for (uint32_t i = 0; i < kRecvDepth; ++i) OCTET_RETURN_IF_ERROR(PostRecv(p));
@@ -309,10 +316,10 @@ class VerbsTransport final : public Transport {
       } else {
         rtr.ah_attr.dlid = e.lid;
       }
-      if (ibv_modify_qp(res_.qps[p], &rtr,
+      if (V().modify_qp(res_.qps[p], &rtr,
                         IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-                            IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
-                            IBV_QP_MIN_RNR_TIMER) != 0) {
+                            IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER) !=
+          0) {
         return UnavailableError(DeviceError("QP to rank " + std::to_string(p) + " -> RTR"));
       }
       ibv_qp_attr rts{};
@@ -322,7 +329,7 @@ class VerbsTransport final : public Transport {
       rts.rnr_retry = 7;
       rts.sq_psn = peers_[p].local_psn;
       rts.max_rd_atomic = 1;
-      if (ibv_modify_qp(res_.qps[p], &rts,
+      if (V().modify_qp(res_.qps[p], &rts,
                         IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
                             IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC) != 0) {
         return UnavailableError(DeviceError("QP to rank " + std::to_string(p) + " -> RTS"));
@@ -517,9 +524,9 @@ class VerbsTransport final : public Transport {
           w.Blame(peer);
           const std::string who = w.bootstrap() ? w.bootstrap()->Describe(peer)
                                                 : "rank " + std::to_string(peer);
-          return UnavailableError("RDMA transfer with " + who + " failed: " +
-                                  ibv_wc_status_str(wc[i].status) + " (" + w.label().ToString() +
-                                  ")");
+          return UnavailableError("RDMA transfer with " + who +
+                                  " failed: " + V().wc_status_str(wc[i].status) + " (" +
+                                  w.label().ToString() + ")");
         }
         if (wc[i].opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
           if (peer < 0) continue;
@@ -583,7 +590,7 @@ class VerbsTransport final : public Transport {
 Status ProbeVerbs(const TransportConfig& config) {
   ibv_context* ctx = nullptr;
   auto port = OpenDevice(config, &ctx);
-  if (ctx) ibv_close_device(ctx);
+  if (ctx) V().close_device(ctx);
   return port.ok() ? Status::Ok() : port.status();
 }
 
