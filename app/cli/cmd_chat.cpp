@@ -39,6 +39,7 @@ int RunChat(const std::vector<std::string>& args) {
       .Option("backend", "NAME",
               "kernel backend: auto, cuda, avx512-amx, avx512, avx2, neon, scalar", "auto")
       .Option("nvfp4-tiles", "on|off", kNvfp4TilesHelp, "on")
+      .Option("quantize", "nvfp4|off", kQuantizeHelp, "off")
       .Flag("think", "Qwen3: let the model think (default: empty think block)");
   AddSpeculativeFlags(p);
   if (Status s = p.Parse(args); !s.ok()) {
@@ -102,6 +103,12 @@ int RunChat(const std::vector<std::string>& args) {
     return kExitUsage;
   }
   lo.nvfp4_tiles = *tiles;
+  auto quantize = engine::ParseLoadQuantize(p.GetString("quantize"));
+  if (!quantize.ok()) {
+    std::cerr << kProgram << ": " << quantize.status().message() << "\n";
+    return kExitUsage;
+  }
+  lo.quantize = *quantize;
   lo.load_mtp = speculative->method == engine::SpeculativeMethod::kMtp;
   auto model = engine::Model::Load(dir, lo);
   if (!model.ok()) {

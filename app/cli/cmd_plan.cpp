@@ -123,6 +123,7 @@ nlohmann::json ToJson(const engine::MemoryPlan& p) {
           {"kv_bytes_per_token", p.kv_bytes_per_token},
           {"max_batch_tokens", r.max_batch_tokens},
           {"load_mtp", r.load_mtp},
+          {"quantize", r.quantize_nvfp4 ? "nvfp4" : "off"},
           {"weight_bytes", p.weight_bytes},
           {"active_weight_bytes_per_token", p.active_weight_bytes_per_token},
           {"node_bandwidth_bytes_per_s", r.node_bandwidth},
@@ -233,6 +234,10 @@ int RunPlan(const std::vector<std::string>& args) {
               "speculative decoding the run will use: mtp loads the checkpoint's MTP layers, "
               "whose weights and KV cache then count",
               "off")
+      .Option("quantize", "nvfp4|off",
+              "the run quantizes the unquantized linear weights to NVFP4 at load (serve "
+              "--quantize nvfp4): they count as NVFP4",
+              "off")
       .Option("node-bandwidth", "GB/S", "memory bandwidth of a node, for the decode estimate",
               "273")
       .Option("catalog", "DIR", "model catalog folder (default: the installed one)")
@@ -299,6 +304,11 @@ int RunPlan(const std::vector<std::string>& args) {
     return UsageError("--node-bandwidth must be a positive number of GB/s");
   }
   r.load_mtp = speculative == "mtp";
+  const std::string quantize = p.GetString("quantize");
+  if (quantize != "off" && quantize != "nvfp4") {
+    return UsageError("--quantize must be nvfp4 or off");
+  }
+  r.quantize_nvfp4 = quantize == "nvfp4";
   r.node_bandwidth = *bandwidth * 1e9;
   r.nodes = static_cast<int>(*nodes);
   r.node_memory = *mem;

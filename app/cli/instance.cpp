@@ -172,6 +172,8 @@ Result<std::vector<std::unique_ptr<Subprocess>>> SpawnFollowers(const FollowerSp
               s.backend,
               "--nvfp4-tiles",
               s.nvfp4_tiles ? "on" : "off",
+              "--quantize",
+              s.quantize,
               "--no-figures"};
     if (s.peer_timeout_ms > 0) {
       o.argv.insert(o.argv.end(), {"--peer-timeout-ms", std::to_string(s.peer_timeout_ms)});
@@ -214,6 +216,12 @@ Result<bool> ParseNvfp4Tiles(const std::string& value) {
   return InvalidArgumentError("--nvfp4-tiles takes on or off, not '" + value + "'");
 }
 
+const char* const kQuantizeHelp =
+    "nvfp4: quantize every BF16/F16/F32 linear weight the checkpoint left unquantized (a whole "
+    "BF16 model, an NVFP4 checkpoint's BF16 lm_head; a tied lm_head as a copy, the embedding "
+    "gather stays exact) to NVFP4 as it loads, per-16 e4m3 scales as ModelOpt; each TP rank "
+    "quantizes its own slice; off: the weights as stored";
+
 void AddInstanceFlags(ArgParser& p) {
   p.Option("transport", "shm|tcp|verbs", "collectives transport between the ranks", "shm")
       .Option("algo", "auto|oneshot|ring|nccl", "all-reduce algorithm", "auto")
@@ -225,6 +233,7 @@ void AddInstanceFlags(ArgParser& p) {
               "(each key and value rounded once: logits move by ~1e-3)",
               "f32")
       .Option("nvfp4-tiles", "on|off", kNvfp4TilesHelp, "on")
+      .Option("quantize", "nvfp4|off", kQuantizeHelp, "off")
       .Option("peer-timeout-ms", "MS", "a silent peer is declared dead after this long", "5000")
       .Option("connect-timeout-ms", "MS", "how long ranks wait for each other to load and join",
               "600000");
@@ -249,6 +258,7 @@ Status ReadInstanceFlags(const ArgParser& p, engine::TpRuntimeOptions* o) {
   o->load.threads = static_cast<int>(threads);
   o->load.backend = p.GetString("backend");
   OCTET_ASSIGN_OR_RETURN(o->load.nvfp4_tiles, ParseNvfp4Tiles(p.GetString("nvfp4-tiles")));
+  OCTET_ASSIGN_OR_RETURN(o->load.quantize, engine::ParseLoadQuantize(p.GetString("quantize")));
   // The MTP draft head is loaded only when it will draft.
   o->load.load_mtp = p.GetString("speculative") == "mtp";
   o->comm.peer_timeout_ms = static_cast<int>(peer);
@@ -301,6 +311,7 @@ Result<std::vector<std::unique_ptr<Subprocess>>> StartLocalFollowers(const Local
   fs.peer_timeout_ms = o->comm.peer_timeout_ms;
   fs.backend = o->load.backend;
   fs.nvfp4_tiles = o->load.nvfp4_tiles;
+  fs.quantize = std::string(engine::LoadQuantizeName(o->load.quantize));
   return SpawnFollowers(fs, *plan);
 }
 

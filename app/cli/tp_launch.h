@@ -57,7 +57,8 @@ struct FollowerSpawn {
   std::string algo = "auto";
   int peer_timeout_ms = 0;  // 0: the collectives' default
   std::string backend = "auto";
-  bool nvfp4_tiles = true;  // --nvfp4-tiles
+  bool nvfp4_tiles = true;       // --nvfp4-tiles
+  std::string quantize = "off";  // --quantize
 };
 // Starts ranks 1..tp-1 as `octet worker --job inference` processes (output
 // inherited, so their errors reach the user).
@@ -71,6 +72,8 @@ void AddInstanceFlags(ArgParser& p);
 // --nvfp4-tiles: its help text, and its value (on or off) as LoadOptions::nvfp4_tiles.
 extern const char* const kNvfp4TilesHelp;
 Result<bool> ParseNvfp4Tiles(const std::string& value);
+// --quantize nvfp4|off: its help text (the value goes through engine::ParseLoadQuantize).
+extern const char* const kQuantizeHelp;
 // Reads them into runtime options (rendezvous, world size and rank are the caller's).
 Status ReadInstanceFlags(const ArgParser& p, engine::TpRuntimeOptions* o);
 

@@ -440,7 +440,43 @@ int64_t DefaultReserve(int64_t node_memory) {
   return std::max<int64_t>(2 * kGiB, node_memory / 8);
 }
 
-Result<MemoryPlan> PlanMemory(const ModelFootprint& model, const PlanRequest& r) {
+ModelFootprint QuantizedAtLoad(const ModelFootprint& in) {
+  ModelFootprint m = in;
+  auto dense = [](std::string f) {
+    for (char& ch : f) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    return f == "bf16" || f == "f16" || f == "f32";
+  };
+  std::vector<WeightGroup> added;
+  bool any = false;
+  for (WeightGroup& g : m.groups) {
+    if (g.kind != WeightKind::kMatrix || !dense(g.format) || g.cols % 16 != 0) continue;
+    const bool embedding = g.name.find("embed_tokens") != std::string::npos;
+    const bool router = g.name == "router" || g.name.find(".mlp.gate.") != std::string::npos;
+    const bool mtp_head = g.name.find("shared_head") != std::string::npos;  // not loaded
+    if (router || mtp_head) continue;
+    const int64_t n = g.rows * g.cols;
+    if (embedding) {
+      if (g.use != WeightUse::kEveryToken) continue;  // untied: one row gathered per token
+      WeightGroup copy = g;
+      copy.name = "lm_head (NVFP4 copy of the tied embed_tokens)";
+      copy.format = "nvfp4";
+      copy.stored_bytes = (n / 2 + n / 16) * g.count;
+      added.push_back(copy);
+      g.use = WeightUse::kLookup;
+      any = true;
+      continue;
+    }
+    g.format = "nvfp4";
+    g.stored_bytes = (n / 2 + n / 16) * g.count;
+    any = true;
+  }
+  m.groups.insert(m.groups.end(), added.begin(), added.end());
+  if (any) m.weight_format = "NVFP4 at load (from " + in.weight_format + ")";
+  return m;
+}
+
+Result<MemoryPlan> PlanMemory(const ModelFootprint& in, const PlanRequest& r) {
+  const ModelFootprint model = r.quantize_nvfp4 ? QuantizedAtLoad(in) : in;
   if (r.nodes < 1 || r.nodes > 1024) return InvalidArgumentError("nodes must be in 1..1024");
   if (r.node_memory <= 0) return InvalidArgumentError("node memory must be positive");
   if (r.context < 1) return InvalidArgumentError("context must be at least 1");

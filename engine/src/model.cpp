@@ -29,6 +29,16 @@ const float* ForwardOutput::Last(size_t chunk) const {
 
 // ---- loading ----------------------------------------------------------------
 
+Result<LoadQuantize> ParseLoadQuantize(const std::string& name) {
+  if (name == "off") return LoadQuantize::kOff;
+  if (name == "nvfp4") return LoadQuantize::kNvfp4;
+  return InvalidArgumentError("--quantize takes nvfp4 or off, not '" + name + "'");
+}
+
+std::string_view LoadQuantizeName(LoadQuantize q) {
+  return q == LoadQuantize::kNvfp4 ? "nvfp4" : "off";
+}
+
 namespace {
 
 // The tensor a nanochat checkpoint stores for a Llama-style name
@@ -74,6 +84,7 @@ int64_t SpareMemoryForCopies(int64_t checkpoint_bytes) {
                            static_cast<int64_t>(mi->available_bytes) - checkpoint_bytes - reserve);
 }
 
+
 // Every linear layer of a decoder layer: attention, the dense MLP, and a
 // mixture-of-experts block's router, experts and shared expert. `Layer` is
 // LayerWeights or const LayerWeights.
@@ -97,11 +108,12 @@ class Loader {
   // null).
   Loader(const CheckpointStore& store, const ModelConfig& config, const LoadOptions& options,
          std::vector<std::vector<uint8_t>>* realigned, HugePageArena* tiles, int64_t tiles_budget,
-         kernels::ThreadPool* pool)
+         kernels::ThreadPool* pool, std::vector<std::unique_ptr<Nvfp4Tensor>>* quantized)
       : store_(store),
         config_(config),
         options_(options),
         realigned_(realigned),
+        quantized_(quantized),
         tiles_(tiles),
         tiles_budget_(tiles_budget),
         pool_(pool) {
@@ -210,9 +222,72 @@ class Loader {
     return v;
   }
 
+  bool quantizing() const { return options_.quantize == LoadQuantize::kNvfp4; }
+
+  // The NVFP4 global scale on-load quantization gives the modules' weights
+  // together (q/k/v, gate/up: as ModelOpt fuses them): over the whole stored
+  // tensors, whatever slice this rank keeps. Tensors that are missing, not
+  // dense or not matrices are left out (LoadLinear reports them).
+  Result<float> GroupGlobalScale(const std::vector<std::string>& modules) {
+    float amax = 0.0f;
+    for (const std::string& module : modules) {
+      const TensorInfo* t = Find(module + ".weight");
+      if (!t || t->shape.size() != 2) continue;
+      WeightFormat f;
+      if (t->dtype == DType::kBF16) {
+        f = WeightFormat::kBF16;
+      } else if (t->dtype == DType::kF16) {
+        f = WeightFormat::kF16;
+      } else if (t->dtype == DType::kF32) {
+        f = WeightFormat::kF32;
+      } else {
+        continue;
+      }
+      const WeightMatrix w = WeightMatrix::Dense(f, Aligned(*t), t->shape[0], t->shape[1]);
+      OCTET_ASSIGN_OR_RETURN(float a, DenseAbsMax(w, pool_));
+      amax = std::max(amax, a);
+    }
+    return Nvfp4GlobalScaleOrOne(amax);
+  }
+
+  // On-load quantization of `w` (this rank's slice of `module`) with global
+  // scale `global`: the NVFP4 view, kept in the model; `w` unchanged when it
+  // is not a dense matrix with whole 16-blocks.
+  Result<WeightMatrix> QuantizeWeight(const std::string& module, const WeightMatrix& w,
+                                      float global, bool copy_of_kept) {
+    if (w.format == WeightFormat::kNvfp4 || w.rows == 0) return w;
+    if (w.cols % kernels::kNvfp4BlockSize != 0) {
+      OCTET_LOG(INFO) << "--quantize nvfp4: '" << module << "' stays "
+                      << kernels::WeightFormatName(w.format) << " (its " << w.cols
+                      << " inputs are not a multiple of 16)";
+      return w;
+    }
+    OCTET_ASSIGN_OR_RETURN(Nvfp4Tensor t, QuantizeNvfp4Dense(w, global, pool_));
+    const int64_t dense = w.rows * w.cols * (w.format == WeightFormat::kF32 ? 4 : 2);
+    const int64_t nvfp4 = static_cast<int64_t>(t.packed.size() + t.scales.size());
+    if (copy_of_kept) {
+      copy_bytes_ += nvfp4;
+    } else {
+      quantized_dense_bytes_ += dense;
+      quantized_nvfp4_bytes_ += nvfp4;
+    }
+    ++quantized_count_;
+    quantized_->push_back(std::make_unique<Nvfp4Tensor>(std::move(t)));
+    return quantized_->back()->view();
+  }
+
+  // LoadOptions::quantize's totals: matrices, their stored bytes, their NVFP4
+  // bytes, and the NVFP4 copies made beside weights that stay (a tied lm_head).
+  int64_t quantized_count() const { return quantized_count_; }
+  int64_t quantized_dense_bytes() const { return quantized_dense_bytes_; }
+  int64_t quantized_nvfp4_bytes() const { return quantized_nvfp4_bytes_; }
+  int64_t copy_bytes() const { return copy_bytes_; }
+
   // A linear layer's weight [out, in] (dense or NVFP4), sliced for this rank.
+  // With LoadOptions::quantize, a dense weight becomes NVFP4 when
+  // `quantizable`, with global scale `nvfp4_global` (<= 0: its own tensor's).
   Result<Linear> LoadLinear(const std::string& module, int64_t out, int64_t in, LinearRole role,
-                            bool bias) {
+                            bool bias, bool quantizable = true, float nvfp4_global = 0.0f) {
     Linear l;
     l.name = module;
     l.role = role;
@@ -251,6 +326,10 @@ class Loader {
                              UnindexedHint());
       }
       OCTET_ASSIGN_OR_RETURN(l.weight, Dense(module + ".weight", out, in));
+      quantizable = quantizable && quantizing();
+      if (quantizable && nvfp4_global <= 0.0f) {
+        OCTET_ASSIGN_OR_RETURN(nvfp4_global, GroupGlobalScale({module}));
+      }
     }
     if (bias) {
       OCTET_ASSIGN_OR_RETURN(l.bias.host, Vector(module + ".bias", out));
@@ -273,6 +352,9 @@ class Loader {
         l.bias.host = std::vector<float>(l.bias.host.begin() + s.row_begin,
                                          l.bias.host.begin() + s.row_begin + rc);
       }
+    }
+    if (quantizable && l.weight.format != WeightFormat::kNvfp4) {
+      OCTET_ASSIGN_OR_RETURN(l.weight, QuantizeWeight(module, l.weight, nvfp4_global, false));
     }
     // The tile copy for single-row decode, of this rank's slice only.
     if (tiles_ && !tiles_refused_ && kernels::CanTileNvfp4(l.weight)) {
@@ -390,6 +472,11 @@ class Loader {
   const ModelConfig& config_;
   const LoadOptions& options_;
   std::vector<std::vector<uint8_t>>* realigned_;
+  std::vector<std::unique_ptr<Nvfp4Tensor>>* quantized_;
+  int64_t quantized_count_ = 0;
+  int64_t quantized_dense_bytes_ = 0;
+  int64_t quantized_nvfp4_bytes_ = 0;
+  int64_t copy_bytes_ = 0;
   HugePageArena* tiles_;
   int64_t tiles_budget_;
   kernels::ThreadPool* pool_;
@@ -423,7 +510,7 @@ Status Model::LoadWeights(const LoadOptions& options) {
     if (tiles_budget < 0) tiles_budget = SpareMemoryForCopies(store_->total_bytes());
   }
   Loader ld(*store_, c, options, &realigned_, tile_arena_.get(), tiles_budget,
-            backend_->host_thread_pool());
+            backend_->host_thread_pool(), &quantized_);
   const int64_t H = c.hidden_size, hd = c.head_dim;
   // nanochat: parameter-free RMSNorms are RMSNorms with a weight of ones.
   const bool norm_weights = !c.parameter_free_norms;
@@ -449,6 +536,12 @@ Status Model::LoadWeights(const LoadOptions& options) {
     return Status::Ok();
   };
   OCTET_RETURN_IF_ERROR(vocab_slice("model.embed_tokens", &vocab_begin_, &local_vocab_));
+  // On-load quantization of a tied lm_head: its global scale over the whole table.
+  float tied_global = 0.0f;
+  if (ld.quantizing() && c.tie_word_embeddings && embed_.format != WeightFormat::kNvfp4) {
+    OCTET_ASSIGN_OR_RETURN(float amax, DenseAbsMax(embed_, backend_->host_thread_pool()));
+    tied_global = Nvfp4GlobalScaleOrOne(amax);
+  }
   embed_ = embed_.RowSlice(vocab_begin_, local_vocab_);
   // Decoder layer model.layers.{i}.* into L, with a dense or a mixture-of-experts MLP.
   auto load_layer = [&](int64_t i, bool moe_mlp, LayerWeights& L) -> Status {
@@ -459,12 +552,18 @@ Status Model::LoadWeights(const LoadOptions& options) {
       L.input_norm.host.assign(H, 1.0f);
     }
     const bool b = c.attention_bias;
+    float qkv_global = 0.0f;  // on-load quantization: q/k/v share one global scale
+    if (ld.quantizing()) {
+      OCTET_ASSIGN_OR_RETURN(qkv_global, ld.GroupGlobalScale({p + "self_attn.q_proj",
+                                                              p + "self_attn.k_proj",
+                                                              p + "self_attn.v_proj"}));
+    }
     OCTET_ASSIGN_OR_RETURN(L.q, ld.LoadLinear(p + "self_attn.q_proj", c.num_heads * hd, H,
-                                              LinearRole::kColumnParallel, b));
+                                              LinearRole::kColumnParallel, b, true, qkv_global));
     OCTET_ASSIGN_OR_RETURN(L.k, ld.LoadLinear(p + "self_attn.k_proj", c.num_kv_heads * hd, H,
-                                              LinearRole::kColumnParallel, b));
+                                              LinearRole::kColumnParallel, b, true, qkv_global));
     OCTET_ASSIGN_OR_RETURN(L.v, ld.LoadLinear(p + "self_attn.v_proj", c.num_kv_heads * hd, H,
-                                              LinearRole::kColumnParallel, b));
+                                              LinearRole::kColumnParallel, b, true, qkv_global));
     if (c.qk_norm && norm_weights) {
       OCTET_ASSIGN_OR_RETURN(L.q_norm.host, ld.Vector(p + "self_attn.q_norm.weight", hd));
       OCTET_ASSIGN_OR_RETURN(L.k_norm.host, ld.Vector(p + "self_attn.k_norm.weight", hd));
@@ -484,11 +583,19 @@ Status Model::LoadWeights(const LoadOptions& options) {
     // A gated MLP of width `F` under `prefix` ("...mlp.", "...mlp.experts.3.").
     auto gated_mlp = [&](const std::string& prefix, int64_t F, bool bias) -> Result<GatedMlp> {
       GatedMlp g;
-      OCTET_ASSIGN_OR_RETURN(
-          g.gate, ld.LoadLinear(prefix + "gate_proj", F, H, LinearRole::kColumnParallel, bias));
+      float gate_up_global = 0.0f;  // on-load quantization: gate/up share one global scale
+      if (ld.quantizing()) {
+        std::vector<std::string> gate_up = {prefix + "gate_proj"};
+        if (!c.relu2_mlp) gate_up.push_back(prefix + "up_proj");
+        OCTET_ASSIGN_OR_RETURN(gate_up_global, ld.GroupGlobalScale(gate_up));
+      }
+      OCTET_ASSIGN_OR_RETURN(g.gate, ld.LoadLinear(prefix + "gate_proj", F, H,
+                                                   LinearRole::kColumnParallel, bias, true,
+                                                   gate_up_global));
       if (!c.relu2_mlp) {  // nanochat's ReLU² MLP has no up projection
-        OCTET_ASSIGN_OR_RETURN(
-            g.up, ld.LoadLinear(prefix + "up_proj", F, H, LinearRole::kColumnParallel, bias));
+        OCTET_ASSIGN_OR_RETURN(g.up, ld.LoadLinear(prefix + "up_proj", F, H,
+                                                   LinearRole::kColumnParallel, bias, true,
+                                                   gate_up_global));
       }
       OCTET_ASSIGN_OR_RETURN(
           g.down, ld.LoadLinear(prefix + "down_proj", H, F, LinearRole::kRowParallel, bias));
@@ -511,7 +618,8 @@ Status Model::LoadWeights(const LoadOptions& options) {
       const MoeConfig& moe = c.moe;
       MoeWeights& M = L.moe;
       OCTET_ASSIGN_OR_RETURN(M.router, ld.LoadLinear(p + "mlp.gate", moe.num_experts, H,
-                                                     LinearRole::kReplicated, false));
+                                                     LinearRole::kReplicated, false,
+                                                     /*quantizable=*/false));
       if (moe.score_correction_bias) {
         OCTET_ASSIGN_OR_RETURN(M.score_bias,
                                ld.Vector(p + "mlp.gate.e_score_correction_bias", moe.num_experts));
@@ -577,6 +685,14 @@ Status Model::LoadWeights(const LoadOptions& options) {
   if (c.tie_word_embeddings) {
     lm_head_.name = "lm_head (tied to model.embed_tokens)";
     lm_head_.weight = embed_;  // the same vocabulary rows
+    if (tied_global > 0.0f) {
+      // The gather keeps the exact table; the logits read an NVFP4 copy.
+      OCTET_ASSIGN_OR_RETURN(lm_head_.weight,
+                             ld.QuantizeWeight("lm_head (tied)", embed_, tied_global, true));
+      if (lm_head_.weight.format == WeightFormat::kNvfp4) {
+        lm_head_.name = "lm_head (an NVFP4 copy of model.embed_tokens)";
+      }
+    }
   } else {
     int64_t begin = 0, count = 0;
     OCTET_RETURN_IF_ERROR(vocab_slice("lm_head", &begin, &count));
@@ -595,6 +711,22 @@ Status Model::LoadWeights(const LoadOptions& options) {
                          << " belong to no tensor in the header (the file is not well formed; "
                             "every tensor the model needs was found)";
     }
+  }
+  if (ld.quantized_count() > 0) {
+    quantized_bytes_saved_ =
+        ld.quantized_dense_bytes() - ld.quantized_nvfp4_bytes() - ld.copy_bytes();
+    auto mib = [](int64_t bytes) {
+      char s[32];
+      std::snprintf(s, sizeof s, "%.1f MiB", static_cast<double>(bytes) / (1 << 20));
+      return std::string(s);
+    };
+    OCTET_LOG(INFO) << "--quantize nvfp4: " << ld.quantized_count()
+                    << " weight matrices quantized to NVFP4 at load, "
+                    << mib(ld.quantized_dense_bytes()) << " -> " << mib(ld.quantized_nvfp4_bytes())
+                    << (ld.copy_bytes() > 0 ? ", plus a " + mib(ld.copy_bytes()) +
+                                                  " NVFP4 copy of the tied embedding for lm_head"
+                                            : std::string())
+                    << ": " << mib(quantized_bytes_saved_) << " saved";
   }
   if (ld.tile_bytes() > 0) {
     OCTET_LOG(INFO) << "NVFP4 weights: a tile copy for single-row decode (AVX512-VNNI), "

@@ -15,7 +15,7 @@
 //
 //   octet_bench_engine [--threads 2] [--dir /tmp/octet-bench] [--models a,b]
 //                      [--prompt 512] [--decode 128] [--repeats 1] [--backend auto]
-//                      [--moe-layers 0]
+//                      [--moe-layers 0] [--quantize off|nvfp4]
 //
 // With a device backend (--backend cuda) the roofline bandwidth is the
 // device's, measured through the backend's own ops (Scale in place: copy-like
@@ -286,11 +286,12 @@ Result<ModelResult> RunModel(const Shape& s, const std::string& dir, int threads
                              kernels::KvDtype kv_dtype, int64_t decode_context, int64_t n_prompt,
                              int64_t n_decode, int repeats, int64_t stream_n,
                              const std::vector<int64_t>& concurrency, bool nvfp4_tiles,
-                             const std::string& backend) {
+                             const std::string& backend, LoadQuantize quantize) {
   LoadOptions lo;
   lo.threads = threads;
   lo.backend = backend;
   lo.nvfp4_tiles = nvfp4_tiles;
+  lo.quantize = quantize;
   OCTET_ASSIGN_OR_RETURN(auto model, Model::Load(dir, lo));
   Model& m = *model;
   const ModelConfig& c = m.config();
@@ -449,7 +450,11 @@ int main(int argc, char** argv) {
               "0")
       .Option("nvfp4-tiles", "on|off",
               "NVFP4 weights get their tile copy where the backend reads it (LoadOptions)", "on")
-      .Option("backend", "NAME", "kernel backend: " + kernels::BackendNamesForHelp(), "auto");
+      .Option("backend", "NAME", "kernel backend: " + kernels::BackendNamesForHelp(), "auto")
+      .Option("quantize", "nvfp4|off",
+              "nvfp4: every BF16 linear weight (a tied lm_head as a copy) quantized to NVFP4 at "
+              "load (LoadOptions::quantize)",
+              "off");
   if (Status s = p.Parse(argc, argv); !s.ok()) {
     std::cerr << s.message() << "\n";
     return 2;
@@ -482,6 +487,12 @@ int main(int argc, char** argv) {
   j["kv_dtype"] = p.GetString("kv-dtype");
   j["decode_context"] = p.GetInt("decode-context").value_or(0);
   j["nvfp4_tiles"] = p.GetString("nvfp4-tiles");
+  j["quantize"] = p.GetString("quantize");
+  auto quantize = ParseLoadQuantize(p.GetString("quantize"));
+  if (!quantize.ok()) {
+    std::cerr << quantize.status().message() << "\n";
+    return 2;
+  }
   j["decode_tokens"] = n_decode;
   j["decode_repeats"] = repeats;
   j["bandwidth_gbs"] = {{"copy", bw.copy},   {"scale", bw.scale}, {"add", bw.add},
@@ -546,9 +557,9 @@ int main(int argc, char** argv) {
       std::cerr << "--nvfp4-tiles takes on or off\n";
       return 2;
     }
-    auto r =
-        RunModel(*shape, dir, threads, *kv_dtype, decode_context, n_prompt, n_decode,
-                 static_cast<int>(repeats), stream_n, *conc, tiles == "on", p.GetString("backend"));
+    auto r = RunModel(*shape, dir, threads, *kv_dtype, decode_context, n_prompt, n_decode,
+                      static_cast<int>(repeats), stream_n, *conc, tiles == "on",
+                      p.GetString("backend"), *quantize);
     if (!r.ok()) {
       std::cerr << "octet_bench_engine: " << name << ": " << r.status().ToString() << "\n";
       return 1;

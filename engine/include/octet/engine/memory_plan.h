@@ -155,6 +155,10 @@ struct PlanRequest {
   // drafts): their weights and KV cache count. Off, as `octet serve` runs by
   // default.
   bool load_mtp = false;
+  // The run quantizes the checkpoint's unquantized linear weights to NVFP4 as
+  // it loads (--quantize nvfp4, LoadOptions::quantize): the plan counts the
+  // model as QuantizedAtLoad() describes it.
+  bool quantize_nvfp4 = false;
   double node_bandwidth = 273e9;  // bytes/s a node's memory reads (DGX Spark: ~273 GB/s)
 };
 
@@ -199,6 +203,14 @@ struct MemoryPlan {
   // the degree is invalid): an upper bound, see the header comment.
   double decode_tokens_per_s = 0;
 };
+
+// The footprint a model has after on-load NVFP4 quantization, as Model::Load
+// does it: every dense (bf16/f16/f32) matrix with a multiple of 16 inputs
+// becomes NVFP4 (packed codes + e4m3 scales; its global scale lives in the
+// weight descriptor), except embedding tables and MoE routers, which stay;
+// a tied embedding gains an NVFP4 copy that lm_head reads every token (the
+// table itself becomes a lookup).
+ModelFootprint QuantizedAtLoad(const ModelFootprint& model);
 
 Result<MemoryPlan> PlanMemory(const ModelFootprint& model, const PlanRequest& request);
 

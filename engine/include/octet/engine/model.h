@@ -37,11 +37,13 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "octet/base/status.h"
 #include "octet/engine/kv_cache.h"
 #include "octet/engine/model_config.h"
+#include "octet/engine/nvfp4.h"
 #include "octet/engine/safetensors.h"
 #include "octet/kernels/backend.h"
 #include "octet/kernels/weight.h"
@@ -76,6 +78,15 @@ struct WeightSlice {
   int64_t col_count = -1;
 };
 
+// On-load quantization of the weights a checkpoint stores unquantized.
+enum class LoadQuantize {
+  kOff,    // every weight as stored
+  kNvfp4,  // BF16/F16/F32 linear weights to NVFP4 (LoadOptions::quantize)
+};
+// "off" or "nvfp4" (the --quantize flag); InvalidArgument otherwise.
+Result<LoadQuantize> ParseLoadQuantize(const std::string& name);
+std::string_view LoadQuantizeName(LoadQuantize q);
+
 struct LoadOptions {
   // Kernel backend: "auto", "avx512-amx", "avx512", "avx2", "neon", "scalar".
   std::string backend = "auto";
@@ -104,6 +115,19 @@ struct LoadOptions {
   // num_nextn_predict_layers) for speculative decoding (Model::MtpDraft). A
   // model without one is then an error. Off: they are skipped (one log line).
   bool load_mtp = false;
+  // kNvfp4: every linear weight the checkpoint stores as BF16, F16 or F32
+  // (attention, MLPs, experts, the MTP projection, an untied lm_head) is
+  // quantized to NVFP4 as it loads, by the rules of nvfp4.h (per-16 e4m3
+  // scales; one global scale per tensor, shared by q/k/v and by gate/up as
+  // ModelOpt fuses them, taken over the whole tensor so that every TP rank
+  // quantizes its own slice to the same codes a single rank would). Weights
+  // already NVFP4 stay as they are. Not quantized: the embedding table (its
+  // rows are gathered exactly), MoE routers (routing decisions are sensitive
+  // to them), matrices whose input size is not a multiple of 16. A tied
+  // lm_head gets its own NVFP4 copy of the (local) embedding rows, so the
+  // gather stays exact and decode reads 4.5 bits per lm_head weight. One log
+  // line gives the bytes saved; Model::QuantizedBytesSaved() has them.
+  LoadQuantize quantize = LoadQuantize::kOff;
   // Tensor-parallel sharding: given a linear weight's module name
   // ("model.layers.3.self_attn.q_proj", "model.embed_tokens", "lm_head"), its
   // role and full shape, the slice to keep. Null: keep everything. NVFP4
@@ -233,6 +257,9 @@ class Model {
   // Bytes of weights held in memory (mapped), for planning.
   int64_t WeightBytes() const { return store_->total_bytes(); }
   std::string WeightFormatSummary() const;  // "BF16", "NVFP4+BF16", ...
+  // LoadOptions::quantize: stored bytes of the weights quantized at load less
+  // their NVFP4 bytes (a tied lm_head's copy counted against it), this rank's.
+  int64_t QuantizedBytesSaved() const { return quantized_bytes_saved_; }
 
   // A KV cache in the backend's memory. ResourceExhausted when there is none
   // to be had.
@@ -318,6 +345,9 @@ class Model {
   std::vector<int64_t> last_rows_;
   // Copies of tensors whose bytes are not aligned to their element size in the file.
   std::vector<std::vector<uint8_t>> realigned_;
+  // Weights quantized at load (LoadOptions::quantize); the views point here.
+  std::vector<std::unique_ptr<Nvfp4Tensor>> quantized_;
+  int64_t quantized_bytes_saved_ = 0;
   // NVFP4 tile copies (LoadOptions::nvfp4_tiles), in huge-page-advised memory.
   std::unique_ptr<HugePageArena> tile_arena_;
 

@@ -15,6 +15,7 @@
 
 #include "octet/base/status.h"
 #include "octet/engine/safetensors.h"
+#include "octet/kernels/thread_pool.h"
 #include "octet/kernels/weight.h"
 
 namespace octet::engine {
@@ -38,6 +39,21 @@ float Nvfp4GlobalScale(float amax);
 
 // w is [rows, cols] row-major float; cols must be a multiple of 16.
 Result<Nvfp4Tensor> QuantizeNvfp4(const float* w, int64_t rows, int64_t cols, float global_scale);
+
+// ---- on-load quantization (LoadOptions::quantize) ----
+//
+// The same rules applied to a dense weight view (F32, BF16 or F16, any row
+// stride: a tensor-parallel slice of a checkpoint tensor), the rows split over
+// `pool` when given. A block whose scale rounds to zero gets zero codes.
+
+// max |w| over a dense view (0 for an empty one).
+Result<float> DenseAbsMax(const kernels::WeightMatrix& w, kernels::ThreadPool* pool = nullptr);
+// w.cols must be a multiple of 16 and global_scale positive and finite.
+Result<Nvfp4Tensor> QuantizeNvfp4Dense(const kernels::WeightMatrix& w, float global_scale,
+                                       kernels::ThreadPool* pool = nullptr);
+// weight_scale_2 for on-load quantization: Nvfp4GlobalScale(amax), or 1 for an
+// all-zero tensor (every code then zero; any positive scale would do).
+float Nvfp4GlobalScaleOrOne(float amax);
 
 // Adds "<module>.weight" (U8), "<module>.weight_scale" (F8_E4M3),
 // "<module>.weight_scale_2" (F32 scalar) and, when input_scale > 0,
