@@ -81,18 +81,6 @@ double Num(const nlohmann::json& j, const char* key) {
 
 }  // namespace
 
-std::string_view JobKindName(JobKind kind) {
-  switch (kind) {
-    case JobKind::kInference:
-      return "inference";
-    case JobKind::kTraining:
-      return "training";
-    case JobKind::kRouter:
-      return "router";
-  }
-  return "?";
-}
-
 std::string_view JobStateName(JobState state) {
   switch (state) {
     case JobState::kRunning:
