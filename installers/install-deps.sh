@@ -36,6 +36,9 @@ packages=(
   libyaml-cpp-dev libsqlite3-dev sqlite3 libpcre2-dev libicu-dev nlohmann-json3-dev libcpp-httplib-dev libssl-dev
   # RDMA (rdma-core): verbs headers, providers and tools for the device probe
   libibverbs-dev ibverbs-providers rdma-core
+  # packages (tests/packaging): dpkg-dev (dpkg-shlibdeps, dpkg-deb) for cpack's .debs, binutils
+  # (readelf) for the no-CUDA-link check, systemd (systemd-analyze) to rate the units
+  dpkg-dev binutils systemd
   # tests: a virtual display for the window, namespaces/veth for multi-host tests, an HTTP client
   xvfb xauth iproute2 curl fonts-dejavu-core procps
 )

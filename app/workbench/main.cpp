@@ -17,6 +17,7 @@
 #include <QCommandLineParser>
 #include <QDir>
 #include <QElapsedTimer>
+#include <QIcon>
 #include <QTemporaryDir>
 #include <QThread>
 #include <QTimer>
@@ -184,6 +185,16 @@ int main(int argc, char** argv) {
   QApplication::setOrganizationName(QStringLiteral("Octet"));
   QApplication::setApplicationVersion(QString::fromStdString(octet::GetBuildInfo().version));
   QApplication::setDesktopFileName(QStringLiteral("octet-workbench"));
+  {
+    // The icon set of resources/icons, compiled in (the .desktop entry names the
+    // same icon installed into the hicolor theme by the octet-workbench package).
+    QIcon icon;
+    for (int size : {16, 24, 32, 48, 64, 128, 256}) {
+      icon.addFile(QStringLiteral(":/octet/icons/octet-workbench-%1.png").arg(size),
+                   QSize(size, size));
+    }
+    QApplication::setWindowIcon(icon);
+  }
 
   QCommandLineParser parser;
   parser.setApplicationDescription(QStringLiteral("Octet workbench: the cluster in one window."));
