@@ -43,6 +43,12 @@ double NumberOr(const json& j, const char* key, double fallback) {
   return it != j.end() && it->is_number() ? it->get<double>() : fallback;
 }
 
+// A token count from a usage object: 0 when absent, not a number or out of int's range.
+int CountOr(const json& j, const char* key) {
+  const double v = NumberOr(j, key, 0);
+  return v >= 0 && v <= 2147483647.0 ? static_cast<int>(v) : 0;
+}
+
 }  // namespace
 
 std::string ChatRequestBody(const ChatRequest& r) {
@@ -59,6 +65,71 @@ std::string ChatRequestBody(const ChatRequest& r) {
   return j.dump();
 }
 
+bool ChatStreamParser::Feed(std::string_view bytes,
+                            const std::function<void(const std::string&)>& on_delta) {
+  // Searching resumes where the last search stopped (one byte back: a "\n\n"
+  // split across chunks), so a long event arriving in small chunks costs
+  // linear time.
+  const size_t from = pending_.empty() ? 0 : pending_.size() - 1;
+  pending_.append(bytes.data(), bytes.size());
+  size_t end = pending_.find("\n\n", from);
+  for (; end != std::string::npos; end = pending_.find("\n\n")) {
+    // One event: "data: ..." lines (comments and other fields skipped).
+    const std::string_view event(pending_.data(), end);
+    size_t pos = 0;
+    std::string payload;
+    while (pos < event.size()) {
+      size_t eol = event.find('\n', pos);
+      if (eol == std::string_view::npos) eol = event.size();
+      std::string_view line = event.substr(pos, eol - pos);
+      if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+      if (line.substr(0, 5) == "data:") {
+        line.remove_prefix(line.size() > 5 && line[5] == ' ' ? 6 : 5);
+        payload.append(line.data(), line.size());
+      }
+      pos = eol + 1;
+    }
+    pending_.erase(0, end + 2);
+    if (!payload.empty()) Event(payload, on_delta);
+  }
+  return pending_.size() <= kMaxEventBytes;
+}
+
+void ChatStreamParser::Event(const std::string& data,
+                             const std::function<void(const std::string&)>& on_delta) {
+  if (data == "[DONE]") {
+    done_ = true;
+    return;
+  }
+  ChatReply& reply = reply_;
+  json c = json::parse(data, nullptr, false);
+  if (!c.is_object()) return;
+  if (c.contains("choices") && c["choices"].is_array() && !c["choices"].empty()) {
+    const json& ch = c["choices"][0];
+    if (ch.is_object() && ch.contains("delta") && ch["delta"].is_object() &&
+        ch["delta"].contains("content") && ch["delta"]["content"].is_string()) {
+      const std::string piece = ch["delta"]["content"].get<std::string>();
+      if (!piece.empty()) {
+        if (reply.ttft_ms < 0) reply.ttft_ms = (NowNs() - start_ns_) / 1e6;
+        reply.text += piece;
+        if (on_delta) on_delta(piece);
+      }
+    }
+    if (ch.is_object() && ch.contains("finish_reason") && ch["finish_reason"].is_string()) {
+      reply.finish_reason = ch["finish_reason"].get<std::string>();
+    }
+  }
+  if (c.contains("usage") && c["usage"].is_object()) {
+    reply.prompt_tokens = CountOr(c["usage"], "prompt_tokens");
+    reply.completion_tokens = CountOr(c["usage"], "completion_tokens");
+  }
+  if (c.contains("timings") && c["timings"].is_object()) {
+    reply.server_ttft_ms = NumberOr(c["timings"], "ttft_ms", -1);
+    reply.prefill_tps = NumberOr(c["timings"], "prefill_tps", -1);
+    reply.decode_tps = NumberOr(c["timings"], "decode_tps", -1);
+  }
+}
+
 Result<ChatReply> StreamChat(const ChatRequest& request,
                              const std::function<void(const std::string& delta)>& on_delta,
                              const std::atomic<bool>* cancel, Deadline deadline) {
@@ -71,45 +142,13 @@ Result<ChatReply> StreamChat(const ChatRequest& request,
       std::chrono::milliseconds(std::max<int64_t>(1, deadline.poll_timeout_ms())));
   client.set_keep_alive(false);
 
-  ChatReply reply;
+  ChatStreamParser parser(NowNs());
+  ChatReply& reply = parser.reply();
   const int64_t t0 = NowNs();
   int status = 0;
-  std::string error_body, pending;
-  bool done = false;
+  std::string error_body;
   bool timed_out = false;
-
-  auto feed_event = [&](const std::string& data) {
-    if (data == "[DONE]") {
-      done = true;
-      return;
-    }
-    json c = json::parse(data, nullptr, false);
-    if (!c.is_object()) return;
-    if (c.contains("choices") && c["choices"].is_array() && !c["choices"].empty()) {
-      const json& ch = c["choices"][0];
-      if (ch.contains("delta") && ch["delta"].contains("content") &&
-          ch["delta"]["content"].is_string()) {
-        const std::string piece = ch["delta"]["content"].get<std::string>();
-        if (!piece.empty()) {
-          if (reply.ttft_ms < 0) reply.ttft_ms = (NowNs() - t0) / 1e6;
-          reply.text += piece;
-          if (on_delta) on_delta(piece);
-        }
-      }
-      if (ch.contains("finish_reason") && ch["finish_reason"].is_string()) {
-        reply.finish_reason = ch["finish_reason"].get<std::string>();
-      }
-    }
-    if (c.contains("usage") && c["usage"].is_object()) {
-      reply.prompt_tokens = static_cast<int>(NumberOr(c["usage"], "prompt_tokens", 0));
-      reply.completion_tokens = static_cast<int>(NumberOr(c["usage"], "completion_tokens", 0));
-    }
-    if (c.contains("timings") && c["timings"].is_object()) {
-      reply.server_ttft_ms = NumberOr(c["timings"], "ttft_ms", -1);
-      reply.prefill_tps = NumberOr(c["timings"], "prefill_tps", -1);
-      reply.decode_tps = NumberOr(c["timings"], "decode_tps", -1);
-    }
-  };
+  bool too_long = false;
 
   httplib::Request req;
   req.method = "POST";
@@ -135,25 +174,9 @@ Result<ChatReply> StreamChat(const ChatRequest& request,
       if (error_body.size() < 64 * 1024) error_body.append(data, n);
       return true;
     }
-    pending.append(data, n);
-    size_t end;
-    while ((end = pending.find("\n\n")) != std::string::npos) {
-      std::string event = pending.substr(0, end);
-      pending.erase(0, end + 2);
-      // One event: "data: ..." lines (comments and other fields skipped).
-      size_t pos = 0;
-      std::string payload;
-      while (pos < event.size()) {
-        size_t eol = event.find('\n', pos);
-        if (eol == std::string::npos) eol = event.size();
-        std::string line = event.substr(pos, eol - pos);
-        if (!line.empty() && line.back() == '\r') line.pop_back();
-        if (line.rfind("data:", 0) == 0) {
-          payload += line.substr(line.size() > 5 && line[5] == ' ' ? 6 : 5);
-        }
-        pos = eol + 1;
-      }
-      if (!payload.empty()) feed_event(payload);
+    if (!parser.Feed(std::string_view(data, n), on_delta)) {
+      too_long = true;
+      return false;
     }
     return true;
   };
@@ -167,11 +190,15 @@ Result<ChatReply> StreamChat(const ChatRequest& request,
     return reply;
   }
   if (timed_out) return DeadlineExceededError("chat reply took longer than the deadline");
+  if (too_long) {
+    return DataLossError("the stream from " + request.base_url + " sent an event longer than " +
+                         std::to_string(ChatStreamParser::kMaxEventBytes >> 20) + " MiB");
+  }
   if (!ok && status == 0) {
     return UnavailableError("no answer from " + request.base_url + ": " + httplib::to_string(err));
   }
   if (status < 200 || status >= 300) return UnavailableError(ServerError(status, error_body));
-  if (!ok && !done) {
+  if (!ok && !parser.done()) {
     return UnavailableError("the stream from " + request.base_url +
                             " ended early: " + httplib::to_string(err));
   }

@@ -12,8 +12,11 @@
 #pragma once
 
 #include <atomic>
+#include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "octet/base/deadline.h"
@@ -54,6 +57,33 @@ struct ChatReply {
 
 // The JSON body sent (exposed for tests and the "copy as curl" action).
 std::string ChatRequestBody(const ChatRequest& request);
+
+// The reply assembled from the server's text/event-stream (Server-Sent
+// Events) as its bytes arrive in chunks of any size: each event's "data:"
+// lines joined, "[DONE]" ending the stream, each chat.completion.chunk's text
+// delta, finish reason, usage and timings taken; other fields, comments and
+// malformed JSON are ignored. StreamChat feeds it; exposed for tests and the
+// fuzz target (tests/fuzz/fuzz_sse.cpp).
+class ChatStreamParser {
+ public:
+  // An event is at most this long; a stream that sends more without a blank
+  // line is refused (Feed returns false) instead of growing without bound.
+  static constexpr size_t kMaxEventBytes = size_t{8} << 20;
+
+  explicit ChatStreamParser(int64_t start_ns = 0) : start_ns_(start_ns) {}
+  // Takes the next bytes; `on_delta` (may be empty) gets each text piece.
+  // False when an event exceeds kMaxEventBytes (the reply so far is kept).
+  bool Feed(std::string_view bytes, const std::function<void(const std::string&)>& on_delta);
+  bool done() const { return done_; }  // "[DONE]" arrived
+  ChatReply& reply() { return reply_; }
+
+ private:
+  void Event(const std::string& data, const std::function<void(const std::string&)>& on_delta);
+  int64_t start_ns_;
+  std::string pending_;
+  ChatReply reply_;
+  bool done_ = false;
+};
 
 // Streams one reply. `on_delta` gets each piece of text in order (on the
 // calling thread). Errors: Unavailable when nothing answers, the server's own
