@@ -40,7 +40,8 @@ int RunChat(const std::vector<std::string>& args) {
               "kernel backend: auto, cuda, avx512-amx, avx512, avx2, neon, scalar", "auto")
       .Option("nvfp4-tiles", "on|off", kNvfp4TilesHelp, "on")
       .Option("quantize", "nvfp4|off", kQuantizeHelp, "off")
-      .Flag("think", "Qwen3: let the model think (default: empty think block)");
+      .Flag("think", "Qwen3: let the model think (default: empty think block)")
+      .Flag("ignore-memory-check", "load even when the weights exceed MemAvailable");
   AddSpeculativeFlags(p);
   if (Status s = p.Parse(args); !s.ok()) {
     std::cerr << s.message() << "\n";
@@ -103,6 +104,7 @@ int RunChat(const std::vector<std::string>& args) {
     return kExitUsage;
   }
   lo.nvfp4_tiles = *tiles;
+  lo.check_memory = !p.GetFlag("ignore-memory-check");
   auto quantize = engine::ParseLoadQuantize(p.GetString("quantize"));
   if (!quantize.ok()) {
     std::cerr << kProgram << ": " << quantize.status().message() << "\n";

@@ -178,6 +178,7 @@ Result<std::vector<std::unique_ptr<Subprocess>>> SpawnFollowers(const FollowerSp
     if (s.peer_timeout_ms > 0) {
       o.argv.insert(o.argv.end(), {"--peer-timeout-ms", std::to_string(s.peer_timeout_ms)});
     }
+    if (!s.check_memory) o.argv.push_back("--ignore-memory-check");
     if (plan.pin) {
       std::string list;
       for (int c : plan.cpus[r]) list += (list.empty() ? "" : ",") + std::to_string(c);
@@ -233,6 +234,8 @@ void AddInstanceFlags(ArgParser& p) {
               "(each key and value rounded once: logits move by ~1e-3)",
               "f32")
       .Option("nvfp4-tiles", "on|off", kNvfp4TilesHelp, "on")
+      .Flag("ignore-memory-check",
+            "load even when this rank's share of the weights exceeds MemAvailable")
       .Option("quantize", "nvfp4|off", kQuantizeHelp, "off")
       .Option("peer-timeout-ms", "MS", "a silent peer is declared dead after this long", "5000")
       .Option("connect-timeout-ms", "MS", "how long ranks wait for each other to load and join",
@@ -261,6 +264,7 @@ Status ReadInstanceFlags(const ArgParser& p, engine::TpRuntimeOptions* o) {
   OCTET_ASSIGN_OR_RETURN(o->load.quantize, engine::ParseLoadQuantize(p.GetString("quantize")));
   // The MTP draft head is loaded only when it will draft.
   o->load.load_mtp = p.GetString("speculative") == "mtp";
+  o->load.check_memory = !p.GetFlag("ignore-memory-check");
   o->comm.peer_timeout_ms = static_cast<int>(peer);
   o->comm.connect_timeout_ms = static_cast<int>(connect);
   // SIGTERM/SIGINT while a large checkpoint loads end the load at the next tensor.
@@ -311,6 +315,7 @@ Result<std::vector<std::unique_ptr<Subprocess>>> StartLocalFollowers(const Local
   fs.peer_timeout_ms = o->comm.peer_timeout_ms;
   fs.backend = o->load.backend;
   fs.nvfp4_tiles = o->load.nvfp4_tiles;
+  fs.check_memory = o->load.check_memory;
   fs.quantize = std::string(engine::LoadQuantizeName(o->load.quantize));
   return SpawnFollowers(fs, *plan);
 }

@@ -59,6 +59,7 @@ struct FollowerSpawn {
   std::string backend = "auto";
   bool nvfp4_tiles = true;       // --nvfp4-tiles
   std::string quantize = "off";  // --quantize
+  bool check_memory = true;      // false: --ignore-memory-check
 };
 // Starts ranks 1..tp-1 as `octet worker --job inference` processes (output
 // inherited, so their errors reach the user).

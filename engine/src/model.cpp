@@ -85,6 +85,36 @@ int64_t SpareMemoryForCopies(int64_t checkpoint_bytes) {
 }
 
 
+// LoadOptions::check_memory: this rank's resident share of the checkpoint
+// against MemAvailable.
+Status CheckResidentMemory(const std::string& dir, int64_t checkpoint_bytes,
+                           const LoadOptions& o) {
+  if (!o.check_memory) return Status::Ok();
+  const auto mi = ReadMemInfo(o.meminfo_path);
+  if (!mi.ok()) {
+    OCTET_LOG(WARNING) << "memory check skipped: " << mi.status().message();
+    return Status::Ok();
+  }
+  const int ranks = std::max(1, o.tp_ranks);
+  const int64_t need = checkpoint_bytes / ranks;
+  const auto available = static_cast<int64_t>(mi->available_bytes);
+  if (need <= available) return Status::Ok();
+  auto size = [](int64_t bytes) {
+    return bytes >= (int64_t{1} << 20) ? std::to_string(MiB(bytes)) + " MiB"
+                                       : std::to_string((bytes + 512) / 1024) + " KiB";
+  };
+  std::string share = "its checkpoint of " + size(checkpoint_bytes);
+  if (ranks > 1) {
+    share = "its 1/" + std::to_string(ranks) + " share of the " + size(checkpoint_bytes) +
+            " checkpoint";
+  }
+  return ResourceExhaustedError(
+      "model '" + dir + "' needs about " + size(need) + " resident on this " +
+      (ranks > 1 ? "rank" : "machine") + " (" + share + ") but MemAvailable is " +
+      size(available) + ": loading it would push the machine into swap or the OOM killer. " +
+      "Free memory, split it over more TP ranks, or pass --ignore-memory-check to load it anyway");
+}
+
 // Every linear layer of a decoder layer: attention, the dense MLP, and a
 // mixture-of-experts block's router, experts and shared expert. `Layer` is
 // LayerWeights or const LayerWeights.
@@ -494,6 +524,7 @@ Result<std::unique_ptr<Model>> Model::Load(const std::string& dir, const LoadOpt
   m->dir_ = dir;
   OCTET_ASSIGN_OR_RETURN(m->config_, LoadModelConfig(dir));
   OCTET_ASSIGN_OR_RETURN(m->store_, CheckpointStore::Open(dir));
+  OCTET_RETURN_IF_ERROR(CheckResidentMemory(dir, m->store_->total_bytes(), options));
   OCTET_ASSIGN_OR_RETURN(m->backend_,
                          kernels::CreateAnyBackend(options.backend, {options.threads}));
   OCTET_RETURN_IF_ERROR(m->LoadWeights(options));

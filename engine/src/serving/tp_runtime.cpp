@@ -139,6 +139,7 @@ Result<std::unique_ptr<TpRuntime>> TpRuntime::Create(const std::string& model_di
       load_status = CheckTpDegree(shape, o.world_size);
       if (load_status.ok()) {
         if (o.world_size > 1) lo.shard = MakeShardFunction(shape, o.world_size, o.rank);
+        lo.tp_ranks = o.world_size;
         auto m = Model::Load(model_dir, lo);
         if (m.ok()) {
           rt->model_ = std::move(*m);

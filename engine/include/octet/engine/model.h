@@ -115,6 +115,15 @@ struct LoadOptions {
   // num_nextn_predict_layers) for speculative decoding (Model::MtpDraft). A
   // model without one is then an error. Off: they are skipped (one log line).
   bool load_mtp = false;
+  // Before anything is paged in, the bytes this rank will hold resident (its
+  // share of the checkpoint's tensors: total / tp_ranks) are checked against
+  // MemAvailable: a model that fits on paper but not in this machine's free
+  // memory is refused (ResourceExhausted, naming both figures) instead of
+  // thrashing. false: load anyway (the CLI's --ignore-memory-check). No check
+  // where meminfo cannot be read.
+  bool check_memory = true;
+  int tp_ranks = 1;                             // ranks the weights are split over
+  std::string meminfo_path = "/proc/meminfo";  // tests point it at a file
   // kNvfp4: every linear weight the checkpoint stores as BF16, F16 or F32
   // (attention, MLPs, experts, the MTP projection, an untied lm_head) is
   // quantized to NVFP4 as it loads, by the rules of nvfp4.h (per-16 e4m3
