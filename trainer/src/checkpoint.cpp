@@ -97,22 +97,31 @@ Status SaveCheckpoint(const std::string& out_dir, GptModel& model, Optimizer& op
   fs::remove_all(tmp_dir, ec);
   OCTET_RETURN_IF_ERROR(MakeDirs(tmp_dir));
 
-  OCTET_RETURN_IF_ERROR(WriteModelFiles(tmp_dir, model, tokenizer_dir));
-  engine::SafetensorsWriter opt_writer;
-  opt_writer.SetMetadata("format", "pt");
-  for (const auto& t : optimizer.StateTensors()) {
+  // A write that fails (a full disk) removes its temporary folder at once:
+  // left behind, it would hold the space the next save needs.
+  Status written = [&]() -> Status {
+    OCTET_RETURN_IF_ERROR(WriteModelFiles(tmp_dir, model, tokenizer_dir));
+    engine::SafetensorsWriter opt_writer;
+    opt_writer.SetMetadata("format", "pt");
+    for (const auto& t : optimizer.StateTensors()) {
+      OCTET_RETURN_IF_ERROR(
+          opt_writer.Add(t.name, engine::DType::kF32, t.shape, t.data, t.numel * 4));
+    }
+    OCTET_RETURN_IF_ERROR(opt_writer.Write(JoinPath(tmp_dir, "optimizer.safetensors")));
+    nlohmann::ordered_json j;
+    j["step"] = state.step;
+    j["optimizer_steps"] = optimizer.steps_taken();
+    j["loader"] = {{"epoch", state.loader.epoch}, {"offset", state.loader.offset}};
+    j["settings"] = nlohmann::json::parse(state.settings_json.empty() ? "{}" : state.settings_json,
+                                          nullptr, false);
     OCTET_RETURN_IF_ERROR(
-        opt_writer.Add(t.name, engine::DType::kF32, t.shape, t.data, t.numel * 4));
+        WriteFileAtomic(JoinPath(tmp_dir, "trainer_state.json"), j.dump(2) + "\n"));
+    return SyncDir(tmp_dir);
+  }();
+  if (!written.ok()) {
+    fs::remove_all(tmp_dir, ec);
+    return written.WithContext("checkpoint " + name + " not saved (the previous one is kept)");
   }
-  OCTET_RETURN_IF_ERROR(opt_writer.Write(JoinPath(tmp_dir, "optimizer.safetensors")));
-  nlohmann::ordered_json j;
-  j["step"] = state.step;
-  j["optimizer_steps"] = optimizer.steps_taken();
-  j["loader"] = {{"epoch", state.loader.epoch}, {"offset", state.loader.offset}};
-  j["settings"] = nlohmann::json::parse(state.settings_json.empty() ? "{}" : state.settings_json,
-                                        nullptr, false);
-  OCTET_RETURN_IF_ERROR(WriteFileAtomic(JoinPath(tmp_dir, "trainer_state.json"), j.dump(2) + "\n"));
-  OCTET_RETURN_IF_ERROR(SyncDir(tmp_dir));
 
   // Replace an older folder of the same step (a rerun after resume) only now.
   if (PathExists(final_dir)) {
