@@ -20,6 +20,12 @@ Result<std::vector<int32_t>> CompletionService::PromptIds(const CompletionReques
     ChatOptions opts;
     opts.add_generation_prompt = true;
     opts.enable_thinking = r.enable_thinking;
+    opts.tools_json = r.tools_json;
+    if (!r.tools_json.empty() && !tokenizer_->chat_template().RendersTools()) {
+      return InvalidArgumentError("'tools': this model's chat template (" +
+                                  std::string(tokenizer_->chat_template().family_name()) +
+                                  ") has no tools section");
+    }
     OCTET_ASSIGN_OR_RETURN(std::string text, tokenizer_->chat_template().Apply(r.messages, opts));
     EncodeOptions eo;
     eo.add_special_tokens = false;  // the template writes BOS itself where the family has one
@@ -62,6 +68,7 @@ Result<std::vector<std::unique_ptr<CompletionStream>>> CompletionService::StartN
   p.ignore_eos = r.ignore_eos;
   p.min_tokens = r.min_tokens;
   p.logprobs = r.logprobs;
+  p.constraint = r.constraint;
   if (tokenizer_) p.stop_ids = tokenizer_->StopIds();
   if (p.stop_ids.empty()) p.stop_ids = scheduler_.config().eos_token_ids;
   const int64_t prompt_tokens = static_cast<int64_t>(p.prompt.size());

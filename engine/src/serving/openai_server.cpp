@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "octet/base/log.h"
+#include "openai_structured.h"
 
 namespace octet::engine {
 
@@ -496,6 +497,10 @@ struct OpenAiServer::Impl {
     if (auto e = chat ? ParseMessages(j, &r) : ParsePrompt(j, &r)) return SendError(res, *e);
     if (auto e = ParseLogprobs(j, chat, &r)) return SendError(res, *e);
     if (auto e = ApplyGenerationDefaults(j, service.defaults(), &r)) return SendError(res, *e);
+    ToolMode tools;
+    if (auto e = ParseStructuredFields(req.body, chat, service.tokenizer(), &r, &tools)) {
+      return SendError(res, {400, e->message, "invalid_request_error", e->param});
+    }
     auto started = service.StartN(r);
     if (!started.ok()) {
       HttpError e = FromStatus(started.status());
@@ -511,15 +516,17 @@ struct OpenAiServer::Impl {
     const std::string model = service.model_name();
     const bool logprobs = r.logprobs >= 0;
     if (!stream) {
-      return Collect(std::move(*started), res, chat, id, created, model, return_ids, logprobs);
+      return Collect(std::move(*started), res, chat, id, created, model, return_ids, logprobs,
+                     tools);
     }
-    Stream(std::move(*started), res, chat, id, created, model, include_usage, return_ids, logprobs);
+    Stream(std::move(*started), res, chat, id, created, model, include_usage, return_ids,
+           logprobs, tools);
   }
 
   // Non-streaming: wait for the whole reply (every choice).
   void Collect(std::vector<std::unique_ptr<CompletionStream>> streams, httplib::Response& res,
                bool chat, const std::string& id, int64_t created, const std::string& model,
-               bool return_ids, bool logprobs) {
+               bool return_ids, bool logprobs, const ToolMode& tools = {}) {
     json choices = json::array();
     std::vector<CompletionDelta> finals;
     for (size_t index = 0; index < streams.size(); ++index) {
@@ -548,6 +555,7 @@ struct OpenAiServer::Impl {
       if (chat) {
         choice["message"] = {{"role", "assistant"}, {"content", text}};
         choice["logprobs"] = logprobs ? ChatLogprobs(service.tokenizer(), lps) : json(nullptr);
+        if (tools.parse) ApplyToolCalls(text, &choice);  // message.tool_calls
       } else {
         choice["text"] = text;
         int64_t offset = 0;
@@ -572,7 +580,7 @@ struct OpenAiServer::Impl {
   // choice; with n > 1 the choices' chunks interleave as their tokens come.
   void Stream(std::vector<std::unique_ptr<CompletionStream>> streams, httplib::Response& res,
               bool chat, const std::string& id, int64_t created, const std::string& model,
-              bool include_usage, bool return_ids, bool logprobs) {
+              bool include_usage, bool return_ids, bool logprobs, const ToolMode& tools = {}) {
     // Any stream's news wakes the writer.
     struct Wake {
       std::mutex mu;
@@ -584,6 +592,7 @@ struct OpenAiServer::Impl {
       std::vector<bool> done;
       std::vector<int64_t> text_offset;
       std::vector<CompletionDelta> finals;
+      std::vector<ToolCallStreamFilter> filters;  // chat with tools: one per choice
       std::shared_ptr<Wake> wake = std::make_shared<Wake>();
       bool sent_role = false;
       bool finished = false;
@@ -596,6 +605,7 @@ struct OpenAiServer::Impl {
     st->done.assign(st->streams.size(), false);
     st->text_offset.assign(st->streams.size(), 0);
     st->finals.resize(st->streams.size());
+    if (chat && tools.parse) st->filters.assign(st->streams.size(), ToolCallStreamFilter(tools));
     for (auto& s : st->streams) {
       s->SetNotify([wake = st->wake] {
         {
@@ -624,7 +634,7 @@ struct OpenAiServer::Impl {
     const Tokenizer* tok = service.tokenizer();
     res.set_chunked_content_provider(
         "text/event-stream",
-        [st, chunk, chat, include_usage, return_ids, logprobs, tok, id, created, model](
+        [st, chunk, chat, include_usage, return_ids, logprobs, tok, id, created, model, tools](
             size_t, httplib::DataSink& sink) -> bool {
           auto send = [&](const std::string& payload) {
             const std::string event = "data: " + payload + "\n\n";
@@ -657,6 +667,7 @@ struct OpenAiServer::Impl {
                 st->streams.size() == 1 ? Deadline::AfterMs(kKeepAliveMs) : Deadline::AfterMs(0);
             if (!st->streams[i]->Next(wait, &d)) continue;
             any = true;
+            if (!st->filters.empty()) d.text = st->filters[i].Push(d.text);  // holds tool calls
             if (!d.text.empty() || (return_ids && !d.ids.empty()) ||
                 (logprobs && !d.logprobs.empty())) {
               json c = chunk(i, chat ? json{{"content", d.text}} : json(d.text), nullptr);
@@ -687,7 +698,21 @@ struct OpenAiServer::Impl {
             st->finals[i] = d;
             const bool all_done =
                 std::all_of(st->done.begin(), st->done.end(), [](bool b) { return b; });
-            json last = chunk(i, chat ? json::object() : json(""), FinishReason(d.finish_reason));
+            std::string finish = FinishReason(d.finish_reason);
+            if (!st->filters.empty()) {
+              // What the filter held: content, then the calls as OpenAI streams them.
+              ParsedToolCalls held = st->filters[i].Finish();
+              std::vector<json> deltas = ToolCallDeltas(held.calls);
+              if (!held.content.empty()) deltas.insert(deltas.begin(), json{{"content", held.content}});
+              for (const json& delta : deltas) {
+                if (!send(chunk(i, delta, nullptr).dump())) {
+                  st->CancelAll();
+                  return false;
+                }
+              }
+              if (!held.calls.empty()) finish = "tool_calls";
+            }
+            json last = chunk(i, chat ? json::object() : json(""), finish);
             if (all_done) {
               // The last choice to end carries the request's usage.
               last["usage"] = Usage(st->finals);

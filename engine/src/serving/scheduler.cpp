@@ -163,12 +163,16 @@ struct Scheduler::Active {
   std::unique_ptr<Drafter> drafter;
   std::vector<int32_t> history;
   std::vector<int32_t> drafts;
+  // Structured output: this sequence's constraint and its masked logits row.
+  std::unique_ptr<TokenConstraint> constraint;
+  std::vector<float> masked;
 
   Active(std::shared_ptr<RequestStream> s, GenerationParams p, const ModelConfig& c,
          uint64_t group_id = 0)
       : stream(std::move(s)), params(std::move(p)), sampler(params.sampling), group(group_id) {
     stop = params.stop_ids.empty() ? c.eos_token_ids : params.stop_ids;
     sampler.SetPrompt(params.prompt);
+    if (params.constraint) constraint = params.constraint->Clone();
   }
   bool decoding() const { return prefilled == static_cast<int64_t>(params.prompt.size()); }
 };
@@ -509,7 +513,7 @@ void Scheduler::Loop() {
       c.start_pos = a->cached;
       c.tokens.assign(1, a->last);
       a->drafts.clear();
-      if (a->drafter && draft_budget > 0) {
+      if (a->drafter && draft_budget > 0 && !a->constraint) {
         // No more drafts than tokens still wanted after this step's own one
         // (which also keeps [last, drafts] inside the slot's context).
         const int64_t room =
@@ -564,11 +568,18 @@ void Scheduler::Loop() {
         const float* row = drafts.empty() ? out.Last(i) : out.Row(out.row_begin[i] + int64_t(j));
         bool hit = false;
         int32_t id;
-        if (j < drafts.size()) {
-          id = a.sampler.Verify(row, out.vocab, runner_.backend(), drafts[j], &hit);
-        } else {
-          id = a.sampler.Sample(row, out.vocab, runner_.backend());
+        const float* pick = row;
+        if (a.constraint) {  // tokens the grammar refuses at -inf
+          a.masked.assign(row, row + out.vocab);
+          a.constraint->Mask(a.masked.data(), out.vocab, a.stop);
+          pick = a.masked.data();
         }
+        if (j < drafts.size()) {
+          id = a.sampler.Verify(pick, out.vocab, runner_.backend(), drafts[j], &hit);
+        } else {
+          id = a.sampler.Sample(pick, out.vocab, runner_.backend());
+        }
+        if (a.constraint) a.constraint->Accept(id);
         kept.push_back(id);
         if (a.params.logprobs >= 0) {
           logprobs.push_back(ComputeLogprobs(row, out.vocab, id, a.params.logprobs));

@@ -4,7 +4,9 @@
 // (str.strip() strips str.isspace() characters; strip('\n') only newlines).
 #include "octet/engine/chat_template.h"
 
+#include <cmath>
 #include <ctime>
+#include <nlohmann/json.hpp>
 
 #include "octet/base/log.h"
 #include "text/utf8.h"
@@ -96,6 +98,68 @@ std::string JsonQuote(std::string_view s) {
     }
   }
   return out + "\"";
+}
+
+// Python's json.dumps(value, ensure_ascii=False) with the default separators
+// (", " and ": ") and the keys in their given order: transformers' `tojson`.
+void PyDumps(const nlohmann::ordered_json& v, std::string* out) {
+  switch (v.type()) {
+    case nlohmann::ordered_json::value_t::object: {
+      *out += "{";
+      bool first = true;
+      for (auto it = v.begin(); it != v.end(); ++it) {
+        if (!first) *out += ", ";
+        first = false;
+        *out += JsonQuote(it.key());
+        *out += ": ";
+        PyDumps(it.value(), out);
+      }
+      *out += "}";
+      break;
+    }
+    case nlohmann::ordered_json::value_t::array: {
+      *out += "[";
+      for (size_t i = 0; i < v.size(); ++i) {
+        if (i > 0) *out += ", ";
+        PyDumps(v[i], out);
+      }
+      *out += "]";
+      break;
+    }
+    case nlohmann::ordered_json::value_t::string:
+      *out += JsonQuote(v.get_ref<const std::string&>());
+      break;
+    case nlohmann::ordered_json::value_t::number_float: {
+      const double d = v.get<double>();
+      if (std::isnan(d)) {
+        *out += "NaN";
+      } else if (std::isinf(d)) {
+        *out += d > 0 ? "Infinity" : "-Infinity";
+      } else {
+        *out += v.dump();  // shortest round trip, with ".0" on integral values, as repr()
+      }
+      break;
+    }
+    default:
+      *out += v.dump();  // null, true, false, integers
+      break;
+  }
+}
+
+std::string PyDumps(const nlohmann::ordered_json& v) {
+  std::string out;
+  PyDumps(v, &out);
+  return out;
+}
+
+// A JSON array from text (empty text: an empty array).
+Result<nlohmann::ordered_json> JsonArray(std::string_view text, const std::string& what) {
+  if (text.empty()) return nlohmann::ordered_json::array();
+  nlohmann::ordered_json j = nlohmann::ordered_json::parse(text, nullptr, false);
+  if (j.is_discarded() || !j.is_array()) {
+    return InvalidArgumentError("chat template: " + what + " must be a JSON array");
+  }
+  return j;
 }
 
 // The literal system prompt a ChatML template writes when the conversation has
@@ -210,7 +274,11 @@ Result<std::string> ChatTemplate::Apply(std::span<const ChatMessage> messages,
     if (messages[i].role.empty()) {
       return InvalidArgumentError("chat template: message " + std::to_string(i) + " has no role");
     }
+    OCTET_RETURN_IF_ERROR(
+        JsonArray(messages[i].tool_calls_json, "messages[" + std::to_string(i) + "].tool_calls")
+            .status());
   }
+  OCTET_RETURN_IF_ERROR(JsonArray(options.tools_json, "tools").status());
   switch (family_) {
     case ChatFamily::kQwen3:
     case ChatFamily::kChatML:
@@ -240,7 +308,25 @@ std::string ChatTemplate::ApplyChatML(std::span<const ChatMessage> messages,
     out += content;
     out += "<|im_end|>\n";
   };
-  if (messages[0].role == "system") {
+  const nlohmann::ordered_json tools =
+      qwen3 ? JsonArray(options.tools_json, "tools").value_or(nlohmann::ordered_json::array())
+            : nlohmann::ordered_json::array();
+  if (!tools.empty()) {
+    // Qwen3's "# Tools" system turn (after the system message's own content).
+    out += "<|im_start|>system\n";
+    if (messages[0].role == "system") out += messages[0].content + "\n\n";
+    out +=
+        "# Tools\n\nYou may call one or more functions to assist with the user query.\n\nYou are "
+        "provided with function signatures within <tools></tools> XML tags:\n<tools>";
+    for (const auto& tool : tools) {
+      out += "\n";
+      out += PyDumps(tool);
+    }
+    out +=
+        "\n</tools>\n\nFor each function call, return a json object with function name and "
+        "arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": "
+        "<function-name>, \"arguments\": <args-json-object>}\n</tool_call><|im_end|>\n";
+  } else if (messages[0].role == "system") {
     turn("system", messages[0].content);
   } else if (!default_system_.empty()) {
     turn("system", default_system_);
@@ -292,6 +378,28 @@ std::string ChatTemplate::ApplyChatML(std::span<const ChatMessage> messages,
         out += LStripNewlines(content);
       } else {
         out += content;
+      }
+      // The template's tool_calls loop: "\n" between calls (and after content),
+      // arguments written as given when a string, else through tojson.
+      const nlohmann::ordered_json calls =
+          JsonArray(m.tool_calls_json, "tool_calls").value_or(nlohmann::ordered_json::array());
+      for (size_t k = 0; k < calls.size(); ++k) {
+        if (k > 0 || !content.empty()) out += "\n";
+        const nlohmann::ordered_json& call =
+            calls[k].is_object() && calls[k].contains("function") && !calls[k]["function"].is_null()
+                ? calls[k]["function"]
+                : calls[k];
+        out += "<tool_call>\n{\"name\": \"";
+        if (call.is_object() && call.contains("name")) {
+          const auto& name = call["name"];
+          out += name.is_string() ? name.get<std::string>() : PyDumps(name);
+        }
+        out += "\", \"arguments\": ";
+        if (call.is_object() && call.contains("arguments")) {
+          const auto& args = call["arguments"];
+          out += args.is_string() ? args.get<std::string>() : PyDumps(args);
+        }
+        out += "}\n</tool_call>";
       }
       out += "<|im_end|>\n";
     } else if (m.role == "tool" && (qwen3 || tool_response_)) {

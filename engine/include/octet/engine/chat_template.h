@@ -44,6 +44,9 @@ namespace octet::engine {
 struct ChatMessage {
   std::string role;  // "system", "user", "assistant", "tool"
   std::string content;
+  // Assistant turns: the OpenAI "tool_calls" array as JSON text (empty: none);
+  // each {"function": {"name": ..., "arguments": string or object}}.
+  std::string tool_calls_json;
 };
 
 struct ChatOptions {
@@ -55,6 +58,10 @@ struct ChatOptions {
   // Llama 3.1+: the "Today Date:" text. Empty: what the template itself uses
   // (today as "26 Jul 2024"-style when it calls strftime_now, else "26 Jul 2024").
   std::string date_string;
+  // The OpenAI "tools" array as JSON text (empty: no tools). Qwen3 writes them
+  // into its system turn (the template's "# Tools" section, each tool through
+  // `tojson`); see RendersTools().
+  std::string tools_json;
 };
 
 enum class ChatFamily { kQwen3, kChatML, kLlama3, kPlain };
@@ -77,7 +84,13 @@ class ChatTemplate {
   // ChatML: the system prompt the template inserts when there is none.
   const std::string& default_system_prompt() const { return default_system_; }
 
-  // The text to encode. Errors: no messages, or a message with an empty role.
+  // Whether Apply writes ChatOptions::tools_json and assistant tool calls the
+  // way the template does (Qwen3). Templates without a tools section (the
+  // original Llama-3 one) would drop them: callers refuse tools there.
+  bool RendersTools() const { return family_ == ChatFamily::kQwen3; }
+
+  // The text to encode. Errors: no messages, a message with an empty role, or
+  // tools / tool calls that are not a JSON array.
   Result<std::string> Apply(std::span<const ChatMessage> messages,
                             const ChatOptions& options = {}) const;
 

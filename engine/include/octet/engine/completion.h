@@ -44,6 +44,11 @@ struct CompletionRequest {
   int64_t min_tokens = 0;
   int logprobs = -1;  // -1: none; 0..kMaxTopLogprobs: each token's and that many alternatives
   int n = 1;          // sequences (StartN; Start takes 1)
+  // Chat: the OpenAI "tools" array (JSON text) for the template to render;
+  // empty: none. A template without a tools section refuses it.
+  std::string tools_json;
+  // Grammar-constrained decoding (structured_output.h): response_format, forced tool calls.
+  std::shared_ptr<const TokenConstraint> constraint;
 };
 
 struct CompletionDelta {

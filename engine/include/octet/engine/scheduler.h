@@ -71,6 +71,7 @@
 #include "octet/base/status.h"
 #include "octet/engine/generate.h"
 #include "octet/engine/model_runner.h"
+#include "octet/engine/structured_output.h"
 
 namespace octet::engine {
 
@@ -109,6 +110,9 @@ struct GenerationParams {
   bool ignore_eos = false;        // generate exactly max_tokens (benchmarks)
   int64_t min_tokens = 0;         // a stop id before this many tokens does not stop
   int logprobs = -1;  // -1: none; 0..kMaxTopLogprobs: each token's and that many alternatives
+  // Grammar-constrained decoding (structured_output.h): every sequence
+  // samples under a Clone() of it; such a sequence does not draft.
+  std::shared_ptr<const TokenConstraint> constraint;
 };
 
 // Per-request timestamps (NowNs clock) and the figures derived from them.

@@ -1,0 +1,212 @@
+#!/usr/bin/env python3
+"""Structured output and tool calls against `octet serve` with the official
+`openai` client (run by test_serve_structured.cpp). Exits 77 when the package
+cannot be imported, 1 with a message on the first failed check.
+
+  openai_structured_client.py BASE_URL MODEL
+"""
+import json
+import sys
+
+try:
+    import openai
+except ImportError:
+    print("the openai package is not importable", file=sys.stderr)
+    sys.exit(77)
+
+BASE, MODEL = sys.argv[1], sys.argv[2]
+client = openai.OpenAI(base_url=BASE + "/v1", api_key="unused", timeout=120, max_retries=0)
+
+
+def check(cond, what):
+    if not cond:
+        print("FAILED: " + what, file=sys.stderr)
+        sys.exit(1)
+
+
+def valid(v, s, root):
+    """A small JSON-schema validator for the keywords used here."""
+    if "$ref" in s:
+        node = root
+        for part in s["$ref"][2:].split("/"):
+            node = node[part]
+        return valid(v, node, root)
+    if "enum" in s:
+        return v in s["enum"]
+    if "const" in s:
+        return v == s["const"]
+    if "anyOf" in s:
+        return any(valid(v, a, root) for a in s["anyOf"])
+    t = s.get("type")
+    if t == "object":
+        if not isinstance(v, dict):
+            return False
+        props = s.get("properties", {})
+        if any(r not in v for r in s.get("required", [])):
+            return False
+        if s.get("additionalProperties") is False and any(k not in props for k in v):
+            return False
+        return all(valid(v[k], props[k], root) for k in v if k in props)
+    if t == "array":
+        if not isinstance(v, list):
+            return False
+        if len(v) < s.get("minItems", 0) or len(v) > s.get("maxItems", 1 << 30):
+            return False
+        return all(valid(e, s.get("items", {}), root) for e in v)
+    if t == "integer":
+        return isinstance(v, int) and not isinstance(v, bool)
+    if t == "number":
+        return isinstance(v, (int, float)) and not isinstance(v, bool)
+    if t == "boolean":
+        return isinstance(v, bool)
+    if t == "null":
+        return v is None
+    if t == "string":
+        return isinstance(v, str)
+    return True
+
+
+SCHEMA = {
+    "type": "object",
+    "properties": {
+        "color": {"enum": ["red", "green", "blue"]},
+        "count": {"type": "integer"},
+        "ok": {"type": "boolean"},
+        "size": {"anyOf": [{"type": "null"}, {"$ref": "#/$defs/size"}]},
+        "tags": {"type": "array", "items": {"enum": ["a", "b"]}, "minItems": 1, "maxItems": 3},
+    },
+    "required": ["color", "count", "ok", "size", "tags"],
+    "additionalProperties": False,
+    "$defs": {"size": {"type": "object", "properties": {"w": {"type": "number"}}, "required": ["w"],
+                       "additionalProperties": False}},
+}
+MESSAGES = [{"role": "user", "content": "Describe a thing as JSON."}]
+
+# ---- json_schema: greedy and sampled, non-streamed and streamed ----
+for temperature, seed in ((0.0, None), (1.0, 7), (1.0, 8)):
+    r = client.chat.completions.create(
+        model=MODEL, messages=MESSAGES, max_tokens=400, temperature=temperature, seed=seed,
+        response_format={"type": "json_schema",
+                         "json_schema": {"name": "thing", "schema": SCHEMA, "strict": True}})
+    c = r.choices[0]
+    check(c.finish_reason == "stop", f"json_schema finish_reason {c.finish_reason}: {c.message.content!r}")
+    doc = json.loads(c.message.content)
+    check(valid(doc, SCHEMA, SCHEMA), f"json_schema output does not validate: {c.message.content!r}")
+stream = client.chat.completions.create(
+    model=MODEL, messages=MESSAGES, max_tokens=400, temperature=1.0, seed=3, stream=True,
+    response_format={"type": "json_schema", "json_schema": {"name": "thing", "schema": SCHEMA}})
+text, finish = "", None
+for chunk in stream:
+    if chunk.choices:
+        text += chunk.choices[0].delta.content or ""
+        finish = chunk.choices[0].finish_reason or finish
+check(finish == "stop", f"streamed json_schema finish_reason {finish}")
+check(valid(json.loads(text), SCHEMA, SCHEMA), f"streamed json_schema output does not validate: {text!r}")
+
+# ---- json_object: an object (or cut by max_tokens while still inside one) ----
+r = client.chat.completions.create(model=MODEL, messages=MESSAGES, max_tokens=64, temperature=0,
+                                   response_format={"type": "json_object"})
+c = r.choices[0]
+check(c.message.content.startswith("{"), f"json_object output {c.message.content!r}")
+if c.finish_reason == "stop":
+    check(isinstance(json.loads(c.message.content), dict), "json_object output is not an object")
+
+# ---- invalid schemas: 400 saying where ----
+for schema, where in (({"type": "object", "properties": {"n": {"type": "integer", "minimum": 0}}},
+                       "/properties/n/minimum"),
+                      ({"type": "array", "items": {"$ref": "#/$defs/missing"}}, "/items/$ref")):
+    try:
+        client.chat.completions.create(
+            model=MODEL, messages=MESSAGES, max_tokens=8,
+            response_format={"type": "json_schema", "json_schema": {"name": "x", "schema": schema}})
+        check(False, f"schema {schema} was accepted")
+    except openai.BadRequestError as e:
+        check(where in str(e), f"the error for {schema} does not name {where}: {e}")
+
+# ---- tools ----
+TOOLS = [
+    {"type": "function", "function": {
+        "name": "get_weather", "description": "Current weather of a city",
+        "parameters": {"type": "object",
+                       "properties": {"city": {"enum": ["Paris", "Oslo"]}, "days": {"type": "integer"}},
+                       "required": ["city", "days"], "additionalProperties": False}}},
+    {"type": "function", "function": {
+        "name": "get_time", "description": "Local time",
+        "parameters": {"type": "object", "properties": {"utc": {"type": "boolean"}}, "required": ["utc"]}}},
+]
+ASK = [{"role": "user", "content": "What is the weather in Paris?"}]
+
+# The tools reach the prompt: more prompt tokens with them, the same with tool_choice none.
+plain = client.chat.completions.create(model=MODEL, messages=ASK, max_tokens=1)
+auto = client.chat.completions.create(model=MODEL, messages=ASK, max_tokens=4, tools=TOOLS)
+none = client.chat.completions.create(model=MODEL, messages=ASK, max_tokens=1, tools=TOOLS,
+                                      tool_choice="none")
+check(auto.usage.prompt_tokens > plain.usage.prompt_tokens + 50,
+      f"tools did not reach the prompt ({auto.usage.prompt_tokens} vs {plain.usage.prompt_tokens})")
+check(none.usage.prompt_tokens == plain.usage.prompt_tokens, "tool_choice none still rendered the tools")
+
+# A forced call of a named function: tool_calls, finish_reason tool_calls, valid arguments.
+params = TOOLS[0]["function"]["parameters"]
+r = client.chat.completions.create(model=MODEL, messages=ASK, max_tokens=200, tools=TOOLS,
+                                   tool_choice={"type": "function", "function": {"name": "get_weather"}})
+c = r.choices[0]
+check(c.finish_reason == "tool_calls", f"forced call finish_reason {c.finish_reason}: {c.message}")
+check(c.message.tool_calls and len(c.message.tool_calls) == 1, f"no tool call: {c.message}")
+call = c.message.tool_calls[0]
+check(call.type == "function" and call.function.name == "get_weather" and call.id.startswith("call_"),
+      f"tool call {call}")
+args = json.loads(call.function.arguments)
+check(valid(args, params, params), f"arguments {args} do not validate")
+
+# The round trip: the call and its result in the history, then "required" (any tool).
+history = ASK + [
+    {"role": "assistant", "content": None,
+     "tool_calls": [{"id": call.id, "type": "function",
+                     "function": {"name": call.function.name, "arguments": call.function.arguments}}]},
+    {"role": "tool", "tool_call_id": call.id, "content": json.dumps({"temperature_c": 21})},
+]
+r2 = client.chat.completions.create(model=MODEL, messages=history, max_tokens=200, tools=TOOLS,
+                                    tool_choice="required", temperature=1.0, seed=5)
+c2 = r2.choices[0]
+check(c2.finish_reason == "tool_calls" and c2.message.tool_calls, f"required: {c2.message}")
+name2 = c2.message.tool_calls[0].function.name
+check(name2 in ("get_weather", "get_time"), f"required call of {name2}")
+p2 = next(t["function"]["parameters"] for t in TOOLS if t["function"]["name"] == name2)
+check(valid(json.loads(c2.message.tool_calls[0].function.arguments), p2, p2), "required arguments")
+check(r2.usage.prompt_tokens > r.usage.prompt_tokens + 10,
+      f"the call and its result did not reach the prompt ({r2.usage.prompt_tokens})")
+
+# Streamed: the call arrives as tool_calls deltas.
+stream = client.chat.completions.create(model=MODEL, messages=ASK, max_tokens=200, tools=TOOLS,
+                                        tool_choice="required", stream=True)
+names, arguments, finish, ids = {}, {}, None, {}
+for chunk in stream:
+    if not chunk.choices:
+        continue
+    d = chunk.choices[0].delta
+    for tc in d.tool_calls or []:
+        if tc.id:
+            ids[tc.index] = tc.id
+        if tc.function and tc.function.name:
+            names[tc.index] = tc.function.name
+        if tc.function and tc.function.arguments:
+            arguments[tc.index] = arguments.get(tc.index, "") + tc.function.arguments
+    finish = chunk.choices[0].finish_reason or finish
+check(finish == "tool_calls", f"streamed finish_reason {finish}")
+check(len(names) == 1 and names[0] in ("get_weather", "get_time") and ids.get(0, "").startswith("call_"),
+      f"streamed call {names} {ids}")
+p3 = next(t["function"]["parameters"] for t in TOOLS if t["function"]["name"] == names[0])
+check(valid(json.loads(arguments[0]), p3, p3), f"streamed arguments {arguments}")
+
+# Bad tool requests.
+for kwargs, param in (({"tools": TOOLS, "tool_choice": {"type": "function", "function": {"name": "nope"}}},
+                       "tool_choice"),
+                      ({"tool_choice": "required"}, "tool_choice"),
+                      ({"tools": [{"type": "function", "function": {"description": "no name"}}]}, "tools")):
+    try:
+        client.chat.completions.create(model=MODEL, messages=ASK, max_tokens=4, **kwargs)
+        check(False, f"{kwargs} was accepted")
+    except openai.BadRequestError as e:
+        check(e.body is not None and e.body.get("param") == param, f"{kwargs}: {e}")
+
+print("ok")

@@ -1,0 +1,396 @@
+// Structured output (structured_output.h): the JSON-schema compiler's errors,
+// the character automaton against documents known to be valid or not, the
+// token mask against feeding every token's bytes one by one (real Qwen3 and
+// Llama-3 vocabularies), and generation under random logits whose every
+// finished output must parse and validate — checked by a small validator
+// written here, independent of the automaton.
+#include <QtTest>
+#include <cmath>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "octet/engine/structured_output.h"
+#include "octet/engine/tokenizer.h"
+#include "octet/engine/tool_calls.h"
+#include "octet_test.h"
+
+using namespace octet;
+using namespace octet::engine;
+using json = nlohmann::ordered_json;  // schemas keep their property order
+
+namespace {
+
+std::shared_ptr<const JsonGrammar> Compile(const json& schema) {
+  auto g = CompileJsonSchema(schema.dump());
+  if (!g.ok()) qFatal("%s", g.status().ToString().c_str());
+  return *g;
+}
+
+bool Matches(const std::shared_ptr<const JsonGrammar>& g, const std::string& text) {
+  JsonMatcher m(g);
+  return m.Feed(text) && m.Accepting();
+}
+
+// An independent validator for the keywords the compiler supports. Objects
+// must list properties in schema order (what the automaton generates).
+bool Valid(const json& v, const json& s, const json& root) {
+  if (s.is_boolean()) return s.get<bool>();
+  if (s.contains("$ref")) {
+    const std::string ref = s["$ref"];
+    return Valid(v, root.at(json::json_pointer(ref.substr(1))), root);
+  }
+  if (s.contains("const")) return v == s["const"];
+  if (s.contains("enum")) {
+    for (const json& e : s["enum"]) {
+      if (v == e) return true;
+    }
+    return false;
+  }
+  for (const char* key : {"anyOf", "oneOf"}) {
+    if (!s.contains(key)) continue;
+    for (const json& alt : s[key]) {
+      if (Valid(v, alt, root)) return true;
+    }
+    return false;
+  }
+  if (!s.contains("type")) return true;
+  auto is_type = [&](const std::string& t) {
+    if (t == "string") return v.is_string();
+    if (t == "integer") return v.is_number_integer();
+    if (t == "number") return v.is_number();
+    if (t == "boolean") return v.is_boolean();
+    if (t == "null") return v.is_null();
+    if (t == "array") {
+      if (!v.is_array()) return false;
+      if (s.contains("minItems") && v.size() < s["minItems"].get<size_t>()) return false;
+      if (s.contains("maxItems") && v.size() > s["maxItems"].get<size_t>()) return false;
+      for (const json& e : v) {
+        if (s.contains("items") && !Valid(e, s["items"], root)) return false;
+      }
+      return true;
+    }
+    if (t == "object") {
+      if (!v.is_object()) return false;
+      const json props = s.value("properties", json::object());
+      for (const json& r : s.value("required", json::array())) {
+        if (!v.contains(r.get<std::string>())) return false;
+      }
+      for (auto it = v.begin(); it != v.end(); ++it) {
+        if (props.contains(it.key())) {
+          if (!Valid(it.value(), props[it.key()], root)) return false;
+        } else if (s.contains("additionalProperties")) {
+          if (!Valid(it.value(), s["additionalProperties"], root)) return false;
+        }
+      }
+      return true;
+    }
+    return false;
+  };
+  if (s["type"].is_array()) {
+    for (const json& t : s["type"]) {
+      if (is_type(t)) return true;
+    }
+    return false;
+  }
+  return is_type(s["type"]);
+}
+
+// A small vocabulary: every printable ASCII character, some JSON-shaped
+// multi-byte pieces, a two-byte UTF-8 character; the stop id is its size.
+std::vector<std::string> SmallVocab() {
+  std::vector<std::string> v;
+  for (char c = ' '; c <= '~'; ++c) v.push_back(std::string(1, c));
+  for (const char* p :
+       {"{\"",     "\":", "\",",     "\"}",  "\"]",      "true",    "false",    "null",
+        ", ",      ": ",  "\n",      "\n  ", "12",       "-0",      ".5",       "e+",
+        "E-",      "\\n", "\\u00e9", "\\\"", "\"name\"", "\"age\"", "\"tags\"", "red",
+        "\"red\"", "]}",  "}]",      "},",   "\xc3\xa9", "[\"",     "\t"}) {
+    v.push_back(p);
+  }
+  return v;
+}
+
+// Generates under the constraint with random logits; the text, or nullopt
+// when no stop came within `max_tokens`. Structural bytes get a bias so that
+// strings and arrays end in a reasonable number of steps.
+std::optional<std::string> Generate(TokenConstraint& c, const TokenTrie& trie, std::mt19937& rng,
+                                    int max_tokens) {
+  const int64_t vocab = trie.vocab() + 1;
+  const int32_t stop = static_cast<int32_t>(trie.vocab());
+  std::normal_distribution<float> noise(0.0f, 2.0f);
+  std::vector<float> logits(static_cast<size_t>(vocab));
+  std::string text;
+  for (int t = 0; t < max_tokens; ++t) {
+    for (int64_t i = 0; i < vocab; ++i) {
+      float bias = 0;
+      if (i < trie.vocab()) {
+        const std::string& p = trie.piece(static_cast<int32_t>(i));
+        if (p.find_first_of("\"]}") != std::string::npos) bias = 3.0f;
+      } else {
+        bias = 4.0f;
+      }
+      logits[static_cast<size_t>(i)] = noise(rng) + bias;
+    }
+    const int32_t stop_ids[] = {stop};
+    c.Mask(logits.data(), vocab, stop_ids);
+    int64_t best = 0;
+    for (int64_t i = 1; i < vocab; ++i) {
+      if (logits[static_cast<size_t>(i)] > logits[static_cast<size_t>(best)]) best = i;
+    }
+    if (!std::isfinite(logits[static_cast<size_t>(best)])) return std::nullopt;  // no choice left
+    if (best == stop) return text;
+    c.Accept(static_cast<int32_t>(best));
+    text += trie.piece(static_cast<int32_t>(best));
+  }
+  return std::nullopt;
+}
+
+const char* kPersonSchema =
+    "{\n"
+    "  \"type\": \"object\",\n"
+    "  \"properties\": {\n"
+    "    \"name\": {\"type\": \"string\"},\n"
+    "    \"age\": {\"type\": \"integer\"},\n"
+    "    \"height\": {\"type\": \"number\"},\n"
+    "    \"tags\": {\"type\": \"array\", \"items\": {\"type\": \"string\", \"enum\": [\"red\", "
+    "\"green\", \"blue\"]},\n"
+    "             \"minItems\": 1, \"maxItems\": 3},\n"
+    "    \"pet\": {\"anyOf\": [{\"type\": \"null\"}, {\"$ref\": \"#/$defs/pet\"}]},\n"
+    "    \"ok\": {\"type\": \"boolean\"},\n"
+    "    \"kind\": {\"const\": \"person\"},\n"
+    "    \"extra\": {\"type\": \"object\", \"additionalProperties\": {\"type\": [\"integer\", "
+    "\"null\"]}}\n"
+    "  },\n"
+    "  \"required\": [\"name\", \"age\", \"tags\", \"kind\"],\n"
+    "  \"additionalProperties\": false,\n"
+    "  \"$defs\": {\"pet\": {\"type\": \"object\", \"properties\": {\"species\": {\"type\": "
+    "\"string\"},\n"
+    "                                                      \"friend\": {\"$ref\": "
+    "\"#/$defs/pet\"}},\n"
+    "                    \"required\": [\"species\"]}}\n"
+    "}";
+
+}  // namespace
+
+class TestStructuredOutput : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void schemaErrorsNameThePointer() {
+    struct Case {
+      const char* schema;
+      const char* where;
+    } cases[] = {
+        {"{\"type\":\"object\",\"properties\":{\"age\":{\"type\":\"integer\",\"minimum\":0}}}",
+         "/properties/age/minimum: "},
+        {"{\"type\":\"strin\"}", "/type: "},
+        {"{\"type\":\"array\",\"items\":{\"type\":\"string\",\"pattern\":\"a+\"}}",
+         "/items/pattern: "},
+        {"{\"$ref\":\"#/$defs/nope\"}", "/$ref: "},
+        {"{\"$ref\":\"http://example.com/s.json\"}", "/$ref: "},
+        {"{\"type\":\"object\",\"properties\":{\"a/b\":{\"format\":\"date\"}}}",
+         "/properties/a~1b/format: "},
+        {"{\"type\":\"object\",\"required\":[\"x\"]}", "/required: "},
+        {"{\"anyOf\":[]}", "/anyOf: "},
+        {"{\"type\":\"array\",\"minItems\":3,\"maxItems\":2}", "/maxItems: "},
+    };
+    for (const Case& c : cases) {
+      auto g = CompileJsonSchema(c.schema);
+      QVERIFY2(!g.ok(), c.schema);
+      QVERIFY2(g.status().message().rfind(c.where, 0) == 0,
+               (std::string(c.schema) + " -> " + g.status().message()).c_str());
+    }
+    QVERIFY(!CompileJsonSchema("{not json").ok());
+    QVERIFY(CompileJsonSchema(kPersonSchema).ok());
+  }
+
+  void automatonAcceptsAndRefuses() {
+    auto g = Compile(json::parse(kPersonSchema));
+    const char* good[] = {
+        "{\"name\":\"Ann\",\"age\":3,\"tags\":[\"red\"],\"kind\":\"person\"}",
+        "{ \"name\" : \"A\\\"n\\u00e9\\n\" , \"age\" : -12, \"height\": 1.5e-3, \"tags\": "
+        "[\"red\",\"blue\"], \"pet\": null, \"kind\": \"person\"}",
+        "{\"name\":\"\",\"age\":0,\"tags\":[\"green\"],\"pet\":{\"species\":\"cat\",\"friend\":{"
+        "\"species\":\"dog\"}},\"ok\":false,\"kind\":\"person\",\"extra\":{\"x\":1,\"y\":null}}",
+        "{\n  \"name\": \"x\",\n  \"age\": 7,\n  \"tags\": [\"red\"],\n  \"kind\": \"person\"\n}",
+    };
+    for (const char* t : good) {
+      QVERIFY2(json::accept(t) &&
+                   Valid(json::parse(t), json::parse(kPersonSchema), json::parse(kPersonSchema)),
+               t);
+      QVERIFY2(Matches(g, t), t);
+    }
+    const char* bad[] = {
+        "{\"age\":3,\"name\":\"Ann\",\"tags\":[\"red\"],\"kind\":\"person\"}",    // order
+        "{\"name\":\"Ann\",\"tags\":[\"red\"],\"kind\":\"person\"}",              // age missing
+        "{\"name\":\"Ann\",\"age\":3.5,\"tags\":[\"red\"],\"kind\":\"person\"}",  // not an integer
+        "{\"name\":\"Ann\",\"age\":03,\"tags\":[\"red\"],\"kind\":\"person\"}",   // leading zero
+        "{\"name\":\"Ann\",\"age\":3,\"tags\":[],\"kind\":\"person\"}",           // minItems
+        "{\"name\":\"Ann\",\"age\":3,\"tags\":[\"red\",\"red\",\"red\",\"red\"],\"kind\":"
+        "\"person\"}",                                                           // maxItems
+        "{\"name\":\"Ann\",\"age\":3,\"tags\":[\"pink\"],\"kind\":\"person\"}",  // enum
+        "{\"name\":\"Ann\",\"age\":3,\"tags\":[\"red\"],\"kind\":\"robot\"}",    // const
+        "{\"name\":\"Ann\",\"age\":3,\"tags\":[\"red\"],\"kind\":\"person\",\"zzz\":1}",  // additional
+        "{\"name\":\"Ann\",\"age\":3,\"tags\":[\"red\"],\"pet\":{},\"kind\":\"person\"}",  // pet.species
+        "{\"name\":\"A\tn\",\"age\":3,\"tags\":[\"red\"],\"kind\":\"person\"}",  // raw tab in a
+                                                                                 // string
+        "{\"name\":\"\\x\",\"age\":3,\"tags\":[\"red\"],\"kind\":\"person\"}",   // bad escape
+        "{\"name\":\"Ann\",\"age\":3,\"tags\":[\"red\"],\"kind\":\"person\"} ",  // trailing space
+        " {\"name\":\"Ann\",\"age\":3,\"tags\":[\"red\"],\"kind\":\"person\"}",  // leading space
+        "{\"name\":\"Ann\",\"age\":3,\"tags\":[\"red\"],\"kind\":\"person\",}",  // trailing comma
+    };
+    for (const char* t : bad) QVERIFY2(!Matches(g, t), t);
+    // Prefixes of a valid document are alive but not accepting.
+    JsonMatcher m(g);
+    QVERIFY(m.Feed("{\"name\":\"Ann\",\"age\":3"));
+    QVERIFY(!m.Accepting());
+    // json_object: any object, nothing else.
+    auto obj = AnyJsonObjectGrammar();
+    QVERIFY(Matches(obj, "{\"a\":[1,{\"b\":null}],\"c\":\"d\",\"e\":-0.5E+2}"));
+    QVERIFY(Matches(obj, "{}"));
+    QVERIFY(!Matches(obj, "[1]"));
+    QVERIFY(!Matches(obj, "\"s\""));
+    // A top-level number ends with the input.
+    auto num = Compile(json{{"type", "number"}});
+    QVERIFY(Matches(num, "12.5"));
+    QVERIFY(!Matches(num, "12."));
+    // Whitespace runs are bounded.
+    QVERIFY(Matches(obj, "{" + std::string(kMaxWhitespace, ' ') + "}"));
+    QVERIFY(!Matches(obj, "{" + std::string(kMaxWhitespace + 1, ' ') + "}"));
+  }
+
+  // Every finished output under random logits parses and validates, and
+  // nearly all runs finish.
+  void randomGenerationValidates() {
+    auto trie = TokenTrie::FromPieces(SmallVocab());
+    std::mt19937 rng(1234);
+    const json schemas[] = {
+        json::parse(kPersonSchema),
+        json{{"type", "object"}},
+        json{{"type", "array"},
+             {"items", {{"anyOf", json::array({{{"type", "integer"}}, {{"type", "boolean"}}})}}},
+             {"maxItems", 4}},
+        json{{"enum", json::array({"red", 12, nullptr, json{{"a", 1}}})}},
+        json{{"type", "object"},
+             {"properties", {{"a", {{"type", "number"}}}, {"b", {{"type", "string"}}}}},
+             {"required", json::array({"b"})}},
+    };
+    for (const json& s : schemas) {
+      auto g = Compile(s);
+      auto proto = MakeGrammarConstraint(g, trie);
+      int finished = 0;
+      const int runs = 60;
+      for (int r = 0; r < runs; ++r) {
+        auto c = proto->Clone();
+        auto text = Generate(*c, *trie, rng, 600);
+        if (!text) continue;
+        ++finished;
+        QVERIFY2(json::accept(*text), (s.dump() + " gave " + *text).c_str());
+        QVERIFY2(Valid(json::parse(*text), s, s), (s.dump() + " gave " + *text).c_str());
+        QVERIFY2(Matches(g, *text), text->c_str());
+      }
+      QVERIFY2(finished >= runs * 8 / 10,
+               (s.dump() + ": " + std::to_string(finished) + " finished").c_str());
+    }
+  }
+
+  // The mask from the trie walk equals feeding each token's bytes to the
+  // automaton, at several states, for the real vocabularies; special tokens
+  // are never allowed; stop ids only where the document may end.
+  void maskEqualsPerTokenFeed() {
+    OCTET_REQUIRE_FIXTURES();
+    for (const char* name : {"qwen3", "llama3"}) {
+      auto tok = Tokenizer::Load(test::FixturesDir() + "/tokenizers/" + name + "/tokenizer.json");
+      QVERIFY2(tok.ok(), tok.status().ToString().c_str());
+      auto trie = TokenTrie::Build(*tok);
+      auto g = Compile(json::parse(kPersonSchema));
+      for (const char* prefix :
+           {"", "{", "{\"name\":\"An", "{\"name\":\"Ann\",\"age\":1",
+            "{\"name\":\"Ann\",\"age\":1,\"tags\":[",
+            "{\"name\":\"Ann\",\"age\":1,\"tags\":[\"red\"],\"kind\":\"person\""}) {
+        JsonMatcher m(g);
+        QVERIFY(m.Feed(prefix));
+        const std::vector<uint64_t> bits = AllowedTokens(m, *trie);
+        int64_t allowed = 0;
+        for (TokenId id = 0; id < tok->vocab_size(); ++id) {
+          const bool bit = (bits[static_cast<size_t>(id) / 64] >> (id % 64)) & 1;
+          JsonMatcher copy = m;
+          const std::string bytes = tok->TokenBytes(id);
+          const bool special = tok->IsSpecial(id) || trie->piece(id).empty();
+          const bool feeds = !special && !bytes.empty() && copy.Feed(bytes);
+          if (bit != feeds) {
+            QFAIL(("token " + std::to_string(id) + " '" + bytes + "' after '" + prefix +
+                   "': mask " + std::to_string(bit) + ", feed " + std::to_string(feeds))
+                      .c_str());
+          }
+          allowed += bit;
+        }
+        QVERIFY(allowed > 0);
+      }
+      // Stop ids: masked until the document is complete.
+      const std::vector<int32_t> stops = tok->StopIds();
+      QVERIFY(!stops.empty());
+      auto c = MakeGrammarConstraint(g, trie);
+      std::vector<float> logits(static_cast<size_t>(tok->vocab_size()), 0.0f);
+      c->Mask(logits.data(), static_cast<int64_t>(logits.size()), stops);
+      QVERIFY(std::isinf(logits[static_cast<size_t>(stops[0])]));
+      for (TokenId id :
+           tok->Encode("{\"name\":\"Ann\",\"age\":3,\"tags\":[\"red\"],\"kind\":\"person\"}")) {
+        c->Accept(id);
+      }
+      std::fill(logits.begin(), logits.end(), 0.0f);
+      c->Mask(logits.data(), static_cast<int64_t>(logits.size()), stops);
+      int64_t finite = 0;
+      for (float x : logits) finite += std::isfinite(x);
+      QCOMPARE(logits[static_cast<size_t>(stops[0])], 0.0f);
+      QCOMPARE(finite, static_cast<int64_t>(stops.size()));  // nothing but the end
+    }
+  }
+
+  void toolCallsParse() {
+    auto p = ParseToolCalls(
+        "Let me check.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": "
+        "\"Paris\"}}\n</tool_call>\n<tool_call>\n{\"name\": \"f\", \"arguments\": \"{\\\"x\\\": "
+        "1}\"}\n</tool_call>");
+    QCOMPARE(p.calls.size(), size_t(2));
+    QCOMPARE(p.calls[0].name, std::string("get_weather"));
+    QCOMPARE(json::parse(p.calls[0].arguments), json::parse("{\"city\":\"Paris\"}"));
+    QCOMPARE(json::parse(p.calls[1].arguments), json::parse("{\"x\":1}"));
+    QCOMPARE(p.content, std::string("Let me check."));
+    auto l = ParseToolCalls("{\"name\": \"f\", \"parameters\": {\"a\": [1, 2]}}");
+    QCOMPARE(l.calls.size(), size_t(1));
+    QCOMPARE(l.content, std::string());
+    auto none = ParseToolCalls("<tool_call>not json</tool_call> hi");
+    QVERIFY(none.calls.empty());
+    QCOMPARE(none.content, std::string("<tool_call>not json</tool_call> hi"));
+    QCOMPARE(ToolCallHoldBack("abc <tool"), size_t(4));
+    QCOMPARE(ToolCallHoldBack("abc <tool_call>{"), size_t(4));
+    QCOMPARE(ToolCallHoldBack("abc"), size_t(3));
+    // The forced-call schema: a call of the named tool, its parameters validated.
+    const std::string tools =
+        "[\n"
+        "      "
+        "{\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"parameters\":{\"type\":"
+        "\"object\",\n"
+        "        "
+        "\"properties\":{\"city\":{\"type\":\"string\"},\"unit\":{\"enum\":[\"c\",\"f\"]}},"
+        "\"required\":[\"city\"]}}},\n"
+        "      {\"type\":\"function\",\"function\":{\"name\":\"noop\"}}]";
+    auto s = ToolCallSchema(tools, "get_weather");
+    QVERIFY2(s.ok(), s.status().ToString().c_str());
+    auto g = CompileJsonSchema(*s);
+    QVERIFY2(g.ok(), g.status().ToString().c_str());
+    QVERIFY(
+        Matches(*g, "{\"name\":\"get_weather\",\"arguments\":{\"city\":\"Oslo\",\"unit\":\"c\"}}"));
+    QVERIFY(!Matches(*g, "{\"name\":\"noop\",\"arguments\":{}}"));
+    auto any = ToolCallSchema(tools, "");
+    QVERIFY(any.ok());
+    QVERIFY(Matches(*CompileJsonSchema(*any), "{\"name\":\"noop\",\"arguments\":{}}"));
+    QVERIFY(!ToolCallSchema(tools, "nope").ok());
+    QVERIFY(!ToolCallSchema("[{\"type\":\"function\",\"function\":{}}]", "").ok());
+  }
+};
+
+QTEST_GUILESS_MAIN(TestStructuredOutput)
+#include "test_structured_output.moc"
