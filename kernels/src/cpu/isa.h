@@ -129,6 +129,11 @@ const IsaKernels& Avx512Kernels();
 // table when the CPU has AVX512-VNNI (isa_avx512_vnni.cpp); leaves t as it is
 // otherwise.
 void AddAvx512VnniKernels(IsaKernels* t);
+// Fills the prefill GEMM entries (gemm_packed ...) of an AVX-512 table with a
+// packed f32-FMA GEMM of BF16 and F32 weights that reads the activations in
+// place (gemm_packed_size 0; isa_avx512_gemm.cpp). The AMX table replaces
+// them with its tile GEMM.
+void AddAvx512GemmKernels(IsaKernels* t);
 // Whether AMX-BF16 is present and Linux lets this process use the tile state
 // (asked once, here). The AVX-512 table plus gemv_packed on AMX tiles; call
 // only when Avx512Kernels() may be called and AmxUsable().

@@ -553,6 +553,7 @@ const IsaKernels& Avx512Kernels() {
     t.attend = Attend<float>;
     t.attend_f16 = Attend<uint16_t>;
     AddAvx512VnniKernels(&t);
+    AddAvx512GemmKernels(&t);
     return t;
   }();
   return k;
