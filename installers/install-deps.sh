@@ -43,6 +43,8 @@ packages=(
   dpkg-dev binutils systemd
   # tests: a virtual display for the window, namespaces/veth for multi-host tests, an HTTP client
   xvfb xauth iproute2 curl fonts-dejavu-core procps
+  # tests: pip for the official `openai` Python client (below), run against octet serve
+  python3-pip
 )
 if [ "$want_bench" = 1 ]; then
   # OpenBLAS: Debian's torch calls libblas.so.3, which is the unoptimised reference BLAS
@@ -69,20 +71,31 @@ for p in "${packages[@]}"; do
     missing+=("$p")
   fi
 done
-[ ${#missing[@]} -eq 0 ] && exit 0
-
 SUDO=""
-if [ "$(id -u)" -ne 0 ]; then
-  if command -v sudo >/dev/null 2>&1; then SUDO="sudo"; else
-    echo "install-deps.sh: missing packages (${missing[*]}) and not root; run as root or install sudo" >&2
-    exit 1
+if [ "$(id -u)" -ne 0 ] && command -v sudo >/dev/null 2>&1; then SUDO="sudo"; fi
+if [ ${#missing[@]} -gt 0 ] && [ "$(id -u)" -ne 0 ] && [ -z "$SUDO" ]; then
+  echo "install-deps.sh: missing packages (${missing[*]}) and not root; run as root or install sudo" >&2
+  exit 1
+fi
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "install-deps.sh: installing ${#missing[@]} package(s): ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  if [ "$cross_arm64" = 1 ] && ! dpkg --print-foreign-architectures | grep -qx arm64; then
+    $SUDO dpkg --add-architecture arm64
   fi
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  echo "install-deps.sh: done"
 fi
-echo "install-deps.sh: installing ${#missing[@]} package(s): ${missing[*]}"
-export DEBIAN_FRONTEND=noninteractive
-if [ "$cross_arm64" = 1 ] && ! dpkg --print-foreign-architectures | grep -qx arm64; then
-  $SUDO dpkg --add-architecture arm64
+
+# PyPI: the official OpenAI Python client (Debian has no package of it), which
+# tests/integration/serving/openai_client_check.py drives against octet serve.
+if ! python3 -c 'import openai' >/dev/null 2>&1; then
+  echo "install-deps.sh: installing the openai Python client (pip)"
+  pip_flags=(--quiet --disable-pip-version-check)
+  # Debian 12 marks its Python externally managed (PEP 668).
+  if python3 -m pip install --help 2>/dev/null | grep -q -- --break-system-packages; then
+    pip_flags+=(--break-system-packages)
+  fi
+  $SUDO python3 -m pip install "${pip_flags[@]}" openai
 fi
-$SUDO apt-get update -qq
-$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-echo "install-deps.sh: done"

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "command.h"
+#include "generation_settings.h"
 #include "octet/base/args.h"
 #include "octet/engine/generate.h"
 #include "octet/engine/model.h"
@@ -42,6 +43,7 @@ int RunChat(const std::vector<std::string>& args) {
       .Option("quantize", "nvfp4|off", kQuantizeHelp, "off")
       .Flag("think", "Qwen3: let the model think (default: empty think block)")
       .Flag("ignore-memory-check", "load even when the weights exceed MemAvailable");
+  AddGenerationDefaultFlags(p);
   AddSpeculativeFlags(p);
   if (Status s = p.Parse(args); !s.ok()) {
     std::cerr << s.message() << "\n";
@@ -55,21 +57,28 @@ int RunChat(const std::vector<std::string>& args) {
     std::cerr << kProgram << ": --model DIR is required (see --help)\n";
     return kExitUsage;
   }
+  if (p.GetFlag("show-defaults")) return ShowGenerationSettings(p, p.GetString("model"), kProgram);
   engine::GenerateOptions gen;
-  auto max_tokens = p.GetInt("max-tokens");
-  auto temperature = p.GetDouble("temperature");
-  auto top_k = p.GetInt("top-k");
-  auto top_p = p.GetDouble("top-p");
   auto seed = p.GetInt("seed");
   auto threads = p.GetInt("threads");
-  for (const Status& s : {max_tokens.status(), temperature.status(), top_k.status(),
-                          top_p.status(), seed.status(), threads.status()}) {
+  for (const Status& s : {seed.status(), threads.status()}) {
     if (!s.ok()) {
       std::cerr << s.message() << "\n";
       return kExitUsage;
     }
   }
-  if (*max_tokens < 1) {
+  // Flags, then generation_config.json, then the built-in defaults.
+  auto defaults = engine::ReadGenerationDefaults(p.GetString("model"));
+  if (!defaults.ok()) {
+    std::cerr << kProgram << ": error: " << defaults.status().message() << "\n";
+    return kExitFailure;
+  }
+  auto settings = ResolveGenerationSettings(p, *defaults, &gen.sampling, &gen.max_tokens);
+  if (!settings.ok()) {
+    std::cerr << kProgram << ": " << settings.status().message() << "\n";
+    return kExitUsage;
+  }
+  if (gen.max_tokens < 1) {
     std::cerr << kProgram << ": --max-tokens must be at least 1\n";
     return kExitUsage;
   }
@@ -79,10 +88,6 @@ int RunChat(const std::vector<std::string>& args) {
     return kExitUsage;
   }
   gen.speculative = *speculative;
-  gen.max_tokens = *max_tokens;
-  gen.sampling.temperature = static_cast<float>(*temperature);
-  gen.sampling.top_k = *top_k;
-  gen.sampling.top_p = static_cast<float>(*top_p);
   gen.sampling.seed = static_cast<uint64_t>(*seed);
   if (Status s = engine::ValidateSampling(gen.sampling); !s.ok()) {
     std::cerr << kProgram << ": " << s.message() << "\n";

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "command.h"
+#include "generation_settings.h"
 #include "octet/base/args.h"
 #include "octet/base/log.h"
 #include "tp_launch.h"
@@ -56,11 +57,18 @@ int RunGenerate(const std::vector<std::string>& args) {
     std::cerr << s.message() << "\n";  // already names the program and the flag
     return kExitUsage;
   }
-  if (p.help_requested()) {
-    std::cout << p.Usage();
+  if (p.help_requested() && !p.Given("model")) {
+    std::cout
+        << p.Usage()
+        << "\nWith --model DIR, --help (and --show-defaults) also list the sampling settings\n"
+           "and where each comes from (flag, the model's generation_config.json, built-in).\n";
     return kExitOk;
   }
   if (!p.Given("model")) return UsageError("--model DIR is required");
+  if (p.help_requested() || p.GetFlag("show-defaults")) {
+    if (p.help_requested()) std::cout << p.Usage() << "\n";
+    return ShowGenerationSettings(p, p.GetString("model"), kProgram);
+  }
   engine::TpRuntimeOptions o;
   auto tp_flags = ReadLocalTpFlags(p, &o);
   if (!tp_flags.ok()) return UsageError(tp_flags.status().message());

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -15,7 +16,11 @@
 #include <thread>
 
 #include "command.h"
+#include "generation_settings.h"
+#include "octet/agent/node_facts.h"
+#include "octet/app/bench_store.h"
 #include "octet/app/inference_service.h"
+#include "octet/base/build_info.h"
 #include "octet/base/file_util.h"
 #include "octet/base/log.h"
 #include "octet/base/npy.h"
@@ -353,6 +358,7 @@ void AddGenerateFlags(ArgParser& p) {
       .Option("system", "TEXT", "with --chat: a system message before the user turn")
       .Flag("think", "with --chat on Qwen3: let the model think (default: empty think block)")
       .Flag("ignore-eos", "do not stop at end-of-sequence ids");
+  AddGenerationDefaultFlags(p);
   AddSpeculativeFlags(p);
   p.Option("logits-out", "FILE.npy",
            "write float32 logits [T, V] of prompt + generated[:-1] (row t predicts t+1)")
@@ -385,20 +391,14 @@ GenerateJob PrepareGenerate(const ArgParser& p, const std::string& model_dir) {
       job.prompt.push_back(static_cast<int32_t>(id));
     }
   }
-  auto max_tokens = p.GetInt("max-tokens");
-  auto temperature = p.GetDouble("temperature");
-  auto top_k = p.GetInt("top-k");
-  auto top_p = p.GetDouble("top-p");
   auto seed = p.GetInt("seed");
-  for (const Status& s :
-       {max_tokens.status(), temperature.status(), top_k.status(), top_p.status(), seed.status()}) {
-    if (!s.ok()) return usage(s.message());
-  }
-  if (*max_tokens < 1) return usage("--max-tokens must be at least 1");
-  job.gen.max_tokens = *max_tokens;
-  job.gen.sampling.temperature = static_cast<float>(*temperature);
-  job.gen.sampling.top_k = *top_k;
-  job.gen.sampling.top_p = static_cast<float>(*top_p);
+  if (!seed.ok()) return usage(seed.status().message());
+  // Flags, then generation_config.json, then the built-in defaults.
+  auto defaults = engine::ReadGenerationDefaults(model_dir);
+  if (!defaults.ok()) return fail(defaults.status().message());
+  auto settings = ResolveGenerationSettings(p, *defaults, &job.gen.sampling, &job.gen.max_tokens);
+  if (!settings.ok()) return usage(settings.status().message());
+  if (job.gen.max_tokens < 1) return usage("--max-tokens must be at least 1");
   job.gen.sampling.seed = static_cast<uint64_t>(*seed);
   job.gen.stop_at_eos = !p.GetFlag("ignore-eos");
   job.gen.collect_logits = p.Given("logits-out");
@@ -660,6 +660,28 @@ int RunServeOn(engine::TpRuntime& rt, const std::optional<engine::Tokenizer>& to
   const std::string name =
       p.Given("served-model-name") ? p.GetString("served-model-name") : BaseName(model_dir);
   engine::CompletionService svc(sched, tok ? &*tok : nullptr, name);
+  // A request's absent sampling fields come from generation_config.json.
+  auto gen_defaults = engine::ReadGenerationDefaults(model_dir);
+  if (!gen_defaults.ok()) {
+    sched.Stop(CancelledError("not serving"));
+    return fail(gen_defaults.status().message(), kExitFailure);
+  }
+  if (!gen_defaults->empty()) {
+    OCTET_LOG(INFO) << "request defaults from " << gen_defaults->path << ":"
+                    << (gen_defaults->temperature
+                            ? " temperature " + std::to_string(*gen_defaults->temperature)
+                            : "")
+                    << (gen_defaults->top_p ? " top_p " + std::to_string(*gen_defaults->top_p) : "")
+                    << (gen_defaults->top_k ? " top_k " + std::to_string(*gen_defaults->top_k) : "")
+                    << (gen_defaults->repetition_penalty
+                            ? " repetition_penalty " +
+                                  std::to_string(*gen_defaults->repetition_penalty)
+                            : "")
+                    << (gen_defaults->max_new_tokens
+                            ? " max_new_tokens " + std::to_string(*gen_defaults->max_new_tokens)
+                            : "");
+  }
+  svc.set_defaults(*gen_defaults);
   // What `octet bench` records as the run's topology snapshot (and sizes its
   // token-id prompts by: vocab_size).
   nlohmann::json info = {
@@ -677,6 +699,22 @@ int RunServeOn(engine::TpRuntime& rt, const std::optional<engine::Tokenizer>& to
   if (spec_on) {
     info["speculative"] = std::string(engine::SpeculativeMethodName(so.speculative.method));
     info["draft_tokens"] = so.speculative.draft_tokens;
+  }
+  {
+    // What `octet bench` records as the run's provenance (bench store v4).
+    std::error_code ec;
+    const std::filesystem::path abs = std::filesystem::absolute(model_dir, ec);
+    info["model_path"] = ec ? model_dir : abs.lexically_normal().string();
+    auto hash = app::ModelContentHash(model_dir);
+    if (hash.ok()) info["model_hash"] = *hash;
+    info["context"] = so.context;
+    info["threads"] = rt.backend().num_threads();
+    info["cpu_model"] = agent::ReadCpuFacts().model;
+    if (rt.backend().memory_kind() == kernels::MemoryKind::kDevice) {
+      const agent::GpuProbe gpus = agent::ProbeGpus();
+      if (!gpus.gpus.empty()) info["gpu_model"] = gpus.gpus.front().name;
+    }
+    info["commit"] = GetBuildInfo().commit;
   }
   engine::OpenAiServerOptions ho;
   ho.host = p.GetString("host");

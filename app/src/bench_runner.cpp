@@ -421,6 +421,27 @@ Result<BenchRun> RunBenchmark(const BenchConfig& c, BenchRunStore* store,
   if (c.topology.nodes <= 1 && e.contains("nodes") && e["nodes"].is_number_integer()) {
     run.topology.nodes = e["nodes"].get<int>();
   }
+  {
+    // Provenance (store schema v4): what an octet server says about itself.
+    BenchProvenance& v = run.provenance;
+    auto text = [&](const char* key) {
+      return e.contains(key) && e[key].is_string() ? e[key].get<std::string>() : std::string();
+    };
+    auto number = [&](const char* key) {
+      return e.contains(key) && e[key].is_number_integer() ? e[key].get<int64_t>() : int64_t(0);
+    };
+    v.model_path = text("model_path");
+    v.model_hash = text("model_hash");
+    v.slots = number("slots");
+    v.kv_dtype = text("kv_dtype");
+    v.context = number("context");
+    v.threads = number("threads");
+    v.backend = text("backend");
+    v.cpu_model = text("cpu_model");
+    v.gpu_model = text("gpu_model");
+    v.server_commit = text("commit");
+    v.commit = GetBuildInfo().commit;
+  }
   if (store) {
     OCTET_ASSIGN_OR_RETURN(run.id, store->BeginRun(run));
     p.run_id = run.id;

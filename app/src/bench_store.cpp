@@ -1,11 +1,16 @@
 #include "octet/app/bench_store.h"
 
+#include <openssl/evp.h>
 #include <signal.h>
 #include <sqlite3.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -290,7 +295,84 @@ ALTER TABLE results ADD COLUMN accepted_tokens INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE results ADD COLUMN acceptance_rate REAL;
 )sql";
 
+// Version 4: what a run measured and with what (BenchProvenance).
+const char* kSchemaV4 = R"sql(
+ALTER TABLE runs ADD COLUMN model_path TEXT NOT NULL DEFAULT '';
+ALTER TABLE runs ADD COLUMN model_hash TEXT NOT NULL DEFAULT '';
+ALTER TABLE runs ADD COLUMN serve_slots INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE runs ADD COLUMN serve_kv_dtype TEXT NOT NULL DEFAULT '';
+ALTER TABLE runs ADD COLUMN serve_context INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE runs ADD COLUMN serve_threads INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE runs ADD COLUMN serve_backend TEXT NOT NULL DEFAULT '';
+ALTER TABLE runs ADD COLUMN cpu_model TEXT NOT NULL DEFAULT '';
+ALTER TABLE runs ADD COLUMN gpu_model TEXT NOT NULL DEFAULT '';
+ALTER TABLE runs ADD COLUMN commit_id TEXT NOT NULL DEFAULT '';
+ALTER TABLE runs ADD COLUMN server_commit TEXT NOT NULL DEFAULT '';
+)sql";
+
 }  // namespace
+
+Result<std::string> ModelContentHash(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::unique_ptr<EVP_MD_CTX, void (*)(EVP_MD_CTX*)> ctx(EVP_MD_CTX_new(), EVP_MD_CTX_free);
+  if (!ctx || EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr) != 1) {
+    return InternalError("cannot start a SHA-256 digest");
+  }
+  auto add = [&](const std::string& tag, const std::string& bytes) {
+    // Each part is named and sized, so that moving bytes between parts changes the hash.
+    const std::string head = tag + "\n" + std::to_string(bytes.size()) + "\n";
+    EVP_DigestUpdate(ctx.get(), head.data(), head.size());
+    EVP_DigestUpdate(ctx.get(), bytes.data(), bytes.size());
+  };
+  auto read_all = [&](const std::string& name) -> Result<std::string> {
+    std::ifstream f(dir + "/" + name, std::ios::binary);
+    if (!f) return NotFoundError("cannot read " + dir + "/" + name);
+    return std::string(std::istreambuf_iterator<char>(f), {});
+  };
+  OCTET_ASSIGN_OR_RETURN(std::string config, read_all("config.json"));
+  add("config.json", config);
+  std::vector<std::string> shards;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name == "model.safetensors.index.json") {
+      OCTET_ASSIGN_OR_RETURN(std::string index, read_all(name));
+      add(name, index);
+    } else if (name.size() > 12 && name.compare(name.size() - 12, 12, ".safetensors") == 0) {
+      shards.push_back(name);
+    }
+  }
+  if (ec) return NotFoundError("cannot list " + dir + ": " + ec.message());
+  std::sort(shards.begin(), shards.end());
+  for (const std::string& name : shards) {
+    std::ifstream f(dir + "/" + name, std::ios::binary);
+    uint8_t len_bytes[8] = {};
+    if (!f.read(reinterpret_cast<char*>(len_bytes), 8)) {
+      return DataLossError(dir + "/" + name + ": shorter than a safetensors header");
+    }
+    uint64_t len = 0;
+    for (int i = 7; i >= 0; --i) len = (len << 8) | len_bytes[i];
+    if (len > (uint64_t(100) << 20)) {
+      return DataLossError(dir + "/" + name + ": safetensors header of " + std::to_string(len) +
+                           " bytes is implausible");
+    }
+    std::string header(static_cast<size_t>(len), '\0');
+    if (!f.read(header.data(), static_cast<std::streamsize>(len))) {
+      return DataLossError(dir + "/" + name + ": truncated safetensors header");
+    }
+    add(name, header);
+  }
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int n = 0;
+  if (EVP_DigestFinal_ex(ctx.get(), md, &n) != 1) return InternalError("SHA-256 failed");
+  static const char* kHex = "0123456789abcdef";
+  std::string out = "sha256:";
+  for (unsigned int i = 0; i < n; ++i) {
+    out += kHex[md[i] >> 4];
+    out += kHex[md[i] & 15];
+  }
+  return out;
+}
 
 MetricStats MetricStats::Of(std::vector<double> values) {
   MetricStats m;
@@ -355,9 +437,12 @@ struct BenchRunStore::Impl {
   Result<int64_t> InsertRunRow(const BenchRun& run, const std::string& state) {
     Stmt s(db,
            "INSERT INTO runs(created_unix_ms, label, state, error, url, model, topology_json, "
-           "latency_ms, pid, host, source, tool, prompt_mode, nodes, tp, transport, algorithm) "
-           "VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
+           "latency_ms, pid, host, source, tool, prompt_mode, nodes, tp, transport, algorithm, "
+           "model_path, model_hash, serve_slots, serve_kv_dtype, serve_context, serve_threads, "
+           "serve_backend, cpu_model, gpu_model, commit_id, server_commit) "
+           "VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
     const BenchTopology& t = run.topology;
+    const BenchProvenance& v = run.provenance;
     OCTET_RETURN_IF_ERROR(s.Bind(1, run.created_unix_ms > 0 ? run.created_unix_ms : NowUnixMs())
                               .Bind(2, run.label)
                               .Bind(3, state)
@@ -375,6 +460,17 @@ struct BenchRunStore::Impl {
                               .Bind(15, int64_t(t.tp))
                               .Bind(16, t.transport)
                               .Bind(17, t.algorithm)
+                              .Bind(18, v.model_path)
+                              .Bind(19, v.model_hash)
+                              .Bind(20, v.slots)
+                              .Bind(21, v.kv_dtype)
+                              .Bind(22, v.context)
+                              .Bind(23, v.threads)
+                              .Bind(24, v.backend)
+                              .Bind(25, v.cpu_model)
+                              .Bind(26, v.gpu_model)
+                              .Bind(27, v.commit)
+                              .Bind(28, v.server_commit)
                               .Run());
     return db.last_insert_id();
   }
@@ -487,6 +583,7 @@ Result<std::unique_ptr<BenchRunStore>> BenchRunStore::Open(const std::string& pa
       }
       if (version < 2) OCTET_RETURN_IF_ERROR(MigrateToV2(db));
       if (version < 3) OCTET_RETURN_IF_ERROR(db.Exec(kSchemaV3));
+      if (version < 4) OCTET_RETURN_IF_ERROR(db.Exec(kSchemaV4));
       return db.Exec("PRAGMA user_version=" + std::to_string(kSchemaVersion));
     });
     if (!m.ok())
@@ -552,7 +649,9 @@ Status BenchRunStore::DeleteRun(int64_t run_id) {
 namespace {
 const char* kRunColumns =
     "r.id, r.created_unix_ms, r.label, r.state, r.error, r.url, r.topology_json, r.latency_ms, "
-    "r.source, r.tool, r.prompt_mode, (SELECT count(*) FROM results WHERE run_id=r.id)";
+    "r.source, r.tool, r.prompt_mode, (SELECT count(*) FROM results WHERE run_id=r.id), "
+    "r.model_path, r.model_hash, r.serve_slots, r.serve_kv_dtype, r.serve_context, "
+    "r.serve_threads, r.serve_backend, r.cpu_model, r.gpu_model, r.commit_id, r.server_commit";
 
 BenchRun ReadRun(Stmt& q) {
   BenchRun run;
@@ -568,6 +667,18 @@ BenchRun ReadRun(Stmt& q) {
   run.tool = q.Text(9);
   run.prompt_mode = q.Text(10);
   run.result_count = q.Int(11);
+  BenchProvenance& v = run.provenance;
+  v.model_path = q.Text(12);
+  v.model_hash = q.Text(13);
+  v.slots = q.Int(14);
+  v.kv_dtype = q.Text(15);
+  v.context = q.Int(16);
+  v.threads = q.Int(17);
+  v.backend = q.Text(18);
+  v.cpu_model = q.Text(19);
+  v.gpu_model = q.Text(20);
+  v.commit = q.Text(21);
+  v.server_commit = q.Text(22);
   return run;
 }
 }  // namespace

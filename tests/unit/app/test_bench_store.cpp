@@ -9,6 +9,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <QDir>
+#include <QFile>
 #include <QTemporaryDir>
 #include <QtTest>
 #include <atomic>
@@ -17,6 +19,7 @@
 #include "octet/app/bench_runner.h"
 #include "octet/app/bench_store.h"
 #include "octet/base/file_util.h"
+#include "octet_test.h"
 
 using namespace octet;
 using namespace octet::app;
@@ -389,6 +392,126 @@ PRAGMA user_version=2;
     QCOMPARE(parsed->topology.speculative, std::string("ngram K=3"));
     QVERIFY(FormatBenchTable(*back).find("accepted (%)") != std::string::npos);
     QVERIFY(FormatBenchTable(*old).find("accepted (%)") == std::string::npos);
+  }
+
+  // Schema v4: a version-3 file keeps its rows (provenance empty), and a new
+  // run's provenance (model path and content hash, serve settings, machine,
+  // commits) reads back.
+  void provenanceIsKeptAndMigrated() {
+    const std::string path = Path("v3.sqlite");
+    QCOMPARE(Exec(path, R"sql(
+PRAGMA application_id=1329812546;
+CREATE TABLE runs(id INTEGER PRIMARY KEY AUTOINCREMENT, created_unix_ms INTEGER NOT NULL,
+  label TEXT NOT NULL DEFAULT '', state TEXT NOT NULL, error TEXT NOT NULL DEFAULT '',
+  url TEXT NOT NULL DEFAULT '', model TEXT NOT NULL DEFAULT '',
+  topology_json TEXT NOT NULL DEFAULT '{}', latency_ms REAL NOT NULL DEFAULT 0,
+  pid INTEGER NOT NULL DEFAULT 0, host TEXT NOT NULL DEFAULT '',
+  source TEXT NOT NULL DEFAULT 'octet', tool TEXT NOT NULL DEFAULT '',
+  prompt_mode TEXT NOT NULL DEFAULT '', nodes INTEGER NOT NULL DEFAULT 1,
+  tp INTEGER NOT NULL DEFAULT 1, transport TEXT NOT NULL DEFAULT '',
+  algorithm TEXT NOT NULL DEFAULT '');
+CREATE TABLE results(id INTEGER PRIMARY KEY AUTOINCREMENT,
+  run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE, test TEXT NOT NULL,
+  prompt_size INTEGER NOT NULL, response_size INTEGER NOT NULL, depth INTEGER NOT NULL,
+  concurrency INTEGER NOT NULL, runs INTEGER NOT NULL, metrics_json TEXT NOT NULL,
+  failed_requests INTEGER NOT NULL DEFAULT 0, pp_throughput REAL, tg_throughput REAL,
+  drafted_tokens INTEGER NOT NULL DEFAULT 0, accepted_tokens INTEGER NOT NULL DEFAULT 0,
+  acceptance_rate REAL);
+INSERT INTO runs(id, created_unix_ms, label, state, model) VALUES(1, 1700000000000, 'v3 run',
+  'complete', 'm');
+INSERT INTO results(run_id, test, prompt_size, response_size, depth, concurrency, runs,
+  metrics_json) VALUES(1, 'pp512 tg128 (c1)', 512, 128, 0, 1, 1,
+  '{"tg_throughput":{"mean":80,"std":0,"values":[80]}}');
+PRAGMA user_version=3;
+)sql"),
+             SQLITE_OK);
+    auto store = BenchRunStore::Open(path);
+    QVERIFY2(store.ok(), store.status().ToString().c_str());
+    QCOMPARE((*store)->schema_version(), 4);
+    auto old = (*store)->GetRun(1);
+    QVERIFY2(old.ok(), old.status().ToString().c_str());
+    QCOMPARE(old->label, std::string("v3 run"));
+    QCOMPARE(old->results.size(), size_t(1));
+    QCOMPARE(old->results[0].tg_throughput.mean, 80.0);
+    QVERIFY(old->provenance.model_hash.empty());
+    BenchRun run = MakeRun("with provenance");
+    run.provenance.model_path = "/models/qwen3-tiny";
+    run.provenance.model_hash = "sha256:00ff";
+    run.provenance.slots = 8;
+    run.provenance.kv_dtype = "f16";
+    run.provenance.context = 4096;
+    run.provenance.threads = 16;
+    run.provenance.backend = "avx2 x16 threads per rank";
+    run.provenance.cpu_model = "Test CPU";
+    run.provenance.gpu_model = "NVIDIA GB10";
+    run.provenance.commit = "0123456789ab";
+    run.provenance.server_commit = "ba9876543210";
+    auto id = (*store)->InsertRun(run);
+    QVERIFY2(id.ok(), id.status().ToString().c_str());
+    auto back = (*store)->GetRun(*id);
+    QVERIFY(back.ok());
+    const BenchProvenance& v = back->provenance;
+    QCOMPARE(v.model_path, run.provenance.model_path);
+    QCOMPARE(v.model_hash, run.provenance.model_hash);
+    QCOMPARE(v.slots, int64_t(8));
+    QCOMPARE(v.kv_dtype, std::string("f16"));
+    QCOMPARE(v.context, int64_t(4096));
+    QCOMPARE(v.threads, int64_t(16));
+    QCOMPARE(v.backend, run.provenance.backend);
+    QCOMPARE(v.cpu_model, std::string("Test CPU"));
+    QCOMPARE(v.gpu_model, std::string("NVIDIA GB10"));
+    QCOMPARE(v.commit, std::string("0123456789ab"));
+    QCOMPARE(v.server_commit, std::string("ba9876543210"));
+    auto listed = (*store)->ListRuns();
+    QVERIFY(listed.ok());
+    QCOMPARE(listed->front().provenance.model_hash, std::string("sha256:00ff"));
+  }
+
+  // The model content hash: SHA-256 over config.json, the index and the
+  // safetensors headers; the same folder gives the same hash, a changed config
+  // or header another, and the weights' bytes are not read.
+  void modelContentHash() {
+    if (!test::FixturesPresent()) QSKIP("fixtures not found (OCTET_FIXTURES_DIR)");
+    const std::string src = test::FixturesDir() + "/llama3-tiny-sharded";
+    const std::string dir = Path("model");
+    QVERIFY(QDir().mkpath(QString::fromStdString(dir)));
+    for (const auto& e : QDir(QString::fromStdString(src)).entryList(QDir::Files)) {
+      QVERIFY(QFile::copy(QString::fromStdString(src) + "/" + e,
+                          QString::fromStdString(dir) + "/" + e));
+    }
+    auto a = ModelContentHash(src);
+    QVERIFY2(a.ok(), a.status().ToString().c_str());
+    QVERIFY(a->rfind("sha256:", 0) == 0);
+    QCOMPARE(a->size(), size_t(7 + 64));
+    auto b = ModelContentHash(dir);
+    QVERIFY(b.ok());
+    QCOMPARE(*b, *a);
+    // A weight byte past the headers: the same hash (the weights are not read).
+    const QStringList shards = QDir(QString::fromStdString(dir)).entryList({"*.safetensors"});
+    QVERIFY(!shards.isEmpty());
+    {
+      QFile f(QString::fromStdString(dir) + "/" + shards.back());
+      QVERIFY(f.open(QIODevice::ReadWrite));
+      f.seek(f.size() - 1);
+      char c = 0;
+      f.getChar(&c);
+      f.seek(f.size() - 1);
+      f.putChar(static_cast<char>(c ^ 0x5a));
+    }
+    auto c = ModelContentHash(dir);
+    QVERIFY(c.ok());
+    QCOMPARE(*c, *a);
+    // A changed config: another hash.
+    {
+      QFile f(QString::fromStdString(dir) + "/config.json");
+      QVERIFY(f.open(QIODevice::Append));
+      f.write(" ");
+    }
+    auto d = ModelContentHash(dir);
+    QVERIFY(d.ok());
+    QVERIFY(*d != *a);
+    auto missing = ModelContentHash(Path("nowhere"));
+    QVERIFY(!missing.ok());
   }
 
   // llama-benchy's arithmetic on hand-made timestamps (seconds).

@@ -16,6 +16,30 @@
 //   auto runs = store->ListRuns();  auto one = store->GetRun(id);
 //   auto rows = CompareRuns(*a, *b);                             // deltas per metric
 //
+// Schema (version 4; PRAGMA application_id marks an Octet run store):
+//   runs     one row per run
+//     id, created_unix_ms, label, state ("running", "complete", "interrupted",
+//     "failed"), error, url, model (served id), topology_json (BenchTopology
+//     as JSON), latency_ms, pid and host (of the writing process; a "running"
+//     row whose process is gone is marked "interrupted" by Open), source
+//     ("octet", "llama-benchy"), tool, prompt_mode, nodes, tp, transport,
+//     algorithm;
+//     v4, what was measured and with what (empty/0 where unknown, e.g. a
+//     server that does not describe itself, or rows from before v4):
+//     model_path (the served folder), model_hash ("sha256:<hex>" over
+//     config.json, the safetensors index and every safetensors header:
+//     ModelContentHash), serve_slots, serve_kv_dtype, serve_context,
+//     serve_threads, serve_backend, cpu_model and gpu_model (of the serving
+//     host), commit (the git commit of the `octet bench` build) and
+//     server_commit (of the server's build).
+//   results  one row per test of a run (run_id -> runs.id, cascading)
+//     test, prompt_size, response_size, depth, concurrency, runs,
+//     metrics_json (every MetricStats: mean, std, values), failed_requests,
+//     pp_throughput and tg_throughput (means, as columns for queries),
+//     drafted_tokens, accepted_tokens, acceptance_rate (v3).
+// Migrations: 1 -> 2 adds columns (backfilled from the JSON blobs), 2 -> 3 and
+// 3 -> 4 add columns with defaults; every existing row is kept.
+//
 // The file: schema version in PRAGMA user_version, migrated forward on Open
 // (a newer file than this build knows is refused, never rewritten); WAL
 // journal with synchronous=FULL, every result its own transaction. A crash
@@ -85,6 +109,27 @@ struct BenchResult {
   std::string Name() const;       // the canonical test name for these sizes
 };
 
+// What a run measured and with which settings and machine (schema v4).
+struct BenchProvenance {
+  std::string model_path;  // the served model folder
+  std::string model_hash;  // ModelContentHash of it
+  int64_t slots = 0;       // serve settings
+  std::string kv_dtype;
+  int64_t context = 0;
+  int64_t threads = 0;
+  std::string backend;
+  std::string cpu_model;  // of the serving host
+  std::string gpu_model;
+  std::string commit;         // the `octet bench` build's git commit
+  std::string server_commit;  // the server build's, when it says
+};
+
+// "sha256:<hex>" of DIR/config.json, DIR/model.safetensors.index.json (when
+// present) and the header (length + JSON) of every *.safetensors file, in
+// name order: it changes with the weights' layout, dtypes or config, and costs
+// a few kilobytes of reading, not the weights.
+Result<std::string> ModelContentHash(const std::string& model_dir);
+
 struct BenchRun {
   int64_t id = 0;
   int64_t created_unix_ms = 0;
@@ -100,13 +145,14 @@ struct BenchRun {
   double latency_ms = 0;          // the measured round trip subtracted from ttfr
   std::string prompt_mode;        // "token-ids", "text"
   BenchTopology topology;
+  BenchProvenance provenance;
   std::vector<BenchResult> results;  // ListRuns leaves this empty (result_count says how many)
   int64_t result_count = 0;
 };
 
 class BenchRunStore {
  public:
-  static constexpr int kSchemaVersion = 3;
+  static constexpr int kSchemaVersion = 4;
 
   // Opens (creating) the file, migrates it to kSchemaVersion and marks runs
   // whose process died "interrupted". FailedPrecondition for a file written
