@@ -40,8 +40,12 @@ inline __attribute__((always_inline)) void Sum(void* dst, const void* const* src
 }
 
 // On x86-64 each sum also gets an AVX2 clone, picked at load time on CPUs
-// that have it (the x86-64 baseline is SSE2); aarch64 uses NEON as is.
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+// that have it (the x86-64 baseline is SSE2); aarch64 uses NEON as is. Not
+// under ThreadSanitizer: the clones' ifunc resolver runs while the dynamic
+// loader relocates, before TSan's runtime is set up, and its instrumented
+// entry crashes the program (the tsan preset builds the default clone only).
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && \
+    !defined(__SANITIZE_THREAD__)
 #define OCTET_SUM_CLONES __attribute__((target_clones("avx2", "default")))
 #else
 #define OCTET_SUM_CLONES
