@@ -7,6 +7,9 @@
 #if defined(__x86_64__)
 #include <cpuid.h>
 #endif
+#if defined(__aarch64__)
+#include <sys/auxv.h>
+#endif
 
 #include "cpu/cpu_backend.h"
 
@@ -42,6 +45,15 @@ bool HasAvx512() {
 #endif
 }
 
+#if defined(__aarch64__)
+// The aarch64 extensions the NEON tables use, as Linux reports them (the
+// HWCAP bits of <asm/hwcap.h>, spelt out for older headers).
+bool HasDotprod() { return (getauxval(AT_HWCAP) & (1ul << 20)) != 0; }  // HWCAP_ASIMDDP
+bool HasBf16() {
+  return HasDotprod() && (getauxval(AT_HWCAP2) & (1ul << 14)) != 0;  // HWCAP2_BF16
+}
+#endif
+
 const cpu::IsaKernels* IsaFor(std::string_view name) {
   if (name == "scalar") return &cpu::ScalarKernels();
 #if defined(__x86_64__)
@@ -51,6 +63,8 @@ const cpu::IsaKernels* IsaFor(std::string_view name) {
 #endif
 #if defined(__aarch64__)
   if (name == "neon") return &cpu::NeonKernels();
+  if (name == "neon-dotprod" && HasDotprod()) return &cpu::NeonDotprodKernels();
+  if (name == "neon-bf16" && HasBf16()) return &cpu::NeonBf16Kernels();
 #endif
   return nullptr;
 }
@@ -109,7 +123,12 @@ std::vector<BackendInfo> ProbeBackends() {
                  HasAvx512() && cpu::AmxUsable()});
 #endif
 #if defined(__aarch64__)
-  out.push_back({"neon", "aarch64 NEON", true});
+  out.push_back({"neon", "aarch64 NEON (every aarch64 CPU)", true});
+  out.push_back({"neon-dotprod", "aarch64 NEON, with SDOT NVFP4 decode from tiles", HasDotprod()});
+  out.push_back({"neon-bf16",
+                 "aarch64 NEON with SDOT, and BFMMLA batched decode and prefill of BF16 and NVFP4 "
+                 "weights",
+                 HasBf16()});
 #endif
   return out;
 }

@@ -47,21 +47,21 @@ struct IsaKernels {
   // out = x * rsqrt(mean(x^2) + eps) * w (w may be null).
   void (*rmsnorm_row)(const float* x, const float* w, float eps, int64_t n, float* out);
   void (*silu_mul)(const float* gate, const float* up, int64_t n, float* out);
-  // In place. exp: std::exp in the scalar and NEON tables, a vector exp within
-  // 1 ulp in the AVX2 and AVX-512 ones (ExpAvx2).
+  // In place. exp: std::exp in the scalar table, a vector exp within 1 ulp in
+  // the AVX2 and AVX-512 ones (ExpAvx2), ExpNeon in the NEON ones.
   void (*softmax_row)(float* x, int64_t n);
 
   // Attention of n_q query heads that share one KV head: for query row i
   // (q + i*q_stride, hd floats) and keys j < n_keys (k + j*kv_stride, likewise
   // v), p_ij = softmax_j(scale * q_i . k_j) and out + i*out_stride gets
   // sum_j p_ij v_j. scores: scratch of n_q * n_keys floats. Null: CpuBackend
-  // composes dot, softmax_row and axpy (the reference order; scalar, NEON).
+  // composes dot, softmax_row and axpy (the reference order; scalar).
   void (*attend)(const float* q, int64_t q_stride, int64_t n_q, const float* k, const float* v,
                  int64_t kv_stride, int64_t n_keys, int64_t hd, float scale, float* scores,
                  float* out, int64_t out_stride);
   // The same with keys and values stored as IEEE half floats (an F16 KV cache),
   // widened exactly as they are read; kv_stride counts halves. Null: CpuBackend
-  // widens the rows into float scratch and calls attend (scalar, NEON).
+  // widens the rows into float scratch and calls attend (scalar).
   void (*attend_f16)(const float* q, int64_t q_stride, int64_t n_q, const uint16_t* k,
                      const uint16_t* v, int64_t kv_stride, int64_t n_keys, int64_t hd, float scale,
                      float* scores, float* out, int64_t out_stride);
@@ -141,7 +141,19 @@ bool AmxUsable();
 const IsaKernels& AmxKernels();
 #endif
 #if defined(__aarch64__)
+// Plain NEON (every aarch64 CPU): isa_neon.cpp.
 const IsaKernels& NeonKernels();
+// out[i] = exp(x[i]) for i < n through the vector exp of the NEON softmax_row,
+// silu_mul and attention (isa_neon.cpp says how; a few ulp at most).
+void ExpNeon(const float* x, int64_t n, float* out);
+// The NEON table with NVFP4 decode from the matrix's tiles through SDOT
+// (isa_neon_ext.cpp); call only when the CPU has the dot product instructions
+// (HWCAP_ASIMDDP).
+const IsaKernels& NeonDotprodKernels();
+// The dotprod table with batched BF16 decode and prefill through BFMMLA (NVFP4
+// prefill as exact BF16 products); call only when the CPU has DOTPROD and BF16
+// (HWCAP2_BF16).
+const IsaKernels& NeonBf16Kernels();
 #endif
 
 }  // namespace octet::kernels::cpu
