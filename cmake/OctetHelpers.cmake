@@ -46,6 +46,12 @@ function(octet_add_test name)
   if(NOT ARG_TIMEOUT)
     set(ARG_TIMEOUT 300)
   endif()
+  # Sanitizers slow programs down: ASan about 2x, TSan 5-15x.
+  if(OCTET_SANITIZE MATCHES "thread")
+    math(EXPR ARG_TIMEOUT "${ARG_TIMEOUT} * 4")
+  elseif(OCTET_SANITIZE)
+    math(EXPR ARG_TIMEOUT "${ARG_TIMEOUT} * 2")
+  endif()
   # Tests of the libraries below app/ (tests/unit/CMakeLists.txt sets the
   # suite for those folders) and those labelled tsan: see _octet_join_suite.
   # (A deferred call's arguments are read when it runs: EVAL fixes them now.)
