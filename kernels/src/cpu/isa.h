@@ -144,7 +144,8 @@ const IsaKernels& AmxKernels();
 // Plain NEON (every aarch64 CPU): isa_neon.cpp.
 const IsaKernels& NeonKernels();
 // out[i] = exp(x[i]) for i < n through the vector exp of the NEON softmax_row,
-// silu_mul and attention (isa_neon.cpp says how; a few ulp at most).
+// silu_mul and attention (isa_neon.cpp says how): less than 1 ulp from the
+// exact value (test_kernel_vector_exp).
 void ExpNeon(const float* x, int64_t n, float* out);
 // The NEON table with NVFP4 decode from the matrix's tiles through SDOT
 // (isa_neon_ext.cpp); call only when the CPU has the dot product instructions
