@@ -138,9 +138,9 @@ int main(int argc, char** argv) {
       "tags":{"type":"array","items":{"type":"string"},"maxItems":3},"ok":{"type":"boolean"}},
       "required":["name","age","city","tags","ok"],"additionalProperties":false})";
   auto grammar = CompileJsonSchema(schema);
-  auto trie = TokenTrie::Build(**tok);
+  auto trie = TokenTrie::Build(*tok);
   const std::vector<int32_t> prompt =
-      (*tok)->Encode("<|im_start|>user\nA person as JSON.<|im_end|>\n<|im_start|>assistant\n");
+      tok->Encode("<|im_start|>user\nA person as JSON.<|im_end|>\n<|im_start|>assistant\n");
   json out = json::array();
   double sum_c = 0, sum_u = 0, mask_ns = 0;
   int64_t constrained_tokens = 0;
@@ -151,14 +151,14 @@ int main(int argc, char** argv) {
     c.max_tokens = 256;
     c.sampling.temperature = 0.7f;
     c.sampling.seed = 100 + i;
-    c.stop_ids = (*tok)->StopIds();
+    c.stop_ids = tok->StopIds();
     c.constraint = std::make_shared<TimedConstraint>(MakeGrammarConstraint(*grammar, trie), ns);
-    const Run rc = Serve(sched, **tok, c);
+    const Run rc = Serve(sched, *tok, c);
     GenerationParams u = c;
     u.constraint = nullptr;
     u.ignore_eos = true;
     u.max_tokens = std::max<int64_t>(2, rc.tokens);
-    const Run ru = Serve(sched, **tok, u);
+    const Run ru = Serve(sched, *tok, u);
     sum_c += rc.decode_tps;
     sum_u += ru.decode_tps;
     mask_ns += *ns;

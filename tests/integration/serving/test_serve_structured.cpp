@@ -1,17 +1,23 @@
-// Structured output and tool calls end to end: `octet serve` on a small
-// random-weight Qwen3-shaped model with the real Qwen3 tokenizer and chat
-// template, driven by the official `openai` Python client
-// (openai_structured_client.py: json_schema output that parses and validates,
-// greedy, sampled and streamed; json_object; 400s that name the schema
-// keyword; tools in the prompt; forced, required and streamed tool calls and
-// the round trip with a tool result). Skipped only when python3 cannot import
-// openai.
+// Structured output and tool calls end to end: the OpenAI server (in this
+// process, as `octet serve` runs it) on a small random-weight Qwen3-shaped
+// model with the real Qwen3 tokenizer and chat template, driven over HTTP by
+// the official `openai` Python client (openai_structured_client.py:
+// json_schema output that parses and validates, greedy, sampled and
+// streamed; json_object; 400s that name the schema keyword; tools in the
+// prompt; forced, required and streamed tool calls and the round trip with a
+// tool result). Skipped only when python3 cannot import openai.
 #include <QtTest>
 
+#include "octet/engine/completion.h"
+#include "octet/engine/model_runner.h"
+#include "octet/engine/openai_server.h"
+#include "octet/engine/scheduler.h"
+#include "octet/engine/tokenizer.h"
 #include "octet_test.h"
 #include "serving_test_util.h"
 
 using namespace octet;
+using namespace octet::engine;
 using namespace octet::test;
 
 class TestServeStructured : public QObject {
@@ -24,20 +30,36 @@ class TestServeStructured : public QObject {
     OCTET_REQUIRE_FIXTURES();
     dir_ = QDir::tempPath().toStdString() + "/octet_serve_structured_" +
            std::to_string(QCoreApplication::applicationPid());
-    const std::string model = dir_ + "/qwen3-random";
-    Status s = WriteQwen3WithTokenizer(model);
+    const std::string path = dir_ + "/qwen3-random";
+    Status s = WriteQwen3WithTokenizer(path);
     QVERIFY2(s.ok(), s.ToString().c_str());
-    ServerProcess server;
-    s = server.Start({"--model", model, "--slots", "2", "--context", "2048", "--served-model-name",
-                      "qwen3-test", "--grpc-port", "off"});
-    QVERIFY2(s.ok(), s.ToString().c_str());
-    auto r = RunProgram({"/usr/bin/env", "python3",
-                         SourceDir() + "/tests/integration/serving/openai_structured_client.py",
-                         server.url(""), "qwen3-test"},
-                        240'000);
-    server.Stop();
+    LoadOptions lo;
+    lo.threads = 2;
+    auto model = Model::Load(path, lo);
+    QVERIFY2(model.ok(), model.status().ToString().c_str());
+    auto tok = Tokenizer::Load(path);
+    QVERIFY2(tok.ok(), tok.status().ToString().c_str());
+    LocalRunner runner(**model);
+    SchedulerOptions so;
+    so.num_slots = 2;
+    so.context = 2048;
+    so.max_batch_tokens = 256;
+    Scheduler sched(runner, so);
+    QVERIFY(sched.Start().ok());
+    CompletionService service(sched, &*tok, "qwen3-test");
+    OpenAiServerOptions o;
+    o.port = 0;
+    auto server = OpenAiServer::Start(service, o);
+    QVERIFY2(server.ok(), server.status().ToString().c_str());
+    const std::string url = "http://127.0.0.1:" + std::to_string((*server)->port());
+    auto r = RunProgram(
+        {"/usr/bin/env", "python3",
+         SourceDir() + "/tests/integration/serving/openai_structured_client.py", url, "qwen3-test"},
+        240'000);
+    (*server)->Stop();
+    sched.Stop(CancelledError("test over"));
     if (r.exit_code == kSkipExitCode) OCTET_SKIP_PREMISE("python3 cannot import openai");
-    QVERIFY2(r.exit_code == 0, (r.output + "\n--- server:\n" + server.output()).c_str());
+    QVERIFY2(r.exit_code == 0, r.output.c_str());
   }
 
   void cleanupTestCase() {
