@@ -84,7 +84,6 @@ int64_t SpareMemoryForCopies(int64_t checkpoint_bytes) {
                            static_cast<int64_t>(mi->available_bytes) - checkpoint_bytes - reserve);
 }
 
-
 // LoadOptions::check_memory: this rank's resident share of the checkpoint
 // against MemAvailable.
 Status CheckResidentMemory(const std::string& dir, int64_t checkpoint_bytes,

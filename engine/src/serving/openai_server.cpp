@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "octet/base/log.h"
+#include "openai_request.h"
 #include "openai_structured.h"
 
 namespace octet::engine {
@@ -157,7 +158,11 @@ std::optional<HttpError> ParseCommon(const json& j, CompletionRequest* r, bool* 
     *stream = it->get<bool>();
   }
   if (auto it = j.find("stream_options"); it != j.end() && it->is_object()) {
-    *include_usage = it->value("include_usage", false);
+    auto u = it->find("include_usage");
+    if (u != it->end() && !u->is_null() && !u->is_boolean()) {
+      return bad("stream_options", "stream_options.include_usage must be a boolean");
+    }
+    *include_usage = u != it->end() && u->is_boolean() && u->get<bool>();
   }
   if (auto it = j.find("ignore_eos"); it != j.end() && !it->is_null()) {
     if (!it->is_boolean()) return bad("ignore_eos", "ignore_eos must be a boolean");
@@ -336,7 +341,8 @@ std::optional<HttpError> ParseMessages(const json& j, CompletionRequest* r) {
       msg.content = content.get<std::string>();
     } else if (content.is_array()) {
       for (const json& part : content) {
-        if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") ||
+        if (!part.is_object() || !part.contains("type") || part["type"] != "text" ||
+            !part.contains("text") ||
             !part["text"].is_string()) {
           e.message = where + ".content: only text parts are supported";
           return e;
@@ -436,6 +442,25 @@ std::string FinishReason(const std::string& r) {
 }
 
 }  // namespace
+
+OpenAiRequestParse ParseOpenAiRequestBody(std::string_view body, bool chat) {
+  OpenAiRequestParse out;
+  auto fail = [&out](const HttpError& e) {
+    out.status = e.status;
+    out.message = e.message;
+    out.param = e.param;
+    return out;
+  };
+  const json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return fail({400, "the request body is not valid JSON"});
+  if (!j.is_object()) return fail({400, "the request body must be a JSON object"});
+  CompletionRequest& r = out.request;
+  if (auto e = ParseCommon(j, &r, &out.stream, &out.include_usage, &out.return_ids)) return fail(*e);
+  if (auto e = chat ? ParseMessages(j, &r) : ParsePrompt(j, &r)) return fail(*e);
+  if (auto e = ParseLogprobs(j, chat, &r)) return fail(*e);
+  out.ok = true;
+  return out;
+}
 
 // ---- server -------------------------------------------------------------------------
 
@@ -796,7 +821,13 @@ struct OpenAiServer::Impl {
                                "invalid_request_error", "content"});
       }
       EncodeOptions eo;
-      eo.add_special_tokens = j.value("add_special", j.value("add_special_tokens", false));
+      const json special =
+          j.contains("add_special") ? j["add_special"] : j.value("add_special_tokens", json(false));
+      if (!special.is_boolean()) {
+        return SendError(res, {400, "'add_special' must be a boolean", "invalid_request_error",
+                               "add_special"});
+      }
+      eo.add_special_tokens = special.get<bool>();
       const std::vector<TokenId> ids = tok->Encode(text.get<std::string>(), eo);
       res.set_content(json{{"tokens", ids}, {"count", ids.size()}}.dump(), "application/json");
     });
