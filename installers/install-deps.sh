@@ -43,6 +43,8 @@ packages=(
   dpkg-dev binutils systemd
   # tests: a virtual display for the window, namespaces/veth for multi-host tests, an HTTP client
   xvfb xauth iproute2 curl fonts-dejavu-core procps
+  # tests: promtool (from prometheus) lints the /metrics of serve and route
+  prometheus
   # tests: pip for the official `openai` Python client (below), run against octet serve
   python3-pip
 )

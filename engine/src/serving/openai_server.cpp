@@ -4,16 +4,22 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <cstdlib>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <sstream>
 #include <thread>
 
+#include "hardened_http.h"
+#include "serving_metrics.h"
+#include "octet/base/api_key.h"
 #include "octet/base/log.h"
+#include "octet/base/prom_metrics.h"
 #include "openai_request.h"
 #include "openai_structured.h"
 
@@ -464,11 +470,19 @@ OpenAiRequestParse ParseOpenAiRequestBody(std::string_view body, bool chat) {
 
 // ---- server -------------------------------------------------------------------------
 
+HardenedLimits HardenedLimitsFor(const OpenAiServerOptions& o) {
+  HardenedLimits l;
+  l.max_threads = std::max(8, o.http_threads);
+  return l;
+}
+
 struct OpenAiServer::Impl {
   CompletionService& service;
   OpenAiServerOptions options;
-  httplib::Server http;
+  HardenedServer http{HardenedLimitsFor(options)};
   std::thread listener;
+  const int64_t started_at = static_cast<int64_t>(std::time(nullptr));  // "created"
+  ServingHistograms histograms{options.histogram_max_tokens};
   int port = 0;
   std::atomic<uint64_t> next_id{1};
   json info = json::object();
@@ -560,8 +574,10 @@ struct OpenAiServer::Impl {
       std::vector<int32_t> ids;
       std::vector<TokenLogprob> lps;
       CompletionDelta d, last;
+      TokenClock clock;
       for (;;) {
         if (!s.Next(Deadline::AfterMs(1000), &d)) continue;
+        clock.Arrived(d, histograms);
         text += d.text;
         ids.insert(ids.end(), d.ids.begin(), d.ids.end());
         for (TokenLogprob& t : d.logprobs) lps.push_back(std::move(t));
@@ -589,6 +605,7 @@ struct OpenAiServer::Impl {
       }
       if (return_ids) choice["token_ids"] = ids;
       choices.push_back(std::move(choice));
+      histograms.Record(last);
       finals.push_back(std::move(last));
     }
     json out = {{"id", id},
@@ -619,6 +636,8 @@ struct OpenAiServer::Impl {
       std::vector<CompletionDelta> finals;
       std::vector<ToolCallStreamFilter> filters;  // chat with tools: one per choice
       std::shared_ptr<Wake> wake = std::make_shared<Wake>();
+      std::vector<TokenClock> clocks;         // per choice: inter-token gaps for /metrics
+      ServingHistograms* histograms = nullptr;
       bool sent_role = false;
       bool finished = false;
       void CancelAll() {
@@ -630,6 +649,8 @@ struct OpenAiServer::Impl {
     st->done.assign(st->streams.size(), false);
     st->text_offset.assign(st->streams.size(), 0);
     st->finals.resize(st->streams.size());
+    st->clocks.resize(st->streams.size());
+    st->histograms = &histograms;
     if (chat && tools.parse) st->filters.assign(st->streams.size(), ToolCallStreamFilter(tools));
     for (auto& s : st->streams) {
       s->SetNotify([wake = st->wake] {
@@ -691,6 +712,7 @@ struct OpenAiServer::Impl {
             const Deadline wait =
                 st->streams.size() == 1 ? Deadline::AfterMs(kKeepAliveMs) : Deadline::AfterMs(0);
             if (!st->streams[i]->Next(wait, &d)) continue;
+            st->clocks[i].Arrived(d, *st->histograms);
             any = true;
             if (!st->filters.empty()) d.text = st->filters[i].Push(d.text);  // holds tool calls
             if (!d.text.empty() || (return_ids && !d.ids.empty()) ||
@@ -721,6 +743,7 @@ struct OpenAiServer::Impl {
               return true;
             }
             st->finals[i] = d;
+            st->histograms->Record(d);
             const bool all_done =
                 std::all_of(st->done.begin(), st->done.end(), [](bool b) { return b; });
             std::string finish = FinishReason(d.finish_reason);
@@ -784,7 +807,91 @@ struct OpenAiServer::Impl {
         });
   }
 
+  // The entry /v1/models lists and /v1/models/{id} returns.
+  json ModelEntry() {
+    json m = {{"id", service.model_name()},
+              {"object", "model"},
+              {"created", started_at},
+              {"owned_by", "octet"},
+              {"max_model_len", service.scheduler().options().context}};
+    m.update(info);
+    return m;
+  }
+
+  // Before a request's body is read: its x-request-id, framing checks (two
+  // Content-Length headers, or one beside Transfer-Encoding, are refused: a
+  // proxy in front may read the body differently), the body size limit, and
+  // the API key.
+  httplib::Server::HandlerResponse PreRoute(const httplib::Request& req, httplib::Response& res) {
+    HardenedServer::HeadDone();
+    RequestContext& ctx = CurrentRequest();
+    ctx.head_ok = true;
+    const std::string given = req.get_header_value("x-request-id");
+    bool usable = !given.empty() && given.size() <= 128;
+    for (unsigned char c : given) usable = usable && c > 0x20 && c < 0x7f;
+    ctx.request_id = usable ? given : NewId("req");
+    auto refuse = [&](int status, const std::string& message, const char* type) {
+      ctx.close_after_reply = true;  // the body was not read
+      res.set_header("Connection", "close");
+      SendError(res, {status, message, type});
+      return httplib::Server::HandlerResponse::Handled;
+    };
+    const size_t lengths = req.get_header_value_count("Content-Length");
+    if (lengths > 1) return refuse(400, "more than one Content-Length header", "invalid_request_error");
+    if (lengths == 1 && req.has_header("Transfer-Encoding")) {
+      return refuse(400, "both Content-Length and Transfer-Encoding", "invalid_request_error");
+    }
+    if (lengths == 1) {
+      const std::string v = req.get_header_value("Content-Length");
+      char* end = nullptr;
+      errno = 0;
+      const unsigned long long n = std::strtoull(v.c_str(), &end, 10);
+      if (v.empty() || *end != '\0' || errno != 0 || v[0] == '-' || v[0] == '+') {
+        return refuse(400, "Content-Length is not a number", "invalid_request_error");
+      }
+      if (n > options.max_body_bytes) {
+        return refuse(413,
+                      "the request body (" + std::to_string(n) + " bytes) is larger than the " +
+                          std::to_string(options.max_body_bytes) + " bytes this server accepts",
+                      "invalid_request_error");
+      }
+    }
+    if (!options.api_key.empty() && (req.path != "/health" || options.api_key_health) &&
+        !BearerMatches(req.get_header_value("Authorization"), options.api_key)) {
+      res.set_header("WWW-Authenticate", "Bearer");
+      SendError(res, {401,
+                      req.has_header("Authorization")
+                          ? "Incorrect API key provided."
+                          : "You didn't provide an API key (Authorization: Bearer KEY).",
+                      "invalid_request_error", "", "invalid_api_key"});
+      // The body (if any) is unread: close rather than parse it as the next request.
+      ctx.close_after_reply = true;
+      res.set_header("Connection", "close");
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    return httplib::Server::HandlerResponse::Unhandled;
+  }
+
   void Routes() {
+    http.set_pre_routing_handler(
+        [this](const httplib::Request& req, httplib::Response& res) { return PreRoute(req, res); });
+    http.set_post_routing_handler([](const httplib::Request&, httplib::Response& res) {
+      RequestContext& ctx = CurrentRequest();
+      if (!ctx.request_id.empty()) res.set_header("x-request-id", ctx.request_id);
+      // A refused body (413) or a head that did not parse: what follows on
+      // the connection cannot be trusted to start a request.
+      if (res.status == 413 || !ctx.head_ok) {
+        ctx.close_after_reply = true;
+        res.set_header("Connection", "close");
+      }
+    });
+    // One log line per API request (not per /health or /metrics poll).
+    http.set_logger([](const httplib::Request& req, const httplib::Response& res) {
+      if (req.path.rfind("/v1/", 0) != 0) return;
+      OCTET_LOG(INFO) << "http " << req.method << " " << req.path << " " << res.status
+                      << " request_id=" << CurrentRequest().request_id << " from "
+                      << req.remote_addr;
+    });
     http.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
       Status h = service.scheduler().health();
       json out = {{"status", h.ok() ? "ok" : "failed"}, {"model", service.model_name()}};
@@ -794,14 +901,17 @@ struct OpenAiServer::Impl {
       res.set_content(out.dump(), "application/json");
     });
     http.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
-      json m = {{"id", service.model_name()},
-                {"object", "model"},
-                {"created", 0},
-                {"owned_by", "octet"},
-                {"max_model_len", service.scheduler().options().context}};
-      m.update(info);
-      res.set_content(json{{"object", "list"}, {"data", json::array({m})}}.dump(),
+      res.set_content(json{{"object", "list"}, {"data", json::array({ModelEntry()})}}.dump(),
                       "application/json");
+    });
+    // Model ids may hold '/' ("org/name"): everything after /v1/models/ is the id.
+    http.Get(R"(/v1/models/(.+))", [this](const httplib::Request& req, httplib::Response& res) {
+      const std::string wanted = req.matches[1];
+      if (wanted != service.model_name()) {
+        return SendError(res, {404, "The model '" + wanted + "' does not exist",
+                               "invalid_request_error", "model", "model_not_found"});
+      }
+      res.set_content(ModelEntry().dump(), "application/json");
     });
     http.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
       HandleGenerate(req, res, true);
@@ -855,6 +965,8 @@ struct OpenAiServer::Impl {
     });
     http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
       std::string text = PrometheusMetrics(service.scheduler().Metrics(), service.model_name());
+      text += histograms.Text(service.model_name());
+      text += prom::BuildInfoMetric();
       if (options.extra_metrics) text += options.extra_metrics();
       res.set_content(text, "text/plain; version=0.0.4");
     });
@@ -890,21 +1002,9 @@ Result<std::unique_ptr<OpenAiServer>> OpenAiServer::Start(CompletionService& ser
     json info = json::parse(options.info_json, nullptr, false);
     if (info.is_object()) m.info = info;
   }
-  const int threads = std::max(4, options.http_threads);
-  m.http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   m.http.set_payload_max_length(options.max_body_bytes);
-  m.http.set_keep_alive_timeout(30);
   m.Routes();
-  if (options.port == 0) {
-    m.port = m.http.bind_to_any_port(options.host);
-    if (m.port <= 0) return UnavailableError("cannot listen on " + options.host + " (any port)");
-  } else {
-    if (!m.http.bind_to_port(options.host, options.port)) {
-      return UnavailableError("cannot listen on " + options.host + ":" +
-                              std::to_string(options.port) + " (in use, or not an address here)");
-    }
-    m.port = options.port;
-  }
+  OCTET_RETURN_IF_ERROR(m.http.Bind(options.host, options.port, &m.port));
   m.listener = std::thread([&m] { m.http.listen_after_bind(); });
   return s;
 }
@@ -921,10 +1021,11 @@ void OpenAiServer::Stop() {
 
 std::string PrometheusMetrics(const SchedulerMetrics& m, const std::string& model_name) {
   std::ostringstream o;
-  const std::string label = "{model=\"" + model_name + "\"}";
+  const std::string label = "{model=\"" + prom::EscapeLabel(model_name) + "\"}";
+  // Counters are integers and written in full (17 significant digits for the rest).
   auto metric = [&](const char* name, const char* type, const char* help, double value) {
     o << "# HELP " << name << " " << help << "\n# TYPE " << name << " " << type << "\n"
-      << name << label << " " << value << "\n";
+      << name << label << " " << prom::Value(value) << "\n";
   };
   metric("octet_requests_running", "gauge", "Requests holding a KV cache slot.", m.running);
   metric("octet_requests_queued", "gauge", "Requests waiting for a KV cache slot.", m.queued);
@@ -937,8 +1038,8 @@ std::string PrometheusMetrics(const SchedulerMetrics& m, const std::string& mode
          "Prompt tokens processed per second over the last 5 s.", m.prefill_tps);
   metric("octet_decode_tokens_per_second", "gauge",
          "Tokens generated per second (all requests) over the last 5 s.", m.decode_tps);
-  metric("octet_step_milliseconds", "gauge", "Mean forward step time over the last 5 s.",
-         m.step_ms);
+  metric("octet_step_seconds", "gauge", "Mean forward step time over the last 5 s.",
+         m.step_ms * 1e-3);
   metric("octet_allreduce_time_share", "gauge",
          "Share of step time spent in tensor-parallel all-reduces over the last 5 s (0..1).",
          m.allreduce_share);
@@ -983,10 +1084,8 @@ std::string PrometheusMetrics(const SchedulerMetrics& m, const std::string& mode
   metric("octet_spec_acceptance_rate", "gauge",
          "Speculative decoding: drafted tokens kept over drafted, the last 5 s (0..1).",
          m.spec_acceptance_rate);
-  o << "# HELP octet_time_to_first_token_seconds Time from arrival to the first token.\n"
-    << "# TYPE octet_time_to_first_token_seconds summary\n"
-    << "octet_time_to_first_token_seconds_sum" << label << " " << m.ttft_seconds_sum << "\n"
-    << "octet_time_to_first_token_seconds_count" << label << " " << m.ttft_count << "\n";
+  // octet_time_to_first_token_seconds and the other request histograms:
+  // ServingHistograms (serving_metrics.h), written by the server's /metrics.
   return o.str();
 }
 

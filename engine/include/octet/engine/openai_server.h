@@ -1,6 +1,7 @@
 // The OpenAI-compatible HTTP front end of a model instance (rank 0):
 //
 //   GET  /v1/models               the one model served (with its context length)
+//   GET  /v1/models/{id}          that entry; 404 "model_not_found" for another id
 //   POST /v1/chat/completions     chat (the model's chat template), "stream": true for SSE
 //   POST /v1/completions          text or token-id prompts ("prompt": [1, 2, 3])
 //   POST /tokenize, /detokenize   the server's tokenizer (llama.cpp / vLLM style), so that
@@ -24,6 +25,16 @@
 // non-streaming handler no way to notice a closed socket, so such a request
 // runs to its end.
 //
+// Operations: every response carries "x-request-id" (the client's own, when
+// it sent a printable one of at most 128 bytes, else a new one), and API
+// requests are logged with it. With an API key, requests without
+// "Authorization: Bearer KEY" get 401. Two Content-Length headers (or one
+// beside Transfer-Encoding) get 400 and a body over max_body_bytes 413, both
+// before the body is read. Connections are served by HardenedServer
+// (engine/src/serving/hardened_http.h): pipelining, head/body deadlines,
+// threads on demand, no SO_REUSEPORT (a busy port is an error), a listen
+// backlog of SOMAXCONN.
+//
 // Thread-safety: all methods may be called from any thread.
 #pragma once
 
@@ -39,8 +50,17 @@ namespace octet::engine {
 struct OpenAiServerOptions {
   std::string host = "127.0.0.1";
   int port = 8000;       // 0: any free port (port() says which)
-  int http_threads = 48; // a streaming request holds one while it runs
+  // Connection threads at most (started on demand; a streaming request holds
+  // one while it runs, a slow client one until its head deadline).
+  int http_threads = 1024;
+  // Larger bodies get 413 before they are read (from Content-Length).
   size_t max_body_bytes = 32u << 20;
+  // When set, every route but /health (unless api_key_health) needs
+  // "Authorization: Bearer KEY"; otherwise 401 with an OpenAI error body.
+  std::string api_key;
+  bool api_key_health = false;
+  // The largest length bucket of the prompt/generation histograms (the context).
+  int64_t histogram_max_tokens = 4096;
   // Extra Prometheus lines appended to /metrics (e.g. the TP group's figures).
   std::function<std::string()> extra_metrics;
   // Extra fields for /v1/models' entry and /health, as a JSON object text
