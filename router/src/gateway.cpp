@@ -40,14 +40,17 @@
 #include <chrono>
 #include <condition_variable>
 #include <csignal>
+#include <cstdio>
 #include <cstring>
 #include <deque>
 #include <mutex>
+#include <random>
 #include <set>
 #include <thread>
 #include <unordered_map>
 
 #include "http_request.h"
+#include "octet/base/api_key.h"
 #include "octet/base/deadline.h"
 #include "octet/base/file_util.h"
 #include "octet/base/log.h"
@@ -340,8 +343,34 @@ struct ClientConn {
   bool dead = false;
   std::unique_ptr<LoopStream> stream;
   std::shared_ptr<WorkerReply> reply;
+  std::string request_id;  // of `req`: the client's X-Request-Id or ours (sent back, forwarded)
   size_t unsent() const { return out.size() - out_off; }
 };
+
+// The request's X-Request-Id when the client sent a printable one of at most
+// 128 bytes; otherwise a new one, added to `req`'s headers (so that it is
+// forwarded to the replica, which logs it too).
+std::string AssignRequestId(HttpRequest* req) {
+  const std::string given = req->Header("X-Request-Id");
+  bool usable = !given.empty() && given.size() <= 128;
+  for (unsigned char ch : given) usable = usable && ch > 0x20 && ch < 0x7f;
+  if (usable) return given;
+  static const uint64_t seed = std::random_device{}();
+  static std::atomic<uint64_t> counter{0};
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "req-%08llx%08llx",
+                static_cast<unsigned long long>(seed & 0xffffffffu),
+                static_cast<unsigned long long>(counter.fetch_add(1) + 1));
+  for (auto it = req->headers.begin(); it != req->headers.end();) {
+    it = AsciiIEquals(it->first, "X-Request-Id") ? req->headers.erase(it) : it + 1;
+  }
+  req->headers.emplace_back("X-Request-Id", buf);
+  return buf;
+}
+
+std::string RequestIdHeader(const std::string& id) {
+  return id.empty() ? std::string() : "x-request-id: " + id + "\r\n";
+}
 
 }  // namespace
 
@@ -1364,6 +1393,7 @@ void Gateway::Impl::ResponseDone(ClientConn* c, bool close) {
   c->head_scan = 0;
   if (close) {
     c->state = ClientConn::State::kClosing;
+      c->request_id = AssignRequestId(&c->req);
   } else {
     c->state = ClientConn::State::kHead;
     c->req = HttpRequest();
@@ -1393,6 +1423,7 @@ void Gateway::Impl::Dispatch(ClientConn* c) {
     SubmitWorker(c, [this, ex](httplib::Request& hreq, httplib::Response& res) {
       RunCompletion(ex, hreq, res);
     });
+  o += RequestIdHeader(c->request_id);
     return;
   }
   using Handler = std::function<void(httplib::Request&, httplib::Response&)>;
@@ -1405,6 +1436,7 @@ void Gateway::Impl::Dispatch(ClientConn* c) {
     handler = [this](httplib::Request&, httplib::Response& r) { HandleHealth(r); };
   } else if (get && req.path == "/metrics") {
     handler = [this](httplib::Request&, httplib::Response& r) {
+  c->request_id.clear();
       r.set_content(router->MetricsText(), "text/plain; version=0.0.4");
     };
   } else if (get && req.path == "/v1/router/stats") {
@@ -1423,6 +1455,27 @@ void Gateway::Impl::Dispatch(ClientConn* c) {
   }
   SubmitWorker(c, std::move(handler));
 }
+  if (!options.api_key.empty() && (req.path != "/health" || options.api_key_health)) {
+    const std::string auth = req.Header("Authorization");
+    const bool admin_path = req.path.rfind("/v1/router/", 0) == 0;
+    if (!BearerMatches(auth, options.api_key) &&
+        !(admin_path && !options.admin_token.empty() && BearerMatches(auth, options.admin_token))) {
+      WriteSimple(c, 401, "application/json",
+                  Dump(json{{"error",
+                             {{"message", auth.empty() ? "You didn't provide an API key "
+                                                         "(Authorization: Bearer KEY)."
+                                                       : "Incorrect API key provided."},
+                              {"type", "invalid_request_error"},
+                              {"param", nullptr},
+                              {"code", "invalid_api_key"}}}}),
+                  "WWW-Authenticate: Bearer\r\n", false);
+      return;
+    }
+  }
+  if (req.path.rfind("/v1/", 0) == 0 && req.path.rfind("/v1/router/", 0) != 0) {
+    OCTET_LOG(INFO) << "http " << req.method << " " << req.path << " request_id=" << c->request_id
+                    << " from " << c->peer;
+  }
 
 void Gateway::Impl::SubmitWorker(
     ClientConn* c, std::function<void(httplib::Request&, httplib::Response&)> fn) {
@@ -1444,7 +1497,8 @@ void Gateway::Impl::SubmitWorker(
   const bool http11 = c->req.http11, keep_alive = c->req.keep_alive;
   const bool head_only = c->req.method == "HEAD";
   const uint64_t token = c->token;
-  workers.Submit([this, fn = std::move(fn), hreq, reply, http11, keep_alive, head_only, token] {
+  workers.Submit([this, fn = std::move(fn), hreq, reply, http11, keep_alive, head_only, token,
+                  request_id = c->request_id] {
     httplib::Response res;
     try {
       fn(*hreq, res);
@@ -1504,6 +1558,10 @@ int64_t Gateway::Impl::DeadlineOf(const ClientConn* c) const {
     case ClientConn::State::kBody:
       take(c->body_start_ns + options.body_timeout_ms * 1000000);
       break;
+    if (!request_id.empty()) {
+      res.headers.erase("x-request-id");  // an upstream's copy: ours is the same id
+      res.set_header("x-request-id", request_id);
+    }
     default:
       break;
   }
@@ -1803,6 +1861,7 @@ void Gateway::Impl::PumpBody(ClientConn* c) {
       case UpstreamConn::ReadResult::kError:
         BodyFailure(c, s.up->error());
         return;
+    o += RequestIdHeader(c->request_id);
     }
   }
 }

@@ -43,6 +43,7 @@ void LatencyHistogram::Record(int64_t ns) {
   buckets_[static_cast<size_t>(BucketOf(ns))].fetch_add(1, std::memory_order_relaxed);
   count_.fetch_add(1, std::memory_order_relaxed);
   sum_ns_.fetch_add(static_cast<uint64_t>(std::max<int64_t>(ns, 0)), std::memory_order_relaxed);
+  prom_.Observe(static_cast<double>(std::max<int64_t>(ns, 0)) * 1e-9);
 }
 
 double LatencyHistogram::QuantileNs(double q) const {
@@ -924,25 +925,20 @@ std::string RouterCore::MetricsText() const {
   auto head = [&](const char* name, const char* type, const char* help) {
     o << "# HELP " << name << " " << help << "\n# TYPE " << name << " " << type << "\n";
   };
-  auto summary = [&](const std::string& name, const std::string& labels,
-                     const LatencyHistogram& h) {
-    const std::string sep = labels.empty() ? "" : ",";
-    for (double q : {0.5, 0.9, 0.99})
-      o << name << "{" << labels << sep << "quantile=\"" << q << "\"} " << h.QuantileNs(q) * 1e-9
-        << "\n";
-    o << name << "_sum" << (labels.empty() ? "" : "{" + labels + "}") << " " << h.sum_seconds()
-      << "\n";
-    o << name << "_count" << (labels.empty() ? "" : "{" + labels + "}") << " " << h.count() << "\n";
-  };
+  // Prometheus histograms (not precomputed quantiles: those cannot be
+  // combined across routers, nor turned into another quantile).
+  auto histogram = [&](const std::string& name, const std::string& labels,
+                       const LatencyHistogram& h) { h.prom().Write(o, name, labels); };
+  o << prom::BuildInfoMetric();
   head("octet_router_requests_total", "counter", "Requests the gateway received.");
   o << "octet_router_requests_total " << requests_.load() << "\n";
   head("octet_router_bad_requests_total", "counter", "Requests rejected as malformed.");
   o << "octet_router_bad_requests_total " << bad_requests_.load() << "\n";
   head("octet_router_unrouted_total", "counter", "Requests no pool could take.");
   o << "octet_router_unrouted_total " << unrouted_.load() << "\n";
-  head("octet_router_routing_overhead_seconds", "summary",
+  head("octet_router_routing_overhead_seconds", "histogram",
        "Time to classify a request and pick its replica.");
-  summary("octet_router_routing_overhead_seconds", "", overhead_);
+  histogram("octet_router_routing_overhead_seconds", "", overhead_);
   head("octet_router_sessions", "gauge", "Session and replica pins held.");
   o << "octet_router_sessions " << pins_.size() << "\n";
   if (!rt) return o.str();
@@ -990,14 +986,14 @@ std::string RouterCore::MetricsText() const {
     for (const auto& r : pool->replicas)
       o << "octet_router_replica_in_flight{pool=\"" << PromEscape(pool->spec->name)
         << "\",replica=\"" << PromEscape(r->url()) << "\"} " << r->in_flight.load() << "\n";
-  head("octet_router_ttft_seconds", "summary", "Time to first forwarded byte, per pool.");
+  head("octet_router_ttft_seconds", "histogram", "Time to first forwarded byte, per pool.");
   for (const auto& pool : rt->pools)
-    summary("octet_router_ttft_seconds", "pool=\"" + PromEscape(pool->spec->name) + "\"",
-            pool->counters->ttft);
-  head("octet_router_request_duration_seconds", "summary", "Whole request time, per pool.");
+    histogram("octet_router_ttft_seconds", "pool=\"" + PromEscape(pool->spec->name) + "\"",
+              pool->counters->ttft);
+  head("octet_router_request_duration_seconds", "histogram", "Whole request time, per pool.");
   for (const auto& pool : rt->pools)
-    summary("octet_router_request_duration_seconds",
-            "pool=\"" + PromEscape(pool->spec->name) + "\"", pool->counters->duration);
+    histogram("octet_router_request_duration_seconds",
+              "pool=\"" + PromEscape(pool->spec->name) + "\"", pool->counters->duration);
   return o.str();
 }
 

@@ -18,6 +18,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "octet/base/prom_metrics.h"
 #include "octet/router/policy.h"
 #include "octet/router/request_features.h"
 #include "octet/router/router.h"
@@ -30,7 +31,11 @@ namespace octet::router {
 // 1 ns to 2^40 ns, so quantiles are within ~9%.
 class LatencyHistogram {
  public:
+  // `prom_bounds` (seconds): also kept as a Prometheus histogram with these
+  // bucket bounds, for /metrics.
+  explicit LatencyHistogram(const std::vector<double>& prom_bounds) : prom_(prom_bounds) {}
   void Record(int64_t ns);
+  const prom::Histogram& prom() const { return prom_; }
   uint64_t count() const { return count_.load(std::memory_order_relaxed); }
   double sum_seconds() const { return static_cast<double>(sum_ns_.load()) * 1e-9; }
   // The upper edge of the bucket holding quantile q (0 < q <= 1); 0 when empty.
@@ -44,6 +49,7 @@ class LatencyHistogram {
   std::array<std::atomic<uint64_t>, kBuckets> buckets_{};
   std::atomic<uint64_t> count_{0};
   std::atomic<uint64_t> sum_ns_{0};
+  prom::Histogram prom_;
 };
 
 // Per pool, kept across reloads by pool name. All fields are atomics.
@@ -56,8 +62,8 @@ struct PoolCounters {
   std::atomic<uint64_t> escalations{0};  // requests escalated into this pool
   std::atomic<uint64_t> cancelled{0};    // client went away; upstream cancelled
   std::atomic<uint64_t> ejections{0};
-  LatencyHistogram ttft;      // request admitted -> first byte forwarded
-  LatencyHistogram duration;  // request admitted -> last byte forwarded
+  LatencyHistogram ttft{prom::TtftBuckets()};                // admitted -> first byte forwarded
+  LatencyHistogram duration{prom::RequestLatencyBuckets()};  // admitted -> last byte forwarded
 };
 
 struct RouteCounters {
@@ -295,7 +301,7 @@ class RouterCore {
   std::map<std::string, std::shared_ptr<RouteCounters>> route_counters_;
 
   SessionPins pins_;
-  LatencyHistogram overhead_;
+  LatencyHistogram overhead_{prom::FastBuckets()};
   std::atomic<uint64_t> requests_{0};
   std::atomic<uint64_t> bad_requests_{0};
   std::atomic<uint64_t> unrouted_{0};

@@ -168,13 +168,85 @@ class TestRouterGateway : public QObject {
     QCOMPARE(Metric(metrics, "octet_router_pool_tokens_total{pool=\"large\"}"), uint64_t(16));
     QCOMPARE(Metric(metrics, "octet_router_pool_tokens_total{pool=\"small\"}"), uint64_t(8));
     QCOMPARE(Metric(metrics, "octet_router_requests_total"), uint64_t(3));
-    QVERIFY(metrics.find("octet_router_routing_overhead_seconds{quantile=\"0.99\"}") !=
-            std::string::npos);
+    // Histograms: every routed request counted once, in the +Inf bucket too.
+    QVERIFY2(metrics.find("octet_router_routing_overhead_seconds_bucket{le=\"+Inf\"}") !=
+                 std::string::npos,
+             metrics.c_str());
     QVERIFY(metrics.find("octet_router_ttft_seconds_count{pool=\"large\"} 2") != std::string::npos);
+    QVERIFY(metrics.find("octet_router_ttft_seconds_bucket{pool=\"large\",le=\"+Inf\"} 2") !=
+            std::string::npos);
+    QVERIFY(metrics.find("octet_router_request_duration_seconds_count{pool=\"small\"} 1") !=
+            std::string::npos);
+    QVERIFY(metrics.find("octet_build_info{version=\"") != std::string::npos);
 
     ClientResult bad = PostJson(g.port(), "/v1/chat/completions", "{not json");
     QCOMPARE(bad.status, 400);
     QVERIFY(json::parse(bad.body).contains("error"));
+  }
+
+  // --api-key: 401 (OpenAI error body) without it, /health open, the key not
+  // forwarded; x-request-id echoed or made up, and forwarded to the replica.
+  void apiKeyAndRequestId() {
+    auto up = StartUpstream("U", 1, 4);
+    auto parsed = ParsePolicy(Fill(R"(version: 1
+pools:
+  - name: p
+    replicas: [@U@]
+    health_check: {enabled: false}
+routes:
+  - name: all
+    pool: p
+)",
+                                   {{"U", up->url()}}),
+                              "keyed.yaml");
+    QVERIFY2(parsed.ok(), parsed.errors.empty() ? "" : parsed.errors[0].ToString().c_str());
+    auto router = Router::Create(parsed.policy);
+    QVERIFY(router.ok());
+    GatewayOptions o;
+    o.threads = 16;
+    o.api_key = "route-key-1";
+    auto gw = Gateway::Start(router->get(), o);
+    QVERIFY2(gw.ok(), gw.status().ToString().c_str());
+    httplib::Client cli("127.0.0.1", (*gw)->port());
+    cli.set_read_timeout(std::chrono::seconds(10));
+    const std::string body = ChatRequest("hi", false).dump();
+    auto r = cli.Post("/v1/chat/completions", body, "application/json");
+    QVERIFY(r);
+    QCOMPARE(r->status, 401);
+    json e = json::parse(r->body, nullptr, false);
+    QVERIFY2(e.is_object() && e["error"]["code"] == "invalid_api_key", r->body.c_str());
+    QVERIFY(!r->get_header_value("x-request-id").empty());
+    QCOMPARE(up->requests(), 0);
+    r = cli.Get("/metrics", {{"Authorization", "Bearer route-key-2"}});
+    QCOMPARE(r->status, 401);
+    QCOMPARE(cli.Get("/health")->status, 200);
+    const httplib::Headers auth = {{"Authorization", "Bearer route-key-1"},
+                                   {"X-Request-Id", "via-router-1"}};
+    r = cli.Post("/v1/chat/completions", auth, body, "application/json");
+    QVERIFY2(r && r->status == 200, r ? r->body.c_str() : "no reply");
+    QCOMPARE(r->get_header_value("x-request-id"), std::string("via-router-1"));
+    QCOMPARE(up->last_header("x-request-id"), std::string("via-router-1"));
+    QCOMPARE(up->last_header("authorization"), std::string());  // the router's key stays here
+    // Streamed (the event loop's path), without a client id: one is made up and forwarded.
+    r = cli.Post("/v1/chat/completions", {{"Authorization", "Bearer route-key-1"}},
+                 ChatRequest("hi", true).dump(), "application/json");
+    QVERIFY2(r && r->status == 200, r ? r->body.c_str() : "no reply");
+    const std::string made = r->get_header_value("x-request-id");
+    QVERIFY2(made.size() >= 8, made.c_str());
+    QCOMPARE(up->last_header("x-request-id"), made);
+    r = cli.Get("/metrics", {{"Authorization", "Bearer route-key-1"}});
+    QCOMPARE(r->status, 200);
+    QVERIFY2(r->body.find("octet_router_request_duration_seconds_count{pool=\"p\"} 2") !=
+                 std::string::npos,
+             r->body.c_str());
+    (*gw)->Stop();
+    // promtool (Prometheus's linter, Debian package prometheus) accepts /metrics.
+    if (::access("/usr/bin/promtool", X_OK) != 0) QSKIP("promtool is not installed");
+    const std::string file = "/tmp/octet-test-router-metrics-" + std::to_string(::getpid());
+    QVERIFY(WriteFileAtomic(file, r->body).ok());
+    CommandResult lint = RunProgram({"/bin/sh", "-c", "/usr/bin/promtool check metrics < " + file});
+    std::remove(file.c_str());
+    QVERIFY2(lint.exit_code == 0, (lint.output + "\n" + r->body).c_str());
   }
 
   void stickySessionsKeepTheirReplica() {

@@ -56,6 +56,11 @@ struct GatewayOptions {
   std::string admin_token;  // bearer token for /v1/router/policy from non-loopback peers
   // Streams from plain-http pools run on the event loop (see the header
   // comment); false sends every stream through a worker and an upstream
+  // When set, every request but /health (unless api_key_health) needs
+  // "Authorization: Bearer KEY" (the admin endpoints also take the admin
+  // token); otherwise 401. The key is not forwarded to replicas.
+  std::string api_key;
+  bool api_key_health = false;
   // thread, as https pools always do.
   bool direct_streaming = true;
   // Limits on clients, in bytes and milliseconds.
