@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "command.h"
+#include "octet/base/api_key.h"
 #include "octet/base/args.h"
 #include "octet/base/file_util.h"
 #include "octet/base/log.h"
@@ -126,6 +127,20 @@ int Classify(const std::string& path, bool as_json) {
 }
 
 int Serve(const std::string& path, const ArgParser& p) {
+  // Usage errors (exit 2) before the policy is read.
+  auto key = LoadApiKey(p.GetString("api-key"), p.GetString("api-key-file"));
+  if (!key.ok()) return UsageError("octet route: " + key.status().message());
+  if (p.GetFlag("api-key-health") && key->empty())
+    return UsageError("octet route: --api-key-health needs --api-key or --api-key-file");
+  if (p.Given("port")) {
+    auto port = p.GetInt("port");
+    if (!port.ok() || *port < 0 || *port > 65535)
+      return UsageError("octet route: --port must be 0..65535");
+  }
+  if (p.Given("threads")) {
+    auto t = p.GetInt("threads");
+    if (!t.ok() || *t < 4 || *t > 4096) return UsageError("octet route: --threads must be 4..4096");
+  }
   const PolicyParseResult r = LoadPolicyFile(path);
   if (!r.ok()) {
     for (const auto& e : r.errors) std::cerr << e.ToString() << "\n";
@@ -145,6 +160,8 @@ int Serve(const std::string& path, const ArgParser& p) {
     gopts.threads = static_cast<int>(*t);
   }
   if (const char* tok = std::getenv("OCTET_ROUTER_ADMIN_TOKEN")) gopts.admin_token = tok;
+  gopts.api_key = *key;
+  gopts.api_key_health = p.GetFlag("api-key-health");
 
   // Signals are taken synchronously by this thread; block them before any
   // other thread starts so none of those receives them.
@@ -171,6 +188,21 @@ int Serve(const std::string& path, const ArgParser& p) {
                                                   r.policy->gateway.watch_interval_ms);
   std::cerr << "octet route: serving " << path << " on http://" << gopts.host << ":"
             << (*gateway)->port() << " (SIGHUP reloads, SIGINT/SIGTERM stop)\n";
+  if (p.GetFlag("json")) {
+    // One ready line on stdout for scripts and supervisors.
+    const std::string base = "http://" + gopts.host + ":" + std::to_string((*gateway)->port());
+    std::cout << Dump(json{{"event", "ready"},
+                           {"policy", path},
+                           {"url", base},
+                           {"endpoints",
+                            {{"chat_completions", base + "/v1/chat/completions"},
+                             {"completions", base + "/v1/completions"},
+                             {"models", base + "/v1/models"},
+                             {"health", base + "/health"},
+                             {"metrics", base + "/metrics"}}},
+                           {"api_key_required", !gopts.api_key.empty()}})
+              << std::endl;
+  }
   while (true) {
     timespec tick{1, 0};
     const int sig = sigtimedwait(&signals, nullptr, &tick);
@@ -502,6 +534,10 @@ int RunRoute(const std::vector<std::string>& args) {
   p.Option("host", "H", "listen address (default: the policy's gateway.host)");
   p.Option("port", "P", "listen port, 0 for any (default: the policy's gateway.port)");
   p.Option("threads", "N", "HTTP worker threads (default: the policy's gateway.threads)");
+  p.Option("api-key", "KEY",
+           "require \"Authorization: Bearer KEY\" on every request but /health (401 without)");
+  p.Option("api-key-file", "FILE", "as --api-key, the key being FILE's first line");
+  p.Flag("api-key-health", "require the key on /health too");
   p.Flag("json", "print one JSON document on stdout");
   if (Status s = p.Parse(args); !s.ok()) return UsageError(s.message());
   if (p.help_requested()) {

@@ -9,6 +9,7 @@
 #include <iostream>
 
 #include "command.h"
+#include "octet/base/api_key.h"
 #include "octet/base/args.h"
 #include "octet/base/log.h"
 #include "tp_launch.h"
@@ -42,6 +43,27 @@ int RunServe(const std::vector<std::string>& args) {
     return kExitOk;
   }
   if (!p.Given("model")) return UsageError("--model DIR is required");
+  // Malformed values are usage errors before anything loads (RunServeOn
+  // checks their ranges again).
+  for (const char* name : {"port", "slots", "max-batch-tokens", "max-queue", "context"}) {
+    if (p.Given(name)) {
+      if (auto v = p.GetInt(name); !v.ok()) {
+        std::cerr << v.status().message() << " (see " << kProgram << " --help)\n";
+        return kExitUsage;
+      }
+    }
+  }
+  if (auto port = p.GetInt("port"); port.ok() && (*port < 0 || *port > 65535)) {
+    return UsageError("--port must be in 0..65535");
+  }
+  if (auto kv = p.GetBytes("kv-memory"); !kv.ok()) return UsageError(kv.status().message());
+  // Checked again where the server starts; here so that it fails before the model loads.
+  if (auto key = LoadApiKey(p.GetString("api-key"), p.GetString("api-key-file")); !key.ok()) {
+    return UsageError(key.status().message());
+  }
+  if (p.GetFlag("api-key-health") && !p.Given("api-key") && !p.Given("api-key-file")) {
+    return UsageError("--api-key-health needs --api-key or --api-key-file");
+  }
   engine::TpRuntimeOptions o;
   auto tp_flags = ReadLocalTpFlags(p, &o);
   if (!tp_flags.ok()) return UsageError(tp_flags.status().message());

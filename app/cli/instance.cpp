@@ -20,6 +20,7 @@
 #include "octet/agent/node_facts.h"
 #include "octet/app/bench_store.h"
 #include "octet/app/inference_service.h"
+#include "octet/base/api_key.h"
 #include "octet/base/build_info.h"
 #include "octet/base/file_util.h"
 #include "octet/base/log.h"
@@ -562,6 +563,14 @@ void AddServeFlags(ArgParser& p, bool worker) {
               "512")
       .Option("max-queue", "N", "waiting requests beyond this get HTTP 429", "1024");
   if (!worker) AddSpeculativeFlags(p);  // a worker's come with AddGenerateFlags
+  if (!worker) {
+    p.Option("api-key", "KEY",
+             "require \"Authorization: Bearer KEY\" on every HTTP route but /health (401 "
+             "without)")
+        .Option("api-key-file", "FILE", "as --api-key, the key being FILE's first line")
+        .Flag("api-key-health", "require the key on /health too")
+        .Flag("json", "print a JSON ready line (endpoints, model, slots) on stdout once serving");
+  }
 }
 
 namespace {
@@ -720,6 +729,18 @@ int RunServeOn(engine::TpRuntime& rt, const std::optional<engine::Tokenizer>& to
   ho.host = p.GetString("host");
   ho.port = static_cast<int>(*port);
   ho.info_json = info.dump();
+  ho.histogram_max_tokens = context;
+  // A body larger than any prompt of `context` tokens could be (64 bytes a
+  // token covers JSON-escaped text and token-id arrays) is refused, 413,
+  // before it is read.
+  ho.max_body_bytes = static_cast<size_t>(std::max<int64_t>(int64_t{1} << 20, context * 64));
+  auto api_key = LoadApiKey(p.GetString("api-key"), p.GetString("api-key-file"));
+  if (!api_key.ok()) {
+    sched.Stop(CancelledError("not serving"));
+    return fail(api_key.status().message(), kExitUsage);
+  }
+  ho.api_key = *api_key;
+  ho.api_key_health = p.GetFlag("api-key-health");
   ho.extra_metrics = [&rt]() {
     return "# HELP octet_tp_ranks Ranks of this model instance.\n# TYPE octet_tp_ranks gauge\n"
            "octet_tp_ranks " +
@@ -768,6 +789,27 @@ int RunServeOn(engine::TpRuntime& rt, const std::optional<engine::Tokenizer>& to
                                 " tokens"
                           : std::string())
               << ")" << std::endl;
+    if (p.GetFlag("json")) {
+      const std::string base = "http://" + ho.host + ":" + std::to_string((*http)->port());
+      nlohmann::json ready = {
+          {"event", "ready"},
+          {"model", name},
+          {"url", base},
+          {"endpoints",
+           {{"chat_completions", base + "/v1/chat/completions"},
+            {"completions", base + "/v1/completions"},
+            {"models", base + "/v1/models"},
+            {"tokenize", base + "/tokenize"},
+            {"health", base + "/health"},
+            {"metrics", base + "/metrics"}}},
+          {"grpc", grpc ? nlohmann::json(ho.host + ":" + std::to_string(grpc->port()))
+                        : nlohmann::json(nullptr)},
+          {"slots", so.num_slots},
+          {"context", context},
+          {"tp", rt.world_size()},
+          {"api_key_required", !ho.api_key.empty()}};
+      std::cout << ready.dump() << std::endl;
+    }
   }
 
   // Until a stop signal or a fatal error; figures once a second.

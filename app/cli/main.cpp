@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "command.h"
+#include "octet/base/args.h"
 #include "octet/base/build_info.h"
 #include "octet/collectives/runtime_libraries.h"
 #if OCTET_HAVE_CUDA
@@ -52,6 +53,13 @@ int main(int argc, char** argv) {
     std::vector<std::string> args(argv + 2, argv + argc);
     return c.run(args);
   }
-  std::cerr << "octet: unknown command '" << name << "' (see octet --help)\n";
+  std::vector<std::string> names = {"help", "version"};
+  for (const auto& c : octet::cli::Commands()) names.emplace_back(c.name);
+  // "octet --json ..." and other flags in the command's place get the same help.
+  const std::string bare = name.rfind("--", 0) == 0 ? name.substr(2) : name;
+  const std::string near = octet::ClosestMatch(bare, names);
+  std::cerr << "octet: unknown command '" << name << "'"
+            << (near.empty() ? std::string() : "; did you mean '" + near + "'?")
+            << " (see octet --help)\n";
   return octet::cli::kExitUsage;
 }
