@@ -121,6 +121,12 @@ Status ValidateJobSpec(const JobSpec& s, const std::vector<std::string>& model_r
     return InvalidArgumentError("port " + std::to_string(s.port) + " out of range");
   if (s.threads > 4096)
     return InvalidArgumentError("threads " + std::to_string(s.threads) + " must be 0..4096");
+  if (!s.deployment.empty() && !ValidJobId(s.deployment)) {
+    return InvalidArgumentError("deployment '" + s.deployment + "' must be 1-64 of [A-Za-z0-9._-]");
+  }
+  if (!s.instance.empty() && !ValidJobId(s.instance)) {
+    return InvalidArgumentError("instance '" + s.instance + "' must be 1-64 of [A-Za-z0-9._-]");
+  }
   JobSpec out = s;
   OCTET_ASSIGN_OR_RETURN(out.extra_args,
                          CheckExtraArgs(s.kind, s.extra_args, model_roots, owner_flags));

@@ -191,6 +191,8 @@ void ToProto(const JobSpec& s, v1::JobSpec* p) {
   p->set_policy(s.policy);
   for (const auto& a : s.extra_args) p->add_extra_args(a);
   p->set_threads(s.threads);
+  p->set_deployment(s.deployment);
+  p->set_instance(s.instance);
 }
 
 JobSpec FromProto(const v1::JobSpec& p) {
@@ -209,6 +211,8 @@ JobSpec FromProto(const v1::JobSpec& p) {
   s.policy = p.policy();
   s.extra_args.assign(p.extra_args().begin(), p.extra_args().end());
   s.threads = p.threads();
+  s.deployment = p.deployment();
+  s.instance = p.instance();
   return s;
 }
 

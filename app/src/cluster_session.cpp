@@ -402,6 +402,8 @@ Result<JobLaunch> ClusterSession::LaunchJob(const JobRequest& req, Deadline dead
     spec.policy = req.policy;
     spec.threads = req.threads;
     spec.extra_args = req.extra_args;
+    spec.deployment = req.deployment;
+    spec.instance = req.instance;
     const size_t n = req.nodes[r];
     auto started = client(n).StartJob(spec, deadline);
     if (!started.ok()) {

@@ -58,6 +58,10 @@ struct JobSpec {
   std::string policy;              // router: policy YAML path
   std::vector<std::string> extra_args;
   uint32_t threads = 0;  // 0: the worker decides
+  // `octet deploy`: the deployment and replica ("large-0") the job belongs to
+  // ("" for jobs launched one by one); each [A-Za-z0-9._-]{0,64}.
+  std::string deployment;
+  std::string instance;
 };
 
 enum class JobState { kRunning, kExited, kFailed, kStopped };

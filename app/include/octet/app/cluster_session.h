@@ -94,6 +94,9 @@ struct JobRequest {
   uint32_t threads = 0;
   std::vector<std::string> extra_args;
   std::string rendezvous_host;  // "" : the host rank 0's agent is reached at
+  // `octet deploy`: recorded in every rank's job (JobSpec::deployment/instance).
+  std::string deployment;
+  std::string instance;
 };
 
 struct JobLaunch {
