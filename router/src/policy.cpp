@@ -19,8 +19,8 @@
 
 #include "octet/base/file_util.h"
 #include "octet/router/classifier.h"
+#include "octet/router/yaml_guard.h"
 #include "replica_url.h"
-#include "yaml_guard.h"
 
 namespace octet::router {
 
@@ -434,10 +434,11 @@ void ParsePool(Checker& c, const Node& node, SourceLocation where, PoolSpec* p, 
   const SourceLocation nl = LocOf(node);
   p->location = nl.line ? nl : where;
   std::map<std::string, Field> m;
-  if (!c.ReadMap(node, where, "a pool",
-                 {"name", "model", "replicas", "load_balancing", "max_in_flight", "fallback",
-                  "health_check", "outlier_ejection", "timeouts", "retries", "capacity"},
-                 &m))
+  if (!c.ReadMap(
+          node, where, "a pool",
+          {"name", "model", "replicas", "instance", "load_balancing", "max_in_flight", "fallback",
+           "health_check", "outlier_ejection", "timeouts", "retries", "capacity"},
+          &m))
     return;
   const Field* name = Get(m, "name");
   if (!name)
@@ -448,8 +449,14 @@ void ParsePool(Checker& c, const Node& node, SourceLocation where, PoolSpec* p, 
   if (auto* v = Get(m, "model")) c.NonEmptyString(*v, &p->model);
 
   const Field* replicas = Get(m, "replicas");
-  if (!replicas) {
-    c.Missing(p->location, "replicas", what);
+  const Field* instance = Get(m, "instance");
+  if (instance && replicas) {
+    c.Error(instance->key_loc, what + " has both 'replicas' and 'instance'; give one");
+  } else if (instance) {
+    c.Name(*instance, &p->instance);
+  } else if (!replicas) {
+    c.Error(p->location, "missing required key 'replicas' in " + what +
+                             " (or 'instance: NAME', a deployment's instance)");
   } else if (!replicas->value.IsSequence()) {
     c.Error(replicas->loc,
             "'replicas' of " + what + " must be a list, got " + Describe(replicas->value));

@@ -1,4 +1,4 @@
-#include "yaml_guard.h"
+#include "octet/router/yaml_guard.h"
 
 #include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/exceptions.h>

@@ -101,6 +101,11 @@ struct PoolSpec {
   std::string name;
   std::string model;  // written into forwarded requests' "model" when set
   std::vector<ReplicaSpec> replicas;
+  // `instance: NAME` instead of `replicas`: the replicas of a deployment's
+  // instance (`octet deploy`), whose endpoints the router is told through
+  // Router::SetInstanceEndpoints (POST /v1/router/instances) and follows as
+  // they change. Until told, the pool has no replicas (down).
+  std::string instance;
   LoadBalancing load_balancing = LoadBalancing::kLeastRequest;
   int max_in_flight = 0;  // per replica, 0 = unlimited
   std::string fallback;   // pool name or ""

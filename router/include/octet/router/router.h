@@ -18,6 +18,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -102,6 +103,14 @@ class Router {
                                     const PolicyParseOptions& options = {});
   static PolicyParseResult ValidatePolicy(std::string_view yaml, const std::string& file_name,
                                           const PolicyParseOptions& options = {});
+
+  // ---- Deployment instances (`instance: NAME` pools) ----
+  // Replaces the endpoints of the named instances (others keep theirs) and
+  // re-installs the running policy, so `instance:` pools follow replicas that
+  // moved; replica state of unchanged URLs survives. Each URL must parse as a
+  // replica URL (nothing is installed otherwise).
+  Status SetInstanceEndpoints(const std::map<std::string, std::vector<std::string>>& endpoints);
+  std::map<std::string, std::vector<std::string>> InstanceEndpoints() const;
 
   // ---- Decisions ----
   // The decision for one OpenAI request body. Reads session pins (a pinned
