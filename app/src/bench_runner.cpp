@@ -432,7 +432,7 @@ Result<BenchRun> RunBenchmark(const BenchConfig& c, BenchRunStore* store,
     };
     v.model_path = text("model_path");
     v.model_hash = text("model_hash");
-    v.slots = number("slots");
+    v.serve_slots = number("slots");
     v.kv_dtype = text("kv_dtype");
     v.context = number("context");
     v.threads = number("threads");

@@ -462,7 +462,7 @@ struct BenchRunStore::Impl {
                               .Bind(17, t.algorithm)
                               .Bind(18, v.model_path)
                               .Bind(19, v.model_hash)
-                              .Bind(20, v.slots)
+                              .Bind(20, v.serve_slots)
                               .Bind(21, v.kv_dtype)
                               .Bind(22, v.context)
                               .Bind(23, v.threads)
@@ -670,7 +670,7 @@ BenchRun ReadRun(Stmt& q) {
   BenchProvenance& v = run.provenance;
   v.model_path = q.Text(12);
   v.model_hash = q.Text(13);
-  v.slots = q.Int(14);
+  v.serve_slots = q.Int(14);
   v.kv_dtype = q.Text(15);
   v.context = q.Int(16);
   v.threads = q.Int(17);

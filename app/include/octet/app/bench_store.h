@@ -113,7 +113,7 @@ struct BenchResult {
 struct BenchProvenance {
   std::string model_path;  // the served model folder
   std::string model_hash;  // ModelContentHash of it
-  int64_t slots = 0;       // serve settings
+  int64_t serve_slots = 0;  // serve settings (not "slots": a Qt macro)
   std::string kv_dtype;
   int64_t context = 0;
   int64_t threads = 0;
