@@ -50,8 +50,8 @@
 #include <unordered_map>
 
 #include "http_request.h"
-#include "octet/base/api_key.h"
 #include "octet/base/deadline.h"
+#include "octet/base/api_key.h"
 #include "octet/base/file_util.h"
 #include "octet/base/log.h"
 #include "octet/router/classifier.h"
@@ -454,7 +454,6 @@ struct Gateway::Impl {
   void HandleModels(httplib::Response& res);
   void HandleHealth(httplib::Response& res);
   void HandlePolicy(const httplib::Request& req, httplib::Response& res);
-  void HandleInstances(const httplib::Request& req, httplib::Response& res);
   bool AdminAllowed(const httplib::Request& req) const;
   void RunUpstream(const std::shared_ptr<Exchange>& ex);
   bool Deliver(Exchange& ex, const char* data, size_t n);
@@ -1021,51 +1020,6 @@ bool Gateway::Impl::AdminAllowed(const httplib::Request& req) const {
          req.get_header_value("Authorization") == "Bearer " + options.admin_token;
 }
 
-// GET: {"instances": {NAME: [URL, ...]}}; POST the same shape to replace the
-// endpoints of the instances named (`instance:` pools; octet deploy does it).
-void Gateway::Impl::HandleInstances(const httplib::Request& req, httplib::Response& res) {
-  if (!AdminAllowed(req)) {
-    res.status = 403;
-    res.set_content(
-        OpenAiError("instance changes are allowed from loopback or with the admin token",
-                    "permission_error", 403),
-        "application/json");
-    return;
-  }
-  if (req.method == "POST") {
-    const json body = json::parse(req.body, nullptr, /*allow_exceptions=*/false);
-    std::map<std::string, std::vector<std::string>> endpoints;
-    std::string bad;
-    if (!body.is_object() || !body.contains("instances") || !body["instances"].is_object()) {
-      bad = "the body must be {\"instances\": {\"NAME\": [\"http://HOST:PORT\", ...]}}";
-    } else {
-      for (const auto& [name, urls] : body["instances"].items()) {
-        if (!urls.is_array()) {
-          bad = "instance '" + name + "': a list of URLs expected";
-          break;
-        }
-        for (const auto& u : urls) {
-          if (!u.is_string()) {
-            bad = "instance '" + name + "': every URL must be a string";
-            break;
-          }
-          endpoints[name].push_back(u.get<std::string>());
-        }
-        endpoints[name];  // an empty list clears the instance
-      }
-    }
-    Status s = bad.empty() ? router->SetInstanceEndpoints(endpoints) : InvalidArgumentError(bad);
-    if (!s.ok()) {
-      res.status = 400;
-      res.set_content(OpenAiError(s.message(), "invalid_request_error", 400), "application/json");
-      return;
-    }
-  }
-  json out = json::object();
-  for (const auto& [name, urls] : router->InstanceEndpoints()) out[name] = urls;
-  res.set_content(Dump(json{{"instances", out}}), "application/json");
-}
-
 void Gateway::Impl::HandlePolicy(const httplib::Request& req, httplib::Response& res) {
   if (!AdminAllowed(req)) {
     res.status = 403;
@@ -1393,6 +1347,7 @@ void Gateway::Impl::ProcessInput(ClientConn* c) {
       }
       c->head_len = end + 4;
       c->head_scan = 0;
+      c->request_id = AssignRequestId(&c->req);
       c->state = ClientConn::State::kBody;
       c->body_start_ns = NowNs();
       if (c->req.expect_continue && c->req.content_length > 0 &&
@@ -1422,6 +1377,7 @@ void Gateway::Impl::WriteSimple(ClientConn* c, int status, const std::string& co
   std::string& o = c->out;
   o += "HTTP/1.1 " + std::to_string(status) + " " + ReasonPhrase(status) + "\r\n";
   if (!content_type.empty()) o += "Content-Type: " + content_type + "\r\n";
+  o += RequestIdHeader(c->request_id);
   o += extra_headers;
   o += "Content-Length: " + std::to_string(body.size()) + "\r\n";
   if (close) o += "Connection: close\r\n";
@@ -1434,12 +1390,12 @@ void Gateway::Impl::WriteSimple(ClientConn* c, int status, const std::string& co
 // request (or close).
 void Gateway::Impl::ResponseDone(ClientConn* c, bool close) {
   c->reply.reset();
+  c->request_id.clear();
   if (c->stream) dead_streams.push_back(std::move(c->stream));
   c->head_len = 0;
   c->head_scan = 0;
   if (close) {
     c->state = ClientConn::State::kClosing;
-      c->request_id = AssignRequestId(&c->req);
   } else {
     c->state = ClientConn::State::kHead;
     c->req = HttpRequest();
@@ -1453,56 +1409,6 @@ void Gateway::Impl::Dispatch(ClientConn* c) {
   const HttpRequest& req = c->req;
   const bool post = req.method == "POST";
   const bool get = req.method == "GET" || req.method == "HEAD";
-  if (post && (req.path == "/v1/chat/completions" || req.path == "/v1/completions")) {
-    auto ex = std::make_shared<Exchange>();
-    int status = 0;
-    std::string body;
-    if (!Admit(req, c->peer, ex.get(), &status, &body)) {
-      WriteSimple(c, status, "application/json", body, status == 429 ? "Retry-After: 1\r\n" : "",
-                  false);
-      return;
-    }
-    if (ex->stream && options.direct_streaming && AllPlainHttp(*ex->rr.runtime)) {
-      StartStream(c, std::move(ex));
-      return;
-    }
-    SubmitWorker(c, [this, ex](httplib::Request& hreq, httplib::Response& res) {
-      RunCompletion(ex, hreq, res);
-    });
-  o += RequestIdHeader(c->request_id);
-    return;
-  }
-  using Handler = std::function<void(httplib::Request&, httplib::Response&)>;
-  Handler handler;
-  if (post && req.path == "/v1/route") {
-    handler = [this](httplib::Request& q, httplib::Response& r) { HandleRoute(q, r); };
-  } else if (get && req.path == "/v1/models") {
-    handler = [this](httplib::Request&, httplib::Response& r) { HandleModels(r); };
-  } else if (get && req.path == "/health") {
-    handler = [this](httplib::Request&, httplib::Response& r) { HandleHealth(r); };
-  } else if (get && req.path == "/metrics") {
-    handler = [this](httplib::Request&, httplib::Response& r) {
-  c->request_id.clear();
-      r.set_content(router->MetricsText(), "text/plain; version=0.0.4");
-    };
-  } else if (get && req.path == "/v1/router/stats") {
-    handler = [this](httplib::Request&, httplib::Response& r) {
-      r.set_content(Dump(router->Stats().ToJson()), "application/json");
-    };
-  } else if ((get || post) && req.path == "/v1/router/policy") {
-    handler = [this](httplib::Request& q, httplib::Response& r) { HandlePolicy(q, r); };
-  } else if ((get || post) && req.path == "/v1/router/instances") {
-    handler = [this](httplib::Request& q, httplib::Response& r) { HandleInstances(q, r); };
-  }
-  if (!handler) {
-    WriteSimple(c, 404, "application/json",
-                OpenAiError("no such endpoint: " + req.method + " " + req.path,
-                            "invalid_request_error", 404),
-                "", false);
-    return;
-  }
-  SubmitWorker(c, std::move(handler));
-}
   if (!options.api_key.empty() && (req.path != "/health" || options.api_key_health)) {
     const std::string auth = req.Header("Authorization");
     const bool admin_path = req.path.rfind("/v1/router/", 0) == 0;
@@ -1524,6 +1430,52 @@ void Gateway::Impl::Dispatch(ClientConn* c) {
     OCTET_LOG(INFO) << "http " << req.method << " " << req.path << " request_id=" << c->request_id
                     << " from " << c->peer;
   }
+  if (post && (req.path == "/v1/chat/completions" || req.path == "/v1/completions")) {
+    auto ex = std::make_shared<Exchange>();
+    int status = 0;
+    std::string body;
+    if (!Admit(req, c->peer, ex.get(), &status, &body)) {
+      WriteSimple(c, status, "application/json", body, status == 429 ? "Retry-After: 1\r\n" : "",
+                  false);
+      return;
+    }
+    if (ex->stream && options.direct_streaming && AllPlainHttp(*ex->rr.runtime)) {
+      StartStream(c, std::move(ex));
+      return;
+    }
+    SubmitWorker(c, [this, ex](httplib::Request& hreq, httplib::Response& res) {
+      RunCompletion(ex, hreq, res);
+    });
+    return;
+  }
+  using Handler = std::function<void(httplib::Request&, httplib::Response&)>;
+  Handler handler;
+  if (post && req.path == "/v1/route") {
+    handler = [this](httplib::Request& q, httplib::Response& r) { HandleRoute(q, r); };
+  } else if (get && req.path == "/v1/models") {
+    handler = [this](httplib::Request&, httplib::Response& r) { HandleModels(r); };
+  } else if (get && req.path == "/health") {
+    handler = [this](httplib::Request&, httplib::Response& r) { HandleHealth(r); };
+  } else if (get && req.path == "/metrics") {
+    handler = [this](httplib::Request&, httplib::Response& r) {
+      r.set_content(router->MetricsText(), "text/plain; version=0.0.4");
+    };
+  } else if (get && req.path == "/v1/router/stats") {
+    handler = [this](httplib::Request&, httplib::Response& r) {
+      r.set_content(Dump(router->Stats().ToJson()), "application/json");
+    };
+  } else if ((get || post) && req.path == "/v1/router/policy") {
+    handler = [this](httplib::Request& q, httplib::Response& r) { HandlePolicy(q, r); };
+  }
+  if (!handler) {
+    WriteSimple(c, 404, "application/json",
+                OpenAiError("no such endpoint: " + req.method + " " + req.path,
+                            "invalid_request_error", 404),
+                "", false);
+    return;
+  }
+  SubmitWorker(c, std::move(handler));
+}
 
 void Gateway::Impl::SubmitWorker(
     ClientConn* c, std::function<void(httplib::Request&, httplib::Response&)> fn) {
@@ -1557,6 +1509,10 @@ void Gateway::Impl::SubmitWorker(
       res.set_content(OpenAiError(std::string("internal router error: ") + e.what(),
                                   "internal_error", 500),
                       "application/json");
+    }
+    if (!request_id.empty()) {
+      res.headers.erase("x-request-id");  // an upstream's copy: ours is the same id
+      res.set_header("x-request-id", request_id);
     }
     SendWorkerResponse(res, head_only, http11, keep_alive, token, reply);
   });
@@ -1606,10 +1562,6 @@ int64_t Gateway::Impl::DeadlineOf(const ClientConn* c) const {
     case ClientConn::State::kBody:
       take(c->body_start_ns + options.body_timeout_ms * 1000000);
       break;
-    if (!request_id.empty()) {
-      res.headers.erase("x-request-id");  // an upstream's copy: ours is the same id
-      res.set_header("x-request-id", request_id);
-    }
     default:
       break;
   }
@@ -1861,6 +1813,7 @@ void Gateway::Impl::OnUpstreamHead(ClientConn* c) {
     std::string& o = c->out;
     o += "HTTP/1.1 " + std::to_string(s.up_status) + " " + ReasonPhrase(s.up_status) + "\r\n";
     o += "Content-Type: " + s.up_content_type + "\r\n";
+    o += RequestIdHeader(c->request_id);
     if (!d.route.empty()) o += "X-Octet-Route: " + d.route + "\r\n";
     if (!d.pool.empty()) o += "X-Octet-Pool: " + d.pool + "\r\n";
     if (!d.replica.empty()) o += "X-Octet-Replica: " + d.replica + "\r\n";
@@ -1909,7 +1862,6 @@ void Gateway::Impl::PumpBody(ClientConn* c) {
       case UpstreamConn::ReadResult::kError:
         BodyFailure(c, s.up->error());
         return;
-    o += RequestIdHeader(c->request_id);
     }
   }
 }

@@ -12,8 +12,6 @@
 //   GET  /v1/router/stats    RouterStats as JSON
 //   GET|POST /v1/router/policy  the running policy YAML / validate (?apply=false) or
 //        apply a new one; only from loopback or with the admin bearer token.
-//   GET|POST /v1/router/instances  {"instances": {NAME: [URL, ...]}}: the
-//        endpoints of `instance: NAME` pools (octet deploy posts them); same access.
 //
 // Behaviour: a request is retried on another replica (then the fallback pool)
 // after a connection error, 5xx or 429, and escalated on the route's statuses,
@@ -56,13 +54,13 @@ struct GatewayOptions {
   int port = 0;             // 0: any free port (see port())
   int threads = 320;        // worker threads (blocking endpoints; see the header comment)
   std::string admin_token;  // bearer token for /v1/router/policy from non-loopback peers
-  // Streams from plain-http pools run on the event loop (see the header
-  // comment); false sends every stream through a worker and an upstream
   // When set, every request but /health (unless api_key_health) needs
   // "Authorization: Bearer KEY" (the admin endpoints also take the admin
   // token); otherwise 401. The key is not forwarded to replicas.
   std::string api_key;
   bool api_key_health = false;
+  // Streams from plain-http pools run on the event loop (see the header
+  // comment); false sends every stream through a worker and an upstream
   // thread, as https pools always do.
   bool direct_streaming = true;
   // Limits on clients, in bytes and milliseconds.
