@@ -50,8 +50,8 @@
 #include <unordered_map>
 
 #include "http_request.h"
-#include "octet/base/deadline.h"
 #include "octet/base/api_key.h"
+#include "octet/base/deadline.h"
 #include "octet/base/file_util.h"
 #include "octet/base/log.h"
 #include "octet/router/classifier.h"
@@ -454,6 +454,7 @@ struct Gateway::Impl {
   void HandleModels(httplib::Response& res);
   void HandleHealth(httplib::Response& res);
   void HandlePolicy(const httplib::Request& req, httplib::Response& res);
+  void HandleInstances(const httplib::Request& req, httplib::Response& res);
   bool AdminAllowed(const httplib::Request& req) const;
   void RunUpstream(const std::shared_ptr<Exchange>& ex);
   bool Deliver(Exchange& ex, const char* data, size_t n);
@@ -1020,6 +1021,51 @@ bool Gateway::Impl::AdminAllowed(const httplib::Request& req) const {
          req.get_header_value("Authorization") == "Bearer " + options.admin_token;
 }
 
+// GET: {"instances": {NAME: [URL, ...]}}; POST the same shape to replace the
+// endpoints of the instances named (`instance:` pools; octet deploy does it).
+void Gateway::Impl::HandleInstances(const httplib::Request& req, httplib::Response& res) {
+  if (!AdminAllowed(req)) {
+    res.status = 403;
+    res.set_content(
+        OpenAiError("instance changes are allowed from loopback or with the admin token",
+                    "permission_error", 403),
+        "application/json");
+    return;
+  }
+  if (req.method == "POST") {
+    const json body = json::parse(req.body, nullptr, /*allow_exceptions=*/false);
+    std::map<std::string, std::vector<std::string>> endpoints;
+    std::string bad;
+    if (!body.is_object() || !body.contains("instances") || !body["instances"].is_object()) {
+      bad = "the body must be {\"instances\": {\"NAME\": [\"http://HOST:PORT\", ...]}}";
+    } else {
+      for (const auto& [name, urls] : body["instances"].items()) {
+        if (!urls.is_array()) {
+          bad = "instance '" + name + "': a list of URLs expected";
+          break;
+        }
+        for (const auto& u : urls) {
+          if (!u.is_string()) {
+            bad = "instance '" + name + "': every URL must be a string";
+            break;
+          }
+          endpoints[name].push_back(u.get<std::string>());
+        }
+        endpoints[name];  // an empty list clears the instance
+      }
+    }
+    Status s = bad.empty() ? router->SetInstanceEndpoints(endpoints) : InvalidArgumentError(bad);
+    if (!s.ok()) {
+      res.status = 400;
+      res.set_content(OpenAiError(s.message(), "invalid_request_error", 400), "application/json");
+      return;
+    }
+  }
+  json out = json::object();
+  for (const auto& [name, urls] : router->InstanceEndpoints()) out[name] = urls;
+  res.set_content(Dump(json{{"instances", out}}), "application/json");
+}
+
 void Gateway::Impl::HandlePolicy(const httplib::Request& req, httplib::Response& res) {
   if (!AdminAllowed(req)) {
     res.status = 403;
@@ -1466,6 +1512,8 @@ void Gateway::Impl::Dispatch(ClientConn* c) {
     };
   } else if ((get || post) && req.path == "/v1/router/policy") {
     handler = [this](httplib::Request& q, httplib::Response& r) { HandlePolicy(q, r); };
+  } else if ((get || post) && req.path == "/v1/router/instances") {
+    handler = [this](httplib::Request& q, httplib::Response& r) { HandleInstances(q, r); };
   }
   if (!handler) {
     WriteSimple(c, 404, "application/json",

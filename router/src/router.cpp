@@ -384,9 +384,31 @@ Status RouterCore::Apply(std::shared_ptr<const RoutingPolicy> policy) {
     std::string url, key;
     ReplicaUrl parsed;
   };
+  std::lock_guard<std::mutex> applying(apply_mu_);
   std::vector<std::vector<Resolved>> resolved(policy->pools.size());
+  std::map<std::string, std::vector<std::string>> instances;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    instances = instances_;
+  }
   for (size_t i = 0; i < policy->pools.size(); ++i) {
     const auto& pool = policy->pools[i];
+    if (!pool.instance.empty()) {
+      // A deployment's instance: the endpoints it was last told (none yet: down).
+      auto it = instances.find(pool.instance);
+      if (it == instances.end()) continue;
+      for (const std::string& url : it->second) {
+        Resolved res;
+        std::string err;
+        if (!ParseReplicaUrl(url, &res.parsed, &err))
+          return InvalidArgumentError("pool '" + pool.name + "' instance '" + pool.instance +
+                                      "' replica '" + url + "' " + err);
+        res.url = url;
+        res.key = pool.name + "\x1f" + url;
+        resolved[i].push_back(std::move(res));
+      }
+      continue;
+    }
     for (size_t k = 0; k < pool.replicas.size(); ++k) {
       const auto& spec = pool.replicas[k];
       std::string url = spec.url;
@@ -432,7 +454,7 @@ Status RouterCore::Apply(std::shared_ptr<const RoutingPolicy> policy) {
         state = old->second;
       } else {
         std::string api_key;
-        if (!spec.replicas[k].api_key_env.empty()) {
+        if (k < spec.replicas.size() && !spec.replicas[k].api_key_env.empty()) {
           const char* v = std::getenv(spec.replicas[k].api_key_env.c_str());
           if (v) api_key = v;
         }
@@ -440,7 +462,7 @@ Status RouterCore::Apply(std::shared_ptr<const RoutingPolicy> policy) {
       }
       replicas[r.key] = state;
       pool->replicas.push_back(state);
-      pool->weights.push_back(spec.replicas[k].weight);
+      pool->weights.push_back(k < spec.replicas.size() ? spec.replicas[k].weight : 1.0);
     }
     rt->pools.push_back(std::move(pool));
   }
@@ -989,11 +1011,11 @@ std::string RouterCore::MetricsText() const {
   head("octet_router_ttft_seconds", "histogram", "Time to first forwarded byte, per pool.");
   for (const auto& pool : rt->pools)
     histogram("octet_router_ttft_seconds", "pool=\"" + PromEscape(pool->spec->name) + "\"",
-            pool->counters->ttft);
+              pool->counters->ttft);
   head("octet_router_request_duration_seconds", "histogram", "Whole request time, per pool.");
   for (const auto& pool : rt->pools)
     histogram("octet_router_request_duration_seconds",
-            "pool=\"" + PromEscape(pool->spec->name) + "\"", pool->counters->duration);
+              "pool=\"" + PromEscape(pool->spec->name) + "\"", pool->counters->duration);
   return o.str();
 }
 
@@ -1054,6 +1076,38 @@ uint64_t Router::policy_generation() const {
 
 Status Router::ApplyPolicy(std::shared_ptr<const RoutingPolicy> policy) {
   return core_->Apply(std::move(policy));
+}
+
+Status RouterCore::SetInstances(const std::map<std::string, std::vector<std::string>>& endpoints) {
+  for (const auto& [name, urls] : endpoints) {
+    for (const std::string& url : urls) {
+      ReplicaUrl parsed;
+      std::string err;
+      if (!ParseReplicaUrl(url, &parsed, &err))
+        return InvalidArgumentError("instance '" + name + "' replica '" + url + "' " + err);
+    }
+  }
+  std::shared_ptr<const RoutingPolicy> policy;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [name, urls] : endpoints) instances_[name] = urls;
+    if (runtime_) policy = runtime_->policy;
+  }
+  return policy ? Apply(policy) : Status();
+}
+
+std::map<std::string, std::vector<std::string>> RouterCore::Instances() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return instances_;
+}
+
+Status Router::SetInstanceEndpoints(
+    const std::map<std::string, std::vector<std::string>>& endpoints) {
+  return core_->SetInstances(endpoints);
+}
+
+std::map<std::string, std::vector<std::string>> Router::InstanceEndpoints() const {
+  return core_->Instances();
 }
 
 PolicyParseResult Router::ValidatePolicy(std::string_view yaml, const std::string& file_name,

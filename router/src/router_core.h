@@ -236,6 +236,9 @@ class RouterCore {
   ~RouterCore();
 
   Status Apply(std::shared_ptr<const RoutingPolicy> policy);
+  // `instance:` pools' endpoints (see Router::SetInstanceEndpoints).
+  Status SetInstances(const std::map<std::string, std::vector<std::string>>& endpoints);
+  std::map<std::string, std::vector<std::string>> Instances() const;
   std::shared_ptr<const PolicyRuntime> Snapshot() const;
   int64_t NowMs() const;
 
@@ -297,6 +300,8 @@ class RouterCore {
   std::shared_ptr<const PolicyRuntime> runtime_;
   uint64_t generation_ = 0;
   std::map<std::string, std::shared_ptr<ReplicaState>> replicas_;  // "pool\x1furl"
+  std::map<std::string, std::vector<std::string>> instances_;      // guarded by mu_
+  std::mutex apply_mu_;  // one Apply at a time (instances_ read, then installed)
   std::map<std::string, std::shared_ptr<PoolCounters>> pool_counters_;
   std::map<std::string, std::shared_ptr<RouteCounters>> route_counters_;
 

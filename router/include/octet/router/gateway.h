@@ -12,6 +12,8 @@
 //   GET  /v1/router/stats    RouterStats as JSON
 //   GET|POST /v1/router/policy  the running policy YAML / validate (?apply=false) or
 //        apply a new one; only from loopback or with the admin bearer token.
+//   GET|POST /v1/router/instances  {"instances": {NAME: [URL, ...]}}: the
+//        endpoints of `instance: NAME` pools (octet deploy posts them); same access.
 //
 // Behaviour: a request is retried on another replica (then the fallback pool)
 // after a connection error, 5xx or 429, and escalated on the route's statuses,
