@@ -27,6 +27,7 @@ int RunBench(const std::vector<std::string>& args);
 int RunChat(const std::vector<std::string>& args);
 int RunCluster(const std::vector<std::string>& args);
 int RunCollbench(const std::vector<std::string>& args);
+int RunDeploy(const std::vector<std::string>& args);
 int RunGenerate(const std::vector<std::string>& args);
 int RunModels(const std::vector<std::string>& args);
 int RunPlan(const std::vector<std::string>& args);

@@ -17,6 +17,7 @@ const std::vector<Command>& Commands() {
       {"route", "request router gateway", RunRoute, ""},
       {"train", "data-parallel GPT pre-training", RunTrain, ""},
       {"cluster", "cluster profiles, status and the local embedded cluster", RunCluster, ""},
+      {"deploy", "deployments: instances on chosen nodes with a router in front", RunDeploy, ""},
       {"worker", "one rank of a job (spawned by octet and octet-agent)", RunWorker, ""},
   };
   return commands;

@@ -1,0 +1,434 @@
+// `octet deploy check|apply|status|down`: a deployment file (instances of
+// models on chosen nodes, a router in front) run through the cluster's
+// agents. The file, placement and the agent work are octet/app/deployment.h;
+// this is the command line. Contract: docs/CLI.md.
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "command.h"
+#include "octet/app/cluster_profile.h"
+#include "octet/app/cluster_session.h"
+#include "octet/app/deployment.h"
+#include "octet/base/args.h"
+#include "octet/base/file_util.h"
+#include "octet/router/capacity.h"
+#include "octet/router/policy.h"
+
+#ifndef OCTET_SOURCE_RESOURCES_DIR
+#define OCTET_SOURCE_RESOURCES_DIR ""
+#endif
+
+namespace octet::cli {
+namespace {
+
+using app::ClusterSession;
+using nlohmann::json;
+
+constexpr const char* kUsage =
+    "usage: octet deploy <check|apply|status|down> ...\n"
+    "\n"
+    "  check FILE --cluster NAME [--json]   the placement (replica -> nodes, memory per node)\n"
+    "                                       and the capacity `octet route plan` predicts, or\n"
+    "                                       the file's errors (FILE:LINE:COL); exit 1 on errors\n"
+    "  apply FILE --cluster NAME [--json]   start every replica through the agents, then the\n"
+    "                                       router; a changed file changes only what changed\n"
+    "  status [NAME] --cluster NAME [--json]  what the agents run, per deployment\n"
+    "  down NAME --cluster NAME             stop every replica and the router\n";
+
+int UsageError(const std::string& program, const std::string& msg) {
+  std::cerr << program << ": " << msg << " (see " << program << " --help)\n";
+  return kExitUsage;
+}
+int Failure(const std::string& program, const std::string& msg) {
+  std::cerr << program << ": " << msg << "\n";
+  return kExitFailure;
+}
+
+std::string CatalogDir() {
+  if (const char* env = std::getenv("OCTET_MODEL_CATALOG"); env && *env) return env;
+  if (auto exe = SelfExecutablePath(); exe.ok()) {
+    const std::string installed = JoinPath(DirName(DirName(*exe)), "share/octet/models");
+    if (IsDirectory(installed)) return installed;
+  }
+  return JoinPath(OCTET_SOURCE_RESOURCES_DIR, "models");
+}
+
+void AddClusterFlags(ArgParser& p) {
+  p.Option("cluster", "NAME", "a saved cluster profile (octet cluster init / local)", "default");
+  p.Option("config-dir", "DIR",
+           "where profiles live (default: $OCTET_CONFIG_DIR or ~/.config/octet)");
+  p.Option("timeout-ms", "MS", "how long to wait for the nodes to answer", "15000");
+  p.Flag("json", "print one JSON document on stdout");
+}
+
+// A session on the profile's nodes, once each has answered (or the timeout).
+Result<std::unique_ptr<ClusterSession>> OpenCluster(const ArgParser& p) {
+  OCTET_ASSIGN_OR_RETURN(app::ClusterProfile profile,
+                         app::LoadProfile(p.GetString("cluster"), p.GetString("config-dir")));
+  if (profile.nodes.empty()) {
+    return FailedPreconditionError("cluster '" + profile.name + "' has no nodes");
+  }
+  OCTET_ASSIGN_OR_RETURN(int64_t timeout, p.GetInt("timeout-ms"));
+  app::ClusterSessionOptions so;
+  so.refresh_interval_ms = 500;
+  OCTET_ASSIGN_OR_RETURN(auto session, ClusterSession::Open(profile, so));
+  session->WaitUntil(
+      [](const app::ClusterSnapshot& s) {
+        for (const auto& n : s.nodes) {
+          if (n.state == app::NodeState::kConnecting) return false;
+          if (n.state == app::NodeState::kUp && (!n.has_facts || !n.has_links)) return false;
+        }
+        return true;
+      },
+      Deadline::AfterMs(std::max<int64_t>(1000, timeout)));
+  const app::ClusterSnapshot snap = session->Snapshot();
+  size_t up = 0;
+  for (const auto& n : snap.nodes) up += n.state == app::NodeState::kUp;
+  if (up == 0) {
+    return UnavailableError("no node of cluster '" + profile.name + "' answers (" +
+                            (snap.nodes.empty()
+                                 ? std::string("no nodes")
+                                 : snap.nodes[0].name + ": " + snap.nodes[0].last_error) +
+                            ")");
+  }
+  return session;
+}
+
+json PlacementJson(const app::Deployment& d, const app::Placement& pl) {
+  json replicas = json::array();
+  for (const auto& r : pl.replicas) {
+    const app::DeployInstanceSpec* spec = d.Find(r.instance);
+    json per_node = json::array();
+    for (size_t k = 0; k < r.nodes.size(); ++k) {
+      per_node.push_back({{"node", r.nodes[k]},
+                          {"rank", k},
+                          {"memory_bytes", r.memory_bytes[k]},
+                          {"node_memory_bytes", r.node_memory[k]}});
+    }
+    replicas.push_back({{"name", r.replica},
+                        {"instance", r.instance},
+                        {"model", spec ? spec->model : ""},
+                        {"tp", spec ? spec->tp : 0},
+                        {"nodes", r.nodes},
+                        {"memory", per_node}});
+  }
+  json j = {{"replicas", replicas},
+            {"warnings", pl.warnings},
+            {"errors", pl.errors},
+            {"memory_note", pl.memory_note}};
+  if (!pl.router_node.empty()) j["router_node"] = pl.router_node;
+  return j;
+}
+
+void PrintPlacement(const app::Deployment& d, const app::Placement& pl) {
+  std::printf("%-12s %-28s %3s  %-24s %s\n", "REPLICA", "MODEL", "TP", "NODES", "MEMORY PER NODE");
+  for (const auto& r : pl.replicas) {
+    const app::DeployInstanceSpec* spec = d.Find(r.instance);
+    std::string nodes, mem;
+    for (size_t k = 0; k < r.nodes.size(); ++k) {
+      nodes += (k ? "," : "") + r.nodes[k];
+      mem += (k ? "  " : "") + r.nodes[k] + " " +
+             (r.memory_bytes[k] ? FormatBytes(double(r.memory_bytes[k])) : std::string("?")) +
+             " of " + FormatBytes(double(r.node_memory[k]));
+    }
+    std::printf("%-12s %-28s %3d  %-24s %s\n", r.replica.c_str(),
+                BaseName(spec ? spec->model : "").c_str(), spec ? spec->tp : 0, nodes.c_str(),
+                mem.c_str());
+  }
+  if (!pl.router_node.empty()) std::printf("router on %s\n", pl.router_node.c_str());
+  if (!pl.memory_note.empty()) std::printf("(%s)\n", pl.memory_note.c_str());
+}
+
+// What `octet route plan` predicts for the deployment: its two instances as
+// the large and small pools (the larger TP degree is the large one), at the
+// per-replica rates of the policy's `instance:` pools (capacity.requests_per_s),
+// against the whole cluster serving the large model alone.
+json CapacityJson(const app::Deployment& d, size_t cluster_nodes, std::string* text) {
+  if (d.instances.size() != 2) {
+    *text =
+        "capacity: `octet route plan` models two instances (a large and a small one); this "
+        "deployment has " +
+        std::to_string(d.instances.size());
+    return {{"available", false}, {"reason", *text}};
+  }
+  const app::DeployInstanceSpec* large = &d.instances[0];
+  const app::DeployInstanceSpec* small = &d.instances[1];
+  if (small->tp > large->tp) std::swap(large, small);
+  std::map<std::string, double> rate;  // instance -> requests/s per replica
+  std::map<std::string, std::string> source;
+  if (d.router.present) {
+    const router::PolicyParseResult r = router::LoadPolicyFile(d.router.policy);
+    if (r.ok()) {
+      for (const auto& pool : r.policy->pools) {
+        if (!pool.instance.empty() && pool.capacity.requests_per_s > 0) {
+          rate[pool.instance] = pool.capacity.requests_per_s;
+          source[pool.instance] =
+              "the policy's capacity.requests_per_s of pool '" + pool.name + "'";
+        }
+      }
+    }
+  }
+  for (const auto* i : {large, small}) {
+    if (!rate.count(i->name)) {
+      *text = "capacity: the per-replica request rate of instance '" + i->name +
+              "' is unknown (give its pool capacity.requests_per_s in the router's policy)";
+      return {{"available", false}, {"reason", *text}};
+    }
+  }
+  router::CapacityPool lp{large->name, large->replicas, large->tp, rate[large->name]};
+  router::CapacityPool sp{small->name, small->replicas, small->tp, rate[small->name]};
+  auto plan = router::PlanCapacity(lp, sp, {0.25, 0.5}, static_cast<int>(cluster_nodes));
+  if (!plan.ok()) {
+    *text = "capacity: " + plan.status().message();
+    return {{"available", false}, {"reason", *text}};
+  }
+  json j = plan->ToJson();
+  j["available"] = true;
+  j["rates"] = {
+      {large->name, {{"requests_per_s", rate[large->name]}, {"source", source[large->name]}}},
+      {small->name, {{"requests_per_s", rate[small->name]}, {"source", source[small->name]}}}};
+  *text = plan->ToText() + "per-replica rates: " + large->name + " " +
+          std::to_string(rate[large->name]) + " req/s (" + source[large->name] + "), " +
+          small->name + " " + std::to_string(rate[small->name]) + " req/s (" + source[small->name] +
+          ")\n";
+  return j;
+}
+
+void PrintErrors(const app::DeploymentParseResult& r) {
+  for (const auto& e : r.errors) std::cerr << e.ToString() << "\n";
+}
+
+json ErrorsJson(const app::DeploymentParseResult& r) {
+  json errors = json::array();
+  for (const auto& e : r.errors) {
+    errors.push_back(
+        {{"file", e.file}, {"line", e.line}, {"column", e.column}, {"message", e.message}});
+  }
+  return errors;
+}
+
+json ReplicaJson(const app::DeployedReplica& r) {
+  json j = {{"name", r.replica}, {"model", r.model}, {"tp", r.tp},        {"nodes", r.nodes},
+            {"state", r.state},  {"url", r.url},     {"job_id", r.job_id}};
+  if (!r.error.empty()) j["error"] = r.error;
+  return j;
+}
+
+json StatusJson(const std::vector<app::DeploymentStatus>& all) {
+  json deps = json::array();
+  for (const auto& d : all) {
+    json instances = json::array();
+    for (const auto& r : d.instances) instances.push_back(ReplicaJson(r));
+    json j = {{"name", d.name}, {"instances", instances}};
+    if (d.has_router) {
+      j["router"] = {{"url", d.router.url},
+                     {"node", d.router.nodes.empty() ? "" : d.router.nodes[0]},
+                     {"state", d.router.state},
+                     {"policy", d.router.model},
+                     {"job_id", d.router.job_id}};
+      if (!d.router.error.empty()) j["router"]["error"] = d.router.error;
+    } else {
+      j["router"] = nullptr;
+    }
+    deps.push_back(j);
+  }
+  return {{"deployments", deps}};
+}
+
+void PrintStatus(const std::vector<app::DeploymentStatus>& all) {
+  if (all.empty()) std::printf("no deployment runs on this cluster\n");
+  for (const auto& d : all) {
+    std::printf("deployment %s\n", d.name.c_str());
+    for (const auto& r : d.instances) {
+      std::string nodes;
+      for (const auto& n : r.nodes) nodes += (nodes.empty() ? "" : ",") + n;
+      std::printf("  %-12s %-9s %-24s %s%s\n", r.replica.c_str(), r.state.c_str(), nodes.c_str(),
+                  r.url.c_str(), r.error.empty() ? "" : ("  " + r.error).c_str());
+    }
+    if (d.has_router) {
+      std::printf("  %-12s %-9s %-24s %s%s\n", "router", d.router.state.c_str(),
+                  d.router.nodes.empty() ? "" : d.router.nodes[0].c_str(), d.router.url.c_str(),
+                  d.router.error.empty() ? "" : ("  " + d.router.error).c_str());
+    }
+  }
+}
+
+// ---- check / apply ------------------------------------------------------------------
+
+int RunCheckOrApply(const std::vector<std::string>& args, bool apply) {
+  const std::string prog = apply ? "octet deploy apply" : "octet deploy check";
+  ArgParser p(prog, apply ? "Start a deployment file's replicas through the cluster's agents, "
+                            "then its router; a changed file changes only what changed."
+                          : "Check a deployment file against a cluster: the placement table "
+                            "(replica -> nodes, memory per node), the capacity `octet route "
+                            "plan` predicts, or the errors (FILE:LINE:COL). Exit 1 on errors.");
+  AddClusterFlags(p);
+  if (apply) p.Option("wait-ms", "MS", "how long every replica may take to be ready", "600000");
+  if (Status s = p.Parse(args); !s.ok()) return UsageError(prog, s.message());
+  if (p.help_requested()) {
+    std::cout << p.Usage();
+    return kExitOk;
+  }
+  if (p.positional().size() != 1) return UsageError(prog, "give one deployment FILE");
+  const bool as_json = p.GetFlag("json");
+  const std::string file = p.positional()[0];
+  const app::DeploymentParseResult parsed = app::LoadDeploymentFile(file);
+  if (!parsed.ok()) {
+    if (as_json)
+      std::cout << json{{"valid", false}, {"errors", ErrorsJson(parsed)}}.dump(2) << "\n";
+    PrintErrors(parsed);
+    return kExitFailure;
+  }
+  const app::Deployment& d = *parsed.deployment;
+  // The router's policy is checked too (its errors carry its own FILE:LINE:COL).
+  if (d.router.present) {
+    const router::PolicyParseResult pr = router::LoadPolicyFile(d.router.policy);
+    if (!pr.ok()) {
+      for (const auto& e : pr.errors) std::cerr << e.ToString() << "\n";
+      return Failure(prog, "the router's policy " + d.router.policy + " is not valid");
+    }
+    for (const auto& pool : pr.policy->pools) {
+      if (!pool.instance.empty() && !d.Find(pool.instance)) {
+        return Failure(prog, d.router.policy + ":" + std::to_string(pool.location.line) + ":" +
+                                 std::to_string(pool.location.column) + ": pool '" + pool.name +
+                                 "' names instance '" + pool.instance +
+                                 "', which the deployment does not have");
+      }
+    }
+  }
+  auto session = OpenCluster(p);
+  if (!session.ok()) return Failure(prog, session.status().message());
+  const app::ClusterSnapshot snap = (*session)->Snapshot();
+  app::PlacementInput input = app::PlacementInputFrom(snap);
+  input.memory = app::PlannerMemoryEstimator(CatalogDir());
+
+  if (!apply) {
+    // Replicas already running as asked keep their nodes in the table too.
+    for (const auto& ds : app::ReadDeployments(**session, Deadline::AfterMs(10'000))) {
+      if (ds.name != d.name) continue;
+      for (const auto& r : ds.instances) {
+        if (r.state == "ready" || r.state == "starting") input.fixed[r.replica] = r.nodes;
+      }
+    }
+    const app::Placement pl = app::PlaceDeployment(d, input);
+    std::string cap_text;
+    const json cap = pl.ok() ? CapacityJson(d, snap.nodes.size(), &cap_text) : json();
+    if (as_json) {
+      json j = PlacementJson(d, pl);
+      j["valid"] = pl.ok();
+      j["deployment"] = d.name;
+      j["cluster_nodes"] = snap.nodes.size();
+      j["cabling"] = std::string(app::CablingKindName(snap.cabling.kind));
+      if (pl.ok()) j["capacity"] = cap;
+      std::cout << j.dump(2) << "\n";
+    } else if (pl.ok()) {
+      PrintPlacement(d, pl);
+      std::printf(
+          "%s", cap_text.empty() ? "" : (cap_text + (cap_text.back() == '\n' ? "" : "\n")).c_str());
+    }
+    for (const auto& w : pl.warnings) std::cerr << prog << ": warning: " << w << "\n";
+    for (const auto& e : pl.errors) std::cerr << file << ": " << e << "\n";
+    return pl.ok() ? kExitOk : kExitFailure;
+  }
+
+  auto wait = p.GetInt("wait-ms");
+  if (!wait.ok() || *wait < 1000) return UsageError(prog, "--wait-ms must be at least 1000");
+  app::ApplyOptions ao;
+  ao.deadline = Deadline::AfterMs(*wait);
+  ao.progress = [&](const std::string& line) { std::cerr << prog << ": " << line << "\n"; };
+  auto r = app::ApplyDeployment(**session, d, input, ao);
+  if (!r.ok()) return Failure(prog, r.status().message());
+  for (const auto& w : r->placement.warnings) std::cerr << prog << ": warning: " << w << "\n";
+  if (as_json) {
+    json j = StatusJson({r->status});
+    j["started"] = r->started;
+    j["kept"] = r->kept;
+    j["stopped"] = r->stopped;
+    std::cout << j.dump(2) << "\n";
+  } else {
+    PrintStatus({r->status});
+    std::printf("started %zu, kept %zu, stopped %zu\n", r->started.size(), r->kept.size(),
+                r->stopped.size());
+  }
+  return kExitOk;
+}
+
+int RunStatusCommand(const std::vector<std::string>& args) {
+  const std::string prog = "octet deploy status";
+  ArgParser p(prog,
+              "What the cluster's agents run, per deployment: each replica's nodes, state "
+              "(ready, starting, failed, stopped), endpoint and error; the router's.");
+  AddClusterFlags(p);
+  if (Status s = p.Parse(args); !s.ok()) return UsageError(prog, s.message());
+  if (p.help_requested()) {
+    std::cout << p.Usage();
+    return kExitOk;
+  }
+  if (p.positional().size() > 1) return UsageError(prog, "give at most one deployment NAME");
+  auto session = OpenCluster(p);
+  if (!session.ok()) return Failure(prog, session.status().message());
+  std::vector<app::DeploymentStatus> all =
+      app::ReadDeployments(**session, Deadline::AfterMs(15'000));
+  if (!p.positional().empty()) {
+    std::vector<app::DeploymentStatus> one;
+    for (auto& d : all) {
+      if (d.name == p.positional()[0]) one.push_back(std::move(d));
+    }
+    all = std::move(one);
+  }
+  if (p.GetFlag("json")) {
+    std::cout << StatusJson(all).dump(2) << "\n";
+  } else {
+    PrintStatus(all);
+  }
+  return kExitOk;
+}
+
+int RunDown(const std::vector<std::string>& args) {
+  const std::string prog = "octet deploy down";
+  ArgParser p(prog, "Stop every replica and the router of a deployment (through the agents).");
+  AddClusterFlags(p);
+  if (Status s = p.Parse(args); !s.ok()) return UsageError(prog, s.message());
+  if (p.help_requested()) {
+    std::cout << p.Usage();
+    return kExitOk;
+  }
+  if (p.positional().size() != 1) return UsageError(prog, "give the deployment NAME");
+  auto session = OpenCluster(p);
+  if (!session.ok()) return Failure(prog, session.status().message());
+  auto stopped = app::DownDeployment(**session, p.positional()[0], Deadline::AfterMs(60'000));
+  if (!stopped.ok()) return Failure(prog, stopped.status().message());
+  if (p.GetFlag("json")) {
+    std::cout << json{{"deployment", p.positional()[0]}, {"stopped", *stopped}}.dump(2) << "\n";
+  } else {
+    std::cerr << prog << ": stopped " << stopped->size() << " job(s) of '" << p.positional()[0]
+              << "'\n";
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+int RunDeploy(const std::vector<std::string>& args) {
+  if (args.empty()) {
+    std::cerr << kUsage;
+    return kExitUsage;
+  }
+  const std::string& sub = args[0];
+  const std::vector<std::string> rest(args.begin() + 1, args.end());
+  if (sub == "--help" || sub == "-h" || sub == "help") {
+    std::cout << kUsage;
+    return kExitOk;
+  }
+  if (sub == "check") return RunCheckOrApply(rest, /*apply=*/false);
+  if (sub == "apply") return RunCheckOrApply(rest, /*apply=*/true);
+  if (sub == "status") return RunStatusCommand(rest);
+  if (sub == "down") return RunDown(rest);
+  std::cerr << "octet deploy: unknown subcommand '" << sub << "' (check, apply, status, down)\n";
+  return kExitUsage;
+}
+
+}  // namespace octet::cli

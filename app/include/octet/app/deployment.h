@@ -1,0 +1,216 @@
+// Deployments (`octet deploy`): a cluster split into instances on chosen
+// nodes — N replicas of a model at TP k each, every replica on nodes of its
+// own — with an optional request router in front whose policy pools may say
+// `instance: NAME`. resources/deploy/example-deployment.yaml documents the file.
+//
+//  - ParseDeployment: the YAML file, validated like a routing policy: every
+//    error as FILE:LINE:COL, unknown keys with the nearest known one
+//    suggested, the router's YAML guard against alias bombs first.
+//  - PlaceDeployment: which nodes run which replica. Each replica's ranks on
+//    distinct nodes, replicas on disjoint nodes, each node's memory counted as
+//    `octet plan` counts it (engine::PlanMemory: weights + KV + workspace +
+//    reserve + headroom); on a ring each TP group on adjacent nodes, and a
+//    split that needs links a ring does not have is refused with why.
+//  - ApplyDeployment / ReadDeployments / DownDeployment: the replicas (and
+//    the router) as agent jobs that carry their deployment and replica name
+//    (JobSpec::deployment / instance), so the agents are the source of truth:
+//    status read back by any later process, apply of a changed file changes
+//    only the replicas whose spec changed.
+//
+// Qt-free; the CLI (app/cli/cmd_deploy.cpp) and the workbench use the same code.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "octet/app/cluster_session.h"
+#include "octet/base/deadline.h"
+#include "octet/base/status.h"
+
+namespace octet::app {
+
+// ---- the file ---------------------------------------------------------------------
+
+struct DeploymentError {
+  std::string file;
+  int line = 0;  // 1-based; 0 when unknown
+  int column = 0;
+  std::string message;
+  std::string ToString() const;  // "FILE:LINE:COL: message"
+};
+
+struct DeployInstanceSpec {
+  std::string name;   // replicas are NAME-0, NAME-1, ...
+  std::string model;  // folder path on the nodes (inside their model roots)
+  int tp = 1;
+  int replicas = 1;
+  std::vector<std::string> nodes;  // optional: tp * replicas node names, replica by replica
+  // As `octet serve` takes them ("" / 0: its defaults).
+  std::string transport = "tcp";  // tcp | verbs | shm (shm: every rank on one host)
+  std::string algorithm = "auto";
+  std::string kv_memory;  // "4GiB"
+  int64_t kv_memory_bytes = 0;
+  std::string kv_dtype = "f32";
+  int num_slots = 4;  // --slots (not `slots`: Qt reserves that word)
+  int context = 0;  // 0: the model's, at most 4096
+  std::string speculative = "off";
+  int draft_tokens = 0;
+  std::string backend;
+  int threads = 0;
+  std::string served_model_name;
+  int line = 0, column = 0;  // where the instance was written
+};
+
+struct DeployRouterSpec {
+  bool present = false;
+  std::string policy;  // absolute path (relative ones resolved against the file's folder)
+  std::string node;    // "" : placed
+  int port = 0;        // 0: any free port
+  int line = 0, column = 0;
+};
+
+struct Deployment {
+  std::string source_file;
+  int version = 1;
+  std::string name;
+  std::vector<DeployInstanceSpec> instances;
+  DeployRouterSpec router;
+  int replica_count() const;
+  int node_count() const;  // sum of tp * replicas
+  const DeployInstanceSpec* Find(std::string_view instance) const;
+};
+
+struct DeploymentParseResult {
+  std::shared_ptr<const Deployment> deployment;  // null when any error
+  std::vector<DeploymentError> errors;           // sorted by line and column
+  bool ok() const { return deployment != nullptr; }
+  Status status() const;  // InvalidArgument listing every error, one per line
+};
+
+DeploymentParseResult ParseDeployment(std::string_view yaml, const std::string& file_name);
+// Reads and parses; a missing file is one error at 0:0.
+DeploymentParseResult LoadDeploymentFile(const std::string& path);
+
+// ---- placement ----------------------------------------------------------------------
+
+struct PlacementNode {
+  std::string name;
+  int64_t memory_bytes = 0;  // the node's memory (a local node's budget)
+  bool up = true;
+};
+
+// A model's memory on each rank of a TP group, as the planner counts it.
+struct ReplicaMemory {
+  std::vector<int64_t> per_rank_bytes;  // weights + KV + workspace + reserve + headroom
+  std::string note;                     // where the numbers come from
+};
+using MemoryEstimator = std::function<Result<ReplicaMemory>(const DeployInstanceSpec& instance,
+                                                            int64_t node_memory_bytes)>;
+
+struct PlacementInput {
+  std::vector<PlacementNode> nodes;  // the cluster, profile order
+  // "ring", "switch", "direct-pair", "single", or anything else (unknown: warned).
+  std::string cabling;
+  std::vector<std::string> ring_order;  // names around the ring (cabling == "ring")
+  MemoryEstimator memory;               // null: memory not checked (a warning)
+  // Replicas already running and kept (apply of a changed file): their nodes
+  // are taken first, by replica name.
+  std::map<std::string, std::vector<std::string>> fixed;
+};
+
+struct ReplicaPlacement {
+  std::string instance;
+  std::string replica;  // "large-0"
+  int index = 0;
+  std::vector<std::string> nodes;     // rank r on nodes[r]
+  std::vector<int64_t> memory_bytes;  // per rank, as planned (0: unknown)
+  std::vector<int64_t> node_memory;   // per rank: the node's memory
+};
+
+struct Placement {
+  std::vector<ReplicaPlacement> replicas;  // instance by instance, replica by replica
+  std::string router_node;                 // "" without a router
+  std::vector<std::string> warnings;
+  std::vector<std::string> errors;  // empty: placed
+  std::string memory_note;
+  bool ok() const { return errors.empty(); }
+};
+
+Placement PlaceDeployment(const Deployment& deployment, const PlacementInput& input);
+
+// The planner's memory for an instance's model folder (read on this machine;
+// when it is not there, the catalog entry of its folder name, from
+// `catalog_dir`), at the instance's context, slots and KV type.
+MemoryEstimator PlannerMemoryEstimator(std::string catalog_dir);
+
+// The placement input of a live cluster: node memory from the agents' facts,
+// cabling from the session's analysis.
+PlacementInput PlacementInputFrom(const ClusterSnapshot& snapshot);
+
+// ---- running it -------------------------------------------------------------------
+
+struct DeployedReplica {
+  std::string deployment;
+  std::string replica;   // "large-0", or "router"
+  std::string instance;  // "large" ("" for the router)
+  std::string job_id;
+  std::string model;
+  int tp = 0;
+  std::vector<std::string> nodes;  // rank order
+  std::string state;               // "ready", "starting", "failed", "stopped"
+  std::string url;                 // rank 0's (the router's) http://HOST:PORT
+  std::string error;
+  std::vector<std::string> extra_args;  // as started (what apply compares)
+  std::string transport, algorithm;
+  bool router = false;
+};
+
+struct DeploymentStatus {
+  std::string name;
+  std::vector<DeployedReplica> instances;  // sorted by replica name
+  bool has_router = false;
+  DeployedReplica router;
+};
+
+// What the agents run, grouped by deployment (every node asked; a node that
+// does not answer leaves its ranks out, and a replica missing ranks reads
+// failed). Job URLs come from rank 0's output; "ready" is a replica whose
+// every rank runs and whose /health answers 200.
+std::vector<DeploymentStatus> ReadDeployments(ClusterSession& session, Deadline deadline);
+
+struct ApplyOptions {
+  Deadline deadline = Deadline::AfterMs(600'000);    // everything ready by then
+  std::function<void(const std::string&)> progress;  // one line at a time
+  int poll_interval_ms = 300;
+};
+
+struct ApplyResult {
+  Placement placement;
+  std::vector<std::string> started;  // replica names started by this apply
+  std::vector<std::string> kept;     // running ones left as they were
+  std::vector<std::string> stopped;  // running ones stopped (changed or removed)
+  DeploymentStatus status;           // after the apply
+};
+
+// Starts what the file asks for that is not running as asked, stops what it
+// no longer asks for, then (re)starts the router and tells it the endpoints of
+// every instance (POST /v1/router/instances). Waits until every replica is
+// ready; when one fails, stops what this apply started and returns why.
+Result<ApplyResult> ApplyDeployment(ClusterSession& session, const Deployment& deployment,
+                                    const PlacementInput& input, const ApplyOptions& options);
+
+// Tells a running router the endpoints of the deployment's instances (the
+// ready replicas' URLs); what apply does last, and what keeps the router on
+// replicas that were restarted elsewhere.
+Status SyncRouterInstances(const DeploymentStatus& status, Deadline deadline);
+
+// Stops every job of the deployment on every node; the names stopped.
+Result<std::vector<std::string>> DownDeployment(ClusterSession& session, const std::string& name,
+                                                Deadline deadline);
+
+}  // namespace octet::app

@@ -1,0 +1,738 @@
+// The deployment file and placement; see deployment.h.
+#include "octet/app/deployment.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstdint>
+#include <cstdlib>
+#include <map>
+#include <set>
+
+#include "octet/base/args.h"
+#include "octet/base/file_util.h"
+#include "octet/engine/memory_plan.h"
+#include "octet/router/yaml_guard.h"
+
+namespace octet::app {
+
+std::string DeploymentError::ToString() const {
+  return file + ":" + std::to_string(line) + ":" + std::to_string(column) + ": " + message;
+}
+
+Status DeploymentParseResult::status() const {
+  if (ok()) return Status::Ok();
+  std::string all;
+  for (const auto& e : errors) all += (all.empty() ? "" : "\n") + e.ToString();
+  return InvalidArgumentError(all);
+}
+
+int Deployment::replica_count() const {
+  int n = 0;
+  for (const auto& i : instances) n += i.replicas;
+  return n;
+}
+
+int Deployment::node_count() const {
+  int n = 0;
+  for (const auto& i : instances) n += i.tp * i.replicas;
+  return n;
+}
+
+const DeployInstanceSpec* Deployment::Find(std::string_view instance) const {
+  for (const auto& i : instances) {
+    if (i.name == instance) return &i;
+  }
+  return nullptr;
+}
+
+namespace {
+
+using YAML::Node;
+
+struct Loc {
+  int line = 0, column = 0;
+};
+
+Loc LocOf(const Node& n) {
+  const YAML::Mark m = n.Mark();
+  if (m.line < 0 || m.pos < 0) return {};
+  return {m.line + 1, m.column + 1};
+}
+
+size_t EditDistance(const std::string& a, const std::string& b) {
+  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t sub = prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1);
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, sub});
+    }
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
+}
+
+// " (did you mean 'replicas'?)" for the nearest known key, or " (known keys: ...)".
+std::string Suggest(const std::string& key, const std::vector<std::string>& known) {
+  std::string best;
+  size_t best_d = SIZE_MAX;
+  for (const auto& k : known) {
+    const size_t d = EditDistance(key, k);
+    if (d < best_d) best_d = d, best = k;
+  }
+  if (!best.empty() && best_d <= std::max<size_t>(2, best.size() / 3)) {
+    return " (did you mean '" + best + "'?)";
+  }
+  std::string list;
+  for (const auto& k : known) list += (list.empty() ? "" : ", ") + k;
+  return " (known keys: " + list + ")";
+}
+
+std::string Describe(const Node& n) {
+  if (n.IsMap()) return "a map";
+  if (n.IsSequence()) return "a list";
+  if (n.IsNull()) return "nothing";
+  return "'" + n.Scalar() + "'";
+}
+
+struct Field {
+  Node value;
+  Loc key, loc;
+  std::string name;
+};
+
+class Checker {
+ public:
+  explicit Checker(std::string file) : file_(std::move(file)) {}
+  void Error(Loc l, std::string msg) {
+    errors_.push_back({file_, l.line, l.column, std::move(msg)});
+  }
+  std::vector<DeploymentError> Take() {
+    std::stable_sort(errors_.begin(), errors_.end(), [](const auto& a, const auto& b) {
+      return a.line != b.line ? a.line < b.line : a.column < b.column;
+    });
+    return std::move(errors_);
+  }
+  bool any() const { return !errors_.empty(); }
+
+  bool ReadMap(const Node& node, Loc where, const std::string& what,
+               const std::vector<std::string>& known, std::map<std::string, Field>* out) {
+    if (!node.IsMap()) {
+      Error(LocOf(node).line ? LocOf(node) : where, what + " must be a map, got " + Describe(node));
+      return false;
+    }
+    for (auto it = node.begin(); it != node.end(); ++it) {
+      const Loc kl = LocOf(it->first);
+      if (!it->first.IsScalar()) {
+        Error(kl, "a key in " + what + " must be a plain name");
+        continue;
+      }
+      const std::string name = it->first.Scalar();
+      if (std::find(known.begin(), known.end(), name) == known.end()) {
+        Error(kl, "unknown key '" + name + "' in " + what + Suggest(name, known));
+        continue;
+      }
+      if (auto prev = out->find(name); prev != out->end()) {
+        Error(kl, "duplicate key '" + name + "' in " + what + " (first at line " +
+                      std::to_string(prev->second.key.line) + ")");
+        continue;
+      }
+      Field f;
+      f.value = it->second;
+      f.key = kl;
+      f.loc = LocOf(it->second).line ? LocOf(it->second) : kl;
+      f.name = name;
+      (*out)[name] = f;
+    }
+    return true;
+  }
+
+  bool String(const Field& f, std::string* out) {
+    if (!f.value.IsScalar() || f.value.Scalar().empty()) {
+      Error(f.loc, "'" + f.name + "' must be a non-empty string, got " + Describe(f.value));
+      return false;
+    }
+    *out = f.value.Scalar();
+    return true;
+  }
+
+  // Letters, digits, '-', '_' (and '.' when `dots`): names that become job ids.
+  bool Name(const Field& f, std::string* out, size_t max_len, bool dots) {
+    if (!String(f, out)) return false;
+    for (char c : *out) {
+      if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' ||
+            (dots && c == '.'))) {
+        Error(f.loc, "'" + f.name + "' must use only letters, digits, '_'" +
+                         std::string(dots ? ", '.'" : "") + " and '-', got '" + *out + "'");
+        return false;
+      }
+    }
+    if (out->size() > max_len) {
+      Error(f.loc, "'" + f.name + "' must be at most " + std::to_string(max_len) +
+                       " characters, got " + std::to_string(out->size()));
+      return false;
+    }
+    return true;
+  }
+
+  bool Integer(const Field& f, int* out, int lo, int hi) {
+    const std::string s = f.value.IsScalar() ? f.value.Scalar() : "";
+    char* end = nullptr;
+    const long long v = s.empty() ? 0 : std::strtoll(s.c_str(), &end, 10);
+    if (s.empty() || end != s.c_str() + s.size()) {
+      Error(f.loc, "'" + f.name + "' must be an integer, got " + Describe(f.value));
+      return false;
+    }
+    if (v < lo || v > hi) {
+      Error(f.loc, "'" + f.name + "' must be in " + std::to_string(lo) + ".." + std::to_string(hi) +
+                       ", got " + s);
+      return false;
+    }
+    *out = static_cast<int>(v);
+    return true;
+  }
+
+  bool Choice(const Field& f, const std::vector<std::string>& choices, std::string* out) {
+    if (!String(f, out)) return false;
+    if (std::find(choices.begin(), choices.end(), *out) != choices.end()) return true;
+    std::string list;
+    for (const auto& c : choices) list += (list.empty() ? "" : ", ") + c;
+    Error(f.loc, "'" + f.name + "' must be one of " + list + ", got '" + *out + "'");
+    return false;
+  }
+
+ private:
+  std::string file_;
+  std::vector<DeploymentError> errors_;
+};
+
+const Field* Get(const std::map<std::string, Field>& m, const char* key) {
+  auto it = m.find(key);
+  return it == m.end() ? nullptr : &it->second;
+}
+
+const std::vector<std::string> kTopKeys = {"version", "name", "instances", "router"};
+const std::vector<std::string> kInstanceKeys = {
+    "name",         "model",     "tp",        "replicas",
+    "nodes",        "transport", "algorithm", "kv_memory",
+    "kv_dtype",     "slots",     "context",   "speculative",
+    "draft_tokens", "backend",   "threads",   "served_model_name"};
+const std::vector<std::string> kRouterKeys = {"policy", "node", "port"};
+
+void ParseInstance(Checker& c, const Node& node, Loc where, int index, DeployInstanceSpec* in) {
+  const Loc nl = LocOf(node).line ? LocOf(node) : where;
+  in->line = nl.line;
+  in->column = nl.column;
+  std::string what = "instance " + std::to_string(index + 1);
+  // Named in messages by its name when it has one, even before it is checked.
+  if (node.IsMap() && node["name"] && node["name"].IsScalar() && !node["name"].Scalar().empty())
+    what = "instance '" + node["name"].Scalar() + "'";
+  std::map<std::string, Field> m;
+  if (!c.ReadMap(node, where, what, kInstanceKeys, &m)) return;
+  if (auto* f = Get(m, "name")) {
+    // NAME-R.<suffix> must fit an agent job id with the deployment's name.
+    if (c.Name(*f, &in->name, 20, /*dots=*/false)) what = "instance '" + in->name + "'";
+  } else {
+    c.Error(nl, "missing required key 'name' in " + what);
+  }
+  if (auto* f = Get(m, "model"))
+    c.String(*f, &in->model);
+  else
+    c.Error(nl, "missing required key 'model' in " + what + " (the model folder on the nodes)");
+  bool counts_ok = true;  // the node count below is checked against valid numbers only
+  if (auto* f = Get(m, "tp")) counts_ok = c.Integer(*f, &in->tp, 1, 8) && counts_ok;
+  if (auto* f = Get(m, "replicas")) counts_ok = c.Integer(*f, &in->replicas, 1, 8) && counts_ok;
+  if (auto* f = Get(m, "nodes")) {
+    if (!f->value.IsSequence()) {
+      c.Error(f->loc,
+              "'nodes' of " + what + " must be a list of node names, got " + Describe(f->value));
+    } else {
+      std::set<std::string> seen;
+      for (const auto& n : f->value) {
+        const Loc l = LocOf(n).line ? LocOf(n) : f->loc;
+        if (!n.IsScalar() || n.Scalar().empty()) {
+          c.Error(l, "'nodes' of " + what + ": a node name expected, got " + Describe(n));
+          continue;
+        }
+        if (!seen.insert(n.Scalar()).second) {
+          c.Error(l, "'nodes' of " + what + " names '" + n.Scalar() +
+                         "' twice; each rank of each replica needs a node of its own");
+        }
+        in->nodes.push_back(n.Scalar());
+      }
+      const size_t want = static_cast<size_t>(in->tp) * in->replicas;
+      if (in->nodes.size() != want && counts_ok) {
+        c.Error(f->loc, "'nodes' of " + what + " lists " + std::to_string(in->nodes.size()) +
+                            " nodes, but " + std::to_string(in->replicas) + " replica" +
+                            (in->replicas == 1 ? "" : "s") + " x TP " + std::to_string(in->tp) +
+                            " need " + std::to_string(want));
+      }
+    }
+  }
+  if (auto* f = Get(m, "transport")) c.Choice(*f, {"tcp", "verbs", "shm"}, &in->transport);
+  if (auto* f = Get(m, "algorithm"))
+    c.Choice(*f, {"auto", "oneshot", "ring", "nccl"}, &in->algorithm);
+  if (auto* f = Get(m, "kv_memory")) {
+    if (c.String(*f, &in->kv_memory)) {
+      auto b = ParseByteSize(in->kv_memory);
+      if (!b.ok() || *b <= 0)
+        c.Error(f->loc, "'kv_memory' must be a size like 4GiB, got '" + in->kv_memory + "'");
+      else
+        in->kv_memory_bytes = *b;
+    }
+  }
+  if (auto* f = Get(m, "kv_dtype")) c.Choice(*f, {"f32", "f16"}, &in->kv_dtype);
+  if (auto* f = Get(m, "slots")) c.Integer(*f, &in->num_slots, 1, 256);
+  if (auto* f = Get(m, "context")) c.Integer(*f, &in->context, 2, 1 << 20);
+  if (auto* f = Get(m, "speculative")) c.Choice(*f, {"off", "ngram", "mtp"}, &in->speculative);
+  if (auto* f = Get(m, "draft_tokens")) c.Integer(*f, &in->draft_tokens, 1, 8);
+  if (auto* f = Get(m, "backend"))
+    c.Choice(*f, {"auto", "cuda", "avx512-amx", "avx512", "avx2", "neon", "scalar"}, &in->backend);
+  if (auto* f = Get(m, "threads")) c.Integer(*f, &in->threads, 1, 4096);
+  if (auto* f = Get(m, "served_model_name")) c.Name(*f, &in->served_model_name, 256, true);
+}
+
+}  // namespace
+
+DeploymentParseResult ParseDeployment(std::string_view yaml, const std::string& file_name) {
+  DeploymentParseResult result;
+  Checker c(file_name);
+  const router::YamlShapeIssue shape = router::CheckYamlShape(yaml);
+  if (!shape.ok()) {
+    c.Error({shape.line, shape.column}, shape.message);
+    result.errors = c.Take();
+    return result;
+  }
+  Node root;
+  try {
+    root = YAML::Load(std::string(yaml));
+  } catch (const YAML::Exception& e) {
+    c.Error({e.mark.line + 1, e.mark.column + 1}, "YAML syntax: " + e.msg);
+    result.errors = c.Take();
+    return result;
+  }
+  auto d = std::make_shared<Deployment>();
+  d->source_file = file_name;
+  std::map<std::string, Field> top;
+  if (!root || root.IsNull()) {
+    c.Error({1, 1}, "the file is empty; a deployment needs 'version', 'name' and 'instances'");
+  } else if (c.ReadMap(root, {1, 1}, "the deployment", kTopKeys, &top)) {
+    const Loc rl = LocOf(root).line ? LocOf(root) : Loc{1, 1};
+    if (auto* f = Get(top, "version")) {
+      if (c.Integer(*f, &d->version, 0, 1000) && d->version != 1)
+        c.Error(f->loc, "'version' " + std::to_string(d->version) +
+                            " is not known to this octet; version 1 is");
+    } else {
+      c.Error(rl, "missing required key 'version' (1) in the deployment");
+    }
+    if (auto* f = Get(top, "name"))
+      c.Name(*f, &d->name, 24, /*dots=*/false);
+    else
+      c.Error(rl, "missing required key 'name' in the deployment");
+    const Field* inst = Get(top, "instances");
+    if (!inst) {
+      c.Error(rl, "missing required key 'instances' in the deployment");
+    } else if (!inst->value.IsSequence() || inst->value.size() == 0) {
+      c.Error(inst->loc,
+              "'instances' must be a non-empty list of instances, got " + Describe(inst->value));
+    } else {
+      int i = 0;
+      std::map<std::string, int> names;  // name -> line
+      for (const auto& n : inst->value) {
+        DeployInstanceSpec spec;
+        ParseInstance(c, n, inst->loc, i++, &spec);
+        if (!spec.name.empty()) {
+          if (auto it = names.find(spec.name); it != names.end()) {
+            c.Error({spec.line, spec.column}, "instance name '" + spec.name +
+                                                  "' is used twice (first at line " +
+                                                  std::to_string(it->second) + ")");
+          } else {
+            names[spec.name] = spec.line;
+          }
+        }
+        d->instances.push_back(std::move(spec));
+      }
+      // A node named by two instances.
+      std::map<std::string, std::string> owner;
+      for (const auto& spec : d->instances) {
+        for (const auto& node : spec.nodes) {
+          auto [it, fresh] = owner.emplace(node, spec.name);
+          if (!fresh && it->second != spec.name) {
+            c.Error({spec.line, spec.column}, "node '" + node + "' is given to instance '" +
+                                                  it->second + "' and to instance '" + spec.name +
+                                                  "'; replicas need nodes of their own");
+          }
+        }
+      }
+    }
+    if (auto* f = Get(top, "router")) {
+      std::map<std::string, Field> r;
+      d->router.present = true;
+      d->router.line = f->loc.line;
+      d->router.column = f->loc.column;
+      if (c.ReadMap(f->value, f->loc, "'router'", kRouterKeys, &r)) {
+        if (auto* p = Get(r, "policy")) {
+          if (c.String(*p, &d->router.policy) && d->router.policy.front() != '/') {
+            const std::string dir = DirName(file_name);
+            d->router.policy = JoinPath(dir.empty() ? "." : dir, d->router.policy);
+          }
+        } else {
+          c.Error(f->loc, "missing required key 'policy' in 'router' (a routing policy file)");
+        }
+        if (auto* p = Get(r, "node")) c.String(*p, &d->router.node);
+        if (auto* p = Get(r, "port")) c.Integer(*p, &d->router.port, 0, 65535);
+      }
+    }
+  }
+  result.errors = c.Take();
+  if (result.errors.empty()) result.deployment = std::move(d);
+  return result;
+}
+
+DeploymentParseResult LoadDeploymentFile(const std::string& path) {
+  auto text = ReadFileToString(path);
+  if (!text.ok()) {
+    DeploymentParseResult r;
+    r.errors.push_back({path, 0, 0, text.status().message()});
+    return r;
+  }
+  return ParseDeployment(*text, path);
+}
+
+// ---- placement ----------------------------------------------------------------------
+
+namespace {
+
+std::string Bytes(int64_t b) { return FormatBytes(static_cast<double>(b)); }
+
+std::string NodeList(const std::vector<std::string>& nodes) {
+  std::string s;
+  for (const auto& n : nodes) s += (s.empty() ? "" : ", ") + n;
+  return s;
+}
+
+}  // namespace
+
+Placement PlaceDeployment(const Deployment& d, const PlacementInput& in) {
+  Placement out;
+  std::map<std::string, size_t> index;  // node name -> position in in.nodes
+  for (size_t i = 0; i < in.nodes.size(); ++i) index[in.nodes[i].name] = i;
+  const std::string where = d.source_file.empty() ? std::string("the deployment") : d.source_file;
+
+  // Nodes: enough of them at all?
+  const int need = d.node_count();
+  if (need > static_cast<int>(in.nodes.size())) {
+    std::string parts;
+    for (const auto& i : d.instances) {
+      parts += (parts.empty() ? "" : ", ") + i.name + " " + std::to_string(i.replicas) + " x TP " +
+               std::to_string(i.tp) + " = " + std::to_string(i.replicas * i.tp);
+    }
+    out.errors.push_back("the deployment needs " + std::to_string(need) + " nodes (" + parts +
+                         ": each rank of each replica on a node of its own), but the cluster has " +
+                         std::to_string(in.nodes.size()));
+    return out;
+  }
+  for (const auto& i : d.instances) {
+    for (const auto& n : i.nodes) {
+      if (!index.count(n)) {
+        std::vector<std::string> names;
+        for (const auto& node : in.nodes) names.push_back(node.name);
+        out.errors.push_back("instance '" + i.name + "' names node '" + n +
+                             "', which is not in the cluster (" + NodeList(names) + ")");
+      }
+    }
+  }
+  if (!out.ok()) return out;
+
+  // Cabling: which groups of nodes can carry a TP group.
+  const bool ring = in.cabling == "ring" && in.ring_order.size() == in.nodes.size();
+  std::map<std::string, size_t> ring_pos;
+  for (size_t i = 0; i < in.ring_order.size(); ++i) ring_pos[in.ring_order[i]] = i;
+  const size_t ring_n = in.ring_order.size();
+  auto adjacent = [&](const std::string& a, const std::string& b) {
+    const size_t pa = ring_pos[a], pb = ring_pos[b];
+    return (pa + 1) % ring_n == pb || (pb + 1) % ring_n == pa;
+  };
+  // Whether a ring carries a TP group on `nodes` (rank order), and why not.
+  auto ring_carries = [&](const std::vector<std::string>& nodes, std::string* why) {
+    if (!ring || nodes.size() <= 1) return true;
+    if (nodes.size() == ring_n) return true;  // the whole ring
+    if (nodes.size() == 2) {
+      if (adjacent(nodes[0], nodes[1])) return true;
+      *why = "nodes " + nodes[0] + " and " + nodes[1] +
+             " are not neighbours on the ring, so their ranks would talk through other nodes";
+      return false;
+    }
+    *why = "a TP group of " + std::to_string(nodes.size()) + " on part of a ring of " +
+           std::to_string(ring_n) +
+           " needs links between nodes that are not neighbours (any-to-any); the ring only "
+           "cables each node to two others";
+    return false;
+  };
+  if (in.cabling != "ring" && in.cabling != "switch" && in.cabling != "direct-pair" &&
+      in.cabling != "single" && need > 1) {
+    out.warnings.push_back("the cabling is " + (in.cabling.empty() ? "unknown" : in.cabling) +
+                           ": TP groups are placed without checking their links");
+  }
+  if (in.cabling == "ring" && !ring) {
+    out.warnings.push_back("the ring's order is unknown: TP groups placed without it");
+  }
+
+  // Memory per rank of each instance (per node memory: the smallest node's,
+  // then checked on the nodes chosen).
+  std::map<std::string, ReplicaMemory> mem;
+  auto memory_of = [&](const DeployInstanceSpec& i, int64_t node_memory) -> const ReplicaMemory* {
+    if (!in.memory) return nullptr;
+    const std::string key = i.name + "@" + std::to_string(node_memory);
+    if (auto it = mem.find(key); it != mem.end()) return &it->second;
+    auto m = in.memory(i, node_memory);
+    if (!m.ok()) {
+      // A model folder that is not on this machine leaves memory unchecked;
+      // one that cannot run at this TP degree is an error.
+      if (m.status().code() == StatusCode::kNotFound) {
+        out.warnings.push_back("instance '" + i.name +
+                               "': memory not checked: " + m.status().message());
+      } else {
+        const std::string e = "instance '" + i.name + "': " + m.status().message();
+        if (std::find(out.errors.begin(), out.errors.end(), e) == out.errors.end())
+          out.errors.push_back(e);
+      }
+      mem[key] = ReplicaMemory{};
+      return &mem[key];
+    }
+    if (out.memory_note.empty()) out.memory_note = m->note;
+    mem[key] = *m;
+    return &mem[key];
+  };
+  if (!in.memory) out.warnings.push_back("memory not checked (no estimator)");
+
+  std::vector<bool> used(in.nodes.size(), false);
+  // The shortfall of `replica` on `nodes`: "" when it fits.
+  auto check_memory = [&](const DeployInstanceSpec& i, const std::string& replica,
+                          const std::vector<std::string>& nodes, std::vector<int64_t>* bytes,
+                          std::vector<int64_t>* node_mem) {
+    std::string short_of;
+    bytes->assign(nodes.size(), 0);
+    node_mem->assign(nodes.size(), 0);
+    for (size_t r = 0; r < nodes.size(); ++r) {
+      const PlacementNode& n = in.nodes[index[nodes[r]]];
+      (*node_mem)[r] = n.memory_bytes;
+      const ReplicaMemory* m = memory_of(i, n.memory_bytes);
+      if (!m || m->per_rank_bytes.size() != nodes.size()) continue;
+      (*bytes)[r] = m->per_rank_bytes[r];
+      if (n.memory_bytes > 0 && m->per_rank_bytes[r] > n.memory_bytes && short_of.empty()) {
+        short_of = "instance '" + i.name + "' (" + replica + " rank " + std::to_string(r) +
+                   ") does not fit node " + n.name + ": it needs " + Bytes(m->per_rank_bytes[r]) +
+                   " (weights + KV + workspace + reserve), the node has " + Bytes(n.memory_bytes) +
+                   ", short by " + Bytes(m->per_rank_bytes[r] - n.memory_bytes);
+      }
+      if (!n.up && short_of.empty()) short_of = "node " + n.name + " is not up";
+    }
+    return short_of;
+  };
+
+  // Instances with named nodes and kept replicas first, then the rest by TP
+  // degree (largest first: contiguous ring blocks are the scarce thing).
+  std::vector<const DeployInstanceSpec*> order;
+  for (const auto& i : d.instances) order.push_back(&i);
+  std::stable_sort(order.begin(), order.end(), [](const auto* a, const auto* b) {
+    if (a->nodes.empty() != b->nodes.empty()) return !a->nodes.empty();
+    return a->tp > b->tp;
+  });
+  std::map<std::string, ReplicaPlacement> placed;
+  // Kept and named replicas take their nodes first.
+  for (const DeployInstanceSpec* i : order) {
+    for (int r = 0; r < i->replicas; ++r) {
+      const std::string replica = i->name + "-" + std::to_string(r);
+      std::vector<std::string> nodes;
+      if (!i->nodes.empty()) {
+        nodes.assign(i->nodes.begin() + r * i->tp, i->nodes.begin() + (r + 1) * i->tp);
+      } else if (auto it = in.fixed.find(replica); it != in.fixed.end()) {
+        nodes = it->second;
+      } else {
+        continue;
+      }
+      std::string why;
+      if (!ring_carries(nodes, &why)) {
+        out.errors.push_back("instance '" + i->name + "' (" + replica + " on " + NodeList(nodes) +
+                             ") cannot run on this ring: " + why +
+                             "; cable the nodes to a switch for a split cluster, or choose "
+                             "neighbouring nodes");
+        continue;
+      }
+      ReplicaPlacement p;
+      p.instance = i->name;
+      p.replica = replica;
+      p.index = r;
+      p.nodes = nodes;
+      for (const auto& n : nodes) {
+        if (used[index[n]]) {
+          out.errors.push_back("node " + n + " is taken twice (" + replica + ")");
+        }
+        used[index[n]] = true;
+      }
+      if (std::string s = check_memory(*i, replica, nodes, &p.memory_bytes, &p.node_memory);
+          !s.empty()) {
+        out.errors.push_back(s);
+      }
+      placed[replica] = std::move(p);
+    }
+  }
+  // The others on free nodes: on a ring, TP 2 groups on neighbours and larger
+  // groups only over the whole ring; elsewhere any free nodes.
+  const std::vector<std::string> walk = ring ? in.ring_order : [&] {
+    std::vector<std::string> names;
+    for (const auto& n : in.nodes) names.push_back(n.name);
+    return names;
+  }();
+  for (const DeployInstanceSpec* i : order) {
+    for (int r = 0; r < i->replicas; ++r) {
+      const std::string replica = i->name + "-" + std::to_string(r);
+      if (placed.count(replica)) continue;
+      ReplicaPlacement best;
+      std::string first_shortfall, ring_why;
+      bool found = false;
+      if (ring && i->tp > 2 && static_cast<size_t>(i->tp) != ring_n) {
+        ring_carries(std::vector<std::string>(i->tp, ""), &ring_why);
+      } else {
+        // Start positions along the walk; a block is tp consecutive free nodes.
+        for (size_t s = 0; s < walk.size() && !found; ++s) {
+          std::vector<std::string> nodes;
+          bool free_block = true;
+          for (int k = 0; k < i->tp; ++k) {
+            const size_t pos = (s + k) % walk.size();
+            if ((!ring && s + k >= walk.size()) || used[index[walk[pos]]]) {
+              free_block = false;
+              break;
+            }
+            nodes.push_back(walk[pos]);
+          }
+          if (!free_block) continue;
+          std::string why;
+          if (!ring_carries(nodes, &why)) {
+            if (ring_why.empty()) ring_why = why;
+            continue;
+          }
+          ReplicaPlacement p;
+          p.instance = i->name;
+          p.replica = replica;
+          p.index = r;
+          p.nodes = nodes;
+          const std::string s_short =
+              check_memory(*i, replica, nodes, &p.memory_bytes, &p.node_memory);
+          if (!s_short.empty()) {
+            if (first_shortfall.empty()) first_shortfall = s_short;
+            continue;
+          }
+          best = std::move(p);
+          found = true;
+        }
+      }
+      if (!found) {
+        if (!first_shortfall.empty()) {
+          out.errors.push_back(first_shortfall);
+        } else if (!ring_why.empty()) {
+          out.errors.push_back("instance '" + i->name + "' (" + replica + ", TP " +
+                               std::to_string(i->tp) + ") cannot be placed on this ring: " +
+                               ring_why + "; a split cluster like this needs switch cabling");
+        } else {
+          out.errors.push_back("instance '" + i->name + "' (" + replica + ", TP " +
+                               std::to_string(i->tp) + "): no " + std::to_string(i->tp) +
+                               " free nodes left" +
+                               (ring ? " next to each other on the ring" : std::string()));
+        }
+        continue;
+      }
+      for (const auto& n : best.nodes) used[index[n]] = true;
+      placed[replica] = std::move(best);
+    }
+  }
+  // In file order.
+  for (const auto& i : d.instances) {
+    for (int r = 0; r < i.replicas; ++r) {
+      auto it = placed.find(i.name + "-" + std::to_string(r));
+      if (it != placed.end()) out.replicas.push_back(it->second);
+    }
+  }
+  if (d.router.present) {
+    if (!d.router.node.empty()) {
+      if (!index.count(d.router.node)) {
+        out.errors.push_back("the router's node '" + d.router.node + "' is not in the cluster");
+      } else {
+        out.router_node = d.router.node;
+      }
+    } else {
+      // A free node when there is one, else the last node (a router is light).
+      for (auto it = walk.rbegin(); it != walk.rend() && out.router_node.empty(); ++it) {
+        if (!used[index[*it]]) out.router_node = *it;
+      }
+      if (out.router_node.empty() && !walk.empty()) out.router_node = walk.back();
+    }
+  }
+  return out;
+}
+
+MemoryEstimator PlannerMemoryEstimator(std::string catalog_dir) {
+  return [catalog_dir](const DeployInstanceSpec& i, int64_t node_memory) -> Result<ReplicaMemory> {
+    Result<engine::ModelFootprint> fp = InvalidArgumentError("no model");
+    std::string from;
+    if (IsDirectory(i.model)) {
+      fp = engine::LoadFolderModel(i.model);
+      from = "the model folder's config.json and safetensors headers";
+    } else if (!catalog_dir.empty()) {
+      fp = engine::LoadCatalogModel(catalog_dir, BaseName(i.model));
+      from = "the model catalog entry '" + BaseName(i.model) + "'";
+    }
+    if (!IsDirectory(i.model) && !fp.ok()) {
+      return NotFoundError("model folder " + i.model +
+                           " is not on this machine and the catalog has no '" + BaseName(i.model) +
+                           "'");
+    }
+    if (!fp.ok()) return fp.status();
+    engine::PlanRequest req;
+    req.nodes = i.tp;
+    req.node_memory = node_memory > 0 ? node_memory : int64_t{128} << 30;
+    // As `octet serve` runs it: --context (the model's, at most 4096), --slots
+    // sequences, --kv-dtype, this CPU engine's f32 activations.
+    req.context = i.context > 0 ? i.context : 4096;
+    req.concurrency = i.num_slots;
+    req.kv_dtype = i.kv_dtype;
+    req.activation_dtype = "f32";
+    req.max_tp = std::max(8, i.tp);
+    req.load_mtp = i.speculative == "mtp";
+    OCTET_ASSIGN_OR_RETURN(engine::MemoryPlan plan, engine::PlanMemory(*fp, req));
+    if (!plan.tp_valid) {
+      for (const auto& v : plan.degrees) {
+        if (v.tp == i.tp && !v.reason.empty())
+          return InvalidArgumentError("TP " + std::to_string(i.tp) + ": " + v.reason);
+      }
+      return InvalidArgumentError("TP " + std::to_string(i.tp) + " is not valid for this model");
+    }
+    ReplicaMemory m;
+    for (const auto& n : plan.per_node) m.per_rank_bytes.push_back(n.total_bytes);
+    m.note = "memory as `octet plan` counts it, from " + from;
+    return m;
+  };
+}
+
+PlacementInput PlacementInputFrom(const ClusterSnapshot& snap) {
+  PlacementInput in;
+  for (const auto& n : snap.nodes) {
+    PlacementNode p;
+    p.name = n.name;
+    p.up = n.state == NodeState::kUp;
+    if (n.has_facts) {
+      p.memory_bytes = static_cast<int64_t>(
+          n.facts.memory.budget_bytes ? n.facts.memory.budget_bytes : n.facts.memory.total_bytes);
+    }
+    in.nodes.push_back(std::move(p));
+  }
+  in.cabling = std::string(CablingKindName(snap.cabling.kind));
+  in.ring_order = snap.cabling.ring_order;
+  return in;
+}
+
+}  // namespace octet::app

@@ -1,0 +1,352 @@
+// `octet deploy` on `octet cluster local --nodes 8` (a ring), end to end with
+// this build's octet and octet-agent: the seed's layout with two different
+// fixture models (qwen3-tiny as 3 replicas at TP 2, minicpm-tiny as 2 at TP
+// 1) checked (each TP group on ring neighbours), then applied: 5 replicas
+// ready on 8 distinct nodes, a router whose `instance:` pools answer with the
+// right pool; applying the same file again changes nothing; a 9-node
+// deployment and a TP 4 split of the ring are refused by `check` with why; a
+// replica killed mid-run reads failed in `status` while the router ejects it
+// and keeps serving from the others; applying again restarts it and the
+// router follows it to its new endpoint; `down` leaves no job running and no
+// worker process alive.
+#include <httplib.h>
+#include <signal.h>
+
+#include <QDir>
+#include <QFile>
+#include <QtTest>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <thread>
+
+#include "octet/app/cluster_profile.h"
+#include "octet/app/cluster_session.h"
+#include "octet_test.h"
+
+using namespace octet;
+using namespace octet::app;
+using nlohmann::json;
+
+namespace {
+
+void WriteFile(const std::string& path, const std::string& text) {
+  QFile f(QString::fromStdString(path));
+  QVERIFY(f.open(QIODevice::WriteOnly | QIODevice::Truncate));
+  f.write(text.data(), static_cast<qint64>(text.size()));
+}
+
+}  // namespace
+
+class TestDeployCluster : public QObject {
+  Q_OBJECT
+ private:
+  QTemporaryDir dir_;
+  std::string root_, config_;
+  std::unique_ptr<Subprocess> cluster_;
+  std::shared_ptr<std::string> cluster_out_ = std::make_shared<std::string>();
+  std::shared_ptr<std::mutex> cluster_mu_ = std::make_shared<std::mutex>();
+  std::unique_ptr<ClusterSession> session_;
+
+  // `octet deploy ARGS --cluster dtest`: exit code, stdout (JSON) and stderr apart.
+  struct Run {
+    int code = -1;
+    std::string out, err;
+    json doc;
+  };
+  Run Deploy(const std::vector<std::string>& args, int timeout_ms = 60'000) {
+    std::string cmd = "'" + test::BinDir() + "/octet' deploy";
+    for (const auto& a : args) cmd += " '" + a + "'";
+    cmd += " --cluster dtest --config-dir '" + config_ + "' 2>'" + root_ + "/stderr.txt'";
+    const auto r = test::RunProgram({"/bin/sh", "-c", cmd}, timeout_ms);
+    Run run;
+    run.code = r.exit_code;
+    run.out = r.output;
+    QFile e(QString::fromStdString(root_ + "/stderr.txt"));
+    if (e.open(QIODevice::ReadOnly)) run.err = e.readAll().toStdString();
+    run.doc = json::parse(run.out, nullptr, false);
+    return run;
+  }
+
+  json Status() {
+    Run r = Deploy({"status", "demo", "--json"});
+    if (r.code != 0 || !r.doc.is_object()) {
+      qWarning("status: %s %s", r.out.c_str(), r.err.c_str());
+      return json();
+    }
+    return r.doc;
+  }
+
+  static const json* Replica(const json& status, const std::string& name) {
+    if (!status.is_object() || status["deployments"].empty()) return nullptr;
+    for (const auto& r : status["deployments"][0]["instances"]) {
+      if (r["name"] == name) return &r;
+    }
+    return nullptr;
+  }
+
+  // POST /v1/completions through the router; the pool that answered.
+  std::string Complete(const std::string& router_url, const std::string& model, int* status) {
+    httplib::Client cli(router_url);
+    cli.set_read_timeout(std::chrono::seconds(60));
+    const json body = {{"model", model}, {"prompt", "The ring"}, {"max_tokens", 3}};
+    auto res = cli.Post("/v1/completions", body.dump(), "application/json");
+    *status = res ? res->status : -1;
+    return res ? res->get_header_value("X-Octet-Pool") : "";
+  }
+
+  std::vector<JobStatus> AllJobs() {
+    std::vector<JobStatus> all;
+    for (size_t i = 0; i < session_->size(); ++i) {
+      auto jobs = session_->client(i).ListJobs(Deadline::AfterMs(5000));
+      if (jobs.ok()) all.insert(all.end(), jobs->begin(), jobs->end());
+    }
+    return all;
+  }
+
+ private slots:
+  void initTestCase() {
+    OCTET_REQUIRE_FIXTURES();
+    QVERIFY(dir_.isValid());
+    root_ = dir_.path().toStdString();
+    config_ = root_ + "/config";
+    SpawnOptions o;
+    o.argv = {test::BinDir() + "/octet",
+              "cluster",
+              "local",
+              "--nodes",
+              "8",
+              "--name",
+              "dtest",
+              "--cabling",
+              "ring",
+              "--memory-per-node",
+              "4G",
+              "--config-dir",
+              config_,
+              "--state-dir",
+              root_ + "/state",
+              "--model-roots",
+              test::FixturesDir() + "," + root_,
+              "--for",
+              "1200"};
+    auto out = cluster_out_;
+    auto mu = cluster_mu_;
+    o.on_output = [out, mu](std::string_view chunk) {
+      std::lock_guard<std::mutex> lock(*mu);
+      out->append(chunk);
+    };
+    auto c = Subprocess::Spawn(o);
+    QVERIFY2(c.ok(), c.status().ToString().c_str());
+    cluster_ = std::move(*c);
+    const Deadline up = Deadline::AfterMs(90'000);
+    for (;;) {
+      {
+        std::lock_guard<std::mutex> lock(*cluster_mu_);
+        if (cluster_out_->find("Ctrl-C stops the cluster") != std::string::npos) break;
+      }
+      QVERIFY2(!up.expired() && !cluster_->Poll(), cluster_out_->c_str());
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    auto profile = LoadProfile("dtest", config_);
+    QVERIFY2(profile.ok(), profile.status().ToString().c_str());
+    auto s = ClusterSession::Open(*profile);
+    QVERIFY2(s.ok(), s.status().ToString().c_str());
+    session_ = std::move(*s);
+
+    const std::string fx = test::FixturesDir();
+    WriteFile(root_ + "/policy.yaml", R"(version: 1
+pools:
+  - name: large
+    instance: large
+    model: qwen3-tiny
+    health_check: {interval_ms: 300, timeout_ms: 1000, unhealthy_threshold: 1}
+    outlier_ejection: {consecutive_failures: 1}
+    capacity: {nodes_per_replica: 2, requests_per_s: 0.25}
+  - name: small
+    instance: small
+    model: minicpm-tiny
+    health_check: {interval_ms: 300, timeout_ms: 1000}
+    capacity: {nodes_per_replica: 1, requests_per_s: 1.5}
+routes:
+  - name: small
+    match: {models: [small]}
+    pool: small
+  - name: rest
+    pool: large
+)");
+    const std::string instances =
+        "version: 1\nname: demo\ninstances:\n  - name: large\n    model: " + fx +
+        "/qwen3-tiny\n    tp: 2\n    replicas: 3\n    slots: 2\n"
+        "    context: 128\n    threads: 1\n  - name: small\n    model: " +
+        fx +
+        "/minicpm-tiny\n    tp: 1\n    replicas: SMALL\n    slots: 2\n"
+        "    context: 128\n    threads: 1\nrouter:\n  policy: policy.yaml\n";
+    WriteFile(root_ + "/deploy.yaml",
+              QString::fromStdString(instances).replace("SMALL", "2").toStdString());
+    WriteFile(root_ + "/nine.yaml",
+              QString::fromStdString(instances).replace("SMALL", "3").toStdString());
+    WriteFile(root_ + "/split.yaml",
+              "version: 1\nname: split\ninstances:\n  - name: big\n    model: " + fx +
+                  "/qwen3-tiny\n    tp: 4\n    replicas: 2\n");
+  }
+
+  void cleanupTestCase() {
+    if (session_) Deploy({"down", "demo"});
+    session_.reset();
+    if (cluster_) cluster_->Terminate(std::chrono::milliseconds(5000));
+  }
+
+  void checkPlacesTheLayoutOnRingNeighbours() {
+    Run r = Deploy({"check", root_ + "/deploy.yaml", "--json"});
+    QVERIFY2(r.code == 0, (r.out + r.err).c_str());
+    QVERIFY2(r.doc["valid"] == true, r.out.c_str());
+    QCOMPARE(r.doc["cabling"].get<std::string>(), std::string("ring"));
+    QCOMPARE(r.doc["replicas"].size(), size_t(5));
+    std::set<std::string> nodes;
+    for (const auto& rep : r.doc["replicas"]) {
+      for (const auto& n : rep["nodes"]) nodes.insert(n.get<std::string>());
+      if (rep["instance"] == "large") {
+        // dtest-I and dtest-J neighbours on the ring of 8 (profile order).
+        const int a = std::stoi(rep["nodes"][0].get<std::string>().substr(6));
+        const int b = std::stoi(rep["nodes"][1].get<std::string>().substr(6));
+        QVERIFY2((a + 1) % 8 == b || (b + 1) % 8 == a, rep.dump().c_str());
+      }
+      // Memory per node as the planner counts it, below the 4 GiB budget.
+      for (const auto& m : rep["memory"]) {
+        QVERIFY(m["memory_bytes"].get<int64_t>() > 0);
+        QVERIFY(m["memory_bytes"].get<int64_t>() <= m["node_memory_bytes"].get<int64_t>());
+      }
+    }
+    QCOMPARE(nodes.size(), size_t(8));
+    // The capacity `octet route plan` predicts, with the policy's rates.
+    QVERIFY2(r.doc["capacity"]["available"] == true, r.doc["capacity"].dump().c_str());
+    QCOMPARE(r.doc["capacity"]["rates"]["large"]["requests_per_s"].get<double>(), 0.25);
+  }
+
+  void checkRefusesNineNodesAndARingSplit() {
+    Run nine = Deploy({"check", root_ + "/nine.yaml"});
+    QCOMPARE(nine.code, 1);
+    QVERIFY2(nine.err.find("needs 9 nodes") != std::string::npos, nine.err.c_str());
+    QVERIFY2(nine.err.find("the cluster has 8") != std::string::npos, nine.err.c_str());
+    Run split = Deploy({"check", root_ + "/split.yaml"});
+    QCOMPARE(split.code, 1);
+    QVERIFY2(split.err.find("any-to-any") != std::string::npos, split.err.c_str());
+    QVERIFY2(split.err.find("switch") != std::string::npos, split.err.c_str());
+    // A malformed file: FILE:LINE:COL and the nearest key.
+    WriteFile(root_ + "/typo.yaml",
+              "version: 1\nname: t\ninstances:\n  - name: a\n    modle: /m\n");
+    Run typo = Deploy({"check", root_ + "/typo.yaml"});
+    QCOMPARE(typo.code, 1);
+    QVERIFY2(typo.err.find(root_ + "/typo.yaml:5:5: unknown key 'modle'") != std::string::npos,
+             typo.err.c_str());
+    QVERIFY2(typo.err.find("did you mean 'model'?") != std::string::npos, typo.err.c_str());
+  }
+
+  void applyStartsEveryReplicaAndTheRouter() {
+    Run r = Deploy({"apply", root_ + "/deploy.yaml", "--json", "--wait-ms", "240000"}, 300'000);
+    QVERIFY2(r.code == 0, (r.out + r.err).c_str());
+    QCOMPARE(r.doc["started"].size(), size_t(5));
+    const json st = Status();
+    QVERIFY(st.is_object());
+    QCOMPARE(st["deployments"].size(), size_t(1));
+    const json& d = st["deployments"][0];
+    QCOMPARE(d["instances"].size(), size_t(5));
+    std::set<std::string> nodes;
+    for (const auto& rep : d["instances"]) {
+      QVERIFY2(rep["state"] == "ready", rep.dump().c_str());
+      for (const auto& n : rep["nodes"]) nodes.insert(n.get<std::string>());
+    }
+    QCOMPARE(nodes.size(), size_t(8));
+    QVERIFY2(d["router"]["state"] == "ready", d["router"].dump().c_str());
+    const std::string router = d["router"]["url"];
+    // Each pool answers its own requests.
+    int code = 0;
+    QCOMPARE(Complete(router, "small", &code), std::string("small"));
+    QCOMPARE(code, 200);
+    QCOMPARE(Complete(router, "anything", &code), std::string("large"));
+    QCOMPARE(code, 200);
+    // The same file again changes nothing.
+    Run again = Deploy({"apply", root_ + "/deploy.yaml", "--json"}, 120'000);
+    QVERIFY2(again.code == 0, (again.out + again.err).c_str());
+    QCOMPARE(again.doc["started"].size(), size_t(0));
+    QCOMPARE(again.doc["kept"].size(), size_t(5));
+  }
+
+  void aKilledReplicaFailsAndTheRouterKeepsServing() {
+    const json before = Status();
+    const json* victim = Replica(before, "large-0");
+    QVERIFY(victim);
+    const std::string job = (*victim)["job_id"];
+    const std::string old_url = (*victim)["url"];
+    const std::string router = before["deployments"][0]["router"]["url"];
+    pid_t pid = 0;
+    for (const auto& j : AllJobs()) {
+      if (j.spec.job_id == job && j.spec.rank == 0 && j.state == "running") pid = j.pid;
+    }
+    QVERIFY(pid > 0);
+    QCOMPARE(::kill(pid, SIGKILL), 0);
+    // Status reads it failed (from the agents).
+    json st;
+    const Deadline d = Deadline::AfterMs(60'000);
+    while (!d.expired()) {
+      st = Status();
+      const json* r = Replica(st, "large-0");
+      if (r && (*r)["state"] == "failed") break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    }
+    const json* failed = Replica(st, "large-0");
+    QVERIFY2(failed && (*failed)["state"] == "failed", st.dump().c_str());
+    QVERIFY2((*failed)["error"].get<std::string>().find("signal 9") != std::string::npos,
+             failed->dump().c_str());
+    // The router ejects it and keeps answering from the other two.
+    for (int i = 0; i < 6; ++i) {
+      int code = 0;
+      QCOMPARE(Complete(router, "anything", &code), std::string("large"));
+      QCOMPARE(code, 200);
+    }
+    httplib::Client cli(router);
+    auto stats = cli.Get("/v1/router/stats");
+    QVERIFY(stats && stats->status == 200);
+    const json sj = json::parse(stats->body);
+    for (const auto& p : sj["pools"]) {
+      if (p["pool"] == "large") QCOMPARE(p["healthy_replicas"].get<int>(), 2);
+    }
+    // Apply restarts it; the router follows it to its new endpoint.
+    Run again = Deploy({"apply", root_ + "/deploy.yaml", "--json", "--wait-ms", "240000"}, 300'000);
+    QVERIFY2(again.code == 0, (again.out + again.err).c_str());
+    QCOMPARE(again.doc["started"], json::array({"large-0"}));
+    const json* back = Replica(Status(), "large-0");
+    QVERIFY(back);
+    QCOMPARE((*back)["state"].get<std::string>(), std::string("ready"));
+    QVERIFY((*back)["url"] != old_url);
+    auto inst = cli.Get("/v1/router/instances");
+    QVERIFY(inst && inst->status == 200);
+    const json ij = json::parse(inst->body);
+    QCOMPARE(ij["instances"]["large"].size(), size_t(3));
+    bool has_new = false;
+    for (const auto& u : ij["instances"]["large"]) {
+      QVERIFY(u != old_url);
+      has_new = has_new || u == (*back)["url"];
+    }
+    QVERIFY(has_new);
+  }
+
+  void downLeavesNothingRunning() {
+    std::vector<pid_t> pids;
+    for (const auto& j : AllJobs()) {
+      if (j.spec.deployment == "demo" && j.state == "running") pids.push_back(j.pid);
+    }
+    QVERIFY(pids.size() >= 9);  // 3 x 2 + 2 ranks and the router
+    Run r = Deploy({"down", "demo", "--json"});
+    QVERIFY2(r.code == 0, (r.out + r.err).c_str());
+    for (const auto& j : AllJobs()) {
+      QVERIFY2(!(j.spec.deployment == "demo" && j.state == "running"), j.spec.job_id.c_str());
+    }
+    for (pid_t p : pids) QVERIFY2(::kill(p, 0) != 0, std::to_string(p).c_str());
+    const json st = Status();
+    QCOMPARE(st["deployments"].size(), size_t(0));
+  }
+};
+
+QTEST_GUILESS_MAIN(TestDeployCluster)
+#include "test_deploy_cluster.moc"

@@ -1,0 +1,300 @@
+// The deployment file and placement (octet/app/deployment.h), without a
+// cluster: malformed files give FILE:LINE:COL errors, unknown keys the nearest
+// known one, an alias bomb is refused before it expands; the seed's layout
+// (3 x TP 2 + 2 x TP 1) on an 8-node ring puts each TP group on neighbours
+// and every replica on nodes of its own; 9 nodes' worth is refused with the
+// count; a TP group that needs any-to-any links on a ring is refused with the
+// reason (switch cabling places it); a replica that does not fit a node's
+// memory (as `octet plan` counts it, from a fixture model's own files) names
+// the instance, the node and the shortfall.
+#include <QtTest>
+#include <set>
+
+#include "octet/app/deployment.h"
+#include "octet/engine/memory_plan.h"
+#include "octet_test.h"
+
+using namespace octet;
+using namespace octet::app;
+
+namespace {
+
+const char* kLayout = R"(version: 1
+name: demo
+instances:
+  - name: large
+    model: /models/large
+    tp: 2
+    replicas: 3
+  - name: small
+    model: /models/small
+    tp: 1
+    replicas: 2
+router:
+  policy: policy.yaml
+)";
+
+PlacementInput Cluster(int n, const std::string& cabling, int64_t memory = int64_t{128} << 30) {
+  PlacementInput in;
+  for (int i = 1; i <= n; ++i) {
+    in.nodes.push_back({"spark" + std::to_string(i), memory, true});
+    if (cabling == "ring") in.ring_order.push_back("spark" + std::to_string(i));
+  }
+  in.cabling = cabling;
+  return in;
+}
+
+std::shared_ptr<const Deployment> Parse(const std::string& yaml) {
+  auto r = ParseDeployment(yaml, "/work/d.yaml");
+  if (!r.ok()) qWarning("%s", r.status().message().c_str());
+  return r.deployment;
+}
+
+std::string AllErrors(const DeploymentParseResult& r) {
+  std::string s;
+  for (const auto& e : r.errors) s += e.ToString() + "\n";
+  return s;
+}
+
+}  // namespace
+
+class TestDeployment : public QObject {
+  Q_OBJECT
+ private slots:
+  void parsesTheSeedLayout() {
+    auto d = Parse(kLayout);
+    QVERIFY(d);
+    QCOMPARE(d->name, std::string("demo"));
+    QCOMPARE(d->instances.size(), size_t(2));
+    QCOMPARE(d->instances[0].tp, 2);
+    QCOMPARE(d->instances[0].replicas, 3);
+    QCOMPARE(d->node_count(), 8);
+    QCOMPARE(d->replica_count(), 5);
+    QVERIFY(d->router.present);
+    // A relative policy path is the deployment file's folder's.
+    QCOMPARE(d->router.policy, std::string("/work/policy.yaml"));
+  }
+
+  void everyErrorHasFileLineColumn() {
+    const std::string yaml = R"(version: 1
+name: demo
+instances:
+  - name: large
+    model: /m
+    tp: two
+    replics: 3
+  - name: large
+    model: /m
+    transport: carrier-pigeon
+rooter:
+  policy: p.yaml
+)";
+    auto r = ParseDeployment(yaml, "d.yaml");
+    QVERIFY(!r.ok());
+    const std::string all = AllErrors(r);
+    QVERIFY2(r.errors.size() >= 5, all.c_str());
+    for (const auto& e : r.errors) {
+      QCOMPARE(e.file, std::string("d.yaml"));
+      QVERIFY2(e.line > 0 && e.column > 0, e.ToString().c_str());
+    }
+    // The lines and columns of the mistakes, and the nearest known keys.
+    QVERIFY2(all.find("d.yaml:6:9: 'tp' must be an integer") != std::string::npos, all.c_str());
+    QVERIFY2(all.find("d.yaml:7:5: unknown key 'replics' in instance 'large' (did you mean "
+                      "'replicas'?)") != std::string::npos,
+             all.c_str());
+    QVERIFY2(
+        all.find("d.yaml:10:16: 'transport' must be one of tcp, verbs, shm") != std::string::npos,
+        all.c_str());
+    QVERIFY2(all.find("d.yaml:11:1: unknown key 'rooter' in the deployment (did you mean "
+                      "'router'?)") != std::string::npos,
+             all.c_str());
+    QVERIFY2(all.find("instance name 'large' is used twice (first at line 4)") != std::string::npos,
+             all.c_str());
+  }
+
+  void structuralErrors() {
+    struct Case {
+      const char* yaml;
+      const char* where;
+      const char* words;
+    } cases[] = {
+        {"", "f.yaml:1:1:", "empty"},
+        {"version: 1\nname: x\n", "f.yaml:1:1:", "missing required key 'instances'"},
+        {"version: 2\nname: x\ninstances: [{name: a, model: /m}]\n",
+         "f.yaml:1:10:", "version 1 is"},
+        {"version: 1\nname: 'a b'\ninstances: [{name: a, model: /m}]\n",
+         "f.yaml:2:7:", "only letters"},
+        {"version: 1\nname: x\ninstances: []\n", "f.yaml:3:12:", "non-empty list"},
+        {"version: 1\nname: x\ninstances:\n  - name: a\n    model: /m\n    tp: 2\n    nodes: "
+         "[n1]\n",
+         "f.yaml:7:12:", "lists 1 nodes, but 1 replica x TP 2 need 2"},
+        {"version: 1\nname: x\ninstances:\n  - name: a\n    model: /m\n    nodes: [n1]\n  - "
+         "name: b\n    model: /m\n    nodes: [n1]\n",
+         "f.yaml:7:5:", "node 'n1' is given to instance 'a' and to instance 'b'"},
+        {"version: 1\nname: x\ninstances:\n  - name: a\n    model: /m\n    kv_memory: lots\n",
+         "f.yaml:6:16:", "a size like 4GiB"},
+        {"version: 1\nname: x\ninstances:\n  - name: a\n    model: /m\nrouter:\n  node: n1\n",
+         "f.yaml:7:3:", "missing required key 'policy' in 'router'"},
+        {"version: 1\nname: x\ninstances:\n  - name: a\n    tp: 9\n",
+         "f.yaml:4:5:", "missing required key 'model'"},
+        {"version: 1\nname: x\ninstances: [{name: a, model: /m}\n", "f.yaml:", "YAML syntax"},
+    };
+    for (const auto& c : cases) {
+      auto r = ParseDeployment(c.yaml, "f.yaml");
+      QVERIFY2(!r.ok(), c.yaml);
+      const std::string all = AllErrors(r);
+      QVERIFY2(all.find(c.where) != std::string::npos,
+               (std::string(c.where) + " in\n" + all).c_str());
+      QVERIFY2(all.find(c.words) != std::string::npos,
+               (std::string(c.words) + " in\n" + all).c_str());
+    }
+  }
+
+  void aliasBombIsRefusedBeforeExpanding() {
+    std::string yaml = "version: 1\nname: x\na0: &a0 [x, x, x, x, x, x, x, x, x, x]\n";
+    for (int i = 1; i < 9; ++i) {
+      yaml += "a" + std::to_string(i) + ": &a" + std::to_string(i) + " [";
+      for (int k = 0; k < 10; ++k)
+        yaml += std::string(k ? ", " : "") + "*a" + std::to_string(i - 1);
+      yaml += "]\n";
+    }
+    yaml += "instances: [{name: a, model: /m}]\n";
+    auto r = ParseDeployment(yaml, "bomb.yaml");
+    QVERIFY(!r.ok());
+    QCOMPARE(r.errors.size(), size_t(1));
+    QVERIFY2(r.errors[0].ToString().rfind("bomb.yaml:", 0) == 0, r.errors[0].ToString().c_str());
+    QVERIFY2(r.errors[0].line > 0, r.errors[0].ToString().c_str());
+  }
+
+  void seedLayoutOnAnEightNodeRing() {
+    auto d = Parse(kLayout);
+    QVERIFY(d);
+    const Placement p = PlaceDeployment(*d, Cluster(8, "ring"));
+    QVERIFY2(p.ok(), p.errors.empty() ? "" : p.errors[0].c_str());
+    QCOMPARE(p.replicas.size(), size_t(5));
+    std::set<std::string> used;
+    for (const auto& r : p.replicas) {
+      for (const auto& n : r.nodes) QVERIFY2(used.insert(n).second, ("twice: " + n).c_str());
+      if (r.instance == "large") {
+        QCOMPARE(r.nodes.size(), size_t(2));
+        // Neighbours on the ring spark1-spark2-...-spark8-spark1.
+        const int a = std::stoi(r.nodes[0].substr(5)), b = std::stoi(r.nodes[1].substr(5));
+        QVERIFY2(std::abs(a - b) == 1 || std::abs(a - b) == 7,
+                 (r.nodes[0] + " " + r.nodes[1]).c_str());
+      } else {
+        QCOMPARE(r.nodes.size(), size_t(1));
+      }
+    }
+    QCOMPARE(used.size(), size_t(8));
+    QCOMPARE(p.replicas[0].replica, std::string("large-0"));
+    QCOMPARE(p.replicas[4].replica, std::string("small-1"));
+    QVERIFY(!p.router_node.empty());
+  }
+
+  void nineNodesAreRefused() {
+    auto d = Parse(
+        std::string(kLayout).replace(std::string(kLayout).find("replicas: 2"), 11, "replicas: 3"));
+    QVERIFY(d);
+    const Placement p = PlaceDeployment(*d, Cluster(8, "switch"));
+    QVERIFY(!p.ok());
+    QVERIFY2(p.errors[0].find("needs 9 nodes") != std::string::npos, p.errors[0].c_str());
+    QVERIFY2(p.errors[0].find("the cluster has 8") != std::string::npos, p.errors[0].c_str());
+  }
+
+  void ringRefusesASplitThatNeedsASwitch() {
+    const std::string yaml =
+        "version: 1\nname: x\ninstances:\n  - name: big\n    model: /m\n    tp: 3\n    "
+        "replicas: 2\n";
+    auto d = Parse(yaml);
+    QVERIFY(d);
+    const Placement ring = PlaceDeployment(*d, Cluster(8, "ring"));
+    QVERIFY(!ring.ok());
+    QVERIFY2(ring.errors[0].find("any-to-any") != std::string::npos, ring.errors[0].c_str());
+    QVERIFY2(ring.errors[0].find("switch") != std::string::npos, ring.errors[0].c_str());
+    // A switch carries it.
+    const Placement sw = PlaceDeployment(*d, Cluster(8, "switch"));
+    QVERIFY2(sw.ok(), sw.errors.empty() ? "" : sw.errors[0].c_str());
+    // TP 2 on nodes that are not neighbours on the ring, named in the file.
+    auto named = Parse(
+        "version: 1\nname: x\ninstances:\n  - name: a\n    model: /m\n    tp: 2\n    nodes: "
+        "[spark1, spark3]\n");
+    QVERIFY(named);
+    const Placement far = PlaceDeployment(*named, Cluster(8, "ring"));
+    QVERIFY(!far.ok());
+    QVERIFY2(far.errors[0].find("not neighbours") != std::string::npos, far.errors[0].c_str());
+    QVERIFY(PlaceDeployment(*named, Cluster(8, "switch")).ok());
+    // A name that is not a node of the cluster.
+    auto unknown =
+        Parse("version: 1\nname: x\ninstances:\n  - name: a\n    model: /m\n    nodes: [spark9]\n");
+    const Placement u = PlaceDeployment(*unknown, Cluster(8, "ring"));
+    QVERIFY(!u.ok());
+    QVERIFY2(u.errors[0].find("'spark9', which is not in the cluster") != std::string::npos,
+             u.errors[0].c_str());
+  }
+
+  void keptReplicasKeepTheirNodes() {
+    auto d = Parse(kLayout);
+    PlacementInput in = Cluster(8, "ring");
+    in.fixed["large-1"] = {"spark7", "spark8"};
+    in.fixed["small-0"] = {"spark1"};
+    const Placement p = PlaceDeployment(*d, in);
+    QVERIFY2(p.ok(), p.errors.empty() ? "" : p.errors[0].c_str());
+    for (const auto& r : p.replicas) {
+      if (r.replica == "large-1") QCOMPARE(r.nodes, (std::vector<std::string>{"spark7", "spark8"}));
+      if (r.replica == "small-0") QCOMPARE(r.nodes, (std::vector<std::string>{"spark1"}));
+    }
+  }
+
+  void memoryAsThePlannerCountsIt() {
+    OCTET_REQUIRE_FIXTURES();
+    const std::string model = test::FixturesDir() + "/qwen3-tiny";
+    const std::string yaml = "version: 1\nname: x\ninstances:\n  - name: q\n    model: " + model +
+                             "\n    tp: 2\n    slots: 2\n    context: 256\n";
+    auto d = Parse(yaml);
+    QVERIFY(d);
+    // What `octet plan` counts for this model at TP 2 on 4 GiB nodes.
+    auto fp = engine::LoadFolderModel(model);
+    QVERIFY2(fp.ok(), fp.status().ToString().c_str());
+    engine::PlanRequest req;
+    req.nodes = 2;
+    req.node_memory = int64_t{4} << 30;
+    req.context = 256;
+    req.concurrency = 2;
+    req.kv_dtype = "f32";
+    req.activation_dtype = "f32";
+    auto plan = engine::PlanMemory(*fp, req);
+    QVERIFY2(plan.ok(), plan.status().ToString().c_str());
+    PlacementInput in = Cluster(4, "switch", int64_t{4} << 30);
+    in.memory = PlannerMemoryEstimator("");
+    const Placement p = PlaceDeployment(*d, in);
+    QVERIFY2(p.ok(), p.errors.empty() ? "" : p.errors[0].c_str());
+    QCOMPARE(p.replicas[0].memory_bytes[0], plan->per_node[0].total_bytes);
+    QCOMPARE(p.replicas[0].memory_bytes[1], plan->per_node[1].total_bytes);
+    // Nodes of 1 GiB: the reserve alone (at least 2 GiB) does not fit.
+    PlacementInput small = Cluster(4, "switch", int64_t{1} << 30);
+    small.memory = PlannerMemoryEstimator("");
+    const Placement no = PlaceDeployment(*d, small);
+    QVERIFY(!no.ok());
+    QVERIFY2(no.errors[0].find("instance 'q'") != std::string::npos, no.errors[0].c_str());
+    QVERIFY2(no.errors[0].find("does not fit node spark1") != std::string::npos,
+             no.errors[0].c_str());
+    QVERIFY2(no.errors[0].find("short by") != std::string::npos, no.errors[0].c_str());
+    // A TP degree the model's heads do not divide into.
+    auto bad = Parse("version: 1\nname: x\ninstances:\n  - name: q\n    model: " + model +
+                     "\n    tp: 3\n");
+    PlacementInput sw = Cluster(4, "switch", int64_t{4} << 30);
+    sw.memory = PlannerMemoryEstimator("");
+    const Placement b = PlaceDeployment(*bad, sw);
+    QVERIFY(!b.ok());
+    QVERIFY2(b.errors[0].find("instance 'q': TP 3") != std::string::npos, b.errors[0].c_str());
+    // A folder that is not on this machine (nor in the catalog): unchecked, said so.
+    auto away = Parse("version: 1\nname: x\ninstances:\n  - name: q\n    model: /nowhere/m\n");
+    const Placement a = PlaceDeployment(*away, sw);
+    QVERIFY(a.ok());
+    QVERIFY(!a.warnings.empty());
+    QVERIFY2(a.warnings[0].find("memory not checked") != std::string::npos, a.warnings[0].c_str());
+  }
+};
+
+QTEST_GUILESS_MAIN(TestDeployment)
+#include "test_deployment.moc"
