@@ -265,6 +265,7 @@ int RunCheckOrApply(const std::vector<std::string>& args, bool apply) {
                           : "Check a deployment file against a cluster: the placement table "
                             "(replica -> nodes, memory per node), the capacity `octet route "
                             "plan` predicts, or the errors (FILE:LINE:COL). Exit 1 on errors.");
+  p.Positional("FILE", "the deployment file (YAML)");
   AddClusterFlags(p);
   if (apply) p.Option("wait-ms", "MS", "how long every replica may take to be ready", "600000");
   if (Status s = p.Parse(args); !s.ok()) return UsageError(prog, s.message());
@@ -361,6 +362,7 @@ int RunStatusCommand(const std::vector<std::string>& args) {
   ArgParser p(prog,
               "What the cluster's agents run, per deployment: each replica's nodes, state "
               "(ready, starting, failed, stopped), endpoint and error; the router's.");
+  p.Positional("NAME", "only this deployment");
   AddClusterFlags(p);
   if (Status s = p.Parse(args); !s.ok()) return UsageError(prog, s.message());
   if (p.help_requested()) {
@@ -390,6 +392,7 @@ int RunStatusCommand(const std::vector<std::string>& args) {
 int RunDown(const std::vector<std::string>& args) {
   const std::string prog = "octet deploy down";
   ArgParser p(prog, "Stop every replica and the router of a deployment (through the agents).");
+  p.Positional("NAME", "the deployment");
   AddClusterFlags(p);
   if (Status s = p.Parse(args); !s.ok()) return UsageError(prog, s.message());
   if (p.help_requested()) {
