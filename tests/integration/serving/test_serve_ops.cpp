@@ -1,6 +1,6 @@
 // The operations flags of `octet serve` and `octet route` as processes (the
-// server itself is tested in process by test_openai_server_ops): the --json
-// ready line, --api-key-file (401 without the key, /health open), a busy
+// server itself is tested in process by test_openai_server_ops):
+// --api-key-file (401 without the key, /health open), a busy
 // port refused with a clear message, x-request-id logged by serve, and
 // `octet route --api-key` in front of serve forwarding the request id.
 #include <QtTest>
@@ -56,20 +56,6 @@ class TestServeOps : public QObject {
     keyed_.Stop();
     std::error_code ec;
     std::filesystem::remove_all(ScratchDir(), ec);
-  }
-
-  void jsonReadyLine() {
-    // stdout and stderr arrive together: find the ready line among them.
-    const std::string out = open_.output();
-    const size_t p = out.find("{\"event\":\"ready\"");
-    QVERIFY2(p != std::string::npos, out.c_str());
-    json j = json::parse(out.substr(p, out.find('\n', p) - p), nullptr, false);
-    QVERIFY2(j.is_object(), out.c_str());
-    QCOMPARE(j["event"].get<std::string>(), std::string("ready"));
-    QCOMPARE(j["model"].get<std::string>(), std::string("ops-test"));
-    QCOMPARE(j["endpoints"]["chat_completions"].get<std::string>(),
-             open_.url("/v1/chat/completions"));
-    QCOMPARE(j["api_key_required"].get<bool>(), false);
   }
 
   void apiKeyRequired() {
