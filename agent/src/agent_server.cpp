@@ -366,6 +366,8 @@ struct AgentServer::Impl {
       pw->set_train_step(w.train_step);
       pw->set_memory_bytes(w.memory_bytes);
       pw->set_kind(w.kind);
+      pw->set_spec_drafted_tokens(w.spec_drafted_tokens);
+      pw->set_spec_accepted_tokens(w.spec_accepted_tokens);
     }
   }
 };

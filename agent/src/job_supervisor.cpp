@@ -11,6 +11,7 @@
 #include <chrono>
 #include <climits>
 #include <condition_variable>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
@@ -77,6 +78,14 @@ Result<uint16_t> FreeTcpPort(const std::string& host) {
 double Num(const nlohmann::json& j, const char* key) {
   auto it = j.find(key);
   return it != j.end() && it->is_number() ? it->get<double>() : 0.0;
+}
+
+// A count from a figures line: negative values read as 0 and values past 2^53
+// (where doubles stop being exact, and far beyond any real count) as 2^53, so
+// the conversion to an integer is always defined.
+uint64_t Count(const nlohmann::json& j, const char* key) {
+  constexpr double kMax = 9007199254740992.0;  // 2^53
+  return static_cast<uint64_t>(std::clamp(Num(j, key), 0.0, kMax));
 }
 
 }  // namespace
@@ -201,11 +210,16 @@ Status ParseFiguresLine(std::string_view json, WorkerFigures* f) {
   f->step_ms = Num(j, "step_ms");
   f->allreduce_share = std::clamp(Num(j, "allreduce_share"), 0.0, 1.0);
   f->kv_used_fraction = std::clamp(Num(j, "kv_used_fraction"), 0.0, 1.0);
-  f->running_requests = static_cast<uint32_t>(std::max(0.0, Num(j, "running_requests")));
-  f->queued_requests = static_cast<uint32_t>(std::max(0.0, Num(j, "queued_requests")));
+  f->running_requests =
+      static_cast<uint32_t>(std::min<uint64_t>(Count(j, "running_requests"), UINT32_MAX));
+  f->queued_requests =
+      static_cast<uint32_t>(std::min<uint64_t>(Count(j, "queued_requests"), UINT32_MAX));
   f->train_loss = Num(j, "train_loss");
   f->train_tps = Num(j, "train_tps");
-  f->train_step = static_cast<uint64_t>(std::max(0.0, Num(j, "train_step")));
+  f->train_step = Count(j, "train_step");
+  f->spec_drafted_tokens = Count(j, "spec_drafted_tokens_total");
+  f->spec_accepted_tokens =
+      std::min(f->spec_drafted_tokens, Count(j, "spec_accepted_tokens_total"));
   return Status::Ok();
 }
 

@@ -171,6 +171,8 @@ TelemetrySample FromProto(const v1::TelemetrySample& p) {
     f.train_tps = w.train_tps();
     f.train_step = w.train_step();
     f.memory_bytes = w.memory_bytes();
+    f.spec_drafted_tokens = w.spec_drafted_tokens();
+    f.spec_accepted_tokens = w.spec_accepted_tokens();
     s.workers.push_back(std::move(f));
   }
   return s;

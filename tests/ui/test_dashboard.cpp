@@ -44,6 +44,8 @@ app::ClusterSnapshot Step(int k) {
   q0.queued_requests = 1;
   q0.allreduce_share = 0.2;
   q0.memory_bytes = 1ull << 30;
+  q0.spec_drafted_tokens = 10ull * k;  // speculating: 7 of every 10 drafts kept
+  q0.spec_accepted_tokens = 7ull * k;
   auto q1 = Worker("qwen", 1, "inference");
   q1.decode_tps = 999;  // a non-zero rank's own view is not the job's figure
   q1.allreduce_share = 0.4;
@@ -126,6 +128,27 @@ class TestDashboard : public QObject {
     QVERIFY(kpi);
     QCOMPARE(kpi->text(), QStringLiteral("34.0 tok/s"));
     QCOMPARE(panel.findChild<QLabel*>(QStringLiteral("kpiRequests"))->text(), QStringLiteral("2"));
+  }
+
+  void draftAcceptanceIsTheShareOfDraftsKept() {
+    ui::ClusterController controller({});
+    ui::DashboardPanel panel(&controller);
+    panel.show();  // the headline figures follow snapshots while the panel is shown
+    QVERIFY(QTest::qWaitForWindowExposed(&panel));
+    auto* kpi = panel.findChild<QLabel*>(QStringLiteral("kpiAcceptance"));
+    QVERIFY(kpi);
+    panel.addSnapshot(Step(0));  // nothing drafted yet: no rate to show
+    QCOMPARE(kpi->text(), QStringLiteral("—"));
+    panel.addSnapshot(Step(3));
+    QCOMPARE(kpi->text(), QStringLiteral("70.0 %"));
+    // A second speculating instance counts by its drafts, not as a mean of rates.
+    app::ClusterSnapshot s = Step(4);  // qwen: 40 drafted, 28 kept
+    auto m0 = Worker("mtp", 0, "inference");
+    m0.spec_drafted_tokens = 60;
+    m0.spec_accepted_tokens = 57;
+    s.nodes[1].telemetry.workers.push_back(m0);
+    panel.addSnapshot(s);
+    QCOMPARE(kpi->text(), QStringLiteral("85.0 %"));  // (28 + 57) / (40 + 60)
   }
 
   void everyChartAppearsEachTimeThePanelIsShown() {

@@ -206,6 +206,10 @@ DashboardPanel::DashboardPanel(ClusterController* controller, QWidget* parent)
   kpi_requests_ = KpiTile(tr("Requests running"), QStringLiteral("kpiRequests"), this, kpis);
   kpi_jobs_ = KpiTile(tr("Jobs running"), QStringLiteral("kpiJobs"), this, kpis);
   kpi_memory_ = KpiTile(tr("Cluster memory"), QStringLiteral("kpiMemory"), this, kpis);
+  kpi_acceptance_ = KpiTile(tr("Draft acceptance"), QStringLiteral("kpiAcceptance"), this, kpis);
+  kpi_acceptance_->setToolTip(
+      tr("Speculative decoding: the share of drafted tokens the model kept, over every instance "
+         "launched with --speculative (— when none drafts)"));
   outer->addLayout(kpis);
   empty_hint_ = new QLabel(
       tr("No job is running. Launch an instance or a training run from <b>Launch</b> (Ctrl+2); "
@@ -444,6 +448,7 @@ void DashboardPanel::changeEvent(QEvent* event) {
 void DashboardPanel::updateKpis(const app::ClusterSnapshot& s) {
   double decode = 0, prefill = 0;
   int requests = 0;
+  uint64_t drafted = 0, accepted = 0;
   QSet<QString> jobs;
   uint64_t used = 0, total = 0;
   for (const auto& n : s.nodes) {
@@ -458,6 +463,8 @@ void DashboardPanel::updateKpis(const app::ClusterSnapshot& s) {
       decode += w.decode_tps;
       prefill += w.prefill_tps;
       requests += static_cast<int>(w.running_requests);
+      drafted += w.spec_drafted_tokens;
+      accepted += w.spec_accepted_tokens;
     }
   }
   kpi_decode_->setText(FormatTps(decode));
@@ -468,6 +475,10 @@ void DashboardPanel::updateKpis(const app::ClusterSnapshot& s) {
       total ? QStringLiteral("%1 / %2").arg(FormatBytesIec(static_cast<double>(used)),
                                             FormatBytesIec(static_cast<double>(total)))
             : QStringLiteral("—"));
+  kpi_acceptance_->setText(
+      drafted ? QStringLiteral("%1 %").arg(
+                    100.0 * static_cast<double>(accepted) / static_cast<double>(drafted), 0, 'f', 1)
+              : QStringLiteral("—"));
   empty_hint_->setVisible(jobs.isEmpty());
 }
 

@@ -718,6 +718,23 @@ class TestAgentUnits : public QObject {
     QCOMPARE(f.decode_tps, 41.5);
     QCOMPARE(f.allreduce_share, 1.0);  // clamped to a fraction
     QCOMPARE(f.train_step, uint64_t{12});
+    // A speculating server's draft counts (as app/cli/instance.cpp writes them);
+    // kept drafts never exceed proposed ones, and absurd counts stay defined.
+    QVERIFY(
+        ParseFiguresLine(
+            R"({"spec_drafted_tokens_total":120,"spec_accepted_tokens_total":90,"queued_requests":-3})",
+            &f)
+            .ok());
+    QCOMPARE(f.spec_drafted_tokens, uint64_t{120});
+    QCOMPARE(f.spec_accepted_tokens, uint64_t{90});
+    QCOMPARE(f.queued_requests, uint32_t{0});
+    QVERIFY(
+        ParseFiguresLine(
+            R"({"spec_drafted_tokens_total":5,"spec_accepted_tokens_total":7,"train_step":1e300})",
+            &f)
+            .ok());
+    QCOMPARE(f.spec_accepted_tokens, uint64_t{5});
+    QCOMPARE(f.train_step, uint64_t{9007199254740992});
     QVERIFY(!ParseFiguresLine("not json", &f).ok());
     QVERIFY(ParseFiguresLine(R"({"decode_tps":"fast"})", &f)
                 .ok());  // wrong types are ignored, not thrown

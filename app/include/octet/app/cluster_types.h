@@ -136,6 +136,8 @@ struct WorkerFigures {
   double train_tps = 0;
   uint64_t train_step = 0;
   uint64_t memory_bytes = 0;
+  uint64_t spec_drafted_tokens = 0;   // speculative decoding: drafts proposed
+  uint64_t spec_accepted_tokens = 0;  // and kept, since the worker started
 };
 
 struct TelemetrySample {

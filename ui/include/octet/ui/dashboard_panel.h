@@ -107,6 +107,7 @@ class DashboardPanel : public QWidget {
   QLabel* kpi_requests_;
   QLabel* kpi_jobs_;
   QLabel* kpi_memory_;
+  QLabel* kpi_acceptance_;  // draft tokens kept / proposed, over speculating instances
   QLabel* empty_hint_;
   bool dirty_ = false;
   InstanceManager* instances_ = nullptr;
