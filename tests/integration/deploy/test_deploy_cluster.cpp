@@ -169,7 +169,7 @@ pools:
     capacity: {nodes_per_replica: 1, requests_per_s: 1.5}
 routes:
   - name: small
-    match: {models: [small]}
+    match: {model: [small]}
     pool: small
   - name: rest
     pool: large
