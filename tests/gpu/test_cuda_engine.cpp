@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
+#include "fixture_reference.h"
 #include "octet/base/file_util.h"
 #include "octet/base/npy.h"
 #include "octet/engine/generate.h"
@@ -27,28 +28,8 @@ using namespace octet::engine;
 
 namespace {
 
-struct Reference {
-  std::vector<int32_t> prompt, generated;
-  std::vector<float> logits;  // [T, V]
-  int64_t T = 0, V = 0;
-  double atol = 0;
-};
-
-Reference LoadReference(const std::string& dir) {
-  Reference r;
-  auto text = ReadFileToString(dir + "/reference.json");
-  if (!text.ok()) qFatal("%s", text.status().ToString().c_str());
-  auto j = nlohmann::json::parse(*text);
-  r.prompt = j["prompt_ids"].get<std::vector<int32_t>>();
-  r.generated = j["generated_ids"].get<std::vector<int32_t>>();
-  auto npy = ReadNpy(dir + "/" + j["logits_file"].get<std::string>());
-  if (!npy.ok()) qFatal("%s", npy.status().ToString().c_str());
-  r.logits = npy->AsFloat();
-  r.T = npy->shape[0];
-  r.V = npy->shape[1];
-  r.atol = j["weight_storage"].get<std::string>() == "F32" ? 1e-3 : 2e-3;
-  return r;
-}
+using Reference = test::FixtureReference;
+Reference LoadReference(const std::string& dir) { return test::LoadFixtureReference(dir); }
 
 double MaxDiff(const float* got, const Reference& ref, int64_t n_rows) {
   double m = 0;

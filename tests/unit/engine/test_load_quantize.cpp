@@ -19,6 +19,7 @@
 #include <random>
 #include <thread>
 
+#include "fixture_reference.h"
 #include "octet/base/file_util.h"
 #include "octet/base/npy.h"
 #include "octet/engine/memory_plan.h"
@@ -128,26 +129,8 @@ Result<std::unique_ptr<Model>> Load(const std::string& dir, LoadQuantize q, int 
   return Model::Load(dir, o);
 }
 
-struct Reference {
-  std::vector<int32_t> prompt, generated;
-  std::vector<float> logits;
-  int64_t T = 0, V = 0;
-};
-
-Reference LoadReference(const std::string& dir) {
-  Reference r;
-  auto text = ReadFileToString(dir + "/reference.json");
-  if (!text.ok()) qFatal("%s", text.status().ToString().c_str());
-  auto j = nlohmann::json::parse(*text);
-  r.prompt = j["prompt_ids"].get<std::vector<int32_t>>();
-  r.generated = j["generated_ids"].get<std::vector<int32_t>>();
-  auto npy = ReadNpy(dir + "/" + j["logits_file"].get<std::string>());
-  if (!npy.ok()) qFatal("%s", npy.status().ToString().c_str());
-  r.logits = npy->AsFloat();
-  r.T = npy->shape[0];
-  r.V = npy->shape[1];
-  return r;
-}
+using Reference = test::FixtureReference;
+Reference LoadReference(const std::string& dir) { return test::LoadFixtureReference(dir); }
 
 // All logits of prompt + generated[:-1] in one pass.
 Result<std::vector<float>> Logits(Model& m, const Reference& ref, const ForwardHooks& hooks = {}) {
