@@ -10,6 +10,7 @@
 #include <set>
 #include <thread>
 
+#include "agent_job_text.h"
 #include "octet/agent/link_probe.h"
 #include "octet/app/deployment.h"
 
@@ -21,22 +22,6 @@ constexpr int kCallMs = 5000;
 
 int64_t RemainingMs(const Deadline& d) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(d.remaining()).count();
-}
-
-std::string HostOfAgent(const std::string& address) {
-  if (address.rfind("unix:", 0) == 0) return "127.0.0.1";
-  std::string host;
-  uint16_t port = 0;
-  if (!agent::SplitHostPort(address, &host, &port).ok()) return address;
-  return host;
-}
-
-std::string EndedWhy(const JobStatus& job) {
-  std::string why = job.exit_reason.empty() ? job.state : job.exit_reason;
-  if (!job.last_error_line.empty() && why.find(job.last_error_line) == std::string::npos) {
-    why += ": " + job.last_error_line;
-  }
-  return why;
 }
 
 // "http://HOST:PORT" from a server's "... serving ... on http://HOST:PORT" line.

@@ -2,6 +2,7 @@
 
 #include <regex>
 
+#include "agent_job_text.h"
 #include "octet/agent/link_probe.h"
 
 namespace octet::app {
@@ -14,24 +15,6 @@ constexpr int kStopAfterFailureMs = 15'000;
 constexpr int kUnansweredChecks = 8;
 // Checks a finished training run waits for rank 0's output stream to end.
 constexpr int kLogDrainChecks = 20;
-
-std::string HostOfAgent(const std::string& address) {
-  if (address.rfind("unix:", 0) == 0) return "127.0.0.1";
-  std::string host;
-  uint16_t port = 0;
-  if (!agent::SplitHostPort(address, &host, &port).ok()) return address;
-  return host;
-}
-
-// The agent's account of a rank that ended: its exit reason and the last
-// error line the worker printed (when the reason does not already hold it).
-std::string EndedWhy(const JobStatus& job) {
-  std::string why = job.exit_reason.empty() ? job.state : job.exit_reason;
-  if (!job.last_error_line.empty() && why.find(job.last_error_line) == std::string::npos) {
-    why += ": " + job.last_error_line;
-  }
-  return why;
-}
 
 }  // namespace
 
