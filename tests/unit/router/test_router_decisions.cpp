@@ -5,6 +5,7 @@
 #include <atomic>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "octet/router/router.h"
 #include "octet_test.h"
@@ -472,13 +473,21 @@ class TestRouterDecisions : public QObject {
   }
 
   void histogramQuantiles() {
-    LatencyHistogram h;
+    // The log buckets behind the quantiles, and beside them the Prometheus
+    // histogram with the bounds it was given (seconds).
+    LatencyHistogram h({0.00055, 0.001});
     for (int i = 1; i <= 1000; ++i) h.Record(i * 1000);  // 1..1000 us
     QCOMPARE(h.count(), uint64_t(1000));
     const double p50 = h.QuantileNs(0.5) / 1000, p99 = h.QuantileNs(0.99) / 1000;
     QVERIFY2(p50 >= 500 && p50 <= 500 * 1.13, std::to_string(p50).c_str());
     QVERIFY2(p99 >= 990 && p99 <= 990 * 1.13, std::to_string(p99).c_str());
-    LatencyHistogram empty;
+    QCOMPARE(h.prom().count(), uint64_t(1000));
+    std::ostringstream prom;
+    h.prom().Write(prom, "t", "");
+    QVERIFY2(prom.str().find("t_bucket{le=\"0.00055\"} 550\n") != std::string::npos &&
+                 prom.str().find("t_bucket{le=\"+Inf\"} 1000\n") != std::string::npos,
+             prom.str().c_str());
+    LatencyHistogram empty({0.001});
     QCOMPARE(empty.QuantileNs(0.99), 0.0);
   }
 
