@@ -776,7 +776,9 @@ std::vector<ComparisonRow> CompareRuns(const BenchRun& a, const BenchRun& b) {
 
 // ---- llama-benchy JSON ---------------------------------------------------------------
 
-Result<BenchRun> ParseLlamaBenchyJson(const std::string& text, const std::string& where) {
+namespace {
+
+Result<BenchRun> ParseLlamaBenchyJsonOrThrow(const std::string& text, const std::string& where) {
   json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (!j.is_object()) return InvalidArgumentError(where + ": not a JSON object");
   if (!j.contains("benchmarks") || !j["benchmarks"].is_array()) {
@@ -834,6 +836,18 @@ Result<BenchRun> ParseLlamaBenchyJson(const std::string& text, const std::string
     run.results.push_back(std::move(r));
   }
   return run;
+}
+
+}  // namespace
+
+// A key of the right name but the wrong type (`"latency_ms": false`) makes
+// nlohmann's value()/get() throw; the report is refused with what it said.
+Result<BenchRun> ParseLlamaBenchyJson(const std::string& text, const std::string& where) {
+  try {
+    return ParseLlamaBenchyJsonOrThrow(text, where);
+  } catch (const json::exception& e) {
+    return InvalidArgumentError(where + ": not a llama-benchy JSON report: " + e.what());
+  }
 }
 
 std::string BenchRunToJson(const BenchRun& run) {
