@@ -9,8 +9,8 @@ make it), then runs llama.cpp's `llama-bench` and `octet_bench_engine`
 alternately, round after round, at the same thread count, and prints the
 ratios octet / llama.cpp (median over the rounds) and one JSON document.
 
-  tests/bench/llama_cpp_peer.py --llama-cpp /work/peers/llama.cpp \\
-      --llama-bench /work/peers/llama.cpp/build-noamx/bin/llama-bench \\
+  tests/bench/llama_cpp_peer.py --llama-cpp $HOME/src/llama.cpp \\
+      --llama-bench $HOME/src/llama.cpp/build-noamx/bin/llama-bench \\
       --octet-bench build/default/tests/bench/octet_bench_engine \\
       [--threads 2] [--rounds 3] [--backend avx512] [--dir /tmp/octet-bench-engine]
 
