@@ -56,6 +56,9 @@ int main(int argc, char** argv) {
   p.Option("state-dir", "DIR", "where the node id is kept", DefaultStateDir());
   p.Option("machine-id-file", "FILE", "machine id behind the node id", "/etc/machine-id");
   p.Option("model-roots", "DIR,...", "folders jobs may load models from");
+  p.Option("models-dir", "DIR",
+           "where `octet pull --cluster` puts models on this node (a Hugging Face hub cache; "
+           "default: FIRST-MODEL-ROOT/hub; a model root itself)");
   p.Option("memory-budget", "SIZE", "simulate a node with this much memory (local cluster)");
   p.Option("cabling", "ring|switch", "declared cabling of a simulated node (local cluster)");
   p.Flag("no-discovery", "send no link beacons");
@@ -115,6 +118,7 @@ int main(int argc, char** argv) {
   cfg.identity.state_dir = p.GetString("state-dir");
   cfg.identity.machine_id_file = p.GetString("machine-id-file");
   cfg.model_roots = p.GetList("model-roots");
+  cfg.models_dir = p.GetString("models-dir");
   if (p.Given("memory-budget")) {
     auto b = p.GetBytes("memory-budget");
     if (!b.ok() || *b <= 0) return Fail("--memory-budget: expected a size like 16G", 2);

@@ -11,7 +11,9 @@
 #include <mutex>
 #include <thread>
 
+#include "model_service.h"
 #include "octet/agent/cluster_token.h"
+#include "octet/agent/job_arguments.h"
 #include "octet/agent/job_supervisor.h"
 #include "octet/agent/link_probe.h"
 #include "octet/agent/roce.h"
@@ -765,6 +767,16 @@ Result<std::unique_ptr<AgentServer>> AgentServer::Start(AgentConfig config) {
     auto self = SelfExecutablePath();
     jo.octet_binary = self.ok() ? JoinPath(DirName(*self), "octet") : "octet";
   }
+  // The model store: pulls land there, jobs load from there.
+  if (a->config.models_dir.empty() && !a->config.model_roots.empty()) {
+    a->config.models_dir = JoinPath(a->config.model_roots.front(), "hub");
+  }
+  if (!a->config.models_dir.empty()) {
+    OCTET_RETURN_IF_ERROR(MakeDirs(a->config.models_dir).WithContext("--models-dir"));
+    const bool inside =
+        ResolveInsideRoots(a->config.models_dir, a->config.model_roots, "models dir").ok();
+    if (!inside) a->config.model_roots.push_back(a->config.models_dir);
+  }
   jo.model_roots = cfg.model_roots;
   jo.owner_flags = cfg.octet_binary_flags;
   jo.stop_grace_ms = cfg.stop_grace_ms;
@@ -778,6 +790,7 @@ Result<std::unique_ptr<AgentServer>> AgentServer::Start(AgentConfig config) {
     for (const auto& w : nccl.warnings) OCTET_LOG(WARNING) << "RoCE: " << w.message;
     jo.nccl_env_source = [root] { return NcclSettingsFor(ReadRdmaSysfs(root)).env; };
   }
+  const std::string jo_binary = jo.octet_binary;
   a->supervisor = std::make_unique<JobSupervisor>(std::move(jo));
 
   // Link probe endpoint.
@@ -815,6 +828,18 @@ Result<std::unique_ptr<AgentServer>> AgentServer::Start(AgentConfig config) {
   a->services.push_back(std::make_unique<TelemetryServiceImpl>(a));
   a->services.push_back(std::make_unique<LinkServiceImpl>(a));
   a->services.push_back(std::make_unique<JobServiceImpl>(a));
+  {
+    ModelServiceDeps md;
+    md.authorize = [a](grpc::CallbackServerContext* ctx, const char* method) {
+      return a->Authorize(ctx, method);
+    };
+    md.run_background = [a](std::function<void()> fn) { a->tasks.Run(std::move(fn)); };
+    md.model_roots = a->config.model_roots;
+    md.models_dir = a->config.models_dir;
+    md.octet_binary = jo_binary;
+    md.cluster_token = cfg.token;
+    a->services.push_back(MakeModelService(std::move(md)));
+  }
 
   std::shared_ptr<grpc::ServerCredentials> creds;
   if (!cfg.tls_cert_pem.empty()) {

@@ -7,6 +7,8 @@
 #include <nlohmann/json.hpp>
 
 #include "command.h"
+#include "octet/app/agent_client.h"
+#include "octet/app/cluster_profile.h"
 #include "octet/app/hub.h"
 #include "octet/base/args.h"
 #include "octet/base/file_util.h"
@@ -61,6 +63,78 @@ int ListModels(const app::hub::HubConfig& c, bool json) {
   }
   std::printf("(cache: %s)\n", c.cache_dir.c_str());
   return kExitOk;
+}
+
+// `octet models --cluster NAME`: which node holds which model (each agent's
+// model store).
+int ListClusterModels(const std::string& cluster, const std::string& config_dir, bool json) {
+  auto profile = app::LoadProfile(cluster, config_dir);
+  if (!profile.ok()) {
+    std::cerr << "octet models: --cluster " << cluster << ": " << profile.status().message()
+              << "\n";
+    return kExitFailure;
+  }
+  nlohmann::json nodes = nlohmann::json::array();
+  int unreachable = 0;
+  if (!json) {
+    std::printf("%-16s %-40s %-12s %-10s %6s %10s  %s\n", "NODE", "REPO", "REVISION", "COMMIT",
+                "FILES", "SIZE", "NOTES");
+  }
+  for (size_t i = 0; i < profile->nodes.size(); ++i) {
+    const auto& node = profile->nodes[i];
+    Result<app::NodeModels> models = UnavailableError("");
+    auto ep = app::EndpointFor(*profile, i);
+    if (!ep.ok()) {
+      models = ep.status();
+    } else if (auto cl = app::AgentClient::Create(*ep); !cl.ok()) {
+      models = cl.status();
+    } else {
+      models = (*cl)->ListModels(Deadline::AfterMs(15'000));
+    }
+    nlohmann::json jn = {{"name", node.name}, {"address", node.address}};
+    if (!models.ok()) {
+      ++unreachable;
+      jn["error"] = models.status().message();
+      if (!json)
+        std::printf("%-16s error: %s\n", node.name.c_str(), models.status().message().c_str());
+      nodes.push_back(jn);
+      continue;
+    }
+    jn["models_dir"] = models->models_dir;
+    jn["models"] = nlohmann::json::array();
+    for (const auto& m : models->models) {
+      jn["models"].push_back({{"repo", m.repo},
+                              {"commit", m.commit},
+                              {"refs", m.refs},
+                              {"snapshot", m.snapshot_dir},
+                              {"files", m.files},
+                              {"bytes", m.bytes},
+                              {"incomplete_files", m.incomplete_files},
+                              {"missing_files", m.missing_files}});
+      if (!json) {
+        std::string refs;
+        for (const auto& r : m.refs) refs += (refs.empty() ? "" : ",") + r;
+        std::string notes;
+        if (m.incomplete_files > 0)
+          notes += std::to_string(m.incomplete_files) + " partial file(s)";
+        if (m.missing_files > 0) {
+          notes +=
+              (notes.empty() ? "" : "; ") + std::to_string(m.missing_files) + " missing blob(s)";
+        }
+        std::printf("%-16s %-40s %-12s %-10s %6u %10s  %s\n", node.name.c_str(), m.repo.c_str(),
+                    refs.empty() ? "-" : refs.c_str(), m.commit.substr(0, 10).c_str(), m.files,
+                    FormatBytes(double(m.bytes)).c_str(), notes.c_str());
+      }
+    }
+    if (!json && models->models.empty()) {
+      std::printf(
+          "%-16s (no models in %s)\n", node.name.c_str(),
+          models->models_dir.empty() ? "its store: none configured" : models->models_dir.c_str());
+    }
+    nodes.push_back(jn);
+  }
+  if (json) std::cout << nlohmann::json{{"cluster", cluster}, {"nodes", nodes}}.dump(2) << "\n";
+  return unreachable == 0 ? kExitOk : kExitFailure;
 }
 
 // `--model VALUE` / `--model=VALUE` in args: its index and value, or -1.
@@ -142,6 +216,10 @@ int RunModels(const std::vector<std::string>& args) {
               "(every snapshot and blob of the repo).");
   p.Positional("[rm ORG/NAME]", "remove a model from the cache")
       .Option("cache-dir", "DIR", "the hub cache folder (default: from the environment)")
+      .Option("cluster", "NAME",
+              "list what each node of this saved cluster holds (its agent's "
+              "model store) instead of this machine's cache")
+      .Option("config-dir", "DIR", "where cluster profiles are (with --cluster)")
       .Flag("json", "print one JSON document on stdout");
   if (Status s = p.Parse(args); !s.ok()) {
     std::cerr << s.message() << "\n";
@@ -154,6 +232,13 @@ int RunModels(const std::vector<std::string>& args) {
   app::hub::HubConfig c = app::hub::HubConfig::FromEnvironment();
   if (p.Given("cache-dir")) c.cache_dir = p.GetString("cache-dir");
   const auto& words = p.positional();
+  if (p.Given("cluster")) {
+    if (!(words.empty() || (words.size() == 1 && words[0] == "list"))) {
+      std::cerr << "octet models: --cluster lists only (octet models --cluster NAME)\n";
+      return kExitUsage;
+    }
+    return ListClusterModels(p.GetString("cluster"), p.GetString("config-dir"), p.GetFlag("json"));
+  }
   if (words.empty() || (words.size() == 1 && words[0] == "list")) {
     return ListModels(c, p.GetFlag("json"));
   }

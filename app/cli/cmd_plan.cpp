@@ -17,6 +17,10 @@
 #include <sstream>
 
 #include "command.h"
+#include "octet/app/agent_client.h"
+#include "octet/app/cluster_profile.h"
+#include "octet/app/hub.h"
+#include "octet/app/model_summary.h"
 #include "octet/base/args.h"
 #include "octet/base/file_util.h"
 #include "octet/engine/memory_plan.h"
@@ -67,30 +71,32 @@ std::string Billions(int64_t n) {
 
 nlohmann::json ToJson(const engine::MemoryPlan& p) {
   const engine::ModelFootprint& m = p.model;
-  nlohmann::json model = {{"id", m.id},
-                          {"display_name", m.display_name},
-                          {"source", m.source},
-                          {"fictional", m.fictional},
-                          {"architecture", m.architecture},
-                          {"weight_format", m.weight_format},
-                          {"params", m.params},
-                          {"extra_params", m.extra_params},
-                          {"active_params", m.active_params},
-                          {"weight_bytes", m.TotalWeightBytes()},
-                          {"mtp_weight_bytes", m.MtpWeightBytes()},
-                          {"active_weight_bytes_per_token", m.ActiveBytesPerToken()},
-                          {"num_layers", m.num_layers},
-                          {"num_mtp_layers", m.num_mtp_layers},
-                          {"num_heads", m.shape.num_heads},
-                          {"num_kv_heads", m.shape.num_kv_heads},
-                          {"head_dim", m.shape.head_dim},
-                          {"hidden_size", m.shape.hidden_size},
-                          {"vocab_size", m.shape.vocab_size},
-                          {"num_experts", m.num_experts},
-                          {"experts_per_token", m.experts_per_token},
-                          {"moe_intermediate_size", m.moe_intermediate_size},
-                          {"shared_intermediate_size", m.shared_intermediate_size},
-                          {"num_moe_layers", m.num_moe_layers}};
+  nlohmann::json model = {
+      {"id", m.id},
+      {"display_name", m.display_name},
+      {"source", m.source},
+      {"fictional", m.fictional},
+      {"hub_repo", m.hub_repo.empty() ? nlohmann::json() : nlohmann::json(m.hub_repo)},
+      {"architecture", m.architecture},
+      {"weight_format", m.weight_format},
+      {"params", m.params},
+      {"extra_params", m.extra_params},
+      {"active_params", m.active_params},
+      {"weight_bytes", m.TotalWeightBytes()},
+      {"mtp_weight_bytes", m.MtpWeightBytes()},
+      {"active_weight_bytes_per_token", m.ActiveBytesPerToken()},
+      {"num_layers", m.num_layers},
+      {"num_mtp_layers", m.num_mtp_layers},
+      {"num_heads", m.shape.num_heads},
+      {"num_kv_heads", m.shape.num_kv_heads},
+      {"head_dim", m.shape.head_dim},
+      {"hidden_size", m.shape.hidden_size},
+      {"vocab_size", m.shape.vocab_size},
+      {"num_experts", m.num_experts},
+      {"experts_per_token", m.experts_per_token},
+      {"moe_intermediate_size", m.moe_intermediate_size},
+      {"shared_intermediate_size", m.shared_intermediate_size},
+      {"num_moe_layers", m.num_moe_layers}};
   if (!m.note.empty()) model["note"] = m.note;
   nlohmann::json nodes = nlohmann::json::array();
   for (const auto& n : p.per_node) {
@@ -140,6 +146,8 @@ std::string Human(const engine::MemoryPlan& p) {
   const engine::ModelFootprint& m = p.model;
   o << m.display_name << "  [" << m.source << "]\n";
   if (m.fictional) o << "  (fictional: a derived config, not a released checkpoint; see its note)\n";
+  if (!m.hub_repo.empty())
+    o << "  Hub repo " << m.hub_repo << " (octet pull " << m.hub_repo << ")\n";
   o << "  " << m.architecture << ", " << m.weight_format << ", " << Billions(m.params)
     << " parameters";
   if (m.extra_params > 0) o << " (+" << Billions(m.extra_params) << " MTP)";
@@ -210,14 +218,68 @@ std::string Human(const engine::MemoryPlan& p) {
   return o.str();
 }
 
+// What a plan made from the Hub (a repo id not pulled here) was made from.
+struct HubSource {
+  app::HubModelInfo info;
+  int64_t config_weight_bytes = 0;  // the config's own estimate, before the file sizes
+};
+
+// The model info (file list with sizes), config.json and, when listed,
+// hf_quant_config.json: nothing else is fetched (app::FetchHubModelInfo).
+Result<engine::ModelFootprint> FootprintFromHub(const std::string& text, HubSource* src) {
+  OCTET_ASSIGN_OR_RETURN(src->info, app::FetchHubModelInfo(text));
+  const app::HubModelInfo& i = src->info;
+  const std::string id = i.revision == "main" ? i.repo : i.repo + "@" + i.revision;
+  OCTET_ASSIGN_OR_RETURN(engine::ModelFootprint from_config,
+                         engine::LoadHubConfigModel(i.config_json, i.quant_config_json, 0, id));
+  src->config_weight_bytes = from_config.TotalWeightBytes();
+  OCTET_ASSIGN_OR_RETURN(
+      engine::ModelFootprint m,
+      engine::LoadHubConfigModel(i.config_json, i.quant_config_json, i.safetensors_bytes, id));
+  std::string read;
+  for (const auto& f : i.files_read) read += (read.empty() ? "" : ", ") + f;
+  m.source = "Hub " + i.endpoint + " " + i.repo + " commit " + i.commit.substr(0, 12) +
+             ": file list + " + read + "; not downloaded";
+  m.hub_repo = i.repo;
+  return m;
+}
+
+// The nodes of a saved cluster and the smallest one's memory (a simulated
+// node's budget, else its MemTotal), from each agent's facts.
+Status ClusterShape(const std::string& name, const std::string& config_dir, int* nodes,
+                    int64_t* node_memory) {
+  OCTET_ASSIGN_OR_RETURN(app::ClusterProfile profile, app::LoadProfile(name, config_dir));
+  if (profile.nodes.empty()) return FailedPreconditionError("cluster '" + name + "' has no nodes");
+  int64_t smallest = 0;
+  for (size_t i = 0; i < profile.nodes.size(); ++i) {
+    OCTET_ASSIGN_OR_RETURN(app::AgentEndpoint ep, app::EndpointFor(profile, i));
+    OCTET_ASSIGN_OR_RETURN(auto client, app::AgentClient::Create(ep));
+    OCTET_ASSIGN_OR_RETURN(app::NodeFacts f, client->GetFacts(Deadline::AfterMs(10'000)));
+    const int64_t mem =
+        static_cast<int64_t>(f.memory.budget_bytes ? f.memory.budget_bytes : f.memory.total_bytes);
+    if (i == 0 || mem < smallest) smallest = mem;
+  }
+  *nodes = static_cast<int>(profile.nodes.size());
+  *node_memory = smallest;
+  return Status::Ok();
+}
+
 }  // namespace
 
 int RunPlan(const std::vector<std::string>& args) {
   ArgParser p(kProgram,
               "Will a model fit N nodes? Per-node weights (NVFP4 scales included), KV cache,\n"
               "workspace, reserve and headroom under tensor parallelism (one rank per node),\n"
-              "the verdict, and the valid TP degrees. MODEL is a folder or a catalog name.");
-  p.Option("model", "DIR|NAME", "model folder, or a catalog entry (--list shows them)")
+              "the verdict, and the valid TP degrees. MODEL is a folder, a catalog name, or a\n"
+              "Hub repo id ORG/NAME[@REV]: a pulled one is read from the cache, any other is\n"
+              "planned from the Hub's file list and config.json without downloading weights.");
+  p.Positional("[MODEL]", "the same as --model")
+      .Option("model", "DIR|NAME|ORG/NAME[@REV]",
+              "model folder, a catalog entry (--list shows them), or a Hub repo id")
+      .Option("cluster", "NAME",
+              "plan for this saved cluster: its node count and smallest node memory, from the "
+              "agents (--nodes / --node-memory override)")
+      .Option("config-dir", "DIR", "where cluster profiles are (with --cluster)")
       .Option("nodes", "N", "nodes (= TP ranks)", "1")
       .Option("node-memory", "SIZE", "memory per node", "128GiB")
       .Option("context", "N", "positions per sequence", "8192")
@@ -260,21 +322,27 @@ int RunPlan(const std::vector<std::string>& args) {
     }
     nlohmann::json list = nlohmann::json::array();
     for (const auto& m : *all) {
-      list.push_back({{"id", m.id},
-                      {"display_name", m.display_name},
-                      {"params", m.params},
-                      {"weight_bytes", m.TotalWeightBytes()},
-                      {"fictional", m.fictional}});
+      list.push_back(
+          {{"id", m.id},
+           {"display_name", m.display_name},
+           {"params", m.params},
+           {"weight_bytes", m.TotalWeightBytes()},
+           {"fictional", m.fictional},
+           {"hub_repo", m.hub_repo.empty() ? nlohmann::json() : nlohmann::json(m.hub_repo)}});
       if (!p.GetFlag("json")) {
-        std::printf("%-22s %-28s %8s %10s%s\n", m.id.c_str(), m.display_name.c_str(),
+        std::printf("%-22s %-28s %8s %10s  %s\n", m.id.c_str(), m.display_name.c_str(),
                     Billions(m.params).c_str(), B(m.TotalWeightBytes()).c_str(),
-                    m.fictional ? "  (fictional)" : "");
+                    m.fictional ? "(fictional: no Hub repo)" : m.hub_repo.c_str());
       }
     }
     if (p.GetFlag("json")) std::cout << list.dump() << "\n";
     return kExitOk;
   }
-  if (!p.Given("model")) return UsageError("--model DIR|NAME is required");
+  if (p.positional().size() > 1) return UsageError("give one MODEL");
+  if (p.Given("model") && !p.positional().empty()) return UsageError("MODEL or --model, not both");
+  if (!p.Given("model") && p.positional().empty()) {
+    return UsageError("--model DIR|NAME|ORG/NAME is required");
+  }
   engine::PlanRequest r;
   auto nodes = p.GetInt("nodes");
   auto mem = p.GetBytes("node-memory");
@@ -312,6 +380,22 @@ int RunPlan(const std::vector<std::string>& args) {
   r.node_bandwidth = *bandwidth * 1e9;
   r.nodes = static_cast<int>(*nodes);
   r.node_memory = *mem;
+  std::string cluster_line;
+  if (p.Given("cluster")) {
+    int cluster_nodes = 0;
+    int64_t cluster_memory = 0;
+    if (Status s = ClusterShape(p.GetString("cluster"), p.GetString("config-dir"), &cluster_nodes,
+                                &cluster_memory);
+        !s.ok()) {
+      std::cerr << kProgram << ": --cluster " << p.GetString("cluster") << ": " << s.message()
+                << "\n";
+      return kExitFailure;
+    }
+    if (!p.Given("nodes")) r.nodes = cluster_nodes;
+    if (!p.Given("node-memory")) r.node_memory = cluster_memory;
+    cluster_line = "cluster " + p.GetString("cluster") + ": " + std::to_string(cluster_nodes) +
+                   " nodes, the smallest " + B(cluster_memory);
+  }
   r.context = *ctx;
   r.concurrency = *conc;
   r.max_batch_tokens = *batch;
@@ -327,9 +411,27 @@ int RunPlan(const std::vector<std::string>& args) {
     if (*reserve < 0) return UsageError("--reserve must be >= 0");
     r.reserve = *reserve;
   }
-  const std::string model = p.GetString("model");
-  Result<engine::ModelFootprint> m = IsDirectory(model) ? engine::LoadFolderModel(model)
-                                                        : engine::LoadCatalogModel(catalog, model);
+  std::string model = p.Given("model") ? p.GetString("model") : p.positional()[0];
+  // A pulled repo id is its snapshot folder.
+  if (!IsDirectory(model) && app::hub::LooksLikeRepoRef(model)) {
+    auto snap = app::hub::ResolveSnapshot(app::hub::HubConfig::FromEnvironment(),
+                                          *app::hub::ParseRepoRef(model));
+    if (snap.ok()) model = *snap;
+  }
+  std::string planned_from = "folder";
+  HubSource hub;
+  Result<engine::ModelFootprint> m = NotFoundError("");
+  if (IsDirectory(model)) {
+    m = engine::LoadFolderModel(model);
+  } else {
+    planned_from = "catalog";
+    m = engine::LoadCatalogModel(catalog, model);
+    if (!m.ok() && m.status().code() == StatusCode::kNotFound &&
+        app::hub::LooksLikeRepoRef(model)) {
+      planned_from = "hub";
+      m = FootprintFromHub(model, &hub);
+    }
+  }
   if (!m.ok()) {
     std::cerr << kProgram << ": " << m.status().message() << "\n";
     return kExitFailure;
@@ -340,8 +442,30 @@ int RunPlan(const std::vector<std::string>& args) {
     return kExitFailure;
   }
   if (p.GetFlag("json")) {
-    std::cout << ToJson(*plan).dump() << "\n";
+    nlohmann::json j = ToJson(*plan);
+    j["planned_from"] = planned_from;
+    if (p.Given("cluster")) j["cluster"] = p.GetString("cluster");
+    if (planned_from == "hub") {
+      j["hub"] = {{"repo", hub.info.repo},
+                  {"revision", hub.info.revision},
+                  {"commit", hub.info.commit},
+                  {"endpoint", hub.info.endpoint},
+                  {"safetensors_files", hub.info.safetensors_files},
+                  {"safetensors_bytes", hub.info.safetensors_bytes},
+                  {"config_weight_bytes", hub.config_weight_bytes},
+                  {"files_read", hub.info.files_read}};
+    }
+    std::cout << j.dump() << "\n";
   } else {
+    if (!cluster_line.empty()) std::cout << cluster_line << "\n";
+    if (planned_from == "hub") {
+      std::cout << "planned from the Hub before download: " << hub.info.repo << "@"
+                << hub.info.revision << " (commit " << hub.info.commit.substr(0, 12) << "), "
+                << hub.info.safetensors_files << " safetensors file(s) of "
+                << Gb(hub.info.safetensors_bytes) << " (the config alone gives "
+                << Gb(hub.config_weight_bytes) << "); `octet pull " << hub.info.repo
+                << "` downloads it\n\n";
+    }
     std::cout << Human(*plan);
   }
   return kExitOk;

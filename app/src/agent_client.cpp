@@ -3,6 +3,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include <atomic>
+#include <chrono>
 #include <mutex>
 #include <thread>
 
@@ -10,6 +11,7 @@
 #include "octet/agent/link_probe.h"
 #include "octet/v1/jobs.grpc.pb.h"
 #include "octet/v1/links.grpc.pb.h"
+#include "octet/v1/models.grpc.pb.h"
 #include "octet/v1/node.grpc.pb.h"
 #include "octet/v1/telemetry.grpc.pb.h"
 
@@ -252,6 +254,7 @@ struct AgentClient::Impl {
   std::unique_ptr<v1::TelemetryService::Stub> telemetry;
   std::unique_ptr<v1::LinkService::Stub> links;
   std::unique_ptr<v1::JobService::Stub> jobs;
+  std::unique_ptr<v1::ModelService::Stub> models;
 
   void Prepare(grpc::ClientContext* ctx, Deadline d) const {
     ctx->AddMetadata(agent::kAuthMetadataKey, bearer);
@@ -297,6 +300,7 @@ Result<std::unique_ptr<AgentClient>> AgentClient::Create(const AgentEndpoint& en
   im->telemetry = v1::TelemetryService::NewStub(im->channel);
   im->links = v1::LinkService::NewStub(im->channel);
   im->jobs = v1::JobService::NewStub(im->channel);
+  im->models = v1::ModelService::NewStub(im->channel);
   return c;
 }
 
@@ -445,6 +449,131 @@ std::unique_ptr<AgentStream> AgentClient::StreamLogs(const std::string& job_id, 
         return im->Err(reader->Finish());
       },
       std::move(on_end));
+}
+
+// ---- ModelService -------------------------------------------------------------
+
+Result<NodeModels> AgentClient::ListModels(Deadline deadline) {
+  grpc::ClientContext ctx;
+  impl_->Prepare(&ctx, deadline);
+  v1::ListModelsReply reply;
+  grpc::Status s = impl_->models->ListModels(&ctx, v1::ListModelsRequest(), &reply);
+  if (!s.ok()) return impl_->Err(s);
+  NodeModels out;
+  out.models_dir = reply.models_dir();
+  for (const auto& m : reply.models()) {
+    NodeModel n;
+    n.repo = m.repo();
+    n.commit = m.commit();
+    n.refs.assign(m.refs().begin(), m.refs().end());
+    n.snapshot_dir = m.snapshot_dir();
+    n.files = m.files();
+    n.bytes = m.bytes();
+    n.incomplete_files = m.incomplete_files();
+    n.missing_files = m.missing_files();
+    out.models.push_back(std::move(n));
+  }
+  return out;
+}
+
+Result<PeerSnapshot> AgentClient::GetSnapshot(const std::string& repo, const std::string& revision,
+                                              Deadline deadline) {
+  grpc::ClientContext ctx;
+  impl_->Prepare(&ctx, deadline);
+  v1::GetSnapshotRequest req;
+  req.set_repo(repo);
+  req.set_revision(revision);
+  v1::GetSnapshotReply reply;
+  grpc::Status s = impl_->models->GetSnapshot(&ctx, req, &reply);
+  if (!s.ok()) return impl_->Err(s);
+  PeerSnapshot out;
+  out.commit = reply.commit();
+  for (const auto& f : reply.files()) {
+    out.files.push_back({f.path(), f.size(), f.blob(), f.blob_path()});
+  }
+  return out;
+}
+
+Status AgentClient::ReadFile(const std::string& path, int64_t offset,
+                             const std::function<Status(const char*, size_t)>& on_data,
+                             Deadline deadline) {
+  grpc::ClientContext ctx;
+  impl_->Prepare(&ctx, deadline);
+  v1::ReadFileRequest req;
+  req.set_path(path);
+  req.set_offset(offset);
+  auto reader = impl_->models->ReadFile(&ctx, req);
+  v1::FileChunk chunk;
+  Status failed;
+  while (reader->Read(&chunk)) {
+    failed = on_data(chunk.data().data(), chunk.data().size());
+    if (!failed.ok()) {
+      ctx.TryCancel();
+      break;
+    }
+  }
+  grpc::Status s = reader->Finish();
+  if (!failed.ok()) return failed;
+  return s.ok() ? Status::Ok() : impl_->Err(s);
+}
+
+Result<ModelPullEvent> AgentClient::PullModel(
+    const ModelPullRequest& r, const std::function<void(const ModelPullEvent&)>& on_event,
+    const std::atomic<bool>* cancel) {
+  grpc::ClientContext ctx;
+  impl_->Prepare(&ctx, Deadline::Never());
+  v1::PullModelRequest req;
+  req.set_repo(r.repo);
+  req.set_revision(r.revision);
+  for (const auto& g : r.include) req.add_include(g);
+  req.set_endpoint(r.endpoint);
+  req.set_hf_token(r.hf_token);
+  req.set_peer(r.peer);
+  req.set_peer_tls_ca_pem(r.peer_tls_ca_pem);
+  req.set_peer_tls_server_name(r.peer_tls_server_name);
+  req.set_jobs(r.jobs);
+  // The pull has no overall deadline (hundreds of GB); a cancel request, or
+  // the channel's keepalive noticing a vanished agent, ends it.
+  std::atomic<bool> ended{false};
+  std::thread watcher([&] {
+    while (!ended.load()) {
+      if (cancel && cancel->load()) {
+        ctx.TryCancel();
+        return;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  });
+  auto reader = impl_->models->PullModel(&ctx, req);
+  v1::PullModelEvent e;
+  ModelPullEvent last;
+  while (reader->Read(&e)) {
+    ModelPullEvent m;
+    m.line = e.line();
+    m.files_done = e.files_done();
+    m.files_total = e.files_total();
+    m.bytes_done = e.bytes_done();
+    m.bytes_total = e.bytes_total();
+    m.bytes_per_s = e.bytes_per_s();
+    m.finished = e.finished();
+    m.ok = e.ok();
+    m.error = e.error();
+    m.commit = e.commit();
+    m.snapshot_dir = e.snapshot_dir();
+    m.network_bytes = e.network_bytes();
+    m.files_downloaded = e.files_downloaded();
+    if (on_event) on_event(m);
+    if (m.finished) last = m;
+  }
+  grpc::Status s = reader->Finish();
+  ended = true;
+  watcher.join();
+  if (!s.ok()) return impl_->Err(s);
+  if (!last.finished) {
+    return UnavailableError("agent " + impl_->endpoint.address +
+                            ": the pull ended without an outcome");
+  }
+  return last;
 }
 
 }  // namespace octet::app

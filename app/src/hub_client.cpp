@@ -399,6 +399,35 @@ Status DownloadOnce(const PullContext& x, const HubFile& f, const std::string& p
     offset = ::lseek(fd, 0, SEEK_SET);
   }
   if (f.size >= 0 && offset == f.size) return SyncAndClose(fd, part);  // complete: verify next
+  if (x.o.source) {
+    // A peer's copy: resumed at `offset` by asking for the rest.
+    const auto write = [&](const char* d, size_t n) -> Status {
+      if (Cancelled(x.o)) return CancelledError("stopped by a signal");
+      size_t left = n;
+      while (left > 0) {
+        const ssize_t w = ::write(fd, d + (n - left), left);
+        if (w <= 0) return ResourceExhaustedError("cannot write " + part + " (disk full?)");
+        left -= static_cast<size_t>(w);
+      }
+      offset += static_cast<int64_t>(n);
+      *network += static_cast<int64_t>(n);
+      x.state->Add(f.path, static_cast<int64_t>(n), static_cast<int64_t>(n));
+      if (f.size >= 0 && offset > f.size) {
+        return DataLossError(f.path + ": " + x.o.source->name + " sent more than the " +
+                             std::to_string(f.size) + " bytes listed");
+      }
+      return Status::Ok();
+    };
+    const Status read = x.o.source->read(f, offset, write);
+    const Status closed = SyncAndClose(fd, part);
+    OCTET_RETURN_IF_ERROR(read);
+    OCTET_RETURN_IF_ERROR(closed);
+    if (f.size >= 0 && offset < f.size) {
+      return UnavailableError(f.path + ": " + x.o.source->name + " ended after " +
+                              std::to_string(offset) + " of " + std::to_string(f.size) + " bytes");
+    }
+    return Status::Ok();
+  }
   httplib::Headers h;
   if (offset > 0) h.emplace("Range", "bytes=" + std::to_string(offset) + "-");
   const std::string url = x.c.endpoint + "/" + x.ref.repo + "/resolve/" + x.commit + "/" +
@@ -619,9 +648,35 @@ Result<RepoInfo> FetchRepoInfo(const HubConfig& c, const RepoRef& ref) {
   return info;
 }
 
+Result<std::string> FetchSmallFile(const HubConfig& c, const RepoInfo& info,
+                                   const std::string& path) {
+  if (c.offline) return FailedPreconditionError("offline (HF_HUB_OFFLINE): no Hub requests");
+  if (!SafeRelativePath(path)) return InvalidArgumentError("unsafe file name '" + path + "'");
+  const std::string url = c.endpoint + "/" + info.ref.repo + "/resolve/" + info.commit + "/" +
+                          Encode(path, /*keep_slash=*/true);
+  OCTET_ASSIGN_OR_RETURN(Response r, HttpGet(c, url, {}, nullptr, nullptr, nullptr));
+  if (r.status != 200) return HttpError(c, info.ref, r.status, path, HubMessage(r));
+  return r.body;
+}
+
 Result<PullResult> Pull(const HubConfig& c, const RepoRef& ref, const PullOptions& o) {
-  if (c.offline) return PullOffline(c, ref, o);
-  auto info = FetchRepoInfo(c, ref);
+  if (c.offline && !o.source) return PullOffline(c, ref, o);
+  auto info = o.source ? o.source->info(ref) : FetchRepoInfo(c, ref);
+  if (info.ok() && o.source) {
+    // A peer's list gets the checks the Hub's gets in FetchRepoInfo: names
+    // that stay inside the snapshot and blob names that stay inside blobs/.
+    if (!SafeRelativePath(info->commit) || info->commit.find('/') != std::string::npos) {
+      return DataLossError(o.source->name + ": bad commit '" + info->commit + "'");
+    }
+    for (const auto& f : info->files) {
+      const std::string blob = f.BlobName();
+      if (!SafeRelativePath(f.path) || blob.empty() || blob.find('/') != std::string::npos ||
+          blob[0] == '.') {
+        return DataLossError(o.source->name + ": unsafe file '" + f.path + "' (blob '" + blob +
+                             "') in its file list");
+      }
+    }
+  }
   if (!info.ok()) {
     if (info.status().code() == StatusCode::kUnavailable && ResolveSnapshot(c, ref).ok()) {
       return Status(info.status().code(), info.status().message() + " (the cache holds " +

@@ -119,6 +119,9 @@ struct LocalCluster::Impl {
       for (const auto& f : options.octet_binary_flags) flags += (flags.empty() ? "" : ",") + f;
       so.argv.insert(so.argv.end(), {"--octet-bin-flags", flags});
     }
+    // Each simulated node has a model store of its own (`octet pull --cluster`
+    // copies onto every node), in its state folder; the agent adds it to its roots.
+    so.argv.insert(so.argv.end(), {"--models-dir", JoinPath(n.dir, "hub")});
     if (!options.model_roots.empty()) {
       std::string roots;
       for (const auto& r : options.model_roots) roots += (roots.empty() ? "" : ",") + r;

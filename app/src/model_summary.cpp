@@ -1,7 +1,9 @@
 #include "octet/app/model_summary.h"
 
+#include <algorithm>
 #include <filesystem>
 
+#include "octet/app/hub.h"
 #include "octet/engine/memory_plan.h"
 #include "octet/engine/model_config.h"
 #include "octet/engine/tensor_parallel.h"
@@ -16,6 +18,7 @@ ModelSummary FromFootprint(const engine::ModelFootprint& f, int max_tp) {
   s.display_name = f.display_name.empty() ? f.id : f.display_name;
   s.note = f.note;
   s.fictional = f.fictional;
+  s.hub_repo = f.hub_repo;
   s.architecture = f.architecture;
   s.dtype = f.weight_format;
   s.parameters = f.params + f.extra_params;
@@ -81,12 +84,73 @@ Result<std::vector<ModelSummary>> ListCatalog(const std::string& catalog_dir, in
   return out;
 }
 
+Result<HubModelInfo> FetchHubModelInfo(const std::string& repo_ref) {
+  OCTET_ASSIGN_OR_RETURN(hub::RepoRef ref, hub::ParseRepoRef(repo_ref));
+  const hub::HubConfig c = hub::HubConfig::FromEnvironment();
+  if (c.offline) {
+    return FailedPreconditionError(ref.ToString() + ": HF_HUB_OFFLINE is set, and planning from " +
+                                   "the Hub needs its file list");
+  }
+  OCTET_ASSIGN_OR_RETURN(hub::RepoInfo repo, hub::FetchRepoInfo(c, ref));
+  HubModelInfo info;
+  info.repo = ref.repo;
+  info.revision = ref.revision;
+  info.commit = repo.commit;
+  info.endpoint = c.endpoint;
+  bool has_config = false, has_quant = false;
+  for (const auto& f : repo.files) {
+    if (f.path == "config.json") has_config = true;
+    if (f.path == "hf_quant_config.json") has_quant = true;
+    if (f.path.find('/') == std::string::npos && f.path.size() > 12 &&
+        f.path.compare(f.path.size() - 12, 12, ".safetensors") == 0) {
+      info.safetensors_bytes += std::max<int64_t>(0, f.size);
+      ++info.safetensors_files;
+    }
+  }
+  if (!has_config) {
+    return NotFoundError(ref.ToString() + " (commit " + repo.commit +
+                         ") has no config.json: not a transformers model repo");
+  }
+  if (info.safetensors_files == 0) {
+    return FailedPreconditionError(ref.ToString() + " (commit " + repo.commit +
+                                   ") has no top-level .safetensors files: the engine loads "
+                                   "safetensors checkpoints only");
+  }
+  OCTET_ASSIGN_OR_RETURN(info.config_json, hub::FetchSmallFile(c, repo, "config.json"));
+  info.files_read.push_back("config.json");
+  if (has_quant) {
+    OCTET_ASSIGN_OR_RETURN(info.quant_config_json,
+                           hub::FetchSmallFile(c, repo, "hf_quant_config.json"));
+    info.files_read.push_back("hf_quant_config.json");
+  }
+  return info;
+}
+
+Result<ModelSummary> SummarizeHubModel(const HubModelInfo& info, int max_tp) {
+  const std::string id = info.revision == "main" ? info.repo : info.repo + "@" + info.revision;
+  OCTET_ASSIGN_OR_RETURN(engine::ModelFootprint f,
+                         engine::LoadHubConfigModel(info.config_json, info.quant_config_json,
+                                                    info.safetensors_bytes, id));
+  ModelSummary s = FromFootprint(f, max_tp);
+  s.source = "hub:" + id;
+  s.from_hub = true;
+  s.hub_repo = info.repo;
+  s.hub_config_json = info.config_json;
+  s.hub_quant_config_json = info.quant_config_json;
+  s.hub_checkpoint_bytes = info.safetensors_bytes;
+  return s;
+}
+
 Result<LaunchMemoryPlan> PlanModelMemory(const ModelSummary& model, int nodes,
                                          int64_t node_memory, int64_t context,
                                          int64_t concurrency) {
   engine::ModelFootprint f;
   if (model.from_catalog) {
     OCTET_ASSIGN_OR_RETURN(f, engine::LoadCatalogFile(model.source));
+  } else if (model.from_hub) {
+    OCTET_ASSIGN_OR_RETURN(
+        f, engine::LoadHubConfigModel(model.hub_config_json, model.hub_quant_config_json,
+                                      model.hub_checkpoint_bytes, model.name));
   } else {
     OCTET_ASSIGN_OR_RETURN(f, engine::LoadFolderModel(model.source));
   }

@@ -1,6 +1,7 @@
 #include "octet/engine/memory_plan.h"
 
 #include <dirent.h>
+#include <fnmatch.h>
 
 #include <algorithm>
 #include <cctype>
@@ -106,6 +107,28 @@ Result<ModelFootprint> FromCatalogJson(const json& j, const std::string& where) 
   m.display_name = j.value("display_name", m.id);
   m.note = j.value("note", "");
   m.fictional = j.value("fictional", false);
+  if (j.contains("hub_repo") && !j["hub_repo"].is_null()) {
+    if (!j["hub_repo"].is_string())
+      return InvalidArgumentError(where + ": 'hub_repo' is not a string");
+    m.hub_repo = j["hub_repo"].get<std::string>();
+    // ORG/NAME, each of [A-Za-z0-9._-] (the Hub's repo ids).
+    const size_t slash = m.hub_repo.find('/');
+    const bool shape_ok = slash != std::string::npos && slash > 0 &&
+                          slash + 1 < m.hub_repo.size() &&
+                          m.hub_repo.find('/', slash + 1) == std::string::npos &&
+                          std::all_of(m.hub_repo.begin(), m.hub_repo.end(), [](char ch) {
+                            return std::isalnum(static_cast<unsigned char>(ch)) || ch == '/' ||
+                                   ch == '.' || ch == '_' || ch == '-';
+                          });
+    if (!shape_ok) {
+      return InvalidArgumentError(where + ": 'hub_repo' '" + m.hub_repo +
+                                  "' is not a Hub repo id (ORG/NAME)");
+    }
+    if (m.fictional) {
+      return InvalidArgumentError(where + ": a fictional entry has no Hub repo ('hub_repo' " +
+                                  m.hub_repo + ")");
+    }
+  }
   const std::string architecture = j.value("architecture", "");
   json config = j;
   config.erase("architectures");
@@ -399,6 +422,127 @@ Result<ModelFootprint> LoadCatalogFile(const std::string& path) {
   json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (!j.is_object()) return InvalidArgumentError(path + ": not a JSON object");
   return FromCatalogJson(j, path);
+}
+
+Result<ModelFootprint> LoadHubConfigModel(const std::string& config_json,
+                                          const std::string& quant_config_json,
+                                          int64_t checkpoint_bytes, const std::string& id) {
+  const std::string where = id + " config.json";
+  json config = json::parse(config_json, nullptr, /*allow_exceptions=*/false);
+  if (!config.is_object()) return InvalidArgumentError(where + ": not a JSON object");
+  json quant;
+  if (!quant_config_json.empty()) {
+    quant = json::parse(quant_config_json, nullptr, /*allow_exceptions=*/false);
+    if (!quant.is_object()) {
+      return InvalidArgumentError(id + " hf_quant_config.json: not a JSON object");
+    }
+  }
+  // Catalog keys are Octet's, never the repo's.
+  json j = config;
+  for (const char* k : {"name", "display_name", "note", "fictional", "hub_repo", "published",
+                        "formats", "weight_format", "architecture"}) {
+    j.erase(k);
+  }
+  j["name"] = id;
+  j["display_name"] = id;
+  if (!j.contains("model_type") && config.contains("architectures") &&
+      config["architectures"].is_array() && !config["architectures"].empty() &&
+      config["architectures"][0].is_string()) {
+    j["architecture"] = config["architectures"][0];
+  }
+  std::string dtype = "bf16";
+  const std::string torch_dtype = config.value("torch_dtype", config.value("dtype", ""));
+  if (torch_dtype == "float16") dtype = "f16";
+  if (torch_dtype == "float32") dtype = "f32";
+  // The quantization: hf_quant_config.json {"quantization": {"quant_algo",
+  // "exclude_modules"}}, else config.json's quantization_config {"quant_algo"
+  // or "quant_method", "ignore" / "modules_to_not_convert"}.
+  std::string algo;
+  json exclude = json::array();
+  auto read_quant = [&](const json& q) {
+    if (!q.is_object()) return;
+    std::string a = q.value("quant_algo", "");
+    if (a.empty()) a = q.value("quant_method", "");
+    for (auto& ch : a) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    if (a.find("nvfp4") != std::string::npos)
+      algo = "nvfp4";
+    else if (a.find("fp8") != std::string::npos)
+      algo = "fp8";
+    for (const char* k : {"exclude_modules", "ignore", "modules_to_not_convert"}) {
+      if (q.contains(k) && q[k].is_array()) {
+        for (const auto& e : q[k]) {
+          if (e.is_string()) exclude.push_back(e);
+        }
+      }
+    }
+  };
+  if (quant.is_object()) read_quant(quant.value("quantization", json::object()));
+  if (algo.empty() && config.contains("quantization_config")) {
+    read_quant(config["quantization_config"]);
+  }
+  json formats = {{"default", dtype}};
+  std::string summary = dtype;
+  if (!algo.empty()) {
+    const int64_t layers = std::max<int64_t>(1, config.value("num_hidden_layers", int64_t{1}));
+    // A part stays unquantized when the excluded globs name it in every layer.
+    auto excluded = [&](const std::string& module_in_layer) {
+      for (int64_t l = 0; l < layers; ++l) {
+        const std::string name = module_in_layer.empty()
+                                     ? std::string("lm_head")
+                                     : "model.layers." + std::to_string(l) + "." + module_in_layer;
+        bool hit = false;
+        for (const auto& e : exclude) {
+          if (::fnmatch(e.get<std::string>().c_str(), name.c_str(), 0) == 0) hit = true;
+        }
+        if (!hit) return false;
+        if (module_in_layer.empty()) break;
+      }
+      return true;
+    };
+    std::vector<std::string> quantized;
+    const std::pair<const char*, const char*> parts[] = {
+        {"attention", "self_attn.q_proj"},
+        {"mlp", "mlp.gate_proj"},
+        {"experts", "mlp.experts.0.gate_proj"},
+        {"shared_experts", "mlp.shared_experts.gate_proj"},
+        {"lm_head", ""}};
+    for (const auto& [part, module] : parts) {
+      if (!excluded(module)) {
+        formats[part] = algo;
+        quantized.push_back(part);
+      }
+    }
+    summary = algo == "nvfp4" ? "NVFP4" : "FP8";
+    std::string list;
+    for (const auto& q : quantized) list += (list.empty() ? "" : ", ") + q;
+    for (auto& ch : dtype) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+    summary += " (" + list + ") + " + dtype;
+  } else {
+    for (auto& ch : summary) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+  }
+  j["formats"] = formats;
+  j["weight_format"] = summary;
+  OCTET_ASSIGN_OR_RETURN(ModelFootprint m, FromCatalogJson(j, where));
+  m.source = "hub:" + id;
+  m.note.clear();
+  if (checkpoint_bytes > 0) {
+    const int64_t computed = m.TotalWeightBytes();
+    if (computed > 0 && computed != checkpoint_bytes) {
+      const double ratio = double(checkpoint_bytes) / double(computed);
+      int64_t total = 0;
+      for (auto& g : m.groups) {
+        g.stored_bytes = std::max<int64_t>(1, std::llround(double(GroupBytes(g)) * ratio));
+        total += g.stored_bytes;
+      }
+      // Rounding: the largest group absorbs the difference.
+      auto largest = std::max_element(m.groups.begin(), m.groups.end(),
+                                      [](const WeightGroup& a, const WeightGroup& b) {
+                                        return a.stored_bytes < b.stored_bytes;
+                                      });
+      if (largest != m.groups.end()) largest->stored_bytes += checkpoint_bytes - total;
+    }
+  }
+  return m;
 }
 
 Result<std::vector<ModelFootprint>> LoadCatalog(const std::string& catalog_dir) {

@@ -459,6 +459,9 @@ void LaunchPanel::onSummary(const QString& dir, const app::ModelSummary& s, cons
   if (s.from_catalog) {
     row(tr("Source"), tr("catalog entry%1 — for planning; launching needs the checkpoint folder")
                           .arg(s.fictional ? tr(" (fictional model)") : QString()));
+    row(tr("Hub repo"), s.hub_repo.empty()
+                            ? tr("none (fictional: no released checkpoint)")
+                            : tr("%1 (octet pull %1)").arg(QString::fromStdString(s.hub_repo)));
   }
   row(tr("Architecture"), QString::fromStdString(s.architecture));
   row(tr("Parameters"),

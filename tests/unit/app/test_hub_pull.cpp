@@ -1,14 +1,12 @@
-// `octet pull` / `octet models` against a Hub on loopback: a small HTTP server
-// in the Hub's URL layout (model info API with blobs, `resolve` answering 302
-// to a blob URL, Range, a gated repo answering 401 without the right token)
-// serving a checkpoint the test writes itself (WriteRandomCheckpoint) plus a
-// 4 MiB LFS file. The server counts requests and bytes per file, and can drop
-// the connection or send corrupt bytes once, so resume and verification are
+// `octet pull` / `octet models` / `octet plan REPO` against a Hub on loopback
+// (tests/support/fake_hub.h) serving a checkpoint the test writes itself
+// (WriteRandomCheckpoint) plus a 4 MiB LFS file; resume and verification are
 // checked by what crossed the wire, not by what the client says.
 #include <httplib.h>
 
 #include <QTemporaryDir>
 #include <QtTest>
+#include <cmath>
 #include <filesystem>
 #include <map>
 #include <mutex>
@@ -17,7 +15,11 @@
 #include <set>
 #include <thread>
 
+#include "fake_hub.h"
+#include "octet/app/agent_client.h"
+#include "octet/app/cluster_profile.h"
 #include "octet/app/hub.h"
+#include "octet/app/local_cluster.h"
 #include "octet/base/file_util.h"
 #include "octet/engine/random_checkpoint.h"
 #include "octet_test.h"
@@ -25,191 +27,12 @@
 using octet::test::RunProgram;
 namespace fs = std::filesystem;
 
-namespace {
-
-// Reference digests from Qt, independent of the code under test.
-std::string Sha256(const std::string& data) {
-  return QCryptographicHash::hash(QByteArray(data.data(), qsizetype(data.size())),
-                                  QCryptographicHash::Sha256)
-      .toHex()
-      .toStdString();
-}
-std::string GitBlobId(const std::string& data) {
-  const std::string all = "blob " + std::to_string(data.size()) + std::string(1, '\0') + data;
-  return QCryptographicHash::hash(QByteArray(all.data(), qsizetype(all.size())),
-                                  QCryptographicHash::Sha1)
-      .toHex()
-      .toStdString();
-}
-
-struct RepoFile {
-  std::string path;
-  std::string bytes;
-  bool lfs = false;
-};
-
-// A Hub on 127.0.0.1: /api/models/{repo}/revision/{rev}, /{repo}/resolve/...
-// -> 302 /cdn/{repo}/{path}, which honours Range. State guarded by mu.
-class FakeHub {
- public:
-  static constexpr const char* kCommit = "0123456789abcdef0123456789abcdef01234567";
-  static constexpr const char* kToken = "hf_good_token";
-
-  FakeHub() {
-    srv_.Get(R"(/api/models/([^/]+)/([^/]+)/revision/([^/?]+))",
-             [this](const httplib::Request& req, httplib::Response& res) { Info(req, res); });
-    srv_.Get(R"(/([^/]+)/([^/]+)/resolve/([^/]+)/(.+))",
-             [this](const httplib::Request& req, httplib::Response& res) {
-               const std::string repo = req.matches[1].str() + "/" + req.matches[2].str();
-               if (!Allowed(repo, req, res)) return;
-               res.status = 302;
-               res.set_header("Location", "/cdn/" + repo + "/" + req.matches[4].str());
-             });
-    srv_.Get(R"(/cdn/([^/]+)/([^/]+)/(.+))",
-             [this](const httplib::Request& req, httplib::Response& res) { Blob(req, res); });
-    port_ = srv_.bind_to_any_port("127.0.0.1");
-    thread_ = std::thread([this] { srv_.listen_after_bind(); });
-  }
-  ~FakeHub() {
-    srv_.stop();
-    thread_.join();
-  }
-
-  std::string endpoint() const { return "http://127.0.0.1:" + std::to_string(port_); }
-
-  void AddRepo(const std::string& repo, std::vector<RepoFile> files, bool gated = false) {
-    std::lock_guard<std::mutex> lock(mu_);
-    repos_[repo] = std::move(files);
-    if (gated) gated_.insert(repo);
-  }
-  // The next blob response for path sends `after` bytes, then drops the connection.
-  void DropOnce(const std::string& path, size_t after) {
-    std::lock_guard<std::mutex> lock(mu_);
-    drop_[path] = after;
-  }
-  void CorruptOnce(const std::string& path) {
-    std::lock_guard<std::mutex> lock(mu_);
-    corrupt_.insert(path);
-  }
-  int Requests(const std::string& path) {
-    std::lock_guard<std::mutex> lock(mu_);
-    return requests_[path];
-  }
-  int64_t BytesSent(const std::string& path) {
-    std::lock_guard<std::mutex> lock(mu_);
-    return bytes_[path];
-  }
-  std::vector<std::string> Ranges(const std::string& path) {
-    std::lock_guard<std::mutex> lock(mu_);
-    return ranges_[path];
-  }
-  void ResetCounters() {
-    std::lock_guard<std::mutex> lock(mu_);
-    requests_.clear();
-    bytes_.clear();
-    ranges_.clear();
-  }
-
- private:
-  bool Allowed(const std::string& repo, const httplib::Request& req, httplib::Response& res) {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!repos_.count(repo)) {
-      res.status = 404;
-      res.set_header("X-Error-Message", "Repository not found");
-      return false;
-    }
-    if (gated_.count(repo) &&
-        req.get_header_value("Authorization") != std::string("Bearer ") + kToken) {
-      res.status = 401;
-      res.set_header("X-Error-Message", "Access to model " + repo + " is restricted.");
-      return false;
-    }
-    return true;
-  }
-  void Info(const httplib::Request& req, httplib::Response& res) {
-    const std::string repo = req.matches[1].str() + "/" + req.matches[2].str();
-    if (!Allowed(repo, req, res)) return;
-    std::lock_guard<std::mutex> lock(mu_);
-    nlohmann::json j = {{"id", repo}, {"sha", kCommit}, {"siblings", nlohmann::json::array()}};
-    for (const auto& f : repos_[repo]) {
-      const std::string oid = GitBlobId(f.bytes);
-      nlohmann::json s = {{"rfilename", f.path}, {"size", f.bytes.size()}, {"blobId", oid}};
-      if (f.lfs) {
-        s["lfs"] = {{"sha256", Sha256(f.bytes)}, {"size", f.bytes.size()}, {"pointerSize", 134}};
-      }
-      j["siblings"].push_back(s);
-    }
-    res.set_content(j.dump(), "application/json");
-  }
-  void Blob(const httplib::Request& req, httplib::Response& res) {
-    const std::string repo = req.matches[1].str() + "/" + req.matches[2].str();
-    const std::string path = req.matches[3].str();
-    std::lock_guard<std::mutex> lock(mu_);
-    const RepoFile* file = nullptr;
-    for (const auto& f : repos_[repo]) {
-      if (f.path == path) file = &f;
-    }
-    if (!file) {
-      res.status = 404;
-      return;
-    }
-    ++requests_[path];
-    ranges_[path].push_back(req.get_header_value("Range"));
-    std::string bytes = file->bytes;
-    if (corrupt_.erase(path)) bytes[bytes.size() / 2] ^= 0x5a;
-    size_t drop_after = std::string::npos;
-    if (auto it = drop_.find(path); it != drop_.end()) {
-      drop_after = it->second;
-      drop_.erase(it);
-    }
-    // httplib applies the request's Range to what the provider offers.
-    res.set_content_provider(bytes.size(), "application/octet-stream",
-                             [this, bytes, path, drop_after, sent = size_t(0)](
-                                 size_t off, size_t len, httplib::DataSink& sink) mutable {
-                               const size_t n = std::min<size_t>(len, 64 * 1024);
-                               const size_t allowed = drop_after == std::string::npos ? n
-                                                      : sent >= drop_after
-                                                          ? 0
-                                                          : std::min(n, drop_after - sent);
-                               if (allowed == 0) return false;  // drop the connection mid-file
-                               sink.write(bytes.data() + off, allowed);
-                               sent += allowed;
-                               std::lock_guard<std::mutex> lock(mu_);
-                               bytes_[path] += static_cast<int64_t>(allowed);
-                               return true;
-                             });
-  }
-
-  httplib::Server srv_;
-  int port_ = 0;
-  std::thread thread_;
-  std::mutex mu_;
-  std::map<std::string, std::vector<RepoFile>> repos_;  // guarded by mu_
-  std::set<std::string> gated_, corrupt_;
-  std::map<std::string, size_t> drop_;
-  std::map<std::string, int> requests_;
-  std::map<std::string, int64_t> bytes_;
-  std::map<std::string, std::vector<std::string>> ranges_;
-};
-
-std::string Random(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::string s(n, '\0');
-  for (auto& ch : s) ch = static_cast<char>(rng());
-  return s;
-}
-
-std::vector<RepoFile> ReadDir(const std::string& dir) {
-  std::vector<RepoFile> out;
-  for (const auto& e : fs::directory_iterator(dir)) {
-    const std::string name = e.path().filename().string();
-    out.push_back({name, *octet::ReadFileToString(e.path().string()),
-                   name.find(".safetensors") != std::string::npos});
-  }
-  return out;
-}
-
-}  // namespace
+using octet::test::FakeHub;
+using octet::test::GitBlobId;
+using octet::test::Random;
+using octet::test::ReadDir;
+using octet::test::RepoFile;
+using octet::test::Sha256;
 
 class TestHubPull : public QObject {
   Q_OBJECT
@@ -217,6 +40,7 @@ class TestHubPull : public QObject {
   QTemporaryDir tmp_;
   std::unique_ptr<FakeHub> hub_;
   std::vector<RepoFile> files_;  // acme/tiny
+  std::vector<RepoFile> moe_;    // acme/moe: Qwen3-MoE with NVFP4 experts (hf_quant_config.json)
   std::string cache_;
   int run_ = 0;
 
@@ -267,8 +91,19 @@ class TestHubPull : public QObject {
     files_ = ReadDir(model);
     files_.push_back({"extra/big.bin", Random(4 << 20, 7), true});
     files_.push_back({"README.md", "# tiny\n", false});
+    octet::engine::RandomModelShape moe;
+    moe.architecture = "Qwen3MoeForCausalLM";
+    moe.num_experts = 8;
+    moe.experts_per_token = 2;
+    moe.moe_intermediate_size = 32;
+    moe.tie_word_embeddings = false;
+    moe.nvfp4_experts = true;
+    const std::string moe_dir = tmp_.path().toStdString() + "/moe";
+    QVERIFY(octet::engine::WriteRandomCheckpoint(moe, moe_dir).ok());
+    moe_ = ReadDir(moe_dir);
     hub_ = std::make_unique<FakeHub>();
     hub_->AddRepo("acme/tiny", files_);
+    hub_->AddRepo("acme/moe", moe_);
     hub_->AddRepo("acme/gated", {{"config.json", "{}", false}}, /*gated=*/true);
   }
   void init() {
@@ -434,6 +269,179 @@ class TestHubPull : public QObject {
     QCOMPARE(r.exit_code, 1);
     QVERIFY2(r.output.find("not pulled yet") != std::string::npos, r.output.c_str());
     QVERIFY2(r.output.find("octet pull acme/tiny") != std::string::npos, r.output.c_str());
+  }
+
+  // `octet plan REPO` for a repo that is not pulled: the file list and
+  // config.json (+ hf_quant_config.json) only, no weights; the weights count
+  // as the safetensors files' sizes. Checked against the plan of the same
+  // model pulled (exact bytes from the safetensors headers).
+  void planFromTheHubFetchesNoWeights() {
+    for (const auto& [repo, files] :
+         {std::pair{std::string("acme/tiny"), files_}, std::pair{std::string("acme/moe"), moe_}}) {
+      hub_->ResetCounters();
+      auto r = Octet({"plan", repo, "--nodes", "2", "--node-memory", "1GiB", "--json"});
+      QVERIFY2(r.exit_code == 0, r.output.c_str());
+      const auto j = nlohmann::json::parse(
+          r.output.substr(r.output.find('{'), r.output.rfind('}') - r.output.find('{') + 1));
+      QCOMPARE(j["planned_from"].get<std::string>(), std::string("hub"));
+      QCOMPARE(j["hub"]["commit"].get<std::string>(), std::string(FakeHub::kCommit));
+      int64_t safetensors = 0;
+      bool quantized = false;
+      for (const auto& f : files) {
+        const bool small = f.path == "config.json" || f.path == "hf_quant_config.json";
+        quantized = quantized || f.path == "hf_quant_config.json";
+        QVERIFY2(hub_->Requests(f.path) == (small ? 1 : 0), (repo + " " + f.path).c_str());
+        if (f.path.ends_with(".safetensors")) safetensors += static_cast<int64_t>(f.bytes.size());
+      }
+      QCOMPARE(quantized, repo == "acme/moe");
+      QCOMPARE(j["weight_bytes"].get<int64_t>(), safetensors);
+      QVERIFY(!fs::exists(cache_ + "/" + octet::app::hub::RepoFolderName(repo)));
+
+      // The same model pulled: planned from its folder.
+      QVERIFY(Octet({"pull", repo, "--quiet"}).exit_code == 0);
+      r = Octet({"plan", "--model", repo, "--nodes", "2", "--node-memory", "1GiB", "--json"});
+      QVERIFY2(r.exit_code == 0, r.output.c_str());
+      const auto k = nlohmann::json::parse(
+          r.output.substr(r.output.find('{'), r.output.rfind('}') - r.output.find('{') + 1));
+      QCOMPARE(k["planned_from"].get<std::string>(), std::string("folder"));
+      const double exact = double(k["weight_bytes"].get<int64_t>());
+      const double from_config = double(j["hub"]["config_weight_bytes"].get<int64_t>());
+      QVERIFY2(
+          std::fabs(from_config - exact) <= 0.03 * exact,
+          (repo + ": config " + std::to_string(from_config) + " vs folder " + std::to_string(exact))
+              .c_str());
+      QCOMPARE(j["fits"].get<bool>(), k["fits"].get<bool>());
+      QCOMPARE(j["model"]["num_experts"].get<int64_t>(), k["model"]["num_experts"].get<int64_t>());
+    }
+    // Not a model repo: said so, nothing fetched.
+    auto r = Octet({"plan", "acme/gated"}, {std::string("HF_TOKEN=") + FakeHub::kToken});
+    QCOMPARE(r.exit_code, 1);
+    QVERIFY2(r.output.find("safetensors") != std::string::npos, r.output.c_str());
+  }
+
+  // `octet pull --cluster` on a 3-node local cluster: the first node
+  // downloads from the Hub (each file asked for once), the other two copy
+  // from it through the agents; a copy corrupted on one node is found by the
+  // next pull and copied again, the Hub not asked. The agents hand out only
+  // files inside their model roots, and only to callers with the token.
+  void clusterPullDownloadsOnceAndCopiesToPeers() {
+    const std::string config = tmp_.path().toStdString() + "/config" + std::to_string(run_);
+    octet::app::LocalClusterOptions lo;
+    lo.nodes = 3;
+    lo.memory_per_node_bytes = 1ull << 30;
+    lo.name = "pulltest";
+    lo.state_dir = octet::app::ProfileDir(lo.name, config);
+    lo.agent_binary = octet::test::BinDir() + "/octet-agent";
+    lo.model_roots = {tmp_.path().toStdString() + "/roots"};
+    QVERIFY(octet::MakeDirs(lo.model_roots[0]).ok());
+    auto cluster = octet::app::LocalCluster::Start(lo, octet::Deadline::AfterMs(30'000));
+    QVERIFY2(cluster.ok(), cluster.status().ToString().c_str());
+    QVERIFY(octet::app::SaveProfile((*cluster)->profile()).ok());
+    auto node_file = [&](int node, const std::string& path) {
+      return lo.state_dir + "/node-" + std::to_string(node) + "/hub/models--acme--tiny/snapshots/" +
+             FakeHub::kCommit + "/" + path;
+    };
+    int64_t total = 0;
+    for (const auto& f : files_) total += static_cast<int64_t>(f.bytes.size());
+    auto pull = [&] {
+      auto r = Octet({"pull", "acme/tiny", "--cluster", "pulltest", "--config-dir", config,
+                      "--json", "--quiet"});
+      if (r.exit_code != 0) return std::make_pair(r, nlohmann::json());
+      return std::make_pair(
+          r, nlohmann::json::parse(r.output.substr(r.output.find('{'),
+                                                   r.output.rfind('}') - r.output.find('{') + 1)));
+    };
+
+    auto [r, j] = pull();
+    QVERIFY2(r.exit_code == 0, r.output.c_str());
+    for (const auto& f : files_) QCOMPARE(hub_->Requests(f.path), 1);  // once, by node 0
+    QCOMPARE(j["nodes"].size(), size_t(3));
+    for (int i = 0; i < 3; ++i) {
+      const auto& n = j["nodes"][i];
+      QVERIFY2(n["ok"].get<bool>(), n.dump().c_str());
+      QCOMPARE(n["commit"].get<std::string>(), std::string(FakeHub::kCommit));
+      QCOMPARE(n["source"].get<std::string>(), std::string(i == 0 ? "hub" : "peer pulltest-0"));
+      QCOMPARE(n["network_bytes"].get<int64_t>(), total);
+      for (const auto& f : files_) {
+        QVERIFY2(*octet::ReadFileToString(node_file(i, f.path)) == f.bytes,
+                 node_file(i, f.path).c_str());
+        QVERIFY(fs::is_symlink(node_file(i, f.path)));  // the hub cache layout
+      }
+    }
+
+    // Planning for the cluster: its node count and memory, from the agents.
+    auto pl =
+        Octet({"plan", "acme/tiny", "--cluster", "pulltest", "--config-dir", config, "--json"});
+    QVERIFY2(pl.exit_code == 0, pl.output.c_str());
+    const auto pj = nlohmann::json::parse(
+        pl.output.substr(pl.output.find('{'), pl.output.rfind('}') - pl.output.find('{') + 1));
+    QCOMPARE(pj["nodes"].get<int>(), 3);
+    QCOMPARE(pj["node_memory_bytes"].get<int64_t>(), int64_t(1) << 30);
+
+    // Which node holds what.
+    auto m = Octet({"models", "--cluster", "pulltest", "--config-dir", config, "--json"});
+    QVERIFY2(m.exit_code == 0, m.output.c_str());
+    const auto mj = nlohmann::json::parse(m.output);
+    QCOMPARE(mj["nodes"].size(), size_t(3));
+    for (const auto& n : mj["nodes"]) {
+      QCOMPARE(n["models"].size(), size_t(1));
+      QCOMPARE(n["models"][0]["repo"].get<std::string>(), std::string("acme/tiny"));
+      QCOMPARE(n["models"][0]["commit"].get<std::string>(), std::string(FakeHub::kCommit));
+      QCOMPARE(n["models"][0]["bytes"].get<int64_t>(), total);
+    }
+
+    // A copy corrupted on node 2: the next pull re-hashes, refuses it and
+    // copies it again from node 0; nothing comes from the Hub.
+    const std::string big = fs::canonical(node_file(2, "extra/big.bin")).string();
+    {
+      std::string bytes = *octet::ReadFileToString(big);
+      bytes[bytes.size() / 3] ^= 1;
+      fs::permissions(big, fs::perms::owner_write, fs::perm_options::add);
+      QVERIFY(octet::WriteFileAtomic(big, bytes).ok());
+    }
+    hub_->ResetCounters();
+    std::tie(r, j) = pull();
+    QVERIFY2(r.exit_code == 0, r.output.c_str());
+    for (const auto& f : files_) QCOMPARE(hub_->Requests(f.path), 0);
+    QCOMPARE(j["nodes"][0]["files_downloaded"].get<int>(), 0);
+    QCOMPARE(j["nodes"][1]["files_downloaded"].get<int>(), 0);
+    QCOMPARE(j["nodes"][2]["files_downloaded"].get<int>(), 1);
+    QCOMPARE(j["nodes"][2]["network_bytes"].get<int64_t>(), int64_t(4 << 20));
+    QVERIFY(*octet::ReadFileToString(node_file(2, "extra/big.bin")) ==
+            files_[files_.size() - 2].bytes);
+
+    // The peer copy's file API: the token, and the model roots.
+    auto token = octet::ReadFileToString((*cluster)->profile().token_file());
+    QVERIFY(token.ok());
+    while (!token->empty() && std::isspace(static_cast<unsigned char>(token->back()))) {
+      token->pop_back();
+    }
+    const std::string blob0 = fs::canonical(node_file(0, "config.json")).string();
+    auto sink = [](const char*, size_t) { return octet::Status::Ok(); };
+    auto wrong = octet::app::AgentClient::Create({(*cluster)->address(0), "not-the-token"});
+    QVERIFY(wrong.ok());
+    QCOMPARE((*wrong)->ReadFile(blob0, 0, sink, octet::Deadline::AfterMs(10'000)).code(),
+             octet::StatusCode::kUnauthenticated);
+    auto right = octet::app::AgentClient::Create({(*cluster)->address(0), *token});
+    QVERIFY(right.ok());
+    std::string got;
+    QVERIFY((*right)
+                ->ReadFile(
+                    blob0, 0,
+                    [&](const char* d, size_t n) {
+                      got.append(d, n);
+                      return octet::Status::Ok();
+                    },
+                    octet::Deadline::AfterMs(10'000))
+                .ok());
+    for (const auto& f : files_) {
+      if (f.path == "config.json") QVERIFY(got == f.bytes);
+    }
+    for (const std::string& outside : {tmp_.path().toStdString() + "/model/config.json",
+                                       std::string("/etc/passwd"), lo.state_dir + "/token"}) {
+      QCOMPARE((*right)->ReadFile(outside, 0, sink, octet::Deadline::AfterMs(10'000)).code(),
+               octet::StatusCode::kPermissionDenied);
+    }
   }
 
   void repoRefsParse() {

@@ -10,6 +10,7 @@
 // layers count toward memory only when loaded.
 #include <dirent.h>
 
+#include <QTemporaryDir>
 #include <QtTest>
 #include <cmath>
 #include <cstdio>
@@ -155,6 +156,18 @@ class TestMemoryPlan : public QObject {
                  (m.id + ": " + std::to_string(got) + " GB vs " + std::to_string(want)).c_str());
       }
       if (m.fictional) QVERIFY2(!m.note.empty(), m.id.c_str());
+      // A released model names its Hub repo; a fictional one has none.
+      QVERIFY2(m.fictional == m.hub_repo.empty(), m.id.c_str());
+    }
+    // A fictional entry that names a repo, or a malformed repo id, is refused.
+    QTemporaryDir dir;
+    for (const char* bad :
+         {R"({"name":"x","fictional":true,"hub_repo":"a/b","model_type":"llama"})",
+          R"({"name":"x","hub_repo":"not a repo","model_type":"llama"})"}) {
+      const std::string path = dir.path().toStdString() + "/x.json";
+      QVERIFY(WriteFileAtomic(path, bad).ok());
+      auto r = LoadCatalogFile(path);
+      QVERIFY2(!r.ok() && r.status().message().find("hub_repo") != std::string::npos, bad);
     }
   }
 

@@ -12,6 +12,8 @@
 // about a second. Thread-safe: one client may be shared by many threads.
 #pragma once
 
+#include <atomic>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -38,6 +40,49 @@ class AgentStream {
   virtual void Cancel() = 0;
   // Whether the end callback has run.
   virtual bool done() const = 0;
+};
+
+// A node's model store (models.proto): a Hugging Face hub cache inside the
+// agent's model roots.
+struct NodeModel {
+  std::string repo, commit;
+  std::vector<std::string> refs;
+  std::string snapshot_dir;
+  uint32_t files = 0;
+  int64_t bytes = 0;
+  uint32_t incomplete_files = 0, missing_files = 0;
+};
+struct NodeModels {
+  std::string models_dir;  // "" : the agent has none
+  std::vector<NodeModel> models;
+};
+struct PeerSnapshotFile {
+  std::string path;
+  int64_t size = 0;
+  std::string blob;       // sha256 (LFS) or git blob id: the checksum it is named by
+  std::string blob_path;  // on the peer, for ReadFile
+};
+struct PeerSnapshot {
+  std::string commit;
+  std::vector<PeerSnapshotFile> files;
+};
+struct ModelPullRequest {
+  std::string repo, revision = "main";
+  std::vector<std::string> include;
+  std::string endpoint, hf_token;  // "" : the node's own
+  std::string peer;                // copy from this agent instead of the Hub
+  std::string peer_tls_ca_pem, peer_tls_server_name;
+  uint32_t jobs = 0;
+};
+struct ModelPullEvent {
+  std::string line;  // a progress or log line
+  uint32_t files_done = 0, files_total = 0;
+  int64_t bytes_done = 0, bytes_total = 0;
+  double bytes_per_s = 0;
+  bool finished = false, ok = false;  // the last event: the outcome
+  std::string error, commit, snapshot_dir;
+  int64_t network_bytes = 0;
+  uint32_t files_downloaded = 0;
 };
 
 class AgentClient {
@@ -73,6 +118,22 @@ class AgentClient {
   // A job's output from the start; with `follow`, until the job ends.
   std::unique_ptr<AgentStream> StreamLogs(const std::string& job_id, bool follow,
                                           TextCallback on_text, EndCallback on_end);
+
+  // The models in the node's store.
+  Result<NodeModels> ListModels(Deadline deadline);
+  // The files of REPO@REVISION in the node's store, for copying them.
+  Result<PeerSnapshot> GetSnapshot(const std::string& repo, const std::string& revision,
+                                   Deadline deadline);
+  // A file inside the agent's model roots from `offset`, chunk by chunk to
+  // on_data (an error from it cancels the call). Blocks until the end.
+  Status ReadFile(const std::string& path, int64_t offset,
+                  const std::function<Status(const char*, size_t)>& on_data, Deadline deadline);
+  // Has the agent pull a repo into its store (from the Hub, or from
+  // request.peer's copy); events on this thread, the last one the outcome.
+  // Blocks until the pull ends, the agent goes away, or *cancel is set.
+  Result<ModelPullEvent> PullModel(const ModelPullRequest& request,
+                                   const std::function<void(const ModelPullEvent&)>& on_event,
+                                   const std::atomic<bool>* cancel);
 
  private:
   AgentClient() = default;

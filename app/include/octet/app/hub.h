@@ -91,6 +91,12 @@ struct RepoInfo {
 // accept its licence on the Hub and set HF_TOKEN; 404 a NotFound error.
 Result<RepoInfo> FetchRepoInfo(const HubConfig& c, const RepoRef& ref);
 
+// One small file of a revision (config.json, hf_quant_config.json) read into
+// memory, not into the cache: what planning needs before a download. At most
+// 64 MiB; HTTP errors as FetchRepoInfo's.
+Result<std::string> FetchSmallFile(const HubConfig& c, const RepoInfo& info,
+                                   const std::string& path);
+
 // Progress of a pull. Bytes are what is on disk for the files being pulled
 // (resumed bytes count as done from the start); the rate counts bytes that
 // crossed the network in this run only.
@@ -112,6 +118,18 @@ struct PullProgress {
   double eta_s = -1;       // -1: unknown
 };
 
+// Instead of the Hub: where the file list and the bytes come from (another
+// node's copy: `octet pull --from-peer`). Checksums, resume, verification and
+// the cache layout are the same as for a Hub download.
+struct PullSource {
+  std::string name;  // for messages: "peer 10.0.0.2:47100"
+  std::function<Result<RepoInfo>(const RepoRef&)> info;
+  // Streams f's bytes from `offset` to on_data (an error from it aborts).
+  std::function<Status(const HubFile& f, int64_t offset,
+                       const std::function<Status(const char*, size_t)>& on_data)>
+      read;
+};
+
 struct PullOptions {
   std::vector<std::string> include;           // fnmatch globs ('*' crosses '/'); empty: all files
   int jobs = 4;                               // files downloaded at once
@@ -120,6 +138,7 @@ struct PullOptions {
   bool verify_cached = true;                  // re-hash blobs already in the cache
   const std::atomic<bool>* cancel = nullptr;  // set: stop soon, keep partial files
   std::function<void(const PullProgress&)> progress;  // at most every ~200 ms + events
+  const PullSource* source = nullptr;                 // set: not the Hub
 };
 
 struct PulledFile {

@@ -34,6 +34,7 @@ struct LocalClusterOptions {
   std::vector<std::string>
       octet_binary_flags;                // that program's own flags (agent --octet-bin-flags)
   std::vector<std::string> model_roots;  // "" : $HOME
+  // Each node's model store (`octet pull --cluster`) is its own: <state_dir>/node-I/hub.
   int stop_grace_ms = 3000;
 };
 

@@ -26,10 +26,12 @@ struct TpChoice {
 struct ModelSummary {
   std::string source;        // the folder, or the catalog file
   bool from_catalog = false;  // a catalog entry: planning only, nothing to launch
+  bool from_hub = false;      // a Hub repo not downloaded: planned from HubModelInfo below
   std::string name;          // the folder name (the served model id) or catalog name
   std::string display_name;  // "Qwen3-8B (BF16)"
   std::string note;          // catalog: where the numbers come from
   bool fictional = false;
+  std::string hub_repo;      // catalog: the released checkpoint's Hub repo ("" when fictional)
   std::string architecture;  // "Qwen3ForCausalLM"
   std::string dtype;         // the weight format: "BF16", "NVFP4 experts + BF16"
   int64_t parameters = 0;
@@ -50,7 +52,27 @@ struct ModelSummary {
   int64_t context = 0;  // max_position_embeddings (folders)
   bool has_tokenizer = false;
   std::vector<TpChoice> tp_choices;  // degrees 1..max_tp
+  // from_hub: what the plan is made from (config.json, hf_quant_config.json
+  // and the safetensors files' total size).
+  std::string hub_config_json, hub_quant_config_json;
+  int64_t hub_checkpoint_bytes = 0;
 };
+
+// A Hub repo before any weight is downloaded: its file list (sizes), then
+// config.json and, when listed, hf_quant_config.json — nothing else. The
+// weights are its top-level *.safetensors files. HubConfig from the
+// environment (HF_ENDPOINT, HF_TOKEN, ...).
+struct HubModelInfo {
+  std::string repo, revision, commit, endpoint;
+  int safetensors_files = 0;
+  int64_t safetensors_bytes = 0;
+  std::vector<std::string> files_read;  // "config.json", "hf_quant_config.json"
+  std::string config_json, quant_config_json;
+};
+Result<HubModelInfo> FetchHubModelInfo(const std::string& repo_ref);
+// The summary of such a repo (from_hub): parameters and bytes as the config
+// gives them, scaled to the files' sizes (engine::LoadHubConfigModel).
+Result<ModelSummary> SummarizeHubModel(const HubModelInfo& info, int max_tp = 8);
 
 // A model folder. Errors name the file.
 Result<ModelSummary> SummarizeModel(const std::string& dir, int max_tp = 8);

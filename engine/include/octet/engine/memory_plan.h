@@ -105,6 +105,9 @@ struct ModelFootprint {
   std::string source;        // the catalog file or model folder it came from
   std::string note;          // where the numbers come from (catalog "note")
   bool fictional = false;    // numbers derived, not read from a released checkpoint
+  // The Hugging Face repo of the released checkpoint ("Qwen/Qwen3-8B"; catalog
+  // "hub_repo"); empty for fictional entries, which have none.
+  std::string hub_repo;
   std::string architecture;
   std::string weight_format;  // summary: "NVFP4 experts + BF16", "BF16"
   TpModelShape shape;         // the dims TP validity depends on
@@ -137,6 +140,19 @@ Result<ModelFootprint> LoadFolderModel(const std::string& dir);
 // From one catalog file, or the entry called `name` in a catalog folder.
 Result<ModelFootprint> LoadCatalogFile(const std::string& path);
 Result<ModelFootprint> LoadCatalogModel(const std::string& catalog_dir, const std::string& name);
+// From a Hugging Face config.json (and the repo's hf_quant_config.json, ""
+// when it has none) before any weight is downloaded: the architecture as the
+// engine parses it, storage formats from torch_dtype and the quantization
+// config (ModelOpt NVFP4 / FP8: every linear layer quantized except the
+// modules its exclude_modules / ignore globs name; routers, embeddings and
+// norms unquantized), tensor bytes computed like a catalog entry's. With
+// `checkpoint_bytes` > 0 (the sum of the repo's safetensors file sizes) every
+// group is scaled so the weights total those bytes: the files are what nodes
+// will hold (headers included, an upper bound by a few KB), the config only
+// how they split. `id` names the model (the repo id) in errors and plans.
+Result<ModelFootprint> LoadHubConfigModel(const std::string& config_json,
+                                          const std::string& quant_config_json,
+                                          int64_t checkpoint_bytes, const std::string& id);
 // The entries of a catalog folder (sorted by name).
 Result<std::vector<ModelFootprint>> LoadCatalog(const std::string& catalog_dir);
 
