@@ -781,6 +781,7 @@ Result<std::unique_ptr<AgentServer>> AgentServer::Start(AgentConfig config) {
   jo.owner_flags = cfg.octet_binary_flags;
   jo.stop_grace_ms = cfg.stop_grace_ms;
   jo.env = {"OCTET_NODE_ID=" + a->node_id};
+  jo.router_admin_key = cfg.token;  // routers' admin tokens derive from it
   // NCCL's network settings from this node's RoCE facts, for the jobs that use
   // NCCL (a simulated node has none: its jobs share this machine's), derived
   // again at each launch so that they match the facts the workbench shows.

@@ -85,6 +85,10 @@ std::string HmacSha256Hex(std::string_view key, std::string_view data) {
   return HexEncode(mac, len);
 }
 
+std::string RouterAdminToken(std::string_view cluster_token, std::string_view job_id) {
+  return HmacSha256Hex(cluster_token, "octet-router-admin:" + std::string(job_id));
+}
+
 bool ConstantTimeEquals(std::string_view a, std::string_view b) {
   if (a.size() != b.size()) return false;
   return CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;

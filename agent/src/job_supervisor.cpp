@@ -22,6 +22,7 @@
 #include <optional>
 #include <thread>
 
+#include "octet/agent/cluster_token.h"
 #include "octet/agent/job_arguments.h"
 #include "octet/agent/link_probe.h"
 #include "octet/agent/system_stats.h"
@@ -466,6 +467,10 @@ struct JobSupervisor::Impl {
     so.argv = job->info.argv;
     so.env = options.env;
     so.env.push_back("OCTET_JOB_ID=" + spec.job_id);
+    if (spec.kind == JobKind::kRouter && !options.router_admin_key.empty()) {
+      so.env.push_back(std::string(kRouterAdminTokenEnv) + "=" +
+                       RouterAdminToken(options.router_admin_key, spec.job_id));
+    }
     if (spec.algorithm == "nccl") {
       const std::vector<std::string> nccl_env =
           options.nccl_env_source ? options.nccl_env_source() : options.nccl_env;

@@ -45,6 +45,13 @@ class TokenVerifier {
 
 // HMAC-SHA256 of `data` keyed with `key`, as 64 lowercase hex characters.
 std::string HmacSha256Hex(std::string_view key, std::string_view data);
+// The admin token of router job `job_id` (`octet deploy` routers): the HMAC
+// of "octet-router-admin:" + job_id keyed with the cluster token, so whoever
+// holds the cluster token (the deploying client) knows it and the router
+// learns nothing of the cluster token. The agent hands it to the router in
+// its environment (OCTET_ROUTER_ADMIN_TOKEN), never on its command line.
+std::string RouterAdminToken(std::string_view cluster_token, std::string_view job_id);
+inline constexpr char kRouterAdminTokenEnv[] = "OCTET_ROUTER_ADMIN_TOKEN";
 // Constant-time equality of two strings of equal length (false when lengths differ).
 bool ConstantTimeEquals(std::string_view a, std::string_view b);
 std::string HexEncode(const void* data, size_t size);

@@ -126,6 +126,10 @@ struct JobSupervisorOptions {
   // When set, asked at each launch of such a job instead of `nccl_env` (the
   // agent derives them from the RoCE facts of that moment).
   std::function<std::vector<std::string>()> nccl_env_source;
+  // When set (the agent sets the cluster token), a router job gets
+  // OCTET_ROUTER_ADMIN_TOKEN=RouterAdminToken(key, job id) in its environment
+  // (cluster_token.h): the token `octet deploy` sends to tell it endpoints.
+  std::string router_admin_key;
 };
 
 // Checks a spec without running anything. `model_roots` and `owner_flags` as in
