@@ -14,7 +14,6 @@
 #include "octet/app/deployment.h"
 #include "octet/base/args.h"
 #include "octet/base/file_util.h"
-#include "octet/router/capacity.h"
 #include "octet/router/policy.h"
 
 #ifndef OCTET_SOURCE_RESOURCES_DIR
@@ -65,11 +64,17 @@ void AddClusterFlags(ArgParser& p) {
 }
 
 // A session on the profile's nodes, once each has answered (or the timeout).
-Result<std::unique_ptr<ClusterSession>> OpenCluster(const ArgParser& p) {
+// `cluster_token` (when given) gets the profile's token: router admin tokens derive from it.
+Result<std::unique_ptr<ClusterSession>> OpenCluster(const ArgParser& p,
+                                                    std::string* cluster_token = nullptr) {
   OCTET_ASSIGN_OR_RETURN(app::ClusterProfile profile,
                          app::LoadProfile(p.GetString("cluster"), p.GetString("config-dir")));
   if (profile.nodes.empty()) {
     return FailedPreconditionError("cluster '" + profile.name + "' has no nodes");
+  }
+  if (cluster_token) {
+    OCTET_ASSIGN_OR_RETURN(app::AgentEndpoint endpoint, app::EndpointFor(profile, 0));
+    *cluster_token = endpoint.token;
   }
   OCTET_ASSIGN_OR_RETURN(int64_t timeout, p.GetInt("timeout-ms"));
   app::ClusterSessionOptions so;
@@ -142,61 +147,6 @@ void PrintPlacement(const app::Deployment& d, const app::Placement& pl) {
   if (!pl.memory_note.empty()) std::printf("(%s)\n", pl.memory_note.c_str());
 }
 
-// What `octet route plan` predicts for the deployment: its two instances as
-// the large and small pools (the larger TP degree is the large one), at the
-// per-replica rates of the policy's `instance:` pools (capacity.requests_per_s),
-// against the whole cluster serving the large model alone.
-json CapacityJson(const app::Deployment& d, size_t cluster_nodes, std::string* text) {
-  if (d.instances.size() != 2) {
-    *text =
-        "capacity: `octet route plan` models two instances (a large and a small one); this "
-        "deployment has " +
-        std::to_string(d.instances.size());
-    return {{"available", false}, {"reason", *text}};
-  }
-  const app::DeployInstanceSpec* large = &d.instances[0];
-  const app::DeployInstanceSpec* small = &d.instances[1];
-  if (small->tp > large->tp) std::swap(large, small);
-  std::map<std::string, double> rate;  // instance -> requests/s per replica
-  std::map<std::string, std::string> source;
-  if (d.router.present) {
-    const router::PolicyParseResult r = router::LoadPolicyFile(d.router.policy);
-    if (r.ok()) {
-      for (const auto& pool : r.policy->pools) {
-        if (!pool.instance.empty() && pool.capacity.requests_per_s > 0) {
-          rate[pool.instance] = pool.capacity.requests_per_s;
-          source[pool.instance] =
-              "the policy's capacity.requests_per_s of pool '" + pool.name + "'";
-        }
-      }
-    }
-  }
-  for (const auto* i : {large, small}) {
-    if (!rate.count(i->name)) {
-      *text = "capacity: the per-replica request rate of instance '" + i->name +
-              "' is unknown (give its pool capacity.requests_per_s in the router's policy)";
-      return {{"available", false}, {"reason", *text}};
-    }
-  }
-  router::CapacityPool lp{large->name, large->replicas, large->tp, rate[large->name]};
-  router::CapacityPool sp{small->name, small->replicas, small->tp, rate[small->name]};
-  auto plan = router::PlanCapacity(lp, sp, {0.25, 0.5}, static_cast<int>(cluster_nodes));
-  if (!plan.ok()) {
-    *text = "capacity: " + plan.status().message();
-    return {{"available", false}, {"reason", *text}};
-  }
-  json j = plan->ToJson();
-  j["available"] = true;
-  j["rates"] = {
-      {large->name, {{"requests_per_s", rate[large->name]}, {"source", source[large->name]}}},
-      {small->name, {{"requests_per_s", rate[small->name]}, {"source", source[small->name]}}}};
-  *text = plan->ToText() + "per-replica rates: " + large->name + " " +
-          std::to_string(rate[large->name]) + " req/s (" + source[large->name] + "), " +
-          small->name + " " + std::to_string(rate[small->name]) + " req/s (" + source[small->name] +
-          ")\n";
-  return j;
-}
-
 void PrintErrors(const app::DeploymentParseResult& r) {
   for (const auto& e : r.errors) std::cerr << e.ToString() << "\n";
 }
@@ -267,7 +217,19 @@ int RunCheckOrApply(const std::vector<std::string>& args, bool apply) {
                             "plan` predicts, or the errors (FILE:LINE:COL). Exit 1 on errors.");
   p.Positional("FILE", "the deployment file (YAML)");
   AddClusterFlags(p);
-  if (apply) p.Option("wait-ms", "MS", "how long every replica may take to be ready", "600000");
+  if (!apply) {
+    p.Option("bench-db", "FILE",
+             "an `octet bench` run store: per-replica rates from its runs of each instance's "
+             "model and TP degree (else the router policy's capacity)");
+    p.Option("fraction", "F,...", "shares of requests sent to the large instance", "0.25,0.5");
+  }
+  if (apply) {
+    p.Option("wait-ms", "MS", "how long every replica may take to be ready", "600000");
+    p.Option("node-wait-ms", "MS",
+             "how long a node that is not up (telemetry late, agent reconnecting) is waited for "
+             "before the placement refuses it",
+             "10000");
+  }
   if (Status s = p.Parse(args); !s.ok()) return UsageError(prog, s.message());
   if (p.help_requested()) {
     std::cout << p.Usage();
@@ -300,7 +262,8 @@ int RunCheckOrApply(const std::vector<std::string>& args, bool apply) {
       }
     }
   }
-  auto session = OpenCluster(p);
+  std::string cluster_token;
+  auto session = OpenCluster(p, &cluster_token);
   if (!session.ok()) return Failure(prog, session.status().message());
   const app::ClusterSnapshot snap = (*session)->Snapshot();
   app::PlacementInput input = app::PlacementInputFrom(snap);
@@ -315,8 +278,23 @@ int RunCheckOrApply(const std::vector<std::string>& args, bool apply) {
       }
     }
     const app::Placement pl = app::PlaceDeployment(d, input);
+    std::vector<double> fractions;
+    for (const auto& f : p.GetList("fraction")) {
+      char* end = nullptr;
+      const double v = std::strtod(f.c_str(), &end);
+      if (f.empty() || end != f.c_str() + f.size() || !(v >= 0 && v <= 1)) {
+        return UsageError(prog, "--fraction values must be in [0, 1], got '" + f + "'");
+      }
+      fractions.push_back(v);
+    }
     std::string cap_text;
-    const json cap = pl.ok() ? CapacityJson(d, snap.nodes.size(), &cap_text) : json();
+    json cap;
+    if (pl.ok()) {
+      const app::DeploymentCapacity c = app::PlanDeploymentCapacity(
+          d, static_cast<int>(snap.nodes.size()), p.GetString("bench-db"), fractions);
+      cap = json::parse(c.json);
+      cap_text = c.text;
+    }
     if (as_json) {
       json j = PlacementJson(d, pl);
       j["valid"] = pl.ok();
@@ -339,6 +317,12 @@ int RunCheckOrApply(const std::vector<std::string>& args, bool apply) {
   if (!wait.ok() || *wait < 1000) return UsageError(prog, "--wait-ms must be at least 1000");
   app::ApplyOptions ao;
   ao.deadline = Deadline::AfterMs(*wait);
+  auto node_wait = p.GetInt("node-wait-ms");
+  if (!node_wait.ok() || *node_wait < 0 || *node_wait > *wait) {
+    return UsageError(prog, "--node-wait-ms must be 0..--wait-ms");
+  }
+  ao.node_wait_ms = static_cast<int>(*node_wait);
+  ao.cluster_token = cluster_token;
   ao.progress = [&](const std::string& line) { std::cerr << prog << ": " << line << "\n"; };
   auto r = app::ApplyDeployment(**session, d, input, ao);
   if (!r.ok()) return Failure(prog, r.status().message());

@@ -5,14 +5,21 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <set>
 
+#include "octet/app/bench_store.h"
 #include "octet/base/args.h"
 #include "octet/base/file_util.h"
 #include "octet/engine/memory_plan.h"
+#include "octet/router/capacity.h"
+#include "octet/router/policy.h"
 #include "octet/router/yaml_guard.h"
 
 namespace octet::app {
@@ -520,6 +527,10 @@ Placement PlaceDeployment(const Deployment& d, const PlacementInput& in) {
     for (size_t r = 0; r < nodes.size(); ++r) {
       const PlacementNode& n = in.nodes[index[nodes[r]]];
       (*node_mem)[r] = n.memory_bytes;
+      if (!n.up && short_of.empty()) {
+        short_of = "node " + n.name + " is not up" +
+                   (n.down_reason.empty() ? std::string() : " (" + n.down_reason + ")");
+      }
       const ReplicaMemory* m = memory_of(i, n.memory_bytes);
       if (!m || m->per_rank_bytes.size() != nodes.size()) continue;
       (*bytes)[r] = m->per_rank_bytes[r];
@@ -529,7 +540,6 @@ Placement PlaceDeployment(const Deployment& d, const PlacementInput& in) {
                    " (weights + KV + workspace + reserve), the node has " + Bytes(n.memory_bytes) +
                    ", short by " + Bytes(m->per_rank_bytes[r] - n.memory_bytes);
       }
-      if (!n.up && short_of.empty()) short_of = "node " + n.name + " is not up";
     }
     return short_of;
   };
@@ -724,6 +734,10 @@ PlacementInput PlacementInputFrom(const ClusterSnapshot& snap) {
     PlacementNode p;
     p.name = n.name;
     p.up = n.state == NodeState::kUp;
+    if (!p.up) {
+      p.down_reason = std::string(NodeStateName(n.state)) +
+                      (n.last_error.empty() ? std::string() : ": " + n.last_error);
+    }
     if (n.has_facts) {
       p.memory_bytes = static_cast<int64_t>(
           n.facts.memory.budget_bytes ? n.facts.memory.budget_bytes : n.facts.memory.total_bytes);
@@ -733,6 +747,223 @@ PlacementInput PlacementInputFrom(const ClusterSnapshot& snap) {
   in.cabling = std::string(CablingKindName(snap.cabling.kind));
   in.ring_order = snap.cabling.ring_order;
   return in;
+}
+
+bool SameModelFolder(const std::string& reported, const std::string& named) {
+  if (reported == named) return true;
+  namespace fs = std::filesystem;
+  auto normal = [](const std::string& p) {
+    std::string s = fs::path(p).lexically_normal().string();
+    while (s.size() > 1 && s.back() == '/') s.pop_back();
+    return s;
+  };
+  if (normal(reported) == normal(named)) return true;
+  std::error_code ec;
+  const fs::path real = fs::canonical(named, ec);
+  return !ec && normal(real.string()) == normal(reported);
+}
+
+// ---- capacity -------------------------------------------------------------------------
+
+namespace {
+
+// A stored run's request rate: concurrency / (e2e TTFT + response tokens /
+// per-request decode rate) of its highest-concurrency test (0: none usable).
+double RunRequestRate(const BenchRun& run, std::string* how) {
+  const BenchResult* best = nullptr;
+  for (const auto& r : run.results) {
+    if (r.response_size <= 0 || r.concurrency <= 0 || r.e2e_ttft.empty() ||
+        r.tg_req_throughput.empty() || !(r.tg_req_throughput.mean > 0)) {
+      continue;
+    }
+    if (!best || r.concurrency > best->concurrency) best = &r;
+  }
+  if (!best) return 0;
+  const double seconds = best->e2e_ttft.mean / 1000.0 +
+                         static_cast<double>(best->response_size) / best->tg_req_throughput.mean;
+  if (!(seconds > 0)) return 0;
+  const double rate = static_cast<double>(best->concurrency) / seconds;
+  char buf[256];
+  std::snprintf(buf, sizeof buf, "%lld / (TTFT %.3g s + %lld tok / %.3g tok/s) of its test '%s'",
+                static_cast<long long>(best->concurrency), best->e2e_ttft.mean / 1000.0,
+                static_cast<long long>(best->response_size), best->tg_req_throughput.mean,
+                best->test.empty() ? best->Name().c_str() : best->test.c_str());
+  *how = buf;
+  return rate;
+}
+
+std::string Num3(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3g", v);
+  return buf;
+}
+
+}  // namespace
+
+DeploymentCapacity PlanDeploymentCapacity(const Deployment& d, int cluster_nodes,
+                                          const std::string& bench_store_path,
+                                          const std::vector<double>& fractions) {
+  DeploymentCapacity out;
+  nlohmann::json rates_json = nlohmann::json::object();
+  auto unavailable = [&](const std::string& why) {
+    out.available = false;
+    out.reason = why;
+    out.text = "capacity: " + why + "\n";
+    out.json = nlohmann::json{{"available", false}, {"reason", why}, {"rates", rates_json}}.dump();
+    return out;
+  };
+  if (d.instances.empty()) return unavailable("the deployment has no instance");
+
+  // The stored runs (newest first), when there is a store: opening is
+  // read-mostly but creates the file, so a missing one is not opened.
+  std::vector<BenchRun> runs;
+  std::string store_note;
+  if (!bench_store_path.empty()) {
+    std::error_code ec;
+    if (!std::filesystem::exists(bench_store_path, ec)) {
+      store_note = "no bench store " + bench_store_path;
+    } else if (auto store = BenchRunStore::Open(bench_store_path); !store.ok()) {
+      store_note = "bench store " + bench_store_path + ": " + store.status().message();
+    } else if (auto list = (*store)->ListRuns(); list.ok()) {
+      for (const BenchRun& head : *list) {
+        if (head.state != "complete" || head.result_count == 0) continue;
+        if (auto full = (*store)->GetRun(head.id); full.ok()) runs.push_back(std::move(*full));
+      }
+    }
+  }
+  // The router's policy pools that name an instance.
+  std::map<std::string, std::pair<double, std::string>> policy_rate;
+  if (d.router.present) {
+    const router::PolicyParseResult r = router::LoadPolicyFile(d.router.policy);
+    if (r.ok()) {
+      for (const auto& pool : r.policy->pools) {
+        if (!pool.instance.empty() && pool.capacity.requests_per_s > 0) {
+          policy_rate[pool.instance] = {
+              pool.capacity.requests_per_s,
+              "the policy's capacity.requests_per_s of pool '" + pool.name + "'"};
+        }
+      }
+    }
+  }
+  std::string missing;
+  for (const auto& i : d.instances) {
+    InstanceRate ir;
+    ir.instance = i.name;
+    ir.replicas = i.replicas;
+    ir.tp = i.tp;
+    const std::string folder_name = BaseName(i.model);
+    for (const BenchRun& run : runs) {
+      const bool same_model =
+          (!run.provenance.model_path.empty() &&
+           SameModelFolder(run.provenance.model_path, i.model)) ||
+          (run.provenance.model_path.empty() &&
+           (run.topology.model == folder_name ||
+            (!i.served_model_name.empty() && run.topology.model == i.served_model_name)));
+      if (!same_model || run.topology.tp != i.tp) continue;
+      std::string how;
+      const double rate = RunRequestRate(run, &how);
+      if (rate > 0) {
+        ir.requests_per_s = rate;
+        ir.bench_run = run.id;
+        ir.source = "stored `octet bench` run " + std::to_string(run.id) +
+                    (run.label.empty() ? "" : " ('" + run.label + "')") + " of " + folder_name +
+                    " at TP " + std::to_string(i.tp) + ": " + how;
+        break;
+      }
+    }
+    if (ir.requests_per_s <= 0) {
+      if (auto it = policy_rate.find(i.name); it != policy_rate.end()) {
+        ir.requests_per_s = it->second.first;
+        ir.source = it->second.second;
+      }
+    }
+    if (ir.requests_per_s <= 0 && missing.empty()) missing = i.name;
+    rates_json[i.name] = {{"requests_per_s", ir.requests_per_s},
+                          {"source", ir.source},
+                          {"replicas", ir.replicas},
+                          {"tp", ir.tp}};
+    if (ir.bench_run) rates_json[i.name]["bench_run"] = ir.bench_run;
+    out.rates.push_back(std::move(ir));
+  }
+  if (!missing.empty()) {
+    return unavailable("the per-replica request rate of instance '" + missing +
+                       "' is unknown: no stored `octet bench` run of its model at its TP degree" +
+                       (store_note.empty() ? std::string() : " (" + store_note + ")") +
+                       ", and no capacity.requests_per_s on a router policy pool with `instance: " +
+                       missing + "`");
+  }
+
+  // The large pool: the largest TP degree (the first such instance).
+  size_t large = 0;
+  for (size_t k = 1; k < d.instances.size(); ++k) {
+    if (d.instances[k].tp > d.instances[large].tp) large = k;
+  }
+  const InstanceRate& L = out.rates[large];
+  out.large = L.instance;
+  router::CapacityPool lp{L.instance, L.replicas, L.tp, L.requests_per_s};
+  const int total = cluster_nodes > 0 ? std::max(cluster_nodes, d.node_count()) : d.node_count();
+  std::string rates_text = "per-replica rates:\n";
+  for (const auto& r : out.rates) {
+    rates_text += "  " + r.instance + ": " + Num3(r.requests_per_s) + " req/s (" + r.source + ")\n";
+  }
+  nlohmann::json j;
+  if (d.instances.size() == 1) {
+    // No routing: the instance is the whole of it.
+    const int baseline = total / L.tp;
+    const double base_rps = baseline * L.requests_per_s;
+    const double cap = lp.capacity();
+    j = {{"large",
+          {{"name", L.instance},
+           {"replicas", L.replicas},
+           {"nodes_per_replica", L.tp},
+           {"requests_per_s_per_replica", L.requests_per_s},
+           {"capacity_rps", cap}}},
+         {"small", nullptr},
+         {"total_nodes", total},
+         {"baseline", {{"replicas", baseline}, {"rps", base_rps}}},
+         {"points", nlohmann::json::array({{{"fraction_large", 1.0},
+                                            {"lambda_max_rps", cap},
+                                            {"gain", base_rps > 0 ? cap / base_rps : 0.0},
+                                            {"bottleneck", L.instance},
+                                            {"small_speed_needed", 0.0}}})}};
+    out.text = "one instance '" + L.instance + "': " + std::to_string(L.replicas) + " x " +
+               std::to_string(L.tp) + "-node replicas at " + Num3(L.requests_per_s) +
+               " req/s each = " + Num3(cap) + " req/s; the whole cluster (" +
+               std::to_string(total) + " nodes) would serve " + Num3(base_rps) + " req/s\n" +
+               rates_text;
+  } else {
+    // The others together: their capacities add up.
+    std::string small_name;
+    int small_replicas = 0, small_nodes = 0;
+    double small_capacity = 0;
+    for (size_t k = 0; k < out.rates.size(); ++k) {
+      if (k == large) continue;
+      const InstanceRate& r = out.rates[k];
+      small_name += (small_name.empty() ? "" : "+") + r.instance;
+      small_replicas += r.replicas;
+      small_nodes += r.replicas * r.tp;
+      small_capacity += r.replicas * r.requests_per_s;
+    }
+    router::CapacityPool sp{small_name, small_replicas,
+                            std::max(1, small_replicas > 0 ? small_nodes / small_replicas : 1),
+                            small_replicas > 0 ? small_capacity / small_replicas : 0};
+    auto plan = router::PlanCapacity(lp, sp, fractions, total);
+    if (!plan.ok()) return unavailable(plan.status().message());
+    j = plan->ToJson();
+    out.text = plan->ToText();
+    if (d.instances.size() > 2) {
+      out.text += "(the small pool '" + small_name +
+                  "' is the other instances together: the requests not sent to '" + L.instance +
+                  "' spread over them in proportion to their capacity)\n";
+    }
+    out.text += rates_text;
+  }
+  j["available"] = true;
+  j["rates"] = rates_json;
+  j["large_instance"] = L.instance;
+  out.available = true;
+  out.json = j.dump();
+  return out;
 }
 
 }  // namespace octet::app

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "agent_job_text.h"
+#include "octet/agent/cluster_token.h"
 #include "octet/agent/link_probe.h"
 #include "octet/app/deployment.h"
 
@@ -63,21 +64,24 @@ std::string NewJobId(const std::string& deployment, const std::string& replica) 
   return deployment + "." + replica + "." + suffix;
 }
 
-// The worker flags of an instance, as `octet serve` takes them.
+// The worker flags of an instance, as `octet serve` takes them, each one
+// word "--flag=value": the form the agent keeps them in (CheckExtraArgs), so
+// a running replica's flags compare equal to the file's.
 std::vector<std::string> InstanceArgs(const DeployInstanceSpec& i, const std::string& host) {
-  std::vector<std::string> a = {"--host", host, "--port", "0", "--slots", std::to_string(i.num_slots)};
-  if (i.context > 0) a.insert(a.end(), {"--context", std::to_string(i.context)});
-  if (!i.kv_memory.empty()) a.insert(a.end(), {"--kv-memory", i.kv_memory});
-  if (i.kv_dtype != "f32") a.insert(a.end(), {"--kv-dtype", i.kv_dtype});
-  if (i.speculative != "off") a.insert(a.end(), {"--speculative", i.speculative});
-  if (i.draft_tokens > 0) a.insert(a.end(), {"--draft-tokens", std::to_string(i.draft_tokens)});
-  if (!i.backend.empty()) a.insert(a.end(), {"--backend", i.backend});
-  if (!i.served_model_name.empty()) a.insert(a.end(), {"--served-model-name", i.served_model_name});
+  std::vector<std::string> a = {"--host=" + host, "--port=0",
+                                "--slots=" + std::to_string(i.num_slots)};
+  if (i.context > 0) a.push_back("--context=" + std::to_string(i.context));
+  if (!i.kv_memory.empty()) a.push_back("--kv-memory=" + i.kv_memory);
+  if (i.kv_dtype != "f32") a.push_back("--kv-dtype=" + i.kv_dtype);
+  if (i.speculative != "off") a.push_back("--speculative=" + i.speculative);
+  if (i.draft_tokens > 0) a.push_back("--draft-tokens=" + std::to_string(i.draft_tokens));
+  if (!i.backend.empty()) a.push_back("--backend=" + i.backend);
+  if (!i.served_model_name.empty()) a.push_back("--served-model-name=" + i.served_model_name);
   return a;
 }
 
 std::vector<std::string> RouterArgs(const DeployRouterSpec& r, const std::string& host) {
-  return {"--host", host, "--port", std::to_string(r.port)};
+  return {"--host=" + host, "--port=" + std::to_string(r.port)};
 }
 
 struct Rank {
@@ -145,6 +149,7 @@ std::vector<DeploymentStatus> ReadDeployments(ClusterSession& session, Deadline 
       r.transport = spec.transport;
       r.algorithm = spec.algorithm;
       r.extra_args = spec.extra_args;
+      r.threads = static_cast<int>(spec.threads);
       const uint32_t world = r.router ? 1 : std::max<uint32_t>(1, spec.world_size);
       r.tp = static_cast<int>(world);
       r.nodes.assign(world, "");
@@ -199,6 +204,11 @@ std::vector<DeploymentStatus> ReadDeployments(ClusterSession& session, Deadline 
 }
 
 Status SyncRouterInstances(const DeploymentStatus& status, Deadline deadline) {
+  return SyncRouterInstances(status, "", deadline);
+}
+
+Status SyncRouterInstances(const DeploymentStatus& status, const std::string& cluster_token,
+                           Deadline deadline) {
   if (!status.has_router || status.router.url.empty()) {
     return FailedPreconditionError("deployment '" + status.name + "' has no running router");
   }
@@ -211,8 +221,13 @@ Status SyncRouterInstances(const DeploymentStatus& status, Deadline deadline) {
   const int ms = static_cast<int>(std::clamp<int64_t>(RemainingMs(deadline), 100, 10'000));
   cli.set_connection_timeout(std::chrono::milliseconds(ms));
   cli.set_read_timeout(std::chrono::milliseconds(ms));
-  auto res = cli.Post("/v1/router/instances", nlohmann::json{{"instances", instances}}.dump(),
-                      "application/json");
+  httplib::Headers headers;
+  if (!cluster_token.empty()) {
+    headers.emplace("Authorization",
+                    "Bearer " + agent::RouterAdminToken(cluster_token, status.router.job_id));
+  }
+  auto res = cli.Post("/v1/router/instances", headers,
+                      nlohmann::json{{"instances", instances}}.dump(), "application/json");
   if (!res) {
     return UnavailableError("router " + status.router.url +
                             ": no answer to POST /v1/router/instances");
@@ -245,14 +260,93 @@ void StopJobs(ClusterSession& session, const std::vector<std::string>& ids) {
 
 }  // namespace
 
+namespace {
+
+// Why a running replica is not kept as the file asks ("" : kept).
+template <typename HostOf>
+std::string WhyNotKept(const DeployedReplica& r, const DeployInstanceSpec* spec, int idx,
+                       const std::map<std::string, size_t>& node_index, const HostOf& host_of) {
+  if (!spec) return "instance '" + r.instance + "' is no longer in the file";
+  if (idx >= spec->replicas) {
+    return "the file asks for " + std::to_string(spec->replicas) + " replica(s) of '" + spec->name +
+           "'";
+  }
+  if (r.state == "failed") return "it failed (" + r.error + ")";
+  if (r.state == "stopped") return "it is stopped";
+  if (!SameModelFolder(r.model, spec->model)) {
+    return "model " + r.model + " -> " + spec->model;
+  }
+  if (r.tp != spec->tp) return "tp " + std::to_string(r.tp) + " -> " + std::to_string(spec->tp);
+  if (r.transport != spec->transport) return "transport " + r.transport + " -> " + spec->transport;
+  if (r.algorithm != spec->algorithm) return "algorithm " + r.algorithm + " -> " + spec->algorithm;
+  if (r.threads != spec->threads) {
+    return "threads " + std::to_string(r.threads) + " -> " + std::to_string(spec->threads);
+  }
+  if (r.nodes.empty() || !node_index.count(r.nodes[0])) return "its rank 0 node is unknown";
+  for (const auto& n : r.nodes) {
+    if (!node_index.count(n)) return "node '" + n + "' is not in the cluster";
+  }
+  const std::vector<std::string> args = InstanceArgs(*spec, host_of(r.nodes[0]));
+  if (r.extra_args != args) {
+    auto join = [](const std::vector<std::string>& v) {
+      std::string out;
+      for (const auto& a : v) out += (out.empty() ? "" : " ") + a;
+      return out;
+    };
+    return "flags '" + join(r.extra_args) + "' -> '" + join(args) + "'";
+  }
+  if (!spec->nodes.empty() &&
+      !std::equal(r.nodes.begin(), r.nodes.end(), spec->nodes.begin() + idx * spec->tp)) {
+    return "the file names other nodes for it";
+  }
+  return "";
+}
+
+}  // namespace
+
 Result<ApplyResult> ApplyDeployment(ClusterSession& session, const Deployment& d,
                                     const PlacementInput& input_in, const ApplyOptions& options) {
   auto say = [&](const std::string& line) {
     if (options.progress) options.progress(line);
   };
+  // A node not up yet (its telemetry late on a loaded machine, its agent
+  // reconnecting) gets options.node_wait_ms before anything is decided; the
+  // placement then refuses a replica that still needs it, naming it.
+  auto all_up = [](const ClusterSnapshot& s) {
+    for (const auto& n : s.nodes) {
+      if (n.state != NodeState::kUp || !n.has_facts) return false;
+    }
+    return true;
+  };
+  if (options.node_wait_ms > 0 && !all_up(session.Snapshot())) {
+    std::string late;
+    for (const auto& n : session.Snapshot().nodes) {
+      if (n.state != NodeState::kUp || !n.has_facts) late += (late.empty() ? "" : ", ") + n.name;
+    }
+    say("waiting up to " + std::to_string(options.node_wait_ms) + " ms for " + late);
+    session.WaitUntil(all_up,
+                      Deadline::Min(options.deadline, Deadline::AfterMs(options.node_wait_ms)));
+  }
   const ClusterSnapshot snap = session.Snapshot();
   std::map<std::string, size_t> node_index;
   for (size_t i = 0; i < snap.nodes.size(); ++i) node_index[snap.nodes[i].name] = i;
+  PlacementInput input = input_in;
+  for (auto& pn : input.nodes) {
+    auto it = node_index.find(pn.name);
+    if (it == node_index.end()) continue;
+    const NodeView& v = snap.nodes[it->second];
+    pn.up = v.state == NodeState::kUp;
+    pn.down_reason.clear();
+    if (!pn.up) {
+      pn.down_reason = std::string(NodeStateName(v.state)) + " after waiting " +
+                       std::to_string(options.node_wait_ms) + " ms" +
+                       (v.last_error.empty() ? std::string() : ": " + v.last_error);
+    }
+    if (pn.memory_bytes == 0 && v.has_facts) {
+      pn.memory_bytes = static_cast<int64_t>(
+          v.facts.memory.budget_bytes ? v.facts.memory.budget_bytes : v.facts.memory.total_bytes);
+    }
+  }
   auto host_of = [&](const std::string& node) {
     return HostOfAgent(snap.nodes[node_index.at(node)].address);
   };
@@ -263,7 +357,6 @@ Result<ApplyResult> ApplyDeployment(ClusterSession& session, const Deployment& d
   // What runs as asked is kept: same model, TP, transport, algorithm and
   // flags, not failed, on the named nodes when the file names them.
   ApplyResult result;
-  PlacementInput input = input_in;
   input.fixed.clear();
   std::set<std::string> kept;
   std::vector<std::string> to_stop;
@@ -271,13 +364,11 @@ Result<ApplyResult> ApplyDeployment(ClusterSession& session, const Deployment& d
     for (const auto& r : current->instances) {
       const DeployInstanceSpec* spec = d.Find(r.instance);
       const int idx = std::atoi(r.replica.substr(r.replica.rfind('-') + 1).c_str());
-      bool keep = spec && idx < spec->replicas && r.state != "failed" && r.state != "stopped" &&
-                  r.model == spec->model && r.tp == spec->tp && r.transport == spec->transport &&
-                  r.algorithm == spec->algorithm && !r.nodes.empty() &&
-                  node_index.count(r.nodes[0]) &&
-                  r.extra_args == InstanceArgs(*spec, host_of(r.nodes[0]));
-      if (keep && !spec->nodes.empty()) {
-        keep = std::equal(r.nodes.begin(), r.nodes.end(), spec->nodes.begin() + idx * spec->tp);
+      const std::string why = WhyNotKept(r, spec, idx, node_index, host_of);
+      const bool keep = why.empty();
+      if (!keep && r.state != "stopped") {
+        const bool removed = !spec || idx >= spec->replicas;
+        say((removed ? "stopping " : "restarting ") + r.replica + ": " + why);
       }
       if (keep) {
         kept.insert(r.replica);
@@ -371,10 +462,10 @@ Result<ApplyResult> ApplyDeployment(ClusterSession& session, const Deployment& d
     const std::string& node = result.placement.router_node;
     const std::vector<std::string> args = RouterArgs(d.router, host_of(node));
     DeploymentStatus s = *ready;
-    const bool keep_router = s.has_router && s.router.state != "failed" &&
-                             s.router.state != "stopped" && s.router.model == d.router.policy &&
-                             s.router.nodes == std::vector<std::string>{node} &&
-                             s.router.extra_args == args;
+    const bool keep_router =
+        s.has_router && s.router.state != "failed" && s.router.state != "stopped" &&
+        SameModelFolder(s.router.model, d.router.policy) &&
+        s.router.nodes == std::vector<std::string>{node} && s.router.extra_args == args;
     if (!keep_router) {
       if (s.has_router && s.router.state != "stopped") StopJobs(session, {s.router.job_id});
       JobRequest req;
@@ -393,7 +484,8 @@ Result<ApplyResult> ApplyDeployment(ClusterSession& session, const Deployment& d
       if (!r.ok()) return undo(r.status().message());
       s = *r;
     }
-    if (Status st = SyncRouterInstances(s, options.deadline); !st.ok()) return undo(st.message());
+    if (Status st = SyncRouterInstances(s, options.cluster_token, options.deadline); !st.ok())
+      return undo(st.message());
     say("router on " + s.router.url + " told the endpoints of every instance");
     result.status = s;
   } else {

@@ -3,18 +3,28 @@
 // fixture models (qwen3-tiny as 3 replicas at TP 2, minicpm-tiny as 2 at TP
 // 1) checked (each TP group on ring neighbours), then applied: 5 replicas
 // ready on 8 distinct nodes, a router whose `instance:` pools answer with the
-// right pool; applying the same file again changes nothing; a 9-node
+// right pool; applying the same file again changes nothing (the same job
+// ids), also while a node's agent is frozen for a few seconds (apply waits for
+// it, --node-wait-ms) and refuses naming the node when it stays away; the
+// router job holds its admin token in its environment (derived from the
+// cluster token), never on its command line; a 9-node
 // deployment and a TP 4 split of the ring are refused by `check` with why; a
 // replica killed mid-run reads failed in `status` while the router ejects it
 // and keeps serving from the others; applying again restarts it and the
-// router follows it to its new endpoint; `down` leaves no job running and no
+// router follows it to its new endpoint; a changed file (3 -> 2 large
+// replicas, another model for the small instance) stops one large replica
+// and restarts only the small ones; `down` leaves no job running and no
 // worker process alive.
 #include <httplib.h>
 #include <signal.h>
 
+#include <QCryptographicHash>
 #include <QDir>
 #include <QFile>
+#include <QMessageAuthenticationCode>
 #include <QtTest>
+#include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <thread>
@@ -93,6 +103,37 @@ class TestDeployCluster : public QObject {
     auto res = cli.Post("/v1/completions", body.dump(), "application/json");
     *status = res ? res->status : -1;
     return res ? res->get_header_value("X-Octet-Pool") : "";
+  }
+
+  // replica -> job id, from `deploy status`.
+  std::map<std::string, std::string> JobIds(const json& status) {
+    std::map<std::string, std::string> ids;
+    if (!status.is_object() || status["deployments"].empty()) return ids;
+    for (const auto& r : status["deployments"][0]["instances"]) ids[r["name"]] = r["job_id"];
+    if (status["deployments"][0]["router"].is_object())
+      ids["router"] = status["deployments"][0]["router"]["job_id"];
+    return ids;
+  }
+
+  static std::string ProcFile(pid_t pid, const char* name) {
+    std::ifstream f("/proc/" + std::to_string(pid) + "/" + name, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+  }
+
+  // The octet-agent process of local node `index` (its state folder node-INDEX).
+  pid_t AgentPid(int index) {
+    const std::string mark = root_ + "/state/node-" + std::to_string(index) + "/address";
+    QDir proc("/proc");
+    for (const QString& e : proc.entryList(QDir::Dirs)) {
+      bool ok = false;
+      const pid_t pid = e.toInt(&ok);
+      if (!ok) continue;
+      std::string cmd = ProcFile(pid, "cmdline");
+      std::replace(cmd.begin(), cmd.end(), '\0', ' ');
+      if (cmd.find("octet-agent") != std::string::npos && cmd.find(mark) != std::string::npos)
+        return pid;
+    }
+    return 0;
   }
 
   std::vector<JobStatus> AllJobs() {
@@ -266,11 +307,86 @@ routes:
     QCOMPARE(code, 200);
     QCOMPARE(Complete(router, "anything", &code), std::string("large"));
     QCOMPARE(code, 200);
-    // The same file again changes nothing.
+    // The same file again changes nothing: the same jobs run.
+    const auto ids = JobIds(st);
+    QCOMPARE(ids.size(), size_t(6));
     Run again = Deploy({"apply", root_ + "/deploy.yaml", "--json"}, 120'000);
     QVERIFY2(again.code == 0, (again.out + again.err).c_str());
-    QCOMPARE(again.doc["started"].size(), size_t(0));
+    QVERIFY2(again.doc["started"].empty(), again.err.c_str());
+    QCOMPARE(again.doc["stopped"].size(), size_t(0));
     QCOMPARE(again.doc["kept"].size(), size_t(5));
+    QCOMPARE(JobIds(Status()), ids);
+  }
+
+  // The router job's admin token: in its environment, derived from the
+  // cluster token (HMAC-SHA256 of "octet-router-admin:" + job id, computed
+  // here with Qt's own HMAC), never on its command line.
+  void theRouterHoldsItsAdminTokenInItsEnvironment() {
+    const json st = Status();
+    QVERIFY(st.is_object() && !st["deployments"].empty());
+    const std::string job = st["deployments"][0]["router"]["job_id"];
+    pid_t pid = 0;
+    for (const auto& j : AllJobs()) {
+      if (j.spec.job_id == job && j.state == "running") pid = j.pid;
+    }
+    QVERIFY(pid > 0);
+    auto profile = LoadProfile("dtest", config_);
+    QVERIFY(profile.ok());
+    std::ifstream tf(profile->token_file());
+    std::string token;
+    tf >> token;
+    QVERIFY(!token.empty());
+    const QByteArray expected = QMessageAuthenticationCode::hash(
+                                    QByteArray::fromStdString("octet-router-admin:" + job),
+                                    QByteArray::fromStdString(token), QCryptographicHash::Sha256)
+                                    .toHex();
+    const std::string env = ProcFile(pid, "environ");
+    QVERIFY2(env.find("OCTET_ROUTER_ADMIN_TOKEN=" + expected.toStdString()) != std::string::npos,
+             "the router's environment lacks its admin token");
+    const std::string cmdline = ProcFile(pid, "cmdline");
+    QVERIFY(!cmdline.empty());
+    QVERIFY(cmdline.find(expected.toStdString()) == std::string::npos);
+    QVERIFY(cmdline.find(token) == std::string::npos);
+  }
+
+  // A node whose agent does not answer for a few seconds (SIGSTOP): apply
+  // waits for it and changes nothing; when it stays away past --node-wait-ms,
+  // apply refuses naming it, and stops nothing.
+  void applyWaitsForALateNode() {
+    const auto ids = JobIds(Status());
+    const pid_t agent = AgentPid(2);
+    QVERIFY(agent > 0);
+    QCOMPARE(::kill(agent, SIGSTOP), 0);
+    std::thread resume([agent] {
+      std::this_thread::sleep_for(std::chrono::seconds(7));
+      ::kill(agent, SIGCONT);
+    });
+    Run waited =
+        Deploy({"apply", root_ + "/deploy.yaml", "--json", "--node-wait-ms", "30000"}, 120'000);
+    resume.join();
+    QVERIFY2(waited.code == 0, (waited.out + waited.err).c_str());
+    QVERIFY2(waited.doc["started"].empty(), waited.err.c_str());
+    QCOMPARE(waited.doc["kept"].size(), size_t(5));
+    QCOMPARE(JobIds(Status()), ids);
+
+    QCOMPARE(::kill(agent, SIGSTOP), 0);
+    Run refused = Deploy({"apply", root_ + "/deploy.yaml", "--node-wait-ms", "1000"}, 120'000);
+    ::kill(agent, SIGCONT);
+    QCOMPARE(refused.code, 1);
+    QVERIFY2(refused.err.find("node dtest-2 is not up") != std::string::npos, refused.err.c_str());
+    // Nothing was stopped or started.
+    json st;
+    for (int i = 0; i < 40; ++i) {
+      st = Status();
+      bool ready = !st["deployments"].empty();
+      for (const auto& r : st.value("deployments", json::array()).empty()
+                               ? json::array()
+                               : st["deployments"][0]["instances"])
+        ready = ready && r["state"] == "ready";
+      if (ready) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    }
+    QCOMPARE(JobIds(st), ids);
   }
 
   void aKilledReplicaFailsAndTheRouterKeepsServing() {
@@ -315,8 +431,9 @@ routes:
     // Apply restarts it; the router follows it to its new endpoint.
     Run again = Deploy({"apply", root_ + "/deploy.yaml", "--json", "--wait-ms", "240000"}, 300'000);
     QVERIFY2(again.code == 0, (again.out + again.err).c_str());
-    QCOMPARE(again.doc["started"], json::array({"large-0"}));
-    const json* back = Replica(Status(), "large-0");
+    QVERIFY2(again.doc["started"] == json::array({"large-0"}), again.err.c_str());
+    const json after = Status();
+    const json* back = Replica(after, "large-0");
     QVERIFY(back);
     QCOMPARE((*back)["state"].get<std::string>(), std::string("ready"));
     QVERIFY((*back)["url"] != old_url);
@@ -332,12 +449,59 @@ routes:
     QVERIFY(has_new);
   }
 
+  // A changed file changes only what changed: 3 -> 2 large replicas stops
+  // large-2; another model for the small instance restarts small-0 and
+  // small-1; large-0, large-1 and the router run on as they were.
+  void aChangedFileChangesOnlyWhatChanged() {
+    const auto ids = JobIds(Status());
+    const std::string fx = test::FixturesDir();
+    WriteFile(root_ + "/changed.yaml",
+              "version: 1\nname: demo\ninstances:\n  - name: large\n    model: " + fx +
+                  "/qwen3-tiny\n    tp: 2\n    replicas: 2\n    slots: 2\n"
+                  "    context: 128\n    threads: 1\n  - name: small\n    model: " +
+                  fx +
+                  "/qwen3-tiny\n    tp: 1\n    replicas: 2\n    slots: 2\n"
+                  "    context: 128\n    threads: 1\nrouter:\n  policy: policy.yaml\n");
+    Run r = Deploy({"apply", root_ + "/changed.yaml", "--json", "--wait-ms", "240000"}, 300'000);
+    QVERIFY2(r.code == 0, (r.out + r.err).c_str());
+    QVERIFY2(r.doc["started"] == json::array({"small-0", "small-1"}), r.err.c_str());
+    QCOMPARE(r.doc["kept"], json::array({"large-0", "large-1"}));
+    std::set<std::string> stopped(r.doc["stopped"].begin(), r.doc["stopped"].end());
+    QCOMPARE(stopped, (std::set<std::string>{"large-2", "small-0", "small-1"}));
+    const json st = Status();
+    const auto now = JobIds(st);
+    // 2 large, 2 small, the router, and large-2 that reads stopped.
+    QCOMPARE(now.size(), size_t(6));
+    QVERIFY2(Replica(st, "large-2") && (*Replica(st, "large-2"))["state"] == "stopped",
+             st.dump().c_str());
+    QCOMPARE(now.at("large-0"), ids.at("large-0"));
+    QCOMPARE(now.at("large-1"), ids.at("large-1"));
+    QCOMPARE(now.at("router"), ids.at("router"));
+    QVERIFY(now.at("small-0") != ids.at("small-0"));
+    QVERIFY(now.at("small-1") != ids.at("small-1"));
+    QVERIFY2(Replica(st, "small-0") && (*Replica(st, "small-0"))["model"].get<std::string>().find(
+                                           "qwen3-tiny") != std::string::npos,
+             st.dump().c_str());
+    // The router follows: two large endpoints, the small pool's new ones.
+    httplib::Client cli(st["deployments"][0]["router"]["url"].get<std::string>());
+    auto inst = cli.Get("/v1/router/instances");
+    QVERIFY(inst && inst->status == 200);
+    const json ij = json::parse(inst->body);
+    QCOMPARE(ij["instances"]["large"].size(), size_t(2));
+    QCOMPARE(ij["instances"]["small"].size(), size_t(2));
+    for (const auto& u : ij["instances"]["small"]) {
+      QVERIFY(u == (*Replica(st, "small-0"))["url"] || u == (*Replica(st, "small-1"))["url"]);
+    }
+    // (Through the router the small pool now answers 404: its policy still
+    // names model minicpm-tiny, which the new replicas do not serve.)
+  }
+
   void downLeavesNothingRunning() {
     std::vector<pid_t> pids;
     for (const auto& j : AllJobs()) {
       if (j.spec.deployment == "demo" && j.state == "running") pids.push_back(j.pid);
     }
-    QVERIFY(pids.size() >= 9);  // 3 x 2 + 2 ranks and the router
+    QVERIFY(pids.size() >= 7);  // 2 x 2 + 2 ranks and the router
     Run r = Deploy({"down", "demo", "--json"});
     QVERIFY2(r.code == 0, (r.out + r.err).c_str());
     for (const auto& j : AllJobs()) {

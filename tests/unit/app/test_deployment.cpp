@@ -6,10 +6,17 @@
 // count; a TP group that needs any-to-any links on a ring is refused with the
 // reason (switch cabling places it); a replica that does not fit a node's
 // memory (as `octet plan` counts it, from a fixture model's own files) names
-// the instance, the node and the shortfall.
+// the instance, the node and the shortfall. The capacity `octet route plan`
+// predicts: per-replica rates from a stored bench run of the model at its TP
+// degree, else the policy's capacity; more than two instances; a node that is
+// not up is named with why.
+#include <QTemporaryDir>
 #include <QtTest>
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <set>
 
+#include "octet/app/bench_store.h"
 #include "octet/app/deployment.h"
 #include "octet/engine/memory_plan.h"
 #include "octet_test.h"
@@ -293,6 +300,155 @@ rooter:
     QVERIFY(a.ok());
     QVERIFY(!a.warnings.empty());
     QVERIFY2(a.warnings[0].find("memory not checked") != std::string::npos, a.warnings[0].c_str());
+  }
+
+  void aNodeNotUpIsNamedWithWhy() {
+    auto d = Parse(kLayout);
+    PlacementInput in = Cluster(8, "ring");
+    in.nodes[1].up = false;
+    in.nodes[1].down_reason = "lost: no telemetry for 3200 ms";
+    const Placement p = PlaceDeployment(*d, in);
+    QVERIFY(!p.ok());
+    QVERIFY2(p.errors[0].find("node spark2 is not up (lost: no telemetry for 3200 ms)") !=
+                 std::string::npos,
+             p.errors[0].c_str());
+  }
+
+  // Three instances, rates from the policy: the largest TP is the large
+  // pool, the other two together the small one, against 8 nodes of large.
+  void capacityOfThreeInstancesFromThePolicy() {
+    QTemporaryDir dir;
+    const std::string root = dir.path().toStdString();
+    std::ofstream(root + "/policy.yaml") << R"(version: 1
+pools:
+  - name: big
+    instance: large
+    capacity: {nodes_per_replica: 2, requests_per_s: 0.5}
+  - name: mid
+    instance: medium
+    capacity: {nodes_per_replica: 1, requests_per_s: 1.0}
+  - name: tiny
+    instance: small
+    capacity: {nodes_per_replica: 1, requests_per_s: 2.0}
+routes:
+  - name: rest
+    pool: big
+)";
+    auto r = ParseDeployment(R"(version: 1
+name: three
+instances:
+  - {name: medium, model: /m/medium, tp: 1, replicas: 1}
+  - {name: large, model: /m/large, tp: 2, replicas: 2}
+  - {name: small, model: /m/small, tp: 1, replicas: 2}
+router:
+  policy: policy.yaml
+)",
+                             root + "/d.yaml");
+    QVERIFY2(r.ok(), r.status().message().c_str());
+    const DeploymentCapacity c = PlanDeploymentCapacity(*r.deployment, 8, "", {0.25, 0.5});
+    QVERIFY2(c.available, c.reason.c_str());
+    QCOMPARE(c.large, std::string("large"));
+    QCOMPARE(c.rates.size(), size_t(3));
+    QCOMPARE(c.rates[1].requests_per_s, 0.5);
+    QVERIFY2(c.rates[1].source.find("pool 'big'") != std::string::npos, c.rates[1].source.c_str());
+    const auto j = nlohmann::json::parse(c.json);
+    // By hand: C_large = 2 x 0.5 = 1; C_rest = 1 x 1 + 2 x 2 = 5; baseline
+    // 8 / 2 = 4 replicas x 0.5 = 2 req/s.
+    QCOMPARE(j["baseline"]["rps"].get<double>(), 2.0);
+    QCOMPARE(j["small"]["capacity_rps"].get<double>(), 5.0);
+    // f = 0.25: min(1 / 0.25, 5 / 0.75) = 4 (large bound): gain 2.
+    QCOMPARE(j["points"][0]["lambda_max_rps"].get<double>(), 4.0);
+    QCOMPARE(j["points"][0]["bottleneck"].get<std::string>(), std::string("large"));
+    QCOMPARE(j["points"][0]["gain"].get<double>(), 2.0);
+    // f = 0.5: min(2, 10) = 2.
+    QCOMPARE(j["points"][1]["lambda_max_rps"].get<double>(), 2.0);
+    QVERIFY2(c.text.find("medium+small") != std::string::npos, c.text.c_str());
+    // One instance alone: its capacity against the cluster serving it.
+    auto one = ParseDeployment(
+        "version: 1\nname: one\ninstances:\n  - {name: large, model: "
+        "/m/large, tp: 2, replicas: 2}\nrouter:\n  policy: policy.yaml\n",
+        root + "/one.yaml");
+    QVERIFY(one.ok());
+    const DeploymentCapacity c1 = PlanDeploymentCapacity(*one.deployment, 8, "");
+    QVERIFY2(c1.available, c1.reason.c_str());
+    const auto j1 = nlohmann::json::parse(c1.json);
+    QCOMPARE(j1["points"][0]["lambda_max_rps"].get<double>(), 1.0);
+    QCOMPARE(j1["points"][0]["gain"].get<double>(), 0.5);
+    // No rate anywhere: unavailable, naming the instance.
+    auto bare = ParseDeployment("version: 1\nname: b\ninstances:\n  - {name: q, model: /m/q}\n",
+                                root + "/b.yaml");
+    const DeploymentCapacity cb = PlanDeploymentCapacity(*bare.deployment, 8, "");
+    QVERIFY(!cb.available);
+    QVERIFY2(cb.reason.find("instance 'q'") != std::string::npos, cb.reason.c_str());
+  }
+
+  // A stored bench run of the model at the instance's TP degree gives the
+  // rate; a run at another TP degree does not.
+  void capacityFromAStoredBenchRun() {
+    QTemporaryDir dir;
+    const std::string root = dir.path().toStdString();
+    const std::string db = root + "/runs.sqlite";
+    {
+      auto store = BenchRunStore::Open(db);
+      QVERIFY2(store.ok(), store.status().ToString().c_str());
+      BenchRun run;
+      run.label = "large at tp2";
+      run.state = "complete";
+      run.topology.tp = 2;
+      run.topology.nodes = 2;
+      run.topology.model = "large";
+      run.provenance.model_path = "/models/large";
+      BenchResult low;  // concurrency 1: not the one used
+      low.prompt_size = 512;
+      low.response_size = 64;
+      low.concurrency = 1;
+      low.runs = 1;
+      low.e2e_ttft = MetricStats::Of({100});
+      low.tg_req_throughput = MetricStats::Of({40});
+      BenchResult high = low;
+      high.concurrency = 4;
+      high.e2e_ttft = MetricStats::Of({400, 600});         // mean 500 ms
+      high.tg_req_throughput = MetricStats::Of({20, 12});  // mean 16 tok/s
+      run.results = {low, high};
+      QVERIFY((*store)->InsertRun(run).ok());
+      BenchRun other = run;  // the same model at TP 1: not this instance's
+      other.label = "tp1";
+      other.topology.tp = 1;
+      other.results[1].tg_req_throughput = MetricStats::Of({1000});
+      QVERIFY((*store)->InsertRun(other).ok());
+    }
+    std::ofstream(root + "/policy.yaml") << R"(version: 1
+pools:
+  - name: big
+    instance: large
+    capacity: {nodes_per_replica: 2, requests_per_s: 9}
+  - name: little
+    instance: small
+    capacity: {nodes_per_replica: 1, requests_per_s: 1.5}
+routes:
+  - name: rest
+    pool: big
+)";
+    auto r = ParseDeployment(kLayout, root + "/d.yaml");
+    QVERIFY(r.ok());
+    Deployment d = *r.deployment;
+    d.router.policy = root + "/policy.yaml";
+    const DeploymentCapacity c = PlanDeploymentCapacity(d, 8, db, {0.5});
+    QVERIFY2(c.available, c.reason.c_str());
+    // 4 requests / (0.5 s + 64 tok / 16 tok/s) = 4 / 4.5 req/s per replica.
+    QVERIFY2(std::abs(c.rates[0].requests_per_s - 4.0 / 4.5) < 1e-9,
+             (std::to_string(c.rates[0].requests_per_s) + " " + c.rates[0].source).c_str());
+    QVERIFY(c.rates[0].bench_run > 0);
+    QVERIFY2(c.rates[0].source.find("'large at tp2'") != std::string::npos,
+             c.rates[0].source.c_str());
+    // The small instance has no run: the policy's.
+    QCOMPARE(c.rates[1].requests_per_s, 1.5);
+    QVERIFY2(c.rates[1].source.find("policy") != std::string::npos, c.rates[1].source.c_str());
+    // A store path that does not exist is not created, and the policy is used.
+    const DeploymentCapacity none = PlanDeploymentCapacity(d, 8, root + "/absent.sqlite", {0.5});
+    QVERIFY(none.available);
+    QCOMPARE(none.rates[0].requests_per_s, 9.0);
+    QVERIFY(!QFileInfo::exists(QString::fromStdString(root + "/absent.sqlite")));
   }
 };
 

@@ -96,12 +96,19 @@ DeploymentParseResult ParseDeployment(std::string_view yaml, const std::string& 
 // Reads and parses; a missing file is one error at 0:0.
 DeploymentParseResult LoadDeploymentFile(const std::string& path);
 
+// A model folder (or policy file) as a file names it and as an agent reports
+// it (the resolved real path): the same when equal as written, once
+// normalised ("a/../b", a trailing '/'), or when this machine resolves the
+// named path to the reported one (a local cluster, the same mount everywhere).
+bool SameModelFolder(const std::string& reported, const std::string& named);
+
 // ---- placement ----------------------------------------------------------------------
 
 struct PlacementNode {
   std::string name;
   int64_t memory_bytes = 0;  // the node's memory (a local node's budget)
   bool up = true;
+  std::string down_reason;  // why it is not up (said with "node X is not up")
 };
 
 // A model's memory on each rank of a TP group, as the planner counts it.
@@ -152,6 +159,39 @@ MemoryEstimator PlannerMemoryEstimator(std::string catalog_dir);
 // cabling from the session's analysis.
 PlacementInput PlacementInputFrom(const ClusterSnapshot& snapshot);
 
+// ---- capacity ----------------------------------------------------------------------
+
+// What `octet route plan` predicts for a deployment: the largest-TP instance
+// is the large pool, the others together the small one (the requests not sent
+// to the large pool spread over them in proportion to their capacity),
+// against the whole cluster serving the large model alone.
+struct InstanceRate {
+  std::string instance;
+  int replicas = 0, tp = 1;
+  double requests_per_s = 0;  // per replica; 0: unknown
+  std::string source;         // where it came from, in words
+  int64_t bench_run = 0;      // the stored `octet bench` run it came from (0: none)
+};
+
+struct DeploymentCapacity {
+  bool available = false;
+  std::string reason;               // why not, when not available
+  std::vector<InstanceRate> rates;  // one per instance, file order
+  std::string large;                // the large pool's instance
+  std::string text;                 // the `octet route plan` table and the rates
+  std::string json;                 // the plan as JSON (route plan's fields, "rates", "available")
+};
+
+// Per-replica rates: from the newest complete run in `bench_store_path` ("" :
+// none) of the instance's model (its folder, or a served name that is the
+// folder's name) at its TP degree, as concurrency / (e2e TTFT + response
+// tokens / per-request decode rate) of its highest-concurrency test; else
+// the router policy's capacity.requests_per_s of the pool that names the
+// instance. `cluster_nodes` 0: the nodes the deployment uses.
+DeploymentCapacity PlanDeploymentCapacity(const Deployment& deployment, int cluster_nodes,
+                                          const std::string& bench_store_path,
+                                          const std::vector<double>& fractions = {0.25, 0.5});
+
 // ---- running it -------------------------------------------------------------------
 
 struct DeployedReplica {
@@ -166,6 +206,7 @@ struct DeployedReplica {
   std::string url;                 // rank 0's (the router's) http://HOST:PORT
   std::string error;
   std::vector<std::string> extra_args;  // as started (what apply compares)
+  int threads = 0;                      // as started (0: the worker's default)
   std::string transport, algorithm;
   bool router = false;
 };
@@ -187,6 +228,14 @@ struct ApplyOptions {
   Deadline deadline = Deadline::AfterMs(600'000);    // everything ready by then
   std::function<void(const std::string&)> progress;  // one line at a time
   int poll_interval_ms = 300;
+  // A node that is not up when apply begins (its telemetry late on a loaded
+  // machine, an agent reconnecting) is waited for this long before the
+  // placement, which then refuses a replica that needs it, naming the node.
+  int node_wait_ms = 10'000;
+  // The cluster token (the profile's, AgentEndpoint::token): the router job's
+  // admin token derives from it (RouterAdminToken), so apply can tell a router
+  // on a remote node the endpoints. "" : sent without (accepted from loopback).
+  std::string cluster_token;
 };
 
 struct ApplyResult {
@@ -208,6 +257,10 @@ Result<ApplyResult> ApplyDeployment(ClusterSession& session, const Deployment& d
 // ready replicas' URLs); what apply does last, and what keeps the router on
 // replicas that were restarted elsewhere.
 Status SyncRouterInstances(const DeploymentStatus& status, Deadline deadline);
+// The same with the router's admin token: what a router on another node
+// (not on this machine's loopback) needs. `cluster_token` "" : none sent.
+Status SyncRouterInstances(const DeploymentStatus& status, const std::string& cluster_token,
+                           Deadline deadline);
 
 // Stops every job of the deployment on every node; the names stopped.
 Result<std::vector<std::string>> DownDeployment(ClusterSession& session, const std::string& name,
