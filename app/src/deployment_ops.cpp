@@ -160,7 +160,7 @@ std::vector<DeploymentStatus> ReadDeployments(ClusterSession& session, Deadline 
           r.nodes[rk.job.spec.rank] = snap.nodes[rk.node].name;
         }
       }
-      size_t running = 0, stopped = 0;
+      size_t running = 0, stopped = 0, exited = 0;
       std::string failure;
       for (uint32_t k = 0; k < world; ++k) {
         const Rank* rk = by_rank[k];
@@ -173,7 +173,11 @@ std::vector<DeploymentStatus> ReadDeployments(ClusterSession& session, Deadline 
           ++running;
         } else if (rk->job.state == "stopped") {
           ++stopped;
-        } else if (failure.empty()) {
+        } else {
+          // A rank that exited cleanly may have ended because a peer was
+          // stopped; it reads failed only when nothing explains it.
+          if (rk->job.state == "exited") ++exited;
+          if (!failure.empty()) continue;
           failure = "rank " + std::to_string(k) + " on node " + snap.nodes[rk->node].name + ": " +
                     EndedWhy(rk->job);
         }
@@ -185,7 +189,9 @@ std::vector<DeploymentStatus> ReadDeployments(ClusterSession& session, Deadline 
         // A router answers /health 503 until a pool can serve: it is up.
         const int health = r.url.empty() ? -1 : HttpGetStatus(r.url, "/health", 1000);
         r.state = (r.router ? health > 0 : health == 200) ? "ready" : "starting";
-      } else if (stopped == world) {
+      } else if (running == 0 && stopped > 0 && stopped + exited == world) {
+        // Stopped, its other ranks ending cleanly when their peer went away
+        // (before the agent's stop reached them).
         r.state = "stopped";
       } else {
         r.state = "failed";
@@ -360,6 +366,7 @@ Result<ApplyResult> ApplyDeployment(ClusterSession& session, const Deployment& d
   input.fixed.clear();
   std::set<std::string> kept;
   std::vector<std::string> to_stop;
+  std::vector<std::string> reasons;  // said once the placement holds
   if (current) {
     for (const auto& r : current->instances) {
       const DeployInstanceSpec* spec = d.Find(r.instance);
@@ -368,7 +375,7 @@ Result<ApplyResult> ApplyDeployment(ClusterSession& session, const Deployment& d
       const bool keep = why.empty();
       if (!keep && r.state != "stopped") {
         const bool removed = !spec || idx >= spec->replicas;
-        say((removed ? "stopping " : "restarting ") + r.replica + ": " + why);
+        reasons.push_back((removed ? "stopping " : "restarting ") + r.replica + ": " + why);
       }
       if (keep) {
         kept.insert(r.replica);
@@ -386,6 +393,7 @@ Result<ApplyResult> ApplyDeployment(ClusterSession& session, const Deployment& d
     for (const auto& e : result.placement.errors) all += (all.empty() ? "" : "\n") + e;
     return FailedPreconditionError(all);
   }
+  for (const auto& line : reasons) say(line);
   if (!to_stop.empty()) {
     say("stopping " + std::to_string(to_stop.size()) + " replica(s) that changed or were removed");
     StopJobs(session, to_stop);

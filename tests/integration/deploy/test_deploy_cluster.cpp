@@ -468,7 +468,14 @@ routes:
     QCOMPARE(r.doc["kept"], json::array({"large-0", "large-1"}));
     std::set<std::string> stopped(r.doc["stopped"].begin(), r.doc["stopped"].end());
     QCOMPARE(stopped, (std::set<std::string>{"large-2", "small-0", "small-1"}));
-    const json st = Status();
+    // large-2 reads stopped once the agents have seen both its ranks end.
+    json st;
+    for (int i = 0; i < 40; ++i) {
+      st = Status();
+      const json* gone = Replica(st, "large-2");
+      if (gone && (*gone)["state"] == "stopped") break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(250));
+    }
     const auto now = JobIds(st);
     // 2 large, 2 small, the router, and large-2 that reads stopped.
     QCOMPARE(now.size(), size_t(6));
