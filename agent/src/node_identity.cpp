@@ -77,7 +77,16 @@ Result<NodeIdentity> LoadOrCreateNodeIdentity(const NodeIdentityPaths& paths) {
   out.node_id = "n-" + fingerprint.substr(0, 4) + "-" + HexEncode(random, sizeof random);
   out.created = true;
   nlohmann::json record = {{"node_id", out.node_id}, {"machine_fingerprint", fingerprint}};
-  OCTET_RETURN_IF_ERROR(WriteFileAtomic(file, record.dump(2) + "\n", 0644));
+  // A full state disk must not keep the node down: the id serves this run
+  // (WriteFileAtomic leaves the old file whole), and the user is told.
+  if (Status saved = WriteFileAtomic(file, record.dump(2) + "\n", 0644); !saved.ok()) {
+    out.not_saved = saved.message();
+    OCTET_LOG(WARNING) << file << ": node id " << out.node_id << " could not be saved ("
+                       << out.not_saved
+                       << "); this agent runs with it, but the next start makes another one "
+                          "unless "
+                       << paths.state_dir << " has room";
+  }
   return out;
 }
 

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -391,16 +392,26 @@ int RunBench(const std::vector<std::string>& args) {
   }
   if (store && !run->store_error.empty()) {
     // The measurements survive a store that failed mid-run: in a side file
-    // beside it, in the --json format.
-    const std::string side =
-        store->path() + ".unsaved-" + std::to_string(::time(nullptr)) + ".json";
-    Status saved = WriteFileAtomic(side, app::BenchRunToJson(*run) + "\n");
+    // beside it, in the --json format; when its disk is the one that is full,
+    // in the temporary folder ($TMPDIR, else /tmp) instead.
+    const std::string stamp = std::to_string(::time(nullptr)) + "-" + std::to_string(::getpid());
+    std::string side = store->path() + ".unsaved-" + stamp + ".json";
+    const std::string doc = app::BenchRunToJson(*run) + "\n";
     std::cerr << kProgram << ": error: the run store " << store->path()
               << " refused the results: " << run->store_error << "\n";
+    Status saved = WriteFileAtomic(side, doc);
+    if (!saved.ok()) {
+      std::cerr << kProgram << ": they could not be kept beside it (" << saved.message() << ")\n";
+      const char* tmpdir = std::getenv("TMPDIR");
+      side =
+          JoinPath(tmpdir && *tmpdir ? tmpdir : "/tmp", "octet-bench-unsaved-" + stamp + ".json");
+      saved = WriteFileAtomic(side, doc);
+    }
     if (saved.ok()) {
-      std::cerr << kProgram << ": the results are kept in " << side << "\n";
+      std::cerr << kProgram << ": the results are kept in " << side
+                << " (octet bench import reads it once the store has room)\n";
     } else {
-      std::cerr << kProgram << ": and they could not be kept beside it either: " << saved.message()
+      std::cerr << kProgram << ": and they could not be kept anywhere: " << saved.message()
                 << " (the table above is all there is)\n";
     }
     return kExitFailure;
