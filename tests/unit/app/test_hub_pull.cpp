@@ -390,6 +390,23 @@ class TestHubPull : public QObject {
       QCOMPARE(n["models"][0]["bytes"].get<int64_t>(), total);
     }
 
+    // A copy interrupted on node 1 (its blob gone, the first MiB left as
+    // .incomplete): the next pull copies only the rest, from that offset.
+    {
+      const std::string blob = fs::canonical(node_file(1, "extra/big.bin")).string();
+      const std::string bytes = *octet::ReadFileToString(blob);
+      fs::remove(blob);
+      QVERIFY(octet::WriteFileAtomic(blob + ".incomplete", bytes.substr(0, 1 << 20)).ok());
+    }
+    hub_->ResetCounters();
+    std::tie(r, j) = pull();
+    QVERIFY2(r.exit_code == 0, r.output.c_str());
+    for (const auto& f : files_) QCOMPARE(hub_->Requests(f.path), 0);
+    QCOMPARE(j["nodes"][1]["files_downloaded"].get<int>(), 1);
+    QCOMPARE(j["nodes"][1]["network_bytes"].get<int64_t>(), int64_t(3 << 20));
+    QVERIFY(*octet::ReadFileToString(node_file(1, "extra/big.bin")) ==
+            files_[files_.size() - 2].bytes);
+
     // A copy corrupted on node 2: the next pull re-hashes, refuses it and
     // copies it again from node 0; nothing comes from the Hub.
     const std::string big = fs::canonical(node_file(2, "extra/big.bin")).string();
