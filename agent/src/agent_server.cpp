@@ -772,10 +772,12 @@ Result<std::unique_ptr<AgentServer>> AgentServer::Start(AgentConfig config) {
     a->config.models_dir = JoinPath(a->config.model_roots.front(), "hub");
   }
   if (!a->config.models_dir.empty()) {
-    OCTET_RETURN_IF_ERROR(MakeDirs(a->config.models_dir).WithContext("--models-dir"));
-    const bool inside =
-        ResolveInsideRoots(a->config.models_dir, a->config.model_roots, "models dir").ok();
-    if (!inside) a->config.model_roots.push_back(a->config.models_dir);
+    // Created by the first pull, not here (a root may be read-only or not
+    // mounted yet); NotFound means it would lie inside a root.
+    auto inside = ResolveInsideRoots(a->config.models_dir, a->config.model_roots, "models dir");
+    if (!inside.ok() && inside.status().code() != StatusCode::kNotFound) {
+      a->config.model_roots.push_back(a->config.models_dir);
+    }
   }
   jo.model_roots = cfg.model_roots;
   jo.owner_flags = cfg.octet_binary_flags;

@@ -38,7 +38,8 @@ struct AgentConfig {
   std::vector<std::string> model_roots;  // folders jobs may load models from
   // The model store (a Hugging Face hub cache) pulls go into and peers copy
   // from (models.proto). "" : <first model root>/hub. Added to the model roots
-  // when outside them, so that what is pulled can be launched.
+  // when outside them, so that what is pulled can be launched; created by the
+  // first pull.
   std::string models_dir;
   // Local embedded cluster: a simulated node with this much memory (0: a real
   // node) and the cabling it declares, since loopback has no cables.
