@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include <QtTest>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <regex>
 
@@ -106,6 +107,10 @@ class NetnsLab {
       // Each namespace is a different machine: its own machine id.
       OCTET_RETURN_IF_ERROR(WriteFileAtomic(node_dir + "/machine-id", Ns(i) + "\n"));
       const std::string socket = node_dir + "/agent.sock";
+      // TCP on the node's own network (ListenTcp), else a unix socket.
+      const auto tcp = tcp_listen_.find(i);
+      const std::string listen = tcp != tcp_listen_.end() ? tcp->second : "unix:" + socket;
+      ::unlink((node_dir + "/address").c_str());
       SpawnOptions so;
       so.argv = {IpPath(),
                  "netns",
@@ -113,7 +118,9 @@ class NetnsLab {
                  Ns(i),
                  test::BinDir() + "/octet-agent",
                  "--listen",
-                 "unix:" + socket,
+                 listen,
+                 "--port-file",
+                 node_dir + "/address",
                  "--token-file",
                  token_file,
                  "--state-dir",
@@ -133,14 +140,14 @@ class NetnsLab {
       OCTET_ASSIGN_OR_RETURN(auto proc, Subprocess::Spawn(so));
       agents_.push_back(std::move(proc));
       members_.push_back(
-          {"n" + std::to_string(i), {"unix:" + socket, *agent::ReadTokenFile(token_file), "", ""}});
+          {"n" + std::to_string(i), {listen, *agent::ReadTokenFile(token_file), "", ""}});
       logs_.push_back(node_dir + "/agent.log");
+      port_files_.push_back(node_dir + "/address");
     }
-    // The sockets appear once each agent listens.
+    // The port files appear once each agent listens.
     const Deadline d = Deadline::AfterMs(20'000);
     for (int i = 0; i < n; ++i) {
-      const std::string socket = members_[static_cast<size_t>(i)].endpoint.address.substr(5);
-      while (!PathExists(socket)) {
+      while (!PathExists(port_files_[static_cast<size_t>(i)])) {
         if (d.expired())
           return DeadlineExceededError("agent in " + Ns(i) + " did not start: " + Log(i));
         if (agents_[static_cast<size_t>(i)]->Poll())
@@ -155,6 +162,10 @@ class NetnsLab {
     OCTET_ASSIGN_OR_RETURN(session_, ClusterSession::Open(tag_, members_, o));
     return Status::Ok();
   }
+
+  // Node i's agent listens on this TCP address (inside its namespace)
+  // instead of a unix socket: the session then reaches it over the network.
+  void ListenTcp(int i, std::string address) { tcp_listen_[i] = std::move(address); }
 
   // Flags added to every agent's command line (before StartAgents).
   void AddAgentArgs(std::vector<std::string> args) {
@@ -179,6 +190,8 @@ class NetnsLab {
   std::vector<ClusterSession::Member> members_;
   std::vector<std::string> logs_;
   std::vector<std::string> agent_args_;
+  std::vector<std::string> port_files_;
+  std::map<int, std::string> tcp_listen_;
   std::unique_ptr<ClusterSession> session_;
 };
 
@@ -406,6 +419,95 @@ class TestNetnsCabling : public QObject {
     QVERIFY2(cut, Describe(s).c_str());
     QCOMPARE(s.cabling.kind, CablingKind::kPartial);
     QVERIFY(lab.AgentsRunning());
+  }
+
+  // A network partition of one node: the session reaches each agent over a
+  // management cable from this (the root) namespace, 10.81.i.1 <-> 10.81.i.2.
+  // n1's cable goes down: the cluster view marks n1 lost (telemetry stopped)
+  // and `octet cluster status` names it unreachable, both within their
+  // deadlines, while n0 stays up; the cable comes back and so does n1.
+  void partitionedNodeIsLostThenComesBack() {
+    NetnsLab lab("p");
+    const std::string host_prefix = "oct" + std::to_string(::getpid() % 100000) + "m";
+    std::string agents;
+    for (int i = 0; i < 2; ++i) {
+      QVERIFY(lab.AddNamespace(lab.Ns(i)).ok());
+      const std::string host_if = host_prefix + std::to_string(i);
+      const std::string net = "10.81." + std::to_string(i) + ".";
+      // Deleting the namespace (NetnsLab's destructor) deletes both ends.
+      Status s = lab.Run(
+          {"link", "add", host_if, "type", "veth", "peer", "name", "mgmt", "netns", lab.Ns(i)});
+      QVERIFY2(s.ok(), s.ToString().c_str());
+      for (const auto& args : std::vector<std::vector<std::string>>{
+               {"addr", "add", net + "1/24", "dev", host_if},
+               {"link", "set", host_if, "up"},
+               {"-n", lab.Ns(i), "addr", "add", net + "2/24", "dev", "mgmt"},
+               {"-n", lab.Ns(i), "link", "set", "mgmt", "up"}}) {
+        s = lab.Run(args);
+        QVERIFY2(s.ok(), s.ToString().c_str());
+      }
+      lab.ListenTcp(i, net + "2:47100");
+      agents += (i ? "," : "") + net + "2:47100";
+    }
+    const Status started = lab.StartAgents(2, dir_.path().toStdString(), token_file_);
+    QVERIFY2(started.ok(), started.ToString().c_str());
+    ClusterSession& session = lab.session();
+    auto states = [](const ClusterSnapshot& s, NodeState a, NodeState b) {
+      return s.nodes.size() == 2 && s.nodes[0].state == a && s.nodes[1].state == b;
+    };
+    QVERIFY2(session.WaitUntil(
+                 [&](const ClusterSnapshot& s) {
+                   return states(s, NodeState::kUp, NodeState::kUp) &&
+                          !s.nodes[1].telemetry.interfaces.empty();
+                 },
+                 Deadline::AfterMs(20'000)),
+             Describe(session.Snapshot()).c_str());
+    auto status = [&]() {
+      return test::RunProgram({"octet", "cluster", "status", "--agents", agents, "--token-file",
+                               token_file_, "--timeout-ms", "2000", "--json"},
+                              30'000,
+                              {"OCTET_CONFIG_DIR=" + dir_.path().toStdString() + "/config",
+                               "HOME=" + dir_.path().toStdString()});
+    };
+    QCOMPARE(status().exit_code, 0);
+
+    // The partition: packets to n1 are dropped, nothing says so.
+    QVERIFY(lab.Run({"-n", lab.Ns(1), "link", "set", "mgmt", "down"}).ok());
+    const auto t0 = std::chrono::steady_clock::now();
+    const bool lost = session.WaitUntil(
+        [&](const ClusterSnapshot& s) { return states(s, NodeState::kUp, NodeState::kLost); },
+        Deadline::AfterMs(20'000));
+    const auto lost_ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0)
+            .count();
+    ClusterSnapshot snap = session.Snapshot();
+    QVERIFY2(lost, Describe(snap).c_str());
+    QCOMPARE(snap.nodes[1].name, std::string("n1"));
+    QVERIFY2(!snap.nodes[1].last_error.empty(), Describe(snap).c_str());
+    qInfo("n1 lost after %lld ms: %s", static_cast<long long>(lost_ms),
+          snap.nodes[1].last_error.c_str());
+    const auto t1 = std::chrono::steady_clock::now();
+    auto r = status();
+    const auto status_ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t1)
+            .count();
+    QCOMPARE(r.exit_code, 1);
+    QVERIFY2(status_ms < 15'000, std::to_string(status_ms).c_str());
+    const auto j = nlohmann::json::parse(r.output.substr(r.output.find('{')), nullptr, false);
+    QVERIFY2(j.is_object() && j["nodes"].size() == 2, r.output.c_str());
+    QVERIFY(j["nodes"][0]["reachable"].get<bool>());
+    QVERIFY(!j["nodes"][1]["reachable"].get<bool>());
+    QCOMPARE(j["nodes"][1]["address"].get<std::string>(), std::string("10.81.1.2:47100"));
+    QVERIFY(lab.AgentsRunning());  // the node itself is fine, only cut off
+
+    // The cable is back: so is n1, in the view and for the CLI.
+    QVERIFY(lab.Run({"-n", lab.Ns(1), "link", "set", "mgmt", "up"}).ok());
+    QVERIFY2(
+        session.WaitUntil(
+            [&](const ClusterSnapshot& s) { return states(s, NodeState::kUp, NodeState::kUp); },
+            Deadline::AfterMs(30'000)),
+        Describe(session.Snapshot()).c_str());
+    QCOMPARE(status().exit_code, 0);
   }
 
   // TP = 4 through the agents, one rank per namespace, over TCP.

@@ -7,11 +7,14 @@
 // and a negative max_tokens, after which the server keeps serving; a client
 // that disconnects mid-stream cancels its request. Then a second instance
 // whose follower rank freezes: the in-flight request fails with an error
-// naming rank 1 and the server exits 1 with that error as its last line.
+// naming rank 1 and the server exits 1 with that error as its last line; and
+// one whose follower is killed -9 mid-stream: the stream ends at once with an
+// error event naming rank 1.
 #include <signal.h>
 
 #include <QtTest>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "serving_test_util.h"
 
@@ -217,6 +220,57 @@ class TestServeHttp : public QObject {
     const std::string last = out.substr(out.rfind('\n') + 1);
     QVERIFY2(last.find("octet serve: error:") == 0 && last.find("rank 1") != std::string::npos,
              out.c_str());
+  }
+
+  // kill -9 of the follower rank in the middle of a stream (no freeze first:
+  // its connections close at once): the client's stream ends promptly with
+  // an error event naming rank 1 (never a finish); `octet serve` exits 1 naming
+  // rank 1 (a supervisor restarts it; nothing is left half-alive).
+  void killedRankEndsTheStreamWithItsName() {
+    ServerProcess s;
+    Status st = s.Start({"--model", model_, "--tp", "2", "--peer-timeout-ms", "5000", "--grpc-port",
+                         "off", "--context", "2048"});
+    QVERIFY2(st.ok(), st.ToString().c_str());
+    auto children = ChildProcesses(s.pid());
+    QCOMPARE(children.size(), size_t(1));
+    CurlResult r;
+    std::thread client([&] {
+      r = Curl({"-X", "POST", "-H", "Content-Type: application/json", "--data-binary",
+                R"({"prompt":[1,2,3],"max_tokens":1900,"ignore_eos":true,"stream":true})",
+                s.url("/v1/completions")},
+               60'000);
+    });
+    // The stream is under way (tokens counted), then rank 1 dies.
+    const Deadline begun = Deadline::AfterMs(30'000);
+    while (!begun.expired() &&
+           MetricValue(Curl({s.url("/metrics")}).body, "octet_generation_tokens_total") < 20)
+      QThread::msleep(20);
+    QVERIFY(!begun.expired());
+    const auto t0 = std::chrono::steady_clock::now();
+    QCOMPARE(::kill(children[0], SIGKILL), 0);
+    client.join();
+    const auto took =
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0)
+            .count();
+    // Well inside the 5 s peer deadline: a dead peer's closed socket is seen at once.
+    QVERIFY2(took < 5000, (std::to_string(took) + " ms\n" + r.body).c_str());
+    QCOMPARE(r.http_status, 200);  // the stream had begun
+    const std::string tail = r.body.substr(r.body.size() > 800 ? r.body.size() - 800 : 0);
+    // The last event (before the closing [DONE]) is an error; no chunk says it finished.
+    auto events = SseEvents(r.body);
+    if (!events.empty() && events.back() == "[DONE]") events.pop_back();
+    QVERIFY(!events.empty());
+    QVERIFY2(r.body.find("\"finish_reason\":\"length\"") == std::string::npos, tail.c_str());
+    const json last = json::parse(events.back(), nullptr, false);
+    QVERIFY2(last.is_object() && last.contains("error"), tail.c_str());
+    QVERIFY2(last["error"]["message"].get<std::string>().find("rank 1") != std::string::npos,
+             tail.c_str());
+    auto exit = s.process()->Wait(Deadline::AfterMs(20'000));
+    QVERIFY(exit.ok());
+    QCOMPARE(exit->code, 1);
+    QVERIFY2(s.output().find("octet serve: error:") != std::string::npos &&
+                 s.output().find("rank 1") != std::string::npos,
+             s.output().c_str());
   }
 };
 
