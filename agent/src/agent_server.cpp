@@ -18,21 +18,17 @@
 #include "octet/agent/link_probe.h"
 #include "octet/agent/roce.h"
 #include "octet/agent/system_stats.h"
+#include "octet/base/clock.h"
 #include "octet/base/file_util.h"
 #include "octet/base/log.h"
 #include "octet/v1/jobs.grpc.pb.h"
 #include "octet/v1/links.grpc.pb.h"
 #include "octet/v1/node.grpc.pb.h"
 #include "octet/v1/telemetry.grpc.pb.h"
+#include "octet/wire/proto_convert.h"
 
 namespace octet::agent {
 namespace {
-
-int64_t UnixMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 grpc::Status ToGrpc(const Status& s) {
   using C = grpc::StatusCode;
@@ -351,26 +347,7 @@ struct AgentServer::Impl {
         pc->set_tx_bytes(c.tx_bytes);
       }
     }
-    for (const auto& w : supervisor->Figures()) {
-      auto* pw = s->add_workers();
-      pw->set_job_id(w.job_id);
-      pw->set_rank(w.rank);
-      pw->set_state(w.state);
-      pw->set_prefill_tps(w.prefill_tps);
-      pw->set_decode_tps(w.decode_tps);
-      pw->set_step_ms(w.step_ms);
-      pw->set_allreduce_share(w.allreduce_share);
-      pw->set_kv_used_fraction(w.kv_used_fraction);
-      pw->set_running_requests(w.running_requests);
-      pw->set_queued_requests(w.queued_requests);
-      pw->set_train_loss(w.train_loss);
-      pw->set_train_tps(w.train_tps);
-      pw->set_train_step(w.train_step);
-      pw->set_memory_bytes(w.memory_bytes);
-      pw->set_kind(w.kind);
-      pw->set_spec_drafted_tokens(w.spec_drafted_tokens);
-      pw->set_spec_accepted_tokens(w.spec_accepted_tokens);
-    }
+    for (const auto& w : supervisor->Figures()) wire::ToProto(w, s->add_workers());
   }
 };
 
@@ -540,53 +517,8 @@ class LinkServiceImpl final : public v1::LinkService::CallbackService {
 
 // ---- JobService -------------------------------------------------------------
 
-JobSpec FromProto(const v1::JobSpec& p) {
-  JobSpec s;
-  s.job_id = p.job_id();
-  switch (p.kind()) {
-    case v1::JOB_KIND_TRAINING:
-      s.kind = JobKind::kTraining;
-      break;
-    case v1::JOB_KIND_ROUTER:
-      s.kind = JobKind::kRouter;
-      break;
-    default:
-      s.kind = JobKind::kInference;
-      break;
-  }
-  s.model = p.model();
-  s.world_size = p.world_size() ? p.world_size() : 1;
-  s.rank = p.rank();
-  s.rendezvous = p.rendezvous();
-  if (!p.transport().empty()) s.transport = p.transport();
-  if (!p.algorithm().empty()) s.algorithm = p.algorithm();
-  s.port = p.port();
-  s.policy = p.policy();
-  s.extra_args.assign(p.extra_args().begin(), p.extra_args().end());
-  s.threads = p.threads();
-  s.deployment = p.deployment();
-  s.instance = p.instance();
-  return s;
-}
-
-void ToProto(const JobSpec& s, v1::JobSpec* p) {
-  p->set_job_id(s.job_id);
-  p->set_kind(s.kind == JobKind::kTraining ? v1::JOB_KIND_TRAINING
-              : s.kind == JobKind::kRouter ? v1::JOB_KIND_ROUTER
-                                           : v1::JOB_KIND_INFERENCE);
-  p->set_model(s.model);
-  p->set_world_size(s.world_size);
-  p->set_rank(s.rank);
-  p->set_rendezvous(s.rendezvous);
-  p->set_transport(s.transport);
-  p->set_algorithm(s.algorithm);
-  p->set_port(s.port);
-  p->set_policy(s.policy);
-  for (const auto& a : s.extra_args) p->add_extra_args(a);
-  p->set_threads(s.threads);
-  p->set_deployment(s.deployment);
-  p->set_instance(s.instance);
-}
+using wire::FromProto;
+using wire::ToProto;
 
 // Streams a job's output from the start; with `follow`, until the job ends.
 class LogWriter final : public grpc::ServerWriteReactor<v1::LogChunk> {

@@ -293,21 +293,6 @@ Status CheckValue(const Flag& f, const std::string& v, const std::vector<std::st
 
 }  // namespace
 
-// Defined here (declared in job_supervisor.h) so that the arguments' checks
-// stand on their own (the fuzz target tests/fuzz/fuzz_job_args.cpp builds
-// this file alone).
-std::string_view JobKindName(JobKind kind) {
-  switch (kind) {
-    case JobKind::kInference:
-      return "inference";
-    case JobKind::kTraining:
-      return "training";
-    case JobKind::kRouter:
-      return "router";
-  }
-  return "?";
-}
-
 Result<std::string> ResolveInsideRoots(const std::string& path,
                                        const std::vector<std::string>& roots,
                                        const std::string& what) {

@@ -18,7 +18,6 @@
 #include <future>
 #include <map>
 #include <mutex>
-#include <nlohmann/json.hpp>
 #include <optional>
 #include <thread>
 
@@ -26,21 +25,15 @@
 #include "octet/agent/job_arguments.h"
 #include "octet/agent/link_probe.h"
 #include "octet/agent/system_stats.h"
+#include "octet/base/clock.h"
 #include "octet/base/deadline.h"
 #include "octet/base/log.h"
 #include "octet/base/subprocess.h"
 #include "octet/collectives/local_rendezvous.h"
+#include "octet/wire/figures_line.h"
 
 namespace octet::agent {
 namespace {
-
-constexpr std::string_view kFiguresPrefix = "@octet-figures ";
-
-int64_t UnixMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 bool ValidJobId(const std::string& id) {
   if (id.empty() || id.size() > 64) return false;
@@ -74,19 +67,6 @@ Result<uint16_t> FreeTcpPort(const std::string& host) {
     ::close(fd);
   }
   return UnavailableError("no free TCP port for the rendezvous on " + host);
-}
-
-double Num(const nlohmann::json& j, const char* key) {
-  auto it = j.find(key);
-  return it != j.end() && it->is_number() ? it->get<double>() : 0.0;
-}
-
-// A count from a figures line: negative values read as 0 and values past 2^53
-// (where doubles stop being exact, and far beyond any real count) as 2^53, so
-// the conversion to an integer is always defined.
-uint64_t Count(const nlohmann::json& j, const char* key) {
-  constexpr double kMax = 9007199254740992.0;  // 2^53
-  return static_cast<uint64_t>(std::clamp(Num(j, key), 0.0, kMax));
 }
 
 }  // namespace
@@ -201,29 +181,6 @@ std::vector<std::string> JobCommandLine(const JobSpec& s, const std::string& bin
   return argv;
 }
 
-Status ParseFiguresLine(std::string_view json, WorkerFigures* f) {
-  nlohmann::json j = nlohmann::json::parse(json, nullptr, /*allow_exceptions=*/false);
-  if (!j.is_object()) return InvalidArgumentError("figures: not a JSON object");
-  if (auto it = j.find("state"); it != j.end() && it->is_string())
-    f->state = it->get<std::string>();
-  f->prefill_tps = Num(j, "prefill_tps");
-  f->decode_tps = Num(j, "decode_tps");
-  f->step_ms = Num(j, "step_ms");
-  f->allreduce_share = std::clamp(Num(j, "allreduce_share"), 0.0, 1.0);
-  f->kv_used_fraction = std::clamp(Num(j, "kv_used_fraction"), 0.0, 1.0);
-  f->running_requests =
-      static_cast<uint32_t>(std::min<uint64_t>(Count(j, "running_requests"), UINT32_MAX));
-  f->queued_requests =
-      static_cast<uint32_t>(std::min<uint64_t>(Count(j, "queued_requests"), UINT32_MAX));
-  f->train_loss = Num(j, "train_loss");
-  f->train_tps = Num(j, "train_tps");
-  f->train_step = Count(j, "train_step");
-  f->spec_drafted_tokens = Count(j, "spec_drafted_tokens_total");
-  f->spec_accepted_tokens =
-      std::min(f->spec_drafted_tokens, Count(j, "spec_accepted_tokens_total"));
-  return Status::Ok();
-}
-
 // ---------------------------------------------------------------------------
 
 struct JobSupervisor::Impl {
@@ -287,9 +244,9 @@ struct JobSupervisor::Impl {
         const size_t nl = job->partial_line.find('\n', start);
         if (nl == std::string::npos) break;
         std::string_view line(job->partial_line.data() + start, nl - start);
-        if (line.substr(0, kFiguresPrefix.size()) == kFiguresPrefix) {
+        if (wire::IsFiguresLine(line)) {
           WorkerFigures f = job->figures;
-          if (ParseFiguresLine(line.substr(kFiguresPrefix.size()), &f).ok()) {
+          if (wire::ParseFiguresJson(line.substr(wire::kFiguresPrefix.size()), &f).ok()) {
             job->figures = f;
             job->have_figures = true;
           }

@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "octet/agent/cluster_token.h"
+#include "octet/base/clock.h"
 #include "octet/base/deadline.h"
 #include "octet/base/log.h"
 
@@ -23,12 +24,6 @@ namespace octet::agent {
 namespace {
 
 constexpr std::string_view kMagic = "octet-beacon/1";
-
-int64_t UnixMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 bool Printable(std::string_view s) {
   if (s.empty() || s.size() > 64) return false;

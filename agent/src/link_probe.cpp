@@ -13,7 +13,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <charconv>
 #include <cstring>
 
 #include "octet/agent/cluster_token.h"
@@ -99,41 +98,6 @@ void SetNoDelay(int fd) {
 }
 
 }  // namespace
-
-Status SplitHostPort(const std::string& address, std::string* host, uint16_t* port) {
-  std::string h, p;
-  if (!address.empty() && address.front() == '[') {
-    const size_t close = address.find(']');
-    if (close == std::string::npos || close + 1 >= address.size() || address[close + 1] != ':') {
-      return InvalidArgumentError("bad address '" + address + "' (expected [v6addr]:port)");
-    }
-    h = address.substr(1, close - 1);
-    p = address.substr(close + 2);
-  } else {
-    const size_t colon = address.rfind(':');
-    if (colon == std::string::npos || colon == 0) {
-      return InvalidArgumentError("bad address '" + address + "' (expected host:port)");
-    }
-    h = address.substr(0, colon);
-    p = address.substr(colon + 1);
-    if (h.find(':') != std::string::npos) {
-      return InvalidArgumentError("bad address '" + address + "' (bracket IPv6: [addr]:port)");
-    }
-  }
-  unsigned v = 0;
-  auto r = std::from_chars(p.data(), p.data() + p.size(), v);
-  if (p.empty() || r.ec != std::errc() || r.ptr != p.data() + p.size() || v > 65535) {
-    return InvalidArgumentError("bad port in address '" + address + "'");
-  }
-  *host = h;
-  *port = static_cast<uint16_t>(v);
-  return Status::Ok();
-}
-
-std::string JoinHostPort(const std::string& host, uint16_t port) {
-  if (host.find(':') != std::string::npos) return "[" + host + "]:" + std::to_string(port);
-  return host + ":" + std::to_string(port);
-}
 
 Result<int> ConnectTcp(const std::string& host, uint16_t port, Deadline deadline) {
   addrinfo hints{};

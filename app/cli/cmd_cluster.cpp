@@ -11,12 +11,12 @@
 
 #include "command.h"
 #include "octet/agent/cluster_token.h"
-#include "octet/agent/link_probe.h"
 #include "octet/app/cluster_profile.h"
 #include "octet/app/cluster_session.h"
 #include "octet/app/local_cluster.h"
 #include "octet/base/args.h"
 #include "octet/base/file_util.h"
+#include "octet/base/host_port.h"
 
 namespace octet::cli {
 namespace {
@@ -134,7 +134,7 @@ json ToJson(const NodeFacts& f) {
 
 json ToJson(const JobStatus& j) {
   return {{"job_id", j.spec.job_id},
-          {"kind", std::string(agent::JobKindName(j.spec.kind))},
+          {"kind", std::string(app::JobKindName(j.spec.kind))},
           {"rank", j.spec.rank},
           {"world_size", j.spec.world_size},
           {"state", j.state},
@@ -473,10 +473,10 @@ int RunLinks(const std::vector<std::string>& args) {
       } else if (auto client = AgentClient::Create(target->members[a].endpoint); !client.ok()) {
         rep.error = client.status().ToString();
       } else {
-        auto r = (*client)->ProbeLink(
-            agent::JoinHostPort(e.b_address, static_cast<uint16_t>(e.b_probe_port)),
-            static_cast<uint64_t>(*bytes), static_cast<uint32_t>(*trips),
-            Deadline::AfterMs(std::max<int64_t>(*timeout, 30'000)));
+        auto r =
+            (*client)->ProbeLink(JoinHostPort(e.b_address, static_cast<uint16_t>(e.b_probe_port)),
+                                 static_cast<uint64_t>(*bytes), static_cast<uint32_t>(*trips),
+                                 Deadline::AfterMs(std::max<int64_t>(*timeout, 30'000)));
         if (r.ok()) {
           rep.ok = true;
           rep.result = *r;

@@ -9,7 +9,6 @@
 // reduce-scatter (n-1)/n), and #wrong with --check. --json prints one JSON
 // document instead.
 #include <netinet/in.h>
-#include <sched.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -21,15 +20,15 @@
 #include <iostream>
 #include <limits>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "command.h"
 #include "octet/base/args.h"
+#include "octet/base/cpu_affinity.h"
 #include "octet/base/deadline.h"
 #include "octet/base/file_util.h"
 #include "octet/base/log.h"
@@ -66,29 +65,6 @@ struct BenchConfig {
   std::string bind = "core";
   int cpu = -1;  // pin to this allowed CPU (index), -1: no pinning
 };
-
-// The CPUs this process may run on, in order.
-std::vector<int> AllowedCpus() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  std::vector<int> cpus;
-  if (::sched_getaffinity(0, sizeof set, &set) == 0) {
-    for (int c = 0; c < CPU_SETSIZE; ++c) {
-      if (CPU_ISSET(c, &set)) cpus.push_back(c);
-    }
-  }
-  return cpus;
-}
-
-// Pins this process to its `index`-th allowed CPU; false when impossible.
-bool PinToCpu(int index) {
-  const std::vector<int> cpus = AllowedCpus();
-  if (index < 0 || index >= static_cast<int>(cpus.size())) return false;
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  CPU_SET(cpus[index], &set);
-  return ::sched_setaffinity(0, sizeof set, &set) == 0;
-}
 
 struct Row {
   size_t bytes = 0, count = 0;
@@ -326,7 +302,7 @@ Result<std::vector<Row>> RunRank(Communicator& comm, const BenchConfig& c) {
 
 int RunJoined(const BenchConfig& c, const std::string& rendezvous, int rank) {
   SetLogTag("rank " + std::to_string(rank));
-  if (c.cpu >= 0 && !PinToCpu(c.cpu)) {
+  if (c.cpu >= 0 && !PinToCpuIndices({c.cpu})) {
     OCTET_LOG(WARNING) << "cannot pin rank " << rank << " to allowed CPU #" << c.cpu;
   }
   CommunicatorOptions o;

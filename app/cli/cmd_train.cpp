@@ -46,6 +46,7 @@
 #include "octet/trainer/prepare.h"
 #include "octet/trainer/token_shards.h"
 #include "octet/trainer/trainer.h"
+#include "octet/wire/figures_line.h"
 
 namespace octet::cli {
 namespace {
@@ -488,7 +489,7 @@ int RunPretrain(const ArgParser& p, const std::vector<std::string>& args) {
       f["val_loss"] = last_eval->val_loss;
       if (last_eval->val_bpb >= 0) f["val_bpb"] = last_eval->val_bpb;
     }
-    std::fprintf(stderr, "@octet-figures %s\n", f.dump().c_str());
+    std::fprintf(stderr, "%s\n", wire::FormatFiguresLine(f).c_str());
   };
   if (figures) print_figures("starting", nullptr);
   auto on_step = [&](const trainer::StepReport& r) {

@@ -19,10 +19,12 @@
 // `octet train` flags, so they are handed to RunTrainingWorker (cmd_train.cpp)
 // before this parser sees them.
 #include <iostream>
+#include <nlohmann/json.hpp>
 
 #include "command.h"
 #include "octet/base/args.h"
 #include "octet/base/log.h"
+#include "octet/wire/figures_line.h"
 #include "tp_launch.h"
 
 namespace octet::cli {
@@ -93,7 +95,8 @@ int RunWorker(const std::vector<std::string>& args) {
   InstallStopSignals();
   SetLogTag("rank " + std::to_string(*rank));
   const bool figures = !p.GetFlag("no-figures") && !one_shot;
-  if (figures) std::cout << "@octet-figures {\"state\":\"loading\"}" << std::endl;
+  if (figures)
+    std::cout << wire::FormatFiguresLine(nlohmann::json{{"state", "loading"}}) << std::endl;
   const std::string model = p.GetString("model");
 
   // What rank 0 needs besides the model is ready before the group forms (the

@@ -1,7 +1,6 @@
 // Running one model instance from the command line; see tp_launch.h.
 #include <arpa/inet.h>
 #include <netinet/in.h>
-#include <sched.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -30,6 +29,7 @@
 #include "octet/engine/generate.h"
 #include "octet/engine/openai_server.h"
 #include "octet/engine/scheduler.h"
+#include "octet/wire/figures_line.h"
 #include "prompt_input.h"
 #include "tp_launch.h"
 
@@ -49,7 +49,7 @@ void OnStopSignal(int sig) {
 std::mutex g_out_mu;
 void PrintFigures(const nlohmann::json& j) {
   std::lock_guard<std::mutex> lock(g_out_mu);
-  std::printf("@octet-figures %s\n", j.dump().c_str());
+  std::printf("%s\n", wire::FormatFiguresLine(j).c_str());
   std::fflush(stdout);
 }
 }  // namespace
@@ -67,29 +67,6 @@ bool StopRequested() { return g_stop.load(); }
 int StopExitCode() { return 128 + (g_stop_signal.load() ? g_stop_signal.load() : SIGTERM); }
 
 // ---- CPUs and ports -----------------------------------------------------------------
-
-std::vector<int> AllowedCpus() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  std::vector<int> cpus;
-  if (::sched_getaffinity(0, sizeof set, &set) == 0) {
-    for (int c = 0; c < CPU_SETSIZE; ++c) {
-      if (CPU_ISSET(c, &set)) cpus.push_back(c);
-    }
-  }
-  return cpus;
-}
-
-bool PinToCpuIndices(const std::vector<int>& indices) {
-  const std::vector<int> cpus = AllowedCpus();
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  for (int i : indices) {
-    if (i < 0 || i >= static_cast<int>(cpus.size())) return false;
-    CPU_SET(cpus[i], &set);
-  }
-  return !indices.empty() && ::sched_setaffinity(0, sizeof set, &set) == 0;
-}
 
 Result<std::vector<int>> ParseCpuList(const std::string& text) {
   std::vector<int> out;

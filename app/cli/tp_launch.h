@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "octet/base/args.h"
+#include "octet/base/cpu_affinity.h"  // AllowedCpus, PinToCpuIndices
 #include "octet/base/net_util.h"
 #include "octet/base/status.h"
 #include "octet/base/subprocess.h"
@@ -29,11 +30,6 @@ bool StopRequested();
 // shell's convention: 143 for SIGTERM, 130 for SIGINT).
 int StopExitCode();
 
-// The CPUs this process may run on, in order.
-std::vector<int> AllowedCpus();
-// Pins this process (all its threads, including ones made later) to `cpus`
-// (indices into AllowedCpus()). False when impossible.
-bool PinToCpuIndices(const std::vector<int>& indices);
 // "0,1" -> {0, 1}; "2-3" -> {2, 3}.
 Result<std::vector<int>> ParseCpuList(const std::string& text);
 

@@ -14,6 +14,7 @@
 #include "octet/v1/models.grpc.pb.h"
 #include "octet/v1/node.grpc.pb.h"
 #include "octet/v1/telemetry.grpc.pb.h"
+#include "octet/wire/proto_convert.h"
 
 namespace octet::app {
 namespace {
@@ -156,69 +157,12 @@ TelemetrySample FromProto(const v1::TelemetrySample& p) {
   s.cpu_busy = p.cpu_busy();
   for (const auto& i : p.interfaces())
     s.interfaces.push_back({i.name(), i.rx_bytes(), i.tx_bytes()});
-  for (const auto& w : p.workers()) {
-    WorkerFigures f;
-    f.job_id = w.job_id();
-    f.rank = w.rank();
-    f.kind = w.kind();
-    f.state = w.state();
-    f.prefill_tps = w.prefill_tps();
-    f.decode_tps = w.decode_tps();
-    f.step_ms = w.step_ms();
-    f.allreduce_share = w.allreduce_share();
-    f.kv_used_fraction = w.kv_used_fraction();
-    f.running_requests = w.running_requests();
-    f.queued_requests = w.queued_requests();
-    f.train_loss = w.train_loss();
-    f.train_tps = w.train_tps();
-    f.train_step = w.train_step();
-    f.memory_bytes = w.memory_bytes();
-    f.spec_drafted_tokens = w.spec_drafted_tokens();
-    f.spec_accepted_tokens = w.spec_accepted_tokens();
-    s.workers.push_back(std::move(f));
-  }
+  for (const auto& w : p.workers()) s.workers.push_back(wire::FromProto(w));
   return s;
 }
 
-void ToProto(const JobSpec& s, v1::JobSpec* p) {
-  p->set_job_id(s.job_id);
-  p->set_kind(s.kind == JobKind::kTraining ? v1::JOB_KIND_TRAINING
-              : s.kind == JobKind::kRouter ? v1::JOB_KIND_ROUTER
-                                           : v1::JOB_KIND_INFERENCE);
-  p->set_model(s.model);
-  p->set_world_size(s.world_size);
-  p->set_rank(s.rank);
-  p->set_rendezvous(s.rendezvous);
-  p->set_transport(s.transport);
-  p->set_algorithm(s.algorithm);
-  p->set_port(s.port);
-  p->set_policy(s.policy);
-  for (const auto& a : s.extra_args) p->add_extra_args(a);
-  p->set_threads(s.threads);
-  p->set_deployment(s.deployment);
-  p->set_instance(s.instance);
-}
-
-JobSpec FromProto(const v1::JobSpec& p) {
-  JobSpec s;
-  s.job_id = p.job_id();
-  s.kind = p.kind() == v1::JOB_KIND_TRAINING ? JobKind::kTraining
-           : p.kind() == v1::JOB_KIND_ROUTER ? JobKind::kRouter
-                                             : JobKind::kInference;
-  s.model = p.model();
-  s.world_size = p.world_size();
-  s.rank = p.rank();
-  s.rendezvous = p.rendezvous();
-  s.transport = p.transport();
-  s.algorithm = p.algorithm();
-  s.port = p.port();
-  s.policy = p.policy();
-  s.extra_args.assign(p.extra_args().begin(), p.extra_args().end());
-  s.threads = p.threads();
-  s.deployment = p.deployment();
-  s.instance = p.instance();
-  return s;
-}
+using wire::FromProto;
+using wire::ToProto;
 
 // A server stream read on its own thread with the synchronous API.
 class ThreadStream final : public AgentStream {

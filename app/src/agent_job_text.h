@@ -5,8 +5,8 @@
 #include <cstdint>
 #include <string>
 
-#include "octet/agent/link_probe.h"
 #include "octet/app/cluster_types.h"
+#include "octet/base/host_port.h"
 
 namespace octet::app {
 
@@ -16,7 +16,7 @@ inline std::string HostOfAgent(const std::string& address) {
   if (address.rfind("unix:", 0) == 0) return "127.0.0.1";
   std::string host;
   uint16_t port = 0;
-  if (!agent::SplitHostPort(address, &host, &port).ok()) return address;
+  if (!SplitHostPort(address, &host, &port).ok()) return address;
   return host;
 }
 

@@ -13,7 +13,9 @@
 #include <thread>
 
 #include "octet/base/build_info.h"
+#include "octet/base/clock.h"
 #include "octet/base/deadline.h"
+#include "octet/base/sse.h"
 
 namespace octet::app {
 
@@ -22,12 +24,6 @@ using nlohmann::json;
 namespace {
 
 double Now() { return NowSeconds(); }
-
-int64_t NowUnixMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 // "http://h:p/v1" -> ("http://h:p", "")
 std::string BaseUrl(const std::string& url) {
@@ -196,69 +192,64 @@ RequestSample SendRequest(const BenchConfig& c, const std::string& model, const 
   req.set_header("Accept", "text/event-stream");
   if (!c.api_key.empty()) req.set_header("Authorization", "Bearer " + c.api_key);
   req.body = body.dump();
-  std::string buffer, error_body;
+  std::string error_body;  // the body's start, for an answer other than 200
   int64_t chunks_with_tokens = 0;
   bool done = false;
+  auto on_event = [&](const std::string& payload, double now) {
+    if (payload == "[DONE]") {
+      done = true;
+      return;
+    }
+    json j = json::parse(payload, nullptr, false);
+    if (!j.is_object()) return;
+    if (j.contains("error")) {
+      s.error = j["error"].is_object() ? j["error"].value("message", payload) : payload;
+      return;
+    }
+    if (j.contains("timings") && j["timings"].is_object()) {
+      // An octet server's per-request figures: speculative decoding's counts.
+      const json& t = j["timings"];
+      if (t.contains("drafted_tokens") && t["drafted_tokens"].is_number_integer()) {
+        s.drafted_tokens = t["drafted_tokens"].get<int64_t>();
+        s.accepted_tokens = t.value("accepted_tokens", int64_t{0});
+      }
+    }
+    if (j.contains("usage") && j["usage"].is_object()) {
+      s.completion_tokens = j["usage"].value("completion_tokens", s.completion_tokens);
+      s.prompt_tokens = j["usage"].value("prompt_tokens", s.prompt_tokens);
+    }
+    if (!j.contains("choices") || !j["choices"].is_array() || j["choices"].empty()) return;
+    const json& ch = j["choices"][0];
+    bool has_token = false;
+    if (ch.contains("text") && ch["text"].is_string() && !ch["text"].get<std::string>().empty()) {
+      has_token = true;
+    }
+    int64_t ids_in_chunk = 0;
+    if (ch.contains("token_ids") && ch["token_ids"].is_array() && !ch["token_ids"].empty()) {
+      has_token = true;
+      ids_in_chunk = static_cast<int64_t>(ch["token_ids"].size());
+    }
+    if (ch.contains("delta") && ch["delta"].is_object() && ch["delta"].contains("content") &&
+        ch["delta"]["content"].is_string() && !ch["delta"]["content"].get<std::string>().empty()) {
+      has_token = true;
+    }
+    if (has_token) {
+      if (s.first_token_s == 0) s.first_token_s = now;
+      s.end_s = now;
+      // A chunk may carry several tokens (a server that coalesces a fast
+      // stream); without token_ids a chunk counts as one.
+      chunks_with_tokens += std::max<int64_t>(1, ids_in_chunk);
+    }
+  };
+  SseReader sse;
   req.content_receiver = [&](const char* data, size_t len, uint64_t, uint64_t) {
     const double now = Now();
     if (s.first_response_s == 0) s.first_response_s = now;
-    buffer.append(data, len);
-    size_t pos;
-    while ((pos = buffer.find('\n')) != std::string::npos) {
-      std::string line = buffer.substr(0, pos);
-      buffer.erase(0, pos + 1);
-      if (!line.empty() && line.back() == '\r') line.pop_back();
-      if (line.rfind("data:", 0) != 0) {
-        if (!line.empty() && line[0] != ':') error_body += line;
-        continue;
-      }
-      std::string payload = line.substr(5);
-      if (!payload.empty() && payload[0] == ' ') payload.erase(0, 1);
-      if (payload == "[DONE]") {
-        done = true;
-        continue;
-      }
-      json j = json::parse(payload, nullptr, false);
-      if (!j.is_object()) continue;
-      if (j.contains("error")) {
-        s.error = j["error"].is_object() ? j["error"].value("message", payload) : payload;
-        continue;
-      }
-      if (j.contains("timings") && j["timings"].is_object()) {
-        // An octet server's per-request figures: speculative decoding's counts.
-        const json& t = j["timings"];
-        if (t.contains("drafted_tokens") && t["drafted_tokens"].is_number_integer()) {
-          s.drafted_tokens = t["drafted_tokens"].get<int64_t>();
-          s.accepted_tokens = t.value("accepted_tokens", int64_t{0});
-        }
-      }
-      if (j.contains("usage") && j["usage"].is_object()) {
-        s.completion_tokens = j["usage"].value("completion_tokens", s.completion_tokens);
-        s.prompt_tokens = j["usage"].value("prompt_tokens", s.prompt_tokens);
-      }
-      if (!j.contains("choices") || !j["choices"].is_array() || j["choices"].empty()) continue;
-      const json& ch = j["choices"][0];
-      bool has_token = false;
-      if (ch.contains("text") && ch["text"].is_string() && !ch["text"].get<std::string>().empty()) {
-        has_token = true;
-      }
-      int64_t ids_in_chunk = 0;
-      if (ch.contains("token_ids") && ch["token_ids"].is_array() && !ch["token_ids"].empty()) {
-        has_token = true;
-        ids_in_chunk = static_cast<int64_t>(ch["token_ids"].size());
-      }
-      if (ch.contains("delta") && ch["delta"].is_object() && ch["delta"].contains("content") &&
-          ch["delta"]["content"].is_string() && !ch["delta"]["content"].get<std::string>().empty()) {
-        has_token = true;
-      }
-      if (has_token) {
-        if (s.first_token_s == 0) s.first_token_s = now;
-        s.end_s = now;
-        // A chunk may carry several tokens (a server that coalesces a fast
-        // stream); without token_ids a chunk counts as one.
-        chunks_with_tokens += std::max<int64_t>(1, ids_in_chunk);
-      }
-    }
+    constexpr size_t kKeep = 64 * 1024;
+    if (error_body.size() < kKeep)
+      error_body.append(data, std::min(len, kKeep - error_body.size()));
+    sse.Feed(std::string_view(data, len),
+             [&](const SseReader::Event& e) { on_event(e.data, now); });
     return !(cancel && cancel->load());
   };
   s.start_s = Now();
@@ -266,7 +257,6 @@ RequestSample SendRequest(const BenchConfig& c, const std::string& model, const 
   if (!r) {
     if (s.error.empty()) s.error = "request failed: " + httplib::to_string(r.error());
   } else if (r->status != 200) {
-    error_body += buffer;  // an error body is usually one JSON line without a newline
     json j = json::parse(error_body, nullptr, false);
     s.error = "HTTP " + std::to_string(r->status) +
               (j.is_object() && j.contains("error") ? ": " + j["error"].value("message", error_body)
@@ -389,7 +379,7 @@ Result<BenchRun> RunBenchmark(const BenchConfig& c, BenchRunStore* store,
   report("latency");
   BenchRun run;
   OCTET_ASSIGN_OR_RETURN(ServerInfo info, QueryServer(c, &run.latency_ms));
-  run.created_unix_ms = NowUnixMs();
+  run.created_unix_ms = UnixMs();
   run.label = c.label;
   run.url = c.url;
   run.source = "octet";

@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "octet/base/clock.h"
 #include "octet/base/deadline.h"
 
 namespace octet::app {
@@ -24,12 +25,6 @@ using nlohmann::json;
 namespace {
 
 constexpr int kApplicationId = 0x4F435442;  // "OCTB": an Octet benchmark run store
-
-int64_t NowUnixMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 std::string HostName() {
   char buf[256] = {0};
@@ -443,7 +438,7 @@ struct BenchRunStore::Impl {
            "VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
     const BenchTopology& t = run.topology;
     const BenchProvenance& v = run.provenance;
-    OCTET_RETURN_IF_ERROR(s.Bind(1, run.created_unix_ms > 0 ? run.created_unix_ms : NowUnixMs())
+    OCTET_RETURN_IF_ERROR(s.Bind(1, run.created_unix_ms > 0 ? run.created_unix_ms : UnixMs())
                               .Bind(2, run.label)
                               .Bind(3, state)
                               .Bind(4, run.error)

@@ -67,32 +67,7 @@ std::string ChatRequestBody(const ChatRequest& r) {
 
 bool ChatStreamParser::Feed(std::string_view bytes,
                             const std::function<void(const std::string&)>& on_delta) {
-  // Searching resumes where the last search stopped (one byte back: a "\n\n"
-  // split across chunks), so a long event arriving in small chunks costs
-  // linear time.
-  const size_t from = pending_.empty() ? 0 : pending_.size() - 1;
-  pending_.append(bytes.data(), bytes.size());
-  size_t end = pending_.find("\n\n", from);
-  for (; end != std::string::npos; end = pending_.find("\n\n")) {
-    // One event: "data: ..." lines (comments and other fields skipped).
-    const std::string_view event(pending_.data(), end);
-    size_t pos = 0;
-    std::string payload;
-    while (pos < event.size()) {
-      size_t eol = event.find('\n', pos);
-      if (eol == std::string_view::npos) eol = event.size();
-      std::string_view line = event.substr(pos, eol - pos);
-      if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-      if (line.substr(0, 5) == "data:") {
-        line.remove_prefix(line.size() > 5 && line[5] == ' ' ? 6 : 5);
-        payload.append(line.data(), line.size());
-      }
-      pos = eol + 1;
-    }
-    pending_.erase(0, end + 2);
-    if (!payload.empty()) Event(payload, on_delta);
-  }
-  return pending_.size() <= kMaxEventBytes;
+  return sse_.Feed(bytes, [&](const SseReader::Event& e) { Event(e.data, on_delta); });
 }
 
 void ChatStreamParser::Event(const std::string& data,

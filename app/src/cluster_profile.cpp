@@ -7,9 +7,9 @@
 
 #include "octet/agent/agent_server.h"
 #include "octet/agent/cluster_token.h"
-#include "octet/agent/link_probe.h"
 #include "octet/app/tls_material.h"
 #include "octet/base/file_util.h"
+#include "octet/base/host_port.h"
 
 namespace octet::app {
 namespace {
@@ -29,7 +29,7 @@ Status IssueNodeCertificate(const ClusterProfile& p, const ClusterNode& node) {
   if (node.address.rfind("unix:", 0) != 0) {
     std::string host;
     uint16_t port = 0;
-    OCTET_RETURN_IF_ERROR(agent::SplitHostPort(node.address, &host, &port));
+    OCTET_RETURN_IF_ERROR(SplitHostPort(node.address, &host, &port));
     if (IsIpLiteral(host)) {
       if (host != "127.0.0.1" && host != "::1") ips.push_back(host);
     } else if (host != node.name && host != "localhost") {
@@ -84,7 +84,7 @@ Result<std::string> NormalizeAgentAddress(const std::string& address) {
   }
   std::string host;
   uint16_t port = 0;
-  if (agent::SplitHostPort(address, &host, &port).ok()) {
+  if (SplitHostPort(address, &host, &port).ok()) {
     if (port == 0) return InvalidArgumentError("address '" + address + "' needs a port");
     return address;
   }
@@ -93,7 +93,7 @@ Result<std::string> NormalizeAgentAddress(const std::string& address) {
       (address.find(':') != std::string::npos && !IsIpLiteral(address))) {
     return InvalidArgumentError("bad agent address '" + address + "' (expected HOST[:PORT])");
   }
-  return agent::JoinHostPort(address, agent::kDefaultAgentPort);
+  return JoinHostPort(address, agent::kDefaultAgentPort);
 }
 
 Result<ClusterProfile> LoadProfileDir(const std::string& dir) {

@@ -6,17 +6,12 @@
 #include <mutex>
 #include <thread>
 
-#include "octet/agent/link_probe.h"
+#include "octet/base/clock.h"
+#include "octet/base/host_port.h"
 #include "octet/base/log.h"
 
 namespace octet::app {
 namespace {
-
-int64_t UnixMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 bool SameJobs(const std::vector<JobStatus>& a, const std::vector<JobStatus>& b) {
   if (a.size() != b.size()) return false;
@@ -32,7 +27,7 @@ std::string HostOfAddress(const std::string& address) {
   if (address.rfind("unix:", 0) == 0) return "127.0.0.1";
   std::string host;
   uint16_t port = 0;
-  if (!agent::SplitHostPort(address, &host, &port).ok()) return address;
+  if (!SplitHostPort(address, &host, &port).ok()) return address;
   return host;
 }
 
@@ -393,9 +388,8 @@ Result<JobLaunch> ClusterSession::LaunchJob(const JobRequest& req, Deadline dead
     spec.model = req.model;
     spec.world_size = world;
     spec.rank = r;
-    spec.rendezvous = req.kind == JobKind::kRouter
-                          ? ""
-                          : (r == 0 ? agent::JoinHostPort(host, 0) : launch.rendezvous);
+    spec.rendezvous =
+        req.kind == JobKind::kRouter ? "" : (r == 0 ? JoinHostPort(host, 0) : launch.rendezvous);
     spec.transport = req.transport;
     spec.algorithm = req.algorithm;
     spec.port = r == 0 ? req.port : 0;
@@ -455,9 +449,8 @@ std::vector<LinkProbeReport> ClusterSession::ProbeLinks(uint64_t bytes, uint32_t
       out.push_back(std::move(rep));
       continue;
     }
-    auto r =
-        client(a).ProbeLink(agent::JoinHostPort(e.b_address, static_cast<uint16_t>(e.b_probe_port)),
-                            bytes, round_trips, deadline);
+    auto r = client(a).ProbeLink(JoinHostPort(e.b_address, static_cast<uint16_t>(e.b_probe_port)),
+                                 bytes, round_trips, deadline);
     if (r.ok()) {
       rep.ok = true;
       rep.result = *r;

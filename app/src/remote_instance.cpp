@@ -4,6 +4,7 @@
 
 #include "agent_job_text.h"
 #include "octet/agent/link_probe.h"
+#include "octet/wire/figures_line.h"
 
 namespace octet::app {
 
@@ -188,7 +189,7 @@ void RemoteInstance::OnLogText(const std::string& text) {
     while ((eol = partial_.find('\n')) != std::string::npos) {
       std::string line = partial_.substr(0, eol);
       partial_.erase(0, eol + 1);
-      if (line.rfind("@octet-figures", 0) == 0) continue;  // telemetry, not log text
+      if (wire::IsFiguresLine(line)) continue;  // telemetry, not log text
       std::smatch m;
       if (training) {
         if (FoldTrainingLogLine(line, &figures_)) {

@@ -25,10 +25,6 @@ Result<TrainingDataKind> ClassifyTrainingData(const std::string& dir) {
                               "tokenizer.json from `octet train prepare`) nor .txt files");
 }
 
-bool IsFiguresLine(std::string_view line) {
-  return line.substr(0, kFiguresPrefix.size()) == kFiguresPrefix;
-}
-
 Result<TrainingFigures> ParseTrainingFigures(std::string_view line) {
   if (!IsFiguresLine(line)) return InvalidArgumentError("not an @octet-figures line");
   const std::string_view text = line.substr(kFiguresPrefix.size());

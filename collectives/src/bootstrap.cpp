@@ -150,7 +150,12 @@ Result<std::unique_ptr<Bootstrap>> Bootstrap::Connect(const std::string& rendezv
     return InvalidArgumentError("rank " + std::to_string(rank) + " is outside 0.." +
                                 std::to_string(world_size - 1));
   }
-  OCTET_ASSIGN_OR_RETURN(HostPort hp, ParseHostPort(rendezvous));
+  Result<HostPort> parsed = ParseHostPort(rendezvous);
+  if (!parsed.ok()) return parsed.status().WithContext("rendezvous");
+  HostPort hp = std::move(*parsed);
+  if (hp.port == 0) {
+    return InvalidArgumentError("rendezvous '" + rendezvous + "': the port must be 1-65535");
+  }
   std::unique_ptr<Bootstrap> b(new Bootstrap);
   b->rank_ = rank;
   b->size_ = world_size;

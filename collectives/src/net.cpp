@@ -23,46 +23,6 @@ void Fd::Reset() {
   fd_ = -1;
 }
 
-std::string HostPort::ToString() const {
-  if (host.find(':') != std::string::npos) return "[" + host + "]:" + std::to_string(port);
-  return host + ":" + std::to_string(port);
-}
-
-Result<HostPort> ParseHostPort(std::string_view text) {
-  const std::string quoted = "'" + std::string(text) + "'";
-  HostPort hp;
-  std::string_view port_text;
-  if (!text.empty() && text.front() == '[') {
-    const size_t close = text.find(']');
-    if (close == std::string_view::npos || close + 1 >= text.size() || text[close + 1] != ':') {
-      return InvalidArgumentError("rendezvous " + quoted + ": expected [ADDRESS]:PORT");
-    }
-    hp.host = std::string(text.substr(1, close - 1));
-    port_text = text.substr(close + 2);
-  } else {
-    const size_t colon = text.rfind(':');
-    if (colon == std::string_view::npos || text.find(':') != colon) {
-      return InvalidArgumentError("rendezvous " + quoted + ": expected HOST:PORT");
-    }
-    hp.host = std::string(text.substr(0, colon));
-    port_text = text.substr(colon + 1);
-  }
-  if (hp.host.empty()) return InvalidArgumentError("rendezvous " + quoted + ": empty host");
-  if (port_text.empty() || port_text.size() > 5) {
-    return InvalidArgumentError("rendezvous " + quoted + ": bad port");
-  }
-  uint32_t port = 0;
-  for (char c : port_text) {
-    if (c < '0' || c > '9') return InvalidArgumentError("rendezvous " + quoted + ": bad port");
-    port = port * 10 + static_cast<uint32_t>(c - '0');
-  }
-  if (port == 0 || port > 65535) {
-    return InvalidArgumentError("rendezvous " + quoted + ": port must be 1-65535");
-  }
-  hp.port = static_cast<uint16_t>(port);
-  return hp;
-}
-
 uint16_t SockAddr::port() const {
   if (family() == AF_INET) return ntohs(reinterpret_cast<const sockaddr_in*>(&storage)->sin_port);
   if (family() == AF_INET6) return ntohs(reinterpret_cast<const sockaddr_in6*>(&storage)->sin6_port);

@@ -12,6 +12,7 @@
 #include <string_view>
 
 #include "octet/base/deadline.h"
+#include "octet/base/host_port.h"  // HostPort, ParseHostPort
 #include "octet/base/status.h"
 
 namespace octet::collectives {
@@ -45,15 +46,6 @@ class Fd {
  private:
   int fd_ = -1;
 };
-
-struct HostPort {
-  std::string host;
-  uint16_t port = 0;
-  std::string ToString() const;  // "host:port", "[v6]:port"
-};
-
-// "host:port", "1.2.3.4:29500", "[::1]:29500". Errors quote the text.
-Result<HostPort> ParseHostPort(std::string_view text);
 
 // A resolved socket address.
 struct SockAddr {

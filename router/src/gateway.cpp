@@ -54,6 +54,7 @@
 #include "octet/base/deadline.h"
 #include "octet/base/file_util.h"
 #include "octet/base/log.h"
+#include "octet/base/sse.h"
 #include "octet/router/classifier.h"
 #include "router_core.h"
 
@@ -75,18 +76,9 @@ std::string OpenAiError(const std::string& message, const std::string& type, int
 class SseTokenCounter {
  public:
   void Feed(std::string_view data) {
-    size_t start = 0;
-    while (start < data.size()) {
-      const size_t nl = data.find('\n', start);
-      if (nl == std::string_view::npos) {
-        if (line_.size() < (1u << 20)) line_.append(data.substr(start));
-        return;
-      }
-      line_.append(data.substr(start, nl - start));
-      Line(line_);
-      line_.clear();
-      start = nl + 1;
-    }
+    // An oversized event is dropped by the reader (and not counted); the
+    // relay itself goes on.
+    (void)reader_.Feed(data, [this](const SseReader::Event& e) { Event(e.data); });
   }
   uint64_t tokens() const { return usage_ >= 0 ? static_cast<uint64_t>(usage_) : events_; }
 
@@ -101,11 +93,7 @@ class SseTokenCounter {
     }
     return false;
   }
-  void Line(std::string_view line) {
-    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-    if (line.substr(0, 5) != "data:") return;
-    std::string_view payload = line.substr(5);
-    while (!payload.empty() && payload.front() == ' ') payload.remove_prefix(1);
+  void Event(std::string_view payload) {
     if (payload == "[DONE]") return;
     if (payload.find("\"completion_tokens\"") != std::string_view::npos) {
       json j = json::parse(payload, nullptr, false);
@@ -117,7 +105,7 @@ class SseTokenCounter {
     }
     if (NonEmptyString(payload, "\"content\"") || NonEmptyString(payload, "\"text\"")) ++events_;
   }
-  std::string line_;
+  SseReader reader_{size_t{1} << 20};
   uint64_t events_ = 0;
   int64_t usage_ = -1;
 };

@@ -275,7 +275,7 @@ QString NodeDetailsHtml(const app::NodeView& n, const QPalette& pal) {
     h += QObject::tr("<h3>Jobs</h3><table>");
     for (const auto& j : n.jobs) {
       QString line = QStringLiteral("%1 · rank %2/%3 · <b>%4</b>")
-                         .arg(QString::fromStdString(std::string(agent::JobKindName(j.spec.kind))))
+                         .arg(QString::fromStdString(std::string(app::JobKindName(j.spec.kind))))
                          .arg(j.spec.rank)
                          .arg(j.spec.world_size)
                          .arg(Esc(j.state));

@@ -1,11 +1,14 @@
-#include <QtTest>
-
 #include <sys/stat.h>
 
+#include <QtTest>
+#include <algorithm>
 #include <cstring>
 
 #include "octet/base/args.h"
+#include "octet/base/clock.h"
+#include "octet/base/cpu_affinity.h"
 #include "octet/base/file_util.h"
+#include "octet/base/host_port.h"
 #include "octet/base/huge_page_arena.h"
 #include "octet/base/npy.h"
 
@@ -14,6 +17,49 @@ using namespace octet;
 class TestUtil : public QObject {
   Q_OBJECT
  private slots:
+  // Addresses as profiles, flags and job specs write them; the agent, the
+  // rendezvous and the cluster client all read them here.
+  void hostPortParsing() {
+    auto hp = ParseHostPort("10.0.0.1:47100");
+    QVERIFY(hp.ok());
+    QCOMPARE(hp->host, std::string("10.0.0.1"));
+    QCOMPARE(hp->port, uint16_t{47100});
+    hp = ParseHostPort("[fe80::1%ring0]:9");
+    QVERIFY(hp.ok());
+    QCOMPARE(hp->host, std::string("fe80::1%ring0"));
+    QCOMPARE(hp->ToString(), std::string("[fe80::1%ring0]:9"));
+    QVERIFY(ParseHostPort("spark1:0").ok());  // rank 0 may ask for any port
+    for (const char* bad : {"fe80::1:9", "host:99999", "host", ":80", "host:", "host:8o", "[::1]80",
+                            "[::1", "host:-1", "host:+80"}) {
+      Result<HostPort> r = ParseHostPort(bad);
+      QVERIFY2(!r.ok(), bad);
+      QVERIFY2(r.status().message().find(std::string("'") + bad + "'") != std::string::npos,
+               r.status().message().c_str());  // the error quotes the text
+    }
+    std::string h = "unchanged";
+    uint16_t p = 7;
+    QVERIFY(!SplitHostPort("host", &h, &p).ok());
+    QCOMPARE(h, std::string("unchanged"));
+    QVERIFY(SplitHostPort("[::1]:5", &h, &p).ok());
+    QCOMPARE(JoinHostPort(h, p), std::string("[::1]:5"));
+    QCOMPARE(JoinHostPort("spark1", 8080), std::string("spark1:8080"));
+  }
+  void pinningStaysInsideTheAllowedCpus() {
+    const std::vector<int> before = AllowedCpus();
+    QVERIFY(!before.empty());
+    QVERIFY(std::is_sorted(before.begin(), before.end()));
+    QVERIFY(!PinToCpuIndices({}));
+    QVERIFY(!PinToCpuIndices({static_cast<int>(before.size())}));  // past the allowed ones
+    QVERIFY(!PinToCpuIndices({-1}));
+    QCOMPARE(AllowedCpus(), before);  // a refused pin changes nothing
+    QVERIFY(PinToCpuIndices({static_cast<int>(before.size()) - 1}));
+    QCOMPARE(AllowedCpus(), std::vector<int>{before.back()});
+  }
+  void unixMsIsWallClock() {
+    const int64_t before = UnixMs();
+    QVERIFY(before > 1700000000000);  // after November 2023
+    QVERIFY(UnixMs() >= before);
+  }
   // Allocations are 64-byte aligned, zero, disjoint, and survive further
   // allocations (chunks are never moved); one larger than a chunk gets its own.
   void hugePageArenaAllocations() {

@@ -39,55 +39,19 @@
 #include <vector>
 
 #include "octet/base/status.h"
+#include "octet/wire/job.h"
 
 namespace octet::agent {
 
-enum class JobKind { kInference, kTraining, kRouter };
-std::string_view JobKindName(JobKind kind);  // "inference", "training", "router"
-
-struct JobSpec {
-  std::string job_id;  // [A-Za-z0-9._-]{1,64}, unique on this node while kept
-  JobKind kind = JobKind::kInference;
-  std::string model;        // model folder (inference, training)
-  uint32_t world_size = 1;  // TP degree (inference) or DP ranks (training)
-  uint32_t rank = 0;
-  std::string rendezvous;          // HOST:PORT of rank 0's rendezvous; rank 0 may give HOST:0
-  std::string transport = "tcp";   // shm | tcp | verbs
-  std::string algorithm = "auto";  // auto | oneshot | ring | nccl
-  uint32_t port = 0;               // serving port (rank 0 of inference, router); 0: none
-  std::string policy;              // router: policy YAML path
-  std::vector<std::string> extra_args;
-  uint32_t threads = 0;  // 0: the worker decides
-  // `octet deploy`: the deployment and replica ("large-0") the job belongs to
-  // ("" for jobs launched one by one); each [A-Za-z0-9._-]{0,64}.
-  std::string deployment;
-  std::string instance;
-};
+// The job and figures values are the wire's (octet/wire/job.h): the agent
+// and its clients share one definition.
+using wire::JobKind;
+using wire::JobKindName;
+using wire::JobSpec;
+using wire::WorkerFigures;
 
 enum class JobState { kRunning, kExited, kFailed, kStopped };
 std::string_view JobStateName(JobState state);  // "running", "exited", "failed", "stopped"
-
-// A worker's live figures, as reported on its "@octet-figures" lines.
-struct WorkerFigures {
-  std::string job_id;
-  uint32_t rank = 0;
-  std::string kind;   // "inference", "training", "router"
-  std::string state;  // "starting" until the first report, then the worker's own
-  double prefill_tps = 0;
-  double decode_tps = 0;
-  double step_ms = 0;
-  double allreduce_share = 0;  // 0..1
-  double kv_used_fraction = 0;
-  uint32_t running_requests = 0;
-  uint32_t queued_requests = 0;
-  double train_loss = 0;
-  double train_tps = 0;
-  uint64_t train_step = 0;
-  uint64_t memory_bytes = 0;  // resident memory of the process (from /proc)
-  // Speculative decoding: draft tokens proposed and kept, since the start.
-  uint64_t spec_drafted_tokens = 0;
-  uint64_t spec_accepted_tokens = 0;
-};
 
 struct JobInfo {
   JobSpec spec;
@@ -145,8 +109,6 @@ Status CheckModelPath(const std::string& model, const std::vector<std::string>& 
                       std::string* resolved);
 // The command line for a job (after validation), with `octet_binary` as argv[0].
 std::vector<std::string> JobCommandLine(const JobSpec& spec, const std::string& octet_binary);
-// Parses one "@octet-figures {json}" payload (the JSON part) into `figures`.
-Status ParseFiguresLine(std::string_view json, WorkerFigures* figures);
 // Whether an output line looks like an error report ("error", "fatal", "failed", ...).
 bool LooksLikeError(std::string_view line);
 

@@ -17,14 +17,11 @@
 #include <vector>
 
 #include "octet/base/deadline.h"
+#include "octet/base/host_port.h"  // SplitHostPort, JoinHostPort
 #include "octet/base/status.h"
 
 namespace octet::agent {
 
-// "host:port", "[v6addr]:port" or "[fe80::1%eth0]:port" -> host and port.
-Status SplitHostPort(const std::string& address, std::string* host, uint16_t* port);
-// Joins a host and port, bracketing IPv6 hosts.
-std::string JoinHostPort(const std::string& host, uint16_t port);
 // Connects a TCP socket (CLOEXEC, TCP_NODELAY) to host:port by the deadline.
 Result<int> ConnectTcp(const std::string& host, uint16_t port, Deadline deadline);
 

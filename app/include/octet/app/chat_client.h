@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "octet/base/deadline.h"
+#include "octet/base/sse.h"
 #include "octet/base/status.h"
 
 namespace octet::app {
@@ -59,8 +60,8 @@ struct ChatReply {
 std::string ChatRequestBody(const ChatRequest& request);
 
 // The reply assembled from the server's text/event-stream (Server-Sent
-// Events) as its bytes arrive in chunks of any size: each event's "data:"
-// lines joined, "[DONE]" ending the stream, each chat.completion.chunk's text
+// Events, framed by octet::SseReader) as its bytes arrive in chunks of any
+// size: "[DONE]" ending the stream, each chat.completion.chunk's text
 // delta, finish reason, usage and timings taken; other fields, comments and
 // malformed JSON are ignored. StreamChat feeds it; exposed for tests and the
 // fuzz target (tests/fuzz/fuzz_sse.cpp).
@@ -70,7 +71,7 @@ class ChatStreamParser {
   // line is refused (Feed returns false) instead of growing without bound.
   static constexpr size_t kMaxEventBytes = size_t{8} << 20;
 
-  explicit ChatStreamParser(int64_t start_ns = 0) : start_ns_(start_ns) {}
+  explicit ChatStreamParser(int64_t start_ns = 0) : start_ns_(start_ns), sse_(kMaxEventBytes) {}
   // Takes the next bytes; `on_delta` (may be empty) gets each text piece.
   // False when an event exceeds kMaxEventBytes (the reply so far is kept).
   bool Feed(std::string_view bytes, const std::function<void(const std::string&)>& on_delta);
@@ -80,7 +81,7 @@ class ChatStreamParser {
  private:
   void Event(const std::string& data, const std::function<void(const std::string&)>& on_delta);
   int64_t start_ns_;
-  std::string pending_;
+  SseReader sse_;
   ChatReply reply_;
   bool done_ = false;
 };

@@ -8,12 +8,14 @@
 #include <string>
 #include <vector>
 
-#include "octet/agent/job_supervisor.h"  // JobSpec, JobKind (plain structs)
+#include "octet/wire/job.h"  // JobSpec, JobKind, WorkerFigures (plain structs)
 
 namespace octet::app {
 
-using agent::JobKind;
-using agent::JobSpec;
+using wire::JobKind;
+using wire::JobKindName;
+using wire::JobSpec;
+using wire::WorkerFigures;
 
 struct InterfaceFacts {
   std::string name;
@@ -118,26 +120,6 @@ struct InterfaceCounters {
   std::string name;
   uint64_t rx_bytes = 0;
   uint64_t tx_bytes = 0;
-};
-
-struct WorkerFigures {
-  std::string job_id;
-  uint32_t rank = 0;
-  std::string kind;
-  std::string state;
-  double prefill_tps = 0;
-  double decode_tps = 0;
-  double step_ms = 0;
-  double allreduce_share = 0;
-  double kv_used_fraction = 0;
-  uint32_t running_requests = 0;
-  uint32_t queued_requests = 0;
-  double train_loss = 0;
-  double train_tps = 0;
-  uint64_t train_step = 0;
-  uint64_t memory_bytes = 0;
-  uint64_t spec_drafted_tokens = 0;   // speculative decoding: drafts proposed
-  uint64_t spec_accepted_tokens = 0;  // and kept, since the worker started
 };
 
 struct TelemetrySample {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "octet/base/status.h"
+#include "octet/wire/figures_line.h"
 
 namespace octet::app {
 
@@ -46,10 +47,10 @@ struct TrainingFigures {
   double val_bpb = -1;  // bits per byte; -1 when the run has no token_bytes.npy
 };
 
-inline constexpr std::string_view kFiguresPrefix = "@octet-figures ";
+// The figures line itself is the wire's (octet/wire/figures_line.h).
+using wire::IsFiguresLine;
+using wire::kFiguresPrefix;
 
-// True for a line that starts with "@octet-figures ".
-bool IsFiguresLine(std::string_view line);
 // Parses a figures line of kind "training". InvalidArgument for a line that is
 // not one (another prefix, bad JSON, another kind, a key of the wrong type).
 Result<TrainingFigures> ParseTrainingFigures(std::string_view line);
