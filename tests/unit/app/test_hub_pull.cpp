@@ -6,6 +6,7 @@
 
 #include <QTemporaryDir>
 #include <QtTest>
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <map>
@@ -388,6 +389,21 @@ class TestHubPull : public QObject {
       QCOMPARE(n["models"][0]["repo"].get<std::string>(), std::string("acme/tiny"));
       QCOMPARE(n["models"][0]["commit"].get<std::string>(), std::string(FakeHub::kCommit));
       QCOMPARE(n["models"][0]["bytes"].get<int64_t>(), total);
+    }
+
+    // Each node's store is one of its agent's model roots: the snapshot is a
+    // model path its launches accept.
+    for (size_t i = 0; i < 3; ++i) {
+      auto ep = octet::app::EndpointFor((*cluster)->profile(), i);
+      QVERIFY(ep.ok());
+      auto client = octet::app::AgentClient::Create(*ep);
+      QVERIFY(client.ok());
+      auto facts = (*client)->GetFacts(octet::Deadline::AfterMs(10'000));
+      QVERIFY(facts.ok());
+      const std::string store = lo.state_dir + "/node-" + std::to_string(i) + "/hub";
+      QVERIFY2(std::find(facts->model_roots.begin(), facts->model_roots.end(), store) !=
+                   facts->model_roots.end(),
+               store.c_str());
     }
 
     // A copy interrupted on node 1 (its blob gone, the first MiB left as
