@@ -248,6 +248,9 @@ class TestFaultDiskFull : public QObject {
       return *out;
     }();
     QVERIFY2(ended->exited && ended->code == 1, text.c_str());
+    for (size_t p = text.find("octet bench:"); p != std::string::npos;
+         p = text.find("octet bench:", p + 1))
+      qInfo("%s", text.substr(p, text.find('\n', p) - p).c_str());
     // The table was printed, and the user is told what failed and where the results are.
     QVERIFY2(text.find("pp32 tg200 (c2)") != std::string::npos, text.c_str());
     QVERIFY2(text.find("octet bench: error: the run store " + db + " refused the results") !=
