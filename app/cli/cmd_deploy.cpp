@@ -356,8 +356,13 @@ int RunStatusCommand(const std::vector<std::string>& args) {
   if (p.positional().size() > 1) return UsageError(prog, "give at most one deployment NAME");
   auto session = OpenCluster(p);
   if (!session.ok()) return Failure(prog, session.status().message());
+  std::vector<app::NodeSilence> silent;
   std::vector<app::DeploymentStatus> all =
-      app::ReadDeployments(**session, Deadline::AfterMs(15'000));
+      app::ReadDeployments(**session, Deadline::AfterMs(15'000), &silent);
+  for (const auto& s : silent) {
+    std::cerr << prog << ": warning: node " << s.node << " did not say which jobs it runs ("
+              << s.error << "): its replicas are missing below or read failed\n";
+  }
   if (!p.positional().empty()) {
     std::vector<app::DeploymentStatus> one;
     for (auto& d : all) {

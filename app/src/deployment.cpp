@@ -769,24 +769,35 @@ namespace {
 
 // A stored run's request rate: concurrency / (e2e TTFT + response tokens /
 // per-request decode rate) of its highest-concurrency test (0: none usable).
+// A test without a per-request decode rate (every token of a short response
+// in one chunk) uses the aggregate one shared by its concurrent requests.
 double RunRequestRate(const BenchRun& run, std::string* how) {
   const BenchResult* best = nullptr;
+  auto per_request_tps = [](const BenchResult& r) {
+    if (!r.tg_req_throughput.empty() && r.tg_req_throughput.mean > 0)
+      return r.tg_req_throughput.mean;
+    if (!r.tg_throughput.empty() && r.tg_throughput.mean > 0)
+      return r.tg_throughput.mean / static_cast<double>(r.concurrency);
+    return 0.0;
+  };
   for (const auto& r : run.results) {
     if (r.response_size <= 0 || r.concurrency <= 0 || r.e2e_ttft.empty() ||
-        r.tg_req_throughput.empty() || !(r.tg_req_throughput.mean > 0)) {
+        !(per_request_tps(r) > 0)) {
       continue;
     }
     if (!best || r.concurrency > best->concurrency) best = &r;
   }
   if (!best) return 0;
-  const double seconds = best->e2e_ttft.mean / 1000.0 +
-                         static_cast<double>(best->response_size) / best->tg_req_throughput.mean;
+  const double tps = per_request_tps(*best);
+  const double seconds =
+      best->e2e_ttft.mean / 1000.0 + static_cast<double>(best->response_size) / tps;
   if (!(seconds > 0)) return 0;
   const double rate = static_cast<double>(best->concurrency) / seconds;
   char buf[256];
-  std::snprintf(buf, sizeof buf, "%lld / (TTFT %.3g s + %lld tok / %.3g tok/s) of its test '%s'",
+  std::snprintf(buf, sizeof buf, "%lld / (TTFT %.3g s + %lld tok / %.3g tok/s%s) of its test '%s'",
                 static_cast<long long>(best->concurrency), best->e2e_ttft.mean / 1000.0,
-                static_cast<long long>(best->response_size), best->tg_req_throughput.mean,
+                static_cast<long long>(best->response_size), tps,
+                best->tg_req_throughput.empty() ? " (aggregate / concurrency)" : "",
                 best->test.empty() ? best->Name().c_str() : best->test.c_str());
   *how = buf;
   return rate;

@@ -92,6 +92,12 @@ struct Rank {
 }  // namespace
 
 std::vector<DeploymentStatus> ReadDeployments(ClusterSession& session, Deadline deadline) {
+  return ReadDeployments(session, deadline, nullptr);
+}
+
+std::vector<DeploymentStatus> ReadDeployments(ClusterSession& session, Deadline deadline,
+                                              std::vector<NodeSilence>* silent) {
+  if (silent) silent->clear();
   const ClusterSnapshot snap = session.Snapshot();
   const size_t n = snap.nodes.size();
   std::vector<Result<std::vector<JobStatus>>> lists(n, std::vector<JobStatus>{});
@@ -107,7 +113,13 @@ std::vector<DeploymentStatus> ReadDeployments(ClusterSession& session, Deadline 
   // deployment -> replica -> job id -> ranks
   std::map<std::string, std::map<std::string, std::map<std::string, std::vector<Rank>>>> groups;
   for (size_t i = 0; i < n; ++i) {
-    if (!lists[i].ok()) continue;
+    if (!lists[i].ok()) {
+      if (silent) {
+        silent->push_back({snap.nodes[i].name, snap.nodes[i].state == NodeState::kUp,
+                           lists[i].status().message()});
+      }
+      continue;
+    }
     for (const JobStatus& j : *lists[i]) {
       if (j.spec.deployment.empty() || j.spec.instance.empty()) continue;
       groups[j.spec.deployment][j.spec.instance][j.spec.job_id].push_back({i, j});
@@ -357,7 +369,31 @@ Result<ApplyResult> ApplyDeployment(ClusterSession& session, const Deployment& d
     return HostOfAgent(snap.nodes[node_index.at(node)].address);
   };
 
-  const std::vector<DeploymentStatus> before = ReadDeployments(session, options.deadline);
+  // What runs now. A node that is up but did not say which jobs it runs (a
+  // slow answer on a loaded machine) is asked again until node_wait_ms: a
+  // replica missing from the listing would otherwise be started twice.
+  std::vector<DeploymentStatus> before;
+  {
+    const Deadline asked_until =
+        Deadline::Min(options.deadline, Deadline::AfterMs(std::max(0, options.node_wait_ms)));
+    for (;;) {
+      std::vector<NodeSilence> silent;
+      before = ReadDeployments(session, options.deadline, &silent);
+      std::string up_but_silent;
+      for (const auto& s : silent) {
+        if (s.up) up_but_silent += (up_but_silent.empty() ? "" : "; ") + s.node + ": " + s.error;
+      }
+      if (up_but_silent.empty()) break;
+      if (asked_until.expired()) {
+        return UnavailableError(
+            "cannot tell what runs on every node, so nothing was changed (no answer to "
+            "ListJobs after " +
+            std::to_string(options.node_wait_ms) + " ms from " + up_but_silent + ")");
+      }
+      say("asking again which jobs run (" + up_but_silent + ")");
+      std::this_thread::sleep_for(std::chrono::milliseconds(options.poll_interval_ms));
+    }
+  }
   const DeploymentStatus* current = FindStatus(before, d.name);
 
   // What runs as asked is kept: same model, TP, transport, algorithm and

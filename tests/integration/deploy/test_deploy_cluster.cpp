@@ -353,6 +353,11 @@ routes:
     Run r = Deploy({"check", root_ + "/deploy.yaml", "--json", "--bench-db", db});
     QVERIFY2(r.code == 0, (r.out + r.err).c_str());
     const json& rates = r.doc["capacity"]["rates"];
+    if (rates["small"]["source"].get<std::string>().find("stored") == std::string::npos) {
+      const auto shown =
+          test::RunProgram({test::BinDir() + "/octet", "bench", "show", "--db", db, "1", "--json"});
+      qWarning("the stored run: %s", shown.output.c_str());
+    }
     QVERIFY2(r.doc["capacity"]["available"] == true, r.doc["capacity"].dump().c_str());
     QVERIFY2(rates["small"]["source"].get<std::string>().find("stored `octet bench` run") !=
                  std::string::npos,
@@ -467,13 +472,23 @@ routes:
       QCOMPARE(Complete(router, "anything", &code), std::string("large"));
       QCOMPARE(code, 200);
     }
+    // Its health checks (every 300 ms, one failure ejects) take it out.
     httplib::Client cli(router);
-    auto stats = cli.Get("/v1/router/stats");
-    QVERIFY(stats && stats->status == 200);
-    const json sj = json::parse(stats->body);
-    for (const auto& p : sj["pools"]) {
-      if (p["pool"] == "large") QCOMPARE(p["healthy_replicas"].get<int>(), 2);
+    int healthy = -1;
+    const Deadline ejected = Deadline::AfterMs(10'000);
+    while (healthy != 2 && !ejected.expired()) {
+      auto stats = cli.Get("/v1/router/stats");
+      QVERIFY(stats && stats->status == 200);
+      const json sj = json::parse(stats->body);
+      for (const auto& p : sj["pools"]) {
+        if (p["pool"] == "large") healthy = p["healthy_replicas"].get<int>();
+      }
+      if (healthy != 2) std::this_thread::sleep_for(std::chrono::milliseconds(200));
     }
+    QCOMPARE(healthy, 2);
+    int code = 0;
+    QCOMPARE(Complete(router, "anything", &code), std::string("large"));
+    QCOMPARE(code, 200);
     // Apply restarts it; the router follows it to its new endpoint.
     Run again = Deploy({"apply", root_ + "/deploy.yaml", "--json", "--wait-ms", "240000"}, 300'000);
     QVERIFY2(again.code == 0, (again.out + again.err).c_str());

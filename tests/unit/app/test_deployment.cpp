@@ -416,6 +416,19 @@ router:
       other.topology.tp = 1;
       other.results[1].tg_req_throughput = MetricStats::Of({1000});
       QVERIFY((*store)->InsertRun(other).ok());
+      // The small model, whose test has only the aggregate decode rate.
+      BenchRun small;
+      small.state = "complete";
+      small.topology.tp = 1;
+      small.provenance.model_path = "/models/small";
+      BenchResult t;
+      t.response_size = 10;
+      t.concurrency = 2;
+      t.runs = 1;
+      t.e2e_ttft = MetricStats::Of({1000});
+      t.tg_throughput = MetricStats::Of({30});
+      small.results = {t};
+      QVERIFY((*store)->InsertRun(small).ok());
     }
     std::ofstream(root + "/policy.yaml") << R"(version: 1
 pools:
@@ -441,13 +454,16 @@ routes:
     QVERIFY(c.rates[0].bench_run > 0);
     QVERIFY2(c.rates[0].source.find("'large at tp2'") != std::string::npos,
              c.rates[0].source.c_str());
-    // The small instance has no run: the policy's.
-    QCOMPARE(c.rates[1].requests_per_s, 1.5);
-    QVERIFY2(c.rates[1].source.find("policy") != std::string::npos, c.rates[1].source.c_str());
+    // The small one: 2 / (1 s + 10 tok / (30 / 2 tok/s)) = 1.2 req/s.
+    QVERIFY2(std::abs(c.rates[1].requests_per_s - 1.2) < 1e-9, c.rates[1].source.c_str());
+    QVERIFY2(c.rates[1].source.find("aggregate") != std::string::npos, c.rates[1].source.c_str());
     // A store path that does not exist is not created, and the policy is used.
     const DeploymentCapacity none = PlanDeploymentCapacity(d, 8, root + "/absent.sqlite", {0.5});
     QVERIFY(none.available);
     QCOMPARE(none.rates[0].requests_per_s, 9.0);
+    QCOMPARE(none.rates[1].requests_per_s, 1.5);
+    QVERIFY2(none.rates[1].source.find("policy") != std::string::npos,
+             none.rates[1].source.c_str());
     QVERIFY(!QFileInfo::exists(QString::fromStdString(root + "/absent.sqlite")));
   }
 };

@@ -223,6 +223,14 @@ struct DeploymentStatus {
 // failed). Job URLs come from rank 0's output; "ready" is a replica whose
 // every rank runs and whose /health answers 200.
 std::vector<DeploymentStatus> ReadDeployments(ClusterSession& session, Deadline deadline);
+// The same, with the nodes that did not answer (their jobs are missing above).
+struct NodeSilence {
+  std::string node;
+  bool up = false;    // the session has it up (a slow answer, not a lost node)
+  std::string error;  // the failed call's
+};
+std::vector<DeploymentStatus> ReadDeployments(ClusterSession& session, Deadline deadline,
+                                              std::vector<NodeSilence>* silent);
 
 struct ApplyOptions {
   Deadline deadline = Deadline::AfterMs(600'000);    // everything ready by then
