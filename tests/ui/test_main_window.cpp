@@ -43,8 +43,8 @@ class TestMainWindow : public QObject {
     QVERIFY(nav);
     QStringList names;
     for (int i = 0; i < nav->count(); ++i) names << nav->item(i)->text();
-    QCOMPARE(names,
-             (QStringList{"Cluster", "Launch", "Dashboard", "Chat", "Routing", "Benchmarks"}));
+    QCOMPARE(names, (QStringList{"Cluster", "Launch", "Dashboard", "Chat", "Routing", "Benchmarks",
+                                 "Deployments"}));
     auto* info = w.findChild<QLabel*>(QStringLiteral("buildInfo"));
     QVERIFY(info);
     QVERIFY(info->text().startsWith(QStringLiteral("octet ")));

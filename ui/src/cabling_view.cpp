@@ -372,8 +372,20 @@ class NodeCardItem : public QGraphicsItem {
     p->setPen(sc.muted);
     p->drawText(QRectF(left, bar.bottom() + 2, right - left, small.height()), Qt::AlignLeft,
                 MemoryText());
-    p->drawText(QRectF(left, bar.bottom() + 2, right - left, small.height()), Qt::AlignRight,
-                JobsText());
+    const auto replicas = DeployedReplicas();
+    if (replicas.empty()) {
+      p->drawText(QRectF(left, bar.bottom() + 2, right - left, small.height()), Qt::AlignRight,
+                  JobsText());
+    } else {
+      // A deployment's replicas by name, each in its job's colour (right to left).
+      double x = right;
+      for (auto it = replicas.rbegin(); it != replicas.rend(); ++it) {
+        const double w = small.horizontalAdvance(it->second);
+        p->setPen(JobColor(it->first, pal));
+        p->drawText(QRectF(x - w, bar.bottom() + 2, w, small.height()), Qt::AlignRight, it->second);
+        x -= w + small.horizontalAdvance(QLatin1Char(' '));
+      }
+    }
     // Problem line (or the lost reason).
     const QString warn = WarningText();
     if (!warn.isEmpty()) {
@@ -408,7 +420,20 @@ class NodeCardItem : public QGraphicsItem {
                                                      FormatBytesIec(static_cast<double>(total)))
                      : QStringLiteral("memory unknown");
   }
+  // The running jobs of `octet deploy` replicas on this node: (job id, replica name).
+  std::vector<std::pair<QString, QString>> DeployedReplicas() const {
+    std::vector<std::pair<QString, QString>> out;
+    for (const auto& j : node_.jobs) {
+      if (j.state == "running" && !j.spec.instance.empty())
+        out.emplace_back(QString::fromStdString(j.spec.job_id),
+                         QString::fromStdString(j.spec.instance));
+    }
+    return out;
+  }
   QString JobsText() const {
+    QStringList names;
+    for (const auto& r : DeployedReplicas()) names << r.second;
+    if (!names.isEmpty()) return names.join(QLatin1Char(' '));
     int running = 0;
     for (const auto& j : node_.jobs) running += j.state == "running";
     return running == 1 ? QStringLiteral("1 job") : QStringLiteral("%1 jobs").arg(running);

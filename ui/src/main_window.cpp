@@ -24,6 +24,7 @@
 #include "octet/ui/bench_panel.h"
 #include "octet/ui/chat_panel.h"
 #include "octet/ui/dashboard_panel.h"
+#include "octet/ui/deployment_panel.h"
 #include "octet/ui/instance_manager.h"
 #include "octet/ui/launch_panel.h"
 #include "octet/ui/resources.h"
@@ -49,6 +50,8 @@ Glyph PanelGlyph(MainWindow::Panel p) {
       return Glyph::kRouting;
     case MainWindow::Panel::kBenchmarks:
       return Glyph::kBenchmarks;
+    case MainWindow::Panel::kDeployments:
+      return Glyph::kCluster;
   }
   return Glyph::kCluster;
 }
@@ -78,6 +81,8 @@ QString MainWindow::panelName(Panel p) {
       return tr("Routing");
     case Panel::kBenchmarks:
       return tr("Benchmarks");
+    case Panel::kDeployments:
+      return tr("Deployments");
   }
   return {};
 }
@@ -156,6 +161,7 @@ MainWindow::MainWindow(WorkbenchOptions options, QWidget* parent)
   stack_->addWidget(new RoutingPanel(instances_, stack_));
   auto* bench = new BenchPanel(instances_, stack_);
   stack_->addWidget(bench);
+  stack_->addWidget(new DeploymentPanel(controller_, stack_));
   // A freshly launched inference instance becomes the chat's endpoint.
   connect(instances_, &InstanceManager::ready, chat, [this, chat, bench](int id, const QString& url) {
     const InstanceInfo* info = instances_->find(id);

@@ -1,4 +1,5 @@
-// The cabling diagram: nodes as cards (state, address, memory bar, jobs),
+// The cabling diagram: nodes as cards (state, address, memory bar, jobs; the
+// replicas of `octet deploy` by name, in their job's colour),
 // links as edges labelled with their interfaces and, once probed, latency and
 // throughput; shared segments (a switch) as a box the nodes hang from.
 //

@@ -1,5 +1,5 @@
 // The workbench's main window: a navigation column (Cluster, Launch,
-// Dashboard, Chat, Routing, Benchmarks) beside the panels, a status bar with
+// Dashboard, Chat, Routing, Benchmarks, Deployments) beside the panels, a status bar with
 // the connection state, menus with keyboard shortcuts, and settings (window
 // geometry, last panel, the cluster connection) kept with QSettings.
 //
@@ -32,8 +32,16 @@ struct WorkbenchOptions {
 class MainWindow : public QMainWindow {
   Q_OBJECT
  public:
-  enum class Panel { kCluster = 0, kLaunch, kDashboard, kChat, kRouting, kBenchmarks };
-  static constexpr int kPanelCount = 6;
+  enum class Panel {
+    kCluster = 0,
+    kLaunch,
+    kDashboard,
+    kChat,
+    kRouting,
+    kBenchmarks,
+    kDeployments
+  };
+  static constexpr int kPanelCount = 7;
 
   explicit MainWindow(WorkbenchOptions options = {}, QWidget* parent = nullptr);
   ~MainWindow() override;
