@@ -27,6 +27,7 @@
 #include <QVBoxLayout>
 #include <algorithm>
 #include <map>
+#include <optional>
 
 #include "octet/app/deployment_edit.h"
 #include "octet/ui/cabling_view.h"
@@ -933,9 +934,23 @@ void DeploymentPanel::applyDeployment() {
   const app::PlacementInput input = placementInput();
   setState(tr("Applying %1…").arg(Q(d.name)), false);
   log_->appendPlainText(tr("apply %1").arg(Q(d.name)));
-  ops_.start([this, session, d, input, closing = closing_] {
+  // The cluster's profile: the router's admin token derives from its token
+  // (apply tells a router on another node the replicas' endpoints with it).
+  std::optional<app::ClusterProfile> profile;
+  if (app::LocalCluster* local = controller_->localCluster()) {
+    profile = local->profile();
+  } else if (controller_->connection().kind == ConnectionSpec::Kind::kProfile) {
+    auto loaded = app::LoadProfile(controller_->connection().profile.toStdString(),
+                                   controller_->options().config_dir);
+    if (loaded.ok()) profile = *loaded;
+  }
+  ops_.start([this, session, d, input, profile, closing = closing_] {
     app::ApplyOptions o;
     o.deadline = Deadline::AfterMs(kApplyDeadlineMs);
+    if (profile) {
+      if (auto endpoint = app::EndpointFor(*profile, 0); endpoint.ok())
+        o.cluster_token = endpoint->token;
+    }
     o.progress = [this, closing](const std::string& line) {
       if (!closing->load()) emit progressLine(Q(line));
     };
