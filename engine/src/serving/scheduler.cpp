@@ -72,6 +72,23 @@ double RequestTiming::acceptance_rate() const {
 
 // ---- RequestStream ----------------------------------------------------------------
 
+RequestStream::RequestStream(uint64_t id, int64_t prompt_tokens, int64_t submitted_ns,
+                             bool speculative)
+    : id_(id), prompt_tokens_(prompt_tokens) {
+  timing_.submitted_ns = submitted_ns;
+  timing_.speculative = speculative;
+}
+
+void RequestStream::MarkAdmitted(int64_t now_ns) {
+  std::lock_guard<std::mutex> lock(mu_);
+  timing_.admitted_ns = now_ns;
+}
+
+double RequestStream::ttft_ms() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return timing_.ttft_ms();
+}
+
 bool RequestStream::Next(Deadline deadline, RequestUpdate* u) {
   std::unique_lock<std::mutex> lock(mu_);
   auto ready = [&] { return !pending_.empty() || done_; };
@@ -258,11 +275,9 @@ Result<std::vector<std::shared_ptr<RequestStream>>> Scheduler::SubmitN(Generatio
   const int64_t now = NowNs();
   std::vector<std::shared_ptr<RequestStream>> streams;
   for (int i = 0; i < n; ++i) {
-    auto stream = std::make_shared<RequestStream>();
-    stream->id_ = next_id_++;
-    stream->prompt_tokens_ = static_cast<int64_t>(p.prompt.size());
-    stream->timing_.submitted_ns = now;
-    stream->timing_.speculative = options_.speculative.method != SpeculativeMethod::kOff;
+    auto stream =
+        std::make_shared<RequestStream>(next_id_++, static_cast<int64_t>(p.prompt.size()), now,
+                                        options_.speculative.method != SpeculativeMethod::kOff);
     GenerationParams q = i + 1 < n ? p : std::move(p);
     q.sampling.seed += static_cast<uint64_t>(i);
     incoming_.push_back({stream, std::move(q), group});
@@ -324,32 +339,350 @@ SchedulerMetrics Scheduler::Metrics() const {
   return m;
 }
 
-void Scheduler::Loop() {
+// ---- the scheduler thread ----------------------------------------------------------
+
+struct Scheduler::LoopState {
   std::deque<std::unique_ptr<Active>> waiting;
   std::vector<std::unique_ptr<Active>> running;  // admission order
   std::vector<int> free_slots;
-  for (int s = options_.num_slots - 1; s >= 0; --s) free_slots.push_back(s);
+  // The step being formed: its chunks and the sequence each belongs to.
   std::vector<SequenceChunk> batch;
   std::vector<Active*> owners;
   ForwardOutput out;
   int64_t last_sample_ns = 0;
   int64_t prev_step_end_ns = 0;  // when the previous Step returned; 0 after idling
-  const RunnerStats base = runner_.stats();
-
-  // Counters and the sliding window of the figures (after every step, and
-  // every kIdleSampleNs while idle so that rates fall back to zero).
+  RunnerStats base;              // the runner's counters when the loop started
   std::deque<std::pair<int64_t, uint64_t>> step_counts;  // (t, runner steps) over the window
-  struct StepCounts {
-    uint64_t prompt_tokens = 0, generated = 0, ttft_count = 0;
-    double ttft_seconds = 0;
-    uint64_t drafted = 0, accepted = 0, verifications = 0;
-  };
-  auto record = [&](const StepCounts& sc, int64_t now) {
-    const RunnerStats rs = runner_.stats();
-    step_counts.emplace_back(now, rs.steps);
-    while (step_counts.size() > 2 && now - step_counts.front().first > kWindowNs) {
-      step_counts.pop_front();
+  // Forking a group's prompt cache is possible unless the MTP head drafts
+  // (its own cache follows every prompt chunk of the slot).
+  bool can_fork = true;
+};
+
+struct Scheduler::StepCounts {
+  uint64_t prompt_tokens = 0, generated = 0, ttft_count = 0;
+  double ttft_seconds = 0;
+  uint64_t drafted = 0, accepted = 0, verifications = 0;
+};
+
+void Scheduler::Loop() {
+  LoopState st;
+  for (int s = options_.num_slots - 1; s >= 0; --s) st.free_slots.push_back(s);
+  st.base = runner_.stats();
+  st.can_fork = options_.speculative.method != SpeculativeMethod::kMtp;
+
+  Status fatal;
+  while (TakeIncoming(st)) {
+    DropCancelled(st);
+    Admit(st);
+    PublishGauges(st);  // gauges follow cancellations and admissions at once
+    if (st.running.empty()) {
+      if (fatal = WaitIdle(st); !fatal.ok()) break;
+      continue;
     }
+    StepCounts sc;
+    const size_t decode_rows = FormBatch(st, &sc);
+    const int64_t step_start_ns = NowNs();
+    if (fatal = runner_.Step(st.batch, &st.out); !fatal.ok()) break;
+    const int64_t now = NowNs();
+    // A failure here is a drafter's (the MTP head on the model's state).
+    if (fatal = DistributeStep(st, now, &sc); !fatal.ok()) break;
+    ReapFinished(st);
+    const int64_t period_ns = st.prev_step_end_ns > 0 ? now - st.prev_step_end_ns : 0;
+    if (sc.prompt_tokens == 0 && period_ns > 0) {
+      std::lock_guard<std::mutex> lock(mu_);
+      metrics_.decode_only_steps_total += 1;
+      metrics_.decode_only_tokens_total += sc.generated;
+      metrics_.decode_only_seconds_total += period_ns * 1e-9;
+    }
+    OCTET_LOG(DEBUG) << "step: " << st.batch.size() << " sequences (" << decode_rows
+                     << " decoding, " << sc.prompt_tokens << " prompt tokens, " << sc.drafted
+                     << " drafted, " << sc.accepted << " accepted), forward "
+                     << (now - step_start_ns) * 1e-6 << " ms, since the previous step "
+                     << period_ns * 1e-6 << " ms";
+    st.prev_step_end_ns = now;
+    Record(st, sc, now);
+  }
+  FailAll(st, fatal);
+}
+
+bool Scheduler::TakeIncoming(LoopState& st) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (stop_) return false;
+  while (!incoming_.empty()) {
+    Incoming& in = incoming_.front();
+    st.waiting.push_back(
+        std::make_unique<Active>(in.stream, std::move(in.params), runner_.config(), in.group));
+    incoming_.pop_front();
+    // Start checked that the method is available, so this cannot fail.
+    if (auto d = MakeDrafter(options_.speculative, runner_); d.ok()) {
+      st.waiting.back()->drafter = std::move(*d);
+    }
+  }
+  return true;
+}
+
+void Scheduler::DropCancelled(LoopState& st) {
+  for (auto it = st.waiting.begin(); it != st.waiting.end();) {
+    if ((*it)->stream->cancelled()) {
+      Finish(**it, "cancelled", Status::Ok());
+      it = st.waiting.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  for (auto it = st.running.begin(); it != st.running.end();) {
+    if ((*it)->stream->cancelled()) {
+      Finish(**it, "cancelled", Status::Ok());
+      (*it)->done = true;
+      ++it;
+    } else {
+      ++it;
+    }
+  }
+  ReapFinished(st);
+}
+
+// First come, first served, while slots are free; the sequences of one group
+// together (the first one prefills for all).
+void Scheduler::Admit(LoopState& st) {
+  while (!st.free_slots.empty() && !st.waiting.empty()) {
+    size_t k = 1;
+    if (st.waiting.front()->group != 0) {
+      while (k < st.waiting.size() && st.waiting[k]->group == st.waiting.front()->group) ++k;
+    }
+    if (k > st.free_slots.size()) break;
+    Active* leader = nullptr;
+    for (size_t j = 0; j < k; ++j) {
+      std::unique_ptr<Active> a = std::move(st.waiting.front());
+      st.waiting.pop_front();
+      a->slot = st.free_slots.back();
+      st.free_slots.pop_back();
+      a->stream->MarkAdmitted(NowNs());
+      if (j == 0) {
+        leader = a.get();
+      } else if (st.can_fork) {
+        a->leader = leader;
+      }
+      st.running.push_back(std::move(a));
+    }
+  }
+}
+
+void Scheduler::PublishGauges(const LoopState& st) {
+  std::lock_guard<std::mutex> lock(mu_);
+  metrics_.running = static_cast<int>(st.running.size());
+  metrics_.queued = static_cast<int>(st.waiting.size());
+  int64_t cached = 0;
+  for (const auto& a : st.running) cached += a->cached;
+  metrics_.kv_used_fraction =
+      double(cached) / double(std::max<int64_t>(1, options_.num_slots * options_.context));
+}
+
+Status Scheduler::WaitIdle(LoopState& st) {
+  st.prev_step_end_ns = 0;  // the next step's period would include the idle wait
+  OCTET_RETURN_IF_ERROR(runner_.Idle());
+  const int64_t now = NowNs();
+  // Rates fall back to zero while idle.
+  if (now - st.last_sample_ns >= kIdleSampleNs) Record(st, StepCounts{}, now);
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait_for(lock, std::chrono::milliseconds(options_.idle_poll_ms),
+               [&] { return stop_ || !incoming_.empty(); });
+  return Status::Ok();
+}
+
+// A token for every decoding request (with its drafts, if any), then prompt chunks.
+size_t Scheduler::FormBatch(LoopState& st, StepCounts* sc) {
+  st.batch.clear();
+  st.owners.clear();
+  size_t decode_rows = 0;
+  bool prompt_waiting = false;
+  for (const auto& a : st.running) {
+    if (a->decoding()) {
+      ++decode_rows;
+    } else if (a->leader == nullptr) {
+      prompt_waiting = true;
+    }
+  }
+  // Drafts share what the decoding rows leave of the budget, and leave a
+  // token for a waiting prompt so that it always makes progress.
+  int64_t draft_budget =
+      options_.max_batch_tokens - static_cast<int64_t>(decode_rows) - (prompt_waiting ? 1 : 0);
+  int64_t budget = options_.max_batch_tokens;
+  for (const auto& a : st.running) {
+    if (!a->decoding()) continue;
+    SequenceChunk c;
+    c.slot = a->slot;
+    c.start_pos = a->cached;
+    c.tokens.assign(1, a->last);
+    a->drafts.clear();
+    if (a->drafter && draft_budget > 0 && !a->constraint) {
+      // No more drafts than tokens still wanted after this step's own one
+      // (which also keeps [last, drafts] inside the slot's context).
+      const int64_t room =
+          std::min(a->params.max_tokens - a->generated - 1, options_.context - a->cached - 1);
+      const int64_t k = std::min<int64_t>({options_.speculative.draft_tokens, room, draft_budget});
+      if (k > 0) {
+        a->drafts = a->drafter->Draft(a->history, static_cast<int>(k));
+        if (static_cast<int64_t>(a->drafts.size()) > k) a->drafts.resize(static_cast<size_t>(k));
+      }
+      draft_budget -= static_cast<int64_t>(a->drafts.size());
+      c.tokens.insert(c.tokens.end(), a->drafts.begin(), a->drafts.end());
+      c.all_logits = !a->drafts.empty();  // row j verifies draft j+1
+    }
+    budget -= static_cast<int64_t>(c.tokens.size());
+    st.batch.push_back(std::move(c));
+    st.owners.push_back(a.get());
+  }
+  for (const auto& a : st.running) {
+    if (a->decoding() || a->leader != nullptr || budget <= 0) continue;
+    const int64_t left = static_cast<int64_t>(a->params.prompt.size()) - a->prefilled;
+    const int64_t n = std::min(left, budget);
+    SequenceChunk c;
+    c.slot = a->slot;
+    c.start_pos = a->prefilled;
+    c.tokens.assign(a->params.prompt.begin() + a->prefilled,
+                    a->params.prompt.begin() + a->prefilled + n);
+    st.batch.push_back(std::move(c));
+    st.owners.push_back(a.get());
+    budget -= n;
+    sc->prompt_tokens += static_cast<uint64_t>(n);
+  }
+  return decode_rows;
+}
+
+Status Scheduler::DistributeStep(LoopState& st, int64_t now, StepCounts* sc) {
+  for (size_t i = 0; i < st.batch.size(); ++i) {
+    Active& a = *st.owners[i];
+    const int64_t n = static_cast<int64_t>(st.batch[i].tokens.size());
+    const bool was_decoding = a.decoding();
+    if (!was_decoding) {
+      a.prefilled += n;
+      a.cached = a.prefilled;
+      if (!a.decoding()) {  // more prompt to go
+        // A drafter on the model's state (MTP) takes every prompt chunk's rows.
+        if (a.drafter) {
+          OCTET_RETURN_IF_ERROR(
+              a.drafter->AfterStep(i, st.batch[i].slot, st.batch[i].start_pos, n, a.params.prompt));
+        }
+        continue;
+      }
+      if (a.drafter) a.history = a.params.prompt;
+      // The group's other sequences take a copy of the prompt's cache and
+      // their first token from the same logits.
+      for (auto& f : st.running) {
+        if (f->leader != &a) continue;
+        f->leader = nullptr;
+        Status cs = runner_.CopySlot(a.slot, f->slot, a.prefilled);
+        if (cs.code() == StatusCode::kUnimplemented) continue;  // f prefills for itself
+        OCTET_RETURN_IF_ERROR(cs);
+        f->prefilled = a.prefilled;
+        f->cached = a.prefilled;
+        if (f->drafter) f->history = f->params.prompt;
+        OCTET_RETURN_IF_ERROR(Emit(st, *f, i, false, n, now, sc));
+      }
+    }
+    OCTET_RETURN_IF_ERROR(Emit(st, a, i, was_decoding, n, now, sc));
+  }
+  return Status::Ok();
+}
+
+// The ids chunk `i` of the step (n rows) gives sequence `a`: row j verifies
+// draft j+1 and is kept while the drafts are; the row after the last kept
+// draft (or the only row) gives the model's own token.
+Status Scheduler::Emit(LoopState& st, Active& a, size_t i, bool was_decoding, int64_t n,
+                       int64_t now, StepCounts* sc) {
+  const ForwardOutput& out = st.out;
+  const std::vector<int32_t> no_drafts;
+  const std::vector<int32_t>& drafts = was_decoding ? a.drafts : no_drafts;
+  std::vector<int32_t> kept;
+  std::vector<TokenLogprob> logprobs;
+  int64_t accepted = 0;
+  std::string reason;
+  for (size_t j = 0; j <= drafts.size(); ++j) {
+    const float* row = drafts.empty() ? out.Last(i) : out.Row(out.row_begin[i] + int64_t(j));
+    bool hit = false;
+    int32_t id;
+    const float* pick = row;
+    if (a.constraint) {  // tokens the grammar refuses at -inf
+      a.masked.assign(row, row + out.vocab);
+      a.constraint->Mask(a.masked.data(), out.vocab, a.stop);
+      pick = a.masked.data();
+    }
+    if (j < drafts.size()) {
+      id = a.sampler.Verify(pick, out.vocab, runner_.backend(), drafts[j], &hit);
+    } else {
+      id = a.sampler.Sample(pick, out.vocab, runner_.backend());
+    }
+    if (a.constraint) a.constraint->Accept(id);
+    kept.push_back(id);
+    if (a.params.logprobs >= 0) {
+      logprobs.push_back(ComputeLogprobs(row, out.vocab, id, a.params.logprobs));
+    }
+    a.generated += 1;
+    if (hit) ++accepted;
+    const bool is_stop = std::find(a.stop.begin(), a.stop.end(), id) != a.stop.end();
+    if (!a.params.ignore_eos && is_stop && a.generated >= a.params.min_tokens) {
+      reason = "stop";
+    } else if (a.generated >= a.params.max_tokens) {
+      reason = "length";
+    }
+    if (!reason.empty() || !hit) break;
+  }
+  // [last, kept drafts] are in the cache now; the newest id is not.
+  if (was_decoding) a.cached += static_cast<int64_t>(kept.size());
+  a.last = kept.back();
+  if (a.drafter) {
+    a.history.insert(a.history.end(), kept.begin(), kept.end());
+    // The rows this step keeps: the prompt chunk's, or [last, accepted drafts].
+    const int64_t rows = was_decoding ? static_cast<int64_t>(kept.size()) : n;
+    if (reason.empty()) {
+      OCTET_RETURN_IF_ERROR(
+          a.drafter->AfterStep(i, st.batch[i].slot, st.batch[i].start_pos, rows, a.history));
+    }
+  }
+  const bool first = a.generated == static_cast<int64_t>(kept.size());
+  a.stream->Push(kept, a.params.logprobs >= 0 ? &logprobs : nullptr,
+                 static_cast<int64_t>(drafts.size()), accepted, now);
+  sc->generated += kept.size();
+  sc->drafted += drafts.size();
+  sc->accepted += static_cast<uint64_t>(accepted);
+  if (!drafts.empty()) sc->verifications += 1;
+  if (first) {
+    sc->ttft_seconds += a.stream->ttft_ms() * 1e-3;
+    sc->ttft_count += 1;
+  }
+  if (!reason.empty()) {
+    Finish(a, reason, Status::Ok());
+    a.done = true;
+  }
+  return Status::Ok();
+}
+
+// Finished sequences leave the running set and free their slots; followers
+// still waiting for a finished leader's prefill prefill for themselves.
+void Scheduler::ReapFinished(LoopState& st) {
+  for (auto it = st.running.begin(); it != st.running.end();) {
+    if (!(*it)->done) {
+      ++it;
+      continue;
+    }
+    st.free_slots.push_back((*it)->slot);
+    for (auto& f : st.running) {
+      if (f->leader == it->get()) f->leader = nullptr;
+    }
+    it = st.running.erase(it);
+  }
+}
+
+// Counters and the sliding window of the figures (after every step, and
+// every kIdleSampleNs while idle).
+void Scheduler::Record(LoopState& st, const StepCounts& sc, int64_t now) {
+  const RunnerStats rs = runner_.stats();
+  st.step_counts.emplace_back(now, rs.steps);
+  while (st.step_counts.size() > 2 && now - st.step_counts.front().first > kWindowNs) {
+    st.step_counts.pop_front();
+  }
+  {
     std::lock_guard<std::mutex> lock(mu_);
     metrics_.prompt_tokens_total += sc.prompt_tokens;
     metrics_.generation_tokens_total += sc.generated;
@@ -358,347 +691,38 @@ void Scheduler::Loop() {
     metrics_.spec_drafted_tokens_total += sc.drafted;
     metrics_.spec_accepted_tokens_total += sc.accepted;
     metrics_.spec_verifications_total += sc.verifications;
-    metrics_.steps_total = rs.steps - base.steps;
-    metrics_.step_seconds_total = (rs.step_ns - base.step_ns) * 1e-9;
-    metrics_.allreduce_seconds_total = (rs.allreduce_ns - base.allreduce_ns) * 1e-9;
-    metrics_.running = static_cast<int>(running.size());
-    metrics_.queued = static_cast<int>(waiting.size());
-    int64_t cached = 0;
-    for (const auto& a : running) cached += a->cached;
-    metrics_.kv_used_fraction =
-        double(cached) / double(std::max<int64_t>(1, options_.num_slots * options_.context));
+    metrics_.steps_total = rs.steps - st.base.steps;
+    metrics_.step_seconds_total = (rs.step_ns - st.base.step_ns) * 1e-9;
+    metrics_.allreduce_seconds_total = (rs.allreduce_ns - st.base.allreduce_ns) * 1e-9;
     window_.push_back({now, metrics_.prompt_tokens_total, metrics_.generation_tokens_total,
                        metrics_.spec_drafted_tokens_total, metrics_.spec_accepted_tokens_total,
                        rs.step_ns, rs.allreduce_ns, rs.comm_ns});
     while (window_.size() > 2 && now - window_.front().t_ns > kWindowNs) window_.pop_front();
-    const uint64_t steps = step_counts.back().second - step_counts.front().second;
+    const uint64_t steps = st.step_counts.back().second - st.step_counts.front().second;
     const int64_t step_ns = window_.back().step_ns - window_.front().step_ns;
     metrics_.step_ms = steps > 0 ? step_ns * 1e-6 / double(steps) : 0.0;
-    last_sample_ns = now;
-  };
-
-  // Counts first, so that a consumer who sees its request end sees it counted.
-  auto finish = [&](Active& a, const std::string& reason, Status error) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (reason == "cancelled") {
-        metrics_.requests_cancelled += 1;
-      } else if (reason == "error") {
-        metrics_.requests_failed += 1;
-      } else {
-        metrics_.requests_finished += 1;
-      }
-    }
-    a.stream->Finish(reason, std::move(error));
-  };
-
-  // A sequence leaves the running set: followers still waiting for its
-  // prefill prefill for themselves.
-  auto orphan = [&](const Active* gone) {
-    for (auto& f : running) {
-      if (f->leader == gone) f->leader = nullptr;
-    }
-  };
-  // Forking a group's prompt cache is possible unless the MTP head drafts
-  // (its own cache follows every prompt chunk of the slot).
-  const bool can_fork = options_.speculative.method != SpeculativeMethod::kMtp;
-
-  Status fatal;
-  for (;;) {
-    {
-      std::unique_lock<std::mutex> lock(mu_);
-      if (stop_) break;
-      while (!incoming_.empty()) {
-        Incoming& in = incoming_.front();
-        waiting.push_back(
-            std::make_unique<Active>(in.stream, std::move(in.params), runner_.config(), in.group));
-        incoming_.pop_front();
-        // Start checked that the method is available, so this cannot fail.
-        if (auto d = MakeDrafter(options_.speculative, runner_); d.ok()) {
-          waiting.back()->drafter = std::move(*d);
-        }
-      }
-    }
-    // Cancellations.
-    for (auto it = waiting.begin(); it != waiting.end();) {
-      if ((*it)->stream->cancelled()) {
-        finish(**it, "cancelled", Status::Ok());
-        it = waiting.erase(it);
-      } else {
-        ++it;
-      }
-    }
-    for (auto it = running.begin(); it != running.end();) {
-      if ((*it)->stream->cancelled()) {
-        finish(**it, "cancelled", Status::Ok());
-        free_slots.push_back((*it)->slot);
-        orphan(it->get());
-        it = running.erase(it);
-      } else {
-        ++it;
-      }
-    }
-    // Admission: first come, first served, while slots are free; the
-    // sequences of one group together (the first one prefills for all).
-    while (!free_slots.empty() && !waiting.empty()) {
-      size_t k = 1;
-      if (waiting.front()->group != 0) {
-        while (k < waiting.size() && waiting[k]->group == waiting.front()->group) ++k;
-      }
-      if (k > free_slots.size()) break;
-      Active* leader = nullptr;
-      for (size_t j = 0; j < k; ++j) {
-        std::unique_ptr<Active> a = std::move(waiting.front());
-        waiting.pop_front();
-        a->slot = free_slots.back();
-        free_slots.pop_back();
-        {
-          std::lock_guard<std::mutex> lock(a->stream->mu_);
-          a->stream->timing_.admitted_ns = NowNs();
-        }
-        if (j == 0) {
-          leader = a.get();
-        } else if (can_fork) {
-          a->leader = leader;
-        }
-        running.push_back(std::move(a));
-      }
-    }
-    {
-      // Gauges follow cancellations and admissions at once, not only after steps.
-      std::lock_guard<std::mutex> lock(mu_);
-      metrics_.running = static_cast<int>(running.size());
-      metrics_.queued = static_cast<int>(waiting.size());
-      int64_t cached = 0;
-      for (const auto& a : running) cached += a->cached;
-      metrics_.kv_used_fraction =
-          double(cached) / double(std::max<int64_t>(1, options_.num_slots * options_.context));
-    }
-    if (running.empty()) {
-      prev_step_end_ns = 0;  // the next step's period would include the idle wait
-      if (Status s = runner_.Idle(); !s.ok()) {
-        fatal = s;
-        break;
-      }
-      const int64_t now = NowNs();
-      if (now - last_sample_ns >= kIdleSampleNs) record(StepCounts{}, now);
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait_for(lock, std::chrono::milliseconds(options_.idle_poll_ms),
-                   [&] { return stop_ || !incoming_.empty(); });
-      continue;
-    }
-
-    // One step: a token for every decoding request (with its drafts, if
-    // any), then prompt chunks.
-    batch.clear();
-    owners.clear();
-    size_t decode_rows = 0;
-    bool prompt_waiting = false;
-    for (const auto& a : running) {
-      if (a->decoding()) {
-        ++decode_rows;
-      } else if (a->leader == nullptr) {
-        prompt_waiting = true;
-      }
-    }
-    // Drafts share what the decoding rows leave of the budget, and leave a
-    // token for a waiting prompt so that it always makes progress.
-    int64_t draft_budget =
-        options_.max_batch_tokens - static_cast<int64_t>(decode_rows) - (prompt_waiting ? 1 : 0);
-    int64_t budget = options_.max_batch_tokens;
-    for (const auto& a : running) {
-      if (!a->decoding()) continue;
-      SequenceChunk c;
-      c.slot = a->slot;
-      c.start_pos = a->cached;
-      c.tokens.assign(1, a->last);
-      a->drafts.clear();
-      if (a->drafter && draft_budget > 0 && !a->constraint) {
-        // No more drafts than tokens still wanted after this step's own one
-        // (which also keeps [last, drafts] inside the slot's context).
-        const int64_t room =
-            std::min(a->params.max_tokens - a->generated - 1, options_.context - a->cached - 1);
-        const int64_t k =
-            std::min<int64_t>({options_.speculative.draft_tokens, room, draft_budget});
-        if (k > 0) {
-          a->drafts = a->drafter->Draft(a->history, static_cast<int>(k));
-          if (static_cast<int64_t>(a->drafts.size()) > k) a->drafts.resize(static_cast<size_t>(k));
-        }
-        draft_budget -= static_cast<int64_t>(a->drafts.size());
-        c.tokens.insert(c.tokens.end(), a->drafts.begin(), a->drafts.end());
-        c.all_logits = !a->drafts.empty();  // row j verifies draft j+1
-      }
-      budget -= static_cast<int64_t>(c.tokens.size());
-      batch.push_back(std::move(c));
-      owners.push_back(a.get());
-    }
-    StepCounts sc;
-    for (const auto& a : running) {
-      if (a->decoding() || a->leader != nullptr || budget <= 0) continue;
-      const int64_t left = static_cast<int64_t>(a->params.prompt.size()) - a->prefilled;
-      const int64_t n = std::min(left, budget);
-      SequenceChunk c;
-      c.slot = a->slot;
-      c.start_pos = a->prefilled;
-      c.tokens.assign(a->params.prompt.begin() + a->prefilled,
-                      a->params.prompt.begin() + a->prefilled + n);
-      batch.push_back(std::move(c));
-      owners.push_back(a.get());
-      budget -= n;
-      sc.prompt_tokens += static_cast<uint64_t>(n);
-    }
-    const int64_t step_start_ns = NowNs();
-    if (Status s = runner_.Step(batch, &out); !s.ok()) {
-      fatal = s;
-      break;
-    }
-    const int64_t now = NowNs();
-    // The ids a step's logits give sequence `a` (chunk i of the batch, n rows).
-    auto emit = [&](Active& a, size_t i, bool was_decoding, int64_t n) -> Status {
-      // The ids this step gives the request: row j verifies draft j+1 and is
-      // kept while the drafts are; the row after the last kept draft (or the
-      // only row) gives the model's own token.
-      const std::vector<int32_t> no_drafts;
-      const std::vector<int32_t>& drafts = was_decoding ? a.drafts : no_drafts;
-      std::vector<int32_t> kept;
-      std::vector<TokenLogprob> logprobs;
-      int64_t accepted = 0;
-      std::string reason;
-      for (size_t j = 0; j <= drafts.size(); ++j) {
-        const float* row = drafts.empty() ? out.Last(i) : out.Row(out.row_begin[i] + int64_t(j));
-        bool hit = false;
-        int32_t id;
-        const float* pick = row;
-        if (a.constraint) {  // tokens the grammar refuses at -inf
-          a.masked.assign(row, row + out.vocab);
-          a.constraint->Mask(a.masked.data(), out.vocab, a.stop);
-          pick = a.masked.data();
-        }
-        if (j < drafts.size()) {
-          id = a.sampler.Verify(pick, out.vocab, runner_.backend(), drafts[j], &hit);
-        } else {
-          id = a.sampler.Sample(pick, out.vocab, runner_.backend());
-        }
-        if (a.constraint) a.constraint->Accept(id);
-        kept.push_back(id);
-        if (a.params.logprobs >= 0) {
-          logprobs.push_back(ComputeLogprobs(row, out.vocab, id, a.params.logprobs));
-        }
-        a.generated += 1;
-        if (hit) ++accepted;
-        const bool is_stop = std::find(a.stop.begin(), a.stop.end(), id) != a.stop.end();
-        if (!a.params.ignore_eos && is_stop && a.generated >= a.params.min_tokens) {
-          reason = "stop";
-        } else if (a.generated >= a.params.max_tokens) {
-          reason = "length";
-        }
-        if (!reason.empty() || !hit) break;
-      }
-      // [last, kept drafts] are in the cache now; the newest id is not.
-      if (was_decoding) a.cached += static_cast<int64_t>(kept.size());
-      a.last = kept.back();
-      if (a.drafter) {
-        a.history.insert(a.history.end(), kept.begin(), kept.end());
-        // The rows this step keeps: the prompt chunk's, or [last, accepted drafts].
-        const int64_t rows = was_decoding ? static_cast<int64_t>(kept.size()) : n;
-        if (reason.empty()) {
-          if (Status s =
-                  a.drafter->AfterStep(i, batch[i].slot, batch[i].start_pos, rows, a.history);
-              !s.ok()) {
-            return s;
-          }
-        }
-      }
-      const bool first = a.generated == static_cast<int64_t>(kept.size());
-      a.stream->Push(kept, a.params.logprobs >= 0 ? &logprobs : nullptr,
-                     static_cast<int64_t>(drafts.size()), accepted, now);
-      sc.generated += kept.size();
-      sc.drafted += drafts.size();
-      sc.accepted += static_cast<uint64_t>(accepted);
-      if (!drafts.empty()) sc.verifications += 1;
-      if (first) {
-        std::lock_guard<std::mutex> sl(a.stream->mu_);
-        sc.ttft_seconds += a.stream->timing_.ttft_ms() * 1e-3;
-        sc.ttft_count += 1;
-      }
-      if (!reason.empty()) {
-        finish(a, reason, Status::Ok());
-        a.done = true;
-      }
-      return Status::Ok();
-    };
-    for (size_t i = 0; i < batch.size(); ++i) {
-      Active& a = *owners[i];
-      const int64_t n = static_cast<int64_t>(batch[i].tokens.size());
-      const bool was_decoding = a.decoding();
-      if (!was_decoding) {
-        a.prefilled += n;
-        a.cached = a.prefilled;
-        if (!a.decoding()) {  // more prompt to go
-          // A drafter on the model's state (MTP) takes every prompt chunk's rows.
-          if (a.drafter) {
-            if (Status s =
-                    a.drafter->AfterStep(i, batch[i].slot, batch[i].start_pos, n, a.params.prompt);
-                !s.ok()) {
-              fatal = s;
-              break;
-            }
-          }
-          continue;
-        }
-        if (a.drafter) a.history = a.params.prompt;
-        // The group's other sequences take a copy of the prompt's cache and
-        // their first token from the same logits.
-        for (auto& f : running) {
-          if (f->leader != &a) continue;
-          f->leader = nullptr;
-          Status cs = runner_.CopySlot(a.slot, f->slot, a.prefilled);
-          if (cs.code() == StatusCode::kUnimplemented) continue;  // f prefills for itself
-          if (!cs.ok()) {
-            fatal = cs;
-            break;
-          }
-          f->prefilled = a.prefilled;
-          f->cached = a.prefilled;
-          if (f->drafter) f->history = f->params.prompt;
-          if (Status s = emit(*f, i, false, n); !s.ok()) {
-            fatal = s;
-            break;
-          }
-        }
-        if (!fatal.ok()) break;
-      }
-      if (Status s = emit(a, i, was_decoding, n); !s.ok()) {
-        fatal = s;
-        break;
-      }
-    }
-    if (!fatal.ok()) break;  // a drafter failed (the MTP head on the model's state)
-    for (auto it = running.begin(); it != running.end();) {
-      if ((*it)->done) {
-        free_slots.push_back((*it)->slot);
-        orphan(it->get());
-        it = running.erase(it);
-      } else {
-        ++it;
-      }
-    }
-    const int64_t period_ns = prev_step_end_ns > 0 ? now - prev_step_end_ns : 0;
-    if (sc.prompt_tokens == 0 && period_ns > 0) {
-      std::lock_guard<std::mutex> lock(mu_);
-      metrics_.decode_only_steps_total += 1;
-      metrics_.decode_only_tokens_total += sc.generated;
-      metrics_.decode_only_seconds_total += period_ns * 1e-9;
-    }
-    OCTET_LOG(DEBUG) << "step: " << batch.size() << " sequences (" << decode_rows << " decoding, "
-                     << sc.prompt_tokens << " prompt tokens, " << sc.drafted << " drafted, "
-                     << sc.accepted << " accepted), forward " << (now - step_start_ns) * 1e-6
-                     << " ms, since the previous step " << period_ns * 1e-6 << " ms";
-    prev_step_end_ns = now;
-    record(sc, now);
   }
+  PublishGauges(st);
+  st.last_sample_ns = now;
+}
 
-  // Fatal runner error or Stop: every request ends.
+// Counts first, so that a consumer who sees its request end sees it counted.
+void Scheduler::Finish(Active& a, const std::string& reason, Status error) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (reason == "cancelled") {
+      metrics_.requests_cancelled += 1;
+    } else if (reason == "error") {
+      metrics_.requests_failed += 1;
+    } else {
+      metrics_.requests_finished += 1;
+    }
+  }
+  a.stream->Finish(reason, std::move(error));
+}
+
+// A fatal runner error or Stop: every request ends.
+void Scheduler::FailAll(LoopState& st, const Status& fatal) {
   Status why;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -708,15 +732,15 @@ void Scheduler::Loop() {
     }
     why = fatal.ok() ? stop_reason_ : fatal;
     while (!incoming_.empty()) {
-      waiting.push_back(std::make_unique<Active>(
+      st.waiting.push_back(std::make_unique<Active>(
           incoming_.front().stream, std::move(incoming_.front().params), runner_.config()));
       incoming_.pop_front();
     }
     metrics_.running = 0;
     metrics_.queued = 0;
   }
-  for (auto& a : waiting) finish(*a, "error", why);
-  for (auto& a : running) finish(*a, "error", why);
+  for (auto& a : st.waiting) Finish(*a, "error", why);
+  for (auto& a : st.running) Finish(*a, "error", why);
 }
 
 }  // namespace octet::engine

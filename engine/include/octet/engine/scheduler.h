@@ -145,9 +145,14 @@ struct RequestUpdate {
   RequestTiming timing;
 };
 
-// The consumer's end of one request.
+// One request's stream: the consumer reads it (Next, Cancel); the scheduler,
+// on its own thread, feeds it (the producer side below). Thread-safe.
 class RequestStream {
  public:
+  // `speculative`: the scheduler drafts for it (RequestTiming::speculative).
+  RequestStream(uint64_t id, int64_t prompt_tokens, int64_t submitted_ns, bool speculative);
+
+  // ---- the consumer's side
   uint64_t id() const { return id_; }
   // Waits until new ids arrived or the request ended (true), or `deadline`
   // passed with nothing new (false). After done, every call returns the final
@@ -161,23 +166,26 @@ class RequestStream {
   // after Submit; it may fire once for updates that arrived before.
   void SetNotify(std::function<void()> notify);
 
- private:
-  friend class Scheduler;
+  // ---- the producer's side (the scheduler thread)
+  void MarkAdmitted(int64_t now_ns);  // the request got a KV slot
   // New ids (in order) and the drafts that step verified for them.
   void Push(const std::vector<int32_t>& ids, std::vector<TokenLogprob>* logprobs, int64_t drafted,
             int64_t accepted, int64_t now_ns);
+  // Ends the request (the first call wins).
   void Finish(std::string reason, Status error);
+  double ttft_ms() const;  // submitted -> first token; 0 before it
 
-  uint64_t id_ = 0;
+ private:
+  const uint64_t id_;
+  const int64_t prompt_tokens_;
   std::atomic<bool> cancelled_{false};
-  std::mutex mu_;  // guards everything below
+  mutable std::mutex mu_;  // guards everything below
   std::condition_variable cv_;
   std::vector<int32_t> pending_;
   std::vector<TokenLogprob> pending_logprobs_;
   bool done_ = false;
   std::string finish_reason_;
   Status error_;
-  int64_t prompt_tokens_ = 0;
   int64_t completion_tokens_ = 0;
   RequestTiming timing_;
   std::function<void()> notify_;
@@ -253,7 +261,29 @@ class Scheduler {
 
  private:
   struct Active;
+  struct LoopState;   // what the scheduler thread alone touches
+  struct StepCounts;  // one step's contribution to the figures
+
+  // The scheduler thread: each pass takes new requests, drops cancelled
+  // ones, admits waiting ones into free slots, then either waits idle or runs
+  // one forward step over a batch and hands every sequence its ids.
   void Loop();
+  bool TakeIncoming(LoopState& st);  // false: Stop was called
+  void DropCancelled(LoopState& st);
+  void Admit(LoopState& st);
+  void PublishGauges(const LoopState& st);
+  Status WaitIdle(LoopState& st);
+  // Forms st.batch: one row per decoding sequence (plus its drafts), then
+  // prompt chunks within the token budget. Returns the decoding rows.
+  size_t FormBatch(LoopState& st, StepCounts* sc);
+  // Samples (and verifies drafts) from the step's logits for every chunk.
+  Status DistributeStep(LoopState& st, int64_t now_ns, StepCounts* sc);
+  Status Emit(LoopState& st, Active& a, size_t chunk, bool was_decoding, int64_t rows,
+              int64_t now_ns, StepCounts* sc);
+  void ReapFinished(LoopState& st);
+  void Record(LoopState& st, const StepCounts& sc, int64_t now_ns);
+  void Finish(Active& a, const std::string& reason, Status error);
+  void FailAll(LoopState& st, const Status& fatal);
 
   ModelRunner& runner_;
   SchedulerOptions options_;
