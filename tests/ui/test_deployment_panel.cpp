@@ -329,6 +329,21 @@ class TestDeploymentPanel : public QObject {
       for (const auto& n : r.nodes) QVERIFY2(running_nodes.insert(n).second, n.c_str());
     }
     QCOMPARE(running_nodes.size(), size_t{8});
+    // The cabling view's cards name the replicas they run (in their job's colour).
+    QVERIFY2(
+        QTest::qWaitFor(
+            [&] { return cabling->nodeJobsText(QStringLiteral("local-2")) == "large-1"; }, 10'000),
+        qPrintable(cabling->nodeJobsText(QStringLiteral("local-2"))));
+    QCOMPARE(cabling->nodeJobsText(QStringLiteral("local-3")), QStringLiteral("large-1"));
+    for (const auto& r : seed_status()->instances) {
+      for (const auto& n : r.nodes) {
+        QVERIFY2(
+            cabling->nodeJobsText(QString::fromStdString(n))
+                .split(' ')
+                .contains(QString::fromStdString(r.replica)),
+            (n + ": " + cabling->nodeJobsText(QString::fromStdString(n)).toStdString()).c_str());
+      }
+    }
     auto* running = panel->findChild<QTableWidget*>(QStringLiteral("runningReplicas"));
     QCOMPARE(running->rowCount(), 6);
     QVERIFY(running->item(0, 0)->text().contains(QStringLiteral("large-0")));

@@ -219,6 +219,7 @@ class NodeCardItem : public QGraphicsItem {
   QRectF boundingRect() const override {
     return QRectF(-kCardWidth / 2 - 4, -height_ / 2 - 4, kCardWidth + 8, height_ + 8);
   }
+  QString jobsText() const { return JobsText(); }
   const QString& name() const { return name_; }
   const std::vector<RoceRowText>& roceRows() const { return roce_rows_; }
   void setSelectedCard(bool on) {
@@ -680,6 +681,13 @@ int CablingView::roceWarningRowCount() const {
 QString CablingView::nodeToolTip(const QString& name) const {
   for (const auto* c : cards_) {
     if (c->name() == name) return c->toolTip();
+  }
+  return {};
+}
+
+QString CablingView::nodeJobsText(const QString& name) const {
+  for (const auto* c : cards_) {
+    if (c->name() == name) return c->jobsText();
   }
   return {};
 }

@@ -70,6 +70,9 @@ class CablingView : public QGraphicsView {
   int roceWarningRowCount() const;
   // The card's tooltip: RoCE ports in full, NCCL settings, warnings.
   QString nodeToolTip(const QString& name) const;
+  // The jobs line of a node's card: "2 jobs", or the `octet deploy` replicas it
+  // runs by name ("large-0"), each drawn in its job's colour.
+  QString nodeJobsText(const QString& name) const;
   // Where a node's card is, in view (viewport) coordinates; (-1,-1) when absent.
   QPoint nodeCardPosition(const QString& name) const;
 
