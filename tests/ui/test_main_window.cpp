@@ -44,7 +44,7 @@ class TestMainWindow : public QObject {
     QStringList names;
     for (int i = 0; i < nav->count(); ++i) names << nav->item(i)->text();
     QCOMPARE(names, (QStringList{"Cluster", "Launch", "Dashboard", "Chat", "Routing", "Benchmarks",
-                                 "Deployments"}));
+                                 "Deployments", "Models"}));
     auto* info = w.findChild<QLabel*>(QStringLiteral("buildInfo"));
     QVERIFY(info);
     QVERIFY(info->text().startsWith(QStringLiteral("octet ")));

@@ -27,6 +27,7 @@
 #include "octet/ui/deployment_panel.h"
 #include "octet/ui/instance_manager.h"
 #include "octet/ui/launch_panel.h"
+#include "octet/ui/models_panel.h"
 #include "octet/ui/resources.h"
 #include "octet/ui/routing_panel.h"
 #include "octet/ui/theme.h"
@@ -52,6 +53,8 @@ Glyph PanelGlyph(MainWindow::Panel p) {
       return Glyph::kBenchmarks;
     case MainWindow::Panel::kDeployments:
       return Glyph::kCluster;
+    case MainWindow::Panel::kModels:
+      return Glyph::kLaunch;
   }
   return Glyph::kCluster;
 }
@@ -83,6 +86,8 @@ QString MainWindow::panelName(Panel p) {
       return tr("Benchmarks");
     case Panel::kDeployments:
       return tr("Deployments");
+    case Panel::kModels:
+      return tr("Models");
   }
   return {};
 }
@@ -162,6 +167,7 @@ MainWindow::MainWindow(WorkbenchOptions options, QWidget* parent)
   auto* bench = new BenchPanel(instances_, stack_);
   stack_->addWidget(bench);
   stack_->addWidget(new DeploymentPanel(controller_, stack_));
+  stack_->addWidget(new ModelsPanel(controller_, stack_));
   // A freshly launched inference instance becomes the chat's endpoint.
   connect(instances_, &InstanceManager::ready, chat, [this, chat, bench](int id, const QString& url) {
     const InstanceInfo* info = instances_->find(id);

@@ -1,5 +1,5 @@
 // The workbench's main window: a navigation column (Cluster, Launch,
-// Dashboard, Chat, Routing, Benchmarks, Deployments) beside the panels, a status bar with
+// Dashboard, Chat, Routing, Benchmarks, Deployments, Models) beside the panels, a status bar with
 // the connection state, menus with keyboard shortcuts, and settings (window
 // geometry, last panel, the cluster connection) kept with QSettings.
 //
@@ -39,9 +39,10 @@ class MainWindow : public QMainWindow {
     kChat,
     kRouting,
     kBenchmarks,
-    kDeployments
+    kDeployments,
+    kModels
   };
-  static constexpr int kPanelCount = 7;
+  static constexpr int kPanelCount = 8;
 
   explicit MainWindow(WorkbenchOptions options = {}, QWidget* parent = nullptr);
   ~MainWindow() override;
