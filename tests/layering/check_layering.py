@@ -48,7 +48,7 @@ TARGET_FOLDER = {
     "base": "base", "kernels": "kernels", "kernels_cuda": "kernels", "backends": "kernels",
     "collectives": "collectives", "engine_text": "engine", "engine": "engine",
     "engine_serving": "engine", "trainer": "trainer", "router": "router",
-    "agent_proto": "v1", "wire": "wire", "agent": "agent", "app": "app", "ui": "ui",
+    "wire_proto": "v1", "wire": "wire", "agent": "agent", "app": "app", "ui": "ui",
 }
 # What a target may name in its public link interface beyond `base` (what its
 # public headers include); checked for the boundaries issue 26 seals.
@@ -135,7 +135,7 @@ def check_links(links_file, errors):
 
 
 def check_generated_code(src, links_file, errors):
-    # The generated protobuf code is compiled by octet_agent_proto only: no
+    # The generated protobuf code is compiled by octet_wire_proto only: no
     # folder carries its own copy of *.pb.cc and no CMake file but the one
     # that defines that target runs protoc.
     for dirpath, dirs, files in os.walk(src):
@@ -147,7 +147,7 @@ def check_generated_code(src, links_file, errors):
             if name == "CMakeLists.txt":
                 with open(os.path.join(dirpath, name), encoding="utf-8") as f:
                     text = f.read()
-                if re.search(r"protobuf_generate|PROTOC_EXECUTABLE|protoc\b", text) and "octet_agent_proto" not in text:
+                if re.search(r"protobuf_generate|PROTOC_EXECUTABLE|protoc\b", text) and "octet_wire_proto" not in text:
                     errors.append(f"{rel}: runs protoc outside the one proto library target")
 
 

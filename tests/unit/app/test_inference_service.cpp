@@ -1,4 +1,4 @@
-// The gRPC InferenceService (agent/proto/octet/v1/inference.proto) over a
+// The gRPC InferenceService (wire/proto/octet/v1/inference.proto) over a
 // scheduler: a real client stub streams a generation whose ids equal the same
 // request run alone through Generate; errors map to gRPC codes; a client that
 // cancels its call cancels the request.

@@ -1,4 +1,4 @@
-// The gRPC InferenceService of a model instance (agent/proto/octet/v1/
+// The gRPC InferenceService of a model instance (wire/proto/octet/v1/
 // inference.proto: Generate streams GenerateChunk messages) over the engine's
 // CompletionService: the same requests, templates, stop handling and
 // scheduler as the OpenAI HTTP server, for clients that speak the cluster's

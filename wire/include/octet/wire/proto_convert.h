@@ -1,5 +1,5 @@
 // The only conversions between wire/job.h's values and the octet.v1 messages
-// (agent/proto/octet/v1). The agent's JobService and the cluster client both
+// (wire/proto/octet/v1). The agent's JobService and the cluster client both
 // use these, so a field added to one side is added to the other.
 // The messages are forward-declared: include the generated header
 // ("octet/v1/jobs.pb.h", "octet/v1/telemetry.pb.h") where you call these.
