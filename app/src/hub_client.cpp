@@ -399,24 +399,30 @@ Status DownloadOnce(const PullContext& x, const HubFile& f, const std::string& p
     offset = ::lseek(fd, 0, SEEK_SET);
   }
   if (f.size >= 0 && offset == f.size) return SyncAndClose(fd, part);  // complete: verify next
+  // Writes bytes that arrived at the end of `part`; more than the file's
+  // listed size is refused, naming who sent them.
+  const auto append = [&](const char* d, size_t n, std::string_view sender,
+                          std::string_view listing) -> Status {
+    size_t left = n;
+    while (left > 0) {
+      const ssize_t w = ::write(fd, d + (n - left), left);
+      if (w <= 0) return ResourceExhaustedError("cannot write " + part + " (disk full?)");
+      left -= static_cast<size_t>(w);
+    }
+    offset += static_cast<int64_t>(n);
+    *network += static_cast<int64_t>(n);
+    x.state->Add(f.path, static_cast<int64_t>(n), static_cast<int64_t>(n));
+    if (f.size >= 0 && offset > f.size) {
+      return DataLossError(f.path + ": " + std::string(sender) + " sent more than the " +
+                           std::to_string(f.size) + " bytes " + std::string(listing));
+    }
+    return Status::Ok();
+  };
   if (x.o.source) {
     // A peer's copy: resumed at `offset` by asking for the rest.
     const auto write = [&](const char* d, size_t n) -> Status {
       if (Cancelled(x.o)) return CancelledError("stopped by a signal");
-      size_t left = n;
-      while (left > 0) {
-        const ssize_t w = ::write(fd, d + (n - left), left);
-        if (w <= 0) return ResourceExhaustedError("cannot write " + part + " (disk full?)");
-        left -= static_cast<size_t>(w);
-      }
-      offset += static_cast<int64_t>(n);
-      *network += static_cast<int64_t>(n);
-      x.state->Add(f.path, static_cast<int64_t>(n), static_cast<int64_t>(n));
-      if (f.size >= 0 && offset > f.size) {
-        return DataLossError(f.path + ": " + x.o.source->name + " sent more than the " +
-                             std::to_string(f.size) + " bytes listed");
-      }
-      return Status::Ok();
+      return append(d, n, x.o.source->name, "listed");
     };
     const Status read = x.o.source->read(f, offset, write);
     const Status closed = SyncAndClose(fd, part);
@@ -452,20 +458,7 @@ Status DownloadOnce(const PullContext& x, const HubFile& f, const std::string& p
     return Status::Ok();
   };
   const auto on_data = [&](const char* d, size_t n) -> Status {
-    size_t left = n;
-    while (left > 0) {
-      const ssize_t w = ::write(fd, d + (n - left), left);
-      if (w <= 0) return ResourceExhaustedError("cannot write " + part + " (disk full?)");
-      left -= static_cast<size_t>(w);
-    }
-    offset += static_cast<int64_t>(n);
-    *network += static_cast<int64_t>(n);
-    x.state->Add(f.path, static_cast<int64_t>(n), static_cast<int64_t>(n));
-    if (f.size >= 0 && offset > f.size) {
-      return DataLossError(f.path + ": the server sent more than the " + std::to_string(f.size) +
-                           " bytes the Hub lists");
-    }
-    return Status::Ok();
+    return append(d, n, "the server", "the Hub lists");
   };
   auto r = HttpGet(x.c, url, h, on_head, on_data, x.o.cancel);
   const Status closed = SyncAndClose(fd, part);
