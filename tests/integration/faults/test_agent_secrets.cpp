@@ -12,10 +12,7 @@
 //
 // (TLS keys and token files are created 0600: test_cluster_profile,
 // test_cli_cluster and test_agent_installer check the modes.)
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <QTemporaryDir>
@@ -30,6 +27,7 @@
 #include "octet/app/agent_client.h"
 #include "octet/base/api_key.h"
 #include "octet/base/file_util.h"
+#include "octet/base/net_util.h"
 #include "octet/base/subprocess.h"
 #include "octet/engine/random_checkpoint.h"
 #include "octet_test.h"
@@ -59,16 +57,9 @@ double TimeRatio(F early, F late, int reps = 11) {
 }
 
 int FreePort() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t n = sizeof a;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &n) != 0)
-    qFatal("no free port");
-  ::close(fd);
-  return ntohs(a.sin_port);
+  const int port = FreeLoopbackPort();
+  if (port < 0) qFatal("no free port");
+  return port;
 }
 
 std::string ProcFile(pid_t pid, const char* what) {

@@ -27,6 +27,7 @@
 #include "octet/agent/cluster_token.h"
 #include "octet/app/agent_client.h"
 #include "octet/base/file_util.h"
+#include "octet/base/net_util.h"
 #include "octet/base/subprocess.h"
 #include "octet/engine/random_checkpoint.h"
 #include "octet_test.h"
@@ -55,16 +56,9 @@ bool ProcessGone(pid_t pid) {
 }
 
 int FreePort() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t n = sizeof a;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &n) != 0)
-    qFatal("no free port");
-  ::close(fd);
-  return ntohs(a.sin_port);
+  const int port = FreeLoopbackPort();
+  if (port < 0) qFatal("no free port");
+  return port;
 }
 
 bool PortAccepts(int port) {
