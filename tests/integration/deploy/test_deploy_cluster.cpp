@@ -248,6 +248,20 @@ routes:
     WriteFile(root_ + "/split.yaml",
               "version: 1\nname: split\ninstances:\n  - name: big\n    model: " + fx +
                   "/qwen3-tiny\n    tp: 4\n    replicas: 2\n");
+
+    // The agents find their ring links a few seconds after they answer
+    // (beacons, then probes); placement checks the cabling, so wait for it.
+    const Deadline cabled = Deadline::AfterMs(90'000);
+    std::string cabling;
+    for (;;) {
+      Run r = Deploy({"check", root_ + "/deploy.yaml", "--json"});
+      cabling = r.doc.is_object() && r.doc["cabling"].is_string()
+                    ? r.doc["cabling"].get<std::string>()
+                    : std::string();
+      if (cabling == "ring") break;
+      QVERIFY2(!cabled.expired(), ("cabling still '" + cabling + "': " + r.err).c_str());
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    }
   }
 
   void cleanupTestCase() {
@@ -306,7 +320,20 @@ routes:
     Run r = Deploy({"apply", root_ + "/deploy.yaml", "--json", "--wait-ms", "240000"}, 300'000);
     QVERIFY2(r.code == 0, (r.out + r.err).c_str());
     QCOMPARE(r.doc["started"].size(), size_t(5));
-    const json st = Status();
+    // Every replica reads ready (asked again while an agent is slow to list
+    // its jobs: its ranks then read as missing for that one status).
+    json st;
+    for (int i = 0; i < 20; ++i) {
+      st = Status();
+      bool all_ready = st.is_object() && st["deployments"].size() == 1;
+      if (all_ready) {
+        for (const auto& rep : st["deployments"][0]["instances"]) {
+          all_ready = all_ready && rep["state"] == "ready";
+        }
+      }
+      if (all_ready) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    }
     QVERIFY(st.is_object());
     QCOMPARE(st["deployments"].size(), size_t(1));
     const json& d = st["deployments"][0];
