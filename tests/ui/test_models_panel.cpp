@@ -1,5 +1,5 @@
 // The Models page driven as a person would, against a Hub on loopback
-// (tests/support/fake_hub.h): typing a repo id and pressing Plan shows the
+// (tests/support/loopback_hub.h): typing a repo id and pressing Plan shows the
 // planner's verdict from the Hub's file list and config.json without a
 // weight fetched (the server counts); Pull downloads it with progress into
 // the cache (byte for byte), where the local table lists it with its format
@@ -15,11 +15,11 @@
 #include <QtTest>
 #include <filesystem>
 
-#include "fake_hub.h"
+#include "loopback_hub.h"
 #include "octet/engine/random_checkpoint.h"
 #include "octet/ui/models_panel.h"
 
-using octet::test::FakeHub;
+using octet::test::LoopbackHub;
 using octet::test::RepoFile;
 namespace fs = std::filesystem;
 
@@ -27,7 +27,7 @@ class TestModelsPanel : public QObject {
   Q_OBJECT
 
   QTemporaryDir tmp_;
-  std::unique_ptr<FakeHub> hub_;
+  std::unique_ptr<LoopbackHub> hub_;
   std::vector<RepoFile> files_;
   std::string cache_;
 
@@ -45,7 +45,7 @@ class TestModelsPanel : public QObject {
     QVERIFY(octet::engine::WriteRandomCheckpoint(octet::engine::RandomModelShape{}, model).ok());
     files_ = octet::test::ReadDir(model);
     files_.push_back({"extra/big.bin", octet::test::Random(2 << 20, 3), true});
-    hub_ = std::make_unique<FakeHub>();
+    hub_ = std::make_unique<LoopbackHub>();
     hub_->AddRepo("acme/tiny", files_);
     cache_ = tmp_.path().toStdString() + "/cache";
     qputenv("HF_HUB_CACHE", QByteArray::fromStdString(cache_));
@@ -99,7 +99,7 @@ class TestModelsPanel : public QObject {
     QVERIFY(hub_->Ranges("extra/big.bin").front().rfind("bytes=", 0) == 0);
     QVERIFY(hub_->BytesSent("extra/big.bin") < (2 << 20));  // not fetched from the start
     const std::string snap =
-        cache_ + "/models--acme--tiny/snapshots/" + std::string(FakeHub::kCommit);
+        cache_ + "/models--acme--tiny/snapshots/" + std::string(LoopbackHub::kCommit);
     for (const auto& f : files_) {
       QVERIFY2(*octet::ReadFileToString(snap + "/" + f.path) == f.bytes, f.path.c_str());
     }
@@ -110,7 +110,7 @@ class TestModelsPanel : public QObject {
     QCOMPARE(table->item(0, 0)->text(), QStringLiteral("acme/tiny"));
     QVERIFY(table->item(0, 4)->text().contains(QStringLiteral("Qwen3")));
     QVERIFY(table->item(0, 3)->text() != QStringLiteral("-"));
-    QVERIFY(table->item(0, 5)->text().contains(QString::fromStdString(FakeHub::kCommit)));
+    QVERIFY(table->item(0, 5)->text().contains(QString::fromStdString(LoopbackHub::kCommit)));
 
     // Delete.
     table->selectRow(0);

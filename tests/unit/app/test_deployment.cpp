@@ -52,7 +52,7 @@ PlacementInput Cluster(int n, const std::string& cabling, int64_t memory = int64
 }
 
 std::shared_ptr<const Deployment> Parse(const std::string& yaml) {
-  auto r = ParseDeployment(yaml, "/work/d.yaml");
+  auto r = ParseDeployment(yaml, "/srv/octet/d.yaml");
   if (!r.ok()) qWarning("%s", r.status().message().c_str());
   return r.deployment;
 }
@@ -79,7 +79,7 @@ class TestDeployment : public QObject {
     QCOMPARE(d->replica_count(), 5);
     QVERIFY(d->router.present);
     // A relative policy path is the deployment file's folder's.
-    QCOMPARE(d->router.policy, std::string("/work/policy.yaml"));
+    QCOMPARE(d->router.policy, std::string("/srv/octet/policy.yaml"));
   }
 
   void everyErrorHasFileLineColumn() {

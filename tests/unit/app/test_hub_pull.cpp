@@ -1,5 +1,5 @@
 // `octet pull` / `octet models` / `octet plan REPO` against a Hub on loopback
-// (tests/support/fake_hub.h) serving a checkpoint the test writes itself
+// (tests/support/loopback_hub.h) serving a checkpoint the test writes itself
 // (WriteRandomCheckpoint) plus a 4 MiB LFS file; resume and verification are
 // checked by what crossed the wire, not by what the client says.
 #include <httplib.h>
@@ -16,7 +16,7 @@
 #include <set>
 #include <thread>
 
-#include "fake_hub.h"
+#include "loopback_hub.h"
 #include "octet/app/agent_client.h"
 #include "octet/app/cluster_profile.h"
 #include "octet/app/hub.h"
@@ -28,7 +28,7 @@
 using octet::test::RunProgram;
 namespace fs = std::filesystem;
 
-using octet::test::FakeHub;
+using octet::test::LoopbackHub;
 using octet::test::GitBlobId;
 using octet::test::Random;
 using octet::test::ReadDir;
@@ -39,7 +39,7 @@ class TestHubPull : public QObject {
   Q_OBJECT
 
   QTemporaryDir tmp_;
-  std::unique_ptr<FakeHub> hub_;
+  std::unique_ptr<LoopbackHub> hub_;
   std::vector<RepoFile> files_;  // acme/tiny
   std::vector<RepoFile> moe_;    // acme/moe: Qwen3-MoE with NVFP4 experts (hf_quant_config.json)
   std::string cache_;
@@ -62,7 +62,7 @@ class TestHubPull : public QObject {
     args.insert(args.begin(), "octet");
     return RunProgram(args, 120'000, Env(std::move(env)));
   }
-  std::string Snapshot() { return cache_ + "/models--acme--tiny/snapshots/" + FakeHub::kCommit; }
+  std::string Snapshot() { return cache_ + "/models--acme--tiny/snapshots/" + LoopbackHub::kCommit; }
   void ExpectComplete() {
     for (const auto& f : files_) {
       const std::string p = Snapshot() + "/" + f.path;
@@ -78,7 +78,7 @@ class TestHubPull : public QObject {
     }
     QCOMPARE(
         QString::fromStdString(*octet::ReadFileToString(cache_ + "/models--acme--tiny/refs/main")),
-        QString(FakeHub::kCommit));
+        QString(LoopbackHub::kCommit));
     for (const auto& e : fs::directory_iterator(cache_ + "/models--acme--tiny/blobs")) {
       QVERIFY2(e.path().extension() != ".incomplete", e.path().c_str());
     }
@@ -102,7 +102,7 @@ class TestHubPull : public QObject {
     const std::string moe_dir = tmp_.path().toStdString() + "/moe";
     QVERIFY(octet::engine::WriteRandomCheckpoint(moe, moe_dir).ok());
     moe_ = ReadDir(moe_dir);
-    hub_ = std::make_unique<FakeHub>();
+    hub_ = std::make_unique<LoopbackHub>();
     hub_->AddRepo("acme/tiny", files_);
     hub_->AddRepo("acme/moe", moe_);
     hub_->AddRepo("acme/gated", {{"config.json", "{}", false}}, /*gated=*/true);
@@ -217,7 +217,7 @@ class TestHubPull : public QObject {
     // The token file under $HF_HOME works like HF_TOKEN.
     QVERIFY(octet::MakeDirs(tmp_.path().toStdString() + "/hf-home").ok());
     QVERIFY(octet::WriteFileAtomic(tmp_.path().toStdString() + "/hf-home/token",
-                                   std::string(FakeHub::kToken) + "\n")
+                                   std::string(LoopbackHub::kToken) + "\n")
                 .ok());
     r = Octet({"pull", "acme/gated"});
     fs::remove(tmp_.path().toStdString() + "/hf-home/token");
@@ -249,7 +249,7 @@ class TestHubPull : public QObject {
     QCOMPARE(j["models"].size(), size_t(1));
     const auto& m = j["models"][0];
     QCOMPARE(m["repo"].get<std::string>(), std::string("acme/tiny"));
-    QCOMPARE(m["commit"].get<std::string>(), std::string(FakeHub::kCommit));
+    QCOMPARE(m["commit"].get<std::string>(), std::string(LoopbackHub::kCommit));
     QCOMPARE(m["refs"][0].get<std::string>(), std::string("main"));
     int64_t total = 0;
     for (const auto& f : files_) total += static_cast<int64_t>(f.bytes.size());
@@ -285,7 +285,7 @@ class TestHubPull : public QObject {
       const auto j = nlohmann::json::parse(
           r.output.substr(r.output.find('{'), r.output.rfind('}') - r.output.find('{') + 1));
       QCOMPARE(j["planned_from"].get<std::string>(), std::string("hub"));
-      QCOMPARE(j["hub"]["commit"].get<std::string>(), std::string(FakeHub::kCommit));
+      QCOMPARE(j["hub"]["commit"].get<std::string>(), std::string(LoopbackHub::kCommit));
       int64_t safetensors = 0;
       bool quantized = false;
       for (const auto& f : files) {
@@ -315,7 +315,7 @@ class TestHubPull : public QObject {
       QCOMPARE(j["model"]["num_experts"].get<int64_t>(), k["model"]["num_experts"].get<int64_t>());
     }
     // Not a model repo: said so, nothing fetched.
-    auto r = Octet({"plan", "acme/gated"}, {std::string("HF_TOKEN=") + FakeHub::kToken});
+    auto r = Octet({"plan", "acme/gated"}, {std::string("HF_TOKEN=") + LoopbackHub::kToken});
     QCOMPARE(r.exit_code, 1);
     QVERIFY2(r.output.find("safetensors") != std::string::npos, r.output.c_str());
   }
@@ -340,7 +340,7 @@ class TestHubPull : public QObject {
     QVERIFY(octet::app::SaveProfile((*cluster)->profile()).ok());
     auto node_file = [&](int node, const std::string& path) {
       return lo.state_dir + "/node-" + std::to_string(node) + "/hub/models--acme--tiny/snapshots/" +
-             FakeHub::kCommit + "/" + path;
+             LoopbackHub::kCommit + "/" + path;
     };
     int64_t total = 0;
     for (const auto& f : files_) total += static_cast<int64_t>(f.bytes.size());
@@ -360,7 +360,7 @@ class TestHubPull : public QObject {
     for (int i = 0; i < 3; ++i) {
       const auto& n = j["nodes"][i];
       QVERIFY2(n["ok"].get<bool>(), n.dump().c_str());
-      QCOMPARE(n["commit"].get<std::string>(), std::string(FakeHub::kCommit));
+      QCOMPARE(n["commit"].get<std::string>(), std::string(LoopbackHub::kCommit));
       QCOMPARE(n["source"].get<std::string>(), std::string(i == 0 ? "hub" : "peer pulltest-0"));
       QCOMPARE(n["network_bytes"].get<int64_t>(), total);
       for (const auto& f : files_) {
@@ -387,7 +387,7 @@ class TestHubPull : public QObject {
     for (const auto& n : mj["nodes"]) {
       QCOMPARE(n["models"].size(), size_t(1));
       QCOMPARE(n["models"][0]["repo"].get<std::string>(), std::string("acme/tiny"));
-      QCOMPARE(n["models"][0]["commit"].get<std::string>(), std::string(FakeHub::kCommit));
+      QCOMPARE(n["models"][0]["commit"].get<std::string>(), std::string(LoopbackHub::kCommit));
       QCOMPARE(n["models"][0]["bytes"].get<int64_t>(), total);
     }
 

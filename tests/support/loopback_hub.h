@@ -48,12 +48,12 @@ struct RepoFile {
 
 // A Hub on 127.0.0.1: /api/models/{repo}/revision/{rev}, /{repo}/resolve/...
 // -> 302 /cdn/{repo}/{path}, which honours Range. State guarded by mu.
-class FakeHub {
+class LoopbackHub {
  public:
   static constexpr const char* kCommit = "0123456789abcdef0123456789abcdef01234567";
   static constexpr const char* kToken = "hf_good_token";
 
-  FakeHub() {
+  LoopbackHub() {
     srv_.Get(R"(/api/models/([^/]+)/([^/]+)/revision/([^/?]+))",
              [this](const httplib::Request& req, httplib::Response& res) { Info(req, res); });
     srv_.Get(R"(/([^/]+)/([^/]+)/resolve/([^/]+)/(.+))",
@@ -68,7 +68,7 @@ class FakeHub {
     port_ = srv_.bind_to_any_port("127.0.0.1");
     thread_ = std::thread([this] { srv_.listen_after_bind(); });
   }
-  ~FakeHub() {
+  ~LoopbackHub() {
     srv_.stop();
     thread_.join();
   }
