@@ -9,9 +9,9 @@
 # at 1/4/8 rows, through the backend interface), octet_bench_engine --backend
 # cuda (Qwen3-0.6B BF16 and NVFP4, Llama-3.2-1B BF16: prefill, decode,
 # batched decode), optionally test_cuda_kernels' small shapes under
-# compute-sanitizer memcheck. Writes logs, the benches' JSON and
-# summary.json to $OUT (default ./device-check-out) and prints a short
-# summary. Meant to finish in under 8 minutes on an H200 (16 cores): one
+# compute-sanitizer memcheck. Writes summary.json (with the benches' JSON)
+# and logs.tar.gz (every log) to $OUT (default ./device-check-out) and
+# prints a short summary. Meant to finish in under 8 minutes on an H200 (16 cores): one
 # architecture, only these targets; each step's timeout is cut to what is
 # left of BUDGET. The fixtures come from FIXTURES_DIR (default
 # ../shared/fixtures beside the checkout, else shared/fixtures inside it);
@@ -19,6 +19,17 @@
 #
 #   tests/gpu/device-check.sh            # from anywhere; OUT=/path to choose the output
 #   BUILD_DIR=/tmp/b SANITIZER=0 JOBS=4 BUDGET=600 tests/gpu/device-check.sh
+#   PREBUILT=.device-bundle/octet-gpu.tar.xz tests/gpu/device-check.sh
+#
+# PREBUILT (an archive made by tests/gpu/make-device-bundle.sh, or the folder
+# it unpacks to) skips the configure and build: the programs, the shared
+# libraries they load and the fixtures come from the archive, and only
+# nvidia-smi and a driver are needed. This is the way to use a lent GPU
+# machine, which has the CUDA toolkit but none of the distribution's -dev
+# packages below and only minutes of time:
+#   here:  tests/gpu/make-device-bundle.sh
+#   there: device run, carry [".device-bundle"], command
+#          PREBUILT=.device-bundle/octet-gpu.tar.xz bash tests/gpu/device-check.sh
 #
 # What it needs. The project configures as a whole (CMakeLists.txt), and
 # cmake/OctetDependencies.cmake requires these even for the CUDA targets:
@@ -31,24 +42,30 @@
 # The GUI (Qt Widgets/Charts), NCCL and RDMA verbs are switched off here. On
 # a machine with no package registry a missing one cannot be installed: the
 # script then stops after the configure step and names what CMake did not
-# find (also in $OUT/configure.log and summary.json).
+# find (also in configure.log inside $OUT/logs.tar.gz, and in summary.json).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 OUT=${OUT:-./device-check-out}
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
+# Logs and bench outputs are gathered in LOG and packed into $OUT/logs.tar.gz
+# on every exit, so $OUT holds two files: summary.json (the bench JSON
+# included) and logs.tar.gz. (A lent GPU machine returns only a few files.)
+LOG=$(mktemp -d "${TMPDIR:-/tmp}/device-check-logs.XXXXXX")
+UNPACK=""
+trap 'tar -C "$LOG" -czf "$OUT/logs.tar.gz" . 2>/dev/null; rm -rf "$LOG" ${UNPACK:+"$UNPACK"}' EXIT
 BUILD=${BUILD_DIR:-$ROOT/build/device-check}
 SANITIZER=${SANITIZER:-1}
 START=$(date +%s)
 # Seconds the whole check may take; each step's timeout is cut to what is left.
 BUDGET=${BUDGET:-470}
 FIXTURES_DIR=${FIXTURES_DIR:-}
-if [[ -z "$FIXTURES_DIR" ]]; then
-  for d in "$ROOT/../shared/fixtures" "$ROOT/shared/fixtures"; do
-    if [[ -f "$d/README.md" ]]; then FIXTURES_DIR=$(cd "$d" && pwd); break; fi
-  done
-fi
+PREBUILT=${PREBUILT:-}
+# Where the programs are: a build tree (tests/ and bin/) or the archive's bin/.
+TEST_BIN=$BUILD/tests
+PROG_BIN=$BUILD/bin
+BENCH_MODELS=$BUILD/bench-models
 # timeout for a step: its own cap, or what is left of the budget minus a reserve.
 step_timeout() {
   local left=$(( BUDGET - ($(date +%s) - START) - $2 ))
@@ -61,7 +78,7 @@ GPU_NAME=""; DRIVER=""; COMPUTE_CAP=""; ARCH=""; STAGE="start"; PROBLEM=""
 FORMAT_RC=""; GPU_RC=""; SAN_RC=""; BENCH_RC=""; GEMV_RC=""; ENGINE_RC=""; GPU_TESTS=""
 json_or_null() { if [[ -s "$1" ]] && head -c 1 "$1" | grep -q '[{[]'; then cat "$1"; else echo null; fi; }
 write_summary() {
-  local bench; bench=$(json_or_null "$OUT/bench_cuda.json")
+  local bench; bench=$(json_or_null "$LOG/bench_cuda.json")
   local result="passed"
   if [[ -n "$PROBLEM" ]]; then result="failed"; fi
   cat > "$OUT/summary.json" <<EOF
@@ -83,9 +100,9 @@ write_summary() {
   "bench_engine_exit": ${ENGINE_RC:-null},
   "seconds": $(( $(date +%s) - START )),
   "bench": $bench,
-  "bench_gemv_bf16": $(json_or_null "$OUT/bench_gemv_bf16.json"),
-  "bench_gemv_nvfp4": $(json_or_null "$OUT/bench_gemv_nvfp4.json"),
-  "bench_engine": $(json_or_null "$OUT/bench_engine.json")
+  "bench_gemv_bf16": $(json_or_null "$LOG/bench_gemv_bf16.json"),
+  "bench_gemv_nvfp4": $(json_or_null "$LOG/bench_gemv_nvfp4.json"),
+  "bench_engine": $(json_or_null "$LOG/bench_engine.json")
 }
 EOF
 }
@@ -99,14 +116,66 @@ fail() {
 
 # ---- tools ------------------------------------------------------------------
 export PATH="$PATH:/usr/local/cuda/bin"
-for tool in cmake ninja c++; do
-  command -v "$tool" >/dev/null || fail "missing $tool (needed to build)" 2
-done
-NVCC=${CUDACXX:-$(command -v nvcc || true)}
-[[ -n "$NVCC" ]] || fail "missing nvcc (the CUDA toolkit; looked in PATH and /usr/local/cuda/bin)" 2
 command -v nvidia-smi >/dev/null || fail "missing nvidia-smi (no NVIDIA driver installed?)" 2
-if command -v pkg-config >/dev/null && ! pkg-config --exists Qt6Test Qt6Core; then
-  echo "device-check: warning: pkg-config finds no Qt6Test/Qt6Core; the configure may fail" >&2
+if [[ -n "$PREBUILT" ]]; then
+  STAGE="unpack"
+  if [[ -f "$PREBUILT" ]]; then
+    UNPACK=$(mktemp -d "${TMPDIR:-/tmp}/octet-gpu.XXXXXX")
+    tar -C "$UNPACK" -xJf "$PREBUILT" 2>"$LOG/unpack.log" ||
+      fail "cannot unpack $PREBUILT: $(head -c 300 "$LOG/unpack.log")" 2
+    BUNDLE=$UNPACK/octet-gpu
+  else
+    BUNDLE=$(cd "$PREBUILT" && pwd)
+  fi
+  [[ -f "$BUNDLE/MANIFEST" ]] || fail "$PREBUILT is not an archive of tests/gpu/make-device-bundle.sh (no MANIFEST)" 2
+  sed 's/^/device-check: bundle: /' "$BUNDLE/MANIFEST"
+  TEST_BIN=$BUNDLE/bin
+  PROG_BIN=$BUNDLE/bin
+  BENCH_MODELS=${TMPDIR:-/tmp}/octet-bench-models
+  FIXTURES_DIR=${FIXTURES_DIR:-$BUNDLE/fixtures}
+  # The bundle's libraries; its libstdc++ only where the system's is older
+  # than the one the programs were linked against.
+  LIBS=$BUNDLE/lib
+  need=$(sed -n 's/^needs_glibcxx //p' "$BUNDLE/MANIFEST")
+  sys=$(ldconfig -p 2>/dev/null | awk '/libstdc\+\+\.so\.6 .*x86-64|libstdc\+\+\.so\.6 .*AArch64/ { print $NF; exit }')
+  if [[ -n "$need" ]] && ! { [[ -n "$sys" ]] && grep -qa "$need" "$sys"; }; then
+    LIBS=$LIBS:$BUNDLE/lib/compat
+    echo "device-check: the system libstdc++ (${sys:-none}) lacks $need: using the bundle's"
+  fi
+  # cuBLAS is dlopen'ed (libcublas.so.<major>): from the loader's path, the
+  # toolkit, or a pip wheel's copy (nvidia/cublas/lib) where only that exists.
+  cublas=$(sed -n 's/^needs_cublas //p' "$BUNDLE/MANIFEST")
+  if [[ -n "$cublas" ]] && ! ldconfig -p 2>/dev/null | grep -q "$cublas " &&
+     [[ ! -e /usr/local/cuda/lib64/$cublas ]]; then
+    found=$(timeout 20 find /usr /opt -name "$cublas" -not -path '*/stubs/*' 2>/dev/null | head -n 1 || true)
+    if [[ -n "$found" ]]; then
+      LIBS=$LIBS:$(dirname "$found")
+      echo "device-check: $cublas from $(dirname "$found")"
+    else
+      echo "device-check: warning: no $cublas on this machine: prefill GEMMs will report cuBLAS missing" >&2
+    fi
+  fi
+  export LD_LIBRARY_PATH=$LIBS${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  for p in "$PROG_BIN"/*; do
+    if missing=$(ldd "$p" 2>&1 | grep -E "not found|version .* not found"); then
+      fail "$(basename "$p") cannot load here: $(echo "$missing" | head -n 3 | tr '\n' ' ') (bundle built for $(sed -n 's/^needs_glibc //p' "$BUNDLE/MANIFEST"); this machine has $(ldd --version | head -n 1))" 2
+    fi
+  done
+else
+  for tool in cmake ninja c++; do
+    command -v "$tool" >/dev/null || fail "missing $tool (needed to build)" 2
+  done
+  NVCC=${CUDACXX:-$(command -v nvcc || true)}
+  [[ -n "$NVCC" ]] || fail "missing nvcc (the CUDA toolkit; looked in PATH and /usr/local/cuda/bin)" 2
+  if command -v pkg-config >/dev/null && ! pkg-config --exists Qt6Test Qt6Core; then
+    echo "device-check: warning: pkg-config finds no Qt6Test/Qt6Core; the configure may fail" \
+         "(a prebuilt archive avoids it: PREBUILT=, see above)" >&2
+  fi
+fi
+if [[ -z "$FIXTURES_DIR" ]]; then
+  for d in "$ROOT/../shared/fixtures" "$ROOT/shared/fixtures"; do
+    if [[ -f "$d/README.md" ]]; then FIXTURES_DIR=$(cd "$d" && pwd); break; fi
+  done
 fi
 
 # ---- the GPU ----------------------------------------------------------------
@@ -126,40 +195,76 @@ else
   ARCH=native             # an older nvidia-smi without compute_cap: let CMake detect it
 fi
 echo "device-check: $GPU_NAME, driver $DRIVER, compute capability $COMPUTE_CAP -> architectures $ARCH"
-echo "device-check: nvcc $("$NVCC" --version | sed -n 's/.*release \([0-9.]*\).*/\1/p')"
+if [[ -z "$PREBUILT" ]]; then
+  echo "device-check: nvcc $("$NVCC" --version | sed -n 's/.*release \([0-9.]*\).*/\1/p')"
+else
+  built_for=$(sed -n 's/^cuda_architectures //p' "$BUNDLE/MANIFEST")
+  [[ ";$built_for;" == *";$ARCH;"* ]] ||
+    echo "device-check: warning: the bundle holds architectures $built_for, this GPU is $ARCH (PTX JIT or no kernel image)" >&2
+fi
 
 # ---- configure and build ----------------------------------------------------
-STAGE="configure"
-if ! cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-    -DCMAKE_CUDA_COMPILER="$NVCC" -DOCTET_WITH_CUDA=ON -DOCTET_CUDA_ARCHITECTURES="$ARCH" \
-    -DOCTET_WITH_GUI=OFF -DOCTET_WITH_NCCL=OFF -DOCTET_WITH_VERBS=OFF \
-    ${FIXTURES_DIR:+-DOCTET_FIXTURES_DIR="$FIXTURES_DIR"} >"$OUT/configure.log" 2>&1; then
-  missing=$(grep -iE "could not find|not found|required" "$OUT/configure.log" | grep -v '^--' | head -n 5 | tr '\n' ' ')
-  tail -n 25 "$OUT/configure.log" >&2
-  fail "configure failed (a missing package?): ${missing:-see $OUT/configure.log}" 3
+if [[ -z "$PREBUILT" ]]; then
+  STAGE="configure"
+  if ! cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+      -DCMAKE_CUDA_COMPILER="$NVCC" -DOCTET_WITH_CUDA=ON -DOCTET_CUDA_ARCHITECTURES="$ARCH" \
+      -DOCTET_WITH_GUI=OFF -DOCTET_WITH_NCCL=OFF -DOCTET_WITH_VERBS=OFF \
+      ${FIXTURES_DIR:+-DOCTET_FIXTURES_DIR="$FIXTURES_DIR"} >"$LOG/configure.log" 2>&1; then
+    missing=$(grep -iE "could not find|not found|required" "$LOG/configure.log" | grep -v '^--' | head -n 5 | tr '\n' ' ')
+    tail -n 25 "$LOG/configure.log" >&2
+    fail "configure failed (a missing package?): ${missing:-see configure.log in $OUT/logs.tar.gz}" 3
+  fi
+  STAGE="build"
+  if ! ninja -C "$BUILD" -j"${JOBS:-$(nproc)}" test_format_decode test_cuda_kernels \
+      test_cuda_backend test_cuda_engine bench_cuda bench_gemv octet_bench_engine \
+      >"$LOG/build.log" 2>&1; then
+    grep -E "error|Error" "$LOG/build.log" | head -n 20 >&2 || true
+    fail "build failed (see build.log in $OUT/logs.tar.gz)" 4
+  fi
+  echo "device-check: built in $(( $(date +%s) - START )) s"
 fi
-STAGE="build"
-if ! ninja -C "$BUILD" -j"${JOBS:-$(nproc)}" test_format_decode test_cuda_kernels \
-    test_cuda_backend test_cuda_engine bench_cuda bench_gemv octet_bench_engine \
-    >"$OUT/build.log" 2>&1; then
-  grep -E "error|Error" "$OUT/build.log" | head -n 20 >&2 || true
-  fail "build failed (see $OUT/build.log)" 4
-fi
-echo "device-check: built in $(( $(date +%s) - START )) s"
 
 # ---- tests ------------------------------------------------------------------
 STAGE="tests"
 FORMAT_RC=0
-timeout 60 "$BUILD/tests/test_format_decode" >"$OUT/test_format_decode.log" 2>&1 || FORMAT_RC=$?
+timeout 60 "$TEST_BIN/test_format_decode" >"$LOG/test_format_decode.log" 2>&1 || FORMAT_RC=$?
 GPU_RC=0
-# Every gpu-labelled test through ctest (the environment octet_add_test
-# gives them; a skip, exit 77, shows as "Not Run" / skipped, never a pass).
-timeout "$(step_timeout 300 150)" ctest --test-dir "$BUILD" -L gpu --output-on-failure \
-  --timeout 240 -V >"$OUT/ctest_gpu.log" 2>&1 || GPU_RC=$?
-GPU_TESTS=$(grep -E "^ *[0-9]+/[0-9]+ Test +#[0-9]+:" "$OUT/ctest_gpu.log" | sed 's/  */ /g' | tr '\n' ';' || true)
-echo "device-check: test_format_decode exit $FORMAT_RC, ctest -L gpu exit $GPU_RC"
-grep -E "^ *[0-9]+/[0-9]+ Test +#[0-9]+:|tests passed|Totals" "$OUT/ctest_gpu.log" || true
-if [[ $GPU_RC -ne 0 ]]; then grep -E "FAIL!|Loc:" "$OUT/ctest_gpu.log" | head -n 30 || true; fi
+if [[ -z "$PREBUILT" ]]; then
+  # Every gpu-labelled test through ctest (the environment octet_add_test
+  # gives them; a skip, exit 77, shows as "Not Run" / skipped, never a pass).
+  timeout "$(step_timeout 300 150)" ctest --test-dir "$BUILD" -L gpu --output-on-failure \
+    --timeout 240 -V >"$LOG/ctest_gpu.log" 2>&1 || GPU_RC=$?
+  GPU_TESTS=$(grep -E "^ *[0-9]+/[0-9]+ Test +#[0-9]+:" "$LOG/ctest_gpu.log" | sed 's/  */ /g' | tr '\n' ';' || true)
+  # nvidia-smi sees a GPU, so a program that finds none is a failure here.
+  if [[ $GPU_RC -eq 0 ]] && grep -q "no usable CUDA device" "$LOG/ctest_gpu.log"; then
+    GPU_RC=77
+    echo "device-check: nvidia-smi sees a GPU but the tests found none: $(grep -m1 'no usable CUDA device' "$LOG/ctest_gpu.log")"
+  fi
+  echo "device-check: test_format_decode exit $FORMAT_RC, ctest -L gpu exit $GPU_RC"
+  grep -E "^ *[0-9]+/[0-9]+ Test +#[0-9]+:|tests passed|Totals" "$LOG/ctest_gpu.log" || true
+else
+  # The same programs with the environment octet_add_test gives them under
+  # ctest; exit 77 is a skip (its premise absent), anything else but 0 fails.
+  : >"$LOG/ctest_gpu.log"
+  for t in test_cuda_kernels test_cuda_backend test_cuda_engine; do
+    rc=0
+    OCTET_FIXTURES_DIR="$FIXTURES_DIR" OCTET_BIN_DIR="$PROG_BIN" OCTET_SOURCE_DIR="$ROOT" \
+      QT_QPA_PLATFORM=offscreen timeout "$(step_timeout 240 150)" "$TEST_BIN/$t" >"$LOG/$t.log" 2>&1 || rc=$?
+    { echo "=== $t (exit $rc)"; cat "$LOG/$t.log"; } >>"$LOG/ctest_gpu.log"
+    case $rc in
+      0) verdict=passed ;;
+      77) verdict="skipped ($(grep -m1 -iE 'no usable CUDA device|fixtures not found|SKIP' "$LOG/$t.log" | tail -c 200))"
+          # nvidia-smi sees a GPU, so a program that finds none is a failure here.
+          if grep -q "no usable CUDA device" "$LOG/$t.log"; then GPU_RC=$rc; verdict="FAILED: $verdict"; fi ;;
+      124) verdict="timed out"; GPU_RC=$rc ;;
+      *) verdict="failed (exit $rc)"; GPU_RC=$rc ;;
+    esac
+    echo "device-check: $t $verdict"
+    GPU_TESTS="$GPU_TESTS$t: $verdict;"
+  done
+  echo "device-check: test_format_decode exit $FORMAT_RC, gpu tests exit $GPU_RC"
+fi
+if [[ $GPU_RC -ne 0 ]]; then grep -E "FAIL!|Loc:" "$LOG/ctest_gpu.log" | head -n 30 || true; fi
 
 SANITIZER_BIN=$(command -v compute-sanitizer || true)
 # Out-of-bounds reads and misaligned accesses that happen to give right
@@ -169,10 +274,10 @@ if [[ "$SANITIZER" == 1 && -n "$SANITIZER_BIN" && $GPU_RC -eq 0 ]] &&
    (( $(step_timeout 120 280) > 30 )); then
   SAN_RC=0
   OCTET_CUDA_TEST_QUICK=1 timeout "$(step_timeout 120 280)" "$SANITIZER_BIN" --tool memcheck \
-    --error-exitcode 9 "$BUILD/tests/test_cuda_kernels" >"$OUT/memcheck.log" 2>&1 || SAN_RC=$?
+    --error-exitcode 9 "$TEST_BIN/test_cuda_kernels" >"$LOG/memcheck.log" 2>&1 || SAN_RC=$?
   echo "device-check: compute-sanitizer memcheck (small shapes) exit $SAN_RC" \
        "$([[ $SAN_RC -eq 124 ]] && echo '(timed out: not a finding)')"
-  grep -E "^=========.*(Invalid|Error|error)" "$OUT/memcheck.log" | head -n 10 || true
+  grep -E "^=========.*(Invalid|Error|error)" "$LOG/memcheck.log" | head -n 10 || true
 elif [[ "$SANITIZER" == 1 ]]; then
   echo "device-check: compute-sanitizer not run (not found, the test failed, or no time left)"
 fi
@@ -180,26 +285,26 @@ fi
 # ---- benchmark --------------------------------------------------------------
 STAGE="bench"
 BENCH_RC=0
-timeout "$(step_timeout 90 120)" "$BUILD/bin/bench_cuda" --json "$OUT/bench_cuda.json" >"$OUT/bench_cuda.txt" 2>&1 ||
+timeout "$(step_timeout 90 120)" "$PROG_BIN/bench_cuda" --json "$LOG/bench_cuda.json" >"$LOG/bench_cuda.txt" 2>&1 ||
   BENCH_RC=$?
-cat "$OUT/bench_cuda.txt"
+cat "$LOG/bench_cuda.txt"
 # The decode matmuls through the backend interface (PrepareWeight'd copies).
 GEMV_RC=0
 for fmt in bf16 nvfp4; do
   rc=0
-  timeout "$(step_timeout 45 90)" "$BUILD/bin/bench_gemv" --backends cuda --format "$fmt" \
-    --shape 8b --rows 1,4,8 --rounds 3 >"$OUT/bench_gemv_$fmt.json" 2>"$OUT/bench_gemv_$fmt.txt" || rc=$?
-  echo "device-check: bench_gemv cuda $fmt exit $rc"; cat "$OUT/bench_gemv_$fmt.txt"
+  timeout "$(step_timeout 45 90)" "$PROG_BIN/bench_gemv" --backends cuda --format "$fmt" \
+    --shape 8b --rows 1,4,8 --rounds 3 >"$LOG/bench_gemv_$fmt.json" 2>"$LOG/bench_gemv_$fmt.txt" || rc=$?
+  echo "device-check: bench_gemv cuda $fmt exit $rc"; cat "$LOG/bench_gemv_$fmt.txt"
   (( rc != 0 )) && GEMV_RC=$rc
 done
 # The engine on random-weight checkpoints of real shapes (written to the
 # build dir the first time: a few GB).
 ENGINE_RC=0
-timeout "$(step_timeout 150 10)" "$BUILD/bin/octet_bench_engine" --backend cuda \
-  --dir "$BUILD/bench-models" --models qwen3-0.6b-bf16,qwen3-0.6b-nvfp4,llama3.2-1b-bf16 \
+timeout "$(step_timeout 150 10)" "$PROG_BIN/octet_bench_engine" --backend cuda \
+  --dir "$BENCH_MODELS" --models qwen3-0.6b-bf16,qwen3-0.6b-nvfp4,llama3.2-1b-bf16 \
   --prompt 512 --decode 64 --concurrency 1,4,8 --stream-mib 1024 \
-  >"$OUT/bench_engine.json" 2>"$OUT/bench_engine.txt" || ENGINE_RC=$?
-echo "device-check: octet_bench_engine --backend cuda exit $ENGINE_RC"; tail -n 20 "$OUT/bench_engine.txt"
+  >"$LOG/bench_engine.json" 2>"$LOG/bench_engine.txt" || ENGINE_RC=$?
+echo "device-check: octet_bench_engine --backend cuda exit $ENGINE_RC"; tail -n 20 "$LOG/bench_engine.txt"
 
 STAGE="done"
 SAN_FAILED=0
