@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "octet/base/deadline.h"
 
@@ -37,7 +38,42 @@ int64_t Sampler::Distribution(const float* logits, int64_t vocab, kernels::Kerne
   const int64_t k = params_.top_k > 0 ? std::min(params_.top_k, vocab) : vocab;
   idx_.resize(k);
   val_.resize(k);
-  ops.TopK(logits, vocab, k, idx_.data(), val_.data());  // descending
+  if (k == vocab) {
+    RankAll(logits, vocab);
+  } else {
+    ops.TopK(logits, vocab, k, idx_.data(), val_.data());  // descending
+  }
+  return Weigh(k);
+}
+
+void Sampler::RankAll(const float* logits, int64_t vocab) {
+  // TopK's order (descending value, then ascending id; NaN as -inf) over the
+  // whole vocabulary: the ids above -inf sorted, then the rest by id. A masked
+  // row has few ids above -inf, and std::sort beats the heap of a full
+  // partial_sort several times over.
+  auto key = [&](int32_t i) {
+    return std::isnan(logits[i]) ? -std::numeric_limits<float>::infinity() : logits[i];
+  };
+  int64_t live = 0;
+  for (int64_t i = 0; i < vocab; ++i) {
+    if (key(static_cast<int32_t>(i)) > -std::numeric_limits<float>::infinity()) {
+      idx_[live++] = static_cast<int32_t>(i);
+    }
+  }
+  int64_t rest = live;
+  for (int64_t i = 0; i < vocab; ++i) {
+    if (!(key(static_cast<int32_t>(i)) > -std::numeric_limits<float>::infinity())) {
+      idx_[rest++] = static_cast<int32_t>(i);
+    }
+  }
+  std::sort(idx_.begin(), idx_.begin() + live, [&](int32_t a, int32_t b) {
+    const float va = logits[a], vb = logits[b];
+    return va > vb || (va == vb && a < b);
+  });
+  for (int64_t i = 0; i < vocab; ++i) val_[i] = logits[idx_[i]];
+}
+
+int64_t Sampler::Weigh(int64_t k) {
   // Softmax of the candidates at this temperature (double for the sums).
   w_.resize(k);
   const double mx = val_[0];
@@ -58,6 +94,18 @@ int64_t Sampler::Distribution(const float* logits, int64_t vocab, kernels::Kerne
     }
   }
   return keep;
+}
+
+int32_t Sampler::Draw(int64_t keep) {
+  double zk = 0;
+  for (int64_t i = 0; i < keep; ++i) zk += w_[i];
+  const double u = std::uniform_real_distribution<double>(0.0, zk)(rng_);
+  double cum = 0;
+  for (int64_t i = 0; i < keep; ++i) {
+    cum += w_[i];
+    if (u < cum) return idx_[i];
+  }
+  return idx_[keep - 1];
 }
 
 void Sampler::SetPrompt(const std::vector<int32_t>& prompt) {
@@ -86,26 +134,54 @@ const float* Sampler::Penalised(const float* logits, int64_t vocab) {
   return penalised_.data();
 }
 
+int32_t Sampler::Pick(const float* logits, int64_t vocab, kernels::KernelBackend& ops) {
+  if (params_.temperature == 0.0f) return static_cast<int32_t>(ops.Argmax(logits, vocab));
+  return Draw(Distribution(logits, vocab, ops));
+}
+
 int32_t Sampler::Sample(const float* raw_logits, int64_t vocab, kernels::KernelBackend& backend) {
+  const int32_t id = Pick(Penalised(raw_logits, vocab), vocab, Ops(backend));
+  Seen(id);
+  return id;
+}
+
+int32_t Sampler::Sample(const float* raw_logits, int64_t vocab, kernels::KernelBackend& backend,
+                        TokenFilter& filter) {
   kernels::KernelBackend& ops = Ops(backend);
+  // The penalty and the temperature change each logit alone: they commute
+  // with the mask.
   const float* logits = Penalised(raw_logits, vocab);
-  int32_t id;
+  int32_t id = -1;
   if (params_.temperature == 0.0f) {
-    id = static_cast<int32_t>(ops.Argmax(logits, vocab));
-  } else {
-    const int64_t keep = Distribution(logits, vocab, ops);
-    double zk = 0;
-    for (int64_t i = 0; i < keep; ++i) zk += w_[i];
-    const double u = std::uniform_real_distribution<double>(0.0, zk)(rng_);
-    double cum = 0;
-    id = idx_[keep - 1];
-    for (int64_t i = 0; i < keep; ++i) {
-      cum += w_[i];
-      if (u < cum) {
-        id = idx_[i];
-        break;
-      }
+    const auto top = static_cast<int32_t>(ops.Argmax(logits, vocab));
+    if (filter.Allows(top)) id = top;
+  } else if (params_.top_k > 0) {
+    // TopK orders by value, then id: the allowed ids keep their order, so the
+    // first k allowed of a longer ranking are the masked logits' top k.
+    const int64_t k = std::min(params_.top_k, vocab);
+    const int64_t scan = std::min(vocab, std::max<int64_t>(4 * k, 64));
+    ranked_.resize(scan);
+    ranked_val_.resize(scan);
+    ops.TopK(logits, vocab, scan, ranked_.data(), ranked_val_.data());
+    idx_.resize(k);
+    val_.resize(k);
+    int64_t n = 0;
+    for (int64_t i = 0; i < scan && n < k; ++i) {
+      if (!std::isfinite(ranked_val_[i])) break;  // the masked ranking's order of -inf ids differs
+      if (!filter.Allows(ranked_[i])) continue;
+      idx_[n] = ranked_[i];
+      val_[n] = ranked_val_[i];
+      ++n;
     }
+    if (n == k) id = Draw(Weigh(k));
+  } else if (params_.top_p >= 1.0f) {
+    const int32_t t = Draw(Distribution(logits, vocab, ops));
+    if (filter.Allows(t)) id = t;
+  }
+  if (id < 0) {
+    masked_.assign(logits, logits + vocab);
+    filter.Mask(masked_.data(), vocab);
+    id = Pick(masked_.data(), vocab, ops);
   }
   Seen(id);
   return id;

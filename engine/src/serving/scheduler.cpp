@@ -10,6 +10,18 @@ namespace octet::engine {
 namespace {
 constexpr int64_t kWindowNs = 5'000'000'000;       // figures over the last 5 s
 constexpr int64_t kIdleSampleNs = 250'000'000;     // an idle scheduler samples this often
+
+// A sequence's grammar constraint as the sampler's filter (its stop ids bound).
+class ConstraintFilter final : public TokenFilter {
+ public:
+  ConstraintFilter(TokenConstraint& c, std::span<const int32_t> stop) : c_(c), stop_(stop) {}
+  bool Allows(int32_t id) override { return c_.Allows(id, stop_); }
+  void Mask(float* logits, int64_t vocab) override { c_.Mask(logits, vocab, stop_); }
+
+ private:
+  TokenConstraint& c_;
+  std::span<const int32_t> stop_;
+};
 }  // namespace
 
 // ---- log-probabilities -------------------------------------------------------------
@@ -180,9 +192,8 @@ struct Scheduler::Active {
   std::unique_ptr<Drafter> drafter;
   std::vector<int32_t> history;
   std::vector<int32_t> drafts;
-  // Structured output: this sequence's constraint and its masked logits row.
+  // Structured output: this sequence's constraint.
   std::unique_ptr<TokenConstraint> constraint;
-  std::vector<float> masked;
 
   Active(std::shared_ptr<RequestStream> s, GenerationParams p, const ModelConfig& c,
          uint64_t group_id = 0)
@@ -602,16 +613,13 @@ Status Scheduler::Emit(LoopState& st, Active& a, size_t i, bool was_decoding, in
     const float* row = drafts.empty() ? out.Last(i) : out.Row(out.row_begin[i] + int64_t(j));
     bool hit = false;
     int32_t id;
-    const float* pick = row;
-    if (a.constraint) {  // tokens the grammar refuses at -inf
-      a.masked.assign(row, row + out.vocab);
-      a.constraint->Mask(a.masked.data(), out.vocab, a.stop);
-      pick = a.masked.data();
-    }
-    if (j < drafts.size()) {
-      id = a.sampler.Verify(pick, out.vocab, runner_.backend(), drafts[j], &hit);
+    if (a.constraint) {  // only tokens the grammar allows (no drafts: see FormBatch)
+      ConstraintFilter filter(*a.constraint, a.stop);
+      id = a.sampler.Sample(row, out.vocab, runner_.backend(), filter);
+    } else if (j < drafts.size()) {
+      id = a.sampler.Verify(row, out.vocab, runner_.backend(), drafts[j], &hit);
     } else {
-      id = a.sampler.Sample(pick, out.vocab, runner_.backend());
+      id = a.sampler.Sample(row, out.vocab, runner_.backend());
     }
     if (a.constraint) a.constraint->Accept(id);
     kept.push_back(id);

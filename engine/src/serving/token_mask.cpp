@@ -158,9 +158,13 @@ class GrammarConstraint final : public TokenConstraint {
     bool any = false;
     for (int64_t i = 0; i < n; i += 64) {
       const uint64_t w = bits[static_cast<size_t>(i / 64)];
-      if (w != 0) any = true;
-      if (w == ~uint64_t{0}) continue;
       const int64_t end = std::min(n, i + 64);
+      if (w == 0) {  // most words of a mask outside strings: a fill the compiler vectorises
+        std::fill(logits + i, logits + end, kNeg);
+        continue;
+      }
+      any = true;
+      if (w == ~uint64_t{0}) continue;
       for (int64_t k = i; k < end; ++k) {
         if (!((w >> (k - i)) & 1)) logits[k] = kNeg;
       }
@@ -172,6 +176,29 @@ class GrammarConstraint final : public TokenConstraint {
         if (stop_ids[j] >= 0 && stop_ids[j] < vocab) logits[stop_ids[j]] = stop_values_[j];
       }
     }
+  }
+
+  bool Allows(int32_t id, std::span<const int32_t> stop_ids) override {
+    if (id < 0) return false;
+    if (std::find(stop_ids.begin(), stop_ids.end(), id) != stop_ids.end() &&
+        StateAccepting(*grammar_, state_)) {
+      return true;
+    }
+    // Otherwise as the mask's bit (a stop id in a dead end is refused: see
+    // TokenConstraint::Allows).
+    if (id >= trie_->vocab() || trie_->piece(id).empty()) return false;
+    if (const std::vector<uint64_t>* bits = CachedBits()) {
+      return ((*bits)[static_cast<size_t>(id) / 64] >> (id % 64)) & 1;
+    }
+    // The trie walk keeps a token iff every prefix of its bytes leaves a
+    // stack alive: the same as feeding all of them.
+    probe_ = state_;
+    for (char c : trie_->piece(id)) {
+      StepState(*grammar_, probe_, static_cast<uint8_t>(c), &probe_next_);
+      if (probe_next_.empty()) return false;
+      probe_.swap(probe_next_);
+    }
+    return true;
   }
 
   std::unique_ptr<TokenConstraint> Clone() const override {
@@ -187,20 +214,37 @@ class GrammarConstraint final : public TokenConstraint {
       if (next.empty()) return;  // not from the mask (a stop id, a dead end): keep the state
       state_.swap(next);
     }
+    if (!p.empty()) key_valid_ = false;
   }
 
  private:
-  const std::vector<uint64_t>& Bits() {
-    const std::string key = StateKeyOf(state_);
-    if (key == last_key_ && last_) return *last_;
-    {
-      std::lock_guard<std::mutex> lock(cache_->mu);
-      if (auto it = cache_->masks.find(key); it != cache_->masks.end()) {
-        last_ = it->second;
-        last_key_ = key;
-        return *last_;
-      }
+  const std::string& Key() {
+    if (!key_valid_) {
+      key_ = StateKeyOf(state_);
+      key_valid_ = true;
     }
+    return key_;
+  }
+
+  // The current state's mask when this constraint or another request of the
+  // grammar has computed it; null otherwise.
+  const std::vector<uint64_t>* CachedBits() {
+    const std::string& key = Key();
+    if (key == last_key_ && last_) return last_.get();
+    if (key == missed_key_) return nullptr;
+    std::lock_guard<std::mutex> lock(cache_->mu);
+    if (auto it = cache_->masks.find(key); it != cache_->masks.end()) {
+      last_ = it->second;
+      last_key_ = key;
+      return last_.get();
+    }
+    missed_key_ = key;
+    return nullptr;
+  }
+
+  const std::vector<uint64_t>& Bits() {
+    if (const std::vector<uint64_t>* bits = CachedBits()) return *bits;
+    const std::string& key = Key();
     auto bits = std::make_shared<const std::vector<uint64_t>>(walker_.Run(state_));
     {
       std::lock_guard<std::mutex> lock(cache_->mu);
@@ -209,6 +253,7 @@ class GrammarConstraint final : public TokenConstraint {
     }
     last_ = bits;
     last_key_ = key;
+    missed_key_.clear();
     return *last_;
   }
 
@@ -217,7 +262,11 @@ class GrammarConstraint final : public TokenConstraint {
   MaskWalker walker_;
   std::shared_ptr<MaskCache> cache_;
   GrammarState state_;
+  std::string key_;  // StateKeyOf(state_) when key_valid_
+  bool key_valid_ = false;
   std::string last_key_;
+  std::string missed_key_;           // a state whose mask the cache did not hold when last asked
+  GrammarState probe_, probe_next_;  // Allows' scratch
   std::shared_ptr<const std::vector<uint64_t>> last_;
   std::vector<float> stop_values_;
 };

@@ -1,15 +1,19 @@
 // Structured output (structured_output.h): the JSON-schema compiler's errors,
 // the character automaton against documents known to be valid or not, the
 // token mask against feeding every token's bytes one by one (real Qwen3 and
-// Llama-3 vocabularies), and generation under random logits whose every
+// Llama-3 vocabularies), generation under random logits whose every
 // finished output must parse and validate — checked by a small validator
-// written here, independent of the automaton.
+// written here, independent of the automaton — and the sampler's fast path
+// (one token checked before any whole mask) against sampling the fully
+// masked logits: the same ids for greedy and top-k, the masked softmax's
+// frequencies for plain temperature.
 #include <QtTest>
 #include <cmath>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "octet/engine/generate.h"
 #include "octet/engine/structured_output.h"
 #include "octet/engine/tokenizer.h"
 #include "octet/engine/tool_calls.h"
@@ -170,6 +174,43 @@ const char* kPersonSchema =
     "\"#/$defs/pet\"}},\n"
     "                    \"required\": [\"species\"]}}\n"
     "}";
+
+// A constraint as the sampler's filter, counting the whole masks it computes.
+class Filter final : public TokenFilter {
+ public:
+  Filter(TokenConstraint& c, std::span<const int32_t> stop) : c_(c), stop_(stop) {}
+  bool Allows(int32_t id) override { return c_.Allows(id, stop_); }
+  void Mask(float* logits, int64_t vocab) override {
+    ++masks;
+    c_.Mask(logits, vocab, stop_);
+  }
+  int64_t masks = 0;
+
+ private:
+  TokenConstraint& c_;
+  std::span<const int32_t> stop_;
+};
+
+std::unique_ptr<kernels::KernelBackend> ScalarOps() {
+  auto b = kernels::CreateBackend("scalar", {1});
+  if (!b.ok()) qFatal("%s", b.status().ToString().c_str());
+  return std::move(*b);
+}
+
+// Random logits over the small vocabulary (and its stop id), with a bias
+// towards closing bytes so that documents end.
+void RandomLogits(const TokenTrie& trie, std::mt19937& rng, std::vector<float>* logits) {
+  std::normal_distribution<float> noise(0.0f, 2.0f);
+  logits->resize(static_cast<size_t>(trie.vocab() + 1));
+  for (int64_t i = 0; i < trie.vocab() + 1; ++i) {
+    float bias = 4.0f;
+    if (i < trie.vocab()) {
+      bias = trie.piece(static_cast<int32_t>(i)).find_first_of("\"]}") != std::string::npos ? 3.0f
+                                                                                            : 0.0f;
+    }
+    (*logits)[static_cast<size_t>(i)] = noise(rng) + bias;
+  }
+}
 
 }  // namespace
 
@@ -345,6 +386,149 @@ class TestStructuredOutput : public QObject {
       for (float x : logits) finite += std::isfinite(x);
       QCOMPARE(logits[static_cast<size_t>(stops[0])], 0.0f);
       QCOMPARE(finite, static_cast<int64_t>(stops.size()));  // nothing but the end
+    }
+  }
+
+  // The sampler's fast path never returns a token the whole mask forbids;
+  // greedy and top-k (with or without top-p and a repetition penalty) give
+  // exactly the ids and the random stream of sampling the masked logits, step
+  // for step along whole documents; Allows agrees with the mask at every step.
+  void fastPathEqualsMaskedSampling() {
+    auto trie = TokenTrie::FromPieces(SmallVocab());
+    const int32_t stop = static_cast<int32_t>(trie->vocab());
+    const int32_t stops[] = {stop};
+    const int64_t vocab = trie->vocab() + 1;
+    auto ops = ScalarOps();
+    auto g = Compile(json::parse(kPersonSchema));
+    struct Case {
+      float temperature;
+      int64_t top_k;
+      float top_p;
+      float penalty;
+    };
+    const Case cases[] = {{0.0f, 0, 1.0f, 1.0f},  {0.0f, 0, 1.0f, 1.3f}, {0.8f, 5, 1.0f, 1.0f},
+                          {1.0f, 20, 0.9f, 1.0f}, {0.7f, 3, 1.0f, 1.2f}, {1.0f, 0, 0.8f, 1.0f}};
+    std::mt19937 rng(99);
+    int64_t steps = 0, fast = 0;
+    for (const Case& k : cases) {
+      for (int run = 0; run < 20; ++run) {
+        SamplingParams sp;
+        sp.temperature = k.temperature;
+        sp.top_k = k.top_k;
+        sp.top_p = k.top_p;
+        sp.repetition_penalty = k.penalty;
+        sp.seed = 7 + run;
+        Sampler quick(sp), full(sp);
+        const std::vector<int32_t> prompt = {3, 5, 60};
+        quick.SetPrompt(prompt);
+        full.SetPrompt(prompt);
+        auto c = MakeGrammarConstraint(g, trie);
+        Filter filter(*c, stops);
+        std::vector<float> logits, masked;
+        for (int t = 0; t < 300; ++t) {
+          RandomLogits(*trie, rng, &logits);
+          masked = logits;
+          c->Mask(masked.data(), vocab, stops);
+          int64_t allowed = 0;
+          for (int64_t i = 0; i < vocab; ++i) allowed += std::isfinite(masked[size_t(i)]);
+          QVERIFY(allowed > 0);
+          for (int32_t i = 0; i < vocab; ++i) {
+            if (c->Allows(i, stops) != static_cast<bool>(std::isfinite(masked[size_t(i)]))) {
+              QFAIL(("Allows(" + std::to_string(i) + ") disagrees with the mask at step " +
+                     std::to_string(t))
+                        .c_str());
+            }
+          }
+          const int64_t masks_before = filter.masks;
+          const int32_t a = quick.Sample(logits.data(), vocab, *ops, filter);
+          const int32_t b = full.Sample(masked.data(), vocab, *ops);
+          QVERIFY2(std::isfinite(masked[size_t(a)]),
+                   ("the fast path chose forbidden token " + std::to_string(a)).c_str());
+          if (a != b) {
+            QFAIL(("step " + std::to_string(t) + " (T " + std::to_string(k.temperature) +
+                   ", top-k " + std::to_string(k.top_k) + ", top-p " + std::to_string(k.top_p) +
+                   "): fast path " + std::to_string(a) + ", masked sampling " + std::to_string(b))
+                      .c_str());
+          }
+          if (k.temperature == 0.0f && k.penalty == 1.0f) {  // the masked argmax, by hand
+            int64_t best = 0;
+            for (int64_t i = 1; i < vocab; ++i) {
+              if (masked[size_t(i)] > masked[size_t(best)]) best = i;
+            }
+            QCOMPARE(a, static_cast<int32_t>(best));
+          }
+          ++steps;
+          fast += filter.masks == masks_before;
+          if (a == stop) break;
+          c->Accept(a);
+        }
+      }
+    }
+    // The fast path is taken (not only the masks), and not always.
+    QVERIFY2(
+        fast > steps / 10 && fast < steps,
+        (std::to_string(fast) + " of " + std::to_string(steps) + " steps without a mask").c_str());
+  }
+
+  // Plain temperature (no top-k/top-p): a draw is kept when allowed, else one
+  // is drawn from the masked logits. The frequencies must be the masked
+  // softmax's, at states where the allowed tokens hold little of the
+  // unmasked mass and where they hold most of it.
+  void fastPathTemperatureIsTheMaskedSoftmax() {
+    auto trie = TokenTrie::FromPieces(SmallVocab());
+    const int32_t stop = static_cast<int32_t>(trie->vocab());
+    const int32_t stops[] = {stop};
+    const int64_t vocab = trie->vocab() + 1;
+    auto ops = ScalarOps();
+    auto g = Compile(json::parse(kPersonSchema));
+    std::mt19937 rng(5);
+    for (const char* prefix :
+         {"{\"name\":\"An", "{\"name\":\"Ann\"", "{\"name\":\"Ann\",\"age\":1"}) {
+      auto c = MakeGrammarConstraint(g, trie);
+      for (char ch : std::string(prefix)) {  // one-byte pieces: ' ' + offset
+        c->Accept(static_cast<int32_t>(ch - ' '));
+      }
+      std::vector<float> logits;
+      RandomLogits(*trie, rng, &logits);
+      std::vector<float> masked = logits;
+      c->Mask(masked.data(), vocab, stops);
+      const float temperature = 0.9f;
+      // The masked softmax, independently of the sampler.
+      double mx = -INFINITY, z = 0, z_all = 0;
+      for (float x : masked) mx = std::max<double>(mx, x);
+      std::vector<double> p(size_t(vocab), 0.0);
+      for (int64_t i = 0; i < vocab; ++i) {
+        if (std::isfinite(masked[size_t(i)]))
+          p[size_t(i)] = std::exp((masked[size_t(i)] - mx) / temperature);
+        z += p[size_t(i)];
+        z_all += std::exp((logits[size_t(i)] - mx) / temperature);
+      }
+      for (double& x : p) x /= z;
+      SamplingParams sp;
+      sp.temperature = temperature;
+      sp.seed = 11;
+      Sampler s(sp);
+      Filter filter(*c, stops);
+      const int n = 40000;
+      std::vector<int> count(size_t(vocab), 0);
+      for (int i = 0; i < n; ++i) {
+        const int32_t id = s.Sample(logits.data(), vocab, *ops, filter);
+        QVERIFY(p[size_t(id)] > 0);
+        ++count[size_t(id)];
+      }
+      double worst = 0;
+      for (int64_t i = 0; i < vocab; ++i) {
+        const double f = double(count[size_t(i)]) / n;
+        const double sd = std::sqrt(p[size_t(i)] * (1 - p[size_t(i)]) / n);
+        worst = std::max(worst, std::abs(f - p[size_t(i)]) / std::max(sd, 1e-3));
+      }
+      // Five standard deviations for any token (a few dozen tokens tested).
+      QVERIFY2(worst < 5.0, (std::string(prefix) + ": " + std::to_string(worst) +
+                             " standard deviations off; allowed mass " + std::to_string(z / z_all) +
+                             ", masks " + std::to_string(filter.masks))
+                                .c_str());
+      qInfo("%s: allowed mass %.3f, %lld whole masks in %d draws, worst %.2f sd", prefix, z / z_all,
+            static_cast<long long>(filter.masks), n, worst);
     }
   }
 

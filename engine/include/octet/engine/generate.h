@@ -32,6 +32,19 @@ struct SamplingParams {
 // Validates ranges (temperature >= 0, top_k >= 0, 0 < top_p <= 1, repetition_penalty > 0).
 Status ValidateSampling(const SamplingParams& p);
 
+// Which ids may come next (structured output's grammar): Sample(..., filter)
+// draws from the logits with every refused id at -infinity.
+class TokenFilter {
+ public:
+  virtual ~TokenFilter() = default;
+  // Whether `id` may come next: one id, cheap. Must agree with Mask for every
+  // id, except that it may refuse all of them (then Mask decides).
+  virtual bool Allows(int32_t id) = 0;
+  // Sets the logit of every refused id to -infinity: the whole vocabulary,
+  // dearer.
+  virtual void Mask(float* logits, int64_t vocab) = 0;
+};
+
 // Draws token ids from logits. Deterministic for a given seed and logits.
 class Sampler {
  public:
@@ -39,6 +52,19 @@ class Sampler {
   // `logits` in host memory; `backend` the model's (its Argmax/TopK are used
   // when its ops read host memory).
   int32_t Sample(const float* logits, int64_t vocab, kernels::KernelBackend& backend);
+  // The same draw from the logits `filter` masks, asking for the whole mask
+  // only when the cheap checks cannot decide (the distribution is exactly the
+  // masked one either way):
+  //   greedy         the argmax, when allowed (it is then the masked argmax);
+  //   top-k          the first k allowed ids of the full ranking (a few times
+  //                  k looked at) are the masked top-k, in the same order: the
+  //                  same draw as from the masked logits, bit for bit;
+  //   temperature    (no top-k/top-p) a draw from the unmasked distribution p
+  //                  is kept when allowed, else one from the masked: P(t) =
+  //                  p(t) + (1 - p(V)) p(t)/p(V) = p(t)/p(V) for t in V;
+  //   top-p alone    the masked logits (the nucleus needs the allowed mass).
+  int32_t Sample(const float* logits, int64_t vocab, kernels::KernelBackend& backend,
+                 TokenFilter& filter);
 
   // Speculative decoding's verification of one drafted token against these
   // logits. The draft is a single token proposed with certainty (n-gram
@@ -64,6 +90,14 @@ class Sampler {
   kernels::KernelBackend& Ops(kernels::KernelBackend& backend);
   // The candidates Sample draws from: idx_[0..n) with weights w_ (unnormalised), n returned.
   int64_t Distribution(const float* logits, int64_t vocab, kernels::KernelBackend& ops);
+  // idx_/val_ = every id, in TopK's order.
+  void RankAll(const float* logits, int64_t vocab);
+  // The weights w_ of the k candidates idx_/val_ (descending) and how many top-p keeps.
+  int64_t Weigh(int64_t k);
+  // One draw among the first `keep` candidates.
+  int32_t Draw(int64_t keep);
+  // Sample's choice without recording it (Seen).
+  int32_t Pick(const float* logits, int64_t vocab, kernels::KernelBackend& ops);
 
   SamplingParams params_;
   std::mt19937_64 rng_;
@@ -73,6 +107,9 @@ class Sampler {
   std::vector<int32_t> seen_;       // ids for the repetition penalty (unique)
   std::vector<uint8_t> seen_mask_;  // by id
   std::vector<float> penalised_;
+  std::vector<float> masked_;    // Sample with a filter: the masked logits
+  std::vector<int32_t> ranked_;  // ... the full ranking's first ids (top-k)
+  std::vector<float> ranked_val_;
   std::shared_ptr<kernels::KernelBackend> host_ops_;  // for a device backend's logits
 };
 

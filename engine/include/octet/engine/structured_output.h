@@ -14,12 +14,16 @@
 // allowed up to kMaxWhitespace bytes in a row; nothing may follow the
 // top-level value (the stop token is then the only choice).
 //
-// Per step, the mask over the vocabulary walks the token trie (every
-// vocabulary token's bytes) from the current state, pruning a subtree as soon
-// as its prefix is rejected; masks are cached per state (the state inside a
-// string, after a comma, ... recurs every few tokens). Special and added
-// tokens are never allowed, except the request's stop ids, which are allowed
-// exactly in accepting states.
+// Per step the sampler first asks about the one token it would choose (the
+// argmax, its draw, the top k: Sampler::Sample with a TokenFilter) and a token
+// is checked by feeding its bytes to the automaton; only when that cannot
+// decide is the mask over the whole vocabulary computed: a walk of the token
+// trie (every vocabulary token's bytes) from the current state, pruning a
+// subtree as soon as its prefix is rejected. Masks are cached per state (the
+// state inside a string, after a comma, ... recurs every few tokens), and a
+// cached mask answers the one-token checks too. Special and added tokens are
+// never allowed, except the request's stop ids, which are allowed exactly in
+// accepting states.
 //
 // Supported keywords: type (a name or a list), properties, required,
 // additionalProperties (false, true or a schema; used only without
@@ -54,6 +58,10 @@ class TokenConstraint {
   // Sets the logits of tokens that may not come next to -infinity. The
   // `stop_ids` end the reply: left alone in accepting states, masked elsewhere.
   virtual void Mask(float* logits, int64_t vocab, std::span<const int32_t> stop_ids) = 0;
+  // Whether `id` may come next, as Mask would leave it (one id: cheap; no mask
+  // is computed when the state's is not cached). It may refuse every id where
+  // Mask allows only a stop id outside an accepting state (a dead end).
+  virtual bool Allows(int32_t id, std::span<const int32_t> stop_ids) = 0;
   // The token chosen (a stop id ends the output).
   virtual void Accept(int32_t id) = 0;
   // A fresh constraint of the same grammar, at the start (each sequence of a
