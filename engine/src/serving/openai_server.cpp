@@ -714,7 +714,16 @@ struct OpenAiServer::Impl {
             if (!st->streams[i]->Next(wait, &d)) continue;
             st->clocks[i].Arrived(d, *st->histograms);
             any = true;
-            if (!st->filters.empty()) d.text = st->filters[i].Push(d.text);  // holds tool calls
+            // Chat with tools: the text as content and tool-call deltas, in order.
+            std::vector<json> tool_deltas;
+            if (!st->filters.empty()) {
+              tool_deltas = st->filters[i].Push(d.text);
+              d.text.clear();
+              if (!tool_deltas.empty() && tool_deltas.front().contains("content")) {
+                d.text = tool_deltas.front()["content"].get<std::string>();
+                tool_deltas.erase(tool_deltas.begin());
+              }
+            }
             if (!d.text.empty() || (return_ids && !d.ids.empty()) ||
                 (logprobs && !d.logprobs.empty())) {
               json c = chunk(i, chat ? json{{"content", d.text}} : json(d.text), nullptr);
@@ -725,6 +734,12 @@ struct OpenAiServer::Impl {
                          : CompletionLogprobs(tok, d.logprobs, &st->text_offset[i]);
               }
               if (!send(c.dump())) {
+                st->CancelAll();
+                return false;
+              }
+            }
+            for (const json& delta : tool_deltas) {
+              if (!send(chunk(i, delta, nullptr).dump())) {
                 st->CancelAll();
                 return false;
               }
@@ -748,17 +763,15 @@ struct OpenAiServer::Impl {
                 std::all_of(st->done.begin(), st->done.end(), [](bool b) { return b; });
             std::string finish = FinishReason(d.finish_reason);
             if (!st->filters.empty()) {
-              // What the filter held: content, then the calls as OpenAI streams them.
-              ParsedToolCalls held = st->filters[i].Finish();
-              std::vector<json> deltas = ToolCallDeltas(held.calls);
-              if (!held.content.empty()) deltas.insert(deltas.begin(), json{{"content", held.content}});
-              for (const json& delta : deltas) {
+              // What the filter still held (a call sent whole, content).
+              bool called = false;
+              for (const json& delta : st->filters[i].Finish(&called)) {
                 if (!send(chunk(i, delta, nullptr).dump())) {
                   st->CancelAll();
                   return false;
                 }
               }
-              if (!held.calls.empty()) finish = "tool_calls";
+              if (called) finish = "tool_calls";
             }
             json last = chunk(i, chat ? json::object() : json(""), finish);
             if (all_done) {

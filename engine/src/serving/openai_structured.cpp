@@ -180,15 +180,23 @@ std::optional<StructuredError> ParseStructuredFields(std::string_view body, bool
   return std::nullopt;
 }
 
-json ToolCallsJson(const std::vector<ToolCall>& calls) {
+namespace {
+
+std::string NewToolCallId() {
   static std::atomic<uint64_t> counter{0};
   static const uint64_t salt = std::random_device{}();
+  char id[40];
+  std::snprintf(id, sizeof id, "call_%016llx",
+                static_cast<unsigned long long>((salt * 0x9E3779B97F4A7C15ull) ^ ++counter));
+  return id;
+}
+
+}  // namespace
+
+json ToolCallsJson(const std::vector<ToolCall>& calls) {
   json out = json::array();
   for (const ToolCall& c : calls) {
-    char id[40];
-    std::snprintf(id, sizeof id, "call_%016llx",
-                  static_cast<unsigned long long>((salt * 0x9E3779B97F4A7C15ull) ^ ++counter));
-    out.push_back({{"id", id},
+    out.push_back({{"id", NewToolCallId()},
                    {"type", "function"},
                    {"function", {{"name", c.name}, {"arguments", c.arguments}}}});
   }
@@ -204,35 +212,252 @@ void ApplyToolCalls(const std::string& text, json* choice) {
   (*choice)["finish_reason"] = "tool_calls";
 }
 
-std::vector<json> ToolCallDeltas(const std::vector<ToolCall>& calls) {
-  const json full = ToolCallsJson(calls);
-  std::vector<json> out;
-  for (size_t k = 0; k < full.size(); ++k) {
-    json head = {{"index", k},
-                 {"id", full[k]["id"]},
-                 {"type", "function"},
-                 {"function", {{"name", full[k]["function"]["name"]}, {"arguments", ""}}}};
-    out.push_back({{"tool_calls", json::array({head})}});
-    json args = {{"index", k}, {"function", {{"arguments", full[k]["function"]["arguments"]}}}};
-    out.push_back({{"tool_calls", json::array({args})}});
+// ---- streamed tool calls ----
+
+namespace {
+
+constexpr std::string_view kOpenTag = "<tool_call>";
+constexpr std::string_view kCloseTag = "</tool_call>";
+constexpr std::string_view kPythonTag = "<|python_tag|>";
+
+bool IsJsonWs(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; }
+
+// Whether `t` (a call's text so far) begins {"name": "...", "arguments" or
+// "parameters": { — 1 (the name, *args the offset of that last '{'), 0 (it may
+// still: more text needed) or -1 (it cannot).
+int MatchCallHead(std::string_view t, std::string* name, size_t* args) {
+  size_t i = 0;
+  auto ws = [&] {
+    while (i < t.size() && IsJsonWs(t[i])) ++i;
+  };
+  auto lit = [&](std::string_view l) {
+    for (char c : l) {
+      if (i >= t.size()) return 0;
+      if (t[i] != c) return -1;
+      ++i;
+    }
+    return 1;
+  };
+  ws();
+  if (int r = lit("{"); r != 1) return r;
+  ws();
+  if (int r = lit("\"name\""); r != 1) return r;
+  ws();
+  if (int r = lit(":"); r != 1) return r;
+  ws();
+  if (i >= t.size()) return 0;
+  if (t[i] != '"') return -1;
+  const size_t begin = i++;
+  for (bool escape = false;; ++i) {
+    if (i >= t.size()) return 0;
+    if (escape) {
+      escape = false;
+    } else if (t[i] == '\\') {
+      escape = true;
+    } else if (t[i] == '"') {
+      break;
+    }
   }
+  ++i;
+  const json parsed = json::parse(t.substr(begin, i - begin), nullptr, /*allow_exceptions=*/false);
+  if (parsed.is_discarded() || !parsed.is_string()) return -1;
+  ws();
+  if (int r = lit(","); r != 1) return r;
+  ws();
+  const std::string_view rest = t.substr(i);
+  size_t key = 0;
+  bool may = false;
+  for (std::string_view k :
+       {std::string_view("\"arguments\""), std::string_view("\"parameters\"")}) {
+    if (rest.size() >= k.size() && rest.substr(0, k.size()) == k) key = k.size();
+    if (rest.size() < k.size() && k.substr(0, rest.size()) == rest) may = true;
+  }
+  if (key == 0) return may ? 0 : -1;
+  i += key;
+  ws();
+  if (int r = lit(":"); r != 1) return r;
+  ws();
+  if (i >= t.size()) return 0;
+  if (t[i] != '{') return -1;
+  *name = parsed.get<std::string>();
+  *args = i;
+  return 1;
+}
+
+}  // namespace
+
+std::vector<json> ToolCallStreamFilter::Push(std::string_view text) {
+  std::vector<json> out;
+  if (phase_ == Phase::kStart || (phase_ == Phase::kCall && whole_)) raw_ += text;
+  if (phase_ == Phase::kCall) {
+    call_ += text;
+  } else {
+    held_ += text;
+  }
+  Step(&out);
   return out;
 }
 
-std::string ToolCallStreamFilter::Push(std::string_view text) {
-  held_ += text;
-  if (mode_.forced || in_call_) return {};
-  const size_t k = ToolCallHoldBack(held_);
-  if (held_.compare(k, 11, "<tool_call>") == 0) in_call_ = true;
-  std::string out = held_.substr(0, k);
-  held_.erase(0, k);
-  return out;
+void ToolCallStreamFilter::Step(std::vector<json>* out) {
+  for (;;) {
+    switch (phase_) {
+      case Phase::kStart: {
+        // The Llama-3 form is the whole reply: decided by its first bytes.
+        const size_t b = held_.find_first_not_of(" \t\r\n");
+        if (b == std::string::npos) return;
+        const std::string_view t = std::string_view(held_).substr(b);
+        if (t.size() < kPythonTag.size() && kPythonTag.substr(0, t.size()) == t) return;
+        size_t body = b;
+        if (t.substr(0, kPythonTag.size()) == kPythonTag) body = b + kPythonTag.size();
+        if (body != b || held_[b] == '{') {
+          phase_ = Phase::kCall;
+          whole_ = true;
+          call_ = held_.substr(body);
+          held_.clear();
+          state_ = 0;
+          continue;
+        }
+        phase_ = Phase::kText;
+        raw_.clear();
+        continue;
+      }
+      case Phase::kText: {
+        if (after_call_) {  // the newline between blocks, as the whole reply's content trims it
+          const size_t b = held_.find_first_not_of(" \t\r\n");
+          if (b == std::string::npos) return;
+          held_.erase(0, b);
+          after_call_ = false;
+        }
+        const size_t k = ToolCallHoldBack(held_);
+        if (k > 0) out->push_back({{"content", held_.substr(0, k)}});
+        held_.erase(0, k);
+        if (held_.compare(0, kOpenTag.size(), kOpenTag) != 0) return;
+        phase_ = Phase::kCall;
+        whole_ = false;
+        call_ = held_.substr(kOpenTag.size());
+        held_.clear();
+        state_ = 0;
+        continue;
+      }
+      case Phase::kCall:
+        if (!CallStep(out)) return;
+        held_ = std::move(call_);
+        call_.clear();
+        phase_ = Phase::kText;
+        after_call_ = true;
+        continue;
+    }
+  }
 }
 
-ParsedToolCalls ToolCallStreamFilter::Finish() {
-  ParsedToolCalls p = ParseToolCalls(held_);
+bool ToolCallStreamFilter::CallStep(std::vector<json>* out) {
+  if (state_ == 0) {
+    std::string name;
+    size_t args = 0;
+    const int m = MatchCallHead(call_, &name, &args);
+    if (m == 0) return false;
+    if (m < 0) {
+      state_ = -1;  // held to its end, then sent whole (or as content)
+    } else {
+      Head(name, out);
+      state_ = 1;
+      scan_ = args;
+      depth_ = 0;
+      in_string_ = escape_ = false;
+    }
+  }
+  if (state_ == -1) {
+    if (whole_) return false;  // until Finish
+    const size_t close = call_.find(kCloseTag);
+    if (close == std::string::npos) return false;
+    if (!WholeCall(std::string_view(call_).substr(0, close), out)) {
+      out->push_back(
+          {{"content", std::string(kOpenTag) + call_.substr(0, close + kCloseTag.size())}});
+      after_call_ = false;
+    }
+    call_.erase(0, close + kCloseTag.size());
+    return true;
+  }
+  if (state_ == 1) {
+    const size_t from = scan_;
+    while (scan_ < call_.size() && state_ == 1) {
+      const char c = call_[scan_++];
+      if (in_string_) {
+        if (escape_) {
+          escape_ = false;
+        } else if (c == '\\') {
+          escape_ = true;
+        } else if (c == '"') {
+          in_string_ = false;
+        }
+      } else if (c == '"') {
+        in_string_ = true;
+      } else if (c == '{' || c == '[') {
+        ++depth_;
+      } else if ((c == '}' || c == ']') && --depth_ == 0) {
+        state_ = 2;
+        ++complete_;
+      }
+    }
+    if (scan_ > from) Fragment(std::string_view(call_).substr(from, scan_ - from), out);
+    if (state_ == 1) return false;
+  }
+  // After the arguments: the call's closing brace (and for a block its tag).
+  if (whole_) return false;
+  const size_t close = call_.find(kCloseTag, scan_);
+  if (close == std::string::npos) return false;
+  call_.erase(0, close + kCloseTag.size());
+  return true;
+}
+
+void ToolCallStreamFilter::Head(const std::string& name, std::vector<json>* out) {
+  const int index = calls_++;
+  out->push_back(
+      {{"tool_calls", json::array({{{"index", index},
+                                    {"id", NewToolCallId()},
+                                    {"type", "function"},
+                                    {"function", {{"name", name}, {"arguments", ""}}}}})}});
+}
+
+void ToolCallStreamFilter::Fragment(std::string_view args, std::vector<json>* out) {
+  out->push_back(
+      {{"tool_calls",
+        json::array({{{"index", calls_ - 1}, {"function", {{"arguments", std::string(args)}}}}})}});
+}
+
+bool ToolCallStreamFilter::WholeCall(std::string_view body, std::vector<json>* out) {
+  const ParsedToolCalls p = ParseToolCalls(body);
+  if (p.calls.size() != 1 || !p.content.empty()) return false;
+  Head(p.calls[0].name, out);
+  Fragment(p.calls[0].arguments, out);
+  ++complete_;
+  return true;
+}
+
+std::vector<json> ToolCallStreamFilter::Finish(bool* called) {
+  std::vector<json> out;
+  switch (phase_) {
+    case Phase::kStart:
+      if (!held_.empty()) out.push_back({{"content", held_}});
+      break;
+    case Phase::kText:
+      if (!held_.empty() && !after_call_) out.push_back({{"content", held_}});
+      break;
+    case Phase::kCall:
+      if (state_ <= 0) {  // a call never streamed: parsed whole, as the non-streamed reply
+        if (whole_) {
+          if (!WholeCall(raw_, &out)) out.push_back({{"content", raw_}});
+        } else if (!WholeCall(call_, &out)) {
+          out.push_back({{"content", std::string(kOpenTag) + call_}});
+        }
+      }
+      // Cut off in the arguments: they went out as far as they came.
+      break;
+  }
   held_.clear();
-  return p;
+  call_.clear();
+  *called = complete_ > 0;
+  return out;
 }
 
 }  // namespace octet::engine

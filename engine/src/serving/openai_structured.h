@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "octet/engine/completion.h"
 #include "octet/engine/tool_calls.h"
@@ -38,24 +39,50 @@ nlohmann::json ToolCallsJson(const std::vector<ToolCall>& calls);
 // content outside them (null when none) and finish_reason "tool_calls".
 void ApplyToolCalls(const std::string& text, nlohmann::json* choice);
 
-// The streamed deltas of `calls` as OpenAI sends them: per call one with its
-// index, id, type and name (empty arguments), then one with the arguments.
-std::vector<nlohmann::json> ToolCallDeltas(const std::vector<ToolCall>& calls);
-
-// One streamed choice: content is passed through until a tool-call block may
-// begin, then held until the end.
+// One streamed choice's text, turned into the deltas OpenAI streams: content
+// passes through until a call may begin; a call's head (index, id, type,
+// name, empty arguments) goes out as soon as its name is read, then its
+// arguments as they come, fragment by fragment. Calls are Hermes/Qwen
+// `<tool_call>{...}</tool_call>` blocks anywhere in the reply, or the
+// Llama-3 JSON form (the whole reply one `{"name": ..., "parameters"|
+// "arguments": {...}}`, optionally after <|python_tag|>; a forced call is
+// this form). A call written otherwise (keys in another order, arguments as
+// a JSON string) is held to its end and sent whole; text that turns out not
+// to be a call goes out as content, as the non-streamed reply has it.
 class ToolCallStreamFilter {
  public:
   explicit ToolCallStreamFilter(ToolMode mode) : mode_(mode) {}
-  // The text that can be sent as content now.
-  std::string Push(std::string_view text);
-  // At the end: the content still held and the calls in it.
-  ParsedToolCalls Finish();
+  // The deltas for the next piece of text, in order: {"content": ...} and
+  // {"tool_calls": [...]}.
+  std::vector<nlohmann::json> Push(std::string_view text);
+  // At the end: the deltas still held. `*called`: whether the reply made a
+  // complete call (finish_reason "tool_calls").
+  std::vector<nlohmann::json> Finish(bool* called);
 
  private:
+  enum class Phase : uint8_t { kStart, kText, kCall };
+  void Step(std::vector<nlohmann::json>* out);
+  // kCall: reads call_ further; true when the call (and for a block, its
+  // closing tag) is over.
+  bool CallStep(std::vector<nlohmann::json>* out);
+  void Head(const std::string& name, std::vector<nlohmann::json>* out);
+  void Fragment(std::string_view args, std::vector<nlohmann::json>* out);
+  // A held call's text parsed whole: its deltas, or false.
+  bool WholeCall(std::string_view body, std::vector<nlohmann::json>* out);
+
   ToolMode mode_;
-  std::string held_;
-  bool in_call_ = false;
+  Phase phase_ = Phase::kStart;
+  std::string held_;    // kStart/kText: text not sent yet
+  std::string raw_;     // the Llama-3 form: the reply so far (content if it is no call)
+  bool whole_ = false;  // kCall: the Llama-3 form (else a <tool_call> block)
+  std::string call_;    // kCall: the call's text after its opening
+  int state_ = 0;       // kCall: 0 reading the head, 1 arguments, 2 after them, -1 held
+  size_t scan_ = 0;     // kCall, arguments: how far call_ is scanned and sent
+  int depth_ = 0;       // ... the arguments' nesting depth there
+  bool in_string_ = false, escape_ = false;
+  int calls_ = 0;            // calls begun
+  int complete_ = 0;         // calls complete
+  bool after_call_ = false;  // kText: whitespace right after a call is dropped
 };
 
 }  // namespace octet::engine

@@ -198,6 +198,80 @@ check(len(names) == 1 and names[0] in ("get_weather", "get_time") and ids.get(0,
 p3 = next(t["function"]["parameters"] for t in TOOLS if t["function"]["name"] == names[0])
 check(valid(json.loads(arguments[0]), p3, p3), f"streamed arguments {arguments}")
 
+
+def stream_call(**kwargs):
+    """A streamed chat's tool-call deltas, checked to come as OpenAI sends them: per call
+    first its index, id, type and name with empty arguments, then argument fragments
+    only. Returns (calls as [name, arguments], content, finish_reason, fragment counts)."""
+    calls, content, finish, fragments = {}, "", None, {}
+    for chunk in client.chat.completions.create(model=MODEL, stream=True, **kwargs):
+        if not chunk.choices:
+            continue
+        d = chunk.choices[0].delta
+        content += d.content or ""
+        for tc in d.tool_calls or []:
+            if tc.index not in calls:
+                check(tc.id and tc.id.startswith("call_") and tc.type == "function" and tc.function.name
+                      and tc.function.arguments == "", f"a call's first delta {tc}")
+                calls[tc.index] = [tc.function.name, ""]
+                fragments[tc.index] = 0
+            else:
+                check(not tc.id and not (tc.function and tc.function.name), f"a later delta {tc}")
+                calls[tc.index][1] += tc.function.arguments
+                fragments[tc.index] += 1
+        finish = chunk.choices[0].finish_reason or finish
+    return [calls[k] for k in sorted(calls)], content, finish, fragments
+
+
+# Llama-3's JSON form, {"name": ..., "parameters": {...}}, with tool_choice auto: the
+# reply is steered into that form by guided_json (the random model would not write
+# it), then parsed into tool_calls, streamed (the head first, then the arguments
+# as they are decoded) and not, alike.
+LLAMA_FORM = {"type": "object", "properties": {"name": {"const": "get_weather"}, "parameters": params},
+              "required": ["name", "parameters"], "additionalProperties": False}
+req = dict(messages=ASK, max_tokens=200, tools=TOOLS, temperature=0, extra_body={"guided_json": LLAMA_FORM})
+whole = client.chat.completions.create(model=MODEL, **req).choices[0]
+check(whole.finish_reason == "tool_calls" and whole.message.tool_calls and not whole.message.content,
+      f"Llama-3 form, not streamed: {whole}")
+check(whole.message.tool_calls[0].function.name == "get_weather", f"Llama-3 form name {whole.message}")
+wargs = json.loads(whole.message.tool_calls[0].function.arguments)
+check(valid(wargs, params, params), f"Llama-3 form arguments {wargs}")
+calls, content, finish, fragments = stream_call(**req)
+check(finish == "tool_calls" and content == "", f"Llama-3 form streamed: {finish} {content!r}")
+check(len(calls) == 1 and calls[0][0] == "get_weather" and json.loads(calls[0][1]) == wargs,
+      f"Llama-3 form streamed {calls} vs {wargs}")
+check(fragments[0] >= 3, f"the arguments came in {fragments[0]} fragments, not as decoded")
+
+# Keys in the other order ("parameters" first): no head can go out early; the call is
+# held to its end and sent whole, streamed or not.
+REVERSED = {"type": "object", "properties": {"parameters": params, "name": {"const": "get_weather"}},
+            "required": ["parameters", "name"], "additionalProperties": False}
+req["extra_body"] = {"guided_json": REVERSED}
+whole = client.chat.completions.create(model=MODEL, **req).choices[0]
+check(whole.finish_reason == "tool_calls" and whole.message.tool_calls, f"reversed keys: {whole}")
+rargs = json.loads(whole.message.tool_calls[0].function.arguments)
+calls, content, finish, fragments = stream_call(**req)
+check(finish == "tool_calls" and content == "" and len(calls) == 1 and json.loads(calls[0][1]) == rargs,
+      f"reversed keys streamed: {calls} {content!r} {finish}")
+
+# JSON that is no call stays content, streamed and not.
+req["extra_body"] = {"guided_json": {"type": "object", "properties": {"city": {"enum": ["Oslo"]}},
+                                     "required": ["city"], "additionalProperties": False}}
+whole = client.chat.completions.create(model=MODEL, **req).choices[0]
+check(not whole.message.tool_calls and json.loads(whole.message.content) == {"city": "Oslo"},
+      f"JSON that is no call: {whole}")
+calls, content, finish, _ = stream_call(**req)
+check(not calls and json.loads(content) == {"city": "Oslo"} and finish == "stop",
+      f"JSON that is no call, streamed: {calls} {content!r} {finish}")
+
+# A forced call streams its arguments as they are decoded too.
+calls, content, finish, fragments = stream_call(
+    messages=ASK, max_tokens=200, tools=TOOLS, temperature=0,
+    tool_choice={"type": "function", "function": {"name": "get_weather"}})
+check(finish == "tool_calls" and len(calls) == 1 and valid(json.loads(calls[0][1]), params, params),
+      f"forced, streamed: {calls} {finish}")
+check(fragments[0] >= 3, f"forced call's arguments in {fragments[0]} fragments")
+
 # Bad tool requests.
 for kwargs, param in (({"tools": TOOLS, "tool_choice": {"type": "function", "function": {"name": "nope"}}},
                        "tool_choice"),

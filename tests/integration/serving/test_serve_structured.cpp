@@ -5,7 +5,9 @@
 // json_schema output that parses and validates, greedy, sampled and
 // streamed; json_object; 400s that name the schema keyword; tools in the
 // prompt; forced, required and streamed tool calls and the round trip with a
-// tool result). Skipped only when python3 cannot import openai.
+// tool result; Llama-3's JSON form of a call, streamed as OpenAI streams
+// calls — the head, then the arguments as they are decoded — and not).
+// Skipped only when python3 cannot import openai.
 #include <QtTest>
 
 #include "octet/engine/completion.h"
