@@ -1,6 +1,7 @@
-// Internals shared by router.cpp and gateway.cpp: the runtime form of a policy
-// (pools of replica states), replica leases, session pins, counters, and the
-// RouterCore that decides, picks replicas, retries and ejects.
+// Internals shared by the router's and the gateway's files: the runtime form
+// of a policy (pools of replica states), replica leases, counters, and the
+// RouterCore that decides, picks replicas, retries and ejects (router.cpp;
+// its health checks in health_check.cpp, its figures in router_metrics.cpp).
 #pragma once
 
 #include <httplib.h>
@@ -18,39 +19,17 @@
 #include <unordered_map>
 #include <vector>
 
+#include "latency_histogram.h"
 #include "octet/base/prom_metrics.h"
 #include "octet/router/policy.h"
 #include "octet/router/request_features.h"
 #include "octet/router/router.h"
+#include "replica_state.h"
 #include "replica_url.h"
+#include "session_pins.h"
 #include "upstream_conn.h"
 
 namespace octet::router {
-
-// Lock-free log-scale histogram of durations: 8 buckets per power of two from
-// 1 ns to 2^40 ns, so quantiles are within ~9%.
-class LatencyHistogram {
- public:
-  // `prom_bounds` (seconds): also kept as a Prometheus histogram with these
-  // bucket bounds, for /metrics.
-  explicit LatencyHistogram(const std::vector<double>& prom_bounds) : prom_(prom_bounds) {}
-  void Record(int64_t ns);
-  const prom::Histogram& prom() const { return prom_; }
-  uint64_t count() const { return count_.load(std::memory_order_relaxed); }
-  double sum_seconds() const { return static_cast<double>(sum_ns_.load()) * 1e-9; }
-  // The upper edge of the bucket holding quantile q (0 < q <= 1); 0 when empty.
-  double QuantileNs(double q) const;
-
- private:
-  static constexpr int kSubBuckets = 8;
-  static constexpr int kBuckets = 41 * kSubBuckets;
-  static int BucketOf(int64_t ns);
-  static double BucketUpperNs(int b);
-  std::array<std::atomic<uint64_t>, kBuckets> buckets_{};
-  std::atomic<uint64_t> count_{0};
-  std::atomic<uint64_t> sum_ns_{0};
-  prom::Histogram prom_;
-};
 
 // Per pool, kept across reloads by pool name. All fields are atomics.
 struct PoolCounters {
@@ -68,68 +47,6 @@ struct PoolCounters {
 
 struct RouteCounters {
   std::atomic<uint64_t> decisions{0};
-};
-
-// One replica endpoint. Shared by every policy version that has the same pool
-// name and URL, so load and health carry across a reload.
-class ReplicaState {
- public:
-  ReplicaState(std::string pool, std::string url, ReplicaUrl parsed, std::string api_key);
-
-  const std::string& pool() const { return pool_; }
-  const std::string& url() const { return url_; }
-  const ReplicaUrl& parsed() const { return parsed_; }
-  const std::string& api_key() const { return api_key_; }
-
-  bool Available(int64_t now_ms) const {
-    return healthy.load(std::memory_order_relaxed) &&
-           now_ms >= ejected_until_ms.load(std::memory_order_relaxed);
-  }
-
-  // A keep-alive client from the idle list, or a new one; configured with `t`.
-  std::unique_ptr<httplib::Client> AcquireClient(const TimeoutSpec& t);
-  // Returns a client whose last exchange completed cleanly.
-  void ReleaseClient(std::unique_ptr<httplib::Client> client);
-  // The same for the gateway's streaming connections (plain http only): an idle
-  // keep-alive connection that is still open, or nullptr (the caller connects).
-  std::unique_ptr<UpstreamConn> AcquireConn();
-  void ReleaseConn(std::unique_ptr<UpstreamConn> conn);
-
-  std::atomic<int> in_flight{0};
-  std::atomic<uint64_t> requests{0};
-  std::atomic<uint64_t> failures{0};
-  std::atomic<bool> healthy{true};
-  std::atomic<int64_t> ejected_until_ms{0};
-  std::atomic<int64_t> next_check_ms{0};
-
-  std::mutex mu;  // guards the fields below
-  int consecutive_failures = 0;
-  int ejection_count = 0;
-  int64_t returned_at_ms = 0;  // when the last ejection ended (for multiplier decay)
-  int check_failures = 0;
-  int check_successes = 0;
-
- private:
-  const std::string pool_, url_;
-  const ReplicaUrl parsed_;
-  const std::string api_key_;
-  // Idle keep-alive connections, most recently used last. Few and short-lived:
-  // an idle connection costs an httplib-based upstream (`octet serve`) a thread
-  // that polls it every ~10 ms, and servers close idle connections after a few
-  // seconds (httplib: 5 s), so one older than 2 s is not reused.
-  static constexpr size_t kMaxIdleClients = 16;
-  static constexpr int64_t kIdleReuseNs = 2'000'000'000;
-  struct IdleClient {
-    std::unique_ptr<httplib::Client> client;
-    int64_t since_ns;
-  };
-  std::mutex conn_mu_;
-  std::vector<IdleClient> idle_;  // guarded by conn_mu_
-  struct IdleConn {
-    std::unique_ptr<UpstreamConn> conn;
-    int64_t since_ns;
-  };
-  std::vector<IdleConn> idle_conns_;  // guarded by conn_mu_
 };
 
 struct PoolRuntime {
@@ -203,31 +120,6 @@ struct RoutedRequest {
   std::string session_key;
   int retries_left = 0;
   bool escalated = false;
-};
-
-// Session pins, LRU with a time-to-live. Keys: the session key for the
-// session-level pin, session key + '\x1f' + pool for a replica pin.
-class SessionPins {
- public:
-  struct Pin {
-    std::string pool;  // session-level: the pool; replica pin: ""
-    std::string route;
-    std::string replica;  // replica pin: the replica URL
-    bool escalated = false;
-  };
-  bool Lookup(const std::string& key, int64_t now_ms, int64_t ttl_ms, Pin* out) const;
-  void Set(const std::string& key, Pin pin, int64_t now_ms, size_t max_entries);
-  size_t size() const;
-
- private:
-  struct Entry {
-    Pin pin;
-    int64_t last_used_ms;
-    std::list<std::string>::iterator lru;
-  };
-  mutable std::mutex mu_;
-  mutable std::list<std::string> lru_;                      // most recent first; guarded by mu_
-  mutable std::unordered_map<std::string, Entry> entries_;  // guarded by mu_
 };
 
 class RouterCore {

@@ -1,0 +1,439 @@
+// Loop streams: a streaming completion to a pool of plain-http replicas,
+// relayed by the event loop thread without a worker (see gateway.cpp).
+//
+// The state machine of one streaming completion on the loop thread:
+//   kConnecting -> kSending -> kHead -> kBody            (2xx: relay the body)
+//                                   \-> kErrorBody        (non-2xx: read it, then
+//                                        retry / escalate / pass it on)
+// A transport failure before any body byte moves to another replica (a reused
+// keep-alive connection first gets one fresh connection to the same replica).
+#include <sys/epoll.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "gateway_impl.h"
+#include "octet/base/deadline.h"
+#include "octet/base/log.h"
+
+namespace octet::router {
+
+void Gateway::Impl::StartStream(ClientConn* c, std::shared_ptr<Exchange> ex) {
+  c->stream = std::make_unique<LoopStream>();
+  c->stream->ex = std::move(ex);
+  StartAttempt(c, false);
+}
+
+void Gateway::Impl::DropUpstream(LoopStream& s, bool reuse) {
+  if (!s.up) return;
+  if (s.up_token) {
+    ::epoll_ctl(epoll_fd, EPOLL_CTL_DEL, s.up->fd(), nullptr);
+    upstream_owner.erase(s.up_token);
+    s.up_token = 0;
+  }
+  s.up_events = 0;
+  if (reuse && s.up->reusable() && s.ex->rr.lease)
+    s.ex->rr.lease->ReleaseConn(std::move(s.up));
+  s.up.reset();  // an unfinished response: closing the connection cancels it upstream
+}
+
+void Gateway::Impl::StartAttempt(ClientConn* c, bool fresh_connection) {
+  LoopStream& s = *c->stream;
+  Exchange& ex = *s.ex;
+  DropUpstream(s, false);
+  if (stopping.load()) {
+    StreamAnswer(c, 503, "application/json",
+                 OpenAiError("the router is shutting down", "upstream_error", 503),
+                 "the router is shutting down");
+    return;
+  }
+  ReplicaState* replica = ex.rr.lease.get();
+  const PoolSpec& spec = *ex.rr.pool->spec;
+  const ReplicaUrl& url = replica->parsed();
+
+  const std::string body = UpstreamBody(ex, spec);
+  std::string& request = s.request;
+  request.clear();
+  request.reserve(body.size() + 512);
+  const bool v6 = url.host.find(':') != std::string::npos;
+  request += "POST " + url.prefix + ex.path + " HTTP/1.1\r\nHost: " +
+             (v6 ? "[" + url.host + "]" : url.host) + ":" + std::to_string(url.port) + "\r\n";
+  for (const auto& [name, value] : ex.forward_headers) request += name + ": " + value + "\r\n";
+  if (!replica->api_key().empty()) request += "Authorization: Bearer " + replica->api_key() + "\r\n";
+  request += "Content-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +
+             "\r\n\r\n";
+  request += body;
+  s.sent = 0;
+  s.error_body.clear();
+
+  s.up = fresh_connection ? nullptr : replica->AcquireConn();
+  s.reused = s.up != nullptr;
+  if (!s.up) {
+    auto conn = UpstreamConn::StartConnect(url.host, url.port);
+    if (!conn.ok()) {
+      UpstreamTransportFailure(c, conn.status());
+      return;
+    }
+    s.up = std::move(*conn);
+  }
+  s.phase = s.up->connecting() ? LoopStream::Phase::kConnecting : LoopStream::Phase::kSending;
+  s.phase_start_ns = NowNs();
+  s.up_token = next_token++;
+  s.up_events = EPOLLOUT;
+  upstream_owner[s.up_token] = c;
+  epoll_event ev{};
+  ev.events = s.up_events;
+  ev.data.u64 = s.up_token;
+  ::epoll_ctl(epoll_fd, EPOLL_CTL_ADD, s.up->fd(), &ev);
+  if (s.phase == LoopStream::Phase::kSending) PumpUpstream(c);
+  if (!c->dead) Arm(c);
+}
+
+void Gateway::Impl::OnUpstreamEvent(ClientConn* c, uint32_t events) {
+  if (!c->stream || c->dead) return;
+  LoopStream& s = *c->stream;
+  if (s.phase == LoopStream::Phase::kConnecting) {
+    if (!(events & (EPOLLOUT | EPOLLERR | EPOLLHUP))) return;
+    Status st = s.up->FinishConnect();
+    if (!st.ok()) {
+      UpstreamTransportFailure(c, st);
+      return;
+    }
+    s.phase = LoopStream::Phase::kSending;
+    s.phase_start_ns = NowNs();
+  }
+  PumpUpstream(c);
+  if (!c->dead) Arm(c);
+}
+
+// Advances the exchange with what the upstream socket allows now.
+void Gateway::Impl::PumpUpstream(ClientConn* c) {
+  LoopStream& s = *c->stream;
+  if (s.phase == LoopStream::Phase::kSending) {
+    Status st = s.up->SendNow(s.request, &s.sent);
+    if (!st.ok()) {
+      UpstreamTransportFailure(c, st);
+      return;
+    }
+    if (s.sent < s.request.size()) return;  // EPOLLOUT again
+    s.phase = LoopStream::Phase::kHead;
+    s.phase_start_ns = NowNs();
+    s.last_upstream_ns = s.phase_start_ns;
+    SetEvents(s.up->fd(), s.up_token, &s.up_events, EPOLLIN | EPOLLRDHUP);
+  }
+  if (s.phase == LoopStream::Phase::kHead) {
+    bool complete = false;
+    Status st = s.up->ReadHeadNow(&complete);
+    if (!st.ok()) {
+      UpstreamTransportFailure(c, st);
+      return;
+    }
+    if (!complete) return;
+    OnUpstreamHead(c);
+    return;
+  }
+  if (s.phase == LoopStream::Phase::kErrorBody) {
+    while (true) {
+      const auto r = s.up->ReadBodyNow(&s.error_body);
+      if (r == UpstreamConn::ReadResult::kWouldBlock && s.error_body.size() <= kMaxErrorBodyBytes)
+        return;  // more later
+      if (r == UpstreamConn::ReadResult::kData && s.error_body.size() <= kMaxErrorBodyBytes)
+        continue;
+      if (s.error_body.size() > kMaxErrorBodyBytes) s.error_body.resize(kMaxErrorBodyBytes);
+      DropUpstream(s, r == UpstreamConn::ReadResult::kDone);
+      DecideOnErrorBody(c);
+      return;
+    }
+  }
+  if (s.phase == LoopStream::Phase::kBody) PumpBody(c);
+}
+
+void Gateway::Impl::OnUpstreamHead(ClientConn* c) {
+  LoopStream& s = *c->stream;
+  Exchange& ex = *s.ex;
+  s.up_status = s.up->status();
+  s.up_content_type = s.up->content_type();
+  if (s.up_content_type.empty()) s.up_content_type = "application/json";
+  s.last_upstream_ns = NowNs();
+  if (s.up_status < 200 || s.up_status >= 300) {
+    s.phase = LoopStream::Phase::kErrorBody;
+    PumpUpstream(c);
+    return;
+  }
+  s.phase = LoopStream::Phase::kBody;
+  if (!s.headers_sent) {
+    // Our response starts now, while the model may still be prefilling.
+    s.headers_sent = true;
+    s.sse = s.up_content_type.find("text/event-stream") != std::string::npos;
+    const RouteDecision& d = ex.rr.decision;
+    std::string& o = c->out;
+    o += "HTTP/1.1 " + std::to_string(s.up_status) + " " + ReasonPhrase(s.up_status) + "\r\n";
+    o += "Content-Type: " + s.up_content_type + "\r\n";
+    o += RequestIdHeader(c->request_id);
+    if (!d.route.empty()) o += "X-Octet-Route: " + d.route + "\r\n";
+    if (!d.pool.empty()) o += "X-Octet-Pool: " + d.pool + "\r\n";
+    if (!d.replica.empty()) o += "X-Octet-Replica: " + d.replica + "\r\n";
+    if (s.sse) o += "Cache-Control: no-cache\r\nX-Accel-Buffering: no\r\n";
+    if (c->req.http11)
+      o += "Transfer-Encoding: chunked\r\n";
+    else
+      o += "Connection: close\r\n";
+    o += "\r\n";
+    s.last_client_write_ns = NowNs();
+    Flush(c);
+    if (c->dead) return;
+  }
+  PumpBody(c);
+}
+
+// Relays what the upstream has sent: one read, one write to the client.
+void Gateway::Impl::PumpBody(ClientConn* c) {
+  LoopStream& s = *c->stream;
+  while (!s.paused && s.up) {
+    s.piece.clear();
+    const auto r = s.up->ReadBodyNow(&s.piece);
+    if (!s.piece.empty()) {
+      s.last_upstream_ns = NowNs();
+      s.counter.Feed(s.piece);
+      s.body_started = true;
+      StreamWrite(c, s.piece);
+      if (c->dead) return;
+      if (c->unsent() >= kClientHighWater) {
+        // Back-pressure: leave the bytes in the upstream's socket until the client drains.
+        s.paused = true;
+        ::epoll_ctl(epoll_fd, EPOLL_CTL_DEL, s.up->fd(), nullptr);
+        s.up_events = 0;
+      }
+    }
+    switch (r) {
+      case UpstreamConn::ReadResult::kData:
+        return;  // epoll says when more arrives (level-triggered)
+      case UpstreamConn::ReadResult::kWouldBlock:
+        return;
+      case UpstreamConn::ReadResult::kDone:
+        core->ReportSuccess(s.ex->rr.lease.get(), *s.ex->rr.pool->spec);
+        DropUpstream(s, true);
+        EndStream(c);
+        return;
+      case UpstreamConn::ReadResult::kError:
+        BodyFailure(c, s.up->error());
+        return;
+    }
+  }
+}
+
+void Gateway::Impl::StreamWrite(ClientConn* c, std::string_view data) {
+  LoopStream& s = *c->stream;
+  if (data.empty()) return;
+  if (c->req.http11) {
+    char size[32];
+    const int n = std::snprintf(size, sizeof size, "%zx\r\n", data.size());
+    c->out.append(size, static_cast<size_t>(n));
+    c->out.append(data);
+    c->out += "\r\n";
+  } else {
+    c->out.append(data);
+  }
+  if (!s.wrote_any) {
+    s.wrote_any = true;
+    s.ex->rr.pool->counters->ttft.Record(NowNs() - s.ex->start_ns);
+  }
+  if (data.size() >= 2) {
+    s.tail[0] = data[data.size() - 2];
+    s.tail[1] = data[data.size() - 1];
+  } else {
+    s.tail[0] = s.tail[1];
+    s.tail[1] = data[0];
+  }
+  s.last_client_write_ns = NowNs();
+  Flush(c);
+}
+
+// A transport failure before the body (connect, send, no head, broken head).
+void Gateway::Impl::UpstreamTransportFailure(ClientConn* c, const Status& st) {
+  LoopStream& s = *c->stream;
+  Exchange& ex = *s.ex;
+  const bool reused = s.reused;
+  DropUpstream(s, false);
+  // A reused keep-alive connection the server closed meanwhile gets one more
+  // try on a fresh connection to the same replica (not the replica's fault).
+  if (reused && st.code() != StatusCode::kDeadlineExceeded) {
+    StartAttempt(c, true);
+    return;
+  }
+  ReplicaState* replica = ex.rr.lease.get();
+  const std::string what = st.message();
+  if (MoveOnAfterTransportFailure(ex.rr, replica, what)) {
+    StartAttempt(c, false);
+    return;
+  }
+  const bool timeout = st.code() == StatusCode::kDeadlineExceeded;
+  const std::string reason =
+      "pool '" + ex.rr.pool->spec->name + "' replica " + replica->url() + ": " + what;
+  StreamAnswer(c, timeout ? 504 : 502, "application/json",
+               OpenAiError("upstream failed: " + reason, "upstream_error", timeout ? 504 : 502),
+               "upstream failed: " + reason);
+}
+
+void Gateway::Impl::BodyFailure(ClientConn* c, std::string what) {
+  LoopStream& s = *c->stream;
+  Exchange& ex = *s.ex;
+  DropUpstream(s, false);
+  ReplicaState* replica = ex.rr.lease.get();
+  if (s.body_started) {
+    // Tokens already reached the client: end the stream with an error event.
+    ex.failed_after_headers = true;
+    ex.error = true;
+    ex.error_message = MidStreamFailure(replica, *ex.rr.pool, what);
+    EndStream(c);
+    return;
+  }
+  // Nothing forwarded yet: another replica may still answer.
+  if (MoveOnAfterTransportFailure(ex.rr, replica, what)) {
+    StartAttempt(c, false);
+    return;
+  }
+  const std::string reason =
+      "pool '" + ex.rr.pool->spec->name + "' replica " + replica->url() + ": " + what;
+  StreamAnswer(c, 502, "application/json",
+               OpenAiError("upstream failed: " + reason, "upstream_error", 502),
+               "upstream failed: " + reason);
+}
+
+void Gateway::Impl::DecideOnErrorBody(ClientConn* c) {
+  LoopStream& s = *c->stream;
+  Exchange& ex = *s.ex;
+  ReplicaState* replica = ex.rr.lease.get();
+  if (MoveOnAfterStatus(ex.rr, replica, *ex.rr.pool->spec, s.up_status)) {
+    StartAttempt(c, false);
+    return;
+  }
+  const std::string message = "upstream " + replica->url() + " answered " +
+                              std::to_string(s.up_status) + ": " + s.error_body.substr(0, 500);
+  StreamAnswer(c, s.up_status, s.up_content_type, s.error_body, message);
+}
+
+// The stream ends with an answer of its own (an error, or an upstream's
+// non-2xx passed through): a whole response when our headers have not gone
+// out, else an SSE error event.
+void Gateway::Impl::StreamAnswer(ClientConn* c, int status, const std::string& content_type,
+                                 const std::string& body, const std::string& message) {
+  LoopStream& s = *c->stream;
+  Exchange& ex = *s.ex;
+  ex.error = ex.error || status >= 500;
+  if (s.headers_sent) {
+    ex.failed_after_headers = true;
+    ex.error = true;
+    ex.error_message = message;
+    EndStream(c);
+    return;
+  }
+  DropUpstream(s, false);
+  ex.rr.lease.Release();
+  ex.rr.pool->counters->ttft.Record(NowNs() - ex.start_ns);
+  Finish(ex);
+  const RouteDecision& d = ex.rr.decision;
+  std::string extra;
+  if (!d.route.empty()) extra += "X-Octet-Route: " + d.route + "\r\n";
+  if (!d.pool.empty()) extra += "X-Octet-Pool: " + d.pool + "\r\n";
+  if (!d.replica.empty()) extra += "X-Octet-Replica: " + d.replica + "\r\n";
+  dead_streams.push_back(std::move(c->stream));  // `body` may live in it
+  WriteSimple(c, status, content_type, body, extra, false);
+}
+
+// Ends a stream whose headers went out: the SSE error event when it failed,
+// the last chunk, the metrics.
+void Gateway::Impl::EndStream(ClientConn* c) {
+  LoopStream& s = *c->stream;
+  Exchange& ex = *s.ex;
+  if (ex.failed_after_headers && s.sse) {
+    if (s.tail[0] != '\n' || s.tail[1] != '\n') StreamWrite(c, "\n\n");
+    if (c->dead) return;
+    StreamWrite(c, SseError(ex.error_message));
+    if (c->dead) return;
+  }
+  DropUpstream(s, false);
+  ex.rr.lease.Release();  // the upstream is done: its load drops now
+  ex.tokens = s.counter.tokens();
+  Finish(ex);
+  if (c->req.http11) c->out += "0\r\n\r\n";
+  const bool close = !c->req.http11 || !c->req.keep_alive;
+  ResponseDone(c, close);
+  if (!c->dead && c->state == ClientConn::State::kHead) ProcessInput(c);
+}
+
+// The client left (or the gateway stops) during a stream: the upstream
+// request is cancelled by closing its connection.
+void Gateway::Impl::CancelStream(ClientConn* c) {
+  dead_streams.push_back(std::move(c->stream));  // callers up the stack may still hold it
+  LoopStream* s = dead_streams.back().get();
+  s->ex->rr.pool->counters->cancelled.fetch_add(1, std::memory_order_relaxed);
+  DropUpstream(*s, false);
+  s->ex->rr.lease.Release();
+  s->ex->tokens = s->counter.tokens();
+  Finish(*s->ex);
+}
+
+int64_t Gateway::Impl::StreamDeadline(const LoopStream& s) const {
+  const TimeoutSpec& t = s.ex->rr.pool->spec->timeouts;
+  const int64_t read_ns = std::max(t.first_token_ms, t.idle_ms) * 1000000;
+  int64_t d = 0;
+  switch (s.phase) {
+    case LoopStream::Phase::kConnecting:
+      d = s.phase_start_ns + t.connect_ms * 1000000;
+      break;
+    case LoopStream::Phase::kSending:
+      d = s.phase_start_ns + std::max<int64_t>(t.connect_ms, 10000) * 1000000;
+      break;
+    case LoopStream::Phase::kHead:
+    case LoopStream::Phase::kErrorBody:
+    case LoopStream::Phase::kBody:
+      d = s.paused ? 0 : s.last_upstream_ns + read_ns;
+      break;
+  }
+  if (s.headers_sent && s.sse && s.ex->keepalive_ms > 0) {
+    const int64_t k = s.last_client_write_ns + s.ex->keepalive_ms * 1000000;
+    if (d == 0 || k < d) d = k;
+  }
+  return d;
+}
+
+void Gateway::Impl::OnStreamDeadline(ClientConn* c, int64_t now) {
+  LoopStream& s = *c->stream;
+  const TimeoutSpec& t = s.ex->rr.pool->spec->timeouts;
+  const int64_t read_ms = std::max(t.first_token_ms, t.idle_ms);
+  if (s.headers_sent && s.sse && s.ex->keepalive_ms > 0 &&
+      now >= s.last_client_write_ns + s.ex->keepalive_ms * 1000000) {
+    // An SSE comment between events: clients ignore it, and writing it is how
+    // a departed client is noticed while the model prefills.
+    if (s.tail[0] == '\n' && s.tail[1] == '\n') {
+      StreamWrite(c, ": keepalive\n\n");
+      if (c->dead) return;
+    } else {
+      s.last_client_write_ns = now;
+    }
+  }
+  switch (s.phase) {
+    case LoopStream::Phase::kConnecting:
+      if (now >= s.phase_start_ns + t.connect_ms * 1000000)
+        UpstreamTransportFailure(c, DeadlineExceededError("connecting timed out after " +
+                                                          std::to_string(t.connect_ms) + " ms"));
+      return;
+    case LoopStream::Phase::kSending:
+      if (now >= s.phase_start_ns + std::max<int64_t>(t.connect_ms, 10000) * 1000000)
+        UpstreamTransportFailure(c, DeadlineExceededError("sending the request timed out"));
+      return;
+    case LoopStream::Phase::kHead:
+    case LoopStream::Phase::kErrorBody:
+      if (now >= s.last_upstream_ns + read_ms * 1000000)
+        UpstreamTransportFailure(c, DeadlineExceededError("no response from the upstream within " +
+                                                          std::to_string(read_ms) + " ms"));
+      return;
+    case LoopStream::Phase::kBody:
+      if (!s.paused && now >= s.last_upstream_ns + read_ms * 1000000)
+        BodyFailure(c, "no data for " + std::to_string(read_ms) + " ms");
+      return;
+  }
+}
+
+}  // namespace octet::router

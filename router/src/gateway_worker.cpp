@@ -1,0 +1,552 @@
+// The gateway's worker-thread path. Requests the loop does not relay itself
+// (non-streaming completions, streams to https replicas or with
+// direct_streaming off, and the admin and info endpoints) run as
+// httplib-typed handlers on the `workers` pool (SubmitWorker); a completion's
+// upstream exchange runs through httplib::Client (RunUpstream), for a stream
+// on an `upstream_threads` thread that writes through the response's DataSink
+// (RunCompletion). The response goes back to the loop as bytes in a
+// WorkerReply (SendWorkerResponse, PostReply), which blocks the worker while
+// the client's backlog is full; the loop takes them (TakeWorkerNews).
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <exception>
+
+#include "gateway_impl.h"
+#include "octet/base/deadline.h"
+#include "octet/base/log.h"
+
+namespace octet::router {
+namespace {
+
+uint64_t UnaryTokens(const std::string& body) {
+  json j = json::parse(body, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return 0;
+  auto u = j.find("usage");
+  if (u == j.end() || !u->is_object()) return 0;
+  const int64_t t = u->value("completion_tokens", int64_t{0});
+  return t > 0 ? static_cast<uint64_t>(t) : 0;
+}
+
+bool IEqualsAscii(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    char x = a[i], y = b[i];
+    if (x >= 'A' && x <= 'Z') x = static_cast<char>(x - 'A' + 'a');
+    if (y >= 'A' && y <= 'Z') y = static_cast<char>(y - 'A' + 'a');
+    if (x != y) return false;
+  }
+  return true;
+}
+
+void SetDecisionHeaders(httplib::Response& res, const RouteDecision& d) {
+  if (!d.route.empty()) res.set_header("X-Octet-Route", d.route);
+  if (!d.pool.empty()) res.set_header("X-Octet-Pool", d.pool);
+  if (!d.replica.empty()) res.set_header("X-Octet-Replica", d.replica);
+}
+
+// Marks the exchange as answered with `status` and a body of its own (an
+// error, or an upstream error passed through). After our 2xx headers went out,
+// it becomes an SSE error event instead.
+void AnswerWith(Exchange& ex, int status, const std::string& content_type, std::string body,
+                const std::string& message) {
+  std::lock_guard<std::mutex> lock(ex.mu);
+  ex.error = status >= 500 || ex.error;
+  if (ex.headers_ready) {
+    ex.failed_after_headers = true;
+    ex.error = true;
+    ex.error_message = message;
+    return;
+  }
+  ex.status = status;
+  ex.content_type = content_type;
+  ex.unary_body = std::move(body);
+  ex.headers_ready = true;
+}
+
+}  // namespace
+
+bool Gateway::Impl::WriteLocked(Exchange& ex, std::string_view data) {
+  if (data.empty()) return true;
+  if (!ex.sink->write(data.data(), data.size())) return false;
+  if (!ex.wrote_any) {
+    ex.wrote_any = true;
+    ex.rr.pool->counters->ttft.Record(NowNs() - ex.start_ns);
+  }
+  if (data.size() >= 2) {
+    ex.tail[0] = data[data.size() - 2];
+    ex.tail[1] = data[data.size() - 1];
+  } else {
+    ex.tail[0] = ex.tail[1];
+    ex.tail[1] = data[0];
+  }
+  return true;
+}
+
+// A body chunk from the upstream thread. False when the client is gone.
+bool Gateway::Impl::Deliver(Exchange& ex, const char* data, size_t n) {
+  std::lock_guard<std::mutex> lock(ex.sink_mu);
+  ex.body_started = true;
+  if (!ex.sink) {
+    ex.pending.emplace_back(data, n);
+    return true;
+  }
+  if (WriteLocked(ex, std::string_view(data, n))) return true;
+  std::lock_guard<std::mutex> state(ex.mu);
+  ex.cancelled = true;
+  ex.cv.notify_all();
+  return false;
+}
+
+void Gateway::Impl::RunUpstream(const std::shared_ptr<Exchange>& exp) {
+  Exchange& ex = *exp;
+  SseTokenCounter sse;
+  // Marks the exchange as answered with `status` and a body of its own (an
+  // error, or an upstream error passed through). After our 2xx headers went
+  // out, it becomes an SSE error event instead.
+  auto finish_with = [&](int status, const std::string& content_type, std::string body,
+                         const std::string& message) {
+    AnswerWith(ex, status, content_type, std::move(body), message);
+  };
+
+  while (true) {
+    {
+      std::lock_guard<std::mutex> lock(ex.mu);
+      if (ex.cancelled) break;
+    }
+    ReplicaState* replica = ex.rr.lease.get();
+    const PoolRuntime& pool = *ex.rr.pool;
+    const PoolSpec& spec = *pool.spec;
+    std::unique_ptr<httplib::Client> client = replica->AcquireClient(spec.timeouts);
+
+    httplib::Request req;
+    req.method = "POST";
+    req.path = replica->parsed().prefix + ex.path;
+    req.headers = ex.forward_headers;
+    if (!replica->api_key().empty())
+      req.headers.emplace("Authorization", "Bearer " + replica->api_key());
+    req.headers.emplace("Content-Type", "application/json");
+    req.body = UpstreamBody(ex, spec);
+
+    int status = 0;
+    bool buffering = false;  // non-2xx: collect the body, decide after
+    std::string error_body, content_type, unary;
+    req.response_handler = [&](const httplib::Response& r) {
+      status = r.status;
+      content_type = r.get_header_value("Content-Type");
+      if (content_type.empty()) content_type = "application/json";
+      buffering = !(status >= 200 && status < 300);
+      if (!buffering && ex.stream) {
+        // Our response starts now: the handler may send its headers.
+        std::lock_guard<std::mutex> lock(ex.mu);
+        if (!ex.headers_ready) {
+          ex.status = status;
+          ex.content_type = content_type;
+          ex.headers_ready = true;
+          ex.cv.notify_all();
+        }
+      }
+      return true;
+    };
+    req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
+      if (buffering) {
+        if (error_body.size() + n <= kMaxErrorBodyBytes) error_body.append(data, n);
+        return true;
+      }
+      if (!ex.stream) {
+        unary.append(data, n);
+        return true;
+      }
+      sse.Feed(std::string_view(data, n));
+      return Deliver(ex, data, n);
+    };
+    {
+      std::lock_guard<std::mutex> lock(ex.mu);
+      if (ex.cancelled) break;
+      ex.active_client = client.get();
+    }
+    httplib::Response upstream_res;
+    httplib::Error err = httplib::Error::Success;
+    const bool ok = client->send(req, upstream_res, err);
+    bool cancelled;
+    {
+      std::lock_guard<std::mutex> lock(ex.mu);
+      ex.active_client = nullptr;
+      cancelled = ex.cancelled;
+    }
+    if (cancelled) break;
+
+    if (ok && !buffering) {  // a complete 2xx response
+      core->ReportSuccess(replica, spec);
+      replica->ReleaseClient(std::move(client));
+      std::lock_guard<std::mutex> lock(ex.mu);
+      if (ex.stream) {
+        ex.tokens = sse.tokens();
+      } else {
+        ex.tokens = UnaryTokens(unary);
+        ex.status = status;
+        ex.content_type = content_type;
+        ex.unary_body = std::move(unary);
+        ex.headers_ready = true;
+      }
+      break;
+    }
+    if (ok) {  // a complete non-2xx response, held back so far
+      replica->ReleaseClient(std::move(client));
+      if (MoveOnAfterStatus(ex.rr, replica, spec, status)) continue;
+      const std::string message = "upstream " + replica->url() + " answered " +
+                                  std::to_string(status) + ": " + error_body.substr(0, 500);
+      finish_with(status, content_type, std::move(error_body), message);
+      break;
+    }
+    // Transport failure (connect, send, read, timeout).
+    bool body_started;
+    {
+      std::lock_guard<std::mutex> lock(ex.sink_mu);
+      body_started = ex.body_started;
+    }
+    const std::string what = httplib::to_string(err);
+    if (body_started) {
+      // Tokens already reached the client: end the stream with an error event.
+      const std::string message = MidStreamFailure(replica, pool, what);
+      std::lock_guard<std::mutex> lock(ex.mu);
+      ex.failed_after_headers = true;
+      ex.error = true;
+      ex.error_message = message;
+      ex.tokens = sse.tokens();
+      break;
+    }
+    if (MoveOnAfterTransportFailure(ex.rr, replica, what)) continue;
+    const bool timeout = err == httplib::Error::ConnectionTimeout || err == httplib::Error::Read;
+    const std::string reason = "pool '" + spec.name + "' replica " + replica->url() + ": " + what;
+    finish_with(timeout ? 504 : 502, "application/json",
+                OpenAiError("upstream failed: " + reason, "upstream_error", timeout ? 504 : 502),
+                "upstream failed: " + reason);
+    break;
+  }
+  ex.rr.lease.Release();  // the upstream is done: its load drops now
+  std::lock_guard<std::mutex> lock(ex.mu);
+  ex.upstream_done = true;
+  ex.cv.notify_all();
+}
+
+// A completion that is not relayed by the loop: non-streaming, or a stream
+// through an upstream thread (https pools, or options.direct_streaming off).
+// `ex` is admitted (Admit).
+void Gateway::Impl::RunCompletion(const std::shared_ptr<Exchange>& ex, const httplib::Request&,
+                                  httplib::Response& res) {
+  const int64_t t0 = ex->start_ns;
+  auto snapshot = ex->rr.runtime;
+  if (!ex->stream) {
+    RunUpstream(ex);
+    ex->rr.pool->counters->ttft.Record(NowNs() - t0);
+    Finish(*ex);
+    res.status = ex->status;
+    SetDecisionHeaders(res, ex->rr.decision);
+    res.set_content(ex->unary_body, ex->content_type);
+    return;
+  }
+
+  // Streaming through an upstream thread (https replicas): it runs the exchange
+  // (retries included); this thread waits until the response status is decided
+  // and then hands over to the content provider.
+  Register(ex);
+  upstream_threads.Submit([this, ex] { RunUpstream(ex); });
+  const TimeoutSpec& t = ex->rr.pool->spec->timeouts;
+  const int attempts =
+      2 + ex->rr.pool->spec->retries.attempts + static_cast<int>(snapshot->pools.size());
+  const Deadline deadline = Deadline::AfterMs((t.connect_ms + t.first_token_ms) * attempts);
+  bool timed_out = false;
+  {
+    std::unique_lock<std::mutex> lock(ex->mu);
+    timed_out = !ex->cv.wait_until(lock, deadline.at(),
+                                   [&] { return ex->headers_ready || ex->upstream_done; });
+  }
+  if (timed_out || stopping.load()) {
+    Cancel(*ex);
+    AwaitUpstream(*ex);
+    Unregister(ex);
+    Finish(*ex);
+    res.status = stopping.load() ? 503 : 504;
+    SetDecisionHeaders(res, ex->rr.decision);
+    res.set_content(OpenAiError(stopping.load() ? "the router is shutting down"
+                                                : "no response from the upstream in time",
+                                "upstream_error", res.status),
+                    "application/json");
+    return;
+  }
+  bool done;
+  {
+    std::lock_guard<std::mutex> lock(ex->mu);
+    done = ex->upstream_done;
+    res.status = ex->status;
+  }
+  SetDecisionHeaders(res, ex->rr.decision);
+  if (done) {
+    // The whole exchange is over already (an error, or a very short stream).
+    Unregister(ex);
+    ex->rr.pool->counters->ttft.Record(NowNs() - t0);
+    Finish(*ex);
+    std::string body = ex->unary_body;
+    for (auto& ch : ex->pending) body += ch;
+    if (ex->failed_after_headers) body += SseError(ex->error_message);
+    res.set_content(body, ex->content_type);
+    return;
+  }
+  const bool sse = ex->content_type.find("text/event-stream") != std::string::npos;
+  if (sse) {
+    res.set_header("Cache-Control", "no-cache");
+    res.set_header("X-Accel-Buffering", "no");
+  }
+  res.set_chunked_content_provider(
+      ex->content_type,
+      [this, ex, sse](size_t, httplib::DataSink& sink) {
+        // Flush what came before, then let the upstream thread write directly.
+        auto unpublish = [&] {
+          std::lock_guard<std::mutex> lock(ex->sink_mu);
+          ex->sink = nullptr;
+        };
+        {
+          std::lock_guard<std::mutex> lock(ex->sink_mu);
+          ex->sink = &sink;
+          while (!ex->pending.empty()) {
+            const bool ok = WriteLocked(*ex, ex->pending.front());
+            ex->pending.pop_front();
+            if (!ok) {
+              ex->sink = nullptr;
+              Cancel(*ex);
+              return false;
+            }
+          }
+        }
+        const auto keepalive =
+            std::chrono::milliseconds(ex->keepalive_ms > 0 ? ex->keepalive_ms : 1000);
+        std::unique_lock<std::mutex> lock(ex->mu);
+        while (true) {
+          if (ex->cancelled || stopping.load()) {
+            lock.unlock();
+            unpublish();
+            Cancel(*ex);
+            return false;
+          }
+          if (ex->upstream_done) {
+            const bool failed = ex->failed_after_headers;
+            const std::string message = ex->error_message;
+            lock.unlock();
+            std::lock_guard<std::mutex> sl(ex->sink_mu);
+            if (failed && sse) {
+              if (ex->tail[0] != '\n' || ex->tail[1] != '\n') WriteLocked(*ex, "\n\n");
+              WriteLocked(*ex, SseError(message));
+            }
+            ex->sink = nullptr;
+            sink.done();
+            return true;
+          }
+          const bool woke = ex->cv.wait_for(lock, keepalive, [&] {
+            return ex->upstream_done || ex->cancelled || stopping.load();
+          });
+          if (!woke && sse && ex->keepalive_ms > 0) {
+            // An SSE comment between events: clients ignore it, and writing it
+            // is how a departed client is noticed while the model prefills.
+            lock.unlock();
+            bool ok = true;
+            {
+              std::lock_guard<std::mutex> sl(ex->sink_mu);
+              if (ex->tail[0] == '\n' && ex->tail[1] == '\n')
+                ok = WriteLocked(*ex, ": keepalive\n\n");
+            }
+            if (!ok) {
+              unpublish();
+              Cancel(*ex);
+              return false;
+            }
+            lock.lock();
+          }
+        }
+      },
+      [this, ex](bool success) {
+        {
+          std::lock_guard<std::mutex> lock(ex->sink_mu);
+          ex->sink = nullptr;  // the sink dies with this response
+        }
+        if (!success) {  // the client did not get the whole response: it left (or we stop)
+          ex->rr.pool->counters->cancelled.fetch_add(1, std::memory_order_relaxed);
+          Cancel(*ex);
+        }
+        AwaitUpstream(*ex);
+        Unregister(ex);
+        Finish(*ex);
+      });
+}
+
+// ---- Worker responses ---------------------------------------------------------
+
+void Gateway::Impl::PostReply(uint64_t token, const std::shared_ptr<WorkerReply>& reply,
+                              std::string bytes, bool finished, bool close_after) {
+  {
+    std::lock_guard<std::mutex> lock(reply->mu);
+    reply->pending += bytes;
+    reply->finished = reply->finished || finished;
+    reply->close_after = reply->close_after || close_after;
+  }
+  {
+    std::lock_guard<std::mutex> lock(notify_mu);
+    notified.push_back(token);
+  }
+  Wake();
+}
+
+void Gateway::Impl::SendWorkerResponse(httplib::Response& res, bool head_only, bool http11,
+                                       bool keep_alive, uint64_t token,
+                                       const std::shared_ptr<WorkerReply>& reply) {
+  const bool provider = static_cast<bool>(res.content_provider_);
+  // A streamed body to an HTTP/1.0 client is delimited by closing the connection.
+  const bool chunked = provider && http11;
+  const bool close_after = !keep_alive || (provider && !http11);
+  if (res.status == -1) res.status = 200;  // httplib: a handler that did not set it
+  if (res.status <= 0) res.status = 500;
+  std::string head = "HTTP/1.1 " + std::to_string(res.status) + " " + ReasonPhrase(res.status) +
+                     "\r\n";
+  for (const auto& [name, value] : res.headers) {
+    if (IEqualsAscii(name, "Content-Length") || IEqualsAscii(name, "Transfer-Encoding") ||
+        IEqualsAscii(name, "Connection"))
+      continue;
+    head += name + ": " + value + "\r\n";
+  }
+  if (chunked) {
+    head += "Transfer-Encoding: chunked\r\n";
+  } else if (!provider) {
+    head += "Content-Length: " + std::to_string(res.body.size()) + "\r\n";
+  }
+  if (close_after) head += "Connection: close\r\n";
+  head += "\r\n";
+  if (!provider) {
+    if (!head_only) head += res.body;
+    PostReply(token, reply, std::move(head), true, close_after);
+    return;
+  }
+  PostReply(token, reply, std::move(head), false, close_after);
+  // Run the content provider with a sink that writes through the loop and
+  // blocks (bounded by write_timeout_ms) while the client's backlog is full.
+  bool done = false, failed = false;
+  httplib::DataSink sink;
+  sink.write = [&](const char* data, size_t n) -> bool {
+    if (n == 0) return true;
+    std::string bytes;
+    if (chunked) {
+      char size[32];
+      std::snprintf(size, sizeof size, "%zx\r\n", n);
+      bytes.reserve(n + 16);
+      bytes += size;
+      bytes.append(data, n);
+      bytes += "\r\n";
+    } else {
+      bytes.assign(data, n);
+    }
+    {
+      std::unique_lock<std::mutex> lock(reply->mu);
+      const auto limit = std::chrono::milliseconds(options.write_timeout_ms);
+      const bool room = reply->cv.wait_for(lock, limit, [&] {
+        return reply->client_gone ||
+               reply->pending.size() + reply->loop_backlog < kClientHighWater;
+      });
+      if (!room || reply->client_gone) {
+        failed = true;
+        return false;
+      }
+    }
+    PostReply(token, reply, std::move(bytes), false, false);
+    return true;
+  };
+  sink.is_writable = [&] {
+    std::lock_guard<std::mutex> lock(reply->mu);
+    return !reply->client_gone;
+  };
+  sink.done = [&] { done = true; };
+  size_t offset = 0;
+  while (!done && !failed) {
+    if (!res.content_provider_(offset, 0, sink)) {
+      failed = true;
+      break;
+    }
+  }
+  res.content_provider_success_ = done && !failed;
+  if (res.content_provider_success_) {
+    PostReply(token, reply, chunked ? "0\r\n\r\n" : "", true, close_after);
+  } else {
+    PostReply(token, reply, "", true, true);  // the body is incomplete: the connection ends
+  }
+  // ~Response runs the provider's releaser with content_provider_success_.
+}
+
+void Gateway::Impl::SubmitWorker(
+    ClientConn* c, std::function<void(httplib::Request&, httplib::Response&)> fn) {
+  auto reply = std::make_shared<WorkerReply>();
+  c->reply = reply;
+  auto hreq = std::make_shared<httplib::Request>();
+  hreq->method = c->req.method;
+  hreq->path = c->req.path;
+  hreq->version = c->req.http11 ? "HTTP/1.1" : "HTTP/1.0";
+  for (const auto& [name, value] : c->req.headers) hreq->headers.emplace(name, value);
+  hreq->body = std::move(c->req.body);
+  hreq->remote_addr = c->peer;
+  if (!c->req.query.empty()) {
+    for (const char* key : {"apply"}) {
+      const std::string v = QueryParam(c->req.query, key);
+      if (!v.empty()) hreq->params.emplace(key, v);
+    }
+  }
+  const bool http11 = c->req.http11, keep_alive = c->req.keep_alive;
+  const bool head_only = c->req.method == "HEAD";
+  const uint64_t token = c->token;
+  workers.Submit([this, fn = std::move(fn), hreq, reply, http11, keep_alive, head_only, token,
+                  request_id = c->request_id] {
+    httplib::Response res;
+    try {
+      fn(*hreq, res);
+    } catch (const std::exception& e) {
+      OCTET_LOG(ERROR) << "gateway handler failed: " << e.what();
+      res = httplib::Response();
+      res.status = 500;
+      res.set_content(OpenAiError(std::string("internal router error: ") + e.what(),
+                                  "internal_error", 500),
+                      "application/json");
+    }
+    if (!request_id.empty()) {
+      res.headers.erase("x-request-id");  // an upstream's copy: ours is the same id
+      res.set_header("x-request-id", request_id);
+    }
+    SendWorkerResponse(res, head_only, http11, keep_alive, token, reply);
+  });
+}
+
+void Gateway::Impl::TakeWorkerNews() {
+  std::vector<uint64_t> tokens;
+  {
+    std::lock_guard<std::mutex> lock(notify_mu);
+    tokens.swap(notified);
+  }
+  for (uint64_t token : tokens) {
+    auto it = conns.find(token);
+    if (it == conns.end()) continue;  // closed; CloseConn told the worker
+    ClientConn* c = it->second.get();
+    if (!c->reply) continue;  // already finished
+    std::string bytes;
+    bool finished, close_after;
+    {
+      std::lock_guard<std::mutex> lock(c->reply->mu);
+      bytes.swap(c->reply->pending);
+      finished = c->reply->finished;
+      close_after = c->reply->close_after;
+    }
+    c->out += bytes;
+    if (finished) {
+      ResponseDone(c, close_after || !c->req.keep_alive);
+    } else {
+      Flush(c);
+    }
+    if (!c->dead && c->state == ClientConn::State::kHead) ProcessInput(c);
+  }
+}
+
+}  // namespace octet::router

@@ -1,0 +1,79 @@
+// RouterCore's active health checks: the thread RouterCore's constructor
+// starts (RouterOptions::active_health_checks) runs a round every 50 ms; a
+// round GETs the health path of every replica whose interval is due, each on
+// its own thread, and takes a replica out of rotation after
+// unhealthy_threshold failures in a row, back after healthy_threshold
+// successes. Passive ejection (outlier detection) is RouterCore::ReportFailure.
+#include <chrono>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "octet/base/log.h"
+#include "router_core.h"
+
+namespace octet::router {
+
+void RouterCore::CheckReplica(const std::shared_ptr<ReplicaState>& replica, const PoolSpec& spec) {
+  const auto& hc = spec.health_check;
+  httplib::Client cli(replica->parsed().origin());
+  cli.set_keep_alive(false);
+  cli.set_connection_timeout(std::chrono::milliseconds(hc.timeout_ms));
+  cli.set_read_timeout(std::chrono::milliseconds(hc.timeout_ms));
+  cli.set_write_timeout(std::chrono::milliseconds(hc.timeout_ms));
+  httplib::Headers headers;
+  if (!replica->api_key().empty()) headers.emplace("Authorization", "Bearer " + replica->api_key());
+  auto res = cli.Get(replica->parsed().prefix + hc.path, headers);
+  const bool ok = res && res->status >= 200 && res->status < 300;
+  std::lock_guard<std::mutex> lock(replica->mu);
+  if (ok) {
+    replica->check_failures = 0;
+    ++replica->check_successes;
+    if (!replica->healthy.load() && replica->check_successes >= hc.healthy_threshold) {
+      replica->healthy.store(true);
+      OCTET_LOG(INFO) << "pool '" << spec.name << "': replica " << replica->url()
+                      << " passes its health check again";
+    }
+  } else {
+    replica->check_successes = 0;
+    ++replica->check_failures;
+    if (replica->healthy.load() && replica->check_failures >= hc.unhealthy_threshold) {
+      replica->healthy.store(false);
+      OCTET_LOG(WARNING) << "pool '" << spec.name << "': replica " << replica->url() << " failed "
+                         << replica->check_failures << " health checks ("
+                         << (res ? "status " + std::to_string(res->status)
+                                 : httplib::to_string(res.error()))
+                         << "); out of rotation";
+    }
+  }
+}
+
+void RouterCore::CheckHealthNow() {
+  auto rt = Snapshot();
+  if (!rt) return;
+  const int64_t now = NowMs();
+  std::vector<std::thread> checks;
+  for (const auto& pool : rt->pools) {
+    if (!pool->spec->health_check.enabled) continue;
+    for (const auto& r : pool->replicas) {
+      if (r->next_check_ms.load() > now) continue;
+      r->next_check_ms.store(now + pool->spec->health_check.interval_ms);
+      const PoolSpec* spec = pool->spec;
+      checks.emplace_back([this, r, spec, rt] { CheckReplica(r, *spec); });
+    }
+  }
+  for (auto& t : checks) t.join();
+}
+
+void RouterCore::HealthLoop() {
+  while (true) {
+    {
+      std::unique_lock<std::mutex> lock(health_mu_);
+      health_cv_.wait_for(lock, std::chrono::milliseconds(50), [this] { return stop_; });
+      if (stop_) return;
+    }
+    CheckHealthNow();
+  }
+}
+
+}  // namespace octet::router
