@@ -358,6 +358,8 @@ std::optional<HttpError> ParseMessages(const json& j, CompletionRequest* r) {
     } else if (!content.is_null()) {
       e.message = where + ".content must be a string or an array of text parts";
       return e;
+    } else {
+      msg.content_null = m.contains("content");  // null, not absent
     }
     r->messages.push_back(std::move(msg));
   }

@@ -436,7 +436,11 @@ std::string ChatTemplate::ApplyLlama3(std::span<const ChatMessage> messages,
     // Meta-Llama-3-Instruct: every message as a header block, content trimmed;
     // the assistant header is always appended (the template ignores
     // add_generation_prompt).
-    for (const ChatMessage& m : messages) turn(m.role, PyStrip(m.content));
+    // `message['content'] | trim` of a None content is "None"; tool_calls are
+    // not read.
+    for (const ChatMessage& m : messages) {
+      turn(m.role, m.content_null ? "None" : PyStrip(m.content));
+    }
     out += "<|start_header_id|>assistant<|end_header_id|>\n\n";
     return out;
   }

@@ -2,7 +2,10 @@
 // tool calls and tool results against Jinja2 rendering the fixtures' real
 // templates (Qwen3, Llama-3) the way transformers.apply_chat_template does,
 // live (data/render_tool_chats.py; skipped only when python3 cannot import
-// jinja2).
+// jinja2). The fixtures' Llama-3 template is the original
+// Meta-Llama-3-Instruct one, which has no tools section: its cases check
+// what it does with tools, tool calls, `tool`/`ipython` turns and a null
+// content (tools and calls ignored, roles as headers, "None").
 #include <QtTest>
 #include <nlohmann/json.hpp>
 
@@ -63,7 +66,9 @@ class TestChatTools : public QObject {
       QVERIFY2(tok.ok(), tok.status().ToString().c_str());
       std::vector<ChatMessage> messages;
       for (const ordered_json& m : c["messages"]) {
-        ChatMessage msg{m["role"], m["content"], ""};
+        ChatMessage msg{m["role"], "", ""};
+        if (m.contains("content") && m["content"].is_string()) msg.content = m["content"];
+        msg.content_null = m.contains("content") && m["content"].is_null();
         if (m.contains("tool_calls")) msg.tool_calls_json = m["tool_calls"].dump();
         messages.push_back(std::move(msg));
       }

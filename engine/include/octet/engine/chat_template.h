@@ -13,7 +13,9 @@
 //            has none.
 //   kLlama3  <|start_header_id|>role<|end_header_id|>\n\n + trimmed content +
 //            <|eot_id|>, after bos_token (Meta-Llama-3-Instruct's template; it
-//            always appends the assistant header). Templates of Llama 3.1 and
+//            always appends the assistant header; it has no tools section:
+//            tool definitions and assistant tool_calls are not written, `tool`
+//            and `ipython` turns are headers of that role). Templates of Llama 3.1 and
 //            later (recognised by their "Cutting Knowledge Date" line) always
 //            open with a system block carrying that line and "Today Date: ...",
 //            and honour add_generation_prompt.
@@ -47,6 +49,10 @@ struct ChatMessage {
   // Assistant turns: the OpenAI "tool_calls" array as JSON text (empty: none);
   // each {"function": {"name": ..., "arguments": string or object}}.
   std::string tool_calls_json;
+  // "content": null (an assistant turn that only calls tools), as opposed to
+  // empty or absent: the original Llama-3 template prints it as Jinja prints
+  // Python's None ("None"); the other families write it as empty.
+  bool content_null = false;
 };
 
 struct ChatOptions {
