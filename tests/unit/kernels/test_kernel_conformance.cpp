@@ -322,6 +322,67 @@ class TestKernelConformance : public QObject {
     }
   }
 
+  // Prefill-sized batches (more than 8 rows: the GEMM paths, AVX-512's packed
+  // panels of 32 weight rows gathered 16 at a time and AMX's tiles) of BF16
+  // and NVFP4 weights: row counts that leave part-filled 16- and 32-row
+  // panels, tasks of several panels (one thread, n = 200), odd and even k,
+  // column slices that start mid-row (rows further apart than their width),
+  // activation tiles of 12 with a ragged last one.
+  void prefillGemmPanelsAndSlices() {
+    std::mt19937 rng(13);
+    struct Shape {
+      int64_t n, k, col0;
+    };
+    const Shape shapes[] = {{7, 33, 0},   {17, 64, 5},  {33, 129, 0},
+                            {50, 96, 16}, {200, 67, 3}, {97, 304, 32}};
+    for (int threads : {1, 2}) {
+      for (auto& backend : AllBackends(threads)) {
+        for (WeightFormat f : {WeightFormat::kBF16, WeightFormat::kNvfp4}) {
+          for (const Shape& s : shapes) {
+            // NVFP4 column slices start and end on 16-column blocks.
+            const int64_t k = f == WeightFormat::kNvfp4 ? (s.k + 15) / 16 * 16 : s.k;
+            const int64_t col0 = f == WeightFormat::kNvfp4 ? s.col0 / 16 * 16 : s.col0;
+            OwnedWeight full = RandomWeight(f, s.n, col0 + k + 16, rng);
+            QVERIFY(full.view.CanSliceCols(col0, k));
+            const WeightMatrix w = full.view.ColSlice(col0, k);
+            for (int64_t m : {9, 13, 25, 40}) {
+              const int64_t ldx = k + 3, ldy = s.n + 2;
+              std::vector<float> x = RandomFloats(m * ldx, rng);
+              for (bool acc : {false, true}) {
+                std::vector<float> y(m * ldy, 7.0f);
+                backend->Matmul(x.data(), m, ldx, w, y.data(), ldy, acc);
+                std::vector<float> got;
+                std::vector<double> want, scale;
+                for (int64_t i = 0; i < m; ++i) {
+                  for (int64_t r = 0; r < s.n; ++r) {
+                    double d = 0, a = 0;
+                    for (int64_t c = 0; c < k; ++c) {
+                      const double p = double(WeightAt(w, r, c)) * x[i * ldx + c];
+                      d += p;
+                      a += std::fabs(p);
+                    }
+                    got.push_back(y[i * ldy + r]);
+                    want.push_back(acc ? d + 7.0 : d);
+                    scale.push_back(a + 7.0);
+                  }
+                  // The padding between rows of y is untouched.
+                  for (int64_t r = s.n; r < ldy && i + 1 < m; ++r) QCOMPARE(y[i * ldy + r], 7.0f);
+                }
+                std::string why;
+                QVERIFY2(Close(got, want, scale, 1e-5, &why),
+                         (std::string(backend->name()) + " " + std::string(WeightFormatName(f)) +
+                          " threads=" + std::to_string(threads) + " m=" + std::to_string(m) +
+                          " n=" + std::to_string(s.n) + " k=" + std::to_string(k) +
+                          " col0=" + std::to_string(col0) + (acc ? " acc" : "") + ": " + why)
+                             .c_str());
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+
   // Each activation keeps all 24 bits of its significand in a batched BF16
   // product: with one power-of-two weight per row (zeros elsewhere) every
   // output is one exact product, so it must equal w * x bit for bit.
