@@ -84,16 +84,27 @@ std::string_view MemoryKindName(MemoryKind kind) {
 }
 
 std::string_view OpName(Op op) {
-  static constexpr std::string_view kNames[] = {"matmul",         "gemm",
-                                                "embedding",      "rms_norm",
-                                                "rope",           "attention",
-                                                "kv_store",       "silu_mul",
-                                                "relu2",          "add",
-                                                "add_row_vector", "fill",
-                                                "gather_rows",    "scatter_add_rows",
-                                                "scale",          "soft_cap",
-                                                "softmax",        "argmax",
-                                                "top_k"};
+  static constexpr std::string_view kNames[] = {"matmul",
+                                                "gemm",
+                                                "embedding",
+                                                "rms_norm",
+                                                "rope",
+                                                "attention",
+                                                "kv_store",
+                                                "silu_mul",
+                                                "relu2",
+                                                "add",
+                                                "add_row_vector",
+                                                "fill",
+                                                "gather_rows",
+                                                "scatter_add_rows",
+                                                "scale",
+                                                "soft_cap",
+                                                "softmax",
+                                                "argmax",
+                                                "top_k",
+                                                "matmul_grouped",
+                                                "matmul_scatter_add"};
   static_assert(std::size(kNames) == static_cast<size_t>(Op::kCount));
   const auto i = static_cast<size_t>(op);
   return i < std::size(kNames) ? kNames[i] : "?";

@@ -99,6 +99,11 @@ bool CudaBackend::supports(Op op, WeightFormat format) const {
     case Op::kMatmul:
     case Op::kEmbedding:
       return supports(format);
+    // The mixture-of-experts grouped ops have only KernelBackend's composed
+    // defaults here: the engine keeps its per-expert calls instead.
+    case Op::kMatmulGrouped:
+    case Op::kMatmulScatterAdd:
+      return false;
     default:
       return op < Op::kCount;
   }

@@ -54,6 +54,10 @@ class CpuBackend final : public KernelBackend {
   void ScatterAddRows(const float* x, int64_t ldx, const int64_t* rows, const float* weights,
                       int64_t n_rows, int64_t n, float* out, int64_t ldo) override;
   void Scale(float* x, int64_t n, float s) override;
+  // Mixture-of-experts decode (cpu_backend_moe.cpp).
+  void MatmulGrouped(const GroupedProduct* products, int n_products) override;
+  void MatmulScatterAdd(const ScatterProduct* products, int n_products, int64_t n, float* out,
+                        int64_t ldo, float* scratch) override;
   int64_t Argmax(const float* x, int64_t n) override;
   void TopK(const float* x, int64_t n, int64_t k, int32_t* indices, float* values) override;
 
@@ -71,6 +75,14 @@ class CpuBackend final : public KernelBackend {
   std::vector<uint16_t> packed_x_;
   std::vector<std::vector<uint16_t>> bf16_scratch_;  // per thread: NVFP4 rows as BF16 (prefill)
   std::vector<uint8_t> tiles_x_;                     // decode rows packed for isa_.gemv_nvfp4_tiles
+
+  // cpu_backend_moe.cpp: activation blocks packed for gemv_nvfp4_tiles, and
+  // per pool thread a task's product rows before they are scattered.
+  std::vector<uint8_t> moe_tiles_x_;
+  std::vector<std::vector<float>> moe_task_y_;
+  int64_t PackGroupedTiles(const float* x, int64_t m, int64_t ldx, int64_t k, int64_t* offset);
+  void ScatterAddRun(const ScatterProduct* products, const std::vector<int>& run, int64_t n,
+                     float* out, int64_t ldo);
 
   // Packs x for gemv_packed when this table has it and a BF16 matrix of k
   // columns takes m rows; returns null when gemv is used instead.

@@ -131,6 +131,8 @@ enum class Op : uint8_t {
   kSoftmax,
   kArgmax,
   kTopK,
+  kMatmulGrouped,     // MatmulGrouped: the chosen experts' gate/up products in one call
+  kMatmulScatterAdd,  // MatmulScatterAdd: their down products, weighted and summed, in one call
   kCount
 };
 std::string_view OpName(Op op);  // "matmul", "kv_store", ...
@@ -274,6 +276,62 @@ class KernelBackend {
   virtual void ScatterAddRows(const float* x, int64_t ldx, const int64_t* rows,
                               const float* weights, int64_t n_rows, int64_t n, float* out,
                               int64_t ldo) = 0;
+
+  // ---- mixture-of-experts decode: every chosen expert in one call ----
+  //
+  // A decode step routes each token to k experts, each of which sees only a
+  // few rows (one at c1). One matmul call per expert and projection pays the
+  // call's fixed costs (packing the activations, starting the pool, the
+  // tasks' cold start) 2k times a layer for very little work each; these two
+  // ops pay them once for all the experts of the step.
+
+  // One product of MatmulGrouped: y[m, w.rows] = x[m, w.cols] · wᵀ, x rows
+  // `ldx` floats apart, y rows `ldy` apart.
+  struct GroupedProduct {
+    const float* x;
+    int64_t m;
+    int64_t ldx;
+    const WeightMatrix* w;
+    float* y;
+    int64_t ldy;
+  };
+  // Every product of `products` (each its own activations, weights and
+  // output; outputs must not overlap), each equal to its own Matmul call
+  // (accumulate false). Products with the same x, m and ldx share one
+  // activation packing. The default runs one Matmul per product.
+  virtual void MatmulGrouped(const GroupedProduct* products, int n_products) {
+    for (int i = 0; i < n_products; ++i) {
+      const GroupedProduct& p = products[i];
+      Matmul(p.x, p.m, p.ldx, *p.w, p.y, p.ldy, false);
+    }
+  }
+
+  // One product of MatmulScatterAdd: m rows of x (ldx apart) against w, row
+  // j of the product added, times weights[j] (null: 1), into out row rows[j].
+  struct ScatterProduct {
+    const float* x;
+    int64_t m;
+    int64_t ldx;
+    const WeightMatrix* w;
+    const int64_t* rows;   // [m], backend memory
+    const float* weights;  // [m], backend memory, or null
+  };
+  // out[rows_i[j], :] += weights_i[j] * (x_i · w_iᵀ)[j, :] for every product
+  // i in order and row j in order: exactly Matmul of each product followed by
+  // ScatterAddRows, in that order (the down projections of a step's experts
+  // and the router-weighted sum into the tokens' rows). Every w_i has
+  // `n` = w.rows output features; out rows are `ldo` apart. `scratch`:
+  // backend memory of at least max_i(m_i) * n floats, which the default (a
+  // Matmul and a ScatterAddRows per product) uses and a fused implementation
+  // may ignore.
+  virtual void MatmulScatterAdd(const ScatterProduct* products, int n_products, int64_t n,
+                                float* out, int64_t ldo, float* scratch) {
+    for (int i = 0; i < n_products; ++i) {
+      const ScatterProduct& p = products[i];
+      Matmul(p.x, p.m, p.ldx, *p.w, scratch, n, false);
+      ScatterAddRows(scratch, n, p.rows, p.weights, p.m, n, out, ldo);
+    }
+  }
 
   // x[i] *= s for n elements (MiniCPM's embedding and residual-branch scales).
   virtual void Scale(float* x, int64_t n, float s) = 0;
