@@ -130,12 +130,17 @@ class TestTrainRanks : public QObject {
   }
 
   // SIGKILL one rank in the middle of a run: the run stops with an error that
-  // names it, and the newest checkpoint loads and resumes.
+  // names it, the newest checkpoint loads, and resuming from it finishes with
+  // exactly the weights and optimizer state of a run that was never killed.
   void killedRankStopsTheRunAndTheLastCheckpointSurvives() {
     const std::string out = root_ + "/killed";
+    // The total step count sets the learning-rate schedule (its warm-down),
+    // so the killed, resumed and uninterrupted runs all ask for the same
+    // number; it is large enough that the kill lands long before the end.
+    const std::string total_steps = "400";
     auto args = TrainArgs(out);
     args[0] = BinDir() + "/octet";
-    args.insert(args.end(), {"--ranks", "2", "--batch-size", "2", "--steps", "1000000",
+    args.insert(args.end(), {"--ranks", "2", "--batch-size", "2", "--steps", total_steps,
                              "--checkpoint-every", "3", "--keep-checkpoints", "2"});
     auto output = std::make_shared<std::string>();
     auto mu = std::make_shared<std::mutex>();
@@ -188,13 +193,37 @@ class TestTrainRanks : public QObject {
     const Status loaded = trainer::LoadCheckpoint(*latest, **model, **opt, &state);
     QVERIFY2(loaded.ok(), loaded.ToString().c_str());
     QVERIFY(state.step >= 6 && state.step % 3 == 0);
-    // ... and the run continues from it.
+    QVERIFY2(state.step < std::stoi(total_steps), "the run ended before the kill");
+    // ... and the run continues from it to the end ...
     args = TrainArgs(out);
     args.insert(args.end(), {"--ranks", "2", "--batch-size", "2", "--resume", "--steps",
-                             std::to_string(state.step + 2)});
-    auto r = RunProgram(args, 60'000);
+                             total_steps, "--checkpoint-every", "3", "--keep-checkpoints", "2"});
+    auto r = RunProgram(args, 120'000);
     QVERIFY2(r.exit_code == 0, r.output.c_str());
     QVERIFY2(r.output.find("resuming from") != std::string::npos, r.output.c_str());
+    // ... bit for bit where a run that was never killed ends.
+    const std::string whole = root_ + "/unkilled";
+    args = TrainArgs(whole);
+    args.insert(args.end(), {"--ranks", "2", "--batch-size", "2", "--steps", total_steps,
+                             "--checkpoint-every", "3", "--keep-checkpoints", "2"});
+    r = RunProgram(args, 120'000);
+    QVERIFY2(r.exit_code == 0, r.output.c_str());
+    const std::string last = "/checkpoints/step-000" + total_steps;
+    for (const char* file : {"/model.safetensors", "/optimizer.safetensors"}) {
+      auto resumed = ReadFileToString(out + last + file);
+      auto straight = ReadFileToString(whole + last + file);
+      QVERIFY2(resumed.ok() && straight.ok(), (out + last + file).c_str());
+      QVERIFY2(resumed->size() > 1000, file);
+      QVERIFY2(*resumed == *straight,
+               (std::string(file) + " after the kill and --resume differs from the run that "
+                                    "was never killed")
+                   .c_str());
+    }
+    // The data loader resumed at the same place (its position is in the state).
+    auto resumed_state = ReadFileToString(out + last + "/trainer_state.json");
+    auto straight_state = ReadFileToString(whole + last + "/trainer_state.json");
+    QVERIFY(resumed_state.ok() && straight_state.ok());
+    QCOMPARE(*resumed_state, *straight_state);
   }
 
   // octet-agent's contract: each rank is `octet worker --job training --model
