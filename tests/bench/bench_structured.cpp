@@ -3,10 +3,14 @@
 // with the real Qwen3 tokenizer (151,669 ids; default shape Qwen3-0.6B, BF16),
 // sampled, interleaved: a json_schema request (until its JSON is complete),
 // then an unconstrained one of the same number of tokens (ignore_eos). Prints
-// each pair's decode tokens/s, the time spent in the constraint (mask + accept)
-// per token, and the ratio as JSON.
+// each pair's decode tokens/s, the time spent in the constraint (one-token
+// checks, whole masks, accept) per token, how many tokens needed a whole mask,
+// and the ratio as JSON. A random model's choices are mostly refused outside
+// strings, so whole masks are far more frequent here than with a trained one.
 //
 //   bench_structured [--model DIR] [--pairs N] [--layers L] [--threads T]
+//                    [--max-tokens N] [--temperature T]
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -96,7 +100,8 @@ Run Serve(Scheduler& sched, const Tokenizer& tok, GenerationParams p) {
 
 int main(int argc, char** argv) {
   std::string model_dir, fixtures = OCTET_FIXTURES_DIR_DEFAULT;
-  int pairs = 5, layers = 28, threads = 2;
+  int pairs = 5, layers = 28, threads = 2, max_tokens = 256;
+  float temperature = 0.7f;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i];
     if (a == "--model")
@@ -109,10 +114,14 @@ int main(int argc, char** argv) {
       threads = std::atoi(argv[i + 1]);
     else if (a == "--fixtures")
       fixtures = argv[i + 1];
+    else if (a == "--max-tokens")
+      max_tokens = std::max(2, std::atoi(argv[i + 1]));
+    else if (a == "--temperature")
+      temperature = static_cast<float>(std::atof(argv[i + 1]));
     else {
       std::fprintf(stderr,
                    "usage: bench_structured [--model DIR] [--pairs N] [--layers L] "
-                   "[--threads T] [--fixtures DIR]\n");
+                   "[--threads T] [--fixtures DIR] [--max-tokens N] [--temperature T]\n");
       return 2;
     }
   }
@@ -155,14 +164,15 @@ int main(int argc, char** argv) {
   const std::vector<int32_t> prompt =
       tok->Encode("<|im_start|>user\nA person as JSON.<|im_end|>\n<|im_start|>assistant\n");
   json out = json::array();
-  double sum_c = 0, sum_u = 0, mask_ns = 0;
+  double sum_c = 0, sum_u = 0, mask_ns = 0, plain_ms = 0;
+  std::vector<double> ratios;
   int64_t constrained_tokens = 0, masks = 0;
   for (int i = 0; i < pairs; ++i) {
     auto cost = std::make_shared<ConstraintCost>();
     GenerationParams c;
     c.prompt = prompt;
-    c.max_tokens = 256;
-    c.sampling.temperature = 0.7f;
+    c.max_tokens = max_tokens;
+    c.sampling.temperature = temperature;
     c.sampling.seed = 100 + i;
     c.stop_ids = tok->StopIds();
     c.constraint = std::make_shared<TimedConstraint>(MakeGrammarConstraint(*grammar, trie), cost);
@@ -174,6 +184,10 @@ int main(int argc, char** argv) {
     const Run ru = Serve(sched, *tok, u);
     sum_c += rc.decode_tps;
     sum_u += ru.decode_tps;
+    if (ru.decode_tps > 0) {
+      ratios.push_back(rc.decode_tps / ru.decode_tps);
+      plain_ms += 1e3 / ru.decode_tps;
+    }
     mask_ns += cost->ns;
     masks += cost->masks;
     constrained_tokens += rc.tokens;
@@ -188,14 +202,24 @@ int main(int argc, char** argv) {
                  static_cast<long long>(rc.tokens), rc.decode_tps, ru.decode_tps);
   }
   sched.Stop(Status::Ok());
+  std::sort(ratios.begin(), ratios.end());
+  const double median = ratios.empty() ? 0.0
+                        : ratios.size() % 2
+                            ? ratios[ratios.size() / 2]
+                            : (ratios[ratios.size() / 2 - 1] + ratios[ratios.size() / 2]) / 2;
   json summary = {{"model", tmp.empty() ? model_dir
                                         : "random Qwen3-0.6B shape, " + std::to_string(layers) +
                                               " layers, Qwen3 tokenizer"},
                   {"threads", threads},
                   {"pairs", out},
                   {"schema_over_plain_decode_tps", sum_u > 0 ? sum_c / sum_u : 0.0},
+                  {"median_pair_ratio", median},
+                  {"temperature", temperature},
+                  {"plain_decode_ms_per_token", ratios.empty() ? 0.0 : plain_ms / ratios.size()},
                   {"constraint_ms_per_token",
-                   constrained_tokens ? mask_ns * 1e-6 / double(constrained_tokens) : 0.0}};
+                   constrained_tokens ? mask_ns * 1e-6 / double(constrained_tokens) : 0.0},
+                  {"whole_masks_per_token",
+                   constrained_tokens ? double(masks) / double(constrained_tokens) : 0.0}};
   std::printf("%s\n", summary.dump(1).c_str());
   if (!tmp.empty()) std::filesystem::remove_all(tmp);
   return 0;

@@ -208,13 +208,13 @@ class GrammarConstraint final : public TokenConstraint {
   void Accept(int32_t id) override {
     if (id < 0 || id >= trie_->vocab()) return;
     const std::string& p = trie_->piece(id);
+    if (!p.empty()) key_valid_ = false;
     GrammarState next;
     for (char c : p) {
       StepState(*grammar_, state_, static_cast<uint8_t>(c), &next);
       if (next.empty()) return;  // not from the mask (a stop id, a dead end): keep the state
       state_.swap(next);
     }
-    if (!p.empty()) key_valid_ = false;
   }
 
  private:
