@@ -286,7 +286,7 @@ namespace {
 // own MTP cache) and holds the drafts it made for the next step.
 class MtpDrafter final : public Drafter {
  public:
-  MtpDrafter(Model& model, int k) : model_(model), k_(k) {}
+  MtpDrafter(ModelRunner& runner, int k) : model_(runner), k_(k) {}
   std::vector<int32_t> Draft(const std::vector<int32_t>& history, int k) override {
     std::vector<int32_t> d = drafts_;
     if (static_cast<int>(d.size()) > k) d.resize(static_cast<size_t>(k));
@@ -305,7 +305,7 @@ class MtpDrafter final : public Drafter {
   }
 
  private:
-  Model& model_;
+  ModelRunner& model_;  // one rank, or every rank of a TP group
   int k_;
   std::vector<int32_t> drafts_;
 };
@@ -318,19 +318,13 @@ Result<std::unique_ptr<Drafter>> MakeDrafter(const SpeculativeOptions& options,
     case SpeculativeMethod::kNgram:
       return std::unique_ptr<Drafter>(new NgramDrafter(options.ngram_max, options.ngram_min));
     case SpeculativeMethod::kMtp: {
-      Model* model = runner.local_model();
-      if (!model) {
-        return UnimplementedError(
-            "--speculative mtp runs on a single rank for now (use --tp 1, or --speculative "
-            "ngram)");
-      }
-      if (model->mtp_layers() == 0) {
+      if (runner.mtp_layers() == 0) {
         return FailedPreconditionError(
             "--speculative mtp: the model has no multi-token-prediction layer loaded (its "
             "config has num_nextn_predict_layers 0, or it was loaded without "
             "LoadOptions::load_mtp); use --speculative ngram");
       }
-      return std::unique_ptr<Drafter>(new MtpDrafter(*model, options.draft_tokens));
+      return std::unique_ptr<Drafter>(new MtpDrafter(runner, options.draft_tokens));
     }
     default:
       return std::unique_ptr<Drafter>();

@@ -596,12 +596,19 @@ Status Model::ResetMtpCache(int slots, int64_t capacity, kernels::KvDtype dtype)
 
 Status Model::MtpDraft(size_t chunk, int slot, int64_t start_pos, const std::vector<int32_t>& next,
                        KvCache& mtp_cache, int k, std::vector<int32_t>* drafts,
-                       std::vector<float>* logits_out) {
+                       std::vector<float>* logits_out, const ForwardHooks& hooks) {
   const ModelConfig& c = config_;
   drafts->clear();
   if (mtp_.empty()) return FailedPreconditionError("no multi-token-prediction layer is loaded");
-  if (local_vocab_ != c.vocab_size) {
-    return UnimplementedError("multi-token prediction under tensor parallelism");
+  // >>> Tensor parallelism: the MTP layer is sharded like the main layers
+  // (its attention heads and MLP widths split, eh_proj whole on every rank),
+  // with the same all-reduces, and the vocab-parallel embedding and lm_head
+  // are completed the same way; every rank gets the full logits and so
+  // chooses the same drafts.
+  const bool vocab_parallel = local_vocab_ != c.vocab_size;
+  if (vocab_parallel && (!hooks.all_reduce || !hooks.gather_logits)) {
+    return FailedPreconditionError(
+        "MtpDraft on a vocab-parallel shard needs the all_reduce and gather_logits hooks");
   }
   if (chunk >= last_first_.size()) {
     return InvalidArgumentError("MtpDraft: chunk " + std::to_string(chunk) +
@@ -659,7 +666,7 @@ Status Model::MtpDraft(size_t chunk, int slot, int64_t start_pos, const std::vec
              {&S.gate, T * max_mlp_width_ * f},
              {&S.up, T * max_mlp_width_ * f},
              {&S.rows, T * H * f},
-             {&S.logits, T * V * f},
+             {&S.logits, T * local_vocab_ * f},
              {&S.ids, T * int64_t{sizeof(int32_t)}},
              {&S.positions, T * int64_t{sizeof(int32_t)}},
              {&S.row_index, T * int64_t{sizeof(int64_t)}}}) {
@@ -685,7 +692,12 @@ Status Model::MtpDraft(size_t chunk, int slot, int64_t start_pos, const std::vec
     float* e = S.mtp_e.as<float>();
     float* h = S.mtp_h.as<float>();
     float* x = S.x.as<float>();
-    be.Embedding(embed_, S.ids.as<int32_t>(), T, e);
+    if (!vocab_parallel) {
+      be.Embedding(embed_, S.ids.as<int32_t>(), T, e);
+    } else {
+      be.EmbeddingShard(embed_, vocab_begin_, S.ids.as<int32_t>(), T, e);
+      OCTET_RETURN_IF_ERROR(hooks.all_reduce(e, T * H));
+    }
     if (c.embedding_scale != 1.0f) be.Scale(e, T * H, c.embedding_scale);
     if (pos == 0) be.Fill(e, H, 0.0f);
     be.RmsNorm(e, M.enorm.device, eps, T, H, H, e);
@@ -697,7 +709,7 @@ Status Model::MtpDraft(size_t chunk, int slot, int64_t start_pos, const std::vec
     ch.start_pos = pos;
     ch.tokens = tokens;
     OCTET_RETURN_IF_ERROR(RunLayer(M.layer, mtp_cache, step % static_cast<int64_t>(mtp_.size()),
-                                   {ch}, {0}, T, {}, prof));
+                                   {ch}, {0}, T, hooks, prof));
     mtp_cache.set_length(slot, std::max(mtp_cache.length(slot), pos + T));
     // Logits: every fed row on the first step when asked, else the last row.
     const bool all = step == 0 && logits_out != nullptr;
@@ -712,11 +724,17 @@ Status Model::MtpDraft(size_t chunk, int slot, int64_t start_pos, const std::vec
     be.RmsNorm(rows, M.head_norm.device, eps, R, H, H, rows);
     if (c.logit_scale != 1.0f) be.Scale(rows, R * H, c.logit_scale);
     float* logits = S.logits.as<float>();
-    be.Matmul(rows, R, H, lm_head_.weight, logits, V, false);
+    be.Matmul(rows, R, H, lm_head_.weight, logits, local_vocab_, false);
     if (all) {
       logits_out->resize(R * V);
-      be.CopyToHost(logits_out->data(), logits, R * V * f);
+      if (vocab_parallel) {
+        OCTET_RETURN_IF_ERROR(hooks.gather_logits(logits, R, local_vocab_, logits_out->data()));
+      } else {
+        be.CopyToHost(logits_out->data(), logits, R * V * f);
+      }
       std::copy(logits_out->end() - V, logits_out->end(), host_logits.begin());
+    } else if (vocab_parallel) {
+      OCTET_RETURN_IF_ERROR(hooks.gather_logits(logits, 1, local_vocab_, host_logits.data()));
     } else {
       be.CopyToHost(host_logits.data(), logits, V * f);
     }

@@ -11,10 +11,8 @@ Status LocalRunner::ResetCache(int slots, int64_t capacity, kernels::KvDtype dty
   }
   cache_ = KvCache();  // free the old one first
   OCTET_ASSIGN_OR_RETURN(cache_, model_.NewKvCache(slots, capacity, dtype));
-  // The MTP draft head's cache (when loaded) follows: a chain of drafts runs
-  // up to kMaxMtpChain positions past the main cache's last.
-  constexpr int64_t kMaxMtpChain = 8;
-  return model_.ResetMtpCache(slots, capacity + kMaxMtpChain, dtype);
+  // The MTP draft head's cache (when loaded) follows.
+  return model_.ResetMtpCache(slots, capacity + kMtpChainPositions, dtype);
 }
 
 Status LocalRunner::Step(const std::vector<SequenceChunk>& batch, ForwardOutput* out) {

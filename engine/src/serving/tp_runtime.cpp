@@ -20,7 +20,13 @@ using CommType = collectives::DType;
 // then (when payload_bytes > 0) the payload broadcast. Integers little-endian
 // as the host stores them (every rank of a group runs the same build).
 
-enum class TpRuntime::PlanOp : uint32_t { kStep = 1, kReset = 2, kIdle = 3, kShutdown = 4 };
+enum class TpRuntime::PlanOp : uint32_t {
+  kStep = 1,
+  kReset = 2,
+  kIdle = 3,
+  kShutdown = 4,
+  kMtpDraft = 5
+};
 
 namespace {
 
@@ -108,6 +114,40 @@ Status DecodeBatch(const std::vector<uint8_t>& bytes, std::vector<SequenceChunk>
     c.all_logits = all != 0;
   }
   if (!r.done()) return DataLossError("step plan: trailing bytes");
+  return Status::Ok();
+}
+
+// An MTP draft call: chunk, slot, start position, k, whether rank 0 keeps
+// the logits of every fed row (every rank then gathers them all), and the
+// fed tokens.
+struct MtpPlan {
+  uint32_t chunk = 0;
+  int32_t slot = 0;
+  int64_t start_pos = 0;
+  int32_t k = 0;
+  uint8_t all_logits = 0;
+  std::vector<int32_t> next;
+};
+
+std::vector<uint8_t> EncodeMtp(const MtpPlan& p) {
+  Writer w;
+  w.Put(p.chunk);
+  w.Put(p.slot);
+  w.Put(p.start_pos);
+  w.Put(p.k);
+  w.Put(p.all_logits);
+  w.Put(static_cast<uint32_t>(p.next.size()));
+  w.PutInts(p.next);
+  return std::move(w.bytes);
+}
+
+Status DecodeMtp(const std::vector<uint8_t>& bytes, MtpPlan* p) {
+  Reader r(bytes);
+  uint32_t n = 0;
+  if (!r.Get(&p->chunk) || !r.Get(&p->slot) || !r.Get(&p->start_pos) || !r.Get(&p->k) ||
+      !r.Get(&p->all_logits) || !r.Get(&n) || !r.GetInts(n, &p->next) || !r.done()) {
+    return DataLossError("MTP draft plan from rank 0 is malformed");
+  }
   return Status::Ok();
 }
 
@@ -279,7 +319,27 @@ Status TpRuntime::ResetCache(int slots, int64_t capacity, kernels::KvDtype dtype
   OCTET_RETURN_IF_ERROR(SendPlan(PlanOp::kReset, w.bytes));
   cache_ = KvCache();
   OCTET_ASSIGN_OR_RETURN(cache_, model_->NewKvCache(slots, capacity, dtype));
-  return Status::Ok();
+  // The MTP head's cache (when loaded) follows, on every rank.
+  return model_->ResetMtpCache(slots, capacity + kMtpChainPositions, dtype);
+}
+
+Status TpRuntime::MtpDraft(size_t chunk, int slot, int64_t start_pos,
+                           const std::vector<int32_t>& next, int k, std::vector<int32_t>* drafts,
+                           std::vector<float>* logits) {
+  MtpPlan p;
+  p.chunk = static_cast<uint32_t>(chunk);
+  p.slot = slot;
+  p.start_pos = start_pos;
+  p.k = k;
+  p.all_logits = logits != nullptr ? 1 : 0;
+  p.next = next;
+  OCTET_RETURN_IF_ERROR(SendPlan(PlanOp::kMtpDraft, EncodeMtp(p)));
+  Status s = model_->MtpDraft(chunk, slot, start_pos, next, k, drafts, logits,
+                              comm_ ? hooks_ : ForwardHooks{});
+  // As for a step: a failed collective poisons the group; a rejected call
+  // fails the same way on every rank before any collective.
+  if (!s.ok() && comm_ && comm_->poisoned()) return Fail(comm_->health());
+  return s;
 }
 
 Status TpRuntime::RunStep(const std::vector<SequenceChunk>& batch, ForwardOutput* out) {
@@ -358,6 +418,19 @@ Status TpRuntime::Follow(const std::function<bool()>& stop, int stop_grace_ms) {
         auto cache = model_->NewKvCache(slots, capacity, static_cast<kernels::KvDtype>(dtype));
         if (!cache.ok()) return Fail(cache.status());
         cache_ = std::move(*cache);
+        Status mtp = model_->ResetMtpCache(slots, capacity + kMtpChainPositions,
+                                           static_cast<kernels::KvDtype>(dtype));
+        if (!mtp.ok()) return Fail(mtp);
+        break;
+      }
+      case PlanOp::kMtpDraft: {
+        MtpPlan p;
+        OCTET_RETURN_IF_ERROR(DecodeMtp(payload, &p));
+        std::vector<int32_t> drafts;
+        std::vector<float> logits;  // gathered as rank 0 gathers them
+        Status s = model_->MtpDraft(p.chunk, p.slot, p.start_pos, p.next, p.k, &drafts,
+                                    p.all_logits ? &logits : nullptr, hooks_);
+        if (!s.ok() && comm_->poisoned()) return Fail(comm_->health());
         break;
       }
       case PlanOp::kStep: {

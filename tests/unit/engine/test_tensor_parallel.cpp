@@ -18,10 +18,12 @@
 #include <QtTest>
 #include <cmath>
 #include <filesystem>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <thread>
 
 #include "octet/base/file_util.h"
+#include "octet/base/npy.h"
 #include "octet/collectives/communicator.h"
 #include "octet/engine/generate.h"
 #include "octet/engine/random_checkpoint.h"
@@ -122,6 +124,44 @@ Result<GenerateResult> RunGroup(const std::string& dir, const std::vector<int32_
     if (!status[r].ok()) return status[r].WithContext("rank " + std::to_string(r));
   }
   return result;
+}
+
+// Runs a TP group of `tp` threads with the MTP head loaded on every rank;
+// rank 0 runs `lead` on its runtime. The first error of any rank, or OK.
+Status RunMtpGroup(const std::string& dir, int tp, collectives::TransportKind transport,
+                   collectives::AlgorithmKind algo, const std::function<Status(TpRuntime&)>& lead) {
+  const std::string rendezvous = "127.0.0.1:" + std::to_string(FreePort());
+  std::vector<Status> status(tp);
+  auto rank_main = [&](int r) {
+    TpRuntimeOptions o;
+    o.rendezvous = rendezvous;
+    o.world_size = tp;
+    o.rank = r;
+    o.comm.transport = transport;
+    o.comm.algorithm = algo;
+    o.comm.connect_timeout_ms = 20000;
+    o.load.threads = 1;
+    o.load.load_mtp = true;
+    auto rt = TpRuntime::Create(dir, o);
+    if (!rt.ok()) {
+      status[r] = rt.status();
+      return;
+    }
+    if (r == 0) {
+      status[r] = lead(**rt);
+      Status down = (*rt)->Shutdown();
+      if (status[r].ok()) status[r] = down;
+    } else {
+      status[r] = (*rt)->Follow(nullptr);
+    }
+  };
+  std::vector<std::thread> threads;
+  for (int r = 0; r < tp; ++r) threads.emplace_back(rank_main, r);
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < tp; ++r) {
+    if (!status[r].ok()) return status[r].WithContext("rank " + std::to_string(r));
+  }
+  return Status::Ok();
 }
 
 std::string ScratchDir() {
@@ -326,6 +366,101 @@ class TestTensorParallel : public QObject {
     QVERIFY2(max_diff <= 1e-4 * max_ref, ("max |tp - single| = " + std::to_string(max_diff) +
                                           ", max |logit| = " + std::to_string(max_ref))
                                              .c_str());
+  }
+
+  // The MTP head sharded over a group (its attention heads and expert widths
+  // split, the vocabulary-parallel embedding and logits gathered): its draft
+  // logits over the whole reference sequence match the fixture's `mtp`
+  // section (vLLM's first draft step), and speculative decoding with it
+  // gives the fixture's greedy ids and logits (the drafts change nothing),
+  // K = 1..3, over shm and TCP.
+  void mtpGroupMatchesTheReference_data() {
+    QTest::addColumn<QString>("model");
+    QTest::addColumn<int>("tp");
+    QTest::addColumn<QString>("transport");
+    QTest::addColumn<QString>("algo");
+    QTest::addColumn<int>("k");
+    QTest::newRow("glm4-moe-tiny tp2 shm ring k1") << "glm4-moe-tiny" << 2 << "shm"
+                                                   << "ring" << 1;
+    QTest::newRow("glm4-moe-tiny tp2 tcp oneshot k3") << "glm4-moe-tiny" << 2 << "tcp"
+                                                      << "oneshot" << 3;
+    QTest::newRow("glm4-moe-tiny tp4 shm oneshot k2") << "glm4-moe-tiny" << 4 << "shm"
+                                                      << "oneshot" << 2;
+    QTest::newRow("glm4-moe-tiny-nvfp4 tp2 tcp ring k2") << "glm4-moe-tiny-nvfp4" << 2 << "tcp"
+                                                         << "ring" << 2;
+  }
+  void mtpGroupMatchesTheReference() {
+    OCTET_REQUIRE_FIXTURES();
+    QFETCH(QString, model);
+    QFETCH(int, tp);
+    QFETCH(QString, transport);
+    QFETCH(QString, algo);
+    QFETCH(int, k);
+    const std::string dir = test::FixturesDir() + "/" + model.toStdString();
+    auto text = ReadFileToString(dir + "/reference.json");
+    QVERIFY(text.ok());
+    const auto ref = nlohmann::json::parse(*text);
+    const auto& mtp = ref["mtp"];
+    const auto prompt = ref["prompt_ids"].get<std::vector<int32_t>>();
+    const auto generated = ref["generated_ids"].get<std::vector<int32_t>>();
+    std::vector<int32_t> seq = prompt;
+    seq.insert(seq.end(), generated.begin(), generated.end());
+    const int64_t T = static_cast<int64_t>(seq.size()) - 1;
+    auto want_mtp = ReadNpy(dir + "/" + mtp["logits_file"].get<std::string>());
+    auto want_logits = ReadNpy(dir + "/logits.npy");
+    QVERIFY(want_mtp.ok() && want_logits.ok());
+    const int64_t V = want_mtp->shape.back();
+
+    std::vector<float> mtp_logits;
+    std::vector<int32_t> drafts;
+    GenerateResult spec;
+    auto tr = collectives::ParseTransport(transport.toStdString());
+    auto al = collectives::ParseAlgorithm(algo.toStdString());
+    QVERIFY(tr.ok() && al.ok());
+    Status s = RunMtpGroup(dir, tp, *tr, *al, [&](TpRuntime& rt) -> Status {
+      if (rt.mtp_layers() != 1) return InternalError("the MTP layer is not loaded");
+      OCTET_RETURN_IF_ERROR(rt.ResetCache(1, T, kernels::KvDtype::kF32));
+      SequenceChunk ch;
+      ch.tokens.assign(seq.begin(), seq.end() - 1);
+      ch.all_logits = true;
+      ForwardOutput out;
+      OCTET_RETURN_IF_ERROR(rt.Step({ch}, &out));
+      const std::vector<int32_t> next(seq.begin() + 1, seq.end());
+      OCTET_RETURN_IF_ERROR(rt.MtpDraft(0, 0, 0, next, 1, &drafts, &mtp_logits));
+      GenerateOptions o;
+      o.max_tokens = static_cast<int64_t>(generated.size());
+      o.stop_at_eos = false;
+      o.collect_logits = true;
+      o.speculative.method = SpeculativeMethod::kMtp;
+      o.speculative.draft_tokens = k;
+      OCTET_ASSIGN_OR_RETURN(spec, Generate(rt, prompt, o));
+      return Status::Ok();
+    });
+    QVERIFY2(s.ok(), s.ToString().c_str());
+    // The draft head's logits and drafts against the reference.
+    QCOMPARE(int64_t(mtp_logits.size()), T * V);
+    const std::vector<float> want = want_mtp->AsFloat();
+    double d = 0;
+    for (size_t i = 0; i < mtp_logits.size(); ++i) {
+      d = std::max(d, std::fabs(double(mtp_logits[i]) - want[i]));
+    }
+    QVERIFY2(d <= mtp["suggested_logits_atol"].get<double>(),
+             ("max |mtp logits - ref| = " + std::to_string(d)).c_str());
+    const auto want_drafts = mtp["draft_ids"].get<std::vector<int32_t>>();
+    QCOMPARE(drafts, std::vector<int32_t>{want_drafts.back()});
+    // Speculative decoding: the reference's greedy ids and logits.
+    QCOMPARE(spec.ids, generated);
+    const std::vector<float> wl = want_logits->AsFloat();
+    QCOMPARE(spec.logits.size(), wl.size());
+    double dl = 0;
+    for (size_t i = 0; i < wl.size(); ++i) {
+      dl = std::max(dl, std::fabs(double(spec.logits[i]) - wl[i]));
+    }
+    QVERIFY2(dl <= 2e-3, ("max |logits - ref| = " + std::to_string(dl)).c_str());
+    QVERIFY2(spec.drafted_tokens >= spec.decode_steps - 1,
+             (std::to_string(spec.drafted_tokens) + " drafted in " +
+              std::to_string(spec.decode_steps) + " steps")
+                 .c_str());
   }
 
   // A degree the model cannot take fails on every rank with the reason.

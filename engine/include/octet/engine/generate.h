@@ -184,7 +184,7 @@ class NgramDrafter final : public Drafter {
 
 // The drafter `options` ask for, for a sequence that `runner` runs: null for
 // kOff; for kMtp the checkpoint's multi-token-prediction head, which needs the
-// runner to hold the whole model (one rank) loaded with LoadOptions::load_mtp.
+// runner's model (on every rank of a TP group) loaded with LoadOptions::load_mtp.
 // Options are assumed valid (ValidateSpeculative).
 Result<std::unique_ptr<Drafter>> MakeDrafter(const SpeculativeOptions& options,
                                              ModelRunner& runner);

@@ -300,15 +300,19 @@ class Model {
   // NewMtpCache) holds the MTP positions; chained positions are overwritten
   // by the next call. `logits`, when given, gets the MTP logits of every fed
   // row [next.size(), vocab] (the first draft step; tests compare it with the
-  // reference). Single rank only.
+  // reference). On a tensor-parallel shard every rank calls it with the same
+  // arguments and the hooks of its Forward (the MTP layer's all-reduces, the
+  // vocab-parallel embedding and logits); every rank gets the same drafts.
   Status MtpDraft(size_t chunk, int slot, int64_t start_pos, const std::vector<int32_t>& next,
                   KvCache& mtp_cache, int k, std::vector<int32_t>* drafts,
-                  std::vector<float>* logits = nullptr);
+                  std::vector<float>* logits = nullptr, const ForwardHooks& hooks = {});
   // The same on the model's own MTP cache (ResetMtpCache), which a runner
-  // keeps in step with its main cache (LocalRunner::ResetCache).
+  // keeps in step with its main cache (LocalRunner::ResetCache,
+  // TpRuntime::ResetCache).
   Status MtpDraft(size_t chunk, int slot, int64_t start_pos, const std::vector<int32_t>& next,
-                  int k, std::vector<int32_t>* drafts) {
-    return MtpDraft(chunk, slot, start_pos, next, mtp_cache_, k, drafts);
+                  int k, std::vector<int32_t>* drafts, std::vector<float>* logits = nullptr,
+                  const ForwardHooks& hooks = {}) {
+    return MtpDraft(chunk, slot, start_pos, next, mtp_cache_, k, drafts, logits, hooks);
   }
   // (Re)makes that cache: `slots` sequences of `capacity` positions (the main
   // cache's, plus room for a chain of drafts). No-op without MTP layers.

@@ -64,10 +64,27 @@ class ModelRunner {
 
   virtual RunnerStats stats() const = 0;
 
-  // The model, when this runner is one rank holding all of it (what the MTP
-  // draft head runs on); null for a tensor-parallel group.
+  // The model, when this runner is one rank holding all of it; null for a
+  // tensor-parallel group.
   virtual Model* local_model() { return nullptr; }
+
+  // ---- the MTP draft head (models loaded with LoadOptions::load_mtp) ----
+  // Its layers (0: none loaded, no MTP drafting).
+  virtual int64_t mtp_layers() const { return 0; }
+  // Model::MtpDraft for chunk `chunk` of the last Step, on the runner's own
+  // MTP cache (which ResetCache makes beside the main cache, with
+  // kMtpChainPositions more positions), on every rank of a group. `logits`,
+  // when given, gets the first draft step's logits of every fed row (rank 0's).
+  virtual Status MtpDraft(size_t chunk, int slot, int64_t start_pos,
+                          const std::vector<int32_t>& next, int k, std::vector<int32_t>* drafts,
+                          std::vector<float>* logits = nullptr) {
+    return UnimplementedError("this runner has no multi-token-prediction head");
+  }
 };
+
+// The MTP cache's room past the main cache's capacity: a chain of drafts runs
+// up to this many positions beyond the main cache's last.
+inline constexpr int64_t kMtpChainPositions = 8;
 
 // A model in this process, on one rank (no sharding).
 class LocalRunner final : public ModelRunner {
@@ -84,6 +101,12 @@ class LocalRunner final : public ModelRunner {
   Status CopySlot(int src, int dst, int64_t positions) override;
   RunnerStats stats() const override { return stats_; }
   Model* local_model() override { return &model_; }
+  int64_t mtp_layers() const override { return model_.mtp_layers(); }
+  Status MtpDraft(size_t chunk, int slot, int64_t start_pos, const std::vector<int32_t>& next,
+                  int k, std::vector<int32_t>* drafts,
+                  std::vector<float>* logits = nullptr) override {
+    return model_.MtpDraft(chunk, slot, start_pos, next, k, drafts, logits);
+  }
 
  private:
   Model& model_;

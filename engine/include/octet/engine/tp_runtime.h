@@ -75,6 +75,12 @@ class TpRuntime final : public ModelRunner {
   Status Step(const std::vector<SequenceChunk>& batch, ForwardOutput* out) override;
   Status Idle() override;
   RunnerStats stats() const override;
+  // The MTP head sharded like the main layers: rank 0 sends the call as a
+  // plan and every rank drafts on its shard (the same drafts on all).
+  int64_t mtp_layers() const override { return model_->mtp_layers(); }
+  Status MtpDraft(size_t chunk, int slot, int64_t start_pos, const std::vector<int32_t>& next,
+                  int k, std::vector<int32_t>* drafts,
+                  std::vector<float>* logits = nullptr) override;
 
   // Rank 0: ends the followers' Follow() (they return OK). Idempotent.
   Status Shutdown();
