@@ -33,7 +33,7 @@ namespace {
 constexpr const char* kProgram = "octet bench";
 
 int UsageError(const std::string& program, const std::string& why) {
-  std::cerr << program << ": " << why << " (see " << program << " --help)\n";
+  std::cerr << WithProgram(program, why) << " (see " << program << " --help)\n";
   return kExitUsage;
 }
 
@@ -89,7 +89,7 @@ int RunList(const std::vector<std::string>& args) {
   ArgParser p(prog, "List the runs of a run store, newest first.");
   p.Option("db", "FILE", "run store (SQLite)").Option("limit", "N", "at most N runs", "0")
       .Flag("json", "print one JSON document on stdout");
-  if (Status s = p.Parse(args); !s.ok()) return UsageError(prog, s.message());
+  if (Status s = p.Parse(args); !s.ok()) return ParseUsageError(s);
   if (p.help_requested()) {
     std::cout << p.Usage();
     return kExitOk;
@@ -141,7 +141,7 @@ int RunShow(const std::vector<std::string>& args) {
   ArgParser p(prog, "Show one stored run: its topology and every test.");
   p.Option("db", "FILE", "run store (SQLite)").Flag("json", "print one JSON document on stdout")
       .Flag("csv", "print CSV").Positional("RUN", "run id");
-  if (Status s = p.Parse(args); !s.ok()) return UsageError(prog, s.message());
+  if (Status s = p.Parse(args); !s.ok()) return ParseUsageError(s);
   if (p.help_requested()) {
     std::cout << p.Usage();
     return kExitOk;
@@ -169,7 +169,7 @@ int RunCompare(const std::vector<std::string>& args) {
   ArgParser p(prog, "Two stored runs side by side, with the delta of every metric.");
   p.Option("db", "FILE", "run store (SQLite)").Flag("json", "print one JSON document on stdout")
       .Positional("RUN_A RUN_B", "run ids (B is compared with A)");
-  if (Status s = p.Parse(args); !s.ok()) return UsageError(prog, s.message());
+  if (Status s = p.Parse(args); !s.ok()) return ParseUsageError(s);
   if (p.help_requested()) {
     std::cout << p.Usage();
     return kExitOk;
@@ -219,7 +219,7 @@ int RunImport(const std::vector<std::string>& args) {
       .Option("tp", "N", "topology: TP degree").Option("nodes", "N", "topology: nodes")
       .Option("engine", "TEXT", "topology: the server measured (\"vLLM 0.9\")")
       .Flag("json", "print the new run id as JSON").Positional("REPORT.json", "the report");
-  if (Status s = p.Parse(args); !s.ok()) return UsageError(prog, s.message());
+  if (Status s = p.Parse(args); !s.ok()) return ParseUsageError(s);
   if (p.help_requested()) {
     std::cout << p.Usage();
     return kExitOk;
@@ -256,7 +256,7 @@ int RunDelete(const std::vector<std::string>& args) {
   const std::string prog = std::string(kProgram) + " delete";
   ArgParser p(prog, "Delete a stored run and its results.");
   p.Option("db", "FILE", "run store (SQLite)").Positional("RUN", "run id");
-  if (Status s = p.Parse(args); !s.ok()) return UsageError(prog, s.message());
+  if (Status s = p.Parse(args); !s.ok()) return ParseUsageError(s);
   if (p.help_requested()) {
     std::cout << p.Usage();
     return kExitOk;
@@ -277,11 +277,7 @@ int RunBench(const std::vector<std::string>& args) {
   if (!args.empty()) {
     const std::string& sub = args[0];
     const std::vector<std::string> rest(args.begin() + 1, args.end());
-    if (sub == "list") return RunList(rest);
-    if (sub == "show") return RunShow(rest);
-    if (sub == "compare") return RunCompare(rest);
-    if (sub == "import") return RunImport(rest);
-    if (sub == "delete") return RunDelete(rest);
+    if (const Subcommand* s = FindSubcommand(BenchSubcommands(), sub)) return s->run(rest);
   }
   ArgParser p(kProgram,
               "Measure an OpenAI-compatible endpoint like llama-benchy: prefill and decode t/s\n"
@@ -418,6 +414,15 @@ int RunBench(const std::vector<std::string>& args) {
   }
   if (store) std::cerr << kProgram << ": stored as run " << run->id << " in " << store->path() << "\n";
   return kExitOk;
+}
+
+const std::vector<Subcommand>& BenchSubcommands() {
+  static const std::vector<Subcommand> table = {{"list", RunList},
+                                                {"show", RunShow},
+                                                {"compare", RunCompare},
+                                                {"import", RunImport},
+                                                {"delete", RunDelete}};
+  return table;
 }
 
 }  // namespace octet::cli

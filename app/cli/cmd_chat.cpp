@@ -5,10 +5,19 @@
 // /exit (or end of input) quits. Each turn renders the whole conversation with
 // the model's chat template and prefills it again (simple and exact; the
 // serving scheduler of `octet serve` is the place for prefix reuse).
+//
+// --json (for scripts; stdin lines are still the user turns): nothing streams;
+// each turn prints one JSON object on its own stdout line,
+//   {"turn": 0, "role": "assistant", "content": "...", "ids": [...],
+//    "prompt_tokens": n, "generated_tokens": n, "finish_reason": "eos"|"length",
+//    "ttft_ms": x, "decode_tps": y}
+// or {"turn": 0, "error": "..."} when the turn failed; /reset and /system print
+// {"event": "reset"} and {"event": "system", "content": "..."}.
 #include <unistd.h>
 
 #include <cstdio>
 #include <iostream>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -42,7 +51,8 @@ int RunChat(const std::vector<std::string>& args) {
       .Option("nvfp4-tiles", "on|off", kNvfp4TilesHelp, "on")
       .Option("quantize", "nvfp4|off", kQuantizeHelp, "off")
       .Flag("think", "Qwen3: let the model think (default: empty think block)")
-      .Flag("ignore-memory-check", "load even when the weights exceed MemAvailable");
+      .Flag("ignore-memory-check", "load even when the weights exceed MemAvailable")
+      .Flag("json", "one JSON object per turn on stdout (no streaming; see the file's header)");
   AddGenerationDefaultFlags(p);
   AddSpeculativeFlags(p);
   if (Status s = p.Parse(args); !s.ok()) {
@@ -75,7 +85,7 @@ int RunChat(const std::vector<std::string>& args) {
   }
   auto settings = ResolveGenerationSettings(p, *defaults, &gen.sampling, &gen.max_tokens);
   if (!settings.ok()) {
-    std::cerr << kProgram << ": " << settings.status().message() << "\n";
+    std::cerr << WithProgram(kProgram, settings.status().message()) << "\n";
     return kExitUsage;
   }
   if (gen.max_tokens < 1) {
@@ -84,7 +94,7 @@ int RunChat(const std::vector<std::string>& args) {
   }
   auto speculative = ReadSpeculativeFlags(p);
   if (!speculative.ok()) {
-    std::cerr << kProgram << ": " << speculative.status().message() << " (see --help)\n";
+    std::cerr << WithProgram(kProgram, speculative.status().message()) << " (see --help)\n";
     return kExitUsage;
   }
   gen.speculative = *speculative;
@@ -97,7 +107,7 @@ int RunChat(const std::vector<std::string>& args) {
   const std::string dir = p.GetString("model");
   auto tok = LoadModelTokenizer(dir);
   if (!tok.ok()) {
-    std::cerr << kProgram << ": " << tok.status().message() << "\n";
+    std::cerr << WithProgram(kProgram, tok.status().message()) << "\n";
     return kExitFailure;
   }
   engine::LoadOptions lo;
@@ -105,21 +115,21 @@ int RunChat(const std::vector<std::string>& args) {
   lo.threads = static_cast<int>(*threads);
   auto tiles = ParseNvfp4Tiles(p.GetString("nvfp4-tiles"));
   if (!tiles.ok()) {
-    std::cerr << kProgram << ": " << tiles.status().message() << "\n";
+    std::cerr << WithProgram(kProgram, tiles.status().message()) << "\n";
     return kExitUsage;
   }
   lo.nvfp4_tiles = *tiles;
   lo.check_memory = !p.GetFlag("ignore-memory-check");
   auto quantize = engine::ParseLoadQuantize(p.GetString("quantize"));
   if (!quantize.ok()) {
-    std::cerr << kProgram << ": " << quantize.status().message() << "\n";
+    std::cerr << WithProgram(kProgram, quantize.status().message()) << "\n";
     return kExitUsage;
   }
   lo.quantize = *quantize;
   lo.load_mtp = speculative->method == engine::SpeculativeMethod::kMtp;
   auto model = engine::Model::Load(dir, lo);
   if (!model.ok()) {
-    std::cerr << kProgram << ": " << model.status().message() << "\n";
+    std::cerr << WithProgram(kProgram, model.status().message()) << "\n";
     return kExitFailure;
   }
   engine::Model& m = **model;
@@ -127,7 +137,7 @@ int RunChat(const std::vector<std::string>& args) {
     // A method that cannot run (mtp, for now) is refused before the first turn.
     engine::LocalRunner probe(m);
     if (auto d = engine::MakeDrafter(gen.speculative, probe); !d.ok()) {
-      std::cerr << kProgram << ": " << d.status().message() << "\n";
+      std::cerr << WithProgram(kProgram, d.status().message()) << "\n";
       return kExitFailure;
     }
   }
@@ -135,6 +145,10 @@ int RunChat(const std::vector<std::string>& args) {
   gen.stop_at_eos = true;
 
   const bool interactive = isatty(STDIN_FILENO);
+  const bool json_mode = p.GetFlag("json");
+  auto print_json = [](const nlohmann::json& j) {
+    std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << std::endl;
+  };
   std::vector<engine::ChatMessage> history;
   std::string system = p.GetString("system");
   if (interactive) {
@@ -154,11 +168,13 @@ int RunChat(const std::vector<std::string>& args) {
     if (line == "/reset") {
       history.clear();
       std::cerr << "(conversation cleared)\n";
+      if (json_mode) print_json({{"event", "reset"}});
       continue;
     }
     if (line.rfind("/system", 0) == 0) {
       system = line.size() > 8 ? line.substr(8) : "";
       std::cerr << "(system message " << (system.empty() ? "cleared" : "set") << ")\n";
+      if (json_mode) print_json({{"event", "system"}, {"content", system}});
       continue;
     }
     history.push_back({"user", line});
@@ -167,7 +183,8 @@ int RunChat(const std::vector<std::string>& args) {
     messages.insert(messages.end(), history.begin(), history.end());
     auto prompt = EncodeChat(*tok, messages, p.GetFlag("think"));
     if (!prompt.ok()) {
-      std::cerr << kProgram << ": " << prompt.status().message() << "\n";
+      std::cerr << WithProgram(kProgram, prompt.status().message()) << "\n";
+      if (json_mode) print_json({{"turn", turn++}, {"error", prompt.status().message()}});
       history.pop_back();
       continue;
     }
@@ -177,25 +194,38 @@ int RunChat(const std::vector<std::string>& args) {
     }
     engine::StreamDecoder stream(*tok, text_opts);
     std::string reply;
-    gen.sampling.seed = static_cast<uint64_t>(*seed) + turn++;
+    const uint64_t this_turn = turn++;
+    gen.sampling.seed = static_cast<uint64_t>(*seed) + this_turn;
     gen.on_token = [&](int32_t id) {
       auto piece = stream.Push(id);
       if (piece.ok()) {
         reply += *piece;
-        std::cout << *piece << std::flush;
+        if (!json_mode) std::cout << *piece << std::flush;
       }
       return true;
     };
     auto r = engine::Generate(m, *prompt, gen);
     const std::string tail = stream.Finish();
     reply += tail;
-    std::cout << tail << "\n" << std::flush;
+    if (!json_mode) std::cout << tail << "\n" << std::flush;
     if (!r.ok()) {
-      std::cerr << kProgram << ": " << r.status().message() << "\n";
+      std::cerr << WithProgram(kProgram, r.status().message()) << "\n";
+      if (json_mode) print_json({{"turn", this_turn}, {"error", r.status().message()}});
       history.pop_back();
       continue;
     }
     history.push_back({"assistant", reply});
+    if (json_mode) {
+      print_json({{"turn", this_turn},
+                  {"role", "assistant"},
+                  {"content", reply},
+                  {"ids", r->ids},
+                  {"prompt_tokens", r->prompt_tokens},
+                  {"generated_tokens", r->ids.size()},
+                  {"finish_reason", r->stop_reason},
+                  {"ttft_ms", r->ttft_ms()},
+                  {"decode_tps", r->decode_tps()}});
+    }
     std::string spec;
     if (gen.speculative.method != engine::SpeculativeMethod::kOff) {
       char buf[96];

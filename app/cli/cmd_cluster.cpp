@@ -34,17 +34,17 @@ constexpr char kUsage[] =
     "  local    run a local embedded cluster: N agents on 127.0.0.1 with a memory budget each\n";
 
 int UsageError(const std::string& program, const std::string& msg) {
-  std::cerr << program << ": " << msg << "\n";
+  std::cerr << WithProgram(program, msg) << "\n";
   return kExitUsage;
 }
 int Failure(const std::string& program, const std::string& msg) {
-  std::cerr << program << ": " << msg << "\n";
+  std::cerr << WithProgram(program, msg) << "\n";
   return kExitFailure;
 }
 
 // Parses the flags; returns -1 to continue, or the exit code (help, usage error).
 int ParseOrExit(ArgParser& p, const std::vector<std::string>& args, const std::string& program) {
-  if (Status s = p.Parse(args); !s.ok()) return UsageError(program, s.message());
+  if (Status s = p.Parse(args); !s.ok()) return ParseUsageError(s);
   if (p.help_requested()) {
     std::cout << p.Usage();
     return kExitOk;
@@ -695,14 +695,19 @@ int RunCluster(const std::vector<std::string>& args) {
     std::cout << kUsage;
     return kExitOk;
   }
-  if (sub == "init") return RunInit(rest);
-  if (sub == "add") return RunAdd(rest);
-  if (sub == "status") return RunStatus(rest);
-  if (sub == "links") return RunLinks(rest);
-  if (sub == "local") return RunLocal(rest);
-  std::cerr << "octet cluster: unknown subcommand '" << sub
-            << "' (init, add, status, links, local)\n";
+  if (const Subcommand* s = FindSubcommand(ClusterSubcommands(), sub)) return s->run(rest);
+  std::cerr << "octet cluster: unknown subcommand '" << sub << "' ("
+            << SubcommandNames(ClusterSubcommands()) << ")\n";
   return kExitUsage;
+}
+
+const std::vector<Subcommand>& ClusterSubcommands() {
+  static const std::vector<Subcommand> table = {{"init", RunInit},
+                                                {"add", RunAdd},
+                                                {"status", RunStatus},
+                                                {"links", RunLinks},
+                                                {"local", RunLocal}};
+  return table;
 }
 
 }  // namespace octet::cli

@@ -38,7 +38,7 @@ constexpr const char* kUsage =
     "  down NAME --cluster NAME             stop every replica and the router\n";
 
 int UsageError(const std::string& program, const std::string& msg) {
-  std::cerr << program << ": " << msg << " (see " << program << " --help)\n";
+  std::cerr << WithProgram(program, msg) << " (see " << program << " --help)\n";
   return kExitUsage;
 }
 int Failure(const std::string& program, const std::string& msg) {
@@ -230,7 +230,7 @@ int RunCheckOrApply(const std::vector<std::string>& args, bool apply) {
              "before the placement refuses it",
              "10000");
   }
-  if (Status s = p.Parse(args); !s.ok()) return UsageError(prog, s.message());
+  if (Status s = p.Parse(args); !s.ok()) return ParseUsageError(s);
   if (p.help_requested()) {
     std::cout << p.Usage();
     return kExitOk;
@@ -348,7 +348,7 @@ int RunStatusCommand(const std::vector<std::string>& args) {
               "(ready, starting, failed, stopped), endpoint and error; the router's.");
   p.Positional("NAME", "only this deployment");
   AddClusterFlags(p);
-  if (Status s = p.Parse(args); !s.ok()) return UsageError(prog, s.message());
+  if (Status s = p.Parse(args); !s.ok()) return ParseUsageError(s);
   if (p.help_requested()) {
     std::cout << p.Usage();
     return kExitOk;
@@ -383,7 +383,7 @@ int RunDown(const std::vector<std::string>& args) {
   ArgParser p(prog, "Stop every replica and the router of a deployment (through the agents).");
   p.Positional("NAME", "the deployment");
   AddClusterFlags(p);
-  if (Status s = p.Parse(args); !s.ok()) return UsageError(prog, s.message());
+  if (Status s = p.Parse(args); !s.ok()) return ParseUsageError(s);
   if (p.help_requested()) {
     std::cout << p.Usage();
     return kExitOk;
@@ -415,12 +415,19 @@ int RunDeploy(const std::vector<std::string>& args) {
     std::cout << kUsage;
     return kExitOk;
   }
-  if (sub == "check") return RunCheckOrApply(rest, /*apply=*/false);
-  if (sub == "apply") return RunCheckOrApply(rest, /*apply=*/true);
-  if (sub == "status") return RunStatusCommand(rest);
-  if (sub == "down") return RunDown(rest);
-  std::cerr << "octet deploy: unknown subcommand '" << sub << "' (check, apply, status, down)\n";
+  if (const Subcommand* s = FindSubcommand(DeploySubcommands(), sub)) return s->run(rest);
+  std::cerr << "octet deploy: unknown subcommand '" << sub << "' ("
+            << SubcommandNames(DeploySubcommands()) << ")\n";
   return kExitUsage;
+}
+
+const std::vector<Subcommand>& DeploySubcommands() {
+  static const std::vector<Subcommand> table = {
+      {"check", [](const std::vector<std::string>& a) { return RunCheckOrApply(a, false); }},
+      {"apply", [](const std::vector<std::string>& a) { return RunCheckOrApply(a, true); }},
+      {"status", RunStatusCommand},
+      {"down", RunDown}};
+  return table;
 }
 
 }  // namespace octet::cli

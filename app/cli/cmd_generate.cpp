@@ -14,6 +14,7 @@
 
 #include "command.h"
 #include "generation_settings.h"
+#include "load_progress.h"
 #include "octet/base/args.h"
 #include "octet/base/log.h"
 #include "tp_launch.h"
@@ -24,21 +25,8 @@ namespace {
 constexpr const char* kProgram = "octet generate";
 
 int UsageError(const std::string& why) {
-  std::cerr << kProgram << ": " << why << " (see " << kProgram << " --help)\n";
+  std::cerr << WithProgram(kProgram, why) << " (see " << kProgram << " --help)\n";
   return kExitUsage;
-}
-
-// A one-line progress bar on stderr, redrawn in place.
-void DrawProgress(const engine::LoadProgress& p) {
-  const int width = 30;
-  const double frac = p.bytes_total > 0 ? double(p.bytes_done) / double(p.bytes_total) : 1.0;
-  const int filled = static_cast<int>(frac * width);
-  std::fprintf(stderr, "\rloading [%s%s] %3d%%  %lld/%lld tensors",
-               std::string(filled, '#').c_str(), std::string(width - filled, ' ').c_str(),
-               static_cast<int>(frac * 100), static_cast<long long>(p.tensors_done),
-               static_cast<long long>(p.tensors_total));
-  if (p.tensors_done == p.tensors_total) std::fprintf(stderr, "\n");
-  std::fflush(stderr);
 }
 
 }  // namespace
@@ -92,7 +80,8 @@ int RunGenerate(const std::vector<std::string>& args) {
     if (plan.pin) PinToCpuIndices(plan.cpus[0]);
     SetLogTag("rank 0");
   }
-  if (isatty(STDERR_FILENO) && tp == 1) o.load.progress = DrawProgress;
+  LoadProgressReporter load_progress(/*json=*/false, isatty(STDERR_FILENO) && tp == 1);
+  o.load.progress = load_progress.Callback();
   auto rt = engine::TpRuntime::Create(model, o);
   if (!rt.ok()) {
     const Status& s = rt.status();

@@ -259,4 +259,21 @@ int RunModels(const std::vector<std::string>& args) {
   return kExitUsage;
 }
 
+// `list` and `rm` are words of RunModels' own parser (`octet models`, alone,
+// lists too); the table names them for `octet help --commands`.
+const std::vector<Subcommand>& ModelsSubcommands() {
+  static const std::vector<Subcommand> table = {{"list",
+                                                 [](const std::vector<std::string>& a) {
+                                                   std::vector<std::string> words = {"list"};
+                                                   words.insert(words.end(), a.begin(), a.end());
+                                                   return RunModels(words);
+                                                 }},
+                                                {"rm", [](const std::vector<std::string>& a) {
+                                                   std::vector<std::string> words = {"rm"};
+                                                   words.insert(words.end(), a.begin(), a.end());
+                                                   return RunModels(words);
+                                                 }}};
+  return table;
+}
+
 }  // namespace octet::cli

@@ -35,7 +35,7 @@ namespace {
 constexpr const char* kProgram = "octet plan";
 
 int UsageError(const std::string& why) {
-  std::cerr << kProgram << ": " << why << " (see " << kProgram << " --help)\n";
+  std::cerr << WithProgram(kProgram, why) << " (see " << kProgram << " --help)\n";
   return kExitUsage;
 }
 
@@ -317,7 +317,7 @@ int RunPlan(const std::vector<std::string>& args) {
   if (p.GetFlag("list")) {
     auto all = engine::LoadCatalog(catalog);
     if (!all.ok()) {
-      std::cerr << kProgram << ": " << all.status().message() << "\n";
+      std::cerr << WithProgram(kProgram, all.status().message()) << "\n";
       return kExitFailure;
     }
     nlohmann::json list = nlohmann::json::array();
@@ -433,12 +433,12 @@ int RunPlan(const std::vector<std::string>& args) {
     }
   }
   if (!m.ok()) {
-    std::cerr << kProgram << ": " << m.status().message() << "\n";
+    std::cerr << WithProgram(kProgram, m.status().message()) << "\n";
     return kExitFailure;
   }
   auto plan = engine::PlanMemory(*m, r);
   if (!plan.ok()) {
-    std::cerr << kProgram << ": " << plan.status().message() << "\n";
+    std::cerr << WithProgram(kProgram, plan.status().message()) << "\n";
     return kExitFailure;
   }
   if (p.GetFlag("json")) {

@@ -229,13 +229,13 @@ int PullOntoCluster(const std::string& cluster, const std::string& config_dir,
   for (size_t i = 0; i < n; ++i) {
     auto ep = app::EndpointFor(*profile, i);
     if (!ep.ok()) {
-      std::cerr << kProgram << ": " << ep.status().message() << "\n";
+      std::cerr << WithProgram(kProgram, ep.status().message()) << "\n";
       return kExitFailure;
     }
     eps[i] = *ep;
     auto cl = app::AgentClient::Create(*ep);
     if (!cl.ok()) {
-      std::cerr << kProgram << ": " << cl.status().message() << "\n";
+      std::cerr << WithProgram(kProgram, cl.status().message()) << "\n";
       return kExitFailure;
     }
     clients[i] = std::move(*cl);

@@ -514,10 +514,10 @@ int PlanCommand(const std::vector<std::string>& args) {
 }  // namespace
 
 int RunRoute(const std::vector<std::string>& args) {
-  if (!args.empty() && args[0] == "train-classifier")
-    return TrainClassifierCommand(std::vector<std::string>(args.begin() + 1, args.end()));
-  if (!args.empty() && args[0] == "plan")
-    return PlanCommand(std::vector<std::string>(args.begin() + 1, args.end()));
+  if (!args.empty()) {
+    if (const Subcommand* s = FindSubcommand(RouteSubcommands(), args[0]))
+      return s->run(std::vector<std::string>(args.begin() + 1, args.end()));
+  }
 
   ArgParser p("octet route",
               "The request router: an OpenAI-compatible gateway that classifies each request and\n"
@@ -552,6 +552,12 @@ int RunRoute(const std::vector<std::string>& args) {
   if (p.GetFlag("check")) return CheckPolicy(path, p.GetFlag("json"));
   if (p.GetFlag("classify")) return Classify(path, p.GetFlag("json"));
   return Serve(path, p);
+}
+
+const std::vector<Subcommand>& RouteSubcommands() {
+  static const std::vector<Subcommand> table = {{"train-classifier", TrainClassifierCommand},
+                                                {"plan", PlanCommand}};
+  return table;
 }
 
 }  // namespace octet::cli

@@ -4,11 +4,15 @@
 // processes on a loopback rendezvous, each pinned to CPUs of its own when they
 // fit). Continuous batching over a KV cache of --slots sequences of --context
 // positions, with speculative decoding per sequence (--speculative ngram
-// --draft-tokens K). Stops on SIGINT/SIGTERM (requests in flight end with an error).
-// Contract: docs/CLI.md; routes and errors: octet/engine/openai_server.h.
+// --draft-tokens K). Loading shows progress (a line on a terminal; with --json
+// one JSON line per tensor before the ready line). Stops on SIGINT/SIGTERM (requests in flight end
+// with an error). Contract: docs/CLI.md; routes and errors: octet/engine/openai_server.h.
+#include <unistd.h>
+
 #include <iostream>
 
 #include "command.h"
+#include "load_progress.h"
 #include "octet/base/api_key.h"
 #include "octet/base/args.h"
 #include "octet/base/log.h"
@@ -19,7 +23,7 @@ namespace {
 constexpr const char* kProgram = "octet serve";
 
 int UsageError(const std::string& why) {
-  std::cerr << kProgram << ": " << why << " (see " << kProgram << " --help)\n";
+  std::cerr << WithProgram(kProgram, why) << " (see " << kProgram << " --help)\n";
   return kExitUsage;
 }
 }  // namespace
@@ -92,6 +96,9 @@ int RunServe(const std::vector<std::string>& args) {
     if (plan.pin) PinToCpuIndices(plan.cpus[0]);
     SetLogTag("rank 0");
   }
+  // Loading a large checkpoint takes minutes: show it (load_progress.h).
+  LoadProgressReporter load_progress(p.GetFlag("json"), isatty(STDERR_FILENO) != 0);
+  o.load.progress = load_progress.Callback();
   auto rt = engine::TpRuntime::Create(model, o);
   if (!rt.ok()) {
     ReapFollowers(followers, 2000);

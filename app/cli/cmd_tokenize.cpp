@@ -24,7 +24,7 @@ namespace {
 using json = nlohmann::json;
 
 int Fail(int code, const std::string& message) {
-  std::cerr << "octet tokenize: " << message << "\n";
+  std::cerr << WithProgram("octet tokenize", message) << "\n";
   return code;
 }
 
@@ -40,7 +40,7 @@ int RunTokenize(const std::vector<std::string>& args) {
       .Flag("split-special", "encode: treat special tokens written in the text as plain text")
       .Flag("skip-special", "decode: leave special tokens out of the text")
       .Flag("json", "print JSON (always the case; accepted for uniformity)");
-  if (Status s = parser.Parse(args); !s.ok()) return Fail(kExitUsage, s.message());
+  if (Status s = parser.Parse(args); !s.ok()) return ParseUsageError(s);
   if (parser.help_requested()) {
     std::cout << parser.Usage();
     return kExitOk;

@@ -52,11 +52,11 @@ namespace octet::cli {
 namespace {
 
 int Fail(const std::string& what) {
-  std::cerr << "octet train: " << what << "\n";
+  std::cerr << WithProgram("octet train", what) << "\n";
   return kExitFailure;
 }
 int Usage(const std::string& what) {
-  std::cerr << "octet train: " << what << "\n";
+  std::cerr << WithProgram("octet train", what) << "\n";
   return kExitUsage;
 }
 
@@ -580,7 +580,7 @@ int RunPrepare(const std::vector<std::string>& args) {
   p.Option("val-fraction", "F", "share of the documents held out for validation", "0.01");
   p.Option("shard-tokens", "N", "tokens per shard file", "50000000");
   p.Flag("json", "print one JSON document on stdout");
-  if (Status s = p.Parse(args); !s.ok()) return Usage(s.message());
+  if (Status s = p.Parse(args); !s.ok()) return ParseUsageError(s);
   if (p.help_requested()) {
     std::cout << p.Usage();
     return kExitOk;
@@ -642,9 +642,15 @@ int RunPrepare(const std::vector<std::string>& args) {
 
 }  // namespace
 
+const std::vector<Subcommand>& TrainSubcommands() {
+  static const std::vector<Subcommand> table = {{"prepare", RunPrepare}};
+  return table;
+}
+
 int RunTrain(const std::vector<std::string>& args) {
-  if (!args.empty() && args[0] == "prepare") {
-    return RunPrepare(std::vector<std::string>(args.begin() + 1, args.end()));
+  if (!args.empty()) {
+    if (const Subcommand* s = FindSubcommand(TrainSubcommands(), args[0]))
+      return s->run(std::vector<std::string>(args.begin() + 1, args.end()));
   }
   ArgParser p("octet train",
               "Pre-train a nanochat-style GPT, or run K optimizer steps on one fixed batch "
@@ -698,7 +704,7 @@ int RunTrain(const std::vector<std::string>& args) {
          "print an '@octet-figures {json}' line per step on stderr (worker telemetry for the "
          "agent and the workbench)");
   p.Flag("json", "print one JSON document on stdout");
-  if (Status s = p.Parse(args); !s.ok()) return Usage(s.message());
+  if (Status s = p.Parse(args); !s.ok()) return ParseUsageError(s);
   if (p.help_requested()) {
     std::cout << p.Usage();
     return kExitOk;

@@ -62,7 +62,7 @@ int RunWorker(const std::vector<std::string>& args) {
     return kExitOk;
   }
   auto usage = [](const std::string& why) {
-    std::cerr << kProgram << ": " << why << " (see " << kProgram << " --help)\n";
+    std::cerr << WithProgram(kProgram, why) << " (see " << kProgram << " --help)\n";
     return kExitUsage;
   };
   const std::string job_kind = p.GetString("job");

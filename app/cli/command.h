@@ -8,19 +8,58 @@
 #include <string_view>
 #include <vector>
 
+#include "octet/base/status.h"
+
 namespace octet::cli {
 
 using CommandFn = int (*)(const std::vector<std::string>& args);
+
+// A word after a command's name that selects what it does (`octet cluster
+// status`); `run` takes the words after it.
+struct Subcommand {
+  std::string_view name;
+  CommandFn run;
+};
 
 struct Command {
   std::string_view name;
   std::string_view summary;
   CommandFn run;                // nullptr: the issue that builds it has not landed
   std::string_view pending;     // for run == nullptr: what it waits for
+  // The command's subcommands (the table its `run` dispatches on); null when
+  // it has none.
+  const std::vector<Subcommand>& (*subcommands)() = nullptr;
 };
 
 // All subcommands, in the order `octet --help` lists them.
 const std::vector<Command>& Commands();
+
+// `octet help --commands`: one line per command and per subcommand ("cluster
+// status"), from the tables above; what tests walk to check every command's
+// usage errors.
+std::string ListCommandWords();
+
+// The entry of `table` named `word`, or null.
+const Subcommand* FindSubcommand(const std::vector<Subcommand>& table, const std::string& word);
+// "init, add, status" for an "unknown subcommand" message.
+std::string SubcommandNames(const std::vector<Subcommand>& table);
+
+// A usage error from ArgParser::Parse (its message already names the program
+// and the flag) on stderr, once; returns kExitUsage.
+int ParseUsageError(const Status& parse_status);
+
+// "PROGRAM: message", or `message` alone when it already starts with a
+// program's name ("octet serve: --port ..."), as ArgParser's errors do: an
+// error names the program once.
+std::string WithProgram(std::string_view program, const std::string& message);
+
+// The subcommand tables (each in its command's file).
+const std::vector<Subcommand>& BenchSubcommands();
+const std::vector<Subcommand>& ClusterSubcommands();
+const std::vector<Subcommand>& DeploySubcommands();
+const std::vector<Subcommand>& ModelsSubcommands();
+const std::vector<Subcommand>& RouteSubcommands();
+const std::vector<Subcommand>& TrainSubcommands();
 
 // Subcommands (app/cli/cmd_<name>.cpp).
 int RunBench(const std::vector<std::string>& args);

@@ -33,8 +33,9 @@ Result<std::vector<engine::ResolvedSetting>> ResolveGenerationSettings(
            : in_config   ? SettingSource::kGenerationConfig
                          : SettingSource::kBuiltIn;
   };
-  auto flag_error = [](const char* flag, const Status& st) {
-    return InvalidArgumentError("--" + std::string(flag) + ": " + st.message());
+  // ArgParser's message names the program and the flag already.
+  auto flag_error = [](const char*, const Status& st) {
+    return InvalidArgumentError(st.message());
   };
   // temperature (do_sample: false in the config is temperature 0)
   {
@@ -99,7 +100,7 @@ int ShowGenerationSettings(const ArgParser& p, const std::string& model_dir,
   int64_t max_tokens = 0;
   auto settings = ResolveGenerationSettings(p, *d, &s, &max_tokens);
   if (!settings.ok()) {
-    std::cerr << program << ": " << settings.status().message() << "\n";
+    std::cerr << WithProgram(program, settings.status().message()) << "\n";
     return kExitUsage;
   }
   std::cout << DescribeGenerationSettings(*settings, *d);

@@ -23,12 +23,18 @@ void PrintHelp() {
     if (!c.run) std::cout << "  [not in this build yet]";
     std::cout << "\n";
   }
-  std::cout << "\n  --version   print the version and what this build includes\n";
+  std::cout << "\n  --version   print the version and what this build includes\n"
+               "  help --commands   list every command and subcommand, one per line\n";
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Every command and subcommand, one per line (for scripts and the CLI tests).
+  if (argc == 3 && std::string(argv[1]) == "help" && std::string(argv[2]) == "--commands") {
+    std::cout << octet::cli::ListCommandWords();
+    return octet::cli::kExitOk;
+  }
   if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h" ||
       std::string(argv[1]) == "help") {
     PrintHelp();

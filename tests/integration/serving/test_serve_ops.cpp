@@ -5,7 +5,9 @@
 // `octet route --api-key` in front of serve forwarding the request id.
 #include <QtTest>
 #include <atomic>
+#include <cstring>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <thread>
 
 #include "raw_http.h"
@@ -182,6 +184,89 @@ class TestServeOps : public QObject {
     s = second.Start(
         {BinDir() + "/octet", "route", "--policy", policy, "--port", std::to_string(port)}, 20'000);
     QVERIFY2(!s.ok(), "a second router started on a busy port");
+  }
+  // `octet serve --json` shows the load: one "load" line per tensor, before the
+  // ready line, whose counts end at the checkpoint's tensors and bytes (read
+  // here from the safetensors header).
+  void loadProgressBeforeReady() {
+    std::string header_text;
+    {
+      auto bytes = ReadFileToString(model_ + "/model.safetensors");
+      QVERIFY2(bytes.ok(), bytes.status().ToString().c_str());
+      uint64_t n = 0;
+      std::memcpy(&n, bytes->data(), 8);
+      header_text = bytes->substr(8, n);
+    }
+    const json header = json::parse(header_text);
+    int64_t tensors = 0, tensor_bytes = 0;
+    for (const auto& [name, t] : header.items()) {
+      if (name == "__metadata__") continue;
+      ++tensors;
+      tensor_bytes += t["data_offsets"][1].get<int64_t>() - t["data_offsets"][0].get<int64_t>();
+    }
+    QVERIFY(tensors > 0);
+    // The ready line is printed once serving; the output so far holds both.
+    std::vector<json> loads;
+    bool ready = false;
+    std::istringstream lines(open_.output());
+    for (std::string line; std::getline(lines, line);) {
+      json j = json::parse(line, nullptr, false);
+      if (!j.is_object() || !j.contains("event")) continue;
+      if (j["event"] == "ready") {
+        ready = true;
+      } else if (j["event"] == "load") {
+        QVERIFY2(!ready, ("a load line after the ready line: " + line).c_str());
+        loads.push_back(j);
+      }
+    }
+    QVERIFY2(ready, open_.output().c_str());
+    QVERIFY2(!loads.empty(), open_.output().c_str());
+    int64_t prev = 0;
+    for (const auto& j : loads) {
+      QCOMPARE(j["tensors_total"].get<int64_t>(), tensors);
+      QCOMPARE(j["bytes_total"].get<int64_t>(), tensor_bytes);
+      QVERIFY(j["tensors_done"].get<int64_t>() >= prev);
+      prev = j["tensors_done"].get<int64_t>();
+      QVERIFY(j["bytes_per_s"].get<double>() >= 0);
+    }
+    QCOMPARE(loads.back()["tensors_done"].get<int64_t>(), tensors);
+    QCOMPARE(loads.back()["bytes_done"].get<int64_t>(), tensor_bytes);
+  }
+
+  // `octet chat --json`: stdin lines are the turns; one JSON object per turn
+  // (and per /reset) on stdout, the conversation growing between turns.
+  void chatJsonOneObjectPerTurn() {
+    const std::string input = ScratchDir() + "/chat-input.txt";
+    QVERIFY(
+        WriteFileAtomic(input, "Count to three\nAnd again\n/reset\nCount to three\n", 0600).ok());
+    auto r = RunProgram({"/bin/sh", "-c", "exec \"$0\" \"$@\" < \"$OCTET_CHAT_INPUT\" 2>/dev/null",
+                         BinDir() + "/octet", "chat", "--model", model_, "--json", "--temperature",
+                         "0", "--max-tokens", "3"},
+                        120'000, {"OCTET_CHAT_INPUT=" + input});
+    QVERIFY2(r.exit_code == 0, r.output.c_str());
+    std::vector<json> out;
+    std::istringstream lines(r.output);
+    for (std::string line; std::getline(lines, line);) {
+      json j = json::parse(line, nullptr, false);
+      QVERIFY2(j.is_object(), ("not one JSON object per line: " + line).c_str());
+      out.push_back(j);
+    }
+    QCOMPARE(out.size(), size_t(4));
+    for (size_t i : {size_t(0), size_t(1), size_t(3)}) {
+      const json& t = out[i];
+      QVERIFY2(t["role"] == "assistant" && t["content"].is_string(), t.dump().c_str());
+      QVERIFY(t["generated_tokens"].get<size_t>() == t["ids"].size());
+      QVERIFY(t["generated_tokens"].get<int64_t>() >= 1 &&
+              t["generated_tokens"].get<int64_t>() <= 3);
+      QVERIFY(t["finish_reason"] == "eos" || t["finish_reason"] == "length");
+    }
+    QCOMPARE(out[0]["turn"].get<int>(), 0);
+    QCOMPARE(out[1]["turn"].get<int>(), 1);
+    QCOMPARE(out[2]["event"].get<std::string>(), std::string("reset"));
+    // The second turn carries the first; after /reset the same prompt again.
+    QVERIFY(out[1]["prompt_tokens"].get<int64_t>() > out[0]["prompt_tokens"].get<int64_t>());
+    QCOMPARE(out[3]["prompt_tokens"].get<int64_t>(), out[0]["prompt_tokens"].get<int64_t>());
+    QCOMPARE(out[3]["ids"], out[0]["ids"]);  // greedy: the same reply to the same prompt
   }
 };
 
