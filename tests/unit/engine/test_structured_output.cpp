@@ -6,8 +6,10 @@
 // written here, independent of the automaton — and the sampler's fast path
 // (one token checked before any whole mask) against sampling the fully
 // masked logits: the same ids for greedy and top-k, the masked softmax's
-// frequencies for plain temperature.
+// frequencies for plain temperature; the server's streamed tool calls
+// against the non-streamed parse.
 #include <QtTest>
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -18,6 +20,7 @@
 #include "octet/engine/tokenizer.h"
 #include "octet/engine/tool_calls.h"
 #include "octet_test.h"
+#include "openai_structured.h"
 
 using namespace octet;
 using namespace octet::engine;
@@ -530,6 +533,95 @@ class TestStructuredOutput : public QObject {
       qInfo("%s: allowed mass %.3f, %lld whole masks in %d draws, worst %.2f sd", prefix, z / z_all,
             static_cast<long long>(filter.masks), n, worst);
     }
+  }
+
+  // The server's streamed tool calls (ToolCallStreamFilter), fed in pieces of
+  // several sizes: each call's head (id, name, empty arguments) before any of
+  // its arguments, the arguments in fragments as they come, and in the end
+  // the calls and content the non-streamed reply (ParseToolCalls) has.
+  void streamedToolCalls() {
+    struct Case {
+      std::string text;
+      int calls;       // complete calls
+      bool fragments;  // arguments streamed (not sent whole at the end)
+    };
+    const Case cases[] = {
+        {"Let me check.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": "
+         "\"Paris\", \"days\": 2}}\n</tool_call>\n<tool_call>\n{\"name\": \"get_time\", "
+         "\"arguments\": {\"utc\": true}}\n</tool_call>\nDone.",
+         2, true},
+        {"<|python_tag|>{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Oslo\", "
+         "\"nested\": {\"a\": [1, \"}]\\\"\"]}}}",
+         1, true},
+        {"  \n{\"name\": \"f\\u00e9\", \"parameters\": {}}", 1, false},
+        {"{\"parameters\": {\"x\": 1}, \"name\": \"f\"}", 1, false},
+        {"<tool_call>{\"name\": \"f\", \"arguments\": \"{\\\"x\\\": 1}\"}</tool_call>", 1, false},
+        {"{\"answer\": 42}", 0, false},
+        {"a < b and <tool> and <tool_ here", 0, false},
+        {"Hm. <tool_call>not json</tool_call> after", 0, false},
+        {"<|python_tag", 0, false},
+    };
+    auto squeeze = [](std::string s) {
+      s.erase(std::remove_if(s.begin(), s.end(), [](char c) { return std::isspace(uint8_t(c)); }),
+              s.end());
+      return s;
+    };
+    for (const Case& k : cases) {
+      const ParsedToolCalls whole = ParseToolCalls(k.text);
+      QCOMPARE(static_cast<int>(whole.calls.size()), k.calls);
+      for (size_t piece : {size_t{1}, size_t{2}, size_t{5}, size_t{13}, k.text.size()}) {
+        const std::string where = "'" + k.text + "' in pieces of " + std::to_string(piece);
+        ToolCallStreamFilter f(ToolMode{true, false});
+        std::vector<nlohmann::json> deltas;
+        for (size_t at = 0; at < k.text.size(); at += piece) {
+          for (auto& d : f.Push(std::string_view(k.text).substr(at, piece))) deltas.push_back(d);
+        }
+        bool called = false;
+        for (auto& d : f.Finish(&called)) deltas.push_back(d);
+        std::string content;
+        std::vector<std::pair<std::string, std::string>> calls;
+        std::vector<int> frags;
+        for (const nlohmann::json& d : deltas) {
+          if (d.contains("content")) {
+            content += d["content"].get<std::string>();
+            continue;
+          }
+          const nlohmann::json& tc = d["tool_calls"][0];
+          const size_t i = tc["index"].get<size_t>();
+          if (tc.contains("id")) {
+            QVERIFY2(i == calls.size(), where.c_str());
+            QVERIFY2(tc["id"].get<std::string>().rfind("call_", 0) == 0, where.c_str());
+            QVERIFY2(tc["function"]["arguments"] == "", where.c_str());
+            calls.push_back({tc["function"]["name"], ""});
+            frags.push_back(0);
+          } else {
+            QVERIFY2(i + 1 == calls.size() && !tc["function"].contains("name"), where.c_str());
+            calls[i].second += tc["function"]["arguments"].get<std::string>();
+            frags[i] += 1;
+          }
+        }
+        QVERIFY2(called == (k.calls > 0), where.c_str());
+        QVERIFY2(static_cast<int>(calls.size()) == k.calls, (where + ": " + content).c_str());
+        for (size_t i = 0; i < calls.size(); ++i) {
+          QVERIFY2(calls[i].first == whole.calls[i].name, where.c_str());
+          QVERIFY2(json::parse(calls[i].second) == json::parse(whole.calls[i].arguments),
+                   (where + ": " + calls[i].second).c_str());
+          if (k.fragments && piece == 1) QVERIFY2(frags[i] > 3, where.c_str());
+        }
+        QVERIFY2(squeeze(content) == squeeze(whole.content),
+                 (where + ": content '" + content + "' vs '" + whole.content + "'").c_str());
+      }
+    }
+    // Cut off inside the arguments: the head and what came of them went out,
+    // but no complete call (the reply's own finish reason stays).
+    ToolCallStreamFilter f(ToolMode{true, false});
+    auto d = f.Push("<tool_call>{\"name\": \"f\", \"arguments\": {\"x\": [1, ");
+    bool called = true;
+    f.Finish(&called);
+    QVERIFY(!called);
+    QVERIFY(d.size() == 2 && d[0]["tool_calls"][0]["function"]["name"] == "f");
+    QCOMPARE(d[1]["tool_calls"][0]["function"]["arguments"].get<std::string>(),
+             std::string("{\"x\": [1, "));
   }
 
   void toolCallsParse() {
