@@ -28,6 +28,7 @@
 #include "octet/base/file_util.h"
 #include "octet/base/subprocess.h"
 #include "octet_test.h"
+#include "trainer_test_util.h"
 
 using namespace octet;
 using namespace octet::app;
@@ -508,6 +509,127 @@ class TestNetnsCabling : public QObject {
             Deadline::AfterMs(30'000)),
         Describe(session.Snapshot()).c_str());
     QCOMPARE(status().exit_code, 0);
+  }
+
+  // Data-parallel training over a cable between two namespaces, through the
+  // agents: the cable goes down mid-run; both ranks' jobs end (failed) within
+  // the peer timeout, at least one naming the other rank, the agents stay up,
+  // and once the cable is back the run resumes from its last checkpoint.
+  void trainingAcrossACableThatGoesDown() {
+    NetnsLab lab("t");
+    for (int i = 0; i < 2; ++i) QVERIFY(lab.AddNamespace(lab.Ns(i)).ok());
+    Status s = lab.Cable(lab.Ns(0), "r1", "10.78.0.1/24", lab.Ns(1), "r0", "10.78.0.2/24");
+    QVERIFY2(s.ok(), s.ToString().c_str());
+    const std::string root = dir_.path().toStdString() + "/train";
+    const std::string run = root + "/models/run";
+    QVERIFY(MakeDirs(run).ok());
+    QVERIFY(WriteFileAtomic(run + "/config.json",
+                            R"({"model_type":"nanochat","n_layer":2,"n_head":2,"n_embd":32,)"
+                            R"("vocab_size":48,"sequence_len":16})")
+                .ok());
+    trainer::testing::WriteSyntheticData(root + "/data", 48, 30, 80);
+    lab.AddAgentArgs({"--model-roots", root + "/models," + root + "/data"});
+    const Status started = lab.StartAgents(2, dir_.path().toStdString(), token_file_);
+    QVERIFY2(started.ok(), started.ToString().c_str());
+    ClusterSession& session = lab.session();
+    QVERIFY2(session.WaitUntil(
+                 [](const ClusterSnapshot& s) {
+                   return s.nodes.size() == 2 && s.nodes[0].state == NodeState::kUp &&
+                          s.nodes[1].state == NodeState::kUp;
+                 },
+                 Deadline::AfterMs(20'000)),
+             Describe(session.Snapshot()).c_str());
+
+    const int64_t peer_timeout_ms = 3000;
+    auto start_ranks = [&](const std::string& id, bool resume) -> Status {
+      std::string rendezvous = "10.78.0.1:0";
+      for (uint32_t r = 0; r < 2; ++r) {
+        JobSpec spec;
+        spec.job_id = id;
+        spec.kind = JobKind::kTraining;
+        spec.model = run;
+        spec.world_size = 2;
+        spec.rank = r;
+        spec.rendezvous = rendezvous;
+        spec.transport = "tcp";
+        spec.algorithm = "auto";
+        spec.threads = 1;
+        spec.extra_args = {"--data",
+                           root + "/data",
+                           "--seq-len",
+                           "16",
+                           "--batch-size",
+                           "2",
+                           "--eval-batches",
+                           "0",
+                           "--steps",
+                           "1000000",
+                           "--checkpoint-every",
+                           "5",
+                           "--peer-timeout-ms",
+                           std::to_string(peer_timeout_ms)};
+        if (resume) spec.extra_args.push_back("--resume");
+        auto st = session.client(r).StartJob(spec, Deadline::AfterMs(20'000));
+        if (!st.ok()) return st.status().WithContext("rank " + std::to_string(r));
+        if (r == 0) rendezvous = st->rendezvous;
+      }
+      session.RefreshNow();
+      return Status::Ok();
+    };
+    // Both ranks past step `step` in the agents' telemetry.
+    auto both_past = [](const std::string& id, uint64_t step) {
+      return [id, step](const ClusterSnapshot& s) {
+        for (const auto& n : s.nodes) {
+          bool past = false;
+          for (const auto& w : n.telemetry.workers) {
+            if (w.job_id == id && w.train_step > step) past = true;
+          }
+          if (!past) return false;
+        }
+        return true;
+      };
+    };
+    s = start_ranks("dp-train", false);
+    QVERIFY2(s.ok(), s.ToString().c_str());
+    QVERIFY2(session.WaitUntil(both_past("dp-train", 10), Deadline::AfterMs(90'000)),
+             JobsText(session.Snapshot(), "dp-train").c_str());
+    QVERIFY(PathExists(run + "/checkpoints"));
+
+    // The partition: the only cable between the ranks goes down.
+    QVERIFY(lab.Run({"-n", lab.Ns(1), "link", "set", "r0", "down"}).ok());
+    const auto t0 = std::chrono::steady_clock::now();
+    const bool ended = session.WaitUntil(
+        [](const ClusterSnapshot& s) { return JobEndedEverywhere(s, "dp-train"); },
+        Deadline::AfterMs(peer_timeout_ms + 60'000));
+    const auto ended_ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0)
+            .count();
+    ClusterSnapshot snap = session.Snapshot();
+    QVERIFY2(ended, JobsText(snap, "dp-train").c_str());
+    std::string all;
+    bool named = false;
+    for (size_t n = 0; n < 2; ++n) {
+      const JobStatus* j = FindJob(snap, n, "dp-train");
+      QVERIFY2(j && j->state == "failed" && j->exit_code != 0, JobsText(snap, "dp-train").c_str());
+      all += j->exit_reason + " | " + j->last_error_line + "\n";
+      const std::string other = "rank " + std::to_string(1 - n);
+      named = named || (j->exit_reason + j->last_error_line).find(other) != std::string::npos;
+    }
+    QVERIFY2(named, all.c_str());
+    qInfo("training ended %lld ms after the cable went down: %s", static_cast<long long>(ended_ms),
+          all.c_str());
+    QVERIFY(lab.AgentsRunning());
+
+    // The cable is back: the run resumes from its last checkpoint.
+    QVERIFY(lab.Run({"-n", lab.Ns(1), "link", "set", "r0", "up"}).ok());
+    s = start_ranks("dp-train-resumed", true);
+    QVERIFY2(s.ok(), s.ToString().c_str());
+    QVERIFY2(session.WaitUntil(both_past("dp-train-resumed", 10), Deadline::AfterMs(90'000)),
+             JobsText(session.Snapshot(), "dp-train-resumed").c_str());
+    auto logs = session.client(0).ReadLogs("dp-train-resumed", Deadline::AfterMs(10'000));
+    QVERIFY(logs.ok());
+    QVERIFY2(logs->find("resuming from") != std::string::npos, logs->c_str());
+    session.StopJob("dp-train-resumed", Deadline::AfterMs(15'000)).IgnoreError();
   }
 
   // TP = 4 through the agents, one rank per namespace, over TCP.
