@@ -28,23 +28,19 @@
 #include <QSplitter>
 #include <QStandardPaths>
 #include <QTableWidget>
-#include <QThreadPool>
-#include <QValueAxis>
+#include <QThread>
 #include <QVBoxLayout>
+#include <QValueAxis>
 #include <map>
 #include <set>
-#include <thread>
 
+#include "bench_workers.h"
 #include "octet/app/bench_runner.h"
 #include "octet/ui/instance_manager.h"
 #include "octet/ui/theme.h"
 #include "octet/ui/widgets.h"
 
 namespace octet::ui {
-
-struct BenchPanel::Sweep {
-  std::atomic<bool> cancel{false};
-};
 
 namespace {
 
@@ -98,10 +94,27 @@ TestKey KeyOf(const app::BenchResult& r) {
 }  // namespace
 
 BenchPanel::BenchPanel(InstanceManager* instances, QWidget* parent)
-    : QWidget(parent), instances_(instances) {
+    : QWidget(parent),
+      instances_(instances),
+      store_thread_(new QThread(this)),
+      sweep_thread_(new QThread(this)),
+      reader_(new BenchStoreReader),
+      sweeper_(new BenchSweeper(reader_)) {
   setObjectName(QStringLiteral("benchPanel"));
-  readers_ = std::make_shared<QThreadPool>();
-  readers_->setMaxThreadCount(1);
+  qRegisterMetaType<std::vector<app::BenchRun>>();
+  store_thread_->setObjectName(QStringLiteral("benchStore"));
+  sweep_thread_->setObjectName(QStringLiteral("benchSweep"));
+  reader_->moveToThread(store_thread_);
+  sweeper_->moveToThread(sweep_thread_);
+  store_thread_->start();
+  sweep_thread_->start();
+  connect(reader_, &BenchStoreReader::runsListed, this,
+          [this](int generation, const std::vector<app::BenchRun>& runs, const QString& error) {
+            if (generation == load_generation_) onRunsLoaded(runs, error);
+          });
+  connect(reader_, &BenchStoreReader::runsRead, this, &BenchPanel::onCompareLoaded);
+  connect(sweeper_, &BenchSweeper::progress, this, &BenchPanel::onSweepProgress);
+  connect(sweeper_, &BenchSweeper::finished, this, &BenchPanel::onSweepFinished);
   store_path_ = QStandardPaths::writableLocation(QStandardPaths::AppDataLocation) +
                 QStringLiteral("/bench-runs.sqlite");
   auto* outer = new QVBoxLayout(this);
@@ -280,8 +293,14 @@ BenchPanel::BenchPanel(InstanceManager* instances, QWidget* parent)
 }
 
 BenchPanel::~BenchPanel() {
-  if (sweep_) sweep_->cancel = true;
-  readers_->waitForDone();
+  if (sweep_) *sweep_ = true;
+  // The sweeper first: it may be waiting for the reader (see BenchSweeper).
+  sweep_thread_->quit();
+  sweep_thread_->wait();
+  store_thread_->quit();
+  store_thread_->wait();
+  delete sweeper_;
+  delete reader_;
 }
 
 void BenchPanel::setEndpoint(const QString& url) { endpoint_->setEditText(url); }
@@ -331,28 +350,8 @@ void BenchPanel::reloadRuns() {
   const int generation = ++load_generation_;
   const std::string path = store_path_.toStdString();
   QDir().mkpath(QFileInfo(store_path_).absolutePath());
-  QPointer<BenchPanel> self(this);
-  readers_->start([self, path, generation] {
-    std::vector<app::BenchRun> runs;
-    QString error;
-    auto store = app::BenchRunStore::Open(path);
-    if (store.ok()) {
-      auto listed = (*store)->ListRuns(500);
-      if (listed.ok()) {
-        runs = std::move(*listed);
-      } else {
-        error = QString::fromStdString(listed.status().message());
-      }
-    } else {
-      error = QString::fromStdString(store.status().message());
-    }
-    QMetaObject::invokeMethod(
-        qApp,
-        [self, runs, error, generation] {
-          if (self && generation == self->load_generation_) self->onRunsLoaded(runs, error);
-        },
-        Qt::QueuedConnection);
-  });
+  QMetaObject::invokeMethod(
+      reader_, [reader = reader_, generation, path] { reader->listRuns(generation, path); });
 }
 
 void BenchPanel::onRunsLoaded(const std::vector<app::BenchRun>& runs, const QString& error) {
@@ -421,70 +420,40 @@ void BenchPanel::startSweep() {
   progress_->setRange(0, total);
   progress_->setValue(0);
   progress_text_->setText(tr("Measuring latency…"));
-  auto sweep = std::make_shared<Sweep>();
-  sweep_ = sweep;
-  QPointer<BenchPanel> self(this);
+  auto cancel = std::make_shared<std::atomic<bool>>(false);
+  sweep_ = cancel;
+  const quint64 id = ++sweep_id_;
   const std::string path = store_path_.toStdString();
-  std::shared_ptr<QThreadPool> readers = readers_;
-  std::thread([self, sweep, c, path, readers] {
-    auto post = [self, sweep](auto fn) {
-      QMetaObject::invokeMethod(
-          qApp, [self, sweep, fn] { if (self && self->sweep_ == sweep) fn(self.data()); },
-          Qt::QueuedConnection);
-    };
-    // A reader may be creating the file right now (a new store): let it finish.
-    readers->waitForDone();
-    auto store = app::BenchRunStore::Open(path);
-    if (!store.ok()) {
-      const QString e = QString::fromStdString(store.status().message());
-      post([e](BenchPanel* p) {
-        p->running_ = false;
-        p->sweep_.reset();
-        p->run_->setEnabled(true);
-        p->cancel_->setEnabled(false);
-        p->progress_text_->setText(tr("Cannot open the run store: %1").arg(e));
-        emit p->sweepFinished(false, e);
-      });
-      return;
-    }
-    bool posted_begin = false;
-    auto run = app::RunBenchmark(
-        c, store->get(),
-        [&](const app::BenchProgress& pr) {
-          const int done = pr.test_index * pr.runs + pr.repetition + (pr.phase == "done" ? 1 : 0);
-          const QString text = QStringLiteral("%1 — %2 (%3/%4)")
-                                   .arg(QString::fromStdString(pr.test), QString::fromStdString(pr.phase))
-                                   .arg(pr.repetition + 1)
-                                   .arg(pr.runs);
-          const bool begun = pr.run_id > 0 && !posted_begin;
-          if (begun) posted_begin = true;
-          post([done, text, begun](BenchPanel* p) {
-            p->progress_->setValue(std::min(done, p->progress_->maximum()));
-            p->progress_text_->setText(text);
-            if (begun) p->reloadRuns();  // the run appears as "running"
-          });
-        },
-        &sweep->cancel);
-    const bool ok = run.ok();
-    const QString detail = ok ? QObject::tr("Run #%1 stored: %2 test(s).")
-                                    .arg(run->id)
-                                    .arg(run->results.size())
-                              : QString::fromStdString(run.status().message());
-    post([ok, detail](BenchPanel* p) {
-      p->running_ = false;
-      p->sweep_.reset();
-      p->run_->setEnabled(true);
-      p->cancel_->setEnabled(false);
-      if (ok) p->progress_->setValue(p->progress_->maximum());
-      p->progress_text_->setText(ok ? detail : tr("The sweep failed: %1").arg(detail));
-      p->reloadRuns();
-      emit p->sweepFinished(ok, detail);
-    });
-  }).detach();
+  QMetaObject::invokeMethod(
+      sweeper_, [sweeper = sweeper_, id, c, path, cancel] { sweeper->run(id, c, path, cancel); });
+}
+
+void BenchPanel::onSweepProgress(quint64 id, int done, const QString& text, bool begun) {
+  if (!sweep_ || id != sweep_id_) return;
+  progress_->setValue(std::min(done, progress_->maximum()));
+  progress_text_->setText(text);
+  if (begun) reloadRuns();  // the run appears as "running"
+}
+
+void BenchPanel::onSweepFinished(quint64 id, bool ok, const QString& detail, bool store_failed) {
+  if (!sweep_ || id != sweep_id_) return;
+  running_ = false;
+  sweep_.reset();
+  run_->setEnabled(true);
+  cancel_->setEnabled(false);
+  if (store_failed) {
+    progress_text_->setText(tr("Cannot open the run store: %1").arg(detail));
+    emit sweepFinished(false, detail);
+    return;
+  }
+  if (ok) progress_->setValue(progress_->maximum());
+  progress_text_->setText(ok ? detail : tr("The sweep failed: %1").arg(detail));
+  reloadRuns();
+  emit sweepFinished(ok, detail);
 }
 
 void BenchPanel::cancelSweep() {
-  if (sweep_) sweep_->cancel = true;
+  if (sweep_) *sweep_ = true;
   progress_text_->setText(tr("Cancelling after the requests in flight…"));
 }
 
@@ -498,27 +467,8 @@ void BenchPanel::compareSelected() {
   // Oldest first: the baseline is the earliest run.
   std::sort(ids.begin(), ids.end());
   const std::string path = store_path_.toStdString();
-  QPointer<BenchPanel> self(this);
-  readers_->start([self, ids, path] {
-    std::vector<app::BenchRun> runs;
-    QString error;
-    auto store = app::BenchRunStore::Open(path);
-    if (!store.ok()) {
-      error = QString::fromStdString(store.status().message());
-    } else {
-      for (int64_t id : ids) {
-        auto run = (*store)->GetRun(id);
-        if (!run.ok()) {
-          error = QString::fromStdString(run.status().message());
-          break;
-        }
-        runs.push_back(std::move(*run));
-      }
-    }
-    QMetaObject::invokeMethod(
-        qApp, [self, runs, error] { if (self) self->onCompareLoaded(runs, error); },
-        Qt::QueuedConnection);
-  });
+  QMetaObject::invokeMethod(reader_,
+                            [reader = reader_, ids, path] { reader->readRuns(ids, path); });
 }
 
 void BenchPanel::onCompareLoaded(const std::vector<app::BenchRun>& runs, const QString& error) {

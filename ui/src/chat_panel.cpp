@@ -23,22 +23,18 @@
 #include <QSplitter>
 #include <QStandardPaths>
 #include <QTextBrowser>
+#include <QThread>
 #include <QTimer>
 #include <QVBoxLayout>
 #include <thread>
 
+#include "chat_worker.h"
 #include "octet/app/chat_client.h"
 #include "octet/ui/instance_manager.h"
 #include "octet/ui/theme.h"
 #include "octet/ui/widgets.h"
 
 namespace octet::ui {
-
-// What the worker thread and the panel share: the panel may go away (or the
-// user press Stop) while a request is in flight.
-struct ChatPanel::Stream {
-  std::atomic<bool> cancel{false};
-};
 
 namespace {
 
@@ -65,8 +61,25 @@ QString StatsLine(const app::ChatReply& r) {
 }  // namespace
 
 ChatPanel::ChatPanel(InstanceManager* instances, QWidget* parent)
-    : QWidget(parent), instances_(instances), render_timer_(new QTimer(this)) {
+    : QWidget(parent),
+      instances_(instances),
+      render_timer_(new QTimer(this)),
+      thread_(new QThread(this)),
+      worker_(new ChatWorker) {
   setObjectName(QStringLiteral("chatPanel"));
+  qRegisterMetaType<app::ChatReply>();
+  thread_->setObjectName(QStringLiteral("chatReply"));
+  worker_->moveToThread(thread_);
+  thread_->start();
+  connect(worker_, &ChatWorker::delta, this, [this](quint64 id, const QString& text) {
+    if (stream_ && id == stream_id_) onDelta(text);
+  });
+  connect(worker_, &ChatWorker::finished, this,
+          [this](quint64 id, bool ok, const app::ChatReply& reply, const QString& error) {
+            if (!stream_ || id != stream_id_) return;
+            onDone(ok, ok ? StatsLine(reply) : QString(), error,
+                   QString::fromStdString(reply.finish_reason));
+          });
   conversation_dir_ =
       QStandardPaths::writableLocation(QStandardPaths::AppDataLocation) + QStringLiteral("/conversations");
   auto* outer = new QVBoxLayout(this);
@@ -193,7 +206,10 @@ ChatPanel::ChatPanel(InstanceManager* instances, QWidget* parent)
 }
 
 ChatPanel::~ChatPanel() {
-  if (stream_) stream_->cancel = true;  // the worker ends at its next chunk
+  if (stream_) *stream_ = true;  // the worker ends at its next chunk
+  thread_->quit();
+  thread_->wait();
+  delete worker_;
 }
 
 void ChatPanel::setConversationDir(const QString& dir) {
@@ -285,31 +301,11 @@ void ChatPanel::startReply() {
   updateButtons();
   render();
 
-  auto stream = std::make_shared<Stream>();
-  stream_ = stream;
-  QPointer<ChatPanel> self(this);
-  std::thread([self, stream, req] {
-    auto post = [self, stream](auto fn) {
-      QMetaObject::invokeMethod(
-          qApp, [self, stream, fn] { if (self && self->stream_ == stream) fn(self.data()); },
-          Qt::QueuedConnection);
-    };
-    auto reply = app::StreamChat(
-        req,
-        [&post](const std::string& delta) {
-          const QString piece = QString::fromStdString(delta);
-          post([piece](ChatPanel* p) { p->onDelta(piece); });
-        },
-        &stream->cancel, Deadline::AfterMs(300'000));
-    if (reply.ok()) {
-      const QString stats = StatsLine(*reply);
-      const QString finish = QString::fromStdString(reply->finish_reason);
-      post([stats, finish](ChatPanel* p) { p->onDone(true, stats, {}, finish); });
-    } else {
-      const QString error = QString::fromStdString(reply.status().message());
-      post([error](ChatPanel* p) { p->onDone(false, {}, error, {}); });
-    }
-  }).detach();
+  auto cancel = std::make_shared<std::atomic<bool>>(false);
+  stream_ = cancel;
+  const quint64 id = ++stream_id_;
+  QMetaObject::invokeMethod(worker_,
+                            [worker = worker_, id, req, cancel] { worker->run(id, req, cancel); });
 }
 
 void ChatPanel::onDelta(const QString& text) {
@@ -339,7 +335,7 @@ void ChatPanel::onDone(bool ok, const QString& stats, const QString& error, cons
 
 void ChatPanel::stopReply() {
   if (!stream_) return;
-  stream_->cancel = true;
+  *stream_ = true;
   state_->setText(tr("Stopping…"));
 }
 

@@ -6,11 +6,12 @@
 // concurrency (one per run), and a table of deltas against the first selected
 // run; export the comparison as CSV and the charts as PNG.
 //
-// The sweep runs on a worker thread with its own store connection; reading
-// the store runs on a pool thread. Results arrive as queued calls.
+// The sweep runs on a worker object (BenchSweeper) in a thread the panel owns,
+// with its own store connection; reads of the store run on another
+// (BenchStoreReader). Results arrive as queued signals. Closing the panel
+// cancels a sweep (at its next streamed chunk) and joins both threads.
 #pragma once
 
-#include <QThreadPool>
 #include <QWidget>
 #include <atomic>
 #include <memory>
@@ -27,9 +28,12 @@ class QProgressBar;
 class QPushButton;
 class QSpinBox;
 class QTableWidget;
+class QThread;
 
 namespace octet::ui {
 
+class BenchStoreReader;
+class BenchSweeper;
 class InstanceManager;
 
 class BenchPanel : public QWidget {
@@ -68,7 +72,8 @@ class BenchPanel : public QWidget {
   bool exportPng(const QString& file);
 
  private:
-  struct Sweep;
+  void onSweepProgress(quint64 id, int done, const QString& text, bool begun);
+  void onSweepFinished(quint64 id, bool ok, const QString& detail, bool store_failed);
   void onRunsLoaded(const std::vector<app::BenchRun>& runs, const QString& error);
   void onCompareLoaded(const std::vector<app::BenchRun>& runs, const QString& error);
   void drawComparison();
@@ -97,12 +102,19 @@ class BenchPanel : public QWidget {
   QString store_path_;
   std::vector<app::BenchRun> runs_;
   std::vector<app::BenchRun> compared_;
-  std::shared_ptr<Sweep> sweep_;
+  // The running sweep's cancel flag (null when none) and its id.
+  std::shared_ptr<std::atomic<bool>> sweep_;
+  quint64 sweep_id_ = 0;
   bool running_ = false;
   int load_generation_ = 0;
-  // Reads of the store (one at a time); a sweep opens the store only after
-  // they are done, so two connections never create a new file together.
-  std::shared_ptr<QThreadPool> readers_;
+  // Reads of the store (one at a time) on store_thread_; a sweep on
+  // sweep_thread_ opens the store only after the reads queued before it, so
+  // two connections never create a new file together. The destructor cancels
+  // the sweep, then quits and joins sweep_thread_, then store_thread_.
+  QThread* store_thread_;
+  QThread* sweep_thread_;
+  BenchStoreReader* reader_;  // lives in store_thread_
+  BenchSweeper* sweeper_;     // lives in sweep_thread_
 };
 
 }  // namespace octet::ui

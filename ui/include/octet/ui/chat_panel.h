@@ -6,8 +6,10 @@
 // strings; Stop, Regenerate, Copy, Clear; every conversation is saved as JSON
 // (under the application data folder) and can be reopened.
 //
-// The HTTP request runs on a worker thread (app::StreamChat); text deltas are
-// posted to the GUI thread and drawn at most every 40 ms.
+// The HTTP request runs on a worker object (ChatWorker, app::StreamChat) in a
+// thread the panel owns; text deltas arrive as queued signals and are drawn at
+// most every 40 ms. Closing the panel stops a reply (at its next chunk) and
+// joins the thread.
 #pragma once
 
 #include <QJsonObject>
@@ -23,10 +25,12 @@ class QPlainTextEdit;
 class QPushButton;
 class QSpinBox;
 class QTextBrowser;
+class QThread;
 class QTimer;
 
 namespace octet::ui {
 
+class ChatWorker;
 class InstanceManager;
 
 class ChatPanel : public QWidget {
@@ -65,7 +69,6 @@ class ChatPanel : public QWidget {
   bool openConversation(const QString& file);
 
  private:
-  struct Stream;
   void startReply();
   void onDelta(const QString& text);
   void onDone(bool ok, const QString& stats, const QString& error, const QString& finish);
@@ -93,7 +96,11 @@ class ChatPanel : public QWidget {
   QLabel* state_;
   QTimer* render_timer_;
   QList<Message> messages_;
-  std::shared_ptr<Stream> stream_;
+  // The reply in flight: its cancel flag (null when none) and its id.
+  std::shared_ptr<std::atomic<bool>> stream_;
+  quint64 stream_id_ = 0;
+  QThread* thread_;     // runs worker_; quit and joined in the destructor
+  ChatWorker* worker_;  // lives in thread_
   bool busy_ = false;
   QString conversation_dir_;
   QString conversation_file_;
