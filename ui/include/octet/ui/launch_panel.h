@@ -82,6 +82,13 @@ class LaunchPanel : public QWidget {
   void stopSelected();
 
  private:
+  // The constructor's sections, top to bottom: each builds its card (parented
+  // to the panel) and wires its own controls. The training card and flow are
+  // in launch_panel_training.cpp.
+  QWidget* buildModelCard();
+  QWidget* buildTopologyCard();
+  QWidget* buildTrainingCard();
+  QWidget* buildRunningCard();
   void onSummary(const QString& dir, const app::ModelSummary& summary, const QString& error);
   void refreshTpChoices();
   void replan();
