@@ -18,6 +18,7 @@
 #include "generation_settings.h"
 #include "octet/agent/node_facts.h"
 #include "octet/app/bench_store.h"
+#include "octet/app/chat_client.h"
 #include "octet/app/inference_service.h"
 #include "octet/base/api_key.h"
 #include "octet/base/build_info.h"
@@ -682,6 +683,9 @@ int RunServeOn(engine::TpRuntime& rt, const std::optional<engine::Tokenizer>& to
                       std::to_string(rt.backend().num_threads()) + " threads per rank"},
       {"dtype", c.quant.nvfp4 ? std::string("NVFP4") : c.torch_dtype},
       {"engine", "octet " + std::string(OCTET_VERSION)}};
+  // What a request that leaves a sampling field out gets, and from where (the
+  // workbench's chat shows it; app::ParseServerDefaults reads it).
+  info["generation_defaults"] = nlohmann::json::parse(app::GenerationDefaultsJson(*gen_defaults));
   if (spec_on) {
     info["speculative"] = std::string(engine::SpeculativeMethodName(so.speculative.method));
     info["draft_tokens"] = so.speculative.draft_tokens;

@@ -4,6 +4,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "octet/engine/generate.h"
+
 namespace octet::app {
 namespace {
 
@@ -54,12 +56,13 @@ int CountOr(const json& j, const char* key) {
 std::string ChatRequestBody(const ChatRequest& r) {
   json msgs = json::array();
   for (const ChatMessage& m : r.messages) msgs.push_back({{"role", m.role}, {"content", m.content}});
-  json j = {{"messages", msgs},
-            {"stream", true},
-            {"temperature", r.temperature},
-            {"top_p", r.top_p},
-            {"max_tokens", r.max_tokens},
-            {"stream_options", {{"include_usage", true}}}};
+  json j = {{"messages", msgs}, {"stream", true}, {"stream_options", {{"include_usage", true}}}};
+  // Unset fields are left out: the server's defaults apply (see the header).
+  if (r.temperature) j["temperature"] = *r.temperature;
+  if (r.top_p) j["top_p"] = *r.top_p;
+  if (r.top_k) j["top_k"] = *r.top_k;
+  if (r.repetition_penalty) j["repetition_penalty"] = *r.repetition_penalty;
+  if (r.max_tokens) j["max_tokens"] = *r.max_tokens;
   if (!r.model.empty()) j["model"] = r.model;
   if (!r.stop.empty()) j["stop"] = r.stop;
   return j.dump();
@@ -198,6 +201,68 @@ Result<std::vector<std::string>> ListModels(const std::string& base_url, Deadlin
     }
   }
   return ids;
+}
+
+std::string GenerationDefaultsJson(const engine::GenerationDefaults& d) {
+  const engine::SamplingParams builtin;
+  auto entry = [](const auto& configured, json builtin_value) {
+    if (configured) return json{{"value", *configured}, {"source", "generation_config.json"}};
+    return json{{"value", builtin_value}, {"source", "built-in"}};
+  };
+  json j = {{"config", d.path.empty() ? json(nullptr) : json(d.path)},
+            {"temperature", entry(d.temperature, builtin.temperature)},
+            {"top_p", entry(d.top_p, builtin.top_p)},
+            {"top_k", entry(d.top_k, builtin.top_k)},
+            {"repetition_penalty", entry(d.repetition_penalty, builtin.repetition_penalty)},
+            {"max_tokens", entry(d.max_new_tokens, nullptr)}};
+  return j.dump();
+}
+
+std::vector<ServerDefault> ParseServerDefaults(const std::string& body, const std::string& model) {
+  std::vector<ServerDefault> out;
+  json j = json::parse(body, nullptr, false);
+  if (!j.is_object() || !j.contains("data") || !j["data"].is_array()) return out;
+  const json* entry = nullptr;
+  for (const json& m : j["data"]) {
+    if (!m.is_object()) continue;
+    if (model.empty() || (m.contains("id") && m["id"] == model)) {
+      entry = &m;
+      break;
+    }
+  }
+  if (!entry || !entry->contains("generation_defaults")) return out;
+  const json& g = (*entry)["generation_defaults"];
+  if (!g.is_object()) return out;
+  for (const char* name : {"temperature", "top_p", "top_k", "repetition_penalty", "max_tokens"}) {
+    auto it = g.find(name);
+    if (it == g.end() || !it->is_object()) continue;
+    ServerDefault s;
+    s.name = name;
+    if (it->contains("value") && (*it)["value"].is_number()) s.value = (*it)["value"].get<double>();
+    if (it->contains("source") && (*it)["source"].is_string()) {
+      s.source = (*it)["source"].get<std::string>();
+    }
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+Result<std::vector<ServerDefault>> FetchServerDefaults(const std::string& base_url,
+                                                       const std::string& model,
+                                                       const std::string& api_key,
+                                                       Deadline deadline) {
+  OCTET_ASSIGN_OR_RETURN(ParsedUrl url, ParseBaseUrl(base_url));
+  httplib::Client client(url.scheme_host_port);
+  const auto ms = std::chrono::milliseconds(std::max<int64_t>(1, deadline.poll_timeout_ms()));
+  client.set_connection_timeout(ms);
+  client.set_read_timeout(ms);
+  httplib::Headers headers;
+  if (!api_key.empty()) headers.emplace("Authorization", "Bearer " + api_key);
+  auto res = client.Get(url.prefix + "/v1/models", headers);
+  if (!res)
+    return UnavailableError("no answer from " + base_url + ": " + httplib::to_string(res.error()));
+  if (res->status != 200) return UnavailableError(ServerError(res->status, res->body));
+  return ParseServerDefaults(res->body, model);
 }
 
 }  // namespace octet::app

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <mutex>
 
+#include "octet/engine/generate.h"
 #include "octet/v1/inference.grpc.pb.h"
 
 namespace octet::app {
@@ -113,10 +114,31 @@ class GenerateWriter final : public grpc::ServerWriteReactor<v1::GenerateChunk> 
     } else {
       return InvalidArgumentError("give messages, prompt or prompt_ids");
     }
-    if (req.max_tokens() > 0) r.max_tokens = req.max_tokens();
-    r.sampling.temperature = req.temperature();
-    r.sampling.top_p = req.top_p() > 0 ? req.top_p() : 1.0f;
-    r.sampling.top_k = req.top_k();
+    // A field the request sets wins, then the model's generation_config.json
+    // (the service's defaults), then the built-in default: as over HTTP.
+    const engine::GenerationDefaults& d = svc.defaults();
+    if (req.has_max_tokens() && req.max_tokens() > 0) r.max_tokens = req.max_tokens();
+    if (req.has_temperature()) {
+      r.sampling.temperature = req.temperature();
+    } else if (d.temperature) {
+      r.sampling.temperature = *d.temperature;
+    }
+    if (req.has_top_p() && req.top_p() > 0) {
+      r.sampling.top_p = req.top_p();
+    } else if (d.top_p) {
+      r.sampling.top_p = *d.top_p;
+    }
+    if (req.has_top_k()) {
+      r.sampling.top_k = req.top_k();
+    } else if (d.top_k) {
+      r.sampling.top_k = *d.top_k;
+    }
+    if (req.has_repetition_penalty()) {
+      r.sampling.repetition_penalty = req.repetition_penalty();
+    } else if (d.repetition_penalty) {
+      r.sampling.repetition_penalty = *d.repetition_penalty;
+    }
+    OCTET_RETURN_IF_ERROR(engine::ValidateSampling(r.sampling));
     r.sampling.seed = req.seed();
     for (const auto& s : req.stop()) r.stop.push_back(s);
     OCTET_ASSIGN_OR_RETURN(stream_, svc.Start(r));

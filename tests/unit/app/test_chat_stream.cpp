@@ -3,6 +3,7 @@
 // however the bytes are chunked. Before the shared SSE reader, CRLF-framed
 // events were never split and the chat showed nothing.
 #include <QtTest>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "octet/app/chat_client.h"
@@ -58,6 +59,71 @@ class TestChatStream : public QObject {
       if (!ok) break;
     }
     QVERIFY(!ok);
+  }
+  // Sampling fields left unset are not sent (the server's defaults apply);
+  // set ones are, an explicit 0 included.
+  void unsetSamplingFieldsAreNotSent() {
+    ChatRequest r;
+    r.messages = {{"user", "hi"}};
+    nlohmann::json j = nlohmann::json::parse(ChatRequestBody(r));
+    for (const char* key : {"temperature", "top_p", "top_k", "repetition_penalty", "max_tokens"}) {
+      QVERIFY2(!j.contains(key), key);
+    }
+    r.temperature = 0.0;
+    r.top_k = 0;
+    r.max_tokens = 7;
+    j = nlohmann::json::parse(ChatRequestBody(r));
+    QCOMPARE(j["temperature"].get<double>(), 0.0);
+    QCOMPARE(j["top_k"].get<int>(), 0);
+    QCOMPARE(j["max_tokens"].get<int>(), 7);
+    QVERIFY(!j.contains("top_p"));
+  }
+
+  // What `octet serve` puts in /v1/models (GenerationDefaultsJson) reads back
+  // as each setting's value and source; the built-in values are the engine's
+  // SamplingParams defaults, written here by hand.
+  void serverDefaultsSayWhereEachCameFrom() {
+    octet::engine::GenerationDefaults d;
+    d.path = "/m/generation_config.json";
+    d.temperature = 0.6f;
+    d.max_new_tokens = 64;
+    const std::string body =
+        nlohmann::json{
+            {"object", "list"},
+            {"data",
+             {{{"id", "m"},
+               {"generation_defaults", nlohmann::json::parse(GenerationDefaultsJson(d))}}}}}
+            .dump();
+    const auto got = ParseServerDefaults(body, "m");
+    QCOMPARE(got.size(), size_t(5));
+    auto find = [&](const char* name) {
+      for (const auto& s : got) {
+        if (s.name == name) return s;
+      }
+      return ServerDefault{};
+    };
+    QCOMPARE(find("temperature").source, std::string("generation_config.json"));
+    QCOMPARE(*find("temperature").value, double(0.6f));
+    QCOMPARE(find("max_tokens").source, std::string("generation_config.json"));
+    QCOMPARE(*find("max_tokens").value, 64.0);
+    QCOMPARE(find("top_p").source, std::string("built-in"));
+    QCOMPARE(*find("top_p").value, 1.0);
+    QCOMPARE(*find("top_k").value, 0.0);
+    QCOMPARE(*find("repetition_penalty").value, 1.0);
+    // Without a config: max_tokens has no value (to the end of the context).
+    const std::string plain =
+        nlohmann::json{
+            {"data",
+             {{{"id", "m"},
+               {"generation_defaults", nlohmann::json::parse(GenerationDefaultsJson({}))}}}}}
+            .dump();
+    const auto builtin = ParseServerDefaults(plain, "");
+    QCOMPARE(builtin.size(), size_t(5));
+    for (const auto& s : builtin) QCOMPARE(s.source, std::string("built-in"));
+    QVERIFY(!builtin.back().value.has_value());
+    // Another server (no generation_defaults) says nothing.
+    QVERIFY(ParseServerDefaults(R"({"data":[{"id":"m"}]})", "m").empty());
+    QVERIFY(ParseServerDefaults("not json", "").empty());
   }
 };
 

@@ -166,6 +166,80 @@ class TestInferenceService : public QObject {
     QCOMPARE(m.requests_cancelled, before + 1);
     QCOMPARE(m.running, 0);
   }
+  // A field the request leaves unset takes the model's generation_config.json
+  // value (the service's defaults), one it sets wins: as over HTTP.
+  void unsetFieldsTakeGenerationConfig() {
+    const std::vector<int32_t> prompt = {66, 315, 286, 228, 146, 114};
+    GenerateOptions g;
+    g.max_tokens = 8;
+    g.stop_at_eos = false;
+    auto greedy = Generate(*model_, prompt, g);
+    QVERIFY(greedy.ok());
+    struct Out {
+      std::vector<int32_t> ids;
+      std::string finish;
+      grpc::Status status;
+    };
+    auto run = [&](const octet::v1::GenerateRequest& req) {
+      Out o;
+      grpc::ClientContext ctx;
+      ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+      auto reader = stub_->Generate(&ctx, req);
+      octet::v1::GenerateChunk chunk;
+      while (reader->Read(&chunk)) {
+        o.ids.insert(o.ids.end(), chunk.ids().begin(), chunk.ids().end());
+        if (chunk.done()) o.finish = chunk.finish_reason();
+      }
+      o.status = reader->Finish();
+      return o;
+    };
+    auto request = [&] {
+      octet::v1::GenerateRequest req;
+      for (int32_t id : prompt) req.add_prompt_ids(id);
+      req.set_seed(7);
+      return req;
+    };
+    // Unset max_tokens: the config's max_new_tokens; temperature 1.5 with
+    // top_k 1 from the config is greedy.
+    GenerationDefaults d;
+    d.path = "generation_config.json";
+    d.max_new_tokens = 3;
+    d.temperature = 1.5f;
+    d.top_k = 1;
+    svc_->set_defaults(d);
+    Out o = run(request());
+    QVERIFY2(o.status.ok(), o.status.error_message().c_str());
+    std::vector<int32_t> expect(greedy->ids.begin(), greedy->ids.begin() + 3);
+    if (o.finish == "stop")
+      expect.resize(o.ids.size());
+    else
+      QCOMPARE(o.finish, std::string("length"));
+    QCOMPARE(o.ids, expect);
+    // Set fields win: max_tokens 8, and temperature 0 with top_k 0 (greedy
+    // without the config's top_k); then top_k 0 at the config's temperature
+    // 1.5 samples away from the greedy ids (fixed seed).
+    auto explicit_req = request();
+    explicit_req.set_max_tokens(8);
+    explicit_req.set_temperature(0);
+    explicit_req.set_top_k(0);
+    o = run(explicit_req);
+    QVERIFY2(o.status.ok(), o.status.error_message().c_str());
+    expect = greedy->ids;
+    if (o.finish == "stop") expect.resize(o.ids.size());
+    QCOMPARE(o.ids, expect);
+    auto sampled_req = request();
+    sampled_req.set_max_tokens(8);
+    sampled_req.set_top_k(0);
+    o = run(sampled_req);
+    QVERIFY2(o.status.ok(), o.status.error_message().c_str());
+    QVERIFY2(o.ids != std::vector<int32_t>(greedy->ids.begin(), greedy->ids.begin() + o.ids.size()),
+             "temperature 1.5 from the config should sample away from greedy");
+    // A bad value is INVALID_ARGUMENT.
+    auto bad = request();
+    bad.set_repetition_penalty(-0.0f);
+    QCOMPARE(run(bad).status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    svc_->set_defaults(GenerationDefaults());
+  }
 };
 
 QTEST_GUILESS_MAIN(TestInferenceService)

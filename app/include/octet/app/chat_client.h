@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -22,6 +23,7 @@
 #include "octet/base/deadline.h"
 #include "octet/base/sse.h"
 #include "octet/base/status.h"
+#include "octet/engine/generation_defaults.h"
 
 namespace octet::app {
 
@@ -34,9 +36,14 @@ struct ChatRequest {
   std::string base_url;  // "http://127.0.0.1:8000" (no trailing /v1)
   std::string model;     // "" : the server's only model
   std::vector<ChatMessage> messages;
-  double temperature = 0.7;
-  double top_p = 1.0;
-  int max_tokens = 256;
+  // Sampling: a field left unset is not sent, so the server applies its
+  // model's generation_config.json value, else its built-in default
+  // (ServerDefaults says which and where from).
+  std::optional<double> temperature;
+  std::optional<double> top_p;
+  std::optional<int> top_k;
+  std::optional<double> repetition_penalty;
+  std::optional<int> max_tokens;
   std::vector<std::string> stop;
   std::string api_key;  // sent as a bearer token when set
 };
@@ -92,6 +99,32 @@ class ChatStreamParser {
 Result<ChatReply> StreamChat(const ChatRequest& request,
                              const std::function<void(const std::string& delta)>& on_delta,
                              const std::atomic<bool>* cancel, Deadline deadline);
+
+// One sampling setting as a server applies it to a request that leaves it
+// out, and where the value comes from.
+struct ServerDefault {
+  std::string name;             // temperature, top_p, top_k, repetition_penalty, max_tokens
+  std::optional<double> value;  // absent for max_tokens: up to the end of the context
+  std::string source;           // "generation_config.json" or "built-in"
+};
+
+// The "generation_defaults" object `octet serve` adds to its /v1/models
+// entry: for each setting {"value": v|null, "source": "generation_config.json"
+// |"built-in"}, and "config": the file's path (null without one). The
+// built-in values are the engine's (SamplingParams: greedy, no top-p/top-k
+// limit, no penalty; max_tokens to the end of the context).
+std::string GenerationDefaultsJson(const engine::GenerationDefaults& defaults);
+
+// The settings of `model`'s entry ("" : the first) in a /v1/models body, in
+// the order above; empty when the server does not say (another server).
+std::vector<ServerDefault> ParseServerDefaults(const std::string& models_body,
+                                               const std::string& model);
+
+// GET /v1/models and ParseServerDefaults.
+Result<std::vector<ServerDefault>> FetchServerDefaults(const std::string& base_url,
+                                                       const std::string& model,
+                                                       const std::string& api_key,
+                                                       Deadline deadline);
 
 // GET /v1/models: the model ids an endpoint serves.
 Result<std::vector<std::string>> ListModels(const std::string& base_url, Deadline deadline);

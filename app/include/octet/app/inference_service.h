@@ -8,8 +8,11 @@
 //   int port = (*grpc)->port();
 //
 // A request is chat (messages; the model's template), plain text (prompt) or
-// token ids (prompt_ids). max_tokens 0 means "to the end of the context",
-// temperature 0 is greedy, top_p 0 means 1. A client that cancels the call
+// token ids (prompt_ids). A sampling field the request leaves unset
+// (max_tokens, temperature, top_p, top_k, repetition_penalty) takes the
+// model's generation_config.json value (CompletionService::defaults), else the
+// built-in default, as the HTTP server does; max_tokens 0 means "to the end of
+// the context", temperature 0 is greedy, top_p 0 means 1. A client that cancels the call
 // cancels the request. Errors: INVALID_ARGUMENT (bad request, prompt too long),
 // NOT_FOUND (another model), RESOURCE_EXHAUSTED (queue full), UNAVAILABLE
 // (the instance failed); a failure mid-stream ends with a chunk whose
