@@ -178,6 +178,7 @@ struct ClusterSession::Impl {
     const Deadline d = Deadline::AfterMs(options.call_timeout_ms);
     auto links = c.GetLinks(d);
     auto jobs = c.ListJobs(d);
+    auto models = c.ListModels(d);
     Result<NodeFacts> f = facts ? c.GetFacts(d) : Result<NodeFacts>(UnavailableError("not asked"));
     {
       std::lock_guard<std::mutex> lock(mu);
@@ -192,6 +193,10 @@ struct ClusterSession::Impl {
           pending.push_back({ClusterEvent::Kind::kJobsChanged, static_cast<int>(i), v.name, ""});
         }
         v.jobs = std::move(*jobs);
+      }
+      if (models.ok()) {
+        v.models = std::move(*models);
+        v.has_models = true;
       }
       if (f.ok()) v.facts = std::move(*f);
       RecomputeCablingLocked();
@@ -495,6 +500,10 @@ ClusterSnapshot QueryCluster(const std::string& cluster_name,
         v.has_links = true;
       }
       if (auto jobs = (*client)->ListJobs(deadline); jobs.ok()) v.jobs = std::move(*jobs);
+      if (auto models = (*client)->ListModels(deadline); models.ok()) {
+        v.models = std::move(*models);
+        v.has_models = true;
+      }
     });
   }
   for (auto& t : threads) t.join();

@@ -3,6 +3,8 @@
 // and cables; switch: a star around the switch), memory bars carry each node's
 // budget, clicking a card shows that node, "Probe links" fills in latency and
 // throughput, and a killed agent shows as lost (red) until it comes back.
+#include <QDir>
+#include <QFile>
 #include <QLabel>
 #include <QListWidget>
 #include <QPushButton>
@@ -118,6 +120,65 @@ class TestClusterPanel : public QObject {
     QCOMPARE(table->model()->rowCount(), 6);  // every pair shares the switch
     QCOMPARE(table->model()->index(0, ui::LinksModel::kSegment).data().toString(),
              QStringLiteral("switch"));
+  }
+  // Which node holds which model: each node's store (its agent's
+  // ModelService, in the Hugging Face cache layout) on its card, names and
+  // sizes, and in full in its details; refreshed as the store changes.
+  void nodeCardsShowTheirModels() {
+    MainWindow w(test::LocalWorkbench(dir_, 2, QStringLiteral("switch")));
+    w.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    QVERIFY(test::WaitForSnapshot(w, test::AllNodesUp));
+    const QString state = dir_.path() + "/cluster-state";
+    auto put = [&](int node, const QString& folder, const QString& commit,
+                   const QList<QPair<QString, int>>& files) {
+      const QString repo = QStringLiteral("%1/node-%2/hub/%3").arg(state).arg(node).arg(folder);
+      QVERIFY(QDir().mkpath(repo + "/snapshots/" + commit));
+      QVERIFY(QDir().mkpath(repo + "/refs"));
+      QFile ref(repo + "/refs/main");
+      QVERIFY(ref.open(QIODevice::WriteOnly));
+      ref.write(commit.toUtf8());
+      for (const auto& [name, bytes] : files) {
+        QFile f(repo + "/snapshots/" + commit + "/" + name);
+        QVERIFY(f.open(QIODevice::WriteOnly));
+        f.write(QByteArray(bytes, 'x'));
+      }
+    };
+    put(0, QStringLiteral("models--acme--tiny"), QStringLiteral("1111aaaa2222bbbb"),
+        {{QStringLiteral("config.json"), 1024}, {QStringLiteral("model.safetensors"), 2048}});
+    put(1, QStringLiteral("models--acme--other"), QStringLiteral("3333cccc4444dddd"),
+        {{QStringLiteral("model.safetensors"), 3 << 20}});
+    auto* panel = w.findChild<ui::ClusterPanel*>();
+    ui::CablingView* view = panel->cablingView();
+    QVERIFY2(QTest::qWaitFor(
+                 [&] {
+                   return view->nodeModelsText(QStringLiteral("local-0")) ==
+                              QStringLiteral("acme/tiny 3.00 KiB") &&
+                          view->nodeModelsText(QStringLiteral("local-1")) ==
+                              QStringLiteral("acme/other 3.00 MiB");
+                 },
+                 10'000),
+             qPrintable(view->nodeModelsText(QStringLiteral("local-0")) + " | " +
+                        view->nodeModelsText(QStringLiteral("local-1"))));
+    // The details of the clicked node list them in full.
+    QTest::mouseClick(view->viewport(), Qt::LeftButton, {},
+                      view->nodeCardPosition(QStringLiteral("local-1")));
+    auto* details = panel->findChild<QTextBrowser*>(QStringLiteral("nodeDetails"));
+    QVERIFY(QTest::qWaitFor(
+        [&] { return details->toPlainText().contains(QStringLiteral("acme/other")); }, 5000));
+    QVERIFY2(details->toPlainText().contains(QStringLiteral("1 files · 3333cccc4444")),
+             qPrintable(details->toPlainText()));
+    QVERIFY(!details->toPlainText().contains(QStringLiteral("acme/tiny")));
+    // A model pulled onto node 1 later shows on its card at the next refresh.
+    put(1, QStringLiteral("models--acme--tiny"), QStringLiteral("1111aaaa2222bbbb"),
+        {{QStringLiteral("config.json"), 1024}});
+    QVERIFY2(QTest::qWaitFor(
+                 [&] {
+                   return view->nodeModelsText(QStringLiteral("local-1")) ==
+                          QStringLiteral("acme/other 3.00 MiB · acme/tiny 1.00 KiB");
+                 },
+                 10'000),
+             qPrintable(view->nodeModelsText(QStringLiteral("local-1"))));
   }
 };
 

@@ -53,14 +53,40 @@ size_t RocePortCount(const app::NodeView& n) {
 
 size_t RoceRowsFor(size_t ports) { return std::min(ports, kMaxRoceRows); }
 
+// One row under the RoCE rows for the models the node's store holds.
+size_t ModelRowsFor(const app::NodeView& n) {
+  return n.has_models && !n.models.models.empty() ? 1 : 0;
+}
+
 // The rows take the blank band above the memory bar first, then grow the card.
-double CardHeightFor(size_t roce_ports) {
-  const double rows = static_cast<double>(RoceRowsFor(roce_ports));
+double CardHeightFor(size_t roce_ports, size_t model_rows) {
+  const double rows = static_cast<double>(RoceRowsFor(roce_ports) + model_rows);
   return std::max(kCardHeight, kCardHeight + rows * kRoceRowHeight - 20);
 }
 
 QSizeF CardHalfFor(const app::NodeView& n) {
-  return QSizeF(kCardWidth / 2, CardHeightFor(RocePortCount(n)) / 2);
+  return QSizeF(kCardWidth / 2, CardHeightFor(RocePortCount(n), ModelRowsFor(n)) / 2);
+}
+
+// "acme/tiny 1.2 MiB · org/big 3.4 GiB": each repo once, its largest snapshot.
+QString ModelsLine(const app::NodeView& n) {
+  if (!n.has_models) return {};
+  std::vector<std::pair<std::string, int64_t>> repos;
+  for (const auto& m : n.models.models) {
+    auto it =
+        std::find_if(repos.begin(), repos.end(), [&](const auto& r) { return r.first == m.repo; });
+    if (it == repos.end()) {
+      repos.emplace_back(m.repo, m.bytes);
+    } else {
+      it->second = std::max(it->second, m.bytes);
+    }
+  }
+  QStringList parts;
+  for (const auto& [repo, bytes] : repos) {
+    parts << QStringLiteral("%1 %2").arg(QString::fromStdString(repo),
+                                         FormatBytesIec(static_cast<double>(bytes)));
+  }
+  return parts.join(QStringLiteral(" · "));
 }
 
 // One RoCE row as drawn: the device, and its state and MTU or its warnings.
@@ -220,6 +246,7 @@ class NodeCardItem : public QGraphicsItem {
     return QRectF(-kCardWidth / 2 - 4, -height_ / 2 - 4, kCardWidth + 8, height_ + 8);
   }
   QString jobsText() const { return JobsText(); }
+  QString modelsText() const { return ModelsLine(node_); }
   const QString& name() const { return name_; }
   const std::vector<RoceRowText>& roceRows() const { return roce_rows_; }
   void setSelectedCard(bool on) {
@@ -242,7 +269,7 @@ class NodeCardItem : public QGraphicsItem {
     QString face = Face();
     if (face == face_) return;
     face_ = std::move(face);
-    const double height = CardHeightFor(roce_.ports.size());
+    const double height = CardHeightFor(roce_.ports.size(), ModelRowsFor(node_));
     if (height != height_) {
       prepareGeometryChange();
       height_ = height;
@@ -336,6 +363,13 @@ class NodeCardItem : public QGraphicsItem {
       p->drawText(QPointF(left + 10, y), small.elidedText(row.device, Qt::ElideRight, device_w));
       p->setPen(row.warning ? sc.warning : sc.muted);
       p->drawText(QPointF(right - status_w, y), row.status);
+    }
+    // The models the node holds, names and sizes.
+    if (ModelRowsFor(node_) > 0) {
+      y += kRoceRowHeight;
+      p->setPen(sc.muted);
+      p->drawText(QPointF(left, y), small.elidedText(QObject::tr("models: ") + ModelsLine(node_),
+                                                     Qt::ElideRight, right - left));
     }
 
     // Memory bar: each job's memory in its colour, the rest used, free.
@@ -464,6 +498,7 @@ class NodeCardItem : public QGraphicsItem {
                         HardwareText(),
                         MemoryText(),
                         JobsText(),
+                        ModelsLine(node_),
                         WarningText(),
                         QString::number(static_cast<int>(bad_problem_))};
     for (const RoceRowText& row : roce_rows_) {
@@ -688,6 +723,13 @@ QString CablingView::nodeToolTip(const QString& name) const {
 QString CablingView::nodeJobsText(const QString& name) const {
   for (const auto* c : cards_) {
     if (c->name() == name) return c->jobsText();
+  }
+  return {};
+}
+
+QString CablingView::nodeModelsText(const QString& name) const {
+  for (const auto* c : cards_) {
+    if (c->name() == name) return c->modelsText();
   }
   return {};
 }

@@ -271,6 +271,35 @@ QString NodeDetailsHtml(const app::NodeView& n, const QPalette& pal) {
       h += QStringLiteral("<p style='color:%1'>⚠ %2</p>").arg(sc.warning.name(), Esc(w.message));
     }
   }
+  if (n.has_models) {
+    // What the node's store holds (octet pull --cluster), one row a snapshot.
+    h += QObject::tr("<h3>Models</h3>");
+    if (n.models.models.empty()) {
+      h += QStringLiteral("<p class='m'>%1</p>")
+               .arg(n.models.models_dir.empty()
+                        ? QObject::tr("no model store")
+                        : QObject::tr("none in %1").arg(Esc(n.models.models_dir)));
+    } else {
+      h += QStringLiteral("<table>");
+      for (const auto& m : n.models.models) {
+        QString refs;
+        for (const auto& r : m.refs) refs += (refs.isEmpty() ? "" : ", ") + Esc(r);
+        QString line = QObject::tr("%1 · %2 files · <code>%3</code>%4")
+                           .arg(FormatBytesIec(static_cast<double>(m.bytes)))
+                           .arg(m.files)
+                           .arg(Esc(m.commit.substr(0, 12)))
+                           .arg(refs.isEmpty() ? QString() : QStringLiteral(" (%1)").arg(refs));
+        if (m.incomplete_files + m.missing_files > 0) {
+          line += QStringLiteral("<br><span style='color:%1'>%2</span>")
+                      .arg(sc.warning.name(), QObject::tr("%1 incomplete, %2 missing file(s)")
+                                                  .arg(m.incomplete_files)
+                                                  .arg(m.missing_files));
+        }
+        h += Row(Esc(m.repo), line);
+      }
+      h += QStringLiteral("</table>");
+    }
+  }
   if (!n.jobs.empty()) {
     h += QObject::tr("<h3>Jobs</h3><table>");
     for (const auto& j : n.jobs) {

@@ -1,7 +1,7 @@
 // A live session with a cluster: one AgentClient per node, kept connected, with
-// node facts, the latest telemetry, links, jobs and the cabling classification
-// gathered in one snapshot. This is what the workbench (and `octet cluster
-// status`) reads.
+// node facts, the latest telemetry, links, jobs, the models each node holds and
+// the cabling classification gathered in one snapshot. This is what the workbench (and `octet
+// cluster status`) reads.
 //
 // For a GUI: nothing here blocks the caller except WaitUntil and the job/probe
 // calls (run those on a worker thread). The session runs one thread per node:
@@ -53,6 +53,10 @@ struct NodeView {
   bool has_links = false;
   LinksReport links;
   std::vector<JobStatus> jobs;
+  // The models in the node's store (its agent's ModelService), refreshed with
+  // the links and jobs; has_models is false until the first answer.
+  bool has_models = false;
+  NodeModels models;
 };
 
 struct ClusterSnapshot {

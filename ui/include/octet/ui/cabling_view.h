@@ -73,6 +73,9 @@ class CablingView : public QGraphicsView {
   // The jobs line of a node's card: "2 jobs", or the `octet deploy` replicas it
   // runs by name ("large-0"), each drawn in its job's colour.
   QString nodeJobsText(const QString& name) const;
+  // The models line of a node's card: each repo its store holds with its size
+  // ("acme/tiny 1.2 MiB · org/big 3.4 GiB"); "" when it holds none.
+  QString nodeModelsText(const QString& name) const;
   // Where a node's card is, in view (viewport) coordinates; (-1,-1) when absent.
   QPoint nodeCardPosition(const QString& name) const;
 
