@@ -36,7 +36,7 @@
 #include "octet/base/mem_info.h"
 #include "octet/engine/generate.h"
 #include "octet/engine/model.h"
-#include "octet/engine/random_checkpoint.h"
+#include "random_checkpoint.h"
 #include "octet/kernels/backend.h"
 #include "octet/kernels/backends.h"
 #include "octet/kernels/thread_pool.h"

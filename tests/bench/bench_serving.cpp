@@ -57,7 +57,7 @@
 #include "octet/base/deadline.h"
 #include "octet/base/file_util.h"
 #include "octet/base/subprocess.h"
-#include "octet/engine/random_checkpoint.h"
+#include "random_checkpoint.h"
 
 using namespace octet;
 using nlohmann::json;

@@ -19,7 +19,7 @@
 #include "octet/base/deadline.h"
 #include "octet/engine/generate.h"
 #include "octet/engine/model_runner.h"
-#include "octet/engine/random_checkpoint.h"
+#include "random_checkpoint.h"
 #include "octet/engine/scheduler.h"
 #include "octet/engine/structured_output.h"
 #include "octet/engine/tokenizer.h"

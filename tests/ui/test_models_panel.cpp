@@ -16,7 +16,7 @@
 #include <filesystem>
 
 #include "loopback_hub.h"
-#include "octet/engine/random_checkpoint.h"
+#include "random_checkpoint.h"
 #include "octet/ui/models_panel.h"
 
 using octet::test::LoopbackHub;

@@ -12,7 +12,7 @@
 #include <filesystem>
 
 #include "octet/app/cluster_session.h"
-#include "octet/engine/random_checkpoint.h"
+#include "random_checkpoint.h"
 #include "octet/ui/main_window.h"
 #include "octet_test.h"
 

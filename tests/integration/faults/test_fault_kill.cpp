@@ -29,7 +29,7 @@
 #include "octet/base/file_util.h"
 #include "octet/base/net_util.h"
 #include "octet/base/subprocess.h"
-#include "octet/engine/random_checkpoint.h"
+#include "random_checkpoint.h"
 #include "octet_test.h"
 #include "openai_upstream.h"
 #include "router_client.h"

@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "octet/app/model_summary.h"
-#include "octet/engine/random_checkpoint.h"
+#include "random_checkpoint.h"
 #include "octet_test.h"
 
 using octet::test::RunProgram;

@@ -22,7 +22,7 @@
 #include "octet/app/hub.h"
 #include "octet/app/local_cluster.h"
 #include "octet/base/file_util.h"
-#include "octet/engine/random_checkpoint.h"
+#include "random_checkpoint.h"
 #include "octet_test.h"
 
 using octet::test::RunProgram;

@@ -11,7 +11,7 @@
 #include "octet/base/file_util.h"
 #include "octet/base/npy.h"
 #include "octet/engine/bpe_trainer.h"
-#include "octet/engine/random_checkpoint.h"
+#include "random_checkpoint.h"
 #include "octet/engine/tokenizer.h"
 #include "octet_test.h"
 

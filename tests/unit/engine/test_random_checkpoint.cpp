@@ -10,7 +10,7 @@
 
 #include "octet/base/file_util.h"
 #include "octet/engine/model.h"
-#include "octet/engine/random_checkpoint.h"
+#include "random_checkpoint.h"
 
 using namespace octet;
 using namespace octet::engine;

@@ -26,7 +26,7 @@
 #include "octet/base/npy.h"
 #include "octet/collectives/communicator.h"
 #include "octet/engine/generate.h"
-#include "octet/engine/random_checkpoint.h"
+#include "random_checkpoint.h"
 #include "octet/engine/tensor_parallel.h"
 #include "octet/engine/tp_runtime.h"
 #include "octet_test.h"

@@ -1,4 +1,4 @@
-#include "octet/engine/random_checkpoint.h"
+#include "random_checkpoint.h"
 
 #include <algorithm>
 #include <cmath>

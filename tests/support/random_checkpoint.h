@@ -7,6 +7,10 @@
 // qwen3_moe, one tensor set per expert). Weights are uniform with unit-
 // variance outputs (scale 1.7/sqrt(fan-in)), norms are ones; the same seed
 // writes the same bytes.
+//
+// Test support (octet_test_support, tests/support/CMakeLists.txt): tests and
+// benchmark programs link it; no production library carries it. Its names
+// stay in octet::engine.
 #pragma once
 
 #include <cstdint>
