@@ -105,6 +105,8 @@ struct Model::Scratch {
   // output rows [T, hidden]; the step's routing, grouped by expert (token
   // rows and their weights, `expert_begin` the first entry of each expert).
   kernels::Buffer router_logits, expert_in, expert_out, route_rows, route_weights;
+  // The grouped expert path: gate and up rows of every route [T * k, width].
+  kernels::Buffer expert_gate, expert_up;
   // Multi-token prediction: every row's final (normed) hidden state of the
   // last Forward [T, hidden], and the MTP input halves [rows, hidden].
   kernels::Buffer hidden, mtp_e, mtp_h;
@@ -550,6 +552,54 @@ Status Model::MoeMlp(const LayerWeights& L, const float* xn, int64_t T, float* o
   }
   float* in = S.expert_in.as<float>();
   float* y = S.expert_out.as<float>();
+  // With set_grouped_experts(true), steps of up to kGroupedExpertsMaxTokens
+  // tokens (c1 decode, MTP chains) take the grouped path: every chosen
+  // expert in one call per projection (backend.h). Batches keep the
+  // per-expert calls: at c8 the grouped calls measured 0.70x the tok/s, and
+  // at c1 0.90-0.94x in the engine against 0.87x the expert time in an A/B of
+  // the ops alone (octet_bench_engine --moe-ab, README), so it is off by
+  // default.
+  constexpr int64_t kGroupedExpertsMaxTokens = 1;
+  if (T <= kGroupedExpertsMaxTokens && grouped_experts_ &&
+      be.supports(kernels::Op::kMatmulGrouped) && be.supports(kernels::Op::kMatmulScatterAdd)) {
+    // Each expert's rows gathered end to end in expert order (at T == 1 all
+    // of them xn itself), gate/up of all of them, one SiLU over all the
+    // routes, then every down projection added, router-weighted, into the
+    // tokens' rows, in the same order as the per-expert calls below (the
+    // same sums).
+    const int64_t Fe = L.moe.experts[0].gate.weight.rows;  // this rank's width
+    const int64_t routes = T * k;
+    OCTET_RETURN_IF_ERROR(Ensure(be, S.expert_gate, routes * Fe * f));
+    OCTET_RETURN_IF_ERROR(Ensure(be, S.expert_up, routes * Fe * f));
+    float* eg = S.expert_gate.as<float>();
+    float* eu = S.expert_up.as<float>();
+    const float* x_all = xn;
+    int64_t ldx = 0;  // T == 1: every expert reads the one row of xn
+    if (T > 1) {
+      OCTET_RETURN_IF_ERROR(Ensure(be, S.expert_in, routes * H * f));
+      in = S.expert_in.as<float>();
+      be.GatherRows(xn, H, rows, routes, H, in);
+      x_all = in;
+      ldx = H;
+    }
+    std::vector<kernels::KernelBackend::GroupedProduct> gate_up;
+    std::vector<kernels::KernelBackend::ScatterProduct> down;
+    gate_up.reserve(2 * std::min(E, routes));
+    down.reserve(std::min(E, routes));
+    for (int64_t e = 0; e < E; ++e) {
+      const int64_t begin = S.expert_begin[e], n = S.expert_begin[e + 1] - begin;
+      if (n == 0) continue;
+      const GatedMlp& g = L.moe.experts[e];
+      const float* x_e = x_all + begin * ldx;
+      gate_up.push_back({x_e, n, H, &g.gate.weight, eg + begin * Fe, Fe});
+      gate_up.push_back({x_e, n, H, &g.up.weight, eu + begin * Fe, Fe});
+      down.push_back({eg + begin * Fe, n, Fe, &g.down.weight, rows + begin, weights + begin});
+    }
+    be.MatmulGrouped(gate_up.data(), static_cast<int>(gate_up.size()));
+    be.SiluMul(eg, eu, routes, Fe, Fe, eg);
+    be.MatmulScatterAdd(down.data(), static_cast<int>(down.size()), H, out, H, y);
+    return Status::Ok();
+  }
   for (int64_t e = 0; e < E; ++e) {
     const int64_t begin = S.expert_begin[e], n = S.expert_begin[e + 1] - begin;
     if (n == 0) continue;

@@ -15,7 +15,13 @@
 //
 //   octet_bench_engine [--threads 2] [--dir /tmp/octet-bench] [--models a,b]
 //                      [--prompt 512] [--decode 128] [--repeats 1] [--backend auto]
-//                      [--moe-layers 0] [--quantize off|nvfp4]
+//                      [--moe-layers 0] [--quantize off|nvfp4] [--moe-ab N]
+//
+// --moe-ab N (mixture-of-experts models): N more rounds, each a c1 decode run
+// (and a batched one at the largest --concurrency) with the chosen experts
+// in grouped backend calls and one with a matmul call per expert
+// (Model::set_grouped_experts), in alternating order; the median tok/s of
+// each, the per-round ratios and their median.
 //
 // With a device backend (--backend cuda) the roofline bandwidth is the
 // device's, measured through the backend's own ops (Scale in place: copy-like
@@ -27,6 +33,7 @@
 #include <ctime>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -36,10 +43,10 @@
 #include "octet/base/mem_info.h"
 #include "octet/engine/generate.h"
 #include "octet/engine/model.h"
-#include "random_checkpoint.h"
 #include "octet/kernels/backend.h"
 #include "octet/kernels/backends.h"
 #include "octet/kernels/thread_pool.h"
+#include "random_checkpoint.h"
 
 using namespace octet;
 using namespace octet::engine;
@@ -278,7 +285,18 @@ struct ModelResult {
   std::vector<std::pair<int64_t, double>> batched_tps, batched_tps_cpu;
   // The same on CPU time (estimates for dedicated cores; see Stopwatch).
   double prefill_tps_cpu = 0;
+  // --moe-ab: per round, tok/s with the grouped expert calls (on) and with a
+  // call per expert (off), at c1 and at c = ab_batch.
+  std::vector<double> ab_on, ab_off, ab_on_batch, ab_off_batch;
+  int64_t ab_batch = 0;
 };
+
+double Median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
 
 // `concurrency`: batch sizes for the aggregate decode figure (c sequences,
 // one token each per step, weights read once per step for all of them).
@@ -286,7 +304,7 @@ Result<ModelResult> RunModel(const Shape& s, const std::string& dir, int threads
                              kernels::KvDtype kv_dtype, int64_t decode_context, int64_t n_prompt,
                              int64_t n_decode, int repeats, int64_t stream_n,
                              const std::vector<int64_t>& concurrency, bool nvfp4_tiles,
-                             const std::string& backend, LoadQuantize quantize) {
+                             const std::string& backend, LoadQuantize quantize, int moe_ab) {
   LoadOptions lo;
   lo.threads = threads;
   lo.backend = backend;
@@ -412,6 +430,64 @@ Result<ModelResult> RunModel(const Shape& s, const std::string& dir, int threads
     r.batched_tps.emplace_back(c, double(c * steps) / sw.wall());
     r.batched_tps_cpu.emplace_back(c, double(c * steps) / sw.cpu(threads));
   }
+
+  // --moe-ab: the grouped expert calls against one call per expert, in
+  // alternating order, the same decode as above (greedy from position 1).
+  if (moe_ab > 0 && c.moe.num_experts > 0) {
+    auto c1_run = [&]() -> Result<double> {
+      batch.resize(1);
+      batch[0].slot = 1;
+      batch[0].start_pos = 0;
+      batch[0].tokens = {prompt[0]};
+      OCTET_RETURN_IF_ERROR(m.Forward(batch, cache, &out));
+      Stopwatch sw;
+      for (int64_t i = 0; i < n_decode; ++i) {
+        batch[0].start_pos = cache.length(1);
+        batch[0].tokens = {HostArgmax(out.Last(0), out.vocab)};
+        OCTET_RETURN_IF_ERROR(m.Forward(batch, cache, &out));
+      }
+      return n_decode / sw.wall();
+    };
+    const int64_t cb =
+        concurrency.empty() ? 0 : *std::max_element(concurrency.begin(), concurrency.end());
+    r.ab_batch = cb > 1 ? cb : 0;
+    std::optional<KvCache> bc;
+    if (r.ab_batch > 0) {
+      bc = *m.NewKvCache(static_cast<int>(cb), std::max<int64_t>(8, n_decode / 4) + 2, kv_dtype);
+    }
+    auto batch_run = [&]() -> Result<double> {
+      const int64_t steps = std::max<int64_t>(8, n_decode / 4);
+      std::vector<SequenceChunk> b(cb);
+      for (int64_t i = 0; i < cb; ++i) {
+        b[i].slot = static_cast<int>(i);
+        b[i].tokens = {prompt[i % n_prompt]};
+        b[i].start_pos = 0;
+      }
+      OCTET_RETURN_IF_ERROR(m.Forward(b, *bc, &out));
+      Stopwatch sw;
+      for (int64_t step = 0; step < steps; ++step) {
+        for (int64_t i = 0; i < cb; ++i) {
+          b[i].start_pos = bc->length(static_cast<int>(i));
+          b[i].tokens = {HostArgmax(out.Last(i), out.vocab)};
+        }
+        OCTET_RETURN_IF_ERROR(m.Forward(b, *bc, &out));
+      }
+      return double(cb * steps) / sw.wall();
+    };
+    for (int round = 0; round < moe_ab; ++round) {
+      for (int half = 0; half < 2; ++half) {
+        const bool on = (round + half) % 2 == 0;  // on first in even rounds
+        m.set_grouped_experts(on);
+        OCTET_ASSIGN_OR_RETURN(double tps, c1_run());
+        (on ? r.ab_on : r.ab_off).push_back(tps);
+        if (r.ab_batch > 0) {
+          OCTET_ASSIGN_OR_RETURN(double btps, batch_run());
+          (on ? r.ab_on_batch : r.ab_off_batch).push_back(btps);
+        }
+      }
+    }
+    m.set_grouped_experts(false);  // the default
+  }
   return r;
 }
 
@@ -451,6 +527,10 @@ int main(int argc, char** argv) {
       .Option("nvfp4-tiles", "on|off",
               "NVFP4 weights get their tile copy where the backend reads it (LoadOptions)", "on")
       .Option("backend", "NAME", "kernel backend: " + kernels::BackendNamesForHelp(), "auto")
+      .Option("moe-ab", "N",
+              "mixture-of-experts models: N rounds of decode with the grouped expert calls "
+              "against a call per expert, alternating (median tok/s and ratio)",
+              "0")
       .Option("quantize", "nvfp4|off",
               "nvfp4: every BF16 linear weight (a tied lm_head as a copy) quantized to NVFP4 at "
               "load (LoadOptions::quantize)",
@@ -557,9 +637,10 @@ int main(int argc, char** argv) {
       std::cerr << "--nvfp4-tiles takes on or off\n";
       return 2;
     }
-    auto r = RunModel(*shape, dir, threads, *kv_dtype, decode_context, n_prompt, n_decode,
-                      static_cast<int>(repeats), stream_n, *conc, tiles == "on",
-                      p.GetString("backend"), *quantize);
+    auto r =
+        RunModel(*shape, dir, threads, *kv_dtype, decode_context, n_prompt, n_decode,
+                 static_cast<int>(repeats), stream_n, *conc, tiles == "on", p.GetString("backend"),
+                 *quantize, static_cast<int>(p.GetInt("moe-ab").value_or(0)));
     if (!r.ok()) {
       std::cerr << "octet_bench_engine: " << name << ": " << r.status().ToString() << "\n";
       return 1;
@@ -604,6 +685,24 @@ int main(int argc, char** argv) {
                       {"roofline_pct_cpu", d.roofline_pct_cpu}});
     }
     j["models"].back()["decode_runs"] = runs;
+    if (!r->ab_on.empty()) {
+      auto ratios = [](const std::vector<double>& on, const std::vector<double>& off) {
+        std::vector<double> q;
+        for (size_t i = 0; i < on.size() && i < off.size(); ++i) q.push_back(on[i] / off[i]);
+        return q;
+      };
+      nlohmann::json ab = {{"rounds", r->ab_on.size()},
+                           {"c1_grouped_tps", r->ab_on},
+                           {"c1_per_expert_tps", r->ab_off},
+                           {"c1_ratio_median", Median(ratios(r->ab_on, r->ab_off))}};
+      if (r->ab_batch > 0) {
+        ab["batch"] = r->ab_batch;
+        ab["batch_grouped_tps"] = r->ab_on_batch;
+        ab["batch_per_expert_tps"] = r->ab_off_batch;
+        ab["batch_ratio_median"] = Median(ratios(r->ab_on_batch, r->ab_off_batch));
+      }
+      j["models"].back()["moe_grouped_ab"] = ab;
+    }
   }
   std::fprintf(stderr, "\n%-20s %-11s %11s %9s %10s %10s %8s %10s %8s\n", "model", "weights",
                "prefill t/s", "GFLOP/s", "decode t/s", "MB/token", "GB/s", "roof t/s", "% roof");
@@ -650,6 +749,27 @@ int main(int argc, char** argv) {
   for (const auto& r : results) {
     std::fprintf(stderr, "%-20s %11.1f %10.2f %8.1f %7.1f%%\n", r.name.c_str(), r.prefill_tps_cpu,
                  r.decode.tps_cpu, r.decode.bandwidth_gbs_cpu, r.decode.roofline_pct_cpu);
+  }
+  for (const auto& r : results) {
+    if (r.ab_on.empty()) continue;
+    std::vector<double> q, qb;
+    for (size_t i = 0; i < r.ab_on.size(); ++i) q.push_back(r.ab_on[i] / r.ab_off[i]);
+    for (size_t i = 0; i < r.ab_on_batch.size(); ++i) {
+      qb.push_back(r.ab_on_batch[i] / r.ab_off_batch[i]);
+    }
+    std::fprintf(stderr,
+                 "\n%s, experts in grouped calls / a call per expert, %zu alternating rounds:\n"
+                 "  c1 %.2f / %.2f tok/s (medians), ratio %.3f (median of rounds:",
+                 r.name.c_str(), r.ab_on.size(), Median(r.ab_on), Median(r.ab_off), Median(q));
+    for (double x : q) std::fprintf(stderr, " %.3f", x);
+    std::fprintf(stderr, ")\n");
+    if (r.ab_batch > 0) {
+      std::fprintf(stderr, "  c%lld %.2f / %.2f tok/s, ratio %.3f (rounds:",
+                   static_cast<long long>(r.ab_batch), Median(r.ab_on_batch),
+                   Median(r.ab_off_batch), Median(qb));
+      for (double x : qb) std::fprintf(stderr, " %.3f", x);
+      std::fprintf(stderr, ")\n");
+    }
   }
   std::fprintf(
       stderr,

@@ -122,6 +122,37 @@ class TestEngineFixtures : public QObject {
     QCOMPARE(r->stop_reason, std::string("length"));
   }
 
+  // The mixture-of-experts models with single-token steps through the
+  // backend's grouped expert ops (Model::set_grouped_experts) and through a
+  // matmul call per expert: the reference's ids, and the same logits bit for
+  // bit (the ops add the same products in the same order).
+  void groupedExpertsMatchPerExpertCalls_data() {
+    QTest::addColumn<QString>("model");
+    for (const char* m : {"qwen3-moe-tiny", "glm4-moe-tiny", "glm4-moe-tiny-nvfp4"}) {
+      QTest::newRow(m) << QString(m);
+    }
+  }
+  void groupedExpertsMatchPerExpertCalls() {
+    QFETCH(QString, model);
+    const std::string dir = test::FixturesDir() + "/" + model.toStdString();
+    Reference ref = LoadReference(dir);
+    auto m = LoadOrDie(dir);
+    QVERIFY(m->backend().supports(kernels::Op::kMatmulGrouped));
+    GenerateOptions o;
+    o.max_tokens = static_cast<int64_t>(ref.generated.size());
+    o.stop_at_eos = false;
+    o.collect_logits = true;
+    m->set_grouped_experts(true);
+    auto grouped = Generate(*m, ref.prompt, o);
+    m->set_grouped_experts(false);
+    auto per_expert = Generate(*m, ref.prompt, o);
+    QVERIFY2(grouped.ok() && per_expert.ok(), grouped.status().ToString().c_str());
+    QCOMPARE(grouped->ids, ref.generated);
+    QCOMPARE(per_expert->ids, ref.generated);
+    QCOMPARE(grouped->logits, per_expert->logits);
+    QVERIFY(MaxDiff(grouped->logits.data(), ref, 0, ref.T) <= ref.atol);
+  }
+
   void kvCacheF16_data() {
     QTest::addColumn<QString>("model");
     QTest::addColumn<QString>("backend");

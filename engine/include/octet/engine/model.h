@@ -284,6 +284,13 @@ class Model {
 
   const LayerWeights& layer(int64_t i) const { return layers_[i]; }
 
+  // On: single-token mixture-of-experts steps run every chosen expert
+  // through the backend's grouped ops (MatmulGrouped, MatmulScatterAdd)
+  // where it has them. Off (the default): one matmul call per expert and
+  // projection, as batches always do. Both give the same sums. Off until
+  // the engine measures a gain (octet_bench_engine --moe-ab; README).
+  void set_grouped_experts(bool on) { grouped_experts_ = on; }
+
   // ---- multi-token prediction (LoadOptions::load_mtp) ----
   int64_t mtp_layers() const { return static_cast<int64_t>(mtp_.size()); }
   // The MTP layers' own KV cache (one cache layer per MTP layer).
@@ -363,6 +370,8 @@ class Model {
   int64_t quantized_bytes_saved_ = 0;
   // NVFP4 tile copies (LoadOptions::nvfp4_tiles), in huge-page-advised memory.
   std::unique_ptr<HugePageArena> tile_arena_;
+
+  bool grouped_experts_ = false;
 
   // The widest MLP intermediate of any layer, dense, expert or shared (the
   // scratch's gate/up width).
