@@ -426,6 +426,14 @@ Status TpRuntime::Follow(const std::function<bool()>& stop, int stop_grace_ms) {
       case PlanOp::kMtpDraft: {
         MtpPlan p;
         OCTET_RETURN_IF_ERROR(DecodeMtp(payload, &p));
+        // Rank 0 drafts with the head, so every rank must hold its shard:
+        // leave the group (rank 0's collective then fails naming this rank).
+        if (model_->mtp_layers() == 0) {
+          return Fail(FailedPreconditionError(
+              "rank " + std::to_string(rank_) +
+              " has no multi-token-prediction layer loaded but rank 0 drafts with it (start "
+              "every rank with --speculative mtp)"));
+        }
         std::vector<int32_t> drafts;
         std::vector<float> logits;  // gathered as rank 0 gathers them
         Status s = model_->MtpDraft(p.chunk, p.slot, p.start_pos, p.next, p.k, &drafts,
