@@ -5,6 +5,7 @@
 #include <regex>
 
 #include "octet/base/file_util.h"
+#include "octet/wire/figures_line.h"
 
 namespace octet::app {
 
@@ -29,9 +30,10 @@ Result<std::vector<std::string>> InstanceSpec::Argv() const {
   if (kind == Kind::kInference) {
     if (model_dir.empty()) return InvalidArgumentError("no model folder chosen");
     if (tp < 1 || tp > 64) return InvalidArgumentError("TP degree must be in 1..64");
-    argv.insert(argv.end(), {"serve", "--model", model_dir, "--tp", std::to_string(tp),
-                             "--transport", transport, "--algo", algo, "--host", host, "--port",
-                             "0", "--grpc-port", "off", "--slots", std::to_string(num_slots)});
+    argv.insert(argv.end(),
+                {"serve", "--model", model_dir, "--tp", std::to_string(tp), "--transport",
+                 transport, "--algo", algo, "--host", host, "--port", "0", "--grpc-port", "off",
+                 "--slots", std::to_string(num_slots), "--figures"});
     if (!served_name.empty()) argv.insert(argv.end(), {"--served-model-name", served_name});
     if (context > 0) argv.insert(argv.end(), {"--context", std::to_string(context)});
   } else if (kind == Kind::kRouter) {
@@ -85,13 +87,15 @@ Result<std::vector<InstanceSpec::Stage>> InstanceSpec::Stages() const {
 
 Result<std::unique_ptr<LocalInstance>> LocalInstance::Start(const InstanceSpec& spec,
                                                             LineFn on_line, ReadyFn on_ready,
-                                                            FiguresFn on_figures) {
+                                                            FiguresFn on_figures,
+                                                            WorkerFiguresFn on_worker_figures) {
   OCTET_ASSIGN_OR_RETURN(std::vector<InstanceSpec::Stage> stages, spec.Stages());
   std::unique_ptr<LocalInstance> inst(new LocalInstance);
   inst->spec_ = spec;
   inst->on_line_ = std::move(on_line);
   inst->on_ready_ = std::move(on_ready);
   inst->on_figures_ = std::move(on_figures);
+  inst->on_worker_figures_ = std::move(on_worker_figures);
   inst->stages_ = std::move(stages);
   OCTET_RETURN_IF_ERROR(inst->SpawnStage(0));
   return inst;
@@ -114,6 +118,7 @@ void LocalInstance::OnOutput(std::string_view chunk) {
   static const std::regex kServing(R"(on (http://[0-9A-Za-z.:\[\]-]+:[0-9]+))");
   std::vector<std::string> lines;
   std::vector<TrainingFigures> figures;
+  std::vector<WorkerFigures> worker_figures;
   std::string ready_url;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -124,7 +129,15 @@ void LocalInstance::OnOutput(std::string_view chunk) {
       partial_.erase(0, eol + 1);
       if (IsFiguresLine(line)) {
         // Worker telemetry, not log text: parsed here, off the GUI thread.
-        if (auto f = ParseTrainingFigures(line); f.ok()) figures.push_back(std::move(*f));
+        if (spec_.kind == InstanceSpec::Kind::kTraining) {
+          if (auto f = ParseTrainingFigures(line); f.ok()) figures.push_back(std::move(*f));
+        } else {
+          WorkerFigures w;
+          if (wire::ParseFiguresJson(std::string_view(line).substr(wire::kFiguresPrefix.size()), &w)
+                  .ok()) {
+            worker_figures.push_back(std::move(w));
+          }
+        }
         continue;
       }
       if (line.find("error") != std::string::npos) last_error_ = line;
@@ -142,6 +155,9 @@ void LocalInstance::OnOutput(std::string_view chunk) {
   }
   for (const TrainingFigures& f : figures) {
     if (on_figures_) on_figures_(f);
+  }
+  for (const WorkerFigures& w : worker_figures) {
+    if (on_worker_figures_) on_worker_figures_(w);
   }
   if (!ready_url.empty() && on_ready_) on_ready_(ready_url);
 }

@@ -10,18 +10,21 @@
 #include <QClipboard>
 #include <QComboBox>
 #include <QDir>
+#include <QDoubleSpinBox>
 #include <QFile>
 #include <QLabel>
 #include <QLineEdit>
 #include <QPlainTextEdit>
 #include <QPushButton>
 #include <QSignalSpy>
-#include <QDoubleSpinBox>
 #include <QSpinBox>
 #include <QTableWidget>
 #include <QTextBrowser>
 #include <QtTest>
+
 #include "octet/ui/chat_panel.h"
+#include "octet/ui/cluster_controller.h"
+#include "octet/ui/dashboard_panel.h"
 #include "octet/ui/instance_manager.h"
 #include "octet/ui/launch_panel.h"
 #include "octet/ui/main_window.h"
@@ -262,6 +265,96 @@ class TestLaunchChat : public QObject {
     QCOMPARE(finished.first().first().toBool(), false);
     QVERIFY2(chat->messages().last().error.contains(QStringLiteral("no answer")),
              qPrintable(chat->messages().last().error));
+  }
+  // The chat's sampling settings left at "default" are not sent: the server
+  // applies the model's generation_config.json, and the panel shows each
+  // default and where it came from; a value typed in wins.
+  void chatTakesTheModelsGenerationDefaults() {
+    const QString model = dir_.path() + "/qwen3-gencfg";
+    QVERIFY(test::WriteChatModel(model.toStdString()).ok());
+    {
+      QFile f(model + "/generation_config.json");
+      QVERIFY(f.open(QIODevice::WriteOnly));
+      f.write(R"({"temperature": 0.0, "top_k": 20, "max_new_tokens": 5})");
+    }
+    ui::InstanceManager instances;
+    app::InstanceSpec spec;
+    spec.model_dir = model.toStdString();
+    spec.served_name = "gencfg";
+    spec.num_slots = 1;
+    spec.context = 256;
+    spec.octet_binary = test::BinDir() + "/octet";
+    QSignalSpy ready(&instances, &ui::InstanceManager::ready);
+    QString error;
+    QVERIFY2(instances.start(spec, QStringLiteral("gencfg"), &error) > 0, qPrintable(error));
+    QVERIFY(ready.wait(60'000));
+    const QString url = ready.first().at(1).toString();
+
+    // The Dashboard follows the instance like an agent's job (issue 22).
+    ui::ClusterController controller(ui::ClusterController::Options{});
+    ui::DashboardPanel dashboard(&controller);
+    dashboard.setInstanceManager(&instances);
+    dashboard.show();
+
+    ui::ChatPanel chat(&instances);
+    chat.setConversationDir(dir_.path() + "/conversations-gencfg");
+    chat.show();
+    chat.setEndpoint(url);
+    auto* defaults = chat.findChild<QLabel*>(QStringLiteral("chatDefaults"));
+    QVERIFY(QTest::qWaitFor(
+        [&] { return defaults->text().contains(QStringLiteral("generation_config.json")); },
+        10'000));
+    const QString text = defaults->text();
+    for (const char* line :
+         {"temperature = 0 (generation_config.json)", "top_k = 20 (generation_config.json)",
+          "max_tokens = 5 (generation_config.json)", "top_p = 1 (built-in)",
+          "repetition_penalty = 1 (built-in)"}) {
+      QVERIFY2(text.contains(QString::fromUtf8(line)),
+               qPrintable(line + QStringLiteral(" in ") + text));
+    }
+    auto* max_tokens = chat.findChild<QSpinBox*>(QStringLiteral("chatMaxTokens"));
+    QCOMPARE(max_tokens->text(), QStringLiteral("default: 5 (generation_config.json)"));
+    auto* temperature = chat.findChild<QDoubleSpinBox*>(QStringLiteral("chatTemperature"));
+    QCOMPARE(temperature->text(), QStringLiteral("default: 0 (generation_config.json)"));
+
+    // Left at default: the config's max_new_tokens ends the reply at 5 tokens.
+    QSignalSpy finished(&chat, &ui::ChatPanel::replyFinished);
+    auto* input = chat.findChild<QPlainTextEdit*>(QStringLiteral("chatInput"));
+    QTest::keyClicks(input, QStringLiteral("Say hi"));
+    QTest::mouseClick(chat.findChild<QPushButton*>(QStringLiteral("chatSend")), Qt::LeftButton);
+    QVERIFY(finished.wait(60'000));
+    QVERIFY2(finished.last().first().toBool(), qPrintable(chat.messages().last().error));
+    QVERIFY2(chat.messages().last().stats.contains(QStringLiteral("5 tokens")),
+             qPrintable(chat.messages().last().stats));
+    // Typed in: 3 wins over the config's 5.
+    max_tokens->setFocus();
+    max_tokens->selectAll();
+    QTest::keyClicks(max_tokens, QStringLiteral("3"));
+    QCOMPARE(max_tokens->value(), 3);
+    QTest::mouseClick(chat.findChild<QPushButton*>(QStringLiteral("chatRegenerate")),
+                      Qt::LeftButton);
+    QVERIFY(finished.wait(60'000));
+    QVERIFY2(finished.last().first().toBool(), qPrintable(chat.messages().last().error));
+    QVERIFY2(chat.messages().last().stats.contains(QStringLiteral("3 tokens")),
+             qPrintable(chat.messages().last().stats));
+
+    // Dashboard: the instance's own figures (`octet serve --figures`, once a
+    // second) on the tok/s and concurrency charts under its name; the tokens
+    // just generated show as a decode rate above zero.
+    auto* decode = dashboard.chart(ui::DashboardPanel::Chart::kDecode);
+    QVERIFY2(QTest::qWaitFor(
+                 [&] {
+                   for (const QPointF& p : decode->points(QStringLiteral("gencfg")))
+                     if (p.y() > 0) return true;
+                   return false;
+                 },
+                 15'000),
+             "no decode tok/s above 0 for the local instance");
+    QVERIFY(!dashboard.chart(ui::DashboardPanel::Chart::kConcurrency)
+                 ->points(QStringLiteral("gencfg"))
+                 .isEmpty());
+    QCOMPARE(dashboard.history().jobs().at(QStringLiteral("gencfg")).kind,
+             QStringLiteral("inference"));
   }
 };
 

@@ -42,6 +42,22 @@ QString Figure(double v, const char* unit, int decimals = 0) {
   return v < 0 ? QStringLiteral("–") : QStringLiteral("%1 %2").arg(v, 0, 'f', decimals).arg(unit);
 }
 
+// A sampling box at its lowest value means "not set: the server's default".
+template <typename Box>
+bool IsSet(const Box* b) {
+  return b->value() > b->minimum();
+}
+template <typename Box>
+void ClearToDefault(Box* b) {
+  b->setValue(b->minimum());
+}
+
+// "0.6", "0", "to the end of the context" (max_tokens without a value).
+QString DefaultValueText(const app::ServerDefault& d) {
+  if (!d.value) return QObject::tr("to the end of the context");
+  return QString::number(*d.value, 'g', 6);
+}
+
 QString StatsLine(const app::ChatReply& r) {
   QStringList parts;
   parts << QStringLiteral("TTFT %1").arg(Figure(r.ttft_ms, "ms"));
@@ -68,6 +84,7 @@ ChatPanel::ChatPanel(InstanceManager* instances, QWidget* parent)
       worker_(new ChatWorker) {
   setObjectName(QStringLiteral("chatPanel"));
   qRegisterMetaType<app::ChatReply>();
+  qRegisterMetaType<std::vector<app::ServerDefault>>();
   thread_->setObjectName(QStringLiteral("chatReply"));
   worker_->moveToThread(thread_);
   thread_->start();
@@ -80,6 +97,7 @@ ChatPanel::ChatPanel(InstanceManager* instances, QWidget* parent)
             onDone(ok, ok ? StatsLine(reply) : QString(), error,
                    QString::fromStdString(reply.finish_reason));
           });
+  connect(worker_, &ChatWorker::defaultsFetched, this, &ChatPanel::showDefaults);
   conversation_dir_ =
       QStandardPaths::writableLocation(QStandardPaths::AppDataLocation) + QStringLiteral("/conversations");
   auto* outer = new QVBoxLayout(this);
@@ -152,28 +170,51 @@ ChatPanel::ChatPanel(InstanceManager* instances, QWidget* parent)
   rl->addWidget(system_);
   rl->addWidget(SectionLabel(tr("Sampling"), right));
   auto* form = new QFormLayout;
+  // Each box's lowest value is "default": not sent (see the header).
   temperature_ = new QDoubleSpinBox(right);
   temperature_->setObjectName(QStringLiteral("chatTemperature"));
-  temperature_->setRange(0, 2);
+  temperature_->setRange(-0.1, 2);
   temperature_->setSingleStep(0.1);
-  temperature_->setValue(0.7);
   top_p_ = new QDoubleSpinBox(right);
   top_p_->setObjectName(QStringLiteral("chatTopP"));
-  top_p_->setRange(0.01, 1);
+  top_p_->setRange(0, 1);
   top_p_->setSingleStep(0.05);
-  top_p_->setValue(1.0);
+  top_k_ = new QSpinBox(right);
+  top_k_->setObjectName(QStringLiteral("chatTopK"));
+  top_k_->setRange(-1, 1000);
+  repetition_penalty_ = new QDoubleSpinBox(right);
+  repetition_penalty_->setObjectName(QStringLiteral("chatRepetitionPenalty"));
+  repetition_penalty_->setRange(0, 3);
+  repetition_penalty_->setSingleStep(0.05);
   max_tokens_ = new QSpinBox(right);
   max_tokens_->setObjectName(QStringLiteral("chatMaxTokens"));
-  max_tokens_->setRange(1, 32768);
-  max_tokens_->setValue(256);
+  max_tokens_->setRange(0, 32768);
+  for (QAbstractSpinBox* b :
+       {static_cast<QAbstractSpinBox*>(temperature_), static_cast<QAbstractSpinBox*>(top_p_),
+        static_cast<QAbstractSpinBox*>(top_k_), static_cast<QAbstractSpinBox*>(repetition_penalty_),
+        static_cast<QAbstractSpinBox*>(max_tokens_)}) {
+    b->setSpecialValueText(tr("default"));
+  }
+  ClearToDefault(temperature_);
+  ClearToDefault(top_p_);
+  ClearToDefault(top_k_);
+  ClearToDefault(repetition_penalty_);
+  ClearToDefault(max_tokens_);
+  defaults_ = new QLabel(right);
+  defaults_->setObjectName(QStringLiteral("chatDefaults"));
+  defaults_->setWordWrap(true);
+  defaults_->setTextInteractionFlags(Qt::TextSelectableByMouse);
   stop_strings_ = new QLineEdit(right);
   stop_strings_->setObjectName(QStringLiteral("chatStopStrings"));
   stop_strings_->setPlaceholderText(tr("comma-separated"));
   form->addRow(tr("Temperature"), temperature_);
   form->addRow(tr("Top-p"), top_p_);
+  form->addRow(tr("Top-k"), top_k_);
+  form->addRow(tr("Repetition penalty"), repetition_penalty_);
   form->addRow(tr("Max tokens"), max_tokens_);
   form->addRow(tr("Stop"), stop_strings_);
   rl->addLayout(form);
+  rl->addWidget(defaults_);
   rl->addStretch(1);
   split->addWidget(left);
   split->addWidget(right);
@@ -197,7 +238,17 @@ ChatPanel::ChatPanel(InstanceManager* instances, QWidget* parent)
   render_timer_->setInterval(40);
   connect(render_timer_, &QTimer::timeout, this, &ChatPanel::render);
   connect(instances_, &InstanceManager::changed, this, &ChatPanel::refreshEndpoints);
-  connect(endpoint_, &QComboBox::editTextChanged, this, [this] { updateButtons(); });
+  connect(endpoint_, &QComboBox::editTextChanged, this, [this] {
+    updateButtons();
+    defaults_timer_->start();
+  });
+  connect(endpoint_, qOverload<int>(&QComboBox::currentIndexChanged), this,
+          [this] { defaults_timer_->start(); });
+  // The endpoint's defaults, once its text has settled.
+  defaults_timer_ = new QTimer(this);
+  defaults_timer_->setSingleShot(true);
+  defaults_timer_->setInterval(300);
+  connect(defaults_timer_, &QTimer::timeout, this, &ChatPanel::refreshDefaults);
   connect(input_, &QPlainTextEdit::textChanged, this, [this] { updateButtons(); });
   refreshEndpoints();
   refreshSaved();
@@ -289,9 +340,11 @@ void ChatPanel::startReply() {
   for (const Message& m : messages_) {
     if (m.error.isEmpty()) req.messages.push_back({m.role.toStdString(), m.content.toStdString()});
   }
-  req.temperature = temperature_->value();
-  req.top_p = top_p_->value();
-  req.max_tokens = max_tokens_->value();
+  if (IsSet(temperature_)) req.temperature = temperature_->value();
+  if (IsSet(top_p_)) req.top_p = top_p_->value();
+  if (IsSet(top_k_)) req.top_k = top_k_->value();
+  if (IsSet(repetition_penalty_)) req.repetition_penalty = repetition_penalty_->value();
+  if (IsSet(max_tokens_)) req.max_tokens = max_tokens_->value();
   for (const QString& s : stop_strings_->text().split(QLatin1Char(','), Qt::SkipEmptyParts)) {
     req.stop.push_back(s.toStdString());
   }
@@ -330,6 +383,7 @@ void ChatPanel::onDone(bool ok, const QString& stats, const QString& error, cons
   render();
   save();
   updateButtons();
+  refreshDefaults();  // when they could not be read before (the server was still starting)
   emit replyFinished(ok);
 }
 
@@ -414,6 +468,8 @@ void ChatPanel::save() {
                   {QStringLiteral("system"), system_->toPlainText()},
                   {QStringLiteral("temperature"), temperature_->value()},
                   {QStringLiteral("top_p"), top_p_->value()},
+                  {QStringLiteral("top_k"), top_k_->value()},
+                  {QStringLiteral("repetition_penalty"), repetition_penalty_->value()},
                   {QStringLiteral("max_tokens"), max_tokens_->value()},
                   {QStringLiteral("stop"), stop_strings_->text()},
                   {QStringLiteral("messages"), msgs}};
@@ -446,9 +502,14 @@ bool ChatPanel::openConversation(const QString& file) {
                       o.value(QStringLiteral("error")).toString()});
   }
   system_->setPlainText(doc.value(QStringLiteral("system")).toString());
-  temperature_->setValue(doc.value(QStringLiteral("temperature")).toDouble(0.7));
-  top_p_->setValue(doc.value(QStringLiteral("top_p")).toDouble(1.0));
-  max_tokens_->setValue(doc.value(QStringLiteral("max_tokens")).toInt(256));
+  // Absent (or at the box's lowest value): the server's default.
+  temperature_->setValue(
+      doc.value(QStringLiteral("temperature")).toDouble(temperature_->minimum()));
+  top_p_->setValue(doc.value(QStringLiteral("top_p")).toDouble(top_p_->minimum()));
+  top_k_->setValue(doc.value(QStringLiteral("top_k")).toInt(top_k_->minimum()));
+  repetition_penalty_->setValue(
+      doc.value(QStringLiteral("repetition_penalty")).toDouble(repetition_penalty_->minimum()));
+  max_tokens_->setValue(doc.value(QStringLiteral("max_tokens")).toInt(max_tokens_->minimum()));
   stop_strings_->setText(doc.value(QStringLiteral("stop")).toString());
   conversation_file_ = file;
   render();
@@ -480,6 +541,61 @@ void ChatPanel::refreshSaved() {
   }
   saved_->setCurrentIndex(current);
   saved_->blockSignals(false);
+}
+
+void ChatPanel::refreshDefaults() {
+  const QString url = endpoint();
+  if (url == defaults_url_) return;
+  defaults_url_ = url;
+  if (url.isEmpty()) {
+    showDefaults(url, {}, {});
+    return;
+  }
+  defaults_->setText(tr("Asking %1 for its sampling defaults…").arg(url));
+  // On the worker's thread (after a reply in flight); the answer comes back
+  // as defaultsFetched.
+  QMetaObject::invokeMethod(worker_, [worker = worker_, url] { worker->fetchDefaults(url); });
+}
+
+void ChatPanel::showDefaults(const QString& url, const std::vector<app::ServerDefault>& defaults,
+                             const QString& error) {
+  if (url != defaults_url_) return;  // the endpoint changed meanwhile
+  auto box_for = [this](const std::string& name) -> QAbstractSpinBox* {
+    if (name == "temperature") return temperature_;
+    if (name == "top_p") return top_p_;
+    if (name == "top_k") return top_k_;
+    if (name == "repetition_penalty") return repetition_penalty_;
+    if (name == "max_tokens") return max_tokens_;
+    return nullptr;
+  };
+  for (const char* name : {"temperature", "top_p", "top_k", "repetition_penalty", "max_tokens"}) {
+    box_for(name)->setSpecialValueText(tr("default"));
+  }
+  if (url.isEmpty()) {
+    defaults_->clear();
+    return;
+  }
+  if (!error.isEmpty()) {
+    defaults_->setText(
+        tr("Sampling defaults: the server's (%1 did not say which: %2)").arg(url, error));
+    defaults_url_.clear();  // asked again after the next reply, or when the endpoint changes
+    return;
+  }
+  if (defaults.empty()) {
+    defaults_->setText(tr("Sampling defaults: the server's (it does not say which)."));
+    return;
+  }
+  QStringList lines;
+  for (const app::ServerDefault& d : defaults) {
+    const QString value = DefaultValueText(d);
+    const QString source = QString::fromStdString(d.source);
+    if (QAbstractSpinBox* b = box_for(d.name)) {
+      b->setSpecialValueText(tr("default: %1 (%2)").arg(value, source));
+    }
+    lines << tr("%1 = %2 (%3)").arg(QString::fromStdString(d.name), value, source);
+  }
+  defaults_->setText(tr("Left at \"default\", a setting takes the server's value:\n") +
+                     lines.join(QLatin1Char('\n')));
 }
 
 }  // namespace octet::ui

@@ -16,4 +16,13 @@ void ChatWorker::run(quint64 id, const app::ChatRequest& request,
   }
 }
 
+void ChatWorker::fetchDefaults(const QString& url) {
+  auto d = app::FetchServerDefaults(url.toStdString(), "", "", Deadline::AfterMs(3'000));
+  if (d.ok()) {
+    emit defaultsFetched(url, *d, {});
+  } else {
+    emit defaultsFetched(url, {}, QString::fromStdString(d.status().message()));
+  }
+}
+
 }  // namespace octet::ui

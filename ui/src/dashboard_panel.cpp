@@ -361,6 +361,17 @@ void DashboardPanel::setInstanceManager(InstanceManager* instances) {
     run_dirty_ = true;
     if (isVisible()) refreshTrainingRun();
   });
+  // Inference instances started on this machine: their `octet serve
+  // --figures` lines, plotted like an agent's workers (keyed by their name).
+  connect(instances_, &InstanceManager::instanceFigures, this, [this](int id) {
+    const InstanceInfo* info = instances_->find(id);
+    if (!info || !info->has_figures) return;
+    if (history_.AddWorker(info->name, info->figures, info->figures_unix_ms)) dirty_ = true;
+    if (isVisible()) {
+      updateKpis(*controller_->snapshot());
+      if (dirty_) refresh();
+    }
+  });
   refreshRunList();
 }
 
@@ -465,6 +476,21 @@ void DashboardPanel::updateKpis(const app::ClusterSnapshot& s) {
       requests += static_cast<int>(w.running_requests);
       drafted += w.spec_drafted_tokens;
       accepted += w.spec_accepted_tokens;
+    }
+  }
+  // Inference instances started on this machine (no agent reports them).
+  if (instances_) {
+    for (const InstanceInfo& info : instances_->instances()) {
+      if (info.kind != app::InstanceSpec::Kind::kInference || !info.has_figures ||
+          info.state != InstanceInfo::State::kReady || !info.nodes.isEmpty()) {
+        continue;
+      }
+      jobs.insert(QStringLiteral("local/%1").arg(info.id));
+      decode += info.figures.decode_tps;
+      prefill += info.figures.prefill_tps;
+      requests += static_cast<int>(info.figures.running_requests);
+      drafted += info.figures.spec_drafted_tokens;
+      accepted += info.figures.spec_accepted_tokens;
     }
   }
   kpi_decode_->setText(FormatTps(decode));

@@ -1,5 +1,6 @@
 #include "octet/ui/instance_manager.h"
 
+#include <QDateTime>
 #include <QMetaObject>
 #include <QPointer>
 #include <QTimer>
@@ -99,7 +100,10 @@ int InstanceManager::start(const app::InstanceSpec& spec_in, const QString& name
   auto on_figures = [self, id](const app::TrainingFigures& f) {
     PostTo(self, [id, f](InstanceManager* m) { m->onFigures(id, f); });
   };
-  auto started = app::LocalInstance::Start(spec, on_line, on_ready, on_figures);
+  auto on_worker_figures = [self, id](const app::WorkerFigures& f) {
+    PostTo(self, [id, f](InstanceManager* m) { m->onWorkerFigures(id, f); });
+  };
+  auto started = app::LocalInstance::Start(spec, on_line, on_ready, on_figures, on_worker_figures);
   if (!started.ok()) {
     if (error) *error = QString::fromStdString(started.status().message());
     return -1;
@@ -265,6 +269,15 @@ void InstanceManager::onFigures(int id, const app::TrainingFigures& figures) {
     emit changed();
   }
   emit trainingFigures(id);
+}
+
+void InstanceManager::onWorkerFigures(int id, const app::WorkerFigures& figures) {
+  InstanceInfo* info = mutableInfo(id);
+  if (!info) return;
+  info->has_figures = true;
+  info->figures = figures;
+  info->figures_unix_ms = QDateTime::currentMSecsSinceEpoch();
+  emit instanceFigures(id);
 }
 
 void InstanceManager::stop(int id) {

@@ -76,6 +76,37 @@ bool TelemetryHistory::Add(const app::ClusterSnapshot& s) {
     }
   }
   if (!added) return false;
+  TrimAll();
+  return true;
+}
+
+double TelemetryHistory::X(int64_t unix_ms) {
+  if (t0_ms_ < 0) t0_ms_ = unix_ms;
+  const double x = static_cast<double>(unix_ms - t0_ms_) / 1000.0;
+  now_ = std::max(now_, x);
+  return x;
+}
+
+bool TelemetryHistory::AddWorker(const QString& id, const app::WorkerFigures& w, int64_t unix_ms) {
+  const double x = X(unix_ms);
+  JobHistory& j = jobs_[id];
+  j.job_id = id;
+  j.kind = w.kind.empty() ? QStringLiteral("inference") : QString::fromStdString(w.kind);
+  j.state = QString::fromStdString(w.state);
+  if (x <= j.last_x) return false;
+  j.last_x = x;
+  j.ranks_seen = 1;
+  j.prefill_tps.append(QPointF(x, w.prefill_tps));
+  j.decode_tps.append(QPointF(x, w.decode_tps));
+  j.running_requests.append(QPointF(x, w.running_requests));
+  j.queued_requests.append(QPointF(x, w.queued_requests));
+  j.allreduce_percent.append(QPointF(x, 100.0 * w.allreduce_share));
+  j.memory_gib.append(QPointF(x, static_cast<double>(w.memory_bytes) / (1ull << 30)));
+  TrimAll();
+  return true;
+}
+
+void TelemetryHistory::TrimAll() {
   for (auto& [node, points] : node_memory_) Trim(&points);
   for (auto it = jobs_.begin(); it != jobs_.end();) {
     JobHistory& j = it->second;
@@ -91,7 +122,6 @@ bool TelemetryHistory::Add(const app::ClusterSnapshot& s) {
       ++it;
     }
   }
-  return true;
 }
 
 }  // namespace octet::ui

@@ -7,7 +7,9 @@
 // line by line (the Launch panel's log: model load, rendezvous, self-test,
 // errors), and a server is ready once it prints the address it serves on.
 // A training run's "@octet-figures" lines are parsed (on the reader thread)
-// and passed to `on_figures` instead of `on_line`.
+// and passed to `on_figures` instead of `on_line`; an inference instance's
+// (`octet serve --figures`: tok/s, requests, once a second) to
+// `on_worker_figures`, as an agent reads its workers' (the Dashboard shows both).
 //
 // A run is one or more stages run one after another (training: prepare, then
 // train); the next stage starts when Poll() sees the previous one succeed,
@@ -26,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "octet/app/cluster_types.h"
 #include "octet/app/training_run.h"
 #include "octet/base/status.h"
 #include "octet/base/subprocess.h"
@@ -80,10 +83,13 @@ class LocalInstance {
   using LineFn = std::function<void(const std::string& line)>;
   using ReadyFn = std::function<void(const std::string& base_url)>;
   using FiguresFn = std::function<void(const TrainingFigures& figures)>;
+  // Rank 0's figures (job_id and kind left empty: the caller names the instance).
+  using WorkerFiguresFn = std::function<void(const WorkerFigures& figures)>;
 
   static Result<std::unique_ptr<LocalInstance>> Start(const InstanceSpec& spec, LineFn on_line,
                                                       ReadyFn on_ready,
-                                                      FiguresFn on_figures = nullptr);
+                                                      FiguresFn on_figures = nullptr,
+                                                      WorkerFiguresFn on_worker_figures = nullptr);
   ~LocalInstance();  // stops the process (SIGTERM, then SIGKILL after 3 s)
 
   const InstanceSpec& spec() const { return spec_; }
@@ -110,6 +116,7 @@ class LocalInstance {
   LineFn on_line_;
   ReadyFn on_ready_;
   FiguresFn on_figures_;
+  WorkerFiguresFn on_worker_figures_;
   std::vector<InstanceSpec::Stage> stages_;
   mutable std::mutex mu_;
   std::string partial_;

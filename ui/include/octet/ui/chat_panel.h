@@ -2,9 +2,17 @@
 // Launch panel, or any OpenAI-compatible URL) or the router gateway. Replies
 // stream in token by token; each one is followed by its figures (time to
 // first token, prefill and decode tokens/s, tokens, and the pool that answered
-// when routed). System prompt, temperature, top-p, max tokens and stop
-// strings; Stop, Regenerate, Copy, Clear; every conversation is saved as JSON
-// (under the application data folder) and can be reopened.
+// when routed). System prompt, temperature, top-p, top-k, repetition penalty,
+// max tokens and stop strings; Stop, Regenerate, Copy, Clear; every
+// conversation is saved as JSON (under the application data folder) and can
+// be reopened.
+//
+// Sampling defaults: a setting at its lowest value reads "default" and is not
+// sent, so the server applies its model's generation_config.json value (else
+// its built-in one), as `octet chat` and `octet serve` do. The panel asks the
+// endpoint which values those are (app::FetchServerDefaults) and shows each
+// with where it came from (the "chatDefaults" label and each box's "default:
+// ..." text).
 //
 // The HTTP request runs on a worker object (ChatWorker, app::StreamChat) in a
 // thread the panel owns; text deltas arrive as queued signals and are drawn at
@@ -16,6 +24,9 @@
 #include <QWidget>
 #include <atomic>
 #include <memory>
+#include <vector>
+
+#include "octet/app/chat_client.h"
 
 class QComboBox;
 class QDoubleSpinBox;
@@ -77,6 +88,9 @@ class ChatPanel : public QWidget {
   void refreshSaved();
   void save();
   void updateButtons();
+  void refreshDefaults();
+  void showDefaults(const QString& url, const std::vector<app::ServerDefault>& defaults,
+                    const QString& error);
 
   InstanceManager* instances_;
   QComboBox* endpoint_;
@@ -84,7 +98,12 @@ class ChatPanel : public QWidget {
   QPlainTextEdit* system_;
   QDoubleSpinBox* temperature_;
   QDoubleSpinBox* top_p_;
+  QSpinBox* top_k_;
+  QDoubleSpinBox* repetition_penalty_;
   QSpinBox* max_tokens_;
+  QLabel* defaults_;
+  QTimer* defaults_timer_;
+  QString defaults_url_;  // the endpoint `defaults_` describes
   QLineEdit* stop_strings_;
   QTextBrowser* transcript_;
   QPlainTextEdit* input_;

@@ -5,7 +5,10 @@
 // training run started on this machine from the Launch panel (given the
 // InstanceManager) gets its own curves against the optimizer step: train and
 // validation loss, and train tok/s, from its "@octet-figures" lines (parsed
-// on the process's output reader thread, in app::LocalInstance).
+// on the process's output reader thread, in app::LocalInstance). An inference
+// instance started on this machine has no agent to report it: its own
+// `octet serve --figures` lines (InstanceManager::instanceFigures) put it on
+// the tok/s and concurrency charts and in the headline figures, under its name.
 //
 // History is kept all the time; the charts are only touched while the panel
 // is visible (one replace() per series and sample), so telemetry costs the

@@ -54,6 +54,11 @@ struct InstanceInfo {
   app::TrainingCurves training;
   // A remote instance: the nodes its ranks run on (rank order), else empty.
   QStringList nodes;
+  // A local inference instance: rank 0's latest figures (`octet serve
+  // --figures`, once a second) and when they came (ms since the epoch).
+  bool has_figures = false;
+  app::WorkerFigures figures;
+  int64_t figures_unix_ms = 0;
 };
 
 class InstanceManager : public QObject {
@@ -80,6 +85,7 @@ class InstanceManager : public QObject {
   void logLine(int id, const QString& line);  // one output line
   void ready(int id, const QString& url);
   void trainingFigures(int id);  // a training run's curves grew
+  void instanceFigures(int id);  // a local inference instance's figures (InstanceInfo::figures)
   void stageChanged(int id);     // a run moved to its next stage
   void exited(int id, bool failed, const QString& detail);
 
@@ -87,6 +93,7 @@ class InstanceManager : public QObject {
   void onLine(int id, const QString& line);
   void onReady(int id, const QString& url);
   void onFigures(int id, const app::TrainingFigures& figures);
+  void onWorkerFigures(int id, const app::WorkerFigures& figures);
   void pollExits();
   InstanceInfo* mutableInfo(int id);
   void onRemoteLaunched(int id, std::shared_ptr<app::RemoteInstance> instance,

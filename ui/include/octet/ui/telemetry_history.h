@@ -41,6 +41,11 @@ class TelemetryHistory {
 
   // Adds what is new in `snapshot`; returns whether anything was added.
   bool Add(const app::ClusterSnapshot& snapshot);
+  // Adds rank 0's figures of a job no agent reports (an instance the
+  // workbench started on this machine, app::LocalInstance) under `job_id`,
+  // sampled at `unix_ms` (the clock of the agents' samples); returns whether
+  // it was new.
+  bool AddWorker(const QString& job_id, const app::WorkerFigures& figures, int64_t unix_ms);
   void Clear();
 
   const std::map<QString, JobHistory>& jobs() const { return jobs_; }
@@ -51,6 +56,8 @@ class TelemetryHistory {
 
  private:
   void Trim(QVector<QPointF>* points) const;
+  void TrimAll();
+  double X(int64_t unix_ms);
 
   double window_s_;
   int64_t t0_ms_ = -1;
