@@ -23,14 +23,15 @@
 #include <sstream>
 #include <thread>
 
+#include "child_process.h"
 #include "octet/agent/cluster_token.h"
 #include "octet/app/agent_client.h"
 #include "octet/base/api_key.h"
 #include "octet/base/file_util.h"
 #include "octet/base/net_util.h"
 #include "octet/base/subprocess.h"
-#include "random_checkpoint.h"
 #include "octet_test.h"
+#include "random_checkpoint.h"
 
 using namespace octet;
 using namespace octet::test;
@@ -118,41 +119,14 @@ class TestAgentSecrets : public QObject {
     const std::string model = d + "/models/tiny";
     QVERIFY(engine::WriteRandomCheckpoint(shape, model).ok());
 
-    auto log = std::make_shared<std::string>();
-    auto mu = std::make_shared<std::mutex>();
-    SpawnOptions so;
-    so.argv = {BinDir() + "/octet-agent",
-               "--listen",
-               "127.0.0.1:0",
-               "--token-file",
-               d + "/token",
-               "--state-dir",
-               d + "/state",
-               "--machine-id-file",
-               d + "/machine-id",
-               "--no-discovery",
-               "--port-file",
-               d + "/address",
-               "--model-roots",
-               d + "/models",
-               "--log-level",
-               "debug"};
-    so.on_output = [log, mu](std::string_view chunk) {
-      std::lock_guard<std::mutex> lock(*mu);
-      log->append(chunk);
-    };
-    auto agent = Subprocess::Spawn(so);
-    QVERIFY(agent.ok());
-    auto agent_log = [&] {
-      std::lock_guard<std::mutex> lock(*mu);
-      return *log;
-    };
-    std::string address;
-    for (const Deadline dl = Deadline::AfterMs(20'000); !dl.expired() && address.empty();) {
-      auto a = ReadFileToString(d + "/address");
-      if (a.ok() && !a->empty() && a->back() == '\n') address = a->substr(0, a->size() - 1);
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
+    CapturedProcess agent_process;
+    QVERIFY(agent_process
+                .Start(AgentArgv(BinDir(), d, "127.0.0.1:0",
+                                 {"--model-roots", d + "/models", "--log-level", "debug"}))
+                .ok());
+    Subprocess* agent = agent_process.proc();
+    auto agent_log = [&] { return agent_process.output(); };
+    const std::string address = WaitForAgentAddress(d + "/address", 20'000);
     QVERIFY2(!address.empty(), agent_log().c_str());
     auto client = app::AgentClient::Create({address, token, "", ""});
     QVERIFY(client.ok());
@@ -190,7 +164,7 @@ class TestAgentSecrets : public QObject {
     QVERIFY(job_cmdline.find("octet") != std::string::npos);
     QVERIFY(job_cmdline.find(token) == std::string::npos);
     QVERIFY(ProcFile(job, "environ").find(token) == std::string::npos);
-    QVERIFY(ProcFile((*agent)->pid(), "cmdline").find(token) == std::string::npos);
+    QVERIFY(ProcFile(agent->pid(), "cmdline").find(token) == std::string::npos);
     // Nor do the job's own children, if it has any.
     auto children = ReadFileToString("/proc/" + std::to_string(job) + "/task/" +
                                      std::to_string(job) + "/children");
@@ -218,8 +192,8 @@ class TestAgentSecrets : public QObject {
       QVERIFY2(l->find(token) == std::string::npos, id);
     }
     (void)(*client)->StopJob("secret-1", Deadline::AfterMs(20'000));
-    (*agent)->Kill(SIGTERM);
-    QVERIFY((*agent)->Wait(Deadline::AfterMs(15'000)).ok());
+    agent->Kill(SIGTERM);
+    QVERIFY(agent->Wait(Deadline::AfterMs(15'000)).ok());
     const std::string all = agent_log();
     QVERIFY2(all.find("rejected") != std::string::npos, all.c_str());  // the intruder is logged
     QVERIFY2(all.find(token) == std::string::npos, all.c_str());

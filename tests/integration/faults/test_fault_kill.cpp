@@ -24,14 +24,15 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "child_process.h"
 #include "octet/agent/cluster_token.h"
 #include "octet/app/agent_client.h"
 #include "octet/base/file_util.h"
 #include "octet/base/net_util.h"
 #include "octet/base/subprocess.h"
-#include "random_checkpoint.h"
 #include "octet_test.h"
 #include "openai_upstream.h"
+#include "random_checkpoint.h"
 #include "router_client.h"
 
 using namespace octet;
@@ -72,46 +73,8 @@ bool PortAccepts(int port) {
   return ok;
 }
 
-// A child process whose merged output is kept, with a wait for a pattern.
-class Program {
- public:
-  Status Start(std::vector<std::string> argv) {
-    SpawnOptions so;
-    so.argv = std::move(argv);
-    auto out = out_;
-    auto mu = mu_;
-    so.on_output = [out, mu](std::string_view chunk) {
-      std::lock_guard<std::mutex> lock(*mu);
-      out->append(chunk);
-    };
-    OCTET_ASSIGN_OR_RETURN(proc_, Subprocess::Spawn(so));
-    return Status::Ok();
-  }
-  std::string output() const {
-    std::lock_guard<std::mutex> lock(*mu_);
-    return *out_;
-  }
-  // The text after `key` once it appears (up to the end of its line).
-  std::string WaitFor(const std::string& key, int timeout_ms) {
-    for (const Deadline d = Deadline::AfterMs(timeout_ms); !d.expired();) {
-      const std::string text = output();
-      const size_t p = text.find(key);
-      if (p != std::string::npos) {
-        const size_t e = text.find('\n', p);
-        if (e != std::string::npos) return text.substr(p + key.size(), e - p - key.size());
-      }
-      if (proc_->Poll()) break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    return "";
-  }
-  Subprocess* proc() { return proc_.get(); }
-
- private:
-  std::shared_ptr<std::string> out_ = std::make_shared<std::string>();
-  std::shared_ptr<std::mutex> mu_ = std::make_shared<std::mutex>();
-  std::unique_ptr<Subprocess> proc_;
-};
+// The programs this test starts and reads (octet route, octet-agent).
+using Program = CapturedProcess;
 
 }  // namespace
 
@@ -133,19 +96,10 @@ class TestFaultKill : public QObject {
 
   Status StartAgent(Program* p, const std::string& listen) {
     ::unlink((D() + "/agent/address").c_str());
-    return p->Start({BinDir() + "/octet-agent", "--listen", listen, "--token-file",
-                     D() + "/agent/token", "--state-dir", D() + "/agent/state", "--machine-id-file",
-                     D() + "/agent/machine-id", "--no-discovery", "--port-file",
-                     D() + "/agent/address", "--model-roots", D() + "/models"});
+    return p->Start(
+        AgentArgv(BinDir(), D() + "/agent", listen, {"--model-roots", D() + "/models"}));
   }
-  std::string AgentAddress() {
-    for (const Deadline d = Deadline::AfterMs(20'000); !d.expired();) {
-      auto a = ReadFileToString(D() + "/agent/address");
-      if (a.ok() && !a->empty() && a->back() == '\n') return a->substr(0, a->size() - 1);
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    return "";
-  }
+  std::string AgentAddress() { return WaitForAgentAddress(D() + "/agent/address", 20'000); }
 
  private slots:
   void initTestCase() { QVERIFY(tmp_.isValid()); }

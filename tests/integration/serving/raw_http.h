@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "child_process.h"
 #include "octet/base/deadline.h"
 #include "octet/base/status.h"
 #include "octet/base/subprocess.h"
@@ -179,15 +180,7 @@ class UrlProcess {
  public:
   ~UrlProcess() { Stop(); }
   Status Start(std::vector<std::string> argv, int timeout_ms = 60'000) {
-    SpawnOptions o;
-    o.argv = std::move(argv);
-    auto out = output_;
-    auto mu = mu_;
-    o.on_output = [out, mu](std::string_view chunk) {
-      std::lock_guard<std::mutex> lock(*mu);
-      out->append(chunk);
-    };
-    OCTET_ASSIGN_OR_RETURN(proc_, Subprocess::Spawn(o));
+    OCTET_RETURN_IF_ERROR(proc_.Start(std::move(argv)));
     const std::regex re("on http://[0-9.]+:([0-9]+)");
     const Deadline d = Deadline::AfterMs(timeout_ms);
     while (!d.expired()) {
@@ -197,25 +190,17 @@ class UrlProcess {
         port_ = std::stoi(m[1]);
         return Status::Ok();
       }
-      if (proc_->Poll()) return UnavailableError("exited: " + text);
+      if (proc_.proc()->Poll()) return UnavailableError("exited: " + text);
       ::usleep(20'000);
     }
     return DeadlineExceededError("did not start: " + output());
   }
   int port() const { return port_; }
-  std::string output() const {
-    std::lock_guard<std::mutex> lock(*mu_);
-    return *output_;
-  }
-  void Stop() {
-    if (proc_) proc_->Terminate(std::chrono::milliseconds(5000));
-    proc_.reset();
-  }
+  std::string output() const { return proc_.output(); }
+  void Stop() { proc_.Stop(std::chrono::milliseconds(5000)); }
 
  private:
-  std::unique_ptr<Subprocess> proc_;
-  std::shared_ptr<std::string> output_ = std::make_shared<std::string>();
-  std::shared_ptr<std::mutex> mu_ = std::make_shared<std::mutex>();
+  CapturedProcess proc_;
   int port_ = 0;
 };
 

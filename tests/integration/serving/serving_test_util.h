@@ -17,11 +17,12 @@
 #include <string>
 #include <vector>
 
+#include "child_process.h"
 #include "octet/base/file_util.h"
 #include "octet/base/net_util.h"
 #include "octet/base/subprocess.h"
-#include "random_checkpoint.h"
 #include "octet_test.h"
+#include "random_checkpoint.h"
 
 namespace octet::test {
 
@@ -54,16 +55,9 @@ class ServerProcess {
 
   // Starts `octet serve ARGS --port 0` and waits for its serving line.
   Status Start(std::vector<std::string> args, int timeout_ms = 60'000) {
-    SpawnOptions o;
-    o.argv = {BinDir() + "/octet", "serve", "--port", "0"};
-    o.argv.insert(o.argv.end(), args.begin(), args.end());
-    auto out = output_;
-    auto mu = mu_;
-    o.on_output = [out, mu](std::string_view chunk) {
-      std::lock_guard<std::mutex> lock(*mu);
-      out->append(chunk);
-    };
-    OCTET_ASSIGN_OR_RETURN(proc_, Subprocess::Spawn(o));
+    std::vector<std::string> argv = {BinDir() + "/octet", "serve", "--port", "0"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    OCTET_RETURN_IF_ERROR(proc_.Start(std::move(argv)));
     const std::regex re("on http://[0-9.]+:([0-9]+)");
     const Deadline d = Deadline::AfterMs(timeout_ms);
     while (!d.expired()) {
@@ -73,7 +67,7 @@ class ServerProcess {
         port_ = std::stoi(m[1]);
         return Status::Ok();
       }
-      if (proc_->Poll()) return UnavailableError("octet serve exited: " + text);
+      if (proc_.proc()->Poll()) return UnavailableError("octet serve exited: " + text);
       QThread::msleep(20);
     }
     return DeadlineExceededError("octet serve did not start: " + output());
@@ -82,21 +76,13 @@ class ServerProcess {
   std::string url(const std::string& path) const {
     return "http://127.0.0.1:" + std::to_string(port_) + path;
   }
-  pid_t pid() const { return proc_ ? proc_->pid() : -1; }
-  std::string output() const {
-    std::lock_guard<std::mutex> lock(*mu_);
-    return *output_;
-  }
-  Subprocess* process() { return proc_.get(); }
-  void Stop() {
-    if (proc_) proc_->Terminate(std::chrono::milliseconds(5000));
-    proc_.reset();
-  }
+  pid_t pid() const { return proc_.proc() ? proc_.proc()->pid() : -1; }
+  std::string output() const { return proc_.output(); }
+  Subprocess* process() { return proc_.proc(); }
+  void Stop() { proc_.Stop(std::chrono::milliseconds(5000)); }
 
  private:
-  std::unique_ptr<Subprocess> proc_;
-  std::shared_ptr<std::string> output_ = std::make_shared<std::string>();
-  std::shared_ptr<std::mutex> mu_ = std::make_shared<std::mutex>();
+  CapturedProcess proc_;
   int port_ = 0;
 };
 

@@ -6,6 +6,7 @@
 #include <QtTest>
 #include <nlohmann/json.hpp>
 
+#include "child_process.h"
 #include "octet/agent/cluster_token.h"
 #include "octet/app/local_cluster.h"
 #include "octet/base/file_util.h"
@@ -187,26 +188,12 @@ class TestCliCluster : public QObject {
     QVERIFY(agent::WriteTokenFile(d + "/token", "roce-cli-token-0123456789").ok());
     QVERIFY(WriteFileAtomic(d + "/machine-id", "roce-cli-machine\n").ok());
     SpawnOptions so;
-    so.argv = {test::BinDir() + "/octet-agent",
-               "--listen",
-               "127.0.0.1:0",
-               "--token-file",
-               d + "/token",
-               "--state-dir",
-               d + "/state",
-               "--machine-id-file",
-               d + "/machine-id",
-               "--no-discovery",
-               "--rdma-sys-root",
-               tree,
-               "--port-file",
-               d + "/address"};
+    so.argv = test::AgentArgv(test::BinDir(), d, "127.0.0.1:0", {"--rdma-sys-root", tree});
     so.output_file = d + "/agent.log";
     auto agent = Subprocess::Spawn(so);
     QVERIFY2(agent.ok(), agent.status().ToString().c_str());
-    QVERIFY(QTest::qWaitFor([&] { return PathExists(d + "/address"); }, 20'000));
-    std::string address = *ReadFileToString(d + "/address");
-    address.pop_back();  // the newline
+    const std::string address = test::WaitForAgentAddress(d + "/address", 20'000);
+    QVERIFY(!address.empty());
 
     auto r = RunProgram(
         {"octet", "cluster", "status", "--agents", address, "--token-file", d + "/token", "--json"},
