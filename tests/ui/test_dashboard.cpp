@@ -84,6 +84,35 @@ class TestDashboard : public QObject {
     QCOMPARE(h.nodeMemory().at("n1").back().y(), 3.0);
   }
 
+  // A job no agent reports (an instance started on this machine) on the same
+  // time axis as the agents' samples; a repeated sample is not plotted twice.
+  void aLocalInstanceJoinsTheAgentsTimeline() {
+    ui::TelemetryHistory h(120);
+    QVERIFY(h.Add(Step(0)));  // the first agent sample: unix ms 10'000
+    app::WorkerFigures w;
+    w.state = "serving";
+    w.decode_tps = 12.5;
+    w.prefill_tps = 300;
+    w.running_requests = 2;
+    w.queued_requests = 1;
+    w.memory_bytes = 1ull << 30;
+    QVERIFY(h.AddWorker(QStringLiteral("local qwen"), w, 10'500));
+    QVERIFY(!h.AddWorker(QStringLiteral("local qwen"), w, 10'500));
+    w.decode_tps = 20;
+    QVERIFY(h.AddWorker(QStringLiteral("local qwen"), w, 11'000));
+    const ui::JobHistory& j = h.jobs().at(QStringLiteral("local qwen"));
+    QCOMPARE(j.kind, QStringLiteral("inference"));
+    QCOMPARE(j.decode_tps.size(), 2);
+    QCOMPARE(j.decode_tps.front(), QPointF(0.5, 12.5));
+    QCOMPARE(j.decode_tps.back(), QPointF(1.0, 20.0));
+    QCOMPARE(j.prefill_tps.back().y(), 300.0);
+    QCOMPARE(j.running_requests.back().y(), 2.0);
+    QCOMPARE(j.queued_requests.back().y(), 1.0);
+    QCOMPARE(j.memory_gib.back().y(), 1.0);
+    QCOMPARE(h.now(), 1.0);
+    QVERIFY(h.jobs().count("qwen") == 1);  // the agents' jobs stay
+  }
+
   void oldPointsAndEndedJobsLeaveTheWindow() {
     ui::TelemetryHistory h(1.0);  // one second
     for (int k = 0; k < 30; ++k) h.Add(Step(k));
