@@ -2,7 +2,10 @@
 
 #include <httplib.h>
 
+#include <atomic>
+#include <chrono>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "octet/engine/generate.h"
 
@@ -159,9 +162,27 @@ Result<ChatReply> StreamChat(const ChatRequest& request,
     return true;
   };
 
+  // The receiver sees `cancel` only when bytes arrive; while the server is
+  // silent (a long prefill) a watcher stops the client instead, so a
+  // cancelled request (a closed chat panel) never waits out the read timeout.
+  std::atomic<bool> finished{false};
+  std::thread watcher;
+  if (cancel) {
+    watcher = std::thread([&] {
+      while (!finished.load()) {
+        if (cancel->load()) {
+          client.stop();
+          return;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
+    });
+  }
   httplib::Response res;
   httplib::Error err = httplib::Error::Success;
   const bool ok = client.send(req, res, err);
+  finished = true;
+  if (watcher.joinable()) watcher.join();
   reply.total_ms = (NowNs() - t0) / 1e6;
   if (cancel && cancel->load()) {
     reply.finish_reason = "cancelled";

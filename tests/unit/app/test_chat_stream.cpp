@@ -2,9 +2,16 @@
 // server frames its events with LF or CRLF (servers behind some proxies do),
 // however the bytes are chunked. Before the shared SSE reader, CRLF-framed
 // events were never split and the chat showed nothing.
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <QtTest>
+#include <atomic>
+#include <chrono>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <thread>
 
 #include "octet/app/chat_client.h"
 
@@ -29,6 +36,52 @@ std::string Stream(const std::string& eol) {
 class TestChatStream : public QObject {
   Q_OBJECT
  private slots:
+  // A server that takes the request and then says nothing (a long prefill):
+  // a cancel (the chat panel closed, Stop pressed) ends the wait at once, not
+  // after the 300 s read timeout the panel gives a reply.
+  void aCancelEndsASilentWait() {
+    const int listener = ::socket(AF_INET, SOCK_STREAM, 0);
+    QVERIFY(listener >= 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    QCOMPARE(::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+    QCOMPARE(::listen(listener, 4), 0);
+    socklen_t len = sizeof addr;
+    QCOMPARE(::getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+    std::atomic<bool> accepted{false};
+    std::thread server([&] {
+      const int c = ::accept(listener, nullptr, nullptr);
+      accepted = true;
+      char buf[4096];
+      // Read until the client goes away; never answer.
+      while (c >= 0 && ::read(c, buf, sizeof buf) > 0) {
+      }
+      if (c >= 0) ::close(c);
+    });
+    ChatRequest req;
+    req.base_url = "http://127.0.0.1:" + std::to_string(ntohs(addr.sin_port));
+    req.messages.push_back({"user", "Hi"});
+    std::atomic<bool> cancel{false};
+    std::thread canceller([&] {
+      while (!accepted.load()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      cancel = true;
+    });
+    const auto t0 = std::chrono::steady_clock::now();
+    auto r = StreamChat(
+        req, [](const std::string&) {}, &cancel, octet::Deadline::AfterMs(300'000));
+    const auto ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0)
+            .count();
+    canceller.join();
+    server.join();
+    ::close(listener);
+    QVERIFY2(r.ok(), r.status().ToString().c_str());
+    QCOMPARE(r->finish_reason, std::string("cancelled"));
+    QVERIFY2(ms < 10'000, std::to_string(ms).c_str());
+  }
+
   void lfAndCrlfFramingGiveTheSameReply() {
     for (const std::string eol : {"\n", "\r\n"}) {
       const std::string bytes = Stream(eol);
