@@ -163,6 +163,7 @@ Result<std::vector<std::unique_ptr<Subprocess>>> SpawnFollowers(const FollowerSp
       o.argv.insert(o.argv.end(), {"--peer-timeout-ms", std::to_string(s.peer_timeout_ms)});
     }
     if (!s.check_memory) o.argv.push_back("--ignore-memory-check");
+    if (s.load_mtp) o.argv.insert(o.argv.end(), {"--speculative", "mtp"});
     if (plan.pin) {
       std::string list;
       for (int c : plan.cpus[r]) list += (list.empty() ? "" : ",") + std::to_string(c);
@@ -301,6 +302,7 @@ Result<std::vector<std::unique_ptr<Subprocess>>> StartLocalFollowers(const Local
   fs.nvfp4_tiles = o->load.nvfp4_tiles;
   fs.check_memory = o->load.check_memory;
   fs.quantize = std::string(engine::LoadQuantizeName(o->load.quantize));
+  fs.load_mtp = o->load.load_mtp;
   return SpawnFollowers(fs, *plan);
 }
 

@@ -56,6 +56,7 @@ struct FollowerSpawn {
   bool nvfp4_tiles = true;       // --nvfp4-tiles
   std::string quantize = "off";  // --quantize
   bool check_memory = true;      // false: --ignore-memory-check
+  bool load_mtp = false;         // --speculative mtp: every rank holds its shard of the MTP head
 };
 // Starts ranks 1..tp-1 as `octet worker --job inference` processes (output
 // inherited, so their errors reach the user).

@@ -6,7 +6,9 @@
 // middle of a run of drafts). Each reply's timings carry the drafted and
 // accepted counts, /metrics the totals, /v1/models the method. Bad
 // --speculative/--draft-tokens values are usage errors (exit 2) for serve and
-// chat; mtp is refused with generate's message until it lands.
+// chat; mtp on a model without the layer is refused with generate's message.
+// `--speculative mtp` at TP 2: the MTP head sharded over the ranks drafts for
+// concurrent requests and their replies are the fixture's greedy ids.
 #include <QtTest>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -118,6 +120,41 @@ class TestServeSpeculative : public QObject {
     auto models = json::parse(Curl({server.url("/v1/models")}).body);
     QCOMPARE(models["data"][0]["speculative"].get<std::string>(), std::string("ngram"));
     QCOMPARE(models["data"][0]["draft_tokens"].get<int>(), 3);
+  }
+
+  // glm4-moe-tiny (one MTP layer) at TP 2 with K = 2: the reference prompt
+  // twice and a shorter prompt beside them, under continuous batching (each
+  // sequence its own drafts from the sharded head); greedy replies equal the
+  // fixture's ids and a plain `octet generate` at TP 1.
+  void tp2MtpMatchesTheReference() {
+    const std::string dir = FixturesDir() + "/glm4-moe-tiny";
+    auto ref = json::parse(*ReadFileToString(dir + "/reference.json"));
+    const auto prompt = ref["prompt_ids"].get<std::vector<int>>();
+    const auto gen = ref["generated_ids"].get<std::vector<int>>();
+    ServerProcess server;
+    Status s = server.Start({"--model", dir, "--tp", "2", "--threads", "1", "--slots", "3",
+                             "--grpc-port", "off", "--speculative", "mtp", "--draft-tokens", "2"});
+    QVERIFY2(s.ok(), s.ToString().c_str());
+    const std::vector<int> shorter(prompt.begin(), prompt.begin() + prompt.size() / 2);
+    std::vector<json> bodies = {IdsRequest(prompt, int(gen.size())), IdsRequest(shorter, 9),
+                                IdsRequest(prompt, int(gen.size()))};
+    auto replies = PostAll(server.url("/v1/completions"), bodies);
+    QCOMPARE(replies.size(), bodies.size());
+    QCOMPARE(Ids(replies[0]), gen);
+    QCOMPARE(Ids(replies[2]), gen);
+    std::string csv;
+    for (int id : shorter) csv += (csv.empty() ? "" : ",") + std::to_string(id);
+    auto g = RunProgram({BinDir() + "/octet", "generate", "--model", dir, "--prompt-ids", csv,
+                         "--max-tokens", "9", "--ignore-eos", "--threads", "1", "--json"});
+    QVERIFY2(g.exit_code == 0, g.output.c_str());
+    QCOMPARE(
+        Ids(replies[1]),
+        json::parse(g.output.substr(g.output.rfind("\n{") + 1))["ids"].get<std::vector<int>>());
+    for (const json& r : replies) {
+      QVERIFY2(r["timings"]["drafted_tokens"].get<int>() > 0, r.dump().c_str());
+    }
+    auto models = json::parse(Curl({server.url("/v1/models")}).body);
+    QCOMPARE(models["data"][0]["speculative"].get<std::string>(), std::string("mtp"));
   }
 
   // The demo model copies its prompt: drafts are accepted at TP 2, and the

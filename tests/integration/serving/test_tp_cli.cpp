@@ -123,6 +123,56 @@ class TestTpCli : public QObject {
     QVERIFY2(d <= 1e-4 * m, ("max |diff| " + std::to_string(d) + " of " + std::to_string(m)).c_str());
   }
 
+  // MTP speculation with the head sharded over worker processes: the
+  // fixture's greedy ids (plain greedy decoding of an independent
+  // implementation), logits within 1e-4 relative of plain decoding at TP 1,
+  // and drafts made at every step.
+  void generateMtpAtTp2_data() {
+    QTest::addColumn<QString>("model");
+    QTest::addColumn<QString>("transport");
+    QTest::addColumn<int>("k");
+    QTest::newRow("glm4-moe-tiny tp2 shm k2") << "glm4-moe-tiny"
+                                              << "shm" << 2;
+    QTest::newRow("glm4-moe-tiny-nvfp4 tp2 tcp k3") << "glm4-moe-tiny-nvfp4"
+                                                    << "tcp" << 3;
+  }
+  void generateMtpAtTp2() {
+    QFETCH(QString, model);
+    QFETCH(QString, transport);
+    QFETCH(int, k);
+    MakeDirs(ScratchDir()).IgnoreError();
+    const std::string dir = ModelDir(model);
+    const json ref = json::parse(*ReadFileToString(dir + "/reference.json"));
+    std::string prompt;
+    for (int id : ref["prompt_ids"].get<std::vector<int>>()) {
+      prompt += (prompt.empty() ? "" : ",") + std::to_string(id);
+    }
+    const auto want = ref["generated_ids"].get<std::vector<int>>();
+    const std::string n = std::to_string(want.size());
+    const std::string l1 = ScratchDir() + "/m1.npy", ln = ScratchDir() + "/mn.npy";
+    auto plain = RunProgram({"octet", "generate", "--model", dir, "--prompt-ids", prompt,
+                             "--max-tokens", n, "--ignore-eos", "--json", "--logits-out", l1},
+                            60'000);
+    QVERIFY2(plain.exit_code == 0, plain.output.c_str());
+    auto spec = RunProgram({"octet",         "generate", "--model",        dir,
+                            "--prompt-ids",  prompt,     "--max-tokens",   n,
+                            "--ignore-eos",  "--json",   "--logits-out",   ln,
+                            "--tp",          "2",        "--transport",    transport.toStdString(),
+                            "--speculative", "mtp",      "--draft-tokens", std::to_string(k)},
+                           60'000);
+    QVERIFY2(spec.exit_code == 0, spec.output.c_str());
+    json a = LastJson(plain.output), b = LastJson(spec.output);
+    QVERIFY2(a.is_object() && b.is_object(), (plain.output + spec.output).c_str());
+    QCOMPARE(b["tp"].get<int>(), 2);
+    QCOMPARE(a["ids"].get<std::vector<int>>(), want);
+    QCOMPARE(b["ids"].get<std::vector<int>>(), want);
+    QVERIFY2(b.contains("speculative") && b["speculative"]["drafted"].get<int>() > 0,
+             b.dump().c_str());
+    auto [d, m] = MaxDiff(ln, l1);
+    QVERIFY2(d <= 1e-4 * m,
+             ("max |diff| " + std::to_string(d) + " of " + std::to_string(m)).c_str());
+  }
+
   void refusesADegreeTheModelCannotTake() {
     auto r = RunProgram({"octet", "generate", "--model", FixturesDir() + "/qwen3-tiny",
                          "--prompt-ids", "1,2,3", "--tp", "3"},
