@@ -41,6 +41,7 @@
 #include "octet/base/deadline.h"
 #include "octet/base/file_util.h"
 #include "octet/base/mem_info.h"
+#include "octet/base/xorshift_rng.h"
 #include "octet/engine/generate.h"
 #include "octet/engine/model.h"
 #include "octet/kernels/backend.h"
@@ -127,19 +128,7 @@ Result<int64_t> MoeLayers(const RandomModelShape& s, int64_t full, int64_t reque
 }
 
 // Prompt ids: uniform in [-1, 1), mapped onto the vocabulary.
-class Rng {
- public:
-  explicit Rng(uint64_t seed) : s_(seed * 0x9E3779B97F4A7C15ull + 1) {}
-  float Next() {
-    s_ ^= s_ << 13;
-    s_ ^= s_ >> 7;
-    s_ ^= s_ << 17;
-    return static_cast<float>(static_cast<int64_t>(s_ >> 40) - (1 << 23)) / float(1 << 23);
-  }
-
- private:
-  uint64_t s_;
-};
+using Rng = XorShiftRng;
 
 // ---- timing ------------------------------------------------------------------
 

@@ -6,26 +6,14 @@
 #include <vector>
 
 #include "octet/base/file_util.h"
+#include "octet/base/xorshift_rng.h"
 #include "octet/engine/nvfp4.h"
 #include "octet/engine/safetensors.h"
 
 namespace octet::engine {
 namespace {
 
-// xorshift64: uniform in [-1, 1).
-class Rng {
- public:
-  explicit Rng(uint64_t seed) : s_(seed * 0x9E3779B97F4A7C15ull + 1) {}
-  float Next() {
-    s_ ^= s_ << 13;
-    s_ ^= s_ >> 7;
-    s_ ^= s_ << 17;
-    return static_cast<float>(static_cast<int64_t>(s_ >> 40) - (1 << 23)) / float(1 << 23);
-  }
-
- private:
-  uint64_t s_;
-};
+using Rng = XorShiftRng;
 
 std::vector<float> RandomMatrix(int64_t rows, int64_t cols, Rng& rng) {
   std::vector<float> w(static_cast<size_t>(rows * cols));

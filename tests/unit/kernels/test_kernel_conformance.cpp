@@ -13,11 +13,13 @@
 #include <thread>
 #include <vector>
 
+#include "kernel_test_util.h"
 #include "octet/kernels/backend.h"
 #include "octet/kernels/thread_pool.h"
 #include "octet/kernels/weight.h"
 
 using namespace octet::kernels;
+using namespace octet::kernels::testing;
 
 namespace {
 
@@ -53,23 +55,6 @@ OwnedWeight RandomWeight(WeightFormat f, int64_t rows, int64_t cols, std::mt1993
   }
   o.view = WeightMatrix::Dense(f, o.data.data(), rows, cols);
   return o;
-}
-
-std::vector<float> RandomFloats(int64_t n, std::mt19937& rng, float scale = 1.0f) {
-  std::normal_distribution<float> nd(0.0f, scale);
-  std::vector<float> v(n);
-  for (auto& x : v) x = nd(rng);
-  return v;
-}
-
-std::vector<std::unique_ptr<KernelBackend>> AllBackends(int threads) {
-  std::vector<std::unique_ptr<KernelBackend>> out;
-  for (const auto& info : ProbeBackends()) {
-    if (!info.available) continue;
-    auto b = CreateBackend(info.name, BackendOptions{threads});
-    if (b.ok()) out.push_back(std::move(*b));
-  }
-  return out;
 }
 
 std::unique_ptr<KernelBackend> Scalar() { return std::move(*CreateBackend("scalar", {1})); }
