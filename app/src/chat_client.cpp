@@ -1,6 +1,7 @@
 #include "octet/app/chat_client.h"
 
 #include <httplib.h>
+#include <pthread.h>
 
 #include <atomic>
 #include <chrono>
@@ -169,6 +170,8 @@ Result<ChatReply> StreamChat(const ChatRequest& request,
   std::thread watcher;
   if (cancel) {
     watcher = std::thread([&] {
+      // Its own name, not the caller's it would inherit (a UI worker's).
+      pthread_setname_np(pthread_self(), "chatCancelWatch");
       while (!finished.load()) {
         if (cancel->load()) {
           client.stop();
