@@ -84,52 +84,12 @@ GenerateResult RunSingle(const std::string& dir, const std::vector<int32_t>& pro
   return *r;
 }
 
-// Runs a TP group of `tp` threads; returns rank 0's result (or the first error).
-Result<GenerateResult> RunGroup(const std::string& dir, const std::vector<int32_t>& prompt,
-                                int tokens, int tp, collectives::TransportKind transport,
-                                collectives::AlgorithmKind algo) {
-  const std::string rendezvous = "127.0.0.1:" + std::to_string(FreePort());
-  std::vector<Status> status(tp);
-  Result<GenerateResult> result = InternalError("rank 0 did not run");
-  auto rank_main = [&](int r) {
-    TpRuntimeOptions o;
-    o.rendezvous = rendezvous;
-    o.world_size = tp;
-    o.rank = r;
-    o.comm.transport = transport;
-    o.comm.algorithm = algo;
-    o.comm.connect_timeout_ms = 20000;
-    o.load.threads = 1;
-    auto rt = TpRuntime::Create(dir, o);
-    if (!rt.ok()) {
-      status[r] = rt.status();
-      if (r == 0) result = rt.status();
-      return;
-    }
-    if (r == 0) {
-      GenerateOptions g;
-      g.max_tokens = tokens;
-      g.stop_at_eos = false;
-      g.collect_logits = true;
-      result = Generate(**rt, prompt, g);
-      status[r] = (*rt)->Shutdown();
-    } else {
-      status[r] = (*rt)->Follow(nullptr);
-    }
-  };
-  std::vector<std::thread> threads;
-  for (int r = 0; r < tp; ++r) threads.emplace_back(rank_main, r);
-  for (auto& t : threads) t.join();
-  for (int r = 0; r < tp; ++r) {
-    if (!status[r].ok()) return status[r].WithContext("rank " + std::to_string(r));
-  }
-  return result;
-}
-
-// Runs a TP group of `tp` threads with the MTP head loaded on every rank;
-// rank 0 runs `lead` on its runtime. The first error of any rank, or OK.
-Status RunMtpGroup(const std::string& dir, int tp, collectives::TransportKind transport,
-                   collectives::AlgorithmKind algo, const std::function<Status(TpRuntime&)>& lead) {
+// Runs a TP group of `tp` threads (the MTP head loaded on every rank when
+// `load_mtp`); rank 0 runs `lead` on its runtime while the others follow.
+// The first error of any rank, or OK.
+Status RunTpGroup(const std::string& dir, int tp, collectives::TransportKind transport,
+                  collectives::AlgorithmKind algo, bool load_mtp,
+                  const std::function<Status(TpRuntime&)>& lead) {
   const std::string rendezvous = "127.0.0.1:" + std::to_string(FreePort());
   std::vector<Status> status(tp);
   auto rank_main = [&](int r) {
@@ -141,7 +101,7 @@ Status RunMtpGroup(const std::string& dir, int tp, collectives::TransportKind tr
     o.comm.algorithm = algo;
     o.comm.connect_timeout_ms = 20000;
     o.load.threads = 1;
-    o.load.load_mtp = true;
+    o.load.load_mtp = load_mtp;
     auto rt = TpRuntime::Create(dir, o);
     if (!rt.ok()) {
       status[r] = rt.status();
@@ -162,6 +122,29 @@ Status RunMtpGroup(const std::string& dir, int tp, collectives::TransportKind tr
     if (!status[r].ok()) return status[r].WithContext("rank " + std::to_string(r));
   }
   return Status::Ok();
+}
+
+// Runs a TP group of `tp` threads; returns rank 0's result (or the first error).
+Result<GenerateResult> RunGroup(const std::string& dir, const std::vector<int32_t>& prompt,
+                                int tokens, int tp, collectives::TransportKind transport,
+                                collectives::AlgorithmKind algo) {
+  Result<GenerateResult> result = InternalError("rank 0 did not run");
+  OCTET_RETURN_IF_ERROR(
+      RunTpGroup(dir, tp, transport, algo, /*load_mtp=*/false, [&](TpRuntime& rt) -> Status {
+        GenerateOptions g;
+        g.max_tokens = tokens;
+        g.stop_at_eos = false;
+        g.collect_logits = true;
+        result = Generate(rt, prompt, g);
+        return result.status();
+      }));
+  return result;
+}
+
+// The same with the MTP head loaded on every rank.
+Status RunMtpGroup(const std::string& dir, int tp, collectives::TransportKind transport,
+                   collectives::AlgorithmKind algo, const std::function<Status(TpRuntime&)>& lead) {
+  return RunTpGroup(dir, tp, transport, algo, /*load_mtp=*/true, lead);
 }
 
 std::string ScratchDir() {
