@@ -73,6 +73,37 @@ bool Close(const std::vector<float>& got, const std::vector<double>& want,
   return true;
 }
 
+// y, m rows of stride ldy filled with 7 before `Matmul(x, m, ldx, w, y, ldy,
+// acc)`, against the product in double precision (7 added when `acc`), with
+// 1e-5 of the sum of |terms| as tolerance; the padding between y's rows must
+// still be 7. False with `why` naming the first mismatch.
+bool MatchesDoubleProduct(const WeightMatrix& w, const std::vector<float>& x, int64_t m,
+                          int64_t ldx, const std::vector<float>& y, int64_t ldy, bool acc,
+                          std::string* why) {
+  std::vector<float> got;
+  std::vector<double> want, scale;
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t r = 0; r < w.rows; ++r) {
+      double d = 0, a = 0;
+      for (int64_t c = 0; c < w.cols; ++c) {
+        const double p = double(WeightAt(w, r, c)) * x[i * ldx + c];
+        d += p;
+        a += std::fabs(p);
+      }
+      got.push_back(y[i * ldy + r]);
+      want.push_back(acc ? d + 7.0 : d);
+      scale.push_back(a + 7.0);
+    }
+    for (int64_t r = w.rows; r < ldy && i + 1 < m; ++r) {
+      if (y[i * ldy + r] != 7.0f) {
+        *why = "row " + std::to_string(i) + " wrote its padding at column " + std::to_string(r);
+        return false;
+      }
+    }
+  }
+  return Close(got, want, scale, 1e-5, why);
+}
+
 bool CloseF(const std::vector<float>& got, const std::vector<float>& want, double atol, double rtol,
             std::string* why) {
   if (got.size() != want.size()) {
@@ -277,25 +308,8 @@ class TestKernelConformance : public QObject {
             for (bool acc : {false, true}) {
               std::vector<float> y(m * ldy, 7.0f);
               backend->Matmul(x.data(), m, ldx, w, y.data(), ldy, acc);
-              std::vector<float> got;
-              std::vector<double> want, scale;
-              for (int64_t i = 0; i < m; ++i) {
-                for (int64_t r = 0; r < s.n; ++r) {
-                  double d = 0, a = 0;
-                  for (int64_t c = 0; c < s.k; ++c) {
-                    const double p = double(WeightAt(w, r, c)) * x[i * ldx + c];
-                    d += p;
-                    a += std::fabs(p);
-                  }
-                  got.push_back(y[i * ldy + r]);
-                  want.push_back(acc ? d + 7.0 : d);
-                  scale.push_back(a + 7.0);
-                }
-                // The padding between rows of y is untouched.
-                for (int64_t r = s.n; r < ldy && i + 1 < m; ++r) QCOMPARE(y[i * ldy + r], 7.0f);
-              }
               std::string why;
-              QVERIFY2(Close(got, want, scale, 1e-5, &why),
+              QVERIFY2(MatchesDoubleProduct(w, x, m, ldx, y, ldy, acc, &why),
                        (std::string(backend->name()) + " threads=" + std::to_string(threads) +
                         " m=" + std::to_string(m) + " n=" + std::to_string(s.n) +
                         " k=" + std::to_string(s.k) + (acc ? " acc" : "") + ": " + why)
@@ -336,25 +350,8 @@ class TestKernelConformance : public QObject {
               for (bool acc : {false, true}) {
                 std::vector<float> y(m * ldy, 7.0f);
                 backend->Matmul(x.data(), m, ldx, w, y.data(), ldy, acc);
-                std::vector<float> got;
-                std::vector<double> want, scale;
-                for (int64_t i = 0; i < m; ++i) {
-                  for (int64_t r = 0; r < s.n; ++r) {
-                    double d = 0, a = 0;
-                    for (int64_t c = 0; c < k; ++c) {
-                      const double p = double(WeightAt(w, r, c)) * x[i * ldx + c];
-                      d += p;
-                      a += std::fabs(p);
-                    }
-                    got.push_back(y[i * ldy + r]);
-                    want.push_back(acc ? d + 7.0 : d);
-                    scale.push_back(a + 7.0);
-                  }
-                  // The padding between rows of y is untouched.
-                  for (int64_t r = s.n; r < ldy && i + 1 < m; ++r) QCOMPARE(y[i * ldy + r], 7.0f);
-                }
                 std::string why;
-                QVERIFY2(Close(got, want, scale, 1e-5, &why),
+                QVERIFY2(MatchesDoubleProduct(w, x, m, ldx, y, ldy, acc, &why),
                          (std::string(backend->name()) + " " + std::string(WeightFormatName(f)) +
                           " threads=" + std::to_string(threads) + " m=" + std::to_string(m) +
                           " n=" + std::to_string(s.n) + " k=" + std::to_string(k) +
