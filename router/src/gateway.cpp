@@ -1,10 +1,12 @@
 // The gateway's request path: parse -> RouterCore::Route (classify + pick
 // replica) -> forward with retries -> pass the response through.
 //
-// One event-loop thread (epoll, non-blocking sockets) owns every client
-// connection: it accepts, reads and parses HTTP/1.1 requests (keep-alive and
-// pipelining, with limits on head and body size and a deadline on every
-// wait), and writes every response. A streaming completion from a pool of
+// The shared HTTP core (octet/base/http/server.h, also under `octet serve`)
+// runs one event-loop thread (epoll, non-blocking sockets) that owns every
+// client connection: it accepts, reads and parses HTTP/1.1 requests
+// (keep-alive and pipelining, with limits on head and body size and a
+// deadline on every wait), and writes every response; the gateway is its
+// Handler. A streaming completion from a pool of
 // plain-http replicas (the usual case) runs on the loop as a state machine
 // (LoopStream): connect (or reuse an idle keep-alive UpstreamConn), send,
 // read the upstream's head, retry on another replica / the fallback pool
@@ -14,10 +16,10 @@
 //
 // Everything else (non-streaming completions, streams when a replica is
 // https or options.direct_streaming is false, /metrics, /health, /v1/models,
-// /v1/route, the admin endpoints) is handed to a bounded pool of worker
-// threads running httplib-typed handlers (gateway_worker.cpp,
-// gateway_admin.cpp); their response goes back
-// through the loop (WorkerReply). A worker stream runs the blocking
+// /v1/route, the admin endpoints) is handed to the core's bounded pool of
+// worker threads running httplib-typed handlers (gateway_worker.cpp,
+// gateway_admin.cpp); their response goes back through the loop
+// (http::Responder). A worker stream runs the blocking
 // httplib::Client exchange on an upstream thread (RunUpstream) and writes its
 // body through a DataSink that blocks while the client's backlog is full.
 //
@@ -29,18 +31,8 @@
 // rest of the gateway is split by responsibility; gateway_impl.h lists the files.
 #include "octet/router/gateway.h"
 
-#include <arpa/inet.h>
-#include <netdb.h>
-#include <netinet/in.h>
-#include <pthread.h>
-#include <sys/epoll.h>
-#include <sys/eventfd.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cerrno>
-#include <csignal>
 #include <cstring>
 
 #include "gateway_impl.h"
@@ -48,50 +40,7 @@
 #include "octet/base/log.h"
 
 namespace octet::router {
-namespace {
-
-// A listening socket on host:port (port 0: any free port); *bound_port is the port.
-Result<int> Listen(const std::string& host, int port, int* bound_port) {
-  const std::string where = host + ":" + std::to_string(port);
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
-  addrinfo* found = nullptr;
-  if (int rc = ::getaddrinfo(host.empty() ? nullptr : host.c_str(), std::to_string(port).c_str(),
-                             &hints, &found);
-      rc != 0 || !found)
-    return UnavailableError("gateway: cannot resolve " + where + ": " + ::gai_strerror(rc));
-  std::string last_error = "no address";
-  for (addrinfo* ai = found; ai; ai = ai->ai_next) {
-    const int fd =
-        ::socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol);
-    if (fd < 0) {
-      last_error = std::strerror(errno);
-      continue;
-    }
-    int one = 1;
-    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (::bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 || ::listen(fd, 1024) != 0) {
-      last_error = std::strerror(errno);
-      ::close(fd);
-      continue;
-    }
-    sockaddr_storage addr{};
-    socklen_t len = sizeof addr;
-    ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-    *bound_port = addr.ss_family == AF_INET6
-                      ? ntohs(reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port)
-                      : ntohs(reinterpret_cast<sockaddr_in*>(&addr)->sin_port);
-    ::freeaddrinfo(found);
-    return fd;
-  }
-  ::freeaddrinfo(found);
-  return UnavailableError("gateway: cannot bind " + where + " (" + last_error +
-                          "; in use, or not an address here)");
-}
-
-}  // namespace
+namespace {}  // namespace
 
 std::string UpstreamBody(const Exchange& ex, const PoolSpec& spec) {
   if (!spec.model.empty() && ex.body.value("model", std::string()) != spec.model) {
@@ -137,7 +86,7 @@ std::string Gateway::Impl::MidStreamFailure(ReplicaState* replica, const PoolRun
   return "the upstream failed mid-stream (" + what + ")";
 }
 
-bool Gateway::Impl::Admit(const HttpRequest& req, const std::string& peer, Exchange* ex,
+bool Gateway::Impl::Admit(const http::Request& req, const std::string& peer, Exchange* ex,
                           int* status, std::string* body) {
   const int64_t t0 = NowNs();
   core->CountRequest();
@@ -164,8 +113,8 @@ bool Gateway::Impl::Admit(const HttpRequest& req, const std::string& peer, Excha
   if (!routed.ok()) {
     const bool busy = routed.status().code() == StatusCode::kResourceExhausted;
     *status = busy ? 429 : 503;
-    *body = OpenAiError(routed.status().message(), busy ? "rate_limit_error" : "unavailable",
-                        *status);
+    *body =
+        OpenAiError(routed.status().message(), busy ? "rate_limit_error" : "unavailable", *status);
     return false;
   }
   ex->rr = std::move(*routed);
@@ -201,40 +150,29 @@ GatewayOptions GatewayOptionsFromPolicy(const GatewaySpec& spec) {
 Gateway::Gateway(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Gateway::~Gateway() { Stop(); }
 
-int Gateway::port() const { return impl_->port; }
+int Gateway::port() const { return impl_->server->port(); }
 const std::string& Gateway::host() const { return impl_->options.host; }
 
 Result<std::unique_ptr<Gateway>> Gateway::Start(Router* router, const GatewayOptions& options) {
-  // A client that disconnects must cost a failed write, not the process.
-  std::signal(SIGPIPE, SIG_IGN);
   auto impl = std::make_unique<Impl>();
   impl->router = router;
   impl->core = &router->core();
   impl->options = options;
-  impl->options.max_header_bytes = std::max<size_t>(options.max_header_bytes, 1024);
-  impl->workers.set_max_threads(static_cast<size_t>(std::max(4, options.threads)));
-  OCTET_ASSIGN_OR_RETURN(impl->listen_fd, Listen(options.host, options.port, &impl->port));
-  impl->epoll_fd = ::epoll_create1(EPOLL_CLOEXEC);
-  impl->wake_fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  if (impl->epoll_fd < 0 || impl->wake_fd < 0) {
-    const std::string why = std::strerror(errno);
-    ::close(impl->listen_fd);
-    if (impl->epoll_fd >= 0) ::close(impl->epoll_fd);
-    if (impl->wake_fd >= 0) ::close(impl->wake_fd);
-    return UnavailableError("gateway: cannot create its event loop: " + why);
-  }
-  epoll_event ev{};
-  ev.events = EPOLLIN;
-  ev.data.u64 = Impl::kListenToken;
-  ::epoll_ctl(impl->epoll_fd, EPOLL_CTL_ADD, impl->listen_fd, &ev);
-  ev.data.u64 = Impl::kWakeToken;
-  ::epoll_ctl(impl->epoll_fd, EPOLL_CTL_ADD, impl->wake_fd, &ev);
-  Impl* raw = impl.get();
-  impl->loop_thread = std::thread([raw] {
-    ::pthread_setname_np(::pthread_self(), "octet-gw-loop");  // for top/perf
-    raw->Loop();
-  });
-  OCTET_LOG(INFO) << "router gateway listening on http://" << options.host << ":" << impl->port;
+  http::ServerOptions core;
+  core.name = "gateway";
+  core.max_head_bytes = options.max_header_bytes;
+  core.head_timeout_ms = options.header_timeout_ms;
+  core.body_timeout_ms = options.body_timeout_ms;
+  core.keep_alive_timeout_ms = options.keep_alive_timeout_ms;
+  core.write_timeout_ms = options.write_timeout_ms;
+  core.max_workers = static_cast<size_t>(std::max(4, options.threads));
+  core.error_body = [](int status, const std::string& message) {
+    return OpenAiError(message, "invalid_request_error", status);
+  };
+  impl->server = std::make_unique<http::Server>(std::move(core), impl.get());
+  OCTET_RETURN_IF_ERROR(impl->server->Start(options.host, options.port));
+  OCTET_LOG(INFO) << "router gateway listening on http://" << options.host << ":"
+                  << impl->server->port();
   return std::unique_ptr<Gateway>(new Gateway(std::move(impl)));
 }
 
@@ -246,15 +184,11 @@ void Gateway::Stop() {
     std::lock_guard<std::mutex> lock(impl_->active_mu);
     for (const auto& ex : impl_->active) Impl::Cancel(*ex);
   }
-  impl_->Wake();
-  if (impl_->loop_thread.joinable()) impl_->loop_thread.join();
-  // Workers see their clients gone (CloseConn) and finish; a worker blocked in
-  // an upstream exchange finishes within that exchange's timeouts.
-  impl_->workers.Shutdown();
+  // Closes every connection (loop streams are cancelled upstream); workers
+  // see their clients gone and finish; a worker blocked in an upstream
+  // exchange finishes within that exchange's timeouts.
+  impl_->server->Stop();
   impl_->upstream_threads.Shutdown();
-  ::close(impl_->listen_fd);
-  ::close(impl_->epoll_fd);
-  ::close(impl_->wake_fd);
 }
 
 }  // namespace octet::router

@@ -1,8 +1,10 @@
-// A client connection's request state machine on the loop thread:
-// kHead (parse the head, with its size limit; 100-continue) -> kBody (read
-// Content-Length bytes) -> kBusy (answered: at once by WriteSimple, by a loop
-// stream, or by a worker) -> kHead again (keep-alive, pipelined requests) or
-// kClosing. Dispatch authenticates and routes each request to its answer.
+// The gateway as the HTTP core's handler, on the loop thread: each complete
+// request is authenticated and routed to its answer (at once by WriteSimple,
+// by a loop stream, or by a worker); the core's connection events reach the
+// loop stream of the connection (flushed output resumes a paused upstream,
+// deadlines, upstream socket events, the client leaving).
+#include <sys/epoll.h>
+
 #include <atomic>
 #include <cstdio>
 #include <random>
@@ -18,7 +20,7 @@ namespace {
 // The request's X-Request-Id when the client sent a printable one of at most
 // 128 bytes; otherwise a new one, added to `req`'s headers (so that it is
 // forwarded to the replica, which logs it too).
-std::string AssignRequestId(HttpRequest* req) {
+std::string AssignRequestId(http::Request* req) {
   const std::string given = req->Header("X-Request-Id");
   bool usable = !given.empty() && given.size() <= 128;
   for (unsigned char ch : given) usable = usable && ch > 0x20 && ch < 0x7f;
@@ -29,10 +31,7 @@ std::string AssignRequestId(HttpRequest* req) {
   std::snprintf(buf, sizeof buf, "req-%08llx%08llx",
                 static_cast<unsigned long long>(seed & 0xffffffffu),
                 static_cast<unsigned long long>(counter.fetch_add(1) + 1));
-  for (auto it = req->headers.begin(); it != req->headers.end();) {
-    it = AsciiIEquals(it->first, "X-Request-Id") ? req->headers.erase(it) : it + 1;
-  }
-  req->headers.emplace_back("X-Request-Id", buf);
+  req->SetHeader("X-Request-Id", buf);
   return buf;
 }
 
@@ -47,126 +46,59 @@ bool AllPlainHttp(const PolicyRuntime& snapshot) {
 
 }  // namespace
 
-const char* ReasonPhrase(int status) {
-  switch (status) {
-    case 100: return "Continue";
-    case 200: return "OK";
-    case 201: return "Created";
-    case 204: return "No Content";
-    case 400: return "Bad Request";
-    case 401: return "Unauthorized";
-    case 403: return "Forbidden";
-    case 404: return "Not Found";
-    case 405: return "Method Not Allowed";
-    case 408: return "Request Timeout";
-    case 413: return "Payload Too Large";
-    case 417: return "Expectation Failed";
-    case 422: return "Unprocessable Entity";
-    case 429: return "Too Many Requests";
-    case 431: return "Request Header Fields Too Large";
-    case 500: return "Internal Server Error";
-    case 501: return "Not Implemented";
-    case 502: return "Bad Gateway";
-    case 503: return "Service Unavailable";
-    case 504: return "Gateway Timeout";
-    case 505: return "HTTP Version Not Supported";
-    default: return status < 300 ? "OK" : status < 500 ? "Client Error" : "Server Error";
-  }
+uint64_t Gateway::Impl::MaxBodyBytes() {
+  auto snap = core->Snapshot();
+  return snap ? static_cast<uint64_t>(snap->policy->gateway.max_body_bytes) : (16u << 20);
 }
 
-void Gateway::Impl::ProcessInput(ClientConn* c) {
-  while (!c->dead) {
-    if (c->state == ClientConn::State::kHead) {
-      if (c->in.empty()) return;
-      const size_t from = c->head_scan > 3 ? c->head_scan - 3 : 0;
-      const size_t end = c->in.find("\r\n\r\n", from);
-      // 431 once the head (complete or not yet) is past the limit.
-      const size_t head_bytes = end == std::string::npos ? c->in.size() : end + 4;
-      if (head_bytes > options.max_header_bytes) {
-        WriteSimple(c, 431, "application/json",
-                    OpenAiError("request headers are larger than " +
-                                    std::to_string(options.max_header_bytes) + " bytes",
-                                "invalid_request_error", 431),
-                    "", true);
-        return;
-      }
-      if (end == std::string::npos) {
-        c->head_scan = c->in.size();
-        return;
-      }
-      auto snap = core->Snapshot();
-      const uint64_t max_body =
-          snap ? static_cast<uint64_t>(snap->policy->gateway.max_body_bytes) : (16u << 20);
-      HeadParseError err;
-      c->req = HttpRequest();
-      if (!ParseRequestHead(std::string_view(c->in).substr(0, end), max_body, &c->req, &err)) {
-        if (err.status == 413) core->CountBadRequest();
-        WriteSimple(c, err.status, "application/json",
-                    OpenAiError(err.message, "invalid_request_error", err.status), "", true);
-        return;
-      }
-      c->head_len = end + 4;
-      c->head_scan = 0;
-      c->request_id = AssignRequestId(&c->req);
-      c->state = ClientConn::State::kBody;
-      c->body_start_ns = NowNs();
-      if (c->req.expect_continue && c->req.content_length > 0 &&
-          c->in.size() < c->head_len + c->req.content_length) {
-        c->out += "HTTP/1.1 100 Continue\r\n\r\n";
-        Flush(c);
-        if (c->dead) return;
-      }
-    }
-    if (c->state == ClientConn::State::kBody) {
-      if (c->in.size() < c->head_len + c->req.content_length) return;
-      c->req.body = c->in.substr(c->head_len, c->req.content_length);
-      c->in.erase(0, c->head_len + c->req.content_length);
-      c->head_len = 0;
-      c->state = ClientConn::State::kBusy;
-      Dispatch(c);
-      continue;  // answered at once: the next pipelined request may follow
-    }
-    return;  // kBusy / kClosing: the next request waits
-  }
+bool Gateway::Impl::OnHead(http::Connection* c) {
+  StateOf(c).request_id = AssignRequestId(&c->request());
+  return true;
 }
 
-void Gateway::Impl::WriteSimple(ClientConn* c, int status, const std::string& content_type,
-                                const std::string& body, const std::string& extra_headers,
-                                bool close) {
-  close = close || !c->req.keep_alive;
-  std::string& o = c->out;
-  o += "HTTP/1.1 " + std::to_string(status) + " " + ReasonPhrase(status) + "\r\n";
-  if (!content_type.empty()) o += "Content-Type: " + content_type + "\r\n";
-  o += RequestIdHeader(c->request_id);
-  o += extra_headers;
-  o += "Content-Length: " + std::to_string(body.size()) + "\r\n";
-  if (close) o += "Connection: close\r\n";
-  o += "\r\n";
-  if (c->req.method != "HEAD") o += body;
-  ResponseDone(c, close);
+void Gateway::Impl::OnRefused(http::Connection*, int status) {
+  if (status == 413) core->CountBadRequest();
 }
 
-// The response to c->req is wholly queued: send it, then read the next
-// request (or close).
-void Gateway::Impl::ResponseDone(ClientConn* c, bool close) {
-  c->reply.reset();
-  c->request_id.clear();
-  if (c->stream) dead_streams.push_back(std::move(c->stream));
-  c->head_len = 0;
-  c->head_scan = 0;
-  if (close) {
-    c->state = ClientConn::State::kClosing;
-  } else {
-    c->state = ClientConn::State::kHead;
-    c->req = HttpRequest();
-    c->idle_since_ns = NowNs();
-    c->head_start_ns = c->in.empty() ? 0 : NowNs();
-  }
-  Flush(c);
+void Gateway::Impl::OnClose(http::Connection* c) {
+  if (c->ext && StateOf(c).stream) CancelStream(c);
 }
 
-void Gateway::Impl::Dispatch(ClientConn* c) {
-  const HttpRequest& req = c->req;
+// The client drained below half the high-water mark: a paused loop stream
+// reads its upstream again.
+void Gateway::Impl::OnFlushed(http::Connection* c) {
+  if (!c->ext) return;
+  LoopStream* s = StateOf(c).stream.get();
+  if (!s || !s->paused || c->unsent() >= kClientHighWater / 2) return;
+  s->paused = false;
+  s->up_events = EPOLLIN | EPOLLRDHUP;
+  server->SetWatchEvents(s->up_token, s->up->fd(), s->up_events);
+  PumpUpstream(c);
+}
+
+int64_t Gateway::Impl::ConnectionDeadline(const http::Connection* c) {
+  if (!c->ext) return 0;
+  const LoopStream* s = static_cast<const ConnState&>(*c->ext).stream.get();
+  return s ? StreamDeadline(*s) : 0;
+}
+
+void Gateway::Impl::OnConnectionDeadline(http::Connection* c, int64_t now) {
+  if (c->ext && StateOf(c).stream) OnStreamDeadline(c, now);
+}
+
+void Gateway::Impl::WriteSimple(http::Connection* c, int status, const std::string& content_type,
+                                const std::string& body, const http::Headers& extra, bool close) {
+  http::Headers headers;
+  if (!content_type.empty()) headers.emplace_back("Content-Type", content_type);
+  const std::string& id = StateOf(c).request_id;
+  if (!id.empty()) headers.emplace_back("x-request-id", id);
+  headers.insert(headers.end(), extra.begin(), extra.end());
+  server->Respond(c, status, headers, body, close);
+}
+
+void Gateway::Impl::OnRequest(http::Connection* c) {
+  const http::Request& req = c->request();
+  const std::string& request_id = StateOf(c).request_id;
   const bool post = req.method == "POST";
   const bool get = req.method == "GET" || req.method == "HEAD";
   if (!options.api_key.empty() && (req.path != "/health" || options.api_key_health)) {
@@ -182,21 +114,21 @@ void Gateway::Impl::Dispatch(ClientConn* c) {
                               {"type", "invalid_request_error"},
                               {"param", nullptr},
                               {"code", "invalid_api_key"}}}}),
-                  "WWW-Authenticate: Bearer\r\n", false);
+                  {{"WWW-Authenticate", "Bearer"}}, false);
       return;
     }
   }
   if (req.path.rfind("/v1/", 0) == 0 && req.path.rfind("/v1/router/", 0) != 0) {
-    OCTET_LOG(INFO) << "http " << req.method << " " << req.path << " request_id=" << c->request_id
-                    << " from " << c->peer;
+    OCTET_LOG(INFO) << "http " << req.method << " " << req.path << " request_id=" << request_id
+                    << " from " << c->peer();
   }
   if (post && (req.path == "/v1/chat/completions" || req.path == "/v1/completions")) {
     auto ex = std::make_shared<Exchange>();
     int status = 0;
     std::string body;
-    if (!Admit(req, c->peer, ex.get(), &status, &body)) {
-      WriteSimple(c, status, "application/json", body, status == 429 ? "Retry-After: 1\r\n" : "",
-                  false);
+    if (!Admit(req, c->peer(), ex.get(), &status, &body)) {
+      WriteSimple(c, status, "application/json", body,
+                  status == 429 ? http::Headers{{"Retry-After", "1"}} : http::Headers{}, false);
       return;
     }
     if (ex->stream && options.direct_streaming && AllPlainHttp(*ex->rr.runtime)) {
@@ -233,7 +165,7 @@ void Gateway::Impl::Dispatch(ClientConn* c) {
     WriteSimple(c, 404, "application/json",
                 OpenAiError("no such endpoint: " + req.method + " " + req.path,
                             "invalid_request_error", 404),
-                "", false);
+                {}, false);
     return;
   }
   SubmitWorker(c, std::move(handler));

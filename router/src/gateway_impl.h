@@ -1,11 +1,11 @@
 // The gateway's internals, shared by its files and by nothing else: one
-// proxied request (Exchange), a worker's reply on its way through the loop
-// (WorkerReply), a streaming completion relayed by the loop (LoopStream), a
-// client connection (ClientConn), the thread pools (TaskThreads) and
-// Gateway::Impl. Impl's members are defined by responsibility:
+// proxied request (Exchange), a streaming completion relayed by the loop
+// (LoopStream), what the gateway keeps per client connection (ConnState) and
+// Gateway::Impl, the handler of the shared HTTP core (octet/base/http/server.h),
+// which owns the event loop, the connections, parsing, limits and deadlines.
+// Impl's members are defined by responsibility:
 //   gateway.cpp         start, stop; admission; the retry decisions both stream paths share
-//   gateway_loop.cpp    the epoll event loop: accept, read, flush, close, deadlines
-//   gateway_conn.cpp    a connection's request state machine: parse, dispatch, simple answers
+//   gateway_conn.cpp    the core's callbacks: dispatch, simple answers, stream hooks
 //   gateway_worker.cpp  the worker-thread path: completions through httplib::Client, replies
 //   gateway_admin.cpp   /v1/route, /v1/models, /health, /v1/router/policy, /v1/router/instances
 //   gateway_stream.cpp  streaming completions relayed by the loop (LoopStream's state machine)
@@ -30,8 +30,11 @@
 #include <unordered_map>
 #include <vector>
 
-#include "http_request.h"
+#include "octet/base/http/request.h"
+#include "octet/base/http/response.h"
+#include "octet/base/http/server.h"
 #include "octet/base/log.h"
+#include "octet/base/task_threads.h"
 #include "octet/router/gateway.h"
 #include "router_core.h"
 #include "sse_token_counter.h"
@@ -55,76 +58,8 @@ inline std::string SseError(const std::string& message) {
 }
 
 // Bytes a client may have queued and unsent before the gateway stops reading
-// its upstream (loop streams) or blocks its worker's writes.
-constexpr size_t kClientHighWater = 256 * 1024;
-// Bytes read ahead of the request being served (pipelined requests).
-constexpr size_t kMaxReadAhead = 64 * 1024;
-// Upstream exchanges run on these threads. Threads are started on demand and
-// kept for reuse (a stream costs a thread handoff, not a thread creation).
-// Threads started on demand, at most max_threads (more tasks wait in the
-// queue), and kept for reuse: a task costs a thread hand-off, not a creation.
-class TaskThreads {
- public:
-  explicit TaskThreads(size_t max_threads = static_cast<size_t>(-1)) : max_threads_(max_threads) {}
-  ~TaskThreads() { Shutdown(); }
-  void set_max_threads(size_t n) { max_threads_ = std::max<size_t>(n, 1); }
-  void Submit(std::function<void()> fn) {
-    std::lock_guard<std::mutex> lock(mu_);
-    tasks_.push_back(std::move(fn));
-    if (idle_ >= static_cast<int>(tasks_.size()) || threads_.size() >= max_threads_) {
-      cv_.notify_one();
-    } else {
-      threads_.emplace_back([this] { Work(); });
-    }
-  }
-  // Runs what is queued, then joins every thread.
-  void Shutdown() {
-    std::vector<std::thread> threads;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      shutdown_ = true;
-      threads.swap(threads_);
-    }
-    cv_.notify_all();
-    for (auto& t : threads) t.join();
-  }
-
- private:
-  void Work() {
-    std::unique_lock<std::mutex> lock(mu_);
-    while (true) {
-      ++idle_;
-      cv_.wait(lock, [this] { return !tasks_.empty() || shutdown_; });
-      --idle_;
-      if (tasks_.empty()) return;  // shutting down
-      std::function<void()> fn = std::move(tasks_.front());
-      tasks_.pop_front();
-      lock.unlock();
-      fn();
-      lock.lock();
-    }
-  }
-  size_t max_threads_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<std::function<void()>> tasks_;  // guarded by mu_
-  std::vector<std::thread> threads_;         // guarded by mu_
-  int idle_ = 0;                             // threads waiting for a task; guarded by mu_
-  bool shutdown_ = false;                    // guarded by mu_
-};
-// A worker's response on its way to the client through the loop. The worker
-// appends bytes to `pending` and pokes the loop; the loop moves them to the
-// connection and reports its own backlog back, so a worker blocks (bounded)
-// while the client does not read.
-struct WorkerReply {
-  std::mutex mu;
-  std::condition_variable cv;
-  std::string pending;        // bytes for the loop to take; guarded by mu
-  size_t loop_backlog = 0;    // bytes the loop holds unsent; guarded by mu
-  bool finished = false;      // the whole response is in `pending` (or was taken); guarded by mu
-  bool close_after = false;   // close the connection after this response; guarded by mu
-  bool client_gone = false;   // the connection closed; guarded by mu
-};
+// its upstream (loop streams); workers' writes block at the same mark.
+constexpr size_t kClientHighWater = http::Server::kHighWater;
 
 // One proxied request. For a worker stream it is shared by the worker thread
 // (handler, then content provider), the upstream thread, and the response's
@@ -175,10 +110,10 @@ struct LoopStream {
   std::shared_ptr<Exchange> ex;  // request fields, the routed request, final figures
   enum class Phase { kConnecting, kSending, kHead, kErrorBody, kBody } phase = Phase::kConnecting;
   std::unique_ptr<UpstreamConn> up;
-  uint64_t up_token = 0;     // the upstream socket's epoll token (0: none registered)
-  uint32_t up_events = 0;    // its epoll interest
-  bool reused = false;       // `up` came from the idle keep-alive list
-  std::string request;       // the upstream request bytes
+  uint64_t up_token = 0;   // the upstream socket's epoll token (0: none registered)
+  uint32_t up_events = 0;  // its epoll interest
+  bool reused = false;     // `up` came from the idle keep-alive list
+  std::string request;     // the upstream request bytes
   size_t sent = 0;
   int64_t phase_start_ns = 0;
   int64_t last_upstream_ns = 0;  // last upstream byte (or the head)
@@ -196,55 +131,26 @@ struct LoopStream {
   std::string piece;  // scratch for body reads
 };
 
-// A client connection, owned by the loop thread.
-struct ClientConn {
-  uint64_t token = 0;
-  int fd = -1;
-  std::string peer;  // the client's address
-  enum class State {
-    kHead,     // reading a request head (idle when `in` is empty)
-    kBody,     // reading the body of `req`
-    kBusy,     // `req` is being answered (a loop stream or a worker)
-    kClosing,  // flushing the last response, then closing
-  } state = State::kHead;
-  std::string in;  // received, not yet consumed
-  size_t head_scan = 0;
-  size_t head_len = 0;  // kBody: bytes of the head (incl. the blank line) at the front of `in`
-  HttpRequest req;
-  std::string out;  // to send: [out_off, out.size())
-  size_t out_off = 0;
-  uint32_t events = 0;          // epoll interest
-  int64_t idle_since_ns = 0;    // kHead, nothing received yet
-  int64_t head_start_ns = 0;    // kHead: first byte of this head
-  int64_t body_start_ns = 0;    // kBody
-  int64_t write_progress_ns = 0;
-  bool dead = false;
-  std::unique_ptr<LoopStream> stream;
-  std::shared_ptr<WorkerReply> reply;
-  std::string request_id;  // of `req`: the client's X-Request-Id or ours (sent back, forwarded)
-  size_t unsent() const { return out.size() - out_off; }
+// What the gateway keeps per client connection (the core's Connection::ext).
+struct ConnState : http::Connection::Extension {
+  std::unique_ptr<LoopStream> stream;  // a loop stream in progress
+  std::string
+      request_id;  // of the request: the client's X-Request-Id or ours (sent back, forwarded)
 };
-inline std::string RequestIdHeader(const std::string& id) {
-  return id.empty() ? std::string() : "x-request-id: " + id + "\r\n";
+inline ConnState& StateOf(http::Connection* c) {
+  if (!c->ext) c->ext = std::make_unique<ConnState>();
+  return static_cast<ConnState&>(*c->ext);
 }
-
-// The reason phrase of an HTTP status (gateway_conn.cpp).
-const char* ReasonPhrase(int status);
 // The request body for `spec`'s pool: the client's, with the model renamed
 // when the pool names one (gateway.cpp).
 std::string UpstreamBody(const Exchange& ex, const PoolSpec& spec);
 
-struct Gateway::Impl {
+struct Gateway::Impl : http::Handler {
   Router* router = nullptr;
   RouterCore* core = nullptr;
   GatewayOptions options;
-  TaskThreads workers;          // handlers that block (see the file comment)
-  TaskThreads upstream_threads; // httplib::Client exchanges of worker streams
-  int port = 0;
-  int listen_fd = -1;
-  int epoll_fd = -1;
-  int wake_fd = -1;  // eventfd: workers' replies, Stop()
-  std::thread loop_thread;
+  std::unique_ptr<http::Server> server;  // the event loop, connections and workers
+  TaskThreads upstream_threads;          // httplib::Client exchanges of worker streams
 
   std::mutex active_mu;
   std::set<std::shared_ptr<Exchange>> active;  // worker streams in progress; guarded by active_mu
@@ -252,16 +158,7 @@ struct Gateway::Impl {
   bool stopped = false;
 
   // Loop thread only.
-  static constexpr uint64_t kListenToken = 1, kWakeToken = 2;
-  uint64_t next_token = 16;
-  std::unordered_map<uint64_t, std::unique_ptr<ClientConn>> conns;  // by client token
-  std::unordered_map<uint64_t, ClientConn*> upstream_owner;         // by upstream token
-  std::vector<std::unique_ptr<ClientConn>> graveyard;  // closed this iteration
-  std::vector<std::unique_ptr<LoopStream>> dead_streams;  // ended this iteration
-  int64_t next_scan_ns = 0;
-
-  std::mutex notify_mu;
-  std::vector<uint64_t> notified;  // client tokens with worker news; guarded by notify_mu
+  std::vector<std::unique_ptr<LoopStream>> dead_streams;  // ended this round of events
 
   void Register(const std::shared_ptr<Exchange>& ex) {
     std::lock_guard<std::mutex> lock(active_mu);
@@ -293,7 +190,7 @@ struct Gateway::Impl {
   // ---- Shared by both stream paths.
   // Admits a completion request: parses, routes, fills `ex`. On refusal,
   // returns false with the answer in *status / *body / *retry_after.
-  bool Admit(const HttpRequest& req, const std::string& peer, Exchange* ex, int* status,
+  bool Admit(const http::Request& req, const std::string& peer, Exchange* ex, int* status,
              std::string* body);
   // After an upstream's non-2xx answer: true when the request moved on
   // (escalated or retried on another replica); false: pass the answer on.
@@ -307,7 +204,7 @@ struct Gateway::Impl {
   std::string MidStreamFailure(ReplicaState* replica, const PoolRuntime& pool,
                                const std::string& what);
 
-  // ---- Worker-side handlers (httplib types; run on `workers`).
+  // ---- Worker-side handlers (httplib types; run on the core's workers).
   void RunCompletion(const std::shared_ptr<Exchange>& ex, const httplib::Request& req,
                      httplib::Response& res);
   void HandleRoute(const httplib::Request& req, httplib::Response& res);
@@ -320,56 +217,45 @@ struct Gateway::Impl {
   bool Deliver(Exchange& ex, const char* data, size_t n);
   static bool WriteLocked(Exchange& ex, std::string_view data);
   void Finish(Exchange& ex);
-  // Runs a handler's response out through `reply` (headers, body or content provider).
-  void SendWorkerResponse(httplib::Response& res, bool head_only, bool http11, bool keep_alive,
-                          uint64_t token, const std::shared_ptr<WorkerReply>& reply);
-  void PostReply(uint64_t token, const std::shared_ptr<WorkerReply>& reply, std::string bytes,
-                 bool finished, bool close_after);
+  // Writes a handler's response (headers, body or content provider) through `out`.
+  void SendWorkerResponse(httplib::Response& res, http::Responder& out);
+
+  // ---- The core's callbacks (loop thread; gateway_conn.cpp).
+  uint64_t MaxBodyBytes() override;
+  bool OnHead(http::Connection* c) override;
+  void OnRequest(http::Connection* c) override;
+  void OnRefused(http::Connection* c, int status) override;
+  void OnClose(http::Connection* c) override;
+  void OnFlushed(http::Connection* c) override;
+  int64_t ConnectionDeadline(const http::Connection* c) override;
+  void OnConnectionDeadline(http::Connection* c, int64_t now) override;
+  void OnWatched(http::Connection* c, uint64_t token, uint32_t events) override;
+  void AfterEvents() override { dead_streams.clear(); }
 
   // ---- Loop thread.
-  void Loop();
-  void Wake();
-  void Accept();
-  void OnClientEvent(ClientConn* c, uint32_t events);
-  void ReadClient(ClientConn* c, uint32_t events);
-  size_t ReadLimit(const ClientConn* c) const {
-    return options.max_header_bytes + kMaxReadAhead + c->head_len + c->req.content_length;
-  }
-  void ProcessInput(ClientConn* c);
-  void Dispatch(ClientConn* c);
-  void SubmitWorker(ClientConn* c, std::function<void(httplib::Request&, httplib::Response&)> fn);
-  void TakeWorkerNews();
-  void WriteSimple(ClientConn* c, int status, const std::string& content_type,
-                   const std::string& body, const std::string& extra_headers, bool close);
-  void ResponseDone(ClientConn* c, bool close);
-  void Flush(ClientConn* c);
-  void SetEvents(int fd, uint64_t token, uint32_t* current, uint32_t wanted);
-  void UpdateClientEvents(ClientConn* c);
-  void CloseConn(ClientConn* c);
-  void ScanDeadlines(int64_t now);
-  int64_t DeadlineOf(const ClientConn* c) const;
-  void Arm(const ClientConn* c) {
-    const int64_t d = DeadlineOf(c);
-    if (d > 0 && d < next_scan_ns) next_scan_ns = d;
-  }
+  void SubmitWorker(http::Connection* c,
+                    std::function<void(httplib::Request&, httplib::Response&)> fn);
+  // A whole answer with the request id and `extra` headers.
+  void WriteSimple(http::Connection* c, int status, const std::string& content_type,
+                   const std::string& body, const http::Headers& extra, bool close);
 
   // Loop streams.
-  void StartStream(ClientConn* c, std::shared_ptr<Exchange> ex);
-  void StartAttempt(ClientConn* c, bool fresh_connection);
-  void OnUpstreamEvent(ClientConn* c, uint32_t events);
-  void PumpUpstream(ClientConn* c);
-  void OnUpstreamHead(ClientConn* c);
-  void DecideOnErrorBody(ClientConn* c);
-  void PumpBody(ClientConn* c);
-  void UpstreamTransportFailure(ClientConn* c, const Status& st);
-  void BodyFailure(ClientConn* c, std::string what);  // by value: it may be the upstream's error()
-  void StreamAnswer(ClientConn* c, int status, const std::string& content_type,
+  void StartStream(http::Connection* c, std::shared_ptr<Exchange> ex);
+  void StartAttempt(http::Connection* c, bool fresh_connection);
+  void PumpUpstream(http::Connection* c);
+  void OnUpstreamHead(http::Connection* c);
+  void DecideOnErrorBody(http::Connection* c);
+  void PumpBody(http::Connection* c);
+  void UpstreamTransportFailure(http::Connection* c, const Status& st);
+  void BodyFailure(http::Connection* c,
+                   std::string what);  // by value: it may be the upstream's error()
+  void StreamAnswer(http::Connection* c, int status, const std::string& content_type,
                     const std::string& body, const std::string& message);
-  void StreamWrite(ClientConn* c, std::string_view data);
-  void EndStream(ClientConn* c);
+  void StreamWrite(http::Connection* c, std::string_view data);
+  void EndStream(http::Connection* c);
   void DropUpstream(LoopStream& s, bool reuse);
-  void CancelStream(ClientConn* c);
-  void OnStreamDeadline(ClientConn* c, int64_t now);
+  void CancelStream(http::Connection* c);
+  void OnStreamDeadline(http::Connection* c, int64_t now);
   int64_t StreamDeadline(const LoopStream& s) const;
 };
 

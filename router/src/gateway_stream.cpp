@@ -18,27 +18,25 @@
 
 namespace octet::router {
 
-void Gateway::Impl::StartStream(ClientConn* c, std::shared_ptr<Exchange> ex) {
-  c->stream = std::make_unique<LoopStream>();
-  c->stream->ex = std::move(ex);
+void Gateway::Impl::StartStream(http::Connection* c, std::shared_ptr<Exchange> ex) {
+  StateOf(c).stream = std::make_unique<LoopStream>();
+  StateOf(c).stream->ex = std::move(ex);
   StartAttempt(c, false);
 }
 
 void Gateway::Impl::DropUpstream(LoopStream& s, bool reuse) {
   if (!s.up) return;
   if (s.up_token) {
-    ::epoll_ctl(epoll_fd, EPOLL_CTL_DEL, s.up->fd(), nullptr);
-    upstream_owner.erase(s.up_token);
+    server->Unwatch(s.up_token, s.up->fd());
     s.up_token = 0;
   }
   s.up_events = 0;
-  if (reuse && s.up->reusable() && s.ex->rr.lease)
-    s.ex->rr.lease->ReleaseConn(std::move(s.up));
+  if (reuse && s.up->reusable() && s.ex->rr.lease) s.ex->rr.lease->ReleaseConn(std::move(s.up));
   s.up.reset();  // an unfinished response: closing the connection cancels it upstream
 }
 
-void Gateway::Impl::StartAttempt(ClientConn* c, bool fresh_connection) {
-  LoopStream& s = *c->stream;
+void Gateway::Impl::StartAttempt(http::Connection* c, bool fresh_connection) {
+  LoopStream& s = *StateOf(c).stream;
   Exchange& ex = *s.ex;
   DropUpstream(s, false);
   if (stopping.load()) {
@@ -56,10 +54,12 @@ void Gateway::Impl::StartAttempt(ClientConn* c, bool fresh_connection) {
   request.clear();
   request.reserve(body.size() + 512);
   const bool v6 = url.host.find(':') != std::string::npos;
-  request += "POST " + url.prefix + ex.path + " HTTP/1.1\r\nHost: " +
-             (v6 ? "[" + url.host + "]" : url.host) + ":" + std::to_string(url.port) + "\r\n";
+  request += "POST " + url.prefix + ex.path +
+             " HTTP/1.1\r\nHost: " + (v6 ? "[" + url.host + "]" : url.host) + ":" +
+             std::to_string(url.port) + "\r\n";
   for (const auto& [name, value] : ex.forward_headers) request += name + ": " + value + "\r\n";
-  if (!replica->api_key().empty()) request += "Authorization: Bearer " + replica->api_key() + "\r\n";
+  if (!replica->api_key().empty())
+    request += "Authorization: Bearer " + replica->api_key() + "\r\n";
   request += "Content-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +
              "\r\n\r\n";
   request += body;
@@ -78,20 +78,14 @@ void Gateway::Impl::StartAttempt(ClientConn* c, bool fresh_connection) {
   }
   s.phase = s.up->connecting() ? LoopStream::Phase::kConnecting : LoopStream::Phase::kSending;
   s.phase_start_ns = NowNs();
-  s.up_token = next_token++;
   s.up_events = EPOLLOUT;
-  upstream_owner[s.up_token] = c;
-  epoll_event ev{};
-  ev.events = s.up_events;
-  ev.data.u64 = s.up_token;
-  ::epoll_ctl(epoll_fd, EPOLL_CTL_ADD, s.up->fd(), &ev);
+  s.up_token = server->Watch(c, s.up->fd(), s.up_events);
   if (s.phase == LoopStream::Phase::kSending) PumpUpstream(c);
-  if (!c->dead) Arm(c);
 }
 
-void Gateway::Impl::OnUpstreamEvent(ClientConn* c, uint32_t events) {
-  if (!c->stream || c->dead) return;
-  LoopStream& s = *c->stream;
+void Gateway::Impl::OnWatched(http::Connection* c, uint64_t, uint32_t events) {
+  if (!c->ext || !StateOf(c).stream) return;
+  LoopStream& s = *StateOf(c).stream;
   if (s.phase == LoopStream::Phase::kConnecting) {
     if (!(events & (EPOLLOUT | EPOLLERR | EPOLLHUP))) return;
     Status st = s.up->FinishConnect();
@@ -103,12 +97,11 @@ void Gateway::Impl::OnUpstreamEvent(ClientConn* c, uint32_t events) {
     s.phase_start_ns = NowNs();
   }
   PumpUpstream(c);
-  if (!c->dead) Arm(c);
 }
 
 // Advances the exchange with what the upstream socket allows now.
-void Gateway::Impl::PumpUpstream(ClientConn* c) {
-  LoopStream& s = *c->stream;
+void Gateway::Impl::PumpUpstream(http::Connection* c) {
+  LoopStream& s = *StateOf(c).stream;
   if (s.phase == LoopStream::Phase::kSending) {
     Status st = s.up->SendNow(s.request, &s.sent);
     if (!st.ok()) {
@@ -119,7 +112,8 @@ void Gateway::Impl::PumpUpstream(ClientConn* c) {
     s.phase = LoopStream::Phase::kHead;
     s.phase_start_ns = NowNs();
     s.last_upstream_ns = s.phase_start_ns;
-    SetEvents(s.up->fd(), s.up_token, &s.up_events, EPOLLIN | EPOLLRDHUP);
+    s.up_events = EPOLLIN | EPOLLRDHUP;
+    server->SetWatchEvents(s.up_token, s.up->fd(), s.up_events);
   }
   if (s.phase == LoopStream::Phase::kHead) {
     bool complete = false;
@@ -148,8 +142,8 @@ void Gateway::Impl::PumpUpstream(ClientConn* c) {
   if (s.phase == LoopStream::Phase::kBody) PumpBody(c);
 }
 
-void Gateway::Impl::OnUpstreamHead(ClientConn* c) {
-  LoopStream& s = *c->stream;
+void Gateway::Impl::OnUpstreamHead(http::Connection* c) {
+  LoopStream& s = *StateOf(c).stream;
   Exchange& ex = *s.ex;
   s.up_status = s.up->status();
   s.up_content_type = s.up->content_type();
@@ -166,29 +160,31 @@ void Gateway::Impl::OnUpstreamHead(ClientConn* c) {
     s.headers_sent = true;
     s.sse = s.up_content_type.find("text/event-stream") != std::string::npos;
     const RouteDecision& d = ex.rr.decision;
-    std::string& o = c->out;
-    o += "HTTP/1.1 " + std::to_string(s.up_status) + " " + ReasonPhrase(s.up_status) + "\r\n";
-    o += "Content-Type: " + s.up_content_type + "\r\n";
-    o += RequestIdHeader(c->request_id);
-    if (!d.route.empty()) o += "X-Octet-Route: " + d.route + "\r\n";
-    if (!d.pool.empty()) o += "X-Octet-Pool: " + d.pool + "\r\n";
-    if (!d.replica.empty()) o += "X-Octet-Replica: " + d.replica + "\r\n";
-    if (s.sse) o += "Cache-Control: no-cache\r\nX-Accel-Buffering: no\r\n";
-    if (c->req.http11)
-      o += "Transfer-Encoding: chunked\r\n";
-    else
-      o += "Connection: close\r\n";
-    o += "\r\n";
+    const http::Request& req = c->request();
+    http::Headers headers = {{"Content-Type", s.up_content_type}};
+    const std::string& id = StateOf(c).request_id;
+    if (!id.empty()) headers.emplace_back("x-request-id", id);
+    if (!d.route.empty()) headers.emplace_back("X-Octet-Route", d.route);
+    if (!d.pool.empty()) headers.emplace_back("X-Octet-Pool", d.pool);
+    if (!d.replica.empty()) headers.emplace_back("X-Octet-Replica", d.replica);
+    if (s.sse) {
+      headers.emplace_back("Cache-Control", "no-cache");
+      headers.emplace_back("X-Accel-Buffering", "no");
+    }
+    // An HTTP/1.0 client's body ends when the connection closes.
     s.last_client_write_ns = NowNs();
-    Flush(c);
-    if (c->dead) return;
+    server->Write(
+        c, http::ResponseHead(s.up_status, headers,
+                              req.http11 ? http::BodyFraming::kChunked : http::BodyFraming::kClose,
+                              0, !req.http11 || !req.keep_alive));
+    if (c->closed()) return;
   }
   PumpBody(c);
 }
 
 // Relays what the upstream has sent: one read, one write to the client.
-void Gateway::Impl::PumpBody(ClientConn* c) {
-  LoopStream& s = *c->stream;
+void Gateway::Impl::PumpBody(http::Connection* c) {
+  LoopStream& s = *StateOf(c).stream;
   while (!s.paused && s.up) {
     s.piece.clear();
     const auto r = s.up->ReadBodyNow(&s.piece);
@@ -197,12 +193,12 @@ void Gateway::Impl::PumpBody(ClientConn* c) {
       s.counter.Feed(s.piece);
       s.body_started = true;
       StreamWrite(c, s.piece);
-      if (c->dead) return;
+      if (c->closed()) return;
       if (c->unsent() >= kClientHighWater) {
         // Back-pressure: leave the bytes in the upstream's socket until the client drains.
         s.paused = true;
-        ::epoll_ctl(epoll_fd, EPOLL_CTL_DEL, s.up->fd(), nullptr);
         s.up_events = 0;
+        server->SetWatchEvents(s.up_token, s.up->fd(), 0);
       }
     }
     switch (r) {
@@ -222,18 +218,9 @@ void Gateway::Impl::PumpBody(ClientConn* c) {
   }
 }
 
-void Gateway::Impl::StreamWrite(ClientConn* c, std::string_view data) {
-  LoopStream& s = *c->stream;
+void Gateway::Impl::StreamWrite(http::Connection* c, std::string_view data) {
+  LoopStream& s = *StateOf(c).stream;
   if (data.empty()) return;
-  if (c->req.http11) {
-    char size[32];
-    const int n = std::snprintf(size, sizeof size, "%zx\r\n", data.size());
-    c->out.append(size, static_cast<size_t>(n));
-    c->out.append(data);
-    c->out += "\r\n";
-  } else {
-    c->out.append(data);
-  }
   if (!s.wrote_any) {
     s.wrote_any = true;
     s.ex->rr.pool->counters->ttft.Record(NowNs() - s.ex->start_ns);
@@ -246,12 +233,12 @@ void Gateway::Impl::StreamWrite(ClientConn* c, std::string_view data) {
     s.tail[1] = data[0];
   }
   s.last_client_write_ns = NowNs();
-  Flush(c);
+  server->Write(c, c->request().http11 ? http::ChunkFrame(data) : std::string(data));
 }
 
 // A transport failure before the body (connect, send, no head, broken head).
-void Gateway::Impl::UpstreamTransportFailure(ClientConn* c, const Status& st) {
-  LoopStream& s = *c->stream;
+void Gateway::Impl::UpstreamTransportFailure(http::Connection* c, const Status& st) {
+  LoopStream& s = *StateOf(c).stream;
   Exchange& ex = *s.ex;
   const bool reused = s.reused;
   DropUpstream(s, false);
@@ -275,8 +262,8 @@ void Gateway::Impl::UpstreamTransportFailure(ClientConn* c, const Status& st) {
                "upstream failed: " + reason);
 }
 
-void Gateway::Impl::BodyFailure(ClientConn* c, std::string what) {
-  LoopStream& s = *c->stream;
+void Gateway::Impl::BodyFailure(http::Connection* c, std::string what) {
+  LoopStream& s = *StateOf(c).stream;
   Exchange& ex = *s.ex;
   DropUpstream(s, false);
   ReplicaState* replica = ex.rr.lease.get();
@@ -300,8 +287,8 @@ void Gateway::Impl::BodyFailure(ClientConn* c, std::string what) {
                "upstream failed: " + reason);
 }
 
-void Gateway::Impl::DecideOnErrorBody(ClientConn* c) {
-  LoopStream& s = *c->stream;
+void Gateway::Impl::DecideOnErrorBody(http::Connection* c) {
+  LoopStream& s = *StateOf(c).stream;
   Exchange& ex = *s.ex;
   ReplicaState* replica = ex.rr.lease.get();
   if (MoveOnAfterStatus(ex.rr, replica, *ex.rr.pool->spec, s.up_status)) {
@@ -316,9 +303,9 @@ void Gateway::Impl::DecideOnErrorBody(ClientConn* c) {
 // The stream ends with an answer of its own (an error, or an upstream's
 // non-2xx passed through): a whole response when our headers have not gone
 // out, else an SSE error event.
-void Gateway::Impl::StreamAnswer(ClientConn* c, int status, const std::string& content_type,
+void Gateway::Impl::StreamAnswer(http::Connection* c, int status, const std::string& content_type,
                                  const std::string& body, const std::string& message) {
-  LoopStream& s = *c->stream;
+  LoopStream& s = *StateOf(c).stream;
   Exchange& ex = *s.ex;
   ex.error = ex.error || status >= 500;
   if (s.headers_sent) {
@@ -333,39 +320,40 @@ void Gateway::Impl::StreamAnswer(ClientConn* c, int status, const std::string& c
   ex.rr.pool->counters->ttft.Record(NowNs() - ex.start_ns);
   Finish(ex);
   const RouteDecision& d = ex.rr.decision;
-  std::string extra;
-  if (!d.route.empty()) extra += "X-Octet-Route: " + d.route + "\r\n";
-  if (!d.pool.empty()) extra += "X-Octet-Pool: " + d.pool + "\r\n";
-  if (!d.replica.empty()) extra += "X-Octet-Replica: " + d.replica + "\r\n";
-  dead_streams.push_back(std::move(c->stream));  // `body` may live in it
+  http::Headers extra;
+  if (!d.route.empty()) extra.emplace_back("X-Octet-Route", d.route);
+  if (!d.pool.empty()) extra.emplace_back("X-Octet-Pool", d.pool);
+  if (!d.replica.empty()) extra.emplace_back("X-Octet-Replica", d.replica);
+  dead_streams.push_back(std::move(StateOf(c).stream));  // `body` may live in it
   WriteSimple(c, status, content_type, body, extra, false);
 }
 
 // Ends a stream whose headers went out: the SSE error event when it failed,
 // the last chunk, the metrics.
-void Gateway::Impl::EndStream(ClientConn* c) {
-  LoopStream& s = *c->stream;
+void Gateway::Impl::EndStream(http::Connection* c) {
+  LoopStream& s = *StateOf(c).stream;
   Exchange& ex = *s.ex;
   if (ex.failed_after_headers && s.sse) {
     if (s.tail[0] != '\n' || s.tail[1] != '\n') StreamWrite(c, "\n\n");
-    if (c->dead) return;
+    if (c->closed()) return;
     StreamWrite(c, SseError(ex.error_message));
-    if (c->dead) return;
+    if (c->closed()) return;
   }
   DropUpstream(s, false);
   ex.rr.lease.Release();  // the upstream is done: its load drops now
   ex.tokens = s.counter.tokens();
   Finish(ex);
-  if (c->req.http11) c->out += "0\r\n\r\n";
-  const bool close = !c->req.http11 || !c->req.keep_alive;
-  ResponseDone(c, close);
-  if (!c->dead && c->state == ClientConn::State::kHead) ProcessInput(c);
+  const http::Request& req = c->request();
+  const bool close = !req.http11 || !req.keep_alive;
+  dead_streams.push_back(std::move(StateOf(c).stream));  // callers up the stack may still hold it
+  if (req.http11) server->Write(c, http::kLastChunk);
+  server->Finish(c, close);
 }
 
 // The client left (or the gateway stops) during a stream: the upstream
 // request is cancelled by closing its connection.
-void Gateway::Impl::CancelStream(ClientConn* c) {
-  dead_streams.push_back(std::move(c->stream));  // callers up the stack may still hold it
+void Gateway::Impl::CancelStream(http::Connection* c) {
+  dead_streams.push_back(std::move(StateOf(c).stream));  // callers up the stack may still hold it
   LoopStream* s = dead_streams.back().get();
   s->ex->rr.pool->counters->cancelled.fetch_add(1, std::memory_order_relaxed);
   DropUpstream(*s, false);
@@ -398,8 +386,8 @@ int64_t Gateway::Impl::StreamDeadline(const LoopStream& s) const {
   return d;
 }
 
-void Gateway::Impl::OnStreamDeadline(ClientConn* c, int64_t now) {
-  LoopStream& s = *c->stream;
+void Gateway::Impl::OnStreamDeadline(http::Connection* c, int64_t now) {
+  LoopStream& s = *StateOf(c).stream;
   const TimeoutSpec& t = s.ex->rr.pool->spec->timeouts;
   const int64_t read_ms = std::max(t.first_token_ms, t.idle_ms);
   if (s.headers_sent && s.sse && s.ex->keepalive_ms > 0 &&
@@ -408,7 +396,7 @@ void Gateway::Impl::OnStreamDeadline(ClientConn* c, int64_t now) {
     // a departed client is noticed while the model prefills.
     if (s.tail[0] == '\n' && s.tail[1] == '\n') {
       StreamWrite(c, ": keepalive\n\n");
-      if (c->dead) return;
+      if (c->closed()) return;
     } else {
       s.last_client_write_ns = now;
     }

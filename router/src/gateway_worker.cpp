@@ -4,9 +4,9 @@
 // httplib-typed handlers on the `workers` pool (SubmitWorker); a completion's
 // upstream exchange runs through httplib::Client (RunUpstream), for a stream
 // on an `upstream_threads` thread that writes through the response's DataSink
-// (RunCompletion). The response goes back to the loop as bytes in a
-// WorkerReply (SendWorkerResponse, PostReply), which blocks the worker while
-// the client's backlog is full; the loop takes them (TakeWorkerNews).
+// (RunCompletion). The response goes back through the HTTP core's
+// Responder (SendWorkerResponse), which blocks the worker while the client's
+// backlog is full.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -26,17 +26,6 @@ uint64_t UnaryTokens(const std::string& body) {
   if (u == j.end() || !u->is_object()) return 0;
   const int64_t t = u->value("completion_tokens", int64_t{0});
   return t > 0 ? static_cast<uint64_t>(t) : 0;
-}
-
-bool IEqualsAscii(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i) {
-    char x = a[i], y = b[i];
-    if (x >= 'A' && x <= 'Z') x = static_cast<char>(x - 'A' + 'a');
-    if (y >= 'A' && y <= 'Z') y = static_cast<char>(y - 'A' + 'a');
-    if (x != y) return false;
-  }
-  return true;
 }
 
 void SetDecisionHeaders(httplib::Response& res, const RouteDecision& d) {
@@ -381,172 +370,67 @@ void Gateway::Impl::RunCompletion(const std::shared_ptr<Exchange>& ex, const htt
 
 // ---- Worker responses ---------------------------------------------------------
 
-void Gateway::Impl::PostReply(uint64_t token, const std::shared_ptr<WorkerReply>& reply,
-                              std::string bytes, bool finished, bool close_after) {
-  {
-    std::lock_guard<std::mutex> lock(reply->mu);
-    reply->pending += bytes;
-    reply->finished = reply->finished || finished;
-    reply->close_after = reply->close_after || close_after;
-  }
-  {
-    std::lock_guard<std::mutex> lock(notify_mu);
-    notified.push_back(token);
-  }
-  Wake();
-}
-
-void Gateway::Impl::SendWorkerResponse(httplib::Response& res, bool head_only, bool http11,
-                                       bool keep_alive, uint64_t token,
-                                       const std::shared_ptr<WorkerReply>& reply) {
-  const bool provider = static_cast<bool>(res.content_provider_);
-  // A streamed body to an HTTP/1.0 client is delimited by closing the connection.
-  const bool chunked = provider && http11;
-  const bool close_after = !keep_alive || (provider && !http11);
+void Gateway::Impl::SendWorkerResponse(httplib::Response& res, http::Responder& out) {
   if (res.status == -1) res.status = 200;  // httplib: a handler that did not set it
   if (res.status <= 0) res.status = 500;
-  std::string head = "HTTP/1.1 " + std::to_string(res.status) + " " + ReasonPhrase(res.status) +
-                     "\r\n";
-  for (const auto& [name, value] : res.headers) {
-    if (IEqualsAscii(name, "Content-Length") || IEqualsAscii(name, "Transfer-Encoding") ||
-        IEqualsAscii(name, "Connection"))
-      continue;
-    head += name + ": " + value + "\r\n";
-  }
-  if (chunked) {
-    head += "Transfer-Encoding: chunked\r\n";
-  } else if (!provider) {
-    head += "Content-Length: " + std::to_string(res.body.size()) + "\r\n";
-  }
-  if (close_after) head += "Connection: close\r\n";
-  head += "\r\n";
-  if (!provider) {
-    if (!head_only) head += res.body;
-    PostReply(token, reply, std::move(head), true, close_after);
+  const http::Headers headers(res.headers.begin(), res.headers.end());
+  if (!res.content_provider_) {
+    out.Send(res.status, headers, res.body);
     return;
   }
-  PostReply(token, reply, std::move(head), false, close_after);
   // Run the content provider with a sink that writes through the loop and
   // blocks (bounded by write_timeout_ms) while the client's backlog is full.
-  bool done = false, failed = false;
+  bool done = false, failed = !out.BeginStream(res.status, headers);
   httplib::DataSink sink;
   sink.write = [&](const char* data, size_t n) -> bool {
-    if (n == 0) return true;
-    std::string bytes;
-    if (chunked) {
-      char size[32];
-      std::snprintf(size, sizeof size, "%zx\r\n", n);
-      bytes.reserve(n + 16);
-      bytes += size;
-      bytes.append(data, n);
-      bytes += "\r\n";
-    } else {
-      bytes.assign(data, n);
-    }
-    {
-      std::unique_lock<std::mutex> lock(reply->mu);
-      const auto limit = std::chrono::milliseconds(options.write_timeout_ms);
-      const bool room = reply->cv.wait_for(lock, limit, [&] {
-        return reply->client_gone ||
-               reply->pending.size() + reply->loop_backlog < kClientHighWater;
-      });
-      if (!room || reply->client_gone) {
-        failed = true;
-        return false;
-      }
-    }
-    PostReply(token, reply, std::move(bytes), false, false);
-    return true;
+    if (out.Write(std::string_view(data, n))) return true;
+    failed = true;
+    return false;
   };
-  sink.is_writable = [&] {
-    std::lock_guard<std::mutex> lock(reply->mu);
-    return !reply->client_gone;
-  };
+  sink.is_writable = [&] { return !out.client_gone(); };
   sink.done = [&] { done = true; };
-  size_t offset = 0;
   while (!done && !failed) {
-    if (!res.content_provider_(offset, 0, sink)) {
-      failed = true;
-      break;
-    }
+    if (!res.content_provider_(0, 0, sink)) failed = true;
   }
   res.content_provider_success_ = done && !failed;
-  if (res.content_provider_success_) {
-    PostReply(token, reply, chunked ? "0\r\n\r\n" : "", true, close_after);
-  } else {
-    PostReply(token, reply, "", true, true);  // the body is incomplete: the connection ends
-  }
+  out.End(res.content_provider_success_);  // incomplete: the connection ends
   // ~Response runs the provider's releaser with content_provider_success_.
 }
 
-void Gateway::Impl::SubmitWorker(
-    ClientConn* c, std::function<void(httplib::Request&, httplib::Response&)> fn) {
-  auto reply = std::make_shared<WorkerReply>();
-  c->reply = reply;
-  auto hreq = std::make_shared<httplib::Request>();
-  hreq->method = c->req.method;
-  hreq->path = c->req.path;
-  hreq->version = c->req.http11 ? "HTTP/1.1" : "HTTP/1.0";
-  for (const auto& [name, value] : c->req.headers) hreq->headers.emplace(name, value);
-  hreq->body = std::move(c->req.body);
-  hreq->remote_addr = c->peer;
-  if (!c->req.query.empty()) {
-    for (const char* key : {"apply"}) {
-      const std::string v = QueryParam(c->req.query, key);
-      if (!v.empty()) hreq->params.emplace(key, v);
+void Gateway::Impl::SubmitWorker(http::Connection* c,
+                                 std::function<void(httplib::Request&, httplib::Response&)> fn) {
+  server->HandToWorker(c, [this, fn = std::move(fn), request_id = StateOf(c).request_id](
+                              http::Request& req, http::Responder& out) {
+    httplib::Request hreq;
+    hreq.method = req.method;
+    hreq.path = req.path;
+    hreq.version = req.http11 ? "HTTP/1.1" : "HTTP/1.0";
+    for (const auto& [name, value] : req.headers) hreq.headers.emplace(name, value);
+    hreq.body = std::move(req.body);
+    hreq.remote_addr = req.peer;
+    if (!req.query.empty()) {
+      for (const char* key : {"apply"}) {
+        const std::string v = http::QueryParam(req.query, key);
+        if (!v.empty()) hreq.params.emplace(key, v);
+      }
     }
-  }
-  const bool http11 = c->req.http11, keep_alive = c->req.keep_alive;
-  const bool head_only = c->req.method == "HEAD";
-  const uint64_t token = c->token;
-  workers.Submit([this, fn = std::move(fn), hreq, reply, http11, keep_alive, head_only, token,
-                  request_id = c->request_id] {
     httplib::Response res;
     try {
-      fn(*hreq, res);
+      fn(hreq, res);
     } catch (const std::exception& e) {
       OCTET_LOG(ERROR) << "gateway handler failed: " << e.what();
       res = httplib::Response();
       res.status = 500;
-      res.set_content(OpenAiError(std::string("internal router error: ") + e.what(),
-                                  "internal_error", 500),
-                      "application/json");
+      res.set_content(
+          OpenAiError(std::string("internal router error: ") + e.what(), "internal_error", 500),
+          "application/json");
     }
     if (!request_id.empty()) {
       res.headers.erase("x-request-id");  // an upstream's copy: ours is the same id
       res.set_header("x-request-id", request_id);
     }
-    SendWorkerResponse(res, head_only, http11, keep_alive, token, reply);
+    SendWorkerResponse(res, out);
   });
-}
-
-void Gateway::Impl::TakeWorkerNews() {
-  std::vector<uint64_t> tokens;
-  {
-    std::lock_guard<std::mutex> lock(notify_mu);
-    tokens.swap(notified);
-  }
-  for (uint64_t token : tokens) {
-    auto it = conns.find(token);
-    if (it == conns.end()) continue;  // closed; CloseConn told the worker
-    ClientConn* c = it->second.get();
-    if (!c->reply) continue;  // already finished
-    std::string bytes;
-    bool finished, close_after;
-    {
-      std::lock_guard<std::mutex> lock(c->reply->mu);
-      bytes.swap(c->reply->pending);
-      finished = c->reply->finished;
-      close_after = c->reply->close_after;
-    }
-    c->out += bytes;
-    if (finished) {
-      ResponseDone(c, close_after || !c->req.keep_alive);
-    } else {
-      Flush(c);
-    }
-    if (!c->dead && c->state == ClientConn::State::kHead) ProcessInput(c);
-  }
 }
 
 }  // namespace octet::router

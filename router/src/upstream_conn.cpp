@@ -10,7 +10,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "http_request.h"
+#include "octet/base/http/request.h"
 
 namespace octet::router {
 namespace {
@@ -23,8 +23,8 @@ constexpr size_t kMaxChunkLine = 4096;       // chunk-size line or trailer line
 bool IContains(std::string_view haystack, std::string_view needle) {
   if (needle.empty()) return true;
   for (size_t i = 0; i + needle.size() <= haystack.size(); ++i) {
-    if (AsciiLower(haystack[i]) != needle[0]) continue;
-    if (AsciiIEquals(haystack.substr(i, needle.size()), needle)) return true;
+    if (http::AsciiLower(haystack[i]) != needle[0]) continue;
+    if (http::AsciiIEquals(haystack.substr(i, needle.size()), needle)) return true;
   }
   return false;
 }
@@ -126,14 +126,14 @@ Status UpstreamConn::ParseHead(bool* complete) {
       if (colon == std::string_view::npos) continue;
       const std::string_view name = Trim(line.substr(0, colon));
       const std::string_view value = Trim(line.substr(colon + 1));
-      if (AsciiIEquals(name, "Content-Type")) {
+      if (http::AsciiIEquals(name, "Content-Type")) {
         content_type_ = std::string(value);
-      } else if (AsciiIEquals(name, "Transfer-Encoding")) {
+      } else if (http::AsciiIEquals(name, "Transfer-Encoding")) {
         chunked = IContains(value, "chunked");
-      } else if (AsciiIEquals(name, "Content-Length")) {
+      } else if (http::AsciiIEquals(name, "Content-Length")) {
         has_length = true;
         length = std::strtoull(std::string(value).c_str(), nullptr, 10);
-      } else if (AsciiIEquals(name, "Connection")) {
+      } else if (http::AsciiIEquals(name, "Connection")) {
         if (IContains(value, "close")) keep_alive_ = false;
         if (IContains(value, "keep-alive")) keep_alive_ = true;
       }

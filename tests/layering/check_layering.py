@@ -45,7 +45,7 @@ SUBFOLDER = {
 }
 # Which link targets belong to which folder.
 TARGET_FOLDER = {
-    "base": "base", "kernels": "kernels", "kernels_cuda": "kernels", "backends": "kernels",
+    "base": "base", "http": "base", "kernels": "kernels", "kernels_cuda": "kernels", "backends": "kernels",
     "collectives": "collectives", "engine_text": "engine", "engine": "engine",
     "engine_serving": "engine", "trainer": "trainer", "router": "router",
     "wire_proto": "v1", "wire": "wire", "agent": "agent", "app": "app", "ui": "ui",

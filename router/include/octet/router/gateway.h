@@ -1,6 +1,6 @@
-// Gateway: the router's OpenAI-compatible HTTP/1.1 front end: one event-loop
-// thread (epoll; Linux) owns every client connection, plus a bounded pool of
-// worker threads for the endpoints that block.
+// Gateway: the router's OpenAI-compatible HTTP/1.1 front end, a handler of the
+// shared HTTP core: one event-loop thread (epoll; Linux) owns every client
+// connection, plus a bounded pool of worker threads for the endpoints that block.
 //
 //   POST /v1/chat/completions, /v1/completions   routed to a pool replica;
 //        "stream": true responses pass through chunk by chunk (token by token).
@@ -25,8 +25,9 @@
 // streaming client gets an SSE comment (": keepalive") every
 // gateway.stream_keepalive_ms between events.
 //
-// HTTP: keep-alive and pipelined requests; bodies framed by Content-Length (a
-// chunked request body is answered 501); a head larger than
+// HTTP (the core shared with `octet serve`, octet/base/http/server.h):
+// keep-alive and pipelined requests; bodies framed by one Content-Length or
+// chunked (two Content-Length headers are refused 400); a head larger than
 // max_header_bytes is answered 431, a body larger than gateway.max_body_bytes
 // 413 (OpenAI-style error bodies), a head or body that does not arrive within
 // its timeout 408, and the connection closes. A client that does not read its
@@ -66,11 +67,11 @@ struct GatewayOptions {
   // thread, as https pools always do.
   bool direct_streaming = true;
   // Limits on clients, in bytes and milliseconds.
-  size_t max_header_bytes = 64 * 1024;  // request line + headers; more: 431
-  int64_t header_timeout_ms = 10000;    // first byte of a request -> end of its head; then 408
-  int64_t body_timeout_ms = 60000;      // end of the head -> end of the body; then 408
-  int64_t keep_alive_timeout_ms = 5000; // an idle keep-alive connection is closed after this
-  int64_t write_timeout_ms = 30000;     // a client that reads nothing this long is dropped
+  size_t max_header_bytes = 64 * 1024;   // request line + headers; more: 431
+  int64_t header_timeout_ms = 10000;     // first byte of a request -> end of its head; then 408
+  int64_t body_timeout_ms = 60000;       // end of the head -> end of the body; then 408
+  int64_t keep_alive_timeout_ms = 5000;  // an idle keep-alive connection is closed after this
+  int64_t write_timeout_ms = 30000;      // a client that reads nothing this long is dropped
 };
 
 GatewayOptions GatewayOptionsFromPolicy(const GatewaySpec& spec);
