@@ -34,8 +34,30 @@ kernels::KernelBackend& Sampler::Ops(kernels::KernelBackend& backend) {
   return *host_ops_;
 }
 
+namespace {
+
+// The largest finite logit; -infinity when there is none.
+double MaxFinite(const float* logits, int64_t vocab) {
+  float m = -std::numeric_limits<float>::infinity();
+  for (int64_t i = 0; i < vocab; ++i) {
+    if (std::isfinite(logits[i]) && logits[i] > m) m = logits[i];
+  }
+  return m;
+}
+
+}  // namespace
+
+double Sampler::Weight(float logit, double mx) const {
+  // The one expression every path weighs a candidate with, so that the masked
+  // and the unmasked paths agree bit for bit.
+  return std::isfinite(logit) ? std::exp((logit - mx) / params_.temperature) : 0.0;
+}
+
 int64_t Sampler::Distribution(const float* logits, int64_t vocab, kernels::KernelBackend& ops) {
-  const int64_t k = params_.top_k > 0 ? std::min(params_.top_k, vocab) : vocab;
+  if (params_.top_k == 0) {
+    return params_.top_p < 1.0f ? Nucleus(logits, vocab, ops) : WholeVocabulary(logits, vocab);
+  }
+  const int64_t k = std::min(params_.top_k, vocab);
   idx_.resize(k);
   val_.resize(k);
   if (k == vocab) {
@@ -44,6 +66,102 @@ int64_t Sampler::Distribution(const float* logits, int64_t vocab, kernels::Kerne
     ops.TopK(logits, vocab, k, idx_.data(), val_.data());  // descending
   }
   return Weigh(k);
+}
+
+int64_t Sampler::WholeVocabulary(const float* logits, int64_t vocab) {
+  // Temperature alone: every id is a candidate, and one draw needs no order,
+  // so the weights stay in id order (ranking 151k ids cost ten times more).
+  const double mx = MaxFinite(logits, vocab);
+  idx_.resize(vocab);
+  w_.resize(vocab);
+  for (int64_t i = 0; i < vocab; ++i) {
+    idx_[i] = static_cast<int32_t>(i);
+    w_[i] = Weight(logits[i], mx);
+  }
+  return vocab;
+}
+
+int64_t Sampler::Nucleus(const float* logits, int64_t vocab, kernels::KernelBackend& ops) {
+  // Top-p alone: the softmax's sum over the whole vocabulary (id order), then
+  // the best ids in growing batches until they hold top_p of it. The nucleus
+  // of a real model's logits is a few to a few hundred ids.
+  const double mx = MaxFinite(logits, vocab);
+  double z = 0;
+  for (int64_t i = 0; i < vocab; ++i) z += Weight(logits[i], mx);
+  for (int64_t k = std::min<int64_t>(vocab, 64);; k = std::min(vocab, k * 8)) {
+    idx_.resize(k);
+    val_.resize(k);
+    w_.resize(k);
+    ops.TopK(logits, vocab, k, idx_.data(), val_.data());
+    if (const int64_t keep = Cut(k, z); keep > 0) return keep;
+    if (k == vocab) return vocab;  // rounding kept the sum just below top_p
+  }
+}
+
+int64_t Sampler::Cut(int64_t n, double z) {
+  // w_[0..n) from val_ (descending); the first prefix holding top_p of z.
+  const double mx = val_[0];
+  double cum = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    w_[i] = Weight(val_[i], mx);
+    cum += w_[i] / z;
+    if (cum >= params_.top_p) return i + 1;
+  }
+  return 0;
+}
+
+int32_t Sampler::AllowedNucleus(const float* logits, int64_t vocab, kernels::KernelBackend& ops,
+                                TokenFilter& filter) {
+  // The masked logits' nucleus without the whole mask. The masked path's sum
+  // z over the allowed ids is unknown, but lies between A, the allowed weight
+  // among the ids looked at, and A + U, U the unmasked weight of the ids not
+  // looked at (from the whole vocabulary's sum). The cut only grows with z,
+  // so where both ends give the same cut it is the masked path's, and the
+  // draw over the same candidates is the same, bit for bit. Where the allowed
+  // ids are far down the ranking the ends differ: -1, the caller masks.
+  const double top = MaxFinite(logits, vocab);  // scale of the unmasked sums
+  if (!std::isfinite(top)) return -1;
+  double all = 0;
+  for (int64_t i = 0; i < vocab; ++i) all += Weight(logits[i], top);
+  // A relative slack well above the rounding of a sum of 10^6 terms (~1e-10).
+  constexpr double kSlack = 1e-9;
+  for (int64_t k = std::min<int64_t>(vocab, 256);; k = std::min(vocab, k * 8)) {
+    ranked_.resize(k);
+    ranked_val_.resize(k);
+    ops.TopK(logits, vocab, k, ranked_.data(), ranked_val_.data());
+    if (ranked_val_[0] > top) return -1;  // +infinity: leave it to the masked path
+    idx_.clear();
+    val_.clear();
+    double seen = 0;  // unmasked weight looked at (scale: top)
+    bool exhausted = k == vocab;
+    for (int64_t i = 0; i < k; ++i) {
+      if (!std::isfinite(ranked_val_[i])) {  // the rest weigh nothing
+        exhausted = true;
+        break;
+      }
+      seen += Weight(ranked_val_[i], top);
+      if (filter.Allows(ranked_[i])) {
+        idx_.push_back(ranked_[i]);
+        val_.push_back(ranked_val_[i]);
+      }
+    }
+    if (!idx_.empty()) {
+      const int64_t n = static_cast<int64_t>(idx_.size());
+      w_.resize(n);
+      // The masked path's scale is the best allowed logit, val_[0].
+      const double rescale = std::exp((top - val_[0]) / params_.temperature);
+      if (!std::isfinite(rescale)) return -1;
+      double a = 0;
+      for (int64_t i = 0; i < n; ++i) a += Weight(val_[i], val_[0]);
+      const double unseen = exhausted ? 0.0 : std::max(0.0, all - seen) * rescale;
+      const double lo = a * (1 - kSlack);
+      const double hi = (a + unseen) * (1 + kSlack) + all * rescale * kSlack;
+      const int64_t keep_lo = Cut(n, lo);
+      const int64_t keep_hi = Cut(n, hi);  // leaves w_ as the draw needs it
+      if (keep_lo > 0 && keep_lo == keep_hi) return Draw(keep_hi);
+    }
+    if (exhausted) return -1;
+  }
 }
 
 void Sampler::RankAll(const float* logits, int64_t vocab) {
@@ -77,28 +195,20 @@ int64_t Sampler::Weigh(int64_t k) {
   // Softmax of the candidates at this temperature (double for the sums).
   w_.resize(k);
   const double mx = val_[0];
+  if (params_.top_p >= 1.0f) {
+    for (int64_t i = 0; i < k; ++i) w_[i] = Weight(val_[i], mx);
+    return k;
+  }
   double z = 0;
-  for (int64_t i = 0; i < k; ++i) {
-    w_[i] = std::isfinite(val_[i]) ? std::exp((val_[i] - mx) / params_.temperature) : 0.0;
-    z += w_[i];
-  }
-  int64_t keep = k;
-  if (params_.top_p < 1.0f) {
-    double cum = 0;
-    for (int64_t i = 0; i < k; ++i) {
-      cum += w_[i] / z;
-      if (cum >= params_.top_p) {
-        keep = i + 1;
-        break;
-      }
-    }
-  }
-  return keep;
+  for (int64_t i = 0; i < k; ++i) z += Weight(val_[i], mx);
+  const int64_t keep = Cut(k, z);
+  return keep > 0 ? keep : k;
 }
 
 int32_t Sampler::Draw(int64_t keep) {
   double zk = 0;
   for (int64_t i = 0; i < keep; ++i) zk += w_[i];
+  if (!(zk > 0)) return idx_[0];  // no finite logit: nothing to weigh
   const double u = std::uniform_real_distribution<double>(0.0, zk)(rng_);
   double cum = 0;
   for (int64_t i = 0; i < keep; ++i) {
@@ -177,6 +287,8 @@ int32_t Sampler::Sample(const float* raw_logits, int64_t vocab, kernels::KernelB
   } else if (params_.top_p >= 1.0f) {
     const int32_t t = Draw(Distribution(logits, vocab, ops));
     if (filter.Allows(t)) id = t;
+  } else {
+    id = AllowedNucleus(logits, vocab, ops, filter);
   }
   if (id < 0) {
     masked_.assign(logits, logits + vocab);

@@ -103,29 +103,41 @@ class TestSpeculative : public QObject {
   }
 
   // The accept/reject rule: whatever the draft, the token Verify returns is
-  // distributed as Sample's (temperature, top-k and top-p applied). 200,000
-  // draws per draft, fixed seeds, a chi-square test against the exact
-  // probabilities (df <= 5; 40 is beyond the 1e-6 tail).
+  // distributed as Sample's (temperature, top-k and top-p applied), and so is
+  // Sample's own draw. 200,000 draws per draft, fixed seeds, a chi-square test
+  // against the exact probabilities (df <= 7; 40 is beyond the 1e-6 tail).
+  // Top-k with top-p, top-p alone (the nucleus found in growing batches) and
+  // temperature alone (every id, unranked) are separate paths.
+  void verifyKeepsTheSampledDistribution_data() {
+    QTest::addColumn<int>("top_k");
+    QTest::addColumn<float>("top_p");
+    QTest::newRow("top-k 6, top-p 0.95") << 6 << 0.95f;
+    QTest::newRow("top-p 0.9 alone") << 0 << 0.9f;
+    QTest::newRow("temperature alone") << 0 << 1.0f;
+  }
   void verifyKeepsTheSampledDistribution() {
+    QFETCH(int, top_k);
+    QFETCH(float, top_p);
     auto backend = std::move(*kernels::CreateBackend("scalar", {1}));
     const std::vector<float> logits = {1.0f, 2.5f, 0.2f, 2.0f, -1.0f, 1.7f, 0.9f, -3.0f};
     SamplingParams sp;
     sp.temperature = 0.8f;
-    sp.top_k = 6;
-    sp.top_p = 0.95f;
-    // The exact distribution: softmax(logits / T) over the top 6, cut at 95% mass.
+    sp.top_k = top_k;
+    sp.top_p = top_p;
+    // The exact distribution: softmax(logits / T) over the top k, cut at top_p of its mass.
     std::vector<int> order(logits.size());
     for (size_t i = 0; i < order.size(); ++i) order[i] = int(i);
     std::stable_sort(order.begin(), order.end(),
                      [&](int a, int b) { return logits[a] > logits[b]; });
-    std::vector<double> w(6);
+    const int k = top_k > 0 ? top_k : int(logits.size());
+    std::vector<double> w(k);
     double z = 0;
-    for (int i = 0; i < 6; ++i) z += w[i] = std::exp((logits[order[i]] - logits[order[0]]) / 0.8);
-    int keep = 6;
+    for (int i = 0; i < k; ++i) z += w[i] = std::exp((logits[order[i]] - logits[order[0]]) / 0.8);
+    int keep = k;
     double cum = 0;
-    for (int i = 0; i < 6; ++i) {
+    for (int i = 0; i < k && top_p < 1.0f; ++i) {
       cum += w[i] / z;
-      if (cum >= 0.95) {
+      if (cum >= top_p) {
         keep = i + 1;
         break;
       }
@@ -134,11 +146,19 @@ class TestSpeculative : public QObject {
     double zk = 0;
     for (int i = 0; i < keep; ++i) zk += w[i];
     for (int i = 0; i < keep; ++i) p[order[i]] = w[i] / zk;
-    QVERIFY(keep >= 3 && keep < 6);  // the cut matters in this example
+    if (top_p < 1.0f) QVERIFY(keep >= 3 && keep < 6);  // the cut matters in this example
 
+    auto chi2_of = [&](std::map<int32_t, int>& count, int n) {
+      double chi2 = 0;
+      for (const auto& [id, prob] : p) {
+        const double e = prob * n;
+        chi2 += (count[id] - e) * (count[id] - e) / e;
+      }
+      return chi2;
+    };
     const int n = 200000;
-    // Drafts: the favourite, a middling token, one outside top-p, one outside top-k.
-    for (int32_t draft : {order[0], order[2], order[keep], order[7]}) {
+    // Drafts: the favourite, a middling token, one outside top-p (when cut), the last.
+    for (int32_t draft : {order[0], order[2], order[std::min(keep, 7)], order[7]}) {
       Sampler s(SamplingParams{sp.temperature, sp.top_k, sp.top_p, uint64_t(1000 + draft)});
       std::map<int32_t, int> count;
       int accepted_n = 0;
@@ -150,12 +170,8 @@ class TestSpeculative : public QObject {
         accepted_n += accepted;
         ++count[id];
       }
-      double chi2 = 0;
       for (const auto& [id, c] : count) QVERIFY2(p.count(id), "a token outside the distribution");
-      for (const auto& [id, prob] : p) {
-        const double e = prob * n;
-        chi2 += (count[id] - e) * (count[id] - e) / e;
-      }
+      const double chi2 = chi2_of(count, n);
       QVERIFY2(chi2 < 40.0, ("draft " + std::to_string(draft) + ": chi2 " +
                              std::to_string(chi2))
                                 .c_str());
@@ -164,6 +180,13 @@ class TestSpeculative : public QObject {
       QVERIFY2(std::fabs(accepted_n / double(n) - pd) < 0.005,
                (std::to_string(accepted_n / double(n)) + " vs " + std::to_string(pd)).c_str());
     }
+    // Sample draws from the same distribution.
+    Sampler s(SamplingParams{sp.temperature, sp.top_k, sp.top_p, 77});
+    std::map<int32_t, int> count;
+    for (int i = 0; i < n; ++i) ++count[s.Sample(logits.data(), int64_t(logits.size()), *backend)];
+    for (const auto& [id, c] : count) QVERIFY2(p.count(id), "Sample: a token outside it");
+    const double chi2 = chi2_of(count, n);
+    QVERIFY2(chi2 < 40.0, ("Sample: chi2 " + std::to_string(chi2)).c_str());
     // Greedy: accepted exactly when the draft is the argmax.
     Sampler g(SamplingParams{});
     bool accepted = false;

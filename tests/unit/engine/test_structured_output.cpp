@@ -393,7 +393,7 @@ class TestStructuredOutput : public QObject {
   }
 
   // The sampler's fast path never returns a token the whole mask forbids;
-  // greedy and top-k (with or without top-p and a repetition penalty) give
+  // greedy, top-k and top-p (together or alone, with a repetition penalty) give
   // exactly the ids and the random stream of sampling the masked logits, step
   // for step along whole documents; Allows agrees with the mask at every step.
   void fastPathEqualsMaskedSampling() {
@@ -410,10 +410,12 @@ class TestStructuredOutput : public QObject {
       float penalty;
     };
     const Case cases[] = {{0.0f, 0, 1.0f, 1.0f},  {0.0f, 0, 1.0f, 1.3f}, {0.8f, 5, 1.0f, 1.0f},
-                          {1.0f, 20, 0.9f, 1.0f}, {0.7f, 3, 1.0f, 1.2f}, {1.0f, 0, 0.8f, 1.0f}};
+                          {1.0f, 20, 0.9f, 1.0f}, {0.7f, 3, 1.0f, 1.2f}, {1.0f, 0, 0.8f, 1.0f},
+                          {0.8f, 0, 0.95f, 1.2f}, {1.3f, 0, 0.5f, 1.0f}};
     std::mt19937 rng(99);
     int64_t steps = 0, fast = 0;
     for (const Case& k : cases) {
+      const int64_t case_steps = steps, case_fast = fast;
       for (int run = 0; run < 20; ++run) {
         SamplingParams sp;
         sp.temperature = k.temperature;
@@ -465,6 +467,13 @@ class TestStructuredOutput : public QObject {
           if (a == stop) break;
           c->Accept(a);
         }
+      }
+      // Top-p alone decides without the whole mask where the allowed ids lead.
+      if (k.top_k == 0 && k.top_p < 1.0f) {
+        QVERIFY2(fast - case_fast > (steps - case_steps) / 10,
+                 ("top-p " + std::to_string(k.top_p) + ": " + std::to_string(fast - case_fast) +
+                  " of " + std::to_string(steps - case_steps) + " steps without a mask")
+                     .c_str());
       }
     }
     // The fast path is taken (not only the masks), and not always.

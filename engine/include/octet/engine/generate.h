@@ -62,7 +62,10 @@ class Sampler {
   //   temperature    (no top-k/top-p) a draw from the unmasked distribution p
   //                  is kept when allowed, else one from the masked: P(t) =
   //                  p(t) + (1 - p(V)) p(t)/p(V) = p(t)/p(V) for t in V;
-  //   top-p alone    the masked logits (the nucleus needs the allowed mass).
+  //   top-p alone    the allowed ids among the best of the full ranking,
+  //                  while the allowed mass not yet looked at cannot move the
+  //                  nucleus's cut: the masked draw, bit for bit; else the
+  //                  masked logits.
   int32_t Sample(const float* logits, int64_t vocab, kernels::KernelBackend& backend,
                  TokenFilter& filter);
 
@@ -90,6 +93,19 @@ class Sampler {
   kernels::KernelBackend& Ops(kernels::KernelBackend& backend);
   // The candidates Sample draws from: idx_[0..n) with weights w_ (unnormalised), n returned.
   int64_t Distribution(const float* logits, int64_t vocab, kernels::KernelBackend& ops);
+  // ... for temperature alone: every id, in id order (no ranking needed).
+  int64_t WholeVocabulary(const float* logits, int64_t vocab);
+  // ... for top-p alone: the best ids, fetched in growing batches up to the cut.
+  int64_t Nucleus(const float* logits, int64_t vocab, kernels::KernelBackend& ops);
+  // A candidate's unnormalised weight at this temperature, max logit mx.
+  double Weight(float logit, double mx) const;
+  // Sets w_[0..) from val_[0..n) (descending) and returns the length of the
+  // first prefix holding top_p of z; 0 when the n do not reach it.
+  int64_t Cut(int64_t n, double z);
+  // Sample with a filter, top-p alone: the masked draw without the whole mask
+  // where the allowed ids near the top decide it; -1 where they cannot.
+  int32_t AllowedNucleus(const float* logits, int64_t vocab, kernels::KernelBackend& ops,
+                         TokenFilter& filter);
   // idx_/val_ = every id, in TopK's order.
   void RankAll(const float* logits, int64_t vocab);
   // The weights w_ of the k candidates idx_/val_ (descending) and how many top-p keeps.
@@ -108,7 +124,7 @@ class Sampler {
   std::vector<uint8_t> seen_mask_;  // by id
   std::vector<float> penalised_;
   std::vector<float> masked_;    // Sample with a filter: the masked logits
-  std::vector<int32_t> ranked_;  // ... the full ranking's first ids (top-k)
+  std::vector<int32_t> ranked_;  // ... the full ranking's first ids (top-k, top-p)
   std::vector<float> ranked_val_;
   std::shared_ptr<kernels::KernelBackend> host_ops_;  // for a device backend's logits
 };
