@@ -17,6 +17,7 @@
 #include "octet/base/npy.h"
 #include "octet/engine/generate.h"
 #include "octet/engine/model.h"
+#include "octet/kernels/backend.h"
 #include "octet/kernels/weight.h"
 #include "octet_test.h"
 
@@ -50,6 +51,18 @@ std::unique_ptr<Model> LoadOrDie(const std::string& dir, const std::string& back
   return std::move(*m);
 }
 
+// The backends the fixtures run on: auto (the best this CPU has), the scalar
+// reference, and AVX2 where the CPU has it, so that the AVX2 kernels (the
+// prefill GEMM and batched decode of CPUs without AVX-512) are checked on
+// AVX-512 machines too.
+std::vector<std::string> FixtureBackends() {
+  std::vector<std::string> out = {"auto", "scalar"};
+  for (const auto& b : kernels::ProbeBackends()) {
+    if (b.name == "avx2" && b.available) out.push_back(b.name);
+  }
+  return out;
+}
+
 const char* kModels[] = {"llama3-tiny",      "qwen2-tiny",          "qwen3-tiny",
                          "qwen3-tiny-nvfp4", "llama3-tiny-sharded", "qwen3-moe-tiny",
                          "glm4-moe-tiny",    "glm4-moe-tiny-nvfp4", "minicpm-tiny"};
@@ -65,8 +78,9 @@ class TestEngineFixtures : public QObject {
     QTest::addColumn<QString>("model");
     QTest::addColumn<QString>("backend");
     for (const char* m : kModels) {
-      for (const char* b : {"auto", "scalar"}) {
-        QTest::newRow((std::string(m) + "/" + b).c_str()) << QString(m) << QString(b);
+      for (const std::string& b : FixtureBackends()) {
+        QTest::newRow((std::string(m) + "/" + b).c_str())
+            << QString(m) << QString::fromStdString(b);
       }
     }
   }
@@ -157,8 +171,9 @@ class TestEngineFixtures : public QObject {
     QTest::addColumn<QString>("model");
     QTest::addColumn<QString>("backend");
     for (const char* m : kModels) {
-      for (const char* b : {"auto", "scalar"}) {
-        QTest::newRow((std::string(m) + "/" + b).c_str()) << QString(m) << QString(b);
+      for (const std::string& b : FixtureBackends()) {
+        QTest::newRow((std::string(m) + "/" + b).c_str())
+            << QString(m) << QString::fromStdString(b);
       }
     }
   }
@@ -189,16 +204,24 @@ class TestEngineFixtures : public QObject {
 
   void raggedBatch_data() {
     QTest::addColumn<QString>("model");
-    for (const char* m : kModels) QTest::newRow(m) << QString(m);
+    QTest::addColumn<QString>("backend");
+    for (const char* m : kModels) {
+      for (const std::string& b : FixtureBackends()) {
+        if (b == "scalar") continue;  // the same kernels at every batch size
+        QTest::newRow((std::string(m) + "/" + b).c_str())
+            << QString(m) << QString::fromStdString(b);
+      }
+    }
   }
   // Three sequences of one model share every step: one decodes token by token,
   // one prefills in uneven chunks, one starts late. Each must see exactly its
   // own reference logits.
   void raggedBatch() {
     QFETCH(QString, model);
+    QFETCH(QString, backend);
     const std::string dir = test::FixturesDir() + "/" + model.toStdString();
     Reference ref = LoadReference(dir);
-    auto m = LoadOrDie(dir);
+    auto m = LoadOrDie(dir, backend.toStdString());
     std::vector<int32_t> seq = ref.prompt;
     seq.insert(seq.end(), ref.generated.begin(), ref.generated.end() - 1);
     const int64_t T = static_cast<int64_t>(seq.size());
