@@ -641,11 +641,35 @@ void CpuBackend::AddRowVector(float* x, int64_t rows, int64_t n, int64_t stride,
 }
 
 void CpuBackend::Relu2(float* x, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) x[i] = x[i] > 0.0f ? x[i] * x[i] : 0.0f;
+  // Branch-free: the square's bits masked by the sign test (GCC turns a
+  // ternary back into a branch). The sign of an MLP activation is a coin toss,
+  // and the branchy loop mispredicted half of them (~5 us per 2048 elements,
+  // 6% of a 5-row nanochat verify step). NaN and -inf still give 0.
+  for (int64_t i = 0; i < n; ++i) {
+    const float square = x[i] * x[i];
+    uint32_t bits;
+    std::memcpy(&bits, &square, sizeof(bits));
+    bits &= 0u - static_cast<uint32_t>(x[i] > 0.0f);
+    std::memcpy(&x[i], &bits, sizeof(bits));
+  }
 }
 
 void CpuBackend::SoftCap(float* x, int64_t n, float cap) {
-  for (int64_t i = 0; i < n; ++i) x[i] = cap * std::tanh(x[i] / cap);
+  if (!isa_.soft_cap) {  // the scalar table: the reference
+    for (int64_t i = 0; i < n; ++i) x[i] = cap * std::tanh(x[i] / cap);
+    return;
+  }
+  // A decode step's few vocabulary rows take ~1 us each: no thread hand-off.
+  // Prefill logits of every row are spread; elements do not depend on the split.
+  constexpr int64_t kChunk = int64_t{1} << 16;
+  if (n <= kChunk) {
+    isa_.soft_cap(x, n, cap);
+    return;
+  }
+  pool_.ParallelFor(CeilDiv(n, kChunk), [&](int64_t t, int) {
+    const int64_t i0 = t * kChunk;
+    isa_.soft_cap(x + i0, std::min(kChunk, n - i0), cap);
+  });
 }
 
 void CpuBackend::Fill(float* x, int64_t n, float value) { std::fill(x, x + n, value); }

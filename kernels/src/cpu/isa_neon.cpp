@@ -466,14 +466,55 @@ void AttendF16(const float* q, int64_t q_stride, int64_t n_q, const uint16_t* k,
                          out_stride);
 }
 
+// tanh of 4 floats by the method of the AVX2 table's Tanh8 (isa_avx2.cpp:
+// within kVectorTanhMaxAbsError): the odd Taylor series below |x| = 0.5,
+// 1 - 2 / (exp(2|x|) + 1) with x's sign above (|x| clamped to 10; tanh rounds
+// to 1 from 9.011).
+static inline float32x4_t TanhNeonV(float32x4_t x) {
+  const float32x4_t ax = vabsq_f32(x);  // tanh(|x|), then x's sign (so -0 stays -0)
+  const float32x4_t x2 = vmulq_f32(ax, ax);
+  float32x4_t p = vdupq_n_f32(-929569.0f / 638512875.0f);
+  p = vfmaq_f32(vdupq_n_f32(21844.0f / 6081075.0f), p, x2);
+  p = vfmaq_f32(vdupq_n_f32(-1382.0f / 155925.0f), p, x2);
+  p = vfmaq_f32(vdupq_n_f32(62.0f / 2835.0f), p, x2);
+  p = vfmaq_f32(vdupq_n_f32(-17.0f / 315.0f), p, x2);
+  p = vfmaq_f32(vdupq_n_f32(2.0f / 15.0f), p, x2);
+  p = vfmaq_f32(vdupq_n_f32(-1.0f / 3.0f), p, x2);
+  const float32x4_t small = vfmaq_f32(ax, vmulq_f32(ax, x2), p);
+  // FMINNM gives 10 for a NaN |x|; the NaN comes from the small branch.
+  const float32x4_t axc = vminnmq_f32(ax, vdupq_n_f32(10.0f));
+  const float32x4_t e = ExpNeonV(vaddq_f32(axc, axc));
+  const float32x4_t one = vdupq_n_f32(1.0f);
+  const float32x4_t big = vsubq_f32(one, vdivq_f32(vdupq_n_f32(2.0f), vaddq_f32(e, one)));
+  const uint32x4_t use_big = vcgeq_f32(ax, vdupq_n_f32(0.5f));  // false for NaN
+  const float32x4_t t = vbslq_f32(use_big, big, small);
+  return vbslq_f32(vdupq_n_u32(0x80000000u), x, t);  // x's sign bit, t's others
+}
+
+void SoftCap(float* x, int64_t n, float cap) {
+  const float32x4_t inv = vdupq_n_f32(1.0f / cap), c = vdupq_n_f32(cap);
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4)
+    vst1q_f32(x + i, vmulq_f32(c, TanhNeonV(vmulq_f32(vld1q_f32(x + i), inv))));
+  if (i < n) {  // the tail through the same vector code
+    float t[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    for (int64_t j = i; j < n; ++j) t[j - i] = x[j];
+    vst1q_f32(t, vmulq_f32(c, TanhNeonV(vmulq_f32(vld1q_f32(t), inv))));
+    for (int64_t j = i; j < n; ++j) x[j] = t[j - i];
+  }
+}
+
 }  // namespace
 
 const IsaKernels& NeonKernels() {
-  static const IsaKernels k = {
-      "neon", DecodeRows, Gemv,    DotTile,    Dot,    Axpy,      Scale,
-      Add,    RmsNormRow, SiluMul, SoftmaxRow, Attend, AttendF16,
-  };
-
+  static const IsaKernels k = [] {
+    IsaKernels t = {
+        "neon", DecodeRows, Gemv,    DotTile,    Dot,    Axpy,      Scale,
+        Add,    RmsNormRow, SiluMul, SoftmaxRow, Attend, AttendF16,
+    };
+    t.soft_cap = SoftCap;
+    return t;
+  }();
   return k;
 }
 

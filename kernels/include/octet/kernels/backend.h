@@ -257,7 +257,9 @@ class KernelBackend {
   // x[i] = max(x[i], 0)^2 (nanochat's ReLU² MLP), in place.
   virtual void Relu2(float* x, int64_t n) = 0;
 
-  // x[i] = cap * tanh(x[i] / cap) (nanochat's logit soft-cap), in place.
+  // x[i] = cap * tanh(x[i] / cap) (nanochat's logit soft-cap), in place. The
+  // scalar backend calls std::tanh; the vector CPU backends keep tanh within
+  // 1e-7 of the exact value (so x within 1e-7 * cap plus rounding).
   virtual void SoftCap(float* x, int64_t n, float cap) = 0;
 
   // x[i] = value for n elements.
