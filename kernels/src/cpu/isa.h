@@ -138,16 +138,10 @@ const IsaKernels& Avx2Kernels();  // call only when the CPU has AVX2, FMA and F1
 // AVX-512) softmax_row and silu_mul use: less than 1 ulp from the exact value
 // for every float, +-inf and NaN included. Same CPU check as Avx2Kernels.
 void ExpAvx2(const float* x, int64_t n, float* out);
-// What gemm_packed does, in AVX2 FMAs over packed panels of 16 weight rows
-// (isa_avx2_gemm.cpp), for a BF16, F16, F32 or NVFP4 w, any m >= 1: y[i * ldy
-// + r - row0] (+)= out_scale * x_i . W[r, :] for r in [row0, row1), NVFP4
-// rows without their global scale (pass it as out_scale). The AVX2 table's
-// prefill GEMM, and its batched decode from kGemvGemmMinRows rows (isa_avx2.cpp).
-// Same CPU check as Avx2Kernels.
-void GemmAvx2(const WeightMatrix& w, int64_t row0, int64_t row1, const float* x, int64_t m,
-              int64_t ldx, float* y, int64_t ldy, bool accumulate, float out_scale);
-// Fills the prefill GEMM entries (gemm_packed ...) of an AVX2 table with
-// GemmAvx2 (gemm_packed_size 0: the activations are read in place).
+// Fills the prefill GEMM entries (gemm_packed ...) of an AVX2 table with a
+// packed f32-FMA GEMM of BF16 weights (NVFP4 through decode_nvfp4_bf16) that
+// reads the activations in place (gemm_packed_size 0; isa_avx2_gemm.cpp).
+// Batched decode stays on the table's gemv (that file says why).
 void AddAvx2GemmKernels(IsaKernels* t);
 // The AVX2 table with AVX-512 NVFP4 and batched-decode kernels; call only when
 // the CPU has AVX2 and AVX-512 F, BW, DQ, VL and VBMI.

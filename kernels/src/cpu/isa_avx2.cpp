@@ -437,11 +437,6 @@ int64_t GemvDenseShortRows(const WeightMatrix& w, int64_t row0, int64_t row1, co
   return r;
 }
 
-// From this many activation rows a decode batch goes to the packed GEMM
-// (GemmAvx2): each weight is widened once into a panel and used for every
-// row there, instead of once per pass of up to 4 rows.
-constexpr int64_t kGemvGemmMinRows = 5;
-
 // m = 3 or 4 activation rows: dense weights two rows at a time, each decoded
 // once (Gemv2DenseM4); NVFP4 in passes of two activation rows.
 void GemvBatch(const WeightMatrix& w, int64_t row0, int64_t row1, const float* x, int64_t m,
@@ -449,10 +444,6 @@ void GemvBatch(const WeightMatrix& w, int64_t row0, int64_t row1, const float* x
 
 void Gemv(const WeightMatrix& w, int64_t row0, int64_t row1, const float* x, int64_t m, int64_t ldx,
           float* y, int64_t ldy, bool accumulate) {
-  if (m >= kGemvGemmMinRows) {
-    const float scale = w.format == WeightFormat::kNvfp4 ? w.global_scale : 1.0f;
-    return GemmAvx2(w, row0, row1, x, m, ldx, y, ldy, accumulate, scale);
-  }
   if (m > 4) {  // passes of at most 4 activation rows
     Gemv(w, row0, row1, x, 4, ldx, y, ldy, accumulate);
     Gemv(w, row0, row1, x + 4 * ldx, m - 4, ldx, y + 4 * ldy, ldy, accumulate);

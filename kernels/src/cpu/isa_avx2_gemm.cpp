@@ -1,14 +1,21 @@
-// Prefill GEMM and batched decode of BF16, F32 and NVFP4 weights in AVX2 FMAs,
-// blocked and packed, for x86 CPUs with AVX2 but neither AVX-512 nor AMX (most
-// desk-side AMD and Intel machines; on an AVX-512 machine `--backend avx2`
-// runs it). The AVX2 sibling of isa_avx512_gemm.cpp. Compiled with
-// -mavx2 -mfma -mf16c; see isa.h for why nothing here may instantiate std::
-// templates.
+// Prefill GEMM of BF16 and F32 weights (NVFP4 through decode_nvfp4_bf16) in
+// AVX2 FMAs, blocked and packed, for x86 CPUs with AVX2 but neither AVX-512
+// nor AMX (most desk-side AMD and Intel machines; on an AVX-512 machine
+// `--backend avx2` runs it). The AVX2 sibling of isa_avx512_gemm.cpp.
+// Compiled with -mavx2 -mfma -mf16c; see isa.h for why nothing here may
+// instantiate std:: templates.
+//
+// Not for batched decode (up to 8 rows): there the weights stream from
+// memory once, and packing them before multiplying serialises the wait for
+// memory and the FMAs, which the register-decoding gemv kernels overlap.
+// Measured with 8 rows, BF16, 2 threads, CPU time: 52-54 ms against 40-42 ms
+// for two 4-row gemv passes over a 65536 x 1024 matrix; NVFP4 (packed
+// element by element) 2.4-3.5x slower in bench_gemv, 2 threads.
 //
 // Exact like the other kernels: activations stay f32 (no BF16 rounding), BF16
-// weights widen exactly, an NVFP4 weight is its E2M1 value times its E4M3
-// block scale (exact in f32) with the global scale applied to each finished
-// sum; only the summation order differs from the reference.
+// weights widen exactly (NVFP4 ones arrive as exact BF16 products of code and
+// block scale, the global scale going on the sums), products accumulate in
+// f32 FMAs; only the summation order differs from the reference.
 //
 // Layout: each task packs its weight rows, 16 at a time, into per-thread
 // panels of floats [k][16] (two vectors per depth step), all of the task's
@@ -39,9 +46,6 @@ constexpr int kMaxTileRows = 6;     // activation rows per micro-tile
 // (the AVX-512 kernel measured 4096 best). A panel part is then up to 256 KiB
 // and a 6-row activation tile 96 KiB, both in L2.
 constexpr int64_t kDepth = 4096;
-// Panels packed at once (CpuBackend sends tasks of up to 64 rows): up to
-// 8 x 16 x k floats, 1.5 MiB at k = 3072.
-constexpr int64_t kMaxPanels = 8;
 
 // A panel buffer per thread, grown as needed (never shrinks).
 struct PanelBuffer {
@@ -110,29 +114,8 @@ void PackEightBf16(const WeightMatrix& w, int64_t r0, int64_t n, float* out) {
   }
 }
 
-// Rows [r0, r0 + n) (n <= 16) of an NVFP4 w into out[c * 16 + j] = E2M1 x
-// E4M3 of W[r0 + j][c] (exact; the global scale is left for the sums).
-void PackNvfp4(const WeightMatrix& w, int64_t r0, int64_t n, float* out) {
-  const float* e4m3 = E4m3Table();
-  const int64_t k = w.cols;
-  for (int64_t j = 0; j < n; ++j) {
-    const uint8_t* row = static_cast<const uint8_t*>(w.data) + (r0 + j) * w.row_stride;
-    const uint8_t* sc = w.scales + (r0 + j) * w.scale_row_stride;
-    for (int64_t b = 0; b < k / kNvfp4BlockSize; ++b) {
-      const float s = e4m3[sc[b]];
-      float* o = out + b * kNvfp4BlockSize * kPanelCols + j;
-      for (int t = 0; t < 16; t += 2) {
-        const uint8_t byte = row[(b * kNvfp4BlockSize + t) / 2];
-        o[t * kPanelCols] = kE2m1Values[byte & 0xf] * s;
-        o[(t + 1) * kPanelCols] = kE2m1Values[byte >> 4] * s;
-      }
-    }
-  }
-}
-
-// Weight rows [r0, r0 + n) (n <= 16) of w (any format) into
-// panel[c * 16 + j] = W[r0 + j][c] (NVFP4 without its global scale), zero
-// past n rows.
+// Weight rows [r0, r0 + n) (n <= 16) of w (BF16 or F32) into
+// panel[c * 16 + j] = W[r0 + j][c], zero past n rows.
 void PackPanel(const WeightMatrix& w, int64_t r0, int64_t n, float* panel) {
   const int64_t k = w.cols;
   if (w.format == WeightFormat::kBF16) {
@@ -144,21 +127,9 @@ void PackPanel(const WeightMatrix& w, int64_t r0, int64_t n, float* panel) {
     for (int64_t c = 0; c < k; ++c)
       std::memset(panel + c * kPanelCols + n, 0, (kPanelCols - n) * 4);
   }
-  if (w.format == WeightFormat::kNvfp4) {
-    PackNvfp4(w, r0, n, panel);
-    return;
-  }
-  for (int64_t j = 0; j < n; ++j) {
+  for (int64_t j = 0; j < n; ++j) {  // F32
     const uint8_t* row = static_cast<const uint8_t*>(w.data) + (r0 + j) * w.row_stride;
-    if (w.format == WeightFormat::kF16) {
-      for (int64_t c = 0; c < k; ++c) {
-        uint16_t h;
-        std::memcpy(&h, row + c * 2, 2);
-        panel[c * kPanelCols + j] = _cvtsh_ss(h);
-      }
-    } else {  // F32
-      for (int64_t c = 0; c < k; ++c) std::memcpy(panel + c * kPanelCols + j, row + c * 4, 4);
-    }
+    for (int64_t c = 0; c < k; ++c) std::memcpy(panel + c * kPanelCols + j, row + c * 4, 4);
   }
 }
 
@@ -231,11 +202,35 @@ constexpr MicroFn kMicro[kMaxTileRows + 1] = {
 int64_t GemmPackedSize(int64_t, int64_t) { return 0; }
 void PackGemmActivations(const float*, int64_t, int64_t, int64_t, uint16_t*) {}
 
-// isa.h's gemm_packed (`packed` unused).
+// y[i * ldy + r - row0] (+)= out_scale * x_i . W[r, :] for i < m, r in
+// [row0, row1) (isa.h's gemm_packed; `packed` unused). All of the task's
+// panels are packed first (CpuBackend sends up to 64 rows: 768 KiB of
+// panels at k = 3072, in L2), then each activation tile goes through all of
+// them, so its rows come from memory once per depth block.
 void GemmPacked(const WeightMatrix& w, int64_t row0, int64_t row1, const uint16_t* /*packed*/,
                 const float* x, int64_t m, int64_t ldx, float* y, int64_t ldy, bool accumulate,
                 float out_scale) {
-  GemmAvx2(w, row0, row1, x, m, ldx, y, ldy, accumulate, out_scale);
+  const int64_t k = w.cols;
+  const int64_t n_panels = (row1 - row0 + kPanelCols - 1) / kPanelCols;
+  float* panel = tls_panel.Get(n_panels * k * kPanelCols);
+  if (!panel) std::abort();  // no memory for the task's rows of weights
+  for (int64_t p = 0; p < n_panels; ++p) {
+    const int64_t n0 = row0 + p * kPanelCols;
+    PackPanel(w, n0, row1 - n0 < kPanelCols ? row1 - n0 : kPanelCols, panel + p * k * kPanelCols);
+  }
+  for (int64_t d0 = 0; d0 < k; d0 += kDepth) {
+    const int64_t kc = k - d0 < kDepth ? k - d0 : kDepth;
+    const bool add = accumulate || d0 > 0;
+    for (int64_t i = 0; i < m; i += kMaxTileRows) {
+      const int mr = static_cast<int>(m - i < kMaxTileRows ? m - i : kMaxTileRows);
+      for (int64_t p = 0; p < n_panels; ++p) {
+        const int64_t n0 = row0 + p * kPanelCols;
+        const int ncols = static_cast<int>(row1 - n0 < kPanelCols ? row1 - n0 : kPanelCols);
+        kMicro[mr](x + i * ldx + d0, ldx, panel + p * k * kPanelCols + d0 * kPanelCols, kc,
+                   y + i * ldy + p * kPanelCols, ldy, ncols, add, out_scale);
+      }
+    }
+  }
 }
 
 // Rows [row0, row0 + nrows) of an NVFP4 w as BF16 E2M1 x E4M3 products
@@ -265,37 +260,6 @@ void DecodeNvfp4Bf16(const WeightMatrix& w, int64_t row0, int64_t nrows, uint16_
 }
 
 }  // namespace
-
-void GemmAvx2(const WeightMatrix& w, int64_t row0, int64_t row1, const float* x, int64_t m,
-              int64_t ldx, float* y, int64_t ldy, bool accumulate, float out_scale) {
-  const int64_t k = w.cols;
-  const int64_t task_panels = (row1 - row0 + kPanelCols - 1) / kPanelCols;
-  float* panel =
-      tls_panel.Get((task_panels < kMaxPanels ? task_panels : kMaxPanels) * k * kPanelCols);
-  if (!panel) std::abort();  // no memory for the task's rows of weights
-  for (int64_t g0 = row0; g0 < row1; g0 += kMaxPanels * kPanelCols) {
-    const int64_t g1 = row1 - g0 < kMaxPanels * kPanelCols ? row1 : g0 + kMaxPanels * kPanelCols;
-    const int64_t n_panels = (g1 - g0 + kPanelCols - 1) / kPanelCols;
-    for (int64_t p = 0; p < n_panels; ++p) {
-      const int64_t n0 = g0 + p * kPanelCols;
-      PackPanel(w, n0, g1 - n0 < kPanelCols ? g1 - n0 : kPanelCols, panel + p * k * kPanelCols);
-    }
-    float* yg = y + (g0 - row0);
-    for (int64_t d0 = 0; d0 < k; d0 += kDepth) {
-      const int64_t kc = k - d0 < kDepth ? k - d0 : kDepth;
-      const bool add = accumulate || d0 > 0;
-      for (int64_t i = 0; i < m; i += kMaxTileRows) {
-        const int mr = static_cast<int>(m - i < kMaxTileRows ? m - i : kMaxTileRows);
-        for (int64_t p = 0; p < n_panels; ++p) {
-          const int64_t n0 = g0 + p * kPanelCols;
-          const int ncols = static_cast<int>(g1 - n0 < kPanelCols ? g1 - n0 : kPanelCols);
-          kMicro[mr](x + i * ldx + d0, ldx, panel + p * k * kPanelCols + d0 * kPanelCols, kc,
-                     yg + i * ldy + p * kPanelCols, ldy, ncols, add, out_scale);
-        }
-      }
-    }
-  }
-}
 
 void AddAvx2GemmKernels(IsaKernels* t) {
   t->gemm_packed_size = GemmPackedSize;
