@@ -47,7 +47,7 @@ ThreadPool::ThreadPool(int num_threads) {
 
 ThreadPool::~ThreadPool() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     stop_.store(true);
     generation_.fetch_add(1);
   }
@@ -83,7 +83,7 @@ void ThreadPool::RunTasks(int thread) {
   if (done_.fetch_add(ran, std::memory_order_seq_cst) + ran ==
           n_tasks_.load(std::memory_order_relaxed) &&
       caller_waiting_.load(std::memory_order_seq_cst)) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     done_cv_.notify_all();
   }
 }
@@ -98,8 +98,8 @@ void ThreadPool::WorkerLoop(int thread) {
       gen = generation_.load(std::memory_order_acquire);
     }
     if (gen == seen) {
-      std::unique_lock<std::mutex> lock(mu_);
-      wake_.wait(lock, [&] { return generation_.load(std::memory_order_acquire) != seen; });
+      MutexLock lock(mu_);
+      lock.Wait(wake_, [&] { return generation_.load(std::memory_order_acquire) != seen; });
       gen = generation_.load(std::memory_order_acquire);
     }
     seen = gen;
@@ -114,7 +114,7 @@ void ThreadPool::ParallelFor(int64_t n_tasks, const TaskFn& fn) {
     for (int64_t t = 0; t < n_tasks; ++t) fn(t, 0);
     return;
   }
-  std::lock_guard<std::mutex> run_lock(run_mutex_);
+  MutexLock run_lock(run_mutex_);
   // Close the finished job before touching fn_/n_tasks_: a worker that read
   // a cursor's old state (j, i) and then this job's larger n_tasks_ would
   // otherwise claim (j, i) -> (j, i+1) and run this job's task i a second
@@ -134,7 +134,7 @@ void ThreadPool::ParallelFor(int64_t n_tasks, const TaskFn& fn) {
     cursors_[t].state.store((static_cast<uint64_t>(job_) << 32) | begin, std::memory_order_release);
   }
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     generation_.fetch_add(1, std::memory_order_release);
   }
   wake_.notify_all();
@@ -145,9 +145,9 @@ void ThreadPool::ParallelFor(int64_t n_tasks, const TaskFn& fn) {
     CpuRelax();
   }
   // A thread still running a task was probably descheduled: sleep.
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   caller_waiting_.store(true, std::memory_order_seq_cst);
-  done_cv_.wait(lock, [&] { return done_.load(std::memory_order_seq_cst) == n_tasks; });
+  lock.Wait(done_cv_, [&] { return done_.load(std::memory_order_seq_cst) == n_tasks; });
   caller_waiting_.store(false, std::memory_order_relaxed);
 }
 

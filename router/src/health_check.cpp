@@ -14,6 +14,10 @@
 
 namespace octet::router {
 
+// A round every kRoundMs of the router's clock; each replica's own interval
+// decides whether the round checks it.
+constexpr int64_t kRoundMs = 50;
+
 void RouterCore::CheckReplica(const std::shared_ptr<ReplicaState>& replica, const PoolSpec& spec) {
   const auto& hc = spec.health_check;
   httplib::Client cli(replica->parsed().origin());
@@ -25,7 +29,7 @@ void RouterCore::CheckReplica(const std::shared_ptr<ReplicaState>& replica, cons
   if (!replica->api_key().empty()) headers.emplace("Authorization", "Bearer " + replica->api_key());
   auto res = cli.Get(replica->parsed().prefix + hc.path, headers);
   const bool ok = res && res->status >= 200 && res->status < 300;
-  std::lock_guard<std::mutex> lock(replica->mu);
+  MutexLock lock(replica->mu);
   if (ok) {
     replica->check_failures = 0;
     ++replica->check_successes;
@@ -68,9 +72,10 @@ void RouterCore::CheckHealthNow() {
 void RouterCore::HealthLoop() {
   while (true) {
     {
-      std::unique_lock<std::mutex> lock(health_mu_);
-      health_cv_.wait_for(lock, std::chrono::milliseconds(50), [this] { return stop_; });
-      if (stop_) return;
+      MutexLock lock(health_mu_);
+      if (clock_.WaitForMs(lock, health_cv_, kRoundMs,
+                           [this]() REQUIRES(health_mu_) { return stop_; }))
+        return;
     }
     CheckHealthNow();
   }

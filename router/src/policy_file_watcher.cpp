@@ -4,12 +4,12 @@
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
-#include <mutex>
 #include <string>
 #include <thread>
 
 #include "octet/base/file_util.h"
 #include "octet/base/log.h"
+#include "octet/base/thread_annotations.h"
 #include "octet/router/router.h"
 
 namespace octet::router {
@@ -19,11 +19,11 @@ struct PolicyFileWatcher::State {
   std::string path;
   int64_t interval_ms;
   Callback on_result;
-  std::string last_text;  // guarded by check_mu
-  std::mutex check_mu;
-  std::mutex mu;
-  std::condition_variable cv;
-  bool stop = false;  // guarded by mu
+  Mutex check_mu;  // one CheckNow at a time
+  std::string last_text GUARDED_BY(check_mu);
+  Mutex mu;
+  std::condition_variable cv;  // stop set
+  bool stop GUARDED_BY(mu) = false;
   std::thread thread;
 };
 
@@ -34,14 +34,17 @@ PolicyFileWatcher::PolicyFileWatcher(Router* router, std::string path, int64_t i
   state_->path = std::move(path);
   state_->interval_ms = std::max<int64_t>(interval_ms, 10);
   state_->on_result = std::move(on_result);
-  if (auto p = router->policy()) state_->last_text = p->source_text;
+  if (auto p = router->policy()) {
+    MutexLock lock(state_->check_mu);  // no thread yet: for the analysis
+    state_->last_text = p->source_text;
+  }
   state_->thread = std::thread([this] {
     while (true) {
       {
-        std::unique_lock<std::mutex> lock(state_->mu);
-        state_->cv.wait_for(lock, std::chrono::milliseconds(state_->interval_ms),
-                            [this] { return state_->stop; });
-        if (state_->stop) return;
+        MutexLock lock(state_->mu);
+        if (lock.WaitFor(state_->cv, std::chrono::milliseconds(state_->interval_ms),
+                         [this]() REQUIRES(state_->mu) { return state_->stop; }))
+          return;
       }
       CheckNow();
     }
@@ -50,7 +53,7 @@ PolicyFileWatcher::PolicyFileWatcher(Router* router, std::string path, int64_t i
 
 PolicyFileWatcher::~PolicyFileWatcher() {
   {
-    std::lock_guard<std::mutex> lock(state_->mu);
+    MutexLock lock(state_->mu);
     state_->stop = true;
   }
   state_->cv.notify_all();
@@ -58,7 +61,7 @@ PolicyFileWatcher::~PolicyFileWatcher() {
 }
 
 void PolicyFileWatcher::CheckNow() {
-  std::lock_guard<std::mutex> lock(state_->check_mu);
+  MutexLock lock(state_->check_mu);
   auto text = ReadFileToString(state_->path);
   if (!text.ok() || *text == state_->last_text) return;  // a missing file is a rename in progress
   state_->last_text = *text;

@@ -18,7 +18,7 @@ std::unique_ptr<httplib::Client> ReplicaState::AcquireClient(const TimeoutSpec& 
   std::unique_ptr<httplib::Client> c;
   std::vector<std::unique_ptr<httplib::Client>> stale;  // closed outside the lock
   {
-    std::lock_guard<std::mutex> lock(conn_mu_);
+    MutexLock lock(conn_mu_);
     const int64_t now = NowNs();
     while (!idle_.empty()) {
       IdleClient ic = std::move(idle_.back());
@@ -48,7 +48,7 @@ std::unique_ptr<httplib::Client> ReplicaState::AcquireClient(const TimeoutSpec& 
 }
 
 void ReplicaState::ReleaseClient(std::unique_ptr<httplib::Client> client) {
-  std::lock_guard<std::mutex> lock(conn_mu_);
+  MutexLock lock(conn_mu_);
   if (idle_.size() < kMaxIdleClients) idle_.push_back(IdleClient{std::move(client), NowNs()});
 }
 
@@ -56,7 +56,7 @@ std::unique_ptr<UpstreamConn> ReplicaState::AcquireConn() {
   std::vector<std::unique_ptr<UpstreamConn>> stale;  // closed outside the lock
   std::unique_ptr<UpstreamConn> c;
   {
-    std::lock_guard<std::mutex> lock(conn_mu_);
+    MutexLock lock(conn_mu_);
     const int64_t now = NowNs();
     while (!idle_conns_.empty()) {
       IdleConn ic = std::move(idle_conns_.back());
@@ -78,7 +78,7 @@ std::unique_ptr<UpstreamConn> ReplicaState::AcquireConn() {
 }
 
 void ReplicaState::ReleaseConn(std::unique_ptr<UpstreamConn> conn) {
-  std::lock_guard<std::mutex> lock(conn_mu_);
+  MutexLock lock(conn_mu_);
   if (idle_conns_.size() < kMaxIdleClients)
     idle_conns_.push_back(IdleConn{std::move(conn), NowNs()});
 }

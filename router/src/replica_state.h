@@ -8,10 +8,10 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
+#include "octet/base/thread_annotations.h"
 #include "octet/router/policy.h"
 #include "replica_url.h"
 #include "upstream_conn.h"
@@ -35,13 +35,13 @@ class ReplicaState {
   }
 
   // A keep-alive client from the idle list, or a new one; configured with `t`.
-  std::unique_ptr<httplib::Client> AcquireClient(const TimeoutSpec& t);
+  std::unique_ptr<httplib::Client> AcquireClient(const TimeoutSpec& t) EXCLUDES(conn_mu_);
   // Returns a client whose last exchange completed cleanly.
-  void ReleaseClient(std::unique_ptr<httplib::Client> client);
+  void ReleaseClient(std::unique_ptr<httplib::Client> client) EXCLUDES(conn_mu_);
   // The same for the gateway's streaming connections (plain http only): an idle
   // keep-alive connection that is still open, or nullptr (the caller connects).
-  std::unique_ptr<UpstreamConn> AcquireConn();
-  void ReleaseConn(std::unique_ptr<UpstreamConn> conn);
+  std::unique_ptr<UpstreamConn> AcquireConn() EXCLUDES(conn_mu_);
+  void ReleaseConn(std::unique_ptr<UpstreamConn> conn) EXCLUDES(conn_mu_);
 
   std::atomic<int> in_flight{0};
   std::atomic<uint64_t> requests{0};
@@ -50,12 +50,14 @@ class ReplicaState {
   std::atomic<int64_t> ejected_until_ms{0};
   std::atomic<int64_t> next_check_ms{0};
 
-  std::mutex mu;  // guards the fields below
-  int consecutive_failures = 0;
-  int ejection_count = 0;
-  int64_t returned_at_ms = 0;  // when the last ejection ended (for multiplier decay)
-  int check_failures = 0;
-  int check_successes = 0;
+  // Outlier ejection (RouterCore::ReportFailure/ReportSuccess) and active
+  // health checks (health_check.cpp) count under mu.
+  Mutex mu;
+  int consecutive_failures GUARDED_BY(mu) = 0;
+  int ejection_count GUARDED_BY(mu) = 0;
+  int64_t returned_at_ms GUARDED_BY(mu) = 0;  // when the last ejection ended (multiplier decay)
+  int check_failures GUARDED_BY(mu) = 0;
+  int check_successes GUARDED_BY(mu) = 0;
 
  private:
   const std::string pool_, url_;
@@ -71,13 +73,13 @@ class ReplicaState {
     std::unique_ptr<httplib::Client> client;
     int64_t since_ns;
   };
-  std::mutex conn_mu_;
-  std::vector<IdleClient> idle_;  // guarded by conn_mu_
+  Mutex conn_mu_;
+  std::vector<IdleClient> idle_ GUARDED_BY(conn_mu_);
   struct IdleConn {
     std::unique_ptr<UpstreamConn> conn;
     int64_t since_ns;
   };
-  std::vector<IdleConn> idle_conns_;  // guarded by conn_mu_
+  std::vector<IdleConn> idle_conns_ GUARDED_BY(conn_mu_);
 };
 
 }  // namespace octet::router

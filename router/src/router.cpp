@@ -183,26 +183,22 @@ std::string SessionKeyOf(const StickinessSpec& s, const json& request,
 
 // ---- RouterCore ---------------------------------------------------------------
 
-RouterCore::RouterCore(RouterOptions options) : options_(std::move(options)) {
-  if (!options_.now_ms) {
-    options_.now_ms = [] { return NowNs() / 1'000'000; };
-  }
+RouterCore::RouterCore(RouterOptions options)
+    : options_(std::move(options)), clock_(options_.clock ? *options_.clock : Clock::Real()) {
   if (options_.active_health_checks) health_thread_ = std::thread([this] { HealthLoop(); });
 }
 
 RouterCore::~RouterCore() {
   {
-    std::lock_guard<std::mutex> lock(health_mu_);
+    MutexLock lock(health_mu_);
     stop_ = true;
   }
   health_cv_.notify_all();
   if (health_thread_.joinable()) health_thread_.join();
 }
 
-int64_t RouterCore::NowMs() const { return options_.now_ms(); }
-
 std::shared_ptr<const PolicyRuntime> RouterCore::Snapshot() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return runtime_;
 }
 
@@ -214,11 +210,11 @@ Status RouterCore::Apply(std::shared_ptr<const RoutingPolicy> policy) {
     std::string url, key;
     ReplicaUrl parsed;
   };
-  std::lock_guard<std::mutex> applying(apply_mu_);
+  MutexLock applying(apply_mu_);
   std::vector<std::vector<Resolved>> resolved(policy->pools.size());
   std::map<std::string, std::vector<std::string>> instances;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     instances = instances_;
   }
   for (size_t i = 0; i < policy->pools.size(); ++i) {
@@ -266,7 +262,7 @@ Status RouterCore::Apply(std::shared_ptr<const RoutingPolicy> policy) {
 
   auto rt = std::make_shared<PolicyRuntime>();
   rt->policy = policy;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   std::map<std::string, std::shared_ptr<ReplicaState>> replicas;
   for (size_t i = 0; i < policy->pools.size(); ++i) {
     const auto& spec = policy->pools[i];
@@ -636,7 +632,7 @@ bool RouterCore::Escalate(RoutedRequest& rr) {
 }
 
 void RouterCore::ReportSuccess(ReplicaState* replica, const PoolSpec& spec) {
-  std::lock_guard<std::mutex> lock(replica->mu);
+  MutexLock lock(replica->mu);
   replica->consecutive_failures = 0;
   // The ejection multiplier decays once the replica has stayed good for a
   // base ejection time after returning.
@@ -654,7 +650,7 @@ void RouterCore::ReportFailure(ReplicaState* replica, const PoolRuntime& pool,
   if (failure == FailureKind::kStatus429) return;  // busy, not broken
   const auto& oe = pool.spec->outlier_ejection;
   const int64_t now = NowMs();
-  std::lock_guard<std::mutex> lock(replica->mu);
+  MutexLock lock(replica->mu);
   if (now < replica->ejected_until_ms.load()) return;  // already out
   if (++replica->consecutive_failures < oe.consecutive_failures) return;
   // Respect max_ejected_percent, but one replica may always be ejected.
@@ -751,7 +747,7 @@ Status RouterCore::SetInstances(const std::map<std::string, std::vector<std::str
   }
   std::shared_ptr<const RoutingPolicy> policy;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     for (const auto& [name, urls] : endpoints) instances_[name] = urls;
     if (runtime_) policy = runtime_->policy;
   }
@@ -759,7 +755,7 @@ Status RouterCore::SetInstances(const std::map<std::string, std::vector<std::str
 }
 
 std::map<std::string, std::vector<std::string>> RouterCore::Instances() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return instances_;
 }
 

@@ -13,14 +13,15 @@
 #include <list>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <unordered_map>
 #include <vector>
 
 #include "latency_histogram.h"
+#include "octet/base/clock.h"
 #include "octet/base/prom_metrics.h"
+#include "octet/base/thread_annotations.h"
 #include "octet/router/policy.h"
 #include "octet/router/request_features.h"
 #include "octet/router/router.h"
@@ -127,12 +128,13 @@ class RouterCore {
   explicit RouterCore(RouterOptions options);
   ~RouterCore();
 
-  Status Apply(std::shared_ptr<const RoutingPolicy> policy);
+  Status Apply(std::shared_ptr<const RoutingPolicy> policy) EXCLUDES(mu_, apply_mu_);
   // `instance:` pools' endpoints (see Router::SetInstanceEndpoints).
-  Status SetInstances(const std::map<std::string, std::vector<std::string>>& endpoints);
-  std::map<std::string, std::vector<std::string>> Instances() const;
-  std::shared_ptr<const PolicyRuntime> Snapshot() const;
-  int64_t NowMs() const;
+  Status SetInstances(const std::map<std::string, std::vector<std::string>>& endpoints)
+      EXCLUDES(mu_);
+  std::map<std::string, std::vector<std::string>> Instances() const EXCLUDES(mu_);
+  std::shared_ptr<const PolicyRuntime> Snapshot() const EXCLUDES(mu_);
+  int64_t NowMs() const { return clock_.NowMs(); }
 
   // The decision for a request under `rt` (no lease, no pin written).
   // `route_out`/`pool_out` receive the chosen route and pool.
@@ -154,8 +156,9 @@ class RouterCore {
   // Moves the request to its route's escalation pool; false when there is none.
   bool Escalate(RoutedRequest& rr);
 
-  void ReportSuccess(ReplicaState* replica, const PoolSpec& spec);
-  void ReportFailure(ReplicaState* replica, const PoolRuntime& pool, FailureKind failure);
+  void ReportSuccess(ReplicaState* replica, const PoolSpec& spec) EXCLUDES(replica->mu);
+  void ReportFailure(ReplicaState* replica, const PoolRuntime& pool, FailureKind failure)
+      EXCLUDES(replica->mu);
 
   // Counters.
   void RecordOverhead(int64_t ns) { overhead_.Record(ns); }
@@ -184,18 +187,21 @@ class RouterCore {
                                 const std::vector<const PoolRuntime*>& skip, bool* saturated) const;
   // Records the replica pin and, when `session_level`, the session's pool pin.
   void PinSession(RoutedRequest& rr, bool session_level);
-  void HealthLoop();
-  void CheckReplica(const std::shared_ptr<ReplicaState>& replica, const PoolSpec& spec);
+  void HealthLoop() EXCLUDES(health_mu_);
+  void CheckReplica(const std::shared_ptr<ReplicaState>& replica, const PoolSpec& spec)
+      EXCLUDES(replica->mu);
 
   RouterOptions options_;
-  mutable std::mutex mu_;  // guards runtime_, counters maps, generation_
-  std::shared_ptr<const PolicyRuntime> runtime_;
-  uint64_t generation_ = 0;
-  std::map<std::string, std::shared_ptr<ReplicaState>> replicas_;  // "pool\x1furl"
-  std::map<std::string, std::vector<std::string>> instances_;      // guarded by mu_
-  std::mutex apply_mu_;  // one Apply at a time (instances_ read, then installed)
-  std::map<std::string, std::shared_ptr<PoolCounters>> pool_counters_;
-  std::map<std::string, std::shared_ptr<RouteCounters>> route_counters_;
+  Clock& clock_;  // options_.clock or the real one
+  // One Apply at a time (instances_ read, then the runtime installed); taken before mu_.
+  Mutex apply_mu_ ACQUIRED_BEFORE(mu_);
+  mutable Mutex mu_;
+  std::shared_ptr<const PolicyRuntime> runtime_ GUARDED_BY(mu_);
+  uint64_t generation_ GUARDED_BY(mu_) = 0;
+  std::map<std::string, std::shared_ptr<ReplicaState>> replicas_ GUARDED_BY(mu_);  // "pool\x1furl"
+  std::map<std::string, std::vector<std::string>> instances_ GUARDED_BY(mu_);
+  std::map<std::string, std::shared_ptr<PoolCounters>> pool_counters_ GUARDED_BY(mu_);
+  std::map<std::string, std::shared_ptr<RouteCounters>> route_counters_ GUARDED_BY(mu_);
 
   SessionPins pins_;
   LatencyHistogram overhead_{prom::FastBuckets()};
@@ -203,9 +209,9 @@ class RouterCore {
   std::atomic<uint64_t> bad_requests_{0};
   std::atomic<uint64_t> unrouted_{0};
 
-  std::mutex health_mu_;
-  std::condition_variable health_cv_;
-  bool stop_ = false;  // guarded by health_mu_
+  Mutex health_mu_;
+  std::condition_variable health_cv_;  // stop_ set
+  bool stop_ GUARDED_BY(health_mu_) = false;
   std::thread health_thread_;
 };
 

@@ -3,7 +3,7 @@
 namespace octet::router {
 
 bool SessionPins::Lookup(const std::string& key, int64_t now_ms, int64_t ttl_ms, Pin* out) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto it = entries_.find(key);
   if (it == entries_.end()) return false;
   if (now_ms - it->second.last_used_ms > ttl_ms) {
@@ -16,7 +16,7 @@ bool SessionPins::Lookup(const std::string& key, int64_t now_ms, int64_t ttl_ms,
 }
 
 void SessionPins::Set(const std::string& key, Pin pin, int64_t now_ms, size_t max_entries) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto it = entries_.find(key);
   if (it != entries_.end()) {
     lru_.erase(it->second.lru);
@@ -35,7 +35,7 @@ void SessionPins::Set(const std::string& key, Pin pin, int64_t now_ms, size_t ma
 }
 
 size_t SessionPins::size() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return entries_.size();
 }
 

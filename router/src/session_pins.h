@@ -5,9 +5,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <list>
-#include <mutex>
 #include <string>
 #include <unordered_map>
+
+#include "octet/base/thread_annotations.h"
 
 namespace octet::router {
 
@@ -21,9 +22,11 @@ class SessionPins {
     std::string replica;  // replica pin: the replica URL
     bool escalated = false;
   };
-  bool Lookup(const std::string& key, int64_t now_ms, int64_t ttl_ms, Pin* out) const;
-  void Set(const std::string& key, Pin pin, int64_t now_ms, size_t max_entries);
-  size_t size() const;
+  // A pin unused for more than ttl_ms (on the caller's clock) has expired: false.
+  bool Lookup(const std::string& key, int64_t now_ms, int64_t ttl_ms, Pin* out) const EXCLUDES(mu_);
+  // Evicts the least recently used pins beyond max_entries.
+  void Set(const std::string& key, Pin pin, int64_t now_ms, size_t max_entries) EXCLUDES(mu_);
+  size_t size() const EXCLUDES(mu_);
 
  private:
   struct Entry {
@@ -31,9 +34,10 @@ class SessionPins {
     int64_t last_used_ms;
     std::list<std::string>::iterator lru;
   };
-  mutable std::mutex mu_;
-  mutable std::list<std::string> lru_;                      // most recent first; guarded by mu_
-  mutable std::unordered_map<std::string, Entry> entries_;  // guarded by mu_
+  // Lookup drops an expired pin, so the state is mutable.
+  mutable Mutex mu_;
+  mutable std::list<std::string> lru_ GUARDED_BY(mu_);  // most recent first
+  mutable std::unordered_map<std::string, Entry> entries_ GUARDED_BY(mu_);
 };
 
 }  // namespace octet::router

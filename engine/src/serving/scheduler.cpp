@@ -92,22 +92,22 @@ RequestStream::RequestStream(uint64_t id, int64_t prompt_tokens, int64_t submitt
 }
 
 void RequestStream::MarkAdmitted(int64_t now_ns) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   timing_.admitted_ns = now_ns;
 }
 
 double RequestStream::ttft_ms() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return timing_.ttft_ms();
 }
 
 bool RequestStream::Next(Deadline deadline, RequestUpdate* u) {
-  std::unique_lock<std::mutex> lock(mu_);
-  auto ready = [&] { return !pending_.empty() || done_; };
+  MutexLock lock(mu_);
+  auto ready = [&]() REQUIRES(mu_) { return !pending_.empty() || done_; };
   if (!ready()) {
     if (deadline.is_never()) {
-      cv_.wait(lock, ready);
-    } else if (!cv_.wait_until(lock, deadline.at(), ready)) {
+      lock.Wait(cv_, ready);
+    } else if (!lock.WaitUntil(cv_, deadline.at(), ready)) {
       return false;
     }
   }
@@ -125,20 +125,20 @@ bool RequestStream::Next(Deadline deadline, RequestUpdate* u) {
 }
 
 void RequestStream::SetNotify(std::function<void()> notify) {
-  bool fire = false;
+  std::function<void()> fire;  // called outside the lock, as Push does
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     notify_ = std::move(notify);
-    fire = !pending_.empty() || done_;
+    if (!pending_.empty() || done_) fire = notify_;
   }
-  if (fire && notify_) notify_();
+  if (fire) fire();
 }
 
 void RequestStream::Push(const std::vector<int32_t>& ids, std::vector<TokenLogprob>* logprobs,
                          int64_t drafted, int64_t accepted, int64_t now_ns) {
   std::function<void()> notify;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     pending_.insert(pending_.end(), ids.begin(), ids.end());
     if (logprobs) {
       for (TokenLogprob& t : *logprobs) pending_logprobs_.push_back(std::move(t));
@@ -157,7 +157,7 @@ void RequestStream::Push(const std::vector<int32_t>& ids, std::vector<TokenLogpr
 void RequestStream::Finish(std::string reason, Status error) {
   std::function<void()> notify;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (done_) return;
     done_ = true;
     finish_reason_ = std::move(reason);
@@ -206,7 +206,7 @@ struct Scheduler::Active {
 };
 
 Scheduler::Scheduler(ModelRunner& runner, SchedulerOptions options)
-    : runner_(runner), options_(options) {}
+    : runner_(runner), options_(options), clock_(options.clock ? *options.clock : Clock::Real()) {}
 
 Scheduler::~Scheduler() { Stop(CancelledError("the server is shutting down")); }
 
@@ -227,7 +227,7 @@ Status Scheduler::Start() {
   }
   OCTET_RETURN_IF_ERROR(runner_.ResetCache(options_.num_slots, options_.context, options_.kv_dtype));
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     metrics_.num_slots = options_.num_slots;
     metrics_.context = options_.context;
     metrics_.kv_cache_bytes = runner_.cache_bytes();
@@ -274,7 +274,7 @@ Result<std::vector<std::shared_ptr<RequestStream>>> Scheduler::SubmitN(Generatio
                            ") is " + std::to_string(need) + " tokens, more than the context of " +
                            std::to_string(options_.context));
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (!health_.ok()) return UnavailableError("the model instance failed: " + health_.message());
   if (stop_ || !started_) return UnavailableError("the server is not accepting requests");
   if (incoming_.size() + static_cast<size_t>(metrics_.queued) + static_cast<size_t>(n) >
@@ -283,7 +283,7 @@ Result<std::vector<std::shared_ptr<RequestStream>>> Scheduler::SubmitN(Generatio
                                   std::to_string(options_.max_queue) + " waiting)");
   }
   const uint64_t group = n > 1 ? next_group_++ : 0;
-  const int64_t now = NowNs();
+  const int64_t now = clock_.NowNs();
   std::vector<std::shared_ptr<RequestStream>> streams;
   for (int i = 0; i < n; ++i) {
     auto stream =
@@ -301,7 +301,7 @@ Result<std::vector<std::shared_ptr<RequestStream>>> Scheduler::SubmitN(Generatio
 
 void Scheduler::Stop(const Status& reason) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (!stop_) {
       stop_ = true;
       stop_reason_ = reason.ok() ? CancelledError("the server is shutting down") : reason;
@@ -313,7 +313,7 @@ void Scheduler::Stop(const Status& reason) {
   std::deque<Incoming> left;
   Status why;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     left.swap(incoming_);
     why = health_.ok() ? stop_reason_ : health_;
   }
@@ -321,12 +321,12 @@ void Scheduler::Stop(const Status& reason) {
 }
 
 Status Scheduler::health() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return health_;
 }
 
 SchedulerMetrics Scheduler::Metrics() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   SchedulerMetrics m = metrics_;
   m.queued += static_cast<int>(incoming_.size());
   if (window_.size() >= 2) {
@@ -392,15 +392,15 @@ void Scheduler::Loop() {
     }
     StepCounts sc;
     const size_t decode_rows = FormBatch(st, &sc);
-    const int64_t step_start_ns = NowNs();
+    const int64_t step_start_ns = clock_.NowNs();
     if (fatal = runner_.Step(st.batch, &st.out); !fatal.ok()) break;
-    const int64_t now = NowNs();
+    const int64_t now = clock_.NowNs();
     // A failure here is a drafter's (the MTP head on the model's state).
     if (fatal = DistributeStep(st, now, &sc); !fatal.ok()) break;
     ReapFinished(st);
     const int64_t period_ns = st.prev_step_end_ns > 0 ? now - st.prev_step_end_ns : 0;
     if (sc.prompt_tokens == 0 && period_ns > 0) {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       metrics_.decode_only_steps_total += 1;
       metrics_.decode_only_tokens_total += sc.generated;
       metrics_.decode_only_seconds_total += period_ns * 1e-9;
@@ -417,7 +417,7 @@ void Scheduler::Loop() {
 }
 
 bool Scheduler::TakeIncoming(LoopState& st) {
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (stop_) return false;
   while (!incoming_.empty()) {
     Incoming& in = incoming_.front();
@@ -468,7 +468,7 @@ void Scheduler::Admit(LoopState& st) {
       st.waiting.pop_front();
       a->slot = st.free_slots.back();
       st.free_slots.pop_back();
-      a->stream->MarkAdmitted(NowNs());
+      a->stream->MarkAdmitted(clock_.NowNs());
       if (j == 0) {
         leader = a.get();
       } else if (st.can_fork) {
@@ -480,7 +480,7 @@ void Scheduler::Admit(LoopState& st) {
 }
 
 void Scheduler::PublishGauges(const LoopState& st) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   metrics_.running = static_cast<int>(st.running.size());
   metrics_.queued = static_cast<int>(st.waiting.size());
   int64_t cached = 0;
@@ -492,12 +492,12 @@ void Scheduler::PublishGauges(const LoopState& st) {
 Status Scheduler::WaitIdle(LoopState& st) {
   st.prev_step_end_ns = 0;  // the next step's period would include the idle wait
   OCTET_RETURN_IF_ERROR(runner_.Idle());
-  const int64_t now = NowNs();
+  const int64_t now = clock_.NowNs();
   // Rates fall back to zero while idle.
   if (now - st.last_sample_ns >= kIdleSampleNs) Record(st, StepCounts{}, now);
-  std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait_for(lock, std::chrono::milliseconds(options_.idle_poll_ms),
-               [&] { return stop_ || !incoming_.empty(); });
+  MutexLock lock(mu_);
+  clock_.WaitForMs(lock, cv_, options_.idle_poll_ms,
+                   [&]() REQUIRES(mu_) { return stop_ || !incoming_.empty(); });
   return Status::Ok();
 }
 
@@ -691,7 +691,7 @@ void Scheduler::Record(LoopState& st, const StepCounts& sc, int64_t now) {
     st.step_counts.pop_front();
   }
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     metrics_.prompt_tokens_total += sc.prompt_tokens;
     metrics_.generation_tokens_total += sc.generated;
     metrics_.ttft_seconds_sum += sc.ttft_seconds;
@@ -717,7 +717,7 @@ void Scheduler::Record(LoopState& st, const StepCounts& sc, int64_t now) {
 // Counts first, so that a consumer who sees its request end sees it counted.
 void Scheduler::Finish(Active& a, const std::string& reason, Status error) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (reason == "cancelled") {
       metrics_.requests_cancelled += 1;
     } else if (reason == "error") {
@@ -733,7 +733,7 @@ void Scheduler::Finish(Active& a, const std::string& reason, Status error) {
 void Scheduler::FailAll(LoopState& st, const Status& fatal) {
   Status why;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (!fatal.ok()) {
       health_ = fatal;
       OCTET_LOG(ERROR) << "model instance failed: " << fatal.message();

@@ -62,11 +62,15 @@ struct Gw {
   int port() const { return gateway->port(); }
 };
 
-Gw StartGateway(const std::string& yaml, const std::string& file = "test-policy.yaml") {
+// `clock`: the router's (ejections, pins, health-check intervals); null: real time.
+Gw StartGateway(const std::string& yaml, const std::string& file = "test-policy.yaml",
+                Clock* clock = nullptr) {
   auto parsed = ParsePolicy(yaml, file);
   if (!parsed.ok()) qFatal("%s", parsed.status().message().c_str());
   Gw g;
-  auto r = Router::Create(parsed.policy);
+  RouterOptions ro;
+  ro.clock = clock;
+  auto r = Router::Create(parsed.policy, ro);
   if (!r.ok()) qFatal("%s", r.status().message().c_str());
   g.router = std::move(*r);
   GatewayOptions o;
@@ -307,6 +311,9 @@ routes:
   void replicaReturning5xxIsEjectedAndReturns() {
     auto good = StartUpstream("good"), bad = StartUpstream("bad");
     bad->set_fail_status(500);
+    // The router's clock moves only when the test says: the ejection cannot
+    // end while the requests below run, however slow the machine.
+    ManualClock clock;
     Gw g = StartGateway(Fill(R"(version: 1
 pools:
   - name: p
@@ -318,9 +325,9 @@ routes:
   - name: all
     pool: p
 )",
-                             {{"G", good->url()}, {"B", bad->url()}}));
-    // 12 requests within the ejection time (1.5 s: on a loaded 2-core CI
-    // machine 300 ms was not always enough).
+                             {{"G", good->url()}, {"B", bad->url()}}),
+                        "test-policy.yaml", &clock);
+    // 12 requests within the ejection time.
     for (int i = 0; i < 12; ++i) {
       ClientResult r = Chat(g.port(), "q", i % 2 == 0);
       QVERIFY2(r.status == 200, r.body.c_str());  // retried on the good replica
@@ -333,7 +340,10 @@ routes:
     // Healed: once its ejection time is over it takes requests again.
     bad->set_fail_status(0);
     bad->ResetCounters();
-    QVERIFY(WaitFor([&] { return g.router->Stats().pools[0].healthy_replicas == 2; }));
+    clock.AdvanceMs(1499);
+    QCOMPARE(g.router->Stats().pools[0].healthy_replicas, 1u);
+    clock.AdvanceMs(1);
+    QCOMPARE(g.router->Stats().pools[0].healthy_replicas, 2u);
     for (int i = 0; i < 20 && bad->requests() == 0; ++i)
       QCOMPARE(Chat(g.port(), "q", false).status, 200);
     QVERIFY(bad->requests() > 0);

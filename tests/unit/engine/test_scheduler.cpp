@@ -564,6 +564,53 @@ class TestScheduler : public QObject {
     p.max_tokens = 1;
     QCOMPARE(sched.Submit(p).status().code(), StatusCode::kUnavailable);
   }
+
+  // The rates are tokens over the last 5 s of the scheduler's clock, and
+  // fall back to zero once an idle scheduler's window holds no work. With a
+  // ManualClock the figures are exact and no test waits 5 s.
+  void ratesCoverTheWindowOfTheSchedulersClock() {
+    auto m = Load("qwen3-tiny");
+    LocalRunner runner(*m);
+    ManualClock clock;
+    Scheduler sched(runner, {.num_slots = 2,
+                             .context = 64,
+                             .max_batch_tokens = 16,
+                             .idle_poll_ms = 100,
+                             .clock = &clock});
+    QVERIFY(sched.Start().ok());
+    // Parked idle (after recording a sample with nothing done, at time T).
+    for (const Deadline d = Deadline::AfterMs(10'000); clock.waiters() == 0 && !d.expired();)
+      QThread::msleep(1);
+    QCOMPARE(clock.waiters(), 1);
+    GenerationParams p;
+    p.prompt = {1, 2, 3, 4, 5};
+    p.max_tokens = 8;
+    p.ignore_eos = true;
+    auto s = sched.Submit(p);
+    QVERIFY(s.ok());
+    RequestUpdate last;
+    QCOMPARE(Collect(**s, &last).size(), size_t{8});
+    QCOMPARE(last.timing.ttft_ms(), 0.0);  // the clock stood still: every step at time T
+    // One second later the idle scheduler records a sample: 5 prompt and 8
+    // generated tokens in the 1 s since the first sample.
+    clock.AdvanceMs(1000);
+    SchedulerMetrics mt = sched.Metrics();
+    for (const Deadline d = Deadline::AfterMs(10'000); mt.decode_tps == 0 && !d.expired();) {
+      QThread::msleep(1);
+      mt = sched.Metrics();
+    }
+    QCOMPARE(mt.decode_tps, 8.0);
+    QCOMPARE(mt.prefill_tps, 5.0);
+    // Six seconds on, the window (5 s) no longer reaches the work.
+    clock.AdvanceMs(6000);
+    for (const Deadline d = Deadline::AfterMs(10'000); mt.decode_tps != 0 && !d.expired();) {
+      QThread::msleep(1);
+      mt = sched.Metrics();
+    }
+    QCOMPARE(mt.decode_tps, 0.0);
+    QCOMPARE(mt.prefill_tps, 0.0);
+    QCOMPARE(mt.generation_tokens_total, uint64_t{8});
+  }
 };
 
 QTEST_GUILESS_MAIN(TestScheduler)

@@ -109,7 +109,7 @@ class Fixture {
   explicit Fixture(const Knobs& k = {}) {
     RouterOptions o;
     o.active_health_checks = false;
-    o.now_ms = [this] { return now.load(); };
+    o.clock = &clock;
     auto r = Router::Create(MakePolicy(k), o);
     if (!r.ok()) qFatal("%s", r.status().message().c_str());
     router = std::move(*r);
@@ -122,7 +122,7 @@ class Fixture {
     return core().Snapshot()->FindPool(pool)->replicas[static_cast<size_t>(i)].get();
   }
   const PoolRuntime& Pool(const std::string& name) { return *core().Snapshot()->FindPool(name); }
-  std::atomic<int64_t> now{1'000'000};
+  ManualClock clock{1'000'000'000'000};  // advanced by the tests, never by time passing
   std::unique_ptr<Router> router;
 };
 
@@ -196,6 +196,25 @@ class TestRouterDecisions : public QObject {
     auto other = f.Route(UserChat(kHard), Headers({{"x-session-id", "s2"}}));
     QCOMPARE(other->decision.pool, std::string("large"));
     QVERIFY(!other->decision.sticky);
+  }
+
+  // A pin lasts stickiness.ttl_s (an hour by default) from its last use:
+  // each use renews it; unused for longer, the session is classified afresh.
+  void sessionPinExpiresAfterItsTimeToLive() {
+    Fixture f;
+    auto h = Headers({{"x-session-id", "idle"}});
+    QCOMPARE(f.Route(UserChat(kEasy), h)->decision.pool, std::string("small"));
+    f.clock.AdvanceMs(3600 * 1000);  // exactly the time to live: still pinned
+    auto renewed = f.Route(UserChat(kHard), h);
+    QVERIFY(renewed->decision.sticky);
+    QCOMPARE(renewed->decision.pool, std::string("small"));
+    renewed->lease.Release();
+    f.clock.AdvanceMs(3600 * 1000);  // an hour after the renewal: still pinned
+    QVERIFY(f.router->Classify(UserChat(kHard), h)->sticky);
+    f.clock.AdvanceMs(1);  // past it: the pin has expired
+    auto fresh = f.Route(UserChat(kHard), h);
+    QVERIFY(!fresh->decision.sticky);
+    QCOMPARE(fresh->decision.pool, std::string("large"));
   }
 
   void aPinnedReplicaYieldsWhenFarBusier() {
@@ -337,30 +356,30 @@ class TestRouterDecisions : public QObject {
     ReplicaState* r = f.Replica("small", 0);
     const PoolRuntime& pool = f.Pool("small");
     for (int i = 0; i < 2; ++i) f.core().ReportFailure(r, pool, FailureKind::kStatus5xx);
-    QVERIFY(r->Available(f.now));           // two failures are not enough
+    QVERIFY(r->Available(f.clock.NowMs()));  // two failures are not enough
     f.core().ReportSuccess(r, *pool.spec);  // and a success resets the count
     for (int i = 0; i < 2; ++i) f.core().ReportFailure(r, pool, FailureKind::kConnect);
-    QVERIFY(r->Available(f.now));
+    QVERIFY(r->Available(f.clock.NowMs()));
     f.core().ReportFailure(r, pool, FailureKind::kConnect);
-    QVERIFY(!r->Available(f.now));
+    QVERIFY(!r->Available(f.clock.NowMs()));
     QCOMPARE(f.router->Stats().pools[1].healthy_replicas, 1u);
     QCOMPARE(f.router->Stats().pools[1].ejections, uint64_t(1));
     // Ejected replicas get no requests.
     for (int i = 0; i < 6; ++i)
       QCOMPARE(f.Route(UserChat(kEasy))->decision.replica, std::string("http://10.255.0.4:81"));
-    f.now += 999;
-    QVERIFY(!r->Available(f.now));
-    f.now += 1;
-    QVERIFY(r->Available(f.now));  // back after base_ejection_ms
+    f.clock.AdvanceMs(999);
+    QVERIFY(!r->Available(f.clock.NowMs()));
+    f.clock.AdvanceMs(1);
+    QVERIFY(r->Available(f.clock.NowMs()));  // back after base_ejection_ms
     // The second ejection lasts twice as long.
     for (int i = 0; i < 3; ++i) f.core().ReportFailure(r, pool, FailureKind::kStatus5xx);
-    f.now += 1999;
-    QVERIFY(!r->Available(f.now));
-    f.now += 1;
-    QVERIFY(r->Available(f.now));
+    f.clock.AdvanceMs(1999);
+    QVERIFY(!r->Available(f.clock.NowMs()));
+    f.clock.AdvanceMs(1);
+    QVERIFY(r->Available(f.clock.NowMs()));
     // 429 means busy, not broken: never ejects.
     for (int i = 0; i < 10; ++i) f.core().ReportFailure(r, pool, FailureKind::kStatus429);
-    QVERIFY(r->Available(f.now));
+    QVERIFY(r->Available(f.clock.NowMs()));
   }
 
   void maxEjectedPercentKeepsCapacity() {
@@ -370,10 +389,10 @@ class TestRouterDecisions : public QObject {
     const PoolRuntime& pool = f.Pool("small");
     for (int i = 0; i < 3; ++i)
       f.core().ReportFailure(f.Replica("small", 0), pool, FailureKind::kConnect);
-    QVERIFY(!f.Replica("small", 0)->Available(f.now));  // one may always go
+    QVERIFY(!f.Replica("small", 0)->Available(f.clock.NowMs()));  // one may always go
     for (int i = 0; i < 6; ++i)
       f.core().ReportFailure(f.Replica("small", 1), pool, FailureKind::kConnect);
-    QVERIFY(f.Replica("small", 1)->Available(f.now));  // a second would exceed 50%
+    QVERIFY(f.Replica("small", 1)->Available(f.clock.NowMs()));  // a second would exceed 50%
   }
 
   void deadPoolFallsBack() {

@@ -51,8 +51,12 @@
 // Failure: a runner error (a dead TP peer) is fatal: every queued and running
 // request ends with that error, health() returns it, and Submit refuses.
 //
+// Time: every timestamp, figure window and idle poll reads options.clock
+// (tests pass a ManualClock; RequestStream::Next's deadline stays real time).
+//
 // Thread-safety: Submit, Metrics, health and Stop may be called from any
-// thread; a RequestStream is used by one consumer thread.
+// thread; a RequestStream is used by one consumer thread. Shared state is
+// annotated for Clang's thread-safety analysis (GUARDED_BY(mu_)).
 #pragma once
 
 #include <atomic>
@@ -61,14 +65,15 @@
 #include <deque>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <utility>
 #include <vector>
 
+#include "octet/base/clock.h"
 #include "octet/base/deadline.h"
 #include "octet/base/status.h"
+#include "octet/base/thread_annotations.h"
 #include "octet/engine/generate.h"
 #include "octet/engine/model_runner.h"
 #include "octet/engine/structured_output.h"
@@ -83,6 +88,7 @@ struct SchedulerOptions {
   size_t max_queue = 1024;        // waiting requests beyond this are refused
   int idle_poll_ms = 100;         // how often an idle scheduler wakes (and heartbeats the runner)
   SpeculativeOptions speculative;  // drafting for every request (kOff: none)
+  Clock* clock = nullptr;          // timestamps, windows, idle polls; null: Clock::Real()
 };
 
 // At most this many alternatives per token (OpenAI's top_logprobs bound).
@@ -115,7 +121,7 @@ struct GenerationParams {
   std::shared_ptr<const TokenConstraint> constraint;
 };
 
-// Per-request timestamps (NowNs clock) and the figures derived from them.
+// Per-request timestamps (SchedulerOptions::clock, nanoseconds) and the figures derived from them.
 struct RequestTiming {
   int64_t submitted_ns = 0;
   int64_t admitted_ns = 0;     // got a KV slot
@@ -157,38 +163,38 @@ class RequestStream {
   // Waits until new ids arrived or the request ended (true), or `deadline`
   // passed with nothing new (false). After done, every call returns the final
   // update with no ids.
-  bool Next(Deadline deadline, RequestUpdate* update);
+  bool Next(Deadline deadline, RequestUpdate* update) EXCLUDES(mu_);
   // Asks the scheduler to drop the request (finish reason "cancelled").
   void Cancel() { cancelled_.store(true, std::memory_order_release); }
   bool cancelled() const { return cancelled_.load(std::memory_order_acquire); }
   // Called on the scheduler thread whenever there is something new for Next
   // (must not block). Set it before the first update can arrive, i.e. right
   // after Submit; it may fire once for updates that arrived before.
-  void SetNotify(std::function<void()> notify);
+  void SetNotify(std::function<void()> notify) EXCLUDES(mu_);
 
   // ---- the producer's side (the scheduler thread)
-  void MarkAdmitted(int64_t now_ns);  // the request got a KV slot
+  void MarkAdmitted(int64_t now_ns) EXCLUDES(mu_);  // the request got a KV slot
   // New ids (in order) and the drafts that step verified for them.
   void Push(const std::vector<int32_t>& ids, std::vector<TokenLogprob>* logprobs, int64_t drafted,
-            int64_t accepted, int64_t now_ns);
+            int64_t accepted, int64_t now_ns) EXCLUDES(mu_);
   // Ends the request (the first call wins).
-  void Finish(std::string reason, Status error);
-  double ttft_ms() const;  // submitted -> first token; 0 before it
+  void Finish(std::string reason, Status error) EXCLUDES(mu_);
+  double ttft_ms() const EXCLUDES(mu_);  // submitted -> first token; 0 before it
 
  private:
   const uint64_t id_;
   const int64_t prompt_tokens_;
   std::atomic<bool> cancelled_{false};
-  mutable std::mutex mu_;  // guards everything below
-  std::condition_variable cv_;
-  std::vector<int32_t> pending_;
-  std::vector<TokenLogprob> pending_logprobs_;
-  bool done_ = false;
-  std::string finish_reason_;
-  Status error_;
-  int64_t completion_tokens_ = 0;
-  RequestTiming timing_;
-  std::function<void()> notify_;
+  mutable Mutex mu_;
+  std::condition_variable cv_;  // new ids or the end (Next waits on it)
+  std::vector<int32_t> pending_ GUARDED_BY(mu_);
+  std::vector<TokenLogprob> pending_logprobs_ GUARDED_BY(mu_);
+  bool done_ GUARDED_BY(mu_) = false;
+  std::string finish_reason_ GUARDED_BY(mu_);
+  Status error_ GUARDED_BY(mu_);
+  int64_t completion_tokens_ GUARDED_BY(mu_) = 0;
+  RequestTiming timing_ GUARDED_BY(mu_);
+  std::function<void()> notify_ GUARDED_BY(mu_);
 };
 
 struct SchedulerMetrics {
@@ -242,20 +248,21 @@ class Scheduler {
   Scheduler& operator=(const Scheduler&) = delete;
 
   // Allocates the KV cache on every rank and starts the scheduler thread.
-  Status Start();
+  Status Start() EXCLUDES(mu_);
   // Queues a request. InvalidArgument: empty prompt, an id outside the vocab,
   // max_tokens < 1, bad sampling; OutOfRange: prompt + max_tokens exceeds the
   // context; ResourceExhausted: the queue is full; Unavailable: stopped/failed.
-  Result<std::shared_ptr<RequestStream>> Submit(GenerationParams params);
+  Result<std::shared_ptr<RequestStream>> Submit(GenerationParams params) EXCLUDES(mu_);
   // n sequences of one prompt (see above), stream i sampling with seed + i.
   // InvalidArgument as Submit, and when n is outside 1..min(16, slots).
-  Result<std::vector<std::shared_ptr<RequestStream>>> SubmitN(GenerationParams params, int n);
+  Result<std::vector<std::shared_ptr<RequestStream>>> SubmitN(GenerationParams params, int n)
+      EXCLUDES(mu_);
   // Ends every request with `reason` ("error") and joins the thread. Idempotent.
-  void Stop(const Status& reason);
+  void Stop(const Status& reason) EXCLUDES(mu_);
 
   // OK while serving; the runner's error once it failed.
-  Status health() const;
-  SchedulerMetrics Metrics() const;
+  Status health() const EXCLUDES(mu_);
+  SchedulerMetrics Metrics() const EXCLUDES(mu_);
   const SchedulerOptions& options() const { return options_; }
   const ModelConfig& config() const { return runner_.config(); }
 
@@ -268,11 +275,11 @@ class Scheduler {
   // ones, admits waiting ones into free slots, then either waits idle or runs
   // one forward step over a batch and hands every sequence its ids.
   void Loop();
-  bool TakeIncoming(LoopState& st);  // false: Stop was called
+  bool TakeIncoming(LoopState& st) EXCLUDES(mu_);  // false: Stop was called
   void DropCancelled(LoopState& st);
   void Admit(LoopState& st);
-  void PublishGauges(const LoopState& st);
-  Status WaitIdle(LoopState& st);
+  void PublishGauges(const LoopState& st) EXCLUDES(mu_);
+  Status WaitIdle(LoopState& st) EXCLUDES(mu_);
   // Forms st.batch: one row per decoding sequence (plus its drafts), then
   // prompt chunks within the token budget. Returns the decoding rows.
   size_t FormBatch(LoopState& st, StepCounts* sc);
@@ -281,35 +288,36 @@ class Scheduler {
   Status Emit(LoopState& st, Active& a, size_t chunk, bool was_decoding, int64_t rows,
               int64_t now_ns, StepCounts* sc);
   void ReapFinished(LoopState& st);
-  void Record(LoopState& st, const StepCounts& sc, int64_t now_ns);
-  void Finish(Active& a, const std::string& reason, Status error);
-  void FailAll(LoopState& st, const Status& fatal);
+  void Record(LoopState& st, const StepCounts& sc, int64_t now_ns) EXCLUDES(mu_);
+  void Finish(Active& a, const std::string& reason, Status error) EXCLUDES(mu_);
+  void FailAll(LoopState& st, const Status& fatal) EXCLUDES(mu_);
 
   ModelRunner& runner_;
   SchedulerOptions options_;
+  Clock& clock_;
   std::thread thread_;
 
-  mutable std::mutex mu_;  // guards everything below
-  std::condition_variable cv_;
+  mutable Mutex mu_;
+  std::condition_variable cv_;  // incoming_ grew or stop_ was set
   struct Incoming {
     std::shared_ptr<RequestStream> stream;
     GenerationParams params;
     uint64_t group = 0;  // SubmitN's sequences share one (nonzero when n > 1)
   };
-  std::deque<Incoming> incoming_;
-  uint64_t next_group_ = 1;
-  bool stop_ = false;
-  bool started_ = false;
-  Status stop_reason_;
-  Status health_;
-  uint64_t next_id_ = 1;
-  SchedulerMetrics metrics_;
+  std::deque<Incoming> incoming_ GUARDED_BY(mu_);
+  uint64_t next_group_ GUARDED_BY(mu_) = 1;
+  bool stop_ GUARDED_BY(mu_) = false;
+  bool started_ GUARDED_BY(mu_) = false;
+  Status stop_reason_ GUARDED_BY(mu_);
+  Status health_ GUARDED_BY(mu_);
+  uint64_t next_id_ GUARDED_BY(mu_) = 1;
+  SchedulerMetrics metrics_ GUARDED_BY(mu_);
   struct Sample {
     int64_t t_ns;
     uint64_t prompt_tokens, generated_tokens, drafted_tokens, accepted_tokens;
     int64_t step_ns, allreduce_ns, comm_ns;
   };
-  std::deque<Sample> window_;
+  std::deque<Sample> window_ GUARDED_BY(mu_);
 };
 
 }  // namespace octet::engine

@@ -14,7 +14,8 @@
 // token) and then sleep on a condition variable.
 //
 // Thread-safety: ParallelFor may be called from several threads; calls are
-// serialised by `run_mutex_`. A task must not call ParallelFor on the same pool.
+// serialised by `run_mutex_` (annotated for Clang's thread-safety analysis).
+// A task must not call ParallelFor on the same pool.
 #pragma once
 
 #include <atomic>
@@ -22,9 +23,10 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <thread>
 #include <vector>
+
+#include "octet/base/thread_annotations.h"
 
 namespace octet::kernels {
 
@@ -43,21 +45,21 @@ class ThreadPool {
   // Runs fn(task, thread) for every task in [0, n_tasks); returns when all have
   // run. `thread` is in [0, size()) and unique among concurrently running tasks
   // (use it to index per-thread scratch).
-  void ParallelFor(int64_t n_tasks, const TaskFn& fn);
+  void ParallelFor(int64_t n_tasks, const TaskFn& fn) EXCLUDES(run_mutex_, mu_);
 
   // Number of hardware threads this process may use.
   static int HardwareThreads();
 
  private:
-  void WorkerLoop(int thread);
-  void RunTasks(int thread);
+  void WorkerLoop(int thread) EXCLUDES(mu_);
+  void RunTasks(int thread) EXCLUDES(mu_);
   // Claims the next task of range `owner` of the current job; -1 when that
   // range has none left (or the job is over).
   int64_t Claim(int owner);
 
   int num_threads_ = 1;
   std::vector<std::thread> workers_;
-  std::mutex run_mutex_;  // serialises ParallelFor callers
+  Mutex run_mutex_;  // serialises ParallelFor callers
 
   // The current job. The caller writes fn_ and n_tasks_, then publishes the
   // job in every range's cursor (release). A thread claims task i of job j
@@ -75,12 +77,14 @@ class ThreadPool {
   std::atomic<const TaskFn*> fn_{nullptr};
   std::atomic<int64_t> n_tasks_{0};
   alignas(64) std::atomic<int64_t> done_{0};
-  uint32_t job_ = 0;  // written by the caller only (under run_mutex_)
+  uint32_t job_ GUARDED_BY(run_mutex_) = 0;  // written by the caller only
 
   // Waking workers: generation_ changes with every job; sleepers wait on wake_.
   // A caller whose tasks are still running elsewhere after a short spin sleeps
   // on done_cv_ (caller_waiting_ set); the thread whose count completes done_ wakes it.
-  std::mutex mu_;
+  // mu_ guards no field (they are atomics): it orders a sleeper's check of its
+  // condition against the notify, so that no wake-up is lost.
+  Mutex mu_;
   std::condition_variable wake_;
   std::condition_variable done_cv_;
   std::atomic<bool> caller_waiting_{false};

@@ -26,6 +26,7 @@
 #include <utility>
 #include <vector>
 
+#include "octet/base/clock.h"
 #include "octet/base/status.h"
 #include "octet/router/policy.h"
 
@@ -54,8 +55,10 @@ using JobResolver = std::function<Result<std::string>(const std::string& job)>;
 
 struct RouterOptions {
   JobResolver job_resolver;  // without one, a policy with job replicas is rejected
-  // Milliseconds on a monotonic clock; tests substitute their own.
-  std::function<int64_t()> now_ms;
+  // Monotonic time for ejections, session pins and health-check intervals
+  // (null: Clock::Real()); tests pass a ManualClock and advance it. Must
+  // outlive the router.
+  Clock* clock = nullptr;
   bool active_health_checks = true;  // probe replicas in a background thread
 };
 
