@@ -22,7 +22,10 @@ Compared (the issue's goals in brackets):
 
 llama.cpp is built outside this repository from its public source tree; on
 an AMX machine, build it without AMX (GGML_NATIVE=OFF, GGML_AVX512*=ON,
-GGML_AMX_*=OFF) and pass --backend avx512 here so neither side uses AMX.
+GGML_AMX_*=OFF) and pass --backend avx512 here so neither side uses AMX. For
+a CPU with AVX2 only, build it with GGML_AVX512*=OFF as well (GGML_AVX2,
+GGML_FMA, GGML_F16C on) and pass --backend avx2. Each round records the load
+average (1 minute) before it starts: the machine may be shared.
 Needs numpy (Debian: python3-numpy). Nothing of llama.cpp is committed.
 """
 import argparse
@@ -226,8 +229,9 @@ def main():
 
     rounds = []
     for r in range(a.rounds):
-        one = {}
-        print(f"round {r + 1}/{a.rounds}", file=sys.stderr)
+        one = {"load_average": os.getloadavg()[0]}
+        print(f"round {r + 1}/{a.rounds} (load average {one['load_average']:.1f})",
+              file=sys.stderr)
         one["llama_bf16"] = run_llama(a.llama_bench, ggufs["BF16"], a.threads, a.prompt, a.decode,
                                       a.timeout)
         one["octet_bf16"] = run_octet(a.octet_bench, a.model, a.threads, a.backend, "off", a.dir,
@@ -243,6 +247,10 @@ def main():
             "decode_q": one["octet_nvfp4"]["decode_tps"] / one["llama_q4_0"]["decode_tps"],
         }
         print("  " + "  ".join(f"{k} {v:.2f}x" for k, v in one["ratios"].items()), file=sys.stderr)
+        print("  tok/s octet / llama.cpp: " + "  ".join(
+            f"{o}/{l} {p} {one[o][p]:.1f}/{one[l][p]:.1f}"
+            for o, l in (("octet_bf16", "llama_bf16"), ("octet_nvfp4", "llama_q4_0"))
+            for p in ("prefill_tps", "decode_tps")), file=sys.stderr)
         rounds.append(one)
     goals = {"prefill_bf16": 1.2, "decode_bf16": 1.0, "decode_q": 1.0}
     median = {k: statistics.median(x["ratios"][k] for x in rounds) for k in rounds[0]["ratios"]}
