@@ -26,7 +26,8 @@
 //
 //   bench_serving [--dir /tmp/octet-bench-serving] [--pp 512] [--tg 128]
 //                 [--concurrency 1,2,4,8] [--runs 1] [--configs 1x2,2x1] [--db F]
-//   (--configs 1x2:avx512,1x2 compares kernel backends at one topology)
+//   (--configs 1x2:avx512,1x2 compares kernel backends at one topology;
+//    --configs 1x2@/old/octet,1x2 compares two builds of octet serve)
 //
 // All configurations' servers run at once and every concurrency level is
 // measured on each in turn (interleaved), so ratios between configurations
@@ -244,9 +245,10 @@ int main(int argc, char** argv) {
   struct ServerConfig {
     int tp = 0, threads = 0;
     std::string backend;  // empty: the server's default (auto)
+    std::string binary;   // empty: the octet beside this program
     std::string Name() const {
       return "tp" + std::to_string(tp) + "x" + std::to_string(threads) +
-             (backend.empty() ? "" : ":" + backend);
+             (backend.empty() ? "" : ":" + backend) + (binary.empty() ? "" : "@" + binary);
     }
   };
   std::vector<ServerConfig> configs;
@@ -255,11 +257,19 @@ int main(int argc, char** argv) {
     std::string item;
     while (std::getline(in, item, ',')) {
       ServerConfig c;
+      if (const size_t at = item.find('@'); at != std::string::npos) {
+        c.binary = item.substr(at + 1);
+        item.resize(at);
+        if (c.binary.empty() || !PathExists(c.binary)) {
+          std::cerr << "--configs: no octet binary at '" << c.binary << "'\n";
+          return 2;
+        }
+      }
       const size_t colon = item.find(':');
       if (colon != std::string::npos) c.backend = item.substr(colon + 1);
       if (std::sscanf(item.substr(0, colon).c_str(), "%dx%d", &c.tp, &c.threads) != 2 || c.tp < 1 ||
           c.threads < 1 || (colon != std::string::npos && c.backend.empty())) {
-        std::cerr << "--configs: '" << item << "' is not TPxTHREADS[:BACKEND]\n";
+        std::cerr << "--configs: '" << item << "' is not TPxTHREADS[:BACKEND][@OCTET]\n";
         return 2;
       }
       configs.push_back(c);
@@ -327,9 +337,11 @@ int main(int argc, char** argv) {
   std::vector<Live> live(distinct.size());
   for (size_t ci = 0; ci < distinct.size(); ++ci) {
     const ServerConfig& sc = distinct[ci];
-    std::cerr << "starting octet serve --tp " << sc.tp << " --threads " << sc.threads
+    const std::string& binary = sc.binary.empty() ? octet : sc.binary;
+    std::cerr << "starting " << binary << " serve --tp " << sc.tp << " --threads " << sc.threads
               << (sc.backend.empty() ? "" : " --backend " + sc.backend) << "\n";
-    auto server = StartServer(octet, model, sc.tp, sc.threads, sc.backend, p.GetString("kv-dtype"));
+    auto server =
+        StartServer(binary, model, sc.tp, sc.threads, sc.backend, p.GetString("kv-dtype"));
     if (!server.ok()) {
       std::cerr << server.status().ToString() << "\n";
       return 1;
