@@ -10,10 +10,11 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
-#include <mutex>
 #include <set>
 #include <sstream>
 #include <utility>
+
+#include "octet/base/thread_annotations.h"
 
 namespace octet::collectives {
 
@@ -100,15 +101,15 @@ std::string LocalRendezvous::EnvFor(const std::vector<const LocalRendezvous*>& r
 
 namespace {
 
-std::mutex g_kept_mu;
-std::map<int, int> g_kept;  // port -> descriptor left by KeepForThisProcess
+Mutex g_kept_mu;
+std::map<int, int> g_kept GUARDED_BY(g_kept_mu);  // port -> descriptor left by KeepForThisProcess
 
 }  // namespace
 
 void LocalRendezvous::KeepForThisProcess() {
   if (fd_ < 0) return;
   ::fcntl(fd_, F_SETFD, FD_CLOEXEC);
-  std::lock_guard<std::mutex> l(g_kept_mu);
+  MutexLock l(g_kept_mu);
   auto [it, fresh] = g_kept.emplace(port_, fd_);
   if (!fresh) {  // one left for this port before and never taken: the newer wins
     ::close(it->second);
@@ -119,7 +120,7 @@ void LocalRendezvous::KeepForThisProcess() {
 
 int TakeInheritedRendezvous(int port) {
   {
-    std::lock_guard<std::mutex> l(g_kept_mu);
+    MutexLock l(g_kept_mu);
     auto it = g_kept.find(port);
     if (it != g_kept.end()) {
       const int fd = it->second;
@@ -127,9 +128,9 @@ int TakeInheritedRendezvous(int port) {
       return fd;
     }
   }
-  static std::mutex mu;
+  static Mutex mu;
   // (port, descriptor) pairs already handed out in this process.
-  static std::set<std::pair<int, int>> taken;
+  static std::set<std::pair<int, int>> taken GUARDED_BY(mu);
   const char* env = std::getenv(kEnvKey);
   if (!env || port <= 0) return -1;
   std::istringstream entries(env);
@@ -142,7 +143,7 @@ int TakeInheritedRendezvous(int port) {
     if (end != entry.c_str() + colon || p != port) continue;
     const long fd = std::strtol(entry.c_str() + colon + 1, &end, 10);
     if (*end != '\0' || fd < 0 || fd > 1 << 20) continue;
-    std::lock_guard<std::mutex> l(mu);
+    MutexLock l(mu);
     if (taken.count({port, static_cast<int>(fd)})) return -1;
     int listening = 0;
     socklen_t len = sizeof listening;

@@ -35,7 +35,7 @@ GradientBucketer::GradientBucketer(float* grads, int64_t total, std::vector<Grad
 
 GradientBucketer::~GradientBucketer() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     stop_ = true;
   }
   cv_.notify_all();
@@ -43,7 +43,7 @@ GradientBucketer::~GradientBucketer() {
 }
 
 void GradientBucketer::Begin() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   ready_low_ = total_;
   next_to_launch_ = 0;
   queue_.clear();
@@ -59,7 +59,7 @@ void GradientBucketer::OnReady(int64_t begin, int64_t end) {
   while (launch_to < buckets_.size() && ready_low_ <= buckets_[launch_to].begin) ++launch_to;
   if (launch_to == next_to_launch_) return;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     for (size_t b = next_to_launch_; b < launch_to; ++b) queue_.push_back(b);
   }
   next_to_launch_ = launch_to;
@@ -70,14 +70,14 @@ Status GradientBucketer::Finish(Deadline deadline) {
   const int64_t start = NowNs();
   // Anything not reported ready (a caller that skipped hooks) goes now, in order.
   if (next_to_launch_ < buckets_.size()) OnReady(0, ready_low_);
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   while (done_ < buckets_.size() && error_.ok()) {
     if (deadline.expired()) {
       return DeadlineExceededError("gradient all-reduce did not finish: " + std::to_string(done_) +
                                    " of " + std::to_string(buckets_.size()) + " buckets reduced");
     }
-    cv_.wait_for(lock, std::min<std::chrono::nanoseconds>(deadline.remaining(),
-                                                          std::chrono::milliseconds(100)));
+    lock.WaitOnceFor(cv_, std::min<std::chrono::nanoseconds>(deadline.remaining(),
+                                                             std::chrono::milliseconds(100)));
   }
   last_wait_ns_ = NowNs() - start;
   last_busy_ns_ = busy_ns_;
@@ -85,14 +85,14 @@ Status GradientBucketer::Finish(Deadline deadline) {
 }
 
 void GradientBucketer::ThreadLoop() {
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   for (;;) {
-    cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+    lock.Wait(cv_, [&]() REQUIRES(mu_) { return stop_ || !queue_.empty(); });
     if (stop_) return;
     const size_t b = queue_.front();
     queue_.pop_front();
     const bool failed = !error_.ok();
-    lock.unlock();
+    lock.Unlock();
     Status s;
     int64_t took = 0;
     if (!failed) {
@@ -106,7 +106,7 @@ void GradientBucketer::ThreadLoop() {
       }
       took = NowNs() - t0;
     }
-    lock.lock();
+    lock.Lock();
     busy_ns_ += took;
     if (!s.ok() && error_.ok()) error_ = s;
     ++done_;

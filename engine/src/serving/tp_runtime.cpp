@@ -224,7 +224,7 @@ Result<std::unique_ptr<TpRuntime>> TpRuntime::Create(const std::string& model_di
     const int64_t t0 = NowNs();
     Status s = self->comm_->AllReduce(data, static_cast<size_t>(n), CommType::kF32);
     const int64_t dt = NowNs() - t0;
-    std::lock_guard<std::mutex> lock(self->mu_);
+    MutexLock lock(self->mu_);
     self->stats_.allreduce_ns += dt;
     self->stats_.allreduce_calls += 1;
     return s;
@@ -268,19 +268,19 @@ std::string TpRuntime::Describe() const {
 }
 
 Status TpRuntime::health() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return failure_;
 }
 
 RunnerStats TpRuntime::stats() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   RunnerStats s = stats_;
   if (comm_) s.comm_ns = comm_->stats().busy_ns;
   return s;
 }
 
 Status TpRuntime::Fail(Status s) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (failure_.ok()) failure_ = s;
   return s;
 }
@@ -345,7 +345,7 @@ Status TpRuntime::MtpDraft(size_t chunk, int slot, int64_t start_pos,
 Status TpRuntime::RunStep(const std::vector<SequenceChunk>& batch, ForwardOutput* out) {
   const int64_t t0 = NowNs();
   Status s = model_->Forward(batch, cache_, out, comm_ ? hooks_ : ForwardHooks{});
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   stats_.steps += 1;
   stats_.step_ns += NowNs() - t0;
   return s;

@@ -32,10 +32,10 @@
 #include <atomic>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 
 #include "octet/base/status.h"
+#include "octet/base/thread_annotations.h"
 #include "octet/collectives/communicator.h"
 #include "octet/engine/model.h"
 #include "octet/engine/model_runner.h"
@@ -112,9 +112,9 @@ class TpRuntime final : public ModelRunner {
   int64_t last_plan_ns_ = 0;
   bool shut_down_ = false;
 
-  mutable std::mutex mu_;  // guards stats_ and failure_
-  RunnerStats stats_;
-  Status failure_;
+  mutable Mutex mu_;
+  RunnerStats stats_ GUARDED_BY(mu_);
+  Status failure_ GUARDED_BY(mu_);
 };
 
 }  // namespace octet::engine

@@ -17,12 +17,12 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
-#include <mutex>
 #include <thread>
 #include <vector>
 
 #include "octet/base/deadline.h"
 #include "octet/base/status.h"
+#include "octet/base/thread_annotations.h"
 #include "octet/trainer/gpt_model.h"
 
 namespace octet::trainer {
@@ -90,16 +90,15 @@ class GradientBucketer {
   int64_t ready_low_ = 0;      // gradients [ready_low_, total_) are final
   size_t next_to_launch_ = 0;  // buckets_[0 .. next_to_launch_) handed over
   int64_t last_wait_ns_ = 0;
+  int64_t last_busy_ns_ = 0;  // busy_ns_ as Finish saw it
 
-  std::mutex mu_;
-  std::condition_variable cv_;
-  // State below is protected by mu_.
-  std::deque<size_t> queue_;
-  size_t done_ = 0;
-  Status error_;
-  bool stop_ = false;
-  int64_t busy_ns_ = 0;
-  int64_t last_busy_ns_ = 0;
+  Mutex mu_;
+  std::condition_variable cv_;  // queue_, done_ or stop_ changed
+  std::deque<size_t> queue_ GUARDED_BY(mu_);
+  size_t done_ GUARDED_BY(mu_) = 0;
+  Status error_ GUARDED_BY(mu_);
+  bool stop_ GUARDED_BY(mu_) = false;
+  int64_t busy_ns_ GUARDED_BY(mu_) = 0;
 
   std::thread thread_;
 };
