@@ -442,12 +442,18 @@ Result<BenchRun> RunBenchmark(const BenchConfig& c, BenchRunStore* store,
     if (store) store->FinishRun(run.id, state, s.message()).IgnoreError();
     return s;
   };
+  // A cancel cuts the requests in flight: they come back failed, but the run
+  // was stopped, not broken, so it is stored "interrupted" (with the tests
+  // finished before) and the half-measured test is dropped.
+  auto cancelled = [&] { return cancel && cancel->load(); };
+  auto interrupt = [&] { return fail(CancelledError("cancelled"), "interrupted"); };
   PromptMaker prompts(c, info);
   if (c.warmup) {
     report("warmup");
     auto wp = prompts.Make(16);
     if (!wp.ok()) return fail(wp.status(), "failed");
     RequestSample w = SendRequest(c, info.model, *wp, 4, cancel);
+    if (cancelled()) return interrupt();
     if (!w.error.empty()) return fail(UnavailableError("warm-up request: " + w.error), "failed");
   }
   for (int64_t depth : c.depth) {
@@ -462,7 +468,7 @@ Result<BenchRun> RunBenchmark(const BenchConfig& c, BenchRunStore* store,
           p.test = probe.Name();
           std::vector<std::vector<RequestSample>> batches;
           for (int rep = 0; rep < c.runs; ++rep) {
-            if (cancel && cancel->load()) return fail(CancelledError("cancelled"), "interrupted");
+            if (cancelled()) return interrupt();
             p.repetition = rep;
             report("measuring");
             std::vector<json> bodies;
@@ -481,6 +487,7 @@ Result<BenchRun> RunBenchmark(const BenchConfig& c, BenchRunStore* store,
               });
             }
             for (auto& t : threads) t.join();
+            if (cancelled()) return interrupt();
             size_t failed = 0;
             std::string first_error;
             for (const auto& s : batch) {

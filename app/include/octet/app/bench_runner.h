@@ -97,7 +97,9 @@ BenchResult SummarizeTest(const std::vector<std::vector<RequestSample>>& batches
 
 // Runs every test. With a store, the run is begun there first and every test's
 // result is committed as soon as it is measured (state "complete" at the end,
-// "failed"/"interrupted" otherwise). The returned run holds all results.
+// "failed" when the server or the store fails it, "interrupted" when `cancel`
+// was set, even mid-request: the test in progress is then dropped and
+// CancelledError returned). The returned run holds all results.
 Result<BenchRun> RunBenchmark(const BenchConfig& config, BenchRunStore* store,
                               const BenchProgressFn& progress = {},
                               const std::atomic<bool>* cancel = nullptr);
