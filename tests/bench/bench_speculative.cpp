@@ -7,7 +7,11 @@
 // document on stdout.
 //
 //   bench_speculative [--model DIR] [--prompt TEXT] [--max-tokens 80]
-//                     [--draft-tokens 2,4] [--threads 1] [--rounds 7]
+//                     [--draft-tokens 2,4] [--ngram-min N,...] [--threads 1] [--rounds 7]
+//
+// --ngram-min: the shortest n-gram a draft may be looked up from
+// (SpeculativeOptions::ngram_min), one set of runs per value (default: the
+// engine's default).
 //
 // The default prompt repeats a sentence the trained demo model goes on to
 // copy: the case prompt lookup is for (edits, summaries, retrieval).
@@ -44,6 +48,8 @@ int main(int argc, char** argv) {
       .Option("prompt", "TEXT", "prompt text", line + line + "The quick brown fox")
       .Option("max-tokens", "N", "tokens generated per run", "80")
       .Option("draft-tokens", "K,...", "draft lengths to measure", "2,4")
+      .Option("ngram-min", "N,...", "shortest n-gram to draft from (default: the engine's)",
+              std::to_string(SpeculativeOptions().ngram_min))
       .Option("threads", "N", "kernel threads", "1")
       .Option("rounds", "N", "interleaved rounds (the median counts)", "7");
   if (Status s = p.Parse(argc, argv); !s.ok()) {
@@ -56,11 +62,13 @@ int main(int argc, char** argv) {
   }
   auto max_tokens = p.GetInt("max-tokens");
   auto ks = p.GetIntList("draft-tokens");
+  auto mins = p.GetIntList("ngram-min");
   auto threads = p.GetInt("threads");
   auto rounds = p.GetInt("rounds");
-  if (!max_tokens.ok() || !ks.ok() || ks->empty() || !threads.ok() || !rounds.ok() ||
-      *rounds < 1 || *max_tokens < 2) {
-    std::cerr << "bench_speculative: bad --max-tokens/--draft-tokens/--threads/--rounds\n";
+  if (!max_tokens.ok() || !ks.ok() || ks->empty() || !mins.ok() || mins->empty() || !threads.ok() ||
+      !rounds.ok() || *rounds < 1 || *max_tokens < 2) {
+    std::cerr
+        << "bench_speculative: bad --max-tokens/--draft-tokens/--ngram-min/--threads/--rounds\n";
     return 2;
   }
   const std::string dir = p.GetString("model");
@@ -77,11 +85,14 @@ int main(int argc, char** argv) {
 
   struct Config {
     int k = 0;  // 0: plain decoding
+    int ngram_min = 0;
     std::vector<double> tps;
     GenerateResult last;
   };
   std::vector<Config> configs(1);
-  for (int64_t k : *ks) configs.push_back({static_cast<int>(k), {}, {}});
+  for (int64_t n : *mins) {
+    for (int64_t k : *ks) configs.push_back({static_cast<int>(k), static_cast<int>(n), {}, {}});
+  }
   for (int64_t round = 0; round < *rounds; ++round) {
     for (Config& c : configs) {
       GenerateOptions o;
@@ -90,6 +101,8 @@ int main(int argc, char** argv) {
       if (c.k > 0) {
         o.speculative.method = SpeculativeMethod::kNgram;
         o.speculative.draft_tokens = c.k;
+        o.speculative.ngram_min = c.ngram_min;
+        o.speculative.ngram_max = std::max(o.speculative.ngram_max, c.ngram_min);
       }
       auto r = Generate(**model, prompt, o);
       if (!r.ok()) {
@@ -114,16 +127,18 @@ int main(int argc, char** argv) {
   j["rounds"] = *rounds;
   j["backend"] = std::string((*model)->backend().name());
   j["plain_decode_tps"] = base;
-  std::fprintf(stderr, "%-8s %12s %10s %12s %8s\n", "drafts", "decode tok/s", "vs plain",
-               "acceptance", "steps");
-  std::fprintf(stderr, "%-8s %12.1f %10s %12s %8lld\n", "off", base, "1.00x", "-",
+  std::fprintf(stderr, "%-8s %-9s %12s %10s %12s %8s\n", "drafts", "ngram-min", "decode tok/s",
+               "vs plain", "acceptance", "steps");
+  std::fprintf(stderr, "%-8s %-9s %12.1f %10s %12s %8lld\n", "off", "-", base, "1.00x", "-",
                static_cast<long long>(configs[0].last.decode_steps));
   for (size_t i = 1; i < configs.size(); ++i) {
     const Config& c = configs[i];
     const double tps = Median(c.tps);
-    std::fprintf(stderr, "%-8d %12.1f %9.2fx %11.0f%% %8lld\n", c.k, tps, tps / base,
-                 c.last.acceptance_rate() * 100, static_cast<long long>(c.last.decode_steps));
+    std::fprintf(stderr, "%-8d %-9d %12.1f %9.2fx %11.0f%% %8lld\n", c.k, c.ngram_min, tps,
+                 tps / base, c.last.acceptance_rate() * 100,
+                 static_cast<long long>(c.last.decode_steps));
     j["ngram"].push_back({{"draft_tokens", c.k},
+                          {"ngram_min", c.ngram_min},
                           {"decode_tps", tps},
                           {"speedup", tps / base},
                           {"acceptance_rate", c.last.acceptance_rate()},
