@@ -29,6 +29,7 @@
 #include "octet/base/deadline.h"
 #include "octet/base/log.h"
 #include "octet/base/subprocess.h"
+#include "octet/base/thread_annotations.h"
 #include "octet/collectives/local_rendezvous.h"
 #include "octet/wire/figures_line.h"
 
@@ -187,7 +188,9 @@ struct JobSupervisor::Impl {
   struct Job {
     JobInfo info;
     std::unique_ptr<Subprocess> process;  // touched only on the supervisor thread
-    // Output, guarded by mu.
+    // Output and state, guarded by Impl::mu (a lock of the enclosing object,
+    // which the analysis cannot name here: the functions that touch them
+    // hold it, and AppendLogLocked says REQUIRES(mu)).
     std::string log;        // the kept tail
     uint64_t log_base = 0;  // offset of log[0] in the whole output
     std::string partial_line;
@@ -208,24 +211,24 @@ struct JobSupervisor::Impl {
   };
 
   JobSupervisorOptions options;
-  mutable std::mutex mu;
-  std::condition_variable cv;
-  std::map<std::string, std::shared_ptr<Job>> jobs;  // guarded by mu
-  std::deque<std::string> finished_order;            // guarded by mu
-  std::deque<std::unique_ptr<Request>> requests;     // guarded by mu
+  mutable Mutex mu;
+  std::condition_variable cv;  // a request arrived
+  std::map<std::string, std::shared_ptr<Job>> jobs GUARDED_BY(mu);
+  std::deque<std::string> finished_order GUARDED_BY(mu);
+  std::deque<std::unique_ptr<Request>> requests GUARDED_BY(mu);
   std::thread thread;
 
   // Subscriptions.
-  std::mutex sub_mu;     // guards subs
-  std::mutex notify_mu;  // held while callbacks run (Unsubscribe waits on it)
-  uint64_t next_sub = 1;
-  std::map<uint64_t, std::pair<std::string, std::function<void()>>> subs;
+  Mutex notify_mu ACQUIRED_BEFORE(sub_mu);  // held while callbacks run (Unsubscribe waits on it)
+  Mutex sub_mu;
+  uint64_t next_sub GUARDED_BY(sub_mu) = 1;
+  std::map<uint64_t, std::pair<std::string, std::function<void()>>> subs GUARDED_BY(sub_mu);
 
-  void Notify(const std::string& job_id) {
-    std::lock_guard<std::mutex> n(notify_mu);
+  void Notify(const std::string& job_id) EXCLUDES(notify_mu, sub_mu, mu) {
+    MutexLock n(notify_mu);
     std::vector<std::function<void()>> fns;
     {
-      std::lock_guard<std::mutex> lock(sub_mu);
+      MutexLock lock(sub_mu);
       for (auto& [id, s] : subs) {
         if (s.first == job_id) fns.push_back(s.second);
       }
@@ -237,7 +240,7 @@ struct JobSupervisor::Impl {
   void OnOutput(const std::shared_ptr<Job>& job, std::string_view chunk) {
     bool appended = false;
     {
-      std::lock_guard<std::mutex> lock(mu);
+      MutexLock lock(mu);
       job->partial_line.append(chunk);
       size_t start = 0;
       for (;;) {
@@ -267,7 +270,7 @@ struct JobSupervisor::Impl {
     if (appended) Notify(job->info.spec.job_id);
   }
 
-  void AppendLogLocked(Job* job, const std::string& text) {
+  void AppendLogLocked(Job* job, const std::string& text) REQUIRES(mu) {
     job->log += text;
     std::string_view line(text);
     while (!line.empty() && (line.back() == '\n' || line.back() == '\r')) line.remove_suffix(1);
@@ -286,12 +289,12 @@ struct JobSupervisor::Impl {
     for (;;) {
       std::unique_ptr<Request> req;
       {
-        std::unique_lock<std::mutex> lock(mu);
+        MutexLock lock(mu);
         const bool any_running = std::any_of(jobs.begin(), jobs.end(), [](const auto& j) {
           return j.second->info.state == JobState::kRunning;
         });
         if (requests.empty()) {
-          cv.wait_for(lock, std::chrono::milliseconds(any_running ? 20 : 200));
+          lock.WaitOnceFor(cv, std::chrono::milliseconds(any_running ? 20 : 200));
         }
         if (!requests.empty()) {
           req = std::move(requests.front());
@@ -317,7 +320,7 @@ struct JobSupervisor::Impl {
       case Request::kStop: {
         std::shared_ptr<Job> job;
         {
-          std::lock_guard<std::mutex> lock(mu);
+          MutexLock lock(mu);
           auto it = jobs.find(req.job_id);
           if (it != jobs.end()) job = it->second;
           if (!job || job->info.state != JobState::kRunning) {
@@ -342,7 +345,7 @@ struct JobSupervisor::Impl {
   void RequestStop(const std::shared_ptr<Job>& job) {
     bool first = false;
     {
-      std::lock_guard<std::mutex> lock(mu);
+      MutexLock lock(mu);
       first = !job->stop_requested;
       job->stop_requested = true;
       if (first) job->kill_at = Deadline::AfterMs(options.stop_grace_ms);
@@ -353,7 +356,7 @@ struct JobSupervisor::Impl {
   void StopEverythingAndWait() {
     std::vector<std::shared_ptr<Job>> running;
     {
-      std::lock_guard<std::mutex> lock(mu);
+      MutexLock lock(mu);
       for (auto& [id, j] : jobs) {
         if (j->info.state == JobState::kRunning) running.push_back(j);
       }
@@ -364,7 +367,7 @@ struct JobSupervisor::Impl {
       Reap();
       bool any = false;
       {
-        std::lock_guard<std::mutex> lock(mu);
+        MutexLock lock(mu);
         for (auto& j : running) any = any || j->info.state == JobState::kRunning;
       }
       if (!any) return;
@@ -374,7 +377,7 @@ struct JobSupervisor::Impl {
 
   Result<JobStarted> DoStart(JobSpec spec) {
     {
-      std::lock_guard<std::mutex> lock(mu);
+      MutexLock lock(mu);
       auto it = jobs.find(spec.job_id);
       if (it != jobs.end() && it->second->info.state == JobState::kRunning) {
         return AlreadyExistsError("job '" + spec.job_id +
@@ -452,7 +455,7 @@ struct JobSupervisor::Impl {
     job->info.state = JobState::kRunning;
     std::shared_ptr<Job> replaced;  // destroyed outside `mu`
     {
-      std::lock_guard<std::mutex> lock(mu);
+      MutexLock lock(mu);
       auto it = jobs.find(spec.job_id);
       if (it != jobs.end()) {  // an ended job of the same id is replaced
         replaced = it->second;
@@ -475,7 +478,7 @@ struct JobSupervisor::Impl {
   void Reap() {
     std::vector<std::shared_ptr<Job>> running;
     {
-      std::lock_guard<std::mutex> lock(mu);
+      MutexLock lock(mu);
       for (auto& [id, j] : jobs) {
         if (j->info.state == JobState::kRunning) running.push_back(j);
       }
@@ -491,7 +494,7 @@ struct JobSupervisor::Impl {
       std::vector<std::promise<bool>> waiters;
       std::vector<std::shared_ptr<Job>> dropped;  // destroyed outside `mu` (their readers take it)
       {
-        std::lock_guard<std::mutex> lock(mu);
+        MutexLock lock(mu);
         if (!job->partial_line.empty()) {
           AppendLogLocked(job.get(), job->partial_line + "\n");
           job->partial_line.clear();
@@ -533,7 +536,7 @@ struct JobSupervisor::Impl {
 
   void Submit(std::unique_ptr<Request> req) {
     {
-      std::lock_guard<std::mutex> lock(mu);
+      MutexLock lock(mu);
       requests.push_back(std::move(req));
     }
     cv.notify_all();
@@ -550,7 +553,7 @@ JobSupervisor::~JobSupervisor() {
   auto req = std::make_unique<Impl::Request>();
   req->kind = Impl::Request::kQuit;
   {
-    std::lock_guard<std::mutex> lock(impl_->mu);
+    MutexLock lock(impl_->mu);
     impl_->requests.push_back(std::move(req));
   }
   impl_->cv.notify_all();
@@ -559,7 +562,7 @@ JobSupervisor::~JobSupervisor() {
   // take `mu`, so they are destroyed outside it.
   std::map<std::string, std::shared_ptr<Impl::Job>> jobs;
   {
-    std::lock_guard<std::mutex> lock(impl_->mu);
+    MutexLock lock(impl_->mu);
     jobs.swap(impl_->jobs);
   }
   jobs.clear();
@@ -583,7 +586,7 @@ Result<JobStarted> JobSupervisor::Start(const JobSpec& spec) {
 
 Result<bool> JobSupervisor::Stop(const std::string& job_id) {
   {
-    std::lock_guard<std::mutex> lock(impl_->mu);
+    MutexLock lock(impl_->mu);
     if (impl_->jobs.find(job_id) == impl_->jobs.end()) {
       return NotFoundError("no job '" + job_id + "' on this node");
     }
@@ -609,7 +612,7 @@ void JobSupervisor::StopAll() {
 }
 
 std::vector<JobInfo> JobSupervisor::List() const {
-  std::lock_guard<std::mutex> lock(impl_->mu);
+  MutexLock lock(impl_->mu);
   std::vector<JobInfo> out;
   for (const auto& [id, j] : impl_->jobs) out.push_back(j->info);
   std::sort(out.begin(), out.end(), [](const JobInfo& a, const JobInfo& b) {
@@ -619,7 +622,7 @@ std::vector<JobInfo> JobSupervisor::List() const {
 }
 
 Result<JobInfo> JobSupervisor::Get(const std::string& job_id) const {
-  std::lock_guard<std::mutex> lock(impl_->mu);
+  MutexLock lock(impl_->mu);
   auto it = impl_->jobs.find(job_id);
   if (it == impl_->jobs.end()) return NotFoundError("no job '" + job_id + "' on this node");
   return it->second->info;
@@ -629,7 +632,7 @@ std::vector<WorkerFigures> JobSupervisor::Figures() const {
   std::vector<WorkerFigures> out;
   std::vector<pid_t> pids;
   {
-    std::lock_guard<std::mutex> lock(impl_->mu);
+    MutexLock lock(impl_->mu);
     for (const auto& [id, j] : impl_->jobs) {
       if (j->info.state != JobState::kRunning) continue;
       out.push_back(j->figures);
@@ -644,7 +647,7 @@ std::vector<WorkerFigures> JobSupervisor::Figures() const {
 
 Result<JobSupervisor::LogRead> JobSupervisor::ReadLogs(const std::string& job_id, uint64_t offset,
                                                        size_t max_bytes) const {
-  std::lock_guard<std::mutex> lock(impl_->mu);
+  MutexLock lock(impl_->mu);
   auto it = impl_->jobs.find(job_id);
   if (it == impl_->jobs.end()) return NotFoundError("no job '" + job_id + "' on this node");
   const Impl::Job& j = *it->second;
@@ -659,15 +662,15 @@ Result<JobSupervisor::LogRead> JobSupervisor::ReadLogs(const std::string& job_id
 }
 
 uint64_t JobSupervisor::Subscribe(const std::string& job_id, std::function<void()> on_change) {
-  std::lock_guard<std::mutex> lock(impl_->sub_mu);
+  MutexLock lock(impl_->sub_mu);
   const uint64_t id = impl_->next_sub++;
   impl_->subs[id] = {job_id, std::move(on_change)};
   return id;
 }
 
 void JobSupervisor::Unsubscribe(uint64_t subscription) {
-  std::lock_guard<std::mutex> n(impl_->notify_mu);
-  std::lock_guard<std::mutex> lock(impl_->sub_mu);
+  MutexLock n(impl_->notify_mu);
+  MutexLock lock(impl_->sub_mu);
   impl_->subs.erase(subscription);
 }
 
