@@ -40,6 +40,17 @@ kernels::KvStoreArgs KvCache::StoreArgs(int64_t layer, int slot, int64_t first_p
   return a;
 }
 
+Status KvCache::CheckCopy(int src, int dst, int64_t n) const {
+  const int slots = num_slots();
+  if (src < 0 || src >= slots || dst < 0 || dst >= slots || n < 0 || n > capacity_) {
+    return InvalidArgumentError("cannot copy " + std::to_string(n) + " positions from KV slot " +
+                                std::to_string(src) + " to " + std::to_string(dst) + " (" +
+                                std::to_string(slots) + " slots of " + std::to_string(capacity_) +
+                                ")");
+  }
+  return Status::Ok();
+}
+
 void KvCache::CopyPositions(int src, int dst, int64_t n, kernels::KernelBackend& backend) {
   if (src == dst || n <= 0) return;
   const int64_t run = n * head_dim_ * kernels::KvDtypeBytes(dtype_);  // one head's positions

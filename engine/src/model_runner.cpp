@@ -24,14 +24,7 @@ Status LocalRunner::Step(const std::vector<SequenceChunk>& batch, ForwardOutput*
 }
 
 Status LocalRunner::CopySlot(int src, int dst, int64_t positions) {
-  const int slots = cache_.num_slots();
-  if (src < 0 || src >= slots || dst < 0 || dst >= slots || positions < 0 ||
-      positions > cache_.capacity()) {
-    return InvalidArgumentError("cannot copy " + std::to_string(positions) +
-                                " positions from KV slot " + std::to_string(src) + " to " +
-                                std::to_string(dst) + " (" + std::to_string(slots) + " slots of " +
-                                std::to_string(cache_.capacity()) + ")");
-  }
+  OCTET_RETURN_IF_ERROR(cache_.CheckCopy(src, dst, positions));
   cache_.CopyPositions(src, dst, positions, model_.backend());
   return Status::Ok();
 }

@@ -25,7 +25,8 @@ enum class TpRuntime::PlanOp : uint32_t {
   kReset = 2,
   kIdle = 3,
   kShutdown = 4,
-  kMtpDraft = 5
+  kMtpDraft = 5,
+  kCopySlot = 6
 };
 
 namespace {
@@ -360,6 +361,18 @@ Status TpRuntime::Step(const std::vector<SequenceChunk>& batch, ForwardOutput* o
   return s;
 }
 
+Status TpRuntime::CopySlot(int src, int dst, int64_t positions) {
+  // Checked before the plan goes out, so followers only see valid copies.
+  OCTET_RETURN_IF_ERROR(cache_.CheckCopy(src, dst, positions));
+  Writer w;
+  w.Put(static_cast<int32_t>(src));
+  w.Put(static_cast<int32_t>(dst));
+  w.Put(static_cast<int64_t>(positions));
+  OCTET_RETURN_IF_ERROR(SendPlan(PlanOp::kCopySlot, w.bytes));
+  cache_.CopyPositions(src, dst, positions, model_->backend());
+  return Status::Ok();
+}
+
 Status TpRuntime::Idle() {
   if (!comm_ || NowNs() - last_plan_ns_ < kIdleIntervalNs) return Status::Ok();
   return SendPlan(PlanOp::kIdle, {});
@@ -439,6 +452,17 @@ Status TpRuntime::Follow(const std::function<bool()>& stop, int stop_grace_ms) {
         Status s = model_->MtpDraft(p.chunk, p.slot, p.start_pos, p.next, p.k, &drafts,
                                     p.all_logits ? &logits : nullptr, hooks_);
         if (!s.ok() && comm_->poisoned()) return Fail(comm_->health());
+        break;
+      }
+      case PlanOp::kCopySlot: {
+        Reader r(payload);
+        int32_t src = 0, dst = 0;
+        int64_t positions = 0;
+        if (!r.Get(&src) || !r.Get(&dst) || !r.Get(&positions) ||
+            !cache_.CheckCopy(src, dst, positions).ok()) {
+          return Fail(DataLossError("malformed KV slot copy plan from rank 0"));
+        }
+        cache_.CopyPositions(src, dst, positions, model_->backend());
         break;
       }
       case PlanOp::kStep: {

@@ -60,8 +60,8 @@ Served Collect(RequestStream& s) {
   return out;
 }
 
-// A runner that cannot copy KV slots (as a TP group): every sequence of a
-// group prefills for itself.
+// A runner that cannot copy KV slots: every sequence of a group prefills
+// for itself.
 class NoCopyRunner final : public ModelRunner {
  public:
   explicit NoCopyRunner(Model& m) : inner_(m) {}

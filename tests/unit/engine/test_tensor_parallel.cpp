@@ -26,10 +26,11 @@
 #include "octet/base/npy.h"
 #include "octet/collectives/communicator.h"
 #include "octet/engine/generate.h"
-#include "random_checkpoint.h"
+#include "octet/engine/scheduler.h"
 #include "octet/engine/tensor_parallel.h"
 #include "octet/engine/tp_runtime.h"
 #include "octet_test.h"
+#include "random_checkpoint.h"
 
 using namespace octet;
 using namespace octet::engine;
@@ -444,6 +445,73 @@ class TestTensorParallel : public QObject {
              (std::to_string(spec.drafted_tokens) + " drafted in " +
               std::to_string(spec.decode_steps) + " steps")
                  .c_str());
+  }
+
+  // n > 1 across a group: a prefilled slot copied on every rank (a step plan)
+  // continues exactly as the slot it was copied from; a copy naming a slot
+  // the cache lacks is refused before any rank moves; and the scheduler's
+  // n = 3 greedy sequences of one request prefill the prompt once and each
+  // give the reference's greedy ids.
+  void nSequencesShareOnePrefillAcrossTheGroup() {
+    OCTET_REQUIRE_FIXTURES();
+    const std::string dir = test::FixturesDir() + "/qwen3-tiny";
+    auto text = ReadFileToString(dir + "/reference.json");
+    QVERIFY(text.ok());
+    const auto ref = nlohmann::json::parse(*text);
+    const auto prompt = ref["prompt_ids"].get<std::vector<int32_t>>();
+    const auto generated = ref["generated_ids"].get<std::vector<int32_t>>();
+    std::vector<float> copied, original;
+    std::vector<std::vector<int32_t>> ids;
+    SchedulerMetrics metrics;
+    Status bad_copy;
+    Status s =
+        RunTpGroup(dir, 2, collectives::TransportKind::kShm, collectives::AlgorithmKind::kOneShot,
+                   /*load_mtp=*/false, [&](TpRuntime& rt) -> Status {
+                     OCTET_RETURN_IF_ERROR(rt.ResetCache(2, 64, kernels::KvDtype::kF32));
+                     const int64_t n = static_cast<int64_t>(prompt.size());
+                     SequenceChunk first;
+                     first.tokens = prompt;
+                     ForwardOutput out;
+                     OCTET_RETURN_IF_ERROR(rt.Step({first}, &out));
+                     OCTET_RETURN_IF_ERROR(rt.CopySlot(0, 1, n));
+                     bad_copy = rt.CopySlot(0, 2, n);
+                     SequenceChunk a{0, n, {generated[0]}, false}, b{1, n, {generated[0]}, false};
+                     OCTET_RETURN_IF_ERROR(rt.Step({a, b}, &out));
+                     original.assign(out.Last(0), out.Last(0) + out.vocab);
+                     copied.assign(out.Last(1), out.Last(1) + out.vocab);
+
+                     SchedulerOptions so;
+                     so.num_slots = 4;
+                     so.context = 64;
+                     so.max_batch_tokens = 64;
+                     Scheduler sched(rt, so);
+                     OCTET_RETURN_IF_ERROR(sched.Start());
+                     GenerationParams p;
+                     p.prompt = prompt;
+                     p.max_tokens = static_cast<int64_t>(generated.size());
+                     p.ignore_eos = true;
+                     OCTET_ASSIGN_OR_RETURN(auto streams, sched.SubmitN(p, 3));
+                     for (auto& stream : streams) {
+                       std::vector<int32_t> got;
+                       RequestUpdate u;
+                       for (const Deadline d = Deadline::AfterMs(60'000); !d.expired();) {
+                         if (!stream->Next(Deadline::AfterMs(1000), &u)) continue;
+                         got.insert(got.end(), u.ids.begin(), u.ids.end());
+                         if (u.done) break;
+                       }
+                       ids.push_back(got);
+                     }
+                     metrics = sched.Metrics();
+                     sched.Stop(CancelledError("the test is done"));
+                     return Status::Ok();
+                   });
+    QVERIFY2(s.ok(), s.ToString().c_str());
+    QCOMPARE(bad_copy.code(), StatusCode::kInvalidArgument);
+    QVERIFY(!original.empty());
+    QVERIFY(copied == original);  // the same cache, the same step: bit for bit
+    QCOMPARE(ids.size(), size_t(3));
+    for (const auto& got : ids) QCOMPARE(got, generated);
+    QCOMPARE(metrics.prompt_tokens_total, uint64_t(prompt.size()));  // one prefill
   }
 
   // A degree the model cannot take fails on every rank with the reason.

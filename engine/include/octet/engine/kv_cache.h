@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "octet/base/status.h"
 #include "octet/kernels/backend.h"
 
 namespace octet::engine {
@@ -49,6 +50,9 @@ class KvCache {
   // share the prompt's prefill this way. `backend` is the one whose memory the
   // cache is in (a device cache is copied through host memory).
   void CopyPositions(int src, int dst, int64_t n, kernels::KernelBackend& backend);
+  // Whether CopyPositions(src, dst, n) names slots and positions this cache
+  // has; InvalidArgument saying which otherwise.
+  Status CheckCopy(int src, int dst, int64_t n) const;
 
   // Arguments for the backend's KvStore that write positions [first_pos,
   // first_pos + n) of a slot's layer from float rows of kv_heads * head_dim

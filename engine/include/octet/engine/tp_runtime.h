@@ -73,6 +73,9 @@ class TpRuntime final : public ModelRunner {
   int64_t cache_capacity() const override { return cache_.capacity(); }
   int64_t cache_bytes() const override { return cache_.bytes(); }
   Status Step(const std::vector<SequenceChunk>& batch, ForwardOutput* out) override;
+  // Every rank copies its shard of the slot (a step plan): n > 1 sequences of
+  // a request share one prefill across the group too.
+  Status CopySlot(int src, int dst, int64_t positions) override;
   Status Idle() override;
   RunnerStats stats() const override;
   // The MTP head sharded like the main layers: rank 0 sends the call as a
