@@ -18,6 +18,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <QTemporaryFile>
 #include <QtTest>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -256,6 +257,27 @@ std::string Describe(const ClusterSnapshot& s) {
   for (const auto& n : s.nodes)
     out += "\n  " + n.name + " " + std::string(NodeStateName(n.state)) + " " + n.last_error;
   return out;
+}
+
+// An HTTP request with curl from inside namespace `ns`: the status code
+// ("000" when nothing answered) and the body.
+struct CurlReply {
+  std::string code, body;
+};
+CurlReply CurlFrom(const std::string& ns, const std::string& method, const std::string& url,
+                   const std::string& bearer = "", const std::string& body = "") {
+  QTemporaryFile out;
+  if (!out.open()) return {"000", "cannot make a temporary file"};
+  std::vector<std::string> argv = {
+      IpPath(), "netns",        "exec", ns,    "/usr/bin/curl",
+      "-s",     "-m",           "5",    "-o",  out.fileName().toStdString(),
+      "-w",     "%{http_code}", "-X",   method};
+  if (!bearer.empty()) argv.insert(argv.end(), {"-H", "Authorization: Bearer " + bearer});
+  if (!body.empty())
+    argv.insert(argv.end(), {"-H", "Content-Type: application/json", "--data-binary", body});
+  argv.push_back(url);
+  const auto r = test::RunProgram(argv, 15'000);
+  return {r.output.substr(0, 3), ReadFileToString(out.fileName().toStdString()).value_or("")};
 }
 
 }  // namespace
@@ -785,6 +807,77 @@ class TestNetnsCabling : public QObject {
       QVERIFY(session.client(i).GetFacts(Deadline::AfterMs(5000)).ok());
     }
     session.StopJob("tp4-serve", Deadline::AfterMs(15'000)).IgnoreError();
+  }
+  // A router on one machine, its admin endpoints called from another (as
+  // `octet deploy` on a workbench tells a node's router where its instances'
+  // replicas are): off loopback only the admin token opens them (none or a
+  // wrong one: 403, and nothing changes); on the router's own machine
+  // loopback suffices.
+  void routerAdminNeedsTheTokenOffLoopback() {
+    NetnsLab lab("ra");
+    QVERIFY(lab.AddNamespace(lab.Ns(0)).ok());
+    QVERIFY(lab.AddNamespace(lab.Ns(1)).ok());
+    QVERIFY(lab.Cable(lab.Ns(0), "r1", "10.79.0.1/24", lab.Ns(1), "r0", "10.79.0.2/24").ok());
+    const std::string dir = dir_.path().toStdString() + "/router-admin";
+    QVERIFY(MakeDirs(dir).ok());
+    QVERIFY(WriteFileAtomic(dir + "/policy.yaml", R"(version: 1
+pools:
+  - name: big
+    instance: big
+    model: big-model
+routes:
+  - name: rest
+    pool: big
+)")
+                .ok());
+    const std::string token = *agent::GenerateClusterToken();
+    SpawnOptions so;
+    so.argv = {IpPath(),
+               "netns",
+               "exec",
+               lab.Ns(0),
+               test::BinDir() + "/octet",
+               "route",
+               "--policy",
+               dir + "/policy.yaml",
+               "--host",
+               "0.0.0.0",
+               "--port",
+               "18480"};
+    so.env = {"OCTET_ROUTER_ADMIN_TOKEN=" + token};
+    so.output_file = dir + "/router.log";
+    auto router = Subprocess::Spawn(so);
+    QVERIFY2(router.ok(), router.status().ToString().c_str());
+    const std::string base = "http://10.79.0.1:18480";
+    bool up = false;
+    for (const Deadline d = Deadline::AfterMs(20'000); !d.expired() && !up;) {
+      up = CurlFrom(lab.Ns(1), "GET", base + "/health").code != "000";
+      if (!up) QThread::msleep(100);
+    }
+    QVERIFY2(up, ReadFileToString(dir + "/router.log").value_or("").c_str());
+
+    const std::string body = R"({"instances": {"big": ["http://10.79.0.2:9000"]}})";
+    for (const std::string& bearer :
+         {std::string(), std::string("not-the-token"),
+          token.substr(0, token.size() - 1) + (token.back() == 'x' ? "y" : "x")}) {
+      const CurlReply r = CurlFrom(lab.Ns(1), "POST", base + "/v1/router/instances", bearer, body);
+      QVERIFY2(r.code == "403", (r.code + " " + r.body).c_str());
+      QVERIFY2(CurlFrom(lab.Ns(1), "GET", base + "/v1/router/instances", bearer).code == "403",
+               bearer.c_str());
+      QVERIFY2(CurlFrom(lab.Ns(1), "GET", base + "/v1/router/policy", bearer).code == "403",
+               bearer.c_str());
+    }
+    // Nothing changed (asked on the router's machine, over loopback).
+    CurlReply r = CurlFrom(lab.Ns(0), "GET", "http://127.0.0.1:18480/v1/router/instances");
+    QVERIFY2(r.code == "200", (r.code + " " + r.body).c_str());
+    QCOMPARE(nlohmann::json::parse(r.body)["instances"]["big"].size(), size_t(0));
+    // With the token, from the other machine.
+    r = CurlFrom(lab.Ns(1), "POST", base + "/v1/router/instances", token, body);
+    QVERIFY2(r.code == "200", (r.code + " " + r.body).c_str());
+    r = CurlFrom(lab.Ns(0), "GET", "http://127.0.0.1:18480/v1/router/instances");
+    QCOMPARE(nlohmann::json::parse(r.body)["instances"]["big"][0].get<std::string>(),
+             std::string("http://10.79.0.2:9000"));
+    (*router)->Terminate(std::chrono::milliseconds(3000));
   }
 };
 
