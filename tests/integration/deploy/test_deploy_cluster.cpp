@@ -13,8 +13,8 @@
 // and keeps serving from the others; applying again restarts it and the
 // router follows it to its new endpoint; a changed file (3 -> 2 large
 // replicas, another model for the small instance) stops one large replica
-// and restarts only the small ones; `down` leaves no job running and no
-// worker process alive.
+// and restarts only the small ones; `down` leaves no job running, no
+// worker process alive and no memory in use on any node.
 #include <httplib.h>
 #include <signal.h>
 
@@ -152,6 +152,28 @@ class TestDeployCluster : public QObject {
         return pid;
     }
     return 0;
+  }
+
+  // Bytes in use on each node of the local cluster, as its agent accounts them
+  // (a simulated node: its budget minus the resident memory of its jobs).
+  std::vector<uint64_t> UsedBytesPerNode() {
+    std::vector<uint64_t> used;
+    for (size_t i = 0; i < session_->size(); ++i) {
+      auto f = session_->client(i).GetFacts(Deadline::AfterMs(5000));
+      if (!f.ok()) {
+        qWarning("node %zu: %s", i, f.status().ToString().c_str());
+        used.push_back(UINT64_MAX);
+        continue;
+      }
+      used.push_back(f->memory.total_bytes - f->memory.available_bytes);
+    }
+    return used;
+  }
+
+  static std::string BytesText(const std::vector<uint64_t>& used) {
+    std::string t;
+    for (uint64_t u : used) t += " " + std::to_string(u);
+    return t;
   }
 
   std::vector<JobStatus> AllJobs() {
@@ -597,12 +619,27 @@ routes:
       if (j.spec.deployment == "demo" && j.state == "running") pids.push_back(j.pid);
     }
     QVERIFY(pids.size() >= 7);  // 2 x 2 + 2 ranks and the router
+    // Every rank holds its weights and KV cache: the nodes running one account
+    // for memory in use.
+    const std::vector<uint64_t> before = UsedBytesPerNode();
+    const auto busy = std::count_if(before.begin(), before.end(),
+                                    [](uint64_t u) { return u > 0 && u != UINT64_MAX; });
+    QVERIFY2(busy >= 6, ("bytes in use per node:" + BytesText(before)).c_str());
     Run r = Deploy({"down", "demo", "--json"});
     QVERIFY2(r.code == 0, (r.out + r.err).c_str());
     for (const auto& j : AllJobs()) {
       QVERIFY2(!(j.spec.deployment == "demo" && j.state == "running"), j.spec.job_id.c_str());
     }
     for (pid_t p : pids) QVERIFY2(::kill(p, 0) != 0, std::to_string(p).c_str());
+    // ... and after down no node accounts for any: the memory is free again.
+    std::vector<uint64_t> after;
+    for (const Deadline d = Deadline::AfterMs(10'000); !d.expired();) {
+      after = UsedBytesPerNode();
+      if (std::all_of(after.begin(), after.end(), [](uint64_t u) { return u == 0; })) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+    QVERIFY2(std::all_of(after.begin(), after.end(), [](uint64_t u) { return u == 0; }),
+             ("bytes in use per node after down:" + BytesText(after)).c_str());
     const json st = Status();
     QCOMPARE(st["deployments"].size(), size_t(0));
   }
