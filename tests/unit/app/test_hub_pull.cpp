@@ -16,14 +16,15 @@
 #include <set>
 #include <thread>
 
+#include "child_process.h"
 #include "loopback_hub.h"
 #include "octet/app/agent_client.h"
 #include "octet/app/cluster_profile.h"
 #include "octet/app/hub.h"
 #include "octet/app/local_cluster.h"
 #include "octet/base/file_util.h"
-#include "random_checkpoint.h"
 #include "octet_test.h"
+#include "random_checkpoint.h"
 
 using octet::test::RunProgram;
 namespace fs = std::filesystem;
@@ -474,6 +475,62 @@ class TestHubPull : public QObject {
                                        std::string("/etc/passwd"), lo.state_dir + "/token"}) {
       QCOMPARE((*right)->ReadFile(outside, 0, sink, octet::Deadline::AfterMs(10'000)).code(),
                octet::StatusCode::kPermissionDenied);
+    }
+  }
+
+  // The same copy between two agents that speak only TLS (a profile made by
+  // `octet cluster init --tls`, each agent with the certificate it issued):
+  // the first node downloads from the Hub, the second copies from it over the
+  // TLS channel, checking the peer's certificate against the cluster CA under
+  // the peer's node name, and gets the same bytes.
+  void clusterPullCopiesOverTls() {
+    const std::string root = tmp_.path().toStdString() + "/tls";
+    const std::string config = root + "/config";
+    octet::app::ClusterInitOptions init;
+    init.name = "tlspull";
+    init.config_dir = config;
+    init.tls = true;
+    init.nodes = {{"a", "127.0.0.1:1"}, {"b", "127.0.0.1:1"}};  // ports once the agents listen
+    auto profile = octet::app::InitCluster(init);
+    QVERIFY2(profile.ok(), profile.status().ToString().c_str());
+    const std::string roots = root + "/roots";
+    QVERIFY(octet::MakeDirs(roots).ok());
+    auto token = octet::ReadFileToString(profile->token_file());
+    QVERIFY(token.ok());
+    std::vector<octet::test::CapturedProcess> agents(2);
+    for (size_t i = 0; i < 2; ++i) {
+      const std::string name = profile->nodes[i].name;
+      const std::string dir = root + "/node-" + name;
+      QVERIFY(octet::MakeDirs(dir).ok());
+      QVERIFY(octet::WriteFileAtomic(dir + "/token", *token, 0600).ok());
+      QVERIFY(octet::WriteFileAtomic(dir + "/machine-id", "tls-pull-" + name + "\n").ok());
+      QVERIFY(agents[i]
+                  .Start(octet::test::AgentArgv(
+                      octet::test::BinDir(), dir, "127.0.0.1:0",
+                      {"--tls-cert", profile->node_cert_file(name), "--tls-key",
+                       profile->node_key_file(name), "--model-roots", roots, "--models-dir",
+                       dir + "/hub", "--memory-budget", "1G"}))
+                  .ok());
+      const std::string address = octet::test::WaitForAgentAddress(dir + "/address", 20'000);
+      QVERIFY2(!address.empty(), agents[i].output().c_str());
+      profile->nodes[i].address = address;
+    }
+    QVERIFY(octet::app::SaveProfile(*profile).ok());
+
+    auto r = Octet(
+        {"pull", "acme/tiny", "--cluster", "tlspull", "--config-dir", config, "--json", "--quiet"});
+    QVERIFY2(r.exit_code == 0, (r.output + agents[0].output() + agents[1].output()).c_str());
+    const auto j = nlohmann::json::parse(
+        r.output.substr(r.output.find('{'), r.output.rfind('}') - r.output.find('{') + 1));
+    for (const auto& f : files_) QCOMPARE(hub_->Requests(f.path), 1);  // once, by node a
+    QCOMPARE(j["nodes"].size(), size_t(2));
+    QVERIFY2(j["nodes"][1]["ok"].get<bool>(), j.dump().c_str());
+    QCOMPARE(j["nodes"][0]["source"].get<std::string>(), std::string("hub"));
+    QCOMPARE(j["nodes"][1]["source"].get<std::string>(), std::string("peer a"));
+    for (const auto& f : files_) {
+      const std::string copy =
+          root + "/node-b/hub/models--acme--tiny/snapshots/" + LoopbackHub::kCommit + "/" + f.path;
+      QVERIFY2(*octet::ReadFileToString(copy) == f.bytes, copy.c_str());
     }
   }
 
