@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "command.h"
+#include "node_models_json.h"
 #include "octet/agent/cluster_token.h"
 #include "octet/app/cluster_profile.h"
 #include "octet/app/cluster_session.h"
@@ -364,8 +365,13 @@ void PrintCablingHuman(const CablingReport& c) {
 int RunStatus(const std::vector<std::string>& args) {
   const std::string prog = "octet cluster status";
   ArgParser p(prog,
-              "Ask every agent of a cluster for its facts, links and jobs; classify the cabling. "
-              "Exits 1 when some agent did not answer.");
+              "Ask every agent of a cluster for its facts, links, jobs and models; classify the "
+              "cabling. Exits 1 when some agent did not answer.\n"
+              "--json: {cluster, cabling, nodes: [{name, address, reachable, and when reachable: "
+              "facts, jobs, models_dir (its model store; \"\" : none) and models (one per "
+              "snapshot: repo, commit, refs, snapshot, files, bytes, incomplete_files, "
+              "missing_files, as `octet models --cluster NAME --json`; absent when the agent did "
+              "not list them), else error}]}.");
   AddTargetFlags(p);
   p.Flag("json", "print one JSON document");
   if (int rc = ParseOrExit(p, args, prog); rc >= 0) return rc;
@@ -391,6 +397,7 @@ int RunStatus(const std::vector<std::string>& args) {
         json jobs = json::array();
         for (const auto& job : n.jobs) jobs.push_back(ToJson(job));
         j["jobs"] = jobs;
+        if (n.has_models) AddNodeModelsJson(n.models, &j);
       } else {
         j["error"] = n.last_error;
       }
@@ -423,6 +430,10 @@ int RunStatus(const std::vector<std::string>& args) {
                                            : std::to_string(f.rdma_devices.size()) + " device(s)")
                 << "; jobs: " << n.jobs.size() << "\n";
       for (const auto& w : f.roce_warnings) std::cerr << "    RoCE: " << w.message << "\n";
+      for (const auto& m : n.models.models) {
+        std::cerr << "    model: " << m.repo << " " << m.commit.substr(0, 10) << " ("
+                  << FormatBytes(static_cast<double>(m.bytes)) << ")\n";
+      }
     }
     PrintCablingHuman(snap.cabling);
   }

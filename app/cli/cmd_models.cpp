@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "command.h"
+#include "node_models_json.h"
 #include "octet/app/agent_client.h"
 #include "octet/app/cluster_profile.h"
 #include "octet/app/hub.h"
@@ -14,6 +15,25 @@
 #include "octet/base/file_util.h"
 
 namespace octet::cli {
+
+nlohmann::json NodeModelJson(const app::NodeModel& m) {
+  return {{"repo", m.repo},
+          {"commit", m.commit},
+          {"refs", m.refs},
+          {"snapshot", m.snapshot_dir},
+          {"files", m.files},
+          {"bytes", m.bytes},
+          {"incomplete_files", m.incomplete_files},
+          {"missing_files", m.missing_files}};
+}
+
+void AddNodeModelsJson(const app::NodeModels& models, nlohmann::json* node) {
+  (*node)["models_dir"] = models.models_dir;
+  nlohmann::json list = nlohmann::json::array();
+  for (const auto& m : models.models) list.push_back(NodeModelJson(m));
+  (*node)["models"] = std::move(list);
+}
+
 namespace {
 
 int ListModels(const app::hub::HubConfig& c, bool json) {
@@ -100,17 +120,8 @@ int ListClusterModels(const std::string& cluster, const std::string& config_dir,
       nodes.push_back(jn);
       continue;
     }
-    jn["models_dir"] = models->models_dir;
-    jn["models"] = nlohmann::json::array();
+    AddNodeModelsJson(*models, &jn);
     for (const auto& m : models->models) {
-      jn["models"].push_back({{"repo", m.repo},
-                              {"commit", m.commit},
-                              {"refs", m.refs},
-                              {"snapshot", m.snapshot_dir},
-                              {"files", m.files},
-                              {"bytes", m.bytes},
-                              {"incomplete_files", m.incomplete_files},
-                              {"missing_files", m.missing_files}});
       if (!json) {
         std::string refs;
         for (const auto& r : m.refs) refs += (refs.empty() ? "" : ",") + r;

@@ -130,6 +130,14 @@ class TestCliCluster : public QObject {
     for (size_t i = 0; i < (*cluster)->size(); ++i)
       agents += (i ? "," : "") + (*cluster)->address(i);
     const std::string token = (*cluster)->profile().token_file();
+    // Node 1 holds one model in its store (a Hugging Face cache layout: the
+    // snapshot of commit abc123, ref main); the others hold none.
+    const std::string repo_dir = o.state_dir + "/node-1/hub/models--acme--tiny-model";
+    QVERIFY(MakeDirs(repo_dir + "/snapshots/abc123", 0700).ok());
+    QVERIFY(MakeDirs(repo_dir + "/refs", 0700).ok());
+    QVERIFY(WriteFileAtomic(repo_dir + "/refs/main", "abc123\n").ok());
+    QVERIFY(WriteFileAtomic(repo_dir + "/snapshots/abc123/config.json", "{\"a\": 1}\n").ok());
+    QVERIFY(WriteFileAtomic(repo_dir + "/snapshots/abc123/model.safetensors", "12345678").ok());
 
     auto r = RunProgram(
         {"octet", "cluster", "status", "--agents", agents, "--token-file", token, "--json"}, 60'000,
@@ -144,6 +152,24 @@ class TestCliCluster : public QObject {
       QVERIFY(n["facts"]["cpu"]["cores"].get<int>() > 0);
     }
     QCOMPARE(j["cabling"]["kind"].get<std::string>(), std::string("switch"));
+    // Each node's models, as `octet models --cluster` lists them.
+    for (size_t i = 0; i < 3; ++i) {
+      const json& n = j["nodes"][i];
+      QVERIFY2(n.contains("models") && n["models"].is_array(), n.dump().c_str());
+      QCOMPARE(n["models_dir"].get<std::string>(),
+               o.state_dir + "/node-" + std::to_string(i) + "/hub");
+      QCOMPARE(n["models"].size(), size_t{i == 1 ? 1 : 0});
+    }
+    const json& model = j["nodes"][1]["models"][0];
+    QCOMPARE(model["repo"].get<std::string>(), std::string("acme/tiny-model"));
+    QCOMPARE(model["commit"].get<std::string>(), std::string("abc123"));
+    QCOMPARE(model["refs"], json::array({"main"}));
+    QCOMPARE(model["files"].get<int>(), 2);
+    QCOMPARE(model["bytes"].get<int64_t>(), int64_t{8 + 9});
+    QCOMPARE(model["missing_files"].get<int>(), 0);
+    // The help says so.
+    auto help = RunProgram({"octet", "cluster", "status", "--help"}, 10'000, Env());
+    QVERIFY2(help.output.find("models_dir") != std::string::npos, help.output.c_str());
 
     auto links = RunProgram({"octet", "cluster", "links", "--agents", agents, "--token-file", token,
                              "--probe", "--probe-bytes", "1M", "--round-trips", "5", "--json"},
