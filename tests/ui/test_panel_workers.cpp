@@ -5,7 +5,8 @@
 // The server is the router tests' OpenAI-compatible upstream on loopback,
 // streaming slowly enough that the close always lands mid-stream. The work is
 // seen on the panel's named threads (chatReply, benchSweep, benchStore), and
-// none of them is left once the panel is deleted.
+// none of them is left once the panel is deleted. Cancel pressed mid-request
+// ends the sweep at once with its run stored (and listed) as interrupted.
 #include <QDir>
 #include <QElapsedTimer>
 #include <QFile>
@@ -156,18 +157,49 @@ class TestPanelWorkers : public QObject {
     QVERIFY(QTest::qWaitFor([&] { return server->in_flight() == 0; }, 5000));
     QTest::qWait(200);
 
-    // The sweep ended before the panel was gone: its run is no longer stored
-    // as running (app::RunBenchmark records a request cut mid-stream as a
-    // failed run, a cancel between requests as an interrupted one).
+    // The sweep ended before the panel was gone: its run is stored as
+    // interrupted (the panel's cancel cut a request mid-stream: the run was
+    // stopped, not failed), not left running.
     auto opened = app::BenchRunStore::Open(store.toStdString());
     QVERIFY2(opened.ok(), opened.status().ToString().c_str());
     auto runs = (*opened)->ListRuns(10);
     QVERIFY(runs.ok());
     QCOMPARE(runs->size(), size_t{1});
     QCOMPARE(runs->front().label, std::string("closed"));
-    QVERIFY2(runs->front().state == "failed" || runs->front().state == "interrupted",
-             runs->front().state.c_str());
+    QCOMPARE(runs->front().state, std::string("interrupted"));
     QCOMPARE(runs->front().result_count, int64_t{0});
+  }
+
+  // Cancel pressed while a request streams: the request is cut, the sweep
+  // ends at once, and the run is listed as interrupted (not failed).
+  void benchCancelledMidRequest() {
+    auto server = SlowServer(1000);
+    ui::InstanceManager instances;
+    ui::BenchPanel bench(&instances);
+    QSignalSpy loaded(&bench, &ui::BenchPanel::runsLoaded);
+    bench.setStorePath(dir_.path() + "/cancelled.sqlite");
+    QVERIFY(loaded.wait(10'000));
+    bench.setEndpoint(QString::fromStdString(server->url()));
+    bench.setSweep(QStringLiteral("16"), QStringLiteral("400"), QStringLiteral("1"), 3,
+                   QStringLiteral("cancelled"));
+    QSignalSpy finished(&bench, &ui::BenchPanel::sweepFinished);
+    QTest::mouseClick(bench.findChild<QPushButton*>(QStringLiteral("benchRun")), Qt::LeftButton);
+    QVERIFY(QTest::qWaitFor([&] { return server->in_flight() == 1; }, 20'000));
+    QTest::qWait(300);  // tokens are streaming
+    QElapsedTimer t;
+    t.start();
+    QTest::mouseClick(bench.findChild<QPushButton*>(QStringLiteral("benchCancel")), Qt::LeftButton);
+    QVERIFY(finished.wait(5000));
+    QVERIFY2(t.elapsed() < 3000, qPrintable(QStringLiteral("%1 ms").arg(t.elapsed())));
+    QCOMPARE(finished.first().first().toBool(), false);
+    QVERIFY(!bench.running());
+    auto* text = bench.findChild<QLabel*>(QStringLiteral("benchProgressText"));
+    QVERIFY2(text->text().contains(QStringLiteral("interrupted")), qPrintable(text->text()));
+    QVERIFY(QTest::qWaitFor(
+        [&] { return !bench.runs().empty() && bench.runs().front().state == "interrupted"; },
+        10'000));
+    QCOMPARE(bench.runs().front().label, std::string("cancelled"));
+    QVERIFY(QTest::qWaitFor([&] { return server->in_flight() == 0; }, 5000));
   }
 };
 

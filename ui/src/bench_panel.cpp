@@ -437,6 +437,7 @@ void BenchPanel::onSweepProgress(quint64 id, int done, const QString& text, bool
 
 void BenchPanel::onSweepFinished(quint64 id, bool ok, const QString& detail, bool store_failed) {
   if (!sweep_ || id != sweep_id_) return;
+  const bool cancelled = *sweep_;
   running_ = false;
   sweep_.reset();
   run_->setEnabled(true);
@@ -447,14 +448,21 @@ void BenchPanel::onSweepFinished(quint64 id, bool ok, const QString& detail, boo
     return;
   }
   if (ok) progress_->setValue(progress_->maximum());
-  progress_text_->setText(ok ? detail : tr("The sweep failed: %1").arg(detail));
+  if (ok) {
+    progress_text_->setText(detail);
+  } else if (cancelled) {
+    progress_text_->setText(
+        tr("Cancelled: the run is stored as interrupted, with the tests finished before."));
+  } else {
+    progress_text_->setText(tr("The sweep failed: %1").arg(detail));
+  }
   reloadRuns();
   emit sweepFinished(ok, detail);
 }
 
 void BenchPanel::cancelSweep() {
   if (sweep_) *sweep_ = true;
-  progress_text_->setText(tr("Cancelling after the requests in flight…"));
+  progress_text_->setText(tr("Cancelling: the requests in flight are cut…"));
 }
 
 void BenchPanel::compareSelected() {
