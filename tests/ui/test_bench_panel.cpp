@@ -2,7 +2,8 @@
 // instance of a small random checkpoint: run a tiny sweep (progress, then the
 // run in the table from the SQLite store), run a second one, select both and
 // compare — a grouped bar chart with two sets, lines vs concurrency with two
-// series, deltas against the first run — and export CSV and PNG. Bad sweep
+// series, a table of the metric per test and run with its change against the
+// first run — and export CSV and PNG. Bad sweep
 // input is refused with the reason.
 #include <QBarSeries>
 #include <QBarSet>
@@ -16,7 +17,7 @@
 #include <QPushButton>
 #include <QSignalSpy>
 #include <QSpinBox>
-#include <QTableWidget>
+#include <QTableView>
 #include <QtTest>
 
 #include "octet/ui/bench_panel.h"
@@ -94,17 +95,21 @@ class TestBenchPanel : public QObject {
     }
     panel->findChild<QSpinBox*>(QStringLiteral("benchRuns"))->setValue(1);
     RunSweep(panel, QStringLiteral("first"));
-    auto* table = panel->findChild<QTableWidget*>(QStringLiteral("benchRunsTable"));
-    QVERIFY(QTest::qWaitFor([&] { return table->rowCount() == 1 && table->item(0, 5)->text() == "complete"; }, 10'000));
-    QCOMPARE(table->item(0, 6)->text(), QStringLiteral("2"));  // c1 and c2
+    auto* table = panel->findChild<QTableView*>(QStringLiteral("benchRunsTable"));
+    auto cell = [&](int row, int col) { return table->model()->index(row, col).data().toString(); };
+    QVERIFY(QTest::qWaitFor(
+        [&] { return table->model()->rowCount() == 1 && cell(0, 5) == "complete"; }, 10'000));
+    QCOMPARE(cell(0, 6), QStringLiteral("2"));  // c1 and c2
     RunSweep(panel, QStringLiteral("second"));
-    QVERIFY(QTest::qWaitFor([&] { return table->rowCount() == 2 && table->item(0, 5)->text() == "complete"; }, 10'000));
-    QVERIFY(table->item(0, 0)->text().contains(QStringLiteral("second")));  // newest first
+    QVERIFY(QTest::qWaitFor(
+        [&] { return table->model()->rowCount() == 2 && cell(0, 5) == "complete"; }, 10'000));
+    QVERIFY(cell(0, 0).contains(QStringLiteral("second")));  // newest first
 
     // Select both (click, ctrl+click) and compare.
-    QTest::mouseClick(table->viewport(), Qt::LeftButton, {}, table->visualItemRect(table->item(0, 0)).center());
+    QTest::mouseClick(table->viewport(), Qt::LeftButton, {},
+                      table->visualRect(table->model()->index(0, 0)).center());
     QTest::mouseClick(table->viewport(), Qt::LeftButton, Qt::ControlModifier,
-                      table->visualItemRect(table->item(1, 0)).center());
+                      table->visualRect(table->model()->index(1, 0)).center());
     auto* compare = panel->findChild<QPushButton*>(QStringLiteral("benchCompare"));
     QVERIFY(compare->isEnabled());
     QSignalSpy shown(panel, &ui::BenchPanel::comparisonShown);
@@ -123,9 +128,11 @@ class TestBenchPanel : public QObject {
     QCOMPARE(line->count(), 2);  // concurrency 1 and 2
     QCOMPARE(line->at(0).x(), 1.0);
     QCOMPARE(line->at(1).x(), 2.0);
-    auto* deltas = panel->findChild<QTableWidget*>(QStringLiteral("benchDeltas"));
-    QCOMPARE(deltas->rowCount(), 2);
-    QVERIFY(deltas->item(0, 5)->text().endsWith(QStringLiteral("%")));
+    // The table: a row per test, the metric per run, the change against the first.
+    auto* deltas = panel->findChild<QTableView*>(QStringLiteral("benchDeltas"));
+    QCOMPARE(deltas->model()->rowCount(), 2);
+    QCOMPARE(deltas->model()->columnCount(), 5);  // test, concurrency, 2 runs, 1 delta
+    QVERIFY(deltas->model()->index(0, 4).data().toString().endsWith(QStringLiteral("%")));
 
     // Switching the metric redraws with the other metric.
     auto* metric = panel->findChild<QComboBox*>(QStringLiteral("benchMetric"));

@@ -16,6 +16,7 @@
 #include <QHBoxLayout>
 #include <QHeaderView>
 #include <QLabel>
+#include <QLegendMarker>
 #include <QLineEdit>
 #include <QLineSeries>
 #include <QLogValueAxis>
@@ -27,15 +28,18 @@
 #include <QSpinBox>
 #include <QSplitter>
 #include <QStandardPaths>
-#include <QTableWidget>
+#include <QStyledItemDelegate>
+#include <QTableView>
 #include <QThread>
+#include <QVBarModelMapper>
 #include <QVBoxLayout>
 #include <QValueAxis>
 #include <map>
-#include <set>
 
 #include "bench_workers.h"
 #include "octet/app/bench_runner.h"
+#include "octet/ui/bench_comparison_model.h"
+#include "octet/ui/bench_runs_model.h"
 #include "octet/ui/instance_manager.h"
 #include "octet/ui/theme.h"
 #include "octet/ui/widgets.h"
@@ -43,30 +47,6 @@
 namespace octet::ui {
 
 namespace {
-
-struct MetricDef {
-  const char* key;
-  const char* label;
-  bool higher_is_better;
-};
-constexpr MetricDef kMetrics[] = {
-    {"tg_throughput", "decode tok/s (all requests)", true},
-    {"pp_throughput", "prefill tok/s (all requests)", true},
-    {"tg_req_throughput", "decode tok/s per request", true},
-    {"pp_req_throughput", "prefill tok/s per request", true},
-    {"e2e_ttft", "time to first token (ms)", false},
-};
-
-const app::MetricStats* Metric(const app::BenchResult& r, const std::string& key) {
-  if (key == "tg_throughput") return &r.tg_throughput;
-  if (key == "pp_throughput") return &r.pp_throughput;
-  if (key == "tg_req_throughput") return &r.tg_req_throughput;
-  if (key == "pp_req_throughput") return &r.pp_req_throughput;
-  if (key == "e2e_ttft") return &r.e2e_ttft;
-  if (key == "ttfr") return &r.ttfr;
-  if (key == "est_ppt") return &r.est_ppt;
-  return nullptr;
-}
 
 // "512, 2048" -> {512, 2048}; false when a piece is not a positive integer.
 bool ParseList(const QString& text, std::vector<int64_t>* out) {
@@ -80,15 +60,25 @@ bool ParseList(const QString& text, std::vector<int64_t>* out) {
   return !out->empty();
 }
 
-QString RunName(const app::BenchRun& r) {
-  QString name = QStringLiteral("#%1").arg(r.id);
-  if (!r.label.empty()) name += QLatin1Char(' ') + QString::fromStdString(r.label);
-  return name;
-}
+// Numbers of the comparison table with one decimal (the model gives doubles,
+// which its charts' mappers read).
+class OneDecimalDelegate : public QStyledItemDelegate {
+ public:
+  using QStyledItemDelegate::QStyledItemDelegate;
+  QString displayText(const QVariant& value, const QLocale& locale) const override {
+    if (value.typeId() == QMetaType::Double) return locale.toString(value.toDouble(), 'f', 1);
+    return QStyledItemDelegate::displayText(value, locale);
+  }
+};
 
-using TestKey = std::tuple<int64_t, int64_t, int64_t, int64_t>;  // pp, tg, depth, concurrency
-TestKey KeyOf(const app::BenchResult& r) {
-  return {r.prompt_size, r.response_size, r.depth, r.concurrency};
+// Removes a chart's series and axes (deleting them, and the mappings the
+// series own).
+void ClearChart(QChart* chart) {
+  chart->removeAllSeries();
+  for (QAbstractAxis* a : chart->axes()) {
+    chart->removeAxis(a);
+    delete a;
+  }
 }
 
 }  // namespace
@@ -198,10 +188,10 @@ BenchPanel::BenchPanel(InstanceManager* instances, QWidget* parent)
   store_label_->setForegroundRole(QPalette::PlaceholderText);
   store_label_->setWordWrap(true);
   ll->addWidget(store_label_);
-  table_ = new QTableWidget(0, 7, left);
+  runs_model_ = new BenchRunsModel(this);
+  table_ = new QTableView(left);
   table_->setObjectName(QStringLiteral("benchRunsTable"));
-  table_->setHorizontalHeaderLabels(
-      {tr("Run"), tr("When"), tr("Model"), tr("TP"), tr("Transport"), tr("State"), tr("Tests")});
+  table_->setModel(runs_model_);
   table_->horizontalHeader()->setStretchLastSection(true);
   table_->verticalHeader()->setVisible(false);
   table_->setSelectionBehavior(QAbstractItemView::SelectRows);
@@ -211,7 +201,8 @@ BenchPanel::BenchPanel(InstanceManager* instances, QWidget* parent)
   auto* ch = new QHBoxLayout;
   metric_ = new QComboBox(left);
   metric_->setObjectName(QStringLiteral("benchMetric"));
-  for (const MetricDef& m : kMetrics) metric_->addItem(tr(m.label), QString::fromLatin1(m.key));
+  for (const BenchComparisonModel::Metric& m : BenchComparisonModel::Metrics())
+    metric_->addItem(BenchComparisonModel::tr(m.label), QString::fromLatin1(m.key));
   compare_ = new QPushButton(tr("Compare selected"), left);
   compare_->setObjectName(QStringLiteral("benchCompare"));
   compare_->setEnabled(false);
@@ -248,13 +239,17 @@ BenchPanel::BenchPanel(InstanceManager* instances, QWidget* parent)
   charts->addWidget(bar_view_, 1);
   charts->addWidget(line_view_, 1);
   rl->addLayout(charts, 3);
-  deltas_ = new QTableWidget(0, 6, right);
+  // The comparison: one row per test, the metric per run and its change
+  // against the first run; the charts above map the same model.
+  comparison_ = new BenchComparisonModel(this);
+  deltas_ = new QTableView(right);
   deltas_->setObjectName(QStringLiteral("benchDeltas"));
-  deltas_->setHorizontalHeaderLabels(
-      {tr("Test"), tr("Metric"), tr("Baseline"), tr("Run"), tr("Value"), tr("Δ")});
+  deltas_->setModel(comparison_);
+  deltas_->setItemDelegate(new OneDecimalDelegate(deltas_));
   deltas_->horizontalHeader()->setStretchLastSection(true);
   deltas_->verticalHeader()->setVisible(false);
   deltas_->setEditTriggers(QAbstractItemView::NoEditTriggers);
+  deltas_->setSelectionMode(QAbstractItemView::NoSelection);
   rl->addWidget(deltas_, 2);
   split->addWidget(left);
   split->addWidget(right);
@@ -268,10 +263,13 @@ BenchPanel::BenchPanel(InstanceManager* instances, QWidget* parent)
   connect(reload, &QPushButton::clicked, this, &BenchPanel::reloadRuns);
   connect(compare_, &QPushButton::clicked, this, &BenchPanel::compareSelected);
   connect(metric_, qOverload<int>(&QComboBox::currentIndexChanged), this,
-          [this] { drawComparison(); });
-  connect(table_, &QTableWidget::itemSelectionChanged, this, [this] {
-    compare_->setEnabled(table_->selectionModel()->selectedRows().size() >= 2);
-  });
+          [this] { comparison_->setMetric(metric_->currentData().toString().toStdString()); });
+  // The charts follow the comparison model: new runs are mapped anew, new
+  // values (another metric) flow through the mappings, then the axes follow
+  // (mapComparison connects that last, after the mappings).
+  connect(comparison_, &QAbstractItemModel::modelReset, this, &BenchPanel::mapComparison);
+  connect(table_->selectionModel(), &QItemSelectionModel::selectionChanged, this,
+          [this] { compare_->setEnabled(table_->selectionModel()->selectedRows().size() >= 2); });
   connect(open, &QPushButton::clicked, this, [this] {
     const QString f = QFileDialog::getOpenFileName(this, tr("Benchmark run store"), store_path_,
                                                    tr("SQLite (*.sqlite *.db);;All files (*)"));
@@ -316,9 +314,9 @@ void BenchPanel::setSweep(const QString& pp, const QString& tg, const QString& c
 
 void BenchPanel::compareRuns(const QList<qint64>& ids) {
   table_->clearSelection();
-  for (int r = 0; r < table_->rowCount(); ++r) {
-    if (ids.contains(table_->item(r, 0)->data(Qt::UserRole).toLongLong())) {
-      table_->selectionModel()->select(table_->model()->index(r, 0),
+  for (qint64 id : ids) {
+    if (const int r = runs_model_->rowOf(id); r >= 0) {
+      table_->selectionModel()->select(runs_model_->index(r, 0),
                                        QItemSelectionModel::Select | QItemSelectionModel::Rows);
     }
   }
@@ -361,30 +359,15 @@ void BenchPanel::onRunsLoaded(const std::vector<app::BenchRun>& runs, const QStr
   }
   QSet<qint64> selected;
   for (const QModelIndex& i : table_->selectionModel()->selectedRows())
-    selected.insert(table_->item(i.row(), 0)->data(Qt::UserRole).toLongLong());
+    selected.insert(runs_model_->runId(i.row()));
   runs_ = runs;
   const StatusColors sc = StatusColorsFor(palette());
-  table_->setRowCount(static_cast<int>(runs_.size()));
-  for (int r = 0; r < static_cast<int>(runs_.size()); ++r) {
-    const app::BenchRun& run = runs_[r];
-    auto* id = new QTableWidgetItem(RunName(run));
-    id->setData(Qt::UserRole, static_cast<qlonglong>(run.id));
-    id->setToolTip(QString::fromStdString(run.url));
-    table_->setItem(r, 0, id);
-    table_->setItem(r, 1, new QTableWidgetItem(
-                              QDateTime::fromMSecsSinceEpoch(run.created_unix_ms)
-                                  .toString(QStringLiteral("MMM d HH:mm:ss"))));
-    table_->setItem(r, 2, new QTableWidgetItem(QString::fromStdString(run.topology.model)));
-    table_->setItem(r, 3, new QTableWidgetItem(QString::number(run.topology.tp)));
-    table_->setItem(r, 4, new QTableWidgetItem(QString::fromStdString(run.topology.transport)));
-    auto* state = new QTableWidgetItem(QString::fromStdString(run.state));
-    if (run.state == "complete") state->setForeground(sc.good);
-    if (run.state == "failed" || run.state == "interrupted") state->setForeground(sc.bad);
-    if (!run.error.empty()) state->setToolTip(QString::fromStdString(run.error));
-    table_->setItem(r, 5, state);
-    table_->setItem(r, 6, new QTableWidgetItem(QString::number(run.result_count)));
-    if (selected.contains(run.id)) {
-      table_->selectionModel()->select(table_->model()->index(r, 0),
+  runs_model_->setStateColors(sc.good, sc.bad);
+  runs_model_->setRuns(runs_);
+  // A reset forgets the selection: the runs selected before stay selected.
+  for (qint64 id : selected) {
+    if (const int r = runs_model_->rowOf(id); r >= 0) {
+      table_->selectionModel()->select(runs_model_->index(r, 0),
                                        QItemSelectionModel::Select | QItemSelectionModel::Rows);
     }
   }
@@ -470,7 +453,7 @@ void BenchPanel::compareSelected() {
   QList<int> rows;
   for (const QModelIndex& i : table_->selectionModel()->selectedRows()) rows << i.row();
   std::sort(rows.begin(), rows.end());
-  for (int r : rows) ids.push_back(table_->item(r, 0)->data(Qt::UserRole).toLongLong());
+  for (int r : rows) ids.push_back(runs_model_->runId(r));
   if (ids.size() < 2) return;
   // Oldest first: the baseline is the earliest run.
   std::sort(ids.begin(), ids.end());
@@ -484,96 +467,66 @@ void BenchPanel::onCompareLoaded(const std::vector<app::BenchRun>& runs, const Q
     bar_chart_->setTitle(tr("Cannot read the runs: %1").arg(error));
     return;
   }
-  compared_ = runs;
-  drawComparison();
-  emit comparisonShown(static_cast<int>(compared_.size()));
+  const StatusColors sc = StatusColorsFor(palette());
+  comparison_->setDeltaColors(sc.good, sc.bad);
+  comparison_->setMetric(metric_->currentData().toString().toStdString());
+  comparison_->setRuns(runs);  // the charts follow (mapComparison)
+  emit comparisonShown(static_cast<int>(comparison_->runs().size()));
 }
 
-void BenchPanel::drawComparison() {
-  if (compared_.size() < 2) return;
-  const std::string key = metric_->currentData().toString().toStdString();
-  const QString metric_label = metric_->currentText();
-  bool higher_is_better = true;
-  for (const MetricDef& m : kMetrics) {
-    if (key == m.key) higher_is_better = m.higher_is_better;
+const std::vector<app::BenchRun>& BenchPanel::compared() const { return comparison_->runs(); }
+
+// The charts' series for the comparison model as it is now: one bar set per
+// run column (QVBarModelMapper), one line per run and (pp, tg, depth) shape
+// over that shape's rows (XYColumnMapping). Values reach them from the model.
+void BenchPanel::mapComparison() {
+  ClearChart(bar_chart_);
+  ClearChart(line_chart_);
+  const auto& runs = comparison_->runs();
+  if (runs.empty() || comparison_->rowCount() == 0) {
+    bar_chart_->setTitle(tr("Select two or more runs and press Compare"));
+    line_chart_->setTitle(QString());
+    return;
   }
   const QPalette pal = palette();
   const QColor text = pal.color(QPalette::WindowText);
-  auto style = [&](QChart* chart) {
-    chart->setBackgroundBrush(pal.color(QPalette::Base));
-    chart->setTitleBrush(text);
-    chart->legend()->setLabelColor(text);
-    chart->legend()->setAlignment(Qt::AlignBottom);
-  };
+  const auto& shapes = comparison_->shapes();
 
-  // Tests present in any run, in (pp, tg, depth, concurrency) order.
-  std::map<TestKey, QString> tests;
-  for (const app::BenchRun& run : compared_) {
-    for (const app::BenchResult& r : run.results) tests[KeyOf(r)] = QString::fromStdString(r.test);
-  }
-
-  // Grouped bars: one set per run, one category per test.
-  bar_chart_->removeAllSeries();
-  for (QAbstractAxis* a : bar_chart_->axes()) {
-    bar_chart_->removeAxis(a);
-    delete a;
-  }
+  // Grouped bars: one set per run, one category per test (row).
   auto* bars = new QBarSeries;
-  double max_value = 0;
-  for (size_t i = 0; i < compared_.size(); ++i) {
-    auto* set = new QBarSet(RunName(compared_[i]));
-    set->setColor(SeriesColor(static_cast<int>(i), pal));
-    set->setBorderColor(SeriesColor(static_cast<int>(i), pal));
-    std::map<TestKey, double> values;
-    for (const app::BenchResult& r : compared_[i].results) {
-      if (const app::MetricStats* m = Metric(r, key); m && !m->empty()) values[KeyOf(r)] = m->mean;
-    }
-    for (const auto& [k, name] : tests) {
-      const double v = values.count(k) ? values[k] : 0.0;
-      *set << v;
-      max_value = std::max(max_value, v);
-    }
-    bars->append(set);
-  }
+  auto* mapper = new QVBarModelMapper(bars);
+  mapper->setFirstBarSetColumn(comparison_->runColumn(0));
+  mapper->setLastBarSetColumn(comparison_->runColumn(static_cast<int>(runs.size()) - 1));
+  mapper->setFirstRow(0);
+  mapper->setRowCount(comparison_->rowCount());
+  mapper->setSeries(bars);
+  mapper->setModel(comparison_);
   bar_chart_->addSeries(bars);
   // Short category names when only the concurrency differs ("c1", "c2", ...).
-  std::set<std::tuple<int64_t, int64_t, int64_t>> test_shapes;
-  for (const auto& [k, name] : tests) test_shapes.insert({std::get<0>(k), std::get<1>(k), std::get<2>(k)});
   auto* categories = new QBarCategoryAxis;
-  for (const auto& [k, name] : tests) {
-    categories->append(test_shapes.size() == 1 ? QStringLiteral("c%1").arg(std::get<3>(k)) : name);
+  for (int row = 0; row < comparison_->rowCount(); ++row) {
+    categories->append(shapes.size() == 1 ? QStringLiteral("c%1").arg(comparison_->concurrency(row))
+                                          : comparison_->testName(row));
   }
-  if (test_shapes.size() == 1) {
-    const auto& shape = *test_shapes.begin();
-    categories->setTitleText(tr("concurrency (pp%1 tg%2)").arg(std::get<0>(shape)).arg(std::get<1>(shape)));
+  if (shapes.size() == 1) {
+    categories->setTitleText(
+        tr("concurrency (pp%1 tg%2)").arg(shapes.front().pp).arg(shapes.front().tg));
     categories->setTitleBrush(text);
   }
   categories->setLabelsColor(text);
   auto* bar_y = new QValueAxis;
-  bar_y->setRange(0, max_value > 0 ? max_value * 1.12 : 1);
   bar_y->setLabelFormat(QStringLiteral("%.0f"));
-  bar_y->setTitleText(metric_label);
   bar_y->setLabelsColor(text);
   bar_y->setTitleBrush(text);
   bar_chart_->addAxis(categories, Qt::AlignBottom);
   bar_chart_->addAxis(bar_y, Qt::AlignLeft);
   bars->attachAxis(categories);
   bars->attachAxis(bar_y);
-  bar_chart_->setTitle(tr("%1 per test").arg(metric_label));
-  style(bar_chart_);
 
-  // Lines vs concurrency: per run and per (pp, tg, depth) shape.
-  line_chart_->removeAllSeries();
-  for (QAbstractAxis* a : line_chart_->axes()) {
-    line_chart_->removeAxis(a);
-    delete a;
-  }
-  std::set<std::tuple<int64_t, int64_t, int64_t>> shapes;
+  // Lines vs concurrency: per run and per shape the run has tests of.
   int64_t max_c = 1;
-  for (const auto& [k, name] : tests) {
-    shapes.insert({std::get<0>(k), std::get<1>(k), std::get<2>(k)});
-    max_c = std::max(max_c, std::get<3>(k));
-  }
+  for (int row = 0; row < comparison_->rowCount(); ++row)
+    max_c = std::max(max_c, comparison_->concurrency(row));
   auto* line_x = new QValueAxis;
   line_x->setRange(1, std::max<int64_t>(2, max_c));
   line_x->setTitleText(tr("concurrency"));
@@ -582,77 +535,89 @@ void BenchPanel::drawComparison() {
   line_x->setLabelsColor(text);
   line_x->setTitleBrush(text);
   auto* line_y = new QValueAxis;
-  line_y->setRange(0, max_value > 0 ? max_value * 1.12 : 1);
   line_y->setLabelFormat(QStringLiteral("%.0f"));
-  line_y->setTitleText(metric_label);
   line_y->setLabelsColor(text);
   line_y->setTitleBrush(text);
   line_chart_->addAxis(line_x, Qt::AlignBottom);
   line_chart_->addAxis(line_y, Qt::AlignLeft);
-  for (size_t i = 0; i < compared_.size(); ++i) {
-    for (const auto& shape : shapes) {
+  for (size_t i = 0; i < runs.size(); ++i) {
+    for (const BenchComparisonModel::Shape& shape : shapes) {
+      const bool has_shape =
+          std::any_of(runs[i].results.begin(), runs[i].results.end(), [&](const auto& r) {
+            return r.prompt_size == shape.pp && r.response_size == shape.tg &&
+                   r.depth == shape.depth;
+          });
+      if (!has_shape) continue;
       auto* series = new QLineSeries;
-      QString name = RunName(compared_[i]);
-      if (shapes.size() > 1) {
-        name += QStringLiteral(" pp%1 tg%2").arg(std::get<0>(shape)).arg(std::get<1>(shape));
-      }
+      QString name = BenchComparisonModel::RunName(runs[i]);
+      if (shapes.size() > 1) name += QStringLiteral(" pp%1 tg%2").arg(shape.pp).arg(shape.tg);
       series->setName(name);
-      std::map<int64_t, double> points;
-      for (const app::BenchResult& r : compared_[i].results) {
-        if (std::make_tuple(r.prompt_size, r.response_size, r.depth) != shape) continue;
-        if (const app::MetricStats* m = Metric(r, key); m && !m->empty()) points[r.concurrency] = m->mean;
-      }
-      if (points.empty()) {
-        delete series;
-        continue;
-      }
-      for (const auto& [c, v] : points) series->append(static_cast<double>(c), v);
       QPen pen(SeriesColor(static_cast<int>(i), pal));
       pen.setWidthF(2.2);
       series->setPen(pen);
       series->setPointsVisible(true);
+      new XYColumnMapping(comparison_, series, BenchComparisonModel::kConcurrencyColumn,
+                          comparison_->runColumn(static_cast<int>(i)), shape.first_row,
+                          shape.row_count);
       line_chart_->addSeries(series);
       series->attachAxis(line_x);
       series->attachAxis(line_y);
     }
   }
-  line_chart_->setTitle(tr("%1 vs concurrency").arg(metric_label));
-  style(line_chart_);
+  for (QChart* chart : {bar_chart_, line_chart_}) {
+    chart->setBackgroundBrush(pal.color(QPalette::Base));
+    chart->setTitleBrush(text);
+    chart->legend()->setLabelColor(text);
+    chart->legend()->setAlignment(Qt::AlignBottom);
+  }
+  deltas_->resizeColumnsToContents();
+  // After the mappings' own connections, so that it sees their new points.
+  disconnect(fit_connection_);
+  fit_connection_ =
+      connect(comparison_, &QAbstractItemModel::dataChanged, this, &BenchPanel::fitChartsToValues);
+  fitChartsToValues();
+}
 
-  // Deltas against the first (oldest) run.
-  const StatusColors sc = StatusColorsFor(pal);
-  deltas_->setRowCount(0);
-  const app::BenchRun& base = compared_[0];
-  for (size_t i = 1; i < compared_.size(); ++i) {
-    for (const app::ComparisonRow& row : app::CompareRuns(base, compared_[i])) {
-      for (const auto& m : row.metrics) {
-        if (m.name != key) continue;
-        const int r = deltas_->rowCount();
-        deltas_->insertRow(r);
-        deltas_->setItem(r, 0, new QTableWidgetItem(QString::fromStdString(row.test)));
-        deltas_->setItem(r, 1, new QTableWidgetItem(metric_label));
-        deltas_->setItem(r, 2, new QTableWidgetItem(
-                                   QStringLiteral("%1: %2").arg(RunName(base)).arg(m.a, 0, 'f', 1)));
-        deltas_->setItem(r, 3, new QTableWidgetItem(RunName(compared_[i])));
-        deltas_->setItem(r, 4, new QTableWidgetItem(QString::number(m.b, 'f', 1)));
-        auto* d = new QTableWidgetItem(QStringLiteral("%1%2 %")
-                                           .arg(m.delta_pct >= 0 ? QStringLiteral("+") : QString())
-                                           .arg(m.delta_pct, 0, 'f', 1));
-        const bool better = higher_is_better ? m.delta_pct > 0 : m.delta_pct < 0;
-        if (std::abs(m.delta_pct) >= 1.0) d->setForeground(better ? sc.good : sc.bad);
-        deltas_->setItem(r, 5, d);
+// What depends on the values, not on which runs and tests are compared: the
+// value axes' ranges, the titles, the bar colours (the mapper makes new sets)
+// and which lines have points for this metric.
+void BenchPanel::fitChartsToValues() {
+  if (bar_chart_->series().isEmpty()) return;
+  const QString metric_label = BenchComparisonModel::tr(comparison_->metricInfo().label);
+  const double max_value = comparison_->maxValue();
+  const QPalette pal = palette();
+  for (QChart* chart : {bar_chart_, line_chart_}) {
+    for (QAbstractAxis* a : chart->axes(Qt::Vertical)) {
+      if (auto* y = qobject_cast<QValueAxis*>(a)) {
+        y->setRange(0, max_value > 0 ? max_value * 1.12 : 1);
+        y->setTitleText(metric_label);
       }
     }
   }
-  deltas_->resizeColumnsToContents();
+  if (auto* bars = qobject_cast<QBarSeries*>(bar_chart_->series().first())) {
+    const QList<QBarSet*> sets = bars->barSets();
+    for (int i = 0; i < sets.size(); ++i) {
+      sets[i]->setColor(SeriesColor(i, pal));
+      sets[i]->setBorderColor(SeriesColor(i, pal));
+    }
+  }
+  for (QAbstractSeries* s : line_chart_->series()) {
+    auto* line = static_cast<QLineSeries*>(s);
+    line->setVisible(line->count() > 0);
+    for (QLegendMarker* marker : line_chart_->legend()->markers(line))
+      marker->setVisible(line->count() > 0);
+  }
+  bar_chart_->setTitle(tr("%1 per test").arg(metric_label));
+  line_chart_->setTitle(tr("%1 vs concurrency").arg(metric_label));
 }
 
 bool BenchPanel::exportCsv(const QString& file) {
-  if (compared_.empty()) return false;
+  const std::vector<app::BenchRun>& compared = comparison_->runs();
+  if (compared.empty()) return false;
   QString out = QStringLiteral(
-      "run_id,label,test,prompt_size,response_size,depth,concurrency,metric,mean,std,"
-      "delta_vs_run_%1_pct\n")
-                    .arg(compared_[0].id);
+                    "run_id,label,test,prompt_size,response_size,depth,concurrency,metric,mean,std,"
+                    "delta_vs_run_%1_pct\n")
+                    .arg(compared[0].id);
   auto quote = [](QString s) {
     if (s.contains(QLatin1Char(',')) || s.contains(QLatin1Char('"'))) {
       s.replace(QLatin1String("\""), QLatin1String("\"\""));
@@ -660,15 +625,15 @@ bool BenchPanel::exportCsv(const QString& file) {
     }
     return s;
   };
-  for (const app::BenchRun& run : compared_) {
+  for (const app::BenchRun& run : compared) {
     std::map<std::pair<std::string, std::string>, double> deltas;  // (test, metric) -> %
-    if (run.id != compared_[0].id) {
-      for (const auto& row : app::CompareRuns(compared_[0], run))
+    if (run.id != compared[0].id) {
+      for (const auto& row : app::CompareRuns(compared[0], run))
         for (const auto& m : row.metrics) deltas[{row.test, m.name}] = m.delta_pct;
     }
     for (const app::BenchResult& r : run.results) {
-      for (const MetricDef& def : kMetrics) {
-        const app::MetricStats* m = Metric(r, def.key);
+      for (const BenchComparisonModel::Metric& def : BenchComparisonModel::Metrics()) {
+        const app::MetricStats* m = BenchComparisonModel::MetricOf(r, def.key);
         if (!m || m->empty()) continue;
         auto d = deltas.find({r.test, def.key});
         out += QStringLiteral("%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11\n")

@@ -3,8 +3,10 @@
 // with progress; the runs of the SQLite run store (app::BenchRunStore, the
 // file `octet bench --db` writes) in a table; select two or more to compare:
 // a grouped bar chart of the chosen metric per test, lines of the metric vs
-// concurrency (one per run), and a table of deltas against the first selected
-// run; export the comparison as CSV and the charts as PNG.
+// concurrency (one per run), and a table of the metric per test and run with
+// its change against the first (oldest) run; export the comparison as CSV and
+// the charts as PNG. The stored runs are a BenchRunsModel; the comparison is
+// one BenchComparisonModel that its table shows and both charts map.
 //
 // The sweep runs on a worker object (BenchSweeper) in a thread the panel owns,
 // with its own store connection; reads of the store run on another
@@ -27,11 +29,13 @@ class QLineEdit;
 class QProgressBar;
 class QPushButton;
 class QSpinBox;
-class QTableWidget;
+class QTableView;
 class QThread;
 
 namespace octet::ui {
 
+class BenchComparisonModel;
+class BenchRunsModel;
 class BenchStoreReader;
 class BenchSweeper;
 class InstanceManager;
@@ -52,8 +56,10 @@ class BenchPanel : public QWidget {
   // Selects the runs with these ids in the table and compares them.
   void compareRuns(const QList<qint64>& ids);
   const std::vector<app::BenchRun>& runs() const { return runs_; }
-  // Runs being compared (with results), in selection order.
-  const std::vector<app::BenchRun>& compared() const { return compared_; }
+  // Runs being compared (with results), oldest first (the baseline).
+  const std::vector<app::BenchRun>& compared() const;
+  // What the comparison table and charts show (runs may be added or removed).
+  BenchComparisonModel* comparison() const { return comparison_; }
   QChart* barChart() const { return bar_chart_; }
   QChart* lineChart() const { return line_chart_; }
   bool running() const { return running_; }
@@ -76,7 +82,8 @@ class BenchPanel : public QWidget {
   void onSweepFinished(quint64 id, bool ok, const QString& detail, bool store_failed);
   void onRunsLoaded(const std::vector<app::BenchRun>& runs, const QString& error);
   void onCompareLoaded(const std::vector<app::BenchRun>& runs, const QString& error);
-  void drawComparison();
+  void mapComparison();
+  void fitChartsToValues();
   void refreshEndpoints();
 
   InstanceManager* instances_;
@@ -91,17 +98,19 @@ class BenchPanel : public QWidget {
   QProgressBar* progress_;
   QLabel* progress_text_;
   QLabel* store_label_;
-  QTableWidget* table_;
+  BenchRunsModel* runs_model_;
+  QTableView* table_;
   QComboBox* metric_;
   QPushButton* compare_;
   QChart* bar_chart_;
   QChart* line_chart_;
   QChartView* bar_view_;
   QChartView* line_view_;
-  QTableWidget* deltas_;
+  BenchComparisonModel* comparison_;
+  QMetaObject::Connection fit_connection_;  // comparison_'s dataChanged -> fitChartsToValues
+  QTableView* deltas_;
   QString store_path_;
   std::vector<app::BenchRun> runs_;
-  std::vector<app::BenchRun> compared_;
   // The running sweep's cancel flag (null when none) and its id.
   std::shared_ptr<std::atomic<bool>> sweep_;
   quint64 sweep_id_ = 0;
