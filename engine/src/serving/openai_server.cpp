@@ -9,19 +9,20 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <sstream>
 #include <thread>
 
-#include "hardened_http.h"
-#include "serving_metrics.h"
 #include "octet/base/api_key.h"
+#include "octet/base/http/server.h"
 #include "octet/base/log.h"
 #include "octet/base/prom_metrics.h"
 #include "openai_request.h"
 #include "openai_structured.h"
+#include "serving_metrics.h"
 
 namespace octet::engine {
 
@@ -348,8 +349,7 @@ std::optional<HttpError> ParseMessages(const json& j, CompletionRequest* r) {
     } else if (content.is_array()) {
       for (const json& part : content) {
         if (!part.is_object() || !part.contains("type") || part["type"] != "text" ||
-            !part.contains("text") ||
-            !part["text"].is_string()) {
+            !part.contains("text") || !part["text"].is_string()) {
           e.message = where + ".content: only text parts are supported";
           return e;
         }
@@ -463,7 +463,8 @@ OpenAiRequestParse ParseOpenAiRequestBody(std::string_view body, bool chat) {
   if (j.is_discarded()) return fail({400, "the request body is not valid JSON"});
   if (!j.is_object()) return fail({400, "the request body must be a JSON object"});
   CompletionRequest& r = out.request;
-  if (auto e = ParseCommon(j, &r, &out.stream, &out.include_usage, &out.return_ids)) return fail(*e);
+  if (auto e = ParseCommon(j, &r, &out.stream, &out.include_usage, &out.return_ids))
+    return fail(*e);
   if (auto e = chat ? ParseMessages(j, &r) : ParsePrompt(j, &r)) return fail(*e);
   if (auto e = ParseLogprobs(j, chat, &r)) return fail(*e);
   out.ok = true;
@@ -472,22 +473,28 @@ OpenAiRequestParse ParseOpenAiRequestBody(std::string_view body, bool chat) {
 
 // ---- server -------------------------------------------------------------------------
 
-HardenedLimits HardenedLimitsFor(const OpenAiServerOptions& o) {
-  HardenedLimits l;
-  l.max_threads = std::max(8, o.http_threads);
-  return l;
-}
+// What the server keeps per client connection (the HTTP core's Connection::ext).
+struct ConnState : http::Connection::Extension {
+  std::string request_id;  // of the current request: the client's x-request-id or ours
+};
 
-struct OpenAiServer::Impl {
+using RouteHandler = std::function<void(const httplib::Request&, httplib::Response&)>;
+
+// The server is a handler of the HTTP core shared with the router's gateway
+// (octet/base/http/server.h): the core owns connections, parsing, limits and
+// deadlines; each request's handler runs on one of the core's workers with
+// httplib's Request/Response types, and its response (or its SSE stream)
+// goes back through the core's Responder.
+struct OpenAiServer::Impl : http::Handler {
   CompletionService& service;
   OpenAiServerOptions options;
-  HardenedServer http{HardenedLimitsFor(options)};
-  std::thread listener;
+  std::unique_ptr<http::Server> server;
   const int64_t started_at = static_cast<int64_t>(std::time(nullptr));  // "created"
   ServingHistograms histograms{options.histogram_max_tokens};
-  int port = 0;
   std::atomic<uint64_t> next_id{1};
   json info = json::object();
+  // Exact routes by "METHOD PATH" (HEAD takes GET's); /v1/models/{id} is matched by prefix.
+  std::map<std::string, RouteHandler> routes;
 
   Impl(CompletionService& s, OpenAiServerOptions o) : service(s), options(std::move(o)) {}
 
@@ -516,7 +523,8 @@ struct OpenAiServer::Impl {
   std::optional<HttpError> CheckModel(const json& j) {
     auto it = j.find("model");
     if (it == j.end() || it->is_null()) return std::nullopt;  // lenient, like vLLM
-    if (!it->is_string()) return HttpError{400, "'model' must be a string", "invalid_request_error", "model"};
+    if (!it->is_string())
+      return HttpError{400, "'model' must be a string", "invalid_request_error", "model"};
     const std::string name = it->get<std::string>();
     if (!service.model_name().empty() && name != service.model_name()) {
       return HttpError{404,
@@ -534,7 +542,8 @@ struct OpenAiServer::Impl {
     if (auto e = CheckModel(j)) return SendError(res, *e);
     CompletionRequest r;
     bool stream = false, include_usage = false, return_ids = false;
-    if (auto e = ParseCommon(j, &r, &stream, &include_usage, &return_ids)) return SendError(res, *e);
+    if (auto e = ParseCommon(j, &r, &stream, &include_usage, &return_ids))
+      return SendError(res, *e);
     if (auto e = chat ? ParseMessages(j, &r) : ParsePrompt(j, &r)) return SendError(res, *e);
     if (auto e = ParseLogprobs(j, chat, &r)) return SendError(res, *e);
     if (auto e = ApplyGenerationDefaults(j, service.defaults(), &r)) return SendError(res, *e);
@@ -560,8 +569,8 @@ struct OpenAiServer::Impl {
       return Collect(std::move(*started), res, chat, id, created, model, return_ids, logprobs,
                      tools);
     }
-    Stream(std::move(*started), res, chat, id, created, model, include_usage, return_ids,
-           logprobs, tools);
+    Stream(std::move(*started), res, chat, id, created, model, include_usage, return_ids, logprobs,
+           tools);
   }
 
   // Non-streaming: wait for the whole reply (every choice).
@@ -638,7 +647,7 @@ struct OpenAiServer::Impl {
       std::vector<CompletionDelta> finals;
       std::vector<ToolCallStreamFilter> filters;  // chat with tools: one per choice
       std::shared_ptr<Wake> wake = std::make_shared<Wake>();
-      std::vector<TokenClock> clocks;         // per choice: inter-token gaps for /metrics
+      std::vector<TokenClock> clocks;  // per choice: inter-token gaps for /metrics
       ServingHistograms* histograms = nullptr;
       bool sent_role = false;
       bool finished = false;
@@ -833,108 +842,153 @@ struct OpenAiServer::Impl {
     return m;
   }
 
-  // Before a request's body is read: its x-request-id, framing checks (two
-  // Content-Length headers, or one beside Transfer-Encoding, are refused: a
-  // proxy in front may read the body differently), the body size limit, and
-  // the API key.
-  httplib::Server::HandlerResponse PreRoute(const httplib::Request& req, httplib::Response& res) {
-    HardenedServer::HeadDone();
-    RequestContext& ctx = CurrentRequest();
-    ctx.head_ok = true;
-    const std::string given = req.get_header_value("x-request-id");
+  // ---- The HTTP core's callbacks (loop thread).
+
+  uint64_t MaxBodyBytes() override { return options.max_body_bytes; }
+
+  // Before a request's body is read (the core has refused bad framing, two
+  // Content-Length headers and a body over max_body_bytes already): its
+  // x-request-id, and the API key.
+  bool OnHead(http::Connection* c) override {
+    if (!c->ext) c->ext = std::make_unique<ConnState>();
+    std::string& request_id = static_cast<ConnState&>(*c->ext).request_id;
+    const http::Request& req = c->request();
+    const std::string given = req.Header("x-request-id");
     bool usable = !given.empty() && given.size() <= 128;
-    for (unsigned char c : given) usable = usable && c > 0x20 && c < 0x7f;
-    ctx.request_id = usable ? given : NewId("req");
-    auto refuse = [&](int status, const std::string& message, const char* type) {
-      ctx.close_after_reply = true;  // the body was not read
-      res.set_header("Connection", "close");
-      SendError(res, {status, message, type});
-      return httplib::Server::HandlerResponse::Handled;
-    };
-    const size_t lengths = req.get_header_value_count("Content-Length");
-    if (lengths > 1) return refuse(400, "more than one Content-Length header", "invalid_request_error");
-    if (lengths == 1 && req.has_header("Transfer-Encoding")) {
-      return refuse(400, "both Content-Length and Transfer-Encoding", "invalid_request_error");
-    }
-    if (lengths == 1) {
-      const std::string v = req.get_header_value("Content-Length");
-      char* end = nullptr;
-      errno = 0;
-      const unsigned long long n = std::strtoull(v.c_str(), &end, 10);
-      if (v.empty() || *end != '\0' || errno != 0 || v[0] == '-' || v[0] == '+') {
-        return refuse(400, "Content-Length is not a number", "invalid_request_error");
-      }
-      if (n > options.max_body_bytes) {
-        return refuse(413,
-                      "the request body (" + std::to_string(n) + " bytes) is larger than the " +
-                          std::to_string(options.max_body_bytes) + " bytes this server accepts",
-                      "invalid_request_error");
-      }
-    }
+    for (unsigned char ch : given) usable = usable && ch > 0x20 && ch < 0x7f;
+    request_id = usable ? given : NewId("req");
     if (!options.api_key.empty() && (req.path != "/health" || options.api_key_health) &&
-        !BearerMatches(req.get_header_value("Authorization"), options.api_key)) {
-      res.set_header("WWW-Authenticate", "Bearer");
-      SendError(res, {401,
-                      req.has_header("Authorization")
-                          ? "Incorrect API key provided."
-                          : "You didn't provide an API key (Authorization: Bearer KEY).",
-                      "invalid_request_error", "", "invalid_api_key"});
-      // The body (if any) is unread: close rather than parse it as the next request.
-      ctx.close_after_reply = true;
-      res.set_header("Connection", "close");
-      return httplib::Server::HandlerResponse::Handled;
+        !BearerMatches(req.Header("Authorization"), options.api_key)) {
+      const HttpError e{401,
+                        req.HasHeader("Authorization")
+                            ? "Incorrect API key provided."
+                            : "You didn't provide an API key (Authorization: Bearer KEY).",
+                        "invalid_request_error", "", "invalid_api_key"};
+      // The body (if any) is unread: the core closes after this answer rather
+      // than parse it as the next request.
+      server->Respond(c, 401,
+                      {{"Content-Type", "application/json"},
+                       {"WWW-Authenticate", "Bearer"},
+                       {"x-request-id", request_id}},
+                      ErrorBody(e).dump(), true);
+      return false;
     }
-    return httplib::Server::HandlerResponse::Unhandled;
+    return true;
+  }
+
+  void OnRequest(http::Connection* c) override {
+    const http::Request& req = c->request();
+    const std::string request_id = static_cast<ConnState&>(*c->ext).request_id;
+    const std::string method = req.method == "HEAD" ? "GET" : req.method;
+    RouteHandler handler;
+    if (auto it = routes.find(method + " " + req.path); it != routes.end()) {
+      handler = it->second;
+    } else if (method == "GET" && req.path.rfind("/v1/models/", 0) == 0 &&
+               req.path.size() > sizeof("/v1/models/") - 1) {
+      // Model ids may hold '/' ("org/name"): everything after /v1/models/ is the id.
+      handler = [this](const httplib::Request& r, httplib::Response& res) {
+        HandleModelById(r.path.substr(sizeof("/v1/models/") - 1), res);
+      };
+    } else {
+      handler = [](const httplib::Request& r, httplib::Response& res) {
+        SendError(res, {404, "no route " + r.method + " " + r.path, "invalid_request_error"});
+      };
+    }
+    server->HandToWorker(c, [this, handler = std::move(handler), request_id](http::Request& r,
+                                                                             http::Responder& out) {
+      RunHandler(handler, r, request_id, out);
+    });
+  }
+
+  // ---- Worker threads.
+
+  void RunHandler(const RouteHandler& handler, http::Request& r, const std::string& request_id,
+                  http::Responder& out) {
+    httplib::Request req;
+    req.method = r.method;
+    req.path = r.path;
+    req.version = r.http11 ? "HTTP/1.1" : "HTTP/1.0";
+    for (const auto& [name, value] : r.headers) req.headers.emplace(name, value);
+    req.body = std::move(r.body);
+    req.remote_addr = r.peer;
+    httplib::Response res;
+    try {
+      handler(req, res);
+    } catch (const std::exception& e) {
+      res = httplib::Response();
+      SendError(res, {500, e.what(), "server_error"});
+    } catch (...) {
+      res = httplib::Response();
+      SendError(res, {500, "internal error", "server_error"});
+    }
+    if (res.status == -1) res.status = 200;  // httplib: a handler that did not set it
+    if (res.status >= 400 && res.body.empty() && !res.content_provider_) {
+      SendError(res, {res.status, "HTTP " + std::to_string(res.status),
+                      res.status >= 500 ? "server_error" : "invalid_request_error"});
+    }
+    res.set_header("x-request-id", request_id);
+    // One log line per API request (not per /health or /metrics poll).
+    if (req.path.rfind("/v1/", 0) == 0) {
+      OCTET_LOG(INFO) << "http " << req.method << " " << req.path << " " << res.status
+                      << " request_id=" << request_id << " from " << req.remote_addr;
+    }
+    Send(res, out);
+  }
+
+  // Writes `res` through `out`: the whole body, or its content provider's
+  // stream (each write blocks, bounded, while the client's backlog is full).
+  static void Send(httplib::Response& res, http::Responder& out) {
+    const http::Headers headers(res.headers.begin(), res.headers.end());
+    if (!res.content_provider_) {
+      out.Send(res.status, headers, res.body);
+      return;
+    }
+    bool done = false, failed = !out.BeginStream(res.status, headers);
+    httplib::DataSink sink;
+    sink.write = [&](const char* data, size_t n) -> bool {
+      if (out.Write(std::string_view(data, n))) return true;
+      failed = true;
+      return false;
+    };
+    sink.is_writable = [&] { return !out.client_gone(); };
+    sink.done = [&] { done = true; };
+    while (!done && !failed) {
+      if (!res.content_provider_(0, 0, sink)) failed = true;
+    }
+    res.content_provider_success_ = done && !failed;
+    out.End(res.content_provider_success_);  // incomplete: the connection ends
+    // ~Response runs the provider's releaser with content_provider_success_.
+  }
+
+  void HandleModelById(const std::string& wanted, httplib::Response& res) {
+    if (wanted != service.model_name()) {
+      return SendError(res, {404, "The model '" + wanted + "' does not exist",
+                             "invalid_request_error", "model", "model_not_found"});
+    }
+    res.set_content(ModelEntry().dump(), "application/json");
   }
 
   void Routes() {
-    http.set_pre_routing_handler(
-        [this](const httplib::Request& req, httplib::Response& res) { return PreRoute(req, res); });
-    http.set_post_routing_handler([](const httplib::Request&, httplib::Response& res) {
-      RequestContext& ctx = CurrentRequest();
-      if (!ctx.request_id.empty()) res.set_header("x-request-id", ctx.request_id);
-      // A refused body (413) or a head that did not parse: what follows on
-      // the connection cannot be trusted to start a request.
-      if (res.status == 413 || !ctx.head_ok) {
-        ctx.close_after_reply = true;
-        res.set_header("Connection", "close");
-      }
-    });
-    // One log line per API request (not per /health or /metrics poll).
-    http.set_logger([](const httplib::Request& req, const httplib::Response& res) {
-      if (req.path.rfind("/v1/", 0) != 0) return;
-      OCTET_LOG(INFO) << "http " << req.method << " " << req.path << " " << res.status
-                      << " request_id=" << CurrentRequest().request_id << " from "
-                      << req.remote_addr;
-    });
-    http.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
+    routes["GET /health"] = [this](const httplib::Request&, httplib::Response& res) {
       Status h = service.scheduler().health();
       json out = {{"status", h.ok() ? "ok" : "failed"}, {"model", service.model_name()}};
       if (!h.ok()) out["error"] = h.message();
       out.update(info);
       res.status = h.ok() ? 200 : 503;
       res.set_content(out.dump(), "application/json");
-    });
-    http.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
+    };
+    routes["GET /v1/models"] = [this](const httplib::Request&, httplib::Response& res) {
       res.set_content(json{{"object", "list"}, {"data", json::array({ModelEntry()})}}.dump(),
                       "application/json");
-    });
-    // Model ids may hold '/' ("org/name"): everything after /v1/models/ is the id.
-    http.Get(R"(/v1/models/(.+))", [this](const httplib::Request& req, httplib::Response& res) {
-      const std::string wanted = req.matches[1];
-      if (wanted != service.model_name()) {
-        return SendError(res, {404, "The model '" + wanted + "' does not exist",
-                               "invalid_request_error", "model", "model_not_found"});
-      }
-      res.set_content(ModelEntry().dump(), "application/json");
-    });
-    http.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
+    };
+    routes["POST /v1/chat/completions"] = [this](const httplib::Request& req,
+                                                 httplib::Response& res) {
       HandleGenerate(req, res, true);
-    });
-    http.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
+    };
+    routes["POST /v1/completions"] = [this](const httplib::Request& req, httplib::Response& res) {
       HandleGenerate(req, res, false);
-    });
-    http.Post("/tokenize", [this](const httplib::Request& req, httplib::Response& res) {
+    };
+    routes["POST /tokenize"] = [this](const httplib::Request& req, httplib::Response& res) {
       auto body = Body(req, res);
       if (!body) return;
       const Tokenizer* tok = service.tokenizer();
@@ -949,14 +1003,14 @@ struct OpenAiServer::Impl {
       const json special =
           j.contains("add_special") ? j["add_special"] : j.value("add_special_tokens", json(false));
       if (!special.is_boolean()) {
-        return SendError(res, {400, "'add_special' must be a boolean", "invalid_request_error",
-                               "add_special"});
+        return SendError(
+            res, {400, "'add_special' must be a boolean", "invalid_request_error", "add_special"});
       }
       eo.add_special_tokens = special.get<bool>();
       const std::vector<TokenId> ids = tok->Encode(text.get<std::string>(), eo);
       res.set_content(json{{"tokens", ids}, {"count", ids.size()}}.dump(), "application/json");
-    });
-    http.Post("/detokenize", [this](const httplib::Request& req, httplib::Response& res) {
+    };
+    routes["POST /detokenize"] = [this](const httplib::Request& req, httplib::Response& res) {
       auto body = Body(req, res);
       if (!body) return;
       const Tokenizer* tok = service.tokenizer();
@@ -975,36 +1029,17 @@ struct OpenAiServer::Impl {
         ids.push_back(static_cast<TokenId>(v.get<int64_t>()));
       }
       auto text = tok->Decode(ids);
-      if (!text.ok()) return SendError(res, {400, text.status().message(), "invalid_request_error", "tokens"});
+      if (!text.ok())
+        return SendError(res, {400, text.status().message(), "invalid_request_error", "tokens"});
       res.set_content(json{{"content", *text}, {"prompt", *text}}.dump(), "application/json");
-    });
-    http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+    };
+    routes["GET /metrics"] = [this](const httplib::Request&, httplib::Response& res) {
       std::string text = PrometheusMetrics(service.scheduler().Metrics(), service.model_name());
       text += histograms.Text(service.model_name());
       text += prom::BuildInfoMetric();
       if (options.extra_metrics) text += options.extra_metrics();
       res.set_content(text, "text/plain; version=0.0.4");
-    });
-    http.set_exception_handler(
-        [](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
-          std::string what = "internal error";
-          try {
-            if (ep) std::rethrow_exception(ep);
-          } catch (const std::exception& e) {
-            what = e.what();
-          } catch (...) {
-          }
-          SendError(res, {500, what, "server_error"});
-        });
-    http.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
-      if (!res.body.empty()) return;  // a handler already wrote an error body
-      if (res.status == 404) {
-        SendError(res, {404, "no route " + req.method + " " + req.path, "invalid_request_error"});
-      } else if (res.status >= 400) {
-        SendError(res, {res.status, "HTTP " + std::to_string(res.status),
-                        res.status >= 500 ? "server_error" : "invalid_request_error"});
-      }
-    });
+    };
   }
 };
 
@@ -1017,21 +1052,26 @@ Result<std::unique_ptr<OpenAiServer>> OpenAiServer::Start(CompletionService& ser
     json info = json::parse(options.info_json, nullptr, false);
     if (info.is_object()) m.info = info;
   }
-  m.http.set_payload_max_length(options.max_body_bytes);
   m.Routes();
-  OCTET_RETURN_IF_ERROR(m.http.Bind(options.host, options.port, &m.port));
-  m.listener = std::thread([&m] { m.http.listen_after_bind(); });
+  http::ServerOptions core;
+  core.name = "serve";
+  core.max_workers = static_cast<size_t>(std::max(8, options.http_threads));
+  core.keep_alive_timeout_ms = 30'000;
+  core.error_body = [](int status, const std::string& message) {
+    return ErrorBody({status, message, "invalid_request_error"}).dump();
+  };
+  m.server = std::make_unique<http::Server>(std::move(core), &m);
+  OCTET_RETURN_IF_ERROR(m.server->Start(options.host, options.port));
   return s;
 }
 
 OpenAiServer::~OpenAiServer() { Stop(); }
 
-int OpenAiServer::port() const { return impl_->port; }
+int OpenAiServer::port() const { return impl_->server->port(); }
 
 void OpenAiServer::Stop() {
-  if (!impl_) return;
-  impl_->http.stop();
-  if (impl_->listener.joinable()) impl_->listener.join();
+  if (!impl_ || !impl_->server) return;
+  impl_->server->Stop();
 }
 
 std::string PrometheusMetrics(const SchedulerMetrics& m, const std::string& model_name) {
@@ -1044,7 +1084,8 @@ std::string PrometheusMetrics(const SchedulerMetrics& m, const std::string& mode
   };
   metric("octet_requests_running", "gauge", "Requests holding a KV cache slot.", m.running);
   metric("octet_requests_queued", "gauge", "Requests waiting for a KV cache slot.", m.queued);
-  metric("octet_kv_cache_slots", "gauge", "KV cache slots (sequences in flight at most).", m.num_slots);
+  metric("octet_kv_cache_slots", "gauge", "KV cache slots (sequences in flight at most).",
+         m.num_slots);
   metric("octet_kv_cache_used_fraction", "gauge",
          "Cached positions over the KV cache's capacity (0..1).", m.kv_used_fraction);
   metric("octet_kv_cache_bytes", "gauge", "Bytes of KV cache on this rank.",

@@ -21,19 +21,18 @@
 // 429 when the queue is full, 500/503 when the instance failed.
 //
 // A streamed request whose client goes away is cancelled at the next token or
-// keep-alive (every 0.5 s). cpp-httplib (0.11 on Debian 12) gives a
-// non-streaming handler no way to notice a closed socket, so such a request
-// runs to its end.
+// keep-alive (every 0.5 s). A non-streaming request runs to its end.
 //
 // Operations: every response carries "x-request-id" (the client's own, when
 // it sent a printable one of at most 128 bytes, else a new one), and API
 // requests are logged with it. With an API key, requests without
 // "Authorization: Bearer KEY" get 401. Two Content-Length headers (or one
 // beside Transfer-Encoding) get 400 and a body over max_body_bytes 413, both
-// before the body is read. Connections are served by HardenedServer
-// (engine/src/serving/hardened_http.h): pipelining, head/body deadlines,
-// threads on demand, no SO_REUSEPORT (a busy port is an error), a listen
-// backlog of SOMAXCONN.
+// before the body is read. Connections are served by the HTTP core the
+// router's gateway shares (octet/base/http/server.h): one event loop,
+// pipelining, head/body/idle/write deadlines, a bounded pool of workers for
+// the handlers, no SO_REUSEPORT (a busy port is an error), a listen backlog
+// of SOMAXCONN.
 //
 // Thread-safety: all methods may be called from any thread.
 #pragma once
@@ -49,9 +48,9 @@ namespace octet::engine {
 
 struct OpenAiServerOptions {
   std::string host = "127.0.0.1";
-  int port = 8000;       // 0: any free port (port() says which)
-  // Connection threads at most (started on demand; a streaming request holds
-  // one while it runs, a slow client one until its head deadline).
+  int port = 8000;  // 0: any free port (port() says which)
+  // Worker threads at most (started on demand; a streaming request holds one
+  // while it runs; more requests wait in the queue). Slow clients hold none.
   int http_threads = 1024;
   // Larger bodies get 413 before they are read (from Content-Length).
   size_t max_body_bytes = 32u << 20;
