@@ -217,8 +217,6 @@ struct Gateway::Impl : http::Handler {
   bool Deliver(Exchange& ex, const char* data, size_t n);
   static bool WriteLocked(Exchange& ex, std::string_view data);
   void Finish(Exchange& ex);
-  // Writes a handler's response (headers, body or content provider) through `out`.
-  void SendWorkerResponse(httplib::Response& res, http::Responder& out);
 
   // ---- The core's callbacks (loop thread; gateway_conn.cpp).
   uint64_t MaxBodyBytes() override;

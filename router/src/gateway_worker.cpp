@@ -5,7 +5,7 @@
 // upstream exchange runs through httplib::Client (RunUpstream), for a stream
 // on an `upstream_threads` thread that writes through the response's DataSink
 // (RunCompletion). The response goes back through the HTTP core's
-// Responder (SendWorkerResponse), which blocks the worker while the client's
+// Responder (http::SendHttplibResponse), which blocks the worker while the client's
 // backlog is full.
 #include <algorithm>
 #include <chrono>
@@ -14,6 +14,7 @@
 
 #include "gateway_impl.h"
 #include "octet/base/deadline.h"
+#include "octet/base/http/httplib_response.h"
 #include "octet/base/log.h"
 
 namespace octet::router {
@@ -370,33 +371,6 @@ void Gateway::Impl::RunCompletion(const std::shared_ptr<Exchange>& ex, const htt
 
 // ---- Worker responses ---------------------------------------------------------
 
-void Gateway::Impl::SendWorkerResponse(httplib::Response& res, http::Responder& out) {
-  if (res.status == -1) res.status = 200;  // httplib: a handler that did not set it
-  if (res.status <= 0) res.status = 500;
-  const http::Headers headers(res.headers.begin(), res.headers.end());
-  if (!res.content_provider_) {
-    out.Send(res.status, headers, res.body);
-    return;
-  }
-  // Run the content provider with a sink that writes through the loop and
-  // blocks (bounded by write_timeout_ms) while the client's backlog is full.
-  bool done = false, failed = !out.BeginStream(res.status, headers);
-  httplib::DataSink sink;
-  sink.write = [&](const char* data, size_t n) -> bool {
-    if (out.Write(std::string_view(data, n))) return true;
-    failed = true;
-    return false;
-  };
-  sink.is_writable = [&] { return !out.client_gone(); };
-  sink.done = [&] { done = true; };
-  while (!done && !failed) {
-    if (!res.content_provider_(0, 0, sink)) failed = true;
-  }
-  res.content_provider_success_ = done && !failed;
-  out.End(res.content_provider_success_);  // incomplete: the connection ends
-  // ~Response runs the provider's releaser with content_provider_success_.
-}
-
 void Gateway::Impl::SubmitWorker(http::Connection* c,
                                  std::function<void(httplib::Request&, httplib::Response&)> fn) {
   server->HandToWorker(c, [this, fn = std::move(fn), request_id = StateOf(c).request_id](
@@ -429,7 +403,7 @@ void Gateway::Impl::SubmitWorker(http::Connection* c,
       res.headers.erase("x-request-id");  // an upstream's copy: ours is the same id
       res.set_header("x-request-id", request_id);
     }
-    SendWorkerResponse(res, out);
+    http::SendHttplibResponse(res, out);
   });
 }
 

@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "octet/base/api_key.h"
+#include "octet/base/http/httplib_response.h"
 #include "octet/base/http/server.h"
 #include "octet/base/log.h"
 #include "octet/base/prom_metrics.h"
@@ -932,32 +933,7 @@ struct OpenAiServer::Impl : http::Handler {
       OCTET_LOG(INFO) << "http " << req.method << " " << req.path << " " << res.status
                       << " request_id=" << request_id << " from " << req.remote_addr;
     }
-    Send(res, out);
-  }
-
-  // Writes `res` through `out`: the whole body, or its content provider's
-  // stream (each write blocks, bounded, while the client's backlog is full).
-  static void Send(httplib::Response& res, http::Responder& out) {
-    const http::Headers headers(res.headers.begin(), res.headers.end());
-    if (!res.content_provider_) {
-      out.Send(res.status, headers, res.body);
-      return;
-    }
-    bool done = false, failed = !out.BeginStream(res.status, headers);
-    httplib::DataSink sink;
-    sink.write = [&](const char* data, size_t n) -> bool {
-      if (out.Write(std::string_view(data, n))) return true;
-      failed = true;
-      return false;
-    };
-    sink.is_writable = [&] { return !out.client_gone(); };
-    sink.done = [&] { done = true; };
-    while (!done && !failed) {
-      if (!res.content_provider_(0, 0, sink)) failed = true;
-    }
-    res.content_provider_success_ = done && !failed;
-    out.End(res.content_provider_success_);  // incomplete: the connection ends
-    // ~Response runs the provider's releaser with content_provider_success_.
+    http::SendHttplibResponse(res, out);
   }
 
   void HandleModelById(const std::string& wanted, httplib::Response& res) {
