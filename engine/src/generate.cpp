@@ -118,13 +118,17 @@ int32_t Sampler::AllowedNucleus(const float* logits, int64_t vocab, kernels::Ker
   // looked at (from the whole vocabulary's sum). The cut only grows with z,
   // so where both ends give the same cut it is the masked path's, and the
   // draw over the same candidates is the same, bit for bit. Where the allowed
-  // ids are far down the ranking the ends differ: -1, the caller masks.
+  // ids are far down the ranking the ends differ (or too many ids would have
+  // to be looked at): -1, the caller masks.
   const double top = MaxFinite(logits, vocab);  // scale of the unmasked sums
   if (!std::isfinite(top)) return -1;
   double all = 0;
   for (int64_t i = 0; i < vocab; ++i) all += Weight(logits[i], top);
   // A relative slack well above the rounding of a sum of 10^6 terms (~1e-10).
   constexpr double kSlack = 1e-9;
+  // Past this many ids looked at (one Allows each), the whole mask's cached
+  // trie walk is the cheaper way.
+  constexpr int64_t kMostLookedAt = 2048;
   for (int64_t k = std::min<int64_t>(vocab, 256);; k = std::min(vocab, k * 8)) {
     ranked_.resize(k);
     ranked_val_.resize(k);
@@ -160,7 +164,7 @@ int32_t Sampler::AllowedNucleus(const float* logits, int64_t vocab, kernels::Ker
       const int64_t keep_hi = Cut(n, hi);  // leaves w_ as the draw needs it
       if (keep_lo > 0 && keep_lo == keep_hi) return Draw(keep_hi);
     }
-    if (exhausted) return -1;
+    if (exhausted || k >= kMostLookedAt) return -1;
   }
 }
 
