@@ -8,6 +8,7 @@
 // use against the scalar backend, the special values, and results that do
 // not depend on a row's length or on the thread split.
 #include <QtTest>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -27,16 +28,8 @@ using namespace octet::kernels::testing;
 
 namespace {
 
-float FromBits(uint32_t b) {
-  float f;
-  std::memcpy(&f, &b, 4);
-  return f;
-}
-uint32_t ToBits(float f) {
-  uint32_t b;
-  std::memcpy(&b, &f, 4);
-  return b;
-}
+float FromBits(uint32_t b) { return std::bit_cast<float>(b); }
+uint32_t ToBits(float f) { return std::bit_cast<uint32_t>(f); }
 
 constexpr double kBound = cpu::kVectorTanhMaxAbsError;
 
