@@ -11,7 +11,6 @@
 #include <filesystem>
 #include <map>
 #include <mutex>
-#include <nlohmann/json.hpp>
 #include <optional>
 #include <thread>
 
@@ -19,6 +18,7 @@
 #include "octet/agent/link_probe.h"  // SplitHostPort
 #include "octet/base/deadline.h"
 #include "octet/base/file_util.h"
+#include "octet/base/json.h"
 #include "octet/base/log.h"
 #include "octet/base/subprocess.h"
 #include "octet/v1/models.grpc.pb.h"

@@ -2,10 +2,9 @@
 
 #include <openssl/sha.h>
 
-#include <nlohmann/json.hpp>
-
 #include "octet/agent/cluster_token.h"
 #include "octet/base/file_util.h"
+#include "octet/base/json.h"
 #include "octet/base/log.h"
 
 namespace octet::agent {

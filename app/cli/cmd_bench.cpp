@@ -19,13 +19,13 @@
 #include <cstdlib>
 #include <ctime>
 #include <iostream>
-#include <nlohmann/json.hpp>
 
 #include "command.h"
 #include "octet/app/bench_runner.h"
 #include "octet/app/bench_store.h"
 #include "octet/base/args.h"
 #include "octet/base/file_util.h"
+#include "octet/base/json.h"
 
 namespace octet::cli {
 namespace {

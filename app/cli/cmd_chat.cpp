@@ -17,13 +17,13 @@
 
 #include <cstdio>
 #include <iostream>
-#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "command.h"
 #include "generation_settings.h"
 #include "octet/base/args.h"
+#include "octet/base/json.h"
 #include "octet/engine/generate.h"
 #include "octet/engine/model.h"
 #include "prompt_input.h"

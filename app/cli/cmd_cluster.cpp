@@ -7,7 +7,6 @@
 
 #include <cerrno>
 #include <iostream>
-#include <nlohmann/json.hpp>
 
 #include "command.h"
 #include "node_models_json.h"
@@ -18,6 +17,7 @@
 #include "octet/base/args.h"
 #include "octet/base/file_util.h"
 #include "octet/base/host_port.h"
+#include "octet/base/json.h"
 
 namespace octet::cli {
 namespace {

@@ -20,7 +20,6 @@
 #include <iostream>
 #include <limits>
 #include <memory>
-#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <thread>
@@ -31,6 +30,7 @@
 #include "octet/base/cpu_affinity.h"
 #include "octet/base/deadline.h"
 #include "octet/base/file_util.h"
+#include "octet/base/json.h"
 #include "octet/base/log.h"
 #include "octet/base/subprocess.h"
 #include "octet/collectives/communicator.h"

@@ -6,7 +6,6 @@
 #include <cstdlib>
 #include <iostream>
 #include <map>
-#include <nlohmann/json.hpp>
 
 #include "command.h"
 #include "octet/app/cluster_profile.h"
@@ -14,6 +13,7 @@
 #include "octet/app/deployment.h"
 #include "octet/base/args.h"
 #include "octet/base/file_util.h"
+#include "octet/base/json.h"
 #include "octet/router/policy.h"
 
 #ifndef OCTET_SOURCE_RESOURCES_DIR

@@ -4,7 +4,6 @@
 // `--model ORG/NAME[@REV]` into the cached snapshot folder when the value is
 // not an existing path — so the commands themselves only ever see folders.
 #include <iostream>
-#include <nlohmann/json.hpp>
 
 #include "command.h"
 #include "node_models_json.h"
@@ -13,6 +12,7 @@
 #include "octet/app/hub.h"
 #include "octet/base/args.h"
 #include "octet/base/file_util.h"
+#include "octet/base/json.h"
 
 namespace octet::cli {
 

@@ -13,7 +13,6 @@
 #include <cmath>
 #include <cstdio>
 #include <iostream>
-#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "command.h"
@@ -23,6 +22,7 @@
 #include "octet/app/model_summary.h"
 #include "octet/base/args.h"
 #include "octet/base/file_util.h"
+#include "octet/base/json.h"
 #include "octet/engine/memory_plan.h"
 
 #ifndef OCTET_SOURCE_RESOURCES_DIR

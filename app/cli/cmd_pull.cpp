@@ -20,7 +20,6 @@
 #include <iostream>
 #include <map>
 #include <mutex>
-#include <nlohmann/json.hpp>
 #include <thread>
 
 #include "command.h"
@@ -28,6 +27,7 @@
 #include "octet/app/cluster_profile.h"
 #include "octet/app/hub.h"
 #include "octet/base/args.h"
+#include "octet/base/json.h"
 
 namespace octet::cli {
 namespace {

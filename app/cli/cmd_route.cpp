@@ -16,7 +16,6 @@
 #include <iostream>
 #include <iterator>
 #include <map>
-#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -25,6 +24,7 @@
 #include "octet/base/api_key.h"
 #include "octet/base/args.h"
 #include "octet/base/file_util.h"
+#include "octet/base/json.h"
 #include "octet/base/log.h"
 #include "octet/router/capacity.h"
 #include "octet/router/classifier.h"

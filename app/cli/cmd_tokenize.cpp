@@ -10,12 +10,12 @@
 // kind, an id outside the vocabulary), 1 when the tokenizer cannot be loaded.
 #include <iostream>
 #include <iterator>
-#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "command.h"
 #include "octet/base/args.h"
+#include "octet/base/json.h"
 #include "octet/engine/tokenizer.h"
 
 namespace octet::cli {

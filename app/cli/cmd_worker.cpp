@@ -19,10 +19,10 @@
 // `octet train` flags, so they are handed to RunTrainingWorker (cmd_train.cpp)
 // before this parser sees them.
 #include <iostream>
-#include <nlohmann/json.hpp>
 
 #include "command.h"
 #include "octet/base/args.h"
+#include "octet/base/json.h"
 #include "octet/base/log.h"
 #include "octet/wire/figures_line.h"
 #include "tp_launch.h"

@@ -10,7 +10,6 @@
 #include <filesystem>
 #include <iostream>
 #include <mutex>
-#include <nlohmann/json.hpp>
 #include <optional>
 #include <thread>
 
@@ -23,6 +22,7 @@
 #include "octet/base/api_key.h"
 #include "octet/base/build_info.h"
 #include "octet/base/file_util.h"
+#include "octet/base/json.h"
 #include "octet/base/log.h"
 #include "octet/base/npy.h"
 #include "octet/collectives/local_rendezvous.h"

@@ -2,10 +2,10 @@
 
 #include <cstdio>
 #include <iostream>
-#include <nlohmann/json.hpp>
 #include <string>
 
 #include "octet/base/args.h"
+#include "octet/base/json.h"
 
 namespace octet::cli {
 

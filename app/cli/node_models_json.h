@@ -6,9 +6,8 @@
 //                "incomplete_files", "missing_files"}, ...]}   one per snapshot
 #pragma once
 
-#include <nlohmann/json.hpp>
-
 #include "octet/app/agent_client.h"
+#include "octet/base/json.h"
 
 namespace octet::cli {
 

@@ -7,7 +7,6 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <nlohmann/json.hpp>
 #include <random>
 #include <sstream>
 #include <thread>
@@ -15,6 +14,7 @@
 #include "octet/base/build_info.h"
 #include "octet/base/clock.h"
 #include "octet/base/deadline.h"
+#include "octet/base/json.h"
 #include "octet/base/sse.h"
 
 namespace octet::app {

@@ -12,11 +12,11 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <nlohmann/json.hpp>
 #include <thread>
 
 #include "octet/base/clock.h"
 #include "octet/base/deadline.h"
+#include "octet/base/json.h"
 
 namespace octet::app {
 

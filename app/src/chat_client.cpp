@@ -5,9 +5,9 @@
 
 #include <atomic>
 #include <chrono>
-#include <nlohmann/json.hpp>
 #include <thread>
 
+#include "octet/base/json.h"
 #include "octet/engine/generate.h"
 
 namespace octet::app {

@@ -3,13 +3,13 @@
 #include <arpa/inet.h>
 
 #include <cstdlib>
-#include <nlohmann/json.hpp>
 
 #include "octet/agent/agent_server.h"
 #include "octet/agent/cluster_token.h"
 #include "octet/app/tls_material.h"
 #include "octet/base/file_util.h"
 #include "octet/base/host_port.h"
+#include "octet/base/json.h"
 
 namespace octet::app {
 namespace {

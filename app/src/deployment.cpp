@@ -11,12 +11,12 @@
 #include <cstdlib>
 #include <filesystem>
 #include <map>
-#include <nlohmann/json.hpp>
 #include <set>
 
 #include "octet/app/bench_store.h"
 #include "octet/base/args.h"
 #include "octet/base/file_util.h"
+#include "octet/base/json.h"
 #include "octet/engine/memory_plan.h"
 #include "octet/router/capacity.h"
 #include "octet/router/policy.h"

@@ -5,7 +5,6 @@
 #include <chrono>
 #include <cstdlib>
 #include <map>
-#include <nlohmann/json.hpp>
 #include <regex>
 #include <set>
 #include <thread>
@@ -14,6 +13,7 @@
 #include "octet/agent/cluster_token.h"
 #include "octet/agent/link_probe.h"
 #include "octet/app/deployment.h"
+#include "octet/base/json.h"
 
 namespace octet::app {
 

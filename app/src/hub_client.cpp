@@ -17,12 +17,12 @@
 #include <cstdio>
 #include <filesystem>
 #include <mutex>
-#include <nlohmann/json.hpp>
 #include <thread>
 
 #include "octet/app/hub.h"
 #include "octet/base/build_info.h"
 #include "octet/base/file_util.h"
+#include "octet/base/json.h"
 
 namespace octet::app::hub {
 namespace fs = std::filesystem;

@@ -3,9 +3,9 @@
 #include <httplib.h>
 
 #include <algorithm>
-#include <nlohmann/json.hpp>
 #include <regex>
 
+#include "octet/base/json.h"
 #include "octet/router/policy.h"
 #include "octet/router/router.h"
 

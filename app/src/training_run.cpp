@@ -2,9 +2,10 @@
 
 #include <cstdlib>
 #include <filesystem>
-#include <nlohmann/json.hpp>
 #include <regex>
 #include <string>
+
+#include "octet/base/json.h"
 
 namespace octet::app {
 

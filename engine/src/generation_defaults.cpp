@@ -1,10 +1,10 @@
 #include "octet/engine/generation_defaults.h"
 
 #include <cmath>
-#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "octet/base/file_util.h"
+#include "octet/base/json.h"
 
 namespace octet::engine {
 

@@ -6,11 +6,11 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
-#include <nlohmann/json.hpp>
 #include <set>
 
 #include "octet/base/args.h"
 #include "octet/base/file_util.h"
+#include "octet/base/json.h"
 #include "octet/engine/model_config.h"
 #include "octet/engine/safetensors.h"
 

@@ -4,9 +4,9 @@
 
 #include <algorithm>
 #include <cmath>
-#include <nlohmann/json.hpp>
 
 #include "octet/base/file_util.h"
+#include "octet/base/json.h"
 
 namespace octet::engine {
 namespace {

@@ -6,9 +6,9 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <nlohmann/json.hpp>
 #include <set>
 
+#include "octet/base/json.h"
 #include "octet/kernels/weight.h"
 
 namespace octet::engine {

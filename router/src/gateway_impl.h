@@ -22,7 +22,6 @@
 #include <functional>
 #include <memory>
 #include <mutex>
-#include <nlohmann/json.hpp>
 #include <set>
 #include <string>
 #include <string_view>
@@ -33,6 +32,7 @@
 #include "octet/base/http/request.h"
 #include "octet/base/http/response.h"
 #include "octet/base/http/server.h"
+#include "octet/base/json.h"
 #include "octet/base/log.h"
 #include "octet/base/task_threads.h"
 #include "octet/router/gateway.h"

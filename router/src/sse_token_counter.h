@@ -4,9 +4,9 @@
 #pragma once
 
 #include <cstdint>
-#include <nlohmann/json.hpp>
 #include <string_view>
 
+#include "octet/base/json.h"
 #include "octet/base/sse.h"
 
 namespace octet::router {

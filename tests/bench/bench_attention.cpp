@@ -17,12 +17,12 @@
 #include <cstring>
 #include <iostream>
 #include <map>
-#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "octet/base/args.h"
 #include "octet/base/deadline.h"
+#include "octet/base/json.h"
 #include "octet/kernels/backend.h"
 
 using namespace octet;

@@ -18,11 +18,11 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
-#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "octet/base/args.h"
+#include "octet/base/json.h"
 #include "octet/kernels/cuda/cuda_device.h"
 #include "octet/kernels/cuda/cuda_ops.h"
 #include "octet/kernels/weight.h"

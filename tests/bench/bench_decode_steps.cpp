@@ -18,12 +18,12 @@
 #include <iostream>
 #include <map>
 #include <memory>
-#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "octet/base/args.h"
 #include "octet/base/deadline.h"
+#include "octet/base/json.h"
 #include "octet/engine/model.h"
 #include "octet/kernels/backend.h"
 

@@ -32,7 +32,6 @@
 #include <cstring>
 #include <ctime>
 #include <iostream>
-#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -40,6 +39,7 @@
 #include "octet/base/args.h"
 #include "octet/base/deadline.h"
 #include "octet/base/file_util.h"
+#include "octet/base/json.h"
 #include "octet/base/mem_info.h"
 #include "octet/base/xorshift_rng.h"
 #include "octet/engine/generate.h"

@@ -27,13 +27,13 @@
 #include <iostream>
 #include <map>
 #include <memory>
-#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "octet/base/args.h"
 #include "octet/base/deadline.h"
 #include "octet/base/huge_page_arena.h"
+#include "octet/base/json.h"
 #include "octet/kernels/backend.h"
 #include "octet/kernels/backends.h"
 

@@ -28,13 +28,13 @@
 #include <cstdint>
 #include <cstdio>
 #include <iostream>
-#include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
 
 #include "octet/base/args.h"
 #include "octet/base/deadline.h"
 #include "octet/base/file_util.h"
+#include "octet/base/json.h"
 #include "octet/base/log.h"
 #include "octet/base/subprocess.h"
 #include "octet/router/classifier.h"

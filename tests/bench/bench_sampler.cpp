@@ -10,11 +10,11 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <nlohmann/json.hpp>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "octet/base/json.h"
 #include "octet/engine/generate.h"
 #include "octet/kernels/backend.h"
 

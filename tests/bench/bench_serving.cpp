@@ -47,7 +47,6 @@
 #include <cstdio>
 #include <iostream>
 #include <mutex>
-#include <nlohmann/json.hpp>
 #include <regex>
 #include <sstream>
 #include <thread>
@@ -57,6 +56,7 @@
 #include "octet/base/args.h"
 #include "octet/base/deadline.h"
 #include "octet/base/file_util.h"
+#include "octet/base/json.h"
 #include "octet/base/subprocess.h"
 #include "random_checkpoint.h"
 

@@ -18,11 +18,11 @@
 #include <algorithm>
 #include <cstdio>
 #include <iostream>
-#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "octet/base/args.h"
+#include "octet/base/json.h"
 #include "octet/engine/generate.h"
 #include "octet/engine/model.h"
 #include "octet/engine/tokenizer.h"

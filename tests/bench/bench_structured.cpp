@@ -14,15 +14,15 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
-#include <nlohmann/json.hpp>
 
 #include "octet/base/deadline.h"
+#include "octet/base/json.h"
 #include "octet/engine/generate.h"
 #include "octet/engine/model_runner.h"
-#include "random_checkpoint.h"
 #include "octet/engine/scheduler.h"
 #include "octet/engine/structured_output.h"
 #include "octet/engine/tokenizer.h"
+#include "random_checkpoint.h"
 
 using namespace octet;
 using namespace octet::engine;

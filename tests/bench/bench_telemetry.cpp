@@ -11,7 +11,6 @@
 #include <atomic>
 #include <cstdio>
 #include <iostream>
-#include <nlohmann/json.hpp>
 #include <thread>
 
 #include "octet/agent/cluster_token.h"
@@ -19,6 +18,7 @@
 #include "octet/app/agent_client.h"
 #include "octet/base/args.h"
 #include "octet/base/file_util.h"
+#include "octet/base/json.h"
 #include "octet/base/subprocess.h"
 
 using namespace octet;

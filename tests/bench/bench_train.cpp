@@ -17,13 +17,13 @@
 #include <filesystem>
 #include <iostream>
 #include <mutex>
-#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "octet/base/args.h"
 #include "octet/base/deadline.h"
 #include "octet/base/file_util.h"
+#include "octet/base/json.h"
 #include "octet/base/npy.h"
 #include "octet/base/subprocess.h"
 #include "octet/kernels/backend.h"

@@ -13,10 +13,10 @@
 #include <QtTest>
 #include <cmath>
 #include <cstdio>
-#include <nlohmann/json.hpp>
 
 #include "fixture_reference.h"
 #include "octet/base/file_util.h"
+#include "octet/base/json.h"
 #include "octet/base/npy.h"
 #include "octet/engine/generate.h"
 #include "octet/engine/model.h"

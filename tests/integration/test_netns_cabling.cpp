@@ -21,12 +21,12 @@
 #include <QTemporaryFile>
 #include <QtTest>
 #include <map>
-#include <nlohmann/json.hpp>
 #include <regex>
 
 #include "octet/agent/cluster_token.h"
 #include "octet/app/cluster_session.h"
 #include "octet/base/file_util.h"
+#include "octet/base/json.h"
 #include "octet/base/subprocess.h"
 #include "octet_test.h"
 #include "trainer_test_util.h"
@@ -672,9 +672,8 @@ class TestNetnsCabling : public QObject {
     // the previous node through that one; every node forwards.
     for (int i = 0; i < 4; ++i) {
       const std::string ns = lab.Ns(i);
-      auto fwd = test::RunProgram({IpPath(), "netns", "exec", ns, "/sbin/sysctl", "-qw",
-                                   "net.ipv4.ip_forward=1"},
-                                  10'000);
+      auto fwd = test::RunProgram(
+          {IpPath(), "netns", "exec", ns, "/sbin/sysctl", "-qw", "net.ipv4.ip_forward=1"}, 10'000);
       QVERIFY2(fwd.exit_code == 0, fwd.output.c_str());
       const std::string next = "10.79." + std::to_string(i) + ".2";
       const std::string prev = "10.79." + std::to_string((i + 3) % 4) + ".1";
@@ -724,7 +723,8 @@ class TestNetnsCabling : public QObject {
         spec.threads = 1;
         spec.port = r == 0 ? port : 0;
         spec.extra_args = {"--peer-timeout-ms", "1500", "--connect-timeout-ms", "30000"};
-        if (r == 0) spec.extra_args.insert(spec.extra_args.end(), leader_args.begin(), leader_args.end());
+        if (r == 0)
+          spec.extra_args.insert(spec.extra_args.end(), leader_args.begin(), leader_args.end());
         auto s = session.client(r).StartJob(spec, Deadline::AfterMs(20'000));
         if (!s.ok()) return s.status().WithContext("rank " + std::to_string(r));
         if (r == 0) rendezvous = s->rendezvous;
@@ -732,9 +732,8 @@ class TestNetnsCabling : public QObject {
       session.RefreshNow();
       return Status::Ok();
     };
-    Status s = start_ranks("tp4-generate",
-                           {"--prompt-ids", prompt, "--max-tokens", "6", "--ignore-eos", "--json"},
-                           0);
+    Status s = start_ranks(
+        "tp4-generate", {"--prompt-ids", prompt, "--max-tokens", "6", "--ignore-eos", "--json"}, 0);
     QVERIFY2(s.ok(), s.ToString().c_str());
     const bool ended = session.WaitUntil(
         [](const ClusterSnapshot& s) { return JobEndedEverywhere(s, "tp4-generate"); },
@@ -771,11 +770,11 @@ class TestNetnsCabling : public QObject {
     QVERIFY(lab.Run({"-n", lab.Ns(1), "link", "set", "r0", "down"}).ok());
     // A request makes every rank step (and meet the dead link) even if the
     // runtime would only notice an idle peer later; its outcome does not matter.
-    test::RunProgram({IpPath(), "netns", "exec", lab.Ns(0), "/usr/bin/curl", "-sS", "-m", "20",
-                      "-H", "Content-Type: application/json", "--data-binary",
-                      R"({"prompt": [1, 2, 3], "max_tokens": 4})",
-                      "http://127.0.0.1:8000/v1/completions"},
-                     25'000);
+    test::RunProgram(
+        {IpPath(), "netns", "exec", lab.Ns(0), "/usr/bin/curl", "-sS", "-m", "20", "-H",
+         "Content-Type: application/json", "--data-binary",
+         R"({"prompt": [1, 2, 3], "max_tokens": 4})", "http://127.0.0.1:8000/v1/completions"},
+        25'000);
     const bool failed = session.WaitUntil(
         [](const ClusterSnapshot& s) {
           // Rank 0 or rank 1 (the two ends of the pulled cable) has failed.

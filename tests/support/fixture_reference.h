@@ -7,11 +7,11 @@
 
 #include <QtGlobal>
 #include <cstdint>
-#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "octet/base/file_util.h"
+#include "octet/base/json.h"
 #include "octet/base/npy.h"
 
 namespace octet::test {

@@ -14,7 +14,6 @@
 #include <filesystem>
 #include <map>
 #include <mutex>
-#include <nlohmann/json.hpp>
 #include <random>
 #include <set>
 #include <string>
@@ -22,6 +21,7 @@
 #include <vector>
 
 #include "octet/base/file_util.h"
+#include "octet/base/json.h"
 
 namespace octet::test {
 

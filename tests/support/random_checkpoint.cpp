@@ -2,10 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
-#include <nlohmann/json.hpp>
 #include <vector>
 
 #include "octet/base/file_util.h"
+#include "octet/base/json.h"
 #include "octet/base/xorshift_rng.h"
 #include "octet/engine/nvfp4.h"
 #include "octet/engine/safetensors.h"

@@ -1,9 +1,9 @@
 #include "octet/trainer/gpt_config.h"
 
 #include <charconv>
-#include <nlohmann/json.hpp>
 
 #include "octet/base/file_util.h"
+#include "octet/base/json.h"
 
 namespace octet::trainer {
 namespace {

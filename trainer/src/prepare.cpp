@@ -2,9 +2,9 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <nlohmann/json.hpp>
 
 #include "octet/base/file_util.h"
+#include "octet/base/json.h"
 #include "octet/base/npy.h"
 #include "octet/engine/bpe_trainer.h"
 #include "octet/engine/tokenizer.h"

@@ -4,7 +4,8 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <nlohmann/json.hpp>
+
+#include "octet/base/json.h"
 
 namespace octet::trainer {
 namespace {

@@ -2,9 +2,9 @@
 
 #include <cmath>
 #include <fstream>
-#include <nlohmann/json.hpp>
 
 #include "octet/base/file_util.h"
+#include "octet/base/json.h"
 #include "octet/base/log.h"
 #include "octet/base/npy.h"
 #include "octet/trainer/checkpoint.h"

@@ -2,7 +2,8 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <nlohmann/json.hpp>
+
+#include "octet/base/json.h"
 
 namespace octet::wire {
 namespace {

@@ -1,10 +1,10 @@
 // JSON schema -> character-level pushdown automaton (structured_output.h).
 #include <algorithm>
 #include <map>
-#include <nlohmann/json.hpp>
 #include <set>
 
 #include "json_grammar_impl.h"
+#include "octet/base/json.h"
 
 namespace octet::engine {
 

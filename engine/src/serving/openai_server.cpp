@@ -11,7 +11,6 @@
 #include <cstdlib>
 #include <map>
 #include <mutex>
-#include <nlohmann/json.hpp>
 #include <random>
 #include <sstream>
 #include <thread>
@@ -19,6 +18,7 @@
 #include "octet/base/api_key.h"
 #include "octet/base/http/httplib_response.h"
 #include "octet/base/http/server.h"
+#include "octet/base/json.h"
 #include "octet/base/log.h"
 #include "octet/base/prom_metrics.h"
 #include "openai_request.h"

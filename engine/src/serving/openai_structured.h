@@ -4,12 +4,12 @@
 // turned back into OpenAI "tool_calls" (whole, or streamed).
 #pragma once
 
-#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "octet/base/json.h"
 #include "octet/engine/completion.h"
 #include "octet/engine/tool_calls.h"
 

@@ -1,6 +1,6 @@
 #include "octet/engine/tool_calls.h"
 
-#include <nlohmann/json.hpp>
+#include "octet/base/json.h"
 
 namespace octet::engine {
 

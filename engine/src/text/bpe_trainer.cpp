@@ -1,11 +1,11 @@
 #include "octet/engine/bpe_trainer.h"
 
 #include <algorithm>
-#include <nlohmann/json.hpp>
 #include <queue>
 #include <unordered_map>
 #include <unordered_set>
 
+#include "octet/base/json.h"
 #include "text/added_vocab.h"
 #include "text/bpe_model.h"
 #include "text/byte_level.h"

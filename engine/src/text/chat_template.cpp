@@ -6,8 +6,8 @@
 
 #include <cmath>
 #include <ctime>
-#include <nlohmann/json.hpp>
 
+#include "octet/base/json.h"
 #include "octet/base/log.h"
 #include "text/utf8.h"
 

@@ -4,8 +4,8 @@
 // offset of a syntax error.
 #include <algorithm>
 #include <cstdio>
-#include <nlohmann/json.hpp>
 
+#include "octet/base/json.h"
 #include "text/byte_level.h"
 #include "text/tokenizer_impl.h"
 #include "text/utf8.h"

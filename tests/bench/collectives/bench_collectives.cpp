@@ -45,14 +45,14 @@
 #include <memory>
 #include <mutex>
 #include <numeric>
-#include <thread>
-#include <nlohmann/json.hpp>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "octet/base/args.h"
 #include "octet/base/deadline.h"
 #include "octet/base/file_util.h"
+#include "octet/base/json.h"
 #include "octet/base/subprocess.h"
 #include "octet/collectives/communicator.h"
 #include "octet/collectives/local_rendezvous.h"

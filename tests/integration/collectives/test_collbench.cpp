@@ -3,10 +3,9 @@
 // one row per size with zero wrong elements, NCCL falling back cleanly
 // without a GPU, and a job joined rank by rank with --rendezvous/--rank.
 #include <QtTest>
-
-#include <nlohmann/json.hpp>
 #include <thread>
 
+#include "octet/base/json.h"
 #include "octet/collectives/local_rendezvous.h"
 #include "octet_test.h"
 #include "rank_threads.h"
@@ -19,7 +18,8 @@ nlohmann::json ParseJson(const std::string& out) {
   size_t at = 0;
   while (at < out.size()) {
     const size_t end = out.find('\n', at);
-    const std::string line = out.substr(at, end == std::string::npos ? std::string::npos : end - at);
+    const std::string line =
+        out.substr(at, end == std::string::npos ? std::string::npos : end - at);
     if (!line.empty() && line.front() == '{') return nlohmann::json::parse(line, nullptr, false);
     if (end == std::string::npos) break;
     at = end + 1;
@@ -34,9 +34,9 @@ class TestCollbench : public QObject {
   void helpListsTheContractFlags() {
     auto r = RunProgram({"octet", "collbench", "--help"});
     QCOMPARE(r.exit_code, 0);
-    for (const char* f : {"--ranks", "--transport", "--algo", "--op", "--dtype", "--min-bytes",
-                          "--max-bytes", "--factor", "--iters", "--warmup", "--check", "--json",
-                          "--rendezvous", "--rank"}) {
+    for (const char* f :
+         {"--ranks", "--transport", "--algo", "--op", "--dtype", "--min-bytes", "--max-bytes",
+          "--factor", "--iters", "--warmup", "--check", "--json", "--rendezvous", "--rank"}) {
       QVERIFY2(r.output.find(f) != std::string::npos, f);
     }
   }
@@ -45,13 +45,16 @@ class TestCollbench : public QObject {
     QTest::addColumn<QStringList>("args");
     QTest::addColumn<QString>("reason");
     QTest::newRow("unknown flag") << QStringList{"--frobnicate"} << "--frobnicate";
-    QTest::newRow("bad transport") << QStringList{"--transport", "carrier-pigeon"} << "carrier-pigeon";
+    QTest::newRow("bad transport")
+        << QStringList{"--transport", "carrier-pigeon"} << "carrier-pigeon";
     QTest::newRow("bad op") << QStringList{"--op", "all_to_all"} << "all_to_all";
     QTest::newRow("bad dtype") << QStringList{"--dtype", "f64"} << "f64";
     QTest::newRow("bad size") << QStringList{"--max-bytes", "lots"} << "lots";
-    QTest::newRow("min over max") << QStringList{"--min-bytes", "1M", "--max-bytes", "1K"} << "--min-bytes";
+    QTest::newRow("min over max") << QStringList{"--min-bytes", "1M", "--max-bytes", "1K"}
+                                  << "--min-bytes";
     QTest::newRow("rank without rendezvous") << QStringList{"--rank", "1"} << "--rendezvous";
-    QTest::newRow("rank out of range") << QStringList{"--rendezvous", "127.0.0.1:1", "--rank", "5"} << "--rank";
+    QTest::newRow("rank out of range")
+        << QStringList{"--rendezvous", "127.0.0.1:1", "--rank", "5"} << "--rank";
   }
   void badInputIsAUsageError() {
     QFETCH(QStringList, args);
@@ -68,20 +71,35 @@ class TestCollbench : public QObject {
     QTest::addColumn<QString>("op");
     QTest::addColumn<QString>("transport");
     QTest::addColumn<QString>("algo");
-    QTest::newRow("all_reduce shm auto") << "all_reduce" << "shm" << "auto";
-    QTest::newRow("all_reduce tcp ring") << "all_reduce" << "tcp" << "ring";
-    QTest::newRow("all_gather shm oneshot") << "all_gather" << "shm" << "oneshot";
-    QTest::newRow("reduce_scatter tcp auto") << "reduce_scatter" << "tcp" << "auto";
+    QTest::newRow("all_reduce shm auto") << "all_reduce"
+                                         << "shm"
+                                         << "auto";
+    QTest::newRow("all_reduce tcp ring") << "all_reduce"
+                                         << "tcp"
+                                         << "ring";
+    QTest::newRow("all_gather shm oneshot") << "all_gather"
+                                            << "shm"
+                                            << "oneshot";
+    QTest::newRow("reduce_scatter tcp auto") << "reduce_scatter"
+                                             << "tcp"
+                                             << "auto";
   }
   void spawnedRunPrintsRowsWithNothingWrong() {
     QFETCH(QString, op);
     QFETCH(QString, transport);
     QFETCH(QString, algo);
-    auto r = RunProgram({"octet", "collbench", "--ranks", "3", "--transport",
-                         transport.toStdString(), "--algo", algo.toStdString(), "--op",
-                         op.toStdString(), "--dtype", "bf16", "--min-bytes", "8", "--max-bytes",
-                         "256K", "--factor", "4", "--iters", "5", "--warmup", "1", "--check",
-                         "--json"},
+    auto r = RunProgram({"octet",       "collbench",
+                         "--ranks",     "3",
+                         "--transport", transport.toStdString(),
+                         "--algo",      algo.toStdString(),
+                         "--op",        op.toStdString(),
+                         "--dtype",     "bf16",
+                         "--min-bytes", "8",
+                         "--max-bytes", "256K",
+                         "--factor",    "4",
+                         "--iters",     "5",
+                         "--warmup",    "1",
+                         "--check",     "--json"},
                         120'000);
     QVERIFY2(r.exit_code == 0, r.output.c_str());
     const nlohmann::json doc = ParseJson(r.output);
@@ -113,7 +131,8 @@ class TestCollbench : public QObject {
     QVERIFY2(r.exit_code == 0, r.output.c_str());
     const nlohmann::json doc = ParseJson(r.output);
     QVERIFY2(!doc.is_discarded(), r.output.c_str());
-    if (doc["transport"] == "nccl") QSKIP("this machine has a usable GPU: the fallback path is not taken");
+    if (doc["transport"] == "nccl")
+      QSKIP("this machine has a usable GPU: the fallback path is not taken");
     QCOMPARE(doc["requested_transport"].get<std::string>(), std::string("nccl"));
     QVERIFY(doc["fallback_reason"].get<std::string>().find("nccl unavailable") == 0);
     QCOMPARE(doc["wrong"].get<int64_t>(), 0);

@@ -25,12 +25,12 @@
 #include <QtTest>
 #include <fstream>
 #include <map>
-#include <nlohmann/json.hpp>
 #include <set>
 #include <thread>
 
 #include "octet/app/cluster_profile.h"
 #include "octet/app/cluster_session.h"
+#include "octet/base/json.h"
 #include "octet_test.h"
 
 using namespace octet;

@@ -19,12 +19,12 @@
 #include <filesystem>
 #include <memory>
 #include <mutex>
-#include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "octet/base/file_util.h"
+#include "octet/base/json.h"
 #include "octet/base/subprocess.h"
 #include "octet/kernels/backend.h"
 #include "octet/trainer/checkpoint.h"

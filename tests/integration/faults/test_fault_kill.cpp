@@ -21,13 +21,13 @@
 #include <QtTest>
 #include <atomic>
 #include <mutex>
-#include <nlohmann/json.hpp>
 #include <thread>
 
 #include "child_process.h"
 #include "octet/agent/cluster_token.h"
 #include "octet/app/agent_client.h"
 #include "octet/base/file_util.h"
+#include "octet/base/json.h"
 #include "octet/base/net_util.h"
 #include "octet/base/subprocess.h"
 #include "octet_test.h"

@@ -6,9 +6,9 @@
 #include <cctype>
 #include <chrono>
 #include <csignal>
-#include <nlohmann/json.hpp>
 
 #include "octet/base/deadline.h"
+#include "octet/base/json.h"
 
 namespace octet::test {
 namespace {

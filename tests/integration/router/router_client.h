@@ -7,11 +7,11 @@
 #include <httplib.h>
 
 #include <chrono>
-#include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 
 #include "octet/base/deadline.h"
+#include "octet/base/json.h"
 
 namespace octet::test {
 

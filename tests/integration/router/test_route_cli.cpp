@@ -7,10 +7,10 @@
 #include <QtTest>
 #include <atomic>
 #include <mutex>
-#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "octet/base/file_util.h"
+#include "octet/base/json.h"
 #include "octet/base/subprocess.h"
 #include "octet_test.h"
 #include "openai_upstream.h"

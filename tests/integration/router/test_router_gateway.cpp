@@ -11,11 +11,11 @@
 #include <cstdio>
 #include <map>
 #include <mutex>
-#include <nlohmann/json.hpp>
 #include <set>
 #include <thread>
 
 #include "octet/base/file_util.h"
+#include "octet/base/json.h"
 #include "octet/base/subprocess.h"
 #include "octet/router/gateway.h"
 #include "octet/router/router.h"

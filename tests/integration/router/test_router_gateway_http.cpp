@@ -16,10 +16,10 @@
 #include <atomic>
 #include <cstring>
 #include <map>
-#include <nlohmann/json.hpp>
 #include <thread>
 
 #include "octet/base/deadline.h"
+#include "octet/base/json.h"
 #include "octet/router/gateway.h"
 #include "octet/router/router.h"
 #include "openai_upstream.h"
@@ -132,7 +132,8 @@ RawResponse ReadResponse(int fd, std::string* buf) {
     }
   } else {
     const size_t at = lower.find("content-length: ");
-    const size_t len = at == std::string::npos ? 0 : std::strtoul(lower.c_str() + at + 16, nullptr, 10);
+    const size_t len =
+        at == std::string::npos ? 0 : std::strtoul(lower.c_str() + at + 16, nullptr, 10);
     while (buf->size() < len)
       if (!Fill(fd, buf)) return r;
     r.body = buf->substr(0, len);
@@ -204,8 +205,8 @@ class FloodUpstream {
             "chunked\r\n\r\n");
     timeval tv{1, 0};
     ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-    const std::string event = "data: {\"choices\":[{\"delta\":{\"content\":\"" +
-                              std::string(16000, 'x') + "\"}}]}\n\n";
+    const std::string event =
+        "data: {\"choices\":[{\"delta\":{\"content\":\"" + std::string(16000, 'x') + "\"}}]}\n\n";
     char size[16];
     std::snprintf(size, sizeof size, "%zx\r\n", event.size());
     const std::string chunk = size + event + "\r\n";
@@ -347,8 +348,8 @@ class TestRouterGatewayHttp : public QObject {
     Gw g = StartGateway(Fill(kOnePool, {{"U", up->url()}}), o);
     {
       const int fd = Connect(g.port());
-      SendAll(fd, "GET /health HTTP/1.1\r\nHost: gw\r\nX-Big: " + std::string(20000, 'a') +
-                      "\r\n\r\n");
+      SendAll(fd,
+              "GET /health HTTP/1.1\r\nHost: gw\r\nX-Big: " + std::string(20000, 'a') + "\r\n\r\n");
       std::string buf;
       RawResponse r = ReadResponse(fd, &buf);
       QVERIFY(r.ok);

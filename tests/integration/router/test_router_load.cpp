@@ -7,9 +7,9 @@
 #include <algorithm>
 #include <atomic>
 #include <barrier>
-#include <nlohmann/json.hpp>
 #include <thread>
 
+#include "octet/base/json.h"
 #include "octet/router/gateway.h"
 #include "octet/router/router.h"
 #include "octet_test.h"

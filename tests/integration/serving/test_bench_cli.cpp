@@ -4,8 +4,8 @@
 // contract on bad input (a corrupt store, a dead endpoint, bad flags).
 #include <QTemporaryDir>
 #include <QtTest>
-#include <nlohmann/json.hpp>
 
+#include "octet/base/json.h"
 #include "serving_test_util.h"
 
 using namespace octet;
@@ -54,9 +54,8 @@ class TestBenchCli : public QObject {
 
   void benchStoresRunsWithTopology() {
     const std::string url = "http://127.0.0.1:" + std::to_string(server_.port());
-    auto r = RunProgram({"octet", "bench", "--url", url, "--pp", "24", "--tg", "6",
-                         "--concurrency", "1,3", "--runs", "2", "--db", db_, "--label", "first",
-                         "--json"},
+    auto r = RunProgram({"octet", "bench", "--url", url, "--pp", "24", "--tg", "6", "--concurrency",
+                         "1,3", "--runs", "2", "--db", db_, "--label", "first", "--json"},
                         120'000);
     QVERIFY2(r.exit_code == 0, r.output.c_str());
     // stdout is one JSON document; the "stored as run" line goes to stderr
@@ -79,10 +78,10 @@ class TestBenchCli : public QObject {
     QCOMPARE(j["model"].get<std::string>(), std::string("tiny"));
     QCOMPARE(j["octet"]["state"].get<std::string>(), std::string("complete"));
 
-    auto csv = RunProgram({"octet", "bench", "--url", url, "--pp", "24", "--tg", "6",
-                           "--concurrency", "1", "--runs", "1", "--db", db_, "--label", "second",
-                           "--csv"},
-                          120'000);
+    auto csv =
+        RunProgram({"octet", "bench", "--url", url, "--pp", "24", "--tg", "6", "--concurrency", "1",
+                    "--runs", "1", "--db", db_, "--label", "second", "--csv"},
+                   120'000);
     QVERIFY2(csv.exit_code == 0, csv.output.c_str());
     QVERIFY2(csv.output.rfind("run_id,model,test,", 0) == 0, csv.output.c_str());
     QVERIFY2(csv.output.find("\n2,tiny,pp24 tg6 (c1),24,6,0,1,1,0,") != std::string::npos,
@@ -100,7 +99,8 @@ class TestBenchCli : public QObject {
     auto show = RunProgram({"octet", "bench", "show", "--db", db_, "1"});
     QCOMPARE(show.exit_code, 0);
     QVERIFY2(show.output.find("TP 2") != std::string::npos, show.output.c_str());
-    QVERIFY2(show.output.find("| tiny | pp24 tg6 (c3) |") != std::string::npos, show.output.c_str());
+    QVERIFY2(show.output.find("| tiny | pp24 tg6 (c3) |") != std::string::npos,
+             show.output.c_str());
 
     auto cmp = RunProgram({"octet", "bench", "compare", "--db", db_, "1", "2"});
     QCOMPARE(cmp.exit_code, 0);
@@ -121,8 +121,8 @@ class TestBenchCli : public QObject {
       "prompt_size": 24, "response_size": 6, "is_context_prefill_phase": false,
       "pp_throughput": {"mean": 900, "std": 0, "values": [900]}}]})")
                 .ok());
-    auto r = RunProgram({"octet", "bench", "import", "--db", db_, file, "--engine", "vLLM 0.9",
-                         "--json"});
+    auto r = RunProgram(
+        {"octet", "bench", "import", "--db", db_, file, "--engine", "vLLM 0.9", "--json"});
     QVERIFY2(r.exit_code == 0, r.output.c_str());
     const int64_t id = ParseOrFail(r.output)["id"].get<int64_t>();
     auto list = RunProgram({"octet", "bench", "list", "--db", db_});
@@ -147,8 +147,8 @@ class TestBenchCli : public QObject {
     QCOMPARE(missing.exit_code, 1);
     QVERIFY2(missing.output.find("no run 999") != std::string::npos, missing.output.c_str());
     const int dead_port = FreeLoopbackPort();
-    auto dead = RunProgram({"octet", "bench", "--url", "http://127.0.0.1:" +
-                            std::to_string(dead_port), "--runs", "1"});
+    auto dead = RunProgram({"octet", "bench", "--url",
+                            "http://127.0.0.1:" + std::to_string(dead_port), "--runs", "1"});
     QCOMPARE(dead.exit_code, 1);
     QVERIFY2(dead.output.find("/v1/models") != std::string::npos, dead.output.c_str());
     auto zero = RunProgram({"octet", "bench", "--url", "http://127.0.0.1:1", "--pp", "0"});

@@ -11,8 +11,8 @@
 #include <QtTest>
 #include <cmath>
 #include <fstream>
-#include <nlohmann/json.hpp>
 
+#include "octet/base/json.h"
 #include "octet/base/npy.h"
 #include "serving_test_util.h"
 

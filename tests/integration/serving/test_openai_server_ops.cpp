@@ -9,10 +9,10 @@
 // body refused (413) before it is sent.
 #include <QtTest>
 #include <atomic>
-#include <nlohmann/json.hpp>
 #include <thread>
 
 #include "octet/base/file_util.h"
+#include "octet/base/json.h"
 #include "octet/engine/completion.h"
 #include "octet/engine/model.h"
 #include "octet/engine/model_runner.h"

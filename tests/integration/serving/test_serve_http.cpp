@@ -13,9 +13,9 @@
 #include <signal.h>
 
 #include <QtTest>
-#include <nlohmann/json.hpp>
 #include <thread>
 
+#include "octet/base/json.h"
 #include "serving_test_util.h"
 
 using namespace octet;
@@ -35,7 +35,8 @@ std::vector<std::string> SseEvents(const std::string& body) {
   size_t pos = 0;
   while ((pos = body.find("data: ", pos)) != std::string::npos) {
     const size_t end = body.find("\n\n", pos);
-    out.push_back(body.substr(pos + 6, end == std::string::npos ? std::string::npos : end - pos - 6));
+    out.push_back(
+        body.substr(pos + 6, end == std::string::npos ? std::string::npos : end - pos - 6));
     if (end == std::string::npos) break;
     pos = end + 2;
   }
@@ -158,8 +159,9 @@ class TestServeHttp : public QObject {
     const std::string url = server_.url("/v1/chat/completions");
     ExpectOpenAiError(PostJson(url, R"({"messages": [{"role":"user","content":"x"}],)"), 400,
                       "not valid JSON");
-    ExpectOpenAiError(PostJson(url, R"({"model":"gpt-9","messages":[{"role":"user","content":"x"}]})"),
-                      404, "model_not_found");
+    ExpectOpenAiError(
+        PostJson(url, R"({"model":"gpt-9","messages":[{"role":"user","content":"x"}]})"), 404,
+        "model_not_found");
     ExpectOpenAiError(
         PostJson(url, R"({"messages":[{"role":"user","content":"x"}],"max_tokens":-5})"), 400,
         "max_tokens must be at least 1");
@@ -178,8 +180,8 @@ class TestServeHttp : public QObject {
 
   // A client that goes away mid-stream: its request is cancelled, not run to the end.
   void disconnectCancelsTheRequest() {
-    const double before = MetricValue(Curl({server_.url("/metrics")}).body,
-                                      "octet_requests_cancelled_total");
+    const double before =
+        MetricValue(Curl({server_.url("/metrics")}).body, "octet_requests_cancelled_total");
     auto r = Curl({"--max-time", "1", "-X", "POST", "-H", "Content-Type: application/json",
                    "--data-binary",
                    R"({"prompt":[1,2,3],"max_tokens":2000,"ignore_eos":true,"stream":true})",
@@ -201,8 +203,8 @@ class TestServeHttp : public QObject {
   // and the server exits 1 with that error last.
   void frozenPeerFailsTheInstance() {
     ServerProcess s;
-    Status st = s.Start({"--model", model_, "--tp", "2", "--peer-timeout-ms", "1000",
-                         "--grpc-port", "off", "--context", "256"});
+    Status st = s.Start({"--model", model_, "--tp", "2", "--peer-timeout-ms", "1000", "--grpc-port",
+                         "off", "--context", "256"});
     QVERIFY2(st.ok(), st.ToString().c_str());
     auto children = ChildProcesses(s.pid());
     QCOMPARE(children.size(), size_t(1));
@@ -210,7 +212,8 @@ class TestServeHttp : public QObject {
     auto r = PostJson(s.url("/v1/completions"), R"({"prompt":[1,2,3],"max_tokens":50})");
     ::kill(children[0], SIGKILL);
     ::kill(children[0], SIGCONT);
-    QVERIFY2(r.http_status == 500 || r.http_status == 503, (std::to_string(r.http_status) + r.body).c_str());
+    QVERIFY2(r.http_status == 500 || r.http_status == 503,
+             (std::to_string(r.http_status) + r.body).c_str());
     QVERIFY2(r.body.find("rank 1") != std::string::npos, r.body.c_str());
     auto exit = s.process()->Wait(Deadline::AfterMs(20'000));
     QVERIFY(exit.ok());

@@ -6,10 +6,10 @@
 #include <QtTest>
 #include <atomic>
 #include <cstring>
-#include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
 
+#include "octet/base/json.h"
 #include "raw_http.h"
 #include "serving_test_util.h"
 

@@ -10,9 +10,9 @@
 // `--speculative mtp` at TP 2: the MTP head sharded over the ranks drafts for
 // concurrent requests and their replies are the fixture's greedy ids.
 #include <QtTest>
-#include <nlohmann/json.hpp>
 #include <thread>
 
+#include "octet/base/json.h"
 #include "serving_test_util.h"
 
 using namespace octet;

@@ -9,16 +9,16 @@
 
 #include <QtTest>
 #include <cmath>
-#include <nlohmann/json.hpp>
 
+#include "octet/base/json.h"
 #include "octet/base/npy.h"
 #include "octet/collectives/local_rendezvous.h"
 #include "serving_test_util.h"
 
 using namespace octet;
 using namespace octet::test;
-using octet::collectives::LocalRendezvous;
 using nlohmann::json;
+using octet::collectives::LocalRendezvous;
 
 namespace {
 
@@ -87,13 +87,19 @@ class TestTpCli : public QObject {
     QTest::addColumn<QString>("transport");
     QTest::addColumn<QString>("algo");
     QTest::addColumn<QString>("kv");  // --kv-dtype of both runs
-    QTest::newRow("qwen3-tiny-nvfp4 tp2 tcp ring")
-        << "qwen3-tiny-nvfp4" << 2 << "tcp" << "ring" << "f32";
-    QTest::newRow("llama3-tiny tp4 shm oneshot") << "llama3-tiny" << 4 << "shm" << "oneshot" << "f32";
-    QTest::newRow("random-6h tp3 tcp oneshot") << "random-6h" << 3 << "tcp" << "oneshot" << "f32";
+    QTest::newRow("qwen3-tiny-nvfp4 tp2 tcp ring") << "qwen3-tiny-nvfp4" << 2 << "tcp"
+                                                   << "ring"
+                                                   << "f32";
+    QTest::newRow("llama3-tiny tp4 shm oneshot") << "llama3-tiny" << 4 << "shm"
+                                                 << "oneshot"
+                                                 << "f32";
+    QTest::newRow("random-6h tp3 tcp oneshot") << "random-6h" << 3 << "tcp"
+                                               << "oneshot"
+                                               << "f32";
     // The followers take rank 0's KV cache type from the reset plan.
-    QTest::newRow("qwen2-tiny tp2 shm auto, f16 KV cache")
-        << "qwen2-tiny" << 2 << "shm" << "auto" << "f16";
+    QTest::newRow("qwen2-tiny tp2 shm auto, f16 KV cache") << "qwen2-tiny" << 2 << "shm"
+                                                           << "auto"
+                                                           << "f16";
   }
   void generateMatchesTp1() {
     QFETCH(QString, model);
@@ -104,15 +110,21 @@ class TestTpCli : public QObject {
     MakeDirs(ScratchDir()).IgnoreError();
     const std::string dir = ModelDir(model);
     const std::string l1 = ScratchDir() + "/l1.npy", ln = ScratchDir() + "/ln.npy";
-    auto one = RunProgram({"octet", "generate", "--model", dir, "--prompt-ids", kPrompt,
-                           "--max-tokens", "8", "--ignore-eos", "--json", "--logits-out", l1,
-                           "--kv-dtype", kv.toStdString()},
-                          60'000);
+    auto one = RunProgram(
+        {"octet", "generate", "--model", dir, "--prompt-ids", kPrompt, "--max-tokens", "8",
+         "--ignore-eos", "--json", "--logits-out", l1, "--kv-dtype", kv.toStdString()},
+        60'000);
     QVERIFY2(one.exit_code == 0, one.output.c_str());
-    auto many = RunProgram({"octet", "generate", "--model", dir, "--prompt-ids", kPrompt,
-                            "--max-tokens", "8", "--ignore-eos", "--json", "--logits-out", ln,
-                            "--tp", std::to_string(tp), "--transport", transport.toStdString(),
-                            "--algo", algo.toStdString(), "--kv-dtype", kv.toStdString()},
+    auto many = RunProgram({"octet",        "generate",
+                            "--model",      dir,
+                            "--prompt-ids", kPrompt,
+                            "--max-tokens", "8",
+                            "--ignore-eos", "--json",
+                            "--logits-out", ln,
+                            "--tp",         std::to_string(tp),
+                            "--transport",  transport.toStdString(),
+                            "--algo",       algo.toStdString(),
+                            "--kv-dtype",   kv.toStdString()},
                            60'000);
     QVERIFY2(many.exit_code == 0, many.output.c_str());
     json a = LastJson(one.output), b = LastJson(many.output);
@@ -120,7 +132,8 @@ class TestTpCli : public QObject {
     QCOMPARE(b["tp"].get<int>(), tp);
     QCOMPARE(b["ids"], a["ids"]);
     auto [d, m] = MaxDiff(ln, l1);
-    QVERIFY2(d <= 1e-4 * m, ("max |diff| " + std::to_string(d) + " of " + std::to_string(m)).c_str());
+    QVERIFY2(d <= 1e-4 * m,
+             ("max |diff| " + std::to_string(d) + " of " + std::to_string(m)).c_str());
   }
 
   // MTP speculation with the head sharded over worker processes: the
@@ -193,9 +206,9 @@ class TestTpCli : public QObject {
     QVERIFY2(rv.ok(), rv.status().ToString().c_str());
     const std::string rdv = rv->address();
     SpawnOptions o;
-    o.argv = {BinDir() + "/octet", "worker", "--job", "inference", "--model", dir, "--world-size",
-              "2", "--rank", "1", "--rendezvous", rdv, "--transport", "tcp", "--algo", "ring",
-              "--threads", "1"};
+    o.argv = {BinDir() + "/octet", "worker", "--job",  "inference", "--model",      dir,
+              "--world-size",      "2",      "--rank", "1",         "--rendezvous", rdv,
+              "--transport",       "tcp",    "--algo", "ring",      "--threads",    "1"};
     auto follower_out = std::make_shared<std::string>();
     auto mu = std::make_shared<std::mutex>();
     o.on_output = [follower_out, mu](std::string_view c) {
@@ -205,14 +218,13 @@ class TestTpCli : public QObject {
     o.env = {"OCTET_JOB_ID=test-job", "OCTET_NODE_ID=test-node"};
     auto follower = Subprocess::Spawn(o);
     QVERIFY(follower.ok());
-    auto leader = RunProgram({"octet", "worker", "--job", "inference", "--model", dir,
-                              "--world-size", "2", "--rank", "0", "--rendezvous", rdv,
-                              "--transport", "tcp", "--algo", "ring", "--threads", "1",
-                              "--prompt-ids", kPrompt, "--max-tokens", "6", "--ignore-eos",
-                              "--json"},
-                             60'000,
-                             {"OCTET_JOB_ID=test-job", "OCTET_NODE_ID=test-node",
-                              LocalRendezvous::EnvFor({&*rv})});
+    auto leader = RunProgram(
+        {"octet",        "worker", "--job",        "inference", "--model",      dir,
+         "--world-size", "2",      "--rank",       "0",         "--rendezvous", rdv,
+         "--transport",  "tcp",    "--algo",       "ring",      "--threads",    "1",
+         "--prompt-ids", kPrompt,  "--max-tokens", "6",         "--ignore-eos", "--json"},
+        60'000,
+        {"OCTET_JOB_ID=test-job", "OCTET_NODE_ID=test-node", LocalRendezvous::EnvFor({&*rv})});
     QVERIFY2(leader.exit_code == 0, leader.output.c_str());
     QCOMPARE(LastJson(leader.output)["ids"], LastJson(one.output)["ids"]);
     auto st = (*follower)->Wait(Deadline::AfterMs(20'000));
@@ -234,9 +246,24 @@ class TestTpCli : public QObject {
     auto mu = std::make_shared<std::mutex>();
     for (int r = 0; r < 2; ++r) {
       SpawnOptions o;
-      o.argv = {BinDir() + "/octet", "worker", "--job", "inference", "--model", dir,
-                "--world-size", "2", "--rank", std::to_string(r), "--rendezvous", rdv,
-                "--transport", "shm", "--algo", "auto", "--threads", "1"};
+      o.argv = {BinDir() + "/octet",
+                "worker",
+                "--job",
+                "inference",
+                "--model",
+                dir,
+                "--world-size",
+                "2",
+                "--rank",
+                std::to_string(r),
+                "--rendezvous",
+                rdv,
+                "--transport",
+                "shm",
+                "--algo",
+                "auto",
+                "--threads",
+                "1"};
       if (r == 0) o.argv.insert(o.argv.end(), {"--port", "0"});
       auto out = std::make_shared<std::string>();
       o.on_output = [out, mu](std::string_view c) {

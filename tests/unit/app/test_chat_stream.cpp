@@ -9,11 +9,11 @@
 #include <QtTest>
 #include <atomic>
 #include <chrono>
-#include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 
 #include "octet/app/chat_client.h"
+#include "octet/base/json.h"
 
 using namespace octet::app;
 

@@ -4,12 +4,12 @@
 #include <sys/stat.h>
 
 #include <QtTest>
-#include <nlohmann/json.hpp>
 
 #include "child_process.h"
 #include "octet/agent/cluster_token.h"
 #include "octet/app/local_cluster.h"
 #include "octet/base/file_util.h"
+#include "octet/base/json.h"
 #include "octet/base/subprocess.h"
 #include "octet_test.h"
 #include "recorded_sysfs.h"

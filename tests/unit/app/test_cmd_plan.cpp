@@ -7,11 +7,11 @@
 #include <QtTest>
 #include <cmath>
 #include <cstdio>
-#include <nlohmann/json.hpp>
 
 #include "octet/app/model_summary.h"
-#include "random_checkpoint.h"
+#include "octet/base/json.h"
 #include "octet_test.h"
+#include "random_checkpoint.h"
 
 using octet::test::RunProgram;
 
@@ -38,8 +38,8 @@ class TestCmdPlan : public QObject {
   Q_OBJECT
  private slots:
   void glmFitsEightSparksNotFour() {
-    const auto four = PlanJson({"--model", "glm-5.3-753b-nvfp4", "--nodes", "4",
-                                "--node-memory", "128GiB"});
+    const auto four =
+        PlanJson({"--model", "glm-5.3-753b-nvfp4", "--nodes", "4", "--node-memory", "128GiB"});
     QCOMPARE(four["fits"].get<bool>(), false);
     QCOMPARE(four["tp"].get<int>(), 4);
     QCOMPARE(four["min_nodes"].get<int>(), 8);
@@ -63,8 +63,8 @@ class TestCmdPlan : public QObject {
 
   void modelFolder() {
     OCTET_REQUIRE_FIXTURES();
-    const auto p = PlanJson({"--model", octet::test::FixturesDir() + "/qwen3-tiny", "--nodes",
-                             "2", "--context", "1024", "--concurrency", "4"});
+    const auto p = PlanJson({"--model", octet::test::FixturesDir() + "/qwen3-tiny", "--nodes", "2",
+                             "--context", "1024", "--concurrency", "4"});
     QCOMPARE(p["fits"].get<bool>(), true);
     QCOMPARE(p["concurrency"].get<int>(), 4);
     bool tp3_invalid_with_reason = false;

@@ -13,11 +13,11 @@
 #include <QTemporaryDir>
 #include <QtTest>
 #include <fstream>
-#include <nlohmann/json.hpp>
 #include <set>
 
 #include "octet/app/bench_store.h"
 #include "octet/app/deployment.h"
+#include "octet/base/json.h"
 #include "octet/engine/memory_plan.h"
 #include "octet_test.h"
 

@@ -11,7 +11,6 @@
 #include <filesystem>
 #include <map>
 #include <mutex>
-#include <nlohmann/json.hpp>
 #include <random>
 #include <set>
 #include <thread>
@@ -23,14 +22,15 @@
 #include "octet/app/hub.h"
 #include "octet/app/local_cluster.h"
 #include "octet/base/file_util.h"
+#include "octet/base/json.h"
 #include "octet_test.h"
 #include "random_checkpoint.h"
 
 using octet::test::RunProgram;
 namespace fs = std::filesystem;
 
-using octet::test::LoopbackHub;
 using octet::test::GitBlobId;
+using octet::test::LoopbackHub;
 using octet::test::Random;
 using octet::test::ReadDir;
 using octet::test::RepoFile;
@@ -63,7 +63,9 @@ class TestHubPull : public QObject {
     args.insert(args.begin(), "octet");
     return RunProgram(args, 120'000, Env(std::move(env)));
   }
-  std::string Snapshot() { return cache_ + "/models--acme--tiny/snapshots/" + LoopbackHub::kCommit; }
+  std::string Snapshot() {
+    return cache_ + "/models--acme--tiny/snapshots/" + LoopbackHub::kCommit;
+  }
   void ExpectComplete() {
     for (const auto& f : files_) {
       const std::string p = Snapshot() + "/" + f.path;

@@ -18,11 +18,11 @@
 #include <QtTest>
 #include <cmath>
 #include <mutex>
-#include <nlohmann/json.hpp>
 
 #include "octet/app/cluster_session.h"
 #include "octet/app/local_cluster.h"
 #include "octet/app/remote_instance.h"
+#include "octet/base/json.h"
 #include "octet/base/net_util.h"
 #include "octet_test.h"
 

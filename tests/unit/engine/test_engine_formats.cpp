@@ -5,14 +5,14 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
-#include <nlohmann/json.hpp>
 
 #include "octet/base/file_util.h"
+#include "octet/base/json.h"
 #include "octet/engine/model.h"
 #include "octet/engine/nvfp4.h"
-#include "random_checkpoint.h"
 #include "octet/engine/safetensors.h"
 #include "octet_test.h"
+#include "random_checkpoint.h"
 
 using namespace octet;
 using namespace octet::engine;

@@ -6,14 +6,14 @@
 #include <cmath>
 #include <memory>
 #include <mutex>
-#include <nlohmann/json.hpp>
 
 #include "octet/base/file_util.h"
+#include "octet/base/json.h"
 #include "octet/base/npy.h"
 #include "octet/engine/bpe_trainer.h"
-#include "random_checkpoint.h"
 #include "octet/engine/tokenizer.h"
 #include "octet_test.h"
+#include "random_checkpoint.h"
 
 using octet::test::RunProgram;
 
@@ -136,7 +136,8 @@ class TestGenerateCli : public QObject {
     const std::string dir = tmp.path().toStdString();
     const std::string src = octet::test::FixturesDir() + "/qwen3-tiny";
     for (const char* f : {"config.json", "model.safetensors"}) {
-      QVERIFY(QFile::link(QString::fromStdString(src + "/" + f), QString::fromStdString(dir + "/" + f)));
+      QVERIFY(QFile::link(QString::fromStdString(src + "/" + f),
+                          QString::fromStdString(dir + "/" + f)));
     }
     octet::engine::BpeTrainerOptions opts;
     opts.vocab_size = 300;
@@ -178,13 +179,14 @@ class TestGenerateCli : public QObject {
     QVERIFY2(c.output.find("warning") != std::string::npos, c.output.c_str());
 
     // `octet chat` reads turns from stdin and prints a figures line per reply.
-    auto d = RunProgram({"/bin/sh", "-c",
-                         "printf 'the cat\\nthe dog\\n/exit\\n' | \"" + octet::test::BinDir() +
-                             "/octet\" chat --model \"" + dir +
-                             "\" --temperature 0 --max-tokens 4"});
+    auto d =
+        RunProgram({"/bin/sh", "-c",
+                    "printf 'the cat\\nthe dog\\n/exit\\n' | \"" + octet::test::BinDir() +
+                        "/octet\" chat --model \"" + dir + "\" --temperature 0 --max-tokens 4"});
     QVERIFY2(d.exit_code == 0, d.output.c_str());
     size_t turns = 0;
-    for (size_t pos = 0; (pos = d.output.find(" prompt tokens, ", pos)) != std::string::npos; ++pos) ++turns;
+    for (size_t pos = 0; (pos = d.output.find(" prompt tokens, ", pos)) != std::string::npos; ++pos)
+      ++turns;
     QCOMPARE(turns, size_t(2));
   }
 

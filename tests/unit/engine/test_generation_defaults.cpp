@@ -8,9 +8,9 @@
 #include <QtTest>
 #include <filesystem>
 #include <fstream>
-#include <nlohmann/json.hpp>
 
 #include "octet/base/file_util.h"
+#include "octet/base/json.h"
 #include "octet/engine/generation_defaults.h"
 #include "octet_test.h"
 

@@ -15,12 +15,12 @@
 #include <QtTest>
 #include <barrier>
 #include <cmath>
-#include <nlohmann/json.hpp>
 #include <random>
 #include <thread>
 
 #include "fixture_reference.h"
 #include "octet/base/file_util.h"
+#include "octet/base/json.h"
 #include "octet/base/npy.h"
 #include "octet/engine/memory_plan.h"
 #include "octet/engine/model.h"

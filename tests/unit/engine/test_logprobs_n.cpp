@@ -10,9 +10,9 @@
 // against Generate alone for greedy requests.
 #include <QtTest>
 #include <cmath>
-#include <nlohmann/json.hpp>
 
 #include "octet/base/file_util.h"
+#include "octet/base/json.h"
 #include "octet/base/npy.h"
 #include "octet/engine/generate.h"
 #include "octet/engine/scheduler.h"

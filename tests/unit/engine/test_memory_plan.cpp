@@ -14,9 +14,9 @@
 #include <QtTest>
 #include <cmath>
 #include <cstdio>
-#include <nlohmann/json.hpp>
 
 #include "octet/base/file_util.h"
+#include "octet/base/json.h"
 #include "octet/engine/memory_plan.h"
 #include "octet/engine/model.h"
 #include "octet/engine/model_config.h"
@@ -197,8 +197,10 @@ class TestMemoryPlan : public QObject {
     // Degrees: 96 heads, 8 kv heads, 2048-wide experts.
     std::vector<int> valid;
     for (const auto& d : eight.degrees) {
-      if (d.valid) valid.push_back(d.tp);
-      else QVERIFY2(!d.reason.empty(), std::to_string(d.tp).c_str());
+      if (d.valid)
+        valid.push_back(d.tp);
+      else
+        QVERIFY2(!d.reason.empty(), std::to_string(d.tp).c_str());
     }
     QCOMPARE(valid, (std::vector<int>{1, 2, 4, 8}));
     const MemoryPlan three = Plan(glm, 3);

@@ -6,9 +6,9 @@
 #include <QTemporaryDir>
 #include <QtTest>
 #include <cmath>
-#include <nlohmann/json.hpp>
 
 #include "octet/base/file_util.h"
+#include "octet/base/json.h"
 #include "octet/engine/model.h"
 #include "random_checkpoint.h"
 

@@ -7,9 +7,9 @@
 #include <cmath>
 #include <map>
 #include <set>
-#include <nlohmann/json.hpp>
 
 #include "octet/base/file_util.h"
+#include "octet/base/json.h"
 #include "octet/base/npy.h"
 #include "octet/engine/generate.h"
 #include "octet/engine/model.h"
@@ -64,8 +64,8 @@ double MaxAbsDiff(const std::vector<float>& a, const std::vector<float>& b) {
   return d;
 }
 
-const char* kFixtureModels[] = {"llama3-tiny",      "qwen2-tiny",     "qwen3-tiny",
-                                "qwen3-tiny-nvfp4", "qwen3-moe-tiny", "glm4-moe-tiny",
+const char* kFixtureModels[] = {"llama3-tiny",         "qwen2-tiny",     "qwen3-tiny",
+                                "qwen3-tiny-nvfp4",    "qwen3-moe-tiny", "glm4-moe-tiny",
                                 "glm4-moe-tiny-nvfp4", "minicpm-tiny"};
 
 }  // namespace
@@ -164,17 +164,16 @@ class TestSpeculative : public QObject {
       int accepted_n = 0;
       for (int i = 0; i < n; ++i) {
         bool accepted = false;
-        const int32_t id = s.Verify(logits.data(), int64_t(logits.size()), *backend, draft,
-                                    &accepted);
+        const int32_t id =
+            s.Verify(logits.data(), int64_t(logits.size()), *backend, draft, &accepted);
         QCOMPARE(accepted, id == draft);
         accepted_n += accepted;
         ++count[id];
       }
       for (const auto& [id, c] : count) QVERIFY2(p.count(id), "a token outside the distribution");
       const double chi2 = chi2_of(count, n);
-      QVERIFY2(chi2 < 40.0, ("draft " + std::to_string(draft) + ": chi2 " +
-                             std::to_string(chi2))
-                                .c_str());
+      QVERIFY2(chi2 < 40.0,
+               ("draft " + std::to_string(draft) + ": chi2 " + std::to_string(chi2)).c_str());
       // The acceptance rate is p(draft).
       const double pd = p.count(draft) ? p[draft] : 0.0;
       QVERIFY2(std::fabs(accepted_n / double(n) - pd) < 0.005,

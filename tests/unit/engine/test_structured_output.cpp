@@ -12,9 +12,9 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <nlohmann/json.hpp>
 #include <random>
 
+#include "octet/base/json.h"
 #include "octet/engine/generate.h"
 #include "octet/engine/structured_output.h"
 #include "octet/engine/tokenizer.h"

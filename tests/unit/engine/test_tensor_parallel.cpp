@@ -19,10 +19,10 @@
 #include <cmath>
 #include <filesystem>
 #include <functional>
-#include <nlohmann/json.hpp>
 #include <thread>
 
 #include "octet/base/file_util.h"
+#include "octet/base/json.h"
 #include "octet/base/npy.h"
 #include "octet/collectives/communicator.h"
 #include "octet/engine/generate.h"
@@ -290,17 +290,24 @@ class TestTensorParallel : public QObject {
     QTest::addColumn<int>("tp");
     QTest::addColumn<QString>("transport");
     QTest::addColumn<QString>("algo");
-    QTest::newRow("qwen3-tiny tp2 shm oneshot") << "qwen3-tiny" << 2 << "shm" << "oneshot";
-    QTest::newRow("llama3-tiny tp4 tcp ring") << "llama3-tiny" << 4 << "tcp" << "ring";
-    QTest::newRow("qwen2-tiny tp2 tcp oneshot") << "qwen2-tiny" << 2 << "tcp" << "oneshot";
-    QTest::newRow("qwen2-tiny tp4 shm ring") << "qwen2-tiny" << 4 << "shm" << "ring";
-    QTest::newRow("qwen3-tiny-nvfp4 tp2 shm ring") << "qwen3-tiny-nvfp4" << 2 << "shm" << "ring";
-    QTest::newRow("qwen3-tiny-nvfp4 tp4 tcp oneshot")
-        << "qwen3-tiny-nvfp4" << 4 << "tcp" << "oneshot";
-    QTest::newRow("random qwen3-6h tp3 shm oneshot") << "random:qwen3-6h" << 3 << "shm" << "oneshot";
-    QTest::newRow("random qwen3-6h tp3 tcp ring") << "random:qwen3-6h" << 3 << "tcp" << "ring";
-    QTest::newRow("random qwen3-6h-nvfp4 tp3 shm ring")
-        << "random:qwen3-6h-nvfp4" << 3 << "shm" << "ring";
+    QTest::newRow("qwen3-tiny tp2 shm oneshot") << "qwen3-tiny" << 2 << "shm"
+                                                << "oneshot";
+    QTest::newRow("llama3-tiny tp4 tcp ring") << "llama3-tiny" << 4 << "tcp"
+                                              << "ring";
+    QTest::newRow("qwen2-tiny tp2 tcp oneshot") << "qwen2-tiny" << 2 << "tcp"
+                                                << "oneshot";
+    QTest::newRow("qwen2-tiny tp4 shm ring") << "qwen2-tiny" << 4 << "shm"
+                                             << "ring";
+    QTest::newRow("qwen3-tiny-nvfp4 tp2 shm ring") << "qwen3-tiny-nvfp4" << 2 << "shm"
+                                                   << "ring";
+    QTest::newRow("qwen3-tiny-nvfp4 tp4 tcp oneshot") << "qwen3-tiny-nvfp4" << 4 << "tcp"
+                                                      << "oneshot";
+    QTest::newRow("random qwen3-6h tp3 shm oneshot") << "random:qwen3-6h" << 3 << "shm"
+                                                     << "oneshot";
+    QTest::newRow("random qwen3-6h tp3 tcp ring") << "random:qwen3-6h" << 3 << "tcp"
+                                                  << "ring";
+    QTest::newRow("random qwen3-6h-nvfp4 tp3 shm ring") << "random:qwen3-6h-nvfp4" << 3 << "shm"
+                                                        << "ring";
     // Mixture of experts (and MiniCPM's scales) over real rank processes.
     QTest::newRow("qwen3-moe-tiny tp2 tcp ring") << "qwen3-moe-tiny" << 2 << "tcp"
                                                  << "ring";
@@ -310,8 +317,8 @@ class TestTensorParallel : public QObject {
                                                          << "oneshot";
     QTest::newRow("minicpm-tiny tp2 shm ring") << "minicpm-tiny" << 2 << "shm"
                                                << "ring";
-    QTest::newRow("random qwen2-bias tp4 tcp oneshot")
-        << "random:qwen2-bias" << 4 << "tcp" << "oneshot";
+    QTest::newRow("random qwen2-bias tp4 tcp oneshot") << "random:qwen2-bias" << 4 << "tcp"
+                                                       << "oneshot";
   }
   void groupMatchesSingleRank() {
     QFETCH(QString, model);
@@ -520,9 +527,9 @@ class TestTensorParallel : public QObject {
     auto group = RunGroup(dir, {1, 2, 3}, 2, 4, collectives::TransportKind::kShm,
                           collectives::AlgorithmKind::kAuto);
     QVERIFY(!group.ok());
-    QVERIFY2(group.status().message().find("6 query heads are not divisible by 4") !=
-                 std::string::npos,
-             group.status().ToString().c_str());
+    QVERIFY2(
+        group.status().message().find("6 query heads are not divisible by 4") != std::string::npos,
+        group.status().ToString().c_str());
   }
 
   // NVFP4 experts of 32 columns cannot split four ways into 16-column blocks:

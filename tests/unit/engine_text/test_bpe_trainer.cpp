@@ -3,9 +3,9 @@
 // size, determinism, special tokens, GPT-4 split behaviour, and its errors.
 #include <QtTest>
 #include <chrono>
-#include <nlohmann/json.hpp>
 #include <random>
 
+#include "octet/base/json.h"
 #include "octet/engine/bpe_trainer.h"
 #include "octet/engine/tokenizer.h"
 #include "octet_test.h"

@@ -6,9 +6,9 @@
 // Llama-3.1-style templates for the default system prompt and the dated
 // system block. Plus the fallback for unknown templates and the errors.
 #include <QtTest>
-#include <nlohmann/json.hpp>
 
 #include "octet/base/file_util.h"
+#include "octet/base/json.h"
 #include "octet/engine/chat_template.h"
 #include "octet_test.h"
 

@@ -7,9 +7,9 @@
 // what it does with tools, tool calls, `tool`/`ipython` turns and a null
 // content (tools and calls ignored, roles as headers, "None").
 #include <QtTest>
-#include <nlohmann/json.hpp>
 
 #include "octet/base/file_util.h"
+#include "octet/base/json.h"
 #include "octet/engine/chat_template.h"
 #include "octet/engine/tokenizer.h"
 #include "octet_test.h"

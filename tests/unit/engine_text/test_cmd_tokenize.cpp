@@ -2,9 +2,9 @@
 // strings on stdin -> a JSON array of id arrays (and back with --decode),
 // checked against the fixture ids; non-zero exits with a one-line reason.
 #include <QtTest>
-#include <nlohmann/json.hpp>
 
 #include "octet/base/file_util.h"
+#include "octet/base/json.h"
 #include "octet/engine/bpe_trainer.h"
 #include "octet_test.h"
 

@@ -6,9 +6,9 @@
 #include <unicode/utf8.h>
 
 #include <QtTest>
-#include <nlohmann/json.hpp>
 
 #include "octet/base/file_util.h"
+#include "octet/base/json.h"
 #include "octet/engine/chat_template.h"
 #include "octet/engine/tokenizer.h"
 #include "octet_test.h"

@@ -8,10 +8,11 @@
 
 #include <QtTest>
 #include <map>
-#include <nlohmann/json.hpp>
 #include <random>
 #include <set>
 #include <thread>
+
+#include "octet/base/json.h"
 
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>

@@ -1,9 +1,9 @@
 // What ctest sees of a test program: a skip never hides a failure, and a
 // program is reported skipped only when its premise is absent (exit 77).
 #include <QtTest>
-#include <nlohmann/json.hpp>
 
 #include "octet/base/file_util.h"
+#include "octet/base/json.h"
 #include "octet_test.h"
 
 using octet::test::RunProgram;

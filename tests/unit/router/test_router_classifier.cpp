@@ -2,9 +2,9 @@
 // request, the weights file round trip and its checks, deterministic training,
 // and the shipped classifier on the held-out part of the shipped labelled set.
 #include <QtTest>
-#include <nlohmann/json.hpp>
 
 #include "octet/base/file_util.h"
+#include "octet/base/json.h"
 #include "octet/router/classifier.h"
 #include "octet/router/request_features.h"
 #include "octet_test.h"

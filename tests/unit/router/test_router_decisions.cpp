@@ -4,9 +4,9 @@
 #include <QtTest>
 #include <atomic>
 #include <map>
-#include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "octet/base/json.h"
 #include "octet/router/router.h"
 #include "octet_test.h"
 #include "router_core.h"
@@ -357,7 +357,7 @@ class TestRouterDecisions : public QObject {
     const PoolRuntime& pool = f.Pool("small");
     for (int i = 0; i < 2; ++i) f.core().ReportFailure(r, pool, FailureKind::kStatus5xx);
     QVERIFY(r->Available(f.clock.NowMs()));  // two failures are not enough
-    f.core().ReportSuccess(r, *pool.spec);  // and a success resets the count
+    f.core().ReportSuccess(r, *pool.spec);   // and a success resets the count
     for (int i = 0; i < 2; ++i) f.core().ReportFailure(r, pool, FailureKind::kConnect);
     QVERIFY(r->Available(f.clock.NowMs()));
     f.core().ReportFailure(r, pool, FailureKind::kConnect);

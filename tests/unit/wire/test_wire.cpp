@@ -6,8 +6,8 @@
 #include <google/protobuf/message.h>
 
 #include <QtTest>
-#include <nlohmann/json.hpp>
 
+#include "octet/base/json.h"
 #include "octet/v1/jobs.pb.h"
 #include "octet/v1/telemetry.pb.h"
 #include "octet/wire/figures_line.h"

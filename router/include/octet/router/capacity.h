@@ -10,10 +10,10 @@
 // floor(total_nodes / nodes_per_large_replica) large replicas.
 #pragma once
 
-#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
+#include "octet/base/json.h"
 #include "octet/base/status.h"
 
 namespace octet::router {

@@ -15,11 +15,11 @@
 #pragma once
 
 #include <cstdint>
-#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "octet/base/json.h"
 #include "octet/base/status.h"
 #include "octet/router/request_features.h"
 

@@ -9,10 +9,11 @@
 #pragma once
 
 #include <cstdint>
-#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "octet/base/json.h"
 
 namespace octet::router {
 

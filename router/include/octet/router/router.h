@@ -20,13 +20,13 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
 #include "octet/base/clock.h"
+#include "octet/base/json.h"
 #include "octet/base/status.h"
 #include "octet/router/policy.h"
 
