@@ -38,6 +38,21 @@ function(octet_add_test name)
   target_link_libraries(${name} PRIVATE Qt6::Test ${ARG_DEPS})
   target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR}/tests/support)
   octet_target_defaults(${name})
+  # The shared precompiled header (tests/support/CMakeLists.txt); not for the
+  # GUI tests, whose QT_GUI_LIB changes what qtest.h declares. Every test
+  # that uses it compiles with -pthread (some get it from gRPC's and
+  # protobuf's flags, and a PCH is only used under the _REENTRANT it was
+  # built with) and sees base's headers (test_pch.h includes one).
+  if(TARGET octet_test_pch AND NOT ARG_GUI)
+    target_compile_options(${name} PRIVATE -pthread)
+    target_link_libraries(${name} PRIVATE octet::base)
+    target_precompile_headers(${name} REUSE_FROM octet_test_pch)
+    # AUTOMOC's mocs_compilation.cpp is empty for a test that includes its
+    # own .moc: loading the header (~300 MB with debug info) would cost more.
+    set_source_files_properties(
+      ${CMAKE_CURRENT_BINARY_DIR}/${name}_autogen/mocs_compilation.cpp
+      PROPERTIES SKIP_PRECOMPILE_HEADERS ON)
+  endif()
   set(_args)
   if(ARG_GUI)
     set(_args -platform offscreen)
