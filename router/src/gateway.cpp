@@ -134,6 +134,7 @@ bool Gateway::Impl::Admit(const http::Request& req, const std::string& peer, Exc
 
 void Gateway::Impl::Finish(Exchange& ex) {
   PoolCounters& c = *ex.rr.pool->counters;
+  MutexLock lock(ex.mu);
   c.tokens.fetch_add(ex.tokens, std::memory_order_relaxed);
   if (ex.error) c.errors.fetch_add(1, std::memory_order_relaxed);
   c.duration.Record(NowNs() - ex.start_ns);
@@ -181,7 +182,7 @@ void Gateway::Stop() {
   impl_->stopped = true;
   impl_->stopping.store(true);
   {
-    std::lock_guard<std::mutex> lock(impl_->active_mu);
+    MutexLock lock(impl_->active_mu);
     for (const auto& ex : impl_->active) Impl::Cancel(*ex);
   }
   // Closes every connection (loop streams are cancelled upstream); workers

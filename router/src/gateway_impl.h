@@ -35,6 +35,7 @@
 #include "octet/base/json.h"
 #include "octet/base/log.h"
 #include "octet/base/task_threads.h"
+#include "octet/base/thread_annotations.h"
 #include "octet/router/gateway.h"
 #include "router_core.h"
 #include "sse_token_counter.h"
@@ -81,28 +82,30 @@ struct Exchange {
   int64_t start_ns = 0;
   int64_t keepalive_ms = 0;
 
-  std::mutex mu;  // guards the state below
+  // The hand-off between the worker, the upstream thread and the releaser,
+  // and the final figures (the loop thread, alone on a loop stream, takes the
+  // lock too: uncontended, and once or twice a stream).
+  Mutex mu;
   std::condition_variable cv;
-  bool headers_ready = false;         // status and content type are decided (2xx, or final)
-  bool upstream_done = false;         // the upstream thread has finished
-  bool cancelled = false;             // the client left or the gateway stops
-  bool failed_after_headers = false;  // ended badly after our headers went out
-  int status = 0;
-  std::string content_type;
-  std::string error_message;  // for the SSE error event when failed_after_headers
-  std::string unary_body;     // non-streaming: the whole response
-  httplib::Client* active_client = nullptr;
+  bool headers_ready GUARDED_BY(mu) = false;  // status and content type are decided (2xx, or final)
+  bool upstream_done GUARDED_BY(mu) = false;  // the upstream thread has finished
+  bool cancelled GUARDED_BY(mu) = false;      // the client left or the gateway stops
+  bool failed_after_headers GUARDED_BY(mu) = false;  // ended badly after our headers went out
+  int status GUARDED_BY(mu) = 0;
+  std::string content_type GUARDED_BY(mu);
+  std::string error_message GUARDED_BY(mu);  // for the SSE error event when failed_after_headers
+  std::string unary_body GUARDED_BY(mu);     // non-streaming: the whole response
+  httplib::Client* active_client GUARDED_BY(mu) = nullptr;
+  uint64_t tokens GUARDED_BY(mu) = 0;  // final figures, read by Finish
+  bool error GUARDED_BY(mu) = false;
 
-  std::mutex sink_mu;  // guards the sink, pending bytes and everything written to the client
-  httplib::DataSink* sink = nullptr;  // set while the provider runs
-  std::deque<std::string> pending;
-  bool body_started = false;  // a body byte was forwarded (or queued for the client)
-  bool wrote_any = false;
-  char tail[2] = {'\n', '\n'};  // last two bytes written, to find SSE event boundaries
-
-  // Final figures (written by the upstream thread before upstream_done).
-  uint64_t tokens = 0;
-  bool error = false;
+  // The sink, pending bytes and everything written to the client.
+  Mutex sink_mu ACQUIRED_BEFORE(mu);                      // Deliver holds both, in this order
+  httplib::DataSink* sink GUARDED_BY(sink_mu) = nullptr;  // set while the provider runs
+  std::deque<std::string> pending GUARDED_BY(sink_mu);
+  bool body_started GUARDED_BY(sink_mu) = false;  // a body byte was forwarded (or queued)
+  bool wrote_any GUARDED_BY(sink_mu) = false;
+  char tail[2] GUARDED_BY(sink_mu) = {'\n', '\n'};  // last two bytes written (SSE boundaries)
 };
 
 // A streaming completion relayed by the event loop (plain-http pools).
@@ -152,8 +155,8 @@ struct Gateway::Impl : http::Handler {
   std::unique_ptr<http::Server> server;  // the event loop, connections and workers
   TaskThreads upstream_threads;          // httplib::Client exchanges of worker streams
 
-  std::mutex active_mu;
-  std::set<std::shared_ptr<Exchange>> active;  // worker streams in progress; guarded by active_mu
+  Mutex active_mu;
+  std::set<std::shared_ptr<Exchange>> active GUARDED_BY(active_mu);  // worker streams in progress
   std::atomic<bool> stopping{false};
   bool stopped = false;
 
@@ -161,16 +164,16 @@ struct Gateway::Impl : http::Handler {
   std::vector<std::unique_ptr<LoopStream>> dead_streams;  // ended this round of events
 
   void Register(const std::shared_ptr<Exchange>& ex) {
-    std::lock_guard<std::mutex> lock(active_mu);
+    MutexLock lock(active_mu);
     active.insert(ex);
   }
   void Unregister(const std::shared_ptr<Exchange>& ex) {
-    std::lock_guard<std::mutex> lock(active_mu);
+    MutexLock lock(active_mu);
     active.erase(ex);
   }
 
   static void Cancel(Exchange& ex) {
-    std::lock_guard<std::mutex> lock(ex.mu);
+    MutexLock lock(ex.mu);
     ex.cancelled = true;
     if (ex.active_client) ex.active_client->stop();
     ex.cv.notify_all();
@@ -178,11 +181,11 @@ struct Gateway::Impl : http::Handler {
   // Waits for the upstream thread to finish (it does promptly once cancelled:
   // every upstream read has a timeout).
   static void AwaitUpstream(Exchange& ex) {
-    std::unique_lock<std::mutex> lock(ex.mu);
+    MutexLock lock(ex.mu);
     const auto& t = ex.rr.pool->spec->timeouts;
     const auto limit =
         std::chrono::milliseconds(t.connect_ms + std::max(t.first_token_ms, t.idle_ms) + 10000);
-    if (!ex.cv.wait_for(lock, limit, [&] { return ex.upstream_done; })) {
+    if (!lock.WaitFor(ex.cv, limit, [&ex]() REQUIRES(ex.mu) { return ex.upstream_done; })) {
       OCTET_LOG(ERROR) << "upstream exchange did not finish in time; leaving it to its timeouts";
     }
   }
@@ -215,7 +218,7 @@ struct Gateway::Impl : http::Handler {
   bool AdminAllowed(const httplib::Request& req) const;
   void RunUpstream(const std::shared_ptr<Exchange>& ex);
   bool Deliver(Exchange& ex, const char* data, size_t n);
-  static bool WriteLocked(Exchange& ex, std::string_view data);
+  static bool WriteLocked(Exchange& ex, std::string_view data) REQUIRES(ex.sink_mu);
   void Finish(Exchange& ex);
 
   // ---- The core's callbacks (loop thread; gateway_conn.cpp).

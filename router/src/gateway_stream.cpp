@@ -269,9 +269,13 @@ void Gateway::Impl::BodyFailure(http::Connection* c, std::string what) {
   ReplicaState* replica = ex.rr.lease.get();
   if (s.body_started) {
     // Tokens already reached the client: end the stream with an error event.
-    ex.failed_after_headers = true;
-    ex.error = true;
-    ex.error_message = MidStreamFailure(replica, *ex.rr.pool, what);
+    const std::string message = MidStreamFailure(replica, *ex.rr.pool, what);
+    {
+      MutexLock lock(ex.mu);
+      ex.failed_after_headers = true;
+      ex.error = true;
+      ex.error_message = message;
+    }
     EndStream(c);
     return;
   }
@@ -307,11 +311,16 @@ void Gateway::Impl::StreamAnswer(http::Connection* c, int status, const std::str
                                  const std::string& body, const std::string& message) {
   LoopStream& s = *StateOf(c).stream;
   Exchange& ex = *s.ex;
-  ex.error = ex.error || status >= 500;
+  {
+    MutexLock lock(ex.mu);
+    ex.error = ex.error || status >= 500;
+    if (s.headers_sent) {
+      ex.failed_after_headers = true;
+      ex.error = true;
+      ex.error_message = message;
+    }
+  }
   if (s.headers_sent) {
-    ex.failed_after_headers = true;
-    ex.error = true;
-    ex.error_message = message;
     EndStream(c);
     return;
   }
@@ -333,15 +342,22 @@ void Gateway::Impl::StreamAnswer(http::Connection* c, int status, const std::str
 void Gateway::Impl::EndStream(http::Connection* c) {
   LoopStream& s = *StateOf(c).stream;
   Exchange& ex = *s.ex;
-  if (ex.failed_after_headers && s.sse) {
+  bool failed;
+  std::string message;
+  {
+    MutexLock lock(ex.mu);
+    failed = ex.failed_after_headers;
+    message = ex.error_message;
+    ex.tokens = s.counter.tokens();
+  }
+  if (failed && s.sse) {
     if (s.tail[0] != '\n' || s.tail[1] != '\n') StreamWrite(c, "\n\n");
     if (c->closed()) return;
-    StreamWrite(c, SseError(ex.error_message));
+    StreamWrite(c, SseError(message));
     if (c->closed()) return;
   }
   DropUpstream(s, false);
   ex.rr.lease.Release();  // the upstream is done: its load drops now
-  ex.tokens = s.counter.tokens();
   Finish(ex);
   const http::Request& req = c->request();
   const bool close = !req.http11 || !req.keep_alive;
@@ -358,7 +374,10 @@ void Gateway::Impl::CancelStream(http::Connection* c) {
   s->ex->rr.pool->counters->cancelled.fetch_add(1, std::memory_order_relaxed);
   DropUpstream(*s, false);
   s->ex->rr.lease.Release();
-  s->ex->tokens = s->counter.tokens();
+  {
+    MutexLock lock(s->ex->mu);
+    s->ex->tokens = s->counter.tokens();
+  }
   Finish(*s->ex);
 }
 

@@ -14,7 +14,7 @@
 
 #include "gateway_impl.h"
 #include "octet/base/deadline.h"
-#include "octet/base/http/httplib_response.h"
+#include "octet/base/http/httplib_adapter.h"
 #include "octet/base/log.h"
 
 namespace octet::router {
@@ -40,7 +40,7 @@ void SetDecisionHeaders(httplib::Response& res, const RouteDecision& d) {
 // it becomes an SSE error event instead.
 void AnswerWith(Exchange& ex, int status, const std::string& content_type, std::string body,
                 const std::string& message) {
-  std::lock_guard<std::mutex> lock(ex.mu);
+  MutexLock lock(ex.mu);
   ex.error = status >= 500 || ex.error;
   if (ex.headers_ready) {
     ex.failed_after_headers = true;
@@ -75,14 +75,14 @@ bool Gateway::Impl::WriteLocked(Exchange& ex, std::string_view data) {
 
 // A body chunk from the upstream thread. False when the client is gone.
 bool Gateway::Impl::Deliver(Exchange& ex, const char* data, size_t n) {
-  std::lock_guard<std::mutex> lock(ex.sink_mu);
+  MutexLock lock(ex.sink_mu);
   ex.body_started = true;
   if (!ex.sink) {
     ex.pending.emplace_back(data, n);
     return true;
   }
   if (WriteLocked(ex, std::string_view(data, n))) return true;
-  std::lock_guard<std::mutex> state(ex.mu);
+  MutexLock state(ex.mu);
   ex.cancelled = true;
   ex.cv.notify_all();
   return false;
@@ -101,7 +101,7 @@ void Gateway::Impl::RunUpstream(const std::shared_ptr<Exchange>& exp) {
 
   while (true) {
     {
-      std::lock_guard<std::mutex> lock(ex.mu);
+      MutexLock lock(ex.mu);
       if (ex.cancelled) break;
     }
     ReplicaState* replica = ex.rr.lease.get();
@@ -128,7 +128,7 @@ void Gateway::Impl::RunUpstream(const std::shared_ptr<Exchange>& exp) {
       buffering = !(status >= 200 && status < 300);
       if (!buffering && ex.stream) {
         // Our response starts now: the handler may send its headers.
-        std::lock_guard<std::mutex> lock(ex.mu);
+        MutexLock lock(ex.mu);
         if (!ex.headers_ready) {
           ex.status = status;
           ex.content_type = content_type;
@@ -151,7 +151,7 @@ void Gateway::Impl::RunUpstream(const std::shared_ptr<Exchange>& exp) {
       return Deliver(ex, data, n);
     };
     {
-      std::lock_guard<std::mutex> lock(ex.mu);
+      MutexLock lock(ex.mu);
       if (ex.cancelled) break;
       ex.active_client = client.get();
     }
@@ -160,7 +160,7 @@ void Gateway::Impl::RunUpstream(const std::shared_ptr<Exchange>& exp) {
     const bool ok = client->send(req, upstream_res, err);
     bool cancelled;
     {
-      std::lock_guard<std::mutex> lock(ex.mu);
+      MutexLock lock(ex.mu);
       ex.active_client = nullptr;
       cancelled = ex.cancelled;
     }
@@ -169,7 +169,7 @@ void Gateway::Impl::RunUpstream(const std::shared_ptr<Exchange>& exp) {
     if (ok && !buffering) {  // a complete 2xx response
       core->ReportSuccess(replica, spec);
       replica->ReleaseClient(std::move(client));
-      std::lock_guard<std::mutex> lock(ex.mu);
+      MutexLock lock(ex.mu);
       if (ex.stream) {
         ex.tokens = sse.tokens();
       } else {
@@ -192,14 +192,14 @@ void Gateway::Impl::RunUpstream(const std::shared_ptr<Exchange>& exp) {
     // Transport failure (connect, send, read, timeout).
     bool body_started;
     {
-      std::lock_guard<std::mutex> lock(ex.sink_mu);
+      MutexLock lock(ex.sink_mu);
       body_started = ex.body_started;
     }
     const std::string what = httplib::to_string(err);
     if (body_started) {
       // Tokens already reached the client: end the stream with an error event.
       const std::string message = MidStreamFailure(replica, pool, what);
-      std::lock_guard<std::mutex> lock(ex.mu);
+      MutexLock lock(ex.mu);
       ex.failed_after_headers = true;
       ex.error = true;
       ex.error_message = message;
@@ -215,7 +215,7 @@ void Gateway::Impl::RunUpstream(const std::shared_ptr<Exchange>& exp) {
     break;
   }
   ex.rr.lease.Release();  // the upstream is done: its load drops now
-  std::lock_guard<std::mutex> lock(ex.mu);
+  MutexLock lock(ex.mu);
   ex.upstream_done = true;
   ex.cv.notify_all();
 }
@@ -231,6 +231,7 @@ void Gateway::Impl::RunCompletion(const std::shared_ptr<Exchange>& ex, const htt
     RunUpstream(ex);
     ex->rr.pool->counters->ttft.Record(NowNs() - t0);
     Finish(*ex);
+    MutexLock lock(ex->mu);
     res.status = ex->status;
     SetDecisionHeaders(res, ex->rr.decision);
     res.set_content(ex->unary_body, ex->content_type);
@@ -248,9 +249,11 @@ void Gateway::Impl::RunCompletion(const std::shared_ptr<Exchange>& ex, const htt
   const Deadline deadline = Deadline::AfterMs((t.connect_ms + t.first_token_ms) * attempts);
   bool timed_out = false;
   {
-    std::unique_lock<std::mutex> lock(ex->mu);
-    timed_out = !ex->cv.wait_until(lock, deadline.at(),
-                                   [&] { return ex->headers_ready || ex->upstream_done; });
+    Exchange& e = *ex;
+    MutexLock lock(e.mu);
+    timed_out = !lock.WaitUntil(e.cv, deadline.at(), [&e]() REQUIRES(e.mu) {
+      return e.headers_ready || e.upstream_done;
+    });
   }
   if (timed_out || stopping.load()) {
     Cancel(*ex);
@@ -266,10 +269,12 @@ void Gateway::Impl::RunCompletion(const std::shared_ptr<Exchange>& ex, const htt
     return;
   }
   bool done;
+  std::string content_type;
   {
-    std::lock_guard<std::mutex> lock(ex->mu);
+    MutexLock lock(ex->mu);
     done = ex->upstream_done;
     res.status = ex->status;
+    content_type = ex->content_type;
   }
   SetDecisionHeaders(res, ex->rr.decision);
   if (done) {
@@ -277,27 +282,34 @@ void Gateway::Impl::RunCompletion(const std::shared_ptr<Exchange>& ex, const htt
     Unregister(ex);
     ex->rr.pool->counters->ttft.Record(NowNs() - t0);
     Finish(*ex);
-    std::string body = ex->unary_body;
-    for (auto& ch : ex->pending) body += ch;
-    if (ex->failed_after_headers) body += SseError(ex->error_message);
-    res.set_content(body, ex->content_type);
+    std::string body, error_event;
+    {
+      MutexLock lock(ex->mu);
+      body = ex->unary_body;
+      if (ex->failed_after_headers) error_event = SseError(ex->error_message);
+    }
+    {
+      MutexLock sl(ex->sink_mu);
+      for (auto& ch : ex->pending) body += ch;
+    }
+    res.set_content(body + error_event, content_type);
     return;
   }
-  const bool sse = ex->content_type.find("text/event-stream") != std::string::npos;
+  const bool sse = content_type.find("text/event-stream") != std::string::npos;
   if (sse) {
     res.set_header("Cache-Control", "no-cache");
     res.set_header("X-Accel-Buffering", "no");
   }
   res.set_chunked_content_provider(
-      ex->content_type,
+      content_type,
       [this, ex, sse](size_t, httplib::DataSink& sink) {
         // Flush what came before, then let the upstream thread write directly.
         auto unpublish = [&] {
-          std::lock_guard<std::mutex> lock(ex->sink_mu);
+          MutexLock lock(ex->sink_mu);
           ex->sink = nullptr;
         };
         {
-          std::lock_guard<std::mutex> lock(ex->sink_mu);
+          MutexLock lock(ex->sink_mu);
           ex->sink = &sink;
           while (!ex->pending.empty()) {
             const bool ok = WriteLocked(*ex, ex->pending.front());
@@ -311,52 +323,52 @@ void Gateway::Impl::RunCompletion(const std::shared_ptr<Exchange>& ex, const htt
         }
         const auto keepalive =
             std::chrono::milliseconds(ex->keepalive_ms > 0 ? ex->keepalive_ms : 1000);
-        std::unique_lock<std::mutex> lock(ex->mu);
+        Exchange& e = *ex;
+        MutexLock lock(e.mu);
         while (true) {
-          if (ex->cancelled || stopping.load()) {
-            lock.unlock();
+          if (e.cancelled || stopping.load()) {
+            lock.Unlock();
             unpublish();
-            Cancel(*ex);
+            Cancel(e);
             return false;
           }
-          if (ex->upstream_done) {
-            const bool failed = ex->failed_after_headers;
-            const std::string message = ex->error_message;
-            lock.unlock();
-            std::lock_guard<std::mutex> sl(ex->sink_mu);
+          if (e.upstream_done) {
+            const bool failed = e.failed_after_headers;
+            const std::string message = e.error_message;
+            lock.Unlock();
+            MutexLock sl(e.sink_mu);
             if (failed && sse) {
-              if (ex->tail[0] != '\n' || ex->tail[1] != '\n') WriteLocked(*ex, "\n\n");
-              WriteLocked(*ex, SseError(message));
+              if (e.tail[0] != '\n' || e.tail[1] != '\n') WriteLocked(e, "\n\n");
+              WriteLocked(e, SseError(message));
             }
-            ex->sink = nullptr;
+            e.sink = nullptr;
             sink.done();
             return true;
           }
-          const bool woke = ex->cv.wait_for(lock, keepalive, [&] {
-            return ex->upstream_done || ex->cancelled || stopping.load();
+          const bool woke = lock.WaitFor(e.cv, keepalive, [this, &e]() REQUIRES(e.mu) {
+            return e.upstream_done || e.cancelled || stopping.load();
           });
-          if (!woke && sse && ex->keepalive_ms > 0) {
+          if (!woke && sse && e.keepalive_ms > 0) {
             // An SSE comment between events: clients ignore it, and writing it
             // is how a departed client is noticed while the model prefills.
-            lock.unlock();
+            lock.Unlock();
             bool ok = true;
             {
-              std::lock_guard<std::mutex> sl(ex->sink_mu);
-              if (ex->tail[0] == '\n' && ex->tail[1] == '\n')
-                ok = WriteLocked(*ex, ": keepalive\n\n");
+              MutexLock sl(e.sink_mu);
+              if (e.tail[0] == '\n' && e.tail[1] == '\n') ok = WriteLocked(e, ": keepalive\n\n");
             }
             if (!ok) {
               unpublish();
-              Cancel(*ex);
+              Cancel(e);
               return false;
             }
-            lock.lock();
+            lock.Lock();
           }
         }
       },
       [this, ex](bool success) {
         {
-          std::lock_guard<std::mutex> lock(ex->sink_mu);
+          MutexLock lock(ex->sink_mu);
           ex->sink = nullptr;  // the sink dies with this response
         }
         if (!success) {  // the client did not get the whole response: it left (or we stop)
@@ -373,15 +385,9 @@ void Gateway::Impl::RunCompletion(const std::shared_ptr<Exchange>& ex, const htt
 
 void Gateway::Impl::SubmitWorker(http::Connection* c,
                                  std::function<void(httplib::Request&, httplib::Response&)> fn) {
-  server->HandToWorker(c, [this, fn = std::move(fn), request_id = StateOf(c).request_id](
+  server->HandToWorker(c, [fn = std::move(fn), request_id = StateOf(c).request_id](
                               http::Request& req, http::Responder& out) {
-    httplib::Request hreq;
-    hreq.method = req.method;
-    hreq.path = req.path;
-    hreq.version = req.http11 ? "HTTP/1.1" : "HTTP/1.0";
-    for (const auto& [name, value] : req.headers) hreq.headers.emplace(name, value);
-    hreq.body = std::move(req.body);
-    hreq.remote_addr = req.peer;
+    httplib::Request hreq = http::ToHttplibRequest(req);
     if (!req.query.empty()) {
       for (const char* key : {"apply"}) {
         const std::string v = http::QueryParam(req.query, key);

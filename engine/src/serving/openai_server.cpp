@@ -16,11 +16,12 @@
 #include <thread>
 
 #include "octet/base/api_key.h"
-#include "octet/base/http/httplib_response.h"
+#include "octet/base/http/httplib_adapter.h"
 #include "octet/base/http/server.h"
 #include "octet/base/json.h"
 #include "octet/base/log.h"
 #include "octet/base/prom_metrics.h"
+#include "octet/base/thread_annotations.h"
 #include "openai_request.h"
 #include "openai_structured.h"
 #include "serving_metrics.h"
@@ -412,13 +413,7 @@ std::optional<HttpError> ParsePrompt(const json& j, CompletionRequest* r) {
   return e;
 }
 
-json Usage(const CompletionDelta& d) {
-  return {{"prompt_tokens", d.prompt_tokens},
-          {"completion_tokens", d.completion_tokens},
-          {"total_tokens", d.prompt_tokens + d.completion_tokens}};
-}
-
-// n > 1: the prompt counts once, the completions of every choice add up.
+// The prompt counts once (n > 1 shares it), the completions of every choice add up.
 json Usage(const std::vector<CompletionDelta>& finals) {
   const int64_t prompt = finals.empty() ? 0 : finals.front().prompt_tokens;
   int64_t completion = 0;
@@ -637,9 +632,9 @@ struct OpenAiServer::Impl : http::Handler {
               bool include_usage, bool return_ids, bool logprobs, const ToolMode& tools = {}) {
     // Any stream's news wakes the writer.
     struct Wake {
-      std::mutex mu;
+      Mutex mu;
       std::condition_variable cv;
-      uint64_t events = 0;
+      uint64_t events GUARDED_BY(mu) = 0;
     };
     struct State {
       std::vector<std::unique_ptr<CompletionStream>> streams;
@@ -667,7 +662,7 @@ struct OpenAiServer::Impl : http::Handler {
     for (auto& s : st->streams) {
       s->SetNotify([wake = st->wake] {
         {
-          std::lock_guard<std::mutex> lock(wake->mu);
+          MutexLock lock(wake->mu);
           wake->events += 1;
         }
         wake->cv.notify_all();
@@ -692,7 +687,7 @@ struct OpenAiServer::Impl : http::Handler {
     const Tokenizer* tok = service.tokenizer();
     res.set_chunked_content_provider(
         "text/event-stream",
-        [st, chunk, chat, include_usage, return_ids, logprobs, tok, id, created, model, tools](
+        [st, chunk, chat, include_usage, return_ids, logprobs, tok, id, created, model](
             size_t, httplib::DataSink& sink) -> bool {
           auto send = [&](const std::string& payload) {
             const std::string event = "data: " + payload + "\n\n";
@@ -713,7 +708,7 @@ struct OpenAiServer::Impl : http::Handler {
           }
           uint64_t seen;
           {
-            std::lock_guard<std::mutex> lock(st->wake->mu);
+            MutexLock lock(st->wake->mu);
             seen = st->wake->events;
           }
           bool any = false;
@@ -812,9 +807,10 @@ struct OpenAiServer::Impl : http::Handler {
           }
           if (any) return true;
           if (st->streams.size() > 1) {
-            std::unique_lock<std::mutex> lock(st->wake->mu);
-            if (st->wake->cv.wait_for(lock, std::chrono::milliseconds(kKeepAliveMs),
-                                      [&] { return st->wake->events != seen; })) {
+            Wake& wake = *st->wake;
+            MutexLock lock(wake.mu);
+            if (lock.WaitFor(wake.cv, std::chrono::milliseconds(kKeepAliveMs),
+                             [&wake, seen]() REQUIRES(wake.mu) { return wake.events != seen; })) {
               return true;
             }
           }
@@ -905,13 +901,7 @@ struct OpenAiServer::Impl : http::Handler {
 
   void RunHandler(const RouteHandler& handler, http::Request& r, const std::string& request_id,
                   http::Responder& out) {
-    httplib::Request req;
-    req.method = r.method;
-    req.path = r.path;
-    req.version = r.http11 ? "HTTP/1.1" : "HTTP/1.0";
-    for (const auto& [name, value] : r.headers) req.headers.emplace(name, value);
-    req.body = std::move(r.body);
-    req.remote_addr = r.peer;
+    const httplib::Request req = http::ToHttplibRequest(r);
     httplib::Response res;
     try {
       handler(req, res);

@@ -6,6 +6,7 @@
 #include <mutex>
 #include <random>
 
+#include "octet/base/thread_annotations.h"
 #include "octet/engine/structured_output.h"
 #include "octet/engine/tokenizer.h"
 
@@ -18,10 +19,13 @@ namespace {
 
 // One trie per tokenizer for the server's life (tokenizers outlive requests).
 std::shared_ptr<const TokenTrie> VocabFor(const Tokenizer* tok) {
-  static std::mutex mu;
-  static std::map<const Tokenizer*, std::shared_ptr<const TokenTrie>> tries;
-  std::lock_guard<std::mutex> lock(mu);
-  auto& t = tries[tok];
+  struct Tries {
+    Mutex mu;
+    std::map<const Tokenizer*, std::shared_ptr<const TokenTrie>> by_tokenizer GUARDED_BY(mu);
+  };
+  static Tries tries;
+  MutexLock lock(tries.mu);
+  auto& t = tries.by_tokenizer[tok];
   if (!t) t = TokenTrie::Build(*tok);
   return t;
 }
@@ -29,16 +33,20 @@ std::shared_ptr<const TokenTrie> VocabFor(const Tokenizer* tok) {
 // Compiled grammars by schema text (the same schema comes with every request
 // of a client), bounded.
 Result<std::shared_ptr<const JsonGrammar>> GrammarFor(const std::string& schema) {
-  static std::mutex mu;
-  static std::map<std::string, std::shared_ptr<const JsonGrammar>> cache;
+  struct Grammars {
+    Mutex mu;
+    std::map<std::string, std::shared_ptr<const JsonGrammar>> by_schema GUARDED_BY(mu);
+  };
+  static Grammars grammars;
   {
-    std::lock_guard<std::mutex> lock(mu);
-    if (auto it = cache.find(schema); it != cache.end()) return it->second;
+    MutexLock lock(grammars.mu);
+    if (auto it = grammars.by_schema.find(schema); it != grammars.by_schema.end())
+      return it->second;
   }
   OCTET_ASSIGN_OR_RETURN(auto g, CompileJsonSchema(schema));
-  std::lock_guard<std::mutex> lock(mu);
-  if (cache.size() >= 64) cache.clear();
-  cache[schema] = g;
+  MutexLock lock(grammars.mu);
+  if (grammars.by_schema.size() >= 64) grammars.by_schema.clear();
+  grammars.by_schema[schema] = g;
   return g;
 }
 

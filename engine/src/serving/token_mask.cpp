@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "json_grammar_impl.h"
+#include "octet/base/thread_annotations.h"
 #include "octet/engine/tokenizer.h"
 
 namespace octet::engine {
@@ -118,14 +119,20 @@ class MaskWalker {
 
 // Masks by state, shared by every request of one grammar over one vocabulary.
 struct MaskCache {
-  std::mutex mu;
-  std::unordered_map<std::string, std::shared_ptr<const std::vector<uint64_t>>> masks;
+  Mutex mu;
+  std::unordered_map<std::string, std::shared_ptr<const std::vector<uint64_t>>> masks
+      GUARDED_BY(mu);
 };
 
 std::shared_ptr<MaskCache> CacheFor(const JsonGrammar* g, const TokenTrie* t) {
-  static std::mutex mu;
-  static std::map<std::pair<const JsonGrammar*, const TokenTrie*>, std::weak_ptr<MaskCache>> all;
-  std::lock_guard<std::mutex> lock(mu);
+  struct Caches {
+    Mutex mu;
+    std::map<std::pair<const JsonGrammar*, const TokenTrie*>, std::weak_ptr<MaskCache>> all
+        GUARDED_BY(mu);
+  };
+  static Caches caches;
+  MutexLock lock(caches.mu);
+  auto& all = caches.all;
   for (auto it = all.begin(); it != all.end();) {
     it = it->second.expired() ? all.erase(it) : std::next(it);
   }
@@ -232,7 +239,7 @@ class GrammarConstraint final : public TokenConstraint {
     const std::string& key = Key();
     if (key == last_key_ && last_) return last_.get();
     if (key == missed_key_) return nullptr;
-    std::lock_guard<std::mutex> lock(cache_->mu);
+    MutexLock lock(cache_->mu);
     if (auto it = cache_->masks.find(key); it != cache_->masks.end()) {
       last_ = it->second;
       last_key_ = key;
@@ -247,7 +254,7 @@ class GrammarConstraint final : public TokenConstraint {
     const std::string& key = Key();
     auto bits = std::make_shared<const std::vector<uint64_t>>(walker_.Run(state_));
     {
-      std::lock_guard<std::mutex> lock(cache_->mu);
+      MutexLock lock(cache_->mu);
       if (cache_->masks.size() >= kMaxCachedMasks) cache_->masks.clear();
       cache_->masks[key] = bits;
     }

@@ -40,13 +40,23 @@
 #define CAPABILITY(name) OCTET_THREAD_ANNOTATION(capability(name))
 // On an RAII class: its constructor acquires and its destructor releases.
 #define SCOPED_CAPABILITY OCTET_THREAD_ANNOTATION(scoped_lockable)
+// Abseil's thread_annotations.h (which gRPC's headers bring in) defines the
+// next five names too, to the same attributes; whichever comes first stands.
 // On a data member: read or written only with the lock held.
+#ifndef GUARDED_BY
 #define GUARDED_BY(lock) OCTET_THREAD_ANNOTATION(guarded_by(lock))
+#endif
 // On a pointer member: what it points to is read or written only with the lock held.
+#ifndef PT_GUARDED_BY
 #define PT_GUARDED_BY(lock) OCTET_THREAD_ANNOTATION(pt_guarded_by(lock))
+#endif
 // On locks: the order in which they may be taken together.
+#ifndef ACQUIRED_BEFORE
 #define ACQUIRED_BEFORE(...) OCTET_THREAD_ANNOTATION(acquired_before(__VA_ARGS__))
+#endif
+#ifndef ACQUIRED_AFTER
 #define ACQUIRED_AFTER(...) OCTET_THREAD_ANNOTATION(acquired_after(__VA_ARGS__))
+#endif
 // On a function: the caller holds these locks (exclusively / at least shared).
 #define REQUIRES(...) OCTET_THREAD_ANNOTATION(requires_capability(__VA_ARGS__))
 #define REQUIRES_SHARED(...) OCTET_THREAD_ANNOTATION(requires_shared_capability(__VA_ARGS__))
@@ -61,7 +71,9 @@
 // On a function: it returns a reference to this lock.
 #define RETURN_CAPABILITY(x) OCTET_THREAD_ANNOTATION(lock_returned(x))
 // The way out, for code the analysis cannot follow; say why beside each use.
+#ifndef NO_THREAD_SAFETY_ANALYSIS
 #define NO_THREAD_SAFETY_ANALYSIS OCTET_THREAD_ANNOTATION(no_thread_safety_analysis)
+#endif
 
 namespace octet {
 
