@@ -3,6 +3,8 @@
 // /health, and the admin endpoints /v1/router/policy and
 // /v1/router/instances (allowed from loopback or with the admin token).
 // /metrics and /v1/router/stats are one-liners in Dispatch (gateway_conn.cpp).
+#include <algorithm>
+#include <chrono>
 #include <map>
 #include <set>
 #include <string>
@@ -43,17 +45,72 @@ void Gateway::Impl::HandleRoute(const httplib::Request& req, httplib::Response& 
   res.set_content(Dump(d->ToJson()), "application/json");
 }
 
+// The generation_defaults object a replica announces for `model` in its own
+// /v1/models (`octet serve` puts its model's generation_config.json values
+// there), or null when it announces none or does not answer within the pool's
+// health-check timeout.
+json Gateway::Impl::ReplicaGenerationDefaults(const ReplicaState& replica, const PoolSpec& spec,
+                                              const std::string& model) {
+  httplib::Client cli(replica.parsed().origin());
+  cli.set_keep_alive(false);
+  const auto timeout = std::chrono::milliseconds(spec.health_check.timeout_ms);
+  cli.set_connection_timeout(timeout);
+  cli.set_read_timeout(timeout);
+  cli.set_write_timeout(timeout);
+  httplib::Headers headers;
+  if (!replica.api_key().empty()) headers.emplace("Authorization", "Bearer " + replica.api_key());
+  auto res = cli.Get(replica.parsed().prefix + "/v1/models", headers);
+  if (!res || res->status != 200) return nullptr;
+  const json doc = json::parse(res->body, nullptr, /*allow_exceptions=*/false);
+  if (!doc.is_object() || !doc.contains("data") || !doc["data"].is_array()) return nullptr;
+  for (const json& m : doc["data"]) {
+    if (!m.is_object() || !m.contains("generation_defaults")) continue;
+    if (!model.empty() && m.value("id", std::string()) != model) continue;
+    const json& g = m["generation_defaults"];
+    return g.is_object() ? g : json(nullptr);
+  }
+  return nullptr;
+}
+
+// One entry per model the router answers for: its own name (it may route to
+// any pool) and each pool's model. A pool's entry carries the
+// generation_defaults of its first available replica, asked now, so that a
+// client of the router (octet chat, the workbench's chat) shows and applies
+// the same defaults as a client of the replica; the router's own name carries
+// them only when every pool announces the same.
 void Gateway::Impl::HandleModels(httplib::Response& res) {
   auto snap = core->Snapshot();
+  const int64_t now = core->NowMs();
   json data = json::array();
   std::set<std::string> seen;
-  auto add = [&](const std::string& id, const std::string& owner) {
-    if (id.empty() || !seen.insert(id).second) return;
-    data.push_back({{"id", id}, {"object", "model"}, {"created", 0}, {"owned_by", owner}});
+  auto entry = [&](const std::string& id, const std::string& owner) {
+    return json{{"id", id}, {"object", "model"}, {"created", started_at}, {"owned_by", owner}};
   };
-  add(snap->policy->gateway.model_name, "octet-router");
-  for (const auto& p : snap->policy->pools)
-    add(p.model.empty() ? p.name : p.model, "octet-router/" + p.name);
+  std::vector<json> pool_defaults;
+  for (size_t i = 0; i < snap->policy->pools.size(); ++i) {
+    const PoolSpec& p = snap->policy->pools[i];
+    const std::string id = p.model.empty() ? p.name : p.model;
+    json defaults = nullptr;
+    for (const auto& r : snap->pools[i]->replicas) {
+      if (!r->Available(now)) continue;
+      defaults = ReplicaGenerationDefaults(*r, p, p.model);
+      break;
+    }
+    pool_defaults.push_back(defaults);
+    if (id.empty() || !seen.insert(id).second) continue;
+    json e = entry(id, "octet-router/" + p.name);
+    if (!defaults.is_null()) e["generation_defaults"] = defaults;
+    data.push_back(std::move(e));
+  }
+  const std::string& name = snap->policy->gateway.model_name;
+  if (!name.empty() && seen.insert(name).second) {
+    json e = entry(name, "octet-router");
+    const bool same = !pool_defaults.empty() &&
+                      std::all_of(pool_defaults.begin(), pool_defaults.end(),
+                                  [&](const json& d) { return d == pool_defaults.front(); });
+    if (same && !pool_defaults.front().is_null()) e["generation_defaults"] = pool_defaults.front();
+    data.insert(data.begin(), std::move(e));
+  }
   res.set_content(Dump(json{{"object", "list"}, {"data", data}}), "application/json");
 }
 

@@ -18,6 +18,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <ctime>
 #include <deque>
 #include <functional>
 #include <memory>
@@ -159,6 +160,7 @@ struct Gateway::Impl : http::Handler {
   std::set<std::shared_ptr<Exchange>> active GUARDED_BY(active_mu);  // worker streams in progress
   std::atomic<bool> stopping{false};
   bool stopped = false;
+  const int64_t started_at = static_cast<int64_t>(std::time(nullptr));  // /v1/models "created"
 
   // Loop thread only.
   std::vector<std::unique_ptr<LoopStream>> dead_streams;  // ended this round of events
@@ -212,6 +214,8 @@ struct Gateway::Impl : http::Handler {
                      httplib::Response& res);
   void HandleRoute(const httplib::Request& req, httplib::Response& res);
   void HandleModels(httplib::Response& res);
+  static json ReplicaGenerationDefaults(const ReplicaState& replica, const PoolSpec& spec,
+                                        const std::string& model);
   void HandleHealth(httplib::Response& res);
   void HandlePolicy(const httplib::Request& req, httplib::Response& res);
   void HandleInstances(const httplib::Request& req, httplib::Response& res);

@@ -2,10 +2,12 @@
 // server itself is tested in process by test_openai_server_ops):
 // --api-key-file (401 without the key, /health open), a busy
 // port refused with a clear message, x-request-id logged by serve, and
-// `octet route --api-key` in front of serve forwarding the request id.
+// `octet route --api-key` in front of serve forwarding the request id and
+// announcing the replica's generation defaults.
 #include <QtTest>
 #include <atomic>
 #include <cstring>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -172,7 +174,24 @@ class TestServeOps : public QObject {
     // The key is the router's: it does not reach the replica (which has none
     // and would not care), and /v1/models needs it too.
     QCOMPARE(Exchange(port, Request("GET", "/v1/models")).status, 401);
-    QCOMPARE(Exchange(port, Request("GET", "/v1/models", "", auth)).status, 200);
+    r = Exchange(port, Request("GET", "/v1/models", "", auth));
+    QCOMPARE(r.status, 200);
+    // Each model the router answers for carries the generation defaults its
+    // replica announces (a chat client of the router shows and applies them):
+    // the pool's and, with one pool, the router's own name.
+    const json served = json::parse(Exchange(open_.port(), Request("GET", "/v1/models")).body);
+    const json& want = served["data"][0]["generation_defaults"];
+    QVERIFY2(want.is_object() && want.contains("temperature"), served.dump().c_str());
+    const json routed = json::parse(r.body);
+    std::set<std::string> with_defaults;
+    for (const json& entry : routed["data"]) {
+      QVERIFY2(entry["created"].get<int64_t>() > 0, r.body.c_str());
+      if (entry.contains("generation_defaults")) {
+        QCOMPARE(entry["generation_defaults"], want);
+        with_defaults.insert(entry["id"].get<std::string>());
+      }
+    }
+    QVERIFY2((with_defaults == std::set<std::string>{"p", "octet-router"}), r.body.c_str());
     const std::string m = Exchange(port, Request("GET", "/metrics", "", auth)).body;
     QVERIFY2(
         m.find("octet_router_request_duration_seconds_count{pool=\"p\"} 2") != std::string::npos,
