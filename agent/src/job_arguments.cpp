@@ -58,6 +58,7 @@ const std::vector<Flag>& InferenceFlags() {
       {"backend", Value::kWord},
       {"kv-dtype", Value::kChoice, 0, {"f32", "f16"}},
       {"nvfp4-tiles", Value::kChoice, 0, {"on", "off"}},
+      {"quantize", Value::kChoice, 0, {"off", "nvfp4"}},
       {"peer-timeout-ms", Value::kCount, kMaxTimeoutMs},
       {"connect-timeout-ms", Value::kCount, kMaxTimeoutMs},
       {"cpus", Value::kCpuList},

@@ -36,6 +36,7 @@ Result<std::vector<std::string>> InstanceSpec::Argv() const {
                  "--slots", std::to_string(num_slots), "--figures"});
     if (!served_name.empty()) argv.insert(argv.end(), {"--served-model-name", served_name});
     if (context > 0) argv.insert(argv.end(), {"--context", std::to_string(context)});
+    if (quantize != "off") argv.insert(argv.end(), {"--quantize", quantize});
   } else if (kind == Kind::kRouter) {
     if (policy_file.empty()) return InvalidArgumentError("no routing policy file chosen");
     argv.insert(argv.end(), {"route", "--policy", policy_file, "--host", host, "--port", "0"});

@@ -143,7 +143,7 @@ Result<ModelSummary> SummarizeHubModel(const HubModelInfo& info, int max_tp) {
 
 Result<LaunchMemoryPlan> PlanModelMemory(const ModelSummary& model, int nodes,
                                          int64_t node_memory, int64_t context,
-                                         int64_t concurrency) {
+                                         int64_t concurrency, bool quantize_nvfp4) {
   engine::ModelFootprint f;
   if (model.from_catalog) {
     OCTET_ASSIGN_OR_RETURN(f, engine::LoadCatalogFile(model.source));
@@ -162,6 +162,7 @@ Result<LaunchMemoryPlan> PlanModelMemory(const ModelSummary& model, int nodes,
   // What the workbench launches: `octet serve` with its default float32 KV
   // cache (the planner's own default, bf16, is what GPU engines keep).
   r.kv_dtype = "f32";
+  r.quantize_nvfp4 = quantize_nvfp4;
   OCTET_ASSIGN_OR_RETURN(engine::MemoryPlan plan, engine::PlanMemory(f, r));
   LaunchMemoryPlan out;
   out.nodes = nodes;

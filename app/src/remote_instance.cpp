@@ -113,6 +113,9 @@ Result<std::unique_ptr<RemoteInstance>> RemoteInstance::Launch(
       if (spec.context > 0) {
         req.extra_args.insert(req.extra_args.end(), {"--context", std::to_string(spec.context)});
       }
+      if (spec.quantize != "off") {
+        req.extra_args.insert(req.extra_args.end(), {"--quantize", spec.quantize});
+      }
     }
     // Port 0 is "no port" to the agent, so the server is told itself to take
     // any free one (a router would otherwise take its policy's gateway.port).

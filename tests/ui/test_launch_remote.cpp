@@ -21,6 +21,7 @@
 #include <QSpinBox>
 #include <QTableWidget>
 #include <QtTest>
+#include <algorithm>
 
 #include "octet/app/cluster_import.h"
 #include "octet/app/local_cluster.h"
@@ -44,6 +45,13 @@ bool NodeHasJob(const app::ClusterSnapshot& s, size_t node, const QString& id,
     if (QString::fromStdString(j.spec.job_id) == id && j.state == state) return true;
   }
   return false;
+}
+
+// The plan's "Weights: SIZE in memory".
+QString WeightsInPlan(const QString& plan) {
+  const int at = plan.indexOf(QStringLiteral("Weights: "));
+  const int end = plan.indexOf(QStringLiteral(" in memory"), at);
+  return at < 0 || end < 0 ? QString() : plan.mid(at + 9, end - at - 9);
 }
 
 void TypeInto(QLineEdit* edit, const QString& text) {
@@ -178,6 +186,18 @@ class TestLaunchRemote : public QObject {
     tp->setCurrentIndex(1);  // TP 2: one rank per node
     auto* transport = launch->findChild<QComboBox*>(QStringLiteral("transport"));
     transport->setCurrentIndex(transport->findData(QStringLiteral("tcp")));
+    // The weights quantized to NVFP4 as each rank loads: the plan counts them so
+    // (fewer bytes on every node) and the ranks are told to.
+    auto* plan = launch->findChild<QLabel*>(QStringLiteral("memoryPlan"));
+    QVERIFY(QTest::qWaitFor([&] { return plan->text().contains(QStringLiteral("in memory")); },
+                            10'000));
+    const QString stored_plan = plan->text();
+    auto* quantize = launch->findChild<QComboBox*>(QStringLiteral("quantize"));
+    quantize->setCurrentIndex(quantize->findData(QStringLiteral("nvfp4")));
+    const QString stored = WeightsInPlan(stored_plan);
+    QVERIFY2(!stored.isEmpty(), qPrintable(stored_plan));
+    QVERIFY2(QTest::qWaitFor([&] { return WeightsInPlan(plan->text()) != stored; }, 10'000),
+             qPrintable(stored_plan + "\n->\n" + plan->text()));
 
     QSignalSpy ready(w.instances(), &ui::InstanceManager::ready);
     QTest::mouseClick(launch->findChild<QPushButton*>(QStringLiteral("launchInference")),
@@ -207,6 +227,18 @@ class TestLaunchRemote : public QObject {
       return !job_id.isEmpty() && NodeHasJob(s, 1, job_id, "running");
     }));
     QVERIFY(job_id.startsWith(QStringLiteral("wb-")));
+    {
+      const auto snap = w.controller()->snapshot();
+      for (const auto& j : snap->nodes[0].jobs) {
+        if (QString::fromStdString(j.spec.job_id) != job_id) continue;
+        const auto& a = j.spec.extra_args;
+        const auto q = std::find(a.begin(), a.end(), "--quantize");
+        QVERIFY2(q != a.end() && q + 1 != a.end() && *(q + 1) == "nvfp4",
+                 "the ranks were not told to quantize");
+      }
+    }
+    QVERIFY(QTest::qWaitFor(
+        [&] { return log->toPlainText().contains(QStringLiteral("--quantize nvfp4: ")); }, 10'000));
 
     // A router on the second node, through its agent, whose one pool is the
     // instance; the Chat panel talks to the model through the router's URL.

@@ -531,6 +531,9 @@ class TestAgentUnits : public QObject {
         << inf << QStringList{"--speculative", "eagle"} << false;
     QTest::newRow("draft tokens out of range")
         << inf << QStringList{"--draft-tokens", "99"} << false;
+    QTest::newRow("quantize at load") << inf << QStringList{"--quantize", "nvfp4"} << true;
+    QTest::newRow("quantize off") << inf << QStringList{"--quantize=off"} << true;
+    QTest::newRow("unknown quantization") << inf << QStringList{"--quantize", "int4"} << false;
     QTest::newRow("fake flags without the owner") << inf << QStringList{"--fake-sleep"} << false;
   }
   void extraArgumentsAreAnAllowList() {

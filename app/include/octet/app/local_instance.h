@@ -46,6 +46,7 @@ struct InstanceSpec {
   std::string served_name;        // "" : the folder name
   int num_slots = 4;  // KV cache slots (--slots)
   int context = 0;  // 0: the model's (capped by the server)
+  std::string quantize = "off";  // off | nvfp4: the unquantized linear weights at load (--quantize)
   // Router.
   std::string policy_file;
   // Training. `train_data_dir` holds prepared data (meta.json) or .txt files;

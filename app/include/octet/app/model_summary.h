@@ -112,10 +112,11 @@ struct LaunchMemoryPlan {
 
 // The planner's verdict for `nodes` nodes (one TP rank each) of `node_memory`
 // bytes, `context` positions and `concurrency` sequences, for what the
-// workbench launches (`octet serve`: float32 KV cache, no MTP layers loaded);
-// the decode estimate at a DGX Spark's ~273 GB/s per node.
+// workbench launches (`octet serve`: float32 KV cache, no MTP layers loaded;
+// with `quantize_nvfp4`, --quantize nvfp4: the unquantized linear weights
+// count as NVFP4); the decode estimate at a DGX Spark's ~273 GB/s per node.
 Result<LaunchMemoryPlan> PlanModelMemory(const ModelSummary& model, int nodes,
                                          int64_t node_memory, int64_t context = 8192,
-                                         int64_t concurrency = 1);
+                                         int64_t concurrency = 1, bool quantize_nvfp4 = false);
 
 }  // namespace octet::app

@@ -65,6 +65,7 @@ struct RemoteInstanceSpec {
   uint32_t port = 0;              // rank 0's HTTP port on its node; 0: any free one
   int num_slots = 4;              // KV cache slots (--slots)
   int context = 0;                // 0: the model's (capped by the server)
+  std::string quantize = "off";   // off | nvfp4 (--quantize: each rank quantizes its slice)
   uint32_t threads = 0;           // compute threads per rank; 0: the worker decides
   int poll_interval_ms = 250;     // how often the ranks' jobs are checked
   // Router: the policy YAML's path on its node.

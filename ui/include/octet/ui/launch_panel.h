@@ -119,6 +119,7 @@ class LaunchPanel : public QWidget {
   QLabel* tp_why_;
   QComboBox* algo_;
   QComboBox* transport_;
+  QComboBox* quantize_;  // the weights as stored, or NVFP4 at load
   QLineEdit* policy_;
   QPushButton* launch_;
   QPushButton* launch_router_;
