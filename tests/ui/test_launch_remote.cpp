@@ -231,10 +231,12 @@ class TestLaunchRemote : public QObject {
       const auto snap = w.controller()->snapshot();
       for (const auto& j : snap->nodes[0].jobs) {
         if (QString::fromStdString(j.spec.job_id) != job_id) continue;
+        // As the agent launched it: its check writes each flag as --name=value.
         const auto& a = j.spec.extra_args;
         const auto q = std::find(a.begin(), a.end(), "--quantize");
-        QVERIFY2(q != a.end() && q + 1 != a.end() && *(q + 1) == "nvfp4",
-                 "the ranks were not told to quantize");
+        const bool told = std::find(a.begin(), a.end(), "--quantize=nvfp4") != a.end() ||
+                          (q != a.end() && q + 1 != a.end() && *(q + 1) == "nvfp4");
+        QVERIFY2(told, "the ranks were not told to quantize");
       }
     }
     QVERIFY(QTest::qWaitFor(

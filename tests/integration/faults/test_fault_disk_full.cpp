@@ -226,6 +226,15 @@ class TestFaultDiskFull : public QObject {
            !(*bench)->Poll())
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     QVERIFY2(!begun.expired() && fs::file_size(wal, ec) > 0, out->c_str());
+    // The log grows while the run's row is written: wait until that
+    // transaction is over (the log still for 50 ms), or the disk could fill
+    // under its COMMIT, before the run has begun at all.
+    for (auto size = fs::file_size(wal, ec);;) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      const auto now = fs::file_size(wal, ec);
+      if (now == size || begun.expired() || (*bench)->Poll()) break;
+      size = now;
+    }
     // Fill every byte that is left.
     const std::string ballast = disk + "/ballast";
     {
