@@ -12,7 +12,7 @@ set(OCTET_CUDA_ARCHITECTURES "90;121" CACHE STRING
     "CUDA architectures: 90 = H100/H200, 121 = GB10 (DGX Spark)")
 set(OCTET_SANITIZE "" CACHE STRING "Sanitizers, comma separated (e.g. address,undefined)")
 option(OCTET_WARNINGS_AS_ERRORS "Treat compiler warnings as errors" OFF)
-option(OCTET_FUZZ "Build tests/fuzz with libFuzzer (clang; use the fuzz preset)" OFF)
+option(OCTET_FUZZ "Build tests/fuzz with libFuzzer (clang; the asan preset sets it)" OFF)
 # The libraries below app/ (base, kernels, collectives, engine, trainer) and
 # their tests, without agent/, router/, app/ or ui/: no gRPC, yaml-cpp, SQLite,
 # cpp-httplib or Qt Widgets needed (Qt Core + Test only). The arm64 cross
@@ -59,12 +59,12 @@ endif()
 if(CMAKE_CXX_COMPILER_ID MATCHES "Clang")
   # Clang's thread-safety analysis holds shared state to its GUARDED_BY /
   # REQUIRES annotations (base/include/octet/base/thread_annotations.h); a
-  # finding fails the build. CI's clang build is the fuzz preset's.
+  # finding fails the build. CI's clang build is the asan preset's.
   list(APPEND OCTET_CXX_WARNINGS -Wthread-safety -Werror=thread-safety)
 endif()
 if(OCTET_FUZZ)
   if(NOT CMAKE_CXX_COMPILER_ID MATCHES "Clang")
-    message(FATAL_ERROR "OCTET_FUZZ needs clang (libFuzzer); the fuzz preset sets it")
+    message(FATAL_ERROR "OCTET_FUZZ needs clang (libFuzzer); the asan preset sets it")
   endif()
   # Coverage feedback from every Octet library the targets reach.
   add_compile_options($<$<COMPILE_LANGUAGE:C,CXX>:-fsanitize=fuzzer-no-link>)
