@@ -4,7 +4,6 @@
 // /v1/router/instances (allowed from loopback or with the admin token).
 // /metrics and /v1/router/stats are one-liners in Dispatch (gateway_conn.cpp).
 #include <algorithm>
-#include <chrono>
 #include <map>
 #include <set>
 #include <string>
@@ -51,15 +50,7 @@ void Gateway::Impl::HandleRoute(const httplib::Request& req, httplib::Response& 
 // health-check timeout.
 json Gateway::Impl::ReplicaGenerationDefaults(const ReplicaState& replica, const PoolSpec& spec,
                                               const std::string& model) {
-  httplib::Client cli(replica.parsed().origin());
-  cli.set_keep_alive(false);
-  const auto timeout = std::chrono::milliseconds(spec.health_check.timeout_ms);
-  cli.set_connection_timeout(timeout);
-  cli.set_read_timeout(timeout);
-  cli.set_write_timeout(timeout);
-  httplib::Headers headers;
-  if (!replica.api_key().empty()) headers.emplace("Authorization", "Bearer " + replica.api_key());
-  auto res = cli.Get(replica.parsed().prefix + "/v1/models", headers);
+  auto res = replica.Get("/v1/models", spec.health_check.timeout_ms);
   if (!res || res->status != 200) return nullptr;
   const json doc = json::parse(res->body, nullptr, /*allow_exceptions=*/false);
   if (!doc.is_object() || !doc.contains("data") || !doc["data"].is_array()) return nullptr;

@@ -20,14 +20,7 @@ constexpr int64_t kRoundMs = 50;
 
 void RouterCore::CheckReplica(const std::shared_ptr<ReplicaState>& replica, const PoolSpec& spec) {
   const auto& hc = spec.health_check;
-  httplib::Client cli(replica->parsed().origin());
-  cli.set_keep_alive(false);
-  cli.set_connection_timeout(std::chrono::milliseconds(hc.timeout_ms));
-  cli.set_read_timeout(std::chrono::milliseconds(hc.timeout_ms));
-  cli.set_write_timeout(std::chrono::milliseconds(hc.timeout_ms));
-  httplib::Headers headers;
-  if (!replica->api_key().empty()) headers.emplace("Authorization", "Bearer " + replica->api_key());
-  auto res = cli.Get(replica->parsed().prefix + hc.path, headers);
+  auto res = replica->Get(hc.path, hc.timeout_ms);
   const bool ok = res && res->status >= 200 && res->status < 300;
   MutexLock lock(replica->mu);
   if (ok) {

@@ -14,6 +14,18 @@ ReplicaState::ReplicaState(std::string pool, std::string url, ReplicaUrl parsed,
       parsed_(std::move(parsed)),
       api_key_(std::move(api_key)) {}
 
+httplib::Result ReplicaState::Get(const std::string& path, int timeout_ms) const {
+  httplib::Client cli(parsed_.origin());
+  cli.set_keep_alive(false);
+  const auto timeout = std::chrono::milliseconds(timeout_ms);
+  cli.set_connection_timeout(timeout);
+  cli.set_read_timeout(timeout);
+  cli.set_write_timeout(timeout);
+  httplib::Headers headers;
+  if (!api_key_.empty()) headers.emplace("Authorization", "Bearer " + api_key_);
+  return cli.Get(parsed_.prefix + path, headers);
+}
+
 std::unique_ptr<httplib::Client> ReplicaState::AcquireClient(const TimeoutSpec& t) {
   std::unique_ptr<httplib::Client> c;
   std::vector<std::unique_ptr<httplib::Client>> stale;  // closed outside the lock

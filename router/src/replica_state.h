@@ -36,6 +36,10 @@ class ReplicaState {
 
   // A keep-alive client from the idle list, or a new one; configured with `t`.
   std::unique_ptr<httplib::Client> AcquireClient(const TimeoutSpec& t) EXCLUDES(conn_mu_);
+  // One GET of `path` (under the replica's URL prefix, with its API key) on a
+  // connection of its own, every phase bounded by `timeout_ms`: the health
+  // check's and the gateway's /v1/models lookup.
+  httplib::Result Get(const std::string& path, int timeout_ms) const;
   // Returns a client whose last exchange completed cleanly.
   void ReleaseClient(std::unique_ptr<httplib::Client> client) EXCLUDES(conn_mu_);
   // The same for the gateway's streaming connections (plain http only): an idle
