@@ -11,6 +11,10 @@ set_property(CACHE OCTET_WITH_VERBS PROPERTY STRINGS AUTO ON OFF)
 set(OCTET_CUDA_ARCHITECTURES "90;121" CACHE STRING
     "CUDA architectures: 90 = H100/H200, 121 = GB10 (DGX Spark)")
 set(OCTET_SANITIZE "" CACHE STRING "Sanitizers, comma separated (e.g. address,undefined)")
+set(OCTET_TEST_CXX_FLAGS "" CACHE STRING
+  "Flags after the build's own for the test programs (not the libraries they test), e.g. -O1")
+set(OCTET_HOT_CXX_FLAGS "" CACHE STRING
+  "Flags after the build's own for the hot code (octet_hot_code), e.g. -O1 in a -O0 build")
 option(OCTET_WARNINGS_AS_ERRORS "Treat compiler warnings as errors" OFF)
 option(OCTET_FUZZ "Build tests/fuzz with libFuzzer (clang; the asan preset sets it)" OFF)
 # The libraries below app/ (base, kernels, collectives, engine, trainer) and

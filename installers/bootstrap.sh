@@ -16,39 +16,55 @@ case "$mode" in
   *) echo "usage: installers/bootstrap.sh run|test" >&2; exit 2 ;;
 esac
 
-installers/install-deps.sh
+# Each stage says how long it took, and the test run ends with the table: CI
+# has 90 minutes for all of it (README.md, "Reliability").
+declare -a stage_times=()
+timed() {
+  local name=$1 start=$SECONDS
+  shift
+  "$@"
+  stage_times+=("$(printf '%-28s %6d s' "$name" $((SECONDS - start)))")
+  echo "bootstrap: $name: $((SECONDS - start)) s (${SECONDS} s so far)" >&2
+}
+
+timed "install dependencies" installers/install-deps.sh
 cmake --preset "$preset" >/dev/null
-cmake --build --preset "$preset"
+timed "build ($preset)" cmake --build --preset "$preset"
 
 bin="build/$preset/bin"
 if [ "$mode" = test ]; then
-  ctest --preset "$preset"
+  timed "tests ($preset)" ctest --preset "$preset"
   # The libraries below app/, their unit tests and the parsers' fuzz targets
-  # under ASan + UBSan, in one clang build (the asan preset; its libraries
-  # also carry libFuzzer's coverage hooks and get clang's thread-safety
-  # analysis), and the threaded tests (collectives, thread pool, scheduler,
-  # router) under TSan: README.md, "Reliability".
+  # under ASan + UBSan, in one clang build (the asan preset: -O0 but for the
+  # hot loops at -O1; the libraries also carry libFuzzer's coverage hooks and
+  # get clang's thread-safety analysis), and the threaded tests (collectives,
+  # thread pool, scheduler, router) under TSan: README.md, "Reliability".
   cmake --preset asan >/dev/null
-  cmake --build --preset asan
-  ctest --preset asan
+  timed "build (asan + fuzz targets)" cmake --build --preset asan
+  timed "tests (asan)" ctest --preset asan
   cmake --preset tsan >/dev/null
-  cmake --build --preset tsan
-  ctest --preset tsan
+  timed "build (tsan)" cmake --build --preset tsan
+  timed "tests (tsan)" ctest --preset tsan
   # The libraries below app/ and their tests built for aarch64 (Grace) and run
   # under qemu-user, with a Grace-like CPU and with plain NEON: the arm64
   # preset, on x86-64 hosts where install-deps.sh installed the cross tools.
   if [ "$(uname -m)" = x86_64 ] && command -v aarch64-linux-gnu-g++ >/dev/null &&
     command -v qemu-aarch64 >/dev/null; then
-    # CI builds and runs the whole label (README.md, "arm64"): every test of
-    # the libraries below app/ (the suite target octet_below_app_tests), two
-    # at a time (qemu-user runs each test's program on one core).
+    # Every test of the libraries below app/ (the suite target
+    # octet_below_app_tests), two at a time (qemu-user runs each program on
+    # one core); the second CPU only for the tests labelled isa (README.md,
+    # "arm64").
     cmake --preset arm64 >/dev/null
-    cmake --build --preset arm64 --target octet_below_app_tests
-    ctest --preset arm64 --parallel 2
+    timed "build (arm64)" cmake --build --preset arm64 --target octet_below_app_tests
+    timed "tests (arm64, qemu)" ctest --preset arm64 --parallel 2
   fi
-  # Then the parsers' fuzz targets (built above), OCTET_FUZZ_SECONDS (30)
-  # each, two at a time: tests/fuzz.
-  exec ctest --preset fuzz
+  # Then the parsers' fuzz targets (built above), OCTET_FUZZ_SECONDS each, two
+  # at a time: tests/fuzz.
+  timed "fuzz" ctest --preset fuzz
+  echo "bootstrap: the test run, stage by stage:" >&2
+  printf '  %s\n' "${stage_times[@]}" >&2
+  echo "  total                        $(printf '%6d' $SECONDS) s" >&2
+  exit 0
 fi
 
 if [ -n "${DISPLAY:-}" ] || [ -n "${WAYLAND_DISPLAY:-}" ]; then
