@@ -6,7 +6,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
-#include <mutex>
+
+#include "octet/base/thread_annotations.h"
 
 namespace octet {
 namespace {
@@ -20,9 +21,9 @@ LogLevel LevelFromEnv() {
 std::atomic<int> g_level{static_cast<int>(LevelFromEnv())};
 
 struct SinkState {
-  std::mutex mu;
-  std::string tag;  // protected by mu
-  LogSink sink;     // protected by mu
+  Mutex mu;
+  std::string tag GUARDED_BY(mu);
+  LogSink sink GUARDED_BY(mu);
 };
 SinkState& State() {
   static SinkState* s = new SinkState;  // never destroyed: logging works during exit
@@ -54,13 +55,15 @@ bool ParseLogLevel(std::string_view t, LogLevel* out) {
 }
 
 void SetLogTag(std::string tag) {
-  std::lock_guard<std::mutex> lock(State().mu);
-  State().tag = std::move(tag);
+  SinkState& s = State();
+  MutexLock lock(s.mu);
+  s.tag = std::move(tag);
 }
 
 void SetLogSink(LogSink sink) {
-  std::lock_guard<std::mutex> lock(State().mu);
-  State().sink = std::move(sink);
+  SinkState& s = State();
+  MutexLock lock(s.mu);
+  s.sink = std::move(sink);
 }
 
 namespace internal {
@@ -80,8 +83,9 @@ LogMessage::LogMessage(LogLevel level, const char* file, int line) : level_(leve
   base = base ? base + 1 : file;
   stream_ << LevelChar(level) << ' ' << ts << ' ';
   {
-    std::lock_guard<std::mutex> lock(State().mu);
-    if (!State().tag.empty()) stream_ << '[' << State().tag << "] ";
+    SinkState& s = State();
+    MutexLock lock(s.mu);
+    if (!s.tag.empty()) stream_ << '[' << s.tag << "] ";
   }
   stream_ << base << ':' << line << "] ";
 }
@@ -89,9 +93,10 @@ LogMessage::LogMessage(LogLevel level, const char* file, int line) : level_(leve
 LogMessage::~LogMessage() {
   stream_ << '\n';
   const std::string line = stream_.str();
-  std::lock_guard<std::mutex> lock(State().mu);
-  if (State().sink) {
-    State().sink(level_, std::string_view(line).substr(0, line.size() - 1));
+  SinkState& s = State();
+  MutexLock lock(s.mu);
+  if (s.sink) {
+    s.sink(level_, std::string_view(line).substr(0, line.size() - 1));
   } else {
     std::fwrite(line.data(), 1, line.size(), stderr);
     std::fflush(stderr);

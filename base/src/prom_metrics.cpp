@@ -54,19 +54,19 @@ void Histogram::ObserveN(double value, uint64_t n) {
   if (n == 0 || std::isnan(value)) return;
   size_t i = 0;
   while (i < bounds_.size() && value > bounds_[i]) ++i;  // le: value <= bound
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   counts_[i] += n;
   count_ += n;
   sum_ += value * static_cast<double>(n);
 }
 
 uint64_t Histogram::count() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return count_;
 }
 
 double Histogram::sum() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return sum_;
 }
 
@@ -75,7 +75,7 @@ void Histogram::Write(std::ostream& o, const std::string& name, const std::strin
   uint64_t count;
   double sum;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     counts = counts_;
     count = count_;
     sum = sum_;

@@ -21,7 +21,7 @@ namespace {
 class ScratchLease {
  public:
   explicit ScratchLease(const Tokenizer::Impl& t) : t_(t) {
-    std::lock_guard<std::mutex> lock(t_.pool_mu);
+    MutexLock lock(t_.pool_mu);
     if (!t_.pool.empty()) {
       scratch_ = std::move(t_.pool.back());
       t_.pool.pop_back();
@@ -29,7 +29,7 @@ class ScratchLease {
     if (!scratch_) scratch_ = std::make_unique<EncodeScratch>();
   }
   ~ScratchLease() {
-    std::lock_guard<std::mutex> lock(t_.pool_mu);
+    MutexLock lock(t_.pool_mu);
     t_.pool.push_back(std::move(scratch_));
   }
   EncodeScratch* operator->() { return scratch_.get(); }

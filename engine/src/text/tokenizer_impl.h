@@ -3,11 +3,11 @@
 #pragma once
 
 #include <memory>
-#include <mutex>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
+#include "octet/base/thread_annotations.h"
 #include "octet/engine/chat_template.h"
 #include "octet/engine/tokenizer.h"
 #include "text/added_vocab.h"
@@ -85,8 +85,8 @@ struct Tokenizer::Impl {
   std::string description;
 
   // Scratch pool (see tokenizer.h: thread-safety).
-  mutable std::mutex pool_mu;
-  mutable std::vector<std::unique_ptr<text::EncodeScratch>> pool;  // guarded by pool_mu
+  mutable Mutex pool_mu;
+  mutable std::vector<std::unique_ptr<text::EncodeScratch>> pool GUARDED_BY(pool_mu);
 };
 
 }  // namespace octet::engine

@@ -7,10 +7,11 @@
 #pragma once
 
 #include <cstdint>
-#include <mutex>
 #include <ostream>
 #include <string>
 #include <vector>
+
+#include "octet/base/thread_annotations.h"
 
 namespace octet::prom {
 
@@ -38,10 +39,11 @@ class Histogram {
 
  private:
   std::vector<double> bounds_;
-  mutable std::mutex mu_;
-  std::vector<uint64_t> counts_;  // per bound, not cumulative; last: above every bound
-  uint64_t count_ = 0;
-  double sum_ = 0;
+  mutable Mutex mu_;
+  // Per bound, not cumulative; last: above every bound.
+  std::vector<uint64_t> counts_ GUARDED_BY(mu_);
+  uint64_t count_ GUARDED_BY(mu_) = 0;
+  double sum_ GUARDED_BY(mu_) = 0;
 };
 
 // "# HELP NAME HELP\n# TYPE NAME TYPE\n".
