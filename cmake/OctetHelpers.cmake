@@ -26,7 +26,8 @@ endfunction()
 
 # octet_hot_code(<target> [SOURCES ...])
 # Code whose loops the tests run hot (the kernels, the model's forward pass,
-# the collectives' reductions, the trainer's ops): the whole target, or the
+# the trainer's ops, encoding and chat templates, grammar masks, the kernel
+# conformance test's reference matmuls): the whole target, or the
 # named sources of it, compile with OCTET_HOT_CXX_FLAGS after the build's own
 # flags (the last -O wins). The asan preset builds everything else at -O0,
 # which compiles 2.5x faster than -O1 under ASan + UBSan, and this at -O1, so
