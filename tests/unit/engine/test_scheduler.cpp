@@ -578,10 +578,17 @@ class TestScheduler : public QObject {
                              .idle_poll_ms = 100,
                              .clock = &clock});
     QVERIFY(sched.Start().ok());
+    // An advance must find the scheduler parked on the clock: one that lands
+    // while it is between recording a sample and computing its next idle
+    // deadline moves that deadline too, and the sample never comes (seen
+    // under TSan). Parked means its deadline is already set.
+    const auto parked = [&clock] {
+      for (const Deadline d = Deadline::AfterMs(10'000); clock.waiters() == 0 && !d.expired();)
+        QThread::msleep(1);
+      return clock.waiters() == 1;
+    };
     // Parked idle (after recording a sample with nothing done, at time T).
-    for (const Deadline d = Deadline::AfterMs(10'000); clock.waiters() == 0 && !d.expired();)
-      QThread::msleep(1);
-    QCOMPARE(clock.waiters(), 1);
+    QVERIFY(parked());
     GenerationParams p;
     p.prompt = {1, 2, 3, 4, 5};
     p.max_tokens = 8;
@@ -591,6 +598,7 @@ class TestScheduler : public QObject {
     RequestUpdate last;
     QCOMPARE(Collect(**s, &last).size(), size_t{8});
     QCOMPARE(last.timing.ttft_ms(), 0.0);  // the clock stood still: every step at time T
+    QVERIFY(parked());
     // One second later the idle scheduler records a sample: 5 prompt and 8
     // generated tokens in the 1 s since the first sample.
     clock.AdvanceMs(1000);
@@ -601,6 +609,7 @@ class TestScheduler : public QObject {
     }
     QCOMPARE(mt.decode_tps, 8.0);
     QCOMPARE(mt.prefill_tps, 5.0);
+    QVERIFY(parked());  // again, after that sample
     // Six seconds on, the window (5 s) no longer reaches the work.
     clock.AdvanceMs(6000);
     for (const Deadline d = Deadline::AfterMs(10'000); mt.decode_tps != 0 && !d.expired();) {
