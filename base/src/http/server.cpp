@@ -30,13 +30,13 @@ namespace octet::http {
 // reports its own backlog back, so a worker blocks (bounded) while the client
 // does not read.
 struct ReplyChannel {
-  std::mutex mu;
+  Mutex mu;
   std::condition_variable cv;
-  std::string pending;       // bytes for the loop to take; guarded by mu
-  size_t loop_backlog = 0;   // bytes the loop holds unsent; guarded by mu
-  bool finished = false;     // the whole response is in `pending` (or was taken); guarded by mu
-  bool close_after = false;  // close the connection after this response; guarded by mu
-  bool client_gone = false;  // the connection closed; guarded by mu
+  std::string pending GUARDED_BY(mu);      // bytes for the loop to take
+  size_t loop_backlog GUARDED_BY(mu) = 0;  // bytes the loop holds unsent
+  bool finished GUARDED_BY(mu) = false;    // the whole response is in `pending` (or was taken)
+  bool close_after GUARDED_BY(mu) = false;  // close the connection after this response
+  bool client_gone GUARDED_BY(mu) = false;  // the connection closed
 };
 
 namespace {
@@ -66,7 +66,7 @@ std::string DefaultErrorBody(int status, const std::string& message) {
 
 void Responder::Post(std::string bytes, bool finished, bool close) {
   {
-    std::lock_guard<std::mutex> lock(channel_->mu);
+    MutexLock lock(channel_->mu);
     channel_->pending += bytes;
     channel_->finished = channel_->finished || finished;
     channel_->close_after = channel_->close_after || close;
@@ -75,7 +75,7 @@ void Responder::Post(std::string bytes, bool finished, bool close) {
 }
 
 bool Responder::client_gone() const {
-  std::lock_guard<std::mutex> lock(channel_->mu);
+  MutexLock lock(channel_->mu);
   return channel_->client_gone;
 }
 
@@ -104,13 +104,13 @@ bool Responder::Write(std::string_view data) {
   if (!streaming_ || ended_) return false;
   if (data.empty() || head_only_) return !client_gone();
   {
-    std::unique_lock<std::mutex> lock(channel_->mu);
+    ReplyChannel& ch = *channel_;
+    MutexLock lock(ch.mu);
     const auto limit = std::chrono::milliseconds(server_->options_.write_timeout_ms);
-    const bool room = channel_->cv.wait_for(lock, limit, [&] {
-      return channel_->client_gone ||
-             channel_->pending.size() + channel_->loop_backlog < Server::kHighWater;
+    const bool room = lock.WaitFor(ch.cv, limit, [&]() REQUIRES(ch.mu) {
+      return ch.client_gone || ch.pending.size() + ch.loop_backlog < Server::kHighWater;
     });
-    if (!room || channel_->client_gone) return false;
+    if (!room || ch.client_gone) return false;
   }
   Post(http11_ ? ChunkFrame(data) : std::string(data), false, false);
   return true;
@@ -193,7 +193,7 @@ void Server::Wake() {
 
 void Server::Notify(uint64_t conn_id) {
   {
-    std::lock_guard<std::mutex> lock(notify_mu_);
+    MutexLock lock(notify_mu_);
     notified_.push_back(conn_id);
   }
   Wake();
@@ -500,7 +500,7 @@ void Server::HandToWorker(Connection* c, std::function<void(Request&, Responder&
 void Server::TakeWorkerNews() {
   std::vector<uint64_t> ids;
   {
-    std::lock_guard<std::mutex> lock(notify_mu_);
+    MutexLock lock(notify_mu_);
     ids.swap(notified_);
   }
   for (uint64_t id : ids) {
@@ -511,7 +511,7 @@ void Server::TakeWorkerNews() {
     std::string bytes;
     bool finished, close_after;
     {
-      std::lock_guard<std::mutex> lock(c->reply_->mu);
+      MutexLock lock(c->reply_->mu);
       bytes.swap(c->reply_->pending);
       finished = c->reply_->finished;
       close_after = c->reply_->close_after;
@@ -553,7 +553,7 @@ void Server::Flush(Connection* c) {
   handler_->OnFlushed(c);
   if (c->dead_) return;
   if (c->reply_) {
-    std::lock_guard<std::mutex> lock(c->reply_->mu);
+    MutexLock lock(c->reply_->mu);
     c->reply_->loop_backlog = c->unsent();
     c->reply_->cv.notify_all();
   }
@@ -572,7 +572,7 @@ void Server::CloseNow(Connection* c) {
   c->dead_ = true;
   handler_->OnClose(c);
   if (c->reply_) {
-    std::lock_guard<std::mutex> lock(c->reply_->mu);
+    MutexLock lock(c->reply_->mu);
     c->reply_->client_gone = true;
     c->reply_->cv.notify_all();
   }

@@ -25,7 +25,6 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -36,6 +35,7 @@
 #include "octet/base/http/response.h"
 #include "octet/base/status.h"
 #include "octet/base/task_threads.h"
+#include "octet/base/thread_annotations.h"
 
 namespace octet::http {
 
@@ -258,8 +258,8 @@ class Server {
   std::vector<std::unique_ptr<Connection>> graveyard_;               // closed this round
   int64_t next_scan_ns_ = 0;
 
-  std::mutex notify_mu_;
-  std::vector<uint64_t> notified_;  // connections with worker news; guarded by notify_mu_
+  Mutex notify_mu_;
+  std::vector<uint64_t> notified_ GUARDED_BY(notify_mu_);  // connections with worker news
 };
 
 }  // namespace octet::http
