@@ -46,13 +46,28 @@ void Gateway::Impl::HandleRoute(const httplib::Request& req, httplib::Response& 
 
 // The generation_defaults object a replica announces for `model` in its own
 // /v1/models (`octet serve` puts its model's generation_config.json values
-// there), or null when it announces none or does not answer within the pool's
-// health-check timeout.
-json Gateway::Impl::ReplicaGenerationDefaults(const ReplicaState& replica, const PoolSpec& spec,
-                                              const std::string& model) {
-  auto res = replica.Get("/v1/models", spec.health_check.timeout_ms);
-  if (!res || res->status != 200) return nullptr;
-  const json doc = json::parse(res->body, nullptr, /*allow_exceptions=*/false);
+// there), or null when it announces none. The answer is the one the health
+// checks keep (ReplicaState::models_body); only when there is none, or it is
+// older than two refresh periods (health checks off), is the replica asked
+// now, within the pool's health-check timeout, and the answer kept.
+json Gateway::Impl::ReplicaGenerationDefaults(ReplicaState& replica, const PoolSpec& spec,
+                                              const std::string& model, int64_t now_ms) {
+  std::string body;
+  {
+    MutexLock lock(replica.mu);
+    if (replica.models_at_ms != 0 &&
+        now_ms - replica.models_at_ms < 2 * ReplicaState::kModelsRefreshMs)
+      body = replica.models_body;
+  }
+  if (body.empty()) {
+    auto res = replica.Get("/v1/models", spec.health_check.timeout_ms);
+    if (!res || res->status != 200) return nullptr;
+    body = res->body;
+    MutexLock lock(replica.mu);
+    replica.models_body = body;
+    replica.models_at_ms = now_ms;
+  }
+  const json doc = json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (!doc.is_object() || !doc.contains("data") || !doc["data"].is_array()) return nullptr;
   for (const json& m : doc["data"]) {
     if (!m.is_object() || !m.contains("generation_defaults")) continue;
@@ -65,7 +80,8 @@ json Gateway::Impl::ReplicaGenerationDefaults(const ReplicaState& replica, const
 
 // One entry per model the router answers for: its own name (it may route to
 // any pool) and each pool's model. A pool's entry carries the
-// generation_defaults of its first available replica, asked now, so that a
+// generation_defaults of its first available replica (as the health checks
+// last saw them; see ReplicaGenerationDefaults), so that a
 // client of the router (octet chat, the workbench's chat) shows and applies
 // the same defaults as a client of the replica; the router's own name carries
 // them only when every pool announces the same.
@@ -84,7 +100,7 @@ void Gateway::Impl::HandleModels(httplib::Response& res) {
     json defaults = nullptr;
     for (const auto& r : snap->pools[i]->replicas) {
       if (!r->Available(now)) continue;
-      defaults = ReplicaGenerationDefaults(*r, p, p.model);
+      defaults = ReplicaGenerationDefaults(*r, p, p.model, now);
       break;
     }
     pool_defaults.push_back(defaults);

@@ -214,8 +214,8 @@ struct Gateway::Impl : http::Handler {
                      httplib::Response& res);
   void HandleRoute(const httplib::Request& req, httplib::Response& res);
   void HandleModels(httplib::Response& res);
-  static json ReplicaGenerationDefaults(const ReplicaState& replica, const PoolSpec& spec,
-                                        const std::string& model);
+  static json ReplicaGenerationDefaults(ReplicaState& replica, const PoolSpec& spec,
+                                        const std::string& model, int64_t now_ms);
   void HandleHealth(httplib::Response& res);
   void HandlePolicy(const httplib::Request& req, httplib::Response& res);
   void HandleInstances(const httplib::Request& req, httplib::Response& res);

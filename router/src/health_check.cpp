@@ -3,8 +3,12 @@
 // round GETs the health path of every replica whose interval is due, each on
 // its own thread, and takes a replica out of rotation after
 // unhealthy_threshold failures in a row, back after healthy_threshold
-// successes. Passive ejection (outlier detection) is RouterCore::ReportFailure.
+// successes. A check that passes also refreshes the replica's cached
+// /v1/models answer when it is ReplicaState::kModelsRefreshMs old (ReplicaState::models_body,
+// what the gateway's /v1/models reads). Passive ejection (outlier detection)
+// is RouterCore::ReportFailure.
 #include <chrono>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -22,7 +26,27 @@ void RouterCore::CheckReplica(const std::shared_ptr<ReplicaState>& replica, cons
   const auto& hc = spec.health_check;
   auto res = replica->Get(hc.path, hc.timeout_ms);
   const bool ok = res && res->status >= 200 && res->status < 300;
+  // A healthy replica's /v1/models, for the gateway's (ReplicaState::kModelsRefreshMs; the
+  // health answer itself when the path is /v1/models).
+  std::optional<std::string> models;
+  if (ok && hc.path == "/v1/models") {
+    models = res->body;
+  } else if (ok) {
+    int64_t at;
+    {
+      MutexLock lock(replica->mu);
+      at = replica->models_at_ms;
+    }
+    if (at == 0 || NowMs() - at >= ReplicaState::kModelsRefreshMs) {
+      auto m = replica->Get("/v1/models", hc.timeout_ms);
+      if (m && m->status == 200) models = m->body;
+    }
+  }
   MutexLock lock(replica->mu);
+  if (models) {
+    replica->models_body = std::move(*models);
+    replica->models_at_ms = NowMs();
+  }
   if (ok) {
     replica->check_failures = 0;
     ++replica->check_successes;

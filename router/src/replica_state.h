@@ -62,6 +62,14 @@ class ReplicaState {
   int64_t returned_at_ms GUARDED_BY(mu) = 0;  // when the last ejection ended (multiplier decay)
   int check_failures GUARDED_BY(mu) = 0;
   int check_successes GUARDED_BY(mu) = 0;
+  // The body of the replica's last 200 answer to GET /v1/models and when it
+  // came (router clock, ms; 0: never). The health checks refresh it, so that
+  // the gateway's /v1/models answers without a round trip to a replica.
+  std::string models_body GUARDED_BY(mu);
+  int64_t models_at_ms GUARDED_BY(mu) = 0;
+  // A passing health check refreshes the answer once it is this old; the
+  // gateway asks itself only when it is twice this old (health checks off).
+  static constexpr int64_t kModelsRefreshMs = 30'000;
 
  private:
   const std::string pool_, url_;

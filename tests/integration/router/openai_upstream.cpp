@@ -82,7 +82,7 @@ std::string OpenAiUpstream::last_header(const std::string& name) const {
 }
 
 void OpenAiUpstream::ResetCounters() {
-  requests_ = completed_ = cancelled_ = max_in_flight_ = health_checks_ = 0;
+  requests_ = completed_ = cancelled_ = max_in_flight_ = health_checks_ = models_requests_ = 0;
 }
 
 void OpenAiUpstream::Setup() {
@@ -92,9 +92,12 @@ void OpenAiUpstream::Setup() {
     res.set_content(healthy_ ? "{\"status\":\"ok\"}" : "{\"status\":\"down\"}", "application/json");
   });
   server_->Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
-    res.set_content(
-        json{{"object", "list"}, {"data", {{{"id", options_.name}, {"object", "model"}}}}}.dump(),
-        "application/json");
+    ++models_requests_;
+    json model = {{"id", options_.name}, {"object", "model"}};
+    if (!options_.generation_defaults.is_null())
+      model["generation_defaults"] = options_.generation_defaults;
+    res.set_content(json{{"object", "list"}, {"data", json::array({model})}}.dump(),
+                    "application/json");
   });
   auto handler = [this](const httplib::Request& req, httplib::Response& res, bool chat) {
     ++requests_;

@@ -13,6 +13,7 @@
 #include <string>
 #include <thread>
 
+#include "octet/base/json.h"
 #include "octet/base/status.h"
 
 namespace httplib {
@@ -27,6 +28,9 @@ struct UpstreamOptions {
   int token_interval_ms = 1;  // delay between tokens
   int tokens = 8;             // tokens per response unless max_tokens asks for fewer
   int threads = 320;
+  // What /v1/models announces as the model's generation_defaults (as `octet
+  // serve` does); null: none.
+  nlohmann::json generation_defaults;
 };
 
 class OpenAiUpstream {
@@ -55,6 +59,7 @@ class OpenAiUpstream {
   int in_flight() const { return in_flight_.load(); }
   int max_in_flight() const { return max_in_flight_.load(); }
   int health_checks() const { return health_checks_.load(); }
+  int models_requests() const { return models_requests_.load(); }  // GET /v1/models
   std::string last_body() const;
   std::string last_header(const std::string& name) const;
   void ResetCounters();
@@ -70,7 +75,7 @@ class OpenAiUpstream {
   std::atomic<bool> healthy_{true};
   std::atomic<int> ttft_ms_{0}, token_interval_ms_{1}, die_after_tokens_{-1};
   std::atomic<int> requests_{0}, completed_{0}, cancelled_{0}, in_flight_{0}, max_in_flight_{0},
-      health_checks_{0};
+      health_checks_{0}, models_requests_{0};
   mutable std::mutex mu_;
   std::string last_body_;                            // guarded by mu_
   std::map<std::string, std::string> last_headers_;  // lower-case names; guarded by mu_

@@ -411,6 +411,89 @@ routes:
                    "octet_router_pool_fallbacks_total{pool=\"large\"}") >= 1);
   }
 
+  // /v1/models answers from what the health checks last saw: a client's GET
+  // reaches no replica, and each pool's entry carries its replica's
+  // generation defaults. A passing check refreshes that answer once it is
+  // 30 s old; a pool without health checks is asked on a client's GET and
+  // kept for 60 s. On a ManualClock, advanced only while the health loop is
+  // parked on it (an advance while a round runs would move the next round).
+  void modelsAnswerFromWhatTheHealthChecksSaw() {
+    const json defaults = {{"temperature", 0.6}, {"top_p", 0.95}};
+    UpstreamOptions uo;
+    uo.name = "checked";
+    uo.threads = 8;
+    uo.generation_defaults = defaults;
+    auto checked = OpenAiUpstream::Start(uo);
+    QVERIFY(checked.ok());
+    uo.name = "unchecked";
+    auto unchecked = OpenAiUpstream::Start(uo);
+    QVERIFY(unchecked.ok());
+    ManualClock clock;
+    Gw g = StartGateway(Fill(R"(version: 1
+pools:
+  - name: c
+    model: checked
+    replicas: [@C@]
+    health_check: {interval_ms: 1000, timeout_ms: 2000}
+  - name: u
+    model: unchecked
+    replicas: [@U@]
+    health_check: {enabled: false}
+routes:
+  - name: all
+    pool: c
+)",
+                                 {{"C", (*checked)->url()}, {"U", (*unchecked)->url()}}),
+                        "test-policy.yaml", &clock);
+    const auto parked = [&clock] {
+      return WaitFor([&clock] { return clock.waiters() == 1; });
+    };
+    // One health round (the loop wakes every 50 ms of the clock); true once
+    // it is over.
+    const auto round = [&](int64_t ms) {
+      const int checks = (*checked)->health_checks();
+      if (!parked()) return false;
+      clock.AdvanceMs(ms);
+      return WaitFor([&] { return (*checked)->health_checks() > checks; }) && parked();
+    };
+    // Each model id's generation_defaults in the router's /v1/models.
+    const auto models = [&] {
+      ClientResult r = Get(g.port(), "/v1/models");
+      json by_id = json::object();
+      if (r.status != 200) return json(r.body);
+      const json doc = json::parse(r.body);
+      for (const json& m : doc["data"])
+        by_id[m["id"].get<std::string>()] = m.value("generation_defaults", json());
+      return by_id;
+    };
+    // The router's own name carries them too: every pool announces the same.
+    const json want = {{"checked", defaults}, {"octet-router", defaults}, {"unchecked", defaults}};
+    std::string got;
+    const auto models_match = [&] {
+      const json m = models();
+      got = m.dump();
+      return m == want;
+    };
+
+    QVERIFY(round(50));
+    QCOMPARE((*checked)->models_requests(), 1);
+    QCOMPARE((*unchecked)->models_requests(), 0);
+    for (int i = 0; i < 3; ++i) QVERIFY2(models_match(), got.c_str());
+    QCOMPARE((*checked)->models_requests(), 1);    // from the health check's answer
+    QCOMPARE((*unchecked)->models_requests(), 1);  // asked once, then kept
+
+    QVERIFY(round(29'000));  // 29.05 s since the first check's answer: still fresh
+    QCOMPARE((*checked)->models_requests(), 1);
+    QVERIFY(round(1'000));  // 30 s old: the check refreshes it
+    QCOMPARE((*checked)->models_requests(), 2);
+    QVERIFY2(models_match(), got.c_str());
+    QCOMPARE((*unchecked)->models_requests(), 1);  // 30 s old: kept
+    QVERIFY(round(30'000));                        // 60 s
+    QVERIFY2(models_match(), got.c_str());
+    QCOMPARE((*unchecked)->models_requests(), 2);  // asked again
+    QCOMPARE((*checked)->models_requests(), 3);    // refreshed by that round
+  }
+
   void hotReloadUnderLoadLosesNothing() {
     auto a = StartUpstream("A", 5, 10), b = StartUpstream("B", 5, 10);
     auto slow = StartUpstream("C", 60, 10);
