@@ -32,9 +32,9 @@ namespace octet::http {
 struct ReplyChannel {
   Mutex mu;
   std::condition_variable cv;
-  std::string pending GUARDED_BY(mu);      // bytes for the loop to take
-  size_t loop_backlog GUARDED_BY(mu) = 0;  // bytes the loop holds unsent
-  bool finished GUARDED_BY(mu) = false;    // the whole response is in `pending` (or was taken)
+  std::string pending GUARDED_BY(mu);       // bytes for the loop to take
+  size_t loop_backlog GUARDED_BY(mu) = 0;   // bytes the loop holds unsent
+  bool finished GUARDED_BY(mu) = false;     // the whole response is in `pending` (or was taken)
   bool close_after GUARDED_BY(mu) = false;  // close the connection after this response
   bool client_gone GUARDED_BY(mu) = false;  // the connection closed
 };
