@@ -71,6 +71,15 @@ void ManualClock::SleepForMs(int64_t ms) {
   }
 }
 
+bool ManualClock::AwaitWaiters(int n, int64_t real_ms) const {
+  const Deadline d = Deadline::AfterMs(real_ms);
+  while (waiters() < n) {
+    if (d.expired()) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return true;
+}
+
 bool ManualClock::WaitUntil(MutexLock& lock, std::condition_variable& cv, int64_t deadline_ns,
                             const std::function<bool()>& pred) {
   WaiterCount counted(waiters_);

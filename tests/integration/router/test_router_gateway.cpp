@@ -445,7 +445,7 @@ routes:
 )",
                              {{"C", (*checked)->url()}, {"U", (*unchecked)->url()}}),
                         "test-policy.yaml", &clock);
-    const auto parked = [&clock] { return WaitFor([&clock] { return clock.waiters() == 1; }); };
+    const auto parked = [&clock] { return clock.AwaitWaiters(1) && clock.waiters() == 1; };
     // One health round (the loop wakes every 50 ms of the clock); true once
     // it is over.
     const auto round = [&](int64_t ms) {

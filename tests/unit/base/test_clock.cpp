@@ -33,16 +33,6 @@ struct Flag {
   }
 };
 
-// Waits (real time) until `clock` has `n` waiters; false after 10 s.
-bool WaitForWaiters(const ManualClock& clock, int n) {
-  const Deadline d = Deadline::AfterMs(10'000);
-  while (clock.waiters() < n) {
-    if (d.expired()) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  return true;
-}
-
 }  // namespace
 
 class TestClock : public QObject {
@@ -69,7 +59,7 @@ class TestClock : public QObject {
       clock.SleepForMs(1000);
       woke = true;
     });
-    QVERIFY(WaitForWaiters(clock, 1));
+    QVERIFY(clock.AwaitWaiters(1));
     clock.AdvanceMs(999);
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
     QVERIFY(!woke.load());
@@ -86,14 +76,14 @@ class TestClock : public QObject {
     Flag flag;
     std::pair<bool, bool> got{false, false};
     std::thread waiter([&] { got = flag.WaitUntil(clock, clock.NowNs() + 1'000'000'000); });
-    QVERIFY(WaitForWaiters(clock, 1));
+    QVERIFY(clock.AwaitWaiters(1));
     flag.Set();
     waiter.join();
     QCOMPARE(got, std::make_pair(true, true));
 
     Flag unset;
     std::thread timing_out([&] { got = unset.WaitUntil(clock, clock.NowNs() + 50'000'000); });
-    QVERIFY(WaitForWaiters(clock, 1));
+    QVERIFY(clock.AwaitWaiters(1));
     clock.AdvanceMs(50);
     timing_out.join();
     QCOMPARE(got, std::make_pair(false, false));

@@ -582,11 +582,7 @@ class TestScheduler : public QObject {
     // while it is between recording a sample and computing its next idle
     // deadline moves that deadline too, and the sample never comes (seen
     // under TSan). Parked means its deadline is already set.
-    const auto parked = [&clock] {
-      for (const Deadline d = Deadline::AfterMs(10'000); clock.waiters() == 0 && !d.expired();)
-        QThread::msleep(1);
-      return clock.waiters() == 1;
-    };
+    const auto parked = [&clock] { return clock.AwaitWaiters(1) && clock.waiters() == 1; };
     // Parked idle (after recording a sample with nothing done, at time T).
     QVERIFY(parked());
     GenerationParams p;

@@ -73,6 +73,10 @@ class ManualClock final : public Clock {
   // Threads inside SleepForMs or WaitUntil now: a test can wait until a
   // background thread is parked on the clock before it advances it.
   int waiters() const { return waiters_.load(std::memory_order_acquire); }
+  // Waits (real time, at most `real_ms`) until `n` threads are parked on the
+  // clock; true when they are. Parked means the deadline each waits for is
+  // already set: an Advance before that would move it too.
+  bool AwaitWaiters(int n, int64_t real_ms = 10'000) const;
 
  private:
   std::atomic<int64_t> now_ns_;
