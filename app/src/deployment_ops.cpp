@@ -91,6 +91,27 @@ struct Rank {
 
 }  // namespace
 
+PlacementInput PlacementInputFrom(const ClusterSnapshot& snap) {
+  PlacementInput in;
+  for (const auto& n : snap.nodes) {
+    PlacementNode p;
+    p.name = n.name;
+    p.up = n.state == NodeState::kUp;
+    if (!p.up) {
+      p.down_reason = std::string(NodeStateName(n.state)) +
+                      (n.last_error.empty() ? std::string() : ": " + n.last_error);
+    }
+    if (n.has_facts) {
+      p.memory_bytes = static_cast<int64_t>(
+          n.facts.memory.budget_bytes ? n.facts.memory.budget_bytes : n.facts.memory.total_bytes);
+    }
+    in.nodes.push_back(std::move(p));
+  }
+  in.cabling = std::string(CablingKindName(snap.cabling.kind));
+  in.ring_order = snap.cabling.ring_order;
+  return in;
+}
+
 std::vector<DeploymentStatus> ReadDeployments(ClusterSession& session, Deadline deadline) {
   return ReadDeployments(session, deadline, nullptr);
 }
