@@ -385,25 +385,32 @@ class Loader {
     if (quantizable && l.weight.format != WeightFormat::kNvfp4) {
       OCTET_ASSIGN_OR_RETURN(l.weight, QuantizeWeight(module, l.weight, nvfp4_global, false));
     }
-    // The tile copy for single-row decode, of this rank's slice only.
-    if (tiles_ && !tiles_refused_ && kernels::CanTileNvfp4(l.weight)) {
-      const int64_t bytes = kernels::Nvfp4TilesBytes(l.weight);
-      if (tile_bytes_ + bytes > tiles_budget_) {
-        tiles_refused_ = true;
-        OCTET_LOG(WARNING) << "the NVFP4 tile copy stops at " << MiB(tile_bytes_)
-                           << " MiB, its budget of " << MiB(tiles_budget_)
-                           << " MiB (LoadOptions::nvfp4_tiles_max_bytes): '" << module
-                           << "' and later layers decode row-major";
-      } else if (uint8_t* mem = tiles_->Allocate(static_cast<size_t>(bytes))) {
-        l.weight = kernels::TileNvfp4(l.weight, mem, pool_);
-        tile_bytes_ += bytes;
-      } else {
-        tiles_refused_ = true;
-        OCTET_LOG(WARNING) << "no memory for the NVFP4 tile copy of '" << module
-                           << "' and later layers: they decode row-major";
-      }
-    }
+    l.weight = WithTiles(module, l.weight);
     return l;
+  }
+
+  // `w` with its tile copy for single-row decode (of this rank's slice only)
+  // when the backend reads tiles, w can be tiled and the budget allows.
+  WeightMatrix WithTiles(const std::string& module, const WeightMatrix& w) {
+    if (!tiles_ || tiles_refused_ || !kernels::CanTileNvfp4(w)) return w;
+    const int64_t bytes = kernels::Nvfp4TilesBytes(w);
+    if (tile_bytes_ + bytes > tiles_budget_) {
+      tiles_refused_ = true;
+      OCTET_LOG(WARNING) << "the NVFP4 tile copy stops at " << MiB(tile_bytes_)
+                         << " MiB, its budget of " << MiB(tiles_budget_)
+                         << " MiB (LoadOptions::nvfp4_tiles_max_bytes): '" << module
+                         << "' and later layers decode row-major";
+      return w;
+    }
+    uint8_t* mem = tiles_->Allocate(static_cast<size_t>(bytes));
+    if (!mem) {
+      tiles_refused_ = true;
+      OCTET_LOG(WARNING) << "no memory for the NVFP4 tile copy of '" << module
+                         << "' and later layers: they decode row-major";
+      return w;
+    }
+    tile_bytes_ += bytes;
+    return kernels::TileNvfp4(w, mem, pool_);
   }
 
   int64_t tile_bytes() const { return tile_bytes_; }
@@ -721,6 +728,8 @@ Status Model::LoadWeights(const LoadOptions& options) {
                              ld.QuantizeWeight("lm_head (tied)", embed_, tied_global, true));
       if (lm_head_.weight.format == WeightFormat::kNvfp4) {
         lm_head_.name = "lm_head (an NVFP4 copy of model.embed_tokens)";
+        // The largest matrix of a small model: its decode reads the tiles too.
+        lm_head_.weight = ld.WithTiles("lm_head (tied)", lm_head_.weight);
       }
     }
   } else {
@@ -759,7 +768,7 @@ Status Model::LoadWeights(const LoadOptions& options) {
                     << ": " << mib(quantized_bytes_saved_) << " saved";
   }
   if (ld.tile_bytes() > 0) {
-    OCTET_LOG(INFO) << "NVFP4 weights: a tile copy for single-row decode (AVX512-VNNI), "
+    OCTET_LOG(INFO) << "NVFP4 weights: a tile copy for the backend's integer decode, "
                     << MiB(ld.tile_bytes()) << " MiB";
   }
   local_heads_ = layers_.empty() ? c.num_heads : layers_[0].q.weight.rows / hd;

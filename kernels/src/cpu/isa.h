@@ -143,6 +143,11 @@ void ExpAvx2(const float* x, int64_t n, float* out);
 // reads the activations in place (gemm_packed_size 0; isa_avx2_gemm.cpp).
 // Batched decode stays on the table's gemv (that file says why).
 void AddAvx2GemmKernels(IsaKernels* t);
+// Fills the NVFP4 tile decode entries (gemv_nvfp4_tiles ...) of an AVX2 table
+// with the VNNI kernel's integer arithmetic on PMADDUBSW (isa_avx2_nvfp4.cpp).
+// The AVX-512 table inherits them and replaces them with VPDPBUSD where the
+// CPU has AVX512-VNNI.
+void AddAvx2Nvfp4TileKernels(IsaKernels* t);
 // The AVX2 table with AVX-512 NVFP4 and batched-decode kernels; call only when
 // the CPU has AVX2 and AVX-512 F, BW, DQ, VL and VBMI.
 const IsaKernels& Avx512Kernels();

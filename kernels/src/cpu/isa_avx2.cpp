@@ -984,6 +984,7 @@ const IsaKernels& Avx2Kernels() {
     };
     t.soft_cap = SoftCap;
     AddAvx2GemmKernels(&t);
+    AddAvx2Nvfp4TileKernels(&t);
     return t;
   }();
   return k;

@@ -300,6 +300,32 @@ class TestLoadQuantize : public QObject {
     // Decode reads fewer bytes: every matrix and lm_head at 4.5 bits.
     QVERIFY((*quant)->WeightBytesPerToken() < (*plain)->WeightBytesPerToken() / 3);
 
+    // Decode, a token a step, reads the tile copy where the backend reads
+    // tiles (the integer kernels), the tied lm_head's NVFP4 copy included;
+    // prefill decodes the row-major codes to BF16. The two agree within
+    // float rounding and the tile path's 22-bit activations.
+    QCOMPARE((*quant)->lm_head().weight.tiles != nullptr, (*quant)->backend().UsesNvfp4Tiles());
+    {
+      auto all = Logits(**quant, ref);
+      QVERIFY(all.ok());
+      auto cache = (*quant)->NewKvCache(1, ref.T);
+      QVERIFY(cache.ok());
+      std::vector<int32_t> tokens = ref.prompt;
+      tokens.insert(tokens.end(), ref.generated.begin(), ref.generated.end() - 1);
+      double d = 0;
+      for (size_t j = 0; j < tokens.size(); ++j) {
+        SequenceChunk ch;
+        ch.start_pos = static_cast<int64_t>(j);
+        ch.tokens = {tokens[j]};
+        ForwardOutput out;
+        QVERIFY(((*quant)->Forward({ch}, *cache, &out)).ok());
+        for (int64_t v = 0; v < ref.V; ++v)
+          d = std::max(d, std::fabs(double(out.Row(0)[v]) - (*all)[j * ref.V + v]));
+      }
+      qInfo("max |decode - prefill| logit = %.2g", d);
+      QVERIFY2(d < 1e-3, std::to_string(d).c_str());
+    }
+
     auto from_nvfp4 = Load(q_dir, LoadQuantize::kNvfp4);
     QVERIFY2(from_nvfp4.ok(), from_nvfp4.status().ToString().c_str());
     auto lq = Logits(**quant, ref);

@@ -455,7 +455,9 @@ class TestKernelConformance : public QObject {
   }
 
   // NVFP4 single-row decode from the tile copy (weight.h, TileNvfp4), which
-  // the AVX-512 backends read on CPUs with AVX512-VNNI and the others ignore:
+  // the AVX2 and AVX-512 backends read (PMADDUBSW; VPDPBUSD on CPUs with
+  // AVX512-VNNI), NEON with the dot product instructions too, and the others
+  // ignore:
   // whole matrices and slices that keep their tiles, against the f64
   // reference, with zero-scale blocks and blocks of very different magnitude.
   void nvfp4TilesDecode() {

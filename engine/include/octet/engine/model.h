@@ -100,7 +100,8 @@ struct LoadOptions {
   // page faults, and progress means something). Off: pages load on first use.
   bool prefault = true;
   // Give NVFP4 weights their tile copy (kernels/weight.h) when the backend
-  // reads one (KernelBackend::UsesNvfp4Tiles: AVX512-VNNI single-row decode),
+  // reads one (KernelBackend::UsesNvfp4Tiles: the integer decode of AVX2,
+  // AVX512-VNNI and NEON dotprod),
   // at the cost of the NVFP4 bytes once more in memory. Off: row-major only.
   bool nvfp4_tiles = true;
   // The most bytes the tile copy may take; layers past it keep the row-major
@@ -283,6 +284,7 @@ class Model {
                  const ForwardHooks& hooks = {});
 
   const LayerWeights& layer(int64_t i) const { return layers_[i]; }
+  const Linear& lm_head() const { return lm_head_; }
 
   // On: single-token mixture-of-experts steps run every chosen expert
   // through the backend's grouped ops (MatmulGrouped, MatmulScatterAdd)
