@@ -1,11 +1,15 @@
-// `octet deploy check|apply|status|down`: a deployment file (instances of
+// `octet deploy check|apply|watch|status|down`: a deployment file (instances of
 // models on chosen nodes, a router in front) run through the cluster's
 // agents. The file, placement and the agent work are octet/app/deployment.h;
 // this is the command line. Contract: docs/CLI.md.
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
 #include <map>
+#include <set>
+#include <thread>
 
 #include "command.h"
 #include "octet/app/cluster_profile.h"
@@ -15,6 +19,7 @@
 #include "octet/base/file_util.h"
 #include "octet/base/json.h"
 #include "octet/router/policy.h"
+#include "tp_launch.h"
 
 #ifndef OCTET_SOURCE_RESOURCES_DIR
 #define OCTET_SOURCE_RESOURCES_DIR ""
@@ -27,13 +32,17 @@ using app::ClusterSession;
 using nlohmann::json;
 
 constexpr const char* kUsage =
-    "usage: octet deploy <check|apply|status|down> ...\n"
+    "usage: octet deploy <check|apply|watch|status|down> ...\n"
     "\n"
     "  check FILE --cluster NAME [--json]   the placement (replica -> nodes, memory per node)\n"
     "                                       and the capacity `octet route plan` predicts, or\n"
     "                                       the file's errors (FILE:LINE:COL); exit 1 on errors\n"
     "  apply FILE --cluster NAME [--json]   start every replica through the agents, then the\n"
     "                                       router; a changed file changes only what changed\n"
+    "  watch FILE --cluster NAME            keep it as the file asks: apply again whenever a\n"
+    "                                       replica or the router failed or is gone (restarted\n"
+    "                                       on free nodes when its own are down; the router\n"
+    "                                       follows); until SIGINT/SIGTERM\n"
     "  status [NAME] --cluster NAME [--json]  what the agents run, per deployment\n"
     "  down NAME --cluster NAME             stop every replica and the router\n";
 
@@ -89,6 +98,17 @@ Result<std::unique_ptr<ClusterSession>> OpenCluster(const ArgParser& p,
         return true;
       },
       Deadline::AfterMs(std::max<int64_t>(1000, timeout)));
+  // A node whose first calls failed (an agent slow to accept on a loaded
+  // machine) reads lost at once; the session keeps calling it, so it gets a
+  // few more seconds before the command goes on without it.
+  session->WaitUntil(
+      [](const app::ClusterSnapshot& s) {
+        for (const auto& n : s.nodes) {
+          if (n.state != app::NodeState::kUp || !n.has_facts || !n.has_links) return false;
+        }
+        return true;
+      },
+      Deadline::AfterMs(std::min<int64_t>(3000, std::max<int64_t>(1000, timeout))));
   const app::ClusterSnapshot snap = session->Snapshot();
   size_t up = 0;
   for (const auto& n : snap.nodes) up += n.state == app::NodeState::kUp;
@@ -208,6 +228,35 @@ void PrintStatus(const std::vector<app::DeploymentStatus>& all) {
 
 // ---- check / apply ------------------------------------------------------------------
 
+// The file's errors, or its router policy's (which carry their own
+// FILE:LINE:COL), or a pool naming an instance the file does not have, said
+// on stderr (and as JSON with `as_json`): kExitFailure; kExitOk when valid.
+int CheckDeploymentFile(const std::string& prog, const app::DeploymentParseResult& parsed,
+                        bool as_json) {
+  if (!parsed.ok()) {
+    if (as_json)
+      std::cout << json{{"valid", false}, {"errors", ErrorsJson(parsed)}}.dump(2) << "\n";
+    PrintErrors(parsed);
+    return kExitFailure;
+  }
+  const app::Deployment& d = *parsed.deployment;
+  if (!d.router.present) return kExitOk;
+  const router::PolicyParseResult pr = router::LoadPolicyFile(d.router.policy);
+  if (!pr.ok()) {
+    for (const auto& e : pr.errors) std::cerr << e.ToString() << "\n";
+    return Failure(prog, "the router's policy " + d.router.policy + " is not valid");
+  }
+  for (const auto& pool : pr.policy->pools) {
+    if (!pool.instance.empty() && !d.Find(pool.instance)) {
+      return Failure(prog, d.router.policy + ":" + std::to_string(pool.location.line) + ":" +
+                               std::to_string(pool.location.column) + ": pool '" + pool.name +
+                               "' names instance '" + pool.instance +
+                               "', which the deployment does not have");
+    }
+  }
+  return kExitOk;
+}
+
 int RunCheckOrApply(const std::vector<std::string>& args, bool apply) {
   const std::string prog = apply ? "octet deploy apply" : "octet deploy check";
   ArgParser p(prog, apply ? "Start a deployment file's replicas through the cluster's agents, "
@@ -239,29 +288,8 @@ int RunCheckOrApply(const std::vector<std::string>& args, bool apply) {
   const bool as_json = p.GetFlag("json");
   const std::string file = p.positional()[0];
   const app::DeploymentParseResult parsed = app::LoadDeploymentFile(file);
-  if (!parsed.ok()) {
-    if (as_json)
-      std::cout << json{{"valid", false}, {"errors", ErrorsJson(parsed)}}.dump(2) << "\n";
-    PrintErrors(parsed);
-    return kExitFailure;
-  }
+  if (int code = CheckDeploymentFile(prog, parsed, as_json); code != kExitOk) return code;
   const app::Deployment& d = *parsed.deployment;
-  // The router's policy is checked too (its errors carry its own FILE:LINE:COL).
-  if (d.router.present) {
-    const router::PolicyParseResult pr = router::LoadPolicyFile(d.router.policy);
-    if (!pr.ok()) {
-      for (const auto& e : pr.errors) std::cerr << e.ToString() << "\n";
-      return Failure(prog, "the router's policy " + d.router.policy + " is not valid");
-    }
-    for (const auto& pool : pr.policy->pools) {
-      if (!pool.instance.empty() && !d.Find(pool.instance)) {
-        return Failure(prog, d.router.policy + ":" + std::to_string(pool.location.line) + ":" +
-                                 std::to_string(pool.location.column) + ": pool '" + pool.name +
-                                 "' names instance '" + pool.instance +
-                                 "', which the deployment does not have");
-      }
-    }
-  }
   std::string cluster_token;
   auto session = OpenCluster(p, &cluster_token);
   if (!session.ok()) return Failure(prog, session.status().message());
@@ -338,6 +366,130 @@ int RunCheckOrApply(const std::vector<std::string>& args, bool apply) {
     std::printf("started %zu, kept %zu, stopped %zu\n", r->started.size(), r->kept.size(),
                 r->stopped.size());
   }
+  return kExitOk;
+}
+
+// What makes `watch` apply the file again: each replica it asks for that is
+// not running (missing, failed or stopped) and a router that is not; "" when
+// all of them are ready or starting.
+std::string WhatIsAmiss(const app::Deployment& d, const std::vector<app::DeploymentStatus>& all) {
+  const app::DeploymentStatus* cur = nullptr;
+  for (const auto& s : all) {
+    if (s.name == d.name) cur = &s;
+  }
+  std::string amiss;
+  auto add = [&](const std::string& what, const app::DeployedReplica* r) {
+    std::string s = what + (r ? " " + r->state : std::string(" is not running"));
+    if (r && !r->error.empty()) s += " (" + r->error + ")";
+    amiss += (amiss.empty() ? "" : "; ") + s;
+  };
+  auto live = [](const app::DeployedReplica& r) {
+    return r.state == "ready" || r.state == "starting";
+  };
+  for (const auto& i : d.instances) {
+    for (int k = 0; k < i.replicas; ++k) {
+      const std::string name = i.name + "-" + std::to_string(k);
+      const app::DeployedReplica* found = nullptr;
+      if (cur) {
+        for (const auto& r : cur->instances) {
+          if (r.replica == name) found = &r;
+        }
+      }
+      if (!found || !live(*found)) add(name, found);
+    }
+  }
+  if (d.router.present) {
+    const app::DeployedReplica* r = cur && cur->has_router ? &cur->router : nullptr;
+    if (!r || !live(*r)) add("the router", r);
+  }
+  return amiss;
+}
+
+int RunWatch(const std::vector<std::string>& args) {
+  const std::string prog = "octet deploy watch";
+  ArgParser p(prog,
+              "Keep a deployment as its file asks: read what the agents run every --interval-ms "
+              "and apply the file again when a replica or the router failed or is gone (apply "
+              "restarts it, on free nodes when its own are down, and tells the router the new "
+              "endpoints). The file is read once, at the start. Runs until SIGINT or SIGTERM "
+              "(exit 0; the deployment keeps running; an apply in progress stops what it "
+              "started).");
+  p.Positional("FILE", "the deployment file (YAML)");
+  AddClusterFlags(p);
+  p.Option("interval-ms", "MS", "how often the agents are asked what runs", "5000");
+  p.Option("wait-ms", "MS", "how long each apply may take for every replica to be ready", "600000");
+  p.Option("node-wait-ms", "MS", "as `deploy apply --node-wait-ms`", "10000");
+  if (Status s = p.Parse(args); !s.ok()) return ParseUsageError(s);
+  if (p.help_requested()) {
+    std::cout << p.Usage();
+    return kExitOk;
+  }
+  if (p.positional().size() != 1) return UsageError(prog, "give one deployment FILE");
+  auto interval = p.GetInt("interval-ms");
+  if (!interval.ok() || *interval < 100 || *interval > 3'600'000)
+    return UsageError(prog, "--interval-ms must be 100..3600000");
+  auto wait = p.GetInt("wait-ms");
+  if (!wait.ok() || *wait < 1000) return UsageError(prog, "--wait-ms must be at least 1000");
+  auto node_wait = p.GetInt("node-wait-ms");
+  if (!node_wait.ok() || *node_wait < 0 || *node_wait > *wait)
+    return UsageError(prog, "--node-wait-ms must be 0..--wait-ms");
+  const std::string file = p.positional()[0];
+  const app::DeploymentParseResult parsed = app::LoadDeploymentFile(file);
+  if (int code = CheckDeploymentFile(prog, parsed, false); code != kExitOk) return code;
+  const app::Deployment& d = *parsed.deployment;
+  InstallStopSignals();
+  std::string cluster_token;
+  auto session = OpenCluster(p, &cluster_token);
+  if (!session.ok()) return Failure(prog, session.status().message());
+  std::cerr << prog << ": watching '" << d.name << "' every " << *interval
+            << " ms (SIGINT/SIGTERM stop)\n";
+  std::string last;  // said once until something changes
+  auto say_once = [&](const std::string& line) {
+    if (line != last) std::cerr << prog << ": " << line << "\n";
+    last = line;
+  };
+  while (!StopRequested()) {
+    std::vector<app::NodeSilence> silent;
+    const auto all = app::ReadDeployments(**session, Deadline::AfterMs(15'000), &silent);
+    std::string up_but_silent;
+    for (const auto& s : silent) {
+      if (s.up) up_but_silent += (up_but_silent.empty() ? "" : ", ") + s.node;
+    }
+    const std::string amiss = WhatIsAmiss(d, all);
+    if (!up_but_silent.empty()) {
+      // Its replicas would read missing: nothing is changed on a guess.
+      say_once("not acting this round: node(s) " + up_but_silent +
+               " did not say which jobs they run");
+    } else if (amiss.empty()) {
+      say_once("every replica" + std::string(d.router.present ? " and the router" : "") +
+               " running");
+    } else if (!StopRequested()) {
+      std::cerr << prog << ": " << amiss << ": applying " << file << "\n";
+      app::PlacementInput input = app::PlacementInputFrom((*session)->Snapshot());
+      input.memory = app::PlannerMemoryEstimator(CatalogDir());
+      app::ApplyOptions ao;
+      ao.deadline = Deadline::AfterMs(*wait);
+      ao.node_wait_ms = static_cast<int>(*node_wait);
+      ao.cluster_token = cluster_token;
+      ao.progress = [&](const std::string& line) { std::cerr << prog << ": " << line << "\n"; };
+      ao.cancelled = [] { return StopRequested(); };
+      auto r = app::ApplyDeployment(**session, d, input, ao);
+      if (!r.ok()) {
+        std::cerr << prog << ": apply failed (again in " << *interval
+                  << " ms): " << r.status().message() << "\n";
+      } else {
+        std::string started;
+        for (const auto& s : r->started) started += (started.empty() ? "" : ", ") + s;
+        std::cerr << prog << ": started " << (started.empty() ? "nothing" : started) << "; kept "
+                  << r->kept.size() << "\n";
+      }
+      last.clear();
+    }
+    const Deadline next = Deadline::AfterMs(*interval);
+    while (!StopRequested() && !next.expired())
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  std::cerr << prog << ": stopped watching; '" << d.name << "' keeps running\n";
   return kExitOk;
 }
 
@@ -425,6 +577,7 @@ const std::vector<Subcommand>& DeploySubcommands() {
   static const std::vector<Subcommand> table = {
       {"check", [](const std::vector<std::string>& a) { return RunCheckOrApply(a, false); }},
       {"apply", [](const std::vector<std::string>& a) { return RunCheckOrApply(a, true); }},
+      {"watch", RunWatch},
       {"status", RunStatusCommand},
       {"down", RunDown}};
   return table;

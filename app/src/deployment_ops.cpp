@@ -508,6 +508,10 @@ Result<ApplyResult> ApplyDeployment(ClusterSession& session, const Deployment& d
         }
         if (ready == names.size()) return *s;
       }
+      if (options.cancelled && options.cancelled()) {
+        return CancelledError("stopped while waiting" +
+                              (pending.empty() ? std::string() : " for " + pending));
+      }
       if (options.deadline.expired()) {
         return DeadlineExceededError(
             "not ready in time" +

@@ -11,7 +11,8 @@
 // deployment and a TP 4 split of the ring are refused by `check` with why; a
 // replica killed mid-run reads failed in `status` while the router ejects it
 // and keeps serving from the others; applying again restarts it and the
-// router follows it to its new endpoint; a changed file (3 -> 2 large
+// router follows it to its new endpoint; `deploy watch` restarts a killed
+// replica by itself (the router follows again); a changed file (3 -> 2 large
 // replicas, another model for the small instance) stops one large replica
 // and restarts only the small ones; `down` leaves no job running, no
 // worker process alive and no memory in use on any node.
@@ -25,6 +26,7 @@
 #include <QtTest>
 #include <fstream>
 #include <map>
+#include <mutex>
 #include <set>
 #include <thread>
 
@@ -557,6 +559,103 @@ routes:
       has_new = has_new || u == (*back)["url"];
     }
     QVERIFY(has_new);
+  }
+
+  // `deploy watch` restarts a replica killed under it without being asked,
+  // and the router follows it to its new endpoint; SIGTERM ends the watch
+  // (exit 0) with the deployment still running.
+  void watchRestartsAKilledReplica() {
+    const json before = Status();
+    const json* victim = Replica(before, "large-1");
+    QVERIFY2(victim && (*victim)["state"] == "ready", before.dump().c_str());
+    const std::string job = (*victim)["job_id"];
+    const std::string old_url = (*victim)["url"];
+    const std::string router = before["deployments"][0]["router"]["url"];
+    auto out = std::make_shared<std::string>();
+    auto mu = std::make_shared<std::mutex>();
+    SpawnOptions so;
+    so.argv = {test::BinDir() + "/octet",
+               "deploy",
+               "watch",
+               root_ + "/deploy.yaml",
+               "--cluster",
+               "dtest",
+               "--config-dir",
+               config_,
+               "--interval-ms",
+               "500",
+               "--wait-ms",
+               "240000"};
+    so.on_output = [out, mu](std::string_view chunk) {
+      std::lock_guard<std::mutex> lock(*mu);
+      out->append(chunk);
+    };
+    auto watch = Subprocess::Spawn(so);
+    QVERIFY2(watch.ok(), watch.status().ToString().c_str());
+    auto text = [&] {
+      std::lock_guard<std::mutex> lock(*mu);
+      return *out;
+    };
+    // It sees everything running first (and so applies nothing).
+    const Deadline seen = Deadline::AfterMs(60'000);
+    while (text().find("and the router running") == std::string::npos && !seen.expired())
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    QVERIFY2(text().find("and the router running") != std::string::npos, text().c_str());
+    QVERIFY2(text().find("applying") == std::string::npos, text().c_str());
+    pid_t pid = 0;
+    for (const auto& j : AllJobs()) {
+      if (j.spec.job_id == job && j.spec.rank == 0 && j.state == "running") pid = j.pid;
+    }
+    QVERIFY(pid > 0);
+    QCOMPARE(::kill(pid, SIGKILL), 0);
+    // Restarted by the watch alone: a new job, ready, at a new endpoint.
+    json st;
+    const json* back = nullptr;
+    const Deadline d = Deadline::AfterMs(240'000);
+    while (!d.expired()) {
+      st = Status();
+      back = Replica(st, "large-1");
+      if (back && (*back)["state"] == "ready" && (*back)["job_id"] != job) break;
+      back = nullptr;
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    }
+    QVERIFY2(back, (st.dump() + "\n" + text()).c_str());
+    QVERIFY((*back)["url"] != old_url);
+    QVERIFY2(text().find("large-1 failed") != std::string::npos, text().c_str());
+    // The router was told (apply tells it last, before it returns).
+    const Deadline told = Deadline::AfterMs(30'000);
+    bool has_new = false, has_old = true;
+    while (!told.expired() && !(has_new && !has_old)) {
+      httplib::Client cli(router);
+      auto inst = cli.Get("/v1/router/instances");
+      QVERIFY(inst && inst->status == 200);
+      const json ij = json::parse(inst->body);
+      has_new = has_old = false;
+      for (const auto& u : ij["instances"]["large"]) {
+        has_new = has_new || u == (*back)["url"];
+        has_old = has_old || u == old_url;
+      }
+      if (!(has_new && !has_old)) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+    QVERIFY2(has_new && !has_old, text().c_str());
+    int code = 0;
+    QCOMPARE(Complete(router, "anything", &code), std::string("large"));
+    QCOMPARE(code, 200);
+    // SIGTERM: the watch ends, the deployment runs on.
+    (*watch)->Kill(SIGTERM);
+    auto ended = (*watch)->Wait(Deadline::AfterMs(20'000));
+    QVERIFY2(
+        ended.ok() && ended->success(),
+        ((ended.ok() ? ended->ToString() : ended.status().ToString()) + "\n" + text()).c_str());
+    QVERIFY2(text().find("stopped watching") != std::string::npos, text().c_str());
+    // (Running: "ready" needs its /health to answer within a second, which a
+    // loaded machine may miss once; "starting" is running too.)
+    const std::string new_job = (*back)["job_id"];
+    const json after = Status();
+    const json* still = Replica(after, "large-1");
+    QVERIFY2(still && (*still)["job_id"] == new_job &&
+                 ((*still)["state"] == "ready" || (*still)["state"] == "starting"),
+             (after.dump() + "\n" + text()).c_str());
   }
 
   // A changed file changes only what changed: 3 -> 2 large replicas stops

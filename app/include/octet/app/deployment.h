@@ -184,6 +184,9 @@ struct ApplyOptions {
   // admin token derives from it (RouterAdminToken), so apply can tell a router
   // on a remote node the endpoints. "" : sent without (accepted from loopback).
   std::string cluster_token;
+  // Asked while apply waits for replicas to be ready: true ends the wait as
+  // a failure would (Cancelled; what this apply started is stopped).
+  std::function<bool()> cancelled;
 };
 
 struct ApplyResult {
