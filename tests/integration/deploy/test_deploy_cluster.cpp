@@ -178,6 +178,15 @@ class TestDeployCluster : public QObject {
     return t;
   }
 
+  // kill -9 of rank 0's worker of a running job; false when none runs.
+  bool KillRankZero(const std::string& job) {
+    pid_t pid = 0;
+    for (const auto& j : AllJobs()) {
+      if (j.spec.job_id == job && j.spec.rank == 0 && j.state == "running") pid = j.pid;
+    }
+    return pid > 0 && ::kill(pid, SIGKILL) == 0;
+  }
+
   std::vector<JobStatus> AllJobs() {
     std::vector<JobStatus> all;
     for (size_t i = 0; i < session_->size(); ++i) {
@@ -498,12 +507,7 @@ routes:
     const std::string job = (*victim)["job_id"];
     const std::string old_url = (*victim)["url"];
     const std::string router = before["deployments"][0]["router"]["url"];
-    pid_t pid = 0;
-    for (const auto& j : AllJobs()) {
-      if (j.spec.job_id == job && j.spec.rank == 0 && j.state == "running") pid = j.pid;
-    }
-    QVERIFY(pid > 0);
-    QCOMPARE(::kill(pid, SIGKILL), 0);
+    QVERIFY(KillRankZero(job));
     // Status reads it failed (from the agents).
     json st;
     const Deadline d = Deadline::AfterMs(60'000);
@@ -602,12 +606,7 @@ routes:
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     QVERIFY2(text().find("and the router running") != std::string::npos, text().c_str());
     QVERIFY2(text().find("applying") == std::string::npos, text().c_str());
-    pid_t pid = 0;
-    for (const auto& j : AllJobs()) {
-      if (j.spec.job_id == job && j.spec.rank == 0 && j.state == "running") pid = j.pid;
-    }
-    QVERIFY(pid > 0);
-    QCOMPARE(::kill(pid, SIGKILL), 0);
+    QVERIFY(KillRankZero(job));
     // Restarted by the watch alone: a new job, ready, at a new endpoint.
     json st;
     const json* back = nullptr;
