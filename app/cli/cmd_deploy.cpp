@@ -8,7 +8,6 @@
 #include <cstdlib>
 #include <iostream>
 #include <map>
-#include <set>
 #include <thread>
 
 #include "command.h"
