@@ -232,8 +232,12 @@ void Nvfp4TilesPass(const uint8_t* g0, int64_t group_stride, int64_t chunks, con
     }
   }
   for (int j = 0; j < G; ++j) {
-    __m512 v = _mm512_mul_ps(acc[j], _mm512_set1_ps(global));
-    if (accumulate) v = _mm512_add_ps(v, _mm512_loadu_ps(out + 16 * j));
+    // One explicit FMA when adding: the compiler may not fuse a mul and an
+    // add on its own in one place and not in another (the AVX2 kernel's
+    // outputs are these, bit for bit).
+    const __m512 g = _mm512_set1_ps(global);
+    const __m512 v = accumulate ? _mm512_fmadd_ps(acc[j], g, _mm512_loadu_ps(out + 16 * j))
+                                : _mm512_mul_ps(acc[j], g);
     _mm512_storeu_ps(out + 16 * j, v);
   }
 }
@@ -318,8 +322,9 @@ void Nvfp4TilesPassRows(const uint8_t* g0, int64_t group_stride, int64_t chunks,
   for (int j = 0; j < G; ++j) {
     for (int i = 0; i < M; ++i) {
       float* o = out + i * ldo + 16 * j;
-      __m512 v = _mm512_mul_ps(acc[j][i], _mm512_set1_ps(global));
-      if (accumulate) v = _mm512_add_ps(v, _mm512_loadu_ps(o));
+      const __m512 g = _mm512_set1_ps(global);
+      const __m512 v = accumulate ? _mm512_fmadd_ps(acc[j][i], g, _mm512_loadu_ps(o))
+                                  : _mm512_mul_ps(acc[j][i], g);
       _mm512_storeu_ps(o, v);
     }
   }

@@ -531,6 +531,34 @@ class TestKernelConformance : public QObject {
     }
   }
 
+  // The AVX2 tile kernel (PMADDUBSW) and the AVX512-VNNI one (VPDPBUSD)
+  // pack the activation alike and sum the same integers in the same order:
+  // their outputs are the same floats, bit for bit, for 1 to 8 rows.
+  void nvfp4TilesAvx2MatchesVnniBitForBit() {
+    auto avx2 = CreateBackend("avx2", {2});
+    auto avx512 = CreateBackend("avx512", {2});
+    if (!avx2.ok() || !avx512.ok() || !(*avx2)->UsesNvfp4Tiles() ||
+        !(*avx512)->UsesNvfp4Tiles()) {
+      QSKIP("needs the AVX2 and the AVX512-VNNI tile kernels (an x86 CPU with AVX512-VNNI)");
+    }
+    std::mt19937 rng(33);
+    OwnedWeight w = RandomWeight(WeightFormat::kNvfp4, 208, 1024, rng);  // 3 passes of 64 + 16
+    std::vector<uint8_t> tiles(Nvfp4TilesBytes(w.view));
+    const WeightMatrix tiled = TileNvfp4(w.view, tiles.data());
+    for (int64_t m = 1; m <= 8; ++m) {
+      std::vector<float> x = RandomFloats(m * 1024, rng);
+      for (int64_t c = 0; c < 16; ++c) x[c] *= 1e5f;  // a large block and a small one
+      for (int64_t c = 16; c < 32; ++c) x[c] *= 1e-5f;
+      for (bool acc : {false, true}) {
+        std::vector<float> a(m * 208, 3.0f), b(m * 208, 3.0f);
+        (*avx2)->Matmul(x.data(), m, 1024, tiled, a.data(), 208, acc);
+        (*avx512)->Matmul(x.data(), m, 1024, tiled, b.data(), 208, acc);
+        QVERIFY2(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0,
+                 ("m=" + std::to_string(m) + (acc ? " accumulate" : "")).c_str());
+      }
+    }
+  }
+
   // The tiles are what a tile-reading backend decodes: with the row-major
   // codes cleared after tiling it still gives the tiled weights' product
   // (the other backends give the cleared matrix's, zero), for one row and for
