@@ -150,7 +150,8 @@ Result<TokenShard> TokenShard::Open(const std::string& path) {
     if (p[i] != 0)
       return DataLossError(path + ": reserved header byte " + std::to_string(i) + " is not zero");
   }
-  if (vocab == 0 || vocab > (1u << 31) || (width == 2 && vocab > 65536)) {
+  // The size is kept as an int32_t: 2^31 itself would read negative.
+  if (vocab == 0 || vocab > uint32_t{INT32_MAX} || (width == 2 && vocab > 65536)) {
     return DataLossError(path + ": vocabulary size " + std::to_string(vocab) + " at byte 24 " +
                          "does not fit " + std::to_string(width) + "-byte tokens");
   }
