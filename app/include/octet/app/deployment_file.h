@@ -3,8 +3,9 @@
 // every error as FILE:LINE:COL, unknown keys with the nearest known one
 // suggested, the router's YAML guard against alias bombs first. Nothing here
 // talks to a node: placement and running a deployment are in deployment.h,
-// which includes this. Kept apart so that the parser builds on its own (the
-// fuzz target `deployment` links base and router only).
+// which includes this. Kept apart so that the parser builds on its own:
+// deployment_file.cpp needs only base and the router's YAML guard (the fuzz
+// target `deployment` compiles it without the agent client).
 #pragma once
 
 #include <cstdint>
