@@ -389,7 +389,7 @@ class Loader {
     return l;
   }
 
-  // `w` with its tile copy for single-row decode (of this rank's slice only)
+  // `w` with its tile copy for decode (of this rank's slice only)
   // when the backend reads tiles, w can be tiled and the budget allows.
   WeightMatrix WithTiles(const std::string& module, const WeightMatrix& w) {
     if (!tiles_ || tiles_refused_ || !kernels::CanTileNvfp4(w)) return w;

@@ -114,7 +114,7 @@ class TestGenerateCli : public QObject {
       QVERIFY2(r.exit_code == 0, r.output.c_str());
       auto j = nlohmann::json::parse(r.output.substr(r.output.rfind('{')));
       QCOMPARE(j["ids"].get<std::vector<int>>(), gen);
-      const bool tiled = r.output.find("a tile copy for single-row decode") != std::string::npos;
+      const bool tiled = r.output.find("NVFP4 weights: a tile copy") != std::string::npos;
       if (std::string(value) == "off") QVERIFY2(!tiled, r.output.c_str());
     }
     auto r = RunProgram(
