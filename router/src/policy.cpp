@@ -19,14 +19,11 @@
 
 #include "octet/base/file_util.h"
 #include "octet/router/classifier.h"
+#include "octet/router/yaml_checker.h"
 #include "octet/router/yaml_guard.h"
 #include "replica_url.h"
 
 namespace octet::router {
-
-std::string PolicyError::ToString() const {
-  return file + ":" + std::to_string(line) + ":" + std::to_string(column) + ": " + message;
-}
 
 Status PolicyParseResult::status() const {
   if (ok()) return Status();
@@ -72,257 +69,12 @@ namespace {
 
 using YAML::Node;
 
-SourceLocation LocOf(const Node& n) {
-  const YAML::Mark m = n.Mark();
-  if (m.is_null()) return {};
-  return {m.line + 1, m.column + 1};
-}
+using Field = YamlField;
 
-size_t EditDistance(std::string_view a, std::string_view b) {
-  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    cur[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      const size_t sub = prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1);
-      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, sub});
-    }
-    std::swap(prev, cur);
-  }
-  return prev[b.size()];
-}
-
-// " (did you mean 'x'?)" for the closest candidate within a few edits, else "".
-std::string DidYouMean(std::string_view word, const std::vector<std::string>& candidates) {
-  std::string lower(word);
-  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  size_t best = std::string::npos;
-  std::string best_name;
-  for (const auto& c : candidates) {
-    const size_t d = EditDistance(lower, c);
-    if (d < best) {
-      best = d;
-      best_name = c;
-    }
-  }
-  const size_t limit = std::max<size_t>(2, word.size() / 3);
-  if (best_name.empty() || best > limit) return "";
-  return " (did you mean '" + best_name + "'?)";
-}
-
-// A value from the file, for an error message. Errors must not echo a file's
-// content (a policy path pointed at some other file would otherwise have its
-// lines printed back; the agent streams a job's output to its caller), so a
-// value is quoted only when it is a short token of the kinds a policy holds
-// (names, numbers, URLs); anything else is described by its length.
-std::string Quote(std::string_view v) {
-  const bool token = !v.empty() && v.size() <= 64 && std::all_of(v.begin(), v.end(), [](char ch) {
-    return std::isalnum(static_cast<unsigned char>(ch)) || std::strchr("_-.:/@+%[]", ch);
-  });
-  if (token) return "'" + std::string(v) + "'";
-  return v.empty() ? "an empty string" : "a value of " + std::to_string(v.size()) + " characters";
-}
-
-std::string Describe(const Node& n) {
-  if (n.IsMap()) return "a map";
-  if (n.IsSequence()) return "a list";
-  if (n.IsNull()) return "nothing";
-  return Quote(n.Scalar());
-}
-
-struct Field {
-  Node value;
-  SourceLocation key_loc;
-  SourceLocation loc;  // the value's location (the key's when the value has none)
-  std::string name;
-};
-
-class Checker {
+// The shared checker, plus the policy's {min, max} ranges.
+class Checker : public YamlChecker {
  public:
-  explicit Checker(std::string file) : file_(std::move(file)) {}
-
-  void Error(SourceLocation loc, std::string message) {
-    errors_.push_back(PolicyError{file_, loc.line, loc.column, std::move(message)});
-  }
-  std::vector<PolicyError> TakeErrors() {
-    std::stable_sort(errors_.begin(), errors_.end(),
-                     [](const PolicyError& a, const PolicyError& b) {
-                       return a.line != b.line ? a.line < b.line : a.column < b.column;
-                     });
-    return std::move(errors_);
-  }
-  bool has_errors() const { return !errors_.empty(); }
-
-  // Reads a map's keys, reporting a non-map, unknown keys and duplicate keys.
-  // Returns false (and reports) when `node` is not a map.
-  bool ReadMap(const Node& node, SourceLocation where, const std::string& what,
-               const std::vector<std::string>& allowed, std::map<std::string, Field>* out) {
-    if (!node.IsMap()) {
-      Error(LocOf(node).line ? LocOf(node) : where, what + " must be a map, got " + Describe(node));
-      return false;
-    }
-    for (auto it = node.begin(); it != node.end(); ++it) {
-      const Node key = it->first;
-      const SourceLocation key_loc = LocOf(key);
-      if (!key.IsScalar()) {
-        Error(key_loc, "a key in " + what + " must be a plain name");
-        continue;
-      }
-      const std::string name = key.Scalar();
-      if (std::find(allowed.begin(), allowed.end(), name) == allowed.end()) {
-        Error(key_loc, "unknown key " + Quote(name) + " in " + what + DidYouMean(name, allowed));
-        continue;
-      }
-      if (auto prev = out->find(name); prev != out->end()) {
-        Error(key_loc, "duplicate key '" + name + "' in " + what + " (first at line " +
-                           std::to_string(prev->second.key_loc.line) + ")");
-        continue;
-      }
-      Field f;
-      f.value = it->second;
-      f.key_loc = key_loc;
-      const SourceLocation vl = LocOf(it->second);
-      f.loc = vl.line ? vl : key_loc;
-      f.name = name;
-      (*out)[name] = f;
-    }
-    return true;
-  }
-
-  void Missing(SourceLocation where, const std::string& key, const std::string& what) {
-    Error(where, "missing required key '" + key + "' in " + what);
-  }
-
-  bool String(const Field& f, std::string* out) {
-    if (!f.value.IsScalar()) {
-      Error(f.loc, "'" + f.name + "' must be a string, got " + Describe(f.value));
-      return false;
-    }
-    *out = f.value.Scalar();
-    return true;
-  }
-
-  bool NonEmptyString(const Field& f, std::string* out) {
-    if (!String(f, out)) return false;
-    if (out->empty()) {
-      Error(f.loc, "'" + f.name + "' must not be empty");
-      return false;
-    }
-    return true;
-  }
-
-  bool Name(const Field& f, std::string* out) {
-    if (!NonEmptyString(f, out)) return false;
-    for (char c : *out) {
-      if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.')) {
-        Error(f.loc, "'" + f.name + "' must use only letters, digits, '_', '-' and '.', got " +
-                         Quote(*out));
-        return false;
-      }
-    }
-    return true;
-  }
-
-  bool Number(const Field& f, double* out, double lo, double hi, const char* range_text) {
-    if (!f.value.IsScalar()) {
-      Error(f.loc, "'" + f.name + "' must be a number, got " + Describe(f.value));
-      return false;
-    }
-    const std::string& s = f.value.Scalar();
-    char* end = nullptr;
-    errno = 0;
-    const double v = std::strtod(s.c_str(), &end);
-    if (s.empty() || end != s.c_str() + s.size() || errno == ERANGE || !std::isfinite(v)) {
-      Error(f.loc, "'" + f.name + "' must be a number, got " + Quote(s));
-      return false;
-    }
-    if (v < lo || v > hi) {
-      Error(f.loc, "'" + f.name + "' must be in " + range_text + ", got " + s);  // a number
-      return false;
-    }
-    *out = v;
-    return true;
-  }
-
-  template <typename Int>
-  bool Integer(const Field& f, Int* out, int64_t lo, int64_t hi) {
-    if (!f.value.IsScalar()) {
-      Error(f.loc, "'" + f.name + "' must be an integer, got " + Describe(f.value));
-      return false;
-    }
-    const std::string& s = f.value.Scalar();
-    char* end = nullptr;
-    errno = 0;
-    const long long v = std::strtoll(s.c_str(), &end, 10);
-    if (s.empty() || end != s.c_str() + s.size() || errno == ERANGE) {
-      Error(f.loc, "'" + f.name + "' must be an integer, got " + Quote(s));
-      return false;
-    }
-    if (v < lo || v > hi) {
-      Error(f.loc, "'" + f.name + "' must be in " + std::to_string(lo) + ".." + std::to_string(hi) +
-                       ", got " + s);  // a number
-      return false;
-    }
-    *out = static_cast<Int>(v);
-    return true;
-  }
-
-  bool Bool(const Field& f, bool* out) {
-    if (f.value.IsScalar()) {
-      std::string s = f.value.Scalar();
-      for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-      if (s == "true" || s == "yes" || s == "on") {
-        *out = true;
-        return true;
-      }
-      if (s == "false" || s == "no" || s == "off") {
-        *out = false;
-        return true;
-      }
-    }
-    Error(f.loc, "'" + f.name + "' must be true or false, got " + Describe(f.value));
-    return false;
-  }
-
-  bool Enum(const Field& f, const std::vector<std::string>& names, size_t* index) {
-    std::string s;
-    if (!String(f, &s)) return false;
-    for (size_t i = 0; i < names.size(); ++i) {
-      if (names[i] == s) {
-        *index = i;
-        return true;
-      }
-    }
-    std::string list;
-    for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
-    Error(f.loc,
-          "'" + f.name + "' must be one of " + list + ", got " + Quote(s) + DidYouMean(s, names));
-    return false;
-  }
-
-  // A list of strings; a single string is accepted as a one-element list.
-  bool StringList(const Field& f, std::vector<std::string>* out) {
-    if (f.value.IsScalar()) {
-      out->push_back(f.value.Scalar());
-      return true;
-    }
-    if (!f.value.IsSequence()) {
-      Error(f.loc, "'" + f.name + "' must be a list of strings, got " + Describe(f.value));
-      return false;
-    }
-    bool ok = true;
-    for (const auto& item : f.value) {
-      if (!item.IsScalar()) {
-        const SourceLocation l = LocOf(item);
-        Error(l.line ? l : f.loc,
-              "items of '" + f.name + "' must be strings, got " + Describe(item));
-        ok = false;
-        continue;
-      }
-      out->push_back(item.Scalar());
-    }
-    return ok;
-  }
+  using YamlChecker::YamlChecker;
 
   // {min: a, max: b} with both in [lo, hi] and min <= max.
   bool ReadRange(const Field& f, double lo, double hi, const char* range_text, Range* out) {
@@ -353,16 +105,7 @@ class Checker {
     }
     return ok;
   }
-
- private:
-  std::string file_;
-  std::vector<PolicyError> errors_;
 };
-
-const Field* Get(const std::map<std::string, Field>& m, const std::string& key) {
-  auto it = m.find(key);
-  return it == m.end() ? nullptr : &it->second;
-}
 
 // Where a name reference was written, for checks after the whole file is read.
 struct PoolRefs {
@@ -379,32 +122,35 @@ void ParseGateway(Checker& c, const Field& f, GatewaySpec* g) {
                   "watch", "watch_interval_ms"},
                  &m))
     return;
-  if (auto* v = Get(m, "host")) c.NonEmptyString(*v, &g->host);
-  if (auto* v = Get(m, "port")) c.Integer(*v, &g->port, 0, 65535);
-  if (auto* v = Get(m, "threads")) c.Integer(*v, &g->threads, 4, 4096);
-  if (auto* v = Get(m, "stream_keepalive_ms")) c.Integer(*v, &g->stream_keepalive_ms, 0, 3600000);
-  if (auto* v = Get(m, "max_body_bytes")) c.Integer(*v, &g->max_body_bytes, 1024, int64_t{1} << 32);
-  if (auto* v = Get(m, "model_name")) c.NonEmptyString(*v, &g->model_name);
-  if (auto* v = Get(m, "watch")) c.Bool(*v, &g->watch);
-  if (auto* v = Get(m, "watch_interval_ms")) c.Integer(*v, &g->watch_interval_ms, 50, 3600000);
+  if (auto* v = FindField(m, "host")) c.NonEmptyString(*v, &g->host);
+  if (auto* v = FindField(m, "port")) c.Integer(*v, &g->port, 0, 65535);
+  if (auto* v = FindField(m, "threads")) c.Integer(*v, &g->threads, 4, 4096);
+  if (auto* v = FindField(m, "stream_keepalive_ms"))
+    c.Integer(*v, &g->stream_keepalive_ms, 0, 3600000);
+  if (auto* v = FindField(m, "max_body_bytes"))
+    c.Integer(*v, &g->max_body_bytes, 1024, int64_t{1} << 32);
+  if (auto* v = FindField(m, "model_name")) c.NonEmptyString(*v, &g->model_name);
+  if (auto* v = FindField(m, "watch")) c.Bool(*v, &g->watch);
+  if (auto* v = FindField(m, "watch_interval_ms"))
+    c.Integer(*v, &g->watch_interval_ms, 50, 3600000);
 }
 
 void ParseReplica(Checker& c, const Node& node, SourceLocation where, const std::string& what,
                   ReplicaSpec* r) {
-  const SourceLocation nl = LocOf(node);
+  const SourceLocation nl = YamlLocation(node);
   r->location = nl.line ? nl : where;
   if (node.IsScalar()) {  // shorthand: just the URL
     r->url = node.Scalar();
     ReplicaUrl parsed;
     std::string err;
     if (!ParseReplicaUrl(r->url, &parsed, &err))
-      c.Error(r->location, what + " url " + Quote(r->url) + " " + err);
+      c.Error(r->location, what + " url " + QuoteValue(r->url) + " " + err);
     return;
   }
   std::map<std::string, Field> m;
   if (!c.ReadMap(node, where, what, {"url", "job", "weight", "api_key_env"}, &m)) return;
-  const Field* url = Get(m, "url");
-  const Field* job = Get(m, "job");
+  const Field* url = FindField(m, "url");
+  const Field* job = FindField(m, "job");
   if (url && job) {
     c.Error(job->key_loc, what + " has both 'url' and 'job'; give one");
   } else if (!url && !job) {
@@ -415,10 +161,10 @@ void ParseReplica(Checker& c, const Node& node, SourceLocation where, const std:
     ReplicaUrl parsed;
     std::string err;
     if (!ParseReplicaUrl(r->url, &parsed, &err))
-      c.Error(url->loc, "'url' " + Quote(r->url) + " " + err);
+      c.Error(url->loc, "'url' " + QuoteValue(r->url) + " " + err);
   }
   if (job) c.Name(*job, &r->job);
-  if (auto* v = Get(m, "weight")) {
+  if (auto* v = FindField(m, "weight")) {
     double w = 1;
     if (c.Number(*v, &w, 0, 1e6, "(0, 1e6]")) {
       if (w <= 0)
@@ -427,11 +173,11 @@ void ParseReplica(Checker& c, const Node& node, SourceLocation where, const std:
         r->weight = w;
     }
   }
-  if (auto* v = Get(m, "api_key_env")) c.NonEmptyString(*v, &r->api_key_env);
+  if (auto* v = FindField(m, "api_key_env")) c.NonEmptyString(*v, &r->api_key_env);
 }
 
 void ParsePool(Checker& c, const Node& node, SourceLocation where, PoolSpec* p, PoolRefs* refs) {
-  const SourceLocation nl = LocOf(node);
+  const SourceLocation nl = YamlLocation(node);
   p->location = nl.line ? nl : where;
   std::map<std::string, Field> m;
   if (!c.ReadMap(
@@ -440,16 +186,16 @@ void ParsePool(Checker& c, const Node& node, SourceLocation where, PoolSpec* p, 
            "health_check", "outlier_ejection", "timeouts", "retries", "capacity"},
           &m))
     return;
-  const Field* name = Get(m, "name");
+  const Field* name = FindField(m, "name");
   if (!name)
     c.Missing(p->location, "name", "a pool");
   else if (c.Name(*name, &p->name))
     refs->name = name->loc;
   const std::string what = p->name.empty() ? std::string("a pool") : "pool '" + p->name + "'";
-  if (auto* v = Get(m, "model")) c.NonEmptyString(*v, &p->model);
+  if (auto* v = FindField(m, "model")) c.NonEmptyString(*v, &p->model);
 
-  const Field* replicas = Get(m, "replicas");
-  const Field* instance = Get(m, "instance");
+  const Field* replicas = FindField(m, "replicas");
+  const Field* instance = FindField(m, "instance");
   if (instance && replicas) {
     c.Error(instance->key_loc, what + " has both 'replicas' and 'instance'; give one");
   } else if (instance) {
@@ -459,7 +205,7 @@ void ParsePool(Checker& c, const Node& node, SourceLocation where, PoolSpec* p, 
                              " (or 'instance: NAME', a deployment's instance)");
   } else if (!replicas->value.IsSequence()) {
     c.Error(replicas->loc,
-            "'replicas' of " + what + " must be a list, got " + Describe(replicas->value));
+            "'replicas' of " + what + " must be a list, got " + DescribeNode(replicas->value));
   } else if (replicas->value.size() == 0) {
     c.Error(replicas->loc,
             "'replicas' of " + what + " is empty; a pool needs at least one replica");
@@ -471,70 +217,72 @@ void ParsePool(Checker& c, const Node& node, SourceLocation where, PoolSpec* p, 
       p->replicas.push_back(std::move(spec));
     }
   }
-  if (auto* v = Get(m, "load_balancing")) {
+  if (auto* v = FindField(m, "load_balancing")) {
     size_t idx = 0;
     if (c.Enum(*v, {"least_request", "round_robin", "weighted_random"}, &idx))
       p->load_balancing = static_cast<LoadBalancing>(idx);
   }
-  if (auto* v = Get(m, "max_in_flight")) c.Integer(*v, &p->max_in_flight, 0, 1000000);
-  if (auto* v = Get(m, "fallback")) {
+  if (auto* v = FindField(m, "max_in_flight")) c.Integer(*v, &p->max_in_flight, 0, 1000000);
+  if (auto* v = FindField(m, "fallback")) {
     if (c.Name(*v, &p->fallback)) refs->fallback = v->loc;
   }
-  if (auto* f = Get(m, "health_check")) {
+  if (auto* f = FindField(m, "health_check")) {
     std::map<std::string, Field> h;
     auto& hc = p->health_check;
     if (c.ReadMap(f->value, f->loc, "'health_check' of " + what,
                   {"enabled", "path", "interval_ms", "timeout_ms", "unhealthy_threshold",
                    "healthy_threshold"},
                   &h)) {
-      if (auto* v = Get(h, "enabled")) c.Bool(*v, &hc.enabled);
-      if (auto* v = Get(h, "path")) {
+      if (auto* v = FindField(h, "enabled")) c.Bool(*v, &hc.enabled);
+      if (auto* v = FindField(h, "path")) {
         if (c.NonEmptyString(*v, &hc.path) && hc.path.front() != '/')
-          c.Error(v->loc, "'path' must start with '/', got " + Quote(hc.path));
+          c.Error(v->loc, "'path' must start with '/', got " + QuoteValue(hc.path));
       }
-      if (auto* v = Get(h, "interval_ms")) c.Integer(*v, &hc.interval_ms, 10, 3600000);
-      if (auto* v = Get(h, "timeout_ms")) c.Integer(*v, &hc.timeout_ms, 10, 600000);
-      if (auto* v = Get(h, "unhealthy_threshold")) c.Integer(*v, &hc.unhealthy_threshold, 1, 100);
-      if (auto* v = Get(h, "healthy_threshold")) c.Integer(*v, &hc.healthy_threshold, 1, 100);
+      if (auto* v = FindField(h, "interval_ms")) c.Integer(*v, &hc.interval_ms, 10, 3600000);
+      if (auto* v = FindField(h, "timeout_ms")) c.Integer(*v, &hc.timeout_ms, 10, 600000);
+      if (auto* v = FindField(h, "unhealthy_threshold"))
+        c.Integer(*v, &hc.unhealthy_threshold, 1, 100);
+      if (auto* v = FindField(h, "healthy_threshold")) c.Integer(*v, &hc.healthy_threshold, 1, 100);
     }
   }
-  if (auto* f = Get(m, "outlier_ejection")) {
+  if (auto* f = FindField(m, "outlier_ejection")) {
     std::map<std::string, Field> o;
     auto& oe = p->outlier_ejection;
     if (c.ReadMap(
             f->value, f->loc, "'outlier_ejection' of " + what,
             {"consecutive_failures", "base_ejection_ms", "max_ejection_ms", "max_ejected_percent"},
             &o)) {
-      if (auto* v = Get(o, "consecutive_failures"))
+      if (auto* v = FindField(o, "consecutive_failures"))
         c.Integer(*v, &oe.consecutive_failures, 1, 1000);
-      if (auto* v = Get(o, "base_ejection_ms")) c.Integer(*v, &oe.base_ejection_ms, 1, 86400000);
-      if (auto* v = Get(o, "max_ejection_ms")) {
+      if (auto* v = FindField(o, "base_ejection_ms"))
+        c.Integer(*v, &oe.base_ejection_ms, 1, 86400000);
+      if (auto* v = FindField(o, "max_ejection_ms")) {
         if (c.Integer(*v, &oe.max_ejection_ms, 1, 86400000) &&
             oe.max_ejection_ms < oe.base_ejection_ms)
           c.Error(v->loc, "'max_ejection_ms' (" + std::to_string(oe.max_ejection_ms) +
                               ") is below 'base_ejection_ms' (" +
                               std::to_string(oe.base_ejection_ms) + ")");
       }
-      if (auto* v = Get(o, "max_ejected_percent"))
+      if (auto* v = FindField(o, "max_ejected_percent"))
         c.Number(*v, &oe.max_ejected_percent, 0, 100, "[0, 100]");
     }
   }
-  if (auto* f = Get(m, "timeouts")) {
+  if (auto* f = FindField(m, "timeouts")) {
     std::map<std::string, Field> t;
     auto& to = p->timeouts;
     if (c.ReadMap(f->value, f->loc, "'timeouts' of " + what,
                   {"connect_ms", "first_token_ms", "idle_ms"}, &t)) {
-      if (auto* v = Get(t, "connect_ms")) c.Integer(*v, &to.connect_ms, 1, 600000);
-      if (auto* v = Get(t, "first_token_ms")) c.Integer(*v, &to.first_token_ms, 1, 3600000);
-      if (auto* v = Get(t, "idle_ms")) c.Integer(*v, &to.idle_ms, 1, 3600000);
+      if (auto* v = FindField(t, "connect_ms")) c.Integer(*v, &to.connect_ms, 1, 600000);
+      if (auto* v = FindField(t, "first_token_ms")) c.Integer(*v, &to.first_token_ms, 1, 3600000);
+      if (auto* v = FindField(t, "idle_ms")) c.Integer(*v, &to.idle_ms, 1, 3600000);
     }
   }
-  if (auto* f = Get(m, "retries")) {
+  if (auto* f = FindField(m, "retries")) {
     std::map<std::string, Field> r;
     auto& rs = p->retries;
     if (c.ReadMap(f->value, f->loc, "'retries' of " + what, {"attempts", "on"}, &r)) {
-      if (auto* v = Get(r, "attempts")) c.Integer(*v, &rs.attempts, 0, 10);
-      if (auto* v = Get(r, "on")) {
+      if (auto* v = FindField(r, "attempts")) c.Integer(*v, &rs.attempts, 0, 10);
+      if (auto* v = FindField(r, "on")) {
         std::vector<std::string> kinds;
         if (c.StringList(*v, &kinds)) {
           rs.on_connect_error = rs.on_5xx = rs.on_429 = false;
@@ -548,19 +296,19 @@ void ParsePool(Checker& c, const Node& node, SourceLocation where, PoolSpec* p, 
               rs.on_429 = true;
             else
               c.Error(v->loc, "'on' of 'retries' must list connect_error, 5xx or 429, got " +
-                                  Quote(k) + DidYouMean(k, known));
+                                  QuoteValue(k) + DidYouMean(k, known));
           }
         }
       }
     }
   }
-  if (auto* f = Get(m, "capacity")) {
+  if (auto* f = FindField(m, "capacity")) {
     std::map<std::string, Field> k;
     if (c.ReadMap(f->value, f->loc, "'capacity' of " + what,
                   {"nodes_per_replica", "requests_per_s"}, &k)) {
-      if (auto* v = Get(k, "nodes_per_replica"))
+      if (auto* v = FindField(k, "nodes_per_replica"))
         c.Integer(*v, &p->capacity.nodes_per_replica, 1, 1024);
-      if (auto* v = Get(k, "requests_per_s"))
+      if (auto* v = FindField(k, "requests_per_s"))
         c.Number(*v, &p->capacity.requests_per_s, 0, 1e9, "[0, 1e9]");
     }
   }
@@ -568,27 +316,27 @@ void ParsePool(Checker& c, const Node& node, SourceLocation where, PoolSpec* p, 
 
 void ParseClassifier(Checker& c, const Node& node, SourceLocation where, ClassifierSpec* cl,
                      SourceLocation* name_loc, SourceLocation* weights_loc) {
-  const SourceLocation nl = LocOf(node);
+  const SourceLocation nl = YamlLocation(node);
   cl->location = nl.line ? nl : where;
   std::map<std::string, Field> m;
   if (!c.ReadMap(node, where, "a classifier", {"name", "type", "weights", "threshold"}, &m)) return;
-  const Field* name = Get(m, "name");
+  const Field* name = FindField(m, "name");
   if (!name)
     c.Missing(cl->location, "name", "a classifier");
   else if (c.Name(*name, &cl->name))
     *name_loc = name->loc;
   const std::string what =
       cl->name.empty() ? std::string("a classifier") : "classifier '" + cl->name + "'";
-  if (auto* v = Get(m, "type")) {
+  if (auto* v = FindField(m, "type")) {
     size_t idx = 0;
     if (c.Enum(*v, {"hashed_logistic"}, &idx)) cl->type = "hashed_logistic";
   }
-  const Field* weights = Get(m, "weights");
+  const Field* weights = FindField(m, "weights");
   if (!weights)
     c.Missing(cl->location, "weights", what);
   else if (c.NonEmptyString(*weights, &cl->weights_path))
     *weights_loc = weights->loc;
-  if (auto* v = Get(m, "threshold")) c.Number(*v, &cl->threshold, 0, 1, "[0, 1]");
+  if (auto* v = FindField(m, "threshold")) c.Number(*v, &cl->threshold, 0, 1, "[0, 1]");
 }
 
 void ParseMatch(Checker& c, const Field& f, const std::string& what, RouteMatch* match,
@@ -603,41 +351,41 @@ void ParseMatch(Checker& c, const Field& f, const std::string& what, RouteMatch*
   if (m.empty())
     c.Error(f.loc, "'match' of " + what + " is empty; leave it out for a catch-all route");
   constexpr double kBig = 1e12;
-  if (auto* v = Get(m, "classifier")) {
+  if (auto* v = FindField(m, "classifier")) {
     if (c.Name(*v, &match->classifier)) refs->classifier = v->loc;
   }
-  if (auto* v = Get(m, "score")) {
+  if (auto* v = FindField(m, "score")) {
     if (c.ReadRange(*v, 0, 1, "[0, 1]", &match->score)) refs->score = v->loc;
   }
-  if (auto* v = Get(m, "hard")) {
+  if (auto* v = FindField(m, "hard")) {
     bool b = false;
     if (c.Bool(*v, &b)) {
       match->hard = b;
       refs->hard = v->loc;
     }
   }
-  if (auto* v = Get(m, "prompt_tokens"))
+  if (auto* v = FindField(m, "prompt_tokens"))
     c.ReadRange(*v, 0, kBig, "[0, 1e12]", &match->prompt_tokens);
-  if (auto* v = Get(m, "turns")) c.ReadRange(*v, 0, kBig, "[0, 1e12]", &match->turns);
-  if (auto* v = Get(m, "tools")) c.ReadRange(*v, 0, kBig, "[0, 1e12]", &match->tools);
-  if (auto* v = Get(m, "tool_call_depth"))
+  if (auto* v = FindField(m, "turns")) c.ReadRange(*v, 0, kBig, "[0, 1e12]", &match->turns);
+  if (auto* v = FindField(m, "tools")) c.ReadRange(*v, 0, kBig, "[0, 1e12]", &match->tools);
+  if (auto* v = FindField(m, "tool_call_depth"))
     c.ReadRange(*v, 0, kBig, "[0, 1e12]", &match->tool_call_depth);
-  if (auto* v = Get(m, "has_code")) {
+  if (auto* v = FindField(m, "has_code")) {
     bool b = false;
     if (c.Bool(*v, &b)) match->has_code = b;
   }
-  if (auto* v = Get(m, "has_math")) {
+  if (auto* v = FindField(m, "has_math")) {
     bool b = false;
     if (c.Bool(*v, &b)) match->has_math = b;
   }
-  if (auto* v = Get(m, "keywords")) {
+  if (auto* v = FindField(m, "keywords")) {
     if (c.StringList(*v, &match->keywords)) {
       for (auto& k : match->keywords)
         for (char& ch : k) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
       if (match->keywords.empty()) c.Error(v->loc, "'keywords' is empty");
     }
   }
-  if (auto* v = Get(m, "script")) {
+  if (auto* v = FindField(m, "script")) {
     const std::vector<std::string> scripts = {"latin", "cjk",    "cyrillic", "arabic", "devanagari",
                                               "greek", "hebrew", "thai",     "hangul", "none"};
     if (c.StringList(*v, &match->scripts)) {
@@ -646,18 +394,19 @@ void ParseMatch(Checker& c, const Field& f, const std::string& what, RouteMatch*
           c.Error(v->loc,
                   "'script' must list Unicode scripts (latin, cjk, cyrillic, arabic, "
                   "devanagari, greek, hebrew, thai, hangul, none), got " +
-                      Quote(s) + DidYouMean(s, scripts));
+                      QuoteValue(s) + DidYouMean(s, scripts));
       }
     }
   }
-  if (auto* v = Get(m, "model")) c.StringList(*v, &match->models);
-  if (auto* v = Get(m, "headers")) {
+  if (auto* v = FindField(m, "model")) c.StringList(*v, &match->models);
+  if (auto* v = FindField(m, "headers")) {
     if (!v->value.IsMap()) {
-      c.Error(v->loc, "'headers' must be a map of header name to value, got " + Describe(v->value));
+      c.Error(v->loc,
+              "'headers' must be a map of header name to value, got " + DescribeNode(v->value));
     } else {
       for (auto it = v->value.begin(); it != v->value.end(); ++it) {
         if (!it->first.IsScalar() || !it->second.IsScalar()) {
-          c.Error(LocOf(it->first), "'headers' entries must be 'Name: value'");
+          c.Error(YamlLocation(it->first), "'headers' entries must be 'Name: value'");
           continue;
         }
         std::string name = it->first.Scalar();
@@ -669,48 +418,49 @@ void ParseMatch(Checker& c, const Field& f, const std::string& what, RouteMatch*
 }
 
 void ParseRoute(Checker& c, const Node& node, SourceLocation where, RouteSpec* r, RouteRefs* refs) {
-  const SourceLocation nl = LocOf(node);
+  const SourceLocation nl = YamlLocation(node);
   r->location = nl.line ? nl : where;
   std::map<std::string, Field> m;
   if (!c.ReadMap(node, where, "a route", {"name", "match", "pool", "fallback", "escalate"}, &m))
     return;
-  const Field* name = Get(m, "name");
+  const Field* name = FindField(m, "name");
   if (!name)
     c.Missing(r->location, "name", "a route");
   else if (c.Name(*name, &r->name))
     refs->name = name->loc;
   const std::string what = r->name.empty() ? std::string("a route") : "route '" + r->name + "'";
-  if (auto* v = Get(m, "match")) ParseMatch(c, *v, what, &r->match, refs);
-  const Field* pool = Get(m, "pool");
+  if (auto* v = FindField(m, "match")) ParseMatch(c, *v, what, &r->match, refs);
+  const Field* pool = FindField(m, "pool");
   if (!pool)
     c.Missing(r->location, "pool", what);
   else if (c.Name(*pool, &r->pool))
     refs->pool = pool->loc;
-  if (auto* v = Get(m, "fallback")) {
+  if (auto* v = FindField(m, "fallback")) {
     if (c.Name(*v, &r->fallback)) refs->fallback = v->loc;
   }
-  if (auto* f = Get(m, "escalate")) {
+  if (auto* f = FindField(m, "escalate")) {
     std::map<std::string, Field> e;
     if (c.ReadMap(f->value, f->loc, "'escalate' of " + what, {"pool", "on_status", "sticky"}, &e)) {
-      const Field* ep = Get(e, "pool");
+      const Field* ep = FindField(e, "pool");
       if (!ep)
         c.Missing(f->loc, "pool", "'escalate' of " + what);
       else if (c.Name(*ep, &r->escalate.pool))
         refs->escalate_pool = ep->loc;
-      const Field* os = Get(e, "on_status");
+      const Field* os = FindField(e, "on_status");
       if (!os) {
         c.Missing(f->loc, "on_status", "'escalate' of " + what);
       } else if (!os->value.IsSequence() || os->value.size() == 0) {
         c.Error(os->loc, "'on_status' must be a non-empty list of HTTP statuses, got " +
-                             Describe(os->value));
+                             DescribeNode(os->value));
       } else {
         for (const auto& item : os->value) {
-          Field itf{item, os->key_loc, LocOf(item).line ? LocOf(item) : os->loc, "on_status"};
+          Field itf{item, os->key_loc, YamlLocation(item).line ? YamlLocation(item) : os->loc,
+                    "on_status"};
           int code = 0;
           if (c.Integer(itf, &code, 400, 599)) r->escalate.on_status.push_back(code);
         }
       }
-      if (auto* v = Get(e, "sticky")) c.Bool(*v, &r->escalate.sticky);
+      if (auto* v = FindField(e, "sticky")) c.Bool(*v, &r->escalate.sticky);
     }
   }
 }
@@ -720,22 +470,22 @@ void ParseStickiness(Checker& c, const Field& f, StickinessSpec* s) {
   if (!c.ReadMap(f.value, f.loc, "'stickiness'",
                  {"mode", "header", "scope", "ttl_s", "max_sessions"}, &m))
     return;
-  if (auto* v = Get(m, "mode")) {
+  if (auto* v = FindField(m, "mode")) {
     size_t idx = 0;
     if (c.Enum(*v, {"off", "header", "prefix", "header_or_prefix"}, &idx))
       s->mode = static_cast<StickinessMode>(idx);
   }
-  if (auto* v = Get(m, "header")) {
+  if (auto* v = FindField(m, "header")) {
     if (c.NonEmptyString(*v, &s->header))
       for (char& ch : s->header)
         ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
   }
-  if (auto* v = Get(m, "scope")) {
+  if (auto* v = FindField(m, "scope")) {
     size_t idx = 0;
     if (c.Enum(*v, {"session", "turn"}, &idx)) s->scope = static_cast<StickinessScope>(idx);
   }
-  if (auto* v = Get(m, "ttl_s")) c.Integer(*v, &s->ttl_s, 1, int64_t{365} * 86400);
-  if (auto* v = Get(m, "max_sessions")) c.Integer(*v, &s->max_sessions, 1, 100000000);
+  if (auto* v = FindField(m, "ttl_s")) c.Integer(*v, &s->ttl_s, 1, int64_t{365} * 86400);
+  if (auto* v = FindField(m, "max_sessions")) c.Integer(*v, &s->max_sessions, 1, 100000000);
 }
 
 std::vector<std::string> Names(const std::vector<PoolSpec>& pools) {
@@ -784,7 +534,7 @@ PolicyParseResult ParsePolicy(std::string_view yaml, const std::string& file_nam
     } else if (c.ReadMap(root, start, "the policy",
                          {"version", "gateway", "pools", "classifiers", "routes", "stickiness"},
                          &top)) {
-      if (auto* v = Get(top, "version")) {
+      if (auto* v = FindField(top, "version")) {
         int version = 0;
         if (c.Integer(*v, &version, 1, 1000000) && version != 1)
           c.Error(v->loc, "unsupported 'version' " + std::to_string(version) +
@@ -792,14 +542,14 @@ PolicyParseResult ParsePolicy(std::string_view yaml, const std::string& file_nam
       } else {
         c.Missing(start, "version", "the policy");
       }
-      if (auto* v = Get(top, "gateway")) ParseGateway(c, *v, &policy->gateway);
+      if (auto* v = FindField(top, "gateway")) ParseGateway(c, *v, &policy->gateway);
 
-      const Field* pools = Get(top, "pools");
+      const Field* pools = FindField(top, "pools");
       if (!pools) {
         c.Missing(start, "pools", "the policy");
       } else if (!pools->value.IsSequence() || pools->value.size() == 0) {
         c.Error(pools->loc,
-                "'pools' must be a non-empty list of pools, got " + Describe(pools->value));
+                "'pools' must be a non-empty list of pools, got " + DescribeNode(pools->value));
       } else {
         for (const auto& node : pools->value) {
           PoolSpec p;
@@ -810,9 +560,9 @@ PolicyParseResult ParsePolicy(std::string_view yaml, const std::string& file_nam
         }
       }
 
-      if (auto* v = Get(top, "classifiers")) {
+      if (auto* v = FindField(top, "classifiers")) {
         if (!v->value.IsSequence()) {
-          c.Error(v->loc, "'classifiers' must be a list, got " + Describe(v->value));
+          c.Error(v->loc, "'classifiers' must be a list, got " + DescribeNode(v->value));
         } else {
           for (const auto& node : v->value) {
             ClassifierSpec cl;
@@ -825,12 +575,12 @@ PolicyParseResult ParsePolicy(std::string_view yaml, const std::string& file_nam
         }
       }
 
-      const Field* routes = Get(top, "routes");
+      const Field* routes = FindField(top, "routes");
       if (!routes) {
         c.Missing(start, "routes", "the policy");
       } else if (!routes->value.IsSequence() || routes->value.size() == 0) {
         c.Error(routes->loc,
-                "'routes' must be a non-empty list of routes, got " + Describe(routes->value));
+                "'routes' must be a non-empty list of routes, got " + DescribeNode(routes->value));
       } else {
         for (const auto& node : routes->value) {
           RouteSpec r;
@@ -840,7 +590,7 @@ PolicyParseResult ParsePolicy(std::string_view yaml, const std::string& file_nam
           route_refs.push_back(refs);
         }
       }
-      if (auto* v = Get(top, "stickiness")) ParseStickiness(c, *v, &policy->stickiness);
+      if (auto* v = FindField(top, "stickiness")) ParseStickiness(c, *v, &policy->stickiness);
     }
   } catch (const YAML::Exception& e) {
     const SourceLocation loc =

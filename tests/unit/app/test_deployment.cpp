@@ -132,6 +132,13 @@ rooter:
         {"version: 1\nname: 'a b'\ninstances: [{name: a, model: /m}]\n",
          "f.yaml:2:7:", "only letters"},
         {"version: 1\nname: x\ninstances: []\n", "f.yaml:3:12:", "non-empty list"},
+        // A value that is not a short token is described, never echoed back
+        // (a path pointed at some other file must not print its lines).
+        {"version: 1\nname: 'root:x:0:0:root /root /bin/bash'\ninstances: [{name: a, model: "
+         "/m}]\n",
+         "f.yaml:2:7:", "got a value of 31 characters"},
+        {"version: 1\nname: x\ninstances: [{name: a, model: /m, kv_dtype: 'secret text'}]\n",
+         "f.yaml:3:", "got a value of 11 characters"},
         {"version: 1\nname: x\ninstances:\n  - name: a\n    model: /m\n    tp: 2\n    nodes: "
          "[n1]\n",
          "f.yaml:7:12:", "lists 1 nodes, but 1 replica x TP 2 need 2"},

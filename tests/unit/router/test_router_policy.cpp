@@ -82,6 +82,9 @@ class TestRouterPolicy : public QObject {
     QTest::newRow("unknown top-level key")
         << replace("routes:", "rootes:") << "p.yaml:11:1: "
         << "unknown key 'rootes' in the policy (did you mean 'routes'?)";
+    QTest::newRow("unknown key, nothing near it")
+        << replace("    fallback: large", "    overflow_to: large") << "p.yaml:10:5: "
+        << "unknown key 'overflow_to' in a pool (known keys: name, model";
     QTest::newRow("unknown pool key")
         << replace("    fallback: large", "    fallbak: large") << "p.yaml:10:5: "
         << "did you mean 'fallback'?";

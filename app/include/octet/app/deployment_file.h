@@ -4,8 +4,9 @@
 // suggested, the router's YAML guard against alias bombs first. Nothing here
 // talks to a node: placement and running a deployment are in deployment.h,
 // which includes this. Kept apart so that the parser builds on its own:
-// deployment_file.cpp needs only base and the router's YAML guard (the fuzz
-// target `deployment` compiles it without the agent client).
+// deployment_file.cpp needs only base and the router's YAML guard and schema
+// checker (yaml_checker.h, the routing policy's too); the fuzz target
+// `deployment` compiles it without the agent client.
 #pragma once
 
 #include <cstdint>

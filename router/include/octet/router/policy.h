@@ -19,25 +19,14 @@
 #include <vector>
 
 #include "octet/base/status.h"
+#include "octet/router/yaml_error.h"
 
 namespace octet::router {
 
 class HashedLogisticModel;
 
-// Where in the policy file a setting was written (1-based; 0 when unknown).
-struct SourceLocation {
-  int line = 0;
-  int column = 0;
-};
-
-// One validation error: "FILE:LINE:COL: message".
-struct PolicyError {
-  std::string file;
-  int line = 0;
-  int column = 0;
-  std::string message;
-  std::string ToString() const;
-};
+// One validation error: ToString() is "FILE:LINE:COL: message".
+using PolicyError = YamlError;
 
 // A numeric interval used by route matches: min <= x < max (either side optional).
 struct Range {
