@@ -6,14 +6,17 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <iostream>
 #include <map>
+#include <memory>
 #include <thread>
 
 #include "command.h"
 #include "octet/app/cluster_profile.h"
 #include "octet/app/cluster_session.h"
 #include "octet/app/deployment.h"
+#include "octet/app/deployment_edit.h"
 #include "octet/base/args.h"
 #include "octet/base/file_util.h"
 #include "octet/base/json.h"
@@ -41,7 +44,8 @@ constexpr const char* kUsage =
     "  watch FILE --cluster NAME            keep it as the file asks: apply again whenever a\n"
     "                                       replica or the router failed or is gone (restarted\n"
     "                                       on free nodes when its own are down; the router\n"
-    "                                       follows); until SIGINT/SIGTERM\n"
+    "                                       follows) and whenever FILE changes; until\n"
+    "                                       SIGINT/SIGTERM\n"
     "  status [NAME] --cluster NAME [--json]  what the agents run, per deployment\n"
     "  down NAME --cluster NAME             stop every replica and the router\n";
 
@@ -368,41 +372,53 @@ int RunCheckOrApply(const std::vector<std::string>& args, bool apply) {
   return kExitOk;
 }
 
-// What makes `watch` apply the file again: each replica it asks for that is
-// not running (missing, failed or stopped) and a router that is not; "" when
-// all of them are ready or starting.
-std::string WhatIsAmiss(const app::Deployment& d, const std::vector<app::DeploymentStatus>& all) {
-  const app::DeploymentStatus* cur = nullptr;
-  for (const auto& s : all) {
-    if (s.name == d.name) cur = &s;
-  }
-  std::string amiss;
-  auto add = [&](const std::string& what, const app::DeployedReplica* r) {
-    std::string s = what + (r ? " " + r->state : std::string(" is not running"));
-    if (r && !r->error.empty()) s += " (" + r->error + ")";
-    amiss += (amiss.empty() ? "" : "; ") + s;
-  };
-  auto live = [](const app::DeployedReplica& r) {
-    return r.state == "ready" || r.state == "starting";
-  };
-  for (const auto& i : d.instances) {
-    for (int k = 0; k < i.replicas; ++k) {
-      const std::string name = i.name + "-" + std::to_string(k);
-      const app::DeployedReplica* found = nullptr;
-      if (cur) {
-        for (const auto& r : cur->instances) {
-          if (r.replica == name) found = &r;
-        }
-      }
-      if (!found || !live(*found)) add(name, found);
+// The watched file, read again every round: a change that parses becomes what
+// the watch keeps (and is applied at once); one with errors is reported once
+// and the last good version kept, so a half-saved edit never stops a replica.
+class WatchedFile {
+ public:
+  WatchedFile(std::string path, std::string text, std::shared_ptr<const app::Deployment> d)
+      : path_(std::move(path)), text_(std::move(text)), current_(std::move(d)) {}
+
+  const app::Deployment& current() const { return *current_; }
+
+  // True when the file now holds a different valid deployment (current()
+  // is it). `say` gets what the user should know, once per change.
+  bool Reread(const std::function<void(const std::string&)>& say) {
+    auto text = ReadFileToString(path_);
+    if (!text.ok()) {
+      const std::string why = text.status().message();
+      if (why != read_error_)
+        say("cannot read " + path_ + " (" + why + "); keeping what it said before");
+      read_error_ = why;
+      return false;
     }
+    read_error_.clear();
+    if (*text == text_) return false;
+    text_ = *text;
+    app::DeploymentParseResult parsed = app::ParseDeployment(text_, path_);
+    if (!parsed.ok()) {
+      say(path_ + " changed but has errors; keeping what it said before:\n" +
+          parsed.status().message());
+      return false;
+    }
+    const std::string was = current_->name;
+    std::string why_not;
+    if (app::SameDeployment(*current_, *parsed.deployment, &why_not)) return false;
+    current_ = std::move(parsed.deployment);
+    if (current_->name != was) {
+      say(path_ + " now names deployment '" + current_->name + "'; '" + was +
+          "' keeps running (`octet deploy down " + was + "` stops it)");
+    }
+    return true;
   }
-  if (d.router.present) {
-    const app::DeployedReplica* r = cur && cur->has_router ? &cur->router : nullptr;
-    if (!r || !live(*r)) add("the router", r);
-  }
-  return amiss;
-}
+
+ private:
+  std::string path_;
+  std::string text_;  // as last read
+  std::shared_ptr<const app::Deployment> current_;
+  std::string read_error_;  // said once until it changes
+};
 
 int RunWatch(const std::vector<std::string>& args) {
   const std::string prog = "octet deploy watch";
@@ -410,9 +426,10 @@ int RunWatch(const std::vector<std::string>& args) {
               "Keep a deployment as its file asks: read what the agents run every --interval-ms "
               "and apply the file again when a replica or the router failed or is gone (apply "
               "restarts it, on free nodes when its own are down, and tells the router the new "
-              "endpoints). The file is read once, at the start. Runs until SIGINT or SIGTERM "
-              "(exit 0; the deployment keeps running; an apply in progress stops what it "
-              "started).");
+              "endpoints). The file is read again every round: a changed file that is valid is "
+              "applied at once (only what changed changes); one with errors is reported and the "
+              "last valid version kept. Runs until SIGINT or SIGTERM (exit 0; the deployment "
+              "keeps running; an apply in progress stops what it started).");
   p.Positional("FILE", "the deployment file (YAML)");
   AddClusterFlags(p);
   p.Option("interval-ms", "MS", "how often the agents are asked what runs", "5000");
@@ -432,29 +449,35 @@ int RunWatch(const std::vector<std::string>& args) {
   auto node_wait = p.GetInt("node-wait-ms");
   if (!node_wait.ok() || *node_wait < 0 || *node_wait > *wait)
     return UsageError(prog, "--node-wait-ms must be 0..--wait-ms");
-  const std::string file = p.positional()[0];
-  const app::DeploymentParseResult parsed = app::LoadDeploymentFile(file);
+  const std::string path = p.positional()[0];
+  auto text = ReadFileToString(path);
+  if (!text.ok()) return Failure(prog, text.status().message());
+  app::DeploymentParseResult parsed = app::ParseDeployment(*text, path);
   if (int code = CheckDeploymentFile(prog, parsed, false); code != kExitOk) return code;
-  const app::Deployment& d = *parsed.deployment;
+  WatchedFile file(path, std::move(*text), std::move(parsed.deployment));
   InstallStopSignals();
   std::string cluster_token;
   auto session = OpenCluster(p, &cluster_token);
   if (!session.ok()) return Failure(prog, session.status().message());
-  std::cerr << prog << ": watching '" << d.name << "' every " << *interval
-            << " ms (SIGINT/SIGTERM stop)\n";
+  std::cerr << prog << ": watching '" << file.current().name << "' and " << path << " every "
+            << *interval << " ms (SIGINT/SIGTERM stop)\n";
   std::string last;  // said once until something changes
   auto say_once = [&](const std::string& line) {
     if (line != last) std::cerr << prog << ": " << line << "\n";
     last = line;
   };
+  auto say = [&](const std::string& line) { std::cerr << prog << ": " << line << "\n"; };
+  bool changed = false;  // a changed file waits for an apply that succeeds
   while (!StopRequested()) {
+    changed = file.Reread(say) || changed;
+    const app::Deployment& d = file.current();
     std::vector<app::NodeSilence> silent;
     const auto all = app::ReadDeployments(**session, Deadline::AfterMs(15'000), &silent);
     std::string up_but_silent;
     for (const auto& s : silent) {
       if (s.up) up_but_silent += (up_but_silent.empty() ? "" : ", ") + s.node;
     }
-    const std::string amiss = WhatIsAmiss(d, all);
+    const std::string amiss = changed ? path + " changed" : app::WhatIsAmiss(d, all);
     if (!up_but_silent.empty()) {
       // Its replicas would read missing: nothing is changed on a guess.
       say_once("not acting this round: node(s) " + up_but_silent +
@@ -463,24 +486,26 @@ int RunWatch(const std::vector<std::string>& args) {
       say_once("every replica" + std::string(d.router.present ? " and the router" : "") +
                " running");
     } else if (!StopRequested()) {
-      std::cerr << prog << ": " << amiss << ": applying " << file << "\n";
+      say(amiss + ": applying " + path);
       app::PlacementInput input = app::PlacementInputFrom((*session)->Snapshot());
       input.memory = app::PlannerMemoryEstimator(CatalogDir());
       app::ApplyOptions ao;
       ao.deadline = Deadline::AfterMs(*wait);
       ao.node_wait_ms = static_cast<int>(*node_wait);
       ao.cluster_token = cluster_token;
-      ao.progress = [&](const std::string& line) { std::cerr << prog << ": " << line << "\n"; };
+      ao.progress = say;
       ao.cancelled = [] { return StopRequested(); };
       auto r = app::ApplyDeployment(**session, d, input, ao);
       if (!r.ok()) {
-        std::cerr << prog << ": apply failed (again in " << *interval
-                  << " ms): " << r.status().message() << "\n";
+        say("apply failed (again in " + std::to_string(*interval) +
+            " ms): " + r.status().message());
       } else {
-        std::string started;
-        for (const auto& s : r->started) started += (started.empty() ? "" : ", ") + s;
-        std::cerr << prog << ": started " << (started.empty() ? "nothing" : started) << "; kept "
-                  << r->kept.size() << "\n";
+        changed = false;
+        std::string started, stopped;
+        for (const auto& n : r->started) started += (started.empty() ? "" : ", ") + n;
+        for (const auto& n : r->stopped) stopped += (stopped.empty() ? "" : ", ") + n;
+        say("started " + (started.empty() ? std::string("nothing") : started) + "; kept " +
+            std::to_string(r->kept.size()) + (stopped.empty() ? "" : "; stopped " + stopped));
       }
       last.clear();
     }
@@ -488,7 +513,7 @@ int RunWatch(const std::vector<std::string>& args) {
     while (!StopRequested() && !next.expired())
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-  std::cerr << prog << ": stopped watching; '" << d.name << "' keeps running\n";
+  say("stopped watching; '" + file.current().name + "' keeps running");
   return kExitOk;
 }
 

@@ -343,6 +343,37 @@ std::string WhyNotKept(const DeployedReplica& r, const DeployInstanceSpec* spec,
 
 }  // namespace
 
+std::string WhatIsAmiss(const Deployment& d, const std::vector<DeploymentStatus>& all) {
+  const DeploymentStatus* cur = nullptr;
+  for (const auto& s : all) {
+    if (s.name == d.name) cur = &s;
+  }
+  std::string amiss;
+  auto add = [&](const std::string& what, const DeployedReplica* r) {
+    std::string s = what + (r ? " " + r->state : std::string(" is not running"));
+    if (r && !r->error.empty()) s += " (" + r->error + ")";
+    amiss += (amiss.empty() ? "" : "; ") + s;
+  };
+  auto live = [](const DeployedReplica& r) { return r.state == "ready" || r.state == "starting"; };
+  for (const auto& i : d.instances) {
+    for (int k = 0; k < i.replicas; ++k) {
+      const std::string name = i.name + "-" + std::to_string(k);
+      const DeployedReplica* found = nullptr;
+      if (cur) {
+        for (const auto& r : cur->instances) {
+          if (r.replica == name) found = &r;
+        }
+      }
+      if (!found || !live(*found)) add(name, found);
+    }
+  }
+  if (d.router.present) {
+    const DeployedReplica* r = cur && cur->has_router ? &cur->router : nullptr;
+    if (!r || !live(*r)) add("the router", r);
+  }
+  return amiss;
+}
+
 Result<ApplyResult> ApplyDeployment(ClusterSession& session, const Deployment& d,
                                     const PlacementInput& input_in, const ApplyOptions& options) {
   auto say = [&](const std::string& line) {

@@ -54,6 +54,7 @@ class TestDeployCluster : public QObject {
  private:
   QTemporaryDir dir_;
   std::string root_, config_;
+  std::string deploy_yaml_;  // deploy.yaml's text
   std::unique_ptr<Subprocess> cluster_;
   std::shared_ptr<std::string> cluster_out_ = std::make_shared<std::string>();
   std::shared_ptr<std::mutex> cluster_mu_ = std::make_shared<std::mutex>();
@@ -274,8 +275,8 @@ routes:
         fx +
         "/minicpm-tiny\n    tp: 1\n    replicas: SMALL\n    slots: 2\n"
         "    context: 128\n    threads: 1\nrouter:\n  policy: policy.yaml\n";
-    WriteFile(root_ + "/deploy.yaml",
-              QString::fromStdString(instances).replace("SMALL", "2").toStdString());
+    deploy_yaml_ = QString::fromStdString(instances).replace("SMALL", "2").toStdString();
+    WriteFile(root_ + "/deploy.yaml", deploy_yaml_);
     WriteFile(root_ + "/nine.yaml",
               QString::fromStdString(instances).replace("SMALL", "3").toStdString());
     WriteFile(root_ + "/split.yaml",
@@ -575,13 +576,16 @@ routes:
     const std::string job = (*victim)["job_id"];
     const std::string old_url = (*victim)["url"];
     const std::string router = before["deployments"][0]["router"]["url"];
+    // A copy of deploy.yaml, edited below while the watch runs.
+    const std::string watched = root_ + "/watched.yaml";
+    WriteFile(watched, deploy_yaml_);
     auto out = std::make_shared<std::string>();
     auto mu = std::make_shared<std::mutex>();
     SpawnOptions so;
     so.argv = {test::BinDir() + "/octet",
                "deploy",
                "watch",
-               root_ + "/deploy.yaml",
+               watched,
                "--cluster",
                "dtest",
                "--config-dir",
@@ -640,6 +644,54 @@ routes:
     int code = 0;
     QCOMPARE(Complete(router, "anything", &code), std::string("large"));
     QCOMPARE(code, 200);
+
+    // The file is read again every round. An edit with an error is reported
+    // and changes nothing ...
+    auto wait_for_text = [&](const std::string& words, int ms) {
+      const Deadline until = Deadline::AfterMs(ms);
+      while (text().find(words) == std::string::npos && !until.expired())
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      return text().find(words) != std::string::npos;
+    };
+    const auto ids = JobIds(Status());
+    std::string broken = deploy_yaml_;
+    broken.replace(broken.find("replicas: 2"), 11, "replics: 1");
+    WriteFile(watched, broken);
+    QVERIFY2(wait_for_text("changed but has errors; keeping what it said before", 20'000),
+             text().c_str());
+    QVERIFY2(wait_for_text("unknown key 'replics' in instance 'small'", 1000), text().c_str());
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // three rounds
+    QVERIFY2(SameJobsSoon(ids), (ids_text_ + "\n" + text()).c_str());
+    // ... a valid one is applied at once: one small replica fewer ...
+    std::string one_small = deploy_yaml_;
+    one_small.replace(one_small.find("replicas: 2"), 11, "replicas: 1");
+    WriteFile(watched, one_small);
+    QVERIFY2(wait_for_text("watched.yaml changed: applying", 20'000), text().c_str());
+    QVERIFY2(wait_for_text("stopped small-1", 120'000), text().c_str());
+    {
+      const json st = Status();
+      const json* gone = Replica(st, "small-1");
+      QVERIFY2(!gone || ((*gone)["state"] != "ready" && (*gone)["state"] != "starting"),
+               st.dump().c_str());
+      QCOMPARE(JobIds(st).at("small-0"), ids.at("small-0"));
+      QCOMPARE(JobIds(st).at("large-0"), ids.at("large-0"));
+    }
+    // ... and written back, small-1 runs again (and nothing else restarts).
+    WriteFile(watched, deploy_yaml_);
+    json again;
+    const Deadline restored = Deadline::AfterMs(240'000);
+    while (!restored.expired()) {
+      again = Status();
+      const json* r = Replica(again, "small-1");
+      if (r && (*r)["state"] == "ready") break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    }
+    QVERIFY2(Replica(again, "small-1") && (*Replica(again, "small-1"))["state"] == "ready",
+             (again.dump() + "\n" + text()).c_str());
+    QCOMPARE(JobIds(again).at("small-0"), ids.at("small-0"));
+    QCOMPARE(JobIds(again).at("large-1"), ids.at("large-1"));
+    QCOMPARE(JobIds(again).at("router"), ids.at("router"));
+
     // SIGTERM: the watch ends, the deployment runs on.
     (*watch)->Kill(SIGTERM);
     auto ended = (*watch)->Wait(Deadline::AfterMs(20'000));

@@ -180,6 +180,47 @@ rooter:
     QVERIFY2(r.errors[0].line > 0, r.errors[0].ToString().c_str());
   }
 
+  // What `deploy watch` and the workbench's watch act on: every replica the
+  // file asks for that is not ready or starting, and the router.
+  void whatIsAmissNamesEachReplicaNotRunning() {
+    auto d = Parse(kLayout);
+    QVERIFY(d);
+    auto replica = [](const std::string& name, const std::string& state,
+                      const std::string& error = "") {
+      DeployedReplica r;
+      r.replica = name;
+      r.state = state;
+      r.error = error;
+      return r;
+    };
+    DeploymentStatus st;
+    st.name = "demo";
+    for (const char* n : {"large-0", "large-1", "large-2", "small-0", "small-1"})
+      st.instances.push_back(replica(n, "ready"));
+    st.has_router = true;
+    st.router = replica("router", "starting");
+    st.router.router = true;
+    QCOMPARE(WhatIsAmiss(*d, {st}), std::string());
+    // Another deployment's replicas do not count.
+    DeploymentStatus other = st;
+    other.name = "other";
+    QCOMPARE(
+        WhatIsAmiss(*d, {other}),
+        std::string("large-0 is not running; large-1 is not running; large-2 is not running; "
+                    "small-0 is not running; small-1 is not running; the router is not running"));
+    st.instances[1] = replica("large-1", "failed", "rank 0 on node spark3: killed by signal 9");
+    st.instances.pop_back();  // small-1 missing
+    st.router.state = "stopped";
+    QCOMPARE(WhatIsAmiss(*d, {other, st}),
+             std::string("large-1 failed (rank 0 on node spark3: killed by signal 9); small-1 is "
+                         "not running; the router stopped"));
+    // Replicas beyond the file's count (left by an older version) are not its concern.
+    d = Parse(
+        std::string(kLayout).replace(std::string(kLayout).find("replicas: 3"), 11, "replicas: 1"));
+    QVERIFY(d);
+    QCOMPARE(WhatIsAmiss(*d, {st}), std::string("small-1 is not running; the router stopped"));
+  }
+
   void seedLayoutOnAnEightNodeRing() {
     auto d = Parse(kLayout);
     QVERIFY(d);

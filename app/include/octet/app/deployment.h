@@ -172,6 +172,13 @@ struct NodeSilence {
 std::vector<DeploymentStatus> ReadDeployments(ClusterSession& session, Deadline deadline,
                                               std::vector<NodeSilence>* silent);
 
+// What keeps `deployment` from running as its file asks, for `deploy watch`
+// and the workbench's watch: each replica it asks for that is missing, failed
+// or stopped ("large-1 failed (exit 137)"), and a router that is not running;
+// "" when all are ready or starting. Judge only a read in which every up node
+// answered (ReadDeployments' `silent`): a silent node's replicas read missing.
+std::string WhatIsAmiss(const Deployment& deployment, const std::vector<DeploymentStatus>& running);
+
 struct ApplyOptions {
   Deadline deadline = Deadline::AfterMs(600'000);    // everything ready by then
   std::function<void(const std::string&)> progress;  // one line at a time
