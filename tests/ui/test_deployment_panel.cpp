@@ -11,6 +11,7 @@
 // agents (each ready, on 8 distinct nodes, with the router), one replica is
 // stopped from its row, and Down leaves no job running.
 #include <QApplication>
+#include <QCheckBox>
 #include <QFileDialog>
 #include <QGroupBox>
 #include <QLabel>
@@ -27,6 +28,7 @@
 #include <QTextCursor>
 #include <QTimer>
 #include <QtTest>
+#include <csignal>
 #include <set>
 
 #include "octet/app/deployment.h"
@@ -350,8 +352,49 @@ class TestDeploymentPanel : public QObject {
     QCOMPARE(running->item(0, 1)->text(), QStringLiteral("ready"));
     QVERIFY(running->item(0, 3)->text().startsWith(QStringLiteral("http://")));
 
-    // ---- one replica stopped from its row ----
+    // ---- watch: a killed replica is started again by the panel alone ----
+    auto* watch = panel->findChild<QCheckBox*>(QStringLiteral("watchDeployment"));
+    QVERIFY(watch && !watch->isChecked());
+    Click(watch);
+    QVERIFY(watch->isChecked());
+    QVERIFY(panel->watched() && panel->watched()->name == "seed");
+    std::string victim;
+    for (const auto& r : seed_status()->instances) {
+      if (r.replica == "large-1") victim = r.job_id;
+    }
+    QVERIFY(!victim.empty());
+    pid_t pid = 0;
+    for (const auto& n : w.controller()->snapshot()->nodes) {
+      for (const auto& j : n.jobs) {
+        if (j.spec.job_id == victim && j.spec.rank == 0 && j.state == "running")
+          pid = static_cast<pid_t>(j.pid);
+      }
+    }
+    QVERIFY(pid > 0);
+    QCOMPARE(::kill(pid, SIGKILL), 0);
+    QVERIFY2(QTest::qWaitFor(
+                 [&] {
+                   const auto* d = seed_status();
+                   if (!d) return false;
+                   for (const auto& r : d->instances) {
+                     if (r.replica == "large-1") return r.state == "ready" && r.job_id != victim;
+                   }
+                   return false;
+                 },
+                 240'000),
+             qPrintable(log->toPlainText()));
+    QVERIFY2(log->toPlainText().contains(QStringLiteral("watch: large-1 failed")),
+             qPrintable(log->toPlainText()));
+    QVERIFY(watch->isChecked());
+    finished.clear();  // the watch's apply
+
+    // ---- one replica stopped from its row (which ends the watch) ----
     Click(panel->findChild<QPushButton*>(QStringLiteral("stopReplica:small-1")));
+    QVERIFY(!watch->isChecked());
+    QVERIFY(!panel->watched());
+    QVERIFY2(
+        log->toPlainText().contains(QStringLiteral("watch: off (small-1 was stopped by hand)")),
+        qPrintable(log->toPlainText()));
     QVERIFY(QTest::qWaitFor(
         [&] {
           const auto* d = seed_status();

@@ -1,5 +1,6 @@
 #include "octet/ui/deployment_panel.h"
 
+#include <QCheckBox>
 #include <QComboBox>
 #include <QFile>
 #include <QFileDialog>
@@ -102,6 +103,11 @@ DeploymentPanel::DeploymentPanel(ClusterController* controller, QWidget* parent)
   down_ = new QPushButton(tr("Down"), this);
   down_->setObjectName(QStringLiteral("downDeployment"));
   down_->setToolTip(tr("Stop every replica and the router of this deployment (octet deploy down)"));
+  watch_ = new QCheckBox(tr("Watch"), this);
+  watch_->setObjectName(QStringLiteral("watchDeployment"));
+  watch_->setToolTip(
+      tr("Keep the deployment applied last running (octet deploy watch): apply it again when "
+         "a replica or the router fails or is gone. Stop and Down turn this off."));
   header->addAction(open);
   header->addAction(save);
   layout->addWidget(header);
@@ -109,6 +115,7 @@ DeploymentPanel::DeploymentPanel(ClusterController* controller, QWidget* parent)
   connect(save, &QPushButton::clicked, this, &DeploymentPanel::saveDeploymentAs);
   connect(apply_, &QPushButton::clicked, this, &DeploymentPanel::applyDeployment);
   connect(down_, &QPushButton::clicked, this, &DeploymentPanel::downDeployment);
+  connect(watch_, &QCheckBox::clicked, this, [this](bool on) { setWatching(on); });
 
   // The three columns scroll when the window is smaller than they need (they
   // never make the window's minimum size larger).
@@ -265,6 +272,7 @@ DeploymentPanel::DeploymentPanel(ClusterController* controller, QWidget* parent)
   auto* run_buttons = new QHBoxLayout;
   run_buttons->addWidget(apply_);
   run_buttons->addWidget(down_);
+  run_buttons->addWidget(watch_);
   run_buttons->addStretch(1);
   rl->addLayout(run_buttons);
   state_ = new QLabel(right);
@@ -369,7 +377,8 @@ DeploymentPanel::DeploymentPanel(ClusterController* controller, QWidget* parent)
   status_timer_ = new QTimer(this);
   status_timer_->setInterval(kStatusIntervalMs);
   connect(status_timer_, &QTimer::timeout, this, [this] {
-    if (isVisible()) refreshStatus();  // hidden: no reads (Apply and Down read once done)
+    // Hidden and not watching: no reads (Apply and Down read once done).
+    if (isVisible() || watched_) refreshStatus();
   });
   status_timer_->start();
 
@@ -814,7 +823,11 @@ void DeploymentPanel::refreshStatus() {
   reads_.start([this, session, generation, closing = closing_] {
     DeploymentStatusRead read;
     read.generation = generation;
-    read.deployments = app::ReadDeployments(*session, Deadline::AfterMs(kReadDeadlineMs));
+    std::vector<app::NodeSilence> silent;
+    read.deployments = app::ReadDeployments(*session, Deadline::AfterMs(kReadDeadlineMs), &silent);
+    for (const auto& s : silent) {
+      if (s.up) read.silent_up << Q(s.node);
+    }
     if (!closing->load()) emit statusRead(read);
   });
 }
@@ -837,6 +850,12 @@ void DeploymentPanel::onStatusRead(const DeploymentStatusRead& read) {
     refreshRunning();
   }
   emit runningChanged();
+  if (!watched_ || busy_) return;
+  if (!read.silent_up.isEmpty()) return;  // its replicas would read missing: no guessing
+  const std::string amiss = app::WhatIsAmiss(*watched_, running_);
+  if (amiss.empty()) return;
+  log_->appendPlainText(tr("watch: %1: applying %2").arg(Q(amiss), Q(watched_->name)));
+  startApply(watched_, true);
 }
 
 void DeploymentPanel::refreshRunning() {
@@ -873,8 +892,12 @@ void DeploymentPanel::refreshRunning() {
         auto* stop = new QPushButton(tr("Stop"), running_table_);
         stop->setObjectName(QStringLiteral("stopReplica:") + Q(r->replica));
         stop->setToolTip(tr("Stop %1 on every node it runs on").arg(Q(r->replica)));
-        connect(stop, &QPushButton::clicked, this, [this, id, stop] {
+        const QString replica = Q(r->replica);
+        const std::string deployment = d.name;
+        connect(stop, &QPushButton::clicked, this, [this, id, stop, replica, deployment] {
           stop->setEnabled(false);
+          if (watched_ && watched_->name == deployment)
+            stopWatching(tr("%1 was stopped by hand").arg(replica));
           controller_->stopJob(id);
         });
         running_table_->setCellWidget(row, 5, stop);
@@ -922,6 +945,10 @@ void DeploymentPanel::applyDeployment() {
     setState(tr("Fix the deployment's errors first (see Checks)."), true);
     return;
   }
+  startApply(parsed_, false);
+}
+
+void DeploymentPanel::startApply(std::shared_ptr<const app::Deployment> deployment, bool by_watch) {
   auto session = controller_->session();
   if (!session) {
     setState(tr("Connect a cluster first."), true);
@@ -930,10 +957,13 @@ void DeploymentPanel::applyDeployment() {
   busy_ = true;
   apply_->setEnabled(false);
   down_->setEnabled(false);
-  const app::Deployment d = *parsed_;
+  applying_ = deployment;
+  const app::Deployment d = *deployment;
   const app::PlacementInput input = placementInput();
-  setState(tr("Applying %1…").arg(Q(d.name)), false);
-  log_->appendPlainText(tr("apply %1").arg(Q(d.name)));
+  setState(
+      by_watch ? tr("Watch: applying %1 again…").arg(Q(d.name)) : tr("Applying %1…").arg(Q(d.name)),
+      false);
+  if (!by_watch) log_->appendPlainText(tr("apply %1").arg(Q(d.name)));
   // The cluster's profile: the router's admin token derives from its token
   // (apply tells a router on another node the replicas' endpoints with it).
   std::optional<app::ClusterProfile> profile;
@@ -986,6 +1016,7 @@ void DeploymentPanel::downDeployment() {
   for (const auto& d : running_) runs = runs || d.name == name;
   if (!runs && running_.size() == 1) name = running_[0].name;
   if (name.empty()) return;
+  if (watched_ && watched_->name == name) stopWatching(tr("%1 is going down").arg(Q(name)));
   busy_ = true;
   apply_->setEnabled(false);
   down_->setEnabled(false);
@@ -1009,6 +1040,12 @@ void DeploymentPanel::downDeployment() {
 void DeploymentPanel::onOperation(const DeploymentOpOutcome& o) {
   busy_ = false;
   down_->setEnabled(true);
+  if (o.apply && o.ok) {
+    applied_ = applying_;
+    // An apply by hand while watching: the watch keeps what was applied now.
+    if (watched_) watched_ = applied_;
+  }
+  applying_.reset();
   if (!o.ok) {
     setState(
         tr("%1 %2 failed: %3").arg(o.apply ? tr("Apply of") : tr("Down of"), o.name, o.message),
@@ -1028,6 +1065,35 @@ void DeploymentPanel::onOperation(const DeploymentOpOutcome& o) {
   // What runs now (a read already in flight is superseded).
   reading_ = false;
   refreshStatus();
+}
+
+// ---- watch ------------------------------------------------------------------------
+
+bool DeploymentPanel::setWatching(bool on) {
+  if (!on) {
+    if (watched_) stopWatching(tr("turned off"));
+    return true;
+  }
+  // What was applied last, else the editor's deployment (one already running,
+  // e.g. applied before the window was opened).
+  std::shared_ptr<const app::Deployment> d = applied_ ? applied_ : parsed_;
+  if (!d) {
+    watch_->setChecked(false);
+    setState(tr("Nothing to watch: apply a deployment, or fix the editor's errors."), true);
+    return false;
+  }
+  watched_ = std::move(d);
+  watch_->setChecked(true);
+  log_->appendPlainText(tr("watch: keeping %1 running").arg(Q(watched_->name)));
+  refreshStatus();
+  return true;
+}
+
+void DeploymentPanel::stopWatching(const QString& why) {
+  if (!watched_) return;
+  log_->appendPlainText(tr("watch: off (%1)").arg(why));
+  watched_.reset();
+  watch_->setChecked(false);
 }
 
 }  // namespace octet::ui

@@ -28,6 +28,11 @@
 //    gets), in the colour its memory has in the cabling view, whose node
 //    cards name the replicas they run; Stop ends one replica (its job on
 //    every node), Down the whole deployment.
+//  - Watch (`octet deploy watch`): while checked, the deployment applied
+//    last is applied again whenever a read finds one of its replicas or its
+//    router failed or gone (app::WhatIsAmiss; never on a read that a node
+//    left unanswered). Status is read while watching even with the panel
+//    hidden. Stop and Down by hand turn it off, so they are not undone.
 //
 // GUI thread only, like every panel; closing it waits for an apply in flight.
 #pragma once
@@ -50,6 +55,7 @@ class QListWidgetItem;
 class QPlainTextEdit;
 class QPushButton;
 class QSpinBox;
+class QCheckBox;
 class QComboBox;
 class QTableWidget;
 class QTimer;
@@ -71,6 +77,7 @@ struct DeploymentOpOutcome {
 struct DeploymentStatusRead {
   uint64_t generation = 0;
   std::vector<app::DeploymentStatus> deployments;
+  QStringList silent_up;  // nodes up that did not answer (their jobs are missing)
 };
 
 class DeploymentPanel : public QWidget {
@@ -90,6 +97,8 @@ class DeploymentPanel : public QWidget {
   const std::vector<app::DeploymentStatus>& running() const { return running_; }
   // Whether an apply or a down is in flight.
   bool busy() const { return busy_; }
+  // What the watch keeps running (null: not watching).
+  std::shared_ptr<const app::Deployment> watched() const { return watched_; }
 
   // What "Open deployment…" / "Save as deployment…" do once a file is chosen.
   bool openFile(const QString& path, QString* error = nullptr);
@@ -109,6 +118,9 @@ class DeploymentPanel : public QWidget {
   void writePolicyForInstances();
   void applyDeployment();
   void downDeployment();
+  // Starts (true) or ends the watch: the last applied deployment, else the
+  // editor's. False when there is nothing valid to watch.
+  bool setWatching(bool on);
   void refreshStatus();
 
  protected:
@@ -136,6 +148,8 @@ class DeploymentPanel : public QWidget {
   void refreshRunning();
   void refreshRates();
   void setState(const QString& text, bool bad);
+  void startApply(std::shared_ptr<const app::Deployment> deployment, bool by_watch);
+  void stopWatching(const QString& why);
   app::PlacementInput placementInput() const;
   QString fileLabel() const;
   QString chooseFile(bool save, const QString& caption, const QString& start);
@@ -170,6 +184,7 @@ class DeploymentPanel : public QWidget {
   QLabel* capacity_;
   QPushButton* apply_;
   QPushButton* down_;
+  QCheckBox* watch_;
   QLabel* state_;
   QPlainTextEdit* log_;
   QTableWidget* running_table_;
@@ -180,6 +195,9 @@ class DeploymentPanel : public QWidget {
   std::vector<app::DeploymentStatus> running_;
   std::string running_key_;
   bool busy_ = false;
+  std::shared_ptr<const app::Deployment> applying_;  // the apply in flight's
+  std::shared_ptr<const app::Deployment> applied_;   // the last that succeeded
+  std::shared_ptr<const app::Deployment> watched_;   // null: not watching
   bool reading_ = false;
   uint64_t generation_ = 0;
   std::shared_ptr<std::atomic<bool>> closing_ = std::make_shared<std::atomic<bool>>(false);
