@@ -329,9 +329,7 @@ void GemvDenseBatch(const WeightMatrix& w, int64_t row0, int64_t row1, const flo
 template <class L>
 void GemvDense(const WeightMatrix& w, int64_t row0, int64_t row1, const float* x, int64_t m,
                int64_t ldx, float* y, int64_t ldy, bool accumulate) {
-  switch (m) {
-    case 2:
-      return GemvDenseBatch<L, 2>(w, row0, row1, x, ldx, y, ldy, accumulate);
+  switch (m) {  // m >= 3 (Gemv gives 1 and 2 rows to the AVX2 kernel)
     case 3:
       return GemvDenseBatch<L, 3>(w, row0, row1, x, ldx, y, ldy, accumulate);
     case 4:
@@ -350,8 +348,11 @@ void GemvDense(const WeightMatrix& w, int64_t row0, int64_t row1, const float* x
 void Gemv(const WeightMatrix& w, int64_t row0, int64_t row1, const float* x, int64_t m, int64_t ldx,
           float* y, int64_t ldy, bool accumulate) {
   if (w.format != WeightFormat::kNvfp4) {
-    // One row: memory-bound, and the AVX2 kernel keeps up.
-    if (m == 1) return Avx2Kernels().gemv(w, row0, row1, x, m, ldx, y, ldy, accumulate);
+    // One row: memory-bound, and the AVX2 kernel keeps up. Two rows: its
+    // 4-row passes beat the 2-row ones below (bench_gemv, BF16 Qwen3-0.6B
+    // step, 2 threads, avx2 / avx512 at M=2: 53.1 / 62.9 and 58.7 / 68.8 ms;
+    // at M=3 and 4 the AVX-512 kernel is ahead, 67.9 / 75.7 and 71.3 / 79.1).
+    if (m <= 2) return Avx2Kernels().gemv(w, row0, row1, x, m, ldx, y, ldy, accumulate);
     switch (w.format) {
       case WeightFormat::kBF16:
         return GemvDense<LoadBf16>(w, row0, row1, x, m, ldx, y, ldy, accumulate);
