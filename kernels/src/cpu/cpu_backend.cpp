@@ -87,6 +87,18 @@ int64_t GemvRowsPerTask(const WeightMatrix& w, int threads) {
   return std::clamp<int64_t>(per_task / 4 * 4, 16, max_rows);
 }
 
+// gemv_packed tasks (AMX): 32-row passes, up to 8 of them, at least 4 tasks
+// per thread. A pass prefetches the next pass's rows only within its task,
+// so each task starts cold: GemvRowsPerTask's 128 KiB (32 rows of 2048 BF16
+// columns) made every pass a cold start. bench_gemv, BF16 Qwen3-0.6B step,
+// 2 threads, on a shared machine, this and the old size alternating: 8 rows
+// 69 / 116 / 117 ms against 105 / 127 / 210, 6 rows 65 / 103 / 109 against
+// 95 / 114 / 184 (and 8 rows with 128- or 256-row tasks 88-103 against
+// 102-117 in five pairs before).
+int64_t PackedGemvRowsPerTask(int64_t rows, int threads) {
+  return std::clamp<int64_t>(rows / (4 * static_cast<int64_t>(threads)) / 32 * 32, 32, 256);
+}
+
 // Attention of the query heads of one KV head from an ISA's dot, softmax and
 // axpy (the reference order), for tables without their own attend.
 void AttendComposed(const IsaKernels& isa, const float* q, int64_t q_stride, int64_t n_q,
@@ -147,8 +159,9 @@ void CpuBackend::Matmul(const float* x, int64_t m, int64_t ldx, const WeightMatr
   if (m <= kGemvBatchRows) {
     // Small batches (decode): weights decoded in registers, kGemvMaxRows
     // activation rows per pass; a task's weight rows stay in cache between passes.
-    const int64_t rows_per_task = GemvRowsPerTask(w, pool_.size());
     const uint16_t* packed = w.format == WeightFormat::kBF16 ? PackForGemv(x, m, ldx, k) : nullptr;
+    const int64_t rows_per_task = packed ? PackedGemvRowsPerTask(n, pool_.size())
+                                         : GemvRowsPerTask(w, pool_.size());
     pool_.ParallelFor(CeilDiv(n, rows_per_task), [&](int64_t task, int) {
       const int64_t r0 = task * rows_per_task;
       const int64_t r1 = std::min(n, r0 + rows_per_task);
@@ -240,6 +253,8 @@ void CpuBackend::MatmulMulti(const float* x, int64_t m, int64_t ldx, const Matmu
     const WeightMatrix& w = *outputs[i].w;
     rows_per_task[i] = tiles_packed && TakesNvfp4Tiles(isa_, w, m)
                            ? TileRowsPerTask(w.rows, pool_.size())
+                       : packed && w.format == WeightFormat::kBF16
+                           ? PackedGemvRowsPerTask(w.rows, pool_.size())
                            : GemvRowsPerTask(w, pool_.size());
     first_task[i + 1] = first_task[i] + CeilDiv(w.rows, rows_per_task[i]);
   }
