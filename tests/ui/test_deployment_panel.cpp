@@ -301,6 +301,17 @@ class TestDeploymentPanel : public QObject {
     QVERIFY(QTest::qWaitFor([&] { return panel->deployment() != nullptr; }, 5000));
     QVERIFY2(app::SameDeployment(built, *panel->deployment(), &why), why.c_str());
 
+    // ---- Watch before anything runs: refused (it never starts a deployment) ----
+    auto* watch = panel->findChild<QCheckBox*>(QStringLiteral("watchDeployment"));
+    QVERIFY(watch);
+    Click(watch);
+    QVERIFY(!watch->isChecked());
+    QVERIFY(!panel->watched());
+    QVERIFY2(panel->findChild<QLabel*>(QStringLiteral("deploymentState"))
+                 ->text()
+                 .contains(QStringLiteral("apply the deployment first")),
+             qPrintable(panel->findChild<QLabel*>(QStringLiteral("deploymentState"))->text()));
+
     // ---- applied through the agents: 5 replicas ready on 8 nodes, a router ----
     QSignalSpy finished(panel, &DeploymentPanel::operationFinished);
     Click(panel->findChild<QPushButton*>(QStringLiteral("applyDeployment")));
@@ -353,8 +364,7 @@ class TestDeploymentPanel : public QObject {
     QVERIFY(running->item(0, 3)->text().startsWith(QStringLiteral("http://")));
 
     // ---- watch: a killed replica is started again by the panel alone ----
-    auto* watch = panel->findChild<QCheckBox*>(QStringLiteral("watchDeployment"));
-    QVERIFY(watch && !watch->isChecked());
+    QVERIFY(!watch->isChecked());
     Click(watch);
     QVERIFY(watch->isChecked());
     QVERIFY(panel->watched() && panel->watched()->name == "seed");

@@ -339,12 +339,20 @@ bool DeploymentPanel::setWatching(bool on) {
     if (watched_) stopWatching(tr("turned off"));
     return true;
   }
-  // What was applied last, else the editor's deployment (one already running,
-  // e.g. applied before the window was opened).
-  std::shared_ptr<const app::Deployment> d = applied_ ? applied_ : parsed_;
+  // What was applied last, else the editor's deployment when one of that
+  // name runs (applied before the window was opened): turning the watch on
+  // never starts a deployment that is not running.
+  std::shared_ptr<const app::Deployment> d = applied_;
+  if (!d && parsed_) {
+    for (const auto& r : running_) {
+      if (r.name == parsed_->name) d = parsed_;
+    }
+  }
   if (!d) {
     watch_->setChecked(false);
-    setState(tr("Nothing to watch: apply a deployment, or fix the editor's errors."), true);
+    setState(tr("Nothing to watch: apply the deployment first (or open the file of one that "
+                "runs)."),
+             true);
     return false;
   }
   watched_ = std::move(d);

@@ -119,7 +119,7 @@ class DeploymentPanel : public QWidget {
   void applyDeployment();
   void downDeployment();
   // Starts (true) or ends the watch: the last applied deployment, else the
-  // editor's. False when there is nothing valid to watch.
+  // editor's when a deployment of its name runs. False when there is none.
   bool setWatching(bool on);
   void refreshStatus();
 
