@@ -29,6 +29,7 @@ namespace {
 constexpr int kApplyDeadlineMs = 600'000;  // as `octet deploy apply --wait-ms`
 constexpr int kDownDeadlineMs = 60'000;
 constexpr int kReadDeadlineMs = 10'000;
+constexpr int kWatchRetryMs = 10'000;  // after a failed apply (status is read every 2 s)
 
 // The model catalog `octet plan` falls back on for model folders that are
 // not on this machine (they are paths on the nodes).
@@ -115,7 +116,7 @@ void DeploymentPanel::onStatusRead(const DeploymentStatusRead& read) {
     refreshRunning();
   }
   emit runningChanged();
-  if (!watched_ || busy_) return;
+  if (!watched_ || busy_ || !watch_retry_.hasExpired()) return;
   if (!read.silent_up.isEmpty()) return;  // its replicas would read missing: no guessing
   const std::string amiss = app::WhatIsAmiss(*watched_, running_);
   if (amiss.empty()) return;
@@ -309,6 +310,8 @@ void DeploymentPanel::onOperation(const DeploymentOpOutcome& o) {
     applied_ = applying_;
     // An apply by hand while watching: the watch keeps what was applied now.
     if (watched_) watched_ = applied_;
+  } else if (o.apply && watched_) {
+    watch_retry_ = QDeadlineTimer(kWatchRetryMs);  // not again at every status read
   }
   applying_.reset();
   if (!o.ok) {

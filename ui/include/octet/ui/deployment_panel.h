@@ -32,11 +32,13 @@
 //    last is applied again whenever a read finds one of its replicas or its
 //    router failed or gone (app::WhatIsAmiss; never on a read that a node
 //    left unanswered). Status is read while watching even with the panel
-//    hidden. Stop and Down by hand turn it off, so they are not undone.
+//    hidden; after an apply that failed it waits 10 s before trying again.
+//    Stop and Down by hand turn it off, so they are not undone.
 //
 // GUI thread only, like every panel; closing it waits for an apply in flight.
 #pragma once
 
+#include <QDeadlineTimer>
 #include <QStringList>
 #include <QThreadPool>
 #include <QWidget>
@@ -198,6 +200,7 @@ class DeploymentPanel : public QWidget {
   std::shared_ptr<const app::Deployment> applying_;  // the apply in flight's
   std::shared_ptr<const app::Deployment> applied_;   // the last that succeeded
   std::shared_ptr<const app::Deployment> watched_;   // null: not watching
+  QDeadlineTimer watch_retry_{0};  // after a failed apply, the watch waits for this
   bool reading_ = false;
   uint64_t generation_ = 0;
   std::shared_ptr<std::atomic<bool>> closing_ = std::make_shared<std::atomic<bool>>(false);
