@@ -24,7 +24,6 @@ json ErrorBody(const HttpError& e) {
   return json{{"error", err}};
 }
 
-// A Status from the engine as an HTTP error.
 HttpError FromStatus(const Status& s) {
   HttpError e;
   e.message = s.message();
@@ -157,8 +156,6 @@ std::optional<HttpError> ParseCommon(const json& j, CompletionRequest* r, bool* 
   return std::nullopt;
 }
 
-// Chat: `logprobs` (boolean) and `top_logprobs` (0..20, needs logprobs);
-// completions: `logprobs` (an integer 0..20: alternatives per token).
 std::optional<HttpError> ParseLogprobs(const json& j, bool chat, CompletionRequest* r) {
   auto bad = [](std::string param, std::string message) {
     HttpError e;
@@ -230,7 +227,6 @@ json Bytes(const std::string& raw) {
 
 }  // namespace
 
-// Chat's choices[].logprobs.content entries for `lps`.
 json ChatLogprobs(const Tokenizer* tok, const std::vector<TokenLogprob>& lps) {
   json content = json::array();
   for (const TokenLogprob& t : lps) {
@@ -250,8 +246,6 @@ json ChatLogprobs(const Tokenizer* tok, const std::vector<TokenLogprob>& lps) {
   return json{{"content", std::move(content)}, {"refusal", nullptr}};
 }
 
-// Completions' choices[].logprobs for `lps`; text offsets count from `*offset`
-// (advanced past these tokens).
 json CompletionLogprobs(const Tokenizer* tok, const std::vector<TokenLogprob>& lps,
                         int64_t* offset) {
   json tokens = json::array(), token_lps = json::array(), tops = json::array(),
@@ -277,8 +271,6 @@ json CompletionLogprobs(const Tokenizer* tok, const std::vector<TokenLogprob>& l
               {"text_offset", std::move(offsets)}};
 }
 
-// The request's `repetition_penalty` (a vLLM extension), and the model's
-// generation_config.json defaults for every sampling field the request leaves out.
 std::optional<HttpError> ApplyGenerationDefaults(const json& j, const GenerationDefaults& d,
                                                  CompletionRequest* r) {
   auto absent = [&](const char* key) { return !j.contains(key) || j[key].is_null(); };
@@ -385,7 +377,6 @@ std::optional<HttpError> ParsePrompt(const json& j, CompletionRequest* r) {
   return e;
 }
 
-// The prompt counts once (n > 1 shares it), the completions of every choice add up.
 json Usage(const std::vector<CompletionDelta>& finals) {
   const int64_t prompt = finals.empty() ? 0 : finals.front().prompt_tokens;
   int64_t completion = 0;

@@ -56,7 +56,7 @@ std::optional<HttpError> ParseCommon(const json& j, CompletionRequest* r, bool* 
 // Chat: `logprobs` (boolean) and `top_logprobs` (0..20, needs logprobs);
 // completions: `logprobs` (an integer 0..20: alternatives per token).
 std::optional<HttpError> ParseLogprobs(const json& j, bool chat, CompletionRequest* r);
-// `repetition_penalty`, and the model's generation_config.json defaults for
+// `repetition_penalty` (a vLLM extension), and the model's generation_config.json defaults for
 // every sampling field the request leaves out.
 std::optional<HttpError> ApplyGenerationDefaults(const json& j, const GenerationDefaults& d,
                                                  CompletionRequest* r);
