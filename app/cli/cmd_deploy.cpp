@@ -389,7 +389,7 @@ class WatchedFile {
     if (!text.ok()) {
       const std::string why = text.status().message();
       if (why != read_error_)
-        say("cannot read " + path_ + " (" + why + "); keeping what it said before");
+        say(why + "; keeping what the file said before");
       read_error_ = why;
       return false;
     }
