@@ -8,6 +8,8 @@
 
 #include <atomic>
 #include <memory>
+#include <mutex>
+#include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -29,6 +31,12 @@ bool StopRequested();
 // The exit code of a command ended by such a signal: 128 + its number (the
 // shell's convention: 143 for SIGTERM, 130 for SIGINT).
 int StopExitCode();
+
+// The "@octet-figures" lines on stdout and a command's last error line on
+// stderr are written whole: every writer holds this lock.
+std::mutex& OutputLock();
+// One "@octet-figures" line (wire/figures_line.h) on stdout.
+void PrintFigures(const nlohmann::json& figures);
 
 // "0,1" -> {0, 1}; "2-3" -> {2, 3}.
 Result<std::vector<int>> ParseCpuList(const std::string& text);
