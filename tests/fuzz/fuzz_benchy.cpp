@@ -1,4 +1,4 @@
-// The bench store's llama-benchy import (app/src/bench_store.cpp,
+// The bench store's llama-benchy import (app/src/bench_report.cpp,
 // ParseLlamaBenchyJson): any bytes give a run or an error with a message, and
 // an imported run serialises again (the store keeps and shows it).
 #include <cmath>
