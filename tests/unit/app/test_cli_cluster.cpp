@@ -158,7 +158,7 @@ class TestCliCluster : public QObject {
       QVERIFY2(n.contains("models") && n["models"].is_array(), n.dump().c_str());
       QCOMPARE(n["models_dir"].get<std::string>(),
                o.state_dir + "/node-" + std::to_string(i) + "/hub");
-      QCOMPARE(n["models"].size(), size_t{i == 1 ? 1 : 0});
+      QCOMPARE(n["models"].size(), size_t(i == 1 ? 1 : 0));
     }
     const json& model = j["nodes"][1]["models"][0];
     QCOMPARE(model["repo"].get<std::string>(), std::string("acme/tiny-model"));
