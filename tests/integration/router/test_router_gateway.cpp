@@ -14,6 +14,7 @@
 #include <set>
 #include <thread>
 
+#include "gateway_fixture.h"
 #include "octet/base/file_util.h"
 #include "octet/base/json.h"
 #include "octet/base/subprocess.h"
@@ -27,88 +28,6 @@ using namespace octet;
 using namespace octet::router;
 using namespace octet::test;
 using nlohmann::json;
-
-namespace {
-
-std::unique_ptr<OpenAiUpstream> StartUpstream(const std::string& name, int token_ms = 1,
-                                              int tokens = 8, int ttft_ms = 0) {
-  UpstreamOptions o;
-  o.name = name;
-  o.token_interval_ms = token_ms;
-  o.tokens = tokens;
-  o.ttft_ms = ttft_ms;
-  o.threads = 48;
-  auto u = OpenAiUpstream::Start(o);
-  if (!u.ok()) qFatal("%s", u.status().message().c_str());
-  return std::move(*u);
-}
-
-// Replaces every @KEY@ in `yaml`.
-std::string Fill(std::string yaml, const std::map<std::string, std::string>& vars) {
-  for (const auto& [k, v] : vars)
-    for (size_t p; (p = yaml.find("@" + k + "@")) != std::string::npos;)
-      yaml.replace(p, k.size() + 2, v);
-  return yaml;
-}
-
-// Streams run on the gateway's event loop (plain-http pools, the default), or
-// through a worker and an upstream thread (what https pools use). main() runs every test
-// both ways.
-bool g_direct_streaming = true;
-
-struct Gw {
-  std::unique_ptr<Router> router;
-  std::unique_ptr<Gateway> gateway;
-  int port() const { return gateway->port(); }
-};
-
-// `clock`: the router's (ejections, pins, health-check intervals); null: real time.
-Gw StartGateway(const std::string& yaml, const std::string& file = "test-policy.yaml",
-                Clock* clock = nullptr) {
-  auto parsed = ParsePolicy(yaml, file);
-  if (!parsed.ok()) qFatal("%s", parsed.status().message().c_str());
-  Gw g;
-  RouterOptions ro;
-  ro.clock = clock;
-  auto r = Router::Create(parsed.policy, ro);
-  if (!r.ok()) qFatal("%s", r.status().message().c_str());
-  g.router = std::move(*r);
-  GatewayOptions o;
-  o.threads = 64;
-  o.direct_streaming = g_direct_streaming;
-  auto gw = Gateway::Start(g.router.get(), o);
-  if (!gw.ok()) qFatal("%s", gw.status().message().c_str());
-  g.gateway = std::move(*gw);
-  return g;
-}
-
-// The value of one Prometheus series ("name{labels}") in /metrics text; 0 when absent.
-uint64_t Metric(const std::string& text, const std::string& series) {
-  const std::string key = "\n" + series + " ";
-  const size_t p = text.find(key);
-  if (p == std::string::npos) return 0;
-  return std::strtoull(text.c_str() + p + key.size(), nullptr, 10);
-}
-
-const char* kTwoPools = R"(version: 1
-pools:
-  - name: large
-    model: big-model
-    replicas: [@L@]
-    health_check: {enabled: false}
-  - name: small
-    replicas: [@S@]
-    health_check: {enabled: false}
-    fallback: large
-routes:
-  - name: hard
-    match: {keywords: [hard]}
-    pool: large
-  - name: easy
-    pool: small
-)";
-
-}  // namespace
 
 class TestRouterGateway : public QObject {
   Q_OBJECT
