@@ -311,20 +311,23 @@ int RunServeOn(engine::TpRuntime& rt, const std::optional<engine::Tokenizer>& to
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
+  // How long the answers of the requests ended below may take to reach their clients.
+  constexpr int64_t kDrainMs = 2000;
   if (failure.ok()) {
     // Requests in flight end now; the followers are told to stop.
     sched.Stop(UnavailableError("the server is shutting down"));
     if (grpc) grpc->Stop();
-    (*http)->Stop();
+    (*http)->Stop(kDrainMs);
     Status s = rt.Shutdown();
     if (print_figures) PrintFigures(SchedulerFigures(sched.Metrics(), "stopped", spec_on));
     if (!s.ok()) return fail(s.message(), kExitFailure);
     return kExitOk;
   }
-  // A peer died: requests were failed with the error; stop listening and say why, last.
-  if (grpc) grpc->Stop();
-  (*http)->Stop();
+  // A peer died: every request in flight fails with the error, the answers
+  // reach their clients, then listening stops; and say why, last.
   sched.Stop(failure);
+  if (grpc) grpc->Stop();
+  (*http)->Stop(kDrainMs);
   if (print_figures) PrintFigures(SchedulerFigures(sched.Metrics(), "failed", spec_on));
   return fail(failure.message(), kExitFailure);
 }

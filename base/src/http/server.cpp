@@ -186,6 +186,17 @@ void Server::Stop() {
   ::close(wake_fd_);
 }
 
+void Server::Stop(int64_t drain_ms) {
+  if (!started_ || stopped_) return;
+  if (drain_ms > 0) {
+    drain_until_ns_.store(NowNs() + drain_ms * 1'000'000);
+    Wake();
+    // The loop ends once the last connection has closed, or at the deadline.
+    if (loop_thread_.joinable()) loop_thread_.join();
+  }
+  Stop();
+}
+
 void Server::Wake() {
   const uint64_t one = 1;
   [[maybe_unused]] ssize_t n = ::write(wake_fd_, &one, sizeof one);
@@ -205,7 +216,12 @@ void Server::Loop() {
   std::vector<epoll_event> events(256);
   next_scan_ns_ = NowNs() + 1'000'000'000;
   while (!stopping_.load(std::memory_order_relaxed)) {
-    const int64_t wait_ns = std::max<int64_t>(next_scan_ns_ - NowNs(), 0);
+    int64_t wake_ns = next_scan_ns_;
+    if (const int64_t until = drain_until_ns_.load(std::memory_order_relaxed); until != 0) {
+      if (Drain() || NowNs() >= until) break;
+      wake_ns = std::min(wake_ns, until);
+    }
+    const int64_t wait_ns = std::max<int64_t>(wake_ns - NowNs(), 0);
     const int timeout_ms =
         static_cast<int>(std::min<int64_t>((wait_ns + 999'999) / 1'000'000, 1000));
     const int n =
@@ -218,7 +234,7 @@ void Server::Loop() {
       const uint64_t token = events[i].data.u64;
       const uint32_t ev = events[i].events;
       if (token == kListenToken) {
-        Accept();
+        if (!draining_) Accept();
       } else if (token == kWakeToken) {
         uint64_t count;
         [[maybe_unused]] ssize_t r = ::read(wake_fd_, &count, sizeof count);
@@ -242,6 +258,23 @@ void Server::Loop() {
   for (Connection* c : all) CloseNow(c);
   handler_->AfterEvents();
   graveyard_.clear();
+}
+
+bool Server::Drain() {
+  if (!draining_) {
+    draining_ = true;
+    ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, listen_fd_, nullptr);
+  }
+  std::vector<Connection*> idle;
+  for (auto& [id, c] : conns_) {
+    if (c->state_ == Connection::State::kHead && c->in_.empty() && !c->reply_ && c->unsent() == 0) {
+      idle.push_back(c.get());
+    }
+  }
+  for (Connection* c : idle) CloseNow(c);
+  handler_->AfterEvents();
+  graveyard_.clear();
+  return conns_.empty();
 }
 
 void Server::SetEvents(int fd, uint64_t token, uint32_t* current, uint32_t wanted) {
@@ -459,7 +492,7 @@ void Server::Finish(Connection* c, bool close) {
   c->reply_.reset();
   c->head_scan_ = 0;
   c->chunked_.reset();
-  if (close || !c->req_.keep_alive) {
+  if (close || !c->req_.keep_alive || draining_) {
     c->state_ = Connection::State::kClosing;
   } else {
     c->state_ = Connection::State::kHead;

@@ -611,9 +611,9 @@ OpenAiServer::~OpenAiServer() { Stop(); }
 
 int OpenAiServer::port() const { return impl_->server->port(); }
 
-void OpenAiServer::Stop() {
+void OpenAiServer::Stop(int64_t drain_ms) {
   if (!impl_ || !impl_->server) return;
-  impl_->server->Stop();
+  impl_->server->Stop(drain_ms);
 }
 
 std::string PrometheusMetrics(const SchedulerMetrics& m, const std::string& model_name) {

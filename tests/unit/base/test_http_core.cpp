@@ -107,6 +107,16 @@ class EchoHandler : public Handler {
       });
       return;
     }
+    if (r.path == "/held") {  // answers once the test releases it
+      (*server_)->HandToWorker(c, [this](Request&, Responder& out) {
+        held_started.store(true);
+        for (const Deadline d = Deadline::AfterMs(10'000); !release.load() && !d.expired();) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        }
+        out.Send(200, {{"Content-Type", "text/plain"}}, "held");
+      });
+      return;
+    }
     if (r.path == "/slow") {
       (*server_)->HandToWorker(c, [](Request& req, Responder& out) {
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
@@ -119,6 +129,7 @@ class EchoHandler : public Handler {
                         r.method + " " + r.path + " " + r.body);
   }
   std::atomic<int> answered{0};
+  std::atomic<bool> held_started{false}, release{false};
 
  private:
   Server** server_;
@@ -138,6 +149,26 @@ struct Fixture {
 };
 
 bool HasResponses(const std::string& s, size_t n) { return RawClient::Count(s, "HTTP/1.1 ") >= n; }
+
+// A thread that calls Stop(drain_ms), joined when the test function returns
+// (a failed check too), after the held worker is released.
+class Stopper {
+ public:
+  Stopper(Fixture& f, int64_t drain_ms)
+      : f_(f), thread_([this, drain_ms] {
+          f_.server->Stop(drain_ms);
+          stopped = true;
+        }) {}
+  ~Stopper() {
+    f_.handler.release = true;
+    thread_.join();
+  }
+  std::atomic<bool> stopped{false};
+
+ private:
+  Fixture& f_;
+  std::thread thread_;
+};
 
 }  // namespace
 
@@ -425,6 +456,55 @@ class TestHttpCore : public QObject {
     f.server->Stop();
     QVERIFY((NowNs() - t0) / 1'000'000 < 2000);
     QVERIFY(c.WaitClosed(2000));
+  }
+
+  // Stop with a drain (how `octet serve` stops): the answer a worker is
+  // writing reaches its client, then that connection closes; an idle
+  // keep-alive connection closes at once; nobody new is let in.
+  void aDrainingStopDeliversTheAnswersInProgress() {
+    Fixture f;
+    const int port = f.server->port();
+    RawClient idle(port);
+    QVERIFY(idle.Send("GET /a HTTP/1.1\r\n\r\n"));
+    QVERIFY(
+        HasResponses(idle.ReadUntil([](const std::string& s) { return HasResponses(s, 1); }), 1));
+    RawClient busy(port);
+    QVERIFY(busy.Send("GET /held HTTP/1.1\r\n\r\n"));
+    for (const Deadline d = Deadline::AfterMs(5000); !f.handler.held_started && !d.expired();) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    QVERIFY(f.handler.held_started);
+    Stopper stopper(f, 10'000);
+    QVERIFY(idle.WaitClosed(3000));
+    RawClient late(port);
+    QVERIFY(late.Send("GET /a HTTP/1.1\r\n\r\n"));
+    QVERIFY(!HasResponses(late.ReadUntil([](const std::string&) { return false; }, 300), 1));
+    QVERIFY(!stopper.stopped);  // still draining: the held answer is not written yet
+    f.handler.release = true;
+    const std::string got =
+        busy.ReadUntil([](const std::string& s) { return s.find("held") != std::string::npos; });
+    QVERIFY2(got.rfind("HTTP/1.1 200 OK", 0) == 0 && got.find("\r\n\r\nheld") != std::string::npos,
+             got.c_str());
+    QVERIFY(busy.WaitClosed(3000));
+  }
+
+  // The drain ends at its deadline: an answer still not written is cut.
+  void aDrainEndsAtItsDeadline() {
+    Fixture f;
+    RawClient busy(f.server->port());
+    QVERIFY(busy.Send("GET /held HTTP/1.1\r\n\r\n"));
+    for (const Deadline d = Deadline::AfterMs(5000); !f.handler.held_started && !d.expired();) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    QVERIFY(f.handler.held_started);
+    const int64_t t0 = NowNs();
+    {
+      Stopper stopper(f, 300);  // Stop waits for the worker: released as it goes
+      QVERIFY(busy.WaitClosed(5000));
+      const int64_t closed_ms = (NowNs() - t0) / 1'000'000;
+      QVERIFY2(closed_ms >= 250 && closed_ms < 5000, std::to_string(closed_ms).c_str());
+    }
+    QVERIFY(!HasResponses(busy.ReadUntil([](const std::string&) { return true; }), 1));
   }
 };
 

@@ -78,8 +78,10 @@ class OpenAiServer {
 
   int port() const;
   // Stops listening and joins the listener (requests still streaming end when
-  // their scheduler requests end).
-  void Stop();
+  // their scheduler requests end). With `drain_ms`, the answers being written
+  // (the errors of requests the scheduler ended, say) first reach their
+  // clients, for at most that long (http::Server::Stop).
+  void Stop(int64_t drain_ms = 0);
 
   struct Impl;
 

@@ -189,6 +189,11 @@ class Server {
   // Stops accepting, closes every connection (OnClose), waits for the
   // workers to finish what they run, joins every thread. Idempotent.
   void Stop();
+  // Stop() after a drain of at most `drain_ms`: no new connections; the
+  // requests being answered finish and their answers reach the clients, each
+  // connection closing after its answer (an idle one at once). What is still
+  // in progress at the deadline is cut as by Stop().
+  void Stop(int64_t drain_ms);
 
   // ---- Loop thread only.
   // A whole response to c's request; closes after it when `close` or the client asked.
@@ -233,6 +238,9 @@ class Server {
   void UpdateEvents(Connection* c);
   void SetEvents(int fd, uint64_t token, uint32_t* current, uint32_t wanted);
   void CloseNow(Connection* c);
+  // Draining (Stop(drain_ms)): stop accepting, close the idle connections;
+  // true once none is left.
+  bool Drain();
   void TakeWorkerNews();
   void ScanDeadlines(int64_t now);
   int64_t DeadlineOf(const Connection* c) const;
@@ -248,6 +256,7 @@ class Server {
   int wake_fd_ = -1;  // eventfd: workers' replies, Stop()
   std::thread loop_thread_;
   std::atomic<bool> stopping_{false};
+  std::atomic<int64_t> drain_until_ns_{0};  // Stop(drain_ms): the drain's deadline
   bool started_ = false, stopped_ = false;
 
   // Loop thread only.
@@ -257,6 +266,7 @@ class Server {
   std::unordered_map<uint64_t, Watched> watched_;                    // by token
   std::vector<std::unique_ptr<Connection>> graveyard_;               // closed this round
   int64_t next_scan_ns_ = 0;
+  bool draining_ = false;  // no longer accepting; connections close after their answer
 
   Mutex notify_mu_;
   std::vector<uint64_t> notified_ GUARDED_BY(notify_mu_);  // connections with worker news
