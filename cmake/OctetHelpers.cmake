@@ -104,6 +104,9 @@ function(octet_add_test name)
   if("tsan" IN_LIST ARG_LABELS)
     cmake_language(EVAL CODE "cmake_language(DEFER CALL _octet_join_suite tsan ${name})")
   endif()
+  if(NOT ARG_GUI)
+    cmake_language(EVAL CODE "cmake_language(DEFER CALL _octet_join_programs_suite ${name})")
+  endif()
   set_tests_properties(${name} PROPERTIES
     TIMEOUT ${ARG_TIMEOUT}
     LABELS "${ARG_LABELS}"
@@ -158,6 +161,27 @@ function(_octet_join_suite suite test)
   endif()
   add_dependencies(octet_${suite}_tests ${test})
   set_property(TEST ${test} APPEND PROPERTY LABELS ${suite})
+endfunction()
+
+# The suite app_programs: the tests that run the programs octet or
+# octet-agent (their targets depend on one), less those labelled packaging
+# (they check the build that ships). The asan preset builds them with the
+# programs (octet_app_programs_tests) and runs them, so that the programs
+# themselves meet the tests' bad input, dead peers and full disks under ASan +
+# UBSan (the sanitizer options reach them through the environment). GUI tests
+# are left out (the asan build has no workbench). Called at the end of the
+# test's folder, after its add_dependencies.
+function(_octet_join_programs_suite test)
+  get_target_property(_deps ${test} MANUALLY_ADDED_DEPENDENCIES)
+  if(NOT _deps OR NOT ("octet" IN_LIST _deps OR "octet-agent" IN_LIST _deps))
+    return()
+  endif()
+  get_test_property(${test} LABELS _labels)
+  if("packaging" IN_LIST _labels)
+    return()
+  endif()
+  add_dependencies(octet_app_programs_tests ${test})
+  set_property(TEST ${test} APPEND PROPERTY LABELS app_programs)
 endfunction()
 
 function(octet_print_summary)
