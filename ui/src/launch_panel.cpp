@@ -55,6 +55,8 @@ int64_t BusiestNodeActiveBytes(const app::LaunchMemoryPlan& p) {
   return most;
 }
 
+}  // namespace
+
 void SetItemEnabled(QComboBox* box, int row, bool enabled, const QString& tooltip) {
   auto* model = qobject_cast<QStandardItemModel*>(box->model());
   if (!model) return;
@@ -62,8 +64,6 @@ void SetItemEnabled(QComboBox* box, int row, bool enabled, const QString& toolti
   item->setEnabled(enabled);
   item->setToolTip(tooltip);
 }
-
-}  // namespace
 
 std::string RemoteJobId(const QString& what) {
   QString base = what;
@@ -650,97 +650,6 @@ bool LaunchPanel::upNodes(int count, std::vector<size_t>* nodes, QStringList* na
     *names << QString::fromStdString(snap->nodes[i].name);
   }
   return static_cast<int>(nodes->size()) == count;
-}
-
-void LaunchPanel::refreshRouterNodes(const app::ClusterSnapshot& snap) {
-  const bool remote = isRemote();
-  router_node_->setVisible(remote);
-  // Rebuilt only when the nodes or their states change (snapshots come at 10 Hz).
-  QStringList key;
-  for (const auto& node : snap.nodes) {
-    key << QString::fromStdString(node.name) +
-               (node.state == app::NodeState::kUp ? QStringLiteral("+") : QStringLiteral("-"));
-  }
-  if (!remote) key.clear();
-  if (key == router_node_key_) return;
-  router_node_key_ = key;
-  const QString current = router_node_->currentText();
-  router_node_->clear();
-  if (!remote) return;
-  for (size_t i = 0; i < snap.nodes.size(); ++i) {
-    router_node_->addItem(QString::fromStdString(snap.nodes[i].name), static_cast<int>(i));
-    if (snap.nodes[i].state != app::NodeState::kUp) {
-      SetItemEnabled(router_node_, static_cast<int>(i), false,
-                     tr("node %1 is %2")
-                         .arg(QString::fromStdString(snap.nodes[i].name),
-                              QString::fromLatin1(app::NodeStateName(snap.nodes[i].state))));
-    }
-  }
-  const int keep = router_node_->findText(current);
-  if (keep >= 0) {
-    router_node_->setCurrentIndex(keep);
-  } else {
-    for (size_t i = 0; i < snap.nodes.size(); ++i) {
-      if (snap.nodes[i].state == app::NodeState::kUp) {
-        router_node_->setCurrentIndex(static_cast<int>(i));
-        break;
-      }
-    }
-  }
-}
-
-void LaunchPanel::launchRouter() {
-  if (isRemote()) {
-    launchRemoteRouter();
-    return;
-  }
-  app::InstanceSpec spec;
-  spec.kind = app::InstanceSpec::Kind::kRouter;
-  spec.policy_file = policy_->text().trimmed().toStdString();
-  QString error;
-  const QString name = tr("router · %1").arg(QFileInfo(policy_->text()).fileName());
-  const int id = instances_->start(spec, name, &error);
-  if (id < 0) {
-    launch_state_->setText(tr("Could not start: %1").arg(error));
-    return;
-  }
-  QSettings().setValue(QStringLiteral("launch/policy"), policy_->text());
-  last_launched_ = id;
-  launch_state_->setText(tr("Starting %1…").arg(name));
-  progress_->setVisible(true);
-  refreshInstances();
-  table_->selectRow(table_->rowCount() - 1);
-}
-
-// `octet route --policy FILE` on the chosen node, started by its agent; FILE is
-// the path on that node. It serves where this machine reaches the agent.
-void LaunchPanel::launchRemoteRouter() {
-  const QString policy = policy_->text().trimmed();
-  if (policy.isEmpty()) {
-    launch_state_->setText(tr("Could not start: no routing policy file chosen"));
-    return;
-  }
-  const auto snap = controller_->snapshot();
-  const int node = router_node_->currentData().isValid() ? router_node_->currentData().toInt() : -1;
-  if (node < 0 || node >= static_cast<int>(snap->nodes.size()) ||
-      snap->nodes[node].state != app::NodeState::kUp) {
-    launch_state_->setText(tr("Could not start: choose a node that is up for the router"));
-    return;
-  }
-  const QString node_name = QString::fromStdString(snap->nodes[node].name);
-  app::RemoteInstanceSpec spec;
-  spec.kind = app::JobKind::kRouter;
-  spec.policy_file = policy.toStdString();
-  spec.nodes = {static_cast<size_t>(node)};
-  spec.job_id = RemoteJobId(QStringLiteral("router"));
-  const QString name = tr("router · %1 on %2").arg(QFileInfo(policy).fileName(), node_name);
-  const int id = instances_->startRemote(controller_->session(), spec, name, {node_name});
-  QSettings().setValue(QStringLiteral("launch/policy"), policy_->text());
-  last_launched_ = id;
-  launch_state_->setText(tr("Starting %1 through its agent…").arg(name));
-  progress_->setVisible(true);
-  refreshInstances();
-  table_->selectRow(table_->rowCount() - 1);
 }
 
 void LaunchPanel::stopSelected() {
