@@ -1,8 +1,8 @@
 // Model's working memory for a forward step (Model::Scratch: activations,
 // index arrays, MoE routing and MTP buffers, in the backend's memory), the
-// helper that grows a buffer, and the decode profile (Model::DecodeProfile). Internal to the
-// engine: model_forward.cpp (the forward pass, MoE) and model_mtp.cpp (multi-token prediction) use
-// it.
+// helper that grows a buffer, and the decode profile (Model::DecodeProfile).
+// Internal to the engine: model_forward.cpp (the forward pass, MoE) and
+// model_mtp.cpp (multi-token prediction) use it.
 #pragma once
 
 #include <cstdint>
