@@ -1,6 +1,6 @@
 // Model: placing the loaded weights on the backend, their byte counts and
 // summary, KV caches. Loading is model_load.cpp; the forward pass
-// model_forward.cpp.
+// model_forward.cpp; multi-token prediction model_mtp.cpp.
 #include "octet/engine/model.h"
 
 #include <algorithm>
