@@ -16,6 +16,16 @@ constexpr int kStopAfterFailureMs = 15'000;
 constexpr int kUnansweredChecks = 8;
 // Checks a finished training run waits for rank 0's output stream to end.
 constexpr int kLogDrainChecks = 20;
+// When one rank has failed, how long the others may take to end before the
+// cause is chosen among the failed ones (see WatchLoop).
+constexpr int64_t kFailureSettleMs = 2000;
+
+// A rank that ended badly, and how its agent said so.
+struct RankFailure {
+  size_t rank = 0;
+  bool signalled = false;  // ended by a signal (killed): never a consequence of a peer
+  std::string text;        // "rank R on node N: ..."
+};
 
 }  // namespace
 
@@ -230,6 +240,7 @@ void RemoteInstance::OnLogText(const std::string& text) {
 void RemoteInstance::WatchLoop() {
   std::vector<int> unanswered(spec_.nodes.size(), 0);
   int finish_checks = 0;
+  int64_t settle_until_ns = 0;  // set by the first failure seen
   for (;;) {
     bool stopping;
     {
@@ -242,13 +253,13 @@ void RemoteInstance::WatchLoop() {
     // Each rank's job as its agent reports it.
     size_t ended = 0;
     size_t finished = 0;  // training ranks that exited well
-    std::string failure;
+    std::vector<RankFailure> failures;  // by rank
     for (size_t r = 0; r < spec_.nodes.size(); ++r) {
       const std::string where = "rank " + std::to_string(r) + " on node " + node_names_[r];
       auto jobs = session_->client(spec_.nodes[r]).ListJobs(Deadline::AfterMs(kListDeadlineMs));
       if (!jobs.ok()) {
-        if (++unanswered[r] >= kUnansweredChecks && failure.empty()) {
-          failure = where + ": " + jobs.status().message();
+        if (++unanswered[r] >= kUnansweredChecks) {
+          failures.push_back({r, false, where + ": " + jobs.status().message()});
         }
         continue;
       }
@@ -259,7 +270,7 @@ void RemoteInstance::WatchLoop() {
       }
       if (!job) {
         ++ended;
-        if (failure.empty()) failure = where + ": its agent no longer has the job";
+        failures.push_back({r, false, where + ": its agent no longer has the job"});
         continue;
       }
       if (job->state == "running") continue;
@@ -270,7 +281,7 @@ void RemoteInstance::WatchLoop() {
         ++finished;
         continue;
       }
-      if (failure.empty()) failure = where + ": " + EndedWhy(*job);
+      failures.push_back({r, job->signal != 0, where + ": " + EndedWhy(*job)});
     }
     if (stopping) {
       if (ended == spec_.nodes.size()) {
@@ -283,7 +294,7 @@ void RemoteInstance::WatchLoop() {
       }
       continue;
     }
-    if (failure.empty() && finished == spec_.nodes.size()) {
+    if (failures.empty() && finished == spec_.nodes.size()) {
       // Rank 0's last lines (its final step) may still be on their way: the
       // end is reported once its output stream has ended (or after a while).
       bool logs_ended;
@@ -299,7 +310,20 @@ void RemoteInstance::WatchLoop() {
       });
       return;
     }
-    if (failure.empty()) continue;
+    if (failures.empty()) continue;
+    // When one rank fails, its peers end soon after because they lost it; the
+    // first one seen is not always the cause. Wait a moment for the others,
+    // then name a rank ended by a signal (killed), else the lowest failed one
+    // (rank 0 reads the model for all and names a lost peer).
+    if (ended < spec_.nodes.size()) {
+      if (settle_until_ns == 0) settle_until_ns = NowNs() + kFailureSettleMs * 1'000'000;
+      if (NowNs() < settle_until_ns) continue;
+    }
+    const RankFailure* cause = &failures.front();
+    for (const RankFailure& f : failures) {
+      if (f.signalled && !cause->signalled) cause = &f;
+    }
+    const std::string failure = cause->text;
     // Not a failure when Stop() came while the ranks were being looked at.
     bool failed = false;
     Update([&](RemoteInstanceStatus* s) {  // under mu_
