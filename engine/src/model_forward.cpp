@@ -10,10 +10,10 @@
 #include <mutex>
 #include <set>
 
+#include "model_scratch.h"
 #include "octet/base/deadline.h"
 #include "octet/base/huge_page_arena.h"
 #include "octet/base/log.h"
-#include "model_scratch.h"
 #include "octet/engine/model.h"
 
 namespace octet::engine {
