@@ -70,8 +70,11 @@ __global__ void ScatterAddRowsKernel(const float* x, int64_t ldx, const int64_t*
                                      int64_t ldo) {
   OCTET_GRID_STRIDE(c, n) {
     for (int64_t r = 0; r < n_rows; ++r) {
+      // A product rounded, then a sum rounded, as the CPU backends compute it
+      // (no fused multiply-add): the op is exact against them.
       const float w = weights ? weights[r] : 1.0f;
-      out[rows[r] * ldo + c] += w * x[r * ldx + c];
+      float* o = out + rows[r] * ldo + c;
+      *o = __fadd_rn(*o, __fmul_rn(w, x[r * ldx + c]));
     }
   }
 }
