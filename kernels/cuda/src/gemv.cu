@@ -11,7 +11,8 @@
 //   1. each lane loads its 16-byte chunks of the tile for its rows into
 //      registers (BF16: 4 chunks of 8 values per row; NVFP4: 1 chunk of 32
 //      codes and its 2 E4M3 scales) — issued first, so that their latency
-//      overlaps step 2;
+//      overlaps step 2 (NVFP4 a tile ahead, during the previous tile's
+//      step 3);
 //   2. the block stages x[0..m)[tile] in shared memory (zeros past k);
 //   3. each lane multiplies its chunks by the staged x, m rows at a time.
 // At the end each warp sums its lanes with shuffles and lane 0 writes the
@@ -32,11 +33,13 @@
 // codes, so one compute path serves all.
 //
 // Budget, per 16 bytes of weights and activation row: BF16 8 FMAs plus 8
-// conversions (shifts); NVFP4 32 FMAs, 32 E2M1 decodes (a few integer ops
-// each) and 32 scale multiplies. On GB10 (273 GB/s over 48 SMs) that is far
-// below the SMs' rate; on H200 (4.8 TB/s over 132 SMs) NVFP4 at several
-// activation rows is likely bound by these instructions rather than by
-// memory (bench_cuda shows which).
+// conversions (shifts); NVFP4 32 FMAs, 16 two-code decodes to half2 (two
+// shifts and two logic ops each, Nvfp4PairToHalf2), 32 widenings to float
+// and 2 scale FMAs (the block scale goes on each 16-column partial sum). On
+// GB10 (273 GB/s over 48 SMs) that is far below the SMs' rate; on H200
+// (4.8 TB/s over 132 SMs) NVFP4 at several activation rows is bound by these
+// instructions rather than by memory (bench_cuda shows which).
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -62,6 +65,19 @@ __device__ __forceinline__ int PaddedCol(int c) { return c + (c >> 5) * 4; }
 
 __device__ __forceinline__ uint32_t Word(const uint4& v, int i) {
   return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
+}
+
+// The E2M1 codes in bits 0..3 and 16..19 of `v` as the halves of a half2,
+// each equal to its code's value times 2^-14 (exactly): a code's exponent and
+// mantissa bits (2..0) become the half's exponent's low two bits and top
+// mantissa bit (bits 11..9), its sign (bit 3) the half's sign. E2M1's
+// exponent bias 1 against binary16's 15 is the 2^-14, and E2M1's subnormal
+// (0.5) lands on a binary16 subnormal, so the hardware widening to float
+// (one instruction a value) finishes the decode that DecodeE2m1 does with a
+// handful. Other bits of `v` are ignored.
+__device__ __forceinline__ __half2 Nvfp4PairToHalf2(uint32_t v) {
+  const uint32_t bits = ((v << 9) & 0x0e000e00u) | ((v << 12) & 0x80008000u);
+  return *reinterpret_cast<const __half2*>(&bits);
 }
 
 // What one 16-byte chunk of a format holds.
@@ -158,23 +174,40 @@ __global__ void __launch_bounds__(kThreads) GemvKernel(const GemvParams p) {
     for (int r = 0; r < R; ++r) acc[i][r] = 0.0f;
   }
 
-  for (int t0 = 0; t0 < p.k; t0 += kTileCols) {
-    // 1. This lane's weights of the tile.
-    uint4 chunk[R][U];
-    float scale[R][2];  // NVFP4: the chunk's two block scales (0 past k)
+  // This lane's weights of the tile at column t0: its chunks and (NVFP4)
+  // the raw E4M3 codes of their two block scales (0, i.e. +0.0, past k),
+  // decoded only where they are used, so that nothing waits on the loads
+  // before then.
+  uint4 chunk[R][U];
+  uint32_t scale_code[R][U][2];
+  auto load_tile = [&](int t0, uint4(&c)[R][U], uint32_t(&sc)[R][U][2]) {
 #pragma unroll
     for (int r = 0; r < R; ++r) {
 #pragma unroll
       for (int u = 0; u < U; ++u) {
-        chunk[r][u] =
-            LoadChunk<F>(wrow[r], t0 + (u * kWarpSize + lane) * kCols, p.k, p.vector_rows);
-      }
-      if constexpr (F == WeightFormat::kNvfp4) {
-        const int col = t0 + lane * kCols;
-        scale[r][0] = col < p.k ? DecodeE4m3(__ldg(srow[r] + col / 16)) : 0.0f;
-        scale[r][1] = col + 16 < p.k ? DecodeE4m3(__ldg(srow[r] + col / 16 + 1)) : 0.0f;
+        const int col = t0 + (u * kWarpSize + lane) * kCols;
+        c[r][u] = LoadChunk<F>(wrow[r], col, p.k, p.vector_rows);
+        if constexpr (F == WeightFormat::kNvfp4) {
+          sc[r][u][0] = col < p.k ? __ldg(srow[r] + col / 16) : 0u;
+          sc[r][u][1] = col + 16 < p.k ? __ldg(srow[r] + col / 16 + 1) : 0u;
+        }
       }
     }
+  };
+  // With one chunk a lane a row per tile (NVFP4), too
+  // few bytes are in flight to cover the memory latency if each tile's loads
+  // waited for the previous tile's arithmetic: the next tile's loads are
+  // issued before the current one is multiplied (double buffering in
+  // registers). Four chunks a row keep enough in flight without the extra
+  // registers. (NVFP4 in 4096-column tiles at one or two rows, four chunks
+  // and one barrier pair per row of an 8B-class layer, needed 255 registers,
+  // one block an SM, and was slower on an H200 at 14336 and 16384 rows.)
+  constexpr bool kPrefetch = U == 1;
+  if constexpr (kPrefetch) load_tile(0, chunk, scale_code);
+
+  for (int t0 = 0; t0 < p.k; t0 += kTileCols) {
+    // 1. This tile's weights (already loaded where prefetched).
+    if constexpr (!kPrefetch) load_tile(t0, chunk, scale_code);
     // 2. Stage x. The first barrier keeps the previous tile's readers ahead
     // of these writes, the second the writes ahead of the readers.
     __syncthreads();
@@ -184,6 +217,10 @@ __global__ void __launch_bounds__(kThreads) GemvKernel(const GemvParams p) {
       xs[i][PaddedCol(c)] = t0 + c < p.k ? p.x[i * p.ldx + t0 + c] : 0.0f;
     }
     __syncthreads();
+    uint4 next_chunk[R][U];
+    uint32_t next_scale_code[R][U][2];
+    const bool more = kPrefetch && t0 + kTileCols < p.k;
+    if (more) load_tile(t0 + kTileCols, next_chunk, next_scale_code);
     // 3. Multiply, four columns (one float4 of x per activation row) at a time.
     if constexpr (F == WeightFormat::kBF16) {
 #pragma unroll
@@ -216,32 +253,74 @@ __global__ void __launch_bounds__(kThreads) GemvKernel(const GemvParams p) {
       }
     } else {
       // Column j (0..31) of the chunk is nibble j % 8 of word j / 8 (two
-      // codes per byte, low nibble first, little-endian words).
+      // codes per byte, low nibble first, little-endian words). Word q holds
+      // columns 8q..8q+7; its pair p (0..3) is columns 8q+p and 8q+p+4, which
+      // sit at bits 4p and 4p+16: one half2 (Nvfp4PairToHalf2) and two
+      // cvts give both. The products are summed per 16-column block and the
+      // block's scale applied once to the sum.
 #pragma unroll
-      for (int q = 0; q < 8; ++q) {
-        const int c = lane * kCols + q * 4;
-        float w[R][4];
+      for (int u = 0; u < U; ++u) {
 #pragma unroll
-        for (int r = 0; r < R; ++r) {
-          const uint32_t word = Word(chunk[r][0], q / 2);
-          const int shift = (q % 2) * 16;
-          const float s = scale[r][q / 4];
+        for (int blk = 0; blk < 2; ++blk) {
+          float part[M][R];
 #pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            // E2M1 x E4M3 is exact in float, as in the reference decode.
-            w[r][e] = DecodeE2m1(word >> (shift + 4 * e)) * s;
+          for (int i = 0; i < M; ++i) {
+#pragma unroll
+            for (int r = 0; r < R; ++r) part[i][r] = 0.0f;
           }
-        }
 #pragma unroll
-        for (int i = 0; i < M; ++i) {
-          const float4 xv = *reinterpret_cast<const float4*>(&xs[i][PaddedCol(c)]);
+          for (int qq = 0; qq < 2; ++qq) {
+            const int q = blk * 2 + qq;
+            const int c = (u * kWarpSize + lane) * kCols + q * 8;
+            float lo[R][4], hi[R][4];  // columns c+p and c+p+4, times 2^-14
+#pragma unroll
+            for (int r = 0; r < R; ++r) {
+              const uint32_t word = Word(chunk[r][u], q);
+#pragma unroll
+              for (int pr = 0; pr < 4; ++pr) {
+                const float2 f = __half22float2(Nvfp4PairToHalf2(word >> (4 * pr)));
+                lo[r][pr] = f.x;
+                hi[r][pr] = f.y;
+              }
+            }
+#pragma unroll
+            for (int i = 0; i < M; ++i) {
+              const float4 xa = *reinterpret_cast<const float4*>(&xs[i][PaddedCol(c)]);
+              const float4 xb = *reinterpret_cast<const float4*>(&xs[i][PaddedCol(c + 4)]);
+#pragma unroll
+              for (int r = 0; r < R; ++r) {
+                part[i][r] = fmaf(xa.x, lo[r][0], part[i][r]);
+                part[i][r] = fmaf(xa.y, lo[r][1], part[i][r]);
+                part[i][r] = fmaf(xa.z, lo[r][2], part[i][r]);
+                part[i][r] = fmaf(xa.w, lo[r][3], part[i][r]);
+                part[i][r] = fmaf(xb.x, hi[r][0], part[i][r]);
+                part[i][r] = fmaf(xb.y, hi[r][1], part[i][r]);
+                part[i][r] = fmaf(xb.z, hi[r][2], part[i][r]);
+                part[i][r] = fmaf(xb.w, hi[r][3], part[i][r]);
+              }
+            }
+          }
+          float scale[R];
 #pragma unroll
           for (int r = 0; r < R; ++r) {
-            acc[i][r] = fmaf(xv.x, w[r][0], acc[i][r]);
-            acc[i][r] = fmaf(xv.y, w[r][1], acc[i][r]);
-            acc[i][r] = fmaf(xv.z, w[r][2], acc[i][r]);
-            acc[i][r] = fmaf(xv.w, w[r][3], acc[i][r]);
+            scale[r] = DecodeE4m3(static_cast<uint8_t>(scale_code[r][u][blk]));
           }
+#pragma unroll
+          for (int i = 0; i < M; ++i) {
+#pragma unroll
+            for (int r = 0; r < R; ++r) acc[i][r] = fmaf(part[i][r], scale[r], acc[i][r]);
+          }
+        }
+      }
+    }
+    if (more) {
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+          chunk[r][u] = next_chunk[r][u];
+          scale_code[r][u][0] = next_scale_code[r][u][0];
+          scale_code[r][u][1] = next_scale_code[r][u][1];
         }
       }
     }
@@ -259,8 +338,10 @@ __global__ void __launch_bounds__(kThreads) GemvKernel(const GemvParams p) {
     if (row >= p.n) break;
 #pragma unroll
     for (int i = 0; i < M; ++i) {
-      // NVFP4's global scale goes on the sum (the CPU decode kernels do the same).
-      const float v = F == WeightFormat::kNvfp4 ? acc[i][r] * p.global_scale : acc[i][r];
+      // NVFP4's global scale goes on the sum (the CPU decode kernels do the
+      // same), with the 2^14 that Nvfp4PairToHalf2 leaves out.
+      const float v =
+          F == WeightFormat::kNvfp4 ? acc[i][r] * (p.global_scale * 0x1p14f) : acc[i][r];
       float* out = p.y + i * p.ldy + row;
       *out = p.accumulate ? *out + v : v;
     }
