@@ -15,12 +15,17 @@
 
 #include "backend_kernels.h"
 #include "cuda_check.h"
+#include "octet/base/log.h"
 #include "octet/kernels/cuda/cuda_backend.h"
 #include "octet/kernels/cuda/cuda_device.h"
 #include "octet/kernels/cuda/cuda_ops.h"
 
 namespace octet::kernels::cuda {
 namespace {
+
+// Each half of the pinned staging ring (CudaBackend::StagingRing): a decode
+// step uploads a few kilobytes, so a half holds many steps.
+constexpr size_t kStagingHalfBytes = size_t{1} << 20;
 
 // Dequantised weight panels (NVFP4 -> BF16, F16 -> F32) are at most this big.
 constexpr int64_t kPanelBytes = int64_t{64} << 20;
@@ -70,6 +75,19 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::Create(const BackendOptions& o
   }
   const char* mode = std::getenv("OCTET_CUDA_MATMUL");
   b->split_bf16_ = !(mode && std::string(mode) == "bf16");
+  // Without pinned memory the uploads stay correct, only synchronous-ish.
+  void* ring = nullptr;
+  if (cudaHostAlloc(&ring, 2 * kStagingHalfBytes, cudaHostAllocDefault) == cudaSuccess &&
+      cudaEventCreateWithFlags(&b->staging_.left[0], cudaEventDisableTiming) == cudaSuccess &&
+      cudaEventCreateWithFlags(&b->staging_.left[1], cudaEventDisableTiming) == cudaSuccess) {
+    b->staging_.base = static_cast<uint8_t*>(ring);
+    b->staging_.half_bytes = kStagingHalfBytes;
+  } else {
+    cudaGetLastError();  // clear the error the failed call left behind
+    if (ring) cudaFreeHost(ring);
+    OCTET_LOG(WARNING) << "cuda backend: no pinned staging memory; small uploads are "
+                          "copied from pageable memory (the host waits for the device)";
+  }
   return b;
 }
 
@@ -80,7 +98,36 @@ CudaBackend::~CudaBackend() {
     if (s.data) cudaFree(s.data);
   }
   if (handle_) cublas_->destroy(handle_);
+  for (cudaEvent_t e : staging_.left) {
+    if (e) cudaEventDestroy(e);
+  }
+  if (staging_.base) cudaFreeHost(staging_.base);
   if (stream_) cudaStreamDestroy(stream_);
+}
+
+Status CudaBackend::Upload(void* dst, const void* src, size_t bytes) {
+  StagingRing& r = staging_;
+  if (!r.base || bytes > r.half_bytes) {
+    return CudaCheck(
+        cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_),
+        "cudaMemcpyAsync(" + Str(static_cast<int64_t>(bytes)) + " bytes to the device)");
+  }
+  r.head = (r.head + 15) & ~size_t{15};
+  if (r.head + bytes > r.half_bytes) {
+    // Leave this half; take the other once the copies queued from it have run.
+    OCTET_RETURN_IF_ERROR(
+        CudaCheck(cudaEventRecord(r.left[r.half], stream_), "cudaEventRecord(staging)"));
+    r.half ^= 1;
+    OCTET_RETURN_IF_ERROR(
+        CudaCheck(cudaEventSynchronize(r.left[r.half]), "cudaEventSynchronize(staging)"));
+    r.head = 0;
+  }
+  uint8_t* slot = r.base + r.half * r.half_bytes + r.head;
+  std::memcpy(slot, src, bytes);
+  r.head += bytes;
+  return CudaCheck(
+      cudaMemcpyAsync(dst, slot, bytes, cudaMemcpyHostToDevice, stream_),
+      "cudaMemcpyAsync(" + Str(static_cast<int64_t>(bytes)) + " staged bytes to the device)");
 }
 
 bool CudaBackend::supports(WeightFormat format) const {
@@ -168,11 +215,10 @@ void CudaBackend::CopyToDevice(void* dst, const void* host_src, int64_t bytes) {
     Check(InvalidArgumentError("CopyToDevice: null pointer"));
     return;
   }
-  // From pageable memory the runtime stages the bytes before it returns, so
-  // the caller may reuse host_src at once.
-  Check(CudaCheck(
-      cudaMemcpyAsync(dst, host_src, static_cast<size_t>(bytes), cudaMemcpyHostToDevice, stream_),
-      "cudaMemcpyAsync(" + Str(bytes) + " bytes to the device)"));
+  // Upload copies the bytes (into the pinned ring, or the runtime stages
+  // them from pageable memory) before it returns, so the caller may reuse
+  // host_src at once.
+  Check(Upload(dst, host_src, static_cast<size_t>(bytes)));
 }
 
 void CudaBackend::CopyToHost(void* host_dst, const void* src, int64_t bytes) {
@@ -622,11 +668,7 @@ void CudaBackend::Attention(const AttentionArgs& a) {
   }
   // After the scratch (which may wait for the stream): the upload is ordered
   // after any queued reader of the previous table.
-  if (!Check(CudaCheck(
-          cudaMemcpyAsync(*table, host_table_.data(), table_bytes, cudaMemcpyHostToDevice, stream_),
-          "cudaMemcpyAsync(attention table)"))) {
-    return;
-  }
+  if (!Check(Upload(*table, host_table_.data(), table_bytes))) return;
   g.q = a.q;
   g.q_row_stride = a.q_row_stride;
   g.out = a.out;

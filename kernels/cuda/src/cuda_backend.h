@@ -93,6 +93,10 @@ class CudaBackend final : public KernelBackend {
                   int64_t n, int64_t k, float alpha, float* y, int64_t ldy, bool accumulate);
   Status Sgemm(const float* x, int64_t m, int64_t ldx, const float* w, int64_t w_ld, int64_t n,
                int64_t k, float* y, int64_t ldy, bool accumulate);
+  // Queues the copy of `bytes` host bytes to `dst` on the stream; `src` may be
+  // reused as soon as it returns. Small copies go through the pinned staging
+  // ring (below), larger ones straight from pageable memory.
+  Status Upload(void* dst, const void* src, size_t bytes);
 
   cudaStream_t stream_ = nullptr;
   const CublasApi* cublas_ = nullptr;
@@ -107,6 +111,24 @@ class CudaBackend final : public KernelBackend {
   };
   ScratchBuffer scratch_[kScratchCount];
   std::vector<uint8_t> host_table_;  // the attention table before its upload
+
+  // Pinned host memory for the small uploads of every step (token ids,
+  // positions, each layer's attention table). A copy from pageable memory
+  // may make the runtime wait for the stream to drain before it stages the
+  // bytes, which would stop the host from queueing ahead of the device at
+  // every layer; a copy from pinned memory is only queued. The ring has two
+  // halves used in turn: leaving a half records an event, and a half is
+  // reused only once the event recorded when it was last left has passed
+  // (its copies have run). Null where pinned memory could not be had: every
+  // upload is then pageable.
+  struct StagingRing {
+    uint8_t* base = nullptr;
+    size_t half_bytes = 0;
+    int half = 0;     // the half being filled
+    size_t head = 0;  // its next free byte
+    cudaEvent_t left[2] = {nullptr, nullptr};
+  };
+  StagingRing staging_;
 };
 
 }  // namespace octet::kernels::cuda
