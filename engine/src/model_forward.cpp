@@ -144,7 +144,7 @@ Status Model::Forward(const std::vector<SequenceChunk>& batch, KvCache& cache, F
   kernels::KernelBackend& be = *backend_;
   if (!scratch_) scratch_ = std::make_unique<Scratch>();
   Scratch& S = *scratch_;
-  DecodeProfile prof(T);
+  DecodeProfile prof(T, be.memory_kind() == kernels::MemoryKind::kHost ? nullptr : &be);
   const int64_t H = c.hidden_size, hd = c.head_dim;
   const int64_t qd = local_heads_ * hd, kvd = local_kv_heads_ * hd;
   const int64_t F = max_mlp_width_;

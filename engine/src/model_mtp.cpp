@@ -87,7 +87,7 @@ Status Model::MtpDraft(size_t chunk, int slot, int64_t start_pos, const std::vec
     be.CopyToDevice(S.row_index.data(), idx.data(), n * int64_t{sizeof(int64_t)});
     be.GatherRows(S.hidden.as<float>(), H, S.row_index.as<int64_t>(), n, H, S.mtp_h.as<float>());
   }
-  DecodeProfile prof(0);
+  DecodeProfile prof(0, nullptr);  // off (0 tokens): the layer calls take one
   std::vector<float> host_logits(V);
   std::vector<int32_t> tokens = next;
   int64_t pos = start_pos;

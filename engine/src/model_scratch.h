@@ -60,14 +60,17 @@ inline Status Ensure(kernels::KernelBackend& be, kernels::Buffer& b, int64_t byt
 
 // Where a decode forward's time goes, for tuning: with OCTET_PROFILE_DECODE=1
 // in the environment, forwards of at most 8 tokens time their op groups (wall
-// clock between marks; the backend ops are synchronous) and every 64 forwards
-// of one token count log the mean ms per forward. Off (one branch per mark)
-// otherwise.
+// clock between marks; a device backend, whose ops only queue work, is
+// synchronized at each mark, which adds its round trip to every group) and
+// every 64 forwards of one token count log the mean ms per forward. Off (one
+// branch per mark) otherwise.
 class Model::DecodeProfile {
  public:
   enum Op { kEmbed, kNorms, kQkv, kAttention, kO, kAllReduce, kGateUp, kDown, kLmHead, kOps };
 
-  explicit DecodeProfile(int64_t tokens) : tokens_(tokens) {
+  // `device`: the backend to synchronize at each mark (null: its ops are
+  // synchronous).
+  DecodeProfile(int64_t tokens, kernels::KernelBackend* device) : tokens_(tokens), device_(device) {
     static const bool enabled = [] {
       const char* e = std::getenv("OCTET_PROFILE_DECODE");
       return e != nullptr && e[0] != '\0' && e[0] != '0';
@@ -101,6 +104,7 @@ class Model::DecodeProfile {
   // The time since the previous mark goes to `op`.
   void Mark(Op op) {
     if (!on_) return;
+    if (device_) (void)device_->Synchronize();  // an error surfaces at the step's own check
     const int64_t now = NowNs();
     ns_[op] += now - last_;
     last_ = now;
@@ -114,6 +118,7 @@ class Model::DecodeProfile {
     int64_t forwards = 0;
   };
   int64_t tokens_;
+  kernels::KernelBackend* device_;
   bool on_ = false;
   int64_t last_ = 0;
   int64_t ns_[kOps] = {};

@@ -7,15 +7,31 @@
 // call, effective GB/s (weights and scales read, activations read, outputs
 // written) and that rate as a fraction of the copy's. Each call reads its
 // weights from DRAM: calls rotate through enough copies of the matrix to
-// exceed the L2 cache four times over.
+// exceed the L2 cache four times over. Last, the prefill matmuls of the same
+// model at --gemm-rows rows (default 2048) through the CUDA backend's Matmul
+// (f32 activations converted to BF16, cuBLAS BF16 tensor-core GEMM, f32
+// out), in both of its modes: "split" (the default: the activations as a
+// BF16 high and low part, two GEMMs, for f32-like accuracy) and "bf16"
+// (OCTET_CUDA_MATMUL=bf16: one GEMM, activations rounded to BF16 as the
+// usual serving engines keep them). The "bf16" rate is the cuBLAS BF16 GEMM
+// rate the engine's prefill is measured against. And the cost of a kernel
+// launch: 1,000 tiny GEMVs (64 x 64) queued one by one on the stream — the
+// host's time to queue each and the time per kernel until the last one has
+// run — against the same 1,000 captured once as a CUDA graph and replayed
+// (one launch): how much of a decode step of small kernels is launch cost.
 //
 // Prints a table; --json FILE also writes one JSON document. Without a usable
 // CUDA device prints "no usable CUDA device: <why>" and exits 77.
 //
-//   bench_cuda [--rows 1,4,8] [--rounds 5] [--iters 40] [--copy-mib 1024] [--json FILE]
+//   bench_cuda [--rows 1,4,8] [--rounds 5] [--iters 40] [--copy-mib 1024]
+//              [--gemm-rows 2048] [--json FILE]
+#include <cuda_runtime.h>
+
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <string>
@@ -23,6 +39,7 @@
 
 #include "octet/base/args.h"
 #include "octet/base/json.h"
+#include "octet/kernels/cuda/cuda_backend.h"
 #include "octet/kernels/cuda/cuda_device.h"
 #include "octet/kernels/cuda/cuda_ops.h"
 #include "octet/kernels/weight.h"
@@ -102,6 +119,89 @@ Result<double> BestMs(const CudaStream& stream, int rounds, int iters, const Bod
   return best;
 }
 
+// Best TFLOP/s of y[m, n] = x[m, k] · Wᵀ through `backend`'s Matmul over
+// `rounds` rounds of `iters` calls (wall clock around a synchronized batch:
+// each call is a fraction of a millisecond of tensor-core work).
+Result<double> GemmTflops(KernelBackend& backend, const WeightMatrix& w, const float* x, int64_t m,
+                          float* y, int rounds, int iters) {
+  const int64_t n = w.rows, k = w.cols;
+  auto batch = [&](int calls) -> Result<double> {
+    OCTET_RETURN_IF_ERROR(backend.Synchronize());
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < calls; ++i) backend.Matmul(x, m, k, w, y, n, false);
+    OCTET_RETURN_IF_ERROR(backend.Synchronize());
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  };
+  OCTET_RETURN_IF_ERROR(batch(2).status());  // warm-up: cuBLAS picks and loads its kernels
+  double best = 1e30;
+  for (int r = 0; r < rounds; ++r) {
+    OCTET_ASSIGN_OR_RETURN(double sec, batch(iters));
+    best = std::min(best, sec / iters);
+  }
+  return 2.0 * m * n * k / best / 1e12;
+}
+
+Status CudaCheck(cudaError_t e, const char* what) {
+  if (e == cudaSuccess) return Status::Ok();
+  return InternalError(std::string(what) + ": " + cudaGetErrorString(e));
+}
+
+// The launch-cost figures (see the file comment).
+struct LaunchCost {
+  double queue_us = 0;   // host time to queue one launch
+  double stream_us = 0;  // per kernel, queued one by one, until the last has run
+  double graph_us = 0;   // per kernel, replayed as one CUDA graph
+};
+
+Result<LaunchCost> MeasureLaunchCost(const CudaStream& stream, int rounds) {
+  constexpr int kLaunches = 1000;
+  constexpr int64_t kDim = 64;
+  OCTET_ASSIGN_OR_RETURN(DeviceMatrix w, MakeMatrix(WeightFormat::kBF16, kDim, kDim, 1, stream));
+  OCTET_ASSIGN_OR_RETURN(DeviceBuffer x, DeviceBuffer::Allocate(kDim * sizeof(float)));
+  OCTET_ASSIGN_OR_RETURN(DeviceBuffer y, DeviceBuffer::Allocate(kDim * sizeof(float)));
+  OCTET_RETURN_IF_ERROR(x.Fill(0, stream));
+  auto queue = [&]() -> Status {
+    for (int i = 0; i < kLaunches; ++i) {
+      OCTET_RETURN_IF_ERROR(
+          LaunchGemv(stream.get(), x.as<float>(), 1, kDim, w.views[0], y.as<float>(), kDim, false));
+    }
+    return Status::Ok();
+  };
+  using Clock = std::chrono::steady_clock;
+  auto us = [](Clock::duration d) { return std::chrono::duration<double, std::micro>(d).count(); };
+  LaunchCost best{1e30, 1e30, 1e30};
+  OCTET_RETURN_IF_ERROR(queue());  // warm-up
+  OCTET_RETURN_IF_ERROR(stream.Synchronize());
+  for (int r = 0; r < rounds; ++r) {
+    const auto t0 = Clock::now();
+    OCTET_RETURN_IF_ERROR(queue());
+    const auto t1 = Clock::now();
+    OCTET_RETURN_IF_ERROR(stream.Synchronize());
+    best.queue_us = std::min(best.queue_us, us(t1 - t0) / kLaunches);
+    best.stream_us = std::min(best.stream_us, us(Clock::now() - t0) / kLaunches);
+  }
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  OCTET_RETURN_IF_ERROR(
+      CudaCheck(cudaStreamBeginCapture(stream.get(), cudaStreamCaptureModeThreadLocal),
+                "cudaStreamBeginCapture"));
+  const Status captured = queue();
+  const cudaError_t ended = cudaStreamEndCapture(stream.get(), &graph);
+  OCTET_RETURN_IF_ERROR(captured);
+  OCTET_RETURN_IF_ERROR(CudaCheck(ended, "cudaStreamEndCapture"));
+  Status s = CudaCheck(cudaGraphInstantiate(&exec, graph, 0), "cudaGraphInstantiate");
+  for (int r = 0; s.ok() && r <= rounds; ++r) {  // round 0 warms up
+    const auto t0 = Clock::now();
+    s = CudaCheck(cudaGraphLaunch(exec, stream.get()), "cudaGraphLaunch");
+    if (s.ok()) s = stream.Synchronize();
+    if (r > 0) best.graph_us = std::min(best.graph_us, us(Clock::now() - t0) / kLaunches);
+  }
+  if (exec) cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  OCTET_RETURN_IF_ERROR(s);
+  return best;
+}
+
 int Fail(const Status& s) {
   std::cerr << "bench_cuda: " << s.ToString() << "\n";
   return 1;
@@ -115,6 +215,7 @@ int main(int argc, char** argv) {
   args.Option("rounds", "N", "timed rounds (the best is reported)", "5");
   args.Option("iters", "N", "calls per round", "40");
   args.Option("copy-mib", "MiB", "size of the copied buffer", "1024");
+  args.Option("gemm-rows", "M", "rows of the prefill GEMMs (0: skip them)", "2048");
   args.Option("json", "FILE", "also write the figures as one JSON document");
   if (Status s = args.Parse(argc, argv); !s.ok()) {
     std::cerr << "bench_cuda: " << s.message() << "\n";
@@ -250,6 +351,73 @@ int main(int argc, char** argv) {
                                {"weight_copies", copies}});
       }
     }
+  }
+
+  // ---- prefill GEMMs through the backend ----
+  // The Qwen3-8B projections: q+k+v, o, gate+up, down.
+  const int64_t gemm_m = args.GetInt("gemm-rows").value_or(0);
+  out["gemm"] = nlohmann::json::array();
+  if (gemm_m > 0) {
+    std::printf("\nprefill matmuls through the CUDA backend, %lld rows (TFLOP/s):\n",
+                static_cast<long long>(gemm_m));
+    std::printf("%6s %6s %10s %10s\n", "n", "k", "split", "bf16");
+    struct Shape {
+      int64_t n, k;
+    };
+    const Shape shapes[] = {{6144, 4096}, {4096, 4096}, {24576, 4096}, {4096, 12288}};
+    std::unique_ptr<KernelBackend> backends[2];
+    for (int mode = 0; mode < 2; ++mode) {
+      // The mode is read when a backend is created.
+      if (mode == 1) setenv("OCTET_CUDA_MATMUL", "bf16", 1);
+      auto b = CreateCudaBackend();
+      if (!b.ok()) return Fail(b.status());
+      backends[mode] = std::move(*b);
+    }
+    unsetenv("OCTET_CUDA_MATMUL");
+    for (Shape shape : shapes) {
+      auto matrix = MakeMatrix(WeightFormat::kBF16, shape.n, shape.k, 1, stream);
+      if (!matrix.ok()) return Fail(matrix.status());
+      std::vector<float> host_x(gemm_m * shape.k);
+      for (size_t i = 0; i < host_x.size(); ++i)
+        host_x[i] = 0.01f * static_cast<float>((i * 37) % 101) - 0.5f;
+      auto x = DeviceBuffer::Allocate(host_x.size() * sizeof(float));
+      if (!x.ok()) return Fail(x.status());
+      if (Status s = x->CopyFromHost(host_x.data(), host_x.size() * sizeof(float), stream);
+          !s.ok()) {
+        return Fail(s);
+      }
+      auto y = DeviceBuffer::Allocate(gemm_m * shape.n * sizeof(float));
+      if (!y.ok()) return Fail(y.status());
+      if (Status s = stream.Synchronize(); !s.ok()) return Fail(s);
+      double tflops[2];
+      for (int mode = 0; mode < 2; ++mode) {
+        auto t = GemmTflops(*backends[mode], matrix->views[0], x->as<float>(), gemm_m,
+                            y->as<float>(), static_cast<int>(*rounds), 10);
+        if (!t.ok()) return Fail(t.status());
+        tflops[mode] = *t;
+      }
+      std::printf("%6lld %6lld %10.1f %10.1f\n", static_cast<long long>(shape.n),
+                  static_cast<long long>(shape.k), tflops[0], tflops[1]);
+      out["gemm"].push_back({{"m", gemm_m},
+                             {"n", shape.n},
+                             {"k", shape.k},
+                             {"split_tflops", tflops[0]},
+                             {"bf16_tflops", tflops[1]}});
+    }
+  }
+
+  // ---- launch cost ----
+  {
+    auto cost = MeasureLaunchCost(stream, static_cast<int>(*rounds));
+    if (!cost.ok()) return Fail(cost.status());
+    std::printf(
+        "\nlaunch cost, 1000 tiny GEMVs: %.2f us to queue each, %.2f us a kernel queued one by "
+        "one, %.2f us a kernel replayed as a CUDA graph\n",
+        cost->queue_us, cost->stream_us, cost->graph_us);
+    out["launch"] = {{"kernels", 1000},
+                     {"queue_us", cost->queue_us},
+                     {"stream_us_per_kernel", cost->stream_us},
+                     {"graph_us_per_kernel", cost->graph_us}};
   }
 
   if (args.Has("json")) {

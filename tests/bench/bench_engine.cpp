@@ -15,7 +15,7 @@
 //
 //   octet_bench_engine [--threads 2] [--dir /tmp/octet-bench] [--models a,b]
 //                      [--prompt 512] [--decode 128] [--repeats 1] [--backend auto]
-//                      [--moe-layers 0] [--quantize off|nvfp4] [--moe-ab N]
+//                      [--moe-layers 0] [--layers 0] [--quantize off|nvfp4] [--moe-ab N]
 //
 // --moe-ab N (mixture-of-experts models): N more rounds, each a c1 decode run
 // (and a batched one at the largest --concurrency) with the chosen experts
@@ -79,9 +79,20 @@ const std::vector<Shape>& Shapes() {
     llama.rope_theta = 5e5;
     llama.tie_word_embeddings = true;
     llama.llama3_rope_scaling = true;
+    RandomModelShape qwen8b = qwen;  // Qwen3-8B
+    qwen8b.hidden_size = 4096;
+    qwen8b.intermediate_size = 12288;
+    qwen8b.num_layers = 36;
+    qwen8b.num_heads = 32;
+    qwen8b.num_kv_heads = 8;
+    qwen8b.tie_word_embeddings = false;
+    RandomModelShape qwen8b_fp4 = qwen8b;
+    qwen8b_fp4.nvfp4 = true;
     return std::vector<Shape>{{"qwen3-0.6b-bf16", qwen},
                               {"qwen3-0.6b-nvfp4", qwen_fp4},
                               {"llama3.2-1b-bf16", llama},
+                              {"qwen3-8b-bf16", qwen8b},  // ~16.4 GB
+                              {"qwen3-8b-nvfp4", qwen8b_fp4},
                               // Layer count chosen at run time (MoeLayers).
                               {"qwen3-30b-a3b-nvfp4", RandomModelShape::Qwen3_30B_A3B(0), 48}};
   }();
@@ -266,8 +277,8 @@ struct DecodeRun {
 struct ModelResult {
   std::string name, weights;
   int64_t layers = 0, full_layers = 0;  // full_layers: the real model's, where it has more
-  std::vector<DecodeRun> decode_runs;  // in order
-  DecodeRun decode;                    // the run with the median roofline share
+  std::vector<DecodeRun> decode_runs;   // in order
+  DecodeRun decode;                     // the run with the median roofline share
   int64_t weight_bytes_per_token = 0;
   double prefill_tps = 0, prefill_gflops = 0, prefill_seconds = 0;
   // Batched decode: aggregate tok/s with c sequences decoding in one step each.
@@ -490,14 +501,19 @@ int main(int argc, char** argv) {
   p.Option("threads", "N", "threads (0: all cores)", "0")
       .Option("dir", "DIR", "where the checkpoints are written (reused when present)",
               "/tmp/octet-bench-engine")
-      .Option(
-          "models", "LIST",
-          "qwen3-0.6b-bf16, qwen3-0.6b-nvfp4, llama3.2-1b-bf16, qwen3-30b-a3b-nvfp4 (Qwen3-30B-A3B "
-          "layers: 128 experts of 768, top-8, NVFP4 experts, BF16 attention)",
-          "qwen3-0.6b-bf16,qwen3-0.6b-nvfp4,llama3.2-1b-bf16")
+      .Option("models", "LIST",
+              "qwen3-0.6b-bf16, qwen3-0.6b-nvfp4, llama3.2-1b-bf16, qwen3-8b-bf16, qwen3-8b-nvfp4 "
+              "(Qwen3-8B: 36 layers of 4096, MLP 12288, untied lm_head), qwen3-30b-a3b-nvfp4 "
+              "(Qwen3-30B-A3B "
+              "layers: 128 experts of 768, top-8, NVFP4 experts, BF16 attention)",
+              "qwen3-0.6b-bf16,qwen3-0.6b-nvfp4,llama3.2-1b-bf16")
       .Option("moe-layers", "N",
               "layers of qwen3-30b-a3b-nvfp4 (it has 48); 0: as many as fit in half of "
               "MemAvailable (checkpoint + NVFP4 tile copy)",
+              "0")
+      .Option("layers", "N",
+              "layers of the dense shapes (0: the model's own); fewer write and load faster, "
+              "and the report says how many of the model's it holds",
               "0")
       .Option("prompt", "N", "prefill tokens", "512")
       .Option("decode", "N", "decode tokens", "128")
@@ -602,6 +618,18 @@ int main(int argc, char** argv) {
       // that stops halfway is not taken for one.
       if (stale) std::remove(JoinPath(dir, "config.json").c_str());
     }
+    Shape run_shape = *shape;
+    if (const int64_t want = p.GetInt("layers").value_or(0);
+        shape->full_layers == 0 && want > 0 && want < shape->shape.num_layers) {
+      to_write.num_layers = want;
+      run_shape.full_layers = shape->shape.num_layers;
+      int64_t existing = 0;
+      if (auto text = ReadFileToString(JoinPath(dir, "config.json")); text.ok()) {
+        existing = nlohmann::json::parse(*text, nullptr, false).value("num_hidden_layers", 0);
+      }
+      stale = existing > 0 && existing != want;
+      if (stale) std::remove(JoinPath(dir, "config.json").c_str());
+    }
     if (stale || !PathExists(JoinPath(dir, "config.json"))) {
       std::fprintf(stderr, "writing %s ...\n", dir.c_str());
       if (Status s = WriteRandomCheckpoint(to_write, dir); !s.ok()) {
@@ -627,7 +655,7 @@ int main(int argc, char** argv) {
       return 2;
     }
     auto r =
-        RunModel(*shape, dir, threads, *kv_dtype, decode_context, n_prompt, n_decode,
+        RunModel(run_shape, dir, threads, *kv_dtype, decode_context, n_prompt, n_decode,
                  static_cast<int>(repeats), stream_n, *conc, tiles == "on", p.GetString("backend"),
                  *quantize, static_cast<int>(p.GetInt("moe-ab").value_or(0)));
     if (!r.ok()) {
@@ -726,9 +754,9 @@ int main(int argc, char** argv) {
   }
   for (const auto& r : results) {
     if (r.full_layers > r.layers) {
-      std::fprintf(stderr, "%s: %lld of the model's %lld layers (what fits this machine)\n",
-                   r.name.c_str(), static_cast<long long>(r.layers),
-                   static_cast<long long>(r.full_layers));
+      std::fprintf(
+          stderr, "%s: %lld of the model's %lld layers (what fits this machine, or --layers)\n",
+          r.name.c_str(), static_cast<long long>(r.layers), static_cast<long long>(r.full_layers));
     }
   }
   std::fprintf(stderr,

@@ -8,7 +8,8 @@
 # 1/4/8 rows), bench_gemv --backends cuda (BF16 and NVFP4, an 8B-class step
 # at 1/4/8 rows, through the backend interface), octet_bench_engine --backend
 # cuda (Qwen3-0.6B BF16 and NVFP4, Llama-3.2-1B BF16: prefill, decode,
-# batched decode), optionally test_cuda_kernels' small shapes under
+# batched decode; the Qwen3-8B shape, BF16 and NVFP4, 8 of its layers: c1
+# decode and a 2,048-token prefill; a per-op decode profile), optionally test_cuda_kernels' small shapes under
 # compute-sanitizer memcheck. Writes summary.json (with the benches' JSON)
 # and logs.tar.gz (every log) to $OUT (default ./device-check-out) and
 # prints a short summary. Meant to finish in under 8 minutes on an H200 (16 cores): one
@@ -102,7 +103,9 @@ write_summary() {
   "bench": $bench,
   "bench_gemv_bf16": $(json_or_null "$LOG/bench_gemv_bf16.json"),
   "bench_gemv_nvfp4": $(json_or_null "$LOG/bench_gemv_nvfp4.json"),
-  "bench_engine": $(json_or_null "$LOG/bench_engine.json")
+  "bench_engine": $(json_or_null "$LOG/bench_engine.json"),
+  "bench_engine_8b_split": $(json_or_null "$LOG/bench_engine_8b_split.json"),
+  "bench_engine_8b_bf16": $(json_or_null "$LOG/bench_engine_8b_bf16.json")
 }
 EOF
 }
@@ -305,6 +308,31 @@ timeout "$(step_timeout 150 10)" "$PROG_BIN/octet_bench_engine" --backend cuda \
   --prompt 512 --decode 64 --concurrency 1,4,8 --stream-mib 1024 \
   >"$LOG/bench_engine.json" 2>"$LOG/bench_engine.txt" || ENGINE_RC=$?
 echo "device-check: octet_bench_engine --backend cuda exit $ENGINE_RC"; tail -n 20 "$LOG/bench_engine.txt"
+# The Qwen3-8B shape (8 of its 36 layers: the checkpoints are written here,
+# and the whole model would take minutes to write): decode at c1 against the
+# weight-bytes roofline and a 2,048-token prefill, once with the default
+# split-BF16 activations and once with OCTET_CUDA_MATMUL=bf16 (one GEMM, the
+# mode bench_cuda's "bf16" column measures).
+for mode in split bf16; do
+  rc=0
+  OCTET_CUDA_MATMUL=$([[ $mode == bf16 ]] && echo bf16 || echo split) \
+    timeout "$(step_timeout 150 10)" "$PROG_BIN/octet_bench_engine" --backend cuda \
+    --dir "$BENCH_MODELS" --models qwen3-8b-bf16,qwen3-8b-nvfp4 --layers 8 \
+    --prompt 2048 --decode 64 --concurrency 1 --stream-mib 1024 \
+    >"$LOG/bench_engine_8b_$mode.json" 2>"$LOG/bench_engine_8b_$mode.txt" || rc=$?
+  echo "device-check: octet_bench_engine qwen3-8b ($mode activations) exit $rc"
+  tail -n 12 "$LOG/bench_engine_8b_$mode.txt"
+  (( rc != 0 )) && ENGINE_RC=$rc
+done
+# Where a decode step's time goes (each op group synchronized: slower than
+# the figures above, but it shows the split).
+for model_layers in qwen3-0.6b-bf16:0 qwen3-8b-bf16:8; do
+  OCTET_PROFILE_DECODE=1 timeout "$(step_timeout 40 5)" "$PROG_BIN/octet_bench_engine" \
+    --backend cuda --dir "$BENCH_MODELS" --models "${model_layers%:*}" --layers "${model_layers#*:}" \
+    --prompt 64 --decode 100 --concurrency 1 --stream-mib 64 \
+    >/dev/null 2>>"$LOG/decode_profile.txt" || true
+done
+grep "decode profile" "$LOG/decode_profile.txt" || echo "device-check: no decode profile"
 
 STAGE="done"
 SAN_FAILED=0
