@@ -41,7 +41,7 @@ namespace {
 // The fastest of `reps` timings of `early` and of `late`, interleaved so
 // that a burst of load hits both; returns early / late.
 template <typename F>
-double TimeRatio(F early, F late, int reps = 11) {
+double TimeRatio(F early, F late, int reps = 21) {
   using Clock = std::chrono::steady_clock;
   double best_early = 1e30, best_late = 1e30;
   volatile bool sink = false;
@@ -100,10 +100,13 @@ class TestAgentSecrets : public QObject {
       QVERIFY(!c.compare(first) && !c.compare(last));
       const double ratio = TimeRatio(std::function<bool()>([&] { return c.compare(first); }),
                                      std::function<bool()>([&] { return c.compare(last); }));
-      // An early exit gives about 1e-4 here; a constant-time compare about 1.
+      // An early exit gives about 1e-4 here; a constant-time compare about 1,
+      // within a factor of a few on a loaded machine (2.3 was seen with both
+      // cores busy). The bounds sit a factor of 20 either side: far from
+      // what an early exit gives, and clear of the noise.
       const std::string why = std::string(c.what) + ": differing at the first byte takes " +
                               std::to_string(ratio) + "x the time of differing at the last";
-      QVERIFY2(ratio > 0.5 && ratio < 2.0, why.c_str());
+      QVERIFY2(ratio > 0.05 && ratio < 20.0, why.c_str());
     }
   }
 
