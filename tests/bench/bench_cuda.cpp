@@ -101,6 +101,16 @@ Result<DeviceMatrix> MakeMatrix(WeightFormat f, int64_t n, int64_t k, int copies
   return m;
 }
 
+// `n` activation values in [-0.5, 0.5] on the device.
+Result<DeviceBuffer> Activations(int64_t n, const CudaStream& stream) {
+  std::vector<float> host(n);
+  for (size_t i = 0; i < host.size(); ++i)
+    host[i] = 0.01f * static_cast<float>((i * 37) % 101) - 0.5f;
+  OCTET_ASSIGN_OR_RETURN(DeviceBuffer x, DeviceBuffer::Allocate(host.size() * sizeof(float)));
+  OCTET_RETURN_IF_ERROR(x.CopyFromHost(host.data(), host.size() * sizeof(float), stream));
+  return x;
+}
+
 // Best milliseconds per repetition of `body` (which queues `iters` operations).
 template <typename Body>
 Result<double> BestMs(const CudaStream& stream, int rounds, int iters, const Body& body) {
@@ -311,15 +321,8 @@ int main(int argc, char** argv) {
           std::max<int64_t>(1, (4 * dev.l2_cache_bytes + matrix_bytes - 1) / matrix_bytes));
       auto matrix = MakeMatrix(f, n, k, copies, stream);
       if (!matrix.ok()) return Fail(matrix.status());
-      std::vector<float> host_x(max_m * k);
-      for (size_t i = 0; i < host_x.size(); ++i)
-        host_x[i] = 0.01f * static_cast<float>((i * 37) % 101) - 0.5f;
-      auto x = DeviceBuffer::Allocate(host_x.size() * sizeof(float));
+      auto x = Activations(max_m * k, stream);
       if (!x.ok()) return Fail(x.status());
-      if (Status s = x->CopyFromHost(host_x.data(), host_x.size() * sizeof(float), stream);
-          !s.ok()) {
-        return Fail(s);
-      }
       auto y = DeviceBuffer::Allocate(max_m * n * sizeof(float));
       if (!y.ok()) return Fail(y.status());
       for (int64_t m : *rows) {
@@ -377,15 +380,8 @@ int main(int argc, char** argv) {
     for (Shape shape : shapes) {
       auto matrix = MakeMatrix(WeightFormat::kBF16, shape.n, shape.k, 1, stream);
       if (!matrix.ok()) return Fail(matrix.status());
-      std::vector<float> host_x(gemm_m * shape.k);
-      for (size_t i = 0; i < host_x.size(); ++i)
-        host_x[i] = 0.01f * static_cast<float>((i * 37) % 101) - 0.5f;
-      auto x = DeviceBuffer::Allocate(host_x.size() * sizeof(float));
+      auto x = Activations(gemm_m * shape.k, stream);
       if (!x.ok()) return Fail(x.status());
-      if (Status s = x->CopyFromHost(host_x.data(), host_x.size() * sizeof(float), stream);
-          !s.ok()) {
-        return Fail(s);
-      }
       auto y = DeviceBuffer::Allocate(gemm_m * shape.n * sizeof(float));
       if (!y.ok()) return Fail(y.status());
       if (Status s = stream.Synchronize(); !s.ok()) return Fail(s);
