@@ -315,7 +315,7 @@ echo "device-check: octet_bench_engine --backend cuda exit $ENGINE_RC"; tail -n 
 # mode bench_cuda's "bf16" column measures).
 for mode in split bf16; do
   rc=0
-  OCTET_CUDA_MATMUL=$([[ $mode == bf16 ]] && echo bf16 || echo split) \
+  OCTET_CUDA_MATMUL=$mode \
     timeout "$(step_timeout 150 10)" "$PROG_BIN/octet_bench_engine" --backend cuda \
     --dir "$BENCH_MODELS" --models qwen3-8b-bf16,qwen3-8b-nvfp4 --layers 8 \
     --prompt 2048 --decode 64 --concurrency 1 --stream-mib 1024 \
