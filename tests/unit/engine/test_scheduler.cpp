@@ -4,6 +4,9 @@
 // request. The reference for each request's tokens is the same request run
 // alone through Generate (greedy), never the scheduler itself.
 #include <QtTest>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
 #include <thread>
 
 #include "octet/base/file_util.h"
@@ -123,18 +126,34 @@ class FailingRunner final : public ModelRunner {
   int cache_slots() const override { return inner_.cache_slots(); }
   int64_t cache_capacity() const override { return inner_.cache_capacity(); }
   int64_t cache_bytes() const override { return inner_.cache_bytes(); }
+  // No step runs before Open(): the test submits every request first, or the
+  // scheduler could fail (and refuse new work) while it is still submitting.
   Status Step(const std::vector<SequenceChunk>& b, ForwardOutput* out) override {
+    {
+      std::unique_lock lock(mu_);
+      if (!cv_.wait_for(lock, std::chrono::seconds(30), [this] { return open_; })) {
+        return DeadlineExceededError("FailingRunner: the test never opened the gate");
+      }
+    }
     if (++steps_ >= fail_at_) {
       return UnavailableError("rank 1 (pid 4242 at 10.0.0.2) died while this rank waited");
     }
     return inner_.Step(b, out);
   }
   RunnerStats stats() const override { return inner_.stats(); }
+  void Open() {
+    std::lock_guard lock(mu_);
+    open_ = true;
+    cv_.notify_all();
+  }
 
  private:
   LocalRunner inner_;
   int fail_at_;
   int steps_ = 0;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool open_ = false;
 };
 
 }  // namespace
@@ -551,6 +570,7 @@ class TestScheduler : public QObject {
       QVERIFY(s.ok());
       streams.push_back(*s);
     }
+    runner.Open();
     for (auto& s : streams) {
       RequestUpdate last;
       Collect(*s, &last);
