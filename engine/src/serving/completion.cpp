@@ -8,6 +8,13 @@ CompletionService::CompletionService(Scheduler& scheduler, const Tokenizer* toke
                                      std::string model_name)
     : scheduler_(scheduler), tokenizer_(tokenizer), model_name_(std::move(model_name)) {}
 
+std::shared_ptr<const TokenTrie> CompletionService::vocabulary() const {
+  if (!tokenizer_) return nullptr;
+  MutexLock lock(vocabulary_mu_);
+  if (!vocabulary_) vocabulary_ = TokenTrie::Build(*tokenizer_);
+  return vocabulary_;
+}
+
 Result<std::vector<int32_t>> CompletionService::PromptIds(const CompletionRequest& r) const {
   if (r.has_prompt_ids) return r.prompt_ids;
   if (!tokenizer_) {
@@ -20,6 +27,7 @@ Result<std::vector<int32_t>> CompletionService::PromptIds(const CompletionReques
     ChatOptions opts;
     opts.add_generation_prompt = true;
     opts.enable_thinking = r.enable_thinking;
+    opts.tools_in_user_message = r.tools_in_user_message;
     opts.tools_json = r.tools_json;
     if (!r.tools_json.empty() && !tokenizer_->chat_template().RendersTools()) {
       return InvalidArgumentError("'tools': this model's chat template (" +

@@ -334,6 +334,9 @@ std::optional<HttpError> ParseMessages(const json& j, CompletionRequest* r) {
     if (auto t = k->find("enable_thinking"); t != k->end() && t->is_boolean()) {
       r->enable_thinking = t->get<bool>();
     }
+    if (auto t = k->find("tools_in_user_message"); t != k->end() && t->is_boolean()) {
+      r->tools_in_user_message = t->get<bool>();
+    }
   }
   return std::nullopt;
 }

@@ -120,7 +120,7 @@ struct OpenAiServer::Impl : http::Handler {
     if (auto e = ParseLogprobs(j, chat, &r)) return SendError(res, *e);
     if (auto e = ApplyGenerationDefaults(j, service.defaults(), &r)) return SendError(res, *e);
     ToolMode tools;
-    if (auto e = ParseStructuredFields(req.body, chat, service.tokenizer(), &r, &tools)) {
+    if (auto e = ParseStructuredFields(req.body, chat, service, &r, &tools)) {
       return SendError(res, {400, e->message, "invalid_request_error", e->param});
     }
     auto started = service.StartN(r);

@@ -17,19 +17,6 @@ using nlohmann::ordered_json;
 
 namespace {
 
-// One trie per tokenizer for the server's life (tokenizers outlive requests).
-std::shared_ptr<const TokenTrie> VocabFor(const Tokenizer* tok) {
-  struct Tries {
-    Mutex mu;
-    std::map<const Tokenizer*, std::shared_ptr<const TokenTrie>> by_tokenizer GUARDED_BY(mu);
-  };
-  static Tries tries;
-  MutexLock lock(tries.mu);
-  auto& t = tries.by_tokenizer[tok];
-  if (!t) t = TokenTrie::Build(*tok);
-  return t;
-}
-
 // Compiled grammars by schema text (the same schema comes with every request
 // of a client), bounded.
 Result<std::shared_ptr<const JsonGrammar>> GrammarFor(const std::string& schema) {
@@ -53,8 +40,8 @@ Result<std::shared_ptr<const JsonGrammar>> GrammarFor(const std::string& schema)
 }  // namespace
 
 std::optional<StructuredError> ParseStructuredFields(std::string_view body, bool chat,
-                                                     const Tokenizer* tok, CompletionRequest* r,
-                                                     ToolMode* mode) {
+                                                     const CompletionService& service,
+                                                     CompletionRequest* r, ToolMode* mode) {
   *mode = ToolMode{};
   const ordered_json j = ordered_json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object()) return std::nullopt;  // reported by the caller
@@ -176,14 +163,34 @@ std::optional<StructuredError> ParseStructuredFields(std::string_view body, bool
                                        "{\"name\": ..., \"arguments\": ...}}");
           }
         }
-        if (!tc->empty()) r->messages[i].tool_calls_json = tc->dump();
+        // OpenAI clients send the arguments as JSON text; chat templates
+        // expect the object (Llama 3.1 writes a string through tojson, quoted;
+        // Qwen3 writes it verbatim, spaced as the client spaced it), so the
+        // text is parsed here, as vLLM does.
+        ordered_json calls = *tc;
+        for (size_t k = 0; k < calls.size(); ++k) {
+          ordered_json& f = calls[k]["function"];
+          auto a = f.find("arguments");
+          if (a == f.end() || !a->is_string()) continue;
+          ordered_json parsed = ordered_json::parse(a->get<std::string>(), nullptr, false);
+          if (parsed.is_discarded()) {
+            return bad("messages", "messages[" + std::to_string(i) + "].tool_calls[" +
+                                       std::to_string(k) +
+                                       "].function.arguments is not valid JSON");
+          }
+          *a = std::move(parsed);
+        }
+        if (!calls.empty()) r->messages[i].tool_calls_json = calls.dump();
       }
     }
   }
 
   if (grammar) {
-    if (!tok) return bad("response_format", "structured output needs the model's tokenizer.json");
-    r->constraint = MakeGrammarConstraint(std::move(grammar), VocabFor(tok));
+    auto vocabulary = service.vocabulary();
+    if (!vocabulary) {
+      return bad("response_format", "structured output needs the model's tokenizer.json");
+    }
+    r->constraint = MakeGrammarConstraint(std::move(grammar), std::move(vocabulary));
   }
   return std::nullopt;
 }

@@ -29,7 +29,7 @@ struct StructuredError {
 // order, as the chat template's tojson writes them). `r` already holds the
 // parsed messages (in the body's order).
 std::optional<StructuredError> ParseStructuredFields(std::string_view body, bool chat,
-                                                     const Tokenizer* tokenizer,
+                                                     const CompletionService& service,
                                                      CompletionRequest* r, ToolMode* mode);
 
 // OpenAI's message.tool_calls for `calls`, with fresh "call_..." ids.

@@ -59,6 +59,11 @@ bool Contains(std::string_view s, std::string_view p) {
   return s.find(p) != std::string_view::npos;
 }
 
+// Llama 3.1+: how a call is to be written, in both places the tools go.
+constexpr std::string_view kLlamaCallFormat =
+    "Respond in the format {\"name\": function name, \"parameters\": dictionary of argument name "
+    "and its value}.";
+
 // A JSON string literal as Python's json.dumps(ensure_ascii=False) writes it
 // (transformers' `tojson`).
 std::string JsonQuote(std::string_view s) {
@@ -100,29 +105,45 @@ std::string JsonQuote(std::string_view s) {
   return out + "\"";
 }
 
-// Python's json.dumps(value, ensure_ascii=False) with the default separators
-// (", " and ": ") and the keys in their given order: transformers' `tojson`.
-void PyDumps(const nlohmann::ordered_json& v, std::string* out) {
+// Python's json.dumps(value, ensure_ascii=False) with the keys in their given
+// order: transformers' `tojson`. Without an indent the separators are ", " and
+// ": "; with one (`tojson(indent=4)`) each member goes on its own line, ","
+// ending it, and an empty object or array stays "{}" / "[]".
+void PyDumps(const nlohmann::ordered_json& v, std::string* out, int indent = -1, int level = 0) {
+  const auto newline = [&](int depth) {
+    *out += '\n';
+    out->append(static_cast<size_t>(indent * depth), ' ');
+  };
+  const auto open_member = [&](bool first) {
+    if (indent < 0) {
+      if (!first) *out += ", ";
+    } else {
+      if (!first) *out += ',';
+      newline(level + 1);
+    }
+  };
   switch (v.type()) {
     case nlohmann::ordered_json::value_t::object: {
       *out += "{";
       bool first = true;
       for (auto it = v.begin(); it != v.end(); ++it) {
-        if (!first) *out += ", ";
+        open_member(first);
         first = false;
         *out += JsonQuote(it.key());
         *out += ": ";
-        PyDumps(it.value(), out);
+        PyDumps(it.value(), out, indent, level + 1);
       }
+      if (indent >= 0 && !v.empty()) newline(level);
       *out += "}";
       break;
     }
     case nlohmann::ordered_json::value_t::array: {
       *out += "[";
       for (size_t i = 0; i < v.size(); ++i) {
-        if (i > 0) *out += ", ";
-        PyDumps(v[i], out);
+        open_member(i == 0);
+        PyDumps(v[i], out, indent, level + 1);
       }
+      if (indent >= 0 && !v.empty()) newline(level);
       *out += "]";
       break;
     }
@@ -246,6 +267,7 @@ ChatTemplate ChatTemplate::Detect(std::string_view tmpl, std::string_view bos_to
     t.family_ = ChatFamily::kLlama3;
     t.llama31_ = Contains(tmpl, "Cutting Knowledge Date");
     t.llama_date_now_ = Contains(tmpl, "strftime_now");
+    t.llama_tools_ = t.llama31_ && Contains(tmpl, "tools_in_user_message");
     return t;
   }
   t.warning_ =
@@ -422,8 +444,8 @@ std::string ChatTemplate::ApplyChatML(std::span<const ChatMessage> messages,
   return out;
 }
 
-std::string ChatTemplate::ApplyLlama3(std::span<const ChatMessage> messages,
-                                      const ChatOptions& options) const {
+Result<std::string> ChatTemplate::ApplyLlama3(std::span<const ChatMessage> messages,
+                                              const ChatOptions& options) const {
   std::string out = bos_token_;
   auto turn = [&](std::string_view role, std::string_view content) {
     out += "<|start_header_id|>";
@@ -445,23 +467,87 @@ std::string ChatTemplate::ApplyLlama3(std::span<const ChatMessage> messages,
     return out;
   }
   // Llama 3.1+: a system block always comes first, with the dates.
+  // Templates with a tools section (Llama 3.1, 3.2, 3.3 Instruct) announce the
+  // ipython environment there and write the tool definitions, each through
+  // `tojson(indent=4)`, either into the first user turn (the default,
+  // tools_in_user_message) or into the system block. `tools` present but empty
+  // is still "not none" to the template.
+  const bool tools = llama_tools_ && !options.tools_json.empty();
+  const bool tools_in_user = options.tools_in_user_message.value_or(true);
+  std::string tool_text;
+  if (tools) {
+    tool_text = std::string(kLlamaCallFormat) + "Do not use variables.\n\n";
+    for (const auto& t :
+         JsonArray(options.tools_json, "tools").value_or(nlohmann::ordered_json{})) {
+      PyDumps(t, &tool_text, 4);
+      tool_text += "\n\n";
+    }
+  }
+  // `content | trim` of a null content is "None".
+  const auto trimmed = [](const ChatMessage& m) {
+    return m.content_null ? std::string("None") : PyStrip(m.content);
+  };
   size_t first = 0;
   std::string system;
   if (messages[0].role == "system") {
-    system = PyStrip(messages[0].content);
+    system = trimmed(messages[0]);
     first = 1;
   }
   std::string date = options.date_string;
   if (date.empty()) date = llama_date_now_ ? TodayDateString() : "26 Jul 2024";
-  turn("system", "Cutting Knowledge Date: December 2023\nToday Date: " + date + "\n\n" + system);
+  std::string head = tools ? "Environment: ipython\n" : "";
+  head += "Cutting Knowledge Date: December 2023\nToday Date: " + date + "\n\n";
+  if (tools && !tools_in_user) {
+    head +=
+        "You have access to the following functions. To call a function, please respond with "
+        "JSON for a function call.";
+    head += tool_text;
+  }
+  turn("system", head + system);
+  if (tools && tools_in_user) {
+    // The first message after the system one, whatever its role, becomes
+    // the user turn that carries the tools.
+    if (first == messages.size()) {
+      return InvalidArgumentError(
+          "chat template: the tools go into the first user message, and there is none");
+    }
+    turn("user",
+         "Given the following functions, please respond with a JSON for a function call with its "
+         "proper arguments that best answers the given prompt.\n\n" +
+             tool_text + trimmed(messages[first]));
+    ++first;
+  }
   for (size_t i = first; i < messages.size(); ++i) {
     const ChatMessage& m = messages[i];
-    if (m.role == "tool" || m.role == "ipython") {
+    if (!m.tool_calls_json.empty()) {
+      // A template without the tools section skips the turn.
+      if (!llama_tools_) continue;
+      // One call, as {"name": "f", "parameters": <arguments through tojson>}:
+      // arguments sent as a JSON string stay a (quoted) string.
+      OCTET_ASSIGN_OR_RETURN(const nlohmann::ordered_json calls,
+                             JsonArray(m.tool_calls_json, "tool_calls"));
+      if (calls.size() != 1) {
+        return InvalidArgumentError("chat template: message " + std::to_string(i) + " has " +
+                                    std::to_string(calls.size()) +
+                                    " tool calls; this model's template takes one per turn");
+      }
+      const nlohmann::ordered_json& c = calls[0];
+      if (!c.is_object() || !c.contains("function") || !c["function"].is_object() ||
+          !c["function"].contains("name") || !c["function"]["name"].is_string() ||
+          !c["function"].contains("arguments")) {
+        return InvalidArgumentError("chat template: message " + std::to_string(i) +
+                                    ": a tool call needs a function name and arguments");
+      }
+      const nlohmann::ordered_json& call = c["function"];
+      std::string text = "{\"name\": \"" + call["name"].get<std::string>() + "\", \"parameters\": ";
+      PyDumps(call["arguments"], &text);
+      turn("assistant", text + "}");
+    } else if (m.role == "tool" || m.role == "ipython") {
       // The template writes string content through `tojson` (a string is
-      // "iterable" in Jinja), i.e. as a quoted JSON string.
-      turn("ipython", JsonQuote(m.content));
+      // "iterable" in Jinja), i.e. as a quoted JSON string; None as "None".
+      turn("ipython", m.content_null ? std::string("None") : JsonQuote(m.content));
     } else {
-      turn(m.role, PyStrip(m.content));
+      turn(m.role, trimmed(m));
     }
   }
   if (options.add_generation_prompt) out += "<|start_header_id|>assistant<|end_header_id|>\n\n";

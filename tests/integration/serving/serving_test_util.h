@@ -19,6 +19,7 @@
 
 #include "child_process.h"
 #include "octet/base/file_util.h"
+#include "octet/base/json.h"
 #include "octet/base/net_util.h"
 #include "octet/base/subprocess.h"
 #include "octet_test.h"
@@ -47,6 +48,36 @@ inline Status WriteQwen3WithTokenizer(const std::string& dir, int64_t layers = 2
     if (ec) return InternalError("copying " + std::string(f) + ": " + ec.message());
   }
   return Status::Ok();
+}
+
+// A small Llama-shaped model (vocab 128256 for the Llama-3 tokenizer) with the
+// fixtures' Llama-3 tokenizer and, as its chat template, the Llama-3.1-style
+// template with a tools section that test_chat_tools checks against Jinja2
+// (tests/unit/engine_text/data/llama3.1-tools.jinja).
+inline Status WriteLlama31WithTokenizer(const std::string& dir) {
+  engine::RandomModelShape s;
+  s.architecture = "LlamaForCausalLM";
+  s.vocab_size = 128256;
+  s.hidden_size = 64;
+  s.intermediate_size = 128;
+  s.num_layers = 2;
+  s.num_heads = 4;
+  s.num_kv_heads = 2;
+  s.head_dim = 16;
+  s.max_position_embeddings = 4096;
+  OCTET_RETURN_IF_ERROR(engine::WriteRandomCheckpoint(s, dir));
+  const std::string from = FixturesDir() + "/tokenizers/llama3/";
+  std::error_code ec;
+  std::filesystem::copy_file(from + "tokenizer.json", dir + "/tokenizer.json",
+                             std::filesystem::copy_options::overwrite_existing, ec);
+  if (ec) return InternalError("copying tokenizer.json: " + ec.message());
+  OCTET_ASSIGN_OR_RETURN(std::string config, ReadFileToString(from + "tokenizer_config.json"));
+  OCTET_ASSIGN_OR_RETURN(
+      std::string tmpl,
+      ReadFileToString(SourceDir() + "/tests/unit/engine_text/data/llama3.1-tools.jinja"));
+  nlohmann::ordered_json j = nlohmann::ordered_json::parse(config);
+  j["chat_template"] = tmpl;
+  return WriteFileAtomic(dir + "/tokenizer_config.json", j.dump(1));
 }
 
 class ServerProcess {

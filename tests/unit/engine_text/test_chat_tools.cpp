@@ -5,7 +5,11 @@
 // jinja2). The fixtures' Llama-3 template is the original
 // Meta-Llama-3-Instruct one, which has no tools section: its cases check
 // what it does with tools, tool calls, `tool`/`ipython` turns and a null
-// content (tools and calls ignored, roles as headers, "None").
+// content (tools and calls ignored, roles as headers, "None"). The tools
+// section of Llama 3.1 and later is checked through data/llama3.1-tools.jinja,
+// written after the published Llama-3.1-Instruct template (tools in the
+// first user turn or in the system block, one call per turn, tool results
+// through tojson).
 #include <QtTest>
 
 #include "octet/base/file_util.h"
@@ -42,7 +46,7 @@ class TestChatTools : public QObject {
     ordered_json cases = doc["cases"];
     const ordered_json& tools = doc["tools"];
     for (auto& c : cases) {
-      if (c["with_tools"].get<bool>()) c["tools"] = tools;
+      if (c["with_tools"].get<bool>() && !c.contains("tools")) c["tools"] = tools;
     }
     const std::string dir = QDir::tempPath().toStdString() + "/octet_chat_tools_" +
                             std::to_string(QCoreApplication::applicationPid());
@@ -64,6 +68,14 @@ class TestChatTools : public QObject {
       const std::string name = c["tokenizer"];
       auto tok = Tokenizer::Load(test::FixturesDir() + "/tokenizers/" + name);
       QVERIFY2(tok.ok(), tok.status().ToString().c_str());
+      ChatTemplate tmpl = tok->chat_template();
+      if (c.contains("template_file")) {
+        auto text = ReadFileToString(test::SourceDir() + "/tests/unit/engine_text/data/" +
+                                     c["template_file"].get<std::string>());
+        QVERIFY2(text.ok(), text.status().ToString().c_str());
+        tmpl = ChatTemplate::Detect(*text, c["bos_token"].get<std::string>());
+        QVERIFY(tmpl.RendersTools());
+      }
       std::vector<ChatMessage> messages;
       for (const ordered_json& m : c["messages"]) {
         ChatMessage msg{m["role"], "", ""};
@@ -74,10 +86,15 @@ class TestChatTools : public QObject {
       }
       ChatOptions o;
       o.add_generation_prompt = c["add_generation_prompt"];
-      if (c.contains("template_kwargs"))
-        o.enable_thinking = c["template_kwargs"]["enable_thinking"].get<bool>();
+      if (c.contains("template_kwargs")) {
+        const ordered_json& k = c["template_kwargs"];
+        if (k.contains("enable_thinking")) o.enable_thinking = k["enable_thinking"].get<bool>();
+        if (k.contains("tools_in_user_message"))
+          o.tools_in_user_message = k["tools_in_user_message"].get<bool>();
+        if (k.contains("date_string")) o.date_string = k["date_string"];
+      }
       if (c.contains("tools")) o.tools_json = c["tools"].dump();
-      auto text = tok->chat_template().Apply(messages, o);
+      auto text = tmpl.Apply(messages, o);
       QVERIFY2(text.ok(), text.status().ToString().c_str());
       const std::string want = expected[i];
       if (*text != want) {
@@ -102,6 +119,37 @@ class TestChatTools : public QObject {
     QVERIFY(!bad.ok());
     QVERIFY2(bad.status().message().find("tools") != std::string::npos,
              bad.status().message().c_str());
+  }
+
+  // What the Llama-3.1 template refuses with raise_exception is an error
+  // that says why, not a prompt the model never saw in training.
+  void llama31RefusesWhatItsTemplateRefuses() {
+    auto text =
+        ReadFileToString(test::SourceDir() + "/tests/unit/engine_text/data/llama3.1-tools.jinja");
+    QVERIFY2(text.ok(), text.status().ToString().c_str());
+    const ChatTemplate t = ChatTemplate::Detect(*text, "<|begin_of_text|>");
+    QCOMPARE(t.family(), ChatFamily::kLlama3);
+    QVERIFY(t.RendersTools());
+    ChatOptions o;
+    o.tools_json = R"([{"type": "function", "function": {"name": "f"}}])";
+    // Tools go into the first user message: a conversation of only a system one has none.
+    auto none = t.Apply(std::vector<ChatMessage>{{"system", "s", ""}}, o);
+    QVERIFY(!none.ok());
+    QVERIFY2(none.status().message().find("first user message") != std::string::npos,
+             none.status().message().c_str());
+    o.tools_in_user_message = false;
+    QVERIFY(t.Apply(std::vector<ChatMessage>{{"system", "s", ""}}, o).ok());
+    // One call per assistant turn.
+    const std::string two = R"([{"function": {"name": "f", "arguments": {}}},
+                                {"function": {"name": "f", "arguments": {}}}])";
+    auto many = t.Apply(std::vector<ChatMessage>{{"user", "u", ""}, {"assistant", "", two}}, o);
+    QVERIFY(!many.ok());
+    QVERIFY2(many.status().message().find("2 tool calls") != std::string::npos,
+             many.status().message().c_str());
+    // A call without its name.
+    auto nameless = t.Apply(
+        std::vector<ChatMessage>{{"user", "u", ""}, {"assistant", "", R"([{"function": {}}])"}}, o);
+    QVERIFY(!nameless.ok());
   }
 };
 

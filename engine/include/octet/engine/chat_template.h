@@ -18,7 +18,11 @@
 //            and `ipython` turns are headers of that role). Templates of Llama 3.1 and
 //            later (recognised by their "Cutting Knowledge Date" line) always
 //            open with a system block carrying that line and "Today Date: ...",
-//            and honour add_generation_prompt.
+//            and honour add_generation_prompt. Those with a tools section
+//            (3.1, 3.2, 3.3 Instruct) write the tool definitions (into the
+//            first user turn by default), one assistant tool call per turn as
+//            {"name": ..., "parameters": ...}, and tool results as ipython
+//            turns.
 //   kPlain   "role: content" paragraphs, after bos_token when the tokenizer
 //            names one (a base model such as nanochat's saw every document
 //            start with it): the fallback for a missing or unrecognised
@@ -68,6 +72,10 @@ struct ChatOptions {
   // into its system turn (the template's "# Tools" section, each tool through
   // `tojson`); see RendersTools().
   std::string tools_json;
+  // Llama 3.1+ (the template's `tools_in_user_message`): the tool definitions
+  // go into the first user turn (unset or true, the template's default) or
+  // into the system block (false).
+  std::optional<bool> tools_in_user_message;
 };
 
 enum class ChatFamily { kQwen3, kChatML, kLlama3, kPlain };
@@ -91,9 +99,10 @@ class ChatTemplate {
   const std::string& default_system_prompt() const { return default_system_; }
 
   // Whether Apply writes ChatOptions::tools_json and assistant tool calls the
-  // way the template does (Qwen3). Templates without a tools section (the
-  // original Llama-3 one) would drop them: callers refuse tools there.
-  bool RendersTools() const { return family_ == ChatFamily::kQwen3; }
+  // way the template does (Qwen3; Llama 3.1 and later). Templates without a
+  // tools section (the original Llama-3 one) would drop them: callers refuse
+  // tools there.
+  bool RendersTools() const { return family_ == ChatFamily::kQwen3 || llama_tools_; }
 
   // The text to encode. Errors: no messages, a message with an empty role, or
   // tools / tool calls that are not a JSON array.
@@ -107,7 +116,8 @@ class ChatTemplate {
 
  private:
   std::string ApplyChatML(std::span<const ChatMessage> messages, const ChatOptions& options) const;
-  std::string ApplyLlama3(std::span<const ChatMessage> messages, const ChatOptions& options) const;
+  Result<std::string> ApplyLlama3(std::span<const ChatMessage> messages,
+                                  const ChatOptions& options) const;
 
   ChatFamily family_ = ChatFamily::kPlain;
   std::string warning_;
@@ -116,6 +126,7 @@ class ChatTemplate {
   bool tool_response_ = false;   // ChatML: tool turns as <tool_response> inside a user turn
   bool llama31_ = false;         // Llama 3.1+: system block with the knowledge/today dates
   bool llama_date_now_ = false;  // Llama 3.2+: the template asks for today's date
+  bool llama_tools_ = false;     // Llama 3.1+ with its tools section (tools_in_user_message)
 };
 
 std::string_view ChatFamilyName(ChatFamily family);

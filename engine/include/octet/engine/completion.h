@@ -23,9 +23,11 @@
 
 #include "octet/base/deadline.h"
 #include "octet/base/status.h"
+#include "octet/base/thread_annotations.h"
 #include "octet/engine/chat_template.h"
 #include "octet/engine/generation_defaults.h"
 #include "octet/engine/scheduler.h"
+#include "octet/engine/structured_output.h"
 #include "octet/engine/tokenizer.h"
 
 namespace octet::engine {
@@ -33,7 +35,10 @@ namespace octet::engine {
 struct CompletionRequest {
   bool chat = false;                  // messages + chat template
   std::vector<ChatMessage> messages;  // chat
+  // chat_template_kwargs the chat templates read: Qwen3's enable_thinking,
+  // Llama 3.1+'s tools_in_user_message.
   std::optional<bool> enable_thinking;
+  std::optional<bool> tools_in_user_message;
   bool has_prompt_ids = false;        // prompt_ids instead of prompt text
   std::string prompt;                 // plain text (tokenized, special tokens added)
   std::vector<int32_t> prompt_ids;
@@ -102,6 +107,10 @@ class CompletionService {
   void set_defaults(GenerationDefaults defaults) { defaults_ = std::move(defaults); }
   const GenerationDefaults& defaults() const { return defaults_; }
   const Tokenizer* tokenizer() const { return tokenizer_; }
+  // The tokenizer's vocabulary as a trie for structured output's token masks,
+  // built on first use (a second or two for a 150k vocabulary) and kept for
+  // the service's life; null without a tokenizer.
+  std::shared_ptr<const TokenTrie> vocabulary() const;
   Scheduler& scheduler() { return scheduler_; }
 
   // The prompt ids a request stands for (template applied, tokenized).
@@ -118,6 +127,8 @@ class CompletionService {
   const Tokenizer* tokenizer_;
   std::string model_name_;
   GenerationDefaults defaults_;
+  mutable Mutex vocabulary_mu_;
+  mutable std::shared_ptr<const TokenTrie> vocabulary_ GUARDED_BY(vocabulary_mu_);
 };
 
 }  // namespace octet::engine

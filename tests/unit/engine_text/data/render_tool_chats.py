@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Renders tool-calling conversations through the fixtures' chat templates
-with Jinja2 the way transformers.apply_chat_template does (sandboxed
+(or a case's own "template_file" beside this script) with Jinja2 the way transformers.apply_chat_template does (sandboxed
 environment, trim_blocks, lstrip_blocks, loopcontrols, transformers' tojson,
 raise_exception, strftime_now), for test_chat_tools.cpp to compare with the
 C++ rendering. Run by that test; exits 77 (skip) when jinja2 is missing.
@@ -8,6 +8,7 @@ C++ rendering. Run by that test; exits 77 (skip) when jinja2 is missing.
   render_tool_chats.py FIXTURES_DIR CASES.json   ->  JSON array of texts on stdout
 """
 import json
+import os
 import sys
 from datetime import datetime
 
@@ -39,14 +40,21 @@ def main():
     env.globals["raise_exception"] = raise_exception
     env.globals["strftime_now"] = lambda fmt: datetime.now().strftime(fmt)
     out = []
+    here = os.path.dirname(os.path.abspath(__file__))
     for case in cases:
-        with open(f"{fixtures}/tokenizers/{case['tokenizer']}/tokenizer_config.json",
-                  encoding="utf-8") as f:
-            cfg = json.load(f)
-        special = {k: cfg[k] for k in ("bos_token", "eos_token", "pad_token")
-                   if isinstance(cfg.get(k), str)}
+        if "template_file" in case:
+            with open(os.path.join(here, case["template_file"]), encoding="utf-8") as f:
+                template = f.read()
+            special = {"bos_token": case["bos_token"]}
+        else:
+            with open(f"{fixtures}/tokenizers/{case['tokenizer']}/tokenizer_config.json",
+                      encoding="utf-8") as f:
+                cfg = json.load(f)
+            template = cfg["chat_template"]
+            special = {k: cfg[k] for k in ("bos_token", "eos_token", "pad_token")
+                       if isinstance(cfg.get(k), str)}
         kwargs = dict(case.get("template_kwargs", {}))
-        text = env.from_string(cfg["chat_template"]).render(
+        text = env.from_string(template).render(
             messages=case["messages"], tools=case.get("tools"), documents=None,
             add_generation_prompt=case["add_generation_prompt"], **special, **kwargs)
         out.append(text)
