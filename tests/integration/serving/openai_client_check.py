@@ -12,22 +12,13 @@ the `openai` package cannot be imported; any failed check exits 1.
 import json
 import sys
 
-try:
-    import openai
-except ImportError as e:  # the premise is absent: not installed on this machine
-    print(f"openai_client_check: cannot import openai ({e})", file=sys.stderr)
-    sys.exit(77)
+from openai_harness import check, make_client
+import openai
 
 base_url, prompt_ids = sys.argv[1], [int(x) for x in sys.argv[2].split(",")]
-client = openai.OpenAI(base_url=base_url + "/v1", api_key="unused", max_retries=0, timeout=120)
+client = make_client(base_url)
 model = client.models.list().data[0].id
 out = {"openai_version": openai.__version__}
-
-
-def check(cond, what):
-    if not cond:
-        print(f"openai_client_check: FAILED: {what}", file=sys.stderr)
-        sys.exit(1)
 
 
 # ---- completions, logprobs=5, greedy: non-streamed and streamed agree ----

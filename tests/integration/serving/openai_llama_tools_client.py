@@ -12,20 +12,11 @@ when the package cannot be imported, 1 with a message on the first failed check.
 import json
 import sys
 
-try:
-    import openai
-except ImportError:
-    print("the openai package is not importable", file=sys.stderr)
-    sys.exit(77)
+from openai_harness import check, make_client
+import openai
 
 BASE, MODEL = sys.argv[1], sys.argv[2]
-client = openai.OpenAI(base_url=BASE + "/v1", api_key="unused", timeout=120, max_retries=0)
-
-
-def check(cond, what):
-    if not cond:
-        print("FAILED: " + what, file=sys.stderr)
-        sys.exit(1)
+client = make_client(BASE)
 
 
 TOOLS = [{"type": "function", "function": {

@@ -27,12 +27,12 @@
 
 namespace octet::test {
 
-// A small Qwen3-shaped model (vocab 151936 to hold the Qwen3 tokenizer's ids)
-// with tokenizer.json and tokenizer_config.json copied from the fixtures.
-inline Status WriteQwen3WithTokenizer(const std::string& dir, int64_t layers = 2) {
+// The random-weight models the serving tests serve: hidden 64, 4 query and 2
+// KV heads of 16, MLP 128, 4096 positions; `vocab` holds a real tokenizer's ids.
+inline engine::RandomModelShape TinyShape(const char* architecture, int64_t vocab, int64_t layers) {
   engine::RandomModelShape s;
-  s.architecture = "Qwen3ForCausalLM";
-  s.vocab_size = 151936;
+  s.architecture = architecture;
+  s.vocab_size = vocab;
   s.hidden_size = 64;
   s.intermediate_size = 128;
   s.num_layers = layers;
@@ -40,7 +40,14 @@ inline Status WriteQwen3WithTokenizer(const std::string& dir, int64_t layers = 2
   s.num_kv_heads = 2;
   s.head_dim = 16;
   s.max_position_embeddings = 4096;
-  OCTET_RETURN_IF_ERROR(engine::WriteRandomCheckpoint(s, dir));
+  return s;
+}
+
+// A small Qwen3-shaped model (vocab 151936 to hold the Qwen3 tokenizer's ids)
+// with tokenizer.json and tokenizer_config.json copied from the fixtures.
+inline Status WriteQwen3WithTokenizer(const std::string& dir, int64_t layers = 2) {
+  OCTET_RETURN_IF_ERROR(
+      engine::WriteRandomCheckpoint(TinyShape("Qwen3ForCausalLM", 151936, layers), dir));
   for (const char* f : {"tokenizer.json", "tokenizer_config.json"}) {
     std::error_code ec;
     std::filesystem::copy_file(FixturesDir() + "/tokenizers/qwen3/" + f, dir + "/" + f,
@@ -55,17 +62,8 @@ inline Status WriteQwen3WithTokenizer(const std::string& dir, int64_t layers = 2
 // template with a tools section that test_chat_tools checks against Jinja2
 // (tests/unit/engine_text/data/llama3.1-tools.jinja).
 inline Status WriteLlama31WithTokenizer(const std::string& dir) {
-  engine::RandomModelShape s;
-  s.architecture = "LlamaForCausalLM";
-  s.vocab_size = 128256;
-  s.hidden_size = 64;
-  s.intermediate_size = 128;
-  s.num_layers = 2;
-  s.num_heads = 4;
-  s.num_kv_heads = 2;
-  s.head_dim = 16;
-  s.max_position_embeddings = 4096;
-  OCTET_RETURN_IF_ERROR(engine::WriteRandomCheckpoint(s, dir));
+  OCTET_RETURN_IF_ERROR(
+      engine::WriteRandomCheckpoint(TinyShape("LlamaForCausalLM", 128256, 2), dir));
   const std::string from = FixturesDir() + "/tokenizers/llama3/";
   std::error_code ec;
   std::filesystem::copy_file(from + "tokenizer.json", dir + "/tokenizer.json",
