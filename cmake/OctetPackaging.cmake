@@ -3,8 +3,9 @@
 #   octet            the CLI and engine, resources, octet-serve@/octet-route@ units
 #   octet-agent      the node agent and its systemd unit
 #   octet-workbench  the Qt workbench, its .desktop entry and icon set
-# The architecture is the build host's (dpkg --print-architecture): amd64 here,
-# arm64 when the same tree is built on (or cross-built for) an arm64 host.
+# The architecture is the target's: the build host's (dpkg --print-architecture)
+# for a native build, arm64 for the aarch64 cross build (the arm64-packages
+# preset; its packages have no CUDA engine: build on the Spark for that).
 # Library dependencies come from dpkg-shlibdeps; CUDA, NCCL and libibverbs are
 # not among them: they are loaded at run time when present (see
 # collectives/include/octet/collectives/runtime_libraries.h).
@@ -22,6 +23,9 @@ if(OCTET_WITH_GUI)
   list(APPEND CPACK_COMPONENTS_ALL workbench)
 endif()
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
+if(CMAKE_CROSSCOMPILING AND CMAKE_SYSTEM_PROCESSOR STREQUAL "aarch64")
+  set(CPACK_DEBIAN_PACKAGE_ARCHITECTURE arm64)
+endif()
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
 set(CPACK_DEBIAN_PACKAGE_SECTION science)
 set(CPACK_DEBIAN_PACKAGE_RELEASE 1)

@@ -3,7 +3,7 @@
 #
 #   installers/bootstrap.sh run    install, build, start the workbench on the local cluster
 #   installers/bootstrap.sh test   install, build, run every test (then the sanitizer
-#                                  and arm64 builds, then fuzz the parsers)
+#                                  and arm64 builds and packages, then fuzz the parsers)
 #
 # OCTET_PRESET picks the CMake preset (default: "default").
 set -euo pipefail
@@ -57,6 +57,12 @@ if [ "$mode" = test ]; then
     cmake --preset arm64 >/dev/null
     timed "build (arm64)" cmake --build --preset arm64 --target octet_below_app_tests
     timed "tests (arm64, qemu)" ctest --preset arm64 --parallel 2
+    # The arm64 .deb packages (CLI and engine, agent, workbench; no CUDA from
+    # an x86 host), checked as the amd64 ones are: installed into a scratch
+    # root, their programs run under qemu (tests/packaging).
+    cmake --preset arm64-packages >/dev/null
+    timed "build (arm64 packages)" cmake --build --preset arm64-packages
+    timed "tests (arm64 packages)" ctest --preset arm64-packages
   fi
   # Then the parsers' fuzz targets (built above), OCTET_FUZZ_SECONDS each, two
   # at a time: tests/fuzz.

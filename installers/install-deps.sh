@@ -58,13 +58,25 @@ fi
 # Debian hosts): the cross compiler, qemu-user to run its tests, and Qt Test,
 # ICU and PCRE2 for aarch64 from Debian's multiarch archive (every test program
 # links Qt Test; the tokenizer ICU and PCRE2), hence the foreign architecture.
+# The arm64-packages preset (the .debs for aarch64) adds what app/, the agent
+# and the workbench link, as :arm64 packages, and yaml-cpp's headers' CMake
+# config and link name from libyaml-cpp-dev:arm64, which Debian will not
+# install beside libyaml-cpp-dev:amd64: it is unpacked into an overlay folder
+# the toolchain file searches (/opt/octet-arm64-sysroot, below). gRPC's C++
+# link names (libgrpc++-dev) are not needed: its CMake config (libgrpc-dev)
+# names the libraries' own files, and the headers are the host's.
 # OCTET_ARM64=0 leaves it out. On arm64 hosts the ordinary build is the arm64 one.
 cross_arm64=0
 if [ "${OCTET_ARM64:-1}" != 0 ] && [ "$(dpkg --print-architecture)" = amd64 ] &&
   grep -qx 'ID=debian' /etc/os-release 2>/dev/null; then
   cross_arm64=1
   packages+=(crossbuild-essential-arm64 qemu-user qt6-base-dev:arm64 libicu-dev:arm64
-             libpcre2-dev:arm64)
+             libpcre2-dev:arm64
+             qt6-charts-dev:arm64 libqt6opengl6-dev:arm64 libgl-dev:arm64 libxkbcommon-dev:arm64
+             libgrpc-dev:arm64 libgrpc++1.51:arm64 libprotobuf-dev:arm64 libabsl-dev:arm64
+             libre2-dev:arm64 libc-ares-dev:arm64 libyaml-cpp0.7:arm64 libsqlite3-dev:arm64
+             libssl-dev:arm64 libcpp-httplib-dev:arm64 libbrotli-dev:arm64 zlib1g-dev:arm64
+             libibverbs-dev:arm64)
 fi
 
 missing=()
@@ -88,6 +100,32 @@ if [ ${#missing[@]} -gt 0 ]; then
   $SUDO apt-get update -qq
   $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
   echo "install-deps.sh: done"
+fi
+
+# The arm64 overlay: libyaml-cpp-dev:arm64 unpacked (not installed), its
+# library names pointing at the installed libyaml-cpp0.7:arm64. Redone when the
+# version differs from the one unpacked.
+if [ "$cross_arm64" = 1 ]; then
+  overlay=/opt/octet-arm64-sysroot
+  want=$(dpkg-query -W -f='${Version}' libyaml-cpp0.7:arm64)
+  if [ "$(cat "$overlay/.libyaml-cpp-dev" 2>/dev/null)" != "$want" ]; then
+    echo "install-deps.sh: unpacking libyaml-cpp-dev:arm64 $want into $overlay"
+    tmp=$(mktemp -d)
+    chmod 755 "$tmp"  # apt's download sandbox user writes here
+    if ! (cd "$tmp" && apt-get download -qq "libyaml-cpp-dev:arm64=$want" >/dev/null 2>&1) ||
+      ! ls "$tmp"/libyaml-cpp-dev_*_arm64.deb >/dev/null 2>&1; then
+      echo "install-deps.sh: could not download libyaml-cpp-dev:arm64=$want (apt-get download)" >&2
+      exit 1
+    fi
+    $SUDO rm -rf "$overlay"
+    $SUDO mkdir -p "$overlay"
+    $SUDO dpkg -x "$tmp"/libyaml-cpp-dev_*_arm64.deb "$overlay"
+    for f in $(dpkg -L libyaml-cpp0.7:arm64 | grep '^/usr/lib/aarch64-linux-gnu/.*\.so'); do
+      $SUDO ln -sf "$f" "$overlay/usr/lib/aarch64-linux-gnu/$(basename "$f")"
+    done
+    echo "$want" | $SUDO tee "$overlay/.libyaml-cpp-dev" >/dev/null
+    rm -rf "$tmp"
+  fi
 fi
 
 # PyPI: the official OpenAI Python client (Debian has no package of it), which

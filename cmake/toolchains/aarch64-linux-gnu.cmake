@@ -9,6 +9,8 @@
 #                                                   Qt Test (every test program), ICU and
 #                                                   PCRE2 (the tokenizer) for aarch64, from
 #                                                   Debian's multiarch archive
+#   and for the arm64-packages preset: gRPC, Protobuf, SQLite, OpenSSL, cpp-httplib,
+#   libibverbs, Qt Charts/OpenGL as :arm64 packages, yaml-cpp's -dev in an overlay
 set(CMAKE_SYSTEM_NAME Linux)
 set(CMAKE_SYSTEM_PROCESSOR aarch64)
 set(CMAKE_LIBRARY_ARCHITECTURE aarch64-linux-gnu)
@@ -20,6 +22,15 @@ set(CMAKE_CXX_COMPILER aarch64-linux-gnu-g++)
 # host's, and the cross toolchain's own in /usr/aarch64-linux-gnu. Programs
 # (moc, pkg-config) come from the host; libraries and headers from those two.
 set(CMAKE_FIND_ROOT_PATH /usr/aarch64-linux-gnu)
+# The arm64-packages preset also builds app/, the agent and the workbench, whose
+# gRPC, yaml-cpp and Qt Charts come from multiarch packages too, except two -dev
+# packages Debian does not let sit beside their amd64 twins (libyaml-cpp-dev and
+# libgrpc++-dev): install-deps.sh unpacks the first of them into this overlay;
+# gRPC's CMake config comes with libgrpc-dev, and its headers are the host's.
+set(OCTET_ARM64_OVERLAY /opt/octet-arm64-sysroot)
+if(EXISTS ${OCTET_ARM64_OVERLAY})
+  list(APPEND CMAKE_FIND_ROOT_PATH ${OCTET_ARM64_OVERLAY})
+endif()
 set(CMAKE_FIND_ROOT_PATH_MODE_PROGRAM NEVER)
 set(CMAKE_FIND_ROOT_PATH_MODE_LIBRARY BOTH)
 set(CMAKE_FIND_ROOT_PATH_MODE_INCLUDE BOTH)
