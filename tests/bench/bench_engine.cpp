@@ -10,7 +10,8 @@
 //   read-only sweep, same threads, same program),
 //   and decode tok/s as a percentage of the roofline bandwidth / bytes-per-token
 //   (for a mixture of experts, the bytes of the experts a token is routed to),
-//   and aggregate decode tok/s with c sequences per step, and its ratio to c = 1.
+//   and aggregate decode tok/s with c sequences per step (the median of
+//   --repeats runs of each c), and its ratio to c = 1.
 // Prints a table on stderr and one JSON document on stdout.
 //
 //   octet_bench_engine [--threads 2] [--dir /tmp/octet-bench] [--models a,b]
@@ -281,8 +282,12 @@ struct ModelResult {
   DecodeRun decode;                     // the run with the median roofline share
   int64_t weight_bytes_per_token = 0;
   double prefill_tps = 0, prefill_gflops = 0, prefill_seconds = 0;
-  // Batched decode: aggregate tok/s with c sequences decoding in one step each.
+  // Batched decode: aggregate tok/s with c sequences decoding in one step
+  // each, the median run (the lower middle one of an even count) of those in
+  // batched_runs (wall, CPU time), one list per batch size in the order of
+  // batched_tps.
   std::vector<std::pair<int64_t, double>> batched_tps, batched_tps_cpu;
+  std::vector<std::vector<std::pair<double, double>>> batched_runs;
   // The same on CPU time (estimates for dedicated cores; see Stopwatch).
   double prefill_tps_cpu = 0;
   // --moe-ab: per round, tok/s with the grouped expert calls (on) and with a
@@ -406,9 +411,12 @@ Result<ModelResult> RunModel(const Shape& s, const std::string& dir, int threads
   // context, every sequence starts at that position over a cache already
   // holding that many (zero) keys and values, so attention reads as much of
   // the cache as it would after a real prompt of that length; c = 1 is
-  // measured the same way then, for a like-for-like c / 1 ratio.
-  for (int64_t c : concurrency) {
-    if (c <= 1 && decode_context == 0) continue;
+  // measured the same way then, for a like-for-like c / 1 ratio. Each batch
+  // size runs `repeats` times too, in rounds over the sizes, and the median
+  // round is reported: one short run is as exposed to a burst of others'
+  // memory traffic as one c = 1 run, and the c / 1 ratio should not rest on
+  // a median on one side and a single sample on the other.
+  auto batched_run = [&](int64_t c) -> Result<std::pair<double, double>> {
     const int64_t steps = std::max<int64_t>(8, n_decode / 4);
     KvCache bc = *m.NewKvCache(static_cast<int>(c), decode_context + steps + 2, kv_dtype);
     std::vector<SequenceChunk> b(c);
@@ -427,8 +435,25 @@ Result<ModelResult> RunModel(const Shape& s, const std::string& dir, int threads
       }
       OCTET_RETURN_IF_ERROR(m.Forward(b, bc, &out));
     }
-    r.batched_tps.emplace_back(c, double(c * steps) / sw.wall());
-    r.batched_tps_cpu.emplace_back(c, double(c * steps) / sw.cpu(threads));
+    return std::make_pair(double(c * steps) / sw.wall(), double(c * steps) / sw.cpu(threads));
+  };
+  std::vector<int64_t> batch_sizes;
+  for (int64_t c : concurrency) {
+    if (c > 1 || decode_context > 0) batch_sizes.push_back(c);
+  }
+  r.batched_runs.resize(batch_sizes.size());
+  for (int rep = 0; rep < repeats; ++rep) {
+    for (size_t i = 0; i < batch_sizes.size(); ++i) {
+      OCTET_ASSIGN_OR_RETURN(auto tps, batched_run(batch_sizes[i]));
+      r.batched_runs[i].push_back(tps);
+    }
+  }
+  for (size_t i = 0; i < batch_sizes.size(); ++i) {
+    std::vector<std::pair<double, double>> sorted_runs = r.batched_runs[i];
+    std::sort(sorted_runs.begin(), sorted_runs.end());
+    const auto& median = sorted_runs[(sorted_runs.size() - 1) / 2];
+    r.batched_tps.emplace_back(batch_sizes[i], median.first);
+    r.batched_tps_cpu.emplace_back(batch_sizes[i], median.second);
   }
 
   // --moe-ab: the grouped expert calls against one call per expert, in
@@ -520,7 +545,8 @@ int main(int argc, char** argv) {
       .Option("repeats", "N",
               "decode runs per model, the bandwidth measured between them; the run with the "
               "median roofline share (the lower middle one of an even count) is reported, all "
-              "of them in the JSON",
+              "of them in the JSON; as many batched runs per --concurrency size, in rounds, "
+              "the median one reported",
               "1")
       .Option("stream-mib", "MIB", "size of each STREAM array", "256")
       .Option("concurrency", "LIST", "batch sizes for aggregate decode tok/s", "1,4,8")
@@ -702,6 +728,13 @@ int main(int argc, char** argv) {
                       {"roofline_pct_cpu", d.roofline_pct_cpu}});
     }
     j["models"].back()["decode_runs"] = runs;
+    nlohmann::json batched_runs = nlohmann::json::object();
+    for (size_t i = 0; i < r->batched_tps.size(); ++i) {
+      nlohmann::json list = nlohmann::json::array();
+      for (auto [wall, cpu] : r->batched_runs[i]) list.push_back({{"tps", wall}, {"tps_cpu", cpu}});
+      batched_runs[std::to_string(r->batched_tps[i].first)] = list;
+    }
+    j["models"].back()["batched_decode_runs"] = batched_runs;
     if (!r->ab_on.empty()) {
       auto ratios = [](const std::vector<double>& on, const std::vector<double>& off) {
         std::vector<double> q;
@@ -738,6 +771,12 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "  %.2f (%.1f%%)", d.tps, d.roofline_pct);
       }
       std::fprintf(stderr, "\n");
+      for (size_t i = 0; i < r.batched_tps.size(); ++i) {
+        std::fprintf(stderr, "%-20s c=%lld runs, tok/s:", "",
+                     static_cast<long long>(r.batched_tps[i].first));
+        for (auto [wall, cpu] : r.batched_runs[i]) std::fprintf(stderr, " %.2f", wall);
+        std::fprintf(stderr, "\n");
+      }
     }
   }
   std::fprintf(stderr,
