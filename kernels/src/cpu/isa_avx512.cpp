@@ -261,10 +261,23 @@ float DenseAt(const WeightMatrix& w, const uint8_t* row, int64_t c) {
 // activation rows: each 16-weight vector is converted once and used M times,
 // 2*M accumulators of the 32 registers. A batch of 8 decode rows is one pass
 // over the weights instead of two (or, for 2 rows, instead of the AVX2
-// kernel's two passes). A 512-bit FMA here does the work of two 256-bit ones
-// but issues about once a cycle (measured: a 512-bit FMA loop ~0.8 per cycle,
-// a 256-bit one ~1.6), so the gain is the single pass, not the width.
-// Prefetches `prefetch` bytes ahead like the AVX2 kernels.
+// kernel's two passes). Prefetches `prefetch` bytes ahead like the AVX2
+// kernels.
+//
+// What bounds it at 8 rows (an AVX-512 Xeon without AMX, family 6 model 207,
+// 2 cores): not the FMA units, which issue two 512-bit FMAs a cycle (5.4 G/s
+// a core in a register-only loop; one with a 512-bit load operand from L1
+// 4.5 G/s when the load is 64-byte aligned, 2.3 when it is not, which is why
+// activations live in 64-byte aligned buffers). This loop runs at 4.4-4.8 G
+// FMAs/s a core on weights in L1, 3.1-3.3 from L2 and 2.25 streaming a
+// 151936 x 2048 lm_head from DRAM on both cores (35 ms, 18 GB/s of weights
+// against STREAM's 27): each FMA needs 4 bytes of weights, and the stream
+// and the FMAs do not fully overlap. Measured without gain (35-44 ms against
+// 35-39): prefetching 2 or 8 rows ahead instead of 4, an L2 prefetch 16 rows
+// ahead, non-temporal prefetches (0.5x), column blocks of 512, 768 or 2048,
+// tasks of 32-256 rows, three weight rows a pass, and BF16 split into even
+// and odd halves (one op per 16 weights instead of two, activations packed
+// to match).
 template <class L, int M>
 void Gemv2DenseMx(const WeightMatrix& w, const uint8_t* r0, const uint8_t* r1, bool store_r1,
                   int64_t prefetch, const float* x, int64_t ldx, float* y, int64_t ldy,
