@@ -15,7 +15,7 @@
 #
 # The archive holds:
 #   bin/       test_format_decode, test_cuda_kernels, test_cuda_backend,
-#              test_cuda_engine, bench_cuda, bench_gemv, octet_bench_engine
+#              test_cuda_engine, test_cuda_tp, bench_cuda, bench_gemv, octet_bench_engine
 #              (stripped; CUDA runtime linked statically; cuBLAS is dlopen'ed
 #              from the GPU machine's toolkit)
 #   lib/       every shared library they load that is not part of glibc or
@@ -39,9 +39,9 @@ BUILD=${BUILD_DIR:-$ROOT/build/device-bundle}
 FIXTURES_DIR=${FIXTURES_DIR:-$ROOT/../shared/fixtures}
 OUT_FILE=${OUT_FILE:-$ROOT/.device-bundle/octet-gpu.tar.xz}
 NVCC=${CUDACXX:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
-PROGRAMS=(test_format_decode test_cuda_kernels test_cuda_backend test_cuda_engine
+PROGRAMS=(test_format_decode test_cuda_kernels test_cuda_backend test_cuda_engine test_cuda_tp
           bench_cuda bench_gemv octet_bench_engine)
-# The fixtures test_cuda_engine reads (kModels there) and what marks the folder.
+# The fixtures test_cuda_engine and test_cuda_tp read (kModels there) and what marks the folder.
 FIXTURE_MODELS=(llama3-tiny qwen2-tiny qwen3-tiny qwen3-tiny-nvfp4 llama3-tiny-sharded
                 qwen3-moe-tiny glm4-moe-tiny glm4-moe-tiny-nvfp4 minicpm-tiny)
 

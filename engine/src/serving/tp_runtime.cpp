@@ -221,17 +221,41 @@ Result<std::unique_ptr<TpRuntime>> TpRuntime::Create(const std::string& model_di
 
   ForwardHooks& h = rt->hooks_;
   TpRuntime* self = rt.get();
-  h.all_reduce = [self](float* data, int64_t n) -> Status {
+  kernels::KernelBackend* be = &rt->model_->backend();
+  const bool device = be->memory_kind() == kernels::MemoryKind::kDevice;
+  if (device && o.rank == 0) {
+    OCTET_LOG(INFO) << "TP " << o.world_size << " on the " << be->name()
+                    << " backend: each all-reduce copies its partial sums to host memory for "
+                    << rt->comm_->Describe() << " and the sums back";
+  }
+  h.all_reduce = [self, device, be](float* data, int64_t n) -> Status {
     const int64_t t0 = NowNs();
-    Status s = self->comm_->AllReduce(data, static_cast<size_t>(n), CommType::kF32);
+    Status s;
+    if (device) {
+      // CopyToHost waits for the ops that wrote `data`; the copy back is
+      // queued before any later op that reads it.
+      const int64_t bytes = n * static_cast<int64_t>(sizeof(float));
+      self->reduce_host_.resize(static_cast<size_t>(n));
+      be->CopyToHost(self->reduce_host_.data(), data, bytes);
+      s = self->comm_->AllReduce(self->reduce_host_.data(), static_cast<size_t>(n), CommType::kF32);
+      if (s.ok()) be->CopyToDevice(data, self->reduce_host_.data(), bytes);
+    } else {
+      s = self->comm_->AllReduce(data, static_cast<size_t>(n), CommType::kF32);
+    }
     const int64_t dt = NowNs() - t0;
     MutexLock lock(self->mu_);
     self->stats_.allreduce_ns += dt;
     self->stats_.allreduce_calls += 1;
     return s;
   };
-  h.gather_logits = [self](const float* local, int64_t rows, int64_t local_vocab,
-                           float* full) -> Status {
+  h.gather_logits = [self, device, be](const float* local, int64_t rows, int64_t local_vocab,
+                                       float* full) -> Status {
+    if (device) {
+      self->logits_host_.resize(static_cast<size_t>(rows * local_vocab));
+      be->CopyToHost(self->logits_host_.data(), local,
+                     rows * local_vocab * static_cast<int64_t>(sizeof(float)));
+      local = self->logits_host_.data();
+    }
     const int64_t vocab = self->model_->config().vocab_size;
     const int world = self->world_;
     const int64_t padded = VocabShard(vocab, world, 0).padded;

@@ -10,16 +10,12 @@
 // NVFP4, tied/untied, kv heads split/replicated) without multiplying them.
 // The process-level path (octet generate --tp N spawning octet worker ranks)
 // is tests/integration/serving/test_tp_cli.
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <QtTest>
 #include <cmath>
 #include <filesystem>
 #include <functional>
-#include <thread>
 
 #include "octet/base/file_util.h"
 #include "octet/base/json.h"
@@ -31,28 +27,12 @@
 #include "octet/engine/tp_runtime.h"
 #include "octet_test.h"
 #include "random_checkpoint.h"
+#include "tp_group.h"
 
 using namespace octet;
 using namespace octet::engine;
 
 namespace {
-
-// A loopback port that was free a moment ago (a clash shows as a failed
-// rendezvous, never as a wrong result).
-int FreePort() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  int port = 0;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0) {
-    port = ntohs(a.sin_port);
-  }
-  ::close(fd);
-  return port;
-}
 
 std::vector<int32_t> FixturePrompt(const std::string& dir) {
   auto text = ReadFileToString(dir + "/reference.json");
@@ -91,38 +71,8 @@ GenerateResult RunSingle(const std::string& dir, const std::vector<int32_t>& pro
 Status RunTpGroup(const std::string& dir, int tp, collectives::TransportKind transport,
                   collectives::AlgorithmKind algo, bool load_mtp,
                   const std::function<Status(TpRuntime&)>& lead) {
-  const std::string rendezvous = "127.0.0.1:" + std::to_string(FreePort());
-  std::vector<Status> status(tp);
-  auto rank_main = [&](int r) {
-    TpRuntimeOptions o;
-    o.rendezvous = rendezvous;
-    o.world_size = tp;
-    o.rank = r;
-    o.comm.transport = transport;
-    o.comm.algorithm = algo;
-    o.comm.connect_timeout_ms = 20000;
-    o.load.threads = 1;
-    o.load.load_mtp = load_mtp;
-    auto rt = TpRuntime::Create(dir, o);
-    if (!rt.ok()) {
-      status[r] = rt.status();
-      return;
-    }
-    if (r == 0) {
-      status[r] = lead(**rt);
-      Status down = (*rt)->Shutdown();
-      if (status[r].ok()) status[r] = down;
-    } else {
-      status[r] = (*rt)->Follow(nullptr);
-    }
-  };
-  std::vector<std::thread> threads;
-  for (int r = 0; r < tp; ++r) threads.emplace_back(rank_main, r);
-  for (auto& t : threads) t.join();
-  for (int r = 0; r < tp; ++r) {
-    if (!status[r].ok()) return status[r].WithContext("rank " + std::to_string(r));
-  }
-  return Status::Ok();
+  return test::RunTpGroup(
+      dir, {.tp = tp, .transport = transport, .algorithm = algo, .load_mtp = load_mtp}, lead);
 }
 
 // Runs a TP group of `tp` threads; returns rank 0's result (or the first error).

@@ -25,6 +25,12 @@
 // idle leader must call Idle() about once a second (a heartbeat) so that
 // waiting followers do not mistake silence for death.
 //
+// A device backend (--backend cuda): the forward pass hands the hooks device
+// buffers, and every communicator takes host memory (NCCL stages host buffers
+// itself), so the hooks copy the partial sums (and the vocab-parallel logits)
+// to host memory, run the collective there and copy the sums back; rank 0
+// logs this once.
+//
 // Thread-safety: one thread at a time per rank (the communicator runs one
 // collective at a time). stats() and figures may be read from any thread.
 #pragma once
@@ -111,6 +117,8 @@ class TpRuntime final : public ModelRunner {
   KvCache cache_;
   ForwardHooks hooks_;
   std::vector<float> gather_in_, gather_out_;
+  // A device backend's all-reduce and logits, in host memory (see above).
+  std::vector<float> reduce_host_, logits_host_;
   uint64_t seq_ = 0;
   int64_t last_plan_ns_ = 0;
   bool shut_down_ = false;
