@@ -26,6 +26,7 @@
 #include <random>
 #include <vector>
 
+#include "cuda_test_main.h"
 #include "cuda_test_util.h"
 #include "octet/kernels/backend.h"
 #include "octet/kernels/backends.h"
@@ -612,13 +613,7 @@ class TestCudaBackend : public QObject {
 // Not QTEST_MAIN: without a usable device the program must say so and exit 77
 // before Qt runs any test function.
 int main(int argc, char** argv) {
-  const octet::kernels::cuda::CudaProbeResult probe = octet::kernels::cuda::CudaProbe();
-  if (!probe.usable) {
-    std::printf("no usable CUDA device: %s\n", probe.why.c_str());
-    std::fflush(stdout);
-    return 77;
-  }
-  std::printf("%s\n", probe.why.c_str());
+  if (!octet::test::CudaDeviceOrSkip()) return 77;
   TestCudaBackend t;
   return QTest::qExec(&t, argc, argv);
 }

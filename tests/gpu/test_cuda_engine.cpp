@@ -14,13 +14,13 @@
 #include <cmath>
 #include <cstdio>
 
+#include "cuda_test_main.h"
 #include "fixture_reference.h"
 #include "octet/base/file_util.h"
 #include "octet/base/json.h"
 #include "octet/base/npy.h"
 #include "octet/engine/generate.h"
 #include "octet/engine/model.h"
-#include "octet/kernels/cuda/cuda_device.h"
 #include "octet_test.h"
 
 using namespace octet;
@@ -172,12 +172,7 @@ class TestCudaEngine : public QObject {
 };
 
 int main(int argc, char** argv) {
-  const octet::kernels::cuda::CudaProbeResult probe = octet::kernels::cuda::CudaProbe();
-  if (!probe.usable) {
-    std::printf("no usable CUDA device: %s\n", probe.why.c_str());
-    std::fflush(stdout);
-    return 77;
-  }
+  if (!octet::test::CudaDeviceOrSkip()) return 77;
   TestCudaEngine t;
   return octet::test::ProgramVerdict(QTest::qExec(&t, argc, argv));
 }

@@ -26,6 +26,7 @@
 #include <random>
 #include <vector>
 
+#include "cuda_test_main.h"
 #include "cuda_test_util.h"
 #include "octet/kernels/backend.h"
 #include "octet/kernels/cuda/cuda_device.h"
@@ -586,13 +587,8 @@ class TestCudaKernels : public QObject {
 // Not QTEST_MAIN: without a usable device the program must say so and exit 77
 // before Qt Test runs (and reports) any test function.
 int main(int argc, char** argv) {
-  const CudaProbeResult probe = CudaProbe();
-  if (!probe.usable) {
-    std::printf("no usable CUDA device: %s\n", probe.why.c_str());
-    std::fflush(stdout);
-    return 77;
-  }
-  std::printf("%s\n", probe.why.c_str());
+  CudaProbeResult probe;
+  if (!octet::test::CudaDeviceOrSkip(&probe)) return 77;
   g_sm_count = probe.devices[0].sm_count;
   TestCudaKernels tc;
   return QTest::qExec(&tc, argc, argv);

@@ -15,11 +15,11 @@
 #include <cmath>
 #include <cstdio>
 
+#include "cuda_test_main.h"
 #include "fixture_reference.h"
 #include "octet/base/file_util.h"
 #include "octet/engine/generate.h"
 #include "octet/engine/tp_runtime.h"
-#include "octet/kernels/cuda/cuda_device.h"
 #include "octet_test.h"
 #include "tp_group.h"
 
@@ -81,12 +81,7 @@ class TestCudaTp : public QObject {
 };
 
 int main(int argc, char** argv) {
-  const octet::kernels::cuda::CudaProbeResult probe = octet::kernels::cuda::CudaProbe();
-  if (!probe.usable) {
-    std::printf("no usable CUDA device: %s\n", probe.why.c_str());
-    std::fflush(stdout);
-    return 77;
-  }
+  if (!octet::test::CudaDeviceOrSkip()) return 77;
   TestCudaTp t;
   return octet::test::ProgramVerdict(QTest::qExec(&t, argc, argv));
 }
