@@ -267,8 +267,9 @@ float DenseAt(const WeightMatrix& w, const uint8_t* row, int64_t c) {
 // What bounds it at 8 rows (an AVX-512 Xeon without AMX, family 6 model 207,
 // 2 cores): not the FMA units, which issue two 512-bit FMAs a cycle (5.4 G/s
 // a core in a register-only loop; one with a 512-bit load operand from L1
-// 4.5 G/s when the load is 64-byte aligned, 2.3 when it is not, which is why
-// activations live in 64-byte aligned buffers). This loop runs at 4.4-4.8 G
+// 4.5 G/s when the load is 64-byte aligned, 2.3 when it is not: the
+// backend's buffers are 64-byte aligned, and activation rows of the usual
+// widths, multiples of 16 floats, stay so). This loop runs at 4.4-4.8 G
 // FMAs/s a core on weights in L1, 3.1-3.3 from L2 and 2.25 streaming a
 // 151936 x 2048 lm_head from DRAM on both cores (35 ms, 18 GB/s of weights
 // against STREAM's 27): each FMA needs 4 bytes of weights, and the stream
