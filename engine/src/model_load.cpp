@@ -83,18 +83,20 @@ int64_t SpareMemoryForCopies(int64_t checkpoint_bytes) {
 }
 
 // LoadOptions::check_memory: this rank's resident share of the checkpoint
-// against MemAvailable.
-Status CheckResidentMemory(const std::string& dir, int64_t checkpoint_bytes,
-                           const LoadOptions& o) {
+// against what the backend's memory can take (KernelBackend::AvailableMemory:
+// MemAvailable for host memory; a device's free memory, or on unified memory
+// the larger of that and MemAvailable), the message naming the figure used.
+Status CheckResidentMemory(const std::string& dir, int64_t checkpoint_bytes, const LoadOptions& o,
+                           const kernels::KernelBackend& backend) {
   if (!o.check_memory) return Status::Ok();
-  const auto mi = ReadMemInfo(o.meminfo_path);
-  if (!mi.ok()) {
-    OCTET_LOG(WARNING) << "memory check skipped: " << mi.status().message();
+  const auto budget = backend.AvailableMemory(o.meminfo_path);
+  if (!budget.ok()) {
+    OCTET_LOG(WARNING) << "memory check skipped: " << budget.status().message();
     return Status::Ok();
   }
   const int ranks = std::max(1, o.tp_ranks);
   const int64_t need = checkpoint_bytes / ranks;
-  const auto available = static_cast<int64_t>(mi->available_bytes);
+  const int64_t available = budget->bytes;
   if (need <= available) return Status::Ok();
   auto size = [](int64_t bytes) {
     return bytes >= (int64_t{1} << 20) ? std::to_string(MiB(bytes)) + " MiB"
@@ -105,13 +107,16 @@ Status CheckResidentMemory(const std::string& dir, int64_t checkpoint_bytes,
     share = "its 1/" + std::to_string(ranks) + " share of the " + size(checkpoint_bytes) +
             " checkpoint";
   }
+  const bool device = backend.memory_kind() == kernels::MemoryKind::kDevice;
   return ResourceExhaustedError(
       "model '" + dir + "' needs about " + size(need) + " resident on this " +
-      (ranks > 1 ? "rank" : "machine") + " (" + share + ") but MemAvailable is " +
-      size(available) + ": loading it would push the machine into swap or the OOM killer. " +
+      (device      ? std::string(backend.name()) + " device"
+       : ranks > 1 ? "rank"
+                   : "machine") +
+      " (" + share + ") but " + budget->source + " is " + size(available) + ": loading it would " +
+      (device ? "fail to allocate. " : "push the machine into swap or the OOM killer. ") +
       "Free memory, split it over more TP ranks, or pass --ignore-memory-check to load it anyway");
 }
-
 
 class Loader {
  public:
@@ -515,9 +520,9 @@ Result<std::unique_ptr<Model>> Model::Load(const std::string& dir, const LoadOpt
   m->dir_ = dir;
   OCTET_ASSIGN_OR_RETURN(m->config_, LoadModelConfig(dir));
   OCTET_ASSIGN_OR_RETURN(m->store_, CheckpointStore::Open(dir));
-  OCTET_RETURN_IF_ERROR(CheckResidentMemory(dir, m->store_->total_bytes(), options));
   OCTET_ASSIGN_OR_RETURN(m->backend_,
                          kernels::CreateAnyBackend(options.backend, {options.threads}));
+  OCTET_RETURN_IF_ERROR(CheckResidentMemory(dir, m->store_->total_bytes(), options, *m->backend_));
   OCTET_RETURN_IF_ERROR(m->LoadWeights(options));
   m->inv_freq_.host = RopeInvFreq(m->config_);
   OCTET_RETURN_IF_ERROR(m->PlaceOnBackend());

@@ -83,6 +83,23 @@ std::string_view MemoryKindName(MemoryKind kind) {
   return "?";
 }
 
+Result<MemoryBudget> KernelBackend::AvailableMemory(const std::string& meminfo_path) const {
+  OCTET_ASSIGN_OR_RETURN(const MemInfo mi, ReadMemInfo(meminfo_path));
+  return MemoryBudget{static_cast<int64_t>(mi.available_bytes), "MemAvailable"};
+}
+
+MemoryBudget DeviceMemoryBudget(int64_t device_free, bool unified, const Result<MemInfo>& meminfo) {
+  const std::string driver = "the device's free memory (cudaMemGetInfo)";
+  if (!unified || !meminfo.ok()) return {device_free, driver};
+  const auto available = static_cast<int64_t>(meminfo->available_bytes);
+  auto mib = [](int64_t b) { return std::to_string((b + (1 << 19)) >> 20) + " MiB"; };
+  if (available > device_free) {
+    return {available, "MemAvailable (unified memory: the driver's free figure, " +
+                           mib(device_free) + ", leaves out the page cache)"};
+  }
+  return {device_free, driver + " (unified memory; MemAvailable " + mib(available) + ")"};
+}
+
 std::string_view OpName(Op op) {
   static constexpr std::string_view kNames[] = {"matmul",
                                                 "gemm",

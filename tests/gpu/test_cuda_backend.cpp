@@ -595,6 +595,22 @@ class TestCudaBackend : public QObject {
     QVERIFY2(bad.empty(), bad.c_str());
   }
 
+  // The load-time memory check's figure: the device's free memory (or, on
+  // unified memory, MemAvailable where that is larger), named; more than
+  // nothing, and no more than the device holds unless it is the host's.
+  void availableMemoryNamesItsFigure() {
+    auto budget = gpu_->AvailableMemory();
+    QVERIFY2(budget.ok(), budget.status().ToString().c_str());
+    QVERIFY(budget->bytes > 0);
+    const bool driver = budget->source.find("cudaMemGetInfo") != std::string::npos;
+    const bool host = budget->source.rfind("MemAvailable", 0) == 0;
+    QVERIFY2(driver != host, budget->source.c_str());
+    const cuda::CudaProbeResult probe = cuda::CudaProbe();
+    QVERIFY(probe.usable && !probe.devices.empty());
+    if (driver) QVERIFY(budget->bytes <= probe.devices[0].total_memory_bytes);
+    if (host) QVERIFY(probe.devices[0].integrated);
+  }
+
   // ---- errors ----------------------------------------------------------------------
 
   // A refused argument is reported by the next Synchronize, once.

@@ -209,6 +209,21 @@ Result<Buffer> CudaBackend::Allocate(int64_t bytes) {
   return Buffer(p, bytes, MemoryKind::kDevice, [](void* q, int64_t) { cudaFree(q); });
 }
 
+Result<MemoryBudget> CudaBackend::AvailableMemory(const std::string& meminfo_path) const {
+  size_t free_bytes = 0, total = 0;
+  if (cudaError_t e = cudaMemGetInfo(&free_bytes, &total); e != cudaSuccess) {
+    cudaGetLastError();
+    return CudaError(e, "cudaMemGetInfo");
+  }
+  int integrated = 0;  // GB10: the device shares the host's memory
+  if (cudaDeviceGetAttribute(&integrated, cudaDevAttrIntegrated, 0) != cudaSuccess) {
+    cudaGetLastError();
+    integrated = 0;
+  }
+  return DeviceMemoryBudget(static_cast<int64_t>(free_bytes), integrated != 0,
+                            ReadMemInfo(meminfo_path));
+}
+
 void CudaBackend::CopyToDevice(void* dst, const void* host_src, int64_t bytes) {
   if (bytes <= 0) return;
   if (!dst || !host_src) {

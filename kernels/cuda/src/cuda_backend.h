@@ -44,6 +44,7 @@ class CudaBackend final : public KernelBackend {
   void CopyToDevice(void* dst, const void* host_src, int64_t bytes) override;
   void CopyToHost(void* host_dst, const void* src, int64_t bytes) override;
   Status Synchronize() override;
+  Result<MemoryBudget> AvailableMemory(const std::string& meminfo_path) const override;
   Result<WeightMatrix> PrepareWeight(const WeightMatrix& w, std::vector<Buffer>* storage) override;
 
   void Matmul(const float* x, int64_t m, int64_t ldx, const WeightMatrix& w, float* y, int64_t ldy,

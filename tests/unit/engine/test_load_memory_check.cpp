@@ -3,13 +3,17 @@
 // paged in, with an error that names both figures and the way out; a share
 // that fits loads; the override loads anyway; a TP rank counts only its
 // share; an unreadable meminfo is no reason to refuse. MemAvailable comes from
-// a meminfo file written here (the same format as /proc/meminfo).
+// a meminfo file written here (the same format as /proc/meminfo). A GPU's
+// budget: its free memory, or on unified memory (GB10) the larger of that and
+// MemAvailable, the figure named (the choice, which the CUDA backend makes
+// from the driver's figures; tests/gpu/test_cuda_backend reads a real one).
 #include <QTemporaryDir>
 #include <QtTest>
 #include <string>
 
 #include "octet/base/file_util.h"
 #include "octet/engine/model.h"
+#include "octet/kernels/backend.h"
 #include "octet_test.h"
 
 using namespace octet;
@@ -102,6 +106,45 @@ class TestLoadMemoryCheck : public QObject {
              third.status().ToString().c_str());
     QVERIFY2(third.status().message().find("on this rank") != std::string::npos,
              third.status().ToString().c_str());
+  }
+
+  void aHostBackendsBudgetIsMemAvailable() {
+    auto be = kernels::CreateBackend("scalar", {1});
+    QVERIFY(be.ok());
+    auto budget = (*be)->AvailableMemory(MemInfo(2048));
+    QVERIFY2(budget.ok(), budget.status().ToString().c_str());
+    QCOMPARE(budget->bytes, int64_t{2048} * 1024);
+    QCOMPARE(budget->source, std::string("MemAvailable"));
+    QVERIFY(!(*be)->AvailableMemory(tmp_.path().toStdString() + "/missing").ok());
+  }
+
+  void aDeviceBudgetSaysWhichFigure() {
+    constexpr int64_t kGiB = int64_t{1} << 30;
+    octet::MemInfo host;
+    host.total_bytes = 128 * kGiB;
+    host.available_bytes = 110 * kGiB;
+    // A discrete GPU: what its driver says is free, whatever the host has.
+    const kernels::MemoryBudget discrete = kernels::DeviceMemoryBudget(20 * kGiB, false, host);
+    QCOMPARE(discrete.bytes, 20 * kGiB);
+    QVERIFY2(discrete.source.find("cudaMemGetInfo") != std::string::npos, discrete.source.c_str());
+    // GB10: the driver's 20 GiB leaves out the page cache; MemAvailable counts.
+    const kernels::MemoryBudget spark = kernels::DeviceMemoryBudget(20 * kGiB, true, host);
+    QCOMPARE(spark.bytes, 110 * kGiB);
+    QVERIFY2(spark.source.rfind("MemAvailable", 0) == 0 &&
+                 spark.source.find("20480 MiB") != std::string::npos,
+             spark.source.c_str());
+    // Where the driver's figure is the larger, it is the budget, both named.
+    host.available_bytes = 10 * kGiB;
+    const kernels::MemoryBudget driver = kernels::DeviceMemoryBudget(20 * kGiB, true, host);
+    QCOMPARE(driver.bytes, 20 * kGiB);
+    QVERIFY2(driver.source.find("cudaMemGetInfo") != std::string::npos &&
+                 driver.source.find("MemAvailable 10240 MiB") != std::string::npos,
+             driver.source.c_str());
+    // No meminfo: the driver's figure alone.
+    const kernels::MemoryBudget alone =
+        kernels::DeviceMemoryBudget(20 * kGiB, true, NotFoundError("no /proc/meminfo"));
+    QCOMPARE(alone.bytes, 20 * kGiB);
+    QVERIFY2(alone.source.find("cudaMemGetInfo") != std::string::npos, alone.source.c_str());
   }
 
   void noMemInfoNoCheck() {

@@ -118,10 +118,12 @@ struct LoadOptions {
   bool load_mtp = false;
   // Before anything is paged in, the bytes this rank will hold resident (its
   // share of the checkpoint's tensors: total / tp_ranks) are checked against
-  // MemAvailable: a model that fits on paper but not in this machine's free
-  // memory is refused (ResourceExhausted, naming both figures) instead of
-  // thrashing. false: load anyway (the CLI's --ignore-memory-check). No check
-  // where meminfo cannot be read.
+  // what the backend's memory can take (KernelBackend::AvailableMemory: the
+  // host's MemAvailable; a GPU's free memory, or on unified memory (GB10) the
+  // larger of that and MemAvailable): a model that fits on paper but not in
+  // this machine's free memory is refused (ResourceExhausted, naming both
+  // figures and which one it used) instead of thrashing. false: load anyway
+  // (the CLI's --ignore-memory-check). No check where the figure cannot be read.
   bool check_memory = true;
   int tp_ranks = 1;                             // ranks the weights are split over
   std::string meminfo_path = "/proc/meminfo";  // tests point it at a file

@@ -36,6 +36,7 @@
 #include <string_view>
 #include <vector>
 
+#include "octet/base/mem_info.h"
 #include "octet/base/status.h"
 #include "octet/kernels/buffer.h"
 #include "octet/kernels/weight.h"
@@ -137,6 +138,21 @@ enum class Op : uint8_t {
 };
 std::string_view OpName(Op op);  // "matmul", "kv_store", ...
 
+// Memory a model may still take, for the load-time check
+// (LoadOptions::check_memory) and its message.
+struct MemoryBudget {
+  int64_t bytes = 0;
+  std::string source;  // the figure, as a message names it: "MemAvailable", ...
+};
+
+// A device's budget from its driver's free memory. `unified`: the device
+// shares the host's memory (GB10): the driver's free figure leaves out what
+// the page cache holds, which the host gives back on demand, so it understates
+// what the device can have; the host's MemAvailable (`meminfo`, when it could
+// be read) counts as well, and the larger figure is the budget, its source
+// saying both.
+MemoryBudget DeviceMemoryBudget(int64_t device_free, bool unified, const Result<MemInfo>& meminfo);
+
 struct BackendOptions {
   int threads = 0;  // <= 0: all hardware threads
 };
@@ -165,6 +181,12 @@ class KernelBackend {
   virtual void CopyToHost(void* host_dst, const void* src, int64_t bytes) = 0;
   // Waits for every op issued so far; reports an error a device raised.
   virtual Status Synchronize() { return Status::Ok(); }
+  // What this backend's memory can take now, and which figure that is
+  // (MemoryBudget): a host backend's is the host's MemAvailable, read from
+  // `meminfo_path`; a device's is its driver's free memory, or, where the
+  // device shares the host's memory, DeviceMemoryBudget's choice.
+  virtual Result<MemoryBudget> AvailableMemory(
+      const std::string& meminfo_path = "/proc/meminfo") const;
   // A weight matrix as this backend's ops read it. Host backends read the
   // caller's (mapped) memory in place and return `w` itself; a device backend
   // copies the data (and scales, tiles) into buffers it appends to `storage`
