@@ -5,7 +5,9 @@
 // the decode matmuls of an 8B-class model — 4096 x 4096 (q, o), 14336 x 4096
 // (gate, up), 16384 x 4096 (n x k) — at 1, 4 and 8 activation rows: time per
 // call, effective GB/s (weights and scales read, activations read, outputs
-// written) and that rate as a fraction of the copy's. Each call reads its
+// written) and that rate as a fraction of the copy's; NVFP4 also through the
+// integer kernel ("nvfp4-int": LaunchPackNvfp4Int + LaunchGemvNvfp4Int, the
+// packing in every call). Each call reads its
 // weights from DRAM: calls rotate through enough copies of the matrix to
 // exceed the L2 cache four times over. Last, the prefill matmuls of the same
 // model at --gemm-rows rows (default 2048) through the CUDA backend's Matmul
@@ -292,7 +294,7 @@ int main(int argc, char** argv) {
     std::printf(", %.0f%% of the %.0f GB/s peak", 100.0 * copy_gbps / dev.PeakBandwidthGBs(),
                 dev.PeakBandwidthGBs());
   }
-  std::printf("\n\n%-6s %6s %6s %2s %10s %9s %8s\n", "format", "n", "k", "m", "us/call", "GB/s",
+  std::printf("\n\n%-9s %6s %6s %2s %10s %9s %8s\n", "format", "n", "k", "m", "us/call", "GB/s",
               "of copy");
 
   nlohmann::json out;
@@ -325,33 +327,50 @@ int main(int argc, char** argv) {
       if (!x.ok()) return Fail(x.status());
       auto y = DeviceBuffer::Allocate(max_m * n * sizeof(float));
       if (!y.ok()) return Fail(y.status());
+      auto packed = DeviceBuffer::Allocate(Nvfp4IntPackedBytes(max_m, k));
+      if (!packed.ok()) return Fail(packed.status());
       for (int64_t m : *rows) {
-        int next = 0;
-        auto ms =
-            BestMs(stream, static_cast<int>(*rounds), static_cast<int>(*iters), [&](int calls) {
-              for (int i = 0; i < calls; ++i) {
-                const WeightMatrix& w = matrix->views[next];
-                next = (next + 1) % copies;
-                OCTET_RETURN_IF_ERROR(
-                    LaunchGemv(stream.get(), x->as<float>(), m, k, w, y->as<float>(), n, false));
-              }
-              return Status::Ok();
-            });
-        if (!ms.ok()) return Fail(ms.status());
-        const double bytes = static_cast<double>(matrix->views[0].BytesRead()) + 4.0 * m * (k + n);
-        const double gbps = bytes / (*ms * 1e-3) / 1e9;
-        const char* name = f == WeightFormat::kBF16 ? "bf16" : "nvfp4";
-        std::printf("%-6s %6lld %6lld %2lld %10.2f %9.1f %7.0f%%\n", name,
-                    static_cast<long long>(n), static_cast<long long>(k), static_cast<long long>(m),
-                    *ms * 1e3, gbps, 100.0 * gbps / copy_gbps);
-        out["gemv"].push_back({{"format", name},
-                               {"n", n},
-                               {"k", k},
-                               {"m", m},
-                               {"us_per_call", *ms * 1e3},
-                               {"gbps", gbps},
-                               {"fraction_of_copy", gbps / copy_gbps},
-                               {"weight_copies", copies}});
+        // NVFP4 twice: the float kernel (LaunchGemv) and the integer one
+        // (OCTET_CUDA_NVFP4_GEMV=int), its activation packing counted in
+        // each call as the backend does it for a single matmul.
+        for (const bool integer : {false, true}) {
+          if (integer && f != WeightFormat::kNvfp4) continue;
+          int next = 0;
+          auto ms =
+              BestMs(stream, static_cast<int>(*rounds), static_cast<int>(*iters), [&](int calls) {
+                for (int i = 0; i < calls; ++i) {
+                  const WeightMatrix& w = matrix->views[next];
+                  next = (next + 1) % copies;
+                  if (integer) {
+                    OCTET_RETURN_IF_ERROR(LaunchPackNvfp4Int(stream.get(), x->as<float>(), m, k, k,
+                                                             packed->data(),
+                                                             Nvfp4IntPackedBytes(m, k)));
+                    OCTET_RETURN_IF_ERROR(LaunchGemvNvfp4Int(stream.get(), packed->data(), m, w,
+                                                             y->as<float>(), n, false));
+                  } else {
+                    OCTET_RETURN_IF_ERROR(LaunchGemv(stream.get(), x->as<float>(), m, k, w,
+                                                     y->as<float>(), n, false));
+                  }
+                }
+                return Status::Ok();
+              });
+          if (!ms.ok()) return Fail(ms.status());
+          const double bytes =
+              static_cast<double>(matrix->views[0].BytesRead()) + 4.0 * m * (k + n);
+          const double gbps = bytes / (*ms * 1e-3) / 1e9;
+          const char* name = f == WeightFormat::kBF16 ? "bf16" : integer ? "nvfp4-int" : "nvfp4";
+          std::printf("%-9s %6lld %6lld %2lld %10.2f %9.1f %7.0f%%\n", name,
+                      static_cast<long long>(n), static_cast<long long>(k),
+                      static_cast<long long>(m), *ms * 1e3, gbps, 100.0 * gbps / copy_gbps);
+          out["gemv"].push_back({{"format", name},
+                                 {"n", n},
+                                 {"k", k},
+                                 {"m", m},
+                                 {"us_per_call", *ms * 1e3},
+                                 {"gbps", gbps},
+                                 {"fraction_of_copy", gbps / copy_gbps},
+                                 {"weight_copies", copies}});
+        }
       }
     }
   }

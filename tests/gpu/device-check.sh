@@ -5,12 +5,16 @@
 # test_cuda_backend: every op of the CUDA KernelBackend; test_cuda_engine:
 # the fixture models on --backend cuda against their references;
 # test_cuda_tp: TP groups of threads on the one device against them),
+# test_cuda_engine again with OCTET_CUDA_NVFP4_GEMV=int (the integer NVFP4
+# decode kernel, gemv_int.cu, not yet the default),
 # bench_cuda (copy bandwidth and the decode matmuls of 4096..16384 x 4096 at
-# 1/4/8 rows), bench_gemv --backends cuda (BF16 and NVFP4, an 8B-class step
-# at 1/4/8 rows, through the backend interface), octet_bench_engine --backend
+# 1/4/8 rows, NVFP4 through both kernels), bench_gemv --backends cuda (BF16,
+# NVFP4 and NVFP4 with the integer kernel, an 8B-class step at 1/4/8 rows,
+# through the backend interface), octet_bench_engine --backend
 # cuda (Qwen3-0.6B BF16 and NVFP4, Llama-3.2-1B BF16: prefill, decode,
 # batched decode; the Qwen3-8B shape, BF16 and NVFP4, 8 of its layers: c1
-# decode and a 2,048-token prefill; a per-op decode profile), optionally test_cuda_kernels' small shapes under
+# decode and a 2,048-token prefill, NVFP4 once more with the integer kernel;
+# a per-op decode profile), optionally test_cuda_kernels' small shapes under
 # compute-sanitizer memcheck. Writes summary.json (with the benches' JSON)
 # and logs.tar.gz (every log) to $OUT (default ./device-check-out) and
 # prints a short summary. Meant to finish in under 8 minutes on an H200 (16 cores): one
@@ -78,6 +82,7 @@ step_timeout() {
 json_escape() { printf '%s' "$1" | sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' | tr -d '\n\r'; }
 GPU_NAME=""; DRIVER=""; COMPUTE_CAP=""; ARCH=""; STAGE="start"; PROBLEM=""
 FORMAT_RC=""; GPU_RC=""; SAN_RC=""; BENCH_RC=""; GEMV_RC=""; ENGINE_RC=""; GPU_TESTS=""
+INT_RC=""
 json_or_null() { if [[ -s "$1" ]] && head -c 1 "$1" | grep -q '[{[]'; then cat "$1"; else echo null; fi; }
 write_summary() {
   local bench; bench=$(json_or_null "$LOG/bench_cuda.json")
@@ -96,6 +101,7 @@ write_summary() {
   "ctest_gpu_exit": ${GPU_RC:-null},
   "gpu_tests": "$(json_escape "$GPU_TESTS")",
   "fixtures_dir": "$(json_escape "$FIXTURES_DIR")",
+  "int_nvfp4_engine_test_exit": ${INT_RC:-null},
   "sanitizer_memcheck_exit": ${SAN_RC:-null},
   "bench_cuda_exit": ${BENCH_RC:-null},
   "bench_gemv_exit": ${GEMV_RC:-null},
@@ -104,9 +110,11 @@ write_summary() {
   "bench": $bench,
   "bench_gemv_bf16": $(json_or_null "$LOG/bench_gemv_bf16.json"),
   "bench_gemv_nvfp4": $(json_or_null "$LOG/bench_gemv_nvfp4.json"),
+  "bench_gemv_nvfp4_int": $(json_or_null "$LOG/bench_gemv_nvfp4-int.json"),
   "bench_engine": $(json_or_null "$LOG/bench_engine.json"),
   "bench_engine_8b_split": $(json_or_null "$LOG/bench_engine_8b_split.json"),
-  "bench_engine_8b_bf16": $(json_or_null "$LOG/bench_engine_8b_bf16.json")
+  "bench_engine_8b_bf16": $(json_or_null "$LOG/bench_engine_8b_bf16.json"),
+  "bench_engine_8b_nvfp4_int": $(json_or_null "$LOG/bench_engine_8b_int.json")
 }
 EOF
 }
@@ -277,6 +285,18 @@ else
   echo "device-check: test_format_decode exit $FORMAT_RC, gpu tests exit $GPU_RC"
 fi
 if [[ $GPU_RC -ne 0 ]]; then grep -E "FAIL!|Loc:" "$LOG/ctest_gpu.log" | head -n 30 || true; fi
+# The fixture models again with the NVFP4 decode matmuls in integers
+# (OCTET_CUDA_NVFP4_GEMV=int, gemv_int.cu; not the default until measured):
+# the NVFP4 checkpoints against their references through that kernel.
+if [[ -x "$TEST_BIN/test_cuda_engine" ]]; then
+  INT_RC=0
+  OCTET_CUDA_NVFP4_GEMV=int OCTET_FIXTURES_DIR="$FIXTURES_DIR" OCTET_BIN_DIR="$PROG_BIN" \
+    OCTET_SOURCE_DIR="$ROOT" QT_QPA_PLATFORM=offscreen timeout "$(step_timeout 120 150)" \
+    "$TEST_BIN/test_cuda_engine" >"$LOG/test_cuda_engine_int.log" 2>&1 || INT_RC=$?
+  echo "device-check: test_cuda_engine with OCTET_CUDA_NVFP4_GEMV=int exit $INT_RC"
+  GPU_TESTS="${GPU_TESTS}test_cuda_engine (OCTET_CUDA_NVFP4_GEMV=int): exit $INT_RC;"
+  if [[ $INT_RC -ne 0 ]]; then grep -E "FAIL!|Loc:" "$LOG/test_cuda_engine_int.log" | head -n 20 || true; fi
+fi
 
 SANITIZER_BIN=$(command -v compute-sanitizer || true)
 # Out-of-bounds reads and misaligned accesses that happen to give right
@@ -302,9 +322,11 @@ timeout "$(step_timeout 90 120)" "$PROG_BIN/bench_cuda" --json "$LOG/bench_cuda.
 cat "$LOG/bench_cuda.txt"
 # The decode matmuls through the backend interface (PrepareWeight'd copies).
 GEMV_RC=0
-for fmt in bf16 nvfp4; do
+# nvfp4-int: the same NVFP4 matrices through the integer kernel.
+for fmt in bf16 nvfp4 nvfp4-int; do
   rc=0
-  timeout "$(step_timeout 45 90)" "$PROG_BIN/bench_gemv" --backends cuda --format "$fmt" \
+  OCTET_CUDA_NVFP4_GEMV=$([[ $fmt == nvfp4-int ]] && echo int || echo float) \
+    timeout "$(step_timeout 45 90)" "$PROG_BIN/bench_gemv" --backends cuda --format "${fmt%-int}" \
     --shape 8b --rows 1,4,8 --rounds 3 >"$LOG/bench_gemv_$fmt.json" 2>"$LOG/bench_gemv_$fmt.txt" || rc=$?
   echo "device-check: bench_gemv cuda $fmt exit $rc"; cat "$LOG/bench_gemv_$fmt.txt"
   (( rc != 0 )) && GEMV_RC=$rc
@@ -333,6 +355,17 @@ for mode in split bf16; do
   tail -n 12 "$LOG/bench_engine_8b_$mode.txt"
   (( rc != 0 )) && ENGINE_RC=$rc
 done
+# The NVFP4 8B decode again with the integer kernel (the same arguments as
+# the split run above, so its qwen3-8b-nvfp4 row is the comparison).
+rc=0
+OCTET_CUDA_NVFP4_GEMV=int \
+  timeout "$(step_timeout 90 10)" "$PROG_BIN/octet_bench_engine" --backend cuda \
+  --dir "$BENCH_MODELS" --models qwen3-8b-nvfp4 --layers 8 \
+  --prompt 2048 --decode 64 --concurrency 1 --stream-mib 1024 \
+  >"$LOG/bench_engine_8b_int.json" 2>"$LOG/bench_engine_8b_int.txt" || rc=$?
+echo "device-check: octet_bench_engine qwen3-8b-nvfp4 (OCTET_CUDA_NVFP4_GEMV=int) exit $rc"
+tail -n 6 "$LOG/bench_engine_8b_int.txt"
+(( rc != 0 )) && ENGINE_RC=$rc
 # Where a decode step's time goes (each op group synchronized: slower than
 # the figures above, but it shows the split).
 for model_layers in qwen3-0.6b-bf16:0 qwen3-8b-bf16:8; do
@@ -346,9 +379,9 @@ grep "decode profile" "$LOG/decode_profile.txt" || echo "device-check: no decode
 STAGE="done"
 SAN_FAILED=0
 if [[ -n "$SAN_RC" && "$SAN_RC" != 0 && "$SAN_RC" != 124 ]]; then SAN_FAILED=1; fi
-if [[ $FORMAT_RC -ne 0 || $GPU_RC -ne 0 || $SAN_FAILED -ne 0 || $BENCH_RC -ne 0 ||
-      $GEMV_RC -ne 0 || $ENGINE_RC -ne 0 ]]; then
-  fail "format test $FORMAT_RC, ctest gpu $GPU_RC, memcheck ${SAN_RC:-not run}, bench_cuda $BENCH_RC, bench_gemv $GEMV_RC, bench_engine $ENGINE_RC" 1
+if [[ $FORMAT_RC -ne 0 || $GPU_RC -ne 0 || ${INT_RC:-0} -ne 0 || $SAN_FAILED -ne 0 ||
+      $BENCH_RC -ne 0 || $GEMV_RC -ne 0 || $ENGINE_RC -ne 0 ]]; then
+  fail "format test $FORMAT_RC, ctest gpu $GPU_RC, int NVFP4 engine test ${INT_RC:-not run}, memcheck ${SAN_RC:-not run}, bench_cuda $BENCH_RC, bench_gemv $GEMV_RC, bench_engine $ENGINE_RC" 1
 fi
 write_summary
 echo "device-check: all passed in $(( $(date +%s) - START )) s; summary in $OUT/summary.json"

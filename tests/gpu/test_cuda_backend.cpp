@@ -21,6 +21,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <random>
@@ -229,6 +230,58 @@ class TestCudaBackend : public QObject {
         for (int c = 0; c < 48; ++c) {
           QVERIFY(std::fabs(gb[i * 50 + c] - yb[i * 50 + c]) <= tol);
         }
+      }
+    }
+  }
+
+  // OCTET_CUDA_NVFP4_GEMV=int (read when a backend is made): NVFP4 decode
+  // matmuls through the integer kernel, against the scalar backend: one
+  // Matmul, a MatmulMulti of two NVFP4 matrices of one k (one packing for
+  // both), and what the integer kernel does not take going to the others (k
+  // not a multiple of 32: the float kernel; 12 rows: the GEMM).
+  void nvfp4IntKernelThroughTheBackend() {
+    setenv("OCTET_CUDA_NVFP4_GEMV", "int", 1);
+    auto made = CreateAnyBackend("cuda");
+    unsetenv("OCTET_CUDA_NVFP4_GEMV");
+    QVERIFY2(made.ok(), made.status().ToString().c_str());
+    std::unique_ptr<KernelBackend> gpu = std::move(*made);
+    std::mt19937 rng(17);
+    struct Case {
+      int m, k;
+    };
+    for (const Case c : {Case{1, 512}, Case{3, 4096}, Case{8, 1024}, Case{5, 48}, Case{12, 512}}) {
+      HostWeight a = MakeWeight(WeightFormat::kNvfp4, 40, c.k, Layout::kTight, rng);
+      HostWeight b = MakeWeight(WeightFormat::kNvfp4, 72, c.k, Layout::kPadded, rng);
+      std::vector<float> x = RandomFloats(c.m * c.k, rng);
+      std::vector<float> ya(c.m * 40), yb(c.m * 72), ya1(c.m * 40);
+      const KernelBackend::MatmulOutput ro[2] = {{&a.view, ya.data(), 40},
+                                                 {&b.view, yb.data(), 72}};
+      ref_->MatmulMulti(x.data(), c.m, c.k, ro, 2);
+      std::vector<Buffer> storage;
+      auto da = gpu->PrepareWeight(a.view, &storage);
+      auto db = gpu->PrepareWeight(b.view, &storage);
+      QVERIFY(da.ok() && db.ok());
+      float* dx = Up(x);
+      float* dya = Up(std::vector<float>(ya.size()));
+      float* dyb = Up(std::vector<float>(yb.size()));
+      float* dya1 = Up(std::vector<float>(ya.size()));
+      OK_OR_FAIL(Sync());  // the uploads ran on the other backend's stream
+      const KernelBackend::MatmulOutput go[2] = {{&*da, dya, 40}, {&*db, dyb, 72}};
+      gpu->MatmulMulti(dx, c.m, c.k, go, 2);
+      gpu->Matmul(dx, c.m, c.k, *da, dya1, 40, false);
+      OK_OR_FAIL(gpu->Synchronize());
+      const std::vector<float> ga = Down(dya, ya.size()), gb = Down(dyb, yb.size()),
+                               ga1 = Down(dya1, ya.size());
+      OK_OR_FAIL(Sync());
+      // |x| <= ~4.5, |w| <= 6 x the largest scale code used (0x60: 2^5) x 0.0173.
+      const float tol = 3e-5f * static_cast<float>(c.k) * 4.5f * 6.0f * 32.0f * 0.0173f;
+      const std::string where = "m " + std::to_string(c.m) + " k " + std::to_string(c.k);
+      for (size_t i = 0; i < ya.size(); ++i) {
+        QVERIFY2(std::fabs(ga[i] - ya[i]) <= tol, ("MatmulMulti a, " + where).c_str());
+        QVERIFY2(std::fabs(ga1[i] - ya[i]) <= tol, ("Matmul a, " + where).c_str());
+      }
+      for (size_t i = 0; i < yb.size(); ++i) {
+        QVERIFY2(std::fabs(gb[i] - yb[i]) <= tol, ("MatmulMulti b, " + where).c_str());
       }
     }
   }

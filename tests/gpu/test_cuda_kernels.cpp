@@ -183,6 +183,183 @@ class TestCudaKernels : public QObject {
     }
   }
 
+  // ---- the integer NVFP4 matmul (gemv_int.cu) --------------------------------
+
+  void gemvInt_data() {
+    QTest::addColumn<int>("n");
+    QTest::addColumn<int>("k");
+    QTest::addColumn<int>("layout");
+    const char* layouts[] = {"tight", "padded"};
+    // k = 64 and 1024: groups of 32 threads a row; 4096 and 4608: of 128.
+    for (int n : {37, 4096}) {
+      for (int k : {64, 1024, 4096, 4608}) {
+        if (Quick() && (n > 64 || k > 1024)) continue;
+        for (int l = 0; l < 2; ++l) {
+          QTest::addRow("n=%d k=%d %s", n, k, layouts[l]) << n << k << l;
+        }
+      }
+    }
+  }
+
+  // As gemv (m = 1..8, accumulate on even m, y's gaps untouched, the same
+  // tolerance), packed once per m and multiplied twice: the packing is reused.
+  void gemvInt() {
+    QFETCH(int, n);
+    QFETCH(int, k);
+    QFETCH(int, layout);
+    std::mt19937 rng(static_cast<uint32_t>(n * 7919 + k * 31 + layout * 3 + 11));
+    const HostWeight w = RandomWeight(WeightFormat::kNvfp4, n, k, static_cast<Layout>(layout), rng);
+    UPLOAD(ddata, w.data);
+    UPLOAD(dscales, w.scales);
+    const WeightMatrix dw = w.OnDevice(ddata, dscales);
+    QVERIFY(GemvNvfp4IntSupports(dw));
+    std::vector<int32_t> ids(n);
+    for (int i = 0; i < n; ++i) ids[i] = i;
+    std::vector<float> wf(static_cast<size_t>(n) * k);
+    scalar_->Embedding(w.view, ids.data(), n, wf.data());
+    const std::vector<float> abs_w = Abs(wf);
+    const WeightMatrix abs_view = WeightMatrix::Dense(WeightFormat::kF32, abs_w.data(), n, k);
+
+    const int64_t ldx = k + 3, ldy = n + 2;
+    for (int m = 1; m <= kGemvMaxRows; ++m) {
+      const bool accumulate = m % 2 == 0;
+      std::vector<float> x = RandomFloats(m * ldx, rng);
+      for (int j = 0; j < 16; ++j) x[j] *= 1e-6f;  // a block far below the rest
+      const std::vector<float> y0 = RandomFloats(m * ldy, rng);
+      std::vector<float> want = y0, mag(m * ldy, 0.0f);
+      scalar_->Matmul(x.data(), m, ldx, w.view, want.data(), ldy, accumulate);
+      const std::vector<float> abs_x = Abs(x);
+      scalar_->Matmul(abs_x.data(), m, ldx, abs_view, mag.data(), ldy, false);
+      std::vector<float> tol(m * ldy, 0.0f);
+      for (size_t i = 0; i < tol.size(); ++i) {
+        const bool gap = static_cast<int64_t>(i % ldy) >= n;
+        tol[i] = gap ? 0.0f : 3e-5f * (mag[i] + (accumulate ? std::fabs(y0[i]) : 0.0f)) + 1e-30f;
+      }
+      UPLOAD(dx, x);
+      const int64_t packed_bytes = Nvfp4IntPackedBytes(m, k);
+      auto packed = DeviceBuffer::Allocate(packed_bytes);
+      QVERIFY2(packed.ok(), packed.status().ToString().c_str());
+      CUDA_VERIFY(LaunchPackNvfp4Int(stream_->get(), dx.as<float>(), m, ldx, k, packed->data(),
+                                     packed_bytes));
+      for (int round = 0; round < 2; ++round) {
+        UPLOAD(dy, y0);
+        CUDA_VERIFY(LaunchGemvNvfp4Int(stream_->get(), packed->data(), m, dw, dy.as<float>(), ldy,
+                                       accumulate));
+        CUDA_VERIFY(stream_->Synchronize());
+        std::vector<float> got(y0.size());
+        CUDA_VERIFY(Download(dy, &got, *stream_));
+        const std::string bad = FirstMismatch(got, want, tol);
+        QVERIFY2(bad.empty(), (std::string("m=") + std::to_string(m) + " round " +
+                               std::to_string(round) + " " + bad)
+                                  .c_str());
+      }
+    }
+  }
+
+  // Every E2M1 code times every E4M3 scale, exactly (as gemvDecodesEveryNvfp4Code).
+  void gemvIntDecodesEveryNvfp4Code() {
+    std::vector<uint8_t> codes(256 * 16, 0), scales(256 * 2);
+    auto code_at = [](int c) { return c < 16 ? c : 31 - c; };
+    for (int r = 0; r < 256; ++r) {
+      for (int c = 0; c < 32; c += 2) {
+        codes[r * 16 + c / 2] = static_cast<uint8_t>(code_at(c) | code_at(c + 1) << 4);
+      }
+      scales[2 * r] = scales[2 * r + 1] = static_cast<uint8_t>(r);
+    }
+    UPLOAD(dcodes, codes);
+    UPLOAD(dscales, scales);
+    const WeightMatrix w =
+        WeightMatrix::Nvfp4(dcodes.as<uint8_t>(), dscales.as<uint8_t>(), 1.0f, 256, 32);
+    auto packed = DeviceBuffer::Allocate(Nvfp4IntPackedBytes(8, 32));
+    QVERIFY2(packed.ok(), packed.status().ToString().c_str());
+    for (int pass = 0; pass < 4; ++pass) {
+      std::vector<float> x(8 * 32, 0.0f);
+      for (int i = 0; i < 8; ++i) x[i * 32 + pass * 8 + i] = 1.0f;
+      UPLOAD(dx, x);
+      std::vector<float> y(8 * 256, 0.0f);
+      UPLOAD(dy, y);
+      CUDA_VERIFY(LaunchPackNvfp4Int(stream_->get(), dx.as<float>(), 8, 32, 32, packed->data(),
+                                     Nvfp4IntPackedBytes(8, 32)));
+      CUDA_VERIFY(
+          LaunchGemvNvfp4Int(stream_->get(), packed->data(), 8, w, dy.as<float>(), 256, false));
+      CUDA_VERIFY(Download(dy, &y, *stream_));
+      for (int i = 0; i < 8; ++i) {
+        const int c = pass * 8 + i;
+        for (int r = 0; r < 256; ++r) {
+          const float want = kE2m1Values[code_at(c)] * E4m3ToF32(static_cast<uint8_t>(r));
+          const float got = y[i * 256 + r];
+          const bool ok = std::isnan(want) ? std::isnan(got) : got == want;
+          QVERIFY2(ok, qPrintable(QString("column %1 scale 0x%2: got %3 want %4")
+                                      .arg(c)
+                                      .arg(r, 0, 16)
+                                      .arg(got)
+                                      .arg(want)));
+        }
+      }
+    }
+  }
+
+  // Infinities and NaN in the activations give what float arithmetic gives
+  // (the scalar backend): the same infinities, NaN where it has NaN.
+  void gemvIntNonFiniteActivations() {
+    const int n = 64, k = 64, m = 4;
+    std::mt19937 rng(5);
+    const HostWeight w = RandomWeight(WeightFormat::kNvfp4, n, k, Layout::kTight, rng);
+    UPLOAD(ddata, w.data);
+    UPLOAD(dscales, w.scales);
+    const WeightMatrix dw = w.OnDevice(ddata, dscales);
+    std::vector<float> x = RandomFloats(m * k, rng);
+    const float inf = std::numeric_limits<float>::infinity();
+    x[0 * k + 5] = inf;            // row 0: one infinity
+    x[1 * k + 3] = std::nanf("");  // row 1: a NaN
+    x[2 * k + 7] = inf;            // row 2: opposite infinities in one block
+    x[2 * k + 9] = -inf;
+    x[3 * k + 40] = -inf;  // row 3: an infinity in the second block
+    std::vector<float> want(m * n);
+    scalar_->Matmul(x.data(), m, k, w.view, want.data(), n, false);
+    UPLOAD(dx, x);
+    std::vector<float> y(m * n, 0.0f);
+    UPLOAD(dy, y);
+    auto packed = DeviceBuffer::Allocate(Nvfp4IntPackedBytes(m, k));
+    QVERIFY2(packed.ok(), packed.status().ToString().c_str());
+    CUDA_VERIFY(LaunchPackNvfp4Int(stream_->get(), dx.as<float>(), m, k, k, packed->data(),
+                                   Nvfp4IntPackedBytes(m, k)));
+    CUDA_VERIFY(
+        LaunchGemvNvfp4Int(stream_->get(), packed->data(), m, dw, dy.as<float>(), n, false));
+    CUDA_VERIFY(Download(dy, &y, *stream_));
+    for (int i = 0; i < m * n; ++i) {
+      QVERIFY2(!std::isfinite(want[i]), "every output meets a non-finite activation");
+      QVERIFY2(SameFloat(y[i], want[i]) || (std::isnan(y[i]) && std::isnan(want[i])),
+               qPrintable(QString("row %1 output %2: got %3 want %4")
+                              .arg(i / n)
+                              .arg(i % n)
+                              .arg(y[i])
+                              .arg(want[i])));
+    }
+  }
+
+  void gemvIntRejectsWhatItCannotDo() {
+    std::mt19937 rng(3);
+    const HostWeight slice = RandomWeight(WeightFormat::kNvfp4, 8, 64, Layout::kSlice, rng);
+    UPLOAD(ddata, slice.data);
+    UPLOAD(dscales, slice.scales);
+    const WeightMatrix off = slice.OnDevice(ddata, dscales);  // codes 8 bytes off 16
+    QVERIFY(!GemvNvfp4IntSupports(off));
+    std::vector<float> buf(4096, 0.0f);
+    UPLOAD(d, buf);
+    const Status s1 = LaunchGemvNvfp4Int(stream_->get(), d.data(), 1, off, d.as<float>(), 8, false);
+    QCOMPARE(s1.code(), StatusCode::kUnimplemented);
+    const WeightMatrix k48 = WeightMatrix::Nvfp4(d.as<uint8_t>(), d.as<uint8_t>(), 1.0f, 8,
+                                                 48);  // k not a multiple of 32
+    QVERIFY(!GemvNvfp4IntSupports(k48));
+    const Status s2 = LaunchPackNvfp4Int(stream_->get(), d.as<float>(), 9, 64, 64, d.data(),
+                                         4096 * sizeof(float));
+    QCOMPARE(s2.code(), StatusCode::kInvalidArgument);  // m = 9
+    const Status s3 = LaunchPackNvfp4Int(stream_->get(), d.as<float>(), 1, 64, 64, d.data(),
+                                         Nvfp4IntPackedBytes(1, 64) - 1);
+    QCOMPARE(s3.code(), StatusCode::kInvalidArgument);  // too little space
+  }
+
   void gemvRejectsWhatItCannotDo() {
     std::vector<float> buf(64, 0.0f);
     UPLOAD(d, buf);

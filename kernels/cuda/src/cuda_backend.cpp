@@ -75,6 +75,19 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::Create(const BackendOptions& o
   }
   const char* mode = std::getenv("OCTET_CUDA_MATMUL");
   b->split_bf16_ = !(mode && std::string(mode) == "bf16");
+  // The NVFP4 decode matmuls: the float kernel (gemv.cu, proven on an H200)
+  // unless OCTET_CUDA_NVFP4_GEMV=int picks the integer one (gemv_int.cu).
+  if (const char* gemv = std::getenv("OCTET_CUDA_NVFP4_GEMV"); gemv && *gemv) {
+    const std::string v = gemv;
+    if (v == "int") {
+      b->nvfp4_int_ = true;
+      OCTET_LOG(INFO) << "cuda backend: NVFP4 decode matmuls (1-" << kGemvMaxRows
+                      << " rows) in integers (OCTET_CUDA_NVFP4_GEMV=int)";
+    } else if (v != "float") {
+      OCTET_LOG(WARNING) << "cuda backend: OCTET_CUDA_NVFP4_GEMV='" << v
+                         << "' is neither 'int' nor 'float'; using the float kernel";
+    }
+  }
   // Without pinned memory the uploads stay correct, only synchronous-ish.
   void* ring = nullptr;
   if (cudaHostAlloc(&ring, 2 * kStagingHalfBytes, cudaHostAllocDefault) == cudaSuccess &&
@@ -323,10 +336,37 @@ void CudaBackend::Matmul(const float* x, int64_t m, int64_t ldx, const WeightMat
 
 void CudaBackend::MatmulMulti(const float* x, int64_t m, int64_t ldx, const MatmulOutput* outputs,
                               int n_outputs) {
+  // Matrices of one k that all go to the integer kernel share one packing.
+  bool shared_packing = outputs && n_outputs > 1;
+  for (int i = 0; shared_packing && i < n_outputs; ++i) {
+    shared_packing = UseNvfp4Int(m, *outputs[i].w) && outputs[i].w->cols == outputs[0].w->cols &&
+                     outputs[i].w->rows > 0 && outputs[i].ldy >= outputs[i].w->rows &&
+                     outputs[i].y && x && ldx >= outputs[i].w->cols;
+  }
+  if (shared_packing) {
+    auto packed = PackNvfp4Int(x, m, ldx, outputs[0].w->cols);
+    if (!Check(packed.status())) return;
+    for (int i = 0; i < n_outputs; ++i) {
+      Check(LaunchGemvNvfp4Int(stream_, *packed, m, *outputs[i].w, outputs[i].y, outputs[i].ldy,
+                               false));
+    }
+    return;
+  }
   for (int i = 0; i < n_outputs; ++i) {
     if (!Check(outputs ? Status::Ok() : InvalidArgumentError("MatmulMulti: null outputs"))) return;
     Check(MatmulImpl(x, m, ldx, *outputs[i].w, outputs[i].y, outputs[i].ldy, false));
   }
+}
+
+bool CudaBackend::UseNvfp4Int(int64_t m, const WeightMatrix& w) const {
+  return nvfp4_int_ && m >= 1 && m <= kGemvMaxRows && GemvNvfp4IntSupports(w);
+}
+
+Result<const void*> CudaBackend::PackNvfp4Int(const float* x, int64_t m, int64_t ldx, int64_t k) {
+  const int64_t bytes = Nvfp4IntPackedBytes(m, k);
+  OCTET_ASSIGN_OR_RETURN(void* packed, Scratch(kNvfp4Packed, static_cast<size_t>(bytes)));
+  OCTET_RETURN_IF_ERROR(LaunchPackNvfp4Int(stream_, x, m, ldx, k, packed, bytes));
+  return static_cast<const void*>(packed);
 }
 
 Status CudaBackend::MatmulImpl(const float* x, int64_t m, int64_t ldx, const WeightMatrix& w,
@@ -349,6 +389,10 @@ Status CudaBackend::MatmulImpl(const float* x, int64_t m, int64_t ldx, const Wei
   switch (w.format) {
     case WeightFormat::kBF16:
     case WeightFormat::kNvfp4: {
+      if (UseNvfp4Int(m, w)) {
+        OCTET_ASSIGN_OR_RETURN(const void* packed, PackNvfp4Int(x, m, ldx, k));
+        return LaunchGemvNvfp4Int(stream_, packed, m, w, y, ldy, accumulate);
+      }
       if (m <= kGemvMaxRows) return LaunchGemv(stream_, x, m, ldx, w, y, ldy, accumulate);
       // Activations to BF16 once for every panel.
       const int64_t halves = split_bf16_ ? 2 : 1;

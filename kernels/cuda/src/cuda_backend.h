@@ -81,7 +81,7 @@ class CudaBackend final : public KernelBackend {
 
  private:
   // Device scratch the ops reuse; grown (never shrunk) on demand.
-  enum ScratchId { kXBf16, kPanel, kAttnTable, kAttnWork, kArgmax, kScratchCount };
+  enum ScratchId { kXBf16, kPanel, kAttnTable, kAttnWork, kArgmax, kNvfp4Packed, kScratchCount };
 
   CudaBackend() = default;
   // Keeps the first error for Synchronize; true when `s` is OK.
@@ -89,6 +89,10 @@ class CudaBackend final : public KernelBackend {
   Result<void*> Scratch(ScratchId id, size_t bytes);
   Status MatmulImpl(const float* x, int64_t m, int64_t ldx, const WeightMatrix& w, float* y,
                     int64_t ldy, bool accumulate);
+  // Whether an NVFP4 decode matmul of m rows by w goes to the integer kernel.
+  bool UseNvfp4Int(int64_t m, const WeightMatrix& w) const;
+  // x packed for it (into the kNvfp4Packed scratch).
+  Result<const void*> PackNvfp4Int(const float* x, int64_t m, int64_t ldx, int64_t k);
   // y[m, n] (+)= alpha * x · Wᵀ with W BF16 [n, k], rows `w_ld` elements apart.
   Status Bf16Gemm(const uint16_t* x_bf16, bool split, int64_t m, const uint16_t* w, int64_t w_ld,
                   int64_t n, int64_t k, float alpha, float* y, int64_t ldy, bool accumulate);
@@ -104,6 +108,7 @@ class CudaBackend final : public KernelBackend {
   cublasHandle_t handle_ = nullptr;
   int sm_count_ = 1;
   bool split_bf16_ = true;  // OCTET_CUDA_MATMUL != "bf16"
+  bool nvfp4_int_ = false;  // OCTET_CUDA_NVFP4_GEMV == "int"
   Status error_ = Status::Ok();
   int64_t more_errors_ = 0;
   struct ScratchBuffer {

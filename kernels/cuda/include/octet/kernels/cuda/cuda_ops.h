@@ -39,6 +39,25 @@ inline constexpr int64_t kGemvMaxRows = 8;
 Status LaunchGemv(CUstream_st* stream, const float* x, int64_t m, int64_t ldx,
                   const WeightMatrix& w, float* y, int64_t ldy, bool accumulate);
 
+// The same product for NVFP4 in integers (gemv_int.cu; the arithmetic in
+// octet/kernels/nvfp4_int.h): the activations are packed once into integer
+// parts, then LaunchGemvNvfp4Int multiplies them by any number of matrices
+// with that k. It takes NVFP4 weights with k a multiple of 32 and 16-byte
+// aligned code rows (base and stride; GemvNvfp4IntSupports);
+// results match LaunchGemv's within float rounding of the activations (each
+// is rounded to 23 bits of its 16-column block's largest magnitude).
+bool GemvNvfp4IntSupports(const WeightMatrix& w);
+// Device bytes the packing of m rows of k columns takes.
+int64_t Nvfp4IntPackedBytes(int64_t m, int64_t k);
+// x[m, k] (rows ldx apart; m 1..kGemvMaxRows, k a multiple of 32) into
+// `packed`: 16-byte aligned, at least Nvfp4IntPackedBytes(m, k).
+Status LaunchPackNvfp4Int(CUstream_st* stream, const float* x, int64_t m, int64_t ldx, int64_t k,
+                          void* packed, int64_t packed_bytes);
+// y[m, n] (+)= packed x · W[n, k]ᵀ, `packed` from LaunchPackNvfp4Int with the
+// same m and k = w.cols.
+Status LaunchGemvNvfp4Int(CUstream_st* stream, const void* packed, int64_t m, const WeightMatrix& w,
+                          float* y, int64_t ldy, bool accumulate);
+
 // ---- row-wise and element-wise ops ------------------------------------------
 
 // out[r] = x[r] * rsqrt(mean(x[r]^2) + eps) * weight (weight may be null).
