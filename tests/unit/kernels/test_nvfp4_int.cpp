@@ -62,10 +62,9 @@ std::vector<float> IntMatmul(const std::vector<float>& x, int64_t m,
       for (int64_t c = 0; c < k / 32; ++c) {
         uint32_t words[4];
         std::memcpy(words, &codes[r * k / 2 + c * 16], 16);
-        const uint32_t scale_pair = scales[r * blocks + 2 * c] | scales[r * blocks + 2 * c + 1]
-                                                                     << 8;
         Nvfp4IntChunk chunk;
-        DecodeNvfp4IntChunk(words, scale_pair, &chunk);
+        DecodeNvfp4IntChunk(words, DecodeE4m3(scales[r * blocks + 2 * c]),
+                            DecodeE4m3(scales[r * blocks + 2 * c + 1]), &chunk);
         uint32_t p[2][3][4];
         for (int b = 0; b < 2; ++b) {
           const int8_t* blk = &parts[(i * blocks + 2 * c + b) * kNvfp4IntBlockBytes];

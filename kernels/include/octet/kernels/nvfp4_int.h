@@ -166,17 +166,17 @@ struct Nvfp4IntChunk {
 };
 
 // From the chunk's 16 code bytes read as four little-endian words (word q:
-// columns 8q..8q+7, low nibble first) and its two scale bytes (block 0's in
-// the low byte of `scale_pair`).
-OCTET_HD inline void DecodeNvfp4IntChunk(const uint32_t (&words)[4], uint32_t scale_pair,
+// columns 8q..8q+7, low nibble first) and its blocks' decoded E4M3 scales
+// (DecodeE4m3; the kernel looks them up in a table it fills with it).
+OCTET_HD inline void DecodeNvfp4IntChunk(const uint32_t (&words)[4], float scale0, float scale1,
                                          Nvfp4IntChunk* out) {
   OCTET_UNROLL
   for (int q = 0; q < 4; ++q) {
     out->w[2 * q] = E2m1x4ToInt8(words[q]);
     out->w[2 * q + 1] = E2m1x4ToInt8(words[q] >> 16);
   }
-  out->scale[0] = DecodeE4m3(static_cast<uint8_t>(scale_pair));
-  out->scale[1] = DecodeE4m3(static_cast<uint8_t>(scale_pair >> 8));
+  out->scale[0] = scale0;
+  out->scale[1] = scale1;
 }
 
 // acc + the chunk's products with one activation row's two packed blocks
