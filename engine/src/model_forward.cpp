@@ -353,14 +353,23 @@ Status Model::RunLayer(const LayerWeights& L, KvCache& cache, int64_t cache_laye
   a.n_sequences = static_cast<int64_t>(seqs.size());
   be.Attention(a);
   prof.Mark(DecodeProfile::kAttention);
-  be.Matmul(attn, T, qd, L.o.weight, proj, H, false);
-  prof.Mark(DecodeProfile::kO);
-  // >>> Tensor parallelism: o_proj is row-parallel; each rank holds a partial sum.
-  if (hooks.all_reduce) OCTET_RETURN_IF_ERROR(hooks.all_reduce(proj, T * H));
-  prof.Mark(DecodeProfile::kAllReduce);
-  add_bias(proj, H, L.o.bias);  // a row-parallel bias is added once, after the sum
-  if (c.residual_scale != 1.0f) be.Scale(proj, T * H, c.residual_scale);  // MiniCPM
-  be.Add(x, proj, T * H, x);
+  // On one rank, with no bias or branch scale to apply between them, the
+  // matmul adds the projection to the residual stream itself (accumulate):
+  // no Add, and on a GPU one launch less per block.
+  const bool accumulate_residual = !hooks.all_reduce && c.residual_scale == 1.0f;
+  if (accumulate_residual && L.o.bias.empty()) {
+    be.Matmul(attn, T, qd, L.o.weight, x, H, true);
+    prof.Mark(DecodeProfile::kO);
+  } else {
+    be.Matmul(attn, T, qd, L.o.weight, proj, H, false);
+    prof.Mark(DecodeProfile::kO);
+    // >>> Tensor parallelism: o_proj is row-parallel; each rank holds a partial sum.
+    if (hooks.all_reduce) OCTET_RETURN_IF_ERROR(hooks.all_reduce(proj, T * H));
+    prof.Mark(DecodeProfile::kAllReduce);
+    add_bias(proj, H, L.o.bias);  // a row-parallel bias is added once, after the sum
+    if (c.residual_scale != 1.0f) be.Scale(proj, T * H, c.residual_scale);  // MiniCPM
+    be.Add(x, proj, T * H, x);
+  }
 
   // ---- MLP block: x += down_proj(silu(gate_proj(n)) * up_proj(n)) ----
   // (nanochat: x += c_proj(relu(c_fc(n))²), c_fc loaded as gate_proj.)
@@ -382,6 +391,11 @@ Status Model::RunLayer(const LayerWeights& L, KvCache& cache, int64_t cache_laye
     be.SiluMul(gate, up, T, Fl, Fl, gate);
   }
   prof.Mark(DecodeProfile::kGateUp);
+  if (!L.is_moe() && accumulate_residual && L.down.bias.empty()) {
+    be.Matmul(gate, T, Fl, L.down.weight, x, H, true);  // as o_proj above
+    prof.Mark(DecodeProfile::kDown);
+    return Status::Ok();
+  }
   if (!L.is_moe()) be.Matmul(gate, T, Fl, L.down.weight, proj, H, false);
   prof.Mark(DecodeProfile::kDown);
   // >>> Tensor parallelism: down_proj is row-parallel; each rank holds a partial sum.
