@@ -326,11 +326,12 @@ Status Model::RunLayer(const LayerWeights& L, KvCache& cache, int64_t cache_laye
     be.RmsNorm(k, L.k_norm.device, eps, T * local_kv_heads_, hd, hd, k);
   }
   prof.Mark(DecodeProfile::kNorms);
+  std::vector<kernels::KvStoreArgs> stores(batch.size());
   for (size_t s = 0; s < batch.size(); ++s) {
     const SequenceChunk& ch = batch[s];
     const int64_t n = static_cast<int64_t>(ch.tokens.size());
-    be.KvStore(cache.StoreArgs(cache_layer, ch.slot, ch.start_pos, n, k + first[s] * kvd,
-                               v + first[s] * kvd, kvd));
+    stores[s] = cache.StoreArgs(cache_layer, ch.slot, ch.start_pos, n, k + first[s] * kvd,
+                                v + first[s] * kvd, kvd);
     seqs[s] = {first[s],
                n,
                cache.k(cache_layer, ch.slot),
@@ -340,6 +341,7 @@ Status Model::RunLayer(const LayerWeights& L, KvCache& cache, int64_t cache_laye
                cache.position_stride(),
                cache.head_stride()};
   }
+  be.KvStoreBatch(stores.data(), static_cast<int64_t>(stores.size()));
   kernels::AttentionArgs a;
   a.q = q;
   a.q_row_stride = qd;

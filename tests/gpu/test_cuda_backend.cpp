@@ -528,6 +528,55 @@ class TestCudaBackend : public QObject {
     OK_OR_FAIL(Sync());
   }
 
+  // KvStoreBatch: 19 sequences (two launches of up to 16), each its own
+  // cache, length (one with none) and first position, in one call, against
+  // the scalar backend's KvStore of each; both dtypes.
+  void kvStoreBatch() {
+    std::mt19937 rng(23);
+    for (KvDtype dt : {KvDtype::kF32, KvDtype::kF16}) {
+      const int64_t kvh = 2, hd = 72, cap = 24, row = kvh * hd + 8, seqs = 19;
+      const int64_t bytes = cap * kvh * hd * KvDtypeBytes(dt);
+      std::vector<KvStoreArgs> ref(seqs), dev(seqs);
+      std::vector<std::vector<float>> ks(seqs), vs(seqs);
+      std::vector<std::vector<uint8_t>> kc(seqs, std::vector<uint8_t>(bytes, 0)), vc = kc;
+      std::vector<uint8_t*> dk(seqs), dv(seqs);
+      for (int64_t s = 0; s < seqs; ++s) {
+        const int64_t n = s == 5 ? 0 : 1 + static_cast<int64_t>(rng() % 7);
+        ks[s] = RandomFloats(std::max<int64_t>(n, 1) * row, rng, 100.0f);
+        vs[s] = RandomFloats(std::max<int64_t>(n, 1) * row, rng);
+        ks[s][0] = 1e5f;  // saturates in f16
+        KvStoreArgs a;
+        a.row_stride = row;
+        a.n = n;
+        a.n_kv_heads = kvh;
+        a.head_dim = hd;
+        a.dtype = dt;
+        a.position_stride = s % 2 ? hd : kvh * hd;  // head-major and position-major
+        a.head_stride = s % 2 ? cap * hd : hd;
+        a.first_pos = static_cast<int64_t>(rng() % (cap - 7));
+        ref[s] = a;
+        ref[s].k = ks[s].data();
+        ref[s].v = vs[s].data();
+        ref[s].k_cache = kc[s].data();
+        ref[s].v_cache = vc[s].data();
+        ref_->KvStore(ref[s]);
+        dev[s] = a;
+        dev[s].k = Up(ks[s]);
+        dev[s].v = Up(vs[s]);
+        dk[s] = Up(std::vector<uint8_t>(bytes, 0));
+        dv[s] = Up(std::vector<uint8_t>(bytes, 0));
+        dev[s].k_cache = dk[s];
+        dev[s].v_cache = dv[s];
+      }
+      gpu_->KvStoreBatch(dev.data(), seqs);
+      for (int64_t s = 0; s < seqs; ++s) {
+        QVERIFY2(Down(dk[s], bytes) == kc[s], ("keys of sequence " + std::to_string(s)).c_str());
+        QVERIFY2(Down(dv[s], bytes) == vc[s], ("values of sequence " + std::to_string(s)).c_str());
+      }
+    }
+    OK_OR_FAIL(Sync());
+  }
+
   // ---- attention --------------------------------------------------------------------
 
   void attention_data() {

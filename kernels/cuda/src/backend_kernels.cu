@@ -147,10 +147,8 @@ __global__ void EmbeddingShardKernel(const TableParams p, int64_t first_row, con
   }
 }
 
-// Grid: x = (token, kv head), threads over head_dim.
-__global__ void KvStoreKernel(const KvStoreArgs a) {
-  const int64_t t = blockIdx.x / a.n_kv_heads;
-  const int64_t h = blockIdx.x % a.n_kv_heads;
+// One (token, kv head) of one sequence's store: threads over head_dim.
+__device__ __forceinline__ void KvStoreRow(const KvStoreArgs& a, int64_t t, int64_t h) {
   const int64_t dst = h * a.head_stride + (a.first_pos + t) * a.position_stride;
   const float* ks = a.k + t * a.row_stride + h * a.head_dim;
   const float* vs = a.v + t * a.row_stride + h * a.head_dim;
@@ -169,6 +167,27 @@ __global__ void KvStoreKernel(const KvStoreArgs a) {
       static_cast<uint16_t*>(a.v_cache)[dst + c] = __half_as_ushort(__float2half_rn(vv));
     }
   }
+}
+
+// Grid: x = (token, kv head), threads over head_dim.
+__global__ void KvStoreKernel(const KvStoreArgs a) {
+  KvStoreRow(a, blockIdx.x / a.n_kv_heads, blockIdx.x % a.n_kv_heads);
+}
+
+// Up to kKvStoreBatch sequences' stores. Grid: x = the (sequence, token, kv
+// head) triples, sequence s's from first_block[s] on.
+struct KvStoreBatchParams {
+  KvStoreArgs a[kKvStoreBatch];
+  int64_t first_block[kKvStoreBatch + 1];
+  int n;
+};
+__global__ void KvStoreBatchKernel(const KvStoreBatchParams p) {
+  const int64_t b = blockIdx.x;
+  int s = 0;
+  while (s + 1 < p.n && b >= p.first_block[s + 1]) ++s;
+  const KvStoreArgs& a = p.a[s];
+  const int64_t local = b - p.first_block[s];
+  KvStoreRow(a, local / a.n_kv_heads, local % a.n_kv_heads);
 }
 
 // ---- matmul helpers -----------------------------------------------------------
@@ -514,6 +533,30 @@ Status LaunchKvStore(cudaStream_t s, const KvStoreArgs& a) {
   const int threads = a.head_dim >= 128 ? 128 : (a.head_dim >= 64 ? 64 : 32);
   KvStoreKernel<<<static_cast<unsigned>(blocks), threads, 0, s>>>(a);
   return CheckLaunch("KvStoreKernel");
+}
+
+Status LaunchKvStoreBatch(cudaStream_t s, const KvStoreArgs* args, int64_t n) {
+  for (int64_t i0 = 0; i0 < n; i0 += kKvStoreBatch) {
+    KvStoreBatchParams p{};
+    int64_t blocks = 0;
+    int head_dim = 0;
+    for (int64_t i = i0; i < n && i < i0 + kKvStoreBatch; ++i) {
+      const KvStoreArgs& a = args[i];
+      if (a.n <= 0 || a.n_kv_heads <= 0 || a.head_dim <= 0) continue;  // nothing to store
+      p.a[p.n] = a;
+      p.first_block[p.n] = blocks;
+      ++p.n;
+      blocks += a.n * a.n_kv_heads;
+      head_dim = a.head_dim > head_dim ? static_cast<int>(a.head_dim) : head_dim;
+    }
+    if (p.n == 0) continue;
+    p.first_block[p.n] = blocks;
+    if (blocks > INT32_MAX) return InvalidArgumentError("KvStoreBatch: too many rows");
+    const int threads = head_dim >= 128 ? 128 : (head_dim >= 64 ? 64 : 32);
+    KvStoreBatchKernel<<<static_cast<unsigned>(blocks), threads, 0, s>>>(p);
+    OCTET_RETURN_IF_ERROR(CheckLaunch("KvStoreBatchKernel"));
+  }
+  return Status::Ok();
 }
 
 Status LaunchSplitBf16(cudaStream_t s, const float* x, int64_t m, int64_t ldx, int64_t k,

@@ -41,6 +41,10 @@ Status LaunchScatterAddRows(cudaStream_t s, const float* x, int64_t ldx, const i
 Status LaunchEmbeddingShard(cudaStream_t s, const WeightMatrix& table, int64_t first_row,
                             const int32_t* ids, int64_t n, float* out);
 Status LaunchKvStore(cudaStream_t s, const KvStoreArgs& a);
+// KvStore of args[0..n) with one launch per kKvStoreBatch of them (the
+// arguments travel as kernel parameters: nothing to upload).
+inline constexpr int kKvStoreBatch = 16;
+Status LaunchKvStoreBatch(cudaStream_t s, const KvStoreArgs* args, int64_t n);
 
 // ---- matmul helpers (the cuBLAS path) ---------------------------------------
 

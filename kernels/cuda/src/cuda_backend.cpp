@@ -539,16 +539,31 @@ void CudaBackend::EmbeddingShard(const WeightMatrix& table, int64_t first_row, c
   Check(LaunchEmbeddingShard(stream_, table, first_row, ids, n, out));
 }
 
-void CudaBackend::KvStore(const KvStoreArgs& a) {
-  if (a.n <= 0) return;
+namespace {
+// KvStore's argument check (an empty store, n <= 0, passes).
+Status CheckKvStoreArgs(const KvStoreArgs& a) {
+  if (a.n <= 0) return Status::Ok();
   if (!a.k || !a.v || !a.k_cache || !a.v_cache || a.head_dim <= 0 || a.n_kv_heads <= 0 ||
       a.row_stride < a.n_kv_heads * a.head_dim || a.first_pos < 0) {
-    Check(
-        InvalidArgumentError("KvStore: null pointer, empty head or a row stride shorter than "
-                             "n_kv_heads * head_dim"));
-    return;
+    return InvalidArgumentError(
+        "KvStore: null pointer, empty head or a row stride shorter than n_kv_heads * head_dim");
   }
+  return Status::Ok();
+}
+}  // namespace
+
+void CudaBackend::KvStore(const KvStoreArgs& a) {
+  if (a.n <= 0 || !Check(CheckKvStoreArgs(a))) return;
   Check(LaunchKvStore(stream_, a));
+}
+
+void CudaBackend::KvStoreBatch(const KvStoreArgs* args, int64_t n) {
+  if (n <= 0) return;
+  if (!Check(args ? Status::Ok() : InvalidArgumentError("KvStoreBatch: null arguments"))) return;
+  for (int64_t i = 0; i < n; ++i) {
+    if (!Check(CheckKvStoreArgs(args[i]))) return;
+  }
+  Check(LaunchKvStoreBatch(stream_, args, n));
 }
 
 void CudaBackend::AddRowVector(float* x, int64_t rows, int64_t n, int64_t stride, const float* v) {

@@ -67,6 +67,7 @@ class CudaBackend final : public KernelBackend {
   void EmbeddingShard(const WeightMatrix& table, int64_t first_row, const int32_t* ids, int64_t n,
                       float* out) override;
   void KvStore(const KvStoreArgs& args) override;
+  void KvStoreBatch(const KvStoreArgs* args, int64_t n) override;
   void AddRowVector(float* x, int64_t rows, int64_t n, int64_t stride, const float* v) override;
   void Relu2(float* x, int64_t n) override;
   void SoftCap(float* x, int64_t n, float cap) override;

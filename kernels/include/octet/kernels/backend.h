@@ -272,6 +272,13 @@ class KernelBackend {
   // Stores new keys and values of one sequence into its cache, converted to
   // the cache's dtype (f16: rounded to nearest, saturated at +-65504).
   virtual void KvStore(const KvStoreArgs& args) = 0;
+  // KvStore of each of args[0..n) (distinct sequences: their caches must not
+  // overlap). A step of a batch stores every sequence's new keys at every
+  // layer; a device backend does it with one launch instead of one a
+  // sequence. The default calls KvStore for each.
+  virtual void KvStoreBatch(const KvStoreArgs* args, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) KvStore(args[i]);
+  }
 
   // x[r, :] += v for `rows` rows of `n`, rows `stride` floats apart (a bias).
   virtual void AddRowVector(float* x, int64_t rows, int64_t n, int64_t stride, const float* v) = 0;
