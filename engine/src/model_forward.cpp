@@ -308,19 +308,11 @@ Status Model::RunLayer(const LayerWeights& L, KvCache& cache, int64_t cache_laye
     be.RmsNorm(q, L.q_norm.device, eps, T * local_heads_, hd, hd, q);
     be.RmsNorm(k, L.k_norm.device, eps, T * local_kv_heads_, hd, hd, k);
   }
-  if (c.rotary_dim == 0 || c.rotary_dim == hd) {
-    be.Rope(q, T, qd, local_heads_, hd, positions, inv_freq_.device);
-    be.Rope(k, T, kvd, local_kv_heads_, hd, positions, inv_freq_.device);
-  } else {
-    // Partial RoPE (GLM-4.5): the first rotary_dim features of each head,
-    // one head at a time; the rest of the head passes unchanged.
-    for (int64_t h = 0; h < local_heads_; ++h) {
-      be.Rope(q + h * hd, T, qd, 1, c.rotary_dim, positions, inv_freq_.device);
-    }
-    for (int64_t h = 0; h < local_kv_heads_; ++h) {
-      be.Rope(k + h * hd, T, kvd, 1, c.rotary_dim, positions, inv_freq_.device);
-    }
-  }
+  // Partial RoPE (GLM-4.5) rotates the first rotary_dim features of each
+  // head; the rest of the head passes unchanged.
+  const int64_t rotary = c.rotary_dim == 0 ? hd : c.rotary_dim;
+  be.RopeHeads(q, T, qd, local_heads_, hd, rotary, positions, inv_freq_.device);
+  be.RopeHeads(k, T, kvd, local_kv_heads_, hd, rotary, positions, inv_freq_.device);
   if (c.qk_norm && c.qk_norm_after_rope) {
     be.RmsNorm(q, L.q_norm.device, eps, T * local_heads_, hd, hd, q);
     be.RmsNorm(k, L.k_norm.device, eps, T * local_kv_heads_, hd, hd, k);

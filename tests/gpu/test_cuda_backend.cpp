@@ -361,6 +361,29 @@ class TestCudaBackend : public QObject {
       for (size_t i = 0; i < tol.size(); ++i) tol[i] = 4e-6f * 2 * MaxAbs(x) + 1e-7f;
       QVERIFY2(FirstMismatch(got, want, tol).empty(), FirstMismatch(got, want, tol).c_str());
     }
+    // RopeHeads: 5 heads of 80 floats with the first 32 / 80 rotated, in one
+    // call, against the scalar backend's (default: Rope once a head); the
+    // unrotated tail of each head and the row's padding stay as they were.
+    for (int64_t rotary : {32, 80}) {
+      const int64_t rows = 6, heads = 5, head_stride = 80, stride = heads * head_stride + 3;
+      std::vector<float> x = RandomFloats(rows * stride, rng);
+      std::vector<int32_t> pos = {0, 3, 77, 4000, 12, 65000};
+      std::vector<float> inv(rotary / 2);
+      for (int64_t i = 0; i < rotary / 2; ++i) inv[i] = std::pow(1e4f, -2.0f * i / rotary);
+      std::vector<float> want = x;
+      ref_->RopeHeads(want.data(), rows, stride, heads, head_stride, rotary, pos.data(),
+                      inv.data());
+      float* dx = Up(x);
+      gpu_->RopeHeads(dx, rows, stride, heads, head_stride, rotary, Up(pos), Up(inv));
+      std::vector<float> got = Down(dx, x.size());
+      std::vector<float> tol(got.size(), 0.0f);
+      for (int64_t i = 0; i < static_cast<int64_t>(tol.size()); ++i) {
+        const int64_t in_head = i % stride % head_stride;
+        const bool rotated = i % stride < heads * head_stride && in_head < rotary;
+        tol[i] = rotated ? 4e-6f * 2 * MaxAbs(x) + 1e-7f : 0.0f;  // untouched: exact
+      }
+      QVERIFY2(FirstMismatch(got, want, tol).empty(), FirstMismatch(got, want, tol).c_str());
+    }
     // SiluMul strided, out aliasing gate; Softmax; SoftCap.
     {
       const int64_t rows = 3, n = 700, stride = 705;

@@ -507,6 +507,13 @@ void CudaBackend::Rope(float* x, int64_t rows, int64_t row_stride, int64_t n_hea
   Check(LaunchRope(stream_, x, rows, row_stride, n_heads, head_dim, positions, inv_freq));
 }
 
+void CudaBackend::RopeHeads(float* x, int64_t rows, int64_t row_stride, int64_t n_heads,
+                            int64_t head_stride, int64_t rotary_dim, const int32_t* positions,
+                            const float* inv_freq) {
+  Check(LaunchRopeHeads(stream_, x, rows, row_stride, n_heads, head_stride, rotary_dim, positions,
+                        inv_freq));
+}
+
 void CudaBackend::SiluMul(const float* gate, const float* up, int64_t rows, int64_t n,
                           int64_t stride, float* out) {
   Check(LaunchSiluMul(stream_, gate, up, rows, n, stride, out));

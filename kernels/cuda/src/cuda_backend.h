@@ -66,6 +66,8 @@ class CudaBackend final : public KernelBackend {
   void Embedding(const WeightMatrix& table, const int32_t* ids, int64_t n, float* out) override;
   void EmbeddingShard(const WeightMatrix& table, int64_t first_row, const int32_t* ids, int64_t n,
                       float* out) override;
+  void RopeHeads(float* x, int64_t rows, int64_t row_stride, int64_t n_heads, int64_t head_stride,
+                 int64_t rotary_dim, const int32_t* positions, const float* inv_freq) override;
   void KvStore(const KvStoreArgs& args) override;
   void KvStoreBatch(const KvStoreArgs* args, int64_t n) override;
   void AddRowVector(float* x, int64_t rows, int64_t n, int64_t stride, const float* v) override;

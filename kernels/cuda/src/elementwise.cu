@@ -46,8 +46,8 @@ __global__ void __launch_bounds__(kRowThreads)
 // ---- RoPE: one block per row, every head ------------------------------------
 
 __global__ void __launch_bounds__(kRowThreads)
-    RopeKernel(float* x, int64_t row_stride, int n_heads, int head_dim, const int32_t* positions,
-               const float* inv_freq) {
+    RopeKernel(float* x, int64_t row_stride, int n_heads, int head_stride, int head_dim,
+               const int32_t* positions, const float* inv_freq) {
   __shared__ float cs[kMaxRopeHalf];
   __shared__ float sn[kMaxRopeHalf];
   const int half = head_dim / 2;
@@ -59,7 +59,7 @@ __global__ void __launch_bounds__(kRowThreads)
   for (int p = threadIdx.x; p < n_heads * half; p += kRowThreads) {
     const int h = p / half;
     const int i = p % half;
-    float* v = row + h * head_dim;
+    float* v = row + h * head_stride;
     const float a = v[i];
     const float b = v[i + half];
     v[i] = a * cs[i] - b * sn[i];
@@ -204,16 +204,25 @@ Status LaunchRmsNorm(CUstream_st* stream, const float* x, const float* weight, f
 
 Status LaunchRope(CUstream_st* stream, float* x, int64_t rows, int64_t row_stride, int64_t n_heads,
                   int64_t head_dim, const int32_t* positions, const float* inv_freq) {
-  if (head_dim % 2 != 0 || head_dim > 2 * kMaxRopeHalf || !FitsInt(rows) ||
-      !FitsInt(n_heads * head_dim) || row_stride < n_heads * head_dim) {
+  return LaunchRopeHeads(stream, x, rows, row_stride, n_heads, head_dim, head_dim, positions,
+                         inv_freq);
+}
+
+Status LaunchRopeHeads(CUstream_st* stream, float* x, int64_t rows, int64_t row_stride,
+                       int64_t n_heads, int64_t head_stride, int64_t rotary_dim,
+                       const int32_t* positions, const float* inv_freq) {
+  if (rotary_dim % 2 != 0 || rotary_dim < 0 || rotary_dim > 2 * kMaxRopeHalf ||
+      head_stride < rotary_dim || !FitsInt(rows) || !FitsInt(n_heads * head_stride) ||
+      (n_heads > 0 && row_stride < (n_heads - 1) * head_stride + rotary_dim)) {
     return InvalidArgumentError(
-        "LaunchRope: head_dim must be even and at most 1024, "
-        "row_stride >= n_heads * head_dim");
+        "LaunchRope: the rotated dimension must be even and at most 1024, heads at least that "
+        "far apart, and rows long enough for n_heads heads");
   }
-  if (rows == 0 || n_heads == 0 || head_dim == 0) return Status::Ok();
+  if (rows == 0 || n_heads == 0 || rotary_dim == 0) return Status::Ok();
   if (!x || !positions || !inv_freq) return InvalidArgumentError("LaunchRope: null pointer");
   RopeKernel<<<static_cast<unsigned>(rows), kRowThreads, 0, stream>>>(
-      x, row_stride, static_cast<int>(n_heads), static_cast<int>(head_dim), positions, inv_freq);
+      x, row_stride, static_cast<int>(n_heads), static_cast<int>(head_stride),
+      static_cast<int>(rotary_dim), positions, inv_freq);
   return CheckLaunch("RopeKernel");
 }
 

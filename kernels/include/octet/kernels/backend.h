@@ -244,6 +244,22 @@ class KernelBackend {
   // x'[i] = x[i]cos - x[i+d/2]sin, x'[i+d/2] = x[i+d/2]cos + x[i]sin. In place.
   virtual void Rope(float* x, int64_t rows, int64_t row_stride, int64_t n_heads, int64_t head_dim,
                     const int32_t* positions, const float* inv_freq) = 0;
+  // Rope of the first `rotary_dim` features of each of n_heads heads lying
+  // `head_stride` floats apart in a row (partial rotary, GLM-4.5: the rest
+  // of each head passes unchanged); inv_freq[rotary_dim / 2]. rotary_dim ==
+  // head_stride is Rope itself. A device backend does every head in one
+  // launch; the default calls Rope once a head.
+  virtual void RopeHeads(float* x, int64_t rows, int64_t row_stride, int64_t n_heads,
+                         int64_t head_stride, int64_t rotary_dim, const int32_t* positions,
+                         const float* inv_freq) {
+    if (rotary_dim == head_stride) {
+      Rope(x, rows, row_stride, n_heads, rotary_dim, positions, inv_freq);
+      return;
+    }
+    for (int64_t h = 0; h < n_heads; ++h) {
+      Rope(x + h * head_stride, rows, row_stride, 1, rotary_dim, positions, inv_freq);
+    }
+  }
 
   // Causal grouped-query attention over KV caches, several sequences at once.
   virtual void Attention(const AttentionArgs& args) = 0;

@@ -65,6 +65,13 @@ Status LaunchGemvNvfp4Int(CUstream_st* stream, const void* packed, int64_t m, co
 Status LaunchRmsNorm(CUstream_st* stream, const float* x, const float* weight, float eps,
                      int64_t rows, int64_t dim, int64_t stride, float* out);
 
+// LaunchRope of the first rotary_dim features of each of n_heads heads lying
+// head_stride floats apart, exactly as KernelBackend::RopeHeads (partial
+// rotary); rotary_dim even, at most 1024, at most head_stride.
+Status LaunchRopeHeads(CUstream_st* stream, float* x, int64_t rows, int64_t row_stride,
+                       int64_t n_heads, int64_t head_stride, int64_t rotary_dim,
+                       const int32_t* positions, const float* inv_freq);
+
 // Rotary embedding, half-split, in place, exactly as KernelBackend::Rope:
 // x [rows, n_heads, head_dim] with rows `row_stride` apart, positions[rows]
 // (int32), inv_freq[head_dim / 2]. head_dim even, at most 1024.
