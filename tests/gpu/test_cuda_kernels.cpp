@@ -60,6 +60,35 @@ class TestCudaKernels : public QObject {
   std::unique_ptr<KernelBackend> scalar_;
   std::unique_ptr<CudaStream> stream_;
 
+  // |W| as float (decoded by the reference), for the matmul tolerances.
+  std::vector<float> AbsDecoded(const HostWeight& w, int n, int k) {
+    std::vector<int32_t> ids(n);
+    for (int i = 0; i < n; ++i) ids[i] = i;
+    std::vector<float> wf(static_cast<size_t>(n) * k);
+    scalar_->Embedding(w.view, ids.data(), n, wf.data());
+    return Abs(wf);
+  }
+
+  // The scalar backend's y0 (+)= x · Wᵀ (m rows, ldx / ldy apart) and each
+  // element's tolerance: 3e-5 Σ|x||w| (+ |y0| when accumulating); y's gaps
+  // between rows must stay exactly as they were.
+  void ExpectedGemv(const HostWeight& w, const std::vector<float>& abs_w, int n, int k, int m,
+                    int64_t ldx, int64_t ldy, const std::vector<float>& x,
+                    const std::vector<float>& y0, bool accumulate, std::vector<float>* want,
+                    std::vector<float>* tol) {
+    const WeightMatrix abs_view = WeightMatrix::Dense(WeightFormat::kF32, abs_w.data(), n, k);
+    *want = y0;
+    std::vector<float> mag(m * ldy, 0.0f);
+    scalar_->Matmul(x.data(), m, ldx, w.view, want->data(), ldy, accumulate);
+    const std::vector<float> abs_x = Abs(x);
+    scalar_->Matmul(abs_x.data(), m, ldx, abs_view, mag.data(), ldy, false);
+    tol->assign(m * ldy, 0.0f);
+    for (size_t i = 0; i < tol->size(); ++i) {
+      const bool gap = static_cast<int64_t>(i % ldy) >= n;
+      (*tol)[i] = gap ? 0.0f : 3e-5f * (mag[i] + (accumulate ? std::fabs(y0[i]) : 0.0f)) + 1e-30f;
+    }
+  }
+
  private slots:
   void initTestCase() {
     auto b = CreateBackend("scalar", BackendOptions{0});
@@ -104,28 +133,15 @@ class TestCudaKernels : public QObject {
     UPLOAD(ddata, w.data);
     UPLOAD(dscales, w.scales);
     const WeightMatrix dw = w.OnDevice(ddata, dscales);
-    // |W| as float (decoded by the reference), for the tolerance.
-    std::vector<int32_t> ids(n);
-    for (int i = 0; i < n; ++i) ids[i] = i;
-    std::vector<float> wf(static_cast<size_t>(n) * k);
-    scalar_->Embedding(w.view, ids.data(), n, wf.data());
-    const std::vector<float> abs_w = Abs(wf);
-    const WeightMatrix abs_view = WeightMatrix::Dense(WeightFormat::kF32, abs_w.data(), n, k);
+    const std::vector<float> abs_w = AbsDecoded(w, n, k);
 
     const int64_t ldx = k + 3, ldy = n + 2;
     for (int m = 1; m <= kGemvMaxRows; ++m) {
       const bool accumulate = m % 2 == 0;
       const std::vector<float> x = RandomFloats(m * ldx, rng);
       const std::vector<float> y0 = RandomFloats(m * ldy, rng);
-      std::vector<float> want = y0, mag(m * ldy, 0.0f);
-      scalar_->Matmul(x.data(), m, ldx, w.view, want.data(), ldy, accumulate);
-      const std::vector<float> abs_x = Abs(x);
-      scalar_->Matmul(abs_x.data(), m, ldx, abs_view, mag.data(), ldy, false);
-      std::vector<float> tol(m * ldy, 0.0f);
-      for (size_t i = 0; i < tol.size(); ++i) {
-        const bool gap = static_cast<int64_t>(i % ldy) >= n;
-        tol[i] = gap ? 0.0f : 3e-5f * (mag[i] + (accumulate ? std::fabs(y0[i]) : 0.0f)) + 1e-30f;
-      }
+      std::vector<float> want, tol;
+      ExpectedGemv(w, abs_w, n, k, m, ldx, ldy, x, y0, accumulate, &want, &tol);
       UPLOAD(dx, x);
       UPLOAD(dy, y0);
       CUDA_VERIFY(
@@ -213,12 +229,7 @@ class TestCudaKernels : public QObject {
     UPLOAD(dscales, w.scales);
     const WeightMatrix dw = w.OnDevice(ddata, dscales);
     QVERIFY(GemvNvfp4IntSupports(dw));
-    std::vector<int32_t> ids(n);
-    for (int i = 0; i < n; ++i) ids[i] = i;
-    std::vector<float> wf(static_cast<size_t>(n) * k);
-    scalar_->Embedding(w.view, ids.data(), n, wf.data());
-    const std::vector<float> abs_w = Abs(wf);
-    const WeightMatrix abs_view = WeightMatrix::Dense(WeightFormat::kF32, abs_w.data(), n, k);
+    const std::vector<float> abs_w = AbsDecoded(w, n, k);
 
     const int64_t ldx = k + 3, ldy = n + 2;
     for (int m = 1; m <= kGemvMaxRows; ++m) {
@@ -226,15 +237,8 @@ class TestCudaKernels : public QObject {
       std::vector<float> x = RandomFloats(m * ldx, rng);
       for (int j = 0; j < 16; ++j) x[j] *= 1e-6f;  // a block far below the rest
       const std::vector<float> y0 = RandomFloats(m * ldy, rng);
-      std::vector<float> want = y0, mag(m * ldy, 0.0f);
-      scalar_->Matmul(x.data(), m, ldx, w.view, want.data(), ldy, accumulate);
-      const std::vector<float> abs_x = Abs(x);
-      scalar_->Matmul(abs_x.data(), m, ldx, abs_view, mag.data(), ldy, false);
-      std::vector<float> tol(m * ldy, 0.0f);
-      for (size_t i = 0; i < tol.size(); ++i) {
-        const bool gap = static_cast<int64_t>(i % ldy) >= n;
-        tol[i] = gap ? 0.0f : 3e-5f * (mag[i] + (accumulate ? std::fabs(y0[i]) : 0.0f)) + 1e-30f;
-      }
+      std::vector<float> want, tol;
+      ExpectedGemv(w, abs_w, n, k, m, ldx, ldy, x, y0, accumulate, &want, &tol);
       UPLOAD(dx, x);
       const int64_t packed_bytes = Nvfp4IntPackedBytes(m, k);
       auto packed = DeviceBuffer::Allocate(packed_bytes);
