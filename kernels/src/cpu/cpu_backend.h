@@ -36,6 +36,8 @@ class CpuBackend final : public KernelBackend {
                int64_t stride, float* out) override;
   void Rope(float* x, int64_t rows, int64_t row_stride, int64_t n_heads, int64_t head_dim,
             const int32_t* positions, const float* inv_freq) override;
+  void RopeHeads(float* x, int64_t rows, int64_t row_stride, int64_t n_heads, int64_t head_stride,
+                 int64_t rotary_dim, const int32_t* positions, const float* inv_freq) override;
   void Attention(const AttentionArgs& args) override;
   void SiluMul(const float* gate, const float* up, int64_t rows, int64_t n, int64_t stride,
                float* out) override;

@@ -30,6 +30,7 @@ class TestKernelConformance : public QObject {
   void gemmAllTransposes();
   void elementwiseOpsMatchScalar();
   void ropeMatchesFormula();
+  void ropeHeadsEqualsRopeOnEachHead();
   void attentionMatchesNaive();
   void embeddingArgmaxTopK();
   void buffersAndCopies();

@@ -138,6 +138,40 @@ void TestKernelConformance::ropeMatchesFormula() {
   }
 }
 
+// RopeHeads (partial rotary: the first rotary_dim features of heads lying
+// head_stride apart) on every backend equals the interface's definition, one
+// Rope call a head, bit for bit; the heads' tails and the row's padding stay
+// as they were.
+void TestKernelConformance::ropeHeadsEqualsRopeOnEachHead() {
+  std::mt19937 rng(15);
+  for (auto& backend : AllBackends(2)) {
+    for (int64_t rotary : {8, 24}) {
+      const int64_t rows = 40, heads = 5, head_stride = 24, stride = heads * head_stride + 3;
+      std::vector<float> x = RandomFloats(rows * stride, rng);
+      std::vector<int32_t> pos(rows);
+      for (int64_t r = 0; r < rows; ++r) pos[r] = static_cast<int32_t>(r * 37 % 5000);
+      std::vector<float> inv(rotary / 2);
+      for (int64_t i = 0; i < rotary / 2; ++i) inv[i] = std::pow(1e4f, -2.0f * i / rotary);
+      std::vector<float> one_call = x, per_head = x;
+      backend->RopeHeads(one_call.data(), rows, stride, heads, head_stride, rotary, pos.data(),
+                         inv.data());
+      backend->KernelBackend::RopeHeads(per_head.data(), rows, stride, heads, head_stride, rotary,
+                                        pos.data(), inv.data());
+      std::string why;
+      QVERIFY2(CloseF(one_call, per_head, 0, 0, &why),
+               (std::string(backend->name()) + " rotary " + std::to_string(rotary) + ": " + why)
+                   .c_str());
+      for (int64_t r = 0; r < rows; ++r) {
+        for (int64_t c = 0; c < stride; ++c) {
+          const bool rotated = c < heads * head_stride && c % head_stride < rotary;
+          if (!rotated) QCOMPARE(one_call[r * stride + c], x[r * stride + c]);
+        }
+      }
+      if (rotary < head_stride) QVERIFY(one_call != x);  // something rotated
+    }
+  }
+}
+
 void TestKernelConformance::attentionMatchesNaive() {
   std::mt19937 rng(6);
   struct Shape {
