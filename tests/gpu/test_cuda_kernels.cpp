@@ -154,11 +154,18 @@ class TestCudaKernels : public QObject {
     }
   }
 
-  // Every E2M1 code times every E4M3 scale, through both load paths: row r
-  // has scale code r, column c code c (block 0) or 31 - c (block 1), and x
-  // rows are unit vectors, so y is exactly E2M1 * E4M3 (NaN for 0x7f, 0xff).
+  // Every E2M1 code times every E4M3 scale, through both load paths of the
+  // float kernel (16-byte rows: vector loads; 17: per element) and through
+  // the integer kernel: row r has scale code r, column c code c (block 0) or
+  // 31 - c (block 1), and x rows are unit vectors, so y is exactly E2M1 *
+  // E4M3 (NaN for 0x7f, 0xff).
   void gemvDecodesEveryNvfp4Code() {
-    for (int64_t row_stride : {16, 17}) {  // 16-byte rows: vector loads; 17: per element
+    struct Variant {
+      int64_t row_stride;
+      bool integer;
+    };
+    for (const Variant v : {Variant{16, false}, Variant{17, false}, Variant{16, true}}) {
+      const int64_t row_stride = v.row_stride;
       std::vector<uint8_t> codes(256 * row_stride, 0), scales(256 * 2);
       auto code_at = [](int c) { return c < 16 ? c : 31 - c; };
       for (int r = 0; r < 256; ++r) {
@@ -172,14 +179,23 @@ class TestCudaKernels : public QObject {
       WeightMatrix w =
           WeightMatrix::Nvfp4(dcodes.as<uint8_t>(), dscales.as<uint8_t>(), 1.0f, 256, 32);
       w.row_stride = row_stride;
+      auto packed = DeviceBuffer::Allocate(Nvfp4IntPackedBytes(8, 32));
+      QVERIFY2(packed.ok(), packed.status().ToString().c_str());
       for (int pass = 0; pass < 4; ++pass) {
         std::vector<float> x(8 * 32, 0.0f);
         for (int i = 0; i < 8; ++i) x[i * 32 + pass * 8 + i] = 1.0f;
         UPLOAD(dx, x);
         std::vector<float> y(8 * 256, 0.0f);
         UPLOAD(dy, y);
-        CUDA_VERIFY(
-            LaunchGemv(stream_->get(), dx.as<float>(), 8, 32, w, dy.as<float>(), 256, false));
+        if (v.integer) {
+          CUDA_VERIFY(LaunchPackNvfp4Int(stream_->get(), dx.as<float>(), 8, 32, 32, packed->data(),
+                                         Nvfp4IntPackedBytes(8, 32)));
+          CUDA_VERIFY(
+              LaunchGemvNvfp4Int(stream_->get(), packed->data(), 8, w, dy.as<float>(), 256, false));
+        } else {
+          CUDA_VERIFY(
+              LaunchGemv(stream_->get(), dx.as<float>(), 8, 32, w, dy.as<float>(), 256, false));
+        }
         CUDA_VERIFY(Download(dy, &y, *stream_));
         for (int i = 0; i < 8; ++i) {
           const int c = pass * 8 + i;
@@ -187,7 +203,9 @@ class TestCudaKernels : public QObject {
             const float want = kE2m1Values[code_at(c)] * E4m3ToF32(static_cast<uint8_t>(r));
             const float got = y[i * 256 + r];
             const bool ok = std::isnan(want) ? std::isnan(got) : got == want;
-            QVERIFY2(ok, qPrintable(QString("stride %1 column %2 scale 0x%3: got %4 want %5")
+            QVERIFY2(ok, qPrintable(QString("%1 kernel, stride %2 column %3 scale 0x%4: got %5 "
+                                            "want %6")
+                                        .arg(v.integer ? "integer" : "float")
                                         .arg(row_stride)
                                         .arg(c)
                                         .arg(r, 0, 16)
@@ -256,49 +274,6 @@ class TestCudaKernels : public QObject {
         QVERIFY2(bad.empty(), (std::string("m=") + std::to_string(m) + " round " +
                                std::to_string(round) + " " + bad)
                                   .c_str());
-      }
-    }
-  }
-
-  // Every E2M1 code times every E4M3 scale, exactly (as gemvDecodesEveryNvfp4Code).
-  void gemvIntDecodesEveryNvfp4Code() {
-    std::vector<uint8_t> codes(256 * 16, 0), scales(256 * 2);
-    auto code_at = [](int c) { return c < 16 ? c : 31 - c; };
-    for (int r = 0; r < 256; ++r) {
-      for (int c = 0; c < 32; c += 2) {
-        codes[r * 16 + c / 2] = static_cast<uint8_t>(code_at(c) | code_at(c + 1) << 4);
-      }
-      scales[2 * r] = scales[2 * r + 1] = static_cast<uint8_t>(r);
-    }
-    UPLOAD(dcodes, codes);
-    UPLOAD(dscales, scales);
-    const WeightMatrix w =
-        WeightMatrix::Nvfp4(dcodes.as<uint8_t>(), dscales.as<uint8_t>(), 1.0f, 256, 32);
-    auto packed = DeviceBuffer::Allocate(Nvfp4IntPackedBytes(8, 32));
-    QVERIFY2(packed.ok(), packed.status().ToString().c_str());
-    for (int pass = 0; pass < 4; ++pass) {
-      std::vector<float> x(8 * 32, 0.0f);
-      for (int i = 0; i < 8; ++i) x[i * 32 + pass * 8 + i] = 1.0f;
-      UPLOAD(dx, x);
-      std::vector<float> y(8 * 256, 0.0f);
-      UPLOAD(dy, y);
-      CUDA_VERIFY(LaunchPackNvfp4Int(stream_->get(), dx.as<float>(), 8, 32, 32, packed->data(),
-                                     Nvfp4IntPackedBytes(8, 32)));
-      CUDA_VERIFY(
-          LaunchGemvNvfp4Int(stream_->get(), packed->data(), 8, w, dy.as<float>(), 256, false));
-      CUDA_VERIFY(Download(dy, &y, *stream_));
-      for (int i = 0; i < 8; ++i) {
-        const int c = pass * 8 + i;
-        for (int r = 0; r < 256; ++r) {
-          const float want = kE2m1Values[code_at(c)] * E4m3ToF32(static_cast<uint8_t>(r));
-          const float got = y[i * 256 + r];
-          const bool ok = std::isnan(want) ? std::isnan(got) : got == want;
-          QVERIFY2(ok, qPrintable(QString("column %1 scale 0x%2: got %3 want %4")
-                                      .arg(c)
-                                      .arg(r, 0, 16)
-                                      .arg(got)
-                                      .arg(want)));
-        }
       }
     }
   }
