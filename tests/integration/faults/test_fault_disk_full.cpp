@@ -187,8 +187,19 @@ class TestFaultDiskFull : public QObject {
     const std::string disk = tmp_.path().toStdString() + "/bench-disk";
     if (std::string why = MountTmpfs(disk, 4 << 20); !why.empty()) OCTET_SKIP_PREMISE(why.c_str());
     const std::string model = tmp_.path().toStdString() + "/tiny";
+    // Large enough that the measured run lasts seconds: the disk must fill
+    // while it runs, and the default tiny shape (~50,000 tokens a second)
+    // let the whole run finish inside the 50 ms the test waits for the run
+    // row's commit, so it sometimes stored its results before the disk was
+    // full (seen in a CI-like run).
     engine::RandomModelShape shape;
     shape.vocab_size = 256;
+    shape.hidden_size = 512;
+    shape.intermediate_size = 1536;
+    shape.num_layers = 4;
+    shape.num_heads = 8;
+    shape.num_kv_heads = 4;
+    shape.head_dim = 64;
     shape.max_position_embeddings = 1024;
     QVERIFY(engine::WriteRandomCheckpoint(shape, model).ok());
     test::ServerProcess server;
