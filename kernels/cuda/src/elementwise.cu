@@ -215,8 +215,11 @@ Status LaunchRopeHeads(CUstream_st* stream, float* x, int64_t rows, int64_t row_
       head_stride < rotary_dim || !FitsInt(rows) || !FitsInt(n_heads * head_stride) ||
       (n_heads > 0 && row_stride < (n_heads - 1) * head_stride + rotary_dim)) {
     return InvalidArgumentError(
-        "LaunchRope: the rotated dimension must be even and at most 1024, heads at least that "
-        "far apart, and rows long enough for n_heads heads");
+        "LaunchRope: rotary_dim " + std::to_string(rotary_dim) + ", head_stride " +
+        std::to_string(head_stride) + ", " + std::to_string(n_heads) + " heads, row_stride " +
+        std::to_string(row_stride) +
+        ": the rotated dimension must be even and at most 1024, heads at least that far apart, "
+        "and rows long enough for every head");
   }
   if (rows == 0 || n_heads == 0 || rotary_dim == 0) return Status::Ok();
   if (!x || !positions || !inv_freq) return InvalidArgumentError("LaunchRope: null pointer");

@@ -278,9 +278,11 @@ Status LaunchGemvNvfp4Int(CUstream_st* stream, const void* packed, int64_t m, co
                                 " rows; it takes 1.." + std::to_string(kGemvMaxRows));
   }
   if (!GemvNvfp4IntSupports(w)) {
-    return UnimplementedError(
-        "LaunchGemvNvfp4Int: takes NVFP4 weights with k a multiple of 32 and 16-byte aligned "
-        "code rows");
+    return UnimplementedError("LaunchGemvNvfp4Int: a " + std::string(WeightFormatName(w.format)) +
+                              " matrix of k " + std::to_string(k) + ", row stride " +
+                              std::to_string(w.row_stride) +
+                              " bytes: it takes NVFP4 weights with k a multiple of 32 and "
+                              "16-byte aligned code rows");
   }
   if (!FitsInt(n) || !FitsInt(k) || !FitsInt(m * ldy)) {
     return InvalidArgumentError("LaunchGemvNvfp4Int: sizes must fit in 31 bits");
