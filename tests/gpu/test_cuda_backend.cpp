@@ -119,15 +119,13 @@ class TestCudaBackend : public QObject {
     gpu_ = std::move(*g);
     QCOMPARE(gpu_->name(), std::string_view("cuda"));
     QVERIFY(gpu_->memory_kind() == MemoryKind::kDevice);
-    // Every op of the forward pass. The two mixture-of-experts grouped ops
-    // are the exception: the backend keeps KernelBackend's composed defaults
-    // (one Matmul per product), so it declines them and the engine makes its
-    // per-expert calls itself (test_cuda_engine runs the MoE fixtures).
+    // Every op of the forward pass, the mixture-of-experts grouped ops
+    // included, which the engine takes at decode steps of up to 8 tokens.
     for (int op = 0; op < static_cast<int>(Op::kCount); ++op) {
       const Op o = static_cast<Op>(op);
-      if (o == Op::kMatmulGrouped || o == Op::kMatmulScatterAdd) continue;
       QVERIFY2(gpu_->supports(o, WeightFormat::kNvfp4), std::string(OpName(o)).c_str());
     }
+    QCOMPARE(gpu_->grouped_experts_max_tokens(), int64_t{8});
   }
   void cleanup() {
     OK_OR_FAIL(Sync());
@@ -284,6 +282,140 @@ class TestCudaBackend : public QObject {
         QVERIFY2(std::fabs(gb[i] - yb[i]) <= tol, ("MatmulMulti b, " + where).c_str());
       }
     }
+  }
+
+  // MatmulGrouped: a decode step's expert products in a few launches, each
+  // product exactly (bit for bit) its own Matmul call: NVFP4 and BF16
+  // experts with 1, 2, 3 and 8 rows, gate/up pairs sharing their rows, more
+  // than one launch's 32 products of one kind, and products the grouped
+  // kernel does not take (12 rows: cuBLAS; F32) in the same call. Then
+  // MatmulScatterAdd over the same experts' down products (more than one
+  // launch's 64; tokens named by several experts, one product unweighted)
+  // against KernelBackend's composition (a Matmul and a ScatterAddRows per
+  // product), also exactly, and a product of the wrong width refused.
+  void groupedExpertOps() {
+    std::mt19937 rng(23);
+    const int64_t H = 256, F = 96, kTokens = 8;
+    struct Expert {
+      HostWeight gate, up, down;
+      WeightMatrix dgate, dup, ddown;
+    };
+    std::vector<Buffer> storage;
+    std::vector<Expert> experts(70);
+    for (size_t e = 0; e < experts.size(); ++e) {
+      const WeightFormat f = e % 5 == 4 ? WeightFormat::kBF16 : WeightFormat::kNvfp4;
+      Expert& x = experts[e];
+      x.gate = MakeWeight(f, F, H, Layout::kTight, rng);
+      x.up = MakeWeight(f, F, H, e % 7 == 0 ? Layout::kPadded : Layout::kTight, rng);
+      x.down = MakeWeight(f, H, F, Layout::kTight, rng);
+      auto g = gpu_->PrepareWeight(x.gate.view, &storage);
+      auto u = gpu_->PrepareWeight(x.up.view, &storage);
+      auto d = gpu_->PrepareWeight(x.down.view, &storage);
+      QVERIFY(g.ok() && u.ok() && d.ok());
+      x.dgate = *g;
+      x.dup = *u;
+      x.ddown = *d;
+    }
+    HostWeight f32 = MakeWeight(WeightFormat::kF32, F, H, Layout::kTight, rng);
+    auto df32 = gpu_->PrepareWeight(f32.view, &storage);
+    QVERIFY(df32.ok());
+    // Expert e sees rows(e) of the tokens' rows: mostly 1, some 2, 3 or 8, one 12.
+    auto rows_of = [](size_t e) -> int64_t {
+      return e == 5 ? 12 : e % 9 == 1 ? 2 : e % 11 == 2 ? 3 : e % 13 == 3 ? 8 : 1;
+    };
+    std::vector<float> x = RandomFloats(12 * H, rng);
+    float* dx = Up(x);
+    std::vector<KernelBackend::GroupedProduct> grouped;
+    std::vector<float*> outs;
+    std::vector<int64_t> sizes;
+    for (size_t e = 0; e < experts.size(); ++e) {
+      const int64_t m = rows_of(e);
+      const float* xe = dx + (e % 4) * H;  // overlapping row windows, as experts share tokens
+      for (const WeightMatrix* w : {&experts[e].dgate, &experts[e].dup}) {
+        outs.push_back(Up(std::vector<float>(m * (F + 1), -1.0f)));
+        sizes.push_back(m * (F + 1));
+        grouped.push_back({e == 5 ? dx : xe, m, H, w, outs.back(), F + 1});
+      }
+    }
+    outs.push_back(Up(std::vector<float>(2 * F, -1.0f)));
+    sizes.push_back(2 * F);
+    grouped.push_back({dx, 2, H, &*df32, outs.back(), F});
+    gpu_->MatmulGrouped(grouped.data(), static_cast<int>(grouped.size()));
+    OK_OR_FAIL(Sync());
+    for (size_t i = 0; i < grouped.size(); ++i) {
+      const KernelBackend::GroupedProduct& p = grouped[i];
+      float* alone = Up(std::vector<float>(sizes[i], -1.0f));
+      gpu_->Matmul(p.x, p.m, p.ldx, *p.w, alone, p.ldy, false);
+      const std::vector<float> want = Down(alone, sizes[i]);
+      const std::vector<float> got = Down(outs[i], sizes[i]);
+      OK_OR_FAIL(Sync());
+      QVERIFY2(got == want, ("product " + std::to_string(i) + ", " + std::to_string(p.m) +
+                             " rows: not its Matmul's result")
+                                .c_str());
+    }
+    // A product through the scalar backend too, so that equality above is
+    // not two copies of one wrong answer.
+    {
+      const Expert& e = experts[1];  // NVFP4, 2 rows
+      std::vector<float> want(2 * (F + 1), -1.0f);
+      ref_->Matmul(x.data() + H, 2, H, e.gate.view, want.data(), F + 1, false);
+      const std::vector<float> got = Down(outs[2], want.size());
+      OK_OR_FAIL(Sync());
+      for (int64_t i = 0; i < 2; ++i) {
+        for (int64_t r = 0; r < F; ++r) {
+          float mag = 0;  // the matmul test's bound: 3e-5 Σ|x||w| + 1e-6
+          for (int64_t c = 0; c < H; ++c) {
+            mag += std::fabs(x[(1 + i) * H + c] * WeightAt(e.gate.view, r, c));
+          }
+          const int64_t at = i * (F + 1) + r;
+          QVERIFY2(std::fabs(got[at] - want[at]) <= 3e-5f * mag + 1e-6f,
+                   ("scalar backend, row " + std::to_string(i) + " feature " + std::to_string(r))
+                       .c_str());
+        }
+      }
+    }
+
+    // The down products: token rows per expert (some tokens in several),
+    // router weights, the last product unweighted.
+    std::vector<float> acts = RandomFloats(16 * F, rng);
+    float* dacts = Up(acts);
+    std::vector<KernelBackend::ScatterProduct> down;
+    for (size_t e = 0; e < experts.size(); ++e) {
+      const int64_t m = rows_of(e);
+      std::vector<int64_t> to(m);
+      std::vector<float> wts(m);
+      for (int64_t j = 0; j < m; ++j) {
+        to[j] = static_cast<int64_t>((e * 3 + j * 5) % kTokens);
+        wts[j] = std::uniform_real_distribution<float>(0.01f, 1.0f)(rng);
+      }
+      const bool weighted = e + 1 < experts.size();
+      down.push_back(
+          {dacts + (e % 4) * F, m, F, &experts[e].ddown, Up(to), weighted ? Up(wts) : nullptr});
+    }
+    const int64_t ldo = H + 5;
+    std::vector<float> out0 = RandomFloats(kTokens * ldo, rng);
+    float* fused = Up(out0);
+    float* composed = Up(out0);
+    float* scratch = Up(std::vector<float>(kTokens * H));
+    gpu_->MatmulScatterAdd(down.data(), static_cast<int>(down.size()), H, fused, ldo, scratch);
+    gpu_->KernelBackend::MatmulScatterAdd(down.data(), static_cast<int>(down.size()), H, composed,
+                                          ldo, scratch);
+    const std::vector<float> got = Down(fused, out0.size());
+    const std::vector<float> want = Down(composed, out0.size());
+    OK_OR_FAIL(Sync());
+    QVERIFY(got != out0);
+    QVERIFY2(got == want, "MatmulScatterAdd differs from a Matmul and a ScatterAddRows each");
+
+    // A product whose matrix has another width: refused, named, nothing added.
+    KernelBackend::ScatterProduct wrong = down[0];
+    wrong.w = &experts[0].dgate;  // F outputs, not H
+    gpu_->MatmulScatterAdd(&wrong, 1, H, fused, ldo, scratch);
+    const Status s = Sync();
+    QVERIFY(!s.ok());
+    QVERIFY2(s.message().find("product 0 has 96 output features, not 256") != std::string::npos,
+             s.ToString().c_str());
+    QVERIFY(Down(fused, out0.size()) == got);
+    OK_OR_FAIL(Sync());
   }
 
   void gemm_data() {

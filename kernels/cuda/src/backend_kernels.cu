@@ -11,6 +11,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <string>
 
 #include "backend_kernels.h"
 #include "cuda_check.h"
@@ -75,6 +76,26 @@ __global__ void ScatterAddRowsKernel(const float* x, int64_t ldx, const int64_t*
       const float w = weights ? weights[r] : 1.0f;
       float* o = out + rows[r] * ldo + c;
       *o = __fadd_rn(*o, __fmul_rn(w, x[r * ldx + c]));
+    }
+  }
+}
+
+struct ScatterProductsParams {
+  ScatterRows p[kScatterProducts];
+  int n;
+};
+static_assert(sizeof(ScatterProductsParams) <= 4096, "kernel parameters above 4 KiB");
+__global__ void ScatterAddProductsKernel(const float* x, const ScatterProductsParams g, int64_t n,
+                                         float* out, int64_t ldo) {
+  OCTET_GRID_STRIDE(c, n) {
+    for (int s = 0; s < g.n; ++s) {
+      const ScatterRows& p = g.p[s];
+      for (int64_t r = 0; r < p.m; ++r) {
+        // ScatterAddRowsKernel's expression: the same sums.
+        const float w = p.weights ? p.weights[r] : 1.0f;
+        float* o = out + p.rows[r] * ldo + c;
+        *o = __fadd_rn(*o, __fmul_rn(w, x[(p.x_row + r) * n + c]));
+      }
     }
   }
 }
@@ -516,6 +537,37 @@ Status LaunchScatterAddRows(cudaStream_t s, const float* x, int64_t ldx, const i
   ScatterAddRowsKernel<<<static_cast<unsigned>(blocks < 65535 ? blocks : 65535), kThreads, 0, s>>>(
       x, ldx, rows, weights, n_rows, n, out, ldo);
   return CheckLaunch("ScatterAddRowsKernel");
+}
+
+Status LaunchScatterAddProducts(cudaStream_t s, const float* x, const ScatterRows* products,
+                                int64_t n_products, int64_t n, float* out, int64_t ldo) {
+  if (n_products <= 0 || n <= 0) return Status::Ok();
+  if (!x || !out || !products || ldo < n) {
+    return InvalidArgumentError("ScatterAddProducts: null pointer or an out row shorter than n");
+  }
+  constexpr int kThreads = 64;  // as LaunchScatterAddRows
+  const int64_t blocks = CeilDiv(n, kThreads);
+  for (int64_t i = 0; i < n_products; ++i) {  // all checked before anything is queued
+    const ScatterRows& p = products[i];
+    if (p.m < 0 || p.x_row < 0 || (p.m > 0 && !p.rows)) {
+      return InvalidArgumentError("ScatterAddProducts: product " + std::to_string(i) +
+                                  " with negative rows or without its row list");
+    }
+  }
+  ScatterProductsParams g{};
+  auto flush = [&]() -> Status {
+    if (g.n == 0) return Status::Ok();
+    ScatterAddProductsKernel<<<static_cast<unsigned>(blocks < 65535 ? blocks : 65535), kThreads, 0,
+                               s>>>(x, g, n, out, ldo);
+    g.n = 0;
+    return CheckLaunch("ScatterAddProductsKernel");
+  };
+  for (int64_t i = 0; i < n_products; ++i) {
+    if (products[i].m == 0) continue;
+    if (g.n == kScatterProducts) OCTET_RETURN_IF_ERROR(flush());
+    g.p[g.n++] = products[i];
+  }
+  return flush();
 }
 
 Status LaunchEmbeddingShard(cudaStream_t s, const WeightMatrix& table, int64_t first_row,

@@ -36,6 +36,20 @@ Status LaunchGatherRows(cudaStream_t s, const float* x, int64_t ldx, const int64
 Status LaunchScatterAddRows(cudaStream_t s, const float* x, int64_t ldx, const int64_t* rows,
                             const float* weights, int64_t n_rows, int64_t n, float* out,
                             int64_t ldo);
+// One product's rows for LaunchScatterAddProducts: its m rows of x start at
+// row x_row; row j goes to out row rows[j] times weights[j] (null: 1).
+struct ScatterRows {
+  const int64_t* rows;
+  const float* weights;
+  int64_t m;
+  int64_t x_row;
+};
+// LaunchScatterAddRows of every product in order (rows in order within one):
+// out[p.rows[j], :] += p.weights[j] * x[p.x_row + j, :], x rows n apart; one
+// launch per kScatterProducts products, the same sums as a launch each.
+inline constexpr int kScatterProducts = 64;
+Status LaunchScatterAddProducts(cudaStream_t s, const float* x, const ScatterRows* products,
+                                int64_t n_products, int64_t n, float* out, int64_t ldo);
 // The rows of ids in [first_row, first_row + table.rows) decoded, zeros
 // for the others (out rows table.cols apart).
 Status LaunchEmbeddingShard(cudaStream_t s, const WeightMatrix& table, int64_t first_row,

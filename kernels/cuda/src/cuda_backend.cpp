@@ -159,11 +159,6 @@ bool CudaBackend::supports(Op op, WeightFormat format) const {
     case Op::kMatmul:
     case Op::kEmbedding:
       return supports(format);
-    // The mixture-of-experts grouped ops have only KernelBackend's composed
-    // defaults here: the engine keeps its per-expert calls instead.
-    case Op::kMatmulGrouped:
-    case Op::kMatmulScatterAdd:
-      return false;
     default:
       return op < Op::kCount;
   }
@@ -356,6 +351,105 @@ void CudaBackend::MatmulMulti(const float* x, int64_t m, int64_t ldx, const Matm
     if (!Check(outputs ? Status::Ok() : InvalidArgumentError("MatmulMulti: null outputs"))) return;
     Check(MatmulImpl(x, m, ldx, *outputs[i].w, outputs[i].y, outputs[i].ldy, false));
   }
+}
+
+// ---- mixture-of-experts decode ---------------------------------------------------
+//
+// A decode step of a Qwen3-30B-A3B-shaped layer runs 8 experts a token. A
+// Matmul call per expert and projection is two launches per expert for
+// about 1 MB of weights each, a few microseconds of an H200's memory time
+// against the launch's own cost; here a step's gate/up products take one
+// launch per row count (all 8 experts at c1) and the down products one more
+// plus one for the weighted sums.
+
+void CudaBackend::MatmulGrouped(const GroupedProduct* products, int n_products) {
+  Check(MatmulGroupedImpl(products, n_products));
+}
+
+Status CudaBackend::MatmulGroupedImpl(const GroupedProduct* products, int n_products) {
+  if (n_products < 0 || (n_products > 0 && !products)) {
+    return InvalidArgumentError("MatmulGrouped: null or negative product list");
+  }
+  for (auto& by_format : gemv_groups_) {
+    for (std::vector<GemvProduct>& g : by_format) g.clear();
+  }
+  for (int i = 0; i < n_products; ++i) {
+    const GroupedProduct& p = products[i];
+    if (!p.w || p.m < 0) {
+      return InvalidArgumentError("MatmulGrouped: product " + Str(i) +
+                                  (p.w ? " with negative rows" : " without weights"));
+    }
+  }
+  // Decode products of the float GEMV (the kernel Matmul would pick).
+  auto gemv = [this](const GroupedProduct& p) {
+    const WeightMatrix& w = *p.w;
+    return (w.format == WeightFormat::kBF16 || w.format == WeightFormat::kNvfp4) && p.m >= 1 &&
+           p.m <= kGemvMaxRows && w.rows > 0 && w.cols > 0 && !UseNvfp4Int(p.m, w);
+  };
+  for (int i = 0; i < n_products; ++i) {
+    const GroupedProduct& p = products[i];
+    if (gemv(p)) {
+      gemv_groups_[p.w->format == WeightFormat::kNvfp4][p.m - 1].push_back(
+          {p.x, p.ldx, p.w, p.y, p.ldy});
+    }
+  }
+  // The grouped launches (each checks its products before queueing any).
+  for (int f = 0; f < 2; ++f) {
+    for (int64_t m = 1; m <= kGemvMaxRows; ++m) {
+      const std::vector<GemvProduct>& g = gemv_groups_[f][m - 1];
+      if (!g.empty()) {
+        OCTET_RETURN_IF_ERROR(LaunchGemvGrouped(stream_, m, g.data(), static_cast<int>(g.size())));
+      }
+    }
+  }
+  // Then the rest (prefill-sized, F32/F16, the integer kernel's) as Matmul
+  // runs them.
+  for (int i = 0; i < n_products; ++i) {
+    const GroupedProduct& p = products[i];
+    if (!gemv(p)) OCTET_RETURN_IF_ERROR(MatmulImpl(p.x, p.m, p.ldx, *p.w, p.y, p.ldy, false));
+  }
+  return Status::Ok();
+}
+
+void CudaBackend::MatmulScatterAdd(const ScatterProduct* products, int n_products, int64_t n,
+                                   float* out, int64_t ldo, float* scratch) {
+  (void)scratch;  // the products go to kExpertRows, all of them at once
+  if (n_products == 0 || n == 0) return;
+  if (!Check(n_products < 0 || !products || n < 0 || !out || ldo < n
+                 ? InvalidArgumentError("MatmulScatterAdd: null or negative product list, or "
+                                        "an out row shorter than n (" +
+                                        Str(n) + ")")
+                 : Status::Ok())) {
+    return;
+  }
+  int64_t total = 0;
+  for (int i = 0; i < n_products; ++i) {
+    const ScatterProduct& p = products[i];
+    if (!p.w || p.w->rows != n || p.m < 0 || (p.m > 0 && !p.rows)) {
+      Check(InvalidArgumentError("MatmulScatterAdd: product " + Str(i) +
+                                 (!p.w ? " without weights"
+                                  : p.w->rows != n
+                                      ? " has " + Str(p.w->rows) + " output features, not " + Str(n)
+                                      : " with negative rows or without its row list")));
+      return;
+    }
+    total += p.m;
+  }
+  if (total == 0) return;
+  auto rows = Scratch(kExpertRows, static_cast<size_t>(total * n) * sizeof(float));
+  if (!Check(rows.status())) return;
+  float* y = static_cast<float*>(*rows);
+  scatter_products_.clear();
+  scatter_rows_.clear();
+  int64_t at = 0;
+  for (int i = 0; i < n_products; ++i) {
+    const ScatterProduct& p = products[i];
+    scatter_products_.push_back({p.x, p.m, p.ldx, p.w, y + at * n, n});
+    scatter_rows_.push_back({p.rows, p.weights, p.m, at});
+    at += p.m;
+  }
+  if (!Check(MatmulGroupedImpl(scatter_products_.data(), n_products))) return;
+  Check(LaunchScatterAddProducts(stream_, y, scatter_rows_.data(), n_products, n, out, ldo));
 }
 
 bool CudaBackend::UseNvfp4Int(int64_t m, const WeightMatrix& w) const {

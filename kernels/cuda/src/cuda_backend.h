@@ -2,6 +2,9 @@
 // (internal; programs make one through CreateCudaBackend or the backend
 // registry). Which kernel runs each op:
 //   Matmul/MatmulMulti  m <= 8, BF16/NVFP4: LaunchGemv (gemv.cu);
+//   MatmulGrouped       the same kernel, up to 32 products a launch
+//   (and ScatterAdd)    (LaunchGemvGrouped); the weighted sums up to 64
+//                       products a launch (LaunchScatterAddProducts);
 //                       BF16 otherwise: cuBLAS GemmEx BF16 x BF16 -> F32 on the
 //                       activations split in hi + lo BF16 halves (two GEMMs,
 //                       the second accumulating); NVFP4: panels dequantised
@@ -21,9 +24,11 @@
 #include <string_view>
 #include <vector>
 
+#include "backend_kernels.h"
 #include "cublas_loader.h"
 #include "octet/base/status.h"
 #include "octet/kernels/backend.h"
+#include "octet/kernels/cuda/cuda_ops.h"
 
 namespace octet::kernels::cuda {
 
@@ -78,13 +83,26 @@ class CudaBackend final : public KernelBackend {
                   float* out) override;
   void ScatterAddRows(const float* x, int64_t ldx, const int64_t* rows, const float* weights,
                       int64_t n_rows, int64_t n, float* out, int64_t ldo) override;
+  void MatmulGrouped(const GroupedProduct* products, int n_products) override;
+  void MatmulScatterAdd(const ScatterProduct* products, int n_products, int64_t n, float* out,
+                        int64_t ldo, float* scratch) override;
+  int64_t grouped_experts_max_tokens() const override { return kGemvMaxRows; }
   void Scale(float* x, int64_t n, float s) override;
   int64_t Argmax(const float* x, int64_t n) override;
   void TopK(const float* x, int64_t n, int64_t k, int32_t* indices, float* values) override;
 
  private:
   // Device scratch the ops reuse; grown (never shrunk) on demand.
-  enum ScratchId { kXBf16, kPanel, kAttnTable, kAttnWork, kArgmax, kNvfp4Packed, kScratchCount };
+  enum ScratchId {
+    kXBf16,
+    kPanel,
+    kAttnTable,
+    kAttnWork,
+    kArgmax,
+    kNvfp4Packed,
+    kExpertRows,  // MatmulScatterAdd's products before they are added
+    kScratchCount
+  };
 
   CudaBackend() = default;
   // Keeps the first error for Synchronize; true when `s` is OK.
@@ -92,6 +110,11 @@ class CudaBackend final : public KernelBackend {
   Result<void*> Scratch(ScratchId id, size_t bytes);
   Status MatmulImpl(const float* x, int64_t m, int64_t ldx, const WeightMatrix& w, float* y,
                     int64_t ldy, bool accumulate);
+  // MatmulGrouped's work: decode products of the float GEMV in one launch
+  // per format and row count (LaunchGemvGrouped, which checks all of them
+  // before it queues any), the others (prefill-sized, F32/F16, the integer
+  // kernel's) a MatmulImpl each, checked as Matmul checks them.
+  Status MatmulGroupedImpl(const GroupedProduct* products, int n_products);
   // Whether an NVFP4 decode matmul of m rows by w goes to the integer kernel.
   bool UseNvfp4Int(int64_t m, const WeightMatrix& w) const;
   // x packed for it (into the kNvfp4Packed scratch).
@@ -120,6 +143,10 @@ class CudaBackend final : public KernelBackend {
   };
   ScratchBuffer scratch_[kScratchCount];
   std::vector<uint8_t> host_table_;  // the attention table before its upload
+  // MatmulGrouped's launch lists by format (BF16, NVFP4) and rows - 1.
+  std::vector<GemvProduct> gemv_groups_[2][kGemvMaxRows];
+  std::vector<GroupedProduct> scatter_products_;  // MatmulScatterAdd's products
+  std::vector<ScatterRows> scatter_rows_;         // and where their rows go
 
   // Pinned host memory for the small uploads of every step (token ids,
   // positions, each layer's attention table). A copy from pageable memory

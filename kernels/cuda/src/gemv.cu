@@ -146,8 +146,11 @@ __device__ __forceinline__ uint4 LoadChunk(const uint8_t* row, int col, int k, b
   return make_uint4(word[0], word[1], word[2], word[3]);
 }
 
+// Block `block` of the product `p` (its rows kRowsPerBlock * block onwards).
+// GemvKernel runs one product, GemvGroupedKernel several: the same code per
+// block, so a product's results are the same bit for bit either way.
 template <WeightFormat F, int M>
-__global__ void __launch_bounds__(kThreads) GemvKernel(const GemvParams p) {
+__device__ __forceinline__ void GemvBlock(const GemvParams& p, int block) {
   constexpr int R = kRowsPerWarp;
   constexpr int U = kChunksPerTile<F>;
   constexpr int kCols = ChunkTraits<F>::kCols;
@@ -156,7 +159,7 @@ __global__ void __launch_bounds__(kThreads) GemvKernel(const GemvParams p) {
 
   const int lane = threadIdx.x % kWarpSize;
   const int warp = threadIdx.x / kWarpSize;
-  const int row0 = blockIdx.x * kRowsPerBlock + warp * R;
+  const int row0 = block * kRowsPerBlock + warp * R;
 
   const uint8_t* wrow[R];
   const uint8_t* srow[R];
@@ -349,58 +352,112 @@ __global__ void __launch_bounds__(kThreads) GemvKernel(const GemvParams p) {
 }
 
 template <WeightFormat F, int M>
+__global__ void __launch_bounds__(kThreads) GemvKernel(const GemvParams p) {
+  GemvBlock<F, M>(p, blockIdx.x);
+}
+
+// Products of one format and row count in one launch (LaunchGemvGrouped):
+// product s owns blocks [first_block[s], first_block[s + 1]). Passed as the
+// kernel's parameters (under the 4 KiB every driver takes), so nothing is
+// copied to the device first.
+constexpr int kGroupedProducts = 32;
+struct GemvGroupedParams {
+  GemvParams p[kGroupedProducts];
+  int first_block[kGroupedProducts + 1];
+  int n;
+};
+static_assert(sizeof(GemvGroupedParams) <= 4096, "kernel parameters above 4 KiB");
+
+template <WeightFormat F, int M>
+__global__ void __launch_bounds__(kThreads) GemvGroupedKernel(const GemvGroupedParams g) {
+  const int b = blockIdx.x;
+  int lo = 0, hi = g.n - 1;  // the last product whose first block is <= b
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) / 2;
+    if (g.first_block[mid] <= b) {
+      lo = mid;
+    } else {
+      hi = mid - 1;
+    }
+  }
+  GemvBlock<F, M>(g.p[lo], b - g.first_block[lo]);
+}
+
+template <WeightFormat F, int M>
 Status Launch(cudaStream_t stream, const GemvParams& p) {
   const unsigned blocks = static_cast<unsigned>(CeilDiv(p.n, kRowsPerBlock));
   GemvKernel<F, M><<<blocks, kThreads, 0, stream>>>(p);
   return CheckLaunch(F == WeightFormat::kBF16 ? "GemvKernel<BF16>" : "GemvKernel<NVFP4>");
 }
 
-template <WeightFormat F>
-Status LaunchRows(cudaStream_t stream, int64_t m, const GemvParams& p) {
+template <WeightFormat F, int M>
+Status LaunchGrouped(cudaStream_t stream, const GemvGroupedParams& g) {
+  GemvGroupedKernel<F, M><<<static_cast<unsigned>(g.first_block[g.n]), kThreads, 0, stream>>>(g);
+  return CheckLaunch(F == WeightFormat::kBF16 ? "GemvGroupedKernel<BF16>"
+                                              : "GemvGroupedKernel<NVFP4>");
+}
+
+// Launches L<F, m>(stream, arg) for the run-time row count m (1..8).
+template <WeightFormat F, template <WeightFormat, int> class L, class Arg>
+Status ForRows(cudaStream_t stream, int64_t m, const Arg& arg) {
   switch (m) {
     case 1:
-      return Launch<F, 1>(stream, p);
+      return L<F, 1>::Run(stream, arg);
     case 2:
-      return Launch<F, 2>(stream, p);
+      return L<F, 2>::Run(stream, arg);
     case 3:
-      return Launch<F, 3>(stream, p);
+      return L<F, 3>::Run(stream, arg);
     case 4:
-      return Launch<F, 4>(stream, p);
+      return L<F, 4>::Run(stream, arg);
     case 5:
-      return Launch<F, 5>(stream, p);
+      return L<F, 5>::Run(stream, arg);
     case 6:
-      return Launch<F, 6>(stream, p);
+      return L<F, 6>::Run(stream, arg);
     case 7:
-      return Launch<F, 7>(stream, p);
+      return L<F, 7>::Run(stream, arg);
     case 8:
-      return Launch<F, 8>(stream, p);
+      return L<F, 8>::Run(stream, arg);
   }
   return InternalError("LaunchGemv: m out of range after the check");
 }
+template <WeightFormat F, int M>
+struct One {
+  static Status Run(cudaStream_t s, const GemvParams& p) { return Launch<F, M>(s, p); }
+};
+template <WeightFormat F, int M>
+struct Grouped {
+  static Status Run(cudaStream_t s, const GemvGroupedParams& g) {
+    return LaunchGrouped<F, M>(s, g);
+  }
+};
 
-}  // namespace
-
-Status LaunchGemv(CUstream_st* stream, const float* x, int64_t m, int64_t ldx,
-                  const WeightMatrix& w, float* y, int64_t ldy, bool accumulate) {
+// The kernel's parameters for one product after LaunchGemv's checks (`who`
+// names the launcher in the errors); *skip when there is nothing to launch
+// (m or n zero, or k zero while accumulating).
+Result<GemvParams> MakeParams(const char* who, const float* x, int64_t m, int64_t ldx,
+                              const WeightMatrix& w, float* y, int64_t ldy, bool accumulate,
+                              bool* skip) {
   const int64_t n = w.rows, k = w.cols;
+  const std::string name = who;
+  *skip = true;
   if (m < 0 || m > kGemvMaxRows) {
-    return InvalidArgumentError("LaunchGemv: m = " + std::to_string(m) +
+    return InvalidArgumentError(name + ": m = " + std::to_string(m) +
                                 " rows; the decode kernel takes 1.." +
                                 std::to_string(kGemvMaxRows));
   }
   if (w.format != WeightFormat::kBF16 && w.format != WeightFormat::kNvfp4) {
-    return UnimplementedError("LaunchGemv: " + std::string(WeightFormatName(w.format)) +
+    return UnimplementedError(name + ": " + std::string(WeightFormatName(w.format)) +
                               " weights (the CUDA decode kernel reads BF16 and NVFP4)");
   }
   if (!FitsInt(n) || !FitsInt(k) || !FitsInt(m * ldx) || !FitsInt(m * ldy)) {
-    return InvalidArgumentError("LaunchGemv: sizes must fit in 31 bits");
-  }
-  if (m == 0 || n == 0) return Status::Ok();
-  if (k == 0 && accumulate) return Status::Ok();  // adds nothing
-  if (!x || !y || (k > 0 && !w.data) || ldx < k || ldy < n) {
-    return InvalidArgumentError("LaunchGemv: null pointer or row stride shorter than a row");
+    return InvalidArgumentError(name + ": sizes must fit in 31 bits");
   }
   GemvParams p{};
+  if (m == 0 || n == 0) return p;
+  if (k == 0 && accumulate) return p;  // adds nothing
+  if (!x || !y || (k > 0 && !w.data) || ldx < k || ldy < n) {
+    return InvalidArgumentError(name + ": null pointer or row stride shorter than a row");
+  }
   p.x = x;
   p.ldx = ldx;
   p.w = static_cast<const uint8_t*>(w.data);
@@ -411,23 +468,93 @@ Status LaunchGemv(CUstream_st* stream, const float* x, int64_t m, int64_t ldx,
   p.k = static_cast<int>(k);
   p.accumulate = accumulate;
   p.vector_rows = Aligned(w.data, 16) && w.row_stride % 16 == 0;
-  cudaStream_t cs = stream;  // the runtime's name for CUstream_st*
   if (w.format == WeightFormat::kBF16) {
     if (!Aligned(w.data, 2) || w.row_stride % 2 != 0 || w.row_stride < 2 * k) {
-      return InvalidArgumentError("LaunchGemv: BF16 rows must be 2-byte aligned and hold k values");
+      return InvalidArgumentError(name + ": BF16 rows must be 2-byte aligned and hold k values");
     }
-    return LaunchRows<WeightFormat::kBF16>(cs, m, p);
+  } else {
+    if ((k > 0 && !w.scales) || w.row_stride < (k + 1) / 2 ||
+        w.scale_row_stride < CeilDiv(k, kNvfp4BlockSize)) {
+      return InvalidArgumentError(name +
+                                  ": NVFP4 rows need (k+1)/2 code bytes and "
+                                  "ceil(k/16) scales");
+    }
+    p.scales = w.scales;
+    p.scale_stride = w.scale_row_stride;
+    p.global_scale = w.global_scale;
   }
-  if ((k > 0 && !w.scales) || w.row_stride < (k + 1) / 2 ||
-      w.scale_row_stride < CeilDiv(k, kNvfp4BlockSize)) {
-    return InvalidArgumentError(
-        "LaunchGemv: NVFP4 rows need (k+1)/2 code bytes and "
-        "ceil(k/16) scales");
+  *skip = false;
+  return p;
+}
+
+}  // namespace
+
+Status LaunchGemv(CUstream_st* stream, const float* x, int64_t m, int64_t ldx,
+                  const WeightMatrix& w, float* y, int64_t ldy, bool accumulate) {
+  bool skip = true;
+  OCTET_ASSIGN_OR_RETURN(const GemvParams p,
+                         MakeParams("LaunchGemv", x, m, ldx, w, y, ldy, accumulate, &skip));
+  if (skip) return Status::Ok();
+  cudaStream_t cs = stream;  // the runtime's name for CUstream_st*
+  return w.format == WeightFormat::kBF16 ? ForRows<WeightFormat::kBF16, One>(cs, m, p)
+                                         : ForRows<WeightFormat::kNvfp4, One>(cs, m, p);
+}
+
+Status LaunchGemvGrouped(CUstream_st* stream, int64_t m, const GemvProduct* products,
+                         int n_products) {
+  if (n_products < 0 || (n_products > 0 && !products)) {
+    return InvalidArgumentError("LaunchGemvGrouped: null or negative product list");
   }
-  p.scales = w.scales;
-  p.scale_stride = w.scale_row_stride;
-  p.global_scale = w.global_scale;
-  return LaunchRows<WeightFormat::kNvfp4>(cs, m, p);
+  if (m < 1 || m > kGemvMaxRows) {
+    return InvalidArgumentError("LaunchGemvGrouped: m = " + std::to_string(m) +
+                                " rows; the decode kernel takes 1.." +
+                                std::to_string(kGemvMaxRows));
+  }
+  // Every product checked before anything is queued.
+  WeightFormat format = WeightFormat::kBF16;
+  for (int i = 0; i < n_products; ++i) {
+    const GemvProduct& q = products[i];
+    if (!q.w)
+      return InvalidArgumentError("LaunchGemvGrouped: product " + std::to_string(i) +
+                                  " without weights");
+    if (i == 0) format = q.w->format;
+    if (q.w->format != format) {
+      return InvalidArgumentError("LaunchGemvGrouped: product " + std::to_string(i) + " is " +
+                                  std::string(WeightFormatName(q.w->format)) + ", product 0 " +
+                                  std::string(WeightFormatName(format)) +
+                                  "; one launch takes one format");
+    }
+    bool skip = true;
+    OCTET_RETURN_IF_ERROR(
+        MakeParams("LaunchGemvGrouped", q.x, m, q.ldx, *q.w, q.y, q.ldy, false, &skip).status());
+  }
+  cudaStream_t cs = stream;
+  GemvGroupedParams g{};
+  int64_t blocks = 0;
+  auto flush = [&]() -> Status {
+    if (g.n == 0) return Status::Ok();
+    g.first_block[g.n] = static_cast<int>(blocks);
+    const Status s = format == WeightFormat::kBF16
+                         ? ForRows<WeightFormat::kBF16, Grouped>(cs, m, g)
+                         : ForRows<WeightFormat::kNvfp4, Grouped>(cs, m, g);
+    g.n = 0;
+    blocks = 0;
+    return s;
+  };
+  for (int i = 0; i < n_products; ++i) {
+    const GemvProduct& q = products[i];
+    bool skip = true;
+    OCTET_ASSIGN_OR_RETURN(const GemvParams p, MakeParams("LaunchGemvGrouped", q.x, m, q.ldx, *q.w,
+                                                          q.y, q.ldy, false, &skip));
+    if (skip) continue;  // nothing to write
+    const int64_t b = CeilDiv(p.n, kRowsPerBlock);
+    if (g.n == kGroupedProducts || blocks + b > INT32_MAX) OCTET_RETURN_IF_ERROR(flush());
+    g.p[g.n] = p;
+    g.first_block[g.n] = static_cast<int>(blocks);
+    ++g.n;
+    blocks += b;
+  }
+  return flush();
 }
 
 }  // namespace octet::kernels::cuda

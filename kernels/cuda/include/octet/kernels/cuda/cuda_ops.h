@@ -39,6 +39,23 @@ inline constexpr int64_t kGemvMaxRows = 8;
 Status LaunchGemv(CUstream_st* stream, const float* x, int64_t m, int64_t ldx,
                   const WeightMatrix& w, float* y, int64_t ldy, bool accumulate);
 
+// One product of LaunchGemvGrouped: y[m, w.rows] = x[m, w.cols] · wᵀ.
+struct GemvProduct {
+  const float* x;
+  int64_t ldx;
+  const WeightMatrix* w;
+  float* y;
+  int64_t ldy;
+};
+// Every product, each of m rows (1..kGemvMaxRows) and all of one format (BF16
+// or NVFP4), in one launch per 32 products (a mixture of experts' chosen
+// experts at a decode step): each y is what LaunchGemv gives for its product
+// (accumulate false) bit for bit, the same code running each block. Products
+// are checked as LaunchGemv checks them, all before anything is queued; no y
+// may overlap another product's x or y.
+Status LaunchGemvGrouped(CUstream_st* stream, int64_t m, const GemvProduct* products,
+                         int n_products);
+
 // The same product for NVFP4 in integers (gemv_int.cu; the arithmetic in
 // octet/kernels/nvfp4_int.h): the activations are packed once into integer
 // parts, then LaunchGemvNvfp4Int multiplies them by any number of matrices
