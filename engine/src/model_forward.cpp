@@ -458,16 +458,16 @@ Status Model::MoeMlp(const LayerWeights& L, const float* xn, int64_t T, float* o
   }
   float* in = S.expert_in.as<float>();
   float* y = S.expert_out.as<float>();
-  // With set_grouped_experts(true), steps of up to kGroupedExpertsMaxTokens
-  // tokens (c1 decode, MTP chains) take the grouped path: every chosen
-  // expert in one call per projection (backend.h). Batches keep the
-  // per-expert calls: at c8 the grouped calls measured 0.70x the tok/s, and
-  // at c1 0.90-0.94x in the engine against 0.87x the expert time in an A/B of
-  // the ops alone (octet_bench_engine --moe-ab, README), so it is off by
-  // default.
-  constexpr int64_t kGroupedExpertsMaxTokens = 1;
-  if (T <= kGroupedExpertsMaxTokens && grouped_experts_ &&
-      be.supports(kernels::Op::kMatmulGrouped) && be.supports(kernels::Op::kMatmulScatterAdd)) {
+  // Decode-sized steps may take the grouped path (set_grouped_experts; by
+  // default the backend's grouped_experts_max_tokens): every chosen expert
+  // in one call per projection (backend.h). On the CPU backends it measured
+  // no gain (0.90-1.02x the tok/s, octet_bench_engine --moe-ab, README), so
+  // they keep the per-expert calls; on CUDA each call is a kernel launch.
+  const int64_t grouped_max = grouped_experts_.has_value()
+                                  ? (*grouped_experts_ ? kGroupedExpertsMaxTokens : 0)
+                                  : be.grouped_experts_max_tokens();
+  if (T <= grouped_max && be.supports(kernels::Op::kMatmulGrouped) &&
+      be.supports(kernels::Op::kMatmulScatterAdd)) {
     // Each expert's rows gathered end to end in expert order (at T == 1 all
     // of them xn itself), gate/up of all of them, one SiLU over all the
     // routes, then every down projection added, router-weighted, into the

@@ -511,7 +511,7 @@ Result<ModelResult> RunModel(const Shape& s, const std::string& dir, int threads
         }
       }
     }
-    m.set_grouped_experts(false);  // the default
+    m.set_grouped_experts(std::nullopt);  // the backend's choice
   }
   return r;
 }

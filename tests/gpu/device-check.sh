@@ -14,7 +14,8 @@
 # cuda (Qwen3-0.6B BF16 and NVFP4, Llama-3.2-1B BF16: prefill, decode,
 # batched decode; the Qwen3-8B shape, BF16 and NVFP4, 8 of its layers: c1
 # decode and a 2,048-token prefill, NVFP4 once more with the integer kernel;
-# a per-op decode profile), optionally test_cuda_kernels' small shapes under
+# the Qwen3-30B-A3B shape, 4 of its layers: c1 and c8 decode with the grouped
+# expert ops against a call per expert; a per-op decode profile), optionally test_cuda_kernels' small shapes under
 # compute-sanitizer memcheck. Writes summary.json (with the benches' JSON)
 # and logs.tar.gz (every log) to $OUT (default ./device-check-out) and
 # prints a short summary. Meant to finish in under 8 minutes on an H200 (16 cores): one
@@ -114,7 +115,8 @@ write_summary() {
   "bench_engine": $(json_or_null "$LOG/bench_engine.json"),
   "bench_engine_8b_split": $(json_or_null "$LOG/bench_engine_8b_split.json"),
   "bench_engine_8b_bf16": $(json_or_null "$LOG/bench_engine_8b_bf16.json"),
-  "bench_engine_8b_nvfp4_int": $(json_or_null "$LOG/bench_engine_8b_int.json")
+  "bench_engine_8b_nvfp4_int": $(json_or_null "$LOG/bench_engine_8b_int.json"),
+  "bench_engine_moe": $(json_or_null "$LOG/bench_engine_moe.json")
 }
 EOF
 }
@@ -365,6 +367,17 @@ OCTET_CUDA_NVFP4_GEMV=int \
   >"$LOG/bench_engine_8b_int.json" 2>"$LOG/bench_engine_8b_int.txt" || rc=$?
 echo "device-check: octet_bench_engine qwen3-8b-nvfp4 (OCTET_CUDA_NVFP4_GEMV=int) exit $rc"
 tail -n 6 "$LOG/bench_engine_8b_int.txt"
+(( rc != 0 )) && ENGINE_RC=$rc
+# The Qwen3-30B-A3B shape (4 of its 48 layers, NVFP4 experts): decode at c1
+# and c8, and the backend's grouped expert ops (the CUDA default at decode)
+# against a matmul call per expert, alternating (--moe-ab: the ratio).
+rc=0
+timeout "$(step_timeout 120 10)" "$PROG_BIN/octet_bench_engine" --backend cuda \
+  --dir "$BENCH_MODELS" --models qwen3-30b-a3b-nvfp4 --moe-layers 4 \
+  --prompt 64 --decode 64 --concurrency 1,8 --moe-ab 4 --stream-mib 1024 \
+  >"$LOG/bench_engine_moe.json" 2>"$LOG/bench_engine_moe.txt" || rc=$?
+echo "device-check: octet_bench_engine qwen3-30b-a3b-nvfp4 (grouped experts A/B) exit $rc"
+tail -n 12 "$LOG/bench_engine_moe.txt"
 (( rc != 0 )) && ENGINE_RC=$rc
 # Where a decode step's time goes (each op group synchronized: slower than
 # the figures above, but it shows the split).

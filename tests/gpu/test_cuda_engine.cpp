@@ -13,6 +13,8 @@
 #include <QtTest>
 #include <cmath>
 #include <cstdio>
+#include <optional>
+#include <vector>
 
 #include "cuda_test_main.h"
 #include "fixture_reference.h"
@@ -30,6 +32,17 @@ namespace {
 
 using Reference = test::FixtureReference;
 Reference LoadReference(const std::string& dir) { return test::LoadFixtureReference(dir); }
+
+// One row of logits against the reference's row `row`.
+double MaxDiff(const float* got, int64_t row, const Reference& ref) {
+  double m = 0;
+  for (int64_t c = 0; c < ref.V; ++c) {
+    const double d = std::fabs(double(got[c]) - ref.logits[row * ref.V + c]);
+    if (std::isnan(d)) return INFINITY;
+    m = std::max(m, d);
+  }
+  return m;
+}
 
 double MaxDiff(const float* got, const Reference& ref, int64_t n_rows) {
   double m = 0;
@@ -137,10 +150,7 @@ class TestCudaEngine : public QObject {
     for (size_t j = 0; j < ref.generated.size(); ++j) {
       const int64_t row = ref.prompt.size() - 1 + j;
       const float* logits = out.Last(0);
-      double d = 0;
-      for (int64_t c = 0; c < ref.V; ++c) {
-        d = std::max(d, std::fabs(double(logits[c]) - ref.logits[row * ref.V + c]));
-      }
+      const double d = MaxDiff(logits, row, ref);
       QVERIFY2(
           d <= atol,
           ("row " + std::to_string(row) + ": max |logits - ref| = " + std::to_string(d)).c_str());
@@ -153,6 +163,58 @@ class TestCudaEngine : public QObject {
       QVERIFY2(s.ok(), s.ToString().c_str());
     }
     QCOMPARE(ids, ref.generated);
+  }
+
+  // The mixture-of-experts models at batched decode (three sequences, the
+  // first the reference's prompt fed its generated ids, the others shorter
+  // prefixes): the backend's grouped expert ops (its default at these steps)
+  // and a matmul call per expert give the same logits bit for bit, and the
+  // first sequence's are the reference's.
+  void groupedExpertsInBatchedDecode_data() {
+    QTest::addColumn<QString>("model");
+    for (const char* m : {"qwen3-moe-tiny", "glm4-moe-tiny", "glm4-moe-tiny-nvfp4"}) {
+      QTest::newRow(m) << QString(m);
+    }
+  }
+  void groupedExpertsInBatchedDecode() {
+    QFETCH(QString, model);
+    const std::string dir = test::FixturesDir() + "/" + model.toStdString();
+    if (!PathExists(dir)) QSKIP("fixture not present");
+    Reference ref = LoadReference(dir);
+    QVERIFY(ref.prompt.size() >= 3);
+    auto m = Load(dir);
+    QVERIFY(m);
+    QVERIFY(m->backend().grouped_experts_max_tokens() >= 3);
+    auto run = [&](std::optional<bool> grouped) -> std::vector<std::vector<float>> {
+      m->set_grouped_experts(grouped);
+      KvCache cache = *m->NewKvCache(3, ref.T + 1);
+      std::vector<SequenceChunk> batch(3);
+      for (int i = 0; i < 3; ++i) {
+        batch[i].slot = i;
+        batch[i].tokens.assign(ref.prompt.begin(), ref.prompt.end() - i);
+      }
+      ForwardOutput out;
+      std::vector<std::vector<float>> steps;
+      for (size_t j = 0; j + 1 < ref.generated.size(); ++j) {
+        const Status s = m->Forward(batch, cache, &out);
+        if (!s.ok()) qFatal("%s", s.ToString().c_str());
+        steps.emplace_back(out.logits.begin(), out.logits.end());
+        for (int i = 0; i < 3; ++i) {
+          batch[i].start_pos = cache.length(i);
+          batch[i].tokens = {i == 0 ? ref.generated[j] : HostArgmax(out.Last(i), ref.V)};
+        }
+      }
+      return steps;
+    };
+    const auto by_default = run(std::nullopt);
+    const auto per_expert = run(false);
+    QCOMPARE(by_default.size(), ref.generated.size() - 1);
+    QVERIFY(by_default == per_expert);
+    for (size_t j = 0; j < by_default.size(); ++j) {
+      const int64_t row = static_cast<int64_t>(ref.prompt.size() - 1 + j);
+      QVERIFY2(MaxDiff(by_default[j].data(), row, ref) <= ref.atol,
+               ("step " + std::to_string(j)).c_str());
+    }
   }
 
   // Generate() end to end: the sampler reads host logits with a CPU backend.

@@ -41,6 +41,11 @@ double MaxDiff(const float* got, const Reference& ref, int64_t first_row, int64_
   return m;
 }
 
+// First index of the largest logit.
+int32_t HostArgmax(const float* x, int64_t n) {
+  return static_cast<int32_t>(std::max_element(x, x + n) - x);
+}
+
 std::unique_ptr<Model> LoadOrDie(const std::string& dir, const std::string& backend = "auto",
                                  int threads = 2) {
   LoadOptions o;
@@ -165,6 +170,56 @@ class TestEngineFixtures : public QObject {
     QCOMPARE(per_expert->ids, ref.generated);
     QCOMPARE(grouped->logits, per_expert->logits);
     QVERIFY(MaxDiff(grouped->logits.data(), ref, 0, ref.T) <= ref.atol);
+  }
+
+  // The same at batched decode, the steps the CUDA backend groups by
+  // default (KernelBackend::grouped_experts_max_tokens): three sequences
+  // decoding together, the first the reference's prompt fed its generated
+  // ids, the others shorter prefixes of it. Every step's logits the same bit
+  // for bit with the grouped ops and with the per-expert calls, and the
+  // first sequence's the reference's within its tolerance.
+  void groupedExpertsInBatchedDecode_data() { groupedExpertsMatchPerExpertCalls_data(); }
+  void groupedExpertsInBatchedDecode() {
+    QFETCH(QString, model);
+    const std::string dir = test::FixturesDir() + "/" + model.toStdString();
+    Reference ref = LoadReference(dir);
+    QVERIFY(ref.prompt.size() >= 3);
+    auto m = LoadOrDie(dir);
+    QCOMPARE(m->backend().grouped_experts_max_tokens(), int64_t{0});  // the CPU's default: off
+    auto run = [&](bool grouped) -> std::vector<std::vector<float>> {
+      m->set_grouped_experts(grouped);
+      KvCache cache = *m->NewKvCache(3, ref.T + 1);
+      std::vector<SequenceChunk> batch(3);
+      for (int i = 0; i < 3; ++i) {
+        batch[i].slot = i;
+        batch[i].tokens.assign(ref.prompt.begin(), ref.prompt.end() - i);
+      }
+      ForwardOutput out;
+      std::vector<std::vector<float>> steps;
+      for (size_t j = 0; j + 1 < ref.generated.size(); ++j) {
+        const Status s = m->Forward(batch, cache, &out);
+        if (!s.ok()) qFatal("%s", s.ToString().c_str());
+        steps.emplace_back(out.logits.begin(), out.logits.end());
+        for (int i = 0; i < 3; ++i) {
+          batch[i].start_pos = cache.length(i);
+          batch[i].tokens = {i == 0 ? ref.generated[j] : HostArgmax(out.Last(i), ref.V)};
+        }
+      }
+      m->set_grouped_experts(std::nullopt);
+      return steps;
+    };
+    const auto grouped = run(true);
+    const auto per_expert = run(false);
+    QCOMPARE(grouped.size(), ref.generated.size() - 1);
+    QVERIFY(grouped == per_expert);
+    for (size_t j = 0; j < grouped.size(); ++j) {  // each step: a row a sequence
+      QCOMPARE(int64_t(grouped[j].size()), 3 * ref.V);
+      const int64_t row = static_cast<int64_t>(ref.prompt.size() - 1 + j);
+      const double d = MaxDiff(grouped[j].data(), ref, row, 1);
+      QVERIFY2(
+          d <= ref.atol,
+          ("step " + std::to_string(j) + ": max |logits - ref| = " + std::to_string(d)).c_str());
+    }
   }
 
   void kvCacheF16_data() {

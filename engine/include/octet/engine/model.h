@@ -36,6 +36,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -288,12 +289,15 @@ class Model {
   const LayerWeights& layer(int64_t i) const { return layers_[i]; }
   const Linear& lm_head() const { return lm_head_; }
 
-  // On: single-token mixture-of-experts steps run every chosen expert
-  // through the backend's grouped ops (MatmulGrouped, MatmulScatterAdd)
-  // where it has them. Off (the default): one matmul call per expert and
-  // projection, as batches always do. Both give the same sums. Off until
-  // the engine measures a gain (octet_bench_engine --moe-ab; README).
-  void set_grouped_experts(bool on) { grouped_experts_ = on; }
+  // On: mixture-of-experts steps of up to kGroupedExpertsMaxTokens tokens
+  // (decode, batched decode, MTP chains) run every chosen expert through
+  // the backend's grouped ops (MatmulGrouped, MatmulScatterAdd) where it
+  // has them. Off: one matmul call per expert and projection, as larger
+  // steps always do. Both give the same sums. Unset, the backend decides
+  // (KernelBackend::grouped_experts_max_tokens: the CUDA backend groups,
+  // the CPU ones measured no gain and do not).
+  static constexpr int64_t kGroupedExpertsMaxTokens = 8;
+  void set_grouped_experts(std::optional<bool> on) { grouped_experts_ = on; }
 
   // ---- multi-token prediction (LoadOptions::load_mtp) ----
   int64_t mtp_layers() const { return static_cast<int64_t>(mtp_.size()); }
@@ -375,7 +379,7 @@ class Model {
   // NVFP4 tile copies (LoadOptions::nvfp4_tiles), in huge-page-advised memory.
   std::unique_ptr<HugePageArena> tile_arena_;
 
-  bool grouped_experts_ = false;
+  std::optional<bool> grouped_experts_;  // unset: the backend's choice
 
   // The widest MLP intermediate of any layer, dense, expert or shared (the
   // scratch's gate/up width).
