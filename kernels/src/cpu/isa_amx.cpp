@@ -390,34 +390,6 @@ void GemmPacked(const WeightMatrix& w, int64_t row0, int64_t row1, const uint16_
   }
 }
 
-// Rows [row0, row0 + nrows) of an NVFP4 w as BF16, E2M1 value x E4M3 scale
-// without the global scale: the product has at most 6 significant bits and
-// lies within 2^-10..2688, so BF16 holds it exactly. out: nrows x w.cols.
-void DecodeNvfp4Bf16(const WeightMatrix& w, int64_t row0, int64_t nrows, uint16_t* out) {
-  const float* e4m3 = E4m3Table();
-  // Byte 4i%8 of qword i/2 takes the bits at 4i of the block: code i in its low 4 bits.
-  const __m512i select =
-      _mm512_set_epi64((60LL << 32) | 56, (52LL << 32) | 48, (44LL << 32) | 40, (36LL << 32) | 32,
-                       (28LL << 32) | 24, (20LL << 32) | 16, (12LL << 32) | 8, (4LL << 32) | 0);
-  const __m512 values = _mm512_setr_ps(0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f, -0.0f,
-                                       -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f);
-  const int64_t blocks = w.cols / kNvfp4BlockSize;
-  for (int64_t r = 0; r < nrows; ++r) {
-    const uint8_t* row = static_cast<const uint8_t*>(w.data) + (row0 + r) * w.row_stride;
-    const uint8_t* scales = w.scales + (row0 + r) * w.scale_row_stride;
-    uint16_t* o = out + r * w.cols;
-    for (int64_t b = 0; b < blocks; ++b) {
-      int64_t word;
-      memcpy(&word, row + b * 8, 8);
-      const __m512i codes = _mm512_multishift_epi64_epi8(select, _mm512_set1_epi64(word));
-      const __m512 v = _mm512_mul_ps(_mm512_permutexvar_ps(codes, values),
-                                     _mm512_set1_ps(e4m3[scales[b]]));
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + b * 16),
-                          _mm512_cvtepi32_epi16(_mm512_srli_epi32(_mm512_castps_si512(v), 16)));
-    }
-  }
-}
-
 }  // namespace
 
 bool AmxUsable() {
@@ -445,7 +417,7 @@ const IsaKernels& AmxKernels() {
     t.gemm_packed_size = GemmPackedSize;
     t.pack_gemm_activations = PackGemmActivations;
     t.gemm_packed = GemmPacked;
-    t.decode_nvfp4_bf16 = DecodeNvfp4Bf16;
+    // decode_nvfp4_bf16: the AVX-512 table's (isa_avx512_gemm.cpp).
     return t;
   }();
   return k;

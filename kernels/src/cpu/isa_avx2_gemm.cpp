@@ -236,25 +236,46 @@ void GemmPacked(const WeightMatrix& w, int64_t row0, int64_t row1, const uint16_
 // Rows [row0, row0 + nrows) of an NVFP4 w as BF16 E2M1 x E4M3 products
 // (exact: at most 6 significant bits), nrows x w.cols, for gemm_packed with
 // the global scale as out_scale (isa.h).
+//
+// A block's 16 codes in two vectors of 8: each code's byte widened to a lane
+// (every byte twice) and shifted by 0 or 4, VPERMPS looks up its magnitude
+// (the low 3 bits) and bit 3 becomes the sign; one multiply by the scale and
+// the top halves narrowed. The scalar loop it replaced took about a third of
+// a mixture-of-experts prefill's matmul time (each expert's weights decoded
+// once per call for the ~32 tokens routed to it).
 void DecodeNvfp4Bf16(const WeightMatrix& w, int64_t row0, int64_t nrows, uint16_t* out) {
   const float* e4m3 = E4m3Table();
-  const int64_t k = w.cols;
-  const uint8_t* codes = static_cast<const uint8_t*>(w.data);
+  const __m256 magnitude = _mm256_loadu_ps(kE2m1Values);  // codes 0-7: +0 .. 6
+  const __m256i shift = _mm256_setr_epi32(0, 4, 0, 4, 0, 4, 0, 4);
+  const int64_t blocks = w.cols / kNvfp4BlockSize;
   for (int64_t r = 0; r < nrows; ++r) {
-    const uint8_t* row = codes + (row0 + r) * w.row_stride;
+    const uint8_t* row = static_cast<const uint8_t*>(w.data) + (row0 + r) * w.row_stride;
     const uint8_t* sc = w.scales + (row0 + r) * w.scale_row_stride;
-    uint16_t* o = out + r * k;
-    for (int64_t b = 0; b < k / kNvfp4BlockSize; ++b) {
-      const float s = e4m3[sc[b]];
-      for (int j = 0; j < 16; j += 2) {
-        const uint8_t byte = row[(b * kNvfp4BlockSize + j) / 2];
-        const float v[2] = {kE2m1Values[byte & 0xf] * s, kE2m1Values[byte >> 4] * s};
-        for (int h = 0; h < 2; ++h) {
-          uint32_t bits;
-          std::memcpy(&bits, &v[h], 4);
-          o[b * kNvfp4BlockSize + j + h] = static_cast<uint16_t>(bits >> 16);
-        }
+    uint16_t* o = out + r * w.cols;
+    for (int64_t b = 0; b < blocks; ++b) {
+      const __m128i bytes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(row + b * 8));
+      const __m128i twice = _mm_unpacklo_epi8(bytes, bytes);  // b0 b0 b1 b1 ... b7 b7
+      const __m256 s = _mm256_set1_ps(e4m3[sc[b]]);
+      __m256i half[2];
+      for (int h = 0; h < 2; ++h) {
+        const __m256i codes = _mm256_srlv_epi32(
+            _mm256_cvtepu8_epi32(h == 0 ? twice : _mm_srli_si128(twice, 8)), shift);
+        const __m256i sign =
+            _mm256_and_si256(_mm256_slli_epi32(codes, 28), _mm256_set1_epi32(INT32_MIN));
+        const __m256 v =
+            _mm256_xor_ps(_mm256_permutevar8x32_ps(magnitude, codes), _mm256_castsi256_ps(sign));
+        half[h] = _mm256_srli_epi32(_mm256_castps_si256(_mm256_mul_ps(v, s)), 16);
       }
+      // packus interleaves the 128-bit halves: put codes 0-7 before 8-15.
+      const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(half[0], half[1]), 0xd8);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + b * 16), packed);
+    }
+    for (int64_t c = blocks * kNvfp4BlockSize; c < w.cols; ++c) {  // a partial last block
+      const uint8_t byte = row[c / 2];
+      const float v = kE2m1Values[c % 2 ? byte >> 4 : byte & 0xf] * e4m3[sc[blocks]];
+      uint32_t bits;
+      std::memcpy(&bits, &v, 4);
+      o[c] = static_cast<uint16_t>(bits >> 16);
     }
   }
 }
