@@ -322,17 +322,46 @@ void GemvPacked(const WeightMatrix& w, int64_t row0, int64_t row1, const uint16_
 // Rows [row0, row0 + nrows) of an NVFP4 w as BF16 products of code and block
 // scale (exact: at most 2 x 4 significant bits), nrows x w.cols; the global
 // scale stays out (gemm_packed's out_scale).
+//
+// A block's 16 codes at once (baseline NEON): the nibbles zipped into code
+// order, TBL looks up each code's E2M1 value as BF16 (exact) from a 32-byte
+// table, the values widen to float, take the scale in one multiply, and
+// their top halves narrow back. The scalar loop it replaced made the decode
+// about a third of a mixture-of-experts prefill's matmul time on x86 (each
+// expert's weights decoded once per call for the ~32 tokens routed to it).
 void DecodeNvfp4Bf16(const WeightMatrix& w, int64_t row0, int64_t nrows, uint16_t* out) {
   const float* e4m3 = E4m3Table();
+  uint16_t values[16];
+  for (int i = 0; i < 16; ++i) values[i] = Hi16(kE2m1Values[i]);
+  uint8x16x2_t table;
+  table.val[0] = vreinterpretq_u8_u16(vld1q_u16(values));
+  table.val[1] = vreinterpretq_u8_u16(vld1q_u16(values + 8));
+  const int64_t blocks = w.cols / kNvfp4BlockSize;
   for (int64_t r = 0; r < nrows; ++r) {
     const uint8_t* codes = static_cast<const uint8_t*>(w.data) + (row0 + r) * w.row_stride;
     const uint8_t* scales = w.scales + (row0 + r) * w.scale_row_stride;
     uint16_t* o = out + r * w.cols;
-    for (int64_t c = 0; c < w.cols; c += 2) {
-      const float s = e4m3[scales[c / kNvfp4BlockSize]];
+    for (int64_t b = 0; b < blocks; ++b) {
+      const uint8x8_t packed = vld1_u8(codes + b * 8);
+      // Codes 0-7 and 8-15 (low nibble first within a byte).
+      const uint8x8x2_t code = vzip_u8(vand_u8(packed, vdup_n_u8(0x0f)), vshr_n_u8(packed, 4));
+      const float s = e4m3[scales[b]];
+      for (int h = 0; h < 2; ++h) {
+        // Code c's BF16 value is table bytes 2c and 2c + 1.
+        const uint8x8_t lo = vshl_n_u8(code.val[h], 1);
+        const uint8x8x2_t byte = vzip_u8(lo, vadd_u8(lo, vdup_n_u8(1)));
+        const uint16x8_t v =
+            vreinterpretq_u16_u8(vqtbl2q_u8(table, vcombine_u8(byte.val[0], byte.val[1])));
+        const float32x4_t f0 = vreinterpretq_f32_u32(vshll_n_u16(vget_low_u16(v), 16));
+        const float32x4_t f1 = vreinterpretq_f32_u32(vshll_high_n_u16(v, 16));
+        const uint16x4_t p0 = vshrn_n_u32(vreinterpretq_u32_f32(vmulq_n_f32(f0, s)), 16);
+        const uint16x4_t p1 = vshrn_n_u32(vreinterpretq_u32_f32(vmulq_n_f32(f1, s)), 16);
+        vst1q_u16(o + b * kNvfp4BlockSize + 8 * h, vcombine_u16(p0, p1));
+      }
+    }
+    for (int64_t c = blocks * kNvfp4BlockSize; c < w.cols; ++c) {  // a partial last block
       const uint8_t byte = codes[c / 2];
-      o[c] = Hi16(kE2m1Values[byte & 0x0f] * s);
-      if (c + 1 < w.cols) o[c + 1] = Hi16(kE2m1Values[byte >> 4] * s);
+      o[c] = Hi16(kE2m1Values[c % 2 ? byte >> 4 : byte & 0x0f] * e4m3[scales[blocks]]);
     }
   }
 }
