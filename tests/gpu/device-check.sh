@@ -381,9 +381,12 @@ tail -n 12 "$LOG/bench_engine_moe.txt"
 (( rc != 0 )) && ENGINE_RC=$rc
 # Where a decode step's time goes (each op group synchronized: slower than
 # the figures above, but it shows the split).
-for model_layers in qwen3-0.6b-bf16:0 qwen3-8b-bf16:8; do
+# The MoE shape's "gate_up+silu" is its whole expert block (routing on the
+# host included).
+for model_layers in qwen3-0.6b-bf16:--layers=0 qwen3-8b-bf16:--layers=8 \
+                    qwen3-30b-a3b-nvfp4:--moe-layers=4; do
   OCTET_PROFILE_DECODE=1 timeout "$(step_timeout 40 5)" "$PROG_BIN/octet_bench_engine" \
-    --backend cuda --dir "$BENCH_MODELS" --models "${model_layers%:*}" --layers "${model_layers#*:}" \
+    --backend cuda --dir "$BENCH_MODELS" --models "${model_layers%%:*}" "${model_layers#*:}" \
     --prompt 64 --decode 100 --concurrency 1 --stream-mib 64 \
     >/dev/null 2>>"$LOG/decode_profile.txt" || true
 done
