@@ -15,76 +15,22 @@
 #include "octet/base/huge_page_arena.h"
 #include "octet/base/log.h"
 #include "octet/engine/model.h"
+#include "octet/kernels/moe_route.h"
 
 namespace octet::engine {
 
-// The experts one token goes to and their weights, computed in float32 as
-// transformers does from the router's logits `logits` [experts]. Writes
-// experts_per_token (expert, weight) pairs to `chosen` / `weight`.
-//   softmax router (Qwen3-MoE): p = softmax(logits); the top-k p; weight
-//     p / sum(p chosen) with norm_topk_prob, else p.
-//   sigmoid router (GLM-4.5): s = sigmoid(logits); b = s + bias chooses:
-//     groups ranked by the sum of their two largest b, the topk_group best
-//     kept, the top-k b among their experts; weight s / (sum(s chosen) +
-//     1e-20) with norm_topk_prob, else s; times routed_scaling_factor.
-// Ties go to the lower index, as torch.topk does on CPU.
-static void RouteToken(const MoeConfig& m, const float* logits, const std::vector<float>& bias,
-                       RouteScratch& w, int32_t* chosen, float* weight) {
-  const int64_t E = m.num_experts, k = m.experts_per_token;
-  w.score.resize(E);
-  w.choice.resize(E);
-  w.order.resize(E);
-  if (m.scoring == MoeConfig::Scoring::kSoftmax) {
-    float mx = logits[0];
-    for (int64_t e = 1; e < E; ++e) mx = std::max(mx, logits[e]);
-    float sum = 0.0f;
-    for (int64_t e = 0; e < E; ++e) sum += w.score[e] = std::exp(logits[e] - mx);
-    for (int64_t e = 0; e < E; ++e) w.choice[e] = w.score[e] /= sum;
-  } else {
-    for (int64_t e = 0; e < E; ++e) {
-      w.score[e] = 1.0f / (1.0f + std::exp(-logits[e]));
-      w.choice[e] = w.score[e] + (bias.empty() ? 0.0f : bias[e]);
-    }
-    if (m.n_group > 1 && m.topk_group < m.n_group) {
-      const int64_t per = E / m.n_group;
-      w.group_score.resize(m.n_group);
-      w.group_order.resize(m.n_group);
-      for (int64_t g = 0; g < m.n_group; ++g) {
-        float a = -INFINITY, b = -INFINITY;  // the two largest choice scores of group g
-        for (int64_t e = g * per; e < (g + 1) * per; ++e) {
-          const float v = w.choice[e];
-          if (v > a) {
-            b = a;
-            a = v;
-          } else if (v > b) {
-            b = v;
-          }
-        }
-        w.group_score[g] = a + b;
-        w.group_order[g] = static_cast<int32_t>(g);
-      }
-      std::stable_sort(w.group_order.begin(), w.group_order.end(),
-                       [&](int32_t x, int32_t y) { return w.group_score[x] > w.group_score[y]; });
-      // Experts of the dropped groups cannot be chosen (vLLM: -inf).
-      for (int64_t r = m.topk_group; r < m.n_group; ++r) {
-        const int64_t g = w.group_order[r];
-        for (int64_t e = g * per; e < (g + 1) * per; ++e) w.choice[e] = -INFINITY;
-      }
-    }
-  }
-  for (int64_t e = 0; e < E; ++e) w.order[e] = static_cast<int32_t>(e);
-  std::partial_sort(w.order.begin(), w.order.begin() + k, w.order.end(), [&](int32_t x, int32_t y) {
-    return w.choice[x] > w.choice[y] || (w.choice[x] == w.choice[y] && x < y);
-  });
-  float sum = 0.0f;
-  for (int64_t i = 0; i < k; ++i) sum += w.score[w.order[i]];
-  const bool sigmoid = m.scoring == MoeConfig::Scoring::kSigmoid;
-  for (int64_t i = 0; i < k; ++i) {
-    chosen[i] = w.order[i];
-    float v = w.score[w.order[i]];
-    if (m.norm_topk_prob) v /= sigmoid ? sum + 1e-20f : sum;
-    weight[i] = sigmoid ? v * m.routed_scaling_factor : v;
-  }
+// The router's spec for MoeRouteToken (octet/kernels/moe_route.h, which the
+// CUDA backend's on-device routing runs too).
+static kernels::MoeRouteSpec RouteSpec(const MoeConfig& m) {
+  kernels::MoeRouteSpec s;
+  s.num_experts = static_cast<int32_t>(m.num_experts);
+  s.experts_per_token = static_cast<int32_t>(m.experts_per_token);
+  s.sigmoid = m.scoring == MoeConfig::Scoring::kSigmoid;
+  s.norm_topk_prob = m.norm_topk_prob;
+  s.n_group = static_cast<int32_t>(m.n_group);
+  s.topk_group = static_cast<int32_t>(m.topk_group);
+  s.routed_scaling_factor = m.routed_scaling_factor;
+  return s;
 }
 
 // Defined here, where Scratch is complete.
@@ -415,9 +361,15 @@ Status Model::MoeMlp(const LayerWeights& L, const float* xn, int64_t T, float* o
   be.CopyToHost(S.host_router.data(), router, T * E * f);
   std::vector<int32_t> chosen(T * k);
   std::vector<float> weight(T * k);
+  const kernels::MoeRouteSpec spec = RouteSpec(m);
+  S.route.score.resize(E);
+  S.route.choice.resize(E);
+  S.route.group_score.resize(m.n_group);
   for (int64_t t = 0; t < T; ++t) {
-    RouteToken(m, S.host_router.data() + t * E, L.moe.score_bias, S.route, chosen.data() + t * k,
-               weight.data() + t * k);
+    kernels::MoeRouteToken(spec, S.host_router.data() + t * E,
+                           L.moe.score_bias.empty() ? nullptr : L.moe.score_bias.data(),
+                           S.route.score.data(), S.route.choice.data(), S.route.group_score.data(),
+                           chosen.data() + t * k, weight.data() + t * k);
   }
   // Group the (token, weight) pairs by expert: each active expert then runs
   // one matmul over all of its tokens.

@@ -23,9 +23,7 @@ namespace octet::engine {
 // Per-token routing work space (host memory).
 struct RouteScratch {
   std::vector<float> score, choice;  // [experts]
-  std::vector<int32_t> order;        // [experts]
   std::vector<float> group_score;    // [n_group]
-  std::vector<int32_t> group_order;  // [n_group]
 };
 
 // Activations and the step's index arrays, in the backend's memory, grown to
