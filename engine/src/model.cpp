@@ -109,6 +109,7 @@ Status Model::PlaceOnBackend() {
       OCTET_RETURN_IF_ERROR(place_weight(l->weight));
       OCTET_RETURN_IF_ERROR(place_vector(l->bias));
     }
+    OCTET_RETURN_IF_ERROR(PrepareDeviceExperts(L.moe));
   }
   for (ParamVector* p : {&final_norm_, &embedding_norm_, &inv_freq_}) {
     OCTET_RETURN_IF_ERROR(place_vector(*p));
@@ -129,6 +130,44 @@ Status Model::PlaceOnBackend() {
     M.eh_hidden = M.eh_proj.weight.ColSlice(H, H);
   }
   return be.Synchronize();
+}
+
+// A device backend that routes experts itself gets the layer's experts
+// (already in its memory) as one table, and the bias; others decline and
+// the layer routes on the host.
+Status Model::PrepareDeviceExperts(MoeWeights& moe) {
+  kernels::KernelBackend& be = *backend_;
+  if (moe.experts.empty() || be.memory_kind() != kernels::MemoryKind::kDevice) {
+    return Status::Ok();
+  }
+  std::vector<const WeightMatrix*> gate, up, down;
+  for (const GatedMlp& g : moe.experts) {
+    gate.push_back(&g.gate.weight);
+    up.push_back(&g.up.weight);
+    down.push_back(&g.down.weight);
+  }
+  auto table = be.PrepareExperts(gate.data(), up.data(), down.data(),
+                                 static_cast<int64_t>(moe.experts.size()));
+  if (!table.ok()) {
+    return table.status().code() == StatusCode::kUnimplemented ? Status::Ok() : table.status();
+  }
+  moe.device_experts = table->data();
+  placed_.push_back(std::move(*table));
+  if (!moe.score_bias.empty()) {
+    const int64_t bytes = static_cast<int64_t>(moe.score_bias.size() * sizeof(float));
+    OCTET_ASSIGN_OR_RETURN(kernels::Buffer b, be.Allocate(bytes));
+    be.CopyToDevice(b.data(), moe.score_bias.data(), bytes);
+    moe.device_score_bias = b.as<const float>();
+    placed_.push_back(std::move(b));
+  }
+  return Status::Ok();
+}
+
+bool Model::routes_experts_on_device() const {
+  for (const LayerWeights& L : layers_) {
+    if (L.moe.device_experts) return true;
+  }
+  return false;
 }
 
 int64_t Model::WeightBytesPerToken() const {

@@ -354,9 +354,45 @@ Status Model::MoeMlp(const LayerWeights& L, const float* xn, int64_t T, float* o
   Scratch& S = *scratch_;
   const int64_t H = config_.hidden_size, E = m.num_experts, k = m.experts_per_token;
   constexpr int64_t f = sizeof(float);
-  // Route on the host, in float32, from the router's logits.
   float* router = S.router_logits.as<float>();
   be.Matmul(xn, T, H, L.moe.router.weight, router, E, false);
+  float* gate = S.gate.as<float>();
+  float* up = S.up.as<float>();
+  // The shared expert over every token, or zeros; then each routed expert's
+  // weighted rows added in.
+  auto shared_or_zeros = [&]() {
+    if (!L.moe.shared.empty()) {
+      const GatedMlp& g = L.moe.shared;
+      const int64_t Fs = g.gate.weight.rows;
+      const kernels::KernelBackend::MatmulOutput gate_up[2] = {{&g.gate.weight, gate, Fs},
+                                                               {&g.up.weight, up, Fs}};
+      be.MatmulMulti(xn, T, H, gate_up, 2);
+      be.SiluMul(gate, up, T, Fs, Fs, gate);
+      be.Matmul(gate, T, Fs, g.down.weight, out, H, false);
+    } else {
+      be.Fill(out, T * H, 0.0f);
+    }
+  };
+  // A backend that routes itself (PrepareExperts took the layer) does a
+  // decode step's routing and experts with no host round trip.
+  if (L.moe.device_experts && !grouped_experts_.has_value() &&
+      T <= be.grouped_experts_max_tokens()) {
+    shared_or_zeros();
+    kernels::KernelBackend::MoeDecodeArgs a{};
+    a.x = xn;
+    a.tokens = T;
+    a.ldx = H;
+    a.router_logits = router;
+    a.route = RouteSpec(m);
+    a.bias = L.moe.device_score_bias;
+    a.experts = L.moe.device_experts;
+    a.hidden = H;
+    a.width = L.moe.experts[0].gate.weight.rows;  // this rank's
+    a.out = out;
+    a.ldo = H;
+    return be.MoeDecode(a);
+  }
+  // Route on the host, in float32, from the router's logits.
   S.host_router.resize(T * E);
   be.CopyToHost(S.host_router.data(), router, T * E * f);
   std::vector<int32_t> chosen(T * k);
@@ -393,21 +429,7 @@ Status Model::MoeMlp(const LayerWeights& L, const float* xn, int64_t T, float* o
   be.CopyToDevice(rows, S.host_route_rows.data(), T * k * int64_t{sizeof(int64_t)});
   be.CopyToDevice(weights, S.host_route_weights.data(), T * k * f);
 
-  float* gate = S.gate.as<float>();
-  float* up = S.up.as<float>();
-  // The shared expert over every token, or zeros; then each routed expert's
-  // weighted rows added in.
-  if (!L.moe.shared.empty()) {
-    const GatedMlp& g = L.moe.shared;
-    const int64_t Fs = g.gate.weight.rows;
-    const kernels::KernelBackend::MatmulOutput gate_up[2] = {{&g.gate.weight, gate, Fs},
-                                                             {&g.up.weight, up, Fs}};
-    be.MatmulMulti(xn, T, H, gate_up, 2);
-    be.SiluMul(gate, up, T, Fs, Fs, gate);
-    be.Matmul(gate, T, Fs, g.down.weight, out, H, false);
-  } else {
-    be.Fill(out, T * H, 0.0f);
-  }
+  shared_or_zeros();
   float* in = S.expert_in.as<float>();
   float* y = S.expert_out.as<float>();
   // Decode-sized steps may take the grouped path (set_grouped_experts; by

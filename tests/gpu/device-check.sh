@@ -15,7 +15,9 @@
 # batched decode; the Qwen3-8B shape, BF16 and NVFP4, 8 of its layers: c1
 # decode and a 2,048-token prefill, NVFP4 once more with the integer kernel;
 # the Qwen3-30B-A3B shape, 4 of its layers: c1 and c8 decode with the grouped
-# expert ops against a call per expert; a per-op decode profile), optionally test_cuda_kernels' small shapes under
+# expert ops against a call per expert, and with the routing on the device;
+# a per-op decode profile), test_cuda_engine again with
+# OCTET_CUDA_MOE_ROUTING=device (MoE decode routed on the device), optionally test_cuda_kernels' small shapes under
 # compute-sanitizer memcheck. Writes summary.json (with the benches' JSON)
 # and logs.tar.gz (every log) to $OUT (default ./device-check-out) and
 # prints a short summary. Meant to finish in under 8 minutes on an H200 (16 cores): one
@@ -83,7 +85,7 @@ step_timeout() {
 json_escape() { printf '%s' "$1" | sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' | tr -d '\n\r'; }
 GPU_NAME=""; DRIVER=""; COMPUTE_CAP=""; ARCH=""; STAGE="start"; PROBLEM=""
 FORMAT_RC=""; GPU_RC=""; SAN_RC=""; BENCH_RC=""; GEMV_RC=""; ENGINE_RC=""; GPU_TESTS=""
-INT_RC=""
+INT_RC=""; MOE_RC=""
 json_or_null() { if [[ -s "$1" ]] && head -c 1 "$1" | grep -q '[{[]'; then cat "$1"; else echo null; fi; }
 write_summary() {
   local bench; bench=$(json_or_null "$LOG/bench_cuda.json")
@@ -103,6 +105,7 @@ write_summary() {
   "gpu_tests": "$(json_escape "$GPU_TESTS")",
   "fixtures_dir": "$(json_escape "$FIXTURES_DIR")",
   "int_nvfp4_engine_test_exit": ${INT_RC:-null},
+  "moe_device_routing_engine_test_exit": ${MOE_RC:-null},
   "sanitizer_memcheck_exit": ${SAN_RC:-null},
   "bench_cuda_exit": ${BENCH_RC:-null},
   "bench_gemv_exit": ${GEMV_RC:-null},
@@ -116,7 +119,8 @@ write_summary() {
   "bench_engine_8b_split": $(json_or_null "$LOG/bench_engine_8b_split.json"),
   "bench_engine_8b_bf16": $(json_or_null "$LOG/bench_engine_8b_bf16.json"),
   "bench_engine_8b_nvfp4_int": $(json_or_null "$LOG/bench_engine_8b_int.json"),
-  "bench_engine_moe": $(json_or_null "$LOG/bench_engine_moe.json")
+  "bench_engine_moe": $(json_or_null "$LOG/bench_engine_moe.json"),
+  "bench_engine_moe_device": $(json_or_null "$LOG/bench_engine_moe_device.json")
 }
 EOF
 }
@@ -300,6 +304,21 @@ if [[ -x "$TEST_BIN/test_cuda_engine" ]]; then
   if [[ $INT_RC -ne 0 ]]; then grep -E "FAIL!|Loc:" "$LOG/test_cuda_engine_int.log" | head -n 20 || true; fi
 fi
 
+# The same with mixture-of-experts decode routed on the device
+# (OCTET_CUDA_MOE_ROUTING=device, moe.cu; not the default until measured):
+# every MoE fixture's decode steps through the routing kernel.
+if [[ -x "$TEST_BIN/test_cuda_engine" ]]; then
+  MOE_RC=0
+  OCTET_CUDA_MOE_ROUTING=device OCTET_FIXTURES_DIR="$FIXTURES_DIR" OCTET_BIN_DIR="$PROG_BIN" \
+    OCTET_SOURCE_DIR="$ROOT" QT_QPA_PLATFORM=offscreen timeout "$(step_timeout 120 150)" \
+    "$TEST_BIN/test_cuda_engine" >"$LOG/test_cuda_engine_moe_device.log" 2>&1 || MOE_RC=$?
+  echo "device-check: test_cuda_engine with OCTET_CUDA_MOE_ROUTING=device exit $MOE_RC"
+  GPU_TESTS="${GPU_TESTS}test_cuda_engine (OCTET_CUDA_MOE_ROUTING=device): exit $MOE_RC;"
+  if [[ $MOE_RC -ne 0 ]]; then
+    grep -E "FAIL!|Loc:" "$LOG/test_cuda_engine_moe_device.log" | head -n 20 || true
+  fi
+fi
+
 SANITIZER_BIN=$(command -v compute-sanitizer || true)
 # Out-of-bounds reads and misaligned accesses that happen to give right
 # answers: the small shapes under memcheck, if the tool is there and there is
@@ -379,6 +398,15 @@ timeout "$(step_timeout 120 10)" "$PROG_BIN/octet_bench_engine" --backend cuda \
 echo "device-check: octet_bench_engine qwen3-30b-a3b-nvfp4 (grouped experts A/B) exit $rc"
 tail -n 12 "$LOG/bench_engine_moe.txt"
 (( rc != 0 )) && ENGINE_RC=$rc
+# Again with the routing on the device (its c1 and c8 rows against the run above).
+rc=0
+OCTET_CUDA_MOE_ROUTING=device timeout "$(step_timeout 90 10)" "$PROG_BIN/octet_bench_engine" \
+  --backend cuda --dir "$BENCH_MODELS" --models qwen3-30b-a3b-nvfp4 --moe-layers 4 \
+  --prompt 64 --decode 64 --concurrency 1,8 --stream-mib 1024 \
+  >"$LOG/bench_engine_moe_device.json" 2>"$LOG/bench_engine_moe_device.txt" || rc=$?
+echo "device-check: octet_bench_engine qwen3-30b-a3b-nvfp4 (OCTET_CUDA_MOE_ROUTING=device) exit $rc"
+tail -n 8 "$LOG/bench_engine_moe_device.txt"
+(( rc != 0 )) && ENGINE_RC=$rc
 # Where a decode step's time goes (each op group synchronized: slower than
 # the figures above, but it shows the split).
 # The MoE shape's "gate_up+silu" is its whole expert block (routing on the
@@ -395,9 +423,9 @@ grep "decode profile" "$LOG/decode_profile.txt" || echo "device-check: no decode
 STAGE="done"
 SAN_FAILED=0
 if [[ -n "$SAN_RC" && "$SAN_RC" != 0 && "$SAN_RC" != 124 ]]; then SAN_FAILED=1; fi
-if [[ $FORMAT_RC -ne 0 || $GPU_RC -ne 0 || ${INT_RC:-0} -ne 0 || $SAN_FAILED -ne 0 ||
-      $BENCH_RC -ne 0 || $GEMV_RC -ne 0 || $ENGINE_RC -ne 0 ]]; then
-  fail "format test $FORMAT_RC, ctest gpu $GPU_RC, int NVFP4 engine test ${INT_RC:-not run}, memcheck ${SAN_RC:-not run}, bench_cuda $BENCH_RC, bench_gemv $GEMV_RC, bench_engine $ENGINE_RC" 1
+if [[ $FORMAT_RC -ne 0 || $GPU_RC -ne 0 || ${INT_RC:-0} -ne 0 || ${MOE_RC:-0} -ne 0 ||
+      $SAN_FAILED -ne 0 || $BENCH_RC -ne 0 || $GEMV_RC -ne 0 || $ENGINE_RC -ne 0 ]]; then
+  fail "format test $FORMAT_RC, ctest gpu $GPU_RC, int NVFP4 engine test ${INT_RC:-not run}, device MoE routing engine test ${MOE_RC:-not run}, memcheck ${SAN_RC:-not run}, bench_cuda $BENCH_RC, bench_gemv $GEMV_RC, bench_engine $ENGINE_RC" 1
 fi
 write_summary
 echo "device-check: all passed in $(( $(date +%s) - START )) s; summary in $OUT/summary.json"

@@ -418,6 +418,56 @@ class TestCudaBackend : public QObject {
     OK_OR_FAIL(Sync());
   }
 
+  // PrepareExperts: declined (Unimplemented, the engine routes on the host)
+  // unless OCTET_CUDA_MOE_ROUTING=device; then a table, and an expert of the
+  // wrong shape refused by name. MoeDecode refuses a step without a table or
+  // of more tokens than the decode kernels take, before queueing anything.
+  // (test_cuda_engine's deviceRoutedExperts runs it against the fixtures.)
+  void expertTablesAndTheirRefusals() {
+    std::mt19937 rng(41);
+    std::vector<Buffer> storage;
+    std::vector<WeightMatrix> mats;
+    for (int i = 0; i < 6; ++i) {  // 2 experts: gate, up [32, 64], down [64, 32]
+      HostWeight h = MakeWeight(WeightFormat::kNvfp4, i % 3 == 2 ? 64 : 32, i % 3 == 2 ? 32 : 64,
+                                Layout::kTight, rng);
+      auto d = gpu_->PrepareWeight(h.view, &storage);
+      QVERIFY(d.ok());
+      mats.push_back(*d);
+    }
+    const WeightMatrix* gate[2] = {&mats[0], &mats[3]};
+    const WeightMatrix* up[2] = {&mats[1], &mats[4]};
+    const WeightMatrix* down[2] = {&mats[2], &mats[5]};
+    auto declined = gpu_->PrepareExperts(gate, up, down, 2);
+    QCOMPARE(declined.status().code(), StatusCode::kUnimplemented);
+    setenv("OCTET_CUDA_MOE_ROUTING", "device", 1);
+    auto made = CreateAnyBackend("cuda");
+    unsetenv("OCTET_CUDA_MOE_ROUTING");
+    QVERIFY2(made.ok(), made.status().ToString().c_str());
+    std::unique_ptr<KernelBackend> gpu = std::move(*made);
+    auto table = gpu->PrepareExperts(gate, up, down, 2);
+    QVERIFY2(table.ok(), table.status().ToString().c_str());
+    const WeightMatrix* wrong_down[2] = {&mats[2], &mats[4]};  // expert 1's down is [32, 64]
+    auto wrong = gpu->PrepareExperts(gate, up, wrong_down, 2);
+    QVERIFY(!wrong.ok());
+    QVERIFY2(wrong.status().message().find("expert 1's down") != std::string::npos,
+             wrong.status().ToString().c_str());
+    KernelBackend::MoeDecodeArgs a{};
+    a.tokens = 9;  // more than the decode kernels take
+    a.route.num_experts = 2;
+    a.route.experts_per_token = 1;
+    a.experts = table->data();
+    a.hidden = 64;
+    a.width = 32;
+    const Status too_many = gpu->MoeDecode(a);
+    QVERIFY2(too_many.code() == StatusCode::kInvalidArgument &&
+                 too_many.message().find("9 tokens") != std::string::npos,
+             too_many.ToString().c_str());
+    a.experts = nullptr;
+    a.tokens = 1;
+    QCOMPARE(gpu->MoeDecode(a).code(), StatusCode::kInvalidArgument);
+    OK_OR_FAIL(gpu->Synchronize());
+  }
+
   void gemm_data() {
     QTest::addColumn<bool>("ta");
     QTest::addColumn<bool>("tb");

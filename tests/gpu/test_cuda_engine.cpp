@@ -13,7 +13,9 @@
 #include <QtTest>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "cuda_test_main.h"
@@ -61,6 +63,59 @@ int32_t HostArgmax(const float* x, int64_t n) {
     if (x[i] > x[best]) best = i;
   }
   return static_cast<int32_t>(best);
+}
+
+// An environment variable set (or, with null, unset) for a scope: the CUDA
+// backend reads its switches when it is made.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old, had_ = true;
+    if (value) {
+      setenv(name, value, 1);
+    } else {
+      unsetenv(name);
+    }
+  }
+  ~ScopedEnv() {
+    if (had_) {
+      setenv(name_, old_.c_str(), 1);
+    } else {
+      unsetenv(name_);
+    }
+  }
+
+ private:
+  const char* name_;
+  std::string old_;
+  bool had_ = false;
+};
+
+// Three sequences decoding together (the first the reference's prompt fed
+// its generated ids, the others shorter prefixes, greedy), with the engine's
+// grouped-experts setting `grouped`: each step's logits (a row a sequence).
+std::vector<std::vector<float>> BatchedDecode(Model& m, const Reference& ref,
+                                              std::optional<bool> grouped) {
+  m.set_grouped_experts(grouped);
+  KvCache cache = *m.NewKvCache(3, ref.T + 1);
+  std::vector<SequenceChunk> batch(3);
+  for (int i = 0; i < 3; ++i) {
+    batch[i].slot = i;
+    batch[i].tokens.assign(ref.prompt.begin(), ref.prompt.end() - i);
+  }
+  ForwardOutput out;
+  std::vector<std::vector<float>> steps;
+  for (size_t j = 0; j + 1 < ref.generated.size(); ++j) {
+    const Status s = m.Forward(batch, cache, &out);
+    if (!s.ok()) qFatal("%s", s.ToString().c_str());
+    steps.emplace_back(out.logits.begin(), out.logits.end());
+    for (int i = 0; i < 3; ++i) {
+      batch[i].start_pos = cache.length(i);
+      batch[i].tokens = {i == 0 ? ref.generated[j] : HostArgmax(out.Last(i), ref.V)};
+    }
+  }
+  m.set_grouped_experts(std::nullopt);
+  return steps;
 }
 
 const char* kModels[] = {"llama3-tiny",      "qwen2-tiny",          "qwen3-tiny",
@@ -182,38 +237,58 @@ class TestCudaEngine : public QObject {
     if (!PathExists(dir)) QSKIP("fixture not present");
     Reference ref = LoadReference(dir);
     QVERIFY(ref.prompt.size() >= 3);
-    auto m = Load(dir);
+    std::unique_ptr<Model> m;
+    {
+      ScopedEnv host("OCTET_CUDA_MOE_ROUTING", nullptr);  // the host routes (the default)
+      m = Load(dir);
+    }
     QVERIFY(m);
     QVERIFY(m->backend().grouped_experts_max_tokens() >= 3);
-    auto run = [&](std::optional<bool> grouped) -> std::vector<std::vector<float>> {
-      m->set_grouped_experts(grouped);
-      KvCache cache = *m->NewKvCache(3, ref.T + 1);
-      std::vector<SequenceChunk> batch(3);
-      for (int i = 0; i < 3; ++i) {
-        batch[i].slot = i;
-        batch[i].tokens.assign(ref.prompt.begin(), ref.prompt.end() - i);
-      }
-      ForwardOutput out;
-      std::vector<std::vector<float>> steps;
-      for (size_t j = 0; j + 1 < ref.generated.size(); ++j) {
-        const Status s = m->Forward(batch, cache, &out);
-        if (!s.ok()) qFatal("%s", s.ToString().c_str());
-        steps.emplace_back(out.logits.begin(), out.logits.end());
-        for (int i = 0; i < 3; ++i) {
-          batch[i].start_pos = cache.length(i);
-          batch[i].tokens = {i == 0 ? ref.generated[j] : HostArgmax(out.Last(i), ref.V)};
-        }
-      }
-      return steps;
-    };
-    const auto by_default = run(std::nullopt);
-    const auto per_expert = run(false);
+    QVERIFY(!m->routes_experts_on_device());
+    const auto by_default = BatchedDecode(*m, ref, std::nullopt);
+    const auto per_expert = BatchedDecode(*m, ref, false);
     QCOMPARE(by_default.size(), ref.generated.size() - 1);
     QVERIFY(by_default == per_expert);
     for (size_t j = 0; j < by_default.size(); ++j) {
       const int64_t row = static_cast<int64_t>(ref.prompt.size() - 1 + j);
       QVERIFY2(MaxDiff(by_default[j].data(), row, ref) <= ref.atol,
                ("step " + std::to_string(j)).c_str());
+    }
+  }
+
+  // The same with the routing on the device (OCTET_CUDA_MOE_ROUTING=device:
+  // MoeDecode, the routing kernel running the engine's MoeRouteToken): the
+  // reference's logits for the first sequence at every step, and every
+  // sequence's within the same tolerance of the host-routed per-expert
+  // calls (the routers' exponentials are the host's and the device's expf,
+  // so the weights may differ in their last bits).
+  void deviceRoutedExperts_data() { groupedExpertsInBatchedDecode_data(); }
+  void deviceRoutedExperts() {
+    QFETCH(QString, model);
+    const std::string dir = test::FixturesDir() + "/" + model.toStdString();
+    if (!PathExists(dir)) QSKIP("fixture not present");
+    Reference ref = LoadReference(dir);
+    std::unique_ptr<Model> m;
+    {
+      ScopedEnv device("OCTET_CUDA_MOE_ROUTING", "device");
+      m = Load(dir);
+    }
+    QVERIFY(m);
+    QVERIFY(m->routes_experts_on_device());
+    const auto on_device = BatchedDecode(*m, ref, std::nullopt);
+    const auto on_host = BatchedDecode(*m, ref, false);
+    QCOMPARE(on_device.size(), ref.generated.size() - 1);
+    for (size_t j = 0; j < on_device.size(); ++j) {
+      const int64_t row = static_cast<int64_t>(ref.prompt.size() - 1 + j);
+      QVERIFY2(MaxDiff(on_device[j].data(), row, ref) <= ref.atol,
+               ("step " + std::to_string(j) + " against the reference").c_str());
+      double d = 0;
+      for (size_t i = 0; i < on_device[j].size(); ++i) {
+        d = std::max(d, std::fabs(double(on_device[j][i]) - on_host[j][i]));
+      }
+      QVERIFY2(d <= ref.atol,
+               ("step " + std::to_string(j) + ": device against host routing " + std::to_string(d))
+                   .c_str());
     }
   }
 

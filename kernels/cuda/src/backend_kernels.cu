@@ -30,10 +30,6 @@ unsigned FlatBlocks(int64_t n) {
 }
 unsigned GridY(int64_t rows) { return static_cast<unsigned>(rows < 65535 ? rows : 65535); }
 
-#define OCTET_GRID_STRIDE(i, n)                                                          \
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < (n); \
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
-
 // ---- element-wise -------------------------------------------------------------
 
 __global__ void FillKernel(float* x, int64_t n, float v) { OCTET_GRID_STRIDE(i, n) x[i] = v; }

@@ -88,6 +88,19 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::Create(const BackendOptions& o
                          << "' is neither 'int' nor 'float'; using the float kernel";
     }
   }
+  // Mixture-of-experts decode: routing on the host (the engine's) unless
+  // OCTET_CUDA_MOE_ROUTING=device moves it, and the experts, onto the device.
+  if (const char* moe = std::getenv("OCTET_CUDA_MOE_ROUTING"); moe && *moe) {
+    const std::string v = moe;
+    if (v == "device") {
+      b->moe_on_device_ = true;
+      OCTET_LOG(INFO) << "cuda backend: mixture-of-experts decode routed on the device "
+                         "(OCTET_CUDA_MOE_ROUTING=device)";
+    } else if (v != "host") {
+      OCTET_LOG(WARNING) << "cuda backend: OCTET_CUDA_MOE_ROUTING='" << v
+                         << "' is neither 'device' nor 'host'; routing on the host";
+    }
+  }
   // Without pinned memory the uploads stay correct, only synchronous-ish.
   void* ring = nullptr;
   if (cudaHostAlloc(&ring, 2 * kStagingHalfBytes, cudaHostAllocDefault) == cudaSuccess &&
@@ -450,6 +463,103 @@ void CudaBackend::MatmulScatterAdd(const ScatterProduct* products, int n_product
   }
   if (!Check(MatmulGroupedImpl(scatter_products_.data(), n_products))) return;
   Check(LaunchScatterAddProducts(stream_, y, scatter_rows_.data(), n_products, n, out, ldo));
+}
+
+Result<Buffer> CudaBackend::PrepareExperts(const WeightMatrix* const* gate,
+                                           const WeightMatrix* const* up,
+                                           const WeightMatrix* const* down, int64_t n_experts) {
+  if (!moe_on_device_) {
+    return UnimplementedError(
+        "PrepareExperts: routing on the host (OCTET_CUDA_MOE_ROUTING is "
+        "not 'device')");
+  }
+  if (n_experts < 1 || !gate || !up || !down) {
+    return InvalidArgumentError("PrepareExperts: no experts");
+  }
+  std::vector<DeviceExpert> table(n_experts);
+  for (int64_t e = 0; e < n_experts; ++e) {
+    const WeightMatrix* m[3] = {gate[e], up[e], down[e]};
+    for (int j = 0; j < 3; ++j) {
+      if (!m[j] || m[j]->cols != (j == 2 ? gate[0]->rows : gate[0]->cols) ||
+          m[j]->rows != (j == 2 ? gate[0]->cols : gate[0]->rows)) {
+        return InvalidArgumentError(
+            "PrepareExperts: expert " + Str(e) + "'s " +
+            (j == 0   ? "gate"
+             : j == 1 ? "up"
+                      : "down") +
+            (m[j] ? " is " + std::string(WeightFormatName(m[j]->format)) + " [" + Str(m[j]->rows) +
+                        ", " + Str(m[j]->cols) + "]"
+                  : " is missing") +
+            "; expert 0's gate is [" + Str(gate[0]->rows) + ", " + Str(gate[0]->cols) + "]");
+      }
+    }
+    OCTET_ASSIGN_OR_RETURN(table[e].gate, MakeDeviceGemvMatrix(*gate[e]));
+    OCTET_ASSIGN_OR_RETURN(table[e].up, MakeDeviceGemvMatrix(*up[e]));
+    OCTET_ASSIGN_OR_RETURN(table[e].down, MakeDeviceGemvMatrix(*down[e]));
+  }
+  const int64_t bytes = n_experts * static_cast<int64_t>(sizeof(DeviceExpert));
+  OCTET_ASSIGN_OR_RETURN(Buffer b, Allocate(bytes));
+  OCTET_RETURN_IF_ERROR(
+      CudaCheck(cudaMemcpyAsync(b.data(), table.data(), bytes, cudaMemcpyHostToDevice, stream_),
+                "cudaMemcpyAsync(" + Str(bytes) + " bytes of expert table)"));
+  // The table leaves with this function: the copy must have read it.
+  OCTET_RETURN_IF_ERROR(CudaCheck(cudaStreamSynchronize(stream_), "cudaStreamSynchronize"));
+  return b;
+}
+
+Status CudaBackend::MoeDecode(const MoeDecodeArgs& a) {
+  const MoeRouteSpec& r = a.route;
+  const int64_t T = a.tokens, k = r.experts_per_token, H = a.hidden, F = a.width;
+  if (!moe_on_device_ || !a.experts) {
+    return InvalidArgumentError("MoeDecode: no expert table (PrepareExperts)");
+  }
+  if (T < 1 || T > kGemvMaxRows || k < 1 || H < 1 || F < 1 || !a.x || a.ldx < H ||
+      !a.router_logits || !a.out || a.ldo < H) {
+    return InvalidArgumentError("MoeDecode: " + Str(T) + " tokens (1.." + Str(kGemvMaxRows) +
+                                "), " + Str(k) + " experts a token, hidden " + Str(H) + ", width " +
+                                Str(F) + ", rows " + Str(a.ldx) + " / " + Str(a.ldo) +
+                                " apart, or a null pointer");
+  }
+  // Scratch: each slot's expert and weight, its gate, up and down rows.
+  const int64_t slots = T * k;
+  const size_t ids = static_cast<size_t>(RoundUp(slots * 8, 256));
+  const size_t floats = static_cast<size_t>(slots * (2 * F + H));
+  OCTET_ASSIGN_OR_RETURN(void* scratch, Scratch(kMoeDecode, ids + floats * sizeof(float)));
+  int32_t* chosen = static_cast<int32_t*>(scratch);
+  float* weight = reinterpret_cast<float*>(chosen + slots);
+  float* gate = reinterpret_cast<float*>(static_cast<uint8_t*>(scratch) + ids);
+  float* up = gate + slots * F;
+  float* down = up + slots * F;
+  const auto* experts = static_cast<const DeviceExpert*>(a.experts);
+  OCTET_RETURN_IF_ERROR(LaunchMoeRoute(stream_, a.router_logits, T, r, a.bias, chosen, weight));
+  GemvRoutedArgs g{};
+  g.experts = experts;
+  g.num_experts = r.num_experts;
+  g.chosen = chosen;
+  g.n_slots = slots;
+  g.n_mats = 2;
+  g.which[0] = 0;
+  g.which[1] = 1;
+  g.rows = F;
+  g.x = a.x;
+  g.ldx = a.ldx;
+  g.x_div = k;  // slot s is token s / k's
+  g.y[0] = gate;
+  g.y[1] = up;
+  g.ldy = F;
+  OCTET_RETURN_IF_ERROR(LaunchGemvRouted(stream_, g));
+  OCTET_RETURN_IF_ERROR(LaunchSiluMul(stream_, gate, up, slots, F, F, gate));
+  g.n_mats = 1;
+  g.which[0] = 2;
+  g.rows = H;
+  g.x = gate;
+  g.ldx = F;
+  g.x_div = 1;
+  g.y[0] = down;
+  g.y[1] = nullptr;
+  g.ldy = H;
+  OCTET_RETURN_IF_ERROR(LaunchGemvRouted(stream_, g));
+  return LaunchMoeCombine(stream_, down, weight, T, k, H, a.out, a.ldo);
 }
 
 bool CudaBackend::UseNvfp4Int(int64_t m, const WeightMatrix& w) const {

@@ -87,6 +87,12 @@ class CudaBackend final : public KernelBackend {
   void MatmulScatterAdd(const ScatterProduct* products, int n_products, int64_t n, float* out,
                         int64_t ldo, float* scratch) override;
   int64_t grouped_experts_max_tokens() const override { return kGemvMaxRows; }
+  // With OCTET_CUDA_MOE_ROUTING=device (until a GPU has run them): routing
+  // and the experts on the device (LaunchMoeRoute, LaunchGemvRouted,
+  // LaunchMoeCombine); otherwise Unimplemented, as the defaults.
+  Result<Buffer> PrepareExperts(const WeightMatrix* const* gate, const WeightMatrix* const* up,
+                                const WeightMatrix* const* down, int64_t n_experts) override;
+  Status MoeDecode(const MoeDecodeArgs& args) override;
   void Scale(float* x, int64_t n, float s) override;
   int64_t Argmax(const float* x, int64_t n) override;
   void TopK(const float* x, int64_t n, int64_t k, int32_t* indices, float* values) override;
@@ -101,6 +107,7 @@ class CudaBackend final : public KernelBackend {
     kArgmax,
     kNvfp4Packed,
     kExpertRows,  // MatmulScatterAdd's products before they are added
+    kMoeDecode,   // MoeDecode's routes and its slots' rows
     kScratchCount
   };
 
@@ -135,6 +142,7 @@ class CudaBackend final : public KernelBackend {
   int sm_count_ = 1;
   bool split_bf16_ = true;  // OCTET_CUDA_MATMUL != "bf16"
   bool nvfp4_int_ = false;  // OCTET_CUDA_NVFP4_GEMV == "int"
+  bool moe_on_device_ = false;  // OCTET_CUDA_MOE_ROUTING == "device"
   Status error_ = Status::Ok();
   int64_t more_errors_ = 0;
   struct ScratchBuffer {

@@ -58,4 +58,9 @@ __device__ __forceinline__ float BlockMax(float v, float* scratch) {
 
 inline int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+// i over [0, n) across the grid's x dimension (blocks and their threads).
+#define OCTET_GRID_STRIDE(i, n)                                                          \
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < (n); \
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+
 }  // namespace octet::kernels::cuda

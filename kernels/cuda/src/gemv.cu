@@ -383,6 +383,47 @@ __global__ void __launch_bounds__(kThreads) GemvGroupedKernel(const GemvGroupedP
   GemvBlock<F, M>(g.p[lo], b - g.first_block[lo]);
 }
 
+// LaunchGemvRouted: grid (row blocks, slots, matrices). The slot's expert
+// comes from device memory, so the launch needs nothing from the host.
+__device__ __forceinline__ GemvParams RoutedParams(const GemvRoutedArgs& a,
+                                                   const DeviceGemvMatrix& m, int64_t s, int z) {
+  GemvParams p{};
+  p.x = a.x + (s / a.x_div) * a.ldx;
+  p.ldx = a.ldx;
+  p.w = m.data;
+  p.w_stride = m.row_stride;
+  p.scales = m.scales;
+  p.scale_stride = m.scale_row_stride;
+  p.global_scale = m.global_scale;
+  p.y = (z == 0 ? a.y[0] : a.y[1]) + s * a.ldy;  // constant indices: `a` stays in
+                                                 // the parameter space
+  p.ldy = a.ldy;
+  p.n = m.rows;
+  p.k = m.cols;
+  p.accumulate = false;
+  p.vector_rows = m.vector_rows != 0;
+  return p;
+}
+
+__global__ void __launch_bounds__(kThreads) GemvRoutedKernel(const GemvRoutedArgs a) {
+  const int64_t s = blockIdx.y;
+  const int z = blockIdx.z;
+  const int32_t e = a.chosen[s];
+  if (e < 0 || e >= a.num_experts) return;
+  const DeviceExpert& ex = a.experts[e];
+  const int which = z == 0 ? a.which[0] : a.which[1];
+  const DeviceGemvMatrix& m = which == 0 ? ex.gate : which == 1 ? ex.up : ex.down;
+  if (static_cast<int64_t>(blockIdx.x) * kRowsPerBlock >= m.rows) return;
+  // The format is the same for the whole block.
+  if (m.nvfp4) {
+    const GemvParams p = RoutedParams(a, m, s, z);
+    GemvBlock<WeightFormat::kNvfp4, 1>(p, blockIdx.x);
+  } else {
+    const GemvParams p = RoutedParams(a, m, s, z);
+    GemvBlock<WeightFormat::kBF16, 1>(p, blockIdx.x);
+  }
+}
+
 template <WeightFormat F, int M>
 Status Launch(cudaStream_t stream, const GemvParams& p) {
   const unsigned blocks = static_cast<unsigned>(CeilDiv(p.n, kRowsPerBlock));
@@ -555,6 +596,52 @@ Status LaunchGemvGrouped(CUstream_st* stream, int64_t m, const GemvProduct* prod
     blocks += b;
   }
   return flush();
+}
+
+Result<DeviceGemvMatrix> MakeDeviceGemvMatrix(const WeightMatrix& w) {
+  if (w.rows <= 0 || w.cols <= 0) {
+    return InvalidArgumentError("MakeDeviceGemvMatrix: an empty matrix");
+  }
+  // LaunchGemv's checks, on a one-row product with pointers of the right shape.
+  bool skip = true;
+  static float dummy;  // only compared with null
+  OCTET_ASSIGN_OR_RETURN(const GemvParams p, MakeParams("MakeDeviceGemvMatrix", &dummy, 1, w.cols,
+                                                        w, &dummy, w.rows, false, &skip));
+  DeviceGemvMatrix m{};
+  m.data = p.w;
+  m.row_stride = p.w_stride;
+  m.scales = p.scales;
+  m.scale_row_stride = p.scale_stride;
+  m.global_scale = p.global_scale;
+  m.rows = p.n;
+  m.cols = p.k;
+  m.vector_rows = p.vector_rows ? 1 : 0;
+  m.nvfp4 = w.format == WeightFormat::kNvfp4 ? 1 : 0;
+  return m;
+}
+
+Status LaunchGemvRouted(CUstream_st* stream, const GemvRoutedArgs& a) {
+  if (a.n_slots == 0) return Status::Ok();
+  if (!a.experts || !a.chosen || !a.x || a.num_experts <= 0 || a.n_slots < 0 || a.n_slots > 65535 ||
+      a.n_mats < 1 || a.n_mats > 2 || a.x_div < 1 || a.rows <= 0 || !FitsInt(a.rows)) {
+    return InvalidArgumentError("LaunchGemvRouted: null tables, no experts, " +
+                                std::to_string(a.n_slots) + " slots (1..65535), " +
+                                std::to_string(a.n_mats) + " matrices (1 or 2) or " +
+                                std::to_string(a.rows) + " rows");
+  }
+  for (int z = 0; z < a.n_mats; ++z) {
+    if (!a.y[z] || a.which[z] < 0 || a.which[z] > 2 || a.ldy < a.rows) {
+      return InvalidArgumentError("LaunchGemvRouted: output " + std::to_string(z) +
+                                  " null, of matrix " + std::to_string(a.which[z]) +
+                                  " (0..2) or with rows " + std::to_string(a.ldy) + " < " +
+                                  std::to_string(a.rows) + " apart");
+    }
+  }
+  const dim3 grid(static_cast<unsigned>(CeilDiv(a.rows, kRowsPerBlock)),
+                  static_cast<unsigned>(a.n_slots), static_cast<unsigned>(a.n_mats));
+  cudaStream_t cs = stream;
+  GemvRoutedKernel<<<grid, kThreads, 0, cs>>>(a);
+  return CheckLaunch("GemvRoutedKernel");
 }
 
 }  // namespace octet::kernels::cuda

@@ -185,6 +185,11 @@ struct MoeWeights {
   std::vector<float> score_bias;  // e_score_correction_bias [experts] (GLM), else empty
   std::vector<GatedMlp> experts;  // mlp.experts.{e}
   GatedMlp shared;                // mlp.shared_experts (GLM), else empty
+  // Where the backend routes on its own (KernelBackend::PrepareExperts):
+  // its table of the experts and the bias in its memory (owned by the
+  // Model); null otherwise.
+  const void* device_experts = nullptr;
+  const float* device_score_bias = nullptr;
 };
 
 // Parameter-free norms (nanochat) hold ones. A ReLU² MLP (nanochat) uses
@@ -296,8 +301,15 @@ class Model {
   // steps always do. Both give the same sums. Unset, the backend decides
   // (KernelBackend::grouped_experts_max_tokens: the CUDA backend groups,
   // the CPU ones measured no gain and do not).
+  // Where the backend also routes (KernelBackend::PrepareExperts accepted:
+  // the CUDA backend with OCTET_CUDA_MOE_ROUTING=device), unset steps of up
+  // to grouped_experts_max_tokens tokens route and run their experts there
+  // (MoeDecode) instead, with no host round trip; set either way, the host
+  // routes.
   static constexpr int64_t kGroupedExpertsMaxTokens = 8;
   void set_grouped_experts(std::optional<bool> on) { grouped_experts_ = on; }
+  // Whether the MoE layers have a backend table (the paragraph above).
+  bool routes_experts_on_device() const;
 
   // ---- multi-token prediction (LoadOptions::load_mtp) ----
   int64_t mtp_layers() const { return static_cast<int64_t>(mtp_.size()); }
@@ -348,6 +360,8 @@ class Model {
   // The mixture-of-experts MLP of layer `L` over the T normed rows `xn`,
   // its (partial, under TP) output written to `out` [T, hidden].
   Status MoeMlp(const LayerWeights& L, const float* xn, int64_t T, float* out);
+  // PlaceOnBackend's step for one MoE layer (KernelBackend::PrepareExperts).
+  Status PrepareDeviceExperts(MoeWeights& moe);
 
   std::string dir_;
   ModelConfig config_;

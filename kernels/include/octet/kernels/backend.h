@@ -39,6 +39,7 @@
 #include "octet/base/mem_info.h"
 #include "octet/base/status.h"
 #include "octet/kernels/buffer.h"
+#include "octet/kernels/moe_route.h"
 #include "octet/kernels/weight.h"
 
 namespace octet::kernels {
@@ -387,6 +388,43 @@ class KernelBackend {
   // (octet_bench_engine --moe-ab, README); a device backend, where every
   // call is a kernel launch, says how many rows its grouped ops take.
   virtual int64_t grouped_experts_max_tokens() const { return 0; }
+
+  // ---- mixture-of-experts decode with the routing in the backend ----
+  //
+  // The engine routes on the host: a device backend must copy the router's
+  // logits back and wait for them every layer. A backend that can route
+  // itself returns a table of a layer's experts from PrepareExperts (its
+  // memory, held by the engine for the model's life); MoeDecode then routes
+  // and runs a step's experts with no host round trip. The defaults decline
+  // (Unimplemented), and the engine keeps its host routing.
+
+  // A table of n_experts experts (gate and up [width, hidden], down [hidden,
+  // width], all prepared by this backend), or Unimplemented.
+  virtual Result<Buffer> PrepareExperts(const WeightMatrix* const* gate,
+                                        const WeightMatrix* const* up,
+                                        const WeightMatrix* const* down, int64_t n_experts) {
+    (void)gate, (void)up, (void)down, (void)n_experts;
+    return UnimplementedError("PrepareExperts: this backend routes experts on the host");
+  }
+  struct MoeDecodeArgs {
+    const float* x;  // [tokens, hidden] (rows ldx apart): the normalized hidden states
+    int64_t tokens;  // 1..grouped_experts_max_tokens()
+    int64_t ldx;
+    const float* router_logits;  // [tokens, route.num_experts], contiguous
+    MoeRouteSpec route;
+    const float* bias;    // the correction bias [num_experts], backend memory, or null
+    const void* experts;  // PrepareExperts' table
+    int64_t hidden, width;
+    float* out;  // [tokens, hidden] (rows ldo apart): the weighted sum is added
+    int64_t ldo;
+  };
+  // Each token routed as MoeRouteToken routes it, and its experts' outputs,
+  // router-weighted, added into its row of out in increasing expert order.
+  // Argument errors come back before anything is queued.
+  virtual Status MoeDecode(const MoeDecodeArgs& args) {
+    (void)args;
+    return UnimplementedError("MoeDecode: this backend routes experts on the host");
+  }
 
   // x[i] *= s for n elements (MiniCPM's embedding and residual-branch scales).
   virtual void Scale(float* x, int64_t n, float s) = 0;

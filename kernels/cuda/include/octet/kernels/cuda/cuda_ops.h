@@ -19,6 +19,7 @@
 
 #include "octet/base/status.h"
 #include "octet/kernels/backend.h"
+#include "octet/kernels/moe_route.h"
 #include "octet/kernels/weight.h"
 
 struct CUstream_st;
@@ -55,6 +56,74 @@ struct GemvProduct {
 // may overlap another product's x or y.
 Status LaunchGemvGrouped(CUstream_st* stream, int64_t m, const GemvProduct* products,
                          int n_products);
+
+// ---- mixture-of-experts decode with the routing on the device --------------
+//
+// A decode step's routed experts without a host round trip (CudaBackend::
+// MoeDecode, on with OCTET_CUDA_MOE_ROUTING=device): LaunchMoeRoute chooses
+// each token's experts from the router's logits (the engine's own
+// MoeRouteToken, moe_route.h), LaunchGemvRouted runs the chosen experts'
+// matrices, one (token, expert) slot per grid row, finding each expert in a
+// device table, and LaunchMoeCombine adds the slots' outputs, router-weighted,
+// into the tokens' rows.
+
+// A matrix as the routed GEMV reads it from device memory.
+struct DeviceGemvMatrix {
+  const uint8_t* data;
+  int64_t row_stride;
+  const uint8_t* scales;  // NVFP4
+  int64_t scale_row_stride;
+  float global_scale;  // NVFP4
+  int32_t rows;
+  int32_t cols;
+  int32_t vector_rows;  // every row starts 16-byte aligned
+  int32_t nvfp4;        // 1: NVFP4, 0: BF16
+};
+// One expert's three matrices: gate and up [width, hidden], down [hidden, width].
+struct DeviceExpert {
+  DeviceGemvMatrix gate, up, down;
+};
+// w (BF16 or NVFP4, on the device) as the routed GEMV reads it, after
+// LaunchGemv's checks.
+Result<DeviceGemvMatrix> MakeDeviceGemvMatrix(const WeightMatrix& w);
+
+// For each slot s < n_slots and matrix z < n_mats (1 or 2): y[z][s, :] =
+// M · x[s / x_div, :], M the `which[z]` matrix (0 gate, 1 up, 2 down) of
+// expert chosen[s] in `experts` (device memory, num_experts of them, every
+// matrix `which[z]` at most `rows` x cols, BF16 or NVFP4 each as its entry
+// says). Each slot's result is
+// what LaunchGemv gives for one row of it, bit for bit (the same per-block
+// code). A chosen id outside [0, num_experts) leaves its slot's rows
+// unwritten (LaunchMoeRoute writes none).
+struct GemvRoutedArgs {
+  const DeviceExpert* experts;
+  int32_t num_experts;
+  const int32_t* chosen;
+  int64_t n_slots;
+  int n_mats;
+  int which[2];
+  int64_t rows;
+  const float* x;
+  int64_t ldx;
+  int64_t x_div;
+  float* y[2];
+  int64_t ldy;
+};
+Status LaunchGemvRouted(CUstream_st* stream, const GemvRoutedArgs& args);
+
+// Token t < tokens routed by MoeRouteToken (moe_route.h) from logits[t, :]
+// (num_experts floats), `bias` its correction bias on the device or null:
+// its experts_per_token (expert, weight) pairs into chosen / weight at t * k,
+// in increasing expert order (the order in which the engine's per-expert
+// calls add them).
+Status LaunchMoeRoute(CUstream_st* stream, const float* logits, int64_t tokens,
+                      const MoeRouteSpec& spec, const float* bias, int32_t* chosen, float* weight);
+
+// out[t, :] += weight[t * k + j] * y[t * k + j, :] for j < k in order, for t <
+// tokens (rows of n, y rows n apart, out rows ldo apart): ScatterAddRows's
+// expression, so the same sums as the per-expert path's in the same order.
+Status LaunchMoeCombine(CUstream_st* stream, const float* y, const float* weight, int64_t tokens,
+                        int64_t k, int64_t n, float* out, int64_t ldo);
 
 // The same product for NVFP4 in integers (gemv_int.cu; the arithmetic in
 // octet/kernels/nvfp4_int.h): the activations are packed once into integer
