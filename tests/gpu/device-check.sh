@@ -291,32 +291,25 @@ else
   echo "device-check: test_format_decode exit $FORMAT_RC, gpu tests exit $GPU_RC"
 fi
 if [[ $GPU_RC -ne 0 ]]; then grep -E "FAIL!|Loc:" "$LOG/ctest_gpu.log" | head -n 30 || true; fi
-# The fixture models again with the NVFP4 decode matmuls in integers
-# (OCTET_CUDA_NVFP4_GEMV=int, gemv_int.cu; not the default until measured):
-# the NVFP4 checkpoints against their references through that kernel.
-if [[ -x "$TEST_BIN/test_cuda_engine" ]]; then
-  INT_RC=0
-  OCTET_CUDA_NVFP4_GEMV=int OCTET_FIXTURES_DIR="$FIXTURES_DIR" OCTET_BIN_DIR="$PROG_BIN" \
+# test_cuda_engine once more under an opt-in switch of the CUDA backend,
+# "NAME=value": prints and returns its exit status (its log: $LOG/$2.log).
+engine_test_with() {
+  local rc=0
+  env "$1" OCTET_FIXTURES_DIR="$FIXTURES_DIR" OCTET_BIN_DIR="$PROG_BIN" \
     OCTET_SOURCE_DIR="$ROOT" QT_QPA_PLATFORM=offscreen timeout "$(step_timeout 120 150)" \
-    "$TEST_BIN/test_cuda_engine" >"$LOG/test_cuda_engine_int.log" 2>&1 || INT_RC=$?
-  echo "device-check: test_cuda_engine with OCTET_CUDA_NVFP4_GEMV=int exit $INT_RC"
-  GPU_TESTS="${GPU_TESTS}test_cuda_engine (OCTET_CUDA_NVFP4_GEMV=int): exit $INT_RC;"
-  if [[ $INT_RC -ne 0 ]]; then grep -E "FAIL!|Loc:" "$LOG/test_cuda_engine_int.log" | head -n 20 || true; fi
-fi
-
-# The same with mixture-of-experts decode routed on the device
-# (OCTET_CUDA_MOE_ROUTING=device, moe.cu; not the default until measured):
-# every MoE fixture's decode steps through the routing kernel.
+    "$TEST_BIN/test_cuda_engine" >"$LOG/$2.log" 2>&1 || rc=$?
+  echo "device-check: test_cuda_engine with $1 exit $rc" >&2
+  GPU_TESTS="${GPU_TESTS}test_cuda_engine ($1): exit $rc;"
+  if [[ $rc -ne 0 ]]; then grep -E "FAIL!|Loc:" "$LOG/$2.log" | head -n 20 >&2 || true; fi
+  return $rc
+}
 if [[ -x "$TEST_BIN/test_cuda_engine" ]]; then
-  MOE_RC=0
-  OCTET_CUDA_MOE_ROUTING=device OCTET_FIXTURES_DIR="$FIXTURES_DIR" OCTET_BIN_DIR="$PROG_BIN" \
-    OCTET_SOURCE_DIR="$ROOT" QT_QPA_PLATFORM=offscreen timeout "$(step_timeout 120 150)" \
-    "$TEST_BIN/test_cuda_engine" >"$LOG/test_cuda_engine_moe_device.log" 2>&1 || MOE_RC=$?
-  echo "device-check: test_cuda_engine with OCTET_CUDA_MOE_ROUTING=device exit $MOE_RC"
-  GPU_TESTS="${GPU_TESTS}test_cuda_engine (OCTET_CUDA_MOE_ROUTING=device): exit $MOE_RC;"
-  if [[ $MOE_RC -ne 0 ]]; then
-    grep -E "FAIL!|Loc:" "$LOG/test_cuda_engine_moe_device.log" | head -n 20 || true
-  fi
+  # The NVFP4 decode matmuls in integers (gemv_int.cu; not the default until
+  # measured): the NVFP4 checkpoints against their references through it.
+  INT_RC=0; engine_test_with OCTET_CUDA_NVFP4_GEMV=int test_cuda_engine_int || INT_RC=$?
+  # Mixture-of-experts decode routed on the device (moe.cu; not the default
+  # until measured): every MoE fixture's decode steps through the routing kernel.
+  MOE_RC=0; engine_test_with OCTET_CUDA_MOE_ROUTING=device test_cuda_engine_moe_device || MOE_RC=$?
 fi
 
 SANITIZER_BIN=$(command -v compute-sanitizer || true)
