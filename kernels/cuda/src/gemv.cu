@@ -555,9 +555,10 @@ Status LaunchGemvGrouped(CUstream_st* stream, int64_t m, const GemvProduct* prod
   WeightFormat format = WeightFormat::kBF16;
   for (int i = 0; i < n_products; ++i) {
     const GemvProduct& q = products[i];
-    if (!q.w)
+    if (!q.w) {
       return InvalidArgumentError("LaunchGemvGrouped: product " + std::to_string(i) +
                                   " without weights");
+    }
     if (i == 0) format = q.w->format;
     if (q.w->format != format) {
       return InvalidArgumentError("LaunchGemvGrouped: product " + std::to_string(i) + " is " +
