@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "cuda_test_main.h"
+#include "fixture_decode.h"
 #include "fixture_reference.h"
 #include "octet/base/file_util.h"
 #include "octet/base/json.h"
@@ -35,24 +36,11 @@ namespace {
 using Reference = test::FixtureReference;
 Reference LoadReference(const std::string& dir) { return test::LoadFixtureReference(dir); }
 
-// One row of logits against the reference's row `row`.
-double MaxDiff(const float* got, int64_t row, const Reference& ref) {
-  double m = 0;
-  for (int64_t c = 0; c < ref.V; ++c) {
-    const double d = std::fabs(double(got[c]) - ref.logits[row * ref.V + c]);
-    if (std::isnan(d)) return INFINITY;
-    m = std::max(m, d);
-  }
-  return m;
-}
-
+// The largest difference over the reference's first n_rows rows.
 double MaxDiff(const float* got, const Reference& ref, int64_t n_rows) {
   double m = 0;
-  for (int64_t i = 0; i < n_rows * ref.V; ++i) {
-    const double d = std::fabs(double(got[i]) - ref.logits[i]);
-    if (std::isnan(d)) return INFINITY;
-    m = std::max(m, d);
-  }
+  for (int64_t r = 0; r < n_rows; ++r)
+    m = std::max(m, test::FixtureRowDiff(got + r * ref.V, r, ref));
   return m;
 }
 
@@ -90,33 +78,6 @@ class ScopedEnv {
   std::string old_;
   bool had_ = false;
 };
-
-// Three sequences decoding together (the first the reference's prompt fed
-// its generated ids, the others shorter prefixes, greedy), with the engine's
-// grouped-experts setting `grouped`: each step's logits (a row a sequence).
-std::vector<std::vector<float>> BatchedDecode(Model& m, const Reference& ref,
-                                              std::optional<bool> grouped) {
-  m.set_grouped_experts(grouped);
-  KvCache cache = *m.NewKvCache(3, ref.T + 1);
-  std::vector<SequenceChunk> batch(3);
-  for (int i = 0; i < 3; ++i) {
-    batch[i].slot = i;
-    batch[i].tokens.assign(ref.prompt.begin(), ref.prompt.end() - i);
-  }
-  ForwardOutput out;
-  std::vector<std::vector<float>> steps;
-  for (size_t j = 0; j + 1 < ref.generated.size(); ++j) {
-    const Status s = m.Forward(batch, cache, &out);
-    if (!s.ok()) qFatal("%s", s.ToString().c_str());
-    steps.emplace_back(out.logits.begin(), out.logits.end());
-    for (int i = 0; i < 3; ++i) {
-      batch[i].start_pos = cache.length(i);
-      batch[i].tokens = {i == 0 ? ref.generated[j] : HostArgmax(out.Last(i), ref.V)};
-    }
-  }
-  m.set_grouped_experts(std::nullopt);
-  return steps;
-}
 
 const char* kModels[] = {"llama3-tiny",      "qwen2-tiny",          "qwen3-tiny",
                          "qwen3-tiny-nvfp4", "llama3-tiny-sharded", "qwen3-moe-tiny",
@@ -205,7 +166,7 @@ class TestCudaEngine : public QObject {
     for (size_t j = 0; j < ref.generated.size(); ++j) {
       const int64_t row = ref.prompt.size() - 1 + j;
       const float* logits = out.Last(0);
-      const double d = MaxDiff(logits, row, ref);
+      const double d = test::FixtureRowDiff(logits, row, ref);
       QVERIFY2(
           d <= atol,
           ("row " + std::to_string(row) + ": max |logits - ref| = " + std::to_string(d)).c_str());
@@ -227,9 +188,7 @@ class TestCudaEngine : public QObject {
   // first sequence's are the reference's.
   void groupedExpertsInBatchedDecode_data() {
     QTest::addColumn<QString>("model");
-    for (const char* m : {"qwen3-moe-tiny", "glm4-moe-tiny", "glm4-moe-tiny-nvfp4"}) {
-      QTest::newRow(m) << QString(m);
-    }
+    for (const char* m : test::kMoeFixtures) QTest::newRow(m) << QString(m);
   }
   void groupedExpertsInBatchedDecode() {
     QFETCH(QString, model);
@@ -245,13 +204,13 @@ class TestCudaEngine : public QObject {
     QVERIFY(m);
     QVERIFY(m->backend().grouped_experts_max_tokens() >= 3);
     QVERIFY(!m->routes_experts_on_device());
-    const auto by_default = BatchedDecode(*m, ref, std::nullopt);
-    const auto per_expert = BatchedDecode(*m, ref, false);
+    const auto by_default = test::BatchedFixtureDecode(*m, ref, std::nullopt);
+    const auto per_expert = test::BatchedFixtureDecode(*m, ref, false);
     QCOMPARE(by_default.size(), ref.generated.size() - 1);
     QVERIFY(by_default == per_expert);
     for (size_t j = 0; j < by_default.size(); ++j) {
       const int64_t row = static_cast<int64_t>(ref.prompt.size() - 1 + j);
-      QVERIFY2(MaxDiff(by_default[j].data(), row, ref) <= ref.atol,
+      QVERIFY2(test::FixtureRowDiff(by_default[j].data(), row, ref) <= ref.atol,
                ("step " + std::to_string(j)).c_str());
     }
   }
@@ -275,12 +234,12 @@ class TestCudaEngine : public QObject {
     }
     QVERIFY(m);
     QVERIFY(m->routes_experts_on_device());
-    const auto on_device = BatchedDecode(*m, ref, std::nullopt);
-    const auto on_host = BatchedDecode(*m, ref, false);
+    const auto on_device = test::BatchedFixtureDecode(*m, ref, std::nullopt);
+    const auto on_host = test::BatchedFixtureDecode(*m, ref, false);
     QCOMPARE(on_device.size(), ref.generated.size() - 1);
     for (size_t j = 0; j < on_device.size(); ++j) {
       const int64_t row = static_cast<int64_t>(ref.prompt.size() - 1 + j);
-      QVERIFY2(MaxDiff(on_device[j].data(), row, ref) <= ref.atol,
+      QVERIFY2(test::FixtureRowDiff(on_device[j].data(), row, ref) <= ref.atol,
                ("step " + std::to_string(j) + " against the reference").c_str());
       double d = 0;
       for (size_t i = 0; i < on_device[j].size(); ++i) {

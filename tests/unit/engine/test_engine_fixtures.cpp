@@ -11,6 +11,7 @@
 #include <limits>
 #include <thread>
 
+#include "fixture_decode.h"
 #include "fixture_reference.h"
 #include "octet/base/file_util.h"
 #include "octet/base/json.h"
@@ -29,21 +30,14 @@ namespace {
 using Reference = test::FixtureReference;
 Reference LoadReference(const std::string& dir) { return test::LoadFixtureReference(dir); }
 
-// max |got_row - ref_row| over rows [first, first+n) of the reference.
+// max |got_row - ref_row| over rows [first, first+n) of the reference
+// (FixtureRowDiff's: infinity where a logit is NaN).
 double MaxDiff(const float* got, const Reference& ref, int64_t first_row, int64_t n_rows) {
   double m = 0;
   for (int64_t r = 0; r < n_rows; ++r) {
-    for (int64_t c = 0; c < ref.V; ++c) {
-      m = std::max(m,
-                   std::fabs(double(got[r * ref.V + c]) - ref.logits[(first_row + r) * ref.V + c]));
-    }
+    m = std::max(m, test::FixtureRowDiff(got + r * ref.V, first_row + r, ref));
   }
   return m;
-}
-
-// First index of the largest logit.
-int32_t HostArgmax(const float* x, int64_t n) {
-  return static_cast<int32_t>(std::max_element(x, x + n) - x);
 }
 
 std::unique_ptr<Model> LoadOrDie(const std::string& dir, const std::string& backend = "auto",
@@ -147,9 +141,7 @@ class TestEngineFixtures : public QObject {
   // bit (the ops add the same products in the same order).
   void groupedExpertsMatchPerExpertCalls_data() {
     QTest::addColumn<QString>("model");
-    for (const char* m : {"qwen3-moe-tiny", "glm4-moe-tiny", "glm4-moe-tiny-nvfp4"}) {
-      QTest::newRow(m) << QString(m);
-    }
+    for (const char* m : test::kMoeFixtures) QTest::newRow(m) << QString(m);
   }
   void groupedExpertsMatchPerExpertCalls() {
     QFETCH(QString, model);
@@ -186,30 +178,8 @@ class TestEngineFixtures : public QObject {
     QVERIFY(ref.prompt.size() >= 3);
     auto m = LoadOrDie(dir);
     QCOMPARE(m->backend().grouped_experts_max_tokens(), int64_t{0});  // the CPU's default: off
-    auto run = [&](bool grouped) -> std::vector<std::vector<float>> {
-      m->set_grouped_experts(grouped);
-      KvCache cache = *m->NewKvCache(3, ref.T + 1);
-      std::vector<SequenceChunk> batch(3);
-      for (int i = 0; i < 3; ++i) {
-        batch[i].slot = i;
-        batch[i].tokens.assign(ref.prompt.begin(), ref.prompt.end() - i);
-      }
-      ForwardOutput out;
-      std::vector<std::vector<float>> steps;
-      for (size_t j = 0; j + 1 < ref.generated.size(); ++j) {
-        const Status s = m->Forward(batch, cache, &out);
-        if (!s.ok()) qFatal("%s", s.ToString().c_str());
-        steps.emplace_back(out.logits.begin(), out.logits.end());
-        for (int i = 0; i < 3; ++i) {
-          batch[i].start_pos = cache.length(i);
-          batch[i].tokens = {i == 0 ? ref.generated[j] : HostArgmax(out.Last(i), ref.V)};
-        }
-      }
-      m->set_grouped_experts(std::nullopt);
-      return steps;
-    };
-    const auto grouped = run(true);
-    const auto per_expert = run(false);
+    const auto grouped = test::BatchedFixtureDecode(*m, ref, true);
+    const auto per_expert = test::BatchedFixtureDecode(*m, ref, false);
     QCOMPARE(grouped.size(), ref.generated.size() - 1);
     QVERIFY(grouped == per_expert);
     for (size_t j = 0; j < grouped.size(); ++j) {  // each step: a row a sequence
