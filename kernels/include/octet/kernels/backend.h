@@ -413,8 +413,8 @@ class KernelBackend {
     const float* router_logits;  // [tokens, route.num_experts], contiguous
     MoeRouteSpec route;
     const float* bias;    // the correction bias [num_experts], backend memory, or null
-    const void* experts;  // PrepareExperts' table
-    int64_t hidden, width;
+    const void* experts;  // PrepareExperts' table, of route.num_experts experts
+    int64_t hidden, width;  // the table's matrices: gate/up [width, hidden], down [hidden, width]
     float* out;  // [tokens, hidden] (rows ldo apart): the weighted sum is added
     int64_t ldo;
   };
