@@ -26,7 +26,7 @@ bool HasF16c() {
 }
 #endif
 
-bool HasAvx2() {
+[[maybe_unused]] bool HasAvx2() {  // unused on aarch64
 #if defined(__x86_64__)
   __builtin_cpu_init();
   return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && HasF16c();
@@ -35,7 +35,7 @@ bool HasAvx2() {
 #endif
 }
 
-bool HasAvx512() {
+[[maybe_unused]] bool HasAvx512() {  // unused on aarch64
 #if defined(__x86_64__)
   return HasAvx2() && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
          __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
