@@ -301,6 +301,7 @@ class Model {
   // steps always do. Both give the same sums. Unset, the backend decides
   // (KernelBackend::grouped_experts_max_tokens: the CUDA backend groups,
   // the CPU ones measured no gain and do not).
+  //
   // Where the backend also routes (KernelBackend::PrepareExperts accepted:
   // the CUDA backend with OCTET_CUDA_MOE_ROUTING=device), unset steps of up
   // to grouped_experts_max_tokens tokens route and run their experts there
