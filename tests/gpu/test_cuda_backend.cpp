@@ -25,6 +25,7 @@
 #include <cstring>
 #include <memory>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "cuda_test_main.h"
@@ -396,7 +397,7 @@ class TestCudaBackend : public QObject {
     std::vector<float> out0 = RandomFloats(kTokens * ldo, rng);
     float* fused = Up(out0);
     float* composed = Up(out0);
-    float* scratch = Up(std::vector<float>(kTokens * H));
+    float* scratch = Up(std::vector<float>(12 * H));  // the composed op: the largest product's rows
     gpu_->MatmulScatterAdd(down.data(), static_cast<int>(down.size()), H, fused, ldo, scratch);
     gpu_->KernelBackend::MatmulScatterAdd(down.data(), static_cast<int>(down.size()), H, composed,
                                           ldo, scratch);
@@ -437,11 +438,21 @@ class TestCudaBackend : public QObject {
     const WeightMatrix* gate[2] = {&mats[0], &mats[3]};
     const WeightMatrix* up[2] = {&mats[1], &mats[4]};
     const WeightMatrix* down[2] = {&mats[2], &mats[5]};
-    auto declined = gpu_->PrepareExperts(gate, up, down, 2);
-    QCOMPARE(declined.status().code(), StatusCode::kUnimplemented);
+    // The switch is read when a backend is made: one made without it, one with.
+    const char* outer = std::getenv("OCTET_CUDA_MOE_ROUTING");
+    const std::string saved = outer ? outer : "";
+    unsetenv("OCTET_CUDA_MOE_ROUTING");
+    auto plain = CreateAnyBackend("cuda");
     setenv("OCTET_CUDA_MOE_ROUTING", "device", 1);
     auto made = CreateAnyBackend("cuda");
-    unsetenv("OCTET_CUDA_MOE_ROUTING");
+    if (outer) {
+      setenv("OCTET_CUDA_MOE_ROUTING", saved.c_str(), 1);
+    } else {
+      unsetenv("OCTET_CUDA_MOE_ROUTING");
+    }
+    QVERIFY2(plain.ok(), plain.status().ToString().c_str());
+    auto declined = (*plain)->PrepareExperts(gate, up, down, 2);
+    QCOMPARE(declined.status().code(), StatusCode::kUnimplemented);
     QVERIFY2(made.ok(), made.status().ToString().c_str());
     std::unique_ptr<KernelBackend> gpu = std::move(*made);
     auto table = gpu->PrepareExperts(gate, up, down, 2);
