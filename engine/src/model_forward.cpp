@@ -240,29 +240,34 @@ Status Model::RunLayer(const LayerWeights& L, KvCache& cache, int64_t cache_laye
   };
   std::vector<kernels::AttentionSequence> seqs(batch.size());
   // ---- attention block: x += o_proj(attention(rope(q), rope(k), v)) ----
-  be.RmsNorm(x, L.input_norm.device, eps, T, H, H, xn);
-  prof.Mark(DecodeProfile::kNorms);
+  // The input norm goes into the q/k/v matmuls (xn is not read again in this
+  // block; a device backend may skip writing it).
   const kernels::KernelBackend::MatmulOutput qkv[3] = {
       {&L.q.weight, q, qd}, {&L.k.weight, k, kvd}, {&L.v.weight, v, kvd}};
-  be.MatmulMulti(xn, T, H, qkv, 3);
+  be.NormMatmulMulti(x, T, H, L.input_norm.device, eps, xn, qkv, 3);
   prof.Mark(DecodeProfile::kQkv);
   add_bias(q, qd, L.q.bias);
   add_bias(k, kvd, L.k.bias);
   add_bias(v, kvd, L.v.bias);
-  // QK-norm: RMSNorm over each head's features, before RoPE (Qwen3) or after (nanochat).
-  if (c.qk_norm && !c.qk_norm_after_rope) {
-    be.RmsNorm(q, L.q_norm.device, eps, T * local_heads_, hd, hd, q);
-    be.RmsNorm(k, L.k_norm.device, eps, T * local_kv_heads_, hd, hd, k);
-  }
-  // Partial RoPE (GLM-4.5) rotates the first rotary_dim features of each
-  // head; the rest of the head passes unchanged.
-  const int64_t rotary = c.rotary_dim == 0 ? hd : c.rotary_dim;
-  be.RopeHeads(q, T, qd, local_heads_, hd, rotary, positions, inv_freq_.device);
-  be.RopeHeads(k, T, kvd, local_kv_heads_, hd, rotary, positions, inv_freq_.device);
-  if (c.qk_norm && c.qk_norm_after_rope) {
-    be.RmsNorm(q, L.q_norm.device, eps, T * local_heads_, hd, hd, q);
-    be.RmsNorm(k, L.k_norm.device, eps, T * local_kv_heads_, hd, hd, k);
-  }
+  // QK-norm (RMSNorm over each head's features, before RoPE as Qwen3 or
+  // after it as nanochat) and RoPE in one op. Partial RoPE (GLM-4.5) rotates
+  // the first rotary_dim features of each head; the rest pass unchanged.
+  kernels::KernelBackend::QkPrepArgs prep;
+  prep.q = q;
+  prep.q_heads = local_heads_;
+  prep.k = k;
+  prep.k_heads = local_kv_heads_;
+  prep.rows = T;
+  prep.head_dim = hd;
+  prep.rotary_dim = c.rotary_dim == 0 ? hd : c.rotary_dim;
+  prep.positions = positions;
+  prep.inv_freq = inv_freq_.device;
+  prep.qk_norm = c.qk_norm;
+  prep.norm_after_rope = c.qk_norm_after_rope;
+  prep.q_norm = L.q_norm.device;
+  prep.k_norm = L.k_norm.device;
+  prep.eps = eps;
+  be.PrepareQk(prep);
   prof.Mark(DecodeProfile::kNorms);
   std::vector<kernels::KvStoreArgs> stores(batch.size());
   for (size_t s = 0; s < batch.size(); ++s) {
@@ -314,18 +319,20 @@ Status Model::RunLayer(const LayerWeights& L, KvCache& cache, int64_t cache_laye
   // ---- MLP block: x += down_proj(silu(gate_proj(n)) * up_proj(n)) ----
   // (nanochat: x += c_proj(relu(c_fc(n))²), c_fc loaded as gate_proj.)
   const int64_t Fl = L.gate.weight.rows;
-  be.RmsNorm(x, L.post_norm.device, eps, T, H, H, xn);
-  prof.Mark(DecodeProfile::kNorms);
   if (L.is_moe()) {
+    // The router, the shared experts and the routed ones all read xn.
+    be.RmsNorm(x, L.post_norm.device, eps, T, H, H, xn);
+    prof.Mark(DecodeProfile::kNorms);
     OCTET_RETURN_IF_ERROR(MoeMlp(L, xn, T, proj));
   } else if (c.relu2_mlp) {
-    be.Matmul(xn, T, H, L.gate.weight, gate, Fl, false);
+    const kernels::KernelBackend::MatmulOutput fc = {&L.gate.weight, gate, Fl};
+    be.NormMatmulMulti(x, T, H, L.post_norm.device, eps, xn, &fc, 1);
     add_bias(gate, Fl, L.gate.bias);
     be.Relu2(gate, T * Fl);
   } else {
     const kernels::KernelBackend::MatmulOutput gate_up[2] = {{&L.gate.weight, gate, Fl},
                                                              {&L.up.weight, up, Fl}};
-    be.MatmulMulti(xn, T, H, gate_up, 2);
+    be.NormMatmulMulti(x, T, H, L.post_norm.device, eps, xn, gate_up, 2);
     add_bias(gate, Fl, L.gate.bias);
     add_bias(up, Fl, L.up.bias);
     be.SiluMul(gate, up, T, Fl, Fl, gate);

@@ -14,6 +14,8 @@
 # cuda (Qwen3-0.6B BF16 and NVFP4, Llama-3.2-1B BF16: prefill, decode,
 # batched decode; the Qwen3-8B shape, BF16 and NVFP4, 8 of its layers: c1
 # decode and a 2,048-token prefill, NVFP4 once more with the integer kernel;
+# Qwen3-0.6B BF16 and the 8B shape again with OCTET_CUDA_FUSED=off (the A/B
+# of the fused norm/matmul and QK-norm/RoPE launches);
 # the Qwen3-30B-A3B shape, 4 of its layers: c1 and c8 decode with the grouped
 # expert ops against a call per expert, and with the routing on the device;
 # a per-op decode profile), test_cuda_engine again with
@@ -119,6 +121,8 @@ write_summary() {
   "bench_engine_8b_split": $(json_or_null "$LOG/bench_engine_8b_split.json"),
   "bench_engine_8b_bf16": $(json_or_null "$LOG/bench_engine_8b_bf16.json"),
   "bench_engine_8b_nvfp4_int": $(json_or_null "$LOG/bench_engine_8b_int.json"),
+  "bench_engine_0.6b_unfused": $(json_or_null "$LOG/bench_engine_0.6b_unfused.json"),
+  "bench_engine_8b_unfused": $(json_or_null "$LOG/bench_engine_8b_unfused.json"),
   "bench_engine_moe": $(json_or_null "$LOG/bench_engine_moe.json"),
   "bench_engine_moe_device": $(json_or_null "$LOG/bench_engine_moe_device.json")
 }
@@ -380,6 +384,22 @@ OCTET_CUDA_NVFP4_GEMV=int \
 echo "device-check: octet_bench_engine qwen3-8b-nvfp4 (OCTET_CUDA_NVFP4_GEMV=int) exit $rc"
 tail -n 6 "$LOG/bench_engine_8b_int.txt"
 (( rc != 0 )) && ENGINE_RC=$rc
+# The fused decode ops (input norms in the q/k/v and gate/up launches,
+# QK-norm and RoPE in one) off: each run's rows against the same model's
+# rows above (bench_engine and the split 8B run, the same arguments).
+for run in "0.6b:qwen3-0.6b-bf16:--layers=0:512:1,8" \
+           "8b:qwen3-8b-bf16,qwen3-8b-nvfp4:--layers=8:2048:1"; do
+  IFS=: read -r tag models layers prompt conc <<<"$run"
+  rc=0
+  OCTET_CUDA_FUSED=off \
+    timeout "$(step_timeout 90 10)" "$PROG_BIN/octet_bench_engine" --backend cuda \
+    --dir "$BENCH_MODELS" --models "$models" "$layers" \
+    --prompt "$prompt" --decode 64 --concurrency "$conc" --stream-mib 1024 \
+    >"$LOG/bench_engine_${tag}_unfused.json" 2>"$LOG/bench_engine_${tag}_unfused.txt" || rc=$?
+  echo "device-check: octet_bench_engine $models (OCTET_CUDA_FUSED=off) exit $rc"
+  tail -n 6 "$LOG/bench_engine_${tag}_unfused.txt"
+  (( rc != 0 )) && ENGINE_RC=$rc
+done
 # The Qwen3-30B-A3B shape (4 of its 48 layers, NVFP4 experts): decode at c1
 # and c8, and the backend's grouped expert ops (the CUDA default at decode)
 # against a matmul call per expert, alternating (--moe-ab: the ratio).

@@ -233,6 +233,182 @@ class TestCudaBackend : public QObject {
     }
   }
 
+  // The fused decode ops (on unless OCTET_CUDA_FUSED=off). MatmulMulti runs
+  // its decode products as one grouped launch: each output is its own
+  // Matmul bit for bit. NormMatmulMulti applies the RMSNorm as the GEMV
+  // stages x: bit for bit RmsNorm then MatmulMulti on this backend (the
+  // kernel repeats RmsNorm's reduction), and the scalar backend's within the
+  // matmul tolerance; where it cannot fuse (12 rows: cuBLAS; mixed formats)
+  // it makes the two calls, also checked.
+  void normAndMatmulsInOneLaunch() {
+    std::mt19937 rng(23);
+    struct Case {
+      std::vector<WeightFormat> formats;
+      int64_t k;
+    };
+    const Case cases[] = {
+        {{WeightFormat::kBF16, WeightFormat::kBF16, WeightFormat::kBF16}, 256},
+        {{WeightFormat::kNvfp4, WeightFormat::kNvfp4, WeightFormat::kNvfp4}, 1056},  // 2 tiles
+        {{WeightFormat::kBF16, WeightFormat::kBF16}, 100},                           // ragged k
+        {{WeightFormat::kNvfp4}, 512},
+        {{WeightFormat::kBF16, WeightFormat::kNvfp4}, 256},  // mixed: the two calls
+    };
+    const int64_t rows_of[] = {96, 40, 37};
+    for (const Case& cs : cases) {
+      const int n_out = static_cast<int>(cs.formats.size());
+      std::vector<HostWeight> w;
+      std::vector<Buffer> storage;
+      std::vector<WeightMatrix> dw;
+      for (int o = 0; o < n_out; ++o) {
+        w.push_back(MakeWeight(cs.formats[o], rows_of[o], cs.k,
+                               o == 1 ? Layout::kPadded : Layout::kTight, rng));
+      }
+      for (int o = 0; o < n_out; ++o) {
+        auto d = gpu_->PrepareWeight(w[o].view, &storage);
+        QVERIFY2(d.ok(), d.status().ToString().c_str());
+        dw.push_back(*d);
+      }
+      for (int m : {1, 2, 5, 8, 12}) {
+        for (bool with_w : {true, false}) {
+          const std::string what = std::string(WeightFormatName(cs.formats[0])) + " x" +
+                                   std::to_string(n_out) + " k " + std::to_string(cs.k) + " m " +
+                                   std::to_string(m) + (with_w ? "" : " no scale");
+          const int64_t k = cs.k;
+          std::vector<float> x = RandomFloats(m * k, rng, 2.0f), nw = RandomFloats(k, rng);
+          float* dx = Up(x);
+          float* dnw = with_w ? Up(nw) : nullptr;
+          float* dxn = Up(std::vector<float>(m * k));
+          std::vector<float*> fused(n_out), composed(n_out), single(n_out);
+          std::vector<KernelBackend::MatmulOutput> fo(n_out), co(n_out);
+          for (int o = 0; o < n_out; ++o) {
+            const std::vector<float> y0(m * (rows_of[o] + 2), 7.0f);
+            fused[o] = Up(y0);
+            composed[o] = Up(y0);
+            single[o] = Up(y0);
+            fo[o] = {&dw[o], fused[o], rows_of[o] + 2};
+            co[o] = {&dw[o], composed[o], rows_of[o] + 2};
+          }
+          gpu_->NormMatmulMulti(dx, m, k, dnw, 1e-6f, dxn, fo.data(), n_out);
+          gpu_->RmsNorm(dx, dnw, 1e-6f, m, k, k, dxn);
+          gpu_->MatmulMulti(dxn, m, k, co.data(), n_out);
+          for (int o = 0; o < n_out; ++o) {
+            gpu_->Matmul(dxn, m, k, dw[o], single[o], rows_of[o] + 2, false);
+          }
+          // The scalar backend's norm and products.
+          std::vector<float> xn(m * k);
+          ref_->RmsNorm(x.data(), with_w ? nw.data() : nullptr, 1e-6f, m, k, k, xn.data());
+          for (int o = 0; o < n_out; ++o) {
+            const int64_t n = rows_of[o], ldy = n + 2;
+            const std::vector<float> got = Down(fused[o], m * ldy);
+            const std::vector<float> comp = Down(composed[o], m * ldy);
+            const std::vector<float> one = Down(single[o], m * ldy);
+            OK_OR_FAIL(Sync());
+            const std::vector<float> exact(got.size(), 0.0f);
+            std::string bad = FirstMismatch(got, comp, exact);
+            QVERIFY2(bad.empty(), (what + ", output " + std::to_string(o) +
+                                   ": fused against RmsNorm + MatmulMulti: " + bad)
+                                      .c_str());
+            bad = FirstMismatch(comp, one, exact);
+            QVERIFY2(bad.empty(), (what + ", output " + std::to_string(o) +
+                                   ": MatmulMulti against Matmul: " + bad)
+                                      .c_str());
+            std::vector<float> want(m * ldy, 7.0f);
+            ref_->Matmul(xn.data(), m, k, w[o].view, want.data(), ldy, false);
+            std::vector<float> tol(want.size(), 0.0f);  // the padding: untouched
+            for (int64_t i = 0; i < m; ++i) {
+              for (int64_t r = 0; r < n; ++r) {
+                float mag = 0.0f;
+                for (int64_t c = 0; c < k; ++c) {
+                  mag += std::fabs(xn[i * k + c] * WeightAt(w[o].view, r, c));
+                }
+                tol[i * ldy + r] = 3e-5f * mag + 1e-6f;
+              }
+            }
+            bad = FirstMismatch(got, want, tol);
+            QVERIFY2(bad.empty(), (what + ", output " + std::to_string(o) +
+                                   ": against the scalar backend: " + bad)
+                                      .c_str());
+          }
+        }
+      }
+    }
+  }
+
+  // PrepareQk in one launch: bit for bit the RmsNorm and RopeHeads calls it
+  // replaces on this backend (KernelBackend's default), for QK-norm before
+  // RoPE (Qwen3), after it (nanochat) and none (Llama), partial rotary (GLM),
+  // heads narrower than the block and as wide as 256; and the scalar
+  // backend's within the norm and RoPE tolerances.
+  void qkNormAndRopeInOneLaunch() {
+    std::mt19937 rng(29);
+    struct Shape {
+      int64_t head_dim, rotary;
+    };
+    for (const Shape sh : {Shape{128, 128}, Shape{128, 64}, Shape{48, 48}, Shape{256, 256}}) {
+      for (int norm = 0; norm < 3; ++norm) {
+        for (int64_t rows : {1, 3, 7}) {
+          const int64_t qh = 6, kh = 2, hd = sh.head_dim;
+          const std::string what = "head_dim " + std::to_string(hd) + " rotary " +
+                                   std::to_string(sh.rotary) + " norm " +
+                                   (norm == 0   ? "none"
+                                    : norm == 1 ? "before"
+                                                : "after") +
+                                   " rows " + std::to_string(rows);
+          std::vector<float> q = RandomFloats(rows * qh * hd, rng, 3.0f);
+          std::vector<float> k = RandomFloats(rows * kh * hd, rng, 3.0f);
+          std::vector<float> qn = RandomFloats(hd, rng), kn = RandomFloats(hd, rng);
+          std::vector<int32_t> pos(rows);
+          for (int64_t r = 0; r < rows; ++r) pos[r] = static_cast<int32_t>(r * 977 % 40000);
+          std::vector<float> inv(sh.rotary / 2);
+          for (int64_t i = 0; i < sh.rotary / 2; ++i) {
+            inv[i] = std::pow(1e6f, -2.0f * i / sh.rotary);
+          }
+          KernelBackend::QkPrepArgs a;
+          a.q_heads = qh;
+          a.k_heads = kh;
+          a.rows = rows;
+          a.head_dim = hd;
+          a.rotary_dim = sh.rotary;
+          a.qk_norm = norm != 0;
+          a.norm_after_rope = norm == 2;
+          a.eps = 1e-6f;
+          KernelBackend::QkPrepArgs fused = a, composed = a, host = a;
+          fused.q = Up(q);
+          fused.k = Up(k);
+          composed.q = Up(q);
+          composed.k = Up(k);
+          fused.positions = composed.positions = Up(pos);
+          fused.inv_freq = composed.inv_freq = Up(inv);
+          fused.q_norm = composed.q_norm = Up(qn);
+          fused.k_norm = composed.k_norm = rows == 3 ? nullptr : Up(kn);  // no scale: once
+          gpu_->PrepareQk(fused);
+          gpu_->KernelBackend::PrepareQk(composed);
+          const std::vector<float> gq = Down(fused.q, q.size()), gk = Down(fused.k, k.size());
+          const std::vector<float> cq = Down(composed.q, q.size());
+          const std::vector<float> ck = Down(composed.k, k.size());
+          OK_OR_FAIL(Sync());
+          std::string bad = FirstMismatch(gq, cq, std::vector<float>(q.size(), 0.0f));
+          QVERIFY2(bad.empty(), (what + ": q against the composed ops: " + bad).c_str());
+          bad = FirstMismatch(gk, ck, std::vector<float>(k.size(), 0.0f));
+          QVERIFY2(bad.empty(), (what + ": k against the composed ops: " + bad).c_str());
+          std::vector<float> wq = q, wk = k;
+          host.q = wq.data();
+          host.k = wk.data();
+          host.positions = pos.data();
+          host.inv_freq = inv.data();
+          host.q_norm = qn.data();
+          host.k_norm = rows == 3 ? nullptr : kn.data();
+          ref_->PrepareQk(host);
+          const float tq = 2e-5f * MaxAbs(wq) + 1e-6f, tk = 2e-5f * MaxAbs(wk) + 1e-6f;
+          bad = FirstMismatch(gq, wq, std::vector<float>(q.size(), tq));
+          QVERIFY2(bad.empty(), (what + ": q against the scalar backend: " + bad).c_str());
+          bad = FirstMismatch(gk, wk, std::vector<float>(k.size(), tk));
+          QVERIFY2(bad.empty(), (what + ": k against the scalar backend: " + bad).c_str());
+        }
+      }
+    }
+  }
+
   // OCTET_CUDA_NVFP4_GEMV=int (read when a backend is made): NVFP4 decode
   // matmuls through the integer kernel, against the scalar backend: one
   // Matmul, a MatmulMulti of two NVFP4 matrices of one k (one packing for

@@ -101,6 +101,19 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::Create(const BackendOptions& o
                          << "' is neither 'device' nor 'host'; routing on the host";
     }
   }
+  // The fused decode ops (q/k/v and gate/up in one launch with their input
+  // norm, QK-norm and RoPE in one): on unless OCTET_CUDA_FUSED=off, the A/B.
+  if (const char* fused = std::getenv("OCTET_CUDA_FUSED"); fused && *fused) {
+    const std::string v = fused;
+    if (v == "off") {
+      b->fused_ = false;
+      OCTET_LOG(INFO) << "cuda backend: norm, matmul and RoPE launches unfused "
+                         "(OCTET_CUDA_FUSED=off)";
+    } else if (v != "on") {
+      OCTET_LOG(WARNING) << "cuda backend: OCTET_CUDA_FUSED='" << v
+                         << "' is neither 'on' nor 'off'; fusing";
+    }
+  }
   // Without pinned memory the uploads stay correct, only synchronous-ish.
   void* ring = nullptr;
   if (cudaHostAlloc(&ring, 2 * kStagingHalfBytes, cudaHostAllocDefault) == cudaSuccess &&
@@ -360,10 +373,50 @@ void CudaBackend::MatmulMulti(const float* x, int64_t m, int64_t ldx, const Matm
     }
     return;
   }
-  for (int i = 0; i < n_outputs; ++i) {
-    if (!Check(outputs ? Status::Ok() : InvalidArgumentError("MatmulMulti: null outputs"))) return;
-    Check(MatmulImpl(x, m, ldx, *outputs[i].w, outputs[i].y, outputs[i].ldy, false));
+  if (n_outputs > 0 &&
+      !Check(outputs ? Status::Ok() : InvalidArgumentError("MatmulMulti: null outputs"))) {
+    return;
   }
+  if (!fused_) {
+    for (int i = 0; i < n_outputs; ++i) {
+      Check(MatmulImpl(x, m, ldx, *outputs[i].w, outputs[i].y, outputs[i].ldy, false));
+    }
+    return;
+  }
+  // As grouped products: the decode-sized ones of one format in one launch
+  // (q/k/v: three launches become one), each bit for bit its own Matmul.
+  multi_products_.clear();
+  for (int i = 0; i < n_outputs; ++i) {
+    multi_products_.push_back({x, m, ldx, outputs[i].w, outputs[i].y, outputs[i].ldy});
+  }
+  Check(MatmulGroupedImpl(multi_products_.data(), n_outputs));
+}
+
+void CudaBackend::NormMatmulMulti(const float* x, int64_t m, int64_t k, const float* norm_weight,
+                                  float eps, float* xn, const MatmulOutput* outputs,
+                                  int n_outputs) {
+  // The norm goes into the GEMV's staging of x when every output is a
+  // decode product of the float kernel of one format (the integer kernel
+  // packs x in a launch of its own; prefill-sized products go to cuBLAS).
+  bool fuse = fused_ && n_outputs > 0 && outputs && x && m >= 1 && m <= kGemvMaxRows;
+  for (int i = 0; fuse && i < n_outputs; ++i) {
+    const WeightMatrix* w = outputs[i].w;
+    fuse = w && (w->format == WeightFormat::kBF16 || w->format == WeightFormat::kNvfp4) &&
+           w->format == outputs[0].w->format && w->cols == k && w->rows > 0 && !UseNvfp4Int(m, *w);
+  }
+  if (!fuse) {
+    KernelBackend::NormMatmulMulti(x, m, k, norm_weight, eps, xn, outputs, n_outputs);
+    return;
+  }
+  gemv_products_.clear();
+  for (int i = 0; i < n_outputs; ++i) {
+    GemvProduct p{x, k, outputs[i].w, outputs[i].y, outputs[i].ldy};
+    p.rms_norm = true;
+    p.norm_weight = norm_weight;
+    p.norm_eps = eps;
+    gemv_products_.push_back(p);
+  }
+  Check(LaunchGemvGrouped(stream_, m, gemv_products_.data(), n_outputs));
 }
 
 // ---- mixture-of-experts decode ---------------------------------------------------
@@ -716,6 +769,29 @@ void CudaBackend::RopeHeads(float* x, int64_t rows, int64_t row_stride, int64_t 
                             const float* inv_freq) {
   Check(LaunchRopeHeads(stream_, x, rows, row_stride, n_heads, head_stride, rotary_dim, positions,
                         inv_freq));
+}
+
+void CudaBackend::PrepareQk(const QkPrepArgs& a) {
+  if (!fused_) {
+    KernelBackend::PrepareQk(a);
+    return;
+  }
+  QkPrep p;
+  p.q = a.q;
+  p.q_heads = a.q_heads;
+  p.k = a.k;
+  p.k_heads = a.k_heads;
+  p.rows = a.rows;
+  p.head_dim = a.head_dim;
+  p.rotary_dim = a.rotary_dim;
+  p.positions = a.positions;
+  p.inv_freq = a.inv_freq;
+  p.norm =
+      a.qk_norm ? (a.norm_after_rope ? QkPrep::kAfterRope : QkPrep::kBeforeRope) : QkPrep::kNone;
+  p.q_norm = a.q_norm;
+  p.k_norm = a.k_norm;
+  p.eps = a.eps;
+  Check(LaunchQkPrep(stream_, p));
 }
 
 void CudaBackend::SiluMul(const float* gate, const float* up, int64_t rows, int64_t n,

@@ -1,7 +1,10 @@
 // CudaBackend: the KernelBackend of octet/kernels/cuda/cuda_backend.h
 // (internal; programs make one through CreateCudaBackend or the backend
 // registry). Which kernel runs each op:
-//   Matmul/MatmulMulti  m <= 8, BF16/NVFP4: LaunchGemv (gemv.cu);
+//   Matmul             m <= 8, BF16/NVFP4: LaunchGemv (gemv.cu);
+//   MatmulMulti         as MatmulGrouped (q/k/v in one launch);
+//   NormMatmulMulti     the same with the RMSNorm in the GEMV's staging;
+//   PrepareQk           LaunchQkPrep: QK-norm and RoPE in one launch;
 //   MatmulGrouped       the same kernel, up to 32 products a launch
 //   (and ScatterAdd)    (LaunchGemvGrouped); the weighted sums up to 64
 //                       products a launch (LaunchScatterAddProducts);
@@ -56,6 +59,9 @@ class CudaBackend final : public KernelBackend {
               bool accumulate) override;
   void MatmulMulti(const float* x, int64_t m, int64_t ldx, const MatmulOutput* outputs,
                    int n_outputs) override;
+  void NormMatmulMulti(const float* x, int64_t m, int64_t k, const float* norm_weight, float eps,
+                       float* xn, const MatmulOutput* outputs, int n_outputs) override;
+  void PrepareQk(const QkPrepArgs& a) override;
   void Gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
             const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
             int64_t ldc) override;
@@ -143,6 +149,7 @@ class CudaBackend final : public KernelBackend {
   bool split_bf16_ = true;  // OCTET_CUDA_MATMUL != "bf16"
   bool nvfp4_int_ = false;  // OCTET_CUDA_NVFP4_GEMV == "int"
   bool moe_on_device_ = false;  // OCTET_CUDA_MOE_ROUTING == "device"
+  bool fused_ = true;           // OCTET_CUDA_FUSED != "off"
   Status error_ = Status::Ok();
   int64_t more_errors_ = 0;
   struct ScratchBuffer {
@@ -154,6 +161,8 @@ class CudaBackend final : public KernelBackend {
   // MatmulGrouped's launch lists by format (BF16, NVFP4) and rows - 1.
   std::vector<GemvProduct> gemv_groups_[2][kGemvMaxRows];
   std::vector<GroupedProduct> scatter_products_;  // MatmulScatterAdd's products
+  std::vector<GroupedProduct> multi_products_;    // MatmulMulti's outputs
+  std::vector<GemvProduct> gemv_products_;        // NormMatmulMulti's
   std::vector<ScatterRows> scatter_rows_;         // and where their rows go
 
   // Pinned host memory for the small uploads of every step (token ids,

@@ -113,6 +113,10 @@ struct GemvParams {
   int k;
   bool accumulate;
   bool vector_rows;  // every row starts 16-byte aligned
+  // RMSNorm of x's rows applied while staging (GemvProduct::rms_norm).
+  bool rms_norm;
+  float norm_eps;
+  const float* norm_weight;  // may be null: no scale
 };
 
 // The chunk of `row` that starts at column `col`, columns at or past k read
@@ -149,7 +153,9 @@ __device__ __forceinline__ uint4 LoadChunk(const uint8_t* row, int col, int k, b
 // Block `block` of the product `p` (its rows kRowsPerBlock * block onwards).
 // GemvKernel runs one product, GemvGroupedKernel several: the same code per
 // block, so a product's results are the same bit for bit either way.
-template <WeightFormat F, int M>
+// kNorm: p.rms_norm's variant (a template parameter, so that the plain
+// kernels' code is what it was when an H200 measured it).
+template <WeightFormat F, int M, bool kNorm = false>
 __device__ __forceinline__ void GemvBlock(const GemvParams& p, int block) {
   constexpr int R = kRowsPerWarp;
   constexpr int U = kChunksPerTile<F>;
@@ -208,6 +214,23 @@ __device__ __forceinline__ void GemvBlock(const GemvParams& p, int block) {
   constexpr bool kPrefetch = U == 1;
   if constexpr (kPrefetch) load_tile(0, chunk, scale_code);
 
+  // With rms_norm, each x row's 1 / rms first, while the first tile's weights
+  // are in flight: RmsNormKernel's own loop and reduction (elementwise.cu;
+  // both run kThreads = 256 threads), so the staged values below are its
+  // output bit for bit.
+  __shared__ float inv_rms[M];
+  if constexpr (kNorm) {
+    __shared__ float red[kWarps];
+    for (int i = 0; i < M; ++i) {
+      const float* xr = p.x + i * p.ldx;
+      float ss = 0.0f;
+      for (int c = threadIdx.x; c < p.k; c += kThreads) ss = fmaf(xr[c], xr[c], ss);
+      ss = BlockSum(ss, red);
+      if (threadIdx.x == 0) inv_rms[i] = 1.0f / sqrtf(ss / static_cast<float>(p.k) + p.norm_eps);
+    }
+    // The staging loop's first barrier orders these writes before its reads.
+  }
+
   for (int t0 = 0; t0 < p.k; t0 += kTileCols) {
     // 1. This tile's weights (already loaded where prefetched).
     if constexpr (!kPrefetch) load_tile(t0, chunk, scale_code);
@@ -217,7 +240,12 @@ __device__ __forceinline__ void GemvBlock(const GemvParams& p, int block) {
     for (int idx = threadIdx.x; idx < M * kTileCols; idx += kThreads) {
       const int i = idx / kTileCols;
       const int c = idx % kTileCols;
-      xs[i][PaddedCol(c)] = t0 + c < p.k ? p.x[i * p.ldx + t0 + c] : 0.0f;
+      float v = t0 + c < p.k ? p.x[i * p.ldx + t0 + c] : 0.0f;
+      if (kNorm && t0 + c < p.k) {
+        v = v * inv_rms[i];  // as RmsNormKernel: x * inv, then weight * that
+        if (p.norm_weight) v = p.norm_weight[t0 + c] * v;
+      }
+      xs[i][PaddedCol(c)] = v;
     }
     __syncthreads();
     uint4 next_chunk[R][U];
@@ -365,10 +393,11 @@ struct GemvGroupedParams {
   GemvParams p[kGroupedProducts];
   int first_block[kGroupedProducts + 1];
   int n;
+  bool rms_norm;  // every product's (GemvProduct::rms_norm)
 };
 static_assert(sizeof(GemvGroupedParams) <= 4096, "kernel parameters above 4 KiB");
 
-template <WeightFormat F, int M>
+template <WeightFormat F, int M, bool kNorm>
 __global__ void __launch_bounds__(kThreads) GemvGroupedKernel(const GemvGroupedParams g) {
   const int b = blockIdx.x;
   int lo = 0, hi = g.n - 1;  // the last product whose first block is <= b
@@ -380,7 +409,7 @@ __global__ void __launch_bounds__(kThreads) GemvGroupedKernel(const GemvGroupedP
       hi = mid - 1;
     }
   }
-  GemvBlock<F, M>(g.p[lo], b - g.first_block[lo]);
+  GemvBlock<F, M, kNorm>(g.p[lo], b - g.first_block[lo]);
 }
 
 // LaunchGemvRouted: grid (row blocks, slots, matrices). The slot's expert
@@ -433,7 +462,12 @@ Status Launch(cudaStream_t stream, const GemvParams& p) {
 
 template <WeightFormat F, int M>
 Status LaunchGrouped(cudaStream_t stream, const GemvGroupedParams& g) {
-  GemvGroupedKernel<F, M><<<static_cast<unsigned>(g.first_block[g.n]), kThreads, 0, stream>>>(g);
+  const unsigned blocks = static_cast<unsigned>(g.first_block[g.n]);
+  if (g.rms_norm) {
+    GemvGroupedKernel<F, M, true><<<blocks, kThreads, 0, stream>>>(g);
+  } else {
+    GemvGroupedKernel<F, M, false><<<blocks, kThreads, 0, stream>>>(g);
+  }
   return CheckLaunch(F == WeightFormat::kBF16 ? "GemvGroupedKernel<BF16>"
                                               : "GemvGroupedKernel<NVFP4>");
 }
@@ -560,6 +594,12 @@ Status LaunchGemvGrouped(CUstream_st* stream, int64_t m, const GemvProduct* prod
                                   " without weights");
     }
     if (i == 0) format = q.w->format;
+    if (q.rms_norm != products[0].rms_norm) {
+      return InvalidArgumentError("LaunchGemvGrouped: product " + std::to_string(i) +
+                                  (q.rms_norm ? " normalizes x" : " does not normalize x") +
+                                  " and product 0 " + (q.rms_norm ? "does not" : "does") +
+                                  "; one launch does one or the other");
+    }
     if (q.w->format != format) {
       return InvalidArgumentError("LaunchGemvGrouped: product " + std::to_string(i) + " is " +
                                   std::string(WeightFormatName(q.w->format)) + ", product 0 " +
@@ -572,6 +612,7 @@ Status LaunchGemvGrouped(CUstream_st* stream, int64_t m, const GemvProduct* prod
   }
   cudaStream_t cs = stream;
   GemvGroupedParams g{};
+  g.rms_norm = n_products > 0 && products[0].rms_norm;
   int64_t blocks = 0;
   auto flush = [&]() -> Status {
     if (g.n == 0) return Status::Ok();
@@ -586,9 +627,12 @@ Status LaunchGemvGrouped(CUstream_st* stream, int64_t m, const GemvProduct* prod
   for (int i = 0; i < n_products; ++i) {
     const GemvProduct& q = products[i];
     bool skip = true;
-    OCTET_ASSIGN_OR_RETURN(const GemvParams p, MakeParams("LaunchGemvGrouped", q.x, m, q.ldx, *q.w,
-                                                          q.y, q.ldy, false, &skip));
+    OCTET_ASSIGN_OR_RETURN(GemvParams p, MakeParams("LaunchGemvGrouped", q.x, m, q.ldx, *q.w, q.y,
+                                                    q.ldy, false, &skip));
     if (skip) continue;  // nothing to write
+    p.rms_norm = q.rms_norm;
+    p.norm_eps = q.norm_eps;
+    p.norm_weight = q.norm_weight;
     const int64_t b = CeilDiv(p.n, kRowsPerBlock);
     if (g.n == kGroupedProducts || blocks + b > INT32_MAX) OCTET_RETURN_IF_ERROR(flush());
     g.p[g.n] = p;

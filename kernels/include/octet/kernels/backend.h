@@ -225,6 +225,23 @@ class KernelBackend {
   virtual void MatmulMulti(const float* x, int64_t m, int64_t ldx, const MatmulOutput* outputs,
                            int n_outputs) = 0;
 
+  // MatmulMulti of the RMSNorm of x: xn = RmsNorm(x, norm_weight, eps) over
+  // rows of k (x and xn rows k floats apart), then outputs[i].y = xn ·
+  // outputs[i].wᵀ (every w with k columns). A block's first step (the
+  // input norm and q/k/v, the post-attention norm and gate/up). A device
+  // backend may apply the norm as the matmuls read x (one launch instead of
+  // two), leaving xn unwritten: the caller must not read xn afterwards. The
+  // default makes the two calls (Matmul for one output). xn may be x.
+  virtual void NormMatmulMulti(const float* x, int64_t m, int64_t k, const float* norm_weight,
+                               float eps, float* xn, const MatmulOutput* outputs, int n_outputs) {
+    RmsNorm(x, norm_weight, eps, m, k, k, xn);
+    if (n_outputs == 1) {
+      Matmul(xn, m, k, *outputs[0].w, outputs[0].y, outputs[0].ldy, false);
+    } else {
+      MatmulMulti(xn, m, k, outputs, n_outputs);
+    }
+  }
+
   // General float32 GEMM, row-major: C[M,N] = alpha · op(A) · op(B) + beta · C,
   // op(A) is [M,K] (A stored [K,M] when trans_a), op(B) is [K,N] (B stored
   // [N,K] when trans_b). beta == 0 ignores C's old contents (NaNs included).
@@ -260,6 +277,43 @@ class KernelBackend {
     for (int64_t h = 0; h < n_heads; ++h) {
       Rope(x + h * head_stride, rows, row_stride, 1, rotary_dim, positions, inv_freq);
     }
+  }
+
+  // A step's queries and keys made ready for attention, in place: q [rows,
+  // q_heads, head_dim] and k [rows, k_heads, head_dim] (rows of q_heads *
+  // head_dim and k_heads * head_dim floats), each head's first rotary_dim
+  // features rotated as RopeHeads does; with qk_norm, each head's head_dim
+  // features RMSNorm'ed (q_norm / k_norm the scales, either may be null: no
+  // scale) before the rotation, or after it with norm_after_rope. A device
+  // backend does all of it in one launch (four otherwise); the default calls
+  // RmsNorm and RopeHeads.
+  struct QkPrepArgs {
+    float* q = nullptr;
+    int64_t q_heads = 0;
+    float* k = nullptr;
+    int64_t k_heads = 0;
+    int64_t rows = 0;
+    int64_t head_dim = 0;
+    int64_t rotary_dim = 0;  // 0..head_dim, even
+    const int32_t* positions = nullptr;
+    const float* inv_freq = nullptr;  // [rotary_dim / 2]
+    bool qk_norm = false;
+    bool norm_after_rope = false;
+    const float* q_norm = nullptr;  // [head_dim]
+    const float* k_norm = nullptr;
+    float eps = 0.0f;
+  };
+  virtual void PrepareQk(const QkPrepArgs& a) {
+    const auto norm = [&] {
+      RmsNorm(a.q, a.q_norm, a.eps, a.rows * a.q_heads, a.head_dim, a.head_dim, a.q);
+      RmsNorm(a.k, a.k_norm, a.eps, a.rows * a.k_heads, a.head_dim, a.head_dim, a.k);
+    };
+    if (a.qk_norm && !a.norm_after_rope) norm();
+    RopeHeads(a.q, a.rows, a.q_heads * a.head_dim, a.q_heads, a.head_dim, a.rotary_dim, a.positions,
+              a.inv_freq);
+    RopeHeads(a.k, a.rows, a.k_heads * a.head_dim, a.k_heads, a.head_dim, a.rotary_dim, a.positions,
+              a.inv_freq);
+    if (a.qk_norm && a.norm_after_rope) norm();
   }
 
   // Causal grouped-query attention over KV caches, several sequences at once.

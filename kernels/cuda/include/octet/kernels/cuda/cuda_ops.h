@@ -40,13 +40,22 @@ inline constexpr int64_t kGemvMaxRows = 8;
 Status LaunchGemv(CUstream_st* stream, const float* x, int64_t m, int64_t ldx,
                   const WeightMatrix& w, float* y, int64_t ldy, bool accumulate);
 
-// One product of LaunchGemvGrouped: y[m, w.rows] = x[m, w.cols] · wᵀ.
+// One product of LaunchGemvGrouped: y[m, w.rows] = x[m, w.cols] · wᵀ; with
+// rms_norm, of RmsNorm(x) instead (KernelBackend::RmsNorm with norm_weight,
+// which may be null, and norm_eps, over each row's w.cols values): every
+// block reduces the rows itself and scales x as it stages it, with the
+// arithmetic of LaunchRmsNorm's kernel (the same block size, loop and
+// reduction), so y is bit for bit LaunchRmsNorm then LaunchGemv. The
+// products of one LaunchGemvGrouped call all normalize or none do.
 struct GemvProduct {
   const float* x;
   int64_t ldx;
   const WeightMatrix* w;
   float* y;
   int64_t ldy;
+  bool rms_norm = false;
+  const float* norm_weight = nullptr;
+  float norm_eps = 0.0f;
 };
 // Every product, each of m rows (1..kGemvMaxRows) and all of one format (BF16
 // or NVFP4), in one launch per 32 products (a mixture of experts' chosen
@@ -157,6 +166,31 @@ Status LaunchRmsNorm(CUstream_st* stream, const float* x, const float* weight, f
 Status LaunchRopeHeads(CUstream_st* stream, float* x, int64_t rows, int64_t row_stride,
                        int64_t n_heads, int64_t head_stride, int64_t rotary_dim,
                        const int32_t* positions, const float* inv_freq);
+
+// KernelBackend::PrepareQk in one launch: a block per (row, head) of q, then
+// of k, holds the head in shared memory and normalizes it (QK-norm) before
+// or after rotating it with the arithmetic of LaunchRmsNorm's and
+// LaunchRopeHeads' kernels (the same block size, loops, reduction and
+// angles), so the result is theirs bit for bit. q rows are q_heads *
+// head_dim floats, k rows k_heads * head_dim; head_dim at most 1024,
+// rotary_dim even and at most head_dim; the norm scales may be null.
+struct QkPrep {
+  enum Norm { kNone, kBeforeRope, kAfterRope };
+  float* q = nullptr;
+  int64_t q_heads = 0;
+  float* k = nullptr;
+  int64_t k_heads = 0;
+  int64_t rows = 0;
+  int64_t head_dim = 0;
+  int64_t rotary_dim = 0;
+  const int32_t* positions = nullptr;
+  const float* inv_freq = nullptr;
+  Norm norm = kNone;
+  const float* q_norm = nullptr;
+  const float* k_norm = nullptr;
+  float eps = 0.0f;
+};
+Status LaunchQkPrep(CUstream_st* stream, const QkPrep& p);
 
 // Rotary embedding, half-split, in place, exactly as KernelBackend::Rope:
 // x [rows, n_heads, head_dim] with rows `row_stride` apart, positions[rows]
