@@ -335,15 +335,24 @@ Status Model::RunLayer(const LayerWeights& L, KvCache& cache, int64_t cache_laye
     be.NormMatmulMulti(x, T, H, L.post_norm.device, eps, xn, gate_up, 2);
     add_bias(gate, Fl, L.gate.bias);
     add_bias(up, Fl, L.up.bias);
-    be.SiluMul(gate, up, T, Fl, Fl, gate);
+    // silu(gate) * up goes into down_proj's call (below).
   }
   prof.Mark(DecodeProfile::kGateUp);
+  // down_proj of the dense MLP's hidden state (SiLU·mul with it, or
+  // nanochat's relu² already applied), into y.
+  const auto down = [&](float* y, bool accumulate) {
+    if (c.relu2_mlp) {
+      be.Matmul(gate, T, Fl, L.down.weight, y, H, accumulate);
+    } else {
+      be.SiluMulMatmul(gate, up, T, Fl, L.down.weight, y, H, accumulate);
+    }
+  };
   if (!L.is_moe() && accumulate_residual && L.down.bias.empty()) {
-    be.Matmul(gate, T, Fl, L.down.weight, x, H, true);  // as o_proj above
+    down(x, true);  // as o_proj above
     prof.Mark(DecodeProfile::kDown);
     return Status::Ok();
   }
-  if (!L.is_moe()) be.Matmul(gate, T, Fl, L.down.weight, proj, H, false);
+  if (!L.is_moe()) down(proj, false);
   prof.Mark(DecodeProfile::kDown);
   // >>> Tensor parallelism: down_proj is row-parallel; each rank holds a partial sum.
   if (hooks.all_reduce) OCTET_RETURN_IF_ERROR(hooks.all_reduce(proj, T * H));

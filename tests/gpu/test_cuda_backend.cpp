@@ -334,6 +334,61 @@ class TestCudaBackend : public QObject {
     }
   }
 
+  // SiluMulMatmul (the dense MLP's down projection with its input): the GEMV
+  // forms silu(gate) * up as it stages it, bit for bit SiluMul then Matmul
+  // on this backend, accumulating or not, gate/up rows wider than k; the
+  // scalar backend's within the matmul tolerance; 12 rows (cuBLAS): the two
+  // calls.
+  void siluMulInTheDownMatmul() {
+    std::mt19937 rng(31);
+    for (WeightFormat f : {WeightFormat::kBF16, WeightFormat::kNvfp4}) {
+      for (int64_t k : {int64_t{768}, int64_t{1056}}) {
+        const int64_t n = 72, stride = k + 8, ldy = n + 1;
+        HostWeight w = MakeWeight(f, n, k, Layout::kTight, rng);
+        std::vector<Buffer> storage;
+        auto dw = gpu_->PrepareWeight(w.view, &storage);
+        QVERIFY2(dw.ok(), dw.status().ToString().c_str());
+        for (int m : {1, 3, 8, 12}) {
+          for (bool acc : {false, true}) {
+            const std::string what = std::string(WeightFormatName(f)) + " k " + std::to_string(k) +
+                                     " m " + std::to_string(m) + (acc ? " accumulate" : "");
+            const std::vector<float> g = RandomFloats(m * stride, rng, 3.0f);
+            const std::vector<float> u = RandomFloats(m * stride, rng);
+            const std::vector<float> y0 = RandomFloats(m * ldy, rng);
+            float* fused_g = Up(g);
+            float* comp_g = Up(g);
+            float* du = Up(u);
+            float* fused_y = Up(y0);
+            float* comp_y = Up(y0);
+            gpu_->SiluMulMatmul(fused_g, du, m, stride, *dw, fused_y, ldy, acc);
+            gpu_->SiluMul(comp_g, du, m, k, stride, comp_g);
+            gpu_->Matmul(comp_g, m, stride, *dw, comp_y, ldy, acc);
+            const std::vector<float> got = Down(fused_y, y0.size());
+            const std::vector<float> comp = Down(comp_y, y0.size());
+            OK_OR_FAIL(Sync());
+            std::string bad = FirstMismatch(got, comp, std::vector<float>(got.size(), 0.0f));
+            QVERIFY2(bad.empty(), (what + ": against SiluMul + Matmul: " + bad).c_str());
+            std::vector<float> h = g, want = y0;
+            ref_->SiluMul(h.data(), u.data(), m, k, stride, h.data());
+            ref_->Matmul(h.data(), m, stride, w.view, want.data(), ldy, acc);
+            std::vector<float> tol(want.size(), 0.0f);
+            for (int64_t i = 0; i < m; ++i) {
+              for (int64_t r = 0; r < n; ++r) {
+                float mag = acc ? std::fabs(y0[i * ldy + r]) : 0.0f;
+                for (int64_t c = 0; c < k; ++c) {
+                  mag += std::fabs(h[i * stride + c] * WeightAt(w.view, r, c));
+                }
+                tol[i * ldy + r] = 3e-5f * mag + 1e-6f;
+              }
+            }
+            bad = FirstMismatch(got, want, tol);
+            QVERIFY2(bad.empty(), (what + ": against the scalar backend: " + bad).c_str());
+          }
+        }
+      }
+    }
+  }
+
   // PrepareQk in one launch: bit for bit the RmsNorm and RopeHeads calls it
   // replaces on this backend (KernelBackend's default), for QK-norm before
   // RoPE (Qwen3), after it (nanochat) and none (Llama), partial rotary (GLM),

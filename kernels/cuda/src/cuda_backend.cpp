@@ -411,8 +411,8 @@ void CudaBackend::NormMatmulMulti(const float* x, int64_t m, int64_t k, const fl
   gemv_products_.clear();
   for (int i = 0; i < n_outputs; ++i) {
     GemvProduct p{x, k, outputs[i].w, outputs[i].y, outputs[i].ldy};
-    p.rms_norm = true;
-    p.norm_weight = norm_weight;
+    p.staging = GemvStaging::kRmsNorm;
+    p.aux = norm_weight;
     p.norm_eps = eps;
     gemv_products_.push_back(p);
   }
@@ -769,6 +769,22 @@ void CudaBackend::RopeHeads(float* x, int64_t rows, int64_t row_stride, int64_t 
                             const float* inv_freq) {
   Check(LaunchRopeHeads(stream_, x, rows, row_stride, n_heads, head_stride, rotary_dim, positions,
                         inv_freq));
+}
+
+void CudaBackend::SiluMulMatmul(float* gate, const float* up, int64_t m, int64_t stride,
+                                const WeightMatrix& w, float* y, int64_t ldy, bool accumulate) {
+  // silu(gate) * up formed as the GEMV stages its input, where the float
+  // decode kernel takes the product.
+  if (!fused_ || m < 1 || m > kGemvMaxRows || !gate || !up || w.rows <= 0 || w.cols <= 0 ||
+      (w.format != WeightFormat::kBF16 && w.format != WeightFormat::kNvfp4) || UseNvfp4Int(m, w)) {
+    KernelBackend::SiluMulMatmul(gate, up, m, stride, w, y, ldy, accumulate);
+    return;
+  }
+  GemvProduct p{gate, stride, &w, y, ldy};
+  p.staging = GemvStaging::kSiluMul;
+  p.aux = up;
+  p.accumulate = accumulate;
+  Check(LaunchGemvGrouped(stream_, m, &p, 1));
 }
 
 void CudaBackend::PrepareQk(const QkPrepArgs& a) {

@@ -5,6 +5,7 @@
 //   MatmulMulti         as MatmulGrouped (q/k/v in one launch);
 //   NormMatmulMulti     the same with the RMSNorm in the GEMV's staging;
 //   PrepareQk           LaunchQkPrep: QK-norm and RoPE in one launch;
+//   SiluMulMatmul       the GEMV forming silu(gate) * up as it stages it;
 //   MatmulGrouped       the same kernel, up to 32 products a launch
 //   (and ScatterAdd)    (LaunchGemvGrouped); the weighted sums up to 64
 //                       products a launch (LaunchScatterAddProducts);
@@ -62,6 +63,8 @@ class CudaBackend final : public KernelBackend {
   void NormMatmulMulti(const float* x, int64_t m, int64_t k, const float* norm_weight, float eps,
                        float* xn, const MatmulOutput* outputs, int n_outputs) override;
   void PrepareQk(const QkPrepArgs& a) override;
+  void SiluMulMatmul(float* gate, const float* up, int64_t m, int64_t stride, const WeightMatrix& w,
+                     float* y, int64_t ldy, bool accumulate) override;
   void Gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
             const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
             int64_t ldc) override;

@@ -113,10 +113,9 @@ struct GemvParams {
   int k;
   bool accumulate;
   bool vector_rows;  // every row starts 16-byte aligned
-  // RMSNorm of x's rows applied while staging (GemvProduct::rms_norm).
-  bool rms_norm;
+  // GemvProduct's: kRmsNorm's scale or kSiluMul's up, and the norm's eps.
+  const float* aux;
   float norm_eps;
-  const float* norm_weight;  // may be null: no scale
 };
 
 // The chunk of `row` that starts at column `col`, columns at or past k read
@@ -153,9 +152,9 @@ __device__ __forceinline__ uint4 LoadChunk(const uint8_t* row, int col, int k, b
 // Block `block` of the product `p` (its rows kRowsPerBlock * block onwards).
 // GemvKernel runs one product, GemvGroupedKernel several: the same code per
 // block, so a product's results are the same bit for bit either way.
-// kNorm: p.rms_norm's variant (a template parameter, so that the plain
+// S: how x is staged (GemvStaging; a template parameter, so that the plain
 // kernels' code is what it was when an H200 measured it).
-template <WeightFormat F, int M, bool kNorm = false>
+template <WeightFormat F, int M, GemvStaging S = GemvStaging::kPlain>
 __device__ __forceinline__ void GemvBlock(const GemvParams& p, int block) {
   constexpr int R = kRowsPerWarp;
   constexpr int U = kChunksPerTile<F>;
@@ -214,12 +213,12 @@ __device__ __forceinline__ void GemvBlock(const GemvParams& p, int block) {
   constexpr bool kPrefetch = U == 1;
   if constexpr (kPrefetch) load_tile(0, chunk, scale_code);
 
-  // With rms_norm, each x row's 1 / rms first, while the first tile's weights
+  // With kRmsNorm, each x row's 1 / rms first, while the first tile's weights
   // are in flight: RmsNormKernel's own loop and reduction (elementwise.cu;
   // both run kThreads = 256 threads), so the staged values below are its
   // output bit for bit.
   __shared__ float inv_rms[M];
-  if constexpr (kNorm) {
+  if constexpr (S == GemvStaging::kRmsNorm) {
     __shared__ float red[kWarps];
     for (int i = 0; i < M; ++i) {
       const float* xr = p.x + i * p.ldx;
@@ -241,9 +240,11 @@ __device__ __forceinline__ void GemvBlock(const GemvParams& p, int block) {
       const int i = idx / kTileCols;
       const int c = idx % kTileCols;
       float v = t0 + c < p.k ? p.x[i * p.ldx + t0 + c] : 0.0f;
-      if (kNorm && t0 + c < p.k) {
+      if (S == GemvStaging::kRmsNorm && t0 + c < p.k) {
         v = v * inv_rms[i];  // as RmsNormKernel: x * inv, then weight * that
-        if (p.norm_weight) v = p.norm_weight[t0 + c] * v;
+        if (p.aux) v = p.aux[t0 + c] * v;
+      } else if (S == GemvStaging::kSiluMul && t0 + c < p.k) {
+        v = v / (1.0f + expf(-v)) * p.aux[i * p.ldx + t0 + c];  // as SiluMulKernel
       }
       xs[i][PaddedCol(c)] = v;
     }
@@ -393,11 +394,11 @@ struct GemvGroupedParams {
   GemvParams p[kGroupedProducts];
   int first_block[kGroupedProducts + 1];
   int n;
-  bool rms_norm;  // every product's (GemvProduct::rms_norm)
+  GemvStaging staging;  // every product's
 };
 static_assert(sizeof(GemvGroupedParams) <= 4096, "kernel parameters above 4 KiB");
 
-template <WeightFormat F, int M, bool kNorm>
+template <WeightFormat F, int M, GemvStaging S>
 __global__ void __launch_bounds__(kThreads) GemvGroupedKernel(const GemvGroupedParams g) {
   const int b = blockIdx.x;
   int lo = 0, hi = g.n - 1;  // the last product whose first block is <= b
@@ -409,7 +410,7 @@ __global__ void __launch_bounds__(kThreads) GemvGroupedKernel(const GemvGroupedP
       hi = mid - 1;
     }
   }
-  GemvBlock<F, M, kNorm>(g.p[lo], b - g.first_block[lo]);
+  GemvBlock<F, M, S>(g.p[lo], b - g.first_block[lo]);
 }
 
 // LaunchGemvRouted: grid (row blocks, slots, matrices). The slot's expert
@@ -463,10 +464,16 @@ Status Launch(cudaStream_t stream, const GemvParams& p) {
 template <WeightFormat F, int M>
 Status LaunchGrouped(cudaStream_t stream, const GemvGroupedParams& g) {
   const unsigned blocks = static_cast<unsigned>(g.first_block[g.n]);
-  if (g.rms_norm) {
-    GemvGroupedKernel<F, M, true><<<blocks, kThreads, 0, stream>>>(g);
-  } else {
-    GemvGroupedKernel<F, M, false><<<blocks, kThreads, 0, stream>>>(g);
+  switch (g.staging) {
+    case GemvStaging::kPlain:
+      GemvGroupedKernel<F, M, GemvStaging::kPlain><<<blocks, kThreads, 0, stream>>>(g);
+      break;
+    case GemvStaging::kRmsNorm:
+      GemvGroupedKernel<F, M, GemvStaging::kRmsNorm><<<blocks, kThreads, 0, stream>>>(g);
+      break;
+    case GemvStaging::kSiluMul:
+      GemvGroupedKernel<F, M, GemvStaging::kSiluMul><<<blocks, kThreads, 0, stream>>>(g);
+      break;
   }
   return CheckLaunch(F == WeightFormat::kBF16 ? "GemvGroupedKernel<BF16>"
                                               : "GemvGroupedKernel<NVFP4>");
@@ -594,11 +601,19 @@ Status LaunchGemvGrouped(CUstream_st* stream, int64_t m, const GemvProduct* prod
                                   " without weights");
     }
     if (i == 0) format = q.w->format;
-    if (q.rms_norm != products[0].rms_norm) {
+    if (q.staging != products[0].staging) {
       return InvalidArgumentError("LaunchGemvGrouped: product " + std::to_string(i) +
-                                  (q.rms_norm ? " normalizes x" : " does not normalize x") +
-                                  " and product 0 " + (q.rms_norm ? "does not" : "does") +
-                                  "; one launch does one or the other");
+                                  " stages x in another way than product 0; one launch "
+                                  "stages every product's x alike");
+    }
+    if (q.staging == GemvStaging::kSiluMul && !q.aux) {
+      return InvalidArgumentError("LaunchGemvGrouped: product " + std::to_string(i) +
+                                  " multiplies silu(x) by a null up");
+    }
+    if (q.staging != GemvStaging::kPlain && q.staging != GemvStaging::kRmsNorm &&
+        q.staging != GemvStaging::kSiluMul) {
+      return InvalidArgumentError("LaunchGemvGrouped: product " + std::to_string(i) +
+                                  " has an unknown staging");
     }
     if (q.w->format != format) {
       return InvalidArgumentError("LaunchGemvGrouped: product " + std::to_string(i) + " is " +
@@ -608,11 +623,12 @@ Status LaunchGemvGrouped(CUstream_st* stream, int64_t m, const GemvProduct* prod
     }
     bool skip = true;
     OCTET_RETURN_IF_ERROR(
-        MakeParams("LaunchGemvGrouped", q.x, m, q.ldx, *q.w, q.y, q.ldy, false, &skip).status());
+        MakeParams("LaunchGemvGrouped", q.x, m, q.ldx, *q.w, q.y, q.ldy, q.accumulate, &skip)
+            .status());
   }
   cudaStream_t cs = stream;
   GemvGroupedParams g{};
-  g.rms_norm = n_products > 0 && products[0].rms_norm;
+  g.staging = n_products > 0 ? products[0].staging : GemvStaging::kPlain;
   int64_t blocks = 0;
   auto flush = [&]() -> Status {
     if (g.n == 0) return Status::Ok();
@@ -628,11 +644,10 @@ Status LaunchGemvGrouped(CUstream_st* stream, int64_t m, const GemvProduct* prod
     const GemvProduct& q = products[i];
     bool skip = true;
     OCTET_ASSIGN_OR_RETURN(GemvParams p, MakeParams("LaunchGemvGrouped", q.x, m, q.ldx, *q.w, q.y,
-                                                    q.ldy, false, &skip));
+                                                    q.ldy, q.accumulate, &skip));
     if (skip) continue;  // nothing to write
-    p.rms_norm = q.rms_norm;
+    p.aux = q.aux;
     p.norm_eps = q.norm_eps;
-    p.norm_weight = q.norm_weight;
     const int64_t b = CeilDiv(p.n, kRowsPerBlock);
     if (g.n == kGroupedProducts || blocks + b > INT32_MAX) OCTET_RETURN_IF_ERROR(flush());
     g.p[g.n] = p;

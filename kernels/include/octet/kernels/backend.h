@@ -324,6 +324,17 @@ class KernelBackend {
   virtual void SiluMul(const float* gate, const float* up, int64_t rows, int64_t n, int64_t stride,
                        float* out) = 0;
 
+  // y (+)= (silu(gate) * up) · wᵀ: SiluMul then Matmul, the MLP's down
+  // projection with its input. gate and up are [m, w.cols], rows `stride`
+  // floats apart; gate's contents are unspecified afterwards (the default
+  // writes the product into it; a device backend may form it as the GEMV
+  // reads its input, one launch instead of two).
+  virtual void SiluMulMatmul(float* gate, const float* up, int64_t m, int64_t stride,
+                             const WeightMatrix& w, float* y, int64_t ldy, bool accumulate) {
+    SiluMul(gate, up, m, w.cols, stride, gate);
+    Matmul(gate, m, stride, w, y, ldy, accumulate);
+  }
+
   // Numerically stable softmax of each row, in place.
   virtual void Softmax(float* x, int64_t rows, int64_t n) = 0;
 

@@ -40,27 +40,35 @@ inline constexpr int64_t kGemvMaxRows = 8;
 Status LaunchGemv(CUstream_st* stream, const float* x, int64_t m, int64_t ldx,
                   const WeightMatrix& w, float* y, int64_t ldy, bool accumulate);
 
-// One product of LaunchGemvGrouped: y[m, w.rows] = x[m, w.cols] · wᵀ; with
-// rms_norm, of RmsNorm(x) instead (KernelBackend::RmsNorm with norm_weight,
-// which may be null, and norm_eps, over each row's w.cols values): every
-// block reduces the rows itself and scales x as it stages it, with the
-// arithmetic of LaunchRmsNorm's kernel (the same block size, loop and
-// reduction), so y is bit for bit LaunchRmsNorm then LaunchGemv. The
-// products of one LaunchGemvGrouped call all normalize or none do.
+// What the GEMV does to x as it stages it (GemvProduct::staging).
+enum class GemvStaging : uint8_t {
+  kPlain,    // x as it is
+  kRmsNorm,  // RmsNorm(x) with the scale `aux` (may be null) and norm_eps
+             // over each row's w.cols values: every block reduces the rows
+             // itself with the arithmetic of LaunchRmsNorm's kernel (the same
+             // block size, loop and reduction), so y is bit for bit
+             // LaunchRmsNorm then LaunchGemv
+  kSiluMul,  // silu(x) * aux (aux rows ldx apart, as x's): SiluMul's
+             // arithmetic, so y is bit for bit LaunchSiluMul then LaunchGemv
+};
+
+// One product of LaunchGemvGrouped: y[m, w.rows] (+)= x'[m, w.cols] · wᵀ,
+// x' = x as `staging` makes it. The products of one call share a staging.
 struct GemvProduct {
   const float* x;
   int64_t ldx;
   const WeightMatrix* w;
   float* y;
   int64_t ldy;
-  bool rms_norm = false;
-  const float* norm_weight = nullptr;
+  GemvStaging staging = GemvStaging::kPlain;
+  const float* aux = nullptr;  // kRmsNorm: the norm's scale; kSiluMul: up
   float norm_eps = 0.0f;
+  bool accumulate = false;
 };
 // Every product, each of m rows (1..kGemvMaxRows) and all of one format (BF16
 // or NVFP4), in one launch per 32 products (a mixture of experts' chosen
 // experts at a decode step): each y is what LaunchGemv gives for its product
-// (accumulate false) bit for bit, the same code running each block. Products
+// (with its accumulate) bit for bit, the same code running each block. Products
 // are checked as LaunchGemv checks them, all before anything is queued; no y
 // may overlap another product's x or y.
 Status LaunchGemvGrouped(CUstream_st* stream, int64_t m, const GemvProduct* products,
