@@ -1044,6 +1044,11 @@ class TestCudaBackend : public QObject {
         {6, 1, 80, 2, "33@0,2@70"},                // group 6 (a block of 8, two idle), head_dim 80
         {16, 2, 256, 0, "70@0"},                   // group 8, head_dim 256, prefill over chunks
         {2, 1, 40, 1, "130@5"},                    // prefill after a cached prefix
+        // The largest table passed in the kernels' parameters (16 query
+        // tokens) and the smallest uploaded one (17 one-token sequences).
+        {8, 2, 64, 0, "16@0"},
+        {4, 2, 64, 2,
+         "1@0,1@5,1@9,1@30,1@2,1@64,1@100,1@1,1@7,1@11,1@13,1@17,1@19,1@23,1@29,1@31,1@200"},
     };
     for (const Case& c : cases) {
       for (int dtype : {0, 1}) {

@@ -299,8 +299,8 @@ __global__ void __launch_bounds__(kAttnThreads)
   __shared__ float p_s[H][kChunk];
   __shared__ float m_s[H], l_s[H], corr_s[H];
 
-  const AttnItem item = a.items[blockIdx.x];
-  const AttnSeqDesc sd = a.seqs[item.seq];
+  const AttnItem item = a.inline_table ? a.inline_items[blockIdx.x] : a.items[blockIdx.x];
+  const AttnSeqDesc sd = a.inline_table ? a.inline_seqs[item.seq] : a.seqs[item.seq];
   const int group = a.n_heads / a.n_kv_heads;
   const int batches = (group + H - 1) / H;
   const int kvh = blockIdx.y / batches;
@@ -438,8 +438,8 @@ __global__ void __launch_bounds__(kAttnThreads)
   const int64_t item = blockIdx.x;
   const int head = blockIdx.y;
   const int D = a.head_dim;
-  const AttnItem it = a.items[item];
-  const AttnSeqDesc sd = a.seqs[it.seq];
+  const AttnItem it = a.inline_table ? a.inline_items[item] : a.items[item];
+  const AttnSeqDesc sd = a.inline_table ? a.inline_seqs[it.seq] : a.seqs[it.seq];
   const int64_t row = sd.first_token + it.token;
   float* out = a.out + row * a.out_row_stride + static_cast<int64_t>(head) * D;
   const int64_t partials = a.n_items * a.n_heads * splits;
@@ -659,6 +659,10 @@ Status LaunchGeneralAttention(cudaStream_t s, const GeneralAttentionArgs& a) {
   const int64_t group = a.n_heads / a.n_kv_heads;
   const int heads = GeneralAttentionHeadsPerBlock(group);
   const int64_t batches = CeilDiv(group, heads);
+  if (a.inline_table && a.n_items > kInlineAttnItems) {
+    return InvalidArgumentError("Attention: an inline table of more than " +
+                                std::to_string(kInlineAttnItems) + " query tokens");
+  }
   if (a.n_items > INT32_MAX || a.n_kv_heads * batches > 65535 || a.splits < 1 ||
       a.splits > kGeneralAttentionMaxSplits || a.head_dim < 1 ||
       a.head_dim > kGeneralAttentionMaxHeadDim) {

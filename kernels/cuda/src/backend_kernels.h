@@ -101,6 +101,12 @@ struct AttnItem {
   int32_t token;
 };
 
+// A table of at most this many sequences and query tokens (a decode step's)
+// travels in the kernels' parameters (GeneralAttentionArgs::inline_table):
+// no upload before each layer's attention.
+inline constexpr int kInlineAttnSeqs = 16;
+inline constexpr int kInlineAttnItems = 16;
+
 struct GeneralAttentionArgs {
   const float* q;
   int64_t q_row_stride;
@@ -113,6 +119,10 @@ struct GeneralAttentionArgs {
   const AttnSeqDesc* seqs;  // device
   const AttnItem* items;    // device, n_items of them
   int64_t n_items;
+  // With inline_table, the table is these instead of seqs / items.
+  int inline_table;
+  AttnSeqDesc inline_seqs[kInlineAttnSeqs];
+  AttnItem inline_items[kInlineAttnItems];
   int splits;  // >= 1; > 1 needs the workspace
   float* workspace;
 };

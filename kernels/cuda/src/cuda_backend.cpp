@@ -1033,8 +1033,9 @@ void CudaBackend::Attention(const AttentionArgs& a) {
   const int64_t splits = blocks >= target ? 1
                                           : std::min<int64_t>((target + blocks - 1) / blocks,
                                                               kGeneralAttentionMaxSplits);
-  auto table = Scratch(kAttnTable, table_bytes);
-  if (!Check(table.status())) return;
+  // A decode step's table goes in the kernels' parameters; a larger one is
+  // uploaded.
+  const bool inline_table = a.n_sequences <= kInlineAttnSeqs && n_items <= kInlineAttnItems;
   GeneralAttentionArgs g{};
   const int64_t work_floats =
       GeneralAttentionWorkspaceFloats(n_items, a.n_heads, a.head_dim, splits);
@@ -1043,9 +1044,19 @@ void CudaBackend::Attention(const AttentionArgs& a) {
     if (!Check(work.status())) return;
     g.workspace = static_cast<float*>(*work);
   }
-  // After the scratch (which may wait for the stream): the upload is ordered
-  // after any queued reader of the previous table.
-  if (!Check(Upload(*table, host_table_.data(), table_bytes))) return;
+  if (inline_table) {
+    g.inline_table = 1;
+    std::copy(seqs.begin(), seqs.end(), g.inline_seqs);
+    std::copy(items, items + n_items, g.inline_items);
+  } else {
+    auto table = Scratch(kAttnTable, table_bytes);
+    if (!Check(table.status())) return;
+    // After both scratches (which may wait for the stream): the upload is
+    // ordered after any queued reader of the previous table.
+    if (!Check(Upload(*table, host_table_.data(), table_bytes))) return;
+    g.seqs = static_cast<const AttnSeqDesc*>(*table);
+    g.items = reinterpret_cast<const AttnItem*>(static_cast<const uint8_t*>(*table) + seq_bytes);
+  }
   g.q = a.q;
   g.q_row_stride = a.q_row_stride;
   g.out = a.out;
@@ -1054,8 +1065,6 @@ void CudaBackend::Attention(const AttentionArgs& a) {
   g.n_kv_heads = static_cast<int>(a.n_kv_heads);
   g.head_dim = static_cast<int>(a.head_dim);
   g.scale = a.scale;
-  g.seqs = static_cast<const AttnSeqDesc*>(*table);
-  g.items = reinterpret_cast<const AttnItem*>(static_cast<const uint8_t*>(*table) + seq_bytes);
   g.n_items = n_items;
   g.splits = static_cast<int>(splits);
   Check(LaunchGeneralAttention(stream_, g));

@@ -16,7 +16,8 @@
 //                       scale; F32: cuBLAS SGEMM; F16: panels widened to F32, SGEMM.
 //   Gemm                cuBLAS SGEMM (row-major mapped to column-major).
 //   Attention           LaunchGeneralAttention (backend_kernels.cu): prefill and
-//                       decode, split over keys on the device when the grid is small.
+//                       decode, split over keys on the device when the grid is small;
+//                       a decode step's table in the kernels' parameters.
 //   RmsNorm, Rope, SiluMul, Add, Embedding, Argmax: cuda_ops.h launchers.
 //   The rest: backend_kernels.cu. TopK: on the host over a copy of x.
 #pragma once
