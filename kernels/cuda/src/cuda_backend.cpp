@@ -788,7 +788,7 @@ void CudaBackend::SiluMulMatmul(float* gate, const float* up, int64_t m, int64_t
 }
 
 void CudaBackend::PrepareQk(const QkPrepArgs& a) {
-  if (!fused_) {
+  if (!fused_ || a.head_dim > kQkPrepMaxHeadDim) {  // wider heads: RmsNorm's and RoPE's kernels
     KernelBackend::PrepareQk(a);
     return;
   }

@@ -108,7 +108,8 @@ __global__ void __launch_bounds__(kRowThreads) QkPrepKernel(const QkPrepParams p
   __shared__ float scratch[kRowThreads / kWarpSize];
   __shared__ float cs[kMaxRopeHalf];
   __shared__ float sn[kMaxRopeHalf];
-  __shared__ float head[2 * kMaxRopeHalf];
+  __shared__ float head[kQkPrepMaxHeadDim];
+  static_assert(kQkPrepMaxHeadDim <= 2 * kMaxRopeHalf);
   const int heads = p.q_heads + p.k_heads;
   const int64_t row = blockIdx.x / heads;
   const int h = static_cast<int>(blockIdx.x % heads);
@@ -300,7 +301,7 @@ Status LaunchRopeHeads(CUstream_st* stream, float* x, int64_t rows, int64_t row_
 Status LaunchQkPrep(CUstream_st* stream, const QkPrep& p) {
   const int64_t heads = p.q_heads + p.k_heads;
   if (p.rows < 0 || p.q_heads < 0 || p.k_heads < 0 || p.head_dim < 0 ||
-      p.head_dim > 2 * kMaxRopeHalf || p.rotary_dim < 0 || p.rotary_dim % 2 != 0 ||
+      p.head_dim > kQkPrepMaxHeadDim || p.rotary_dim < 0 || p.rotary_dim % 2 != 0 ||
       p.rotary_dim > p.head_dim || !FitsInt(heads) ||
       (heads > 0 && p.rows > (int64_t{1} << 31) / heads - 1) ||
       (p.norm != QkPrep::kNone && p.norm != QkPrep::kBeforeRope && p.norm != QkPrep::kAfterRope)) {

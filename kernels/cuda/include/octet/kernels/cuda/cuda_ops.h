@@ -182,6 +182,7 @@ Status LaunchRopeHeads(CUstream_st* stream, float* x, int64_t rows, int64_t row_
 // angles), so the result is theirs bit for bit. q rows are q_heads *
 // head_dim floats, k rows k_heads * head_dim; head_dim at most 1024,
 // rotary_dim even and at most head_dim; the norm scales may be null.
+inline constexpr int64_t kQkPrepMaxHeadDim = 1024;
 struct QkPrep {
   enum Norm { kNone, kBeforeRope, kAfterRope };
   float* q = nullptr;
