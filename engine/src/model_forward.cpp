@@ -249,26 +249,6 @@ Status Model::RunLayer(const LayerWeights& L, KvCache& cache, int64_t cache_laye
   add_bias(q, qd, L.q.bias);
   add_bias(k, kvd, L.k.bias);
   add_bias(v, kvd, L.v.bias);
-  // QK-norm (RMSNorm over each head's features, before RoPE as Qwen3 or
-  // after it as nanochat) and RoPE in one op. Partial RoPE (GLM-4.5) rotates
-  // the first rotary_dim features of each head; the rest pass unchanged.
-  kernels::KernelBackend::QkPrepArgs prep;
-  prep.q = q;
-  prep.q_heads = local_heads_;
-  prep.k = k;
-  prep.k_heads = local_kv_heads_;
-  prep.rows = T;
-  prep.head_dim = hd;
-  prep.rotary_dim = c.rotary_dim == 0 ? hd : c.rotary_dim;
-  prep.positions = positions;
-  prep.inv_freq = inv_freq_.device;
-  prep.qk_norm = c.qk_norm;
-  prep.norm_after_rope = c.qk_norm_after_rope;
-  prep.q_norm = L.q_norm.device;
-  prep.k_norm = L.k_norm.device;
-  prep.eps = eps;
-  be.PrepareQk(prep);
-  prof.Mark(DecodeProfile::kNorms);
   std::vector<kernels::KvStoreArgs> stores(batch.size());
   for (size_t s = 0; s < batch.size(); ++s) {
     const SequenceChunk& ch = batch[s];
@@ -284,7 +264,29 @@ Status Model::RunLayer(const LayerWeights& L, KvCache& cache, int64_t cache_laye
                cache.position_stride(),
                cache.head_stride()};
   }
-  be.KvStoreBatch(stores.data(), static_cast<int64_t>(stores.size()));
+  // QK-norm (RMSNorm over each head's features, before RoPE as Qwen3 or
+  // after it as nanochat) and RoPE in one op. Partial RoPE (GLM-4.5) rotates
+  // the first rotary_dim features of each head; the rest pass unchanged.
+  // Then the new keys and values go into each sequence's cache.
+  kernels::KernelBackend::QkPrepArgs prep;
+  prep.q = q;
+  prep.q_heads = local_heads_;
+  prep.k = k;
+  prep.k_heads = local_kv_heads_;
+  prep.rows = T;
+  prep.head_dim = hd;
+  prep.rotary_dim = c.rotary_dim == 0 ? hd : c.rotary_dim;
+  prep.positions = positions;
+  prep.inv_freq = inv_freq_.device;
+  prep.qk_norm = c.qk_norm;
+  prep.norm_after_rope = c.qk_norm_after_rope;
+  prep.q_norm = L.q_norm.device;
+  prep.k_norm = L.k_norm.device;
+  prep.eps = eps;
+  prep.stores = stores.data();
+  prep.n_stores = static_cast<int64_t>(stores.size());
+  be.PrepareQk(prep);
+  prof.Mark(DecodeProfile::kNorms);
   kernels::AttentionArgs a;
   a.q = q;
   a.q_row_stride = qd;

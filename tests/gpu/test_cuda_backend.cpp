@@ -395,11 +395,13 @@ class TestCudaBackend : public QObject {
     }
   }
 
-  // PrepareQk in one launch: bit for bit the RmsNorm and RopeHeads calls it
-  // replaces on this backend (KernelBackend's default), for QK-norm before
-  // RoPE (Qwen3), after it (nanochat) and none (Llama), partial rotary (GLM),
-  // heads narrower than the block and as wide as 256; and the scalar
-  // backend's within the norm and RoPE tolerances.
+  // PrepareQk in one launch: bit for bit the RmsNorm, RopeHeads and
+  // KvStoreBatch calls it replaces on this backend (KernelBackend's default),
+  // q, k and every cache byte, for QK-norm before RoPE (Qwen3), after it
+  // (nanochat) and none (Llama), partial rotary (GLM), heads narrower than
+  // the block and as wide as 256, f32 and f16 caches, 1 to 3 sequences and
+  // 17 (more than one launch's stores: they follow as KvStoreBatch); q and
+  // k against the scalar backend within the norm and RoPE tolerances.
   void qkNormAndRopeInOneLaunch() {
     std::mt19937 rng(29);
     struct Shape {
@@ -407,7 +409,7 @@ class TestCudaBackend : public QObject {
     };
     for (const Shape sh : {Shape{128, 128}, Shape{128, 64}, Shape{48, 48}, Shape{256, 256}}) {
       for (int norm = 0; norm < 3; ++norm) {
-        for (int64_t rows : {1, 3, 7}) {
+        for (int64_t rows : {1, 3, 7, 17}) {
           const int64_t qh = 6, kh = 2, hd = sh.head_dim;
           const std::string what = "head_dim " + std::to_string(hd) + " rotary " +
                                    std::to_string(sh.rotary) + " norm " +
@@ -442,11 +444,70 @@ class TestCudaBackend : public QObject {
           fused.inv_freq = composed.inv_freq = Up(inv);
           fused.q_norm = composed.q_norm = Up(qn);
           fused.k_norm = composed.k_norm = rows == 3 ? nullptr : Up(kn);  // no scale: once
+          // The rows as sequences (17: one row each), each with its own
+          // cache: f32 and f16 in turn, head-major, 64 positions, the new
+          // rows from position 5 + 11 s.
+          std::vector<int64_t> lengths = rows == 1   ? std::vector<int64_t>{1}
+                                         : rows == 3 ? std::vector<int64_t>{1, 2}
+                                         : rows == 7 ? std::vector<int64_t>{3, 1, 3}
+                                                     : std::vector<int64_t>(17, 1);
+          const int64_t kvd = kh * hd, max_pos = 64;
+          const float* dv = Up(RandomFloats(rows * kvd, rng));
+          struct Cache {
+            std::vector<uint8_t*> fused, composed;  // k, v
+            int64_t bytes;
+          };
+          std::vector<Cache> caches;
+          std::vector<KvStoreArgs> fused_stores, composed_stores;
+          int64_t row = 0;
+          for (size_t si = 0; si < lengths.size(); ++si) {
+            KvStoreArgs st;
+            st.k = fused.k + row * kvd;
+            st.v = dv + row * kvd;
+            st.row_stride = kvd;
+            st.n = lengths[si];
+            st.n_kv_heads = kh;
+            st.head_dim = hd;
+            st.dtype = si % 2 == 0 ? KvDtype::kF32 : KvDtype::kF16;
+            st.position_stride = hd;
+            st.head_stride = max_pos * hd;
+            st.first_pos = 5 + 11 * static_cast<int64_t>(si);
+            Cache c;
+            c.bytes = kh * max_pos * hd * (st.dtype == KvDtype::kF32 ? 4 : 2);
+            const std::vector<uint8_t> zeros(c.bytes, 0);
+            for (int i = 0; i < 2; ++i) {
+              c.fused.push_back(Up(zeros));
+              c.composed.push_back(Up(zeros));
+            }
+            KvStoreArgs cst = st;
+            cst.k = composed.k + row * kvd;
+            st.k_cache = c.fused[0];
+            st.v_cache = c.fused[1];
+            cst.k_cache = c.composed[0];
+            cst.v_cache = c.composed[1];
+            fused_stores.push_back(st);
+            composed_stores.push_back(cst);
+            caches.push_back(std::move(c));
+            row += lengths[si];
+          }
+          fused.stores = fused_stores.data();
+          fused.n_stores = static_cast<int64_t>(fused_stores.size());
+          composed.stores = composed_stores.data();
+          composed.n_stores = fused.n_stores;
           gpu_->PrepareQk(fused);
           gpu_->KernelBackend::PrepareQk(composed);
           const std::vector<float> gq = Down(fused.q, q.size()), gk = Down(fused.k, k.size());
           const std::vector<float> cq = Down(composed.q, q.size());
           const std::vector<float> ck = Down(composed.k, k.size());
+          for (size_t si = 0; si < caches.size(); ++si) {
+            for (int i = 0; i < 2; ++i) {
+              const std::vector<uint8_t> f = Down(caches[si].fused[i], caches[si].bytes);
+              const std::vector<uint8_t> c = Down(caches[si].composed[i], caches[si].bytes);
+              QVERIFY2(f == c, (what + ": sequence " + std::to_string(si) + "'s " +
+                                (i == 0 ? "key" : "value") + " cache differs from KvStoreBatch's")
+                                   .c_str());
+            }
+          }
           OK_OR_FAIL(Sync());
           std::string bad = FirstMismatch(gq, cq, std::vector<float>(q.size(), 0.0f));
           QVERIFY2(bad.empty(), (what + ": q against the composed ops: " + bad).c_str());

@@ -207,6 +207,87 @@ __global__ void KvStoreBatchKernel(const KvStoreBatchParams p) {
   KvStoreRow(a, local / a.n_kv_heads, local % a.n_kv_heads);
 }
 
+// ---- QK-norm, RoPE and the KV store: one block per (row, head) --------------
+
+constexpr int kMaxRopeHalf = kQkPrepMaxHeadDim / 2;
+
+struct QkPrepParams {
+  float* q;
+  float* k;
+  int q_heads;
+  int k_heads;
+  int head_dim;
+  int half;  // rotary_dim / 2
+  const int32_t* positions;
+  const float* inv_freq;
+  QkPrep::Norm norm;
+  const float* q_norm;
+  const float* k_norm;
+  float eps;
+  KvStoreArgs stores[kKvStoreBatch];
+  int64_t first_row[kKvStoreBatch];
+  int n_stores;
+};
+static_assert(sizeof(QkPrepParams) <= 4096, "kernel parameters above 4 KiB");
+
+// RmsNormKernel's arithmetic (elementwise.cu) on the head in shared memory,
+// in place.
+__device__ __forceinline__ void NormHead(float* head, const float* weight, int dim, float eps,
+                                         float* scratch) {
+  float ss = 0.0f;
+  for (int i = threadIdx.x; i < dim; i += kNormThreads) ss = fmaf(head[i], head[i], ss);
+  ss = BlockSum(ss, scratch);
+  const float inv = 1.0f / sqrtf(ss / static_cast<float>(dim) + eps);
+  for (int i = threadIdx.x; i < dim; i += kNormThreads) {
+    const float v = head[i] * inv;
+    head[i] = weight ? weight[i] * v : v;
+  }
+  __syncthreads();
+}
+
+__global__ void __launch_bounds__(kNormThreads) QkPrepKernel(const QkPrepParams p) {
+  __shared__ float scratch[kNormThreads / kWarpSize];
+  __shared__ float cs[kMaxRopeHalf];
+  __shared__ float sn[kMaxRopeHalf];
+  __shared__ float head[kQkPrepMaxHeadDim];
+  const int heads = p.q_heads + p.k_heads;
+  const int64_t row = blockIdx.x / heads;
+  const int h = static_cast<int>(blockIdx.x % heads);
+  const bool is_q = h < p.q_heads;
+  float* v = is_q ? p.q + (row * p.q_heads + h) * p.head_dim
+                  : p.k + (row * p.k_heads + (h - p.q_heads)) * p.head_dim;
+  const float* weight = is_q ? p.q_norm : p.k_norm;
+  const int d = p.head_dim;
+  for (int i = threadIdx.x; i < d; i += kNormThreads) head[i] = v[i];
+  // float32 angle, as RopeKernel.
+  const float pos = static_cast<float>(p.positions[row]);
+  for (int i = threadIdx.x; i < p.half; i += kNormThreads) {
+    sincosf(pos * p.inv_freq[i], &sn[i], &cs[i]);
+  }
+  __syncthreads();
+  if (p.norm == QkPrep::kBeforeRope) NormHead(head, weight, d, p.eps, scratch);
+  for (int i = threadIdx.x; i < p.half; i += kNormThreads) {
+    const float a = head[i];
+    const float b = head[i + p.half];
+    RotatePair(a, b, cs[i], sn[i], &head[i], &head[i + p.half]);
+  }
+  __syncthreads();
+  if (p.norm == QkPrep::kAfterRope) NormHead(head, weight, d, p.eps, scratch);
+  for (int i = threadIdx.x; i < d; i += kNormThreads) v[i] = head[i];
+  if (is_q) return;
+  // The key just written (visible to this block after the barrier) and the
+  // value into the row's sequence's cache, as KvStoreBatchKernel.
+  __syncthreads();
+  for (int s = 0; s < p.n_stores; ++s) {
+    const KvStoreArgs& a = p.stores[s];
+    const int64_t t = row - p.first_row[s];
+    if (t >= 0 && t < a.n) {
+      KvStoreRow(a, t, h - p.q_heads);
+      break;
+    }
+  }
+}
+
 // ---- matmul helpers -----------------------------------------------------------
 
 // Round to nearest even (NaN stays a quiet NaN), as F32ToBf16.
@@ -605,6 +686,67 @@ Status LaunchKvStoreBatch(cudaStream_t s, const KvStoreArgs* args, int64_t n) {
     OCTET_RETURN_IF_ERROR(CheckLaunch("KvStoreBatchKernel"));
   }
   return Status::Ok();
+}
+
+Status LaunchQkPrep(cudaStream_t s, const QkPrep& p) {
+  const int64_t heads = p.q_heads + p.k_heads;
+  if (p.rows < 0 || p.q_heads < 0 || p.k_heads < 0 || p.head_dim < 0 ||
+      p.head_dim > kQkPrepMaxHeadDim || p.rotary_dim < 0 || p.rotary_dim % 2 != 0 ||
+      p.rotary_dim > p.head_dim || !FitsInt(heads) ||
+      (heads > 0 && p.rows > (int64_t{1} << 31) / heads - 1) ||
+      (p.norm != QkPrep::kNone && p.norm != QkPrep::kBeforeRope && p.norm != QkPrep::kAfterRope)) {
+    return InvalidArgumentError("LaunchQkPrep: " + std::to_string(p.rows) + " rows of " +
+                                std::to_string(p.q_heads) + " + " + std::to_string(p.k_heads) +
+                                " heads of " + std::to_string(p.head_dim) +
+                                " features, rotary_dim " + std::to_string(p.rotary_dim) +
+                                ": head_dim at most " + std::to_string(kQkPrepMaxHeadDim) +
+                                ", rotary_dim even and at most head_dim, rows x heads under 2^31");
+  }
+  if (p.n_stores < 0 || p.n_stores > kKvStoreBatch ||
+      (p.n_stores > 0 && (!p.stores || !p.first_row))) {
+    return InvalidArgumentError("LaunchQkPrep: " + std::to_string(p.n_stores) +
+                                " stores (at most " + std::to_string(kKvStoreBatch) +
+                                ") or a null store list");
+  }
+  const int64_t kvd = p.k_heads * p.head_dim;
+  for (int64_t i = 0; i < p.n_stores; ++i) {
+    const KvStoreArgs& a = p.stores[i];
+    const int64_t r = p.first_row[i];
+    if (a.n < 0 || r < 0 || r + a.n > p.rows || a.row_stride != kvd || a.n_kv_heads != p.k_heads ||
+        a.head_dim != p.head_dim || (a.n > 0 && a.k != p.k + r * kvd) ||
+        (a.n > 0 && (!a.v || !a.k_cache || !a.v_cache)) ||
+        (a.dtype != KvDtype::kF32 && a.dtype != KvDtype::kF16)) {
+      return InvalidArgumentError("LaunchQkPrep: store " + std::to_string(i) + " is not rows [" +
+                                  std::to_string(r) + ", " + std::to_string(r + a.n) +
+                                  ") of this call's keys, or lacks a "
+                                  "value or cache pointer, or has an unknown dtype");
+    }
+  }
+  if (p.rows == 0 || heads == 0 || p.head_dim == 0) return Status::Ok();
+  if ((p.q_heads > 0 && !p.q) || (p.k_heads > 0 && !p.k) || !p.positions ||
+      (p.rotary_dim > 0 && !p.inv_freq)) {
+    return InvalidArgumentError("LaunchQkPrep: null q, k, positions or inv_freq");
+  }
+  QkPrepParams k{};
+  k.q = p.q;
+  k.k = p.k;
+  k.q_heads = static_cast<int>(p.q_heads);
+  k.k_heads = static_cast<int>(p.k_heads);
+  k.head_dim = static_cast<int>(p.head_dim);
+  k.half = static_cast<int>(p.rotary_dim / 2);
+  k.positions = p.positions;
+  k.inv_freq = p.inv_freq;
+  k.norm = p.norm;
+  k.q_norm = p.q_norm;
+  k.k_norm = p.k_norm;
+  k.eps = p.eps;
+  k.n_stores = static_cast<int>(p.n_stores);
+  for (int64_t i = 0; i < p.n_stores; ++i) {
+    k.stores[i] = p.stores[i];
+    k.first_row[i] = p.first_row[i];
+  }
+  QkPrepKernel<<<static_cast<unsigned>(p.rows * heads), kNormThreads, 0, s>>>(k);
+  return CheckLaunch("QkPrepKernel");
 }
 
 Status LaunchSplitBf16(cudaStream_t s, const float* x, int64_t m, int64_t ldx, int64_t k,

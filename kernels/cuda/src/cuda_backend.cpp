@@ -807,7 +807,29 @@ void CudaBackend::PrepareQk(const QkPrepArgs& a) {
   p.q_norm = a.q_norm;
   p.k_norm = a.k_norm;
   p.eps = a.eps;
+  // The stores go into the same launch when each is whole rows of this k
+  // (the engine's are: a sequence's rows each) and they fit its parameters;
+  // otherwise they follow as KvStoreBatch.
+  const int64_t kvd = a.k_heads * a.head_dim;
+  bool inline_stores = a.n_stores > 0 && a.n_stores <= kKvStoreBatch && a.stores && a.k && kvd > 0;
+  qk_first_rows_.clear();
+  for (int64_t i = 0; inline_stores && i < a.n_stores; ++i) {
+    const KvStoreArgs& st = a.stores[i];
+    const auto offset =
+        static_cast<int64_t>(reinterpret_cast<uintptr_t>(st.k) - reinterpret_cast<uintptr_t>(a.k));
+    const int64_t row_bytes = kvd * static_cast<int64_t>(sizeof(float));
+    inline_stores = st.n > 0 && offset >= 0 && offset % row_bytes == 0 &&
+                    offset / row_bytes + st.n <= a.rows && st.row_stride == kvd &&
+                    st.n_kv_heads == a.k_heads && st.head_dim == a.head_dim;
+    qk_first_rows_.push_back(offset / row_bytes);
+  }
+  if (inline_stores) {
+    p.stores = a.stores;
+    p.first_row = qk_first_rows_.data();
+    p.n_stores = a.n_stores;
+  }
   Check(LaunchQkPrep(stream_, p));
+  if (!inline_stores && a.n_stores > 0) KvStoreBatch(a.stores, a.n_stores);
 }
 
 void CudaBackend::SiluMul(const float* gate, const float* up, int64_t rows, int64_t n,

@@ -4,7 +4,8 @@
 //   Matmul             m <= 8, BF16/NVFP4: LaunchGemv (gemv.cu);
 //   MatmulMulti         as MatmulGrouped (q/k/v in one launch);
 //   NormMatmulMulti     the same with the RMSNorm in the GEMV's staging;
-//   PrepareQk           LaunchQkPrep: QK-norm and RoPE in one launch;
+//   PrepareQk           LaunchQkPrep: QK-norm, RoPE and the KV store in one
+//                       launch;
 //   SiluMulMatmul       the GEMV forming silu(gate) * up as it stages it;
 //   MatmulGrouped       the same kernel, up to 32 products a launch
 //   (and ScatterAdd)    (LaunchGemvGrouped); the weighted sums up to 64
@@ -167,6 +168,7 @@ class CudaBackend final : public KernelBackend {
   std::vector<GroupedProduct> scatter_products_;  // MatmulScatterAdd's products
   std::vector<GroupedProduct> multi_products_;    // MatmulMulti's outputs
   std::vector<GemvProduct> gemv_products_;        // NormMatmulMulti's
+  std::vector<int64_t> qk_first_rows_;            // PrepareQk's stores' first rows
   std::vector<ScatterRows> scatter_rows_;         // and where their rows go
 
   // Pinned host memory for the small uploads of every step (token ids,

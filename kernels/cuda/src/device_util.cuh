@@ -10,6 +10,10 @@ namespace octet::kernels::cuda {
 
 inline constexpr int kWarpSize = 32;
 inline constexpr unsigned kFullMask = 0xffffffffu;
+// RmsNormKernel's block size. A kernel that repeats its reduction (the GEMV's
+// fused norm, QkPrepKernel) runs blocks of as many threads, so its sums are
+// RmsNormKernel's bit for bit.
+inline constexpr int kNormThreads = 256;
 
 __device__ __forceinline__ float WarpSum(float v) {
 #pragma unroll
@@ -54,6 +58,13 @@ __device__ __forceinline__ float BlockMax(float v, float* scratch) {
   float m = scratch[0];
   for (int w = 1; w < warps; ++w) m = fmaxf(m, scratch[w]);
   return m;
+}
+
+// One rotated RoPE pair, rounded product by product (no contraction into an
+// FMA, so RopeKernel and QkPrepKernel give the same bits).
+__device__ __forceinline__ void RotatePair(float a, float b, float c, float s, float* x, float* y) {
+  *x = __fsub_rn(__fmul_rn(a, c), __fmul_rn(b, s));
+  *y = __fadd_rn(__fmul_rn(b, c), __fmul_rn(a, s));
 }
 
 inline int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }

@@ -18,6 +18,7 @@ namespace octet::kernels::cuda {
 namespace {
 
 constexpr int kRowThreads = 256;      // RMSNorm, embedding: one block per row
+static_assert(kRowThreads == kNormThreads);
 constexpr int kArgmaxThreads = 1024;  // argmax: one block
 constexpr int kFlatThreads = 256;     // element-wise ops
 constexpr int kMaxFlatBlocks = 4096;  // grid-stride beyond this
@@ -43,13 +44,6 @@ __global__ void __launch_bounds__(kRowThreads)
   }
 }
 
-// One rotated pair, rounded product by product (no contraction into an FMA,
-// so RopeKernel and QkPrepKernel give the same bits).
-__device__ __forceinline__ void RotatePair(float a, float b, float c, float s, float* x, float* y) {
-  *x = __fsub_rn(__fmul_rn(a, c), __fmul_rn(b, s));
-  *y = __fadd_rn(__fmul_rn(b, c), __fmul_rn(a, s));
-}
-
 // ---- RoPE: one block per row, every head ------------------------------------
 
 __global__ void __launch_bounds__(kRowThreads)
@@ -71,69 +65,6 @@ __global__ void __launch_bounds__(kRowThreads)
     const float b = v[i + half];
     RotatePair(a, b, cs[i], sn[i], &v[i], &v[i + half]);
   }
-}
-
-// ---- QK-norm and RoPE: one block per (row, head) ----------------------------
-
-struct QkPrepParams {
-  float* q;
-  float* k;
-  int q_heads;
-  int k_heads;
-  int head_dim;
-  int half;  // rotary_dim / 2
-  const int32_t* positions;
-  const float* inv_freq;
-  QkPrep::Norm norm;
-  const float* q_norm;
-  const float* k_norm;
-  float eps;
-};
-
-// RmsNormKernel's arithmetic on the head in shared memory (in place).
-__device__ __forceinline__ void NormHead(float* head, const float* weight, int dim, float eps,
-                                         float* scratch) {
-  float ss = 0.0f;
-  for (int i = threadIdx.x; i < dim; i += kRowThreads) ss = fmaf(head[i], head[i], ss);
-  ss = BlockSum(ss, scratch);
-  const float inv = 1.0f / sqrtf(ss / static_cast<float>(dim) + eps);
-  for (int i = threadIdx.x; i < dim; i += kRowThreads) {
-    const float v = head[i] * inv;
-    head[i] = weight ? weight[i] * v : v;
-  }
-  __syncthreads();
-}
-
-__global__ void __launch_bounds__(kRowThreads) QkPrepKernel(const QkPrepParams p) {
-  __shared__ float scratch[kRowThreads / kWarpSize];
-  __shared__ float cs[kMaxRopeHalf];
-  __shared__ float sn[kMaxRopeHalf];
-  __shared__ float head[kQkPrepMaxHeadDim];
-  static_assert(kQkPrepMaxHeadDim <= 2 * kMaxRopeHalf);
-  const int heads = p.q_heads + p.k_heads;
-  const int64_t row = blockIdx.x / heads;
-  const int h = static_cast<int>(blockIdx.x % heads);
-  const bool is_q = h < p.q_heads;
-  float* v = is_q ? p.q + (row * p.q_heads + h) * p.head_dim
-                  : p.k + (row * p.k_heads + (h - p.q_heads)) * p.head_dim;
-  const float* weight = is_q ? p.q_norm : p.k_norm;
-  const int d = p.head_dim;
-  for (int i = threadIdx.x; i < d; i += kRowThreads) head[i] = v[i];
-  // float32 angle, as RopeKernel.
-  const float pos = static_cast<float>(p.positions[row]);
-  for (int i = threadIdx.x; i < p.half; i += kRowThreads) {
-    sincosf(pos * p.inv_freq[i], &sn[i], &cs[i]);
-  }
-  __syncthreads();
-  if (p.norm == QkPrep::kBeforeRope) NormHead(head, weight, d, p.eps, scratch);
-  for (int i = threadIdx.x; i < p.half; i += kRowThreads) {
-    const float a = head[i];
-    const float b = head[i + p.half];
-    RotatePair(a, b, cs[i], sn[i], &head[i], &head[i + p.half]);
-  }
-  __syncthreads();
-  if (p.norm == QkPrep::kAfterRope) NormHead(head, weight, d, p.eps, scratch);
-  for (int i = threadIdx.x; i < d; i += kRowThreads) v[i] = head[i];
 }
 
 // ---- SiLU·mul and add: grid-stride ------------------------------------------
@@ -296,41 +227,6 @@ Status LaunchRopeHeads(CUstream_st* stream, float* x, int64_t rows, int64_t row_
       x, row_stride, static_cast<int>(n_heads), static_cast<int>(head_stride),
       static_cast<int>(rotary_dim), positions, inv_freq);
   return CheckLaunch("RopeKernel");
-}
-
-Status LaunchQkPrep(CUstream_st* stream, const QkPrep& p) {
-  const int64_t heads = p.q_heads + p.k_heads;
-  if (p.rows < 0 || p.q_heads < 0 || p.k_heads < 0 || p.head_dim < 0 ||
-      p.head_dim > kQkPrepMaxHeadDim || p.rotary_dim < 0 || p.rotary_dim % 2 != 0 ||
-      p.rotary_dim > p.head_dim || !FitsInt(heads) ||
-      (heads > 0 && p.rows > (int64_t{1} << 31) / heads - 1) ||
-      (p.norm != QkPrep::kNone && p.norm != QkPrep::kBeforeRope && p.norm != QkPrep::kAfterRope)) {
-    return InvalidArgumentError(
-        "LaunchQkPrep: " + std::to_string(p.rows) + " rows of " + std::to_string(p.q_heads) +
-        " + " + std::to_string(p.k_heads) + " heads of " + std::to_string(p.head_dim) +
-        " features, rotary_dim " + std::to_string(p.rotary_dim) +
-        ": head_dim at most 1024, rotary_dim even and at most head_dim, rows x heads under 2^31");
-  }
-  if (p.rows == 0 || heads == 0 || p.head_dim == 0) return Status::Ok();
-  if ((p.q_heads > 0 && !p.q) || (p.k_heads > 0 && !p.k) || !p.positions ||
-      (p.rotary_dim > 0 && !p.inv_freq)) {
-    return InvalidArgumentError("LaunchQkPrep: null q, k, positions or inv_freq");
-  }
-  QkPrepParams k{};
-  k.q = p.q;
-  k.k = p.k;
-  k.q_heads = static_cast<int>(p.q_heads);
-  k.k_heads = static_cast<int>(p.k_heads);
-  k.head_dim = static_cast<int>(p.head_dim);
-  k.half = static_cast<int>(p.rotary_dim / 2);
-  k.positions = p.positions;
-  k.inv_freq = p.inv_freq;
-  k.norm = p.norm;
-  k.q_norm = p.q_norm;
-  k.k_norm = p.k_norm;
-  k.eps = p.eps;
-  QkPrepKernel<<<static_cast<unsigned>(p.rows * heads), kRowThreads, 0, stream>>>(k);
-  return CheckLaunch("QkPrepKernel");
 }
 
 Status LaunchSiluMul(CUstream_st* stream, const float* gate, const float* up, int64_t rows,

@@ -57,6 +57,7 @@ constexpr int kWarps = 8;
 constexpr int kRowsPerWarp = 4;
 constexpr int kRowsPerBlock = kWarps * kRowsPerWarp;
 constexpr int kThreads = kWarps * kWarpSize;
+static_assert(kThreads == kNormThreads, "the fused norm repeats RmsNormKernel's reduction");
 constexpr int kTileCols = 1024;
 // 4 floats of padding after every 32 columns (see the file comment).
 constexpr int kPaddedTileCols = kTileCols + kTileCols / 32 * 4;
@@ -215,7 +216,7 @@ __device__ __forceinline__ void GemvBlock(const GemvParams& p, int block) {
 
   // With kRmsNorm, each x row's 1 / rms first, while the first tile's weights
   // are in flight: RmsNormKernel's own loop and reduction (elementwise.cu;
-  // both run kThreads = 256 threads), so the staged values below are its
+  // both run kNormThreads threads), so the staged values below are its
   // output bit for bit.
   __shared__ float inv_rms[M];
   if constexpr (S == GemvStaging::kRmsNorm) {

@@ -284,9 +284,10 @@ class KernelBackend {
   // head_dim and k_heads * head_dim floats), each head's first rotary_dim
   // features rotated as RopeHeads does; with qk_norm, each head's head_dim
   // features RMSNorm'ed (q_norm / k_norm the scales, either may be null: no
-  // scale) before the rotation, or after it with norm_after_rope. A device
-  // backend does all of it in one launch (four otherwise); the default calls
-  // RmsNorm and RopeHeads.
+  // scale) before the rotation, or after it with norm_after_rope; then the
+  // KvStoreBatch of `stores` (each a sequence's rows of this k and their
+  // values). A device backend does all of it in one launch (five
+  // otherwise); the default calls RmsNorm, RopeHeads and KvStoreBatch.
   struct QkPrepArgs {
     float* q = nullptr;
     int64_t q_heads = 0;
@@ -302,6 +303,8 @@ class KernelBackend {
     const float* q_norm = nullptr;  // [head_dim]
     const float* k_norm = nullptr;
     float eps = 0.0f;
+    const KvStoreArgs* stores = nullptr;  // their k: rows of this k
+    int64_t n_stores = 0;
   };
   virtual void PrepareQk(const QkPrepArgs& a) {
     const auto norm = [&] {
@@ -314,6 +317,7 @@ class KernelBackend {
     RopeHeads(a.k, a.rows, a.k_heads * a.head_dim, a.k_heads, a.head_dim, a.rotary_dim, a.positions,
               a.inv_freq);
     if (a.qk_norm && a.norm_after_rope) norm();
+    if (a.n_stores > 0) KvStoreBatch(a.stores, a.n_stores);
   }
 
   // Causal grouped-query attention over KV caches, several sequences at once.

@@ -175,32 +175,6 @@ Status LaunchRopeHeads(CUstream_st* stream, float* x, int64_t rows, int64_t row_
                        int64_t n_heads, int64_t head_stride, int64_t rotary_dim,
                        const int32_t* positions, const float* inv_freq);
 
-// KernelBackend::PrepareQk in one launch: a block per (row, head) of q, then
-// of k, holds the head in shared memory and normalizes it (QK-norm) before
-// or after rotating it with the arithmetic of LaunchRmsNorm's and
-// LaunchRopeHeads' kernels (the same block size, loops, reduction and
-// angles), so the result is theirs bit for bit. q rows are q_heads *
-// head_dim floats, k rows k_heads * head_dim; head_dim at most 1024,
-// rotary_dim even and at most head_dim; the norm scales may be null.
-inline constexpr int64_t kQkPrepMaxHeadDim = 1024;
-struct QkPrep {
-  enum Norm { kNone, kBeforeRope, kAfterRope };
-  float* q = nullptr;
-  int64_t q_heads = 0;
-  float* k = nullptr;
-  int64_t k_heads = 0;
-  int64_t rows = 0;
-  int64_t head_dim = 0;
-  int64_t rotary_dim = 0;
-  const int32_t* positions = nullptr;
-  const float* inv_freq = nullptr;
-  Norm norm = kNone;
-  const float* q_norm = nullptr;
-  const float* k_norm = nullptr;
-  float eps = 0.0f;
-};
-Status LaunchQkPrep(CUstream_st* stream, const QkPrep& p);
-
 // Rotary embedding, half-split, in place, exactly as KernelBackend::Rope:
 // x [rows, n_heads, head_dim] with rows `row_stride` apart, positions[rows]
 // (int32), inv_freq[head_dim / 2]. head_dim even, at most 1024.
