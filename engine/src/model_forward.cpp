@@ -385,8 +385,7 @@ Status Model::MoeMlp(const LayerWeights& L, const float* xn, int64_t T, float* o
       const kernels::KernelBackend::MatmulOutput gate_up[2] = {{&g.gate.weight, gate, Fs},
                                                                {&g.up.weight, up, Fs}};
       be.MatmulMulti(xn, T, H, gate_up, 2);
-      be.SiluMul(gate, up, T, Fs, Fs, gate);
-      be.Matmul(gate, T, Fs, g.down.weight, out, H, false);
+      be.SiluMulMatmul(gate, up, T, Fs, g.down.weight, out, H, false);
     } else {
       be.Fill(out, T * H, 0.0f);
     }
@@ -511,8 +510,7 @@ Status Model::MoeMlp(const LayerWeights& L, const float* xn, int64_t T, float* o
     const kernels::KernelBackend::MatmulOutput gate_up[2] = {{&g.gate.weight, gate, Fe},
                                                              {&g.up.weight, up, Fe}};
     be.MatmulMulti(x_e, n, H, gate_up, 2);
-    be.SiluMul(gate, up, n, Fe, Fe, gate);
-    be.Matmul(gate, n, Fe, g.down.weight, y, H, false);
+    be.SiluMulMatmul(gate, up, n, Fe, g.down.weight, y, H, false);
     be.ScatterAddRows(y, H, rows + begin, weights + begin, n, H, out, H);
   }
   return Status::Ok();
