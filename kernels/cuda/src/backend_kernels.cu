@@ -220,7 +220,7 @@ struct QkPrepParams {
   int half;  // rotary_dim / 2
   const int32_t* positions;
   const float* inv_freq;
-  QkPrep::Norm norm;
+  int norm;  // 0 none, 1 before RoPE, 2 after
   const float* q_norm;
   const float* k_norm;
   float eps;
@@ -234,14 +234,9 @@ static_assert(sizeof(QkPrepParams) <= 4096, "kernel parameters above 4 KiB");
 // in place.
 __device__ __forceinline__ void NormHead(float* head, const float* weight, int dim, float eps,
                                          float* scratch) {
-  float ss = 0.0f;
-  for (int i = threadIdx.x; i < dim; i += kNormThreads) ss = fmaf(head[i], head[i], ss);
-  ss = BlockSum(ss, scratch);
-  const float inv = 1.0f / sqrtf(ss / static_cast<float>(dim) + eps);
-  for (int i = threadIdx.x; i < dim; i += kNormThreads) {
-    const float v = head[i] * inv;
-    head[i] = weight ? weight[i] * v : v;
-  }
+  const float inv = BlockInvRms(head, dim, eps, scratch);
+  for (int i = threadIdx.x; i < dim; i += kNormThreads)
+    head[i] = NormScaled(head[i], inv, weight, i);
   __syncthreads();
 }
 
@@ -265,14 +260,14 @@ __global__ void __launch_bounds__(kNormThreads) QkPrepKernel(const QkPrepParams 
     sincosf(pos * p.inv_freq[i], &sn[i], &cs[i]);
   }
   __syncthreads();
-  if (p.norm == QkPrep::kBeforeRope) NormHead(head, weight, d, p.eps, scratch);
+  if (p.norm == 1) NormHead(head, weight, d, p.eps, scratch);
   for (int i = threadIdx.x; i < p.half; i += kNormThreads) {
     const float a = head[i];
     const float b = head[i + p.half];
     RotatePair(a, b, cs[i], sn[i], &head[i], &head[i + p.half]);
   }
   __syncthreads();
-  if (p.norm == QkPrep::kAfterRope) NormHead(head, weight, d, p.eps, scratch);
+  if (p.norm == 2) NormHead(head, weight, d, p.eps, scratch);
   for (int i = threadIdx.x; i < d; i += kNormThreads) v[i] = head[i];
   if (is_q) return;
   // The key just written (visible to this block after the barrier) and the
@@ -688,64 +683,63 @@ Status LaunchKvStoreBatch(cudaStream_t s, const KvStoreArgs* args, int64_t n) {
   return Status::Ok();
 }
 
-Status LaunchQkPrep(cudaStream_t s, const QkPrep& p) {
-  const int64_t heads = p.q_heads + p.k_heads;
-  if (p.rows < 0 || p.q_heads < 0 || p.k_heads < 0 || p.head_dim < 0 ||
-      p.head_dim > kQkPrepMaxHeadDim || p.rotary_dim < 0 || p.rotary_dim % 2 != 0 ||
-      p.rotary_dim > p.head_dim || !FitsInt(heads) ||
-      (heads > 0 && p.rows > (int64_t{1} << 31) / heads - 1) ||
-      (p.norm != QkPrep::kNone && p.norm != QkPrep::kBeforeRope && p.norm != QkPrep::kAfterRope)) {
-    return InvalidArgumentError("LaunchQkPrep: " + std::to_string(p.rows) + " rows of " +
-                                std::to_string(p.q_heads) + " + " + std::to_string(p.k_heads) +
-                                " heads of " + std::to_string(p.head_dim) +
-                                " features, rotary_dim " + std::to_string(p.rotary_dim) +
+Status LaunchQkPrep(cudaStream_t s, const KernelBackend::QkPrepArgs& a, const int64_t* first_row) {
+  const int64_t heads = a.q_heads + a.k_heads;
+  if (a.rows < 0 || a.q_heads < 0 || a.k_heads < 0 || a.head_dim < 0 ||
+      a.head_dim > kQkPrepMaxHeadDim || a.rotary_dim < 0 || a.rotary_dim % 2 != 0 ||
+      a.rotary_dim > a.head_dim || !FitsInt(heads) ||
+      (heads > 0 && a.rows > (int64_t{1} << 31) / heads - 1)) {
+    return InvalidArgumentError("LaunchQkPrep: " + std::to_string(a.rows) + " rows of " +
+                                std::to_string(a.q_heads) + " + " + std::to_string(a.k_heads) +
+                                " heads of " + std::to_string(a.head_dim) +
+                                " features, rotary_dim " + std::to_string(a.rotary_dim) +
                                 ": head_dim at most " + std::to_string(kQkPrepMaxHeadDim) +
                                 ", rotary_dim even and at most head_dim, rows x heads under 2^31");
   }
-  if (p.n_stores < 0 || p.n_stores > kKvStoreBatch ||
-      (p.n_stores > 0 && (!p.stores || !p.first_row))) {
-    return InvalidArgumentError("LaunchQkPrep: " + std::to_string(p.n_stores) +
-                                " stores (at most " + std::to_string(kKvStoreBatch) +
-                                ") or a null store list");
+  const int64_t n_stores = first_row ? a.n_stores : 0;
+  if (n_stores < 0 || n_stores > kKvStoreBatch || (n_stores > 0 && !a.stores)) {
+    return InvalidArgumentError("LaunchQkPrep: " + std::to_string(n_stores) + " stores (at most " +
+                                std::to_string(kKvStoreBatch) + ") or a null store list");
   }
-  const int64_t kvd = p.k_heads * p.head_dim;
-  for (int64_t i = 0; i < p.n_stores; ++i) {
-    const KvStoreArgs& a = p.stores[i];
-    const int64_t r = p.first_row[i];
-    if (a.n < 0 || r < 0 || r + a.n > p.rows || a.row_stride != kvd || a.n_kv_heads != p.k_heads ||
-        a.head_dim != p.head_dim || (a.n > 0 && a.k != p.k + r * kvd) ||
-        (a.n > 0 && (!a.v || !a.k_cache || !a.v_cache)) ||
-        (a.dtype != KvDtype::kF32 && a.dtype != KvDtype::kF16)) {
+  const int64_t kvd = a.k_heads * a.head_dim;
+  for (int64_t i = 0; i < n_stores; ++i) {
+    const KvStoreArgs& st = a.stores[i];
+    const int64_t r = first_row[i];
+    if (st.n < 0 || r < 0 || r + st.n > a.rows || st.row_stride != kvd ||
+        st.n_kv_heads != a.k_heads || st.head_dim != a.head_dim ||
+        (st.n > 0 && st.k != a.k + r * kvd) ||
+        (st.n > 0 && (!st.v || !st.k_cache || !st.v_cache)) ||
+        (st.dtype != KvDtype::kF32 && st.dtype != KvDtype::kF16)) {
       return InvalidArgumentError("LaunchQkPrep: store " + std::to_string(i) + " is not rows [" +
-                                  std::to_string(r) + ", " + std::to_string(r + a.n) +
+                                  std::to_string(r) + ", " + std::to_string(r + st.n) +
                                   ") of this call's keys, or lacks a "
                                   "value or cache pointer, or has an unknown dtype");
     }
   }
-  if (p.rows == 0 || heads == 0 || p.head_dim == 0) return Status::Ok();
-  if ((p.q_heads > 0 && !p.q) || (p.k_heads > 0 && !p.k) || !p.positions ||
-      (p.rotary_dim > 0 && !p.inv_freq)) {
+  if (a.rows == 0 || heads == 0 || a.head_dim == 0) return Status::Ok();
+  if ((a.q_heads > 0 && !a.q) || (a.k_heads > 0 && !a.k) || !a.positions ||
+      (a.rotary_dim > 0 && !a.inv_freq)) {
     return InvalidArgumentError("LaunchQkPrep: null q, k, positions or inv_freq");
   }
   QkPrepParams k{};
-  k.q = p.q;
-  k.k = p.k;
-  k.q_heads = static_cast<int>(p.q_heads);
-  k.k_heads = static_cast<int>(p.k_heads);
-  k.head_dim = static_cast<int>(p.head_dim);
-  k.half = static_cast<int>(p.rotary_dim / 2);
-  k.positions = p.positions;
-  k.inv_freq = p.inv_freq;
-  k.norm = p.norm;
-  k.q_norm = p.q_norm;
-  k.k_norm = p.k_norm;
-  k.eps = p.eps;
-  k.n_stores = static_cast<int>(p.n_stores);
-  for (int64_t i = 0; i < p.n_stores; ++i) {
-    k.stores[i] = p.stores[i];
-    k.first_row[i] = p.first_row[i];
+  k.q = a.q;
+  k.k = a.k;
+  k.q_heads = static_cast<int>(a.q_heads);
+  k.k_heads = static_cast<int>(a.k_heads);
+  k.head_dim = static_cast<int>(a.head_dim);
+  k.half = static_cast<int>(a.rotary_dim / 2);
+  k.positions = a.positions;
+  k.inv_freq = a.inv_freq;
+  k.norm = a.qk_norm ? (a.norm_after_rope ? 2 : 1) : 0;
+  k.q_norm = a.q_norm;
+  k.k_norm = a.k_norm;
+  k.eps = a.eps;
+  k.n_stores = static_cast<int>(n_stores);
+  for (int64_t i = 0; i < n_stores; ++i) {
+    k.stores[i] = a.stores[i];
+    k.first_row[i] = first_row[i];
   }
-  QkPrepKernel<<<static_cast<unsigned>(p.rows * heads), kNormThreads, 0, s>>>(k);
+  QkPrepKernel<<<static_cast<unsigned>(a.rows * heads), kNormThreads, 0, s>>>(k);
   return CheckLaunch("QkPrepKernel");
 }
 

@@ -63,36 +63,16 @@ Status LaunchKvStoreBatch(cudaStream_t s, const KvStoreArgs* args, int64_t n);
 // KernelBackend::PrepareQk in one launch: a block per (row, head) of q, then
 // of k, holds the head in shared memory and normalizes it (QK-norm) before
 // or after rotating it with the arithmetic of LaunchRmsNorm's and
-// LaunchRopeHeads' kernels (the same block size, loops, reduction and
-// angles), so q and k are theirs bit for bit; then each k head's block
-// stores its key and value into the cache of the row's sequence as
-// LaunchKvStoreBatch does. q rows are q_heads * head_dim floats, k rows
-// k_heads * head_dim; head_dim at most kQkPrepMaxHeadDim, rotary_dim even
-// and at most head_dim; the norm scales may be null. stores[s] covers rows
-// [first_row[s], first_row[s] + stores[s].n) of k (its k pointer at that row,
-// its row_stride, n_kv_heads and head_dim k's), at most kKvStoreBatch of
-// them; rows outside every store are not stored.
+// LaunchRopeHeads' kernels (the same block size, reduction and angles), so
+// q and k are theirs bit for bit; then, with `first_row`, each k head's
+// block stores its key and value into the cache of the row's sequence as
+// LaunchKvStoreBatch does: a.stores[s] covers rows [first_row[s],
+// first_row[s] + a.stores[s].n) of a.k (its k pointer at that row, its
+// row_stride, n_kv_heads and head_dim a.k's), at most kKvStoreBatch of them,
+// rows outside every store not stored. Without first_row the stores are
+// left to the caller. head_dim at most kQkPrepMaxHeadDim.
 inline constexpr int64_t kQkPrepMaxHeadDim = 1024;
-struct QkPrep {
-  enum Norm { kNone, kBeforeRope, kAfterRope };
-  float* q = nullptr;
-  int64_t q_heads = 0;
-  float* k = nullptr;
-  int64_t k_heads = 0;
-  int64_t rows = 0;
-  int64_t head_dim = 0;
-  int64_t rotary_dim = 0;
-  const int32_t* positions = nullptr;
-  const float* inv_freq = nullptr;
-  Norm norm = kNone;
-  const float* q_norm = nullptr;
-  const float* k_norm = nullptr;
-  float eps = 0.0f;
-  const KvStoreArgs* stores = nullptr;
-  const int64_t* first_row = nullptr;
-  int64_t n_stores = 0;
-};
-Status LaunchQkPrep(cudaStream_t s, const QkPrep& p);
+Status LaunchQkPrep(cudaStream_t s, const KernelBackend::QkPrepArgs& a, const int64_t* first_row);
 
 // ---- matmul helpers (the cuBLAS path) ---------------------------------------
 

@@ -48,6 +48,21 @@ int64_t RowBytes(const WeightMatrix& w) {
 
 std::string Str(int64_t v) { return std::to_string(v); }
 
+// Whether environment variable `name` is `pick`. Unset, empty or `keep`:
+// false; anything else: false with a warning that ends in `keeping` (what
+// the backend does instead).
+bool EnvPicks(const char* name, const char* pick, const char* keep, const char* keeping) {
+  const char* value = std::getenv(name);
+  if (!value || !*value) return false;
+  const std::string v = value;
+  if (v == pick) return true;
+  if (v != keep) {
+    OCTET_LOG(WARNING) << "cuda backend: " << name << "='" << v << "' is neither '" << pick
+                       << "' nor '" << keep << "'; " << keeping;
+  }
+  return false;
+}
+
 }  // namespace
 
 Result<std::unique_ptr<KernelBackend>> CreateCudaBackend(const BackendOptions& options) {
@@ -77,42 +92,25 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::Create(const BackendOptions& o
   b->split_bf16_ = !(mode && std::string(mode) == "bf16");
   // The NVFP4 decode matmuls: the float kernel (gemv.cu, proven on an H200)
   // unless OCTET_CUDA_NVFP4_GEMV=int picks the integer one (gemv_int.cu).
-  if (const char* gemv = std::getenv("OCTET_CUDA_NVFP4_GEMV"); gemv && *gemv) {
-    const std::string v = gemv;
-    if (v == "int") {
-      b->nvfp4_int_ = true;
-      OCTET_LOG(INFO) << "cuda backend: NVFP4 decode matmuls (1-" << kGemvMaxRows
-                      << " rows) in integers (OCTET_CUDA_NVFP4_GEMV=int)";
-    } else if (v != "float") {
-      OCTET_LOG(WARNING) << "cuda backend: OCTET_CUDA_NVFP4_GEMV='" << v
-                         << "' is neither 'int' nor 'float'; using the float kernel";
-    }
+  b->nvfp4_int_ = EnvPicks("OCTET_CUDA_NVFP4_GEMV", "int", "float", "using the float kernel");
+  if (b->nvfp4_int_) {
+    OCTET_LOG(INFO) << "cuda backend: NVFP4 decode matmuls (1-" << kGemvMaxRows
+                    << " rows) in integers (OCTET_CUDA_NVFP4_GEMV=int)";
   }
   // Mixture-of-experts decode: routing on the host (the engine's) unless
   // OCTET_CUDA_MOE_ROUTING=device moves it, and the experts, onto the device.
-  if (const char* moe = std::getenv("OCTET_CUDA_MOE_ROUTING"); moe && *moe) {
-    const std::string v = moe;
-    if (v == "device") {
-      b->moe_on_device_ = true;
-      OCTET_LOG(INFO) << "cuda backend: mixture-of-experts decode routed on the device "
-                         "(OCTET_CUDA_MOE_ROUTING=device)";
-    } else if (v != "host") {
-      OCTET_LOG(WARNING) << "cuda backend: OCTET_CUDA_MOE_ROUTING='" << v
-                         << "' is neither 'device' nor 'host'; routing on the host";
-    }
+  b->moe_on_device_ = EnvPicks("OCTET_CUDA_MOE_ROUTING", "device", "host", "routing on the host");
+  if (b->moe_on_device_) {
+    OCTET_LOG(INFO) << "cuda backend: mixture-of-experts decode routed on the device "
+                       "(OCTET_CUDA_MOE_ROUTING=device)";
   }
-  // The fused decode ops (q/k/v and gate/up in one launch with their input
-  // norm, QK-norm and RoPE in one): on unless OCTET_CUDA_FUSED=off, the A/B.
-  if (const char* fused = std::getenv("OCTET_CUDA_FUSED"); fused && *fused) {
-    const std::string v = fused;
-    if (v == "off") {
-      b->fused_ = false;
-      OCTET_LOG(INFO) << "cuda backend: norm, matmul and RoPE launches unfused "
-                         "(OCTET_CUDA_FUSED=off)";
-    } else if (v != "on") {
-      OCTET_LOG(WARNING) << "cuda backend: OCTET_CUDA_FUSED='" << v
-                         << "' is neither 'on' nor 'off'; fusing";
-    }
+  // The fused decode ops (norms, SiLU·mul into the GEMVs; q/k/v and gate/up
+  // in one launch each; QK-norm, RoPE and the KV store in one): on unless
+  // OCTET_CUDA_FUSED=off, the A/B.
+  b->fused_ = !EnvPicks("OCTET_CUDA_FUSED", "off", "on", "fusing");
+  if (!b->fused_) {
+    OCTET_LOG(INFO) << "cuda backend: norm, matmul, RoPE and KV-store launches unfused "
+                       "(OCTET_CUDA_FUSED=off)";
   }
   // Without pinned memory the uploads stay correct, only synchronous-ish.
   void* ring = nullptr;
@@ -792,21 +790,6 @@ void CudaBackend::PrepareQk(const QkPrepArgs& a) {
     KernelBackend::PrepareQk(a);
     return;
   }
-  QkPrep p;
-  p.q = a.q;
-  p.q_heads = a.q_heads;
-  p.k = a.k;
-  p.k_heads = a.k_heads;
-  p.rows = a.rows;
-  p.head_dim = a.head_dim;
-  p.rotary_dim = a.rotary_dim;
-  p.positions = a.positions;
-  p.inv_freq = a.inv_freq;
-  p.norm =
-      a.qk_norm ? (a.norm_after_rope ? QkPrep::kAfterRope : QkPrep::kBeforeRope) : QkPrep::kNone;
-  p.q_norm = a.q_norm;
-  p.k_norm = a.k_norm;
-  p.eps = a.eps;
   // The stores go into the same launch when each is whole rows of this k
   // (the engine's are: a sequence's rows each) and they fit its parameters;
   // otherwise they follow as KvStoreBatch.
@@ -823,12 +806,7 @@ void CudaBackend::PrepareQk(const QkPrepArgs& a) {
                     st.n_kv_heads == a.k_heads && st.head_dim == a.head_dim;
     qk_first_rows_.push_back(offset / row_bytes);
   }
-  if (inline_stores) {
-    p.stores = a.stores;
-    p.first_row = qk_first_rows_.data();
-    p.n_stores = a.n_stores;
-  }
-  Check(LaunchQkPrep(stream_, p));
+  Check(LaunchQkPrep(stream_, a, inline_stores ? qk_first_rows_.data() : nullptr));
   if (!inline_stores && a.n_stores > 0) KvStoreBatch(a.stores, a.n_stores);
 }
 

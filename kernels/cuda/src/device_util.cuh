@@ -60,6 +60,23 @@ __device__ __forceinline__ float BlockMax(float v, float* scratch) {
   return m;
 }
 
+// 1 / rms of x[0..dim) with eps, as RmsNorm: a block of kNormThreads threads
+// sums the squares (each thread its strided share, then BlockSum), and every
+// thread gets the result. RmsNormKernel, QkPrepKernel and the GEMV's fused
+// norm all use it and NormScaled, so their norms agree bit for bit. Contains
+// __syncthreads (BlockSum): every thread of the block must call it.
+__device__ __forceinline__ float BlockInvRms(const float* x, int dim, float eps, float* scratch) {
+  float ss = 0.0f;
+  for (int i = threadIdx.x; i < dim; i += kNormThreads) ss = fmaf(x[i], x[i], ss);
+  ss = BlockSum(ss, scratch);
+  return 1.0f / sqrtf(ss / static_cast<float>(dim) + eps);
+}
+// Element i of the norm: x * inv, then times weight[i] (weight may be null).
+__device__ __forceinline__ float NormScaled(float x, float inv, const float* weight, int64_t i) {
+  const float v = x * inv;
+  return weight ? weight[i] * v : v;
+}
+
 // One rotated RoPE pair, rounded product by product (no contraction into an
 // FMA, so RopeKernel and QkPrepKernel give the same bits).
 __device__ __forceinline__ void RotatePair(float a, float b, float c, float s, float* x, float* y) {

@@ -32,16 +32,10 @@ __global__ void __launch_bounds__(kRowThreads)
   __shared__ float scratch[kRowThreads / kWarpSize];
   const float* xr = x + blockIdx.x * stride;
   float* outr = out + blockIdx.x * stride;
-  float ss = 0.0f;
-  for (int i = threadIdx.x; i < dim; i += kRowThreads) ss = fmaf(xr[i], xr[i], ss);
-  // BlockSum ends in a barrier after which every read of the row is done, so
-  // out may be x: each element is then read and written by the same thread.
-  ss = BlockSum(ss, scratch);
-  const float inv = 1.0f / sqrtf(ss / static_cast<float>(dim) + eps);
-  for (int i = threadIdx.x; i < dim; i += kRowThreads) {
-    const float v = xr[i] * inv;
-    outr[i] = weight ? weight[i] * v : v;
-  }
+  // BlockInvRms ends in a barrier after which every read of the row is done,
+  // so out may be x: each element is then read and written by the same thread.
+  const float inv = BlockInvRms(xr, dim, eps, scratch);
+  for (int i = threadIdx.x; i < dim; i += kRowThreads) outr[i] = NormScaled(xr[i], inv, weight, i);
 }
 
 // ---- RoPE: one block per row, every head ------------------------------------

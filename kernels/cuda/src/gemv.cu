@@ -215,18 +215,15 @@ __device__ __forceinline__ void GemvBlock(const GemvParams& p, int block) {
   if constexpr (kPrefetch) load_tile(0, chunk, scale_code);
 
   // With kRmsNorm, each x row's 1 / rms first, while the first tile's weights
-  // are in flight: RmsNormKernel's own loop and reduction (elementwise.cu;
+  // are in flight: RmsNormKernel's own reduction (BlockInvRms, NormScaled;
   // both run kNormThreads threads), so the staged values below are its
   // output bit for bit.
   __shared__ float inv_rms[M];
   if constexpr (S == GemvStaging::kRmsNorm) {
     __shared__ float red[kWarps];
     for (int i = 0; i < M; ++i) {
-      const float* xr = p.x + i * p.ldx;
-      float ss = 0.0f;
-      for (int c = threadIdx.x; c < p.k; c += kThreads) ss = fmaf(xr[c], xr[c], ss);
-      ss = BlockSum(ss, red);
-      if (threadIdx.x == 0) inv_rms[i] = 1.0f / sqrtf(ss / static_cast<float>(p.k) + p.norm_eps);
+      const float inv = BlockInvRms(p.x + i * p.ldx, p.k, p.norm_eps, red);
+      if (threadIdx.x == 0) inv_rms[i] = inv;
     }
     // The staging loop's first barrier orders these writes before its reads.
   }
@@ -242,8 +239,7 @@ __device__ __forceinline__ void GemvBlock(const GemvParams& p, int block) {
       const int c = idx % kTileCols;
       float v = t0 + c < p.k ? p.x[i * p.ldx + t0 + c] : 0.0f;
       if (S == GemvStaging::kRmsNorm && t0 + c < p.k) {
-        v = v * inv_rms[i];  // as RmsNormKernel: x * inv, then weight * that
-        if (p.aux) v = p.aux[t0 + c] * v;
+        v = NormScaled(v, inv_rms[i], p.aux, t0 + c);  // as RmsNormKernel
       } else if (S == GemvStaging::kSiluMul && t0 + c < p.k) {
         v = v / (1.0f + expf(-v)) * p.aux[i * p.ldx + t0 + c];  // as SiluMulKernel
       }
