@@ -268,23 +268,22 @@ Status Model::RunLayer(const LayerWeights& L, KvCache& cache, int64_t cache_laye
   // after it as nanochat) and RoPE in one op. Partial RoPE (GLM-4.5) rotates
   // the first rotary_dim features of each head; the rest pass unchanged.
   // Then the new keys and values go into each sequence's cache.
-  kernels::KernelBackend::QkPrepArgs prep;
-  prep.q = q;
-  prep.q_heads = local_heads_;
-  prep.k = k;
-  prep.k_heads = local_kv_heads_;
-  prep.rows = T;
-  prep.head_dim = hd;
-  prep.rotary_dim = c.rotary_dim == 0 ? hd : c.rotary_dim;
-  prep.positions = positions;
-  prep.inv_freq = inv_freq_.device;
-  prep.qk_norm = c.qk_norm;
-  prep.norm_after_rope = c.qk_norm_after_rope;
-  prep.q_norm = L.q_norm.device;
-  prep.k_norm = L.k_norm.device;
-  prep.eps = eps;
-  prep.stores = stores.data();
-  prep.n_stores = static_cast<int64_t>(stores.size());
+  const kernels::KernelBackend::QkPrepArgs prep{.q = q,
+                                                .q_heads = local_heads_,
+                                                .k = k,
+                                                .k_heads = local_kv_heads_,
+                                                .rows = T,
+                                                .head_dim = hd,
+                                                .rotary_dim = c.rotary_dim == 0 ? hd : c.rotary_dim,
+                                                .positions = positions,
+                                                .inv_freq = inv_freq_.device,
+                                                .qk_norm = c.qk_norm,
+                                                .norm_after_rope = c.qk_norm_after_rope,
+                                                .q_norm = L.q_norm.device,
+                                                .k_norm = L.k_norm.device,
+                                                .eps = eps,
+                                                .stores = stores.data(),
+                                                .n_stores = static_cast<int64_t>(stores.size())};
   be.PrepareQk(prep);
   prof.Mark(DecodeProfile::kNorms);
   kernels::AttentionArgs a;
