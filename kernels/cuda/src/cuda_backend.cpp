@@ -1012,11 +1012,21 @@ void CudaBackend::Attention(const AttentionArgs& a) {
     Check(InvalidArgumentError("Attention: more than 2^31 query tokens"));
     return;
   }
+  // A decode step's table goes in the kernels' parameters; a larger one is
+  // built in host_table_ and uploaded.
+  const bool inline_table = a.n_sequences <= kInlineAttnSeqs && n_items <= kInlineAttnItems;
+  GeneralAttentionArgs g{};
   const size_t seq_bytes = RoundUp(seqs.size() * sizeof(AttnSeqDesc), 16);
   const size_t table_bytes = seq_bytes + n_items * sizeof(AttnItem);
-  host_table_.assign(table_bytes, 0);
-  std::memcpy(host_table_.data(), seqs.data(), seqs.size() * sizeof(AttnSeqDesc));
-  AttnItem* items = reinterpret_cast<AttnItem*>(host_table_.data() + seq_bytes);
+  AttnItem* items = g.inline_items;
+  if (inline_table) {
+    g.inline_table = 1;
+    std::copy(seqs.begin(), seqs.end(), g.inline_seqs);
+  } else {
+    host_table_.assign(table_bytes, 0);
+    std::memcpy(host_table_.data(), seqs.data(), seqs.size() * sizeof(AttnSeqDesc));
+    items = reinterpret_cast<AttnItem*>(host_table_.data() + seq_bytes);
+  }
   int64_t i = 0;
   for (int64_t s = 0; s < a.n_sequences; ++s) {
     for (int64_t t = 0; t < a.sequences[s].n_tokens; ++t) {
@@ -1033,10 +1043,6 @@ void CudaBackend::Attention(const AttentionArgs& a) {
   const int64_t splits = blocks >= target ? 1
                                           : std::min<int64_t>((target + blocks - 1) / blocks,
                                                               kGeneralAttentionMaxSplits);
-  // A decode step's table goes in the kernels' parameters; a larger one is
-  // uploaded.
-  const bool inline_table = a.n_sequences <= kInlineAttnSeqs && n_items <= kInlineAttnItems;
-  GeneralAttentionArgs g{};
   const int64_t work_floats =
       GeneralAttentionWorkspaceFloats(n_items, a.n_heads, a.head_dim, splits);
   if (work_floats > 0) {
@@ -1044,11 +1050,7 @@ void CudaBackend::Attention(const AttentionArgs& a) {
     if (!Check(work.status())) return;
     g.workspace = static_cast<float*>(*work);
   }
-  if (inline_table) {
-    g.inline_table = 1;
-    std::copy(seqs.begin(), seqs.end(), g.inline_seqs);
-    std::copy(items, items + n_items, g.inline_items);
-  } else {
+  if (!inline_table) {
     auto table = Scratch(kAttnTable, table_bytes);
     if (!Check(table.status())) return;
     // After both scratches (which may wait for the stream): the upload is
