@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <mutex>
 #include <set>
 
@@ -159,50 +160,60 @@ Status Model::Forward(const std::vector<SequenceChunk>& batch, KvCache& cache, F
   const int32_t* ids = S.ids.as<int32_t>();
   const float eps = c.rms_norm_eps;
   float* x = S.x.as<float>();  // residual stream [T, H]
+  float* rows = S.rows.as<float>();
+  out->vocab = c.vocab_size;
+  out->logits.resize(R * out->vocab);
+  float* logits = host_memory && !vocab_parallel ? out->logits.data() : S.logits.as<float>();
 
-  if (!vocab_parallel) {
-    be.Embedding(embed_, ids, T, x);
-  } else {
-    // >>> Tensor parallelism: vocab-parallel embedding. This rank fills the rows
-    // of the ids it holds and zeros elsewhere; the all-reduce completes every row.
-    be.EmbeddingShard(embed_, vocab_begin_, ids, T, x);
-    OCTET_RETURN_IF_ERROR(hooks.all_reduce(x, T * H));
-  }
-  if (c.embedding_norm) be.RmsNorm(x, embedding_norm_.device, eps, T, H, H, x);  // nanochat
-  if (c.embedding_scale != 1.0f) be.Scale(x, T * H, c.embedding_scale);          // MiniCPM
-  prof.Mark(DecodeProfile::kEmbed);
-  for (int64_t l = 0; l < c.num_layers; ++l) {
-    OCTET_RETURN_IF_ERROR(RunLayer(layers_[l], cache, l, batch, first, T, hooks, prof));
-  }
+  // The step's ops, from the embedding to the logits. A decode-sized step on
+  // a device backend may be recorded and run as one unit (BeginRecording:
+  // CUDA graphs); nothing in here reads a result on the host then.
+  const auto ops = [&]() -> Status {
+    if (!vocab_parallel) {
+      be.Embedding(embed_, ids, T, x);
+    } else {
+      // >>> Tensor parallelism: vocab-parallel embedding. This rank fills the rows
+      // of the ids it holds and zeros elsewhere; the all-reduce completes every row.
+      be.EmbeddingShard(embed_, vocab_begin_, ids, T, x);
+      OCTET_RETURN_IF_ERROR(hooks.all_reduce(x, T * H));
+    }
+    if (c.embedding_norm) be.RmsNorm(x, embedding_norm_.device, eps, T, H, H, x);  // nanochat
+    if (c.embedding_scale != 1.0f) be.Scale(x, T * H, c.embedding_scale);          // MiniCPM
+    prof.Mark(DecodeProfile::kEmbed);
+    for (int64_t l = 0; l < c.num_layers; ++l) {
+      OCTET_RETURN_IF_ERROR(RunLayer(layers_[l], cache, l, batch, first, T, hooks, prof));
+    }
+
+    // lm_head over the rows that need logits, written where the caller reads
+    // them: straight into `out` on a host backend, through a copy otherwise.
+    if (mtp_.empty()) {
+      be.GatherRows(x, H, S.row_index.as<int64_t>(), R, H, rows);
+      be.RmsNorm(rows, final_norm_.device, eps, R, H, H, rows);
+    } else {
+      // Every row's final hidden state is kept for the MTP layer's drafts.
+      float* hidden = S.hidden.as<float>();
+      be.RmsNorm(x, final_norm_.device, eps, T, H, H, hidden);
+      be.GatherRows(hidden, H, S.row_index.as<int64_t>(), R, H, rows);
+    }
+    if (c.logit_scale != 1.0f) be.Scale(rows, R * H, c.logit_scale);  // MiniCPM
+    be.Matmul(rows, R, H, lm_head_.weight, logits, local_vocab_, false);
+    const float cap = c.logit_softcap;
+    if (cap > 0) be.SoftCap(logits, R * local_vocab_, cap);  // nanochat: cap * tanh(z / cap)
+    return Status::Ok();
+  };
+  OCTET_RETURN_IF_ERROR(
+      StepRecordable(T, vocab_parallel, hooks, prof) ? RecordedStep(batch, cache, ops) : ops());
   for (size_t s = 0; s < batch.size(); ++s) {
     cache.set_length(batch[s].slot,
                      batch[s].start_pos + static_cast<int64_t>(batch[s].tokens.size()));
   }
-
-  // lm_head over the rows that need logits, written where the caller reads
-  // them: straight into `out` on a host backend, through a copy otherwise.
-  float* rows = S.rows.as<float>();
-  if (mtp_.empty()) {
-    be.GatherRows(x, H, S.row_index.as<int64_t>(), R, H, rows);
-    be.RmsNorm(rows, final_norm_.device, eps, R, H, H, rows);
-  } else {
-    // Every row's final hidden state is kept for the MTP layer's drafts.
-    float* hidden = S.hidden.as<float>();
-    be.RmsNorm(x, final_norm_.device, eps, T, H, H, hidden);
-    be.GatherRows(hidden, H, S.row_index.as<int64_t>(), R, H, rows);
+  if (!mtp_.empty()) {  // the chunks whose final hidden states S.hidden holds
     last_first_ = first;
     last_rows_.resize(batch.size());
     for (size_t s = 0; s < batch.size(); ++s) {
       last_rows_[s] = static_cast<int64_t>(batch[s].tokens.size());
     }
   }
-  if (c.logit_scale != 1.0f) be.Scale(rows, R * H, c.logit_scale);  // MiniCPM
-  out->vocab = c.vocab_size;
-  out->logits.resize(R * out->vocab);
-  float* logits = host_memory && !vocab_parallel ? out->logits.data() : S.logits.as<float>();
-  be.Matmul(rows, R, H, lm_head_.weight, logits, local_vocab_, false);
-  const float cap = c.logit_softcap;
-  if (cap > 0) be.SoftCap(logits, R * local_vocab_, cap);  // nanochat: cap * tanh(z / cap)
   if (!vocab_parallel) {
     if (logits != out->logits.data()) {
       be.CopyToHost(out->logits.data(), logits, R * out->vocab * f);
@@ -214,6 +225,109 @@ Status Model::Forward(const std::vector<SequenceChunk>& batch, KvCache& cache, F
   Status gathered = hooks.gather_logits(logits, R, local_vocab_, out->logits.data());
   prof.Mark(DecodeProfile::kLmHead);
   return gathered;
+}
+
+bool Model::StepRecordable(int64_t T, bool vocab_parallel, const ForwardHooks& hooks,
+                           const DecodeProfile& prof) const {
+  // Prefill-sized steps are long kernels (cuBLAS), where a launch costs
+  // nothing to speak of.
+  constexpr int64_t kMaxRecordedRows = 8;
+  if (backend_->memory_kind() != kernels::MemoryKind::kDevice || T > kMaxRecordedRows ||
+      vocab_parallel || hooks.all_reduce || prof.on()) {
+    return false;
+  }
+  // MoeMlp's own condition for the backend's routing, else it routes on the host.
+  for (const LayerWeights& L : layers_) {
+    if (L.is_moe() && !(L.moe.device_experts && !grouped_experts_.has_value() &&
+                        T <= backend_->grouped_experts_max_tokens())) {
+      return false;
+    }
+  }
+  return true;
+}
+
+Status Model::RecordedStep(const std::vector<SequenceChunk>& batch, const KvCache& cache,
+                           const std::function<Status()>& ops) {
+  kernels::KernelBackend& be = *backend_;
+  Scratch& S = *scratch_;
+  // What decides the step's ops and every argument they take, device memory's
+  // contents aside: each chunk's slot and rows (and so the rows that take
+  // logits), the cache memory of those slots, the scratch buffers.
+  std::vector<uintptr_t>& key = S.step_key;
+  key.clear();
+  const auto add = [&key](auto v) { key.push_back(static_cast<uintptr_t>(v)); };
+  add(grouped_experts_.has_value() ? 1 + *grouped_experts_ : 0);
+  add(cache.position_stride());
+  add(cache.head_stride());
+  add(static_cast<int>(cache.dtype()));
+  for (const SequenceChunk& ch : batch) {
+    add(ch.slot);
+    add(ch.tokens.size());
+    add(ch.all_logits);
+    for (int64_t l = 0; l < cache.layers(); ++l) {
+      add(reinterpret_cast<uintptr_t>(cache.k(l, ch.slot)));
+      add(reinterpret_cast<uintptr_t>(cache.v(l, ch.slot)));
+    }
+  }
+  for (const kernels::Buffer* b : {&S.x,
+                                   &S.xn,
+                                   &S.q,
+                                   &S.k,
+                                   &S.v,
+                                   &S.attn,
+                                   &S.proj,
+                                   &S.gate,
+                                   &S.up,
+                                   &S.rows,
+                                   &S.logits,
+                                   &S.ids,
+                                   &S.positions,
+                                   &S.row_index,
+                                   &S.router_logits,
+                                   &S.expert_in,
+                                   &S.expert_out,
+                                   &S.route_rows,
+                                   &S.route_weights,
+                                   &S.expert_gate,
+                                   &S.expert_up,
+                                   &S.hidden}) {
+    add(reinterpret_cast<uintptr_t>(b->data()));
+  }
+  // The step recorded before: run it again.
+  auto known = std::find_if(S.recordings.begin(), S.recordings.end(),
+                            [&](const Scratch::Recording& r) { return r.key == key; });
+  int64_t replace = -1;
+  if (known != S.recordings.end()) {
+    known->last_used = ++S.recording_clock;
+    const Status again = be.RunRecording(known->id);
+    if (again.code() != StatusCode::kAborted) return again;
+    replace = known->id;  // the backend cannot: record it anew
+  }
+  if (!be.BeginRecording()) return ops();
+  const Status issued = ops();
+  Result<int64_t> id = be.EndRecording(/*run=*/issued.ok(), replace);
+  // Aborted: nothing recorded ran (an op needed the host, or memory to grow);
+  // the same ops again, each as it is issued.
+  if (!id.ok() && id.status().code() == StatusCode::kAborted) return ops();
+  OCTET_RETURN_IF_ERROR(issued);
+  OCTET_RETURN_IF_ERROR(id.status());
+  if (*id >= 0) {
+    if (known == S.recordings.end()) {
+      constexpr size_t kMaxRecordings = 8;
+      if (S.recordings.size() < kMaxRecordings) {
+        known = S.recordings.emplace(S.recordings.end());
+      } else {
+        known = std::min_element(S.recordings.begin(), S.recordings.end(),
+                                 [](const Scratch::Recording& a, const Scratch::Recording& b) {
+                                   return a.last_used < b.last_used;
+                                 });
+      }
+      known->key = key;
+      known->last_used = ++S.recording_clock;
+    }
+    known->id = *id;
+  }
+  return Status::Ok();
 }
 
 Status Model::RunLayer(const LayerWeights& L, KvCache& cache, int64_t cache_layer,

@@ -46,6 +46,16 @@ struct Model::Scratch {
   std::vector<int64_t> host_route_rows, expert_begin;
   std::vector<float> host_route_weights;
   RouteScratch route;
+  // Decode steps the backend recorded (Model::RecordedStep): what decides
+  // each one's ops and arguments, and the backend's recording of it.
+  struct Recording {
+    std::vector<uintptr_t> key;
+    int64_t id = -1;
+    int64_t last_used = 0;
+  };
+  std::vector<Recording> recordings;
+  std::vector<uintptr_t> step_key;
+  int64_t recording_clock = 0;
 };
 
 // `b` holds at least `bytes` (contents not kept when it grows).
@@ -99,6 +109,7 @@ class Model::DecodeProfile {
     OCTET_LOG(INFO) << line << buf;
     t = Totals();
   }
+  bool on() const { return on_; }
   // The time since the previous mark goes to `op`.
   void Mark(Op op) {
     if (!on_) return;

@@ -15,9 +15,12 @@
 # batched decode; the Qwen3-8B shape, BF16 and NVFP4, 8 of its layers: c1
 # decode and a 2,048-token prefill, NVFP4 once more with the integer kernel;
 # Qwen3-0.6B BF16 and the 8B shape again with OCTET_CUDA_FUSED=off (the A/B
-# of the fused norm/matmul and QK-norm/RoPE launches);
+# of the fused norm/matmul and QK-norm/RoPE launches) and with
+# OCTET_CUDA_GRAPHS=on and =update (decode steps as CUDA graphs, run again
+# for the same step or recorded every step);
 # the Qwen3-30B-A3B shape, 4 of its layers: c1 and c8 decode with the grouped
-# expert ops against a call per expert, and with the routing on the device;
+# expert ops against a call per expert, and with the routing on the device,
+# without and with CUDA graphs;
 # a per-op decode profile), test_cuda_engine again with
 # OCTET_CUDA_MOE_ROUTING=device (MoE decode routed on the device) and, only
 # if test_cuda_engine failed, with OCTET_CUDA_FUSED=off (triage: are the
@@ -126,8 +129,13 @@ write_summary() {
   "bench_engine_8b_nvfp4_int": $(json_or_null "$LOG/bench_engine_8b_int.json"),
   "bench_engine_0.6b_unfused": $(json_or_null "$LOG/bench_engine_0.6b_unfused.json"),
   "bench_engine_8b_unfused": $(json_or_null "$LOG/bench_engine_8b_unfused.json"),
+  "bench_engine_0.6b_graphs": $(json_or_null "$LOG/bench_engine_0.6b_graphs.json"),
+  "bench_engine_8b_graphs": $(json_or_null "$LOG/bench_engine_8b_graphs.json"),
+  "bench_engine_0.6b_graphs_update": $(json_or_null "$LOG/bench_engine_0.6b_graphs_update.json"),
+  "bench_engine_8b_graphs_update": $(json_or_null "$LOG/bench_engine_8b_graphs_update.json"),
   "bench_engine_moe": $(json_or_null "$LOG/bench_engine_moe.json"),
-  "bench_engine_moe_device": $(json_or_null "$LOG/bench_engine_moe_device.json")
+  "bench_engine_moe_device": $(json_or_null "$LOG/bench_engine_moe_device.json"),
+  "bench_engine_moe_device_graphs": $(json_or_null "$LOG/bench_engine_moe_device_graphs.json")
 }
 EOF
 }
@@ -394,21 +402,28 @@ OCTET_CUDA_NVFP4_GEMV=int \
 echo "device-check: octet_bench_engine qwen3-8b-nvfp4 (OCTET_CUDA_NVFP4_GEMV=int) exit $rc"
 tail -n 6 "$LOG/bench_engine_8b_int.txt"
 (( rc != 0 )) && ENGINE_RC=$rc
-# The fused decode ops (input norms in the q/k/v and gate/up launches,
-# QK-norm and RoPE in one) off: each run's rows against the same model's
-# rows above (bench_engine and the split 8B run, the same arguments).
-for run in "0.6b:qwen3-0.6b-bf16:--layers=0:512:1,8" \
-           "8b:qwen3-8b-bf16,qwen3-8b-nvfp4:--layers=8:2048:1"; do
-  IFS=: read -r tag models layers prompt conc <<<"$run"
-  rc=0
-  OCTET_CUDA_FUSED=off \
-    timeout "$(step_timeout 90 10)" "$PROG_BIN/octet_bench_engine" --backend cuda \
-    --dir "$BENCH_MODELS" --models "$models" "$layers" \
-    --prompt "$prompt" --decode 64 --concurrency "$conc" --stream-mib 1024 \
-    >"$LOG/bench_engine_${tag}_unfused.json" 2>"$LOG/bench_engine_${tag}_unfused.txt" || rc=$?
-  echo "device-check: octet_bench_engine $models (OCTET_CUDA_FUSED=off) exit $rc"
-  tail -n 6 "$LOG/bench_engine_${tag}_unfused.txt"
-  (( rc != 0 )) && ENGINE_RC=$rc
+# Two switches, each run's rows against the same model's rows above
+# (bench_engine and the split 8B run, the same arguments): the fused decode
+# ops (input norms in the q/k/v and gate/up launches, QK-norm and RoPE in
+# one) off, and decode steps as CUDA graphs (a step's recording run again,
+# or every step recorded).
+for variant in "OCTET_CUDA_FUSED=off:unfused" "OCTET_CUDA_GRAPHS=on:graphs" \
+               "OCTET_CUDA_GRAPHS=update:graphs_update"; do
+  setting=${variant%%:*} suffix=${variant#*:}
+  for run in "0.6b:qwen3-0.6b-bf16:--layers=0:512:1,8" \
+             "8b:qwen3-8b-bf16,qwen3-8b-nvfp4:--layers=8:2048:1"; do
+    IFS=: read -r tag models layers prompt conc <<<"$run"
+    rc=0
+    env "$setting" \
+      timeout "$(step_timeout 90 10)" "$PROG_BIN/octet_bench_engine" --backend cuda \
+      --dir "$BENCH_MODELS" --models "$models" "$layers" \
+      --prompt "$prompt" --decode 64 --concurrency "$conc" --stream-mib 1024 \
+      >"$LOG/bench_engine_${tag}_$suffix.json" 2>"$LOG/bench_engine_${tag}_$suffix.txt" || rc=$?
+    echo "device-check: octet_bench_engine $models ($setting) exit $rc"
+    grep "cuda backend:" "$LOG/bench_engine_${tag}_$suffix.txt" | sort | uniq -c | head -n 6
+    tail -n 6 "$LOG/bench_engine_${tag}_$suffix.txt"
+    (( rc != 0 )) && ENGINE_RC=$rc
+  done
 done
 # The Qwen3-30B-A3B shape (4 of its 48 layers, NVFP4 experts): decode at c1
 # and c8, and the backend's grouped expert ops (the CUDA default at decode)
@@ -429,6 +444,17 @@ OCTET_CUDA_MOE_ROUTING=device timeout "$(step_timeout 90 10)" "$PROG_BIN/octet_b
   >"$LOG/bench_engine_moe_device.json" 2>"$LOG/bench_engine_moe_device.txt" || rc=$?
 echo "device-check: octet_bench_engine qwen3-30b-a3b-nvfp4 (OCTET_CUDA_MOE_ROUTING=device) exit $rc"
 tail -n 8 "$LOG/bench_engine_moe_device.txt"
+(( rc != 0 )) && ENGINE_RC=$rc
+# And with its decode steps as CUDA graphs (which device routing allows).
+rc=0
+OCTET_CUDA_MOE_ROUTING=device OCTET_CUDA_GRAPHS=on timeout "$(step_timeout 90 10)" \
+  "$PROG_BIN/octet_bench_engine" --backend cuda --dir "$BENCH_MODELS" \
+  --models qwen3-30b-a3b-nvfp4 --moe-layers 4 \
+  --prompt 64 --decode 64 --concurrency 1,8 --stream-mib 1024 \
+  >"$LOG/bench_engine_moe_device_graphs.json" 2>"$LOG/bench_engine_moe_device_graphs.txt" || rc=$?
+echo "device-check: octet_bench_engine qwen3-30b-a3b-nvfp4 (device routing, OCTET_CUDA_GRAPHS=on) exit $rc"
+grep "cuda backend:" "$LOG/bench_engine_moe_device_graphs.txt" | sort | uniq -c | head -n 6
+tail -n 8 "$LOG/bench_engine_moe_device_graphs.txt"
 (( rc != 0 )) && ENGINE_RC=$rc
 # Where a decode step's time goes (each op group synchronized: slower than
 # the figures above, but it shows the split).

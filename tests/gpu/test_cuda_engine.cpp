@@ -253,6 +253,93 @@ class TestCudaEngine : public QObject {
     }
   }
 
+  // Decode steps as CUDA graphs, in both modes of OCTET_CUDA_GRAPHS: "on"
+  // (a step recorded once, its recording run again for the steps after it:
+  // the kernels must read each step's tokens, positions and KV lengths from
+  // device memory, or the logits drift from the second step on) and
+  // "update" (every step recorded). The mixture-of-experts models with their
+  // routing on the device, which a graph can hold. Three sequences decoding
+  // together, then one (another batch size, so another recording), give the
+  // same logits bit for bit as the same model run op by op, and the
+  // reference's where it has them. llama3-tiny's F32 weights go to cuBLAS,
+  // which is not recorded: its steps run op by op, with the same results.
+  void graphsInDecode_data() {
+    QTest::addColumn<QString>("model");
+    QTest::addColumn<QString>("mode");
+    for (const char* m : kModels) {
+      for (const char* mode : {"on", "update"}) {
+        QTest::newRow((std::string(m) + "/" + mode).c_str()) << QString(m) << QString(mode);
+      }
+    }
+  }
+  void graphsInDecode() {
+    QFETCH(QString, model);
+    QFETCH(QString, mode);
+    const std::string dir = test::FixturesDir() + "/" + model.toStdString();
+    if (!PathExists(dir)) QSKIP("fixture not present");
+    Reference ref = LoadReference(dir);
+    std::unique_ptr<Model> op_by_op, graphs;
+    {
+      ScopedEnv routing("OCTET_CUDA_MOE_ROUTING", "device");
+      {
+        ScopedEnv off("OCTET_CUDA_GRAPHS", nullptr);
+        op_by_op = Load(dir);
+      }
+      ScopedEnv on("OCTET_CUDA_GRAPHS", mode.toStdString().c_str());
+      graphs = Load(dir);
+    }
+    QVERIFY(op_by_op && graphs);
+    const auto want = test::BatchedFixtureDecode(*op_by_op, ref, std::nullopt);
+    const auto got = test::BatchedFixtureDecode(*graphs, ref, std::nullopt);
+    QCOMPARE(got.size(), ref.generated.size() - 1);
+    QVERIFY2(got == want, "batched decode: graphs against op by op");
+    for (size_t j = 0; j < got.size(); ++j) {
+      const int64_t row = static_cast<int64_t>(ref.prompt.size() - 1 + j);
+      QVERIFY2(test::FixtureRowDiff(got[j].data(), row, ref) <= ref.atol,
+               ("batched step " + std::to_string(j) + " against the reference").c_str());
+    }
+    // One sequence: the prompt, then the reference's ids one at a time.
+    const auto single = [&](Model& m) {
+      KvCache cache = *m.NewKvCache(1, ref.T + 1);
+      SequenceChunk ch;
+      ch.tokens = ref.prompt;
+      ForwardOutput out;
+      std::vector<std::vector<float>> steps;
+      for (size_t j = 0; j < ref.generated.size(); ++j) {
+        const Status s = m.Forward({ch}, cache, &out);
+        if (!s.ok()) qFatal("%s", s.ToString().c_str());
+        steps.emplace_back(out.Last(0), out.Last(0) + ref.V);
+        ch.start_pos = cache.length(0);
+        ch.tokens = {ref.generated[j]};
+      }
+      return steps;
+    };
+    const auto want1 = single(*op_by_op);
+    const auto got1 = single(*graphs);
+    QVERIFY2(got1 == want1, "single-sequence decode: graphs against op by op");
+    for (size_t j = 0; j < got1.size(); ++j) {
+      QCOMPARE(HostArgmax(got1[j].data(), ref.V), ref.generated[j]);
+    }
+    const auto none = op_by_op->backend().recording_counts();
+    QCOMPARE(none.recorded + none.replayed + none.aborted, int64_t{0});
+    if (model == "llama3-tiny") return;
+    // Every decode step but the first of each batch size (its scratch grows
+    // while it is recorded) ran as a graph; with "on", most of them as the
+    // step's recording run again.
+    const auto n = graphs->backend().recording_counts();
+    const int64_t decode_steps = static_cast<int64_t>(got.size() - 1 + got1.size() - 1);
+    const std::string counts = std::to_string(n.recorded) + " recorded, " +
+                               std::to_string(n.replayed) + " run again, " +
+                               std::to_string(n.aborted) + " aborted, of " +
+                               std::to_string(decode_steps) + " decode steps";
+    QVERIFY2(n.recorded + n.replayed >= decode_steps - 2, counts.c_str());
+    if (mode == "on") {
+      QVERIFY2(n.replayed >= decode_steps - 6, counts.c_str());
+    } else {
+      QVERIFY2(n.replayed == 0, counts.c_str());
+    }
+  }
+
   // Generate() end to end: the sampler reads host logits with a CPU backend.
   void generateGreedy() {
     const std::string dir = test::FixturesDir() + "/qwen3-tiny";

@@ -164,9 +164,12 @@ __global__ void EmbeddingShardKernel(const TableParams p, int64_t first_row, con
   }
 }
 
-// One (token, kv head) of one sequence's store: threads over head_dim.
-__device__ __forceinline__ void KvStoreRow(const KvStoreArgs& a, int64_t t, int64_t h) {
-  const int64_t dst = h * a.head_stride + (a.first_pos + t) * a.position_stride;
+// One (token, kv head) of one sequence's store, the token's at position
+// `pos` (a.first_pos + t, or the step's position of its row): threads over
+// head_dim.
+__device__ __forceinline__ void KvStoreRow(const KvStoreArgs& a, int64_t t, int64_t h,
+                                           int64_t pos) {
+  const int64_t dst = h * a.head_stride + pos * a.position_stride;
   const float* ks = a.k + t * a.row_stride + h * a.head_dim;
   const float* vs = a.v + t * a.row_stride + h * a.head_dim;
   for (int64_t c = threadIdx.x; c < a.head_dim; c += blockDim.x) {
@@ -188,7 +191,8 @@ __device__ __forceinline__ void KvStoreRow(const KvStoreArgs& a, int64_t t, int6
 
 // Grid: x = (token, kv head), threads over head_dim.
 __global__ void KvStoreKernel(const KvStoreArgs a) {
-  KvStoreRow(a, blockIdx.x / a.n_kv_heads, blockIdx.x % a.n_kv_heads);
+  const int64_t t = blockIdx.x / a.n_kv_heads;
+  KvStoreRow(a, t, blockIdx.x % a.n_kv_heads, a.first_pos + t);
 }
 
 // Up to kKvStoreBatch sequences' stores. Grid: x = the (sequence, token, kv
@@ -204,7 +208,8 @@ __global__ void KvStoreBatchKernel(const KvStoreBatchParams p) {
   while (s + 1 < p.n && b >= p.first_block[s + 1]) ++s;
   const KvStoreArgs& a = p.a[s];
   const int64_t local = b - p.first_block[s];
-  KvStoreRow(a, local / a.n_kv_heads, local % a.n_kv_heads);
+  const int64_t t = local / a.n_kv_heads;
+  KvStoreRow(a, t, local % a.n_kv_heads, a.first_pos + t);
 }
 
 // ---- QK-norm, RoPE and the KV store: one block per (row, head) --------------
@@ -227,6 +232,7 @@ struct QkPrepParams {
   KvStoreArgs stores[kKvStoreBatch];
   int64_t first_row[kKvStoreBatch];
   int n_stores;
+  int store_at_positions;  // 1: row r's position is positions[r], not first_pos + t
 };
 static_assert(sizeof(QkPrepParams) <= 4096, "kernel parameters above 4 KiB");
 
@@ -277,7 +283,7 @@ __global__ void __launch_bounds__(kNormThreads) QkPrepKernel(const QkPrepParams 
     const KvStoreArgs& a = p.stores[s];
     const int64_t t = row - p.first_row[s];
     if (t >= 0 && t < a.n) {
-      KvStoreRow(a, t, h - p.q_heads);
+      KvStoreRow(a, t, h - p.q_heads, p.store_at_positions ? p.positions[row] : a.first_pos + t);
       break;
     }
   }
@@ -683,7 +689,8 @@ Status LaunchKvStoreBatch(cudaStream_t s, const KvStoreArgs* args, int64_t n) {
   return Status::Ok();
 }
 
-Status LaunchQkPrep(cudaStream_t s, const KernelBackend::QkPrepArgs& a, const int64_t* first_row) {
+Status LaunchQkPrep(cudaStream_t s, const KernelBackend::QkPrepArgs& a, const int64_t* first_row,
+                    bool store_at_positions) {
   const int64_t heads = a.q_heads + a.k_heads;
   if (a.rows < 0 || a.q_heads < 0 || a.k_heads < 0 || a.head_dim < 0 ||
       a.head_dim > kQkPrepMaxHeadDim || a.rotary_dim < 0 || a.rotary_dim % 2 != 0 ||
@@ -735,6 +742,7 @@ Status LaunchQkPrep(cudaStream_t s, const KernelBackend::QkPrepArgs& a, const in
   k.k_norm = a.k_norm;
   k.eps = a.eps;
   k.n_stores = static_cast<int>(n_stores);
+  k.store_at_positions = store_at_positions ? 1 : 0;
   for (int64_t i = 0; i < n_stores; ++i) {
     k.stores[i] = a.stores[i];
     k.first_row[i] = first_row[i];

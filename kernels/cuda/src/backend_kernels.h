@@ -69,10 +69,14 @@ Status LaunchKvStoreBatch(cudaStream_t s, const KvStoreArgs* args, int64_t n);
 // LaunchKvStoreBatch does: a.stores[s] covers rows [first_row[s],
 // first_row[s] + a.stores[s].n) of a.k (its k pointer at that row, its
 // row_stride, n_kv_heads and head_dim a.k's), at most kKvStoreBatch of them,
-// rows outside every store not stored. Without first_row the stores are
-// left to the caller. head_dim at most kQkPrepMaxHeadDim.
+// rows outside every store not stored; row r at position first_pos + (r -
+// first_row[s]), or with `store_at_positions` at positions[r] (the same in
+// the engine's steps, and what a recorded step must read afresh when it
+// runs again). Without first_row the stores are left to the caller.
+// head_dim at most kQkPrepMaxHeadDim.
 inline constexpr int64_t kQkPrepMaxHeadDim = 1024;
-Status LaunchQkPrep(cudaStream_t s, const KernelBackend::QkPrepArgs& a, const int64_t* first_row);
+Status LaunchQkPrep(cudaStream_t s, const KernelBackend::QkPrepArgs& a, const int64_t* first_row,
+                    bool store_at_positions);
 
 // ---- matmul helpers (the cuBLAS path) ---------------------------------------
 

@@ -112,6 +112,22 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::Create(const BackendOptions& o
     OCTET_LOG(INFO) << "cuda backend: norm, matmul, RoPE and KV-store launches unfused "
                        "(OCTET_CUDA_FUSED=off)";
   }
+  // Decode steps as CUDA graphs (BeginRecording): off unless
+  // OCTET_CUDA_GRAPHS is "on" (a recording runs again for the same step) or
+  // "update" (every step recorded), until a GPU has measured them.
+  if (const char* g = std::getenv("OCTET_CUDA_GRAPHS"); g && *g) {
+    const std::string v = g;
+    b->graphs_ = v == "on" || v == "update";
+    b->replay_ = v == "on";
+    if (b->graphs_) {
+      OCTET_LOG(INFO) << "cuda backend: decode steps as CUDA graphs (OCTET_CUDA_GRAPHS=" << v
+                      << (b->replay_ ? "): recorded once, run again for the same step"
+                                     : "): recorded every step");
+    } else if (v != "off") {
+      OCTET_LOG(WARNING) << "cuda backend: OCTET_CUDA_GRAPHS='" << v
+                         << "' is neither 'on', 'update' nor 'off'; running steps op by op";
+    }
+  }
   // Without pinned memory the uploads stay correct, only synchronous-ish.
   void* ring = nullptr;
   if (cudaHostAlloc(&ring, 2 * kStagingHalfBytes, cudaHostAllocDefault) == cudaSuccess &&
@@ -130,7 +146,22 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::Create(const BackendOptions& o
 
 CudaBackend::~CudaBackend() {
   // Nothing to report to here; a broken context shows in the next checked call.
+  if (recording_) {
+    cudaGraph_t graph = nullptr;
+    if (cudaStreamEndCapture(stream_, &graph) == cudaSuccess && graph) cudaGraphDestroy(graph);
+    cudaGetLastError();
+  }
   if (stream_) cudaStreamSynchronize(stream_);
+  for (GraphSlot& g : graph_slots_) {
+    if (g.exec) cudaGraphExecDestroy(g.exec);
+  }
+  if (counts_.recorded > 0 || counts_.aborted > 0) {
+    OCTET_LOG(INFO) << "cuda backend: " << counts_.recorded + counts_.replayed
+                    << " steps ran as graphs (" << counts_.recorded << " recorded, "
+                    << counts_.replayed << " run again; " << graphs_instantiated_
+                    << " executables instantiated), " << counts_.aborted
+                    << " recordings could not run";
+  }
   for (ScratchBuffer& s : scratch_) {
     if (s.data) cudaFree(s.data);
   }
@@ -143,6 +174,7 @@ CudaBackend::~CudaBackend() {
 }
 
 Status CudaBackend::Upload(void* dst, const void* src, size_t bytes) {
+  if (Unrecordable("a copy from the host")) return AbortedError("not recorded: a host copy");
   StagingRing& r = staging_;
   if (!r.base || bytes > r.half_bytes) {
     return CudaCheck(
@@ -190,6 +222,7 @@ bool CudaBackend::supports(Op op, WeightFormat format) const {
 
 bool CudaBackend::Check(Status s) {
   if (s.ok()) return true;
+  if (recording_ && abort_reason_ && s.code() == StatusCode::kAborted) return false;
   if (error_.ok()) {
     error_ = std::move(s);
   } else {
@@ -201,6 +234,8 @@ bool CudaBackend::Check(Status s) {
 Result<void*> CudaBackend::Scratch(ScratchId id, size_t bytes) {
   ScratchBuffer& s = scratch_[id];
   if (s.bytes >= bytes && s.data) return s.data;
+  if (Unrecordable("a scratch buffer to grow")) return AbortedError("not recorded: scratch growth");
+  ++scratch_epoch_;  // recordings that name the old block are not run again
   // The old block may still be read by queued work.
   OCTET_RETURN_IF_ERROR(CudaCheck(cudaStreamSynchronize(stream_), "cudaStreamSynchronize"));
   const size_t want = std::max(bytes, s.bytes + s.bytes / 2);
@@ -219,6 +254,7 @@ Result<void*> CudaBackend::Scratch(ScratchId id, size_t bytes) {
 
 Result<Buffer> CudaBackend::Allocate(int64_t bytes) {
   if (bytes < 0) return InvalidArgumentError("Allocate: negative size");
+  if (Unrecordable("memory to allocate")) return AbortedError("not recorded: an allocation");
   const size_t size = static_cast<size_t>(std::max<int64_t>(bytes, 1));
   void* p = nullptr;
   if (cudaError_t e = cudaMalloc(&p, size); e != cudaSuccess) {
@@ -274,6 +310,11 @@ void CudaBackend::CopyToHost(void* host_dst, const void* src, int64_t bytes) {
     Check(InvalidArgumentError("CopyToHost: null pointer"));
     return;
   }
+  if (Unrecordable("a copy to the host")) {
+    std::memset(host_dst, 0,
+                static_cast<size_t>(bytes));  // defined bytes for a caller that reads them
+    return;
+  }
   if (Check(CudaCheck(cudaMemcpyAsync(host_dst, src, static_cast<size_t>(bytes),
                                       cudaMemcpyDeviceToHost, stream_),
                       "cudaMemcpyAsync(" + Str(bytes) + " bytes to the host)"))) {
@@ -282,6 +323,7 @@ void CudaBackend::CopyToHost(void* host_dst, const void* src, int64_t bytes) {
 }
 
 Status CudaBackend::Synchronize() {
+  if (Unrecordable("a synchronization")) return AbortedError("not recorded: a synchronization");
   Status device = CudaCheck(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
   Status first = std::move(error_);
   error_ = Status::Ok();
@@ -292,6 +334,147 @@ Status CudaBackend::Synchronize() {
     return Status(first.code(), std::move(msg));
   }
   return device;
+}
+
+// ---- recording: CUDA graphs ----------------------------------------------------
+//
+// A recorded step is captured into a graph and run through an executable kept
+// in a slot. With OCTET_CUDA_GRAPHS=on the engine runs that executable again
+// for later steps that issue the same ops on the same memory (RunRecording:
+// one launch, no op issued; the kernels read each step's tokens, positions and
+// KV lengths from device memory); with "update" every step is captured anew
+// and the executable updated in place (cudaGraphExecUpdate, far cheaper than
+// instantiating), as llama.cpp's CUDA backend does. Capture mode "relaxed":
+// the ops' own calls that are not stream work (function attributes, error
+// queries) stay legal; those that would synchronize or allocate never reach
+// CUDA while recording (Unrecordable).
+
+bool CudaBackend::Unrecordable(const char* what) {
+  if (!recording_) return false;
+  if (!abort_reason_) abort_reason_ = what;
+  return true;
+}
+
+bool CudaBackend::BeginRecording() {
+  if (!graphs_ || recording_ || !error_.ok()) return false;
+  if (cudaError_t e = cudaStreamBeginCapture(stream_, cudaStreamCaptureModeRelaxed);
+      e != cudaSuccess) {
+    cudaGetLastError();
+    graphs_ = false;
+    OCTET_LOG(WARNING) << "cuda backend: cudaStreamBeginCapture: " << cudaGetErrorString(e)
+                       << "; steps run op by op from now on";
+    return false;
+  }
+  recording_ = true;
+  abort_reason_ = nullptr;
+  replayable_ = replay_;
+  return true;
+}
+
+Result<int64_t> CudaBackend::EndRecording(bool run, int64_t replace) {
+  if (!recording_) return FailedPreconditionError("EndRecording without BeginRecording");
+  recording_ = false;
+  cudaGraph_t graph = nullptr;
+  const cudaError_t ended = cudaStreamEndCapture(stream_, &graph);
+  struct DestroyGraph {
+    cudaGraph_t g;
+    ~DestroyGraph() {
+      if (g) cudaGraphDestroy(g);
+    }
+  } destroy{ended == cudaSuccess ? graph : nullptr};
+  if (ended != cudaSuccess) {
+    cudaGetLastError();
+    if (!abort_reason_) abort_reason_ = "a call the stream capture does not allow";
+  }
+  if (abort_reason_) {
+    ++counts_.aborted;
+    if (std::find(logged_aborts_.begin(), logged_aborts_.end(), abort_reason_) ==
+        logged_aborts_.end()) {
+      logged_aborts_.push_back(abort_reason_);
+      OCTET_LOG(INFO) << "cuda backend: a recorded step needed " << abort_reason_
+                      << "; it runs op by op (logged once)";
+    }
+    // Scratch grows once per shape; recordings that keep failing have a
+    // cause that does not go away.
+    constexpr int kMaxAbortsInRow = 4;
+    if (++aborts_in_row_ >= kMaxAbortsInRow) {
+      graphs_ = false;
+      OCTET_LOG(WARNING) << "cuda backend: " << kMaxAbortsInRow
+                         << " recordings in a row could not run (the last needed " << abort_reason_
+                         << "); steps run op by op from now on";
+    }
+    return AbortedError(std::string("cuda backend: the recorded step needed ") + abort_reason_);
+  }
+  // The caller's step failed, or an op's did (Synchronize reports it):
+  // nothing runs.
+  if (!run || !error_.ok()) return int64_t{-1};
+  aborts_in_row_ = 0;
+  size_t nodes = 0;
+  OCTET_RETURN_IF_ERROR(CudaCheck(cudaGraphGetNodes(graph, nullptr, &nodes), "cudaGraphGetNodes"));
+  if (nodes == 0) return int64_t{-1};
+  // The slot of the recording this one replaces, else a free one or the
+  // least recently used.
+  GraphSlot* slot = nullptr;
+  for (GraphSlot& g : graph_slots_) {
+    if (replace >= 0 && g.id == replace) slot = &g;
+  }
+  if (!slot) {
+    slot = &graph_slots_[0];
+    for (GraphSlot& g : graph_slots_) {
+      if (g.last_used < slot->last_used) slot = &g;
+    }
+  }
+  if (slot->exec && slot->id == replace) {
+    cudaGraphExecUpdateResultInfo info{};
+    if (cudaGraphExecUpdate(slot->exec, graph, &info) != cudaSuccess) {
+      cudaGetLastError();  // another topology: instantiate it
+      cudaGraphExecDestroy(slot->exec);
+      slot->exec = nullptr;
+    }
+  } else if (slot->exec) {
+    cudaGraphExecDestroy(slot->exec);
+    slot->exec = nullptr;
+  }
+  if (!slot->exec) {
+    slot->id = -1;
+    if (cudaError_t e = cudaGraphInstantiate(&slot->exec, graph, 0); e != cudaSuccess) {
+      cudaGetLastError();
+      slot->exec = nullptr;
+      graphs_ = false;
+      OCTET_LOG(WARNING) << "cuda backend: cudaGraphInstantiate: " << cudaGetErrorString(e)
+                         << "; steps run op by op from now on";
+      return AbortedError("cuda backend: cudaGraphInstantiate failed");
+    }
+    ++graphs_instantiated_;
+  }
+  slot->id = next_recording_id_++;
+  slot->epoch = scratch_epoch_;
+  slot->replayable = replayable_;
+  OCTET_RETURN_IF_ERROR(LaunchGraph(*slot, /*replay=*/false));
+  return slot->id;
+}
+
+Status CudaBackend::RunRecording(int64_t id) {
+  if (!graphs_ || recording_ || !error_.ok()) {
+    return AbortedError("cuda backend: not running recordings now");
+  }
+  for (GraphSlot& g : graph_slots_) {
+    if (g.exec && g.id == id) {
+      if (!g.replayable) return AbortedError("cuda backend: recording " + Str(id) + " runs once");
+      if (g.epoch != scratch_epoch_) {
+        return AbortedError("cuda backend: recording " + Str(id) + " names scratch that has moved");
+      }
+      return LaunchGraph(g, /*replay=*/true);
+    }
+  }
+  return AbortedError("cuda backend: no recording " + Str(id));
+}
+
+Status CudaBackend::LaunchGraph(GraphSlot& slot, bool replay) {
+  slot.last_used = ++graph_clock_;
+  OCTET_RETURN_IF_ERROR(CudaCheck(cudaGraphLaunch(slot.exec, stream_), "cudaGraphLaunch"));
+  ++(replay ? counts_.replayed : counts_.recorded);
+  return Status::Ok();
 }
 
 Result<WeightMatrix> CudaBackend::PrepareWeight(const WeightMatrix& w,
@@ -427,6 +610,8 @@ void CudaBackend::NormMatmulMulti(const float* x, int64_t m, int64_t k, const fl
 // plus one for the weighted sums.
 
 void CudaBackend::MatmulGrouped(const GroupedProduct* products, int n_products) {
+  // The products (which experts, how many rows each) are this step's choice.
+  if (recording_) replayable_ = false;
   Check(MatmulGroupedImpl(products, n_products));
 }
 
@@ -478,6 +663,7 @@ Status CudaBackend::MatmulGroupedImpl(const GroupedProduct* products, int n_prod
 void CudaBackend::MatmulScatterAdd(const ScatterProduct* products, int n_products, int64_t n,
                                    float* out, int64_t ldo, float* scratch) {
   (void)scratch;  // the products go to kExpertRows, all of them at once
+  if (recording_) replayable_ = false;  // as MatmulGrouped
   if (n_products == 0 || n == 0) return;
   if (!Check(n_products < 0 || !products || n < 0 || !out || ldo < n
                  ? InvalidArgumentError("MatmulScatterAdd: null or negative product list, or "
@@ -702,6 +888,9 @@ Status CudaBackend::MatmulImpl(const float* x, int64_t m, int64_t ldx, const Wei
 Status CudaBackend::Bf16Gemm(const uint16_t* x_bf16, bool split, int64_t m, const uint16_t* w,
                              int64_t w_ld, int64_t n, int64_t k, float alpha, float* y, int64_t ldy,
                              bool accumulate) {
+  // cuBLAS may allocate its workspace as it is captured; the prefill-sized
+  // matmuls it runs are not what recording is for.
+  if (Unrecordable("a cuBLAS GEMM")) return AbortedError("not recorded: cuBLAS");
   const float beta_first = accumulate ? 1.0f : 0.0f;
   const float one = 1.0f;
   for (int half = 0; half < (split ? 2 : 1); ++half) {
@@ -718,6 +907,7 @@ Status CudaBackend::Bf16Gemm(const uint16_t* x_bf16, bool split, int64_t m, cons
 
 Status CudaBackend::Sgemm(const float* x, int64_t m, int64_t ldx, const float* w, int64_t w_ld,
                           int64_t n, int64_t k, float* y, int64_t ldy, bool accumulate) {
+  if (Unrecordable("a cuBLAS GEMM")) return AbortedError("not recorded: cuBLAS");
   const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
   const cublasStatus_t st =
       cublas_->sgemm(handle_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(n), static_cast<int>(m),
@@ -733,7 +923,7 @@ Status CudaBackend::Sgemm(const float* x, int64_t m, int64_t ldx, const float* w
 void CudaBackend::Gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
                        const float* A, int64_t lda, const float* B, int64_t ldb, float beta,
                        float* C, int64_t ldc) {
-  if (M <= 0 || N <= 0) return;
+  if (M <= 0 || N <= 0 || Unrecordable("a cuBLAS GEMM")) return;
   if (!FitsInt(M) || !FitsInt(N) || !FitsInt(K) || !FitsInt(lda) || !FitsInt(ldb) ||
       !FitsInt(ldc) || !C || ldc < N || (K > 0 && (!A || !B))) {
     Check(
@@ -806,7 +996,9 @@ void CudaBackend::PrepareQk(const QkPrepArgs& a) {
                     st.n_kv_heads == a.k_heads && st.head_dim == a.head_dim;
     qk_first_rows_.push_back(offset / row_bytes);
   }
-  Check(LaunchQkPrep(stream_, a, inline_stores ? qk_first_rows_.data() : nullptr));
+  // Recorded, the stores read each row's position from device memory
+  // (backend.h: it is first_pos + t there), so the recording may run again.
+  Check(LaunchQkPrep(stream_, a, inline_stores ? qk_first_rows_.data() : nullptr, recording_));
   if (!inline_stores && a.n_stores > 0) KvStoreBatch(a.stores, a.n_stores);
 }
 
@@ -856,11 +1048,13 @@ Status CheckKvStoreArgs(const KvStoreArgs& a) {
 }  // namespace
 
 void CudaBackend::KvStore(const KvStoreArgs& a) {
+  if (recording_) replayable_ = false;  // first_pos is this step's
   if (a.n <= 0 || !Check(CheckKvStoreArgs(a))) return;
   Check(LaunchKvStore(stream_, a));
 }
 
 void CudaBackend::KvStoreBatch(const KvStoreArgs* args, int64_t n) {
+  if (recording_) replayable_ = false;  // first_pos is this step's
   if (n <= 0) return;
   if (!Check(args ? Status::Ok() : InvalidArgumentError("KvStoreBatch: null arguments"))) return;
   for (int64_t i = 0; i < n; ++i) {
@@ -921,6 +1115,7 @@ void CudaBackend::GatherRows(const float* x, int64_t ldx, const int64_t* rows, i
 void CudaBackend::ScatterAddRows(const float* x, int64_t ldx, const int64_t* rows,
                                  const float* weights, int64_t n_rows, int64_t n, float* out,
                                  int64_t ldo) {
+  if (recording_) replayable_ = false;  // an expert's rows: this step's routing
   if (n_rows > 0 && n > 0 && (!x || !rows || !out || ldx < n || ldo < n)) {
     Check(InvalidArgumentError("ScatterAddRows: null pointer or a stride < n"));
     return;

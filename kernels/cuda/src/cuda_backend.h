@@ -55,6 +55,10 @@ class CudaBackend final : public KernelBackend {
   void CopyToDevice(void* dst, const void* host_src, int64_t bytes) override;
   void CopyToHost(void* host_dst, const void* src, int64_t bytes) override;
   Status Synchronize() override;
+  bool BeginRecording() override;
+  Result<int64_t> EndRecording(bool run, int64_t replace) override;
+  Status RunRecording(int64_t id) override;
+  RecordingCounts recording_counts() const override { return counts_; }
   Result<MemoryBudget> AvailableMemory(const std::string& meminfo_path) const override;
   Result<WeightMatrix> PrepareWeight(const WeightMatrix& w, std::vector<Buffer>* storage) override;
 
@@ -123,8 +127,14 @@ class CudaBackend final : public KernelBackend {
   };
 
   CudaBackend() = default;
-  // Keeps the first error for Synchronize; true when `s` is OK.
+  // Keeps the first error for Synchronize; true when `s` is OK. (While
+  // recording, the Aborted of an op that cannot be recorded is not kept:
+  // EndRecording reports it.)
   bool Check(Status s);
+  // Inside a recording, for an op that cannot be recorded (it needs the host
+  // or memory): notes `what` as the reason the recording cannot run and
+  // returns true; the op then does nothing. False outside a recording.
+  bool Unrecordable(const char* what);
   Result<void*> Scratch(ScratchId id, size_t bytes);
   Status MatmulImpl(const float* x, int64_t m, int64_t ldx, const WeightMatrix& w, float* y,
                     int64_t ldy, bool accumulate);
@@ -155,6 +165,40 @@ class CudaBackend final : public KernelBackend {
   bool nvfp4_int_ = false;  // OCTET_CUDA_NVFP4_GEMV == "int"
   bool moe_on_device_ = false;  // OCTET_CUDA_MOE_ROUTING == "device"
   bool fused_ = true;           // OCTET_CUDA_FUSED != "off"
+  // OCTET_CUDA_GRAPHS: "on" records decode steps and runs a recording again
+  // for the same step; "update" records every step (each run through the
+  // executable of the step's last recording, updated in place).
+  bool graphs_ = false;
+  bool replay_ = false;
+
+  // Recordings (BeginRecording): the stream captured into a graph, run
+  // through an executable kept in a slot. A recording's executable is updated
+  // in place by the recording that replaces it where the two have the same
+  // topology. `epoch` counts scratch reallocations: a recording made before
+  // one names memory that has moved and is not run again.
+  struct GraphSlot {
+    cudaGraphExec_t exec = nullptr;
+    int64_t id = -1;
+    int64_t epoch = 0;
+    bool replayable = false;
+    int64_t last_used = 0;
+  };
+  static constexpr int kGraphSlots = 8;
+  // Runs slot's executable; counts it.
+  Status LaunchGraph(GraphSlot& slot, bool replay);
+  bool recording_ = false;
+  const char* abort_reason_ = nullptr;  // why the recording cannot run
+  // Whether every op recorded so far reads its per-step values from device
+  // memory (false: the recording runs once only).
+  bool replayable_ = false;
+  int aborts_in_row_ = 0;
+  GraphSlot graph_slots_[kGraphSlots];
+  int64_t graph_clock_ = 0;
+  int64_t next_recording_id_ = 0;
+  int64_t scratch_epoch_ = 0;
+  int64_t graphs_instantiated_ = 0;
+  RecordingCounts counts_;
+  std::vector<const char*> logged_aborts_;  // reasons already logged
   Status error_ = Status::Ok();
   int64_t more_errors_ = 0;
   struct ScratchBuffer {

@@ -358,6 +358,18 @@ class Model {
   Status RunLayer(const LayerWeights& L, KvCache& cache, int64_t cache_layer,
                   const std::vector<SequenceChunk>& batch, const std::vector<int64_t>& first,
                   int64_t T, const ForwardHooks& hooks, DecodeProfile& prof);
+  // Whether Forward may record a step of T rows (KernelBackend::
+  // BeginRecording): a decode-sized step on a device backend whose ops need
+  // no result on the host before its logits: not under tensor parallelism
+  // (the all-reduce hooks work on host memory), not while profiling (which
+  // synchronizes), not with experts routed on the host.
+  bool StepRecordable(int64_t T, bool vocab_parallel, const ForwardHooks& hooks,
+                      const DecodeProfile& prof) const;
+  // Runs a recordable step's `ops` (from the embedding to the logits): as the
+  // backend's recording of the same step where it has one, else recorded
+  // (and kept for the steps after), else op by op.
+  Status RecordedStep(const std::vector<SequenceChunk>& batch, const KvCache& cache,
+                      const std::function<Status()>& ops);
   // The mixture-of-experts MLP of layer `L` over the T normed rows `xn`,
   // its (partial, under TP) output written to `out` [T, hidden].
   Status MoeMlp(const LayerWeights& L, const float* xn, int64_t T, float* out);

@@ -182,6 +182,50 @@ class KernelBackend {
   virtual void CopyToHost(void* host_dst, const void* src, int64_t bytes) = 0;
   // Waits for every op issued so far; reports an error a device raised.
   virtual Status Synchronize() { return Status::Ok(); }
+
+  // ---- recording (device backends) ----
+  // A device backend may record the ops issued between BeginRecording and
+  // EndRecording and run them as one unit (CUDA: a graph), and run such a
+  // recording again for a later step that issues the same ops on the same
+  // memory (a decode step: only the contents of the token, position and KV
+  // memory differ), with no op issued at all. BeginRecording returns false
+  // where the backend does not record (the host backends; CUDA unless
+  // OCTET_CUDA_GRAPHS is set); the ops then run as usual.
+  //
+  // While recording, ops only record: nothing runs before EndRecording, so no
+  // op between the two may need a result on the host. An op that cannot be
+  // recorded (a copy to or from the host, a synchronization, memory to
+  // allocate or grow) does nothing and makes EndRecording return Aborted:
+  // nothing recorded ran, and the caller issues the same ops again without
+  // recording.
+  virtual bool BeginRecording() { return false; }
+  // Ends the recording and, when `run`, runs it. `replace`: the id of an
+  // earlier recording of the same step, which this one supersedes (its
+  // resources are reused), or -1. Returns the id RunRecording takes, or -1
+  // where the recording was discarded (not `run`, or an op failed:
+  // Synchronize reports that); Aborted as above.
+  virtual Result<int64_t> EndRecording(bool run, int64_t replace = -1) {
+    (void)run;
+    (void)replace;
+    return int64_t{-1};
+  }
+  // Runs recording `id` again: its ops with the arguments they were recorded
+  // with, on whatever the memory they name holds now. The caller vouches that
+  // the step is the same one (the same ops on the same buffers, every value
+  // that changes from step to step in device memory). Aborted where the
+  // backend cannot (the recording was dropped, memory it used has moved, one
+  // of its ops took a value of that step as an argument): the caller records
+  // the step anew, passing `id` as EndRecording's `replace`.
+  virtual Status RunRecording(int64_t id) {
+    (void)id;
+    return AbortedError("this backend keeps no recordings");
+  }
+  struct RecordingCounts {
+    int64_t recorded = 0;  // recordings run by EndRecording
+    int64_t replayed = 0;  // and by RunRecording
+    int64_t aborted = 0;   // recordings that could not run
+  };
+  virtual RecordingCounts recording_counts() const { return {}; }
   // What this backend's memory can take now, and which figure that is
   // (MemoryBudget): a host backend's is the host's MemAvailable, read from
   // `meminfo_path`; a device's is its driver's free memory, or, where the
@@ -288,6 +332,10 @@ class KernelBackend {
   // KvStoreBatch of `stores` (each a sequence's rows of this k and their
   // values). A device backend does all of it in one launch (five
   // otherwise); the default calls RmsNorm, RopeHeads and KvStoreBatch.
+  // While recording (BeginRecording), a store's row t must be at position
+  // positions[r] = first_pos + t (r its row of k), as the engine's are: a
+  // recording run again for a later step stores at the positions that step
+  // holds in device memory.
   struct QkPrepArgs {
     float* q = nullptr;
     int64_t q_heads = 0;
