@@ -521,7 +521,10 @@ Result<std::unique_ptr<Model>> Model::Load(const std::string& dir, const LoadOpt
   OCTET_ASSIGN_OR_RETURN(m->config_, LoadModelConfig(dir));
   OCTET_ASSIGN_OR_RETURN(m->store_, CheckpointStore::Open(dir));
   OCTET_ASSIGN_OR_RETURN(m->backend_,
-                         kernels::CreateAnyBackend(options.backend, {options.threads}));
+                         options.make_backend
+                             ? options.make_backend()
+                             : kernels::CreateAnyBackend(options.backend, {options.threads}));
+  if (!m->backend_) return InvalidArgumentError("LoadOptions::make_backend made no backend");
   OCTET_RETURN_IF_ERROR(CheckResidentMemory(dir, m->store_->total_bytes(), options, *m->backend_));
   OCTET_RETURN_IF_ERROR(m->LoadWeights(options));
   m->inv_freq_.host = RopeInvFreq(m->config_);

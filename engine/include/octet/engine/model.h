@@ -92,6 +92,10 @@ struct LoadOptions {
   // Kernel backend: "auto", "avx512-amx", "avx512", "avx2", "neon", "scalar".
   std::string backend = "auto";
   int threads = 0;               // <= 0: all cores
+  // Makes the backend instead of `backend` and `threads` where set: one the
+  // caller builds (a wrapper around another, as the tests' recording
+  // backend).
+  std::function<Result<std::unique_ptr<kernels::KernelBackend>>()> make_backend;
   // Called after each tensor is validated and paged in (from the loading thread).
   std::function<void(const LoadProgress&)> progress;
   // Asked before each tensor; true ends the load with a Cancelled error (a

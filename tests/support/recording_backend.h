@@ -1,0 +1,296 @@
+// RecordingBackend: a CPU backend dressed as a device backend that records
+// (KernelBackend::BeginRecording), so the engine's recorded decode steps run
+// on machines without a GPU. It keeps what a CUDA graph keeps: each op of a
+// recording is stored with the arguments it was issued with (host arrays such
+// as a MatmulMulti's outputs or an attention's sequences copied, as a kernel's
+// parameters are) and runs when EndRecording runs it, and again, unchanged,
+// for each RunRecording, reading whatever the memory it names holds then. Its
+// rules are the CUDA backend's: an op that needs the host (a copy, a
+// synchronization, an allocation, Argmax / TopK / MoeDecode, whose results
+// the caller reads) aborts the recording; recorded, PrepareQk's stores go to
+// the positions of their rows (backend.h); a recording whose ops took a
+// step's own values (KvStore, KvStoreBatch, the host-routed expert ops) runs
+// once only. A recording runs again only if the engine's step key matched, so
+// a key that misses something the ops depend on shows as logits that differ
+// from the same model's op by op.
+#pragma once
+
+#include <cstring>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "octet/kernels/backend.h"
+
+namespace octet::test {
+
+class RecordingBackend final : public kernels::KernelBackend {
+ public:
+  using KernelBackend = kernels::KernelBackend;
+  using WeightMatrix = kernels::WeightMatrix;
+  using WeightFormat = kernels::WeightFormat;
+
+  explicit RecordingBackend(std::unique_ptr<KernelBackend> inner) : inner_(std::move(inner)) {}
+
+  // The next n recordings end Aborted, as a device's do when a scratch
+  // buffer must grow while it records.
+  void AbortNextRecordings(int n) { abort_next_ = n; }
+
+  std::string_view name() const override { return "recording"; }
+  int num_threads() const override { return inner_->num_threads(); }
+  bool supports(WeightFormat f) const override { return inner_->supports(f); }
+  bool supports(kernels::Op op, WeightFormat f) const override { return inner_->supports(op, f); }
+  // The engine treats it as a device: the ops' memory is reached only
+  // through the copies (host memory underneath).
+  kernels::MemoryKind memory_kind() const override { return kernels::MemoryKind::kDevice; }
+  Result<kernels::Buffer> Allocate(int64_t bytes) override {
+    if (Unrecordable()) return AbortedError("recording: an allocation");
+    return inner_->Allocate(bytes);
+  }
+  void CopyToDevice(void* dst, const void* src, int64_t bytes) override {
+    if (!Unrecordable()) inner_->CopyToDevice(dst, src, bytes);
+  }
+  void CopyToHost(void* dst, const void* src, int64_t bytes) override {
+    if (Unrecordable()) {
+      std::memset(dst, 0, static_cast<size_t>(bytes));
+      return;
+    }
+    inner_->CopyToHost(dst, src, bytes);
+  }
+  Status Synchronize() override {
+    if (Unrecordable()) return AbortedError("recording: a synchronization");
+    return inner_->Synchronize();
+  }
+  Result<kernels::MemoryBudget> AvailableMemory(const std::string& meminfo) const override {
+    return inner_->AvailableMemory(meminfo);
+  }
+  Result<WeightMatrix> PrepareWeight(const WeightMatrix& w,
+                                     std::vector<kernels::Buffer>* storage) override {
+    return inner_->PrepareWeight(w, storage);
+  }
+  kernels::ThreadPool* host_thread_pool() override { return inner_->host_thread_pool(); }
+  bool UsesNvfp4Tiles() const override { return inner_->UsesNvfp4Tiles(); }
+  int64_t grouped_experts_max_tokens() const override {
+    return inner_->grouped_experts_max_tokens();
+  }
+
+  // ---- recording ----
+  bool BeginRecording() override {
+    if (recording_) return false;
+    recording_ = true;
+    aborted_ = false;
+    replayable_ = true;
+    tape_.clear();
+    return true;
+  }
+  Result<int64_t> EndRecording(bool run, int64_t replace) override {
+    recording_ = false;
+    std::vector<std::function<void()>> tape = std::move(tape_);
+    tape_.clear();
+    if (abort_next_ > 0) {
+      --abort_next_;
+      aborted_ = true;
+    }
+    if (aborted_) {
+      ++counts_.aborted;
+      return AbortedError("recording: an op needed the host");
+    }
+    if (!run) return int64_t{-1};
+    recordings_.erase(replace);
+    const int64_t id = next_id_++;
+    Recording& r = recordings_[id];
+    r.tape = std::move(tape);
+    r.replayable = replayable_;
+    for (const auto& op : r.tape) op();
+    ++counts_.recorded;
+    return id;
+  }
+  Status RunRecording(int64_t id) override {
+    const auto it = recordings_.find(id);
+    if (it == recordings_.end() || !it->second.replayable) {
+      return AbortedError("recording " + std::to_string(id) + " cannot run again");
+    }
+    for (const auto& op : it->second.tape) op();
+    ++counts_.replayed;
+    return Status::Ok();
+  }
+  RecordingCounts recording_counts() const override { return counts_; }
+
+  // ---- ops: recorded while recording, else run ----
+  void Matmul(const float* x, int64_t m, int64_t ldx, const WeightMatrix& w, float* y, int64_t ldy,
+              bool acc) override {
+    Do([=, this] { inner_->Matmul(x, m, ldx, w, y, ldy, acc); });
+  }
+  void MatmulMulti(const float* x, int64_t m, int64_t ldx, const MatmulOutput* outputs,
+                   int n) override {
+    std::vector<MatmulOutput> o(outputs, outputs + n);
+    Do([=, this] { inner_->MatmulMulti(x, m, ldx, o.data(), n); });
+  }
+  void NormMatmulMulti(const float* x, int64_t m, int64_t k, const float* norm, float eps,
+                       float* xn, const MatmulOutput* outputs, int n) override {
+    std::vector<MatmulOutput> o(outputs, outputs + n);
+    Do([=, this] { inner_->NormMatmulMulti(x, m, k, norm, eps, xn, o.data(), n); });
+  }
+  void Gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
+            int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) override {
+    Do([=, this] { inner_->Gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc); });
+  }
+  void RmsNorm(const float* x, const float* w, float eps, int64_t rows, int64_t dim, int64_t stride,
+               float* out) override {
+    Do([=, this] { inner_->RmsNorm(x, w, eps, rows, dim, stride, out); });
+  }
+  void Rope(float* x, int64_t rows, int64_t row_stride, int64_t heads, int64_t head_dim,
+            const int32_t* positions, const float* inv_freq) override {
+    Do([=, this] { inner_->Rope(x, rows, row_stride, heads, head_dim, positions, inv_freq); });
+  }
+  void RopeHeads(float* x, int64_t rows, int64_t row_stride, int64_t heads, int64_t head_stride,
+                 int64_t rotary_dim, const int32_t* positions, const float* inv_freq) override {
+    Do([=, this] {
+      inner_->RopeHeads(x, rows, row_stride, heads, head_stride, rotary_dim, positions, inv_freq);
+    });
+  }
+  void PrepareQk(const QkPrepArgs& a) override {
+    std::vector<kernels::KvStoreArgs> stores(a.stores, a.stores + a.n_stores);
+    const bool recorded = recording_;
+    Do([=, this]() mutable {
+      QkPrepArgs b = a;
+      if (recorded) {
+        // As the CUDA backend's recorded QK prep: each store's rows at the
+        // positions the step holds in memory now.
+        const int64_t kvd = a.k_heads * a.head_dim;
+        for (kernels::KvStoreArgs& st : stores) {
+          st.first_pos = a.positions[(st.k - a.k) / kvd];
+        }
+      }
+      b.stores = stores.data();
+      inner_->PrepareQk(b);
+    });
+  }
+  void Attention(const kernels::AttentionArgs& args) override {
+    std::vector<kernels::AttentionSequence> seqs(args.sequences, args.sequences + args.n_sequences);
+    Do([=, this] {
+      kernels::AttentionArgs a = args;
+      a.sequences = seqs.data();
+      inner_->Attention(a);
+    });
+  }
+  void SiluMul(const float* gate, const float* up, int64_t rows, int64_t n, int64_t stride,
+               float* out) override {
+    Do([=, this] { inner_->SiluMul(gate, up, rows, n, stride, out); });
+  }
+  void SiluMulMatmul(float* gate, const float* up, int64_t m, int64_t stride, const WeightMatrix& w,
+                     float* y, int64_t ldy, bool acc) override {
+    Do([=, this] { inner_->SiluMulMatmul(gate, up, m, stride, w, y, ldy, acc); });
+  }
+  void Softmax(float* x, int64_t rows, int64_t n) override {
+    Do([=, this] { inner_->Softmax(x, rows, n); });
+  }
+  void Add(const float* a, const float* b, int64_t n, float* out) override {
+    Do([=, this] { inner_->Add(a, b, n, out); });
+  }
+  void Embedding(const WeightMatrix& table, const int32_t* ids, int64_t n, float* out) override {
+    Do([=, this] { inner_->Embedding(table, ids, n, out); });
+  }
+  void EmbeddingShard(const WeightMatrix& table, int64_t first_row, const int32_t* ids, int64_t n,
+                      float* out) override {
+    Do([=, this] { inner_->EmbeddingShard(table, first_row, ids, n, out); });
+  }
+  void KvStore(const kernels::KvStoreArgs& args) override {
+    if (recording_) replayable_ = false;  // first_pos is the step's
+    Do([=, this] { inner_->KvStore(args); });
+  }
+  void KvStoreBatch(const kernels::KvStoreArgs* args, int64_t n) override {
+    if (recording_) replayable_ = false;
+    std::vector<kernels::KvStoreArgs> a(args, args + n);
+    Do([=, this] { inner_->KvStoreBatch(a.data(), n); });
+  }
+  void AddRowVector(float* x, int64_t rows, int64_t n, int64_t stride, const float* v) override {
+    Do([=, this] { inner_->AddRowVector(x, rows, n, stride, v); });
+  }
+  void Relu2(float* x, int64_t n) override {
+    Do([=, this] { inner_->Relu2(x, n); });
+  }
+  void SoftCap(float* x, int64_t n, float cap) override {
+    Do([=, this] { inner_->SoftCap(x, n, cap); });
+  }
+  void Fill(float* x, int64_t n, float value) override {
+    Do([=, this] { inner_->Fill(x, n, value); });
+  }
+  void GatherRows(const float* x, int64_t ldx, const int64_t* rows, int64_t n_rows, int64_t n,
+                  float* out) override {
+    Do([=, this] { inner_->GatherRows(x, ldx, rows, n_rows, n, out); });
+  }
+  void ScatterAddRows(const float* x, int64_t ldx, const int64_t* rows, const float* weights,
+                      int64_t n_rows, int64_t n, float* out, int64_t ldo) override {
+    if (recording_) replayable_ = false;  // an expert's rows: the step's routing
+    Do([=, this] { inner_->ScatterAddRows(x, ldx, rows, weights, n_rows, n, out, ldo); });
+  }
+  void MatmulGrouped(const GroupedProduct* products, int n) override {
+    if (recording_) replayable_ = false;
+    std::vector<GroupedProduct> p(products, products + n);
+    Do([=, this] { inner_->MatmulGrouped(p.data(), n); });
+  }
+  void MatmulScatterAdd(const ScatterProduct* products, int n_products, int64_t n, float* out,
+                        int64_t ldo, float* scratch) override {
+    if (recording_) replayable_ = false;
+    std::vector<ScatterProduct> p(products, products + n_products);
+    Do([=, this] { inner_->MatmulScatterAdd(p.data(), n_products, n, out, ldo, scratch); });
+  }
+  Result<kernels::Buffer> PrepareExperts(const WeightMatrix* const* gate,
+                                         const WeightMatrix* const* up,
+                                         const WeightMatrix* const* down,
+                                         int64_t n_experts) override {
+    return inner_->PrepareExperts(gate, up, down, n_experts);
+  }
+  Status MoeDecode(const MoeDecodeArgs& args) override {
+    if (Unrecordable()) return AbortedError("recording: MoeDecode");
+    return inner_->MoeDecode(args);
+  }
+  void Scale(float* x, int64_t n, float s) override {
+    Do([=, this] { inner_->Scale(x, n, s); });
+  }
+  int64_t Argmax(const float* x, int64_t n) override {
+    return Unrecordable() ? 0 : inner_->Argmax(x, n);
+  }
+  void TopK(const float* x, int64_t n, int64_t k, int32_t* indices, float* values) override {
+    if (Unrecordable()) {
+      std::memset(indices, 0, static_cast<size_t>(k) * sizeof(int32_t));
+      std::memset(values, 0, static_cast<size_t>(k) * sizeof(float));
+      return;
+    }
+    inner_->TopK(x, n, k, indices, values);
+  }
+
+ private:
+  struct Recording {
+    std::vector<std::function<void()>> tape;
+    bool replayable = false;
+  };
+  template <class F>
+  void Do(F&& op) {
+    if (recording_) {
+      tape_.emplace_back(std::forward<F>(op));
+    } else {
+      op();
+    }
+  }
+  bool Unrecordable() {
+    if (recording_) aborted_ = true;
+    return recording_;
+  }
+
+  std::unique_ptr<KernelBackend> inner_;
+  bool recording_ = false;
+  bool aborted_ = false;
+  bool replayable_ = false;
+  int abort_next_ = 0;
+  std::vector<std::function<void()>> tape_;
+  std::map<int64_t, Recording> recordings_;
+  int64_t next_id_ = 0;
+  RecordingCounts counts_;
+};
+
+}  // namespace octet::test
