@@ -269,30 +269,29 @@ Status Model::RecordedStep(const std::vector<SequenceChunk>& batch, const KvCach
       add(reinterpret_cast<uintptr_t>(cache.v(l, ch.slot)));
     }
   }
-  for (const kernels::Buffer* b : {&S.x,
-                                   &S.xn,
-                                   &S.q,
-                                   &S.k,
-                                   &S.v,
-                                   &S.attn,
-                                   &S.proj,
-                                   &S.gate,
-                                   &S.up,
-                                   &S.rows,
-                                   &S.logits,
-                                   &S.ids,
-                                   &S.positions,
-                                   &S.row_index,
-                                   &S.router_logits,
-                                   &S.expert_in,
-                                   &S.expert_out,
-                                   &S.route_rows,
-                                   &S.route_weights,
-                                   &S.expert_gate,
-                                   &S.expert_up,
-                                   &S.hidden}) {
-    add(reinterpret_cast<uintptr_t>(b->data()));
-  }
+  static constexpr kernels::Buffer Scratch::*kStepBuffers[] = {&Scratch::x,
+                                                               &Scratch::xn,
+                                                               &Scratch::q,
+                                                               &Scratch::k,
+                                                               &Scratch::v,
+                                                               &Scratch::attn,
+                                                               &Scratch::proj,
+                                                               &Scratch::gate,
+                                                               &Scratch::up,
+                                                               &Scratch::rows,
+                                                               &Scratch::logits,
+                                                               &Scratch::ids,
+                                                               &Scratch::positions,
+                                                               &Scratch::row_index,
+                                                               &Scratch::router_logits,
+                                                               &Scratch::expert_in,
+                                                               &Scratch::expert_out,
+                                                               &Scratch::route_rows,
+                                                               &Scratch::route_weights,
+                                                               &Scratch::expert_gate,
+                                                               &Scratch::expert_up,
+                                                               &Scratch::hidden};
+  for (kernels::Buffer Scratch::*b : kStepBuffers) add(reinterpret_cast<uintptr_t>((S.*b).data()));
   // The step recorded before: run it again.
   auto known = std::find_if(S.recordings.begin(), S.recordings.end(),
                             [&](const Scratch::Recording& r) { return r.key == key; });
