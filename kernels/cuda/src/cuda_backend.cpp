@@ -311,8 +311,8 @@ void CudaBackend::CopyToHost(void* host_dst, const void* src, int64_t bytes) {
     return;
   }
   if (Unrecordable("a copy to the host")) {
-    std::memset(host_dst, 0,
-                static_cast<size_t>(bytes));  // defined bytes for a caller that reads them
+    // Nothing is copied; the caller reads defined bytes all the same.
+    std::memset(host_dst, 0, static_cast<size_t>(bytes));
     return;
   }
   if (Check(CudaCheck(cudaMemcpyAsync(host_dst, src, static_cast<size_t>(bytes),

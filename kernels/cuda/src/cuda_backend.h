@@ -20,6 +20,8 @@
 //                       decode, split over keys on the device when the grid is small;
 //                       a decode step's table in the kernels' parameters.
 //   RmsNorm, Rope, SiluMul, Add, Embedding, Argmax: cuda_ops.h launchers.
+//   Recording (BeginRecording, OCTET_CUDA_GRAPHS): stream capture into CUDA
+//                       graphs, their executables kept and run again.
 //   The rest: backend_kernels.cu. TopK: on the host over a copy of x.
 #pragma once
 
