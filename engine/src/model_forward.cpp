@@ -375,7 +375,8 @@ Status Model::RunLayer(const LayerWeights& L, KvCache& cache, int64_t cache_laye
                positions + first[s],
                cache.dtype(),
                cache.position_stride(),
-               cache.head_stride()};
+               cache.head_stride(),
+               ch.start_pos + n};
   }
   // QK-norm (RMSNorm over each head's features, before RoPE as Qwen3 or
   // after it as nanochat) and RoPE in one op. Partial RoPE (GLM-4.5) rotates

@@ -17,7 +17,8 @@
 # Qwen3-0.6B BF16 and the 8B shape again with OCTET_CUDA_FUSED=off (the A/B
 # of the fused norm/matmul and QK-norm/RoPE launches) and with
 # OCTET_CUDA_GRAPHS=on and =update (decode steps as CUDA graphs, run again
-# for the same step or recorded every step);
+# for the same step or recorded every step) and with
+# OCTET_CUDA_PREFILL_ATTENTION=kernel (prefill attention without the GEMMs);
 # the Qwen3-30B-A3B shape, 4 of its layers: c1 and c8 decode with the grouped
 # expert ops against a call per expert, and with the routing on the device,
 # without and with CUDA graphs;
@@ -133,6 +134,8 @@ write_summary() {
   "bench_engine_8b_graphs": $(json_or_null "$LOG/bench_engine_8b_graphs.json"),
   "bench_engine_0.6b_graphs_update": $(json_or_null "$LOG/bench_engine_0.6b_graphs_update.json"),
   "bench_engine_8b_graphs_update": $(json_or_null "$LOG/bench_engine_8b_graphs_update.json"),
+  "bench_engine_0.6b_attention_kernel": $(json_or_null "$LOG/bench_engine_0.6b_attention_kernel.json"),
+  "bench_engine_8b_attention_kernel": $(json_or_null "$LOG/bench_engine_8b_attention_kernel.json"),
   "bench_engine_moe": $(json_or_null "$LOG/bench_engine_moe.json"),
   "bench_engine_moe_device": $(json_or_null "$LOG/bench_engine_moe_device.json"),
   "bench_engine_moe_device_graphs": $(json_or_null "$LOG/bench_engine_moe_device_graphs.json")
@@ -405,10 +408,12 @@ tail -n 6 "$LOG/bench_engine_8b_int.txt"
 # Two switches, each run's rows against the same model's rows above
 # (bench_engine and the split 8B run, the same arguments): the fused decode
 # ops (input norms in the q/k/v and gate/up launches, QK-norm and RoPE in
-# one) off, and decode steps as CUDA graphs (a step's recording run again,
-# or every step recorded).
+# one) off; decode steps as CUDA graphs (a step's recording run again, or
+# every step recorded); prefill attention in the table kernel instead of
+# cuBLAS GEMMs.
 for variant in "OCTET_CUDA_FUSED=off:unfused" "OCTET_CUDA_GRAPHS=on:graphs" \
-               "OCTET_CUDA_GRAPHS=update:graphs_update"; do
+               "OCTET_CUDA_GRAPHS=update:graphs_update" \
+               "OCTET_CUDA_PREFILL_ATTENTION=kernel:attention_kernel"; do
   setting=${variant%%:*} suffix=${variant#*:}
   for run in "0.6b:qwen3-0.6b-bf16:--layers=0:512:1,8" \
              "8b:qwen3-8b-bf16,qwen3-8b-nvfp4:--layers=8:2048:1"; do

@@ -1100,6 +1100,7 @@ class TestCudaBackend : public QObject {
     QTest::addColumn<int>("dtype");
     QTest::addColumn<int>("layout");    // 0 head-major, 1 position-major, 2 packed (strides 0)
     QTest::addColumn<QString>("seqs");  // "n_tokens@start,..."
+    QTest::addColumn<bool>("n_keys");   // n_keys given: prefills of 32+ queries through GEMMs
     struct Case {
       int h, kv, d, layout;
       const char* seqs;
@@ -1111,6 +1112,10 @@ class TestCudaBackend : public QObject {
         {6, 1, 80, 2, "33@0,2@70"},                // group 6 (a block of 8, two idle), head_dim 80
         {16, 2, 256, 0, "70@0"},                   // group 8, head_dim 256, prefill over chunks
         {2, 1, 40, 1, "130@5"},                    // prefill after a cached prefix
+        // Long prefills: with n_keys given, GemmAttention, in tiles of 1024
+        // queries (two here), and after 1030 cached positions.
+        {4, 2, 64, 0, "1100@0,3@9"},
+        {4, 1, 128, 2, "40@1030"},
         // The largest table passed in the kernels' parameters (16 query
         // tokens) and the smallest uploaded one (17 one-token sequences).
         {8, 2, 64, 0, "16@0"},
@@ -1119,11 +1124,13 @@ class TestCudaBackend : public QObject {
     };
     for (const Case& c : cases) {
       for (int dtype : {0, 1}) {
-        QTest::newRow((std::to_string(c.h) + "/" + std::to_string(c.kv) + " d" +
-                       std::to_string(c.d) + " layout" + std::to_string(c.layout) + " " +
-                       (dtype ? "f16 " : "f32 ") + c.seqs)
-                          .c_str())
-            << c.h << c.kv << c.d << dtype << c.layout << QString(c.seqs);
+        for (bool n_keys : {false, true}) {
+          QTest::newRow((std::to_string(c.h) + "/" + std::to_string(c.kv) + " d" +
+                         std::to_string(c.d) + " layout" + std::to_string(c.layout) + " " +
+                         (dtype ? "f16 " : "f32 ") + c.seqs + (n_keys ? " n_keys" : ""))
+                            .c_str())
+              << c.h << c.kv << c.d << dtype << c.layout << QString(c.seqs) << n_keys;
+        }
       }
     }
   }
@@ -1134,6 +1141,7 @@ class TestCudaBackend : public QObject {
     QFETCH(int, dtype);
     QFETCH(int, layout);
     QFETCH(QString, seqs);
+    QFETCH(bool, n_keys);
     std::mt19937 rng(heads * 31 + head_dim + dtype);
     struct Seq {
       int64_t n, start;
@@ -1187,6 +1195,7 @@ class TestCudaBackend : public QObject {
       d.k_cache = Up(kc[i]);
       d.v_cache = Up(vc[i]);
       d.positions = Up(pos[i]);
+      if (n_keys) d.n_keys = ss[i].start + ss[i].n;
       first += ss[i].n;
     }
     AttentionArgs a;

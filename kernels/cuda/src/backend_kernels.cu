@@ -689,6 +689,62 @@ Status LaunchKvStoreBatch(cudaStream_t s, const KvStoreArgs* args, int64_t n) {
   return Status::Ok();
 }
 
+// ---- prefill attention through GEMMs: the steps between them ---------------
+
+namespace {
+
+__global__ void WidenKvRowsKernel(const uint16_t* src, int64_t n, int64_t head_dim,
+                                  int64_t position_stride, float* dst) {
+  for (int64_t p = blockIdx.y; p < n; p += gridDim.y) {
+    OCTET_GRID_STRIDE(d, head_dim) dst[p * head_dim + d] = DecodeF16(src[p * position_stride + d]);
+  }
+}
+
+// Grid: x = token, y = head; threads over the row's keys.
+__global__ void __launch_bounds__(kNormThreads)
+    CausalSoftmaxKernel(float* scores, int64_t tokens, int64_t n_keys, const int32_t* positions) {
+  __shared__ float scratch[kNormThreads / kWarpSize];
+  float* row = scores + (blockIdx.y * tokens + blockIdx.x) * n_keys;
+  const int64_t pos = positions[blockIdx.x];
+  if (pos < 0 || pos >= n_keys) {
+    for (int64_t j = threadIdx.x; j < n_keys; j += kNormThreads) {
+      row[j] = __int_as_float(0x7fc00000);
+    }
+    return;
+  }
+  float m = -INFINITY;
+  for (int64_t j = threadIdx.x; j <= pos; j += kNormThreads) m = fmaxf(m, row[j]);
+  m = BlockMax(m, scratch);
+  float sum = 0.0f;
+  for (int64_t j = threadIdx.x; j <= pos; j += kNormThreads) sum += expf(row[j] - m);
+  const float inv = 1.0f / BlockSum(sum, scratch);
+  for (int64_t j = threadIdx.x; j < n_keys; j += kNormThreads) {
+    row[j] = j <= pos ? expf(row[j] - m) * inv : 0.0f;
+  }
+}
+
+}  // namespace
+
+Status LaunchWidenKvRows(cudaStream_t s, const uint16_t* src, int64_t n, int64_t head_dim,
+                         int64_t position_stride, float* dst) {
+  if (n <= 0 || head_dim <= 0) return Status::Ok();
+  WidenKvRowsKernel<<<dim3(FlatBlocks(head_dim), GridY(n)), kFlat, 0, s>>>(src, n, head_dim,
+                                                                           position_stride, dst);
+  return CheckLaunch("WidenKvRowsKernel");
+}
+
+Status LaunchCausalSoftmax(cudaStream_t s, float* scores, int64_t heads, int64_t tokens,
+                           int64_t n_keys, const int32_t* positions) {
+  if (heads <= 0 || tokens <= 0 || n_keys <= 0) return Status::Ok();
+  if (heads > 65535 || tokens > INT32_MAX) {
+    return InvalidArgumentError("LaunchCausalSoftmax: " + std::to_string(heads) + " heads of " +
+                                std::to_string(tokens) + " tokens (at most 65535 and 2^31 - 1)");
+  }
+  CausalSoftmaxKernel<<<dim3(static_cast<unsigned>(tokens), static_cast<unsigned>(heads)),
+                        kNormThreads, 0, s>>>(scores, tokens, n_keys, positions);
+  return CheckLaunch("CausalSoftmaxKernel");
+}
+
 Status LaunchQkPrep(cudaStream_t s, const KernelBackend::QkPrepArgs& a, const int64_t* first_row,
                     bool store_at_positions) {
   const int64_t heads = a.q_heads + a.k_heads;

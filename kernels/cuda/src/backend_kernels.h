@@ -75,6 +75,18 @@ Status LaunchKvStoreBatch(cudaStream_t s, const KvStoreArgs* args, int64_t n);
 // runs again). Without first_row the stores are left to the caller.
 // head_dim at most kQkPrepMaxHeadDim.
 inline constexpr int64_t kQkPrepMaxHeadDim = 1024;
+
+// GemmAttention's steps (cuda_backend.cpp). One KV head's first n positions
+// of an F16 cache (position p's head_dim values at src + p *
+// position_stride) as float rows [n, head_dim] at dst.
+Status LaunchWidenKvRows(cudaStream_t s, const uint16_t* src, int64_t n, int64_t head_dim,
+                         int64_t position_stride, float* dst);
+// Rows of scores, [heads, tokens, n_keys] (scaled already), each made the
+// softmax over keys 0..positions[token] in place, the keys after it 0. A
+// token whose position is negative, or not below n_keys, gets a row of NaN
+// (so its output is NaN, as the table kernel's for a negative position).
+Status LaunchCausalSoftmax(cudaStream_t s, float* scores, int64_t heads, int64_t tokens,
+                           int64_t n_keys, const int32_t* positions);
 Status LaunchQkPrep(cudaStream_t s, const KernelBackend::QkPrepArgs& a, const int64_t* first_row,
                     bool store_at_positions);
 

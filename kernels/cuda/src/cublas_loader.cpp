@@ -54,6 +54,7 @@ Loaded Load() {
   Bind(lib, "cublasSetStream_v2", &l.api.set_stream, &missing);
   Bind(lib, "cublasSgemm_v2", &l.api.sgemm, &missing);
   Bind(lib, "cublasGemmEx", &l.api.gemm_ex, &missing);
+  Bind(lib, "cublasSgemmStridedBatched", &l.api.sgemm_strided_batched, &missing);
   Bind(lib, "cublasGetStatusString", &l.api.status_string, &missing);
   if (!missing.empty()) {
     l.status = UnavailableError(l.api.library + " lacks " + missing);

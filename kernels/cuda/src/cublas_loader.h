@@ -31,6 +31,10 @@ struct CublasApi {
                             const void*, const void*, cudaDataType, int, const void*, cudaDataType,
                             int, const void*, void*, cudaDataType, int, cublasComputeType_t,
                             cublasGemmAlgo_t);
+  cublasStatus_t (*sgemm_strided_batched)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int,
+                                          int, int, const float*, const float*, int, long long,
+                                          const float*, int, long long, const float*, float*, int,
+                                          long long, int);
   const char* (*status_string)(cublasStatus_t);
   std::string library;  // the file that was loaded
 };

@@ -112,6 +112,14 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::Create(const BackendOptions& o
     OCTET_LOG(INFO) << "cuda backend: norm, matmul, RoPE and KV-store launches unfused "
                        "(OCTET_CUDA_FUSED=off)";
   }
+  // Long prefills' attention through cuBLAS (GemmAttention) unless
+  // OCTET_CUDA_PREFILL_ATTENTION=kernel keeps the table kernel, the A/B.
+  b->gemm_attention_ =
+      !EnvPicks("OCTET_CUDA_PREFILL_ATTENTION", "kernel", "gemm", "using the GEMMs");
+  if (!b->gemm_attention_) {
+    OCTET_LOG(INFO) << "cuda backend: prefill attention in the table kernel "
+                       "(OCTET_CUDA_PREFILL_ATTENTION=kernel)";
+  }
   // Decode steps as CUDA graphs (BeginRecording): off unless
   // OCTET_CUDA_GRAPHS is "on" (a recording runs again for the same step) or
   // "update" (every step recorded), until a GPU has measured them.
@@ -1179,8 +1187,10 @@ void CudaBackend::Attention(const AttentionArgs& a) {
         ", or a row stride shorter than n_heads * head_dim"));
     return;
   }
-  // The table: sequence descriptors, then one item per query token.
-  std::vector<AttnSeqDesc> seqs(a.n_sequences);
+  // Long prefills through GEMMs (GemmAttention); the table, for the rest:
+  // sequence descriptors, then one item per query token.
+  std::vector<AttnSeqDesc> seqs;
+  std::vector<int64_t> table_seqs;  // their indices in a.sequences
   int64_t n_items = 0;
   for (int64_t s = 0; s < a.n_sequences; ++s) {
     const AttentionSequence& q = a.sequences[s];
@@ -1190,8 +1200,14 @@ void CudaBackend::Attention(const AttentionArgs& a) {
                                  " has a negative size or a null cache or positions"));
       return;
     }
+    if (q.n_tokens >= kGemmAttentionMinTokens && q.n_keys > 0 && gemm_attention_ && !recording_) {
+      if (!Check(GemmAttention(a, q))) return;
+      continue;
+    }
+    if (q.n_tokens == 0) continue;
     const bool packed = q.position_stride == 0 && q.head_stride == 0;
-    AttnSeqDesc& d = seqs[s];
+    table_seqs.push_back(s);
+    AttnSeqDesc& d = seqs.emplace_back();
     d.k = q.k_cache;
     d.v = q.v_cache;
     d.positions = q.positions;
@@ -1209,7 +1225,8 @@ void CudaBackend::Attention(const AttentionArgs& a) {
   }
   // A decode step's table goes in the kernels' parameters; a larger one is
   // built in host_table_ and uploaded.
-  const bool inline_table = a.n_sequences <= kInlineAttnSeqs && n_items <= kInlineAttnItems;
+  const bool inline_table =
+      static_cast<int64_t>(seqs.size()) <= kInlineAttnSeqs && n_items <= kInlineAttnItems;
   GeneralAttentionArgs g{};
   const size_t seq_bytes = RoundUp(seqs.size() * sizeof(AttnSeqDesc), 16);
   const size_t table_bytes = seq_bytes + n_items * sizeof(AttnItem);
@@ -1223,8 +1240,8 @@ void CudaBackend::Attention(const AttentionArgs& a) {
     items = reinterpret_cast<AttnItem*>(host_table_.data() + seq_bytes);
   }
   int64_t i = 0;
-  for (int64_t s = 0; s < a.n_sequences; ++s) {
-    for (int64_t t = 0; t < a.sequences[s].n_tokens; ++t) {
+  for (size_t s = 0; s < table_seqs.size(); ++s) {
+    for (int64_t t = 0; t < a.sequences[table_seqs[s]].n_tokens; ++t) {
       items[i++] = AttnItem{static_cast<int32_t>(s), static_cast<int32_t>(t)};
     }
   }
@@ -1265,6 +1282,80 @@ void CudaBackend::Attention(const AttentionArgs& a) {
   g.n_items = n_items;
   g.splits = static_cast<int>(splits);
   Check(LaunchGeneralAttention(stream_, g));
+}
+
+// A long prefill's attention as GEMMs, per KV head and tile of queries:
+// scores = scale * Q Kᵀ for the head's query heads (one strided batched
+// SGEMM), the causal softmax of each row in place (LaunchCausalSoftmax: keys
+// 0..position), out = P V (another). The table kernel gives a block to each
+// query token, which reads all of its keys and takes each score as a warp
+// sum on the CUDA cores; here each key is read once per tile and the
+// products run at the GEMM's rate. Float32 throughout (the fixtures'
+// tolerances, as the split BF16 matmuls). F16 caches are widened first.
+Status CudaBackend::GemmAttention(const AttentionArgs& a, const AttentionSequence& q) {
+  if (Unrecordable("a cuBLAS GEMM")) return AbortedError("not recorded: cuBLAS");
+  const int64_t hd = a.head_dim, n = q.n_tokens, L = q.n_keys;
+  const int64_t G = a.n_heads / a.n_kv_heads;
+  const bool packed = q.position_stride == 0 && q.head_stride == 0;
+  const int64_t ps = packed ? a.n_kv_heads * hd : q.position_stride;
+  const int64_t hs = packed ? hd : q.head_stride;
+  const bool f16 = q.kv_dtype == KvDtype::kF16;
+  // Query rows per tile: at most kGemmAttentionMaxTileRows, and the tile's
+  // scores (G x rows x L floats) within kGemmAttentionScoresBytes.
+  const int64_t tile =
+      std::clamp<int64_t>(kGemmAttentionScoresBytes / (G * L * static_cast<int64_t>(sizeof(float))),
+                          1, std::min(n, kGemmAttentionMaxTileRows));
+  if (!FitsInt(L) || !FitsInt(ps) || !FitsInt(a.q_row_stride) || !FitsInt(a.out_row_stride) ||
+      !FitsInt(tile * L)) {
+    return InvalidArgumentError("Attention: " + Str(L) + " keys or strides beyond 31 bits");
+  }
+  const size_t score_bytes = static_cast<size_t>(G * tile * L) * sizeof(float);
+  const size_t kv_bytes = f16 ? static_cast<size_t>(2 * L * hd) * sizeof(float) : 0;
+  OCTET_ASSIGN_OR_RETURN(void* work, Scratch(kAttnGemm, score_bytes + kv_bytes));
+  float* scores = static_cast<float*>(work);
+  float* kv = reinterpret_cast<float*>(static_cast<uint8_t*>(work) + score_bytes);
+  const float zero = 0.0f, one = 1.0f;
+  for (int64_t h = 0; h < a.n_kv_heads; ++h) {
+    const float* k = nullptr;
+    const float* v = nullptr;
+    int64_t ld = ps;
+    if (f16) {
+      OCTET_RETURN_IF_ERROR(LaunchWidenKvRows(
+          stream_, static_cast<const uint16_t*>(q.k_cache) + h * hs, L, hd, ps, kv));
+      OCTET_RETURN_IF_ERROR(LaunchWidenKvRows(
+          stream_, static_cast<const uint16_t*>(q.v_cache) + h * hs, L, hd, ps, kv + L * hd));
+      k = kv;
+      v = kv + L * hd;
+      ld = hd;
+    } else {
+      k = static_cast<const float*>(q.k_cache) + h * hs;
+      v = static_cast<const float*>(q.v_cache) + h * hs;
+    }
+    for (int64_t t0 = 0; t0 < n; t0 += tile) {
+      const int64_t m = std::min(tile, n - t0);
+      const float* qt = a.q + (q.first_token + t0) * a.q_row_stride + h * G * hd;
+      float* ot = a.out + (q.first_token + t0) * a.out_row_stride + h * G * hd;
+      // Column-major, as Sgemm: scoresᵀ [L, m] of head g = K [L, hd] · Q_gᵀ.
+      cublasStatus_t st = cublas_->sgemm_strided_batched(
+          handle_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(L), static_cast<int>(m),
+          static_cast<int>(hd), &a.scale, k, static_cast<int>(ld), 0, qt,
+          static_cast<int>(a.q_row_stride), hd, &zero, scores, static_cast<int>(L), m * L,
+          static_cast<int>(G));
+      if (st != CUBLAS_STATUS_SUCCESS) {
+        return CublasError(*cublas_, st, "cublasSgemmStridedBatched (attention scores)");
+      }
+      OCTET_RETURN_IF_ERROR(LaunchCausalSoftmax(stream_, scores, G, m, L, q.positions + t0));
+      // outᵀ [hd, m] of head g = Vᵀ [hd, L] · P_gᵀ [L, m].
+      st = cublas_->sgemm_strided_batched(
+          handle_, CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(hd), static_cast<int>(m),
+          static_cast<int>(L), &one, v, static_cast<int>(ld), 0, scores, static_cast<int>(L), m * L,
+          &zero, ot, static_cast<int>(a.out_row_stride), hd, static_cast<int>(G));
+      if (st != CUBLAS_STATUS_SUCCESS) {
+        return CublasError(*cublas_, st, "cublasSgemmStridedBatched (attention values)");
+      }
+    }
+  }
+  return Status::Ok();
 }
 
 }  // namespace octet::kernels::cuda

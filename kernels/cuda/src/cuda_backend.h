@@ -18,7 +18,9 @@
 //   Gemm                cuBLAS SGEMM (row-major mapped to column-major).
 //   Attention           LaunchGeneralAttention (backend_kernels.cu): prefill and
 //                       decode, split over keys on the device when the grid is small;
-//                       a decode step's table in the kernels' parameters.
+//                       a decode step's table in the kernels' parameters. A
+//                       sequence of 32+ queries whose n_keys is given: GemmAttention
+//                       (cuBLAS scores and values, LaunchCausalSoftmax between).
 //   RmsNorm, Rope, SiluMul, Add, Embedding, Argmax: cuda_ops.h launchers.
 //   Recording (BeginRecording, OCTET_CUDA_GRAPHS): stream capture into CUDA
 //                       graphs, their executables kept and run again.
@@ -125,6 +127,7 @@ class CudaBackend final : public KernelBackend {
     kNvfp4Packed,
     kExpertRows,  // MatmulScatterAdd's products before they are added
     kMoeDecode,   // MoeDecode's routes and its slots' rows
+    kAttnGemm,    // GemmAttention's scores (and widened F16 keys and values)
     kScratchCount
   };
 
@@ -154,6 +157,12 @@ class CudaBackend final : public KernelBackend {
                   int64_t n, int64_t k, float alpha, float* y, int64_t ldy, bool accumulate);
   Status Sgemm(const float* x, int64_t m, int64_t ldx, const float* w, int64_t w_ld, int64_t n,
                int64_t k, float* y, int64_t ldy, bool accumulate);
+  // Attention of sequence `q` (at least kGemmAttentionMinTokens queries, its
+  // n_keys given) through cuBLAS: see cuda_backend.cpp.
+  Status GemmAttention(const AttentionArgs& a, const AttentionSequence& q);
+  static constexpr int64_t kGemmAttentionMinTokens = 32;
+  static constexpr int64_t kGemmAttentionScoresBytes = int64_t{256} << 20;
+  static constexpr int64_t kGemmAttentionMaxTileRows = 1024;
   // Queues the copy of `bytes` host bytes to `dst` on the stream; `src` may be
   // reused as soon as it returns. Small copies go through the pinned staging
   // ring (below), larger ones straight from pageable memory.
@@ -167,6 +176,7 @@ class CudaBackend final : public KernelBackend {
   bool nvfp4_int_ = false;  // OCTET_CUDA_NVFP4_GEMV == "int"
   bool moe_on_device_ = false;  // OCTET_CUDA_MOE_ROUTING == "device"
   bool fused_ = true;           // OCTET_CUDA_FUSED != "off"
+  bool gemm_attention_ = true;  // OCTET_CUDA_PREFILL_ATTENTION != "kernel"
   // OCTET_CUDA_GRAPHS: "on" records decode steps and runs a recording again
   // for the same step; "update" records every step (each run through the
   // executable of the step's last recording, updated in place).

@@ -77,6 +77,11 @@ struct AttentionSequence {
   // 8 heads of 128 floats, which the hardware prefetchers do not follow.
   int64_t position_stride = 0;
   int64_t head_stride = 0;
+  // More than the largest of `positions` (0: not given; the engine gives
+  // start + n_tokens). A device backend may size a long prefill's work by it
+  // (the CUDA backend's GEMM attention); a query whose position is not below
+  // it then gets NaN, as one whose position is negative does.
+  int64_t n_keys = 0;
 };
 
 struct AttentionArgs {
