@@ -299,23 +299,8 @@ class TestCudaEngine : public QObject {
                ("batched step " + std::to_string(j) + " against the reference").c_str());
     }
     // One sequence: the prompt, then the reference's ids one at a time.
-    const auto single = [&](Model& m) {
-      KvCache cache = *m.NewKvCache(1, ref.T + 1);
-      SequenceChunk ch;
-      ch.tokens = ref.prompt;
-      ForwardOutput out;
-      std::vector<std::vector<float>> steps;
-      for (size_t j = 0; j < ref.generated.size(); ++j) {
-        const Status s = m.Forward({ch}, cache, &out);
-        if (!s.ok()) qFatal("%s", s.ToString().c_str());
-        steps.emplace_back(out.Last(0), out.Last(0) + ref.V);
-        ch.start_pos = cache.length(0);
-        ch.tokens = {ref.generated[j]};
-      }
-      return steps;
-    };
-    const auto want1 = single(*op_by_op);
-    const auto got1 = single(*graphs);
+    const auto want1 = test::SingleFixtureDecode(*op_by_op, ref);
+    const auto got1 = test::SingleFixtureDecode(*graphs, ref);
     QVERIFY2(got1 == want1, "single-sequence decode: graphs against op by op");
     for (size_t j = 0; j < got1.size(); ++j) {
       QCOMPARE(HostArgmax(got1[j].data(), ref.V), ref.generated[j]);

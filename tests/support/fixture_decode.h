@@ -50,6 +50,26 @@ inline std::vector<std::vector<float>> BatchedFixtureDecode(engine::Model& m,
   return steps;
 }
 
+// One sequence: the reference's prompt, then its generated ids one at a time
+// (each step's input the reference's, not the model's choice). Returns each
+// step's logits.
+inline std::vector<std::vector<float>> SingleFixtureDecode(engine::Model& m,
+                                                           const FixtureReference& ref) {
+  engine::KvCache cache = *m.NewKvCache(1, ref.T + 1);
+  engine::SequenceChunk ch;
+  ch.tokens = ref.prompt;
+  engine::ForwardOutput out;
+  std::vector<std::vector<float>> steps;
+  for (size_t j = 0; j < ref.generated.size(); ++j) {
+    const Status s = m.Forward({ch}, cache, &out);
+    if (!s.ok()) qFatal("%s", s.ToString().c_str());
+    steps.emplace_back(out.Last(0), out.Last(0) + ref.V);
+    ch.start_pos = cache.length(0);
+    ch.tokens = {ref.generated[j]};
+  }
+  return steps;
+}
+
 // The largest |got - want| over one row of logits against the reference's
 // row `row`; infinity where one is NaN.
 inline double FixtureRowDiff(const float* got, int64_t row, const FixtureReference& ref) {

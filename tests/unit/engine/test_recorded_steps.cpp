@@ -39,23 +39,6 @@ bool IsMoe(const std::string& model) {
   return false;
 }
 
-// The prompt, then the reference's ids one at a time: each step's logits.
-std::vector<std::vector<float>> SingleDecode(Model& m, const test::FixtureReference& ref) {
-  KvCache cache = *m.NewKvCache(1, ref.T + 1);
-  SequenceChunk ch;
-  ch.tokens = ref.prompt;
-  ForwardOutput out;
-  std::vector<std::vector<float>> steps;
-  for (size_t j = 0; j < ref.generated.size(); ++j) {
-    const Status s = m.Forward({ch}, cache, &out);
-    if (!s.ok()) qFatal("%s", s.ToString().c_str());
-    steps.emplace_back(out.Last(0), out.Last(0) + ref.V);
-    ch.start_pos = cache.length(0);
-    ch.tokens = {ref.generated[j]};
-  }
-  return steps;
-}
-
 }  // namespace
 
 class TestRecordedSteps : public QObject {
@@ -116,8 +99,8 @@ class TestRecordedSteps : public QObject {
       QVERIFY2(test::FixtureRowDiff(got[j].data(), row, ref) <= ref.atol,
                ("batched step " + std::to_string(j) + " against the reference").c_str());
     }
-    const auto want1 = SingleDecode(*op_by_op, ref);
-    const auto got1 = SingleDecode(*recorded, ref);
+    const auto want1 = test::SingleFixtureDecode(*op_by_op, ref);
+    const auto got1 = test::SingleFixtureDecode(*recorded, ref);
     for (size_t j = 0; j < got1.size(); ++j) {
       QVERIFY2(got1[j] == want1[j], ("single step " + std::to_string(j)).c_str());
     }
