@@ -231,6 +231,7 @@ class KernelBackend {
     int64_t aborted = 0;   // recordings that could not run
   };
   virtual RecordingCounts recording_counts() const { return {}; }
+
   // What this backend's memory can take now, and which figure that is
   // (MemoryBudget): a host backend's is the host's MemAvailable, read from
   // `meminfo_path`; a device's is its driver's free memory, or, where the
