@@ -66,9 +66,10 @@ class TestRecordedSteps : public QObject {
   void initTestCase() { OCTET_REQUIRE_FIXTURES(); }
 
   // Three sequences decoding together, then one (another step key), on the
-  // recording backend; with `abort`, the first recordings of the run end
-  // unrun, as a device's do when its scratch grows, and the engine issues
-  // those steps op by op.
+  // recording backend; with `aborts`, the run's first recordings end unrun,
+  // as a device's do when its scratch grows, and the engine issues those
+  // steps op by op. (Every fixture's prompt is over 8 tokens: its prefill is
+  // not recorded.)
   void sameLogitsAsOpByOp_data() {
     QTest::addColumn<QString>("model");
     QTest::addColumn<int>("aborts");
