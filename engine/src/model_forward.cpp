@@ -250,6 +250,13 @@ Status Model::RecordedStep(const std::vector<SequenceChunk>& batch, const KvCach
                            const std::function<Status()>& ops) {
   kernels::KernelBackend& be = *backend_;
   Scratch& S = *scratch_;
+  // With no recording to run again, a backend that does not record (CUDA
+  // without OCTET_CUDA_GRAPHS) takes the ops at once: no key to build.
+  bool recording = false;
+  if (S.recordings.empty()) {
+    if (!be.BeginRecording()) return ops();
+    recording = true;
+  }
   // What decides the step's ops and every argument they take, device memory's
   // contents aside: each chunk's slot and rows (and so the rows that take
   // logits), the cache memory of those slots, the scratch buffers.
@@ -302,7 +309,7 @@ Status Model::RecordedStep(const std::vector<SequenceChunk>& batch, const KvCach
     if (again.code() != StatusCode::kAborted) return again;
     replace = known->id;  // the backend cannot: record it anew
   }
-  if (!be.BeginRecording()) return ops();
+  if (!recording && !be.BeginRecording()) return ops();
   const Status issued = ops();
   Result<int64_t> id = be.EndRecording(/*run=*/issued.ok(), replace);
   // Aborted: nothing recorded ran (an op needed the host, or memory to grow);
