@@ -572,7 +572,7 @@ Status Model::MoeMlp(const LayerWeights& L, const float* xn, int64_t T, float* o
   // Decode-sized steps may take the grouped path (set_grouped_experts; by
   // default the backend's grouped_experts_max_tokens): every chosen expert
   // in one call per projection (backend.h). On the CPU backends it measured
-  // no gain (0.90-1.02x the tok/s, octet_bench_engine --moe-ab, README), so
+  // no gain (0.90-1.02x the tok/s, octet_bench_engine --moe-ab, docs/performance.md), so
   // they keep the per-expert calls; on CUDA each call is a kernel launch.
   const int64_t grouped_max = grouped_experts_.has_value()
                                   ? (*grouped_experts_ ? kGroupedExpertsMaxTokens : 0)

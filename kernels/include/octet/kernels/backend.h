@@ -508,7 +508,7 @@ class KernelBackend {
   // MatmulGrouped and MatmulScatterAdd rather than a Matmul call per expert,
   // unless told otherwise (Model::set_grouped_experts); 0: never. The CPU
   // backends keep 0: their grouped ops measured no gain in the engine
-  // (octet_bench_engine --moe-ab, README); a device backend, where every
+  // (octet_bench_engine --moe-ab, docs/performance.md); a device backend, where every
   // call is a kernel launch, says how many rows its grouped ops take.
   virtual int64_t grouped_experts_max_tokens() const { return 0; }
 
