@@ -228,6 +228,11 @@ bool CudaBackend::supports(Op op, WeightFormat format) const {
   }
 }
 
+// Why a recording stops (Unrecordable) when a scratch buffer must grow: the
+// one abort that cannot repeat for a step of the same shape, since the ops
+// issued again one by one grow the buffer, and buffers only grow.
+constexpr char kScratchGrowth[] = "a scratch buffer to grow";
+
 bool CudaBackend::Check(Status s) {
   if (s.ok()) return true;
   if (recording_ && abort_reason_ && s.code() == StatusCode::kAborted) return false;
@@ -242,7 +247,7 @@ bool CudaBackend::Check(Status s) {
 Result<void*> CudaBackend::Scratch(ScratchId id, size_t bytes) {
   ScratchBuffer& s = scratch_[id];
   if (s.bytes >= bytes && s.data) return s.data;
-  if (Unrecordable("a scratch buffer to grow")) return AbortedError("not recorded: scratch growth");
+  if (Unrecordable(kScratchGrowth)) return AbortedError("not recorded: scratch growth");
   ++scratch_epoch_;  // recordings that name the old block are not run again
   // The old block may still be read by queued work.
   OCTET_RETURN_IF_ERROR(CudaCheck(cudaStreamSynchronize(stream_), "cudaStreamSynchronize"));
@@ -402,10 +407,17 @@ Result<int64_t> CudaBackend::EndRecording(bool run, int64_t replace) {
       OCTET_LOG(INFO) << "cuda backend: a recorded step needed " << abort_reason_
                       << "; it runs op by op (logged once)";
     }
-    // Scratch grows once per shape; recordings that keep failing have a
-    // cause that does not go away.
+    // Nothing recorded ran: an error an op met while recording (a capture
+    // that CUDA invalidated fails every later launch) belongs to no step,
+    // and the ops issued again one by one report any real one anew.
+    error_ = Status::Ok();
+    more_errors_ = 0;
+    // Recordings that keep failing have a cause that does not go away. Scratch
+    // growth is not one: it happens once per new batch size (a server's
+    // batch ramping up 1, 2, 3, 4 ... grows the MoE scratch at each), so it
+    // does not count.
     constexpr int kMaxAbortsInRow = 4;
-    if (++aborts_in_row_ >= kMaxAbortsInRow) {
+    if (abort_reason_ != kScratchGrowth && ++aborts_in_row_ >= kMaxAbortsInRow) {
       graphs_ = false;
       OCTET_LOG(WARNING) << "cuda backend: " << kMaxAbortsInRow
                          << " recordings in a row could not run (the last needed " << abort_reason_
