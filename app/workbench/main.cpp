@@ -34,6 +34,7 @@
 #include "octet/ui/instance_manager.h"
 #include "octet/ui/launch_panel.h"
 #include "octet/ui/main_window.h"
+#include "octet/ui/plurals.h"
 #include "octet/ui/routing_panel.h"
 
 namespace {
@@ -185,6 +186,7 @@ int main(int argc, char** argv) {
   QApplication::setOrganizationName(QStringLiteral("Octet"));
   QApplication::setApplicationVersion(QString::fromStdString(octet::GetBuildInfo().version));
   QApplication::setDesktopFileName(QStringLiteral("octet-workbench"));
+  octet::ui::InstallEnglishPlurals();  // "1 node", "2 nodes" (no translations ship)
   {
     // The icon set of resources/icons, compiled in (the .desktop entry names the
     // same icon installed into the hicolor theme by the octet-workbench package).

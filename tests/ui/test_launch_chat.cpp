@@ -163,6 +163,9 @@ class TestLaunchChat : public QObject {
     QCOMPARE(table->rowCount(), 1);
     QCOMPARE(table->item(0, 1)->text(), QStringLiteral("ready"));
     QVERIFY(QTest::qWaitFor([&] { return log->toPlainText().contains(QStringLiteral("serving")); }, 5000));
+    // The status bar counts the server, which no agent reports.
+    auto* jobs = w.findChild<QLabel*>(QStringLiteral("jobsStatus"));
+    QCOMPARE(jobs->text(), QStringLiteral("1 job running on this machine"));
 
     // Chat: the new instance is the endpoint.
     QTest::keyClick(&w, Qt::Key_4, Qt::ControlModifier);
@@ -239,6 +242,7 @@ class TestLaunchChat : public QObject {
     QVERIFY2(chat->messages().last().stats.contains(QStringLiteral("pool small")),
              qPrintable(chat->messages().last().stats));
     QCOMPARE(chat->messages().size(), 4);
+    QCOMPARE(jobs->text(), QStringLiteral("2 jobs running on this machine"));
 
     // Stop the instance from the Launch panel.
     QTest::keyClick(&w, Qt::Key_2, Qt::ControlModifier);
@@ -248,7 +252,10 @@ class TestLaunchChat : public QObject {
     QVERIFY(exited.wait(10'000));
     QCOMPARE(exited.first().at(1).toBool(), false);  // stopped, not failed
     QCOMPARE(table->item(0, 1)->text(), QStringLiteral("stopped"));
+    QCOMPARE(jobs->text(), QStringLiteral("1 job running on this machine"));
     w.instances()->stop(w.instances()->instances().last().id);  // the router
+    QVERIFY(
+        QTest::qWaitFor([&] { return jobs->text() == QStringLiteral("no jobs running"); }, 10'000));
   }
 
   void chatWithNothingListeningSaysSo() {

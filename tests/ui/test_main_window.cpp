@@ -1,6 +1,6 @@
 // The window frame, driven from the keyboard and mouse: the six panels in the
-// navigation, Ctrl+1..6 switching, the status bar, settings that survive a
-// restart, and the start-up choice of cluster (remembered, else a saved
+// navigation, Ctrl+1..6 switching, the status bar, English plurals, settings
+// that survive a restart, and the start-up choice of cluster (remembered, else a saved
 // profile of real agents, else the local embedded cluster).
 #include <QLabel>
 #include <QListWidget>
@@ -51,6 +51,28 @@ class TestMainWindow : public QObject {
     auto* status = w.findChild<QLabel*>(QStringLiteral("connectionStatus"));
     QVERIFY(status);
     QCOMPARE(status->text(), QStringLiteral("Not connected"));
+    auto* jobs = w.findChild<QLabel*>(QStringLiteral("jobsStatus"));
+    QVERIFY(jobs);
+    QCOMPARE(jobs->text(), QStringLiteral("no jobs running"));
+  }
+
+  // Counted strings read as English (no translations ship): tr("%n node(s)")
+  // is "1 node" and "2 nodes", not "1 node(s)"; an uncounted string keeps
+  // its text.
+  void countsTakeEnglishPlurals() {
+    QCOMPARE(QCoreApplication::translate("octet::ui::LaunchPanel", "the cluster has %n node(s)",
+                                         nullptr, 1),
+             QStringLiteral("the cluster has 1 node"));
+    QCOMPARE(QCoreApplication::translate("octet::ui::LaunchPanel", "the cluster has %n node(s)",
+                                         nullptr, 2),
+             QStringLiteral("the cluster has 2 nodes"));
+    QCOMPARE(
+        QCoreApplication::translate("X", "%n rank(s) need as many nodes up, %1 are", nullptr, 0),
+        QStringLiteral("0 ranks need as many nodes up, %1 are"));
+    QCOMPARE(QCoreApplication::translate("X", "Cluster (s) view"),
+             QStringLiteral("Cluster (s) view"));
+    QCOMPARE(QCoreApplication::translate("X", "%n job running", nullptr, 3),
+             QStringLiteral("3 job running"));
   }
 
   void shortcutsAndClicksSwitchPanels() {

@@ -7,14 +7,14 @@
 #include <QTemporaryDir>
 #include <QtTest>
 #include <cstdlib>
+#include <filesystem>
 #include <string>
 
-#include <filesystem>
-
 #include "octet/app/cluster_session.h"
-#include "random_checkpoint.h"
 #include "octet/ui/main_window.h"
+#include "octet/ui/plurals.h"
 #include "octet_test.h"
+#include "random_checkpoint.h"
 
 namespace octet::test {
 
@@ -28,6 +28,7 @@ inline void IsolateWorkbench(const QTemporaryDir& dir) {
   QCoreApplication::setApplicationName(QStringLiteral("octet-workbench-test"));
   QSettings::setPath(QSettings::NativeFormat, QSettings::UserScope, dir.path() + "/settings");
   QSettings().clear();
+  ui::InstallEnglishPlurals();  // as the workbench does: "1 node", "2 nodes"
 }
 
 // Window options that connect to nothing at start (the test drives the panels

@@ -188,6 +188,9 @@ MainWindow::MainWindow(WorkbenchOptions options, QWidget* parent)
   buildStatusBar();
   connect(controller_, &ClusterController::phaseChanged, this, &MainWindow::onPhase);
   connect(controller_, &ClusterController::snapshotChanged, this, &MainWindow::onSnapshot);
+  connect(instances_, &InstanceManager::changed, this,
+          [this] { updateJobsText(controller_->snapshot()); });
+  updateJobsText(controller_->snapshot());
   onPhase(controller_->phase(), controller_->phaseText());
   restoreSettings();
 
@@ -294,16 +297,46 @@ void MainWindow::onPhase(ClusterController::Phase phase, const QString& text) {
 }
 
 void MainWindow::onSnapshot(const SnapshotPtr& snapshot) {
+  updateJobsText(snapshot);
+  onPhase(controller_->phase(), controller_->phaseText());
+}
+
+// The agents' running jobs, and the processes started on this machine (a
+// server, router or training run from the Launch panel), which no agent
+// reports; an instance on a cluster's nodes is one of the agents' jobs.
+void MainWindow::updateJobsText(const SnapshotPtr& snapshot) {
   QSet<QString> jobs;
-  for (const auto& n : snapshot->nodes) {
-    for (const auto& j : n.jobs) {
-      if (j.state == "running") jobs.insert(QString::fromStdString(j.spec.job_id));
+  if (snapshot) {
+    for (const auto& n : snapshot->nodes) {
+      for (const auto& j : n.jobs) {
+        if (j.state == "running") jobs.insert(QString::fromStdString(j.spec.job_id));
+      }
     }
   }
-  jobs_text_->setText(jobs.isEmpty()
-                          ? tr("no jobs running")
-                          : tr("%n job(s) running", nullptr, static_cast<int>(jobs.size())));
-  onPhase(controller_->phase(), controller_->phaseText());
+  int local = 0;
+  for (const InstanceInfo& info : instances_->instances()) {
+    if (!info.nodes.isEmpty()) continue;
+    switch (info.state) {
+      case InstanceInfo::State::kStarting:
+      case InstanceInfo::State::kReady:
+      case InstanceInfo::State::kRunning:
+      case InstanceInfo::State::kStopping:
+        ++local;
+        break;
+      default:
+        break;
+    }
+  }
+  const int total = static_cast<int>(jobs.size()) + local;
+  if (total == 0) {
+    jobs_text_->setText(tr("no jobs running"));
+  } else if (local == 0) {
+    jobs_text_->setText(tr("%n job(s) running", nullptr, total));
+  } else if (local == total) {
+    jobs_text_->setText(tr("%n job(s) running on this machine", nullptr, total));
+  } else {
+    jobs_text_->setText(tr("%n job(s) running, %1 on this machine", nullptr, total).arg(local));
+  }
 }
 
 void MainWindow::showPanel(Panel panel) { nav_->setCurrentRow(static_cast<int>(panel)); }

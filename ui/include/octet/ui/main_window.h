@@ -66,6 +66,7 @@ class MainWindow : public QMainWindow {
   void buildStatusBar();
   void onPhase(ClusterController::Phase phase, const QString& text);
   void onSnapshot(const SnapshotPtr& snapshot);
+  void updateJobsText(const SnapshotPtr& snapshot);
   void openConnectDialog();
   void openAddNodeDialog();
   void showShortcuts();
