@@ -62,6 +62,12 @@ class TestModelsPanel : public QObject {
     panel.show();
     QTRY_VERIFY(Find<QLabel>(&panel, "cacheDir")->text().contains(QString::fromStdString(cache_)));
     QCOMPARE(panel.localModelCount(), 0);
+    // An empty cache says what to do instead of showing an empty table; no
+    // progress bar before a pull.
+    QTRY_VERIFY(Find<QLabel>(&panel, "emptyCacheHint")->isVisible());
+    QVERIFY(!Find<QTableWidget>(&panel, "localModels")->isVisible());
+    QVERIFY(!Find<QProgressBar>(&panel, "pullProgress")->isVisible());
+    QVERIFY(!Find<QPushButton>(&panel, "deleteModel")->isEnabled());
 
     // Plan before download: the verdict, and only config.json was fetched.
     QSignalSpy planned(&panel, &octet::ui::ModelsPanel::planShown);
@@ -81,6 +87,7 @@ class TestModelsPanel : public QObject {
     QSignalSpy finished(&panel, &octet::ui::ModelsPanel::pullFinished);
     QTest::mouseClick(Find<QPushButton>(&panel, "pullRepo"), Qt::LeftButton);
     QVERIFY(panel.pulling());
+    QVERIFY(Find<QProgressBar>(&panel, "pullProgress")->isVisible());
     QTRY_VERIFY_WITH_TIMEOUT(hub_->BytesSent("extra/big.bin") >= (256 << 10), 30'000);
     QTest::mouseClick(Find<QPushButton>(&panel, "cancelPull"), Qt::LeftButton);
     QTRY_COMPARE_WITH_TIMEOUT(finished.count(), 1, 30'000);
@@ -107,15 +114,19 @@ class TestModelsPanel : public QObject {
     // Listed with its format and architecture.
     QTRY_COMPARE_WITH_TIMEOUT(panel.localModelCount(), 1, 10'000);
     auto* table = Find<QTableWidget>(&panel, "localModels");
+    QVERIFY(table->isVisible());
+    QVERIFY(!Find<QLabel>(&panel, "emptyCacheHint")->isVisible());
     QCOMPARE(table->item(0, 0)->text(), QStringLiteral("acme/tiny"));
     QVERIFY(table->item(0, 4)->text().contains(QStringLiteral("Qwen3")));
     QVERIFY(table->item(0, 3)->text() != QStringLiteral("-"));
     QVERIFY(table->item(0, 5)->text().contains(QString::fromStdString(LoopbackHub::kCommit)));
 
     // Delete.
+    QVERIFY(!Find<QPushButton>(&panel, "deleteModel")->isEnabled());  // nothing selected
     table->selectRow(0);
     QTest::mouseClick(Find<QPushButton>(&panel, "deleteModel"), Qt::LeftButton);
     QTRY_COMPARE_WITH_TIMEOUT(panel.localModelCount(), 0, 10'000);
+    QTRY_VERIFY(Find<QLabel>(&panel, "emptyCacheHint")->isVisible());
     QVERIFY(!fs::exists(cache_ + "/models--acme--tiny"));
   }
 };

@@ -52,9 +52,9 @@ Glyph PanelGlyph(MainWindow::Panel p) {
     case MainWindow::Panel::kBenchmarks:
       return Glyph::kBenchmarks;
     case MainWindow::Panel::kDeployments:
-      return Glyph::kCluster;
+      return Glyph::kDeployments;
     case MainWindow::Panel::kModels:
-      return Glyph::kLaunch;
+      return Glyph::kModels;
   }
   return Glyph::kCluster;
 }

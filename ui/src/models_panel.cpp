@@ -3,6 +3,7 @@
 #include <QApplication>
 #include <QHBoxLayout>
 #include <QHeaderView>
+#include <QItemSelectionModel>
 #include <QLabel>
 #include <QLineEdit>
 #include <QLocale>
@@ -19,6 +20,7 @@
 
 #include "octet/app/hub.h"
 #include "octet/app/model_summary.h"
+#include "octet/ui/widgets.h"
 
 namespace octet::ui {
 namespace {
@@ -75,12 +77,16 @@ void PullWorker::pull(const QString& repo_ref) {
 ModelsPanel::ModelsPanel(ClusterController* controller, QWidget* parent)
     : QWidget(parent), controller_(controller) {
   auto* layout = new QVBoxLayout(this);
-  auto* title = new QLabel(tr("<b>Models</b> — in this machine's Hugging Face cache"), this);
-  layout->addWidget(title);
+  layout->setContentsMargins(18, 14, 18, 14);
+  layout->addWidget(new PanelHeader(
+      tr("Models"), tr("This machine's Hugging Face cache: plan a Hub model, pull it, delete it"),
+      this));
   cache_label_ = new QLabel(this);
   cache_label_->setObjectName(QStringLiteral("cacheDir"));
   cache_label_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  cache_label_->setForegroundRole(QPalette::PlaceholderText);
   layout->addWidget(cache_label_);
+  layout->addWidget(SectionLabel(tr("In the cache"), this));
 
   local_ = new QTableWidget(0, kColumns, this);
   local_->setObjectName(QStringLiteral("localModels"));
@@ -92,6 +98,19 @@ ModelsPanel::ModelsPanel(ClusterController* controller, QWidget* parent)
   local_->setEditTriggers(QAbstractItemView::NoEditTriggers);
   local_->verticalHeader()->hide();
   layout->addWidget(local_, 1);
+  // Shown in place of the table while the cache holds nothing.
+  empty_hint_ = new QLabel(
+      tr("No models in the cache yet. Enter a Hub repo below (for example Qwen/Qwen3-0.6B): "
+         "Plan says whether it fits the cluster before anything is downloaded, Pull fetches it "
+         "(an interrupted pull resumes), and a pulled model can be launched from Launch."),
+      this);
+  empty_hint_->setObjectName(QStringLiteral("emptyCacheHint"));
+  empty_hint_->setWordWrap(true);
+  empty_hint_->setAlignment(Qt::AlignCenter);
+  empty_hint_->setForegroundRole(QPalette::PlaceholderText);
+  empty_hint_->setMinimumHeight(120);
+  layout->addWidget(empty_hint_, 1);
+  empty_hint_->hide();
 
   auto* local_buttons = new QHBoxLayout;
   auto* refresh_button = new QPushButton(tr("Refresh"), this);
@@ -103,6 +122,12 @@ ModelsPanel::ModelsPanel(ClusterController* controller, QWidget* parent)
   local_buttons->addWidget(delete_button_);
   local_buttons->addStretch(1);
   layout->addLayout(local_buttons);
+  delete_button_->setEnabled(false);
+  connect(local_->selectionModel(), &QItemSelectionModel::selectionChanged, this,
+          [this] { delete_button_->setEnabled(local_->selectionModel()->hasSelection()); });
+
+  layout->addSpacing(8);
+  layout->addWidget(SectionLabel(tr("From the Hugging Face Hub"), this));
 
   auto* get = new QHBoxLayout;
   repo_ = new QLineEdit(this);
@@ -134,6 +159,7 @@ ModelsPanel::ModelsPanel(ClusterController* controller, QWidget* parent)
   bar_->setObjectName(QStringLiteral("pullProgress"));
   bar_->setRange(0, 100);
   bar_->setValue(0);
+  bar_->hide();  // until a pull starts
   layout->addWidget(bar_);
   progress_ = new QLabel(this);
   progress_->setObjectName(QStringLiteral("pullStatus"));
@@ -249,6 +275,9 @@ void ModelsPanel::refresh() {
             }
           }
           self->local_->resizeColumnsToContents();
+          const bool empty = rows.empty() && error.isEmpty();
+          self->local_->setVisible(!empty);
+          self->empty_hint_->setVisible(empty);
           emit self->localModelsChanged();
         },
         Qt::QueuedConnection);
@@ -319,6 +348,7 @@ void ModelsPanel::startPull() {
   pull_button_->setEnabled(false);
   cancel_button_->setEnabled(true);
   bar_->setValue(0);
+  bar_->show();
   progress_->setText(tr("Pulling %1 …").arg(repo));
   emit pullRequested(repo);
 }

@@ -117,6 +117,34 @@ void DrawGlyph(QPainter& p, Glyph glyph, const QColor& color) {
       p.drawRoundedRect(QRectF(0.68, 0.14, 0.18, 0.72), 0.03, 0.03);
       break;
     }
+    case Glyph::kDeployments: {
+      // Three stacked servers, each with its status light.
+      for (double y : {0.14, 0.41, 0.68}) {
+        p.setBrush(Qt::NoBrush);
+        p.drawRoundedRect(QRectF(0.14, y, 0.72, 0.19), 0.04, 0.04);
+        p.setBrush(color);
+        p.drawEllipse(QPointF(0.7, y + 0.095), 0.035, 0.035);
+      }
+      break;
+    }
+    case Glyph::kModels: {
+      // A cube: a model's weights as one block.
+      const QPointF top(0.5, 0.12), left(0.16, 0.31), right(0.84, 0.31), centre(0.5, 0.5);
+      const QPointF bottom(0.5, 0.88), lower_left(0.16, 0.69), lower_right(0.84, 0.69);
+      QPainterPath outline;
+      outline.moveTo(top);
+      outline.lineTo(right);
+      outline.lineTo(lower_right);
+      outline.lineTo(bottom);
+      outline.lineTo(lower_left);
+      outline.lineTo(left);
+      outline.closeSubpath();
+      p.drawPath(outline);
+      p.drawLine(left, centre);
+      p.drawLine(right, centre);
+      p.drawLine(centre, bottom);
+      break;
+    }
     case Glyph::kConnect: {
       p.drawEllipse(QPointF(0.5, 0.5), 0.34, 0.34);
       p.drawLine(QPointF(0.5, 0.32), QPointF(0.5, 0.68));

@@ -77,6 +77,7 @@ class ModelsPanel : public QWidget {
   ClusterController* controller_;
   QTableWidget* local_ = nullptr;
   QLabel* cache_label_ = nullptr;
+  QLabel* empty_hint_ = nullptr;  // in place of the table while the cache is empty
   QLineEdit* repo_ = nullptr;
   QPushButton* plan_button_ = nullptr;
   QPushButton* pull_button_ = nullptr;

@@ -21,6 +21,8 @@ enum class Glyph {
   kChat,
   kRouting,
   kBenchmarks,
+  kDeployments,
+  kModels,
   kConnect,
   kProbe,
   kStop,
