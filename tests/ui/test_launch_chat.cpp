@@ -320,9 +320,23 @@ class TestLaunchChat : public QObject {
                qPrintable(line + QStringLiteral(" in ") + text));
     }
     auto* max_tokens = chat.findChild<QSpinBox*>(QStringLiteral("chatMaxTokens"));
-    QCOMPARE(max_tokens->text(), QStringLiteral("default: 5 (generation_config.json)"));
+    QCOMPARE(max_tokens->text(), QStringLiteral("default: 5"));
+    QVERIFY2(max_tokens->toolTip().contains(QStringLiteral("5 (generation_config.json)")),
+             qPrintable(max_tokens->toolTip()));
     auto* temperature = chat.findChild<QDoubleSpinBox*>(QStringLiteral("chatTemperature"));
-    QCOMPARE(temperature->text(), QStringLiteral("default: 0 (generation_config.json)"));
+    QCOMPARE(temperature->text(), QStringLiteral("default: 0"));
+    // Nothing clipped, even in a narrow window: each box keeps the width its
+    // text needs.
+    chat.resize(640, 700);
+    for (QAbstractSpinBox* box : {static_cast<QAbstractSpinBox*>(max_tokens),
+                                  static_cast<QAbstractSpinBox*>(temperature)}) {
+      const int text_width = box->fontMetrics().horizontalAdvance(box->text());
+      QTRY_VERIFY2(box->width() > text_width,
+                   qPrintable(QStringLiteral("'%1': %2 px for %3 px of text")
+                                  .arg(box->text())
+                                  .arg(box->width())
+                                  .arg(text_width)));
+    }
 
     // Left at default: the config's max_new_tokens ends the reply at 5 tokens.
     QSignalSpy finished(&chat, &ui::ChatPanel::replyFinished);

@@ -170,6 +170,8 @@ ChatPanel::ChatPanel(InstanceManager* instances, QWidget* parent)
   rl->addWidget(system_);
   rl->addWidget(SectionLabel(tr("Sampling"), right));
   auto* form = new QFormLayout;
+  // A narrow card puts each box under its label rather than clip its text.
+  form->setRowWrapPolicy(QFormLayout::WrapLongRows);
   // Each box's lowest value is "default": not sent (see the header).
   temperature_ = new QDoubleSpinBox(right);
   temperature_->setObjectName(QStringLiteral("chatTemperature"));
@@ -570,6 +572,7 @@ void ChatPanel::showDefaults(const QString& url, const std::vector<app::ServerDe
   };
   for (const char* name : {"temperature", "top_p", "top_k", "repetition_penalty", "max_tokens"}) {
     box_for(name)->setSpecialValueText(tr("default"));
+    box_for(name)->setToolTip(QString());
   }
   if (url.isEmpty()) {
     defaults_->clear();
@@ -590,7 +593,12 @@ void ChatPanel::showDefaults(const QString& url, const std::vector<app::ServerDe
     const QString value = DefaultValueText(d);
     const QString source = QString::fromStdString(d.source);
     if (QAbstractSpinBox* b = box_for(d.name)) {
-      b->setSpecialValueText(tr("default: %1 (%2)").arg(value, source));
+      // The box shows the value; where it comes from is in its tooltip and
+      // the list below (the whole text would not fit the box).
+      b->setSpecialValueText(tr("default: %1").arg(d.value ? value : tr("no limit")));
+      b->setToolTip(tr("Left at default: %1 (%2)").arg(value, source));
+      // Never narrower than its text: the splitter then keeps the card wide enough.
+      b->setMinimumWidth(b->sizeHint().width());
     }
     lines << tr("%1 = %2 (%3)").arg(QString::fromStdString(d.name), value, source);
   }
