@@ -143,6 +143,17 @@ class TestLaunchChat : public QObject {
     QVERIFY(info->text().contains(QStringLiteral("tokenizer.json")));
     QVERIFY(planned.count() > 0 || planned.wait(10'000));
     QCOMPARE(planned.last().first().toBool(), true);  // a tiny model fits one node
+    // In a 1366x768 window (a laptop) what the model holds and its plan are shown whole
+    // (scrolled where the panel is short), never cut off by the next section.
+    w.resize(1366, 768);
+    for (const char* name : {"modelInfo", "memoryPlan"}) {
+      auto* label = launch->findChild<QLabel*>(QString::fromUtf8(name));
+      QTRY_VERIFY2(label->height() >= label->heightForWidth(label->width()),
+                   qPrintable(QStringLiteral("%1: %2 px high, needs %3")
+                                  .arg(QString::fromUtf8(name))
+                                  .arg(label->height())
+                                  .arg(label->heightForWidth(label->width()))));
+    }
 
     // TP 1 is the only choice without a cluster; TP 2 is refused with the reason.
     auto* tp = launch->findChild<QComboBox*>(QStringLiteral("tpDegree"));

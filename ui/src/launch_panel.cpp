@@ -19,6 +19,7 @@
 #include <QProgressBar>
 #include <QPushButton>
 #include <QRegularExpression>
+#include <QScrollArea>
 #include <QScrollBar>
 #include <QSettings>
 #include <QShortcut>
@@ -155,20 +156,36 @@ QWidget* LaunchPanel::buildModelCard() {
   pick->addWidget(model_, 1);
   pick->addWidget(browse);
   ml->addLayout(pick);
-  model_info_ = new QLabel(tr("No model chosen."), model_card);
+  // What the model holds and its plan scroll where the panel is short (a
+  // laptop's screen) rather than being cut off by the card's edge.
+  auto* details = new QWidget;
+  auto* dl = new QVBoxLayout(details);
+  dl->setContentsMargins(0, 0, 0, 0);
+  model_info_ = new QLabel(tr("No model chosen."), details);
   model_info_->setObjectName(QStringLiteral("modelInfo"));
   model_info_->setWordWrap(true);
   model_info_->setTextFormat(Qt::RichText);
   model_info_->setTextInteractionFlags(Qt::TextSelectableByMouse);
-  ml->addWidget(model_info_);
-  ml->addWidget(SectionLabel(tr("Memory plan"), model_card));
-  plan_ = new QLabel(model_card);
+  dl->addWidget(model_info_);
+  dl->addWidget(SectionLabel(tr("Memory plan"), details));
+  plan_ = new QLabel(details);
   plan_->setObjectName(QStringLiteral("memoryPlan"));
   plan_->setWordWrap(true);
   plan_->setTextFormat(Qt::RichText);
   plan_->setTextInteractionFlags(Qt::TextSelectableByMouse);
-  ml->addWidget(plan_);
-  ml->addStretch(1);
+  dl->addWidget(plan_);
+  dl->addStretch(1);
+  auto* scroll = new QScrollArea(model_card);
+  scroll->setObjectName(QStringLiteral("modelDetails"));
+  scroll->setFrameShape(QFrame::NoFrame);
+  scroll->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+  scroll->setWidgetResizable(true);
+  scroll->setMinimumHeight(8 * fontMetrics().height());
+  scroll->setWidget(details);
+  // The card's own background shows through.
+  scroll->viewport()->setAutoFillBackground(false);
+  details->setAutoFillBackground(false);
+  ml->addWidget(scroll, 1);
   connect(browse, &QPushButton::clicked, this, [this] {
     const QString dir =
         QFileDialog::getExistingDirectory(this, tr("Model folder"), model_->currentText());
