@@ -20,6 +20,7 @@
 #include "octet/ui/bench_comparison_model.h"
 #include "octet/ui/bench_panel.h"
 #include "octet/ui/instance_manager.h"
+#include "octet/ui/widgets.h"
 
 using namespace octet;
 
@@ -71,6 +72,43 @@ class TestBenchCharts : public QObject {
     QStandardPaths::setTestModeEnabled(true);
   }
 
+  // Value axes end on a round number and tick at round steps: the lowest
+  // 0..top of 4-7 steps of 1, 2, 2.5 or 5 x 10^k that holds the maximum.
+  void axesTakeRoundSteps() {
+    struct Case {
+      double max;
+      int min_intervals, max_intervals;
+      double top;
+      int intervals;
+    };
+    for (const Case& c : std::vector<Case>{
+             {189, 4, 7, 200, 4},      // by 50
+             {315, 4, 7, 350, 7},      // by 50 (not 400 by 100)
+             {2441.8, 4, 7, 2500, 5},  // by 500 (it read 651, 1302, 1953, 2605)
+             {3150, 4, 7, 3500, 7},    // by 500
+             {0.977, 4, 7, 1, 4},      // by 0.25
+             {0.3, 4, 7, 0.3, 6},      // by 0.05
+             {1e-4, 4, 6, 1e-4, 4},    // by 2.5e-5
+             {250, 4, 4, 400, 4},      // four steps forced (a two-axis chart): by 100
+             {0, 4, 7, 1, 4},          // nothing yet: 0..1
+             {-3, 4, 7, 1, 4},
+             {std::nan(""), 4, 7, 1, 4},
+         }) {
+      const ui::NiceScale s = ui::NiceScaleFor(c.max, c.min_intervals, c.max_intervals);
+      const QString what =
+          QStringLiteral("max %1: top %2 in %3").arg(c.max).arg(s.top).arg(s.intervals);
+      QVERIFY2(std::abs(s.top - c.top) <= 1e-9 * c.top && s.intervals == c.intervals,
+               qPrintable(what));
+      if (c.max > 0) QVERIFY2(s.top >= c.max, qPrintable(what));
+      QVERIFY2(s.intervals >= c.min_intervals && s.intervals <= c.max_intervals, qPrintable(what));
+      // The step is 1, 2, 2.5 or 5 times a power of ten.
+      const double m = s.step() / std::pow(10.0, std::floor(std::log10(s.step()) + 1e-12));
+      QVERIFY2(std::abs(m - 1) < 1e-9 || std::abs(m - 2) < 1e-9 || std::abs(m - 2.5) < 1e-9 ||
+                   std::abs(m - 5) < 1e-9,
+               qPrintable(what));
+    }
+  }
+
   void chartsFollowTheModel() {
     ui::InstanceManager instances;
     ui::BenchPanel panel(&instances);
@@ -93,7 +131,7 @@ class TestBenchCharts : public QObject {
     QCOMPARE(panel.lineChart()->series().size(), 1);
     auto* line = qobject_cast<QLineSeries*>(panel.lineChart()->series().first());
     QCOMPARE(Points(line), (QList<QPointF>{{1, 100}, {2, 180}}));
-    QCOMPARE(AxisMax(panel.barChart()), 180 * 1.12);
+    QCOMPARE(AxisMax(panel.barChart()), 200.0);  // 0..200 by 50
 
     // A run added: a second set and line; its extra test (c4) is a new
     // category where the first run has a zero bar and no point.
@@ -114,7 +152,7 @@ class TestBenchCharts : public QObject {
     auto* second = qobject_cast<QLineSeries*>(panel.lineChart()->series()[1]);
     QCOMPARE(Points(first), (QList<QPointF>{{1, 100}, {2, 180}}));
     QCOMPARE(Points(second), (QList<QPointF>{{1, 110}, {2, 200}, {4, 300}}));
-    QCOMPARE(AxisMax(panel.lineChart()), 300 * 1.12);
+    QCOMPARE(AxisMax(panel.lineChart()), 350.0);  // 0..350 by 50
     // Deltas against the first run: +10 % at c1; none where it has no value.
     QCOMPARE(model->columnCount(), 5);
     QCOMPARE(model->index(0, model->deltaColumn(1)).data().toString(), QStringLiteral("+10.0 %"));
@@ -127,7 +165,7 @@ class TestBenchCharts : public QObject {
     QCOMPARE(Values(bars->barSets()[0]), (QList<qreal>{1000, 1900, 0}));
     QCOMPARE(Values(bars->barSets()[1]), (QList<qreal>{900, 2000, 3000}));
     QCOMPARE(Points(second), (QList<QPointF>{{1, 900}, {2, 2000}, {4, 3000}}));
-    QCOMPARE(AxisMax(panel.barChart()), 3000 * 1.12);
+    QCOMPARE(AxisMax(panel.barChart()), 3500.0);  // 0..3500 by 500
     QVERIFY(panel.barChart()->title().contains(QStringLiteral("prefill")));
     QCOMPARE(model->index(0, model->deltaColumn(1)).data().toString(), QStringLiteral("-10.0 %"));
 

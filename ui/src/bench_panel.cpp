@@ -589,7 +589,7 @@ void BenchPanel::fitChartsToValues() {
   for (QChart* chart : {bar_chart_, line_chart_}) {
     for (QAbstractAxis* a : chart->axes(Qt::Vertical)) {
       if (auto* y = qobject_cast<QValueAxis*>(a)) {
-        y->setRange(0, max_value > 0 ? max_value * 1.12 : 1);
+        ApplyNiceScale(y, NiceScaleFor(max_value * 1.05));
         y->setTitleText(metric_label);
       }
     }

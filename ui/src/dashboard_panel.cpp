@@ -38,15 +38,6 @@ void SyncSeries(QXYSeries* s, const QVector<QPointF>& points) {
   s->replace(QList<QPointF>(points.begin(), points.end()));
 }
 
-double NiceCeiling(double v) {
-  if (v <= 0) return 1;
-  double step = std::pow(10.0, std::floor(std::log10(v)));
-  for (double m : {1.0, 2.0, 2.5, 5.0, 10.0}) {
-    if (m * step >= v) return m * step;
-  }
-  return 10 * step;
-}
-
 QLabel* KpiTile(const QString& title, const QString& object_name, QWidget* parent, QLayout* into) {
   auto* card = new Card(parent);
   auto* l = new QVBoxLayout(card);
@@ -185,8 +176,11 @@ void TimeChart::setTimeRange(double now, double window) {
       if (p.x() >= hi - window) m = std::max(m, p.y());
     }
   }
-  y_->setRange(0, NiceCeiling(max_left * 1.1));
-  if (y_right_) y_right_->setRange(0, NiceCeiling(max_right * 1.1));
+  // Round tick labels; a chart with two value axes keeps one grid (four
+  // intervals on both sides).
+  const int most = y_right_ ? 4 : 6;
+  ApplyNiceScale(y_, NiceScaleFor(max_left * 1.1, 4, most));
+  if (y_right_) ApplyNiceScale(y_right_, NiceScaleFor(max_right * 1.1, 4, 4));
 }
 
 // ---- DashboardPanel -------------------------------------------------------------

@@ -7,6 +7,7 @@
 #include <QString>
 
 class QHBoxLayout;
+class QValueAxis;
 
 namespace octet::ui {
 
@@ -37,5 +38,19 @@ class Card : public QFrame {
  protected:
   void paintEvent(QPaintEvent* event) override;
 };
+
+// A value axis from 0 to `top` in `intervals` equal steps of 1, 2, 2.5 or 5
+// times a power of ten, so that every tick label is a round number.
+struct NiceScale {
+  double top = 1;
+  int intervals = 4;
+  double step() const { return top / intervals; }
+};
+// The lowest such axis that holds `max` (values <= 0 or not finite: 0 to 1),
+// with min_intervals..max_intervals steps (pass the same number for both when
+// two axes of one chart must share their grid lines).
+NiceScale NiceScaleFor(double max, int min_intervals = 4, int max_intervals = 7);
+// Sets the axis's range and tick count to `scale`.
+void ApplyNiceScale(QValueAxis* axis, const NiceScale& scale);
 
 }  // namespace octet::ui
