@@ -18,12 +18,16 @@
 # of the fused norm/matmul and QK-norm/RoPE launches) and with
 # OCTET_CUDA_GRAPHS=on and =update (decode steps as CUDA graphs, run again
 # for the same step or recorded every step) and with
-# OCTET_CUDA_PREFILL_ATTENTION=kernel (prefill attention without the GEMMs);
+# OCTET_CUDA_PREFILL_ATTENTION=kernel (prefill attention without the GEMMs),
+# and the 8B BF16 shape over an F16 cache with =gemm and =tensor (prefill
+# attention on the tensor cores);
 # the Qwen3-30B-A3B shape, 4 of its layers: c1 and c8 decode with the grouped
 # expert ops against a call per expert, and with the routing on the device,
 # without and with CUDA graphs;
 # a per-op decode profile), test_cuda_engine again with
-# OCTET_CUDA_MOE_ROUTING=device (MoE decode routed on the device) and, only
+# OCTET_CUDA_MOE_ROUTING=device (MoE decode routed on the device) and
+# OCTET_CUDA_PREFILL_ATTENTION=tensor (the F16-cache prefills on the tensor
+# cores) and, only
 # if test_cuda_engine failed, with OCTET_CUDA_FUSED=off (triage: are the
 # fused launches at fault?), optionally test_cuda_kernels' small shapes under
 # compute-sanitizer memcheck. Writes summary.json (with the benches' JSON)
@@ -93,7 +97,7 @@ step_timeout() {
 json_escape() { printf '%s' "$1" | sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' | tr -d '\n\r'; }
 GPU_NAME=""; DRIVER=""; COMPUTE_CAP=""; ARCH=""; STAGE="start"; PROBLEM=""
 FORMAT_RC=""; GPU_RC=""; SAN_RC=""; BENCH_RC=""; GEMV_RC=""; ENGINE_RC=""; GPU_TESTS=""
-INT_RC=""; MOE_RC=""
+INT_RC=""; MOE_RC=""; TENSOR_RC=""
 json_or_null() { if [[ -s "$1" ]] && head -c 1 "$1" | grep -q '[{[]'; then cat "$1"; else echo null; fi; }
 write_summary() {
   local bench; bench=$(json_or_null "$LOG/bench_cuda.json")
@@ -114,6 +118,7 @@ write_summary() {
   "fixtures_dir": "$(json_escape "$FIXTURES_DIR")",
   "int_nvfp4_engine_test_exit": ${INT_RC:-null},
   "moe_device_routing_engine_test_exit": ${MOE_RC:-null},
+  "tensor_attention_engine_test_exit": ${TENSOR_RC:-null},
   "unfused_engine_test_exit": ${UNFUSED_RC:-null},
   "sanitizer_memcheck_exit": ${SAN_RC:-null},
   "bench_cuda_exit": ${BENCH_RC:-null},
@@ -135,6 +140,8 @@ write_summary() {
   "bench_engine_0.6b_graphs_update": $(json_or_null "$LOG/bench_engine_0.6b_graphs_update.json"),
   "bench_engine_8b_graphs_update": $(json_or_null "$LOG/bench_engine_8b_graphs_update.json"),
   "bench_engine_8b_attention_kernel": $(json_or_null "$LOG/bench_engine_8b_attention_kernel.json"),
+  "bench_engine_8b_attention_gemm_f16kv": $(json_or_null "$LOG/bench_engine_8b_attention_gemm_f16kv.json"),
+  "bench_engine_8b_attention_tensor_f16kv": $(json_or_null "$LOG/bench_engine_8b_attention_tensor_f16kv.json"),
   "bench_engine_moe": $(json_or_null "$LOG/bench_engine_moe.json"),
   "bench_engine_moe_device": $(json_or_null "$LOG/bench_engine_moe_device.json"),
   "bench_engine_moe_device_graphs": $(json_or_null "$LOG/bench_engine_moe_device_graphs.json")
@@ -327,6 +334,11 @@ if [[ -x "$TEST_BIN/test_cuda_engine" ]]; then
   # Mixture-of-experts decode routed on the device (moe.cu; not the default
   # until measured): every MoE fixture's decode steps through the routing kernel.
   MOE_RC=0; engine_test_with OCTET_CUDA_MOE_ROUTING=device test_cuda_engine_moe_device || MOE_RC=$?
+  # Prefill attention over F16 caches on the tensor cores (attention_tc.cu;
+  # not the default until measured): every fixture's F16-cache prefills.
+  TENSOR_RC=0
+  engine_test_with OCTET_CUDA_PREFILL_ATTENTION=tensor test_cuda_engine_tensor_attention ||
+    TENSOR_RC=$?
   # Triage, only when test_cuda_engine failed: the same test with the fused
   # decode launches off (the launches proven on the H200 of 2026-12-04). A
   # pass here puts the fault in the fusions (NormMatmulMulti, PrepareQk,
@@ -410,19 +422,25 @@ tail -n 6 "$LOG/bench_engine_8b_int.txt"
 # one) off; decode steps as CUDA graphs (a step's recording run again, or
 # every step recorded); prefill attention in the table kernel instead of
 # cuBLAS GEMMs.
+# The tensor-core prefill attention needs an F16 cache: it and the GEMMs
+# over the same F16 cache, the 8B BF16 shape only.
 for variant in "OCTET_CUDA_FUSED=off:unfused" "OCTET_CUDA_GRAPHS=on:graphs" \
                "OCTET_CUDA_GRAPHS=update:graphs_update" \
-               "OCTET_CUDA_PREFILL_ATTENTION=kernel:attention_kernel"; do
+               "OCTET_CUDA_PREFILL_ATTENTION=kernel:attention_kernel" \
+               "OCTET_CUDA_PREFILL_ATTENTION=gemm:attention_gemm_f16kv" \
+               "OCTET_CUDA_PREFILL_ATTENTION=tensor:attention_tensor_f16kv"; do
   setting=${variant%%:*} suffix=${variant#*:}
   for run in "0.6b:qwen3-0.6b-bf16:--layers=0:512:1,8" \
              "8b:qwen3-8b-bf16,qwen3-8b-nvfp4:--layers=8:2048:1"; do
     IFS=: read -r tag models layers prompt conc <<<"$run"
     # The prefill attention A/B: the 8B shape's 2,048-token prefill only.
-    [[ $suffix == attention_kernel && $tag != 8b ]] && continue
+    [[ $suffix == attention_* && $tag != 8b ]] && continue
+    kv=f32
+    if [[ $suffix == *_f16kv ]]; then kv=f16 models=qwen3-8b-bf16; fi
     rc=0
     env "$setting" \
       timeout "$(step_timeout 90 10)" "$PROG_BIN/octet_bench_engine" --backend cuda \
-      --dir "$BENCH_MODELS" --models "$models" "$layers" \
+      --dir "$BENCH_MODELS" --models "$models" "$layers" --kv-dtype "$kv" \
       --prompt "$prompt" --decode 64 --concurrency "$conc" --stream-mib 1024 \
       >"$LOG/bench_engine_${tag}_$suffix.json" 2>"$LOG/bench_engine_${tag}_$suffix.txt" || rc=$?
     echo "device-check: octet_bench_engine $models ($setting) exit $rc"
@@ -479,8 +497,9 @@ STAGE="done"
 SAN_FAILED=0
 if [[ -n "$SAN_RC" && "$SAN_RC" != 0 && "$SAN_RC" != 124 ]]; then SAN_FAILED=1; fi
 if [[ $FORMAT_RC -ne 0 || $GPU_RC -ne 0 || ${INT_RC:-0} -ne 0 || ${MOE_RC:-0} -ne 0 ||
-      $SAN_FAILED -ne 0 || $BENCH_RC -ne 0 || $GEMV_RC -ne 0 || $ENGINE_RC -ne 0 ]]; then
-  fail "format test $FORMAT_RC, ctest gpu $GPU_RC, int NVFP4 engine test ${INT_RC:-not run}, device MoE routing engine test ${MOE_RC:-not run}, memcheck ${SAN_RC:-not run}, bench_cuda $BENCH_RC, bench_gemv $GEMV_RC, bench_engine $ENGINE_RC" 1
+      ${TENSOR_RC:-0} -ne 0 || $SAN_FAILED -ne 0 || $BENCH_RC -ne 0 || $GEMV_RC -ne 0 ||
+      $ENGINE_RC -ne 0 ]]; then
+  fail "format test $FORMAT_RC, ctest gpu $GPU_RC, int NVFP4 engine test ${INT_RC:-not run}, device MoE routing engine test ${MOE_RC:-not run}, tensor-core attention engine test ${TENSOR_RC:-not run}, memcheck ${SAN_RC:-not run}, bench_cuda $BENCH_RC, bench_gemv $GEMV_RC, bench_engine $ENGINE_RC" 1
 fi
 write_summary
 echo "device-check: all passed in $(( $(date +%s) - START )) s; summary in $OUT/summary.json"

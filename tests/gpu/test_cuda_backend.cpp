@@ -90,7 +90,8 @@ class TestCudaBackend : public QObject {
 
   std::unique_ptr<KernelBackend> ref_;  // scalar
   std::unique_ptr<KernelBackend> gpu_;
-  std::vector<Buffer> keep_;  // device buffers of the current test function
+  std::unique_ptr<KernelBackend> gpu_tensor_;  // OCTET_CUDA_PREFILL_ATTENTION=tensor
+  std::vector<Buffer> keep_;                   // device buffers of the current test function
 
   // A device copy of a host vector.
   template <typename T>
@@ -118,6 +119,20 @@ class TestCudaBackend : public QObject {
     auto g = CreateAnyBackend("cuda");
     QVERIFY2(g.ok(), g.status().ToString().c_str());
     gpu_ = std::move(*g);
+    // A second backend with the long prefills over F16 caches on the tensor
+    // cores (OCTET_CUDA_PREFILL_ATTENTION=tensor, opt-in), for attention().
+    {
+      const QByteArray before = qgetenv("OCTET_CUDA_PREFILL_ATTENTION");
+      qputenv("OCTET_CUDA_PREFILL_ATTENTION", "tensor");
+      auto t = CreateAnyBackend("cuda");
+      if (before.isNull()) {
+        qunsetenv("OCTET_CUDA_PREFILL_ATTENTION");
+      } else {
+        qputenv("OCTET_CUDA_PREFILL_ATTENTION", before);
+      }
+      QVERIFY2(t.ok(), t.status().ToString().c_str());
+      gpu_tensor_ = std::move(*t);
+    }
     QCOMPARE(gpu_->name(), std::string_view("cuda"));
     QVERIFY(gpu_->memory_kind() == MemoryKind::kDevice);
     // Every op of the forward pass, the mixture-of-experts grouped ops
@@ -1113,9 +1128,12 @@ class TestCudaBackend : public QObject {
         {16, 2, 256, 0, "70@0"},                   // group 8, head_dim 256, prefill over chunks
         {2, 1, 40, 1, "130@5"},                    // prefill after a cached prefix
         // Long prefills: with n_keys given, GemmAttention, in tiles of 1024
-        // queries (two here), and after 1030 cached positions.
+        // queries (two here), and after 1030 cached positions; over F16 caches
+        // with head_dim 64, 80, 96 and 128 also on the tensor cores.
         {4, 2, 64, 0, "1100@0,3@9"},
         {4, 1, 128, 2, "40@1030"},
+        // Position-major with its strides, head_dim 96, after a cached prefix.
+        {8, 4, 96, 1, "48@16"},
         // The largest table passed in the kernels' parameters (16 query
         // tokens) and the smallest uploaded one (17 one-token sequences).
         {8, 2, 64, 0, "16@0"},
@@ -1223,6 +1241,26 @@ class TestCudaBackend : public QObject {
     std::vector<float> tol(got.size(), 3e-5f * vmax);
     const std::string bad = FirstMismatch(got, want, tol);
     QVERIFY2(bad.empty(), bad.c_str());
+
+    // The same on the tensor cores where that path applies: an F16 cache, a
+    // sequence of 32+ queries with n_keys, head_dim a multiple of 16 up to
+    // 128 (the others go as above).
+    bool long_prefill = false;
+    for (const Seq& sq : ss) long_prefill |= sq.n >= 32;
+    if (kd != KvDtype::kF16 || !n_keys || !long_prefill || hd % 16 != 0 || hd > 128) return;
+    float* tout = Up(std::vector<float>(want.size(), 0.0f));
+    OK_OR_FAIL(Sync());  // the inputs, uploaded on gpu_'s stream
+    AttentionArgs t = g;
+    t.out = tout;
+    gpu_tensor_->Attention(t);
+    OK_OR_FAIL(gpu_tensor_->Synchronize());
+    std::vector<float> got_tensor = Down(tout, want.size());
+    OK_OR_FAIL(Sync());
+    const std::string bad_tensor = FirstMismatch(got_tensor, want, tol);
+    QVERIFY2(bad_tensor.empty(), ("tensor cores: " + bad_tensor).c_str());
+    // It ran: its products are exact where the GEMMs' float sums round, so
+    // the two differ in some last bit.
+    QVERIFY(std::memcmp(got_tensor.data(), got.data(), got.size() * sizeof(float)) != 0);
   }
 
   // The load-time memory check's figure: the device's free memory (or, on

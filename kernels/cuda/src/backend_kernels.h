@@ -90,6 +90,15 @@ Status LaunchCausalSoftmax(cudaStream_t s, float* scores, int64_t heads, int64_t
 Status LaunchQkPrep(cudaStream_t s, const KernelBackend::QkPrepArgs& a, const int64_t* first_row,
                     bool store_at_positions);
 
+// A prefill sequence's attention on the tensor cores (attention_tc.cu;
+// OCTET_CUDA_PREFILL_ATTENTION=tensor): an F16 cache, q.n_keys given, a
+// head_dim that TensorCoreAttentionFits. Every query head of sequence `q`;
+// a position outside 0..n_keys - 1 gives a row of NaN.
+inline constexpr int64_t kTensorCoreAttentionMaxHeadDim = 128;
+bool TensorCoreAttentionFits(int64_t head_dim);
+Status LaunchTensorCoreAttention(cudaStream_t s, const AttentionArgs& a,
+                                 const AttentionSequence& q);
+
 // ---- matmul helpers (the cuBLAS path) ---------------------------------------
 
 // x[m, k] (rows ldx apart) as two BF16 matrices stacked in `out` [2m, k]

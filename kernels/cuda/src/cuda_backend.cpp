@@ -113,12 +113,23 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::Create(const BackendOptions& o
                        "(OCTET_CUDA_FUSED=off)";
   }
   // Long prefills' attention through cuBLAS (GemmAttention) unless
-  // OCTET_CUDA_PREFILL_ATTENTION=kernel keeps the table kernel, the A/B.
-  b->gemm_attention_ =
-      !EnvPicks("OCTET_CUDA_PREFILL_ATTENTION", "kernel", "gemm", "using the GEMMs");
-  if (!b->gemm_attention_) {
-    OCTET_LOG(INFO) << "cuda backend: prefill attention in the table kernel "
-                       "(OCTET_CUDA_PREFILL_ATTENTION=kernel)";
+  // OCTET_CUDA_PREFILL_ATTENTION is "kernel" (the table kernel, the A/B) or
+  // "tensor" (over F16 caches, flash attention on the tensor cores; not the
+  // default until a GPU has checked and measured it).
+  if (const char* v = std::getenv("OCTET_CUDA_PREFILL_ATTENTION"); v && *v) {
+    const std::string mode = v;
+    if (mode == "kernel") {
+      b->gemm_attention_ = false;
+      OCTET_LOG(INFO) << "cuda backend: prefill attention in the table kernel "
+                         "(OCTET_CUDA_PREFILL_ATTENTION=kernel)";
+    } else if (mode == "tensor") {
+      b->tensor_attention_ = true;
+      OCTET_LOG(INFO) << "cuda backend: prefill attention over F16 caches on the tensor cores "
+                         "(OCTET_CUDA_PREFILL_ATTENTION=tensor; float caches through the GEMMs)";
+    } else if (mode != "gemm") {
+      OCTET_LOG(WARNING) << "cuda backend: OCTET_CUDA_PREFILL_ATTENTION='" << mode
+                         << "' is neither 'gemm', 'tensor' nor 'kernel'; using the GEMMs";
+    }
   }
   // Decode steps as CUDA graphs (BeginRecording): off unless
   // OCTET_CUDA_GRAPHS is "on" (a recording runs again for the same step) or
@@ -682,7 +693,7 @@ Status CudaBackend::MatmulGroupedImpl(const GroupedProduct* products, int n_prod
 
 void CudaBackend::MatmulScatterAdd(const ScatterProduct* products, int n_products, int64_t n,
                                    float* out, int64_t ldo, float* scratch) {
-  (void)scratch;  // the products go to kExpertRows, all of them at once
+  (void)scratch;                        // the products go to kExpertRows, all of them at once
   if (recording_) replayable_ = false;  // as MatmulGrouped
   if (n_products == 0 || n == 0) return;
   if (!Check(n_products < 0 || !products || n < 0 || !out || ldo < n
@@ -1212,9 +1223,15 @@ void CudaBackend::Attention(const AttentionArgs& a) {
                                  " has a negative size or a null cache or positions"));
       return;
     }
-    if (q.n_tokens >= kGemmAttentionMinTokens && q.n_keys > 0 && gemm_attention_ && !recording_) {
-      if (!Check(GemmAttention(a, q))) return;
-      continue;
+    if (q.n_tokens >= kGemmAttentionMinTokens && q.n_keys > 0 && !recording_) {
+      if (tensor_attention_ && q.kv_dtype == KvDtype::kF16 && TensorCoreAttentionFits(a.head_dim)) {
+        if (!Check(LaunchTensorCoreAttention(stream_, a, q))) return;
+        continue;
+      }
+      if (gemm_attention_) {
+        if (!Check(GemmAttention(a, q))) return;
+        continue;
+      }
     }
     if (q.n_tokens == 0) continue;
     const bool packed = q.position_stride == 0 && q.head_stride == 0;

@@ -172,11 +172,14 @@ class CudaBackend final : public KernelBackend {
   const CublasApi* cublas_ = nullptr;
   cublasHandle_t handle_ = nullptr;
   int sm_count_ = 1;
-  bool split_bf16_ = true;  // OCTET_CUDA_MATMUL != "bf16"
-  bool nvfp4_int_ = false;  // OCTET_CUDA_NVFP4_GEMV == "int"
+  bool split_bf16_ = true;      // OCTET_CUDA_MATMUL != "bf16"
+  bool nvfp4_int_ = false;      // OCTET_CUDA_NVFP4_GEMV == "int"
   bool moe_on_device_ = false;  // OCTET_CUDA_MOE_ROUTING == "device"
   bool fused_ = true;           // OCTET_CUDA_FUSED != "off"
   bool gemm_attention_ = true;  // OCTET_CUDA_PREFILL_ATTENTION != "kernel"
+  // OCTET_CUDA_PREFILL_ATTENTION == "tensor": long prefills over F16 caches
+  // on the tensor cores (attention_tc.cu), the rest as with "gemm".
+  bool tensor_attention_ = false;
   // OCTET_CUDA_GRAPHS: "on" records decode steps and runs a recording again
   // for the same step; "update" records every step (each run through the
   // executable of the step's last recording, updated in place).

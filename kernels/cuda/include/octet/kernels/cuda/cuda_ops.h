@@ -1,8 +1,8 @@
 // CUDA kernels of the engine's decode step, as host launchers. The first
 // slice of the CUDA backend: each op has the semantics of the KernelBackend op
 // of the same name (backend.h) and is checked against the scalar CPU backend
-// by tests/gpu/test_cuda_kernels; the KernelBackend class around them comes
-// later.
+// by tests/gpu/test_cuda_kernels; CudaBackend (cuda_backend.h) is the
+// KernelBackend around them and the kernels of src/.
 //
 // Conventions: every pointer is DEVICE memory (cudaMalloc), including the
 // data and scales of a WeightMatrix, ids and positions; activations are
