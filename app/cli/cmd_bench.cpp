@@ -12,7 +12,7 @@
 //
 // The metrics and the JSON layout are llama-benchy's (octet/app/bench_runner.h);
 // a run stored with --db carries its topology snapshot. Progress on a terminal
-// only. Contract: docs/CLI.md.
+// only. Contract: shared/docs/CLI.md.
 #include <unistd.h>
 
 #include <cstdio>

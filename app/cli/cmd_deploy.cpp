@@ -1,7 +1,7 @@
 // `octet deploy check|apply|watch|status|down`: a deployment file (instances of
 // models on chosen nodes, a router in front) run through the cluster's
 // agents. The file, placement and the agent work are octet/app/deployment.h;
-// this is the command line. Contract: docs/CLI.md.
+// this is the command line. Contract: shared/docs/CLI.md.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>

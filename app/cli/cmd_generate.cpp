@@ -1,5 +1,5 @@
 // `octet generate`: load a model folder, prefill a prompt, decode tokens.
-// Contract: docs/CLI.md (Engine). The prompt is ids (--prompt-ids), text
+// Contract: shared/docs/CLI.md (Engine). The prompt is ids (--prompt-ids), text
 // (--prompt, tokenized with the model's tokenizer.json) or, with --chat, one
 // user turn rendered with the model's chat template. With --tp N the model is
 // split across N ranks: this process is rank 0 and ranks 1..N-1 run as

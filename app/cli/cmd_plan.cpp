@@ -4,7 +4,7 @@
 // decode step reads (a mixture-of-experts model: only its active experts)
 // and the memory-bound decode estimate they give. The model is a folder
 // (exact bytes from its safetensors headers) or a catalog entry
-// (resources/models/*.json). Contract: docs/CLI.md; the arithmetic:
+// (resources/models/*.json). Contract: shared/docs/CLI.md; the arithmetic:
 // octet/engine/memory_plan.h. Exit 0 whenever a plan was made (fits or not;
 // "fits" is in the JSON), 2 on bad flags, 1 when the model cannot be read.
 #include <unistd.h>

@@ -1,4 +1,4 @@
-// `octet route`: the request router (docs/CLI.md, Routing).
+// `octet route`: the request router (shared/docs/CLI.md, Routing).
 //
 //   octet route --policy FILE.yaml --check [--json]
 //   octet route --policy FILE.yaml [--host H] [--port P] [--threads N]

@@ -6,7 +6,7 @@
 // positions, with speculative decoding per sequence (--speculative ngram
 // --draft-tokens K). Loading shows progress (a line on a terminal; with --json
 // one JSON line per tensor before the ready line). Stops on SIGINT/SIGTERM (requests in flight end
-// with an error). Contract: docs/CLI.md; routes and errors: octet/engine/openai_server.h.
+// with an error). Contract: shared/docs/CLI.md; routes and errors: octet/engine/openai_server.h.
 #include <unistd.h>
 
 #include <iostream>

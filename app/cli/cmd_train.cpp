@@ -1,4 +1,4 @@
-// `octet train`: nanochat-style GPT pre-training (docs/CLI.md "Training").
+// `octet train`: nanochat-style GPT pre-training (shared/docs/CLI.md "Training").
 //
 //   octet train --config FILE|PRESET --data DIR --steps S --out DIR [--ranks N] [--resume]
 //       pre-trains on token shards (octet train prepare), checkpointing into

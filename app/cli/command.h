@@ -1,5 +1,6 @@
 // The `octet` command table. Each subcommand is a function taking the words
-// after its name and returning the process exit code. Contract (../docs CLI.md):
+// after its name and returning the process exit code. Contract
+// (shared/docs/CLI.md, beside the repository):
 // every subcommand has --help, exits non-zero with a one-line reason on bad
 // input, and takes --json for one machine-readable document on stdout.
 #pragma once

@@ -1,4 +1,4 @@
-// `octet`: one command line for everything headless (see docs/CLI.md).
+// `octet`: one command line for everything headless (see shared/docs/CLI.md).
 #include <cstdio>
 #include <iostream>
 #include <string>

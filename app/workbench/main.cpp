@@ -228,7 +228,7 @@ int main(int argc, char** argv) {
       QStringLiteral("DIRS"));
   QCommandLineOption panel(QStringLiteral("panel"),
                            QStringLiteral("Start on this panel (cluster, launch, dashboard, chat, "
-                                          "routing, benchmarks)."),
+                                          "routing, benchmarks, deployments, models)."),
                            QStringLiteral("NAME"));
   QCommandLineOption telemetry_ms(
       QStringLiteral("telemetry-ms"),

@@ -2,7 +2,7 @@
 // POST /v1/route (the decision without forwarding), GET /v1/models, GET
 // /health, and the admin endpoints /v1/router/policy and
 // /v1/router/instances (allowed from loopback or with the admin token).
-// /metrics and /v1/router/stats are one-liners in Dispatch (gateway_conn.cpp).
+// /metrics and /v1/router/stats are one-liners in OnRequest (gateway_conn.cpp).
 #include <algorithm>
 #include <map>
 #include <set>

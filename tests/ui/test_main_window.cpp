@@ -1,5 +1,5 @@
-// The window frame, driven from the keyboard and mouse: the six panels in the
-// navigation, Ctrl+1..6 switching, the status bar, English plurals, settings
+// The window frame, driven from the keyboard and mouse: the eight panels in
+// the navigation, Ctrl+1..8 switching, the status bar, English plurals, settings
 // that survive a restart, and the start-up choice of cluster (remembered, else a saved
 // profile of real agents, else the local embedded cluster).
 #include <QLabel>

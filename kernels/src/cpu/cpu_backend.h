@@ -1,5 +1,6 @@
 // Internal: the CPU implementation of KernelBackend, parameterised by an ISA
-// table (scalar, AVX2, NEON). Threading and blocking live here, once.
+// table (scalar, AVX2, AVX-512, AMX, NEON and its extensions). Threading and
+// blocking live here, once.
 #pragma once
 
 #include <string>

@@ -1,5 +1,5 @@
 // AVX2 + FMA + F16C kernels (x86-64). Compiled with -mavx2 -mfma -mf16c and
-// only called after the runtime check in cpu_backend.cpp; see isa.h for why
+// only called after the runtime check in src/backend.cpp; see isa.h for why
 // nothing here may instantiate std:: templates (C math functions only).
 #include <immintrin.h>
 #include <math.h>

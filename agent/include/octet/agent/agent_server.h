@@ -1,5 +1,5 @@
-// octet-agent: the per-node daemon, as a library so tests and the local
-// embedded cluster can run it in-process too.
+// octet-agent: the per-node daemon, as a library so tests can run it
+// in-process (the local embedded cluster starts octet-agent processes).
 //
 // An AgentServer serves the octet.v1 NodeService, TelemetryService,
 // LinkService and JobService over gRPC (callback API). Every method of every

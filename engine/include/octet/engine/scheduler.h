@@ -37,8 +37,8 @@
 // prefills the prompt and, on the step that completes it, its KV cache is
 // copied to the others' slots (ModelRunner::CopySlot) and every sequence
 // samples its first token from that step's logits. Where the runner cannot
-// copy slots (a TP group) or the MTP head drafts (its own cache follows the
-// prompt), each sequence prefills for itself.
+// copy slots (its CopySlot returns Unimplemented) or the MTP head drafts (its
+// own cache follows the prompt), each sequence prefills for itself.
 //
 // Log-probabilities (GenerationParams::logprobs >= 0): for every generated
 // token, log-softmax of the model's raw logits row it was sampled from (before

@@ -3,10 +3,11 @@
 // A KernelBackend is one implementation of every op (the CPU backends here:
 // "scalar" — the reference —, "avx2" (AVX2+FMA+F16C, x86-64), "avx512" (the
 // AVX2 kernels with AVX-512 NVFP4 and batched-decode matmuls), "avx512-amx"
-// (that, with batched decode of BF16 weights on AMX tiles) and "neon"
-// (aarch64); a CUDA backend implements the same class later). Backends are
-// chosen at run time: `ProbeBackends()` lists the ones this machine can run,
-// `CreateBackend("auto")` picks the fastest. Every op is checked against the
+// (that, with batched decode of BF16 weights on AMX tiles), "neon",
+// "neon-dotprod" and "neon-bf16" (aarch64); the CUDA backend, kernels/cuda/,
+// implements the same class). CPU backends are chosen at run time:
+// `ProbeBackends()` lists the ones this machine can run, `CreateBackend("auto")`
+// picks the fastest; `CreateAnyBackend` (backends.h) adds "cuda". Every op is checked against the
 // scalar backend by tests/unit/kernels/test_kernel_conformance.
 //
 // Memory: a backend owns the memory its ops work on (buffer.h). Every pointer
@@ -568,8 +569,8 @@ struct BackendInfo {
 // Every backend compiled into this build, with whether it runs here.
 std::vector<BackendInfo> ProbeBackends();
 
-// `name` is "scalar", "avx2", "avx512", "avx512-amx", "neon" or "auto" (the
-// fastest available).
+// `name` is "scalar", "avx2", "avx512", "avx512-amx", "neon", "neon-dotprod",
+// "neon-bf16" or "auto" (the fastest available).
 // Errors: unknown name, or a backend this machine cannot run.
 Result<std::unique_ptr<KernelBackend>> CreateBackend(std::string_view name,
                                                      const BackendOptions& options = {});

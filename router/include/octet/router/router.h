@@ -2,8 +2,9 @@
 // outlives any one policy — replica load (in-flight requests), health and
 // outlier ejection, session pins, and the statistics behind /metrics.
 //
-// This is the plain C++ API the gateway (gateway.h), `octet route` and the
-// agent's gRPC RouterService wrap:
+// This is the plain C++ API the gateway (gateway.h) and `octet route` use
+// (wire/proto/octet/v1/router.proto declares a RouterService for it, which no
+// program serves yet):
 //   Classify()        decision only (route, pool, score, reason); no load taken.
 //   ValidatePolicy()  parse + validate YAML without applying it.
 //   ApplyPolicy()     validate and install atomically; on any error the running
