@@ -29,6 +29,13 @@ def store(arr, off, ldm, tile):
 def mma(acc, a, b):
     return (acc.astype(np.float64) + a.astype(np.float64) @ b.astype(np.float64)).astype(f32)
 
+def add_split_product(acc, a_hi, a_lo, lda, b, b_off, b_step, ldb, b_major, steps):  # AddSplitProduct
+    for kk in range(steps):
+        fb = load(b, b_off + kk * b_step, ldb, b_major)
+        acc = mma(acc, load(a_hi, kk * kFrag, lda, "row"), fb)
+        acc = mma(acc, load(a_lo, kk * kFrag, lda, "row"), fb)
+    return acc
+
 def kernel(W, q, q_row_stride, k, v, ps, hs, positions, n_tokens, n_keys, n_heads, group, d, scale, out, out_row_stride):
     groups = (n_tokens + W * kRows - 1) // (W * kRows)
     for bx in range(groups):
@@ -73,10 +80,7 @@ def kernel(W, q, q_row_stride, k, v, ps, hs, positions, n_tokens, n_keys, n_head
                     s = np.zeros(kRows * kKeys, f32)
                     for n in range(kKeys // kFrag):
                         acc = np.zeros((16, 16), f32)
-                        for kk in range(d // kFrag):
-                            kb = load(k_tile, n * kFrag * d + kk * kFrag, d, "col")
-                            acc = mma(acc, load(w["q_hi"], kk * kFrag, d, "row"), kb)
-                            acc = mma(acc, load(w["q_lo"], kk * kFrag, d, "row"), kb)
+                        acc = add_split_product(acc, w["q_hi"], w["q_lo"], d, k_tile, n * kFrag * d, kFrag, d, "col", d // kFrag)
                         store(s, n * kFrag, kKeys, acc)
                     p_hi = np.zeros(kRows * kKeys, f16); p_lo = np.zeros(kRows * kKeys, f16)
                     o = w["o"]
@@ -97,10 +101,7 @@ def kernel(W, q, q_row_stride, k, v, ps, hs, positions, n_tokens, n_keys, n_head
                         o[r * d:(r + 1) * d] *= alpha
                     for n in range(d // kFrag):
                         acc = load(o, n * kFrag, d, "row")
-                        for kk in range(kKeys // kFrag):
-                            vb = load(v_tile, kk * kFrag * d + n * kFrag, d, "row")
-                            acc = mma(acc, load(p_hi, kk * kFrag, kKeys, "row"), vb)
-                            acc = mma(acc, load(p_lo, kk * kFrag, kKeys, "row"), vb)
+                        acc = add_split_product(acc, p_hi, p_lo, kKeys, v_tile, n * kFrag, kFrag * d, d, "row", kKeys // kFrag)
                         store(o, n * kFrag, d, acc)
             for w in warps:
                 for r in range(kRows):

@@ -71,6 +71,26 @@ __host__ __device__ constexpr size_t BlockSmemBytes(int d, int warps) {
   return warps * WarpSmemBytes(d) + 2 * kKeys * d * sizeof(__half) + 32;
 }
 
+using Accumulator = wmma::fragment<wmma::accumulator, kFrag, kFrag, kFrag, float>;
+
+// acc += (Ahi + Alo) B over `steps` 16-wide steps, on the tensor cores. A:
+// 16 rows at a_hi / a_lo, `lda` apart, step k at column 16 k; B: step k's
+// 16 x 16 tile at b + k * b_step, `ldb` apart, in `BLayout`.
+template <typename BLayout>
+__device__ __forceinline__ void AddSplitProduct(Accumulator& acc, const __half* a_hi,
+                                                const __half* a_lo, int lda, const __half* b,
+                                                int b_step, int ldb, int steps) {
+  for (int k = 0; k < steps; ++k) {
+    wmma::fragment<wmma::matrix_b, kFrag, kFrag, kFrag, __half, BLayout> fb;
+    wmma::load_matrix_sync(fb, b + k * b_step, ldb);
+    wmma::fragment<wmma::matrix_a, kFrag, kFrag, kFrag, __half, wmma::row_major> fa;
+    wmma::load_matrix_sync(fa, a_hi + k * kFrag, lda);
+    wmma::mma_sync(acc, fa, fb, acc);
+    wmma::load_matrix_sync(fa, a_lo + k * kFrag, lda);
+    wmma::mma_sync(acc, fa, fb, acc);
+  }
+}
+
 // Grid: x = group of W * 16 query tokens, y = query head.
 template <int W>
 __global__ void __launch_bounds__(W* kWarpSize) TensorCoreAttentionKernel(TcArgs a) {
@@ -149,19 +169,13 @@ __global__ void __launch_bounds__(W* kWarpSize) TensorCoreAttentionKernel(TcArgs
     }
     __syncthreads();
     if (j0 <= warp_last) {
-      // 1. S = Qhi Kᵀ + Qlo Kᵀ. Kᵀ as WMMA's B operand is K column-major.
+      // 1. S = Qhi Kᵀ + Qlo Kᵀ, 16 keys at a time. Kᵀ as WMMA's B operand is
+      // the keys' rows read column-major.
       for (int n = 0; n < kKeys / kFrag; ++n) {
-        wmma::fragment<wmma::accumulator, kFrag, kFrag, kFrag, float> acc;
+        Accumulator acc;
         wmma::fill_fragment(acc, 0.0f);
-        for (int kk = 0; kk < d / kFrag; ++kk) {
-          wmma::fragment<wmma::matrix_b, kFrag, kFrag, kFrag, __half, wmma::col_major> kb;
-          wmma::load_matrix_sync(kb, k_tile + n * kFrag * d + kk * kFrag, d);
-          wmma::fragment<wmma::matrix_a, kFrag, kFrag, kFrag, __half, wmma::row_major> qa;
-          wmma::load_matrix_sync(qa, q_hi + kk * kFrag, d);
-          wmma::mma_sync(acc, qa, kb, acc);
-          wmma::load_matrix_sync(qa, q_lo + kk * kFrag, d);
-          wmma::mma_sync(acc, qa, kb, acc);
-        }
+        AddSplitProduct<wmma::col_major>(acc, q_hi, q_lo, d, k_tile + n * kFrag * d, kFrag, d,
+                                         d / kFrag);
         wmma::store_matrix_sync(s + n * kFrag, acc, kKeys, wmma::mem_row_major);
       }
       __syncwarp();
@@ -196,19 +210,12 @@ __global__ void __launch_bounds__(W* kWarpSize) TensorCoreAttentionKernel(TcArgs
         for (int c = lane; c < d; c += kWarpSize) o[r * d + c] *= alpha;
       }
       __syncwarp();
-      // O += Phi V + Plo V.
+      // O += Phi V + Plo V, 16 output columns at a time.
       for (int n = 0; n < d / kFrag; ++n) {
-        wmma::fragment<wmma::accumulator, kFrag, kFrag, kFrag, float> acc;
+        Accumulator acc;
         wmma::load_matrix_sync(acc, o + n * kFrag, d, wmma::mem_row_major);
-        for (int kk = 0; kk < kKeys / kFrag; ++kk) {
-          wmma::fragment<wmma::matrix_b, kFrag, kFrag, kFrag, __half, wmma::row_major> vb;
-          wmma::load_matrix_sync(vb, v_tile + kk * kFrag * d + n * kFrag, d);
-          wmma::fragment<wmma::matrix_a, kFrag, kFrag, kFrag, __half, wmma::row_major> pa;
-          wmma::load_matrix_sync(pa, p_hi + kk * kFrag, kKeys);
-          wmma::mma_sync(acc, pa, vb, acc);
-          wmma::load_matrix_sync(pa, p_lo + kk * kFrag, kKeys);
-          wmma::mma_sync(acc, pa, vb, acc);
-        }
+        AddSplitProduct<wmma::row_major>(acc, p_hi, p_lo, kKeys, v_tile + n * kFrag, kFrag * d, d,
+                                         kKeys / kFrag);
         wmma::store_matrix_sync(o + n * kFrag, acc, d, wmma::mem_row_major);
       }
       __syncwarp();
