@@ -17,8 +17,9 @@ namespace octet::ui {
 QString EnglishPlural(const QString& text, int n);
 
 class EnglishPlurals : public QTranslator {
- public:
-  using QTranslator::QTranslator;
+  Q_OBJECT  // so that InstallEnglishPlurals finds this translator, not any
+
+      public : using QTranslator::QTranslator;
   // A null string (Qt then uses the source) unless the string is counted and
   // holds a "(s)".
   QString translate(const char* context, const char* source_text,
