@@ -80,9 +80,14 @@ void ThreadPool::RunTasks(int thread) {
     }
   }
   if (ran == 0) return;
-  if (done_.fetch_add(ran, std::memory_order_seq_cst) + ran ==
-          n_tasks_.load(std::memory_order_relaxed) &&
-      caller_waiting_.load(std::memory_order_seq_cst)) {
+  const int64_t done = done_.fetch_add(ran, std::memory_order_acq_rel) + ran;
+  // The worker that completes the job wakes the caller, under mu_: the caller
+  // checks done_ under mu_ before it sleeps, so the check either sees this
+  // count or is asleep when the notify comes. (No store-then-load handshake
+  // of two atomics: qemu-user runs aarch64's seq_cst store and a following
+  // load out of order on an x86 host, and a caller lost its wake-up there.)
+  // The caller itself (thread 0) looks at done_ when it returns from here.
+  if (thread != 0 && done == n_tasks_.load(std::memory_order_relaxed)) {
     MutexLock lock(mu_);
     done_cv_.notify_all();
   }
@@ -146,9 +151,7 @@ void ThreadPool::ParallelFor(int64_t n_tasks, const TaskFn& fn) {
   }
   // A thread still running a task was probably descheduled: sleep.
   MutexLock lock(mu_);
-  caller_waiting_.store(true, std::memory_order_seq_cst);
-  lock.Wait(done_cv_, [&] { return done_.load(std::memory_order_seq_cst) == n_tasks; });
-  caller_waiting_.store(false, std::memory_order_relaxed);
+  lock.Wait(done_cv_, [&] { return done_.load(std::memory_order_acquire) == n_tasks; });
 }
 
 }  // namespace octet::kernels

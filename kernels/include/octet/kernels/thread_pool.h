@@ -81,13 +81,12 @@ class ThreadPool {
 
   // Waking workers: generation_ changes with every job; sleepers wait on wake_.
   // A caller whose tasks are still running elsewhere after a short spin sleeps
-  // on done_cv_ (caller_waiting_ set); the thread whose count completes done_ wakes it.
+  // on done_cv_; the worker whose count completes done_ notifies it, under mu_.
   // mu_ guards no field (they are atomics): it orders a sleeper's check of its
   // condition against the notify, so that no wake-up is lost.
   Mutex mu_;
   std::condition_variable wake_;
   std::condition_variable done_cv_;
-  std::atomic<bool> caller_waiting_{false};
   std::atomic<uint64_t> generation_{0};
   std::atomic<bool> stop_{false};
 };
