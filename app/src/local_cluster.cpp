@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <condition_variable>
 #include <cstdlib>
 #include <deque>
@@ -170,6 +171,11 @@ Result<std::unique_ptr<LocalCluster>> LocalCluster::Start(LocalClusterOptions o,
   }
   if (o.model_roots.empty()) {
     if (const char* h = std::getenv("HOME"); h && *h) o.model_roots.push_back(h);
+  }
+  for (const std::string& r : o.extra_model_roots) {
+    if (!r.empty() &&
+        std::find(o.model_roots.begin(), o.model_roots.end(), r) == o.model_roots.end())
+      o.model_roots.push_back(r);
   }
   if (::access(o.agent_binary.c_str(), X_OK) != 0) {
     return NotFoundError("octet-agent not found at " + o.agent_binary);

@@ -9,10 +9,12 @@
 // data-parallel across both nodes' agents, its progress and curves come back
 // through them, and it finishes with the model in its folder; one whose data
 // is text is refused with the reason. The agents are real octet-agent
-// processes on loopback.
+// processes on loopback. And on the workbench's own local cluster, inference
+// goes through its nodes' agents when they may load the folder.
 #include <QComboBox>
 #include <QDir>
 #include <QFile>
+#include <QFileInfo>
 #include <QLabel>
 #include <QLineEdit>
 #include <QPlainTextEdit>
@@ -421,6 +423,103 @@ class TestLaunchRemote : public QObject {
     QVERIFY2(state->text().contains(QStringLiteral("rank 0 on node")), qPrintable(state->text()));
     auto* table = launch->findChild<QTableWidget*>(QStringLiteral("instanceTable"));
     QCOMPARE(table->item(0, 1)->text(), QStringLiteral("failed"));
+  }
+
+  // The workbench's own local cluster: a folder inside its nodes' model
+  // folders is launched through their agents (so the node cards list the job);
+  // one outside runs on this machine beside them, and the panel says why.
+  void localClusterLaunchesThroughItsNodesWhenTheyHoldTheFolder() {
+    const QString elsewhere = dir_.path() + "/elsewhere";
+    QVERIFY(QDir().mkpath(elsewhere));
+    for (const bool inside : {true, false}) {
+      MainWindow w(test::LocalWorkbench(dir_, 2, QStringLiteral("switch"), "",
+                                        {inside ? dir_.path() + "/models" : elsewhere}));
+      w.show();
+      QVERIFY(QTest::qWaitForWindowExposed(&w));
+      QVERIFY(test::WaitForSnapshot(w, [](const app::ClusterSnapshot& s) {
+        return s.nodes.size() == 2 && s.nodes[0].state == app::NodeState::kUp &&
+               s.nodes[0].has_facts && s.nodes[1].state == app::NodeState::kUp &&
+               s.nodes[1].has_facts;
+      }));
+      QVERIFY(w.controller()->isLocal());
+      ui::LaunchPanel* launch = ChooseModel(w, model_);
+      QVERIFY(launch);
+      launch->findChild<QComboBox*>(QStringLiteral("tpDegree"))->setCurrentIndex(0);  // TP 1
+      QSignalSpy ready(w.instances(), &ui::InstanceManager::ready);
+      QTest::mouseClick(launch->findChild<QPushButton*>(QStringLiteral("launchInference")),
+                        Qt::LeftButton);
+      auto* state = launch->findChild<QLabel*>(QStringLiteral("launchState"));
+      auto* log = launch->findChild<QPlainTextEdit*>(QStringLiteral("launchLog"));
+      QVERIFY2(ready.wait(60'000), qPrintable(state->text() + "\n" + log->toPlainText()));
+      const int id = ready.first().at(0).toInt();
+      const ui::InstanceInfo* info = w.instances()->find(id);
+      QVERIFY(info);
+      if (inside) {
+        QCOMPARE(info->nodes.size(), 1);
+        QString job_id;
+        QVERIFY(test::WaitForSnapshot(w, [&](const app::ClusterSnapshot& s) {
+          for (const auto& j : s.nodes[0].jobs) {
+            if (j.state == "running") job_id = QString::fromStdString(j.spec.job_id);
+          }
+          return !job_id.isEmpty();
+        }));
+        QVERIFY(job_id.startsWith(QStringLiteral("wb-")));
+        QVERIFY2(!state->text().contains(QStringLiteral("beside the local nodes")),
+                 qPrintable(state->text()));
+      } else {
+        QVERIFY(info->nodes.isEmpty());
+        QVERIFY2(state->text().contains(QStringLiteral("beside the local nodes")) &&
+                     state->text().contains(QStringLiteral("outside node ")),
+                 qPrintable(state->text()));
+        const auto snap = w.controller()->snapshot();
+        for (const auto& n : snap->nodes) QVERIFY(n.jobs.empty());
+      }
+      auto* table = launch->findChild<QTableWidget*>(QStringLiteral("instanceTable"));
+      table->selectRow(0);
+      QSignalSpy exited(w.instances(), &ui::InstanceManager::exited);
+      QTest::mouseClick(launch->findChild<QPushButton*>(QStringLiteral("stopInstance")),
+                        Qt::LeftButton);
+      QVERIFY(exited.wait(30'000));
+      QCOMPARE(exited.first().at(1).toBool(), false);
+      if (inside) {
+        QVERIFY(test::WaitForSnapshot(w, [&](const app::ClusterSnapshot& s) {
+          for (const auto& j : s.nodes[0].jobs) {
+            if (j.state == "running") return false;
+          }
+          return true;
+        }));
+      }
+      // The demo model that ships with the workbench is offered, and runs
+      // through the local nodes whatever their model folders are.
+      // (Offered as "bundled: nanochat-demo" until it is a recent folder.)
+      auto* box = launch->findChild<QComboBox*>(QStringLiteral("modelFolder"));
+      const QString demo_dir =
+          QFileInfo(QString::fromStdString(test::SourceDir()) + "/resources/models/nanochat-demo")
+              .canonicalFilePath();
+      const int demo = box->findData(QStringLiteral("dir:") + demo_dir);
+      QStringList offered;
+      for (int i = 0; i < box->count(); ++i) offered << box->itemText(i);
+      QVERIFY2(demo >= 0,
+               qPrintable(demo_dir + " is not offered: " + offered.join(QStringLiteral(" | "))));
+      if (inside) QCOMPARE(box->itemText(demo), QStringLiteral("bundled: nanochat-demo"));
+      QSignalSpy shown(launch, &ui::LaunchPanel::modelSummaryShown);
+      box->setCurrentIndex(demo);
+      emit box->activated(demo);
+      QVERIFY(shown.count() == 1 || shown.wait(10'000));
+      QVERIFY(shown.first().first().toBool());
+      ready.clear();
+      QTest::mouseClick(launch->findChild<QPushButton*>(QStringLiteral("launchInference")),
+                        Qt::LeftButton);
+      QVERIFY2(ready.wait(60'000), qPrintable(state->text() + "\n" + log->toPlainText()));
+      QCOMPARE(w.instances()->find(ready.first().at(0).toInt())->nodes.size(), 1);
+      QVERIFY2(!state->text().contains(QStringLiteral("beside the local nodes")),
+               qPrintable(state->text()));
+      table->selectRow(1);
+      exited.clear();
+      QTest::mouseClick(launch->findChild<QPushButton*>(QStringLiteral("stopInstance")),
+                        Qt::LeftButton);
+      QVERIFY(exited.wait(30'000));
+    }
   }
 };
 

@@ -8,6 +8,7 @@
 
 #include "octet/app/cluster_profile.h"
 #include "octet/base/deadline.h"
+#include "octet/ui/resources.h"
 
 namespace octet::ui {
 
@@ -151,6 +152,10 @@ void ClusterController::connectTo(const ConnectionSpec& spec) {
   setPhase(Phase::kStarting, local ? QStringLiteral("Starting %1…").arg(spec.Describe())
                                    : QStringLiteral("Connecting to %1…").arg(spec.Describe()));
   Options options = options_;
+  // The demo model that ships with the workbench runs on the local nodes
+  // whatever model folders the user chose.
+  if (const QString bundled = ResourcePath(QStringLiteral("models")); local && !bundled.isEmpty())
+    options.local.extra_model_roots.push_back(bundled.toStdString());
   lifecycle_.start([this, generation, spec, options] {
     auto connection = std::make_shared<Connection>();
     app::ClusterProfile profile;

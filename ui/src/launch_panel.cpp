@@ -141,9 +141,17 @@ QWidget* LaunchPanel::buildModelCard() {
   QSettings settings;
   for (const QString& dir : settings.value(QStringLiteral("launch/recentModels")).toStringList())
     model_->addItem(dir, QStringLiteral("dir:") + dir);
-  // The model catalog: models too big to have here, for planning.
+  // The model catalog: models too big to have here, for planning; and the
+  // models that ship with the workbench (the demo model), to launch.
   const QString catalog = ResourcePath(QStringLiteral("models"));
   if (!catalog.isEmpty()) {
+    const auto bundled = QDir(catalog).entryInfoList(QDir::Dirs | QDir::NoDotAndDotDot, QDir::Name);
+    for (const QFileInfo& d : bundled) {
+      const QString path = d.canonicalFilePath();
+      if (!QFileInfo::exists(path + QStringLiteral("/config.json"))) continue;
+      if (model_->findData(QStringLiteral("dir:") + path) >= 0) continue;  // a recent one
+      model_->addItem(tr("bundled: %1").arg(d.fileName()), QStringLiteral("dir:") + path);
+    }
     if (auto entries = app::ListCatalog(catalog.toStdString()); entries.ok()) {
       for (const app::ModelSummary& e : *entries) {
         model_->addItem(tr("catalog: %1").arg(QString::fromStdString(e.display_name)),
@@ -592,14 +600,21 @@ void LaunchPanel::launchInference() {
     launch_state_->setText(tr("Choose a model folder first (catalog entries are for planning)."));
     return;
   }
-  if (!controller_->isLocal() && controller_->session()) {
-    launchRemoteInference();
-    return;
+  const int tp = std::max(1, tp_->currentData().toInt());
+  QString here_why;  // why a local cluster's instance runs beside its agents
+  if (controller_->session()) {
+    // A real cluster, or the local one when its nodes' agents may load the
+    // folder: through the agents, so the node cards show the job and its memory.
+    here_why = controller_->isLocal() ? whyNotThroughLocalNodes(tp) : QString();
+    if (here_why.isEmpty()) {
+      launchRemoteInference();
+      return;
+    }
   }
   app::InstanceSpec spec;
   spec.kind = app::InstanceSpec::Kind::kInference;
   spec.model_dir = summary_->source;
-  spec.tp = std::max(1, tp_->currentData().toInt());
+  spec.tp = tp;
   spec.algo = algo_->currentData().toString().toStdString();
   spec.transport = transport_->currentData().toString().toStdString();
   spec.num_slots = 4;
@@ -614,16 +629,25 @@ void LaunchPanel::launchInference() {
     return;
   }
   last_launched_ = id;
-  launch_state_->setText(
-      tr("Starting %1: loading the model, joining %n rank(s)…", nullptr, spec.tp).arg(name));
+  last_beside_nodes_ =
+      here_why.isEmpty()
+          ? QString()
+          : tr("It runs on this machine beside the local nodes, and their cards do not show it: "
+               "%1.")
+                .arg(here_why);
+  QString text =
+      tr("Starting %1: loading the model, joining %n rank(s)…", nullptr, spec.tp).arg(name);
+  if (!last_beside_nodes_.isEmpty()) text += QLatin1Char(' ') + last_beside_nodes_;
+  launch_state_->setText(text);
   progress_->setVisible(true);
   refreshInstances();
   table_->selectRow(table_->rowCount() - 1);
 }
 
-// A cluster of real agents: rank r on the r-th node that is up, started by
-// that node's agent. The model folder is given by the same path on the nodes
-// (the agents refuse a path outside their model roots, or one they lack).
+// A cluster of agents (real nodes, or the local cluster's when they may load
+// the folder): rank r on the r-th node that is up, started by that node's
+// agent. The model folder is given by the same path on the nodes (the agents
+// refuse a path outside their model roots, or one they lack).
 void LaunchPanel::launchRemoteInference() {
   const int tp = std::max(1, tp_->currentData().toInt());
   std::vector<size_t> nodes;
@@ -649,6 +673,7 @@ void LaunchPanel::launchRemoteInference() {
                            .arg(names.join(QStringLiteral(", ")));
   const int id = instances_->startRemote(controller_->session(), spec, name, names);
   last_launched_ = id;
+  last_beside_nodes_.clear();
   launch_state_->setText(
       tr("Starting %1 through the agents: loading the model, joining %n rank(s)…", nullptr, tp)
           .arg(name));
@@ -658,6 +683,35 @@ void LaunchPanel::launchRemoteInference() {
 }
 
 bool LaunchPanel::isRemote() const { return !controller_->isLocal() && controller_->session(); }
+
+QString LaunchPanel::whyNotThroughLocalNodes(int tp) const {
+  std::vector<size_t> nodes;
+  QStringList names;
+  if (!upNodes(tp, &nodes, &names)) {
+    return tr("TP %1 needs %1 local nodes up, %2 are").arg(tp).arg(static_cast<int>(nodes.size()));
+  }
+  // As an agent resolves it (its real path inside a root's real path).
+  const QString real = QFileInfo(QString::fromStdString(summary_->source)).canonicalFilePath();
+  const auto snap = controller_->snapshot();
+  for (size_t i : nodes) {
+    const app::NodeView& n = snap->nodes[i];
+    bool inside = false;
+    for (const std::string& r : n.facts.model_roots) {
+      const QString root = QFileInfo(QString::fromStdString(r)).canonicalFilePath();
+      if (root.isEmpty() || real.isEmpty()) continue;
+      if (real == root || real.startsWith(root.endsWith(QLatin1Char('/')) ? root : root + '/'))
+        inside = true;
+    }
+    if (!inside) {
+      return n.has_facts
+                 ? tr("the folder is outside node %1's model folders (Connect: Model folders)")
+                       .arg(QString::fromStdString(n.name))
+                 : tr("node %1 has not said which folders it loads from yet")
+                       .arg(QString::fromStdString(n.name));
+    }
+  }
+  return {};
+}
 
 bool LaunchPanel::upNodes(int count, std::vector<size_t>* nodes, QStringList* names) const {
   const auto snap = controller_->snapshot();
@@ -707,7 +761,9 @@ void LaunchPanel::refreshInstances() {
   progress_->setVisible(starting);
   if (const InstanceInfo* last = instances_->find(last_launched_)) {
     if (last->state == InstanceInfo::State::kReady) {
-      launch_state_->setText(tr("%1 is serving on %2").arg(last->name, last->url));
+      QString text = tr("%1 is serving on %2").arg(last->name, last->url);
+      if (!last_beside_nodes_.isEmpty()) text += QStringLiteral(". ") + last_beside_nodes_;
+      launch_state_->setText(text);
     } else if (last->state == InstanceInfo::State::kFailed) {
       launch_state_->setText(
           QStringLiteral("<span style='color:%1'>%2</span>")

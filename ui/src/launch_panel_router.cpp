@@ -69,6 +69,7 @@ void LaunchPanel::launchRouter() {
   }
   QSettings().setValue(QStringLiteral("launch/policy"), policy_->text());
   last_launched_ = id;
+  last_beside_nodes_.clear();
   launch_state_->setText(tr("Starting %1…").arg(name));
   progress_->setVisible(true);
   refreshInstances();
@@ -100,6 +101,7 @@ void LaunchPanel::launchRemoteRouter() {
   const int id = instances_->startRemote(controller_->session(), spec, name, {node_name});
   QSettings().setValue(QStringLiteral("launch/policy"), policy_->text());
   last_launched_ = id;
+  last_beside_nodes_.clear();
   launch_state_->setText(tr("Starting %1 through its agent…").arg(name));
   progress_->setVisible(true);
   refreshInstances();

@@ -189,6 +189,7 @@ void LaunchPanel::trainingStarted(int id, const QString& data, const QString& ou
   settings.setValue(QStringLiteral("launch/trainingData"), data);
   settings.setValue(QStringLiteral("launch/trainingOut"), out);
   last_launched_ = id;
+  last_beside_nodes_.clear();
   training_id_ = id;
   train_progress_->setRange(0, 0);
   train_progress_->setVisible(true);

@@ -33,7 +33,10 @@ struct LocalClusterOptions {
   std::string octet_binary;              // what agents run for jobs ("" : beside the agent)
   std::vector<std::string>
       octet_binary_flags;                // that program's own flags (agent --octet-bin-flags)
-  std::vector<std::string> model_roots;  // "" : $HOME
+  std::vector<std::string> model_roots;  // the folders jobs may load from (none: $HOME)
+  // Added to model_roots whatever it holds, $HOME included: read-only models
+  // that ship with the program (the workbench's bundled demo model).
+  std::vector<std::string> extra_model_roots;
   // Each node's model store (`octet pull --cluster`) is its own: <state_dir>/node-I/hub.
   int stop_grace_ms = 3000;
 };

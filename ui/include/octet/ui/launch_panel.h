@@ -108,6 +108,10 @@ class LaunchPanel : public QWidget {
   bool isRemote() const;
   // The first `count` nodes that are up (indices, names); false when fewer are.
   bool upNodes(int count, std::vector<size_t>* nodes, QStringList* names) const;
+  // On the embedded local cluster: why a TP-`tp` instance of the chosen folder
+  // cannot go through the local nodes' agents (too few up, the folder outside
+  // a node's model roots), or "" when it can.
+  QString whyNotThroughLocalNodes(int tp) const;
   void refreshRouterNodes(const app::ClusterSnapshot& snap);
 
   ClusterController* controller_;
@@ -146,6 +150,9 @@ class LaunchPanel : public QWidget {
   std::optional<app::ModelSummary> summary_;
   int node_count_ = 0;
   int last_launched_ = -1;
+  // Why the last inference instance runs beside the local cluster's nodes and
+  // not through them ("" when it does not), said while it starts and serves.
+  QString last_beside_nodes_;
   int summary_generation_ = 0;
   int plan_generation_ = 0;
   int64_t node_memory_ = 0;  // the smallest node's memory (0: unknown)
