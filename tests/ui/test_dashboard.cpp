@@ -148,6 +148,18 @@ class TestDashboard : public QObject {
     QCOMPARE(decode->name(), QStringLiteral("qwen"));
     QCOMPARE(decode->count(), 20);
     QCOMPARE(decode->at(19).y(), 29.0);
+    // A legend elides a long label at its end: what a series shows comes
+    // first, so one job's two series stay apart.
+    QStringList concurrency;
+    for (auto* s : panel.chart(C::kConcurrency)->chart()->series()) concurrency << s->name();
+    concurrency.sort();
+    QCOMPARE(concurrency,
+             (QStringList{QStringLiteral("queued · qwen"), QStringLiteral("running · qwen")}));
+    QStringList training;
+    for (auto* s : panel.chart(C::kTraining)->chart()->series()) training << s->name();
+    QVERIFY2(training.size() == 2 && training[0].startsWith(QStringLiteral("loss · ")) !=
+                                         training[1].startsWith(QStringLiteral("loss · ")),
+             qPrintable(training.join(QStringLiteral(" | "))));
     // More samples append; the series follows the history exactly.
     for (int k = 20; k < 25; ++k) panel.addSnapshot(Step(k));
     QCOMPARE(decode->count(), 25);

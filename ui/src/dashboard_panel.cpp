@@ -511,14 +511,16 @@ void DashboardPanel::refresh() {
     if (j.kind == QLatin1String("training")) {
       training.insert(id + "/loss");
       training.insert(id + "/tps");
-      charts_[5]->setSeries(id + "/loss", id + tr(" loss"), c, j.train_loss);
-      charts_[5]->setSeries(id + "/tps", id + tr(" tok/s"), c, j.train_tps, true, true);
+      // What a series shows comes first: a legend elides a long job id at
+      // its end, and two series of one job must stay apart.
+      charts_[5]->setSeries(id + "/loss", tr("loss · %1").arg(id), c, j.train_loss);
+      charts_[5]->setSeries(id + "/tps", tr("tok/s · %1").arg(id), c, j.train_tps, true, true);
     } else {
       inference.insert(id);
       charts_[0]->setSeries(id, id, c, j.decode_tps);
       charts_[1]->setSeries(id, id, c, j.prefill_tps);
-      charts_[2]->setSeries(id, id + tr(" running"), c, j.running_requests);
-      charts_[2]->setSeries(id + "/q", id + tr(" queued"), c, j.queued_requests, true);
+      charts_[2]->setSeries(id, tr("running · %1").arg(id), c, j.running_requests);
+      charts_[2]->setSeries(id + "/q", tr("queued · %1").arg(id), c, j.queued_requests, true);
     }
     charts_[3]->setSeries(id, id, c, j.allreduce_percent);
   }
