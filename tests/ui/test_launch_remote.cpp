@@ -427,13 +427,14 @@ class TestLaunchRemote : public QObject {
 
   // The workbench's own local cluster: a folder inside its nodes' model
   // folders is launched through their agents (so the node cards list the job);
-  // one outside runs on this machine beside them, and the panel says why.
+  // one outside runs on this machine beside them, and the panel says why. The
+  // same for a training run's data and output folders.
   void localClusterLaunchesThroughItsNodesWhenTheyHoldTheFolder() {
     const QString elsewhere = dir_.path() + "/elsewhere";
     QVERIFY(QDir().mkpath(elsewhere));
     for (const bool inside : {true, false}) {
       MainWindow w(test::LocalWorkbench(dir_, 2, QStringLiteral("switch"), "",
-                                        {inside ? dir_.path() + "/models" : elsewhere}));
+                                        {inside ? dir_.path() : elsewhere}));
       w.show();
       QVERIFY(QTest::qWaitForWindowExposed(&w));
       QVERIFY(test::WaitForSnapshot(w, [](const app::ClusterSnapshot& s) {
@@ -519,6 +520,31 @@ class TestLaunchRemote : public QObject {
       QTest::mouseClick(launch->findChild<QPushButton*>(QStringLiteral("stopInstance")),
                         Qt::LeftButton);
       QVERIFY(exited.wait(30'000));
+
+      // Training on both nodes: prepared data, and an output folder not made
+      // yet (made here when the run goes through the nodes).
+      const QString out = dir_.path() + (inside ? "/models/local-run" : "/models/beside-run");
+      QSignalSpy finished(launch, &ui::LaunchPanel::trainingFinished);
+      LaunchTraining(launch, data_, out);
+      const int run = launch->lastTraining();
+      QVERIFY2(run > 0, qPrintable(state->text()));
+      if (inside) {
+        QCOMPARE(w.instances()->find(run)->nodes.size(), 2);
+        QVERIFY(test::WaitForSnapshot(w, [&](const app::ClusterSnapshot& s) {
+          for (const auto& j : s.nodes[1].jobs) {
+            if (j.spec.kind == app::JobKind::kTraining && j.spec.rank == 1) return true;
+          }
+          return false;
+        }));
+      } else {
+        QVERIFY(w.instances()->find(run)->nodes.isEmpty());
+        QVERIFY2(state->text().contains(QStringLiteral("beside the local nodes")) &&
+                     state->text().contains(QStringLiteral("outside node ")),
+                 qPrintable(state->text()));
+      }
+      QVERIFY2(finished.wait(120'000) || finished.count() == 1,
+               qPrintable(w.instances()->find(run)->log.join('\n')));
+      QVERIFY(QFile::exists(out + "/config.json"));
     }
   }
 };

@@ -605,7 +605,9 @@ void LaunchPanel::launchInference() {
   if (controller_->session()) {
     // A real cluster, or the local one when its nodes' agents may load the
     // folder: through the agents, so the node cards show the job and its memory.
-    here_why = controller_->isLocal() ? whyNotThroughLocalNodes(tp) : QString();
+    here_why = controller_->isLocal()
+                   ? whyNotThroughLocalNodes(tp, {QString::fromStdString(summary_->source)})
+                   : QString();
     if (here_why.isEmpty()) {
       launchRemoteInference();
       return;
@@ -629,12 +631,7 @@ void LaunchPanel::launchInference() {
     return;
   }
   last_launched_ = id;
-  last_beside_nodes_ =
-      here_why.isEmpty()
-          ? QString()
-          : tr("It runs on this machine beside the local nodes, and their cards do not show it: "
-               "%1.")
-                .arg(here_why);
+  last_beside_nodes_ = besideNodesNote(here_why);
   QString text =
       tr("Starting %1: loading the model, joining %n rank(s)…", nullptr, spec.tp).arg(name);
   if (!last_beside_nodes_.isEmpty()) text += QLatin1Char(' ') + last_beside_nodes_;
@@ -684,30 +681,39 @@ void LaunchPanel::launchRemoteInference() {
 
 bool LaunchPanel::isRemote() const { return !controller_->isLocal() && controller_->session(); }
 
-QString LaunchPanel::whyNotThroughLocalNodes(int tp) const {
+QString LaunchPanel::besideNodesNote(const QString& why) const {
+  if (why.isEmpty()) return {};
+  return tr("It runs on this machine beside the local nodes, and their cards do not show it: %1.")
+      .arg(why);
+}
+
+QString LaunchPanel::whyNotThroughLocalNodes(int count, const QStringList& folders) const {
   std::vector<size_t> nodes;
   QStringList names;
-  if (!upNodes(tp, &nodes, &names)) {
-    return tr("TP %1 needs %1 local nodes up, %2 are").arg(tp).arg(static_cast<int>(nodes.size()));
+  if (!upNodes(count, &nodes, &names)) {
+    return tr("%n local node(s) needed up, %1 are", nullptr, count)
+        .arg(static_cast<int>(nodes.size()));
   }
-  // As an agent resolves it (its real path inside a root's real path).
-  const QString real = QFileInfo(QString::fromStdString(summary_->source)).canonicalFilePath();
   const auto snap = controller_->snapshot();
-  for (size_t i : nodes) {
-    const app::NodeView& n = snap->nodes[i];
-    bool inside = false;
-    for (const std::string& r : n.facts.model_roots) {
-      const QString root = QFileInfo(QString::fromStdString(r)).canonicalFilePath();
-      if (root.isEmpty() || real.isEmpty()) continue;
-      if (real == root || real.startsWith(root.endsWith(QLatin1Char('/')) ? root : root + '/'))
-        inside = true;
-    }
-    if (!inside) {
-      return n.has_facts
-                 ? tr("the folder is outside node %1's model folders (Connect: Model folders)")
-                       .arg(QString::fromStdString(n.name))
-                 : tr("node %1 has not said which folders it loads from yet")
-                       .arg(QString::fromStdString(n.name));
+  for (const QString& folder : folders) {
+    // As an agent resolves it (its real path inside a root's real path).
+    const QString real = QFileInfo(folder).canonicalFilePath();
+    for (size_t i : nodes) {
+      const app::NodeView& n = snap->nodes[i];
+      bool inside = false;
+      for (const std::string& r : n.facts.model_roots) {
+        const QString root = QFileInfo(QString::fromStdString(r)).canonicalFilePath();
+        if (root.isEmpty() || real.isEmpty()) continue;
+        if (real == root || real.startsWith(root.endsWith(QLatin1Char('/')) ? root : root + '/'))
+          inside = true;
+      }
+      if (inside) continue;
+      if (!n.has_facts) {
+        return tr("node %1 has not said which folders it loads from yet")
+            .arg(QString::fromStdString(n.name));
+      }
+      return tr("%1 is outside node %2's model folders (Connect: Model folders)")
+          .arg(folder, QString::fromStdString(n.name));
     }
   }
   return {};
@@ -774,7 +780,9 @@ void LaunchPanel::refreshInstances() {
     } else if (last->state == InstanceInfo::State::kFinished) {
       launch_state_->setText(tr("%1 finished; the model is in %2").arg(last->name, last->out_dir));
     } else if (last->state == InstanceInfo::State::kRunning) {
-      launch_state_->setText(tr("%1 is training").arg(last->name));
+      QString text = tr("%1 is training").arg(last->name);
+      if (!last_beside_nodes_.isEmpty()) text += QStringLiteral(". ") + last_beside_nodes_;
+      launch_state_->setText(text);
     }
   }
   const InstanceInfo* info = instances_->find(selectedInstance());

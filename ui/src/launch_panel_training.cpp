@@ -135,12 +135,21 @@ void LaunchPanel::setTrainingState(const QString& text, bool bad) {
 }
 
 void LaunchPanel::launchTraining() {
-  if (isRemote()) {
-    launchRemoteTraining();
-    return;
-  }
   const QString data = train_data_->text().trimmed();
   const QString out = train_out_->text().trimmed();
+  QString here_why;  // why a local cluster's run stays beside its nodes
+  if (controller_->session()) {
+    if (controller_->isLocal()) {
+      here_why = whyNotThroughLocalNodesForTraining(data, out);
+      // An agent resolves the output folder's real path: it must exist.
+      if (here_why.isEmpty() && !QFileInfo::exists(out) && !QDir().mkpath(out))
+        return trainingRefused(tr("could not make the output folder %1").arg(out));
+    }
+    if (here_why.isEmpty()) {
+      launchRemoteTraining();
+      return;
+    }
+  }
   app::InstanceSpec spec;
   spec.kind = app::InstanceSpec::Kind::kTraining;
   spec.train_data_dir = data.toStdString();
@@ -174,7 +183,25 @@ void LaunchPanel::launchTraining() {
                            .arg(spec.train_steps);
   const int id = instances_->start(spec, name, &error);
   if (id < 0) return trainingRefused(error);
-  trainingStarted(id, data, out, tr("Starting %1…").arg(name));
+  const QString beside = besideNodesNote(here_why);
+  trainingStarted(id, data, out,
+                  tr("Starting %1…").arg(name) + (beside.isEmpty() ? QString() : ' ' + beside));
+  last_beside_nodes_ = beside;
+}
+
+// The local cluster's agents run prepared data only (text is tokenized by a
+// run on this machine), reading it and writing the model inside their roots.
+QString LaunchPanel::whyNotThroughLocalNodesForTraining(const QString& data,
+                                                        const QString& out) const {
+  if (data.isEmpty() || out.isEmpty()) return tr("no data or output folder chosen");
+  auto kind = app::ClassifyTrainingData(data.toStdString());
+  if (!kind.ok()) return QString::fromStdString(kind.status().message());
+  if (*kind == app::TrainingDataKind::kText) {
+    return tr("the data is text, which a run here prepares first");
+  }
+  // A new output folder is judged by the folder it will be made in.
+  return whyNotThroughLocalNodes(
+      train_ranks_->value(), {data, QFileInfo::exists(out) ? out : QFileInfo(out).absolutePath()});
 }
 
 void LaunchPanel::trainingRefused(const QString& why) {
