@@ -396,7 +396,14 @@ class TestDeploymentPanel : public QObject {
     QVERIFY2(log->toPlainText().contains(QStringLiteral("watch: large-1 failed")),
              qPrintable(log->toPlainText()));
     QVERIFY(watch->isChecked());
-    finished.clear();  // the watch's apply
+    // The watch's apply ends after large-1 reads ready (it waits for every
+    // replica and syncs the router); until then the panel takes no other
+    // operation, so wait for its outcome (the last, should it have tried twice).
+    QVERIFY2(QTest::qWaitFor([&] { return !finished.isEmpty() && !panel->busy(); }, 120'000),
+             qPrintable(log->toPlainText()));
+    outcome = finished.last().at(0).value<ui::DeploymentOpOutcome>();
+    QVERIFY2(outcome.ok, qPrintable(outcome.message + "\n" + log->toPlainText()));
+    finished.clear();
 
     // ---- one replica stopped from its row (which ends the watch) ----
     Click(panel->findChild<QPushButton*>(QStringLiteral("stopReplica:small-1")));

@@ -250,6 +250,10 @@ void DeploymentPanel::startApply(std::shared_ptr<const app::Deployment> deployme
     o.progress = [this, closing](const std::string& line) {
       if (!closing->load()) emit progressLine(Q(line));
     };
+    // Closing the panel ends an apply that waits for replicas (within a poll
+    // interval) instead of holding the window's destructor for up to the
+    // apply's deadline; what it started is stopped.
+    o.cancelled = [closing] { return closing->load(); };
     const auto r = app::ApplyDeployment(*session, d, input, o);
     DeploymentOpOutcome out;
     out.apply = true;
