@@ -531,6 +531,11 @@ Result<ApplyResult> ApplyDeployment(ClusterSession& session, const Deployment& d
         for (const auto& r : rs) {
           if (!names.count(r.replica) || r.router != router) continue;
           if (r.state == "failed") return UnavailableError(r.replica + " failed: " + r.error);
+          // Stopped (by hand, or by another apply or down) while this apply
+          // waited: it will not be ready, so waiting out the deadline is no use.
+          if (r.state == "stopped") {
+            return AbortedError(r.replica + " was stopped while this apply waited for it");
+          }
           if (r.state == "ready") {
             ++ready;
           } else {

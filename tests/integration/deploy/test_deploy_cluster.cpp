@@ -32,6 +32,8 @@
 
 #include "octet/app/cluster_profile.h"
 #include "octet/app/cluster_session.h"
+#include "octet/app/deployment.h"
+#include "octet/app/deployment_file.h"
 #include "octet/base/json.h"
 #include "octet_test.h"
 
@@ -792,6 +794,41 @@ routes:
              ("bytes in use per node after down:" + BytesText(after)).c_str());
     const json st = Status();
     QCOMPARE(st["deployments"].size(), size_t(0));
+  }
+
+  // A replica stopped while apply waits for the deployment to be ready (by
+  // hand, here as soon as the next one is being started) ends the apply at
+  // once, naming it, where it used to wait out its whole deadline for a
+  // replica that would never be ready; what the apply started is stopped.
+  void applyEndsWhenAReplicaIsStoppedWhileItWaits() {
+    const std::string yaml =
+        "version: 1\nname: halt\ninstances:\n  - name: small\n    model: " + test::FixturesDir() +
+        "/minicpm-tiny\n    tp: 1\n    replicas: 2\n    slots: 2\n"
+        "    context: 128\n    threads: 1\n";
+    const auto parsed = ParseDeployment(yaml, "halt.yaml");
+    QVERIFY2(parsed.ok(), parsed.status().ToString().c_str());
+    ApplyOptions o;
+    o.deadline = Deadline::AfterMs(120'000);
+    std::string stopped, log;
+    o.progress = [&](const std::string& line) {
+      log += line + "\n";
+      if (line.rfind("starting small-1", 0) != 0) return;
+      for (const auto& j : AllJobs()) {
+        if (j.spec.deployment == "halt" && j.spec.instance == "small-0") stopped = j.spec.job_id;
+      }
+      if (!stopped.empty()) (void)session_->StopJob(stopped, Deadline::AfterMs(10'000));
+    };
+    const auto r =
+        ApplyDeployment(*session_, *parsed.deployment, PlacementInputFrom(session_->Snapshot()), o);
+    QVERIFY2(!stopped.empty(), log.c_str());
+    QVERIFY(!r.ok());
+    QVERIFY2(r.status().message().find("small-0 was stopped while this apply waited") !=
+                 std::string::npos,
+             r.status().ToString().c_str());
+    // ... and small-1, which it started, is stopped again.
+    for (const auto& j : AllJobs()) {
+      QVERIFY2(!(j.spec.deployment == "halt" && j.state == "running"), j.spec.job_id.c_str());
+    }
   }
 };
 

@@ -192,7 +192,8 @@ struct ApplyOptions {
   // on a remote node the endpoints. "" : sent without (accepted from loopback).
   std::string cluster_token;
   // Asked while apply waits for replicas to be ready: true ends the wait as
-  // a failure would (Cancelled; what this apply started is stopped).
+  // a failure would (Cancelled; what this apply started is stopped). A replica
+  // that fails, or is stopped, while apply waits ends it the same way.
   std::function<bool()> cancelled;
 };
 
