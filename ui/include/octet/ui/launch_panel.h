@@ -155,8 +155,9 @@ class LaunchPanel : public QWidget {
   std::optional<app::ModelSummary> summary_;
   int node_count_ = 0;
   int last_launched_ = -1;
-  // Why the last inference instance runs beside the local cluster's nodes and
-  // not through them ("" when it does not), said while it starts and serves.
+  // Why the last inference instance or training run is beside the local
+  // cluster's nodes and not on them ("" when it is not), said while it starts
+  // and while it serves or trains.
   QString last_beside_nodes_;
   int summary_generation_ = 0;
   int plan_generation_ = 0;
