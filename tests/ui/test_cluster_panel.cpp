@@ -11,6 +11,7 @@
 #include <QTableView>
 #include <QTextBrowser>
 #include <QtTest>
+#include <cmath>
 
 #include "octet/ui/cabling_view.h"
 #include "octet/ui/cluster_panel.h"
@@ -30,6 +31,38 @@ class TestClusterPanel : public QObject {
   void initTestCase() {
     QVERIFY(dir_.isValid());
     test::IsolateWorkbench(dir_);
+  }
+
+  // The panel's CPU figure: the mean of about a second of samples, changed once
+  // a second; a sample delivered again (another node's refresh) counts once,
+  // and an agent that starts over starts the figure over.
+  void cpuFigureIsTheMeanOfASecondChangedOnceASecond() {
+    ui::CpuReadout cpu;
+    auto at = [](int64_t ms, double busy) {
+      app::TelemetrySample s;
+      s.unix_ms = ms;
+      s.cpu_busy = busy;
+      return s;
+    };
+    QCOMPARE(cpu.Shown("a", at(10'000, 0.9)), 0.9);  // the first sample as it is
+    // 10 Hz: the figure holds while the second fills...
+    for (int i = 1; i < 10; ++i)
+      QCOMPARE(cpu.Shown("a", at(10'000 + 100 * i, i % 2 ? 0.2 : 0.4)), 0.9);
+    QCOMPARE(cpu.Shown("a", at(10'900, 0.4)), 0.9);  // the same sample again: not counted
+    // ...and is the mean of the second's samples when it is full.
+    const double mean = (5 * 0.2 + 4 * 0.4 + 0.6) / 10;
+    QVERIFY(std::abs(cpu.Shown("a", at(11'000, 0.6)) - mean) < 1e-12);
+    QVERIFY(std::abs(cpu.Shown("a", at(11'100, 1.0)) - mean) < 1e-12);
+    // Nodes are apart.
+    QCOMPARE(cpu.Shown("b", at(11'100, 0.05)), 0.05);
+    // Samples a second apart (2 Hz is the default; 1 Hz here) each show.
+    ui::CpuReadout slow;
+    QCOMPARE(slow.Shown("a", at(0, 0.1)), 0.1);
+    QCOMPARE(slow.Shown("a", at(1000, 0.3)), 0.3);
+    QCOMPARE(slow.Shown("a", at(2000, 0.5)), 0.5);
+    // An agent restarted (its clock behind the last sample): shown as it comes.
+    QCOMPARE(cpu.Shown("a", at(500, 0.7)), 0.7);
+    QCOMPARE(cpu.Shown("a", at(600, 0.1)), 0.7);
   }
 
   void ringClusterLiveProbeLoseAndRecover() {

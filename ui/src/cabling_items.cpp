@@ -170,7 +170,7 @@ QString RoceToolTip(const app::NodeFacts& f, const app::RoceSummary& roce) {
 NodeCardItem::NodeCardItem(const QString& name) : name_(name) {
   setZValue(10);
   // Repainting a card that did not change is a pixmap copy (the view
-  // repaints every item under the changed cards' bounding rect).
+  // repaints every item under the changed cards' regions).
   setCacheMode(QGraphicsItem::DeviceCoordinateCache);
   setAcceptedMouseButtons(Qt::LeftButton);
   setCursor(Qt::PointingHandCursor);

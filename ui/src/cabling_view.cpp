@@ -100,7 +100,9 @@ CablingView::CablingView(QWidget* parent)
   setFrameShape(QFrame::NoFrame);
   setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
   setVerticalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
-  setViewportUpdateMode(QGraphicsView::BoundingRectViewportUpdate);
+  // Only the changed cards' regions: the cards sit around an ellipse, so the
+  // rect bounding two changed cards is most of the view (bench_workbench_stall).
+  setViewportUpdateMode(QGraphicsView::MinimalViewportUpdate);
   setMinimumSize(320, 240);
 }
 

@@ -129,6 +129,31 @@ QString Row(const QString& key, const QString& value) {
 
 }  // namespace
 
+// ---- CpuReadout ---------------------------------------------------------------
+
+double CpuReadout::Shown(const std::string& node, const app::TelemetrySample& sample) {
+  auto [it, first] = nodes_.try_emplace(node);
+  Node& n = it->second;
+  if (first || sample.unix_ms < n.last_ms) {
+    // A new node, or its agent's clock (or the agent) started over.
+    n = Node{sample.unix_ms, sample.unix_ms, 0, 0, sample.cpu_busy};
+    return n.shown;
+  }
+  if (sample.unix_ms == n.last_ms) return n.shown;  // the same sample again
+  n.last_ms = sample.unix_ms;
+  n.sum += sample.cpu_busy;
+  ++n.count;
+  if (sample.unix_ms - n.window_ms >= kWindowMs) {
+    n.shown = n.sum / n.count;
+    n.window_ms = sample.unix_ms;
+    n.sum = 0;
+    n.count = 0;
+  }
+  return n.shown;
+}
+
+// ---- node details ---------------------------------------------------------------
+
 QString NodeDetailsHtml(const app::NodeView& n, const QPalette& pal) {
   const StatusColors sc = StatusColorsFor(pal);
   const QString muted = sc.muted.name();
@@ -186,7 +211,7 @@ QString NodeDetailsHtml(const app::NodeView& n, const QPalette& pal) {
   if (n.has_telemetry) {
     const app::TelemetrySample& t = n.telemetry;
     h += QObject::tr("<h3>Now</h3><table>");
-    h += Row(QObject::tr("CPU busy"), QStringLiteral("%1%").arg(t.cpu_busy * 100, 0, 'f', 0));
+    h += Row(QObject::tr("CPU busy (1 s)"), QStringLiteral("%1%").arg(t.cpu_busy * 100, 0, 'f', 0));
     h += Row(QObject::tr("memory used"),
              QStringLiteral("%1 of %2")
                  .arg(FormatBytesIec(static_cast<double>(t.mem_used_bytes)),
@@ -421,8 +446,20 @@ void ClusterPanel::showEvent(QShowEvent* event) {
   if (stale_) onSnapshot(controller_->snapshot());
 }
 
+void ClusterPanel::updateShown(const app::ClusterSnapshot& s) {
+  shown_ = s;
+  for (auto& n : shown_.nodes) {
+    if (n.has_telemetry) {
+      n.telemetry.cpu_busy = cpu_.Shown(n.name, n.telemetry);
+    } else {
+      cpu_.Forget(n.name);
+    }
+  }
+}
+
 void ClusterPanel::onSnapshot(const SnapshotPtr& snapshot) {
-  const app::ClusterSnapshot& s = *snapshot;
+  updateShown(*snapshot);
+  const app::ClusterSnapshot& s = shown_;
   // The diagram's items and the bars follow while hidden (nothing is painted
   // then; shown, they are current, so the first paint is the only one).
   view_->setSnapshot(s);
@@ -486,8 +523,7 @@ void ClusterPanel::onProbed(const ProbeOutcome& outcome) {
 
 void ClusterPanel::showDetails() {
   const QString name = view_->selectedNode();
-  const auto snap = controller_->snapshot();
-  for (const auto& n : snap->nodes) {
+  for (const auto& n : shown_.nodes) {
     if (QString::fromStdString(n.name) != name) continue;
     const QString html = NodeDetailsHtml(n, palette());
     const std::string key = html.toStdString();

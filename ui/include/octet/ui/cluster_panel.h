@@ -6,6 +6,9 @@
 
 #include <QAbstractTableModel>
 #include <QWidget>
+#include <cstdint>
+#include <map>
+#include <string>
 
 #include "octet/ui/cabling_view.h"
 #include "octet/ui/cluster_controller.h"
@@ -39,6 +42,29 @@ class LinksModel : public QAbstractTableModel {
   std::string shown_key_;  // what the cells show, to skip resets that change nothing
 };
 
+// The CPU figure the Cluster panel shows for each node: the mean of the node's
+// samples over about a second, changed once a second (as top does). At 10 Hz
+// telemetry the raw figure changes with every sample: noise to a reader, and a
+// repaint of every node card and a new layout of the details at each one. The
+// clock is the samples' own (unix_ms), so a repeated sample counts once.
+class CpuReadout {
+ public:
+  static constexpr int64_t kWindowMs = 1000;
+  // Returns the figure to show for `node` (0..1) now that `sample` is its latest.
+  double Shown(const std::string& node, const app::TelemetrySample& sample);
+  void Forget(const std::string& node) { nodes_.erase(node); }
+
+ private:
+  struct Node {
+    int64_t last_ms = 0;    // the latest sample counted
+    int64_t window_ms = 0;  // where the window being summed began
+    double sum = 0;
+    int count = 0;
+    double shown = 0;
+  };
+  std::map<std::string, Node> nodes_;
+};
+
 // HTML describing one node (facts, telemetry, interfaces, jobs) for the details pane.
 QString NodeDetailsHtml(const app::NodeView& node, const QPalette& palette);
 
@@ -60,6 +86,8 @@ class ClusterPanel : public QWidget {
   void onPhase(ClusterController::Phase phase, const QString& text);
   void onProbed(const ProbeOutcome& outcome);
   void showDetails();
+  // The snapshot as shown: the controller's with each CPU figure from cpu_.
+  void updateShown(const app::ClusterSnapshot& s);
 
   ClusterController* controller_;
   PanelHeader* header_;
@@ -73,6 +101,8 @@ class ClusterPanel : public QWidget {
   QPushButton* probe_button_;
   ProbeResults probes_;
   std::string details_key_;
+  CpuReadout cpu_;
+  app::ClusterSnapshot shown_;
   // A snapshot arrived while the panel was hidden: the links table, problems
   // and node details (text layout) catch up when it is shown, not 10 times a
   // second unseen.
