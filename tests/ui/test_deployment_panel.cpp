@@ -9,9 +9,11 @@
 // back after the form was changed. A typo in the YAML text shows the parser's
 // error with its line and column. Apply starts the 5 replicas through the
 // agents (each ready, on 8 distinct nodes, with the router), one replica is
-// stopped from its row, and Down leaves no job running.
+// stopped from its row, and Down leaves no job running. Down pressed while an
+// apply waits for a replica ends the apply and takes the deployment down.
 #include <QApplication>
 #include <QCheckBox>
+#include <QElapsedTimer>
 #include <QFileDialog>
 #include <QGroupBox>
 #include <QLabel>
@@ -449,6 +451,102 @@ class TestDeploymentPanel : public QObject {
           }();
         },
         20'000));
+  }
+
+  // Down while an apply waits for a replica: the apply ends at once (what it
+  // started is stopped) and the deployment goes down, long before the
+  // apply's deadline. The replica is held in "starting" by a wrapper of the
+  // octet binary that waits five minutes before it runs a worker.
+  void downDuringAnApplyEndsItThenTakesTheDeploymentDown() {
+    const QString wrapper = dir_.path() + "/slow-octet.sh";
+    {
+      QFile f(wrapper);
+      QVERIFY(f.open(QIODevice::WriteOnly));
+      f.write(QStringLiteral("#!/bin/sh\n"
+                             "if [ \"$1\" = worker ]; then\n"
+                             "  sleep 300 & s=$!\n"
+                             "  trap 'kill $s; exit 143' TERM INT\n"
+                             "  wait $s\n"
+                             "fi\n"
+                             "exec '%1' \"$@\"\n")
+                  .arg(QString::fromStdString(test::BinDir() + "/octet"))
+                  .toUtf8());
+      f.close();
+      QVERIFY(f.setPermissions(f.permissions() | QFileDevice::ExeOwner));
+    }
+    MainWindow w(test::LocalWorkbench(dir_, 2, QStringLiteral("ring"), wrapper.toStdString(),
+                                      {QString::fromStdString(test::FixturesDir())}));
+    w.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    QVERIFY(test::WaitForSnapshot(w, test::AllNodesUp, 90'000));
+    w.showPanel(MainWindow::Panel::kDeployments);
+    auto* panel = qobject_cast<DeploymentPanel*>(w.panel(MainWindow::Panel::kDeployments));
+    QVERIFY(panel);
+    const QString file = dir_.path() + "/held.yaml";
+    {
+      QFile f(file);
+      QVERIFY(f.open(QIODevice::WriteOnly));
+      f.write(QStringLiteral("version: 1\nname: held\ninstances:\n  - name: small\n"
+                             "    model: %1\n    tp: 1\n    replicas: 1\n    slots: 2\n"
+                             "    context: 128\n    threads: 1\n")
+                  .arg(small_)
+                  .toUtf8());
+    }
+    QString error;
+    QVERIFY2(panel->openFile(file, &error), qPrintable(error));
+    QSignalSpy finished(panel, &DeploymentPanel::operationFinished);
+    Click(panel->findChild<QPushButton*>(QStringLiteral("applyDeployment")));
+    QVERIFY(panel->busy());
+    auto* log = panel->findChild<QPlainTextEdit*>(QStringLiteral("deploymentLog"));
+    // The replica's job runs (its worker held): the apply waits for it.
+    QVERIFY2(test::WaitForSnapshot(
+                 w,
+                 [](const app::ClusterSnapshot& s) {
+                   for (const auto& n : s.nodes) {
+                     for (const auto& j : n.jobs) {
+                       if (j.spec.deployment == "held" && j.state == "running") return true;
+                     }
+                   }
+                   return false;
+                 },
+                 30'000),
+             qPrintable(log->toPlainText()));
+    QVERIFY(panel->busy());
+    auto* down = panel->findChild<QPushButton*>(QStringLiteral("downDeployment"));
+    QVERIFY(down->isEnabled());
+    QElapsedTimer pressed;
+    pressed.start();
+    Click(down);
+    QVERIFY(!down->isEnabled());
+    QVERIFY2(log->toPlainText().contains(QStringLiteral("down held: ending its apply first")),
+             qPrintable(log->toPlainText()));
+    // First the apply's outcome (ended by the Down), then the down's.
+    QVERIFY2(QTest::qWaitFor([&] { return finished.size() >= 2 && !panel->busy(); }, 60'000),
+             qPrintable(log->toPlainText()));
+    const qint64 took_ms = pressed.elapsed();
+    const auto applied = finished.at(0).at(0).value<ui::DeploymentOpOutcome>();
+    QVERIFY(applied.apply);
+    QVERIFY(!applied.ok);
+    QVERIFY2(applied.message.contains(QStringLiteral("stopped while waiting for small-0")),
+             qPrintable(applied.message));
+    const auto downed = finished.at(1).at(0).value<ui::DeploymentOpOutcome>();
+    QVERIFY(!downed.apply);
+    QVERIFY2(downed.ok, qPrintable(downed.message));
+    QVERIFY2(took_ms < 60'000, qPrintable(QString::number(took_ms)));
+    QVERIFY(down->isEnabled());
+    QVERIFY(test::WaitForSnapshot(
+        w,
+        [](const app::ClusterSnapshot& s) {
+          for (const auto& n : s.nodes) {
+            for (const auto& j : n.jobs) {
+              if (j.spec.deployment == "held" && j.state == "running") return false;
+            }
+          }
+          return true;
+        },
+        20'000));
+    qInfo("Down during the apply: both ended %lld ms after it was pressed",
+          static_cast<long long>(took_ms));
   }
 };
 

@@ -9,6 +9,7 @@
 #include <QPushButton>
 #include <QTableWidget>
 #include <optional>
+#include <utility>
 
 #include "deployment_panel_cells.h"
 #include "octet/ui/cabling_view.h"
@@ -222,8 +223,9 @@ void DeploymentPanel::startApply(std::shared_ptr<const app::Deployment> deployme
   }
   busy_ = true;
   apply_->setEnabled(false);
-  down_->setEnabled(false);
+  down_->setEnabled(true);  // Down ends the apply, then takes the deployment down
   applying_ = deployment;
+  apply_cancel_ = std::make_shared<std::atomic<bool>>(false);
   const app::Deployment d = *deployment;
   const app::PlacementInput input = placementInput();
   setState(
@@ -240,7 +242,7 @@ void DeploymentPanel::startApply(std::shared_ptr<const app::Deployment> deployme
                                    controller_->options().config_dir);
     if (loaded.ok()) profile = *loaded;
   }
-  ops_.start([this, session, d, input, profile, closing = closing_] {
+  ops_.start([this, session, d, input, profile, closing = closing_, cancel = apply_cancel_] {
     app::ApplyOptions o;
     o.deadline = Deadline::AfterMs(kApplyDeadlineMs);
     if (profile) {
@@ -250,10 +252,10 @@ void DeploymentPanel::startApply(std::shared_ptr<const app::Deployment> deployme
     o.progress = [this, closing](const std::string& line) {
       if (!closing->load()) emit progressLine(Q(line));
     };
-    // Closing the panel ends an apply that waits for replicas (within a poll
-    // interval) instead of holding the window's destructor for up to the
-    // apply's deadline; what it started is stopped.
-    o.cancelled = [closing] { return closing->load(); };
+    // Closing the panel, or Down, ends an apply that waits for replicas
+    // (within a poll interval) instead of holding the window's destructor,
+    // or the Down, for up to the apply's deadline; what it started is stopped.
+    o.cancelled = [closing, cancel] { return closing->load() || cancel->load(); };
     const auto r = app::ApplyDeployment(*session, d, input, o);
     DeploymentOpOutcome out;
     out.apply = true;
@@ -274,9 +276,20 @@ void DeploymentPanel::startApply(std::shared_ptr<const app::Deployment> deployme
 }
 
 void DeploymentPanel::downDeployment() {
-  if (busy_) return;
-  auto session = controller_->session();
-  if (!session) {
+  if (busy_) {
+    // During an apply: end it first, then take its deployment down (onOperation).
+    // During a down (the button is disabled then), or pressed twice: nothing more.
+    if (!applying_ || !down_after_apply_.empty()) return;
+    down_after_apply_ = applying_->name;
+    apply_cancel_->store(true);
+    if (watched_ && watched_->name == down_after_apply_)
+      stopWatching(tr("%1 is going down").arg(Q(down_after_apply_)));
+    down_->setEnabled(false);
+    setState(tr("Ending the apply of %1, then stopping it…").arg(Q(down_after_apply_)), false);
+    log_->appendPlainText(tr("down %1: ending its apply first").arg(Q(down_after_apply_)));
+    return;
+  }
+  if (!controller_->session()) {
     setState(tr("Connect a cluster first."), true);
     return;
   }
@@ -286,6 +299,15 @@ void DeploymentPanel::downDeployment() {
   for (const auto& d : running_) runs = runs || d.name == name;
   if (!runs && running_.size() == 1) name = running_[0].name;
   if (name.empty()) return;
+  startDown(name);
+}
+
+void DeploymentPanel::startDown(const std::string& name) {
+  auto session = controller_->session();
+  if (!session) {
+    setState(tr("Connect a cluster first."), true);
+    return;
+  }
   if (watched_ && watched_->name == name) stopWatching(tr("%1 is going down").arg(Q(name)));
   busy_ = true;
   apply_->setEnabled(false);
@@ -334,6 +356,12 @@ void DeploymentPanel::onOperation(const DeploymentOpOutcome& o) {
     setState(tr("%1 is down: stopped %2 job(s)").arg(o.name).arg(o.stopped.size()), false);
   }
   check();
+  // Down was pressed during this apply: now that it has ended, the down.
+  if (o.apply && !down_after_apply_.empty()) {
+    const std::string name = std::exchange(down_after_apply_, {});
+    startDown(name);
+    return;
+  }
   // What runs now (a read already in flight is superseded).
   reading_ = false;
   refreshStatus();

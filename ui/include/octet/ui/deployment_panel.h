@@ -27,7 +27,9 @@
 //    and decode tok/s (rank 0's figures from the telemetry the Dashboard
 //    gets), in the colour its memory has in the cabling view, whose node
 //    cards name the replicas they run; Stop ends one replica (its job on
-//    every node), Down the whole deployment.
+//    every node), Down the whole deployment. Down during an apply ends the
+//    apply first (it stops what it started, within a poll interval), then
+//    takes that deployment down.
 //  - Watch (`octet deploy watch`): while checked, the deployment applied
 //    last is applied again whenever a read finds one of its replicas or its
 //    router failed or gone (app::WhatIsAmiss; never on a read that a node
@@ -151,6 +153,7 @@ class DeploymentPanel : public QWidget {
   void refreshRates();
   void setState(const QString& text, bool bad);
   void startApply(std::shared_ptr<const app::Deployment> deployment, bool by_watch);
+  void startDown(const std::string& name);
   void stopWatching(const QString& why);
   app::PlacementInput placementInput() const;
   QString fileLabel() const;
@@ -198,6 +201,9 @@ class DeploymentPanel : public QWidget {
   std::string running_key_;
   bool busy_ = false;
   std::shared_ptr<const app::Deployment> applying_;  // the apply in flight's
+  // Set by Down during an apply: the apply's wait ends (ApplyOptions::cancelled).
+  std::shared_ptr<std::atomic<bool>> apply_cancel_;
+  std::string down_after_apply_;  // the deployment Down takes down once the apply ends
   std::shared_ptr<const app::Deployment> applied_;   // the last that succeeded
   std::shared_ptr<const app::Deployment> watched_;   // null: not watching
   QDeadlineTimer watch_retry_{0};  // after a failed apply, the watch waits for this
