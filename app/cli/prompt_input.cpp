@@ -3,10 +3,13 @@
 #include <iostream>
 
 #include "octet/base/file_util.h"
+#include "octet/engine/model_config.h"
 
 namespace octet::cli {
 
 Result<engine::Tokenizer> LoadModelTokenizer(const std::string& model_dir) {
+  // The folder itself first: a mistyped path is not a missing tokenizer.
+  OCTET_RETURN_IF_ERROR(engine::CheckModelFolder(model_dir));
   if (!PathExists(JoinPath(model_dir, "tokenizer.json"))) {
     return NotFoundError("'" + model_dir +
                          "' has no tokenizer.json: give the prompt as ids with --prompt-ids, or "

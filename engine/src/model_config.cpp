@@ -457,9 +457,23 @@ Result<ModelConfig> ParseModelConfig(const std::string& json_text, const std::st
   return c;
 }
 
+Status CheckModelFolder(const std::string& dir) {
+  if (!PathExists(dir)) return NotFoundError("model folder '" + dir + "' does not exist");
+  if (!IsDirectory(dir)) {
+    return InvalidArgumentError("'" + dir +
+                                "' is a file: give the model's folder (the one that holds "
+                                "config.json and the .safetensors files)");
+  }
+  if (!PathExists(JoinPath(dir, "config.json"))) {
+    return NotFoundError("no config.json in '" + dir +
+                         "': not a Hugging Face model folder (octet pull fetches one)");
+  }
+  return Status::Ok();
+}
+
 Result<ModelConfig> LoadModelConfig(const std::string& dir) {
+  OCTET_RETURN_IF_ERROR(CheckModelFolder(dir));
   const std::string path = JoinPath(dir, "config.json");
-  if (!PathExists(path)) return NotFoundError("no config.json in '" + dir + "'");
   OCTET_ASSIGN_OR_RETURN(std::string text, ReadFileToString(path));
   OCTET_ASSIGN_OR_RETURN(ModelConfig c, ParseModelConfig(text, path));
   const std::string gen = JoinPath(dir, "generation_config.json");

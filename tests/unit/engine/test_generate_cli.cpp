@@ -260,9 +260,25 @@ class TestGenerateCli : public QObject {
     QCOMPARE(r.exit_code, 2);
     r = RunProgram({"octet", "generate", "--prompt-ids", "1"});
     QCOMPARE(r.exit_code, 2);
-    r = RunProgram({"octet", "generate", "--model", dir + "/missing", "--prompt-ids", "1"});
-    QCOMPARE(r.exit_code, 1);
-    QVERIFY2(r.output.find("missing") != std::string::npos, r.output.c_str());
+    // A mistyped folder, a file, a folder that is no model: each says which, with
+    // --prompt (the tokenizer is looked for first) as with --prompt-ids.
+    for (const char* prompt : {"--prompt", "--prompt-ids"}) {
+      r = RunProgram({"octet", "generate", "--model", dir + "/missing", prompt, "1"});
+      QCOMPARE(r.exit_code, 1);
+      QVERIFY2(
+          r.output.find("model folder '" + dir + "/missing' does not exist") != std::string::npos,
+          r.output.c_str());
+      r = RunProgram({"octet", "generate", "--model", dir + "/config.json", prompt, "1"});
+      QCOMPARE(r.exit_code, 1);
+      QVERIFY2(
+          r.output.find("config.json' is a file: give the model's folder") != std::string::npos,
+          r.output.c_str());
+      r = RunProgram({"octet", "generate", "--model", octet::test::FixturesDir(), prompt, "1"});
+      QCOMPARE(r.exit_code, 1);
+      QVERIFY2(r.output.find("no config.json in '" + octet::test::FixturesDir() +
+                             "': not a Hugging Face model folder") != std::string::npos,
+               r.output.c_str());
+    }
     // Sizes from the command line that would abort (out of memory, thread
     // creation) are errors that say what is wrong.
     r = RunProgram({"octet", "generate", "--model", dir, "--prompt-ids", "1,2", "--max-tokens",

@@ -108,6 +108,10 @@ struct ModelConfig {
   QuantConfig quant;
 };
 
+// Whether DIR looks like a model folder: it exists, is a folder and holds a
+// config.json; the error says which of the three is not so (a mistyped path
+// reads "does not exist", not as a missing file inside it).
+Status CheckModelFolder(const std::string& dir);
 // Reads DIR/config.json (required), DIR/generation_config.json and
 // DIR/hf_quant_config.json (optional). Errors name the file and the key.
 Result<ModelConfig> LoadModelConfig(const std::string& dir);
