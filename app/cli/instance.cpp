@@ -16,6 +16,8 @@
 #include "octet/base/npy.h"
 #include "octet/collectives/local_rendezvous.h"
 #include "octet/engine/generate.h"
+#include "octet/engine/model_config.h"
+#include "octet/engine/tensor_parallel.h"
 #include "octet/wire/figures_line.h"
 #include "prompt_input.h"
 #include "tp_launch.h"
@@ -274,6 +276,10 @@ Result<std::vector<std::unique_ptr<Subprocess>>> StartLocalFollowers(const Local
                                                                      const std::string& model,
                                                                      engine::TpRuntimeOptions* o,
                                                                      LocalTpPlan* plan) {
+  // A degree the model's shapes do not divide is refused here, from config.json,
+  // before N processes start, time their collectives and each fail to load.
+  OCTET_ASSIGN_OR_RETURN(const engine::ModelConfig config, engine::LoadModelConfig(model));
+  OCTET_RETURN_IF_ERROR(engine::CheckTpDegree(engine::TpModelShape::From(config), o->world_size));
   *plan = PlanLocalTp(o->world_size, o->load.threads, flags.bind);
   o->load.threads = plan->threads_per_rank;
   // Bound now and kept for this process (rank 0): a port picked free and

@@ -193,6 +193,15 @@ class TestTpCli : public QObject {
     QCOMPARE(r.exit_code, 1);
     QVERIFY2(r.output.find("4 query heads are not divisible by 3") != std::string::npos,
              r.output.c_str());
+    // Refused from config.json before any rank starts: one line, no rank's
+    // load error or poisoned communicator after it.
+    QVERIFY2(r.output.find("[rank") == std::string::npos, r.output.c_str());
+    QVERIFY2(r.output.find("octet worker") == std::string::npos, r.output.c_str());
+    r = RunProgram({"octet", "serve", "--model", FixturesDir() + "/qwen3-tiny", "--tp", "3"},
+                   60'000);
+    QCOMPARE(r.exit_code, 1);
+    QVERIFY2(r.output.find("TP 3 does not fit the model") != std::string::npos, r.output.c_str());
+    QVERIFY2(r.output.find("[rank") == std::string::npos, r.output.c_str());
   }
 
   // Ranks started as octet-agent starts them; rank 0 runs one generation.
