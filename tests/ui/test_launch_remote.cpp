@@ -9,8 +9,9 @@
 // data-parallel across both nodes' agents, its progress and curves come back
 // through them, and it finishes with the model in its folder; one whose data
 // is text is refused with the reason. The agents are real octet-agent
-// processes on loopback. And on the workbench's own local cluster, inference
-// goes through its nodes' agents when they may load the folder.
+// processes on loopback. And on the workbench's own local cluster, inference,
+// a router and training go through its nodes' agents when they may read the
+// folders (the policy file), and run beside them, saying why, when not.
 #include <QComboBox>
 #include <QDir>
 #include <QFile>
@@ -27,6 +28,7 @@
 
 #include "octet/app/cluster_import.h"
 #include "octet/app/local_cluster.h"
+#include "octet/app/routing_policy_client.h"
 #include "octet/ui/chat_panel.h"
 #include "octet/ui/dashboard_panel.h"
 #include "octet/ui/instance_manager.h"
@@ -476,6 +478,57 @@ class TestLaunchRemote : public QObject {
         for (const auto& n : snap->nodes) QVERIFY(n.jobs.empty());
       }
       auto* table = launch->findChild<QTableWidget*>(QStringLiteral("instanceTable"));
+
+      // A router in front of it, on the second node when the policy lies in
+      // its model folders; else here, saying why.
+      const QString policy = dir_.path() + "/local-router.yaml";  // inside the roots or not
+      {
+        QFile f(policy);
+        QVERIFY(f.open(QIODevice::WriteOnly));
+        f.write(QStringLiteral("version: 1\ngateway:\n  host: 127.0.0.1\n  port: 0\n"
+                               "  watch: false\npools:\n  - name: one\n    replicas:\n"
+                               "      - %1\nroutes:\n  - name: all\n    pool: one\n")
+                    .arg(info->url)
+                    .toUtf8());
+      }
+      TypeInto(launch->findChild<QLineEdit*>(QStringLiteral("policyFile")), policy);
+      auto* router_node = launch->findChild<QComboBox*>(QStringLiteral("routerNode"));
+      QVERIFY(router_node->isVisible());
+      QCOMPARE(router_node->count(), 2);
+      router_node->setCurrentIndex(1);
+      ready.clear();
+      QTest::mouseClick(launch->findChild<QPushButton*>(QStringLiteral("launchRouter")),
+                        Qt::LeftButton);
+      QVERIFY2(ready.wait(30'000), qPrintable(state->text() + "\n" + log->toPlainText()));
+      const int router_id = ready.first().at(0).toInt();
+      const ui::InstanceInfo* router = w.instances()->find(router_id);
+      QVERIFY(router && router->kind == app::InstanceSpec::Kind::kRouter);
+      if (inside) {
+        QCOMPARE(router->nodes, QStringList{QStringLiteral("local-1")});
+        QVERIFY(test::WaitForSnapshot(w, [&](const app::ClusterSnapshot& s) {
+          for (const auto& j : s.nodes[1].jobs) {
+            if (j.state == "running" && j.spec.kind == app::JobKind::kRouter) return true;
+          }
+          return false;
+        }));
+        QVERIFY2(!state->text().contains(QStringLiteral("beside the local nodes")),
+                 qPrintable(state->text()));
+      } else {
+        QVERIFY(router->nodes.isEmpty());
+        QVERIFY2(state->text().contains(QStringLiteral("beside the local nodes")) &&
+                     state->text().contains(QStringLiteral("outside node local-1")),
+                 qPrintable(state->text()));
+      }
+      // The router answers, running this policy (its pool is the instance).
+      const auto runs =
+          app::FetchRouterPolicy(router->url.toStdString(), Deadline::AfterMs(10'000));
+      QVERIFY2(runs.ok(), runs.status().ToString().c_str());
+      QVERIFY2(runs->find(info->url.toStdString()) != std::string::npos, runs->c_str());
+      table->selectRow(1);
+      QSignalSpy router_exited(w.instances(), &ui::InstanceManager::exited);
+      QTest::mouseClick(launch->findChild<QPushButton*>(QStringLiteral("stopInstance")),
+                        Qt::LeftButton);
+      QVERIFY(router_exited.wait(30'000));
       table->selectRow(0);
       QSignalSpy exited(w.instances(), &ui::InstanceManager::exited);
       QTest::mouseClick(launch->findChild<QPushButton*>(QStringLiteral("stopInstance")),
@@ -515,7 +568,7 @@ class TestLaunchRemote : public QObject {
       QCOMPARE(w.instances()->find(ready.first().at(0).toInt())->nodes.size(), 1);
       QVERIFY2(!state->text().contains(QStringLiteral("beside the local nodes")),
                qPrintable(state->text()));
-      table->selectRow(1);
+      table->selectRow(table->rowCount() - 1);  // after the model's and the router's rows
       exited.clear();
       QTest::mouseClick(launch->findChild<QPushButton*>(QStringLiteral("stopInstance")),
                         Qt::LeftButton);

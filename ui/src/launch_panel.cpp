@@ -679,8 +679,6 @@ void LaunchPanel::launchRemoteInference() {
   table_->selectRow(table_->rowCount() - 1);
 }
 
-bool LaunchPanel::isRemote() const { return !controller_->isLocal() && controller_->session(); }
-
 QString LaunchPanel::besideNodesNote(const QString& why) const {
   if (why.isEmpty()) return {};
   return tr("It runs on this machine beside the local nodes, and their cards do not show it: %1.")
@@ -694,6 +692,11 @@ QString LaunchPanel::whyNotThroughLocalNodes(int count, const QStringList& folde
     return tr("%n local node(s) needed up, %1 are", nullptr, count)
         .arg(static_cast<int>(nodes.size()));
   }
+  return whyOutsideRoots(nodes, folders);
+}
+
+QString LaunchPanel::whyOutsideRoots(const std::vector<size_t>& nodes,
+                                     const QStringList& folders) const {
   const auto snap = controller_->snapshot();
   for (const QString& folder : folders) {
     // As an agent resolves it (its real path inside a root's real path).

@@ -1,6 +1,7 @@
 // The Launch panel's router flow: the node a cluster's router runs on, and
-// `octet route --policy FILE` started on this machine or by that node's agent.
-// (Its widgets sit on the topology card, built in launch_panel.cpp.)
+// `octet route --policy FILE` started by that node's agent (on the local
+// cluster too, when the policy lies inside the node's model roots) or on this
+// machine. (Its widgets sit on the topology card, built in launch_panel.cpp.)
 #include <QComboBox>
 #include <QFileInfo>
 #include <QLabel>
@@ -16,7 +17,7 @@
 namespace octet::ui {
 
 void LaunchPanel::refreshRouterNodes(const app::ClusterSnapshot& snap) {
-  const bool remote = isRemote();
+  const bool remote = controller_->session() != nullptr;  // a cluster, local or not
   router_node_->setVisible(remote);
   // Rebuilt only when the nodes or their states change (snapshots come at 10 Hz).
   QStringList key;
@@ -53,9 +54,13 @@ void LaunchPanel::refreshRouterNodes(const app::ClusterSnapshot& snap) {
 }
 
 void LaunchPanel::launchRouter() {
-  if (isRemote()) {
-    launchRemoteRouter();
-    return;
+  QString here_why;  // why a local cluster's router runs beside its agents
+  if (controller_->session()) {
+    here_why = controller_->isLocal() ? whyRouterNotThroughLocalNode() : QString();
+    if (here_why.isEmpty()) {
+      launchRemoteRouter();
+      return;
+    }
   }
   app::InstanceSpec spec;
   spec.kind = app::InstanceSpec::Kind::kRouter;
@@ -69,11 +74,25 @@ void LaunchPanel::launchRouter() {
   }
   QSettings().setValue(QStringLiteral("launch/policy"), policy_->text());
   last_launched_ = id;
-  last_beside_nodes_.clear();
-  launch_state_->setText(tr("Starting %1…").arg(name));
+  last_beside_nodes_ = besideNodesNote(here_why);
+  QString text = tr("Starting %1…").arg(name);
+  if (!last_beside_nodes_.isEmpty()) text += QLatin1Char(' ') + last_beside_nodes_;
+  launch_state_->setText(text);
   progress_->setVisible(true);
   refreshInstances();
   table_->selectRow(table_->rowCount() - 1);
+}
+
+QString LaunchPanel::whyRouterNotThroughLocalNode() const {
+  const QString policy = policy_->text().trimmed();
+  if (policy.isEmpty()) return {};  // launchRemoteRouter says what is missing
+  const auto snap = controller_->snapshot();
+  const int node = router_node_->currentData().isValid() ? router_node_->currentData().toInt() : -1;
+  if (node < 0 || node >= static_cast<int>(snap->nodes.size()) ||
+      snap->nodes[node].state != app::NodeState::kUp) {
+    return tr("no local node is up for it");
+  }
+  return whyOutsideRoots({static_cast<size_t>(node)}, {policy});
 }
 
 // `octet route --policy FILE` on the chosen node, started by its agent; FILE is

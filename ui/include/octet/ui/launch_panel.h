@@ -104,15 +104,17 @@ class LaunchPanel : public QWidget {
   // did: remember its folders, follow its progress, select its row.
   void trainingRefused(const QString& why);
   void trainingStarted(int id, const QString& data, const QString& out, const QString& state);
-  // Whether a router launch goes through a cluster's agents (not the embedded
-  // cluster's: inference and training decide that per launch, below).
-  bool isRemote() const;
   // The first `count` nodes that are up (indices, names); false when fewer are.
   bool upNodes(int count, std::vector<size_t>* nodes, QStringList* names) const;
   // On the embedded local cluster: why a job on the first `count` local nodes
   // that reads or writes `folders` cannot go through their agents (too few
   // up, a folder outside a node's model roots), or "" when it can.
   QString whyNotThroughLocalNodes(int count, const QStringList& folders) const;
+  // Why `folders` cannot be read by the agents of `nodes`: the first folder
+  // outside a node's model roots (as an agent resolves it), or "".
+  QString whyOutsideRoots(const std::vector<size_t>& nodes, const QStringList& folders) const;
+  // The same for a router on the chosen router node: its policy file.
+  QString whyRouterNotThroughLocalNode() const;
   // The same for a training run of the chosen ranks (prepared data only).
   QString whyNotThroughLocalNodesForTraining(const QString& data, const QString& out) const;
   // "It runs on this machine beside the local nodes ...: WHY." ("" for "").
