@@ -10,7 +10,8 @@
 // error with its line and column. Apply starts the 5 replicas through the
 // agents (each ready, on 8 distinct nodes, with the router), one replica is
 // stopped from its row, and Down leaves no job running. Down pressed while an
-// apply waits for a replica ends the apply and takes the deployment down.
+// apply waits for a replica ends the apply and takes the deployment down. A
+// fresh panel on the local cluster applies the bundled demo model as it is.
 #include <QApplication>
 #include <QCheckBox>
 #include <QElapsedTimer>
@@ -451,6 +452,36 @@ class TestDeploymentPanel : public QObject {
           }();
         },
         20'000));
+  }
+
+  // On the local cluster a fresh panel holds one instance of the demo model
+  // that ships with the workbench: it checks clean and Apply runs it as it is.
+  void aFreshPanelOnTheLocalClusterAppliesTheBundledDemo() {
+    MainWindow w(test::LocalWorkbench(dir_, 2, QStringLiteral("switch")));
+    w.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    QVERIFY(test::WaitForSnapshot(w, test::AllNodesUp, 90'000));
+    w.showPanel(MainWindow::Panel::kDeployments);
+    auto* panel = qobject_cast<DeploymentPanel*>(w.panel(MainWindow::Panel::kDeployments));
+    QVERIFY(panel);
+    QVERIFY2(QTest::qWaitFor([&] { return panel->deployment() != nullptr; }, 10'000),
+             qPrintable(panel->messages().join("\n")));
+    QCOMPARE(panel->deployment()->instances.size(), size_t{1});
+    QVERIFY2(QString::fromStdString(panel->deployment()->instances[0].model)
+                 .endsWith(QStringLiteral("/resources/models/nanochat-demo")),
+             panel->deployment()->instances[0].model.c_str());
+    QSignalSpy finished(panel, &DeploymentPanel::operationFinished);
+    Click(panel->findChild<QPushButton*>(QStringLiteral("applyDeployment")));
+    auto* log = panel->findChild<QPlainTextEdit*>(QStringLiteral("deploymentLog"));
+    QVERIFY2(finished.wait(120'000), qPrintable(log->toPlainText()));
+    auto outcome = finished.takeFirst().at(0).value<ui::DeploymentOpOutcome>();
+    QVERIFY2(outcome.ok, qPrintable(outcome.message + "\n" + log->toPlainText()));
+    QCOMPARE(outcome.started, QStringList{QStringLiteral("demo-0")});
+    Click(panel->findChild<QPushButton*>(QStringLiteral("downDeployment")));
+    QVERIFY(finished.wait(90'000));
+    outcome = finished.takeFirst().at(0).value<ui::DeploymentOpOutcome>();
+    QVERIFY2(outcome.ok, qPrintable(outcome.message));
+    QCOMPARE(outcome.stopped.size(), 1);
   }
 
   // Down while an apply waits for a replica: the apply ends at once (what it

@@ -366,10 +366,20 @@ DeploymentPanel::DeploymentPanel(ClusterController* controller, QWidget* parent)
   });
   status_timer_->start();
 
-  // A new deployment: one instance to start from.
+  // A new deployment: one instance to start from. On the local cluster, the
+  // demo model that ships with the workbench (every local node may load it),
+  // so that Apply works as the panel opens; elsewhere the model is for the
+  // user to give (a folder path on the nodes).
   model_.name = "deployment";
   app::DeployInstanceSpec first;
   first.name = "large";
+  if (controller_->connection().kind == ConnectionSpec::Kind::kLocal) {
+    if (const QString demo = ResourcePath(QStringLiteral("models/nanochat-demo"));
+        !demo.isEmpty()) {
+      first.name = "demo";
+      first.model = demo.toStdString();
+    }
+  }
   model_.instances.push_back(first);
   current_ = 0;
   refreshForm();
