@@ -734,8 +734,9 @@ class TestCudaBackend : public QObject {
 
   // PrepareExperts: declined (Unimplemented, the engine routes on the host)
   // unless OCTET_CUDA_MOE_ROUTING=device; then a table, and an expert of the
-  // wrong shape refused by name. MoeDecode refuses a step without a table or
-  // of more tokens than the decode kernels take, before queueing anything.
+  // wrong shape refused by name. MoeDecode refuses a step without a table, of
+  // more tokens than the decode kernels take, or of shapes other than the
+  // table's, before queueing anything.
   // (test_cuda_engine's deviceRoutedExperts runs it against the fixtures.)
   void expertTablesAndTheirRefusals() {
     std::mt19937 rng(41);
@@ -788,6 +789,26 @@ class TestCudaBackend : public QObject {
              too_many.ToString().c_str());
     a.experts = nullptr;
     a.tokens = 1;
+    QCOMPARE(gpu->MoeDecode(a).code(), StatusCode::kInvalidArgument);
+    // A step whose shapes are not the table's is refused, naming both (the
+    // kernels would write past a slot's rows).
+    auto x = gpu->Allocate(64 * sizeof(float));
+    auto logits = gpu->Allocate(2 * sizeof(float));
+    auto out = gpu->Allocate(64 * sizeof(float));
+    QVERIFY(x.ok() && logits.ok() && out.ok());
+    a.experts = table->data();
+    a.x = x->as<const float>();
+    a.ldx = 64;
+    a.router_logits = logits->as<const float>();
+    a.out = out->as<float>();
+    a.ldo = 64;
+    a.width = 48;
+    const Status wider = gpu->MoeDecode(a);
+    QVERIFY2(wider.code() == StatusCode::kInvalidArgument &&
+                 wider.message().find("2 experts of width 32 over hidden 64") != std::string::npos,
+             wider.ToString().c_str());
+    a.width = 32;
+    a.route.num_experts = 3;
     QCOMPARE(gpu->MoeDecode(a).code(), StatusCode::kInvalidArgument);
     OK_OR_FAIL(gpu->Synchronize());
   }

@@ -772,6 +772,7 @@ Result<Buffer> CudaBackend::PrepareExperts(const WeightMatrix* const* gate,
                 "cudaMemcpyAsync(" + Str(bytes) + " bytes of expert table)"));
   // The table leaves with this function: the copy must have read it.
   OCTET_RETURN_IF_ERROR(CudaCheck(cudaStreamSynchronize(stream_), "cudaStreamSynchronize"));
+  expert_tables_[b.data()] = {n_experts, gate[0]->rows, gate[0]->cols};
   return b;
 }
 
@@ -787,6 +788,18 @@ Status CudaBackend::MoeDecode(const MoeDecodeArgs& a) {
                                 "), " + Str(k) + " experts a token, hidden " + Str(H) + ", width " +
                                 Str(F) + ", rows " + Str(a.ldx) + " / " + Str(a.ldo) +
                                 " apart, or a null pointer");
+  }
+  const auto shape = expert_tables_.find(a.experts);
+  if (shape == expert_tables_.end()) {
+    return InvalidArgumentError("MoeDecode: the expert table is not one PrepareExperts made");
+  }
+  if (shape->second.width != F || shape->second.hidden != H ||
+      r.num_experts != shape->second.experts || k > r.num_experts) {
+    return InvalidArgumentError("MoeDecode: the expert table holds " + Str(shape->second.experts) +
+                                " experts of width " + Str(shape->second.width) + " over hidden " +
+                                Str(shape->second.hidden) + "; asked for " + Str(r.num_experts) +
+                                " experts (" + Str(k) + " a token) of width " + Str(F) +
+                                " over hidden " + Str(H));
   }
   // Scratch: each slot's expert and weight, its gate, up and down rows.
   const int64_t slots = T * k;

@@ -32,6 +32,7 @@
 #include <cstdint>
 #include <memory>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "backend_kernels.h"
@@ -175,6 +176,13 @@ class CudaBackend final : public KernelBackend {
   bool split_bf16_ = true;      // OCTET_CUDA_MATMUL != "bf16"
   bool nvfp4_int_ = false;      // OCTET_CUDA_NVFP4_GEMV == "int"
   bool moe_on_device_ = false;  // OCTET_CUDA_MOE_ROUTING == "device"
+  // Each expert table PrepareExperts made (by its device address): how many
+  // experts, their width and hidden size, which MoeDecode checks its
+  // arguments against (the kernels would write past a slot's rows otherwise).
+  struct ExpertTableShape {
+    int64_t experts = 0, width = 0, hidden = 0;
+  };
+  std::unordered_map<const void*, ExpertTableShape> expert_tables_;
   bool fused_ = true;           // OCTET_CUDA_FUSED != "off"
   bool gemm_attention_ = true;  // OCTET_CUDA_PREFILL_ATTENTION != "kernel"
   // OCTET_CUDA_PREFILL_ATTENTION == "tensor": long prefills over F16 caches
