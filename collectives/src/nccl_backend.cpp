@@ -59,10 +59,38 @@ ncclDataType_t NcclType(const CollectiveArgs& a) {
   return ncclFloat32;
 }
 
+// Makes the communicator's GPU current for a scope and gives the calling
+// thread its own device back after. The communicator picks LocalRank % count;
+// the thread's device is the CUDA kernel backend's choice (it launches on a
+// stream of that device): on a host of several GPUs, a device left switched
+// here would send the backend's allocations and launches to the wrong GPU.
+class ScopedDevice {
+ public:
+  explicit ScopedDevice(int device) {
+    if (cudaGetDevice(&saved_) != cudaSuccess) saved_ = -1;
+    if (saved_ != device) {
+      error_ = cudaSetDevice(device);
+      set_ = error_ == cudaSuccess;
+    }
+  }
+  ~ScopedDevice() {
+    if (set_ && saved_ >= 0) cudaSetDevice(saved_);
+  }
+  cudaError_t error() const { return error_; }  // of making the device current
+  ScopedDevice(const ScopedDevice&) = delete;
+  ScopedDevice& operator=(const ScopedDevice&) = delete;
+
+ private:
+  int saved_ = -1;
+  bool set_ = false;
+  cudaError_t error_ = cudaSuccess;
+};
+
 class NcclBackend final : public Backend {
  public:
   explicit NcclBackend(const NcclApi* nccl) : nccl_(nccl) {}
   ~NcclBackend() override {
+    ScopedDevice on(device_);
     if (comm_) {
       // A poisoned communicator may have work stuck in flight: abort it.
       if (aborted_ || nccl_->comm_finalize(comm_) != ncclSuccess)
@@ -84,9 +112,8 @@ class NcclBackend final : public Backend {
       return UnavailableError(CudaError("no usable GPU (cudaGetDeviceCount)", e));
     }
     device_ = b.LocalRank() % count;
-    if (cudaError_t e = cudaSetDevice(device_); e != cudaSuccess) {
-      return UnavailableError(CudaError("cudaSetDevice", e));
-    }
+    ScopedDevice on(device_);  // the stream is made on it; the caller's device after
+    if (on.error() != cudaSuccess) return UnavailableError(CudaError("cudaSetDevice", on.error()));
     if (cudaError_t e = cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking);
         e != cudaSuccess) {
       return UnavailableError(CudaError("cudaStreamCreate", e));
@@ -95,6 +122,7 @@ class NcclBackend final : public Backend {
   }
 
   Status CreateComm(const ncclUniqueId& id, int n, int rank, Deadline deadline) {
+    ScopedDevice on(device_);  // NCCL binds the communicator to the current device
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     config.blocking = 0;
     ncclResult_t r = nccl_->comm_init_rank_config(&comm_, n, id, rank, &config);
@@ -118,6 +146,7 @@ class NcclBackend final : public Backend {
   }
 
   Status Collective(const CollectiveArgs& a, AlgorithmKind, Waiter& w) override {
+    ScopedDevice on(device_);
     const size_t elem = a.elem_bytes();
     const int n = w.bootstrap() ? w.bootstrap()->size() : 1;
     size_t in_bytes = a.count * elem, out_bytes = a.count * elem;
@@ -164,6 +193,7 @@ class NcclBackend final : public Backend {
 
   Status SendRecv(int send_peer, const void* send_data, size_t send_bytes, int recv_peer,
                   void* recv_data, size_t recv_bytes, Waiter& w) override {
+    ScopedDevice on(device_);
     OCTET_RETURN_IF_ERROR(Reserve(std::max(send_bytes, recv_bytes)));
     if (send_peer >= 0 && send_bytes > 0) {
       OCTET_RETURN_IF_ERROR(Check(

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <mutex>
 #include <string>
 #include <utility>
 
@@ -75,6 +76,15 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::Create(const BackendOptions& o
   const CudaProbeResult probe = CudaProbe();
   if (!probe.usable) return UnavailableError(probe.why);
   OCTET_RETURN_IF_ERROR(CudaCheck(cudaSetDevice(0), "cudaSetDevice(0)"));
+  if (probe.devices.size() > 1) {
+    // A DGX Spark has one GPU; on a host of several, the engine uses the first
+    // (every local TP rank's weights too; NCCL's buffers follow LocalRank).
+    static std::once_flag said;
+    std::call_once(said, [&] {
+      OCTET_LOG(INFO) << "cuda backend: GPU 0 of " << probe.devices.size()
+                      << " (this engine places a process's model on the first GPU)";
+    });
+  }
   OCTET_ASSIGN_OR_RETURN(const CublasApi* api, LoadCublas());
   std::unique_ptr<CudaBackend> b(new CudaBackend());
   b->cublas_ = api;
