@@ -6,6 +6,7 @@
 
 #include "octet/agent/agent_server.h"
 #include "octet/agent/cluster_token.h"
+#include "octet/app/cluster_import.h"
 #include "octet/app/tls_material.h"
 #include "octet/base/file_util.h"
 #include "octet/base/host_port.h"
@@ -134,8 +135,16 @@ Result<ClusterProfile> LoadProfile(const std::string& name, const std::string& c
   const std::string dir = ProfileDir(name, config_dir);
   auto p = LoadProfileDir(dir);
   if (!p.ok() && p.status().code() == StatusCode::kNotFound) {
-    return NotFoundError("no cluster profile '" + name + "' (" + dir +
-                         "); create one with `octet cluster init`");
+    // The profiles there are, by name: a running `octet cluster local` saves
+    // 'local', which the default 'default' does not find.
+    std::string saved;
+    for (const ProfileSummary& s : ListProfiles(config_dir)) {
+      if (s.error.empty()) saved += (saved.empty() ? "" : ", ") + s.name;
+    }
+    return NotFoundError(
+        "no cluster profile '" + name + "' (" + dir + "); " +
+        (saved.empty() ? std::string() : "saved profiles: " + saved + " (--cluster NAME); ") +
+        "create one with `octet cluster init`");
   }
   return p;
 }

@@ -58,6 +58,18 @@ class TestClusterProfile : public QObject {
     o.force = true;
     QVERIFY(InitCluster(o).ok());
     QVERIFY(*agent::ReadTokenFile(p->token_file()) != *token);
+    // A profile that is not there: the error names the ones saved (the
+    // default 'default' misses what `octet cluster local` saves as 'local').
+    auto missing = LoadProfile("default", config());
+    QCOMPARE(missing.status().code(), StatusCode::kNotFound);
+    QVERIFY2(missing.status().message().find("no cluster profile 'default'") != std::string::npos &&
+                 missing.status().message().find("saved profiles: desk (--cluster NAME)") !=
+                     std::string::npos,
+             missing.status().ToString().c_str());
+    auto none = LoadProfile("default", config() + "-empty");
+    QVERIFY2(none.status().message().find("saved profiles") == std::string::npos &&
+                 none.status().message().find("octet cluster init") != std::string::npos,
+             none.status().ToString().c_str());
   }
 
   void addNodeAndEndpoints() {
