@@ -14,6 +14,7 @@
 #include "octet/base/build_info.h"
 #include "octet/base/clock.h"
 #include "octet/base/deadline.h"
+#include "octet/base/http/client_error.h"
 #include "octet/base/json.h"
 #include "octet/base/sse.h"
 
@@ -43,7 +44,7 @@ std::unique_ptr<httplib::Client> MakeClient(const BenchConfig& c, int timeout_ms
 }
 
 std::string HttpError(const httplib::Result& r, const std::string& what) {
-  if (!r) return what + ": " + httplib::to_string(r.error());
+  if (!r) return what + ": " + http::ClientErrorText(r.error());
   std::string msg = what + ": HTTP " + std::to_string(r->status);
   json j = json::parse(r->body, nullptr, false);
   if (j.is_object() && j.contains("error") && j["error"].is_object()) {
@@ -255,7 +256,7 @@ RequestSample SendRequest(const BenchConfig& c, const std::string& model, const 
   s.start_s = Now();
   auto r = cli->send(req);
   if (!r) {
-    if (s.error.empty()) s.error = "request failed: " + httplib::to_string(r.error());
+    if (s.error.empty()) s.error = "request failed: " + http::ClientErrorText(r.error());
   } else if (r->status != 200) {
     json j = json::parse(error_body, nullptr, false);
     s.error = "HTTP " + std::to_string(r->status) +

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <thread>
 
+#include "octet/base/http/client_error.h"
 #include "octet/base/json.h"
 #include "octet/engine/generate.h"
 
@@ -197,12 +198,13 @@ Result<ChatReply> StreamChat(const ChatRequest& request,
                          std::to_string(ChatStreamParser::kMaxEventBytes >> 20) + " MiB");
   }
   if (!ok && status == 0) {
-    return UnavailableError("no answer from " + request.base_url + ": " + httplib::to_string(err));
+    return UnavailableError("no answer from " + request.base_url + ": " +
+                            http::ClientErrorText(err));
   }
   if (status < 200 || status >= 300) return UnavailableError(ServerError(status, error_body));
   if (!ok && !parser.done()) {
     return UnavailableError("the stream from " + request.base_url +
-                            " ended early: " + httplib::to_string(err));
+                            " ended early: " + http::ClientErrorText(err));
   }
   if (reply.finish_reason.empty()) reply.finish_reason = "stop";
   return reply;
@@ -215,7 +217,9 @@ Result<std::vector<std::string>> ListModels(const std::string& base_url, Deadlin
   client.set_connection_timeout(ms);
   client.set_read_timeout(ms);
   auto res = client.Get(url.prefix + "/v1/models");
-  if (!res) return UnavailableError("no answer from " + base_url + ": " + httplib::to_string(res.error()));
+  if (!res)
+    return UnavailableError("no answer from " + base_url + ": " +
+                            http::ClientErrorText(res.error()));
   if (res->status != 200) return UnavailableError(ServerError(res->status, res->body));
   json j = json::parse(res->body, nullptr, false);
   std::vector<std::string> ids;
@@ -284,7 +288,8 @@ Result<std::vector<ServerDefault>> FetchServerDefaults(const std::string& base_u
   if (!api_key.empty()) headers.emplace("Authorization", "Bearer " + api_key);
   auto res = client.Get(url.prefix + "/v1/models", headers);
   if (!res)
-    return UnavailableError("no answer from " + base_url + ": " + httplib::to_string(res.error()));
+    return UnavailableError("no answer from " + base_url + ": " +
+                            http::ClientErrorText(res.error()));
   if (res->status != 200) return UnavailableError(ServerError(res->status, res->body));
   return ParseServerDefaults(res->body, model);
 }

@@ -22,6 +22,7 @@
 #include "octet/app/hub.h"
 #include "octet/base/build_info.h"
 #include "octet/base/file_util.h"
+#include "octet/base/http/client_error.h"
 #include "octet/base/json.h"
 
 namespace octet::app::hub {
@@ -175,7 +176,7 @@ Result<Response> HttpGet(const HubConfig& c, std::string url, const httplib::Hea
     if (cancel && cancel->load()) return CancelledError("stopped by a signal");
     if (!res) {
       return UnavailableError(
-          "GET " + url + ": " + httplib::to_string(res.error()) +
+          "GET " + url + ": " + http::ClientErrorText(res.error()) +
           (res.error() == httplib::Error::Read ? " (timed out or dropped)" : ""));
     }
     if (location.empty()) return resp;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <regex>
 
+#include "octet/base/http/client_error.h"
 #include "octet/base/json.h"
 #include "octet/router/policy.h"
 #include "octet/router/router.h"
@@ -56,7 +57,7 @@ Result<std::unique_ptr<httplib::Client>> MakeClient(const std::string& base_url,
 Status HttpError(const std::string& base_url, const std::string& what, const httplib::Result& r) {
   if (!r) {
     return UnavailableError("router " + base_url + ": " + what + ": " +
-                            httplib::to_string(r.error()));
+                            http::ClientErrorText(r.error()));
   }
   std::string message = r->body;
   json j = json::parse(r->body, nullptr, false);

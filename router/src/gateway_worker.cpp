@@ -14,6 +14,7 @@
 
 #include "gateway_impl.h"
 #include "octet/base/deadline.h"
+#include "octet/base/http/client_error.h"
 #include "octet/base/http/httplib_adapter.h"
 #include "octet/base/log.h"
 
@@ -195,7 +196,7 @@ void Gateway::Impl::RunUpstream(const std::shared_ptr<Exchange>& exp) {
       MutexLock lock(ex.sink_mu);
       body_started = ex.body_started;
     }
-    const std::string what = httplib::to_string(err);
+    const std::string what = http::ClientErrorText(err);
     if (body_started) {
       // Tokens already reached the client: end the stream with an error event.
       const std::string message = MidStreamFailure(replica, pool, what);

@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "octet/base/http/client_error.h"
 #include "octet/base/log.h"
 #include "router_core.h"
 
@@ -63,7 +64,7 @@ void RouterCore::CheckReplica(const std::shared_ptr<ReplicaState>& replica, cons
       OCTET_LOG(WARNING) << "pool '" << spec.name << "': replica " << replica->url() << " failed "
                          << replica->check_failures << " health checks ("
                          << (res ? "status " + std::to_string(res->status)
-                                 : httplib::to_string(res.error()))
+                                 : http::ClientErrorText(res.error()))
                          << "); out of rotation";
     }
   }

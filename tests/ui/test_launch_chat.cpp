@@ -281,7 +281,8 @@ class TestLaunchChat : public QObject {
     QTest::mouseClick(chat->findChild<QPushButton*>(QStringLiteral("chatSend")), Qt::LeftButton);
     QVERIFY(finished.wait(20'000));
     QCOMPARE(finished.first().first().toBool(), false);
-    QVERIFY2(chat->messages().last().error.contains(QStringLiteral("no answer")),
+    QVERIFY2(chat->messages().last().error.contains(
+                 QStringLiteral("no answer from http://127.0.0.1:1: could not connect")),
              qPrintable(chat->messages().last().error));
   }
   // The chat's sampling settings left at "default" are not sent: the server

@@ -150,7 +150,9 @@ class TestBenchCli : public QObject {
     auto dead = RunProgram({"octet", "bench", "--url",
                             "http://127.0.0.1:" + std::to_string(dead_port), "--runs", "1"});
     QCOMPARE(dead.exit_code, 1);
-    QVERIFY2(dead.output.find("/v1/models") != std::string::npos, dead.output.c_str());
+    QVERIFY2(dead.output.find("/v1/models: could not connect (refused, or nothing listens "
+                              "there)") != std::string::npos,
+             dead.output.c_str());
     auto zero = RunProgram({"octet", "bench", "--url", "http://127.0.0.1:1", "--pp", "0"});
     QCOMPARE(zero.exit_code, 2);
     auto no_url = RunProgram({"octet", "bench", "--pp", "8"});
