@@ -24,6 +24,7 @@
 #include <nccl.h>
 
 #include "nccl_loader.h"
+#include "octet/base/cuda_driver_problem.h"
 #endif
 
 namespace octet::collectives {
@@ -293,7 +294,7 @@ class NcclBackend final : public Backend {
 Status ProbeNccl() {
   int count = 0;
   const cudaError_t e = cudaGetDeviceCount(&count);
-  if (e != cudaSuccess) return UnavailableError(CudaError("no usable GPU (cudaGetDeviceCount)", e));
+  if (e != cudaSuccess) return UnavailableError("no usable GPU: " + DriverProblem(e));
   if (count == 0) return UnavailableError("no usable GPU (no CUDA device)");
   auto nccl = LoadNccl();  // a GPU without libnccl: the ranks fall back together
   return nccl.ok() ? Status::Ok() : nccl.status();

@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "cuda_check.h"
+#include "octet/base/cuda_driver_problem.h"
 
 namespace octet::kernels::cuda {
 
@@ -86,34 +87,6 @@ ListSays ListSaysFor(const std::string& list, int cc) {
     start = end + 1;
   }
   return says;
-}
-
-std::string DriverProblem(cudaError_t e) {
-  int driver = 0, runtime = 0;
-  if (cudaDriverGetVersion(&driver) != cudaSuccess) driver = 0;
-  if (cudaRuntimeGetVersion(&runtime) != cudaSuccess) runtime = 0;
-  const std::string name = cudaGetErrorName(e);
-  switch (e) {
-    case cudaErrorInsufficientDriver:
-      if (driver == 0) {
-        return "no CUDA driver (libcuda.so.1 not found; the NVIDIA driver is not installed) (" +
-               name + ")";
-      }
-      // Versions are 1000 * major + 10 * minor.
-      return "CUDA driver too old: it supports CUDA " + std::to_string(driver / 1000) + "." +
-             std::to_string(driver % 1000 / 10) + ", this build's runtime needs " +
-             std::to_string(runtime / 1000) + "." + std::to_string(runtime % 1000 / 10) + " (" +
-             name + ")";
-    case cudaErrorStubLibrary:
-      return "no CUDA driver: libcuda.so is the toolkit's stub library (" + name + ")";
-    case cudaErrorNoDevice:
-      return "the CUDA driver sees no device (" + name +
-             "; check CUDA_VISIBLE_DEVICES and nvidia-smi)";
-    case cudaErrorSystemDriverMismatch:
-      return "the CUDA driver and the kernel module differ in version (" + name + ")";
-    default:
-      return std::string("cudaGetDeviceCount failed: ") + name + ": " + cudaGetErrorString(e);
-  }
 }
 
 }  // namespace
