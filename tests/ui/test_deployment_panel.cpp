@@ -106,6 +106,16 @@ bool AnyMessage(DeploymentPanel* p, const QString& part) {
   return false;
 }
 
+// Whether a job of `deployment` runs on any node.
+bool AnyJobRuns(const app::ClusterSnapshot& s, const std::string& deployment) {
+  for (const auto& n : s.nodes) {
+    for (const auto& j : n.jobs) {
+      if (j.spec.deployment == deployment && j.state == "running") return true;
+    }
+  }
+  return false;
+}
+
 }  // namespace
 
 class TestDeploymentPanel : public QObject {
@@ -531,16 +541,7 @@ class TestDeploymentPanel : public QObject {
     auto* log = panel->findChild<QPlainTextEdit*>(QStringLiteral("deploymentLog"));
     // The replica's job runs (its worker held): the apply waits for it.
     QVERIFY2(test::WaitForSnapshot(
-                 w,
-                 [](const app::ClusterSnapshot& s) {
-                   for (const auto& n : s.nodes) {
-                     for (const auto& j : n.jobs) {
-                       if (j.spec.deployment == "held" && j.state == "running") return true;
-                     }
-                   }
-                   return false;
-                 },
-                 30'000),
+                 w, [](const app::ClusterSnapshot& s) { return AnyJobRuns(s, "held"); }, 30'000),
              qPrintable(log->toPlainText()));
     QVERIFY(panel->busy());
     auto* down = panel->findChild<QPushButton*>(QStringLiteral("downDeployment"));
@@ -566,16 +567,7 @@ class TestDeploymentPanel : public QObject {
     QVERIFY2(took_ms < 60'000, qPrintable(QString::number(took_ms)));
     QVERIFY(down->isEnabled());
     QVERIFY(test::WaitForSnapshot(
-        w,
-        [](const app::ClusterSnapshot& s) {
-          for (const auto& n : s.nodes) {
-            for (const auto& j : n.jobs) {
-              if (j.spec.deployment == "held" && j.state == "running") return false;
-            }
-          }
-          return true;
-        },
-        20'000));
+        w, [](const app::ClusterSnapshot& s) { return !AnyJobRuns(s, "held"); }, 20'000));
     qInfo("Down during the apply: both ended %lld ms after it was pressed",
           static_cast<long long>(took_ms));
   }
