@@ -199,6 +199,13 @@ void TokenShard::Read(int64_t begin, int64_t n, int32_t* out) const {
 
 Result<DataMeta> DataMeta::Load(const std::string& dir) {
   const std::string path = JoinPath(dir, "meta.json");
+  if (!PathExists(dir)) return NotFoundError("data folder '" + dir + "' does not exist");
+  if (!PathExists(path)) {
+    // Text files, or a folder of them, given where token shards are wanted.
+    return NotFoundError("'" + dir +
+                         "' is not a prepared data folder (no meta.json): make one from text "
+                         "files with `octet train prepare --out DATA FILES...`");
+  }
   OCTET_ASSIGN_OR_RETURN(std::string text, ReadFileToString(path));
   DataMeta m;
   try {

@@ -205,6 +205,17 @@ class TestTokenShards : public QObject {
   void metaErrorsNameTheFile() {
     QTemporaryDir tmp;
     const std::string dir = tmp.path().toStdString();
+    // A folder of text, not token shards: says so, and how to make them.
+    auto text = TokenDataset::Open(dir, "train");
+    QCOMPARE(text.status().code(), StatusCode::kNotFound);
+    QVERIFY2(text.status().message().find("is not a prepared data folder (no meta.json)") !=
+                     std::string::npos &&
+                 text.status().message().find("octet train prepare") != std::string::npos,
+             text.status().ToString().c_str());
+    auto none = TokenDataset::Open(dir + "/missing", "train");
+    QVERIFY2(none.status().message().find("data folder '" + dir + "/missing' does not exist") !=
+                 std::string::npos,
+             none.status().ToString().c_str());
     QVERIFY(WriteFileAtomic(dir + "/meta.json", R"({"format":"other"})").ok());
     auto ds = TokenDataset::Open(dir, "train");
     QVERIFY(!ds.ok());
