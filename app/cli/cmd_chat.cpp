@@ -1,9 +1,9 @@
 // `octet chat`: an interactive terminal conversation with a model folder.
 // Each line read from stdin is a user turn; the reply streams as it is
-// generated (partial UTF-8 held back). Lines starting with '/' are commands:
-// /reset forgets the conversation, /system TEXT sets the system message,
-// /exit (or end of input) quits. Each turn renders the whole conversation with
-// the model's chat template and prefills it again (simple and exact; the
+// generated (partial UTF-8 held back). These lines are commands: /reset
+// forgets the conversation, /system TEXT sets the system message, /help lists
+// them, /exit or /quit (or end of input) quits; any other line is a message. Each turn renders the
+// whole conversation with the model's chat template and prefills it again (simple and exact; the
 // serving scheduler of `octet serve` is the place for prefix reuse).
 //
 // --json (for scripts; stdin lines are still the user turns): nothing streams;
@@ -37,7 +37,8 @@ constexpr const char* kProgram = "octet chat";
 int RunChat(const std::vector<std::string>& args) {
   ArgParser p(kProgram,
               "Chat with a model folder in the terminal. Type a message and press Enter;\n"
-              "/reset forgets the conversation, /system TEXT sets the system message, /exit quits.");
+              "/reset forgets the conversation, /system TEXT sets the system message, /help lists\n"
+              "the commands, /exit quits.");
   p.Option("model", "DIR", "model folder (config.json, *.safetensors, tokenizer.json)")
       .Option("system", "TEXT", "system message")
       .Option("max-tokens", "N", "longest reply in tokens", "512")
@@ -152,8 +153,8 @@ int RunChat(const std::vector<std::string>& args) {
   std::vector<engine::ChatMessage> history;
   std::string system = p.GetString("system");
   if (interactive) {
-    std::cerr << "octet chat: " << m.config().architecture_name << ", "
-              << m.WeightFormatSummary() << ". /exit to quit.\n";
+    std::cerr << "octet chat: " << m.config().architecture_name << ", " << m.WeightFormatSummary()
+              << ". /help for the commands, /exit to quit.\n";
   }
   engine::DecodeOptions text_opts;
   text_opts.skip_special_tokens = true;
@@ -165,6 +166,13 @@ int RunChat(const std::vector<std::string>& args) {
     if (!std::getline(std::cin, line)) break;
     if (line.empty()) continue;
     if (line == "/exit" || line == "/quit") break;
+    if (line == "/help") {
+      std::cerr << "/reset        forget the conversation\n"
+                   "/system TEXT  set the system message (/system alone clears it)\n"
+                   "/exit, /quit  leave (so does end of input)\n"
+                   "anything else is your next message\n";
+      continue;
+    }
     if (line == "/reset") {
       history.clear();
       std::cerr << "(conversation cleared)\n";

@@ -253,11 +253,13 @@ class TestServeOps : public QObject {
   }
 
   // `octet chat --json`: stdin lines are the turns; one JSON object per turn
-  // (and per /reset) on stdout, the conversation growing between turns.
+  // (and per /reset) on stdout, the conversation growing between turns; /help
+  // is answered on stderr and is no turn.
   void chatJsonOneObjectPerTurn() {
     const std::string input = ScratchDir() + "/chat-input.txt";
     QVERIFY(
-        WriteFileAtomic(input, "Count to three\nAnd again\n/reset\nCount to three\n", 0600).ok());
+        WriteFileAtomic(input, "Count to three\n/help\nAnd again\n/reset\nCount to three\n", 0600)
+            .ok());
     auto r = RunProgram({"/bin/sh", "-c", "exec \"$0\" \"$@\" < \"$OCTET_CHAT_INPUT\" 2>/dev/null",
                          BinDir() + "/octet", "chat", "--model", model_, "--json", "--temperature",
                          "0", "--max-tokens", "3"},
