@@ -91,6 +91,7 @@ class NcclBackend final : public Backend {
  public:
   explicit NcclBackend(const NcclApi* nccl) : nccl_(nccl) {}
   ~NcclBackend() override {
+    if (!comm_ && !stream_ && !send_buf_ && !recv_buf_) return;  // no GPU touched
     ScopedDevice on(device_);
     if (comm_) {
       // A poisoned communicator may have work stuck in flight: abort it.
