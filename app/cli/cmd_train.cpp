@@ -472,7 +472,8 @@ int RunPretrain(const ArgParser& p, const std::vector<std::string>& args) {
   // evaluation's (all ranks agree on them) and appear once one has run.
   std::optional<trainer::EvalReport> last_eval;
   auto print_figures = [&](const char* state, const trainer::StepReport* r) {
-    nlohmann::ordered_json f = {{"kind", "training"}, {"state", state}};
+    nlohmann::ordered_json f = {
+        {"kind", "training"}, {"state", state}, {"backend", std::string(backend->get()->name())}};
     if (r) {
       f["train_step"] = r->step;
       f["train_total_steps"] = r->total_steps;

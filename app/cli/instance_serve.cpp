@@ -60,8 +60,9 @@ void AddServeFlags(ArgParser& p, bool worker) {
 namespace {
 
 nlohmann::json SchedulerFigures(const engine::SchedulerMetrics& m, const std::string& state,
-                                bool speculative) {
+                                bool speculative, std::string_view backend) {
   nlohmann::json j = {{"state", state},
+                      {"backend", std::string(backend)},
                       {"prefill_tps", m.prefill_tps},
                       {"decode_tps", m.decode_tps},
                       {"step_ms", m.step_ms},
@@ -306,7 +307,7 @@ int RunServeOn(engine::TpRuntime& rt, const std::optional<engine::Tokenizer>& to
     failure = sched.health();
     if (!failure.ok()) break;
     if (print_figures && NowNs() >= next_figures) {
-      PrintFigures(SchedulerFigures(sched.Metrics(), "serving", spec_on));
+      PrintFigures(SchedulerFigures(sched.Metrics(), "serving", spec_on, rt.backend().name()));
       next_figures = NowNs() + 1'000'000'000;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -319,7 +320,8 @@ int RunServeOn(engine::TpRuntime& rt, const std::optional<engine::Tokenizer>& to
     if (grpc) grpc->Stop();
     (*http)->Stop(kDrainMs);
     Status s = rt.Shutdown();
-    if (print_figures) PrintFigures(SchedulerFigures(sched.Metrics(), "stopped", spec_on));
+    if (print_figures)
+      PrintFigures(SchedulerFigures(sched.Metrics(), "stopped", spec_on, rt.backend().name()));
     if (!s.ok()) return fail(s.message(), kExitFailure);
     return kExitOk;
   }
@@ -328,7 +330,8 @@ int RunServeOn(engine::TpRuntime& rt, const std::optional<engine::Tokenizer>& to
   sched.Stop(failure);
   if (grpc) grpc->Stop();
   (*http)->Stop(kDrainMs);
-  if (print_figures) PrintFigures(SchedulerFigures(sched.Metrics(), "failed", spec_on));
+  if (print_figures)
+    PrintFigures(SchedulerFigures(sched.Metrics(), "failed", spec_on, rt.backend().name()));
   return fail(failure.message(), kExitFailure);
 }
 
@@ -349,6 +352,7 @@ int RunFollower(engine::TpRuntime& rt, const std::string& program, bool print_fi
     const int64_t step_ns = s.step_ns - prev.step_ns;
     PrintFigures(
         {{"state", "following"},
+         {"backend", std::string(rt.backend().name())},
          {"step_ms", steps > 0 ? step_ns * 1e-6 / steps : 0.0},
          {"allreduce_share",
           step_ns > 0 ? double(s.allreduce_ns - prev.allreduce_ns) / double(step_ns) : 0.0}});

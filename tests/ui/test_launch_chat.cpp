@@ -16,6 +16,7 @@
 #include <QLineEdit>
 #include <QPlainTextEdit>
 #include <QPushButton>
+#include <QRegularExpression>
 #include <QSignalSpy>
 #include <QSpinBox>
 #include <QTableWidget>
@@ -173,6 +174,11 @@ class TestLaunchChat : public QObject {
     auto* table = launch->findChild<QTableWidget*>(QStringLiteral("instanceTable"));
     QCOMPARE(table->rowCount(), 1);
     QCOMPARE(table->item(0, 1)->text(), QStringLiteral("ready"));
+    // Its detail says which kernel backend it computes with (from its figures).
+    const QRegularExpression one_backend(QStringLiteral("^backend [a-z0-9]+$"));
+    QVERIFY2(QTest::qWaitFor(
+                 [&] { return one_backend.match(table->item(0, 3)->text()).hasMatch(); }, 10'000),
+             qPrintable(table->item(0, 3)->text()));
     QVERIFY(QTest::qWaitFor([&] { return log->toPlainText().contains(QStringLiteral("serving")); }, 5000));
     // The status bar counts the server, which no agent reports.
     auto* jobs = w.findChild<QLabel*>(QStringLiteral("jobsStatus"));

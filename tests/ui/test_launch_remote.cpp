@@ -20,6 +20,7 @@
 #include <QLineEdit>
 #include <QPlainTextEdit>
 #include <QPushButton>
+#include <QRegularExpression>
 #include <QSignalSpy>
 #include <QSpinBox>
 #include <QTableWidget>
@@ -219,6 +220,11 @@ class TestLaunchRemote : public QObject {
     auto* table = launch->findChild<QTableWidget*>(QStringLiteral("instanceTable"));
     QCOMPARE(table->item(0, 1)->text(), QStringLiteral("ready"));
     QVERIFY(state->text().contains(url));
+    // Which kernel backend each rank computes with, as their agents report it.
+    const QRegularExpression both(QStringLiteral("^backend [a-z0-9]+ on each of 2 ranks$"));
+    QVERIFY2(
+        QTest::qWaitFor([&] { return both.match(table->item(0, 3)->text()).hasMatch(); }, 15'000),
+        qPrintable(table->item(0, 3)->text()));
     // Rank 0's output, through its agent, in the panel's log.
     QVERIFY(QTest::qWaitFor([&] { return log->toPlainText().contains(QStringLiteral("serving")); },
                             10'000));

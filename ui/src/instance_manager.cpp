@@ -112,6 +112,8 @@ int InstanceManager::start(const app::InstanceSpec& spec_in, const QString& name
   info.id = id;
   info.kind = spec.kind;
   info.name = name;
+  info.ranks =
+      std::max(1, spec.kind == app::InstanceSpec::Kind::kTraining ? spec.train_ranks : spec.tp);
   info.stage_count = (*started)->stage_count();
   info.stage_name = QString::fromStdString((*started)->stage_name(0));
   if (spec.kind == app::InstanceSpec::Kind::kTraining)
@@ -134,6 +136,8 @@ int InstanceManager::startRemote(std::shared_ptr<app::ClusterSession> session,
                                                      : app::InstanceSpec::Kind::kInference;
   info.name = name;
   info.nodes = node_names;
+  info.job_id = QString::fromStdString(spec.job_id);
+  info.ranks = std::max<int>(1, static_cast<int>(spec.nodes.size()));
   if (spec.kind == app::JobKind::kTraining) {
     info.stage_name = QStringLiteral("training");
     info.out_dir = QString::fromStdString(spec.model_dir);

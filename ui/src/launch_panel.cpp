@@ -29,6 +29,7 @@
 #include <QThreadPool>
 #include <QVBoxLayout>
 #include <algorithm>
+#include <map>
 
 #include "launch_panel_internal.h"
 #include "octet/app/training_run.h"
@@ -99,6 +100,8 @@ LaunchPanel::LaunchPanel(ClusterController* controller, InstanceManager* instanc
   connect(instances_, &InstanceManager::trainingFigures, this, &LaunchPanel::showTrainingProgress);
   connect(instances_, &InstanceManager::stageChanged, this, &LaunchPanel::showTrainingProgress);
   connect(instances_, &InstanceManager::exited, this, &LaunchPanel::onExited);
+  connect(instances_, &InstanceManager::instanceFigures, this, &LaunchPanel::refreshBackends);
+  connect(controller_, &ClusterController::snapshotChanged, this, &LaunchPanel::refreshBackends);
   connect(controller_, &ClusterController::snapshotChanged, this, [this](const SnapshotPtr& s) {
     const int n = static_cast<int>(s->nodes.size());
     int64_t memory = 0;
@@ -760,8 +763,12 @@ void LaunchPanel::refreshInstances() {
     table_->setItem(r, 0, name);
     table_->setItem(r, 1, state);
     table_->setItem(r, 2, new QTableWidgetItem(info.url));
-    auto* detail = new QTableWidgetItem(info.detail);
-    detail->setToolTip(info.detail);
+    // An error, else (serving or training) which backend the ranks compute with.
+    const bool live =
+        info.state == InstanceInfo::State::kReady || info.state == InstanceInfo::State::kRunning;
+    const QString detail_text = info.detail.isEmpty() && live ? backendsText(info) : info.detail;
+    auto* detail = new QTableWidgetItem(detail_text);
+    detail->setToolTip(detail_text);
     table_->setItem(r, 3, detail);
     starting = starting || info.state == InstanceInfo::State::kStarting;
     if (info.id == selected) table_->selectRow(r);
@@ -792,6 +799,42 @@ void LaunchPanel::refreshInstances() {
   stop_->setEnabled(info && (info->state == InstanceInfo::State::kStarting ||
                              info->state == InstanceInfo::State::kReady ||
                              info->state == InstanceInfo::State::kRunning));
+}
+
+QString LaunchPanel::backendsText(const InstanceInfo& info) const {
+  std::map<uint32_t, std::string> by_rank;  // what each rank said
+  if (!info.job_id.isEmpty()) {
+    const std::string job = info.job_id.toStdString();
+    for (const auto& n : controller_->snapshot()->nodes) {
+      if (!n.has_telemetry) continue;
+      for (const auto& w : n.telemetry.workers) {
+        if (w.job_id == job && !w.backend.empty()) by_rank[w.rank] = w.backend;
+      }
+    }
+  } else if (info.has_figures && !info.figures.backend.empty()) {
+    // Rank 0's; the followers run the same build with the same flags here.
+    for (int r = 0; r < info.ranks; ++r) by_rank[static_cast<uint32_t>(r)] = info.figures.backend;
+  }
+  if (by_rank.empty()) return {};
+  bool same = static_cast<int>(by_rank.size()) == info.ranks;
+  for (const auto& [rank, backend] : by_rank) same = same && backend == by_rank.begin()->second;
+  if (same) {
+    const QString name = QString::fromStdString(by_rank.begin()->second);
+    return info.ranks == 1 ? tr("backend %1").arg(name)
+                           : tr("backend %1 on each of %2 ranks").arg(name).arg(info.ranks);
+  }
+  QStringList parts;
+  for (const auto& [rank, backend] : by_rank)
+    parts << tr("rank %1 %2").arg(rank).arg(QString::fromStdString(backend));
+  return parts.join(QStringLiteral(", "));
+}
+
+void LaunchPanel::refreshBackends() {
+  QString key;
+  for (const InstanceInfo& info : instances_->instances()) key += backendsText(info) + '\n';
+  if (key == backends_key_) return;
+  backends_key_ = key;
+  refreshInstances();
 }
 
 void LaunchPanel::onLogLine(int id, const QString& line) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <string>
 
 #include "octet/base/json.h"
 
@@ -23,6 +24,21 @@ uint64_t Count(const nlohmann::json& j, const char* key) {
 
 uint32_t Count32(const nlohmann::json& j, const char* key) {
   return static_cast<uint32_t>(std::min<uint64_t>(Count(j, key), UINT32_MAX));
+}
+
+// A backend's name as a worker says it: a short word of [A-Za-z0-9._+-], else
+// nothing (the line comes from a process's output and ends up in a window).
+std::string BackendName(const nlohmann::json& j) {
+  auto it = j.find("backend");
+  if (it == j.end() || !it->is_string()) return {};
+  const std::string s = it->get<std::string>();
+  if (s.empty() || s.size() > 32) return {};
+  for (const char c : s) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '.' || c == '_' || c == '+' || c == '-';
+    if (!ok) return {};
+  }
+  return s;
 }
 
 }  // namespace
@@ -58,6 +74,9 @@ Status ParseFiguresJson(std::string_view json, WorkerFigures* f) {
   f->spec_drafted_tokens = Count(j, "spec_drafted_tokens_total");
   f->spec_accepted_tokens =
       std::min(f->spec_drafted_tokens, Count(j, "spec_accepted_tokens_total"));
+  // Said once known and kept: a line without it (a follower's, a final one)
+  // does not take it away.
+  if (std::string b = BackendName(j); !b.empty()) f->backend = std::move(b);
   return Status::Ok();
 }
 

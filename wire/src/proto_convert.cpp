@@ -71,6 +71,7 @@ void ToProto(const WorkerFigures& w, v1::WorkerFigures* p) {
   p->set_memory_bytes(w.memory_bytes);
   p->set_spec_drafted_tokens(w.spec_drafted_tokens);
   p->set_spec_accepted_tokens(w.spec_accepted_tokens);
+  p->set_backend(w.backend);
 }
 
 WorkerFigures FromProto(const v1::WorkerFigures& p) {
@@ -92,6 +93,7 @@ WorkerFigures FromProto(const v1::WorkerFigures& p) {
   f.memory_bytes = p.memory_bytes();
   f.spec_drafted_tokens = p.spec_drafted_tokens();
   f.spec_accepted_tokens = p.spec_accepted_tokens();
+  f.backend = p.backend();
   return f;
 }
 

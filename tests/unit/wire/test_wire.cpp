@@ -71,6 +71,7 @@ WorkerFigures FullFigures() {
   f.memory_bytes = uint64_t{3} << 30;
   f.spec_drafted_tokens = 120;
   f.spec_accepted_tokens = 90;
+  f.backend = "avx512";
   return f;
 }
 
@@ -140,6 +141,24 @@ class TestWire : public QObject {
     QCOMPARE(f.spec_accepted_tokens, uint64_t{6});
     QVERIFY(!IsFiguresLine("@octet-figure {}"));
     QVERIFY(!IsFiguresLine("step 1 | loss 3.2"));
+  }
+
+  // The backend a rank says it computes with: kept when a later line leaves it
+  // out, and taken only as a short word (it ends up in the window).
+  void figuresLineCarriesTheBackend() {
+    WorkerFigures f;
+    QVERIFY(ParseFiguresJson(R"({"state":"serving","backend":"cuda"})", &f).ok());
+    QCOMPARE(f.backend, std::string("cuda"));
+    QVERIFY(ParseFiguresJson(R"({"state":"following"})", &f).ok());
+    QCOMPARE(f.backend, std::string("cuda"));
+    QVERIFY(ParseFiguresJson(R"({"backend":"neon"})", &f).ok());
+    QCOMPARE(f.backend, std::string("neon"));
+    for (const char* bad :
+         {R"({"backend":"<b>x</b>"})", R"({"backend":"a b"})", R"({"backend":7})",
+          R"({"backend":""})", R"({"backend":"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"})"}) {
+      QVERIFY(ParseFiguresJson(bad, &f).ok());
+      QVERIFY2(f.backend == "neon", bad);
+    }
   }
 
   void figuresJsonIsClamped() {

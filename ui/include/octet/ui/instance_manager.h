@@ -52,8 +52,11 @@ struct InstanceInfo {
   // Training: the output folder (the model once finished) and the curves.
   QString out_dir;
   app::TrainingCurves training;
-  // A remote instance: the nodes its ranks run on (rank order), else empty.
+  // A remote instance: the nodes its ranks run on (rank order), else empty,
+  // and the agents' job id (their telemetry names its ranks by it).
   QStringList nodes;
+  QString job_id;
+  int ranks = 1;  // processes: TP ranks, or a training run's data-parallel ranks
   // A local inference instance: rank 0's latest figures (`octet serve
   // --figures`, once a second) and when they came (ms since the epoch).
   bool has_figures = false;

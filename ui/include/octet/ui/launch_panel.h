@@ -46,6 +46,7 @@ class QTableWidget;
 namespace octet::ui {
 
 class InstanceManager;
+struct InstanceInfo;
 
 class LaunchPanel : public QWidget {
   Q_OBJECT
@@ -119,6 +120,13 @@ class LaunchPanel : public QWidget {
   QString whyNotThroughLocalNodesForTraining(const QString& data, const QString& out) const;
   // "It runs on this machine beside the local nodes ...: WHY." ("" for "").
   QString besideNodesNote(const QString& why) const;
+  // Which kernel backend the instance's ranks compute with, from their figures
+  // (a remote instance's through the agents' telemetry, a local one's from
+  // rank 0, whose followers run the same build and flags on this machine):
+  // "backend avx512 on each of 2 ranks", "rank 0 cuda, rank 1 avx512", or "".
+  QString backendsText(const InstanceInfo& info) const;
+  // Refreshes the instance table when what backendsText says has changed.
+  void refreshBackends();
   void refreshRouterNodes(const app::ClusterSnapshot& snap);
 
   ClusterController* controller_;
@@ -161,6 +169,7 @@ class LaunchPanel : public QWidget {
   // cluster's nodes and not on them ("" when it is not), said while it starts
   // and while it serves or trains.
   QString last_beside_nodes_;
+  QString backends_key_;  // every instance's backendsText, as last shown
   int summary_generation_ = 0;
   int plan_generation_ = 0;
   int64_t node_memory_ = 0;  // the smallest node's memory (0: unknown)

@@ -28,7 +28,9 @@ std::string FormatFiguresLine(const nlohmann::ordered_json& figures);
 // Reads the JSON part of a figures line into `figures`: the keys present
 // replace the fields they name, clamped to their ranges (fractions to 0..1,
 // counts to 0..2^53, accepted drafts to at most the proposed ones); keys of
-// the wrong type read as 0. InvalidArgument when the text is not a JSON object.
+// the wrong type read as 0. "backend" is kept from an earlier line when a
+// line leaves it out, and taken only as a short word of [A-Za-z0-9._+-].
+// InvalidArgument when the text is not a JSON object.
 Status ParseFiguresJson(std::string_view json, WorkerFigures* figures);
 
 }  // namespace octet::wire

@@ -53,6 +53,9 @@ struct WorkerFigures {
   double train_tps = 0;
   uint64_t train_step = 0;
   uint64_t memory_bytes = 0;  // resident memory of the process (from /proc)
+  // The kernel backend the rank computes with ("avx512", "neon", "cuda", ...),
+  // once its model is loaded; "" before, or from a worker that does not say.
+  std::string backend;
   // Speculative decoding: draft tokens proposed and kept, since the start.
   uint64_t spec_drafted_tokens = 0;
   uint64_t spec_accepted_tokens = 0;
