@@ -477,6 +477,8 @@ class TestDeploymentPanel : public QObject {
     QVERIFY2(QTest::qWaitFor([&] { return panel->deployment() != nullptr; }, 10'000),
              qPrintable(panel->messages().join("\n")));
     QCOMPARE(panel->deployment()->instances.size(), size_t{1});
+    QVERIFY2(panel->messages().contains(QStringLiteral("1 replica on 1 of 2 nodes")),
+             qPrintable(panel->messages().join("\n")));
     QVERIFY2(QString::fromStdString(panel->deployment()->instances[0].model)
                  .endsWith(QStringLiteral("/resources/models/nanochat-demo")),
              panel->deployment()->instances[0].model.c_str());

@@ -484,8 +484,8 @@ void DeploymentPanel::check() {
         showCapacity(*r.deployment, static_cast<int>(snap->nodes.size()));
       }
       if (ok) {
-        add(tr("%1 replicas on %2 of %3 nodes%4")
-                .arg(r.deployment->replica_count())
+        add(tr("%n replica(s) on %1 of %2 nodes%3", nullptr,
+               static_cast<int>(r.deployment->replica_count()))
                 .arg(r.deployment->node_count())
                 .arg(snap->nodes.size())
                 .arg(placement_.router_node.empty()
