@@ -263,7 +263,8 @@ int CheckDeploymentFile(const std::string& prog, const app::DeploymentParseResul
 int RunCheckOrApply(const std::vector<std::string>& args, bool apply) {
   const std::string prog = apply ? "octet deploy apply" : "octet deploy check";
   ArgParser p(prog, apply ? "Start a deployment file's replicas through the cluster's agents, "
-                            "then its router; a changed file changes only what changed."
+                            "then its router; a changed file changes only what changed. "
+                            "Ctrl-C while it waits for the replicas stops what it started."
                           : "Check a deployment file against a cluster: the placement table "
                             "(replica -> nodes, memory per node), the capacity `octet route "
                             "plan` predicts, or the errors (FILE:LINE:COL). Exit 1 on errors.");
@@ -355,7 +356,17 @@ int RunCheckOrApply(const std::vector<std::string>& args, bool apply) {
   ao.node_wait_ms = static_cast<int>(*node_wait);
   ao.cluster_token = cluster_token;
   ao.progress = [&](const std::string& line) { std::cerr << prog << ": " << line << "\n"; };
+  // Ctrl-C (or SIGTERM) while apply waits for the replicas ends the wait, and
+  // what this apply started is stopped: not a half-applied deployment left
+  // running behind a killed command.
+  InstallStopSignals();
+  ao.cancelled = [] { return StopRequested(); };
   auto r = app::ApplyDeployment(**session, d, input, ao);
+  if (!r.ok() && StopRequested()) {
+    std::cerr << prog << ": interrupted: " << r.status().message()
+              << " (what this apply started is stopped)\n";
+    return StopExitCode();
+  }
   if (!r.ok()) return Failure(prog, r.status().message());
   for (const auto& w : r->placement.warnings) std::cerr << prog << ": warning: " << w << "\n";
   if (as_json) {

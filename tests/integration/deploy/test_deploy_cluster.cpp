@@ -15,7 +15,8 @@
 // replica by itself (the router follows again); a changed file (3 -> 2 large
 // replicas, another model for the small instance) stops one large replica
 // and restarts only the small ones; `down` leaves no job running, no
-// worker process alive and no memory in use on any node.
+// worker process alive and no memory in use on any node; Ctrl-C during an
+// apply that waits stops what it started.
 #include <httplib.h>
 #include <signal.h>
 
@@ -34,6 +35,8 @@
 #include "octet/app/cluster_session.h"
 #include "octet/app/deployment.h"
 #include "octet/app/deployment_file.h"
+#include "octet/app/local_cluster.h"
+#include "octet/base/file_util.h"
 #include "octet/base/json.h"
 #include "octet_test.h"
 
@@ -829,6 +832,87 @@ routes:
     for (const auto& j : AllJobs()) {
       QVERIFY2(!(j.spec.deployment == "halt" && j.state == "running"), j.spec.job_id.c_str());
     }
+  }
+
+  // Ctrl-C while `deploy apply` waits for a replica: the command ends at once
+  // with 128+SIGINT, saying so, and the replica it started is stopped (not a
+  // half-applied deployment left behind). Two nodes of their own whose jobs
+  // run a wrapper of octet that holds a worker for five minutes before it
+  // starts, so the replica stays "starting".
+  void applyInterruptedStopsWhatItStarted() {
+    const std::string wrapper = root_ + "/slow-octet.sh";
+    WriteFile(wrapper,
+              "#!/bin/sh\nif [ \"$1\" = worker ]; then\n  sleep 300 & s=$!\n"
+              "  trap 'kill $s; exit 143' TERM INT\n  wait $s\nfi\nexec '" +
+                  test::BinDir() + "/octet' \"$@\"\n");
+    QVERIFY(QFile::setPermissions(QString::fromStdString(wrapper),
+                                  QFile::ReadOwner | QFile::WriteOwner | QFile::ExeOwner));
+    LocalClusterOptions o;
+    o.nodes = 2;
+    o.cabling = "switch";
+    o.name = "dheld";
+    o.memory_per_node_bytes = 4ull << 30;
+    o.agent_binary = test::BinDir() + "/octet-agent";
+    o.octet_binary = wrapper;
+    o.state_dir = root_ + "/held-state";
+    o.model_roots = {test::FixturesDir()};
+    o.stop_grace_ms = 1000;
+    auto cluster = LocalCluster::Start(o, Deadline::AfterMs(30'000));
+    QVERIFY2(cluster.ok(), cluster.status().ToString().c_str());
+    ClusterProfile saved = (*cluster)->profile();
+    saved.dir = ProfileDir("dheld", config_);
+    auto token = ReadFileToString((*cluster)->profile().token_file());
+    QVERIFY(token.ok());
+    QVERIFY(SaveProfile(saved).ok());
+    QVERIFY(WriteFileAtomic(saved.token_file(), *token, 0600).ok());
+    auto session = ClusterSession::Open((*cluster)->profile());
+    QVERIFY2(session.ok(), session.status().ToString().c_str());
+    auto running = [&] {
+      std::vector<std::string> ids;
+      for (size_t i = 0; i < (*session)->size(); ++i) {
+        auto jobs = (*session)->client(i).ListJobs(Deadline::AfterMs(5000));
+        if (!jobs.ok()) continue;
+        for (const JobStatus& j : *jobs) {
+          if (j.spec.deployment == "held" && j.state == "running") ids.push_back(j.spec.job_id);
+        }
+      }
+      return ids;
+    };
+    const std::string file = root_ + "/held.yaml";
+    WriteFile(file, "version: 1\nname: held\ninstances:\n  - name: small\n    model: " +
+                        test::FixturesDir() +
+                        "/minicpm-tiny\n    tp: 1\n    replicas: 1\n    context: 128\n"
+                        "    threads: 1\n");
+    auto err = std::make_shared<std::string>();
+    auto mu = std::make_shared<std::mutex>();
+    SpawnOptions so;
+    so.argv = {test::BinDir() + "/octet",
+               "deploy",
+               "apply",
+               file,
+               "--cluster",
+               "dheld",
+               "--config-dir",
+               config_};
+    so.on_output = [err, mu](std::string_view chunk) {
+      std::lock_guard<std::mutex> lock(*mu);
+      err->append(chunk);
+    };
+    auto apply = Subprocess::Spawn(so);
+    QVERIFY2(apply.ok(), apply.status().ToString().c_str());
+    // The replica's job runs (its worker held): the apply waits for it.
+    const Deadline started = Deadline::AfterMs(60'000);
+    while (running().empty() && !started.expired())
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    QVERIFY2(!running().empty(), err->c_str());
+    QCOMPARE(::kill((*apply)->pid(), SIGINT), 0);
+    auto st = (*apply)->Wait(Deadline::AfterMs(30'000));
+    QVERIFY2(st.ok(), "octet deploy apply did not end within 30 s of SIGINT");
+    std::lock_guard<std::mutex> lock(*mu);
+    QVERIFY2(st->exited && st->code == 128 + SIGINT, err->c_str());
+    QVERIFY2(err->find("interrupted: stopped while waiting for small-0") != std::string::npos,
+             err->c_str());
+    QVERIFY2(running().empty(), err->c_str());
   }
 };
 
