@@ -18,6 +18,7 @@
 // behaviour.
 #pragma once
 
+#include <QFile>
 #include <QtTest>
 #include <cstdio>
 #include <cstdlib>
@@ -36,6 +37,28 @@ inline std::string Env(const char* name, const char* fallback = "") {
 inline std::string FixturesDir() { return Env("OCTET_FIXTURES_DIR"); }
 inline std::string BinDir() { return Env("OCTET_BIN_DIR"); }
 inline std::string SourceDir() { return Env("OCTET_SOURCE_DIR"); }
+// Writes `path`: an executable stand-in for `octet` that holds `octet worker`
+// (a job's rank) for five minutes before it runs it, ended at once by SIGTERM
+// or SIGINT, and runs any other command as this build's octet. A replica
+// started through it stays "starting": for tests of what happens while an
+// apply waits for it. False when the file cannot be written.
+inline bool WriteHeldWorkerOctet(const std::string& path) {
+  QFile f(QString::fromStdString(path));
+  if (!f.open(QIODevice::WriteOnly | QIODevice::Truncate)) return false;
+  const std::string script =
+      "#!/bin/sh\n"
+      "if [ \"$1\" = worker ]; then\n"
+      "  sleep 300 & s=$!\n"
+      "  trap 'kill $s; exit 143' TERM INT\n"
+      "  wait $s\n"
+      "fi\n"
+      "exec '" +
+      BinDir() + "/octet' \"$@\"\n";
+  const bool written = f.write(script.data(), static_cast<qint64>(script.size())) ==
+                       static_cast<qint64>(script.size());
+  f.close();
+  return written && f.setPermissions(QFile::ReadOwner | QFile::WriteOwner | QFile::ExeOwner);
+}
 // The flags of tests/unit/agent/fake_worker.cpp, the stand-in for `octet` in
 // agent tests: an agent running it is told to allow them (--octet-bin-flags).
 inline const std::vector<std::string>& FakeWorkerFlags() {

@@ -502,21 +502,7 @@ class TestDeploymentPanel : public QObject {
   // octet binary that waits five minutes before it runs a worker.
   void downDuringAnApplyEndsItThenTakesTheDeploymentDown() {
     const QString wrapper = dir_.path() + "/slow-octet.sh";
-    {
-      QFile f(wrapper);
-      QVERIFY(f.open(QIODevice::WriteOnly));
-      f.write(QStringLiteral("#!/bin/sh\n"
-                             "if [ \"$1\" = worker ]; then\n"
-                             "  sleep 300 & s=$!\n"
-                             "  trap 'kill $s; exit 143' TERM INT\n"
-                             "  wait $s\n"
-                             "fi\n"
-                             "exec '%1' \"$@\"\n")
-                  .arg(QString::fromStdString(test::BinDir() + "/octet"))
-                  .toUtf8());
-      f.close();
-      QVERIFY(f.setPermissions(f.permissions() | QFileDevice::ExeOwner));
-    }
+    QVERIFY(test::WriteHeldWorkerOctet(wrapper.toStdString()));
     MainWindow w(test::LocalWorkbench(dir_, 2, QStringLiteral("ring"), wrapper.toStdString(),
                                       {QString::fromStdString(test::FixturesDir())}));
     w.show();

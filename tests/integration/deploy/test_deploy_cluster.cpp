@@ -841,12 +841,7 @@ routes:
   // starts, so the replica stays "starting".
   void applyInterruptedStopsWhatItStarted() {
     const std::string wrapper = root_ + "/slow-octet.sh";
-    WriteFile(wrapper,
-              "#!/bin/sh\nif [ \"$1\" = worker ]; then\n  sleep 300 & s=$!\n"
-              "  trap 'kill $s; exit 143' TERM INT\n  wait $s\nfi\nexec '" +
-                  test::BinDir() + "/octet' \"$@\"\n");
-    QVERIFY(QFile::setPermissions(QString::fromStdString(wrapper),
-                                  QFile::ReadOwner | QFile::WriteOwner | QFile::ExeOwner));
+    QVERIFY(test::WriteHeldWorkerOctet(wrapper));
     LocalClusterOptions o;
     o.nodes = 2;
     o.cabling = "switch";
