@@ -15,8 +15,9 @@
 // stall includes the OS scheduling the UI thread late, so the UI thread's own
 // CPU time between ticks is printed too (the part that is this program's work).
 // --trace 1 also times every event delivery on the UI thread and prints, for
-// each tick more than 8 ms late, the deliveries over 1 ms that ended in its gap
-// (wall and CPU), then those deliveries summed by kind.
+// each tick more than 8 ms late or with more than 6 ms of UI-thread CPU in its
+// gap, the deliveries over 1 ms that ended there (wall and CPU), then those
+// deliveries summed by kind.
 #include <time.h>
 
 #include <QApplication>
@@ -202,12 +203,14 @@ int main(int argc, char** argv) {
 
   app.tracing = false;
   if (trace) {
-    // Each tick more than 8 ms late, with the deliveries that ended in its gap.
+    // Each tick more than 8 ms late, or whose gap held more than 6 ms of the UI
+    // thread's own CPU time, with the deliveries that ended in its gap.
     for (size_t i = 0; i < late_ms.size(); ++i) {
-      if (late_ms[i] <= 8) continue;
+      if (late_ms[i] <= 8 && busy_ms[i] <= 6) continue;
       const qint64 from = i ? tick_ns[i - 1] : start_ns;
-      std::printf("late tick at %.3f s: %.1f ms (%.1f ms of UI-thread cpu)\n", tick_ns[i] / 1e9,
-                  late_ms[i], busy_ms[i]);
+      std::printf("%s tick at %.3f s: %.1f ms late (%.1f ms of UI-thread cpu)\n",
+                  late_ms[i] > 8 ? "late" : "busy", (tick_ns[i] - start_ns) / 1e9, late_ms[i],
+                  busy_ms[i]);
       for (const TracedEvent& e : app.events) {
         if (e.end_ns <= from || e.end_ns > tick_ns[i]) continue;
         std::printf("  %*s%.1f ms wall, %.1f ms cpu: %s\n", 2 * e.depth, "", e.wall_ms, e.cpu_ms,
