@@ -11,7 +11,8 @@
 //                      [--context 512] [--concurrency 1,8] [--steps 16] [--rounds 3]
 //                      [--kv-dtype f32|f16]
 //
-// DIR defaults to the checkpoint bench_serving writes (a random-weight
+// --backends defaults to those of avx512 and avx512-amx this CPU runs (else
+// auto). DIR defaults to the checkpoint bench_serving writes (a random-weight
 // Qwen3-0.6B, BF16); OCTET_PROFILE_DECODE=1 adds the engine's per-op log.
 #include <algorithm>
 #include <cstdio>
@@ -34,7 +35,8 @@ int main(int argc, char** argv) {
   ArgParser p("bench_decode_steps",
               "Batched decode steps per kernel backend, interleaved in one process.");
   p.Option("model", "DIR", "checkpoint folder", "/tmp/octet-bench-serving/qwen3-0.6b-random")
-      .Option("backends", "A,B,...", "kernel backends", "avx512,avx512-amx")
+      .Option("backends", "A,B,...",
+              "kernel backends (default: avx512 and avx512-amx, those this CPU runs; else auto)")
       .Option("threads", "N", "threads per backend", "2")
       .Option("context", "N", "cached positions before the measured steps", "512")
       .Option("concurrency", "C,...", "sequences per step", "1,8")
@@ -68,7 +70,14 @@ int main(int argc, char** argv) {
     std::unique_ptr<KvCache> cache;
   };
   std::vector<Entry> entries;
-  for (const std::string& name : p.GetList("backends")) {
+  std::vector<std::string> backends = p.GetList("backends");
+  if (!p.Given("backends")) {
+    for (const kernels::BackendInfo& b : kernels::ProbeBackends()) {
+      if (b.available && (b.name == "avx512" || b.name == "avx512-amx")) backends.push_back(b.name);
+    }
+    if (backends.empty()) backends.push_back("auto");
+  }
+  for (const std::string& name : backends) {
     LoadOptions lo;
     lo.backend = name;
     lo.threads = static_cast<int>(*threads);
