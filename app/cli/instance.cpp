@@ -307,17 +307,22 @@ void AddSpeculativeFlags(ArgParser& p) {
            "lookup, any model; mtp: the checkpoint's multi-token-prediction layer)",
            "off")
       .Option("draft-tokens", "K",
-              "tokens drafted per step with --speculative (ngram 1-8, mtp 1-3)", "2");
+              "tokens drafted per step with --speculative: ngram 1-8 (default " +
+                  std::to_string(engine::kDefaultNgramDraftTokens) + "), mtp 1-3 (default " +
+                  std::to_string(engine::kDefaultMtpDraftTokens) + ")");
 }
 
 Result<engine::SpeculativeOptions> ReadSpeculativeFlags(const ArgParser& p) {
   auto method = engine::ParseSpeculativeMethod(p.GetString("speculative"));
   if (!method.ok()) return InvalidArgumentError("--speculative: " + method.status().message());
-  auto draft_tokens = p.GetInt("draft-tokens");
-  if (!draft_tokens.ok()) return draft_tokens.status();
   engine::SpeculativeOptions o;
   o.method = *method;
-  o.draft_tokens = static_cast<int>(std::clamp<int64_t>(*draft_tokens, -1, 99));
+  o.draft_tokens = engine::DefaultDraftTokens(o.method);
+  if (p.Given("draft-tokens")) {
+    auto draft_tokens = p.GetInt("draft-tokens");
+    if (!draft_tokens.ok()) return draft_tokens.status();
+    o.draft_tokens = static_cast<int>(std::clamp<int64_t>(*draft_tokens, -1, 99));
+  }
   OCTET_RETURN_IF_ERROR(engine::ValidateSpeculative(o));
   return o;
 }

@@ -87,6 +87,17 @@ class TestGenerateCli : public QObject {
       }
     }
     QCOMPARE(ids[1], ids[0]);
+    // Without --draft-tokens, n-gram drafts up to 4 a step (the same ids again).
+    {
+      auto r =
+          RunProgram({"octet", "generate", "--model", dir, "--prompt", prompt, "--max-tokens", "32",
+                      "--ignore-eos", "--threads", "1", "--json", "--speculative", "ngram"});
+      QVERIFY2(r.exit_code == 0, r.output.c_str());
+      const size_t nl = r.output.rfind("\n{");
+      auto j = nlohmann::json::parse(r.output.substr(nl == std::string::npos ? 0 : nl + 1));
+      QCOMPARE(j["speculative"]["draft_tokens"].get<int>(), 4);
+      QCOMPARE(j["ids"].get<std::vector<int>>(), ids[0]);
+    }
     auto r = RunProgram(
         {"octet", "generate", "--model", dir, "--prompt-ids", "1", "--speculative", "eagle"});
     QCOMPARE(r.exit_code, 2);
