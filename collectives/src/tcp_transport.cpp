@@ -53,17 +53,27 @@ constexpr size_t kInBufBytes = 64 << 10;
 // So a wait burns at most kTcpYieldNs of CPU before it sleeps. A yield on
 // Linux's fair scheduler passes the CPU only within the caller's scheduling
 // group, but a CPU-bound task there (a compile in the same session, a
-// compute thread of the same process) may then run a whole slice: a single
-// sched_yield() that takes over kYieldStallNs (longer than a sibling rank's
-// turn, as long as a slice) turns yielding off for kYieldBackoffNs, and waits
-// block at once as before. Measured with a niced build in the same group, 4
-// ranks, 20000 8-byte ops: without the back-off p99 3-4 ms and 2.3-4.3 s in
-// all against 0.2 ms and 1.6-2.0 s blocking at once; with it, next to two
-// niced CPU-bound loops, 1.1-1.9 s against 1.5-1.9 s.
+// compute thread of the same process) may then run a whole slice. So a
+// sched_yield() that takes over kYieldStallNs (a stall) turns yielding off for
+// a while, and waits block at once as before: for kFirstBackoffNs, doubling
+// with every stall up to kMaxBackoffNs, and back to kFirstBackoffNs after
+// kCleanYieldWaits waits that yielded without a stall. Stalls also come
+// without such a task (ranks sharing a core on a VM: a few in a thousand
+// waits, in bursts, and during large steps), and the rule before (a whole
+// second of blocking at every stall) kept 4 ranks on 2 cores blocking most of
+// the time. `octet_bench_collectives --ranks 4 --transports tcp`, the two
+// builds alternating: one-shot p50 at 8 B-8 KiB 25-57 us against 82-120 us
+// (OpenMPI's TCP 35-61 us); next to two niced CPU-bound loops in the same
+// group (`--max-bytes 8 --iters 1000`) 2.0-2.2 s in all against 1.9-2.2 s,
+// and 5.7 s with no back-off. Measured before that, next to a niced build:
+// without a back-off p99 3-4 ms and 2.3-4.3 s in all against 0.2 ms and
+// 1.6-2.0 s blocking at once.
 constexpr int64_t kTcpSpinNs = 10'000;
 constexpr int64_t kTcpYieldNs = 50'000;
 constexpr int64_t kYieldStallNs = 1'000'000;
-constexpr int64_t kYieldBackoffNs = 1'000'000'000;
+constexpr int64_t kFirstBackoffNs = 5'000'000;
+constexpr int64_t kMaxBackoffNs = 200'000'000;
+constexpr int kCleanYieldWaits = 64;
 
 struct FrameHeader {
   uint32_t kind;
@@ -516,6 +526,7 @@ class TcpTransport final : public Transport {
       ~Mark() { w.SetWaitingOn(-1); }
     } mark{w};
     w.SetWaitingOn(peer);
+    bool yielded = false;  // this wait has yielded (counted once in clean_yield_waits_)
     for (;;) {
       if (ready()) return Status::Ok();
       fds.clear();
@@ -540,7 +551,15 @@ class TcpTransport final : public Transport {
       if (yielding) {
         const int64_t before = NowNs();
         ::sched_yield();
-        if (NowNs() - before > kYieldStallNs) no_yield_until_ns_ = NowNs() + kYieldBackoffNs;
+        const int64_t after = NowNs();
+        if (after - before > kYieldStallNs) {
+          no_yield_until_ns_ = after + backoff_ns_;
+          backoff_ns_ = std::min(2 * backoff_ns_, kMaxBackoffNs);
+          clean_yield_waits_ = 0;
+        } else if (!yielded && ++clean_yield_waits_ >= kCleanYieldWaits) {
+          backoff_ns_ = kFirstBackoffNs;
+        }
+        yielded = true;
       }
       const int timeout_ms = spinning || yielding
                                  ? 0
@@ -569,6 +588,8 @@ class TcpTransport final : public Transport {
 
   bool spin_;  // busy-poll before yielding (no more ranks on this host than CPUs)
   int64_t no_yield_until_ns_ = 0;  // a yield stalled: waits block at once until then
+  int64_t backoff_ns_ = kFirstBackoffNs;  // how long the next stall turns yielding off
+  int clean_yield_waits_ = 0;             // waits that yielded since the last stall
   size_t chunk_bytes_;
   std::vector<Peer> peers_;
   std::unique_ptr<uint8_t[]> staging_;
