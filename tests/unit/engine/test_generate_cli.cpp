@@ -91,7 +91,7 @@ class TestGenerateCli : public QObject {
     {
       auto r =
           RunProgram({"octet", "generate", "--model", dir, "--prompt", prompt, "--max-tokens", "32",
-                      "--ignore-eos", "--threads", "1", "--json", "--speculative", "ngram"});
+                      "--ignore-eos", "--tp", "2", "--threads", "1", "--json", "--speculative", "ngram"});
       QVERIFY2(r.exit_code == 0, r.output.c_str());
       const size_t nl = r.output.rfind("\n{");
       auto j = nlohmann::json::parse(r.output.substr(nl == std::string::npos ? 0 : nl + 1));
