@@ -5,6 +5,7 @@
 #include <regex>
 
 #include "octet/base/file_util.h"
+#include "octet/engine/generate.h"
 #include "octet/wire/figures_line.h"
 
 namespace octet::app {
@@ -24,6 +25,33 @@ Result<std::string> OctetBinary(const std::string& given) {
 
 }  // namespace
 
+int DefaultDraftTokens(const std::string& method) {
+  return engine::DefaultDraftTokens(method == "mtp" ? engine::SpeculativeMethod::kMtp
+                                                    : engine::SpeculativeMethod::kNgram);
+}
+
+int MaxDraftTokens(const std::string& method) {
+  // engine::ValidateSpeculative's bounds.
+  return method == "mtp" ? 3 : 8;
+}
+
+Status AppendSpeculativeArgs(const std::string& method, int draft_tokens,
+                             std::vector<std::string>* argv) {
+  if (method == "off") return Status::Ok();
+  if (method != "ngram" && method != "mtp") {
+    return InvalidArgumentError("speculative decoding must be off, ngram or mtp (got '" + method +
+                                "')");
+  }
+  const int max = MaxDraftTokens(method);
+  if (draft_tokens < 0 || draft_tokens > max) {
+    return InvalidArgumentError("drafts a step must be from 1 to " + std::to_string(max) + " for " +
+                                method + " (got " + std::to_string(draft_tokens) + ")");
+  }
+  argv->insert(argv->end(), {"--speculative", method});
+  if (draft_tokens > 0) argv->insert(argv->end(), {"--draft-tokens", std::to_string(draft_tokens)});
+  return Status::Ok();
+}
+
 Result<std::vector<std::string>> InstanceSpec::Argv() const {
   OCTET_ASSIGN_OR_RETURN(std::string bin, OctetBinary(octet_binary));
   std::vector<std::string> argv = {bin};
@@ -37,6 +65,7 @@ Result<std::vector<std::string>> InstanceSpec::Argv() const {
     if (!served_name.empty()) argv.insert(argv.end(), {"--served-model-name", served_name});
     if (context > 0) argv.insert(argv.end(), {"--context", std::to_string(context)});
     if (quantize != "off") argv.insert(argv.end(), {"--quantize", quantize});
+    OCTET_RETURN_IF_ERROR(AppendSpeculativeArgs(speculative, draft_tokens, &argv));
   } else if (kind == Kind::kRouter) {
     if (policy_file.empty()) return InvalidArgumentError("no routing policy file chosen");
     argv.insert(argv.end(), {"route", "--policy", policy_file, "--host", host, "--port", "0"});

@@ -141,9 +141,9 @@ Result<ModelSummary> SummarizeHubModel(const HubModelInfo& info, int max_tp) {
   return s;
 }
 
-Result<LaunchMemoryPlan> PlanModelMemory(const ModelSummary& model, int nodes,
-                                         int64_t node_memory, int64_t context,
-                                         int64_t concurrency, bool quantize_nvfp4) {
+Result<LaunchMemoryPlan> PlanModelMemory(const ModelSummary& model, int nodes, int64_t node_memory,
+                                         int64_t context, int64_t concurrency, bool quantize_nvfp4,
+                                         bool load_mtp) {
   engine::ModelFootprint f;
   if (model.from_catalog) {
     OCTET_ASSIGN_OR_RETURN(f, engine::LoadCatalogFile(model.source));
@@ -163,6 +163,7 @@ Result<LaunchMemoryPlan> PlanModelMemory(const ModelSummary& model, int nodes,
   // cache (the planner's own default, bf16, is what GPU engines keep).
   r.kv_dtype = "f32";
   r.quantize_nvfp4 = quantize_nvfp4;
+  r.load_mtp = load_mtp;
   OCTET_ASSIGN_OR_RETURN(engine::MemoryPlan plan, engine::PlanMemory(f, r));
   LaunchMemoryPlan out;
   out.nodes = nodes;

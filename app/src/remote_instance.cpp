@@ -4,6 +4,7 @@
 
 #include "agent_job_text.h"
 #include "octet/agent/link_probe.h"
+#include "octet/app/local_instance.h"
 #include "octet/wire/figures_line.h"
 
 namespace octet::app {
@@ -126,6 +127,8 @@ Result<std::unique_ptr<RemoteInstance>> RemoteInstance::Launch(
       if (spec.quantize != "off") {
         req.extra_args.insert(req.extra_args.end(), {"--quantize", spec.quantize});
       }
+      OCTET_RETURN_IF_ERROR(
+          AppendSpeculativeArgs(spec.speculative, spec.draft_tokens, &req.extra_args));
     }
     // Port 0 is "no port" to the agent, so the server is told itself to take
     // any free one (a router would otherwise take its policy's gateway.port).

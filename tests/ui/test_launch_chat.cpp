@@ -122,6 +122,19 @@ class TestLaunchChat : public QObject {
     QVERIFY2(plan->text().contains(QStringLiteral("in memory")), qPrintable(plan->text()));
     QVERIFY2(plan->text().contains(QStringLiteral("a decode step reads")),
              qPrintable(plan->text()));
+    // Its MTP layers can draft; chosen, the plan holds them too (and the draft
+    // length follows the method: 2 of at most 3).
+    auto* spec = launch->findChild<QComboBox*>(QStringLiteral("speculative"));
+    const int mtp = spec->findData(QStringLiteral("mtp"));
+    QVERIFY(spec->model()->index(mtp, 0).flags() & Qt::ItemIsEnabled);
+    const QString without = test::WeightsInPlan(plan->text());
+    QVERIFY2(!without.isEmpty(), qPrintable(plan->text()));
+    spec->setCurrentIndex(mtp);
+    auto* drafts = launch->findChild<QSpinBox*>(QStringLiteral("draftTokens"));
+    QCOMPARE(drafts->value(), 2);
+    QCOMPARE(drafts->maximum(), 3);
+    QVERIFY2(QTest::qWaitFor([&] { return test::WeightsInPlan(plan->text()) != without; }, 10'000),
+             qPrintable(without + " -> " + plan->text()));
   }
 
   void launchThenChatStreams() {
@@ -162,6 +175,19 @@ class TestLaunchChat : public QObject {
     QVERIFY(!(tp->model()->index(1, 0).flags() & Qt::ItemIsEnabled));
     QVERIFY(tp->itemData(1, Qt::ToolTipRole).toString().contains(QStringLiteral("1 node")));
 
+    // Speculative decoding: this model has no MTP layers (the choice says so);
+    // n-gram drafting drafts 4 tokens a step unless told otherwise.
+    auto* spec = launch->findChild<QComboBox*>(QStringLiteral("speculative"));
+    const int mtp = spec->findData(QStringLiteral("mtp"));
+    QVERIFY(!(spec->model()->index(mtp, 0).flags() & Qt::ItemIsEnabled));
+    QVERIFY(spec->itemData(mtp, Qt::ToolTipRole).toString().contains(QStringLiteral("no multi")));
+    auto* drafts = launch->findChild<QSpinBox*>(QStringLiteral("draftTokens"));
+    QVERIFY(!drafts->isEnabled());
+    spec->setCurrentIndex(spec->findData(QStringLiteral("ngram")));
+    QVERIFY(drafts->isEnabled());
+    QCOMPARE(drafts->value(), 4);
+    QCOMPARE(drafts->maximum(), 8);
+
     QSignalSpy ready(w.instances(), &ui::InstanceManager::ready);
     auto* go = launch->findChild<QPushButton*>(QStringLiteral("launchInference"));
     QVERIFY(go->isEnabled());
@@ -180,6 +206,9 @@ class TestLaunchChat : public QObject {
                  [&] { return one_backend.match(table->item(0, 3)->text()).hasMatch(); }, 10'000),
              qPrintable(table->item(0, 3)->text()));
     QVERIFY(QTest::qWaitFor([&] { return log->toPlainText().contains(QStringLiteral("serving")); }, 5000));
+    QVERIFY2(
+        log->toPlainText().contains(QStringLiteral("speculative ngram drafting up to 4 tokens")),
+        qPrintable(log->toPlainText()));
     // The status bar counts the server, which no agent reports.
     auto* jobs = w.findChild<QLabel*>(QStringLiteral("jobsStatus"));
     QCOMPARE(jobs->text(), QStringLiteral("1 job running on this machine"));

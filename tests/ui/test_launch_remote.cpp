@@ -52,13 +52,6 @@ bool NodeHasJob(const app::ClusterSnapshot& s, size_t node, const QString& id,
   return false;
 }
 
-// The plan's "Weights: SIZE in memory".
-QString WeightsInPlan(const QString& plan) {
-  const int at = plan.indexOf(QStringLiteral("Weights: "));
-  const int end = plan.indexOf(QStringLiteral(" in memory"), at);
-  return at < 0 || end < 0 ? QString() : plan.mid(at + 9, end - at - 9);
-}
-
 void TypeInto(QLineEdit* edit, const QString& text) {
   edit->selectAll();
   QTest::keyClick(edit, Qt::Key_Delete);
@@ -199,10 +192,15 @@ class TestLaunchRemote : public QObject {
     const QString stored_plan = plan->text();
     auto* quantize = launch->findChild<QComboBox*>(QStringLiteral("quantize"));
     quantize->setCurrentIndex(quantize->findData(QStringLiteral("nvfp4")));
-    const QString stored = WeightsInPlan(stored_plan);
+    const QString stored = test::WeightsInPlan(stored_plan);
     QVERIFY2(!stored.isEmpty(), qPrintable(stored_plan));
-    QVERIFY2(QTest::qWaitFor([&] { return WeightsInPlan(plan->text()) != stored; }, 10'000),
+    QVERIFY2(QTest::qWaitFor([&] { return test::WeightsInPlan(plan->text()) != stored; }, 10'000),
              qPrintable(stored_plan + "\n->\n" + plan->text()));
+
+    // n-gram speculation with 3 drafts a step: every rank is told.
+    auto* spec = launch->findChild<QComboBox*>(QStringLiteral("speculative"));
+    spec->setCurrentIndex(spec->findData(QStringLiteral("ngram")));
+    launch->findChild<QSpinBox*>(QStringLiteral("draftTokens"))->setValue(3);
 
     QSignalSpy ready(w.instances(), &ui::InstanceManager::ready);
     QTest::mouseClick(launch->findChild<QPushButton*>(QStringLiteral("launchInference")),
@@ -247,6 +245,13 @@ class TestLaunchRemote : public QObject {
         const bool told = std::find(a.begin(), a.end(), "--quantize=nvfp4") != a.end() ||
                           (q != a.end() && q + 1 != a.end() && *(q + 1) == "nvfp4");
         QVERIFY2(told, "the ranks were not told to quantize");
+        auto has = [&a](const std::string& flag, const std::string& value) {
+          const auto f = std::find(a.begin(), a.end(), flag);
+          return std::find(a.begin(), a.end(), flag + "=" + value) != a.end() ||
+                 (f != a.end() && f + 1 != a.end() && *(f + 1) == value);
+        };
+        QVERIFY2(has("--speculative", "ngram") && has("--draft-tokens", "3"),
+                 "the ranks were not told to speculate");
       }
     }
     QVERIFY(QTest::qWaitFor(

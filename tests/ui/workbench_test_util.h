@@ -72,6 +72,13 @@ bool WaitForSnapshot(ui::MainWindow& w, Pred pred, int timeout_ms = 30'000) {
   return QTest::qWaitFor([&] { return pred(*w.controller()->snapshot()); }, timeout_ms);
 }
 
+// The Launch panel's memory plan's "Weights: SIZE in memory" (SIZE; "" without one).
+inline QString WeightsInPlan(const QString& plan) {
+  const int at = plan.indexOf(QStringLiteral("Weights: "));
+  const int end = plan.indexOf(QStringLiteral(" in memory"), at);
+  return at < 0 || end < 0 ? QString() : plan.mid(at + 9, end - at - 9);
+}
+
 inline bool AllNodesUp(const app::ClusterSnapshot& s) {
   if (s.nodes.empty() || s.cabling.summary.empty()) return false;
   for (const auto& n : s.nodes) {

@@ -32,6 +32,7 @@
 #include <map>
 
 #include "launch_panel_internal.h"
+#include "octet/app/local_instance.h"
 #include "octet/app/training_run.h"
 #include "octet/ui/instance_manager.h"
 #include "octet/ui/resources.h"
@@ -126,7 +127,36 @@ LaunchPanel::LaunchPanel(ClusterController* controller, InstanceManager* instanc
   connect(tp_, qOverload<int>(&QComboBox::currentIndexChanged), this, [this] { replan(); });
   connect(quantize_, qOverload<int>(&QComboBox::currentIndexChanged), this,
           [this] { replan(); });
+  connect(speculative_, qOverload<int>(&QComboBox::currentIndexChanged), this, [this] {
+    const std::string method = speculativeMethod();
+    draft_tokens_->setEnabled(method != "off");
+    if (method != "off") {
+      draft_tokens_->setRange(1, app::MaxDraftTokens(method));
+      draft_tokens_->setValue(app::DefaultDraftTokens(method));
+    }
+    replan();  // the MTP layers count only when they are loaded
+  });
+  refreshSpeculative();
   refreshTpChoices();
+}
+
+std::string LaunchPanel::speculativeMethod() const {
+  return speculative_->currentData().toString().toStdString();
+}
+
+void LaunchPanel::refreshSpeculative() {
+  const bool has_mtp = summary_ && summary_->num_mtp_layers > 0;
+  SetItemEnabled(speculative_, 2, has_mtp,
+                 has_mtp ? QString()
+                         : tr("this model has no multi-token-prediction layers; n-gram drafting "
+                              "works with any model"));
+  if (!has_mtp && speculativeMethod() == "mtp") speculative_->setCurrentIndex(0);
+  const std::string method = speculativeMethod();
+  draft_tokens_->setEnabled(method != "off");
+  if (method == "off") {
+    draft_tokens_->setRange(1, app::MaxDraftTokens("ngram"));
+    draft_tokens_->setValue(app::DefaultDraftTokens("ngram"));
+  }
 }
 
 // The model folder or catalog entry, what it holds, and its memory plan.
@@ -254,6 +284,27 @@ QWidget* LaunchPanel::buildTopologyCard() {
          "about a quarter of their memory and of the bytes a decode step reads; the logits move "
          "slightly. Weights already in NVFP4 stay as they are."));
   form->addRow(tr("Weights"), quantize_);
+  // Speculative decoding: drafts checked in one batched forward (greedy
+  // output unchanged, sampling keeps its distribution).
+  auto* spec_row = new QHBoxLayout;
+  speculative_ = new QComboBox(topo_card);
+  speculative_->setObjectName(QStringLiteral("speculative"));
+  speculative_->addItem(tr("off"), QStringLiteral("off"));
+  speculative_->addItem(tr("n-gram (prompt lookup)"), QStringLiteral("ngram"));
+  speculative_->addItem(tr("MTP head"), QStringLiteral("mtp"));
+  speculative_->setToolTip(
+      tr("Speculative decoding (octet serve --speculative): each step checks a few drafted "
+         "tokens in one batched forward and keeps those the model agrees with; greedy output is "
+         "unchanged and sampling keeps its distribution. n-gram drafts from the conversation so "
+         "far (any model; strong where the answer copies its prompt); MTP drafts with the "
+         "checkpoint's multi-token-prediction layers (loaded for it)."));
+  draft_tokens_ = new QSpinBox(topo_card);
+  draft_tokens_->setObjectName(QStringLiteral("draftTokens"));
+  draft_tokens_->setPrefix(tr("drafts "));
+  draft_tokens_->setToolTip(tr("tokens drafted per step (--draft-tokens)"));
+  spec_row->addWidget(speculative_, 1);
+  spec_row->addWidget(draft_tokens_);
+  form->addRow(tr("Speculative"), spec_row);
   tl->addLayout(form);
   tp_why_ = new QLabel(topo_card);
   tp_why_->setObjectName(QStringLiteral("tpWhy"));
@@ -401,6 +452,7 @@ void LaunchPanel::summarize(const QString& source, bool catalog) {
 void LaunchPanel::onSummary(const QString& dir, const app::ModelSummary& s, const QString& error) {
   if (!error.isEmpty()) {
     summary_.reset();
+    refreshSpeculative();
     const QColor bad = StatusColorsFor(palette()).bad;
     model_info_->setText(
         QStringLiteral("<span style='color:%1'>%2</span>").arg(bad.name(), error.toHtmlEscaped()));
@@ -409,6 +461,7 @@ void LaunchPanel::onSummary(const QString& dir, const app::ModelSummary& s, cons
     return;
   }
   summary_ = s;
+  refreshSpeculative();
   QString rows;
   auto row = [&rows](const QString& k, const QString& v) {
     rows += QStringLiteral("<tr><td style='padding-right:14px'><b>%1</b></td><td>%2</td></tr>")
@@ -516,11 +569,12 @@ void LaunchPanel::replan() {
   const app::ModelSummary model = *summary_;
   const int64_t context = model.context > 0 ? std::min<int64_t>(model.context, 8192) : 8192;
   const bool quantize = quantize_->currentData().toString() == QLatin1String("nvfp4");
+  const bool load_mtp = speculativeMethod() == "mtp";
   const int generation = ++plan_generation_;
   QPointer<LaunchPanel> self(this);
-  QThreadPool::globalInstance()->start([self, model, nodes, memory, context, quantize,
+  QThreadPool::globalInstance()->start([self, model, nodes, memory, context, quantize, load_mtp,
                                         generation] {
-    auto r = app::PlanModelMemory(model, nodes, memory, context, 1, quantize);
+    auto r = app::PlanModelMemory(model, nodes, memory, context, 1, quantize, load_mtp);
     app::LaunchMemoryPlan plan;
     QString error;
     if (r.ok()) {
@@ -625,6 +679,8 @@ void LaunchPanel::launchInference() {
   spec.num_slots = 4;
   spec.context = static_cast<int>(std::min<int64_t>(summary_->context, 4096));
   spec.quantize = quantize_->currentData().toString().toStdString();
+  spec.speculative = speculativeMethod();
+  spec.draft_tokens = spec.speculative == "off" ? 0 : draft_tokens_->value();
   QString error;
   const QString name =
       QStringLiteral("%1 · TP %2").arg(QString::fromStdString(summary_->name)).arg(spec.tp);
@@ -666,6 +722,8 @@ void LaunchPanel::launchRemoteInference() {
   spec.num_slots = 4;
   spec.context = static_cast<int>(std::min<int64_t>(summary_->context, 4096));
   spec.quantize = quantize_->currentData().toString().toStdString();
+  spec.speculative = speculativeMethod();
+  spec.draft_tokens = spec.speculative == "off" ? 0 : draft_tokens_->value();
   spec.job_id = RemoteJobId(QString::fromStdString(summary_->name));
   const QString name = QStringLiteral("%1 · TP %2 on %3")
                            .arg(QString::fromStdString(summary_->name))

@@ -47,6 +47,10 @@ struct InstanceSpec {
   int num_slots = 4;  // KV cache slots (--slots)
   int context = 0;  // 0: the model's (capped by the server)
   std::string quantize = "off";  // off | nvfp4: the unquantized linear weights at load (--quantize)
+  // Speculative decoding (--speculative off | ngram | mtp) and drafts a step
+  // (--draft-tokens; 0: the method's default, DefaultDraftTokens).
+  std::string speculative = "off";
+  int draft_tokens = 0;
   // Router.
   std::string policy_file;
   // Training. `train_data_dir` holds prepared data (meta.json) or .txt files;
@@ -78,6 +82,15 @@ struct InstanceSpec {
   // Checks the inputs (for training: what the data folder holds).
   Result<std::vector<Stage>> Stages() const;
 };
+
+// `octet serve`'s --draft-tokens when none is given for --speculative METHOD
+// ("ngram", "mtp"), and the most it takes.
+int DefaultDraftTokens(const std::string& method);
+int MaxDraftTokens(const std::string& method);
+// Appends --speculative METHOD (and --draft-tokens N when N > 0) unless METHOD
+// is "off"; an unknown method or an N out of range is an error that says so.
+Status AppendSpeculativeArgs(const std::string& method, int draft_tokens,
+                             std::vector<std::string>* argv);
 
 class LocalInstance {
  public:

@@ -43,7 +43,7 @@ struct ModelSummary {
   int64_t num_experts = 0;  // routed experts per MoE layer (0: dense)
   int64_t experts_per_token = 0;
   int64_t num_mtp_layers = 0;    // multi-token-prediction layers in the checkpoint
-  int64_t mtp_weight_bytes = 0;  // their share of weight_bytes (not loaded by the workbench)
+  int64_t mtp_weight_bytes = 0;  // their share of weight_bytes (loaded for MTP speculation only)
   int64_t num_layers = 0;
   int64_t hidden_size = 0;
   int64_t num_heads = 0;
@@ -112,11 +112,12 @@ struct LaunchMemoryPlan {
 
 // The planner's verdict for `nodes` nodes (one TP rank each) of `node_memory`
 // bytes, `context` positions and `concurrency` sequences, for what the
-// workbench launches (`octet serve`: float32 KV cache, no MTP layers loaded;
-// with `quantize_nvfp4`, --quantize nvfp4: the unquantized linear weights
-// count as NVFP4); the decode estimate at a DGX Spark's ~273 GB/s per node.
-Result<LaunchMemoryPlan> PlanModelMemory(const ModelSummary& model, int nodes,
-                                         int64_t node_memory, int64_t context = 8192,
-                                         int64_t concurrency = 1, bool quantize_nvfp4 = false);
+// workbench launches (`octet serve`: float32 KV cache; with `quantize_nvfp4`,
+// --quantize nvfp4: the unquantized linear weights count as NVFP4; the MTP
+// layers and their KV cache only with `load_mtp`, --speculative mtp); the
+// decode estimate at a DGX Spark's ~273 GB/s per node.
+Result<LaunchMemoryPlan> PlanModelMemory(const ModelSummary& model, int nodes, int64_t node_memory,
+                                         int64_t context = 8192, int64_t concurrency = 1,
+                                         bool quantize_nvfp4 = false, bool load_mtp = false);
 
 }  // namespace octet::app

@@ -66,6 +66,8 @@ struct RemoteInstanceSpec {
   int num_slots = 4;              // KV cache slots (--slots)
   int context = 0;                // 0: the model's (capped by the server)
   std::string quantize = "off";   // off | nvfp4 (--quantize: each rank quantizes its slice)
+  std::string speculative = "off";  // off | ngram | mtp (--speculative; every rank is told)
+  int draft_tokens = 0;             // --draft-tokens; 0: the method's default
   uint32_t threads = 0;           // compute threads per rank; 0: the worker decides
   int poll_interval_ms = 250;     // how often the ranks' jobs are checked
   // Router: the policy YAML's path on its node.

@@ -128,6 +128,10 @@ class LaunchPanel : public QWidget {
   // Refreshes the instance table when what backendsText says has changed.
   void refreshBackends();
   void refreshRouterNodes(const app::ClusterSnapshot& snap);
+  // The speculative choices the model allows (MTP only with MTP layers) and
+  // the draft length's range and default for the method chosen.
+  void refreshSpeculative();
+  std::string speculativeMethod() const;
 
   ClusterController* controller_;
   InstanceManager* instances_;
@@ -139,6 +143,8 @@ class LaunchPanel : public QWidget {
   QComboBox* algo_;
   QComboBox* transport_;
   QComboBox* quantize_;  // the weights as stored, or NVFP4 at load
+  QComboBox* speculative_;  // off, n-gram or the model's MTP head
+  QSpinBox* draft_tokens_;  // drafts a step (the method's range and default)
   QLineEdit* policy_;
   QPushButton* launch_;
   QPushButton* launch_router_;
