@@ -206,9 +206,16 @@ Status CudaBackend::Upload(void* dst, const void* src, size_t bytes) {
   if (Unrecordable("a copy from the host")) return AbortedError("not recorded: a host copy");
   StagingRing& r = staging_;
   if (!r.base || bytes > r.half_bytes) {
-    return CudaCheck(
-        cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_),
-        "cudaMemcpyAsync(" + Str(static_cast<int64_t>(bytes)) + " bytes to the device)");
+    // From pageable memory. The runtime documents that such a copy returns
+    // once the bytes are staged, but where the GPU reads host memory through
+    // the host's page tables (Grace's HMM/ATS) it may read them in place, so
+    // the copy is waited for: the caller may reuse src at once. It is the
+    // size of weights at load (the ring takes per-step uploads), and a
+    // pageable copy waits for the stream before it starts anyway.
+    OCTET_RETURN_IF_ERROR(
+        CudaCheck(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_),
+                  "cudaMemcpyAsync(" + Str(static_cast<int64_t>(bytes)) + " bytes to the device)"));
+    return CudaCheck(cudaStreamSynchronize(stream_), "cudaStreamSynchronize(upload)");
   }
   r.head = (r.head + 15) & ~size_t{15};
   if (r.head + bytes > r.half_bytes) {
@@ -332,9 +339,8 @@ void CudaBackend::CopyToDevice(void* dst, const void* host_src, int64_t bytes) {
     Check(InvalidArgumentError("CopyToDevice: null pointer"));
     return;
   }
-  // Upload copies the bytes (into the pinned ring, or the runtime stages
-  // them from pageable memory) before it returns, so the caller may reuse
-  // host_src at once.
+  // Upload has copied the bytes (into the pinned ring, or to the device)
+  // before it returns, so the caller may reuse host_src at once.
   Check(Upload(dst, host_src, static_cast<size_t>(bytes)));
 }
 
