@@ -153,7 +153,7 @@ std::string_view SpeculativeMethodName(SpeculativeMethod method);
 // longer draft only adds tokens where the copy goes on. bench_speculative on
 // nanochat-demo's KJV prompt, quiet machines, K = 4 against K = 2: 1.60-1.70x
 // against 1.49-1.53x plain decoding on an AMX-less Xeon, 1.53-1.58x against
-// 1.56-1.58x on an AMX one (peers' prompt-lookup examples draft 5 and more).
+// 1.56-1.58x on an AMX one (vLLM's n-gram example drafts 5).
 // MTP: 2 (each draft is a forward of the head, and its acceptance falls with
 // the chain's depth).
 constexpr int kDefaultNgramDraftTokens = 4;
