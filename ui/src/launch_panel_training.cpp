@@ -108,6 +108,7 @@ QWidget* LaunchPanel::buildTrainingCard() {
   train_state_->setObjectName(QStringLiteral("trainingState"));
   train_state_->setWordWrap(true);
   train_state_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  train_state_->setVisible(false);  // takes a line only when it says something
   trow->addWidget(train_state_, 1);
   trow->addWidget(train_progress_, 1);
   trl->addLayout(trow);
@@ -126,6 +127,7 @@ QWidget* LaunchPanel::buildTrainingCard() {
 }
 
 void LaunchPanel::setTrainingState(const QString& text, bool bad) {
+  train_state_->setVisible(!text.isEmpty());
   if (bad) {
     train_state_->setText(QStringLiteral("<span style='color:%1'>%2</span>")
                               .arg(StatusColorsFor(palette()).bad.name(), text.toHtmlEscaped()));
