@@ -25,15 +25,17 @@ Result<std::string> OctetBinary(const std::string& given) {
 
 }  // namespace
 
+namespace {
+engine::SpeculativeMethod MethodOf(const std::string& method) {
+  return method == "mtp" ? engine::SpeculativeMethod::kMtp : engine::SpeculativeMethod::kNgram;
+}
+}  // namespace
+
 int DefaultDraftTokens(const std::string& method) {
-  return engine::DefaultDraftTokens(method == "mtp" ? engine::SpeculativeMethod::kMtp
-                                                    : engine::SpeculativeMethod::kNgram);
+  return engine::DefaultDraftTokens(MethodOf(method));
 }
 
-int MaxDraftTokens(const std::string& method) {
-  // engine::ValidateSpeculative's bounds.
-  return method == "mtp" ? 3 : 8;
-}
+int MaxDraftTokens(const std::string& method) { return engine::MaxDraftTokens(MethodOf(method)); }
 
 Status AppendSpeculativeArgs(const std::string& method, int draft_tokens,
                              std::vector<std::string>* argv) {

@@ -367,7 +367,7 @@ std::string_view SpeculativeMethodName(SpeculativeMethod method) {
 
 Status ValidateSpeculative(const SpeculativeOptions& o) {
   if (o.method == SpeculativeMethod::kOff) return Status::Ok();
-  const int max = o.method == SpeculativeMethod::kMtp ? 3 : 8;
+  const int max = MaxDraftTokens(o.method);
   if (o.draft_tokens < 1 || o.draft_tokens > max) {
     return InvalidArgumentError("--draft-tokens must be from 1 to " + std::to_string(max) +
                                 " for " + std::string(SpeculativeMethodName(o.method)) +

@@ -161,6 +161,10 @@ constexpr int kDefaultMtpDraftTokens = 2;
 constexpr int DefaultDraftTokens(SpeculativeMethod method) {
   return method == SpeculativeMethod::kMtp ? kDefaultMtpDraftTokens : kDefaultNgramDraftTokens;
 }
+// The most K takes (ValidateSpeculative): n-gram 8, MTP 3 (the head chained).
+constexpr int MaxDraftTokens(SpeculativeMethod method) {
+  return method == SpeculativeMethod::kMtp ? 3 : 8;
+}
 
 struct SpeculativeOptions {
   SpeculativeMethod method = SpeculativeMethod::kOff;
