@@ -41,13 +41,13 @@ Status AppendSpeculativeArgs(const std::string& method, int draft_tokens,
                              std::vector<std::string>* argv) {
   if (method == "off") return Status::Ok();
   if (method != "ngram" && method != "mtp") {
-    return InvalidArgumentError("speculative decoding must be off, ngram or mtp (got '" + method +
-                                "')");
+    return InvalidArgumentError("--speculative must be off, ngram or mtp (got '" + method + "')");
   }
   const int max = MaxDraftTokens(method);
   if (draft_tokens < 0 || draft_tokens > max) {
-    return InvalidArgumentError("drafts a step must be from 1 to " + std::to_string(max) + " for " +
-                                method + " (got " + std::to_string(draft_tokens) + ")");
+    return InvalidArgumentError("--draft-tokens (drafts a step) must be from 1 to " +
+                                std::to_string(max) + " for " + method + " speculation (got " +
+                                std::to_string(draft_tokens) + ")");
   }
   argv->insert(argv->end(), {"--speculative", method});
   if (draft_tokens > 0) argv->insert(argv->end(), {"--draft-tokens", std::to_string(draft_tokens)});
