@@ -152,6 +152,7 @@ Result<std::unique_ptr<AgentServer>> AgentServer::Start(AgentConfig config) {
     md.models_dir = a->config.models_dir;
     md.octet_binary = jo_binary;
     md.cluster_token = cfg.token;
+    md.stream_stall = std::chrono::milliseconds(std::max(cfg.stream_stall_ms, 1));
     a->services.push_back(MakeModelService(std::move(md)));
   }
 

@@ -30,12 +30,18 @@ namespace fs = std::filesystem;
 
 // A server stream fed by a producer thread. Push blocks while `capacity`
 // messages wait (back-pressure from a slow reader) and returns false once the
-// call is over (cancelled, the client gone): the producer then stops. The
+// call is over (cancelled, the client gone): the producer then stops. A
+// reader that takes nothing for `stall` is given up on: the queue is dropped,
+// the call ends with DEADLINE_EXCEEDED once the write in flight completes
+// (or the client goes), and the producer's thread is free at once. The
 // reactor deletes itself in OnDone; the producer only touches Core.
 template <typename Msg>
 class QueueWriter final : public grpc::ServerWriteReactor<Msg> {
  public:
   struct Core {
+    Core(std::chrono::milliseconds stall, std::string what) : stall(stall), what(std::move(what)) {}
+    const std::chrono::milliseconds stall;
+    const std::string what;  // the call, for the log line when its reader stalls
     std::mutex mu;
     std::condition_variable cv;
     QueueWriter* writer = nullptr;  // null once finished
@@ -47,8 +53,17 @@ class QueueWriter final : public grpc::ServerWriteReactor<Msg> {
 
     bool Push(Msg m) {
       std::unique_lock<std::mutex> lock(mu);
-      cv.wait(lock, [&] { return finished || queue.size() < capacity; });
-      if (finished) return false;
+      const auto room = [&] { return finished || closing || queue.size() < capacity; };
+      if (!cv.wait_for(lock, stall, room)) {
+        const std::string why =
+            "the reader took nothing for " + std::to_string(stall.count()) + " ms";
+        OCTET_LOG(WARNING) << what << ": " << why << "; the stream ends";
+        closing = true;
+        status = grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, why);
+        queue.clear();
+        return false;
+      }
+      if (finished || closing) return false;
       queue.push_back(std::move(m));
       Pump();
       return true;
@@ -60,9 +75,10 @@ class QueueWriter final : public grpc::ServerWriteReactor<Msg> {
       status = s;
       Pump();
     }
+    // The call is over or ending (cancelled, or its reader given up on).
     bool over() {
       std::lock_guard<std::mutex> lock(mu);
-      return finished;
+      return finished || closing;
     }
     // Under mu.
     void Pump() {
@@ -85,7 +101,10 @@ class QueueWriter final : public grpc::ServerWriteReactor<Msg> {
     }
   };
 
-  QueueWriter() : core_(std::make_shared<Core>()) { core_->writer = this; }
+  QueueWriter(std::chrono::milliseconds stall, std::string what)
+      : core_(std::make_shared<Core>(stall, std::move(what))) {
+    core_->writer = this;
+  }
   std::shared_ptr<Core> core() { return core_; }
 
   void OnWriteDone(bool ok) override {
@@ -312,7 +331,8 @@ class ModelServiceImpl final : public v1::ModelService::CallbackService {
       return new Rejected<v1::FileChunk>(grpc::Status(
           grpc::StatusCode::INVALID_ARGUMENT, req->path() + " is not a file (or a bad offset)"));
     }
-    auto* w = new QueueWriter<v1::FileChunk>();
+    auto* w = new QueueWriter<v1::FileChunk>(d_.stream_stall,
+                                             "ReadFile " + *real + " for " + ctx->peer());
     auto core = w->core();
     const std::string path = *real;
     const int64_t offset = req->offset();
@@ -363,7 +383,8 @@ class ModelServiceImpl final : public v1::ModelService::CallbackService {
       if (!req->peer_tls_ca_pem().empty())
         env.push_back("OCTET_PEER_CA_PEM=" + req->peer_tls_ca_pem());
     }
-    auto* w = new QueueWriter<v1::PullModelEvent>();
+    auto* w = new QueueWriter<v1::PullModelEvent>(
+        d_.stream_stall, "PullModel " + req->repo() + " for " + ctx->peer());
     auto core = w->core();
     OCTET_LOG(INFO) << "pull " << req->repo()
                     << (req->peer().empty() ? " from the Hub" : " from peer " + req->peer())

@@ -15,6 +15,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <string>
@@ -31,6 +32,9 @@ struct ModelServiceDeps {
   std::string models_dir;     // "" : no store (pulls refused)
   std::string octet_binary;   // runs `pull`
   std::string cluster_token;  // lets a pull child authenticate to a peer agent
+  // A stream (file read, pull events) whose reader takes nothing this long
+  // ends with DEADLINE_EXCEEDED and its work stops (AgentConfig::stream_stall_ms).
+  std::chrono::milliseconds stream_stall{60'000};
 };
 
 std::unique_ptr<grpc::Service> MakeModelService(ModelServiceDeps deps);

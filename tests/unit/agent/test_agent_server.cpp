@@ -8,6 +8,7 @@
 
 #include <QtTest>
 #include <mutex>
+#include <thread>
 
 #include "octet/agent/agent_server.h"
 #include "octet/agent/link_probe.h"
@@ -15,6 +16,7 @@
 #include "octet/base/log.h"
 #include "octet/v1/jobs.grpc.pb.h"
 #include "octet/v1/links.grpc.pb.h"
+#include "octet/v1/models.grpc.pb.h"
 #include "octet/v1/node.grpc.pb.h"
 #include "octet/v1/telemetry.grpc.pb.h"
 #include "octet_test.h"
@@ -79,13 +81,14 @@ grpc::Status CallGeneric(const std::shared_ptr<grpc::Channel>& ch, const std::st
   return status;
 }
 
-// Every method of the four agent services, from the descriptors: a method
+// Every method of the five agent services, from the descriptors: a method
 // added later is covered without touching this test.
 std::vector<std::string> AllAgentMethods() {
   std::vector<std::string> out;
   const auto* pool = google::protobuf::DescriptorPool::generated_pool();
-  for (const char* name : {"octet.v1.NodeService", "octet.v1.TelemetryService",
-                           "octet.v1.LinkService", "octet.v1.JobService"}) {
+  for (const char* name :
+       {"octet.v1.NodeService", "octet.v1.TelemetryService", "octet.v1.LinkService",
+        "octet.v1.JobService", "octet.v1.ModelService"}) {
     const auto* svc = pool->FindServiceByName(name);
     if (!svc) return {};
     for (int i = 0; i < svc->method_count(); ++i) {
@@ -149,7 +152,7 @@ class TestAgentServer : public QObject {
     QVERIFY2(server.ok(), server.status().ToString().c_str());
     auto ch = Channel(**server);
     const auto methods = AllAgentMethods();
-    QCOMPARE(methods.size(), size_t{8});
+    QCOMPARE(methods.size(), size_t{12});
     for (const auto& m : methods) {
       for (const char* header :
            {static_cast<const char*>(nullptr), "Bearer wrong-token", "Bearer ",
@@ -547,6 +550,50 @@ class TestAgentServer : public QObject {
     const grpc::Status refused = stub->Start(&ctx, req, &started);
     QCOMPARE(refused.error_code(), grpc::StatusCode::PERMISSION_DENIED);
     QVERIFY(refused.error_message().find("outside") != std::string::npos);
+  }
+
+  // A peer that stops reading a file it streams is given up on after the
+  // stall limit: the stream ends short of the file with DEADLINE_EXCEEDED
+  // saying why (the agent's thread and the file are let go, not held while
+  // the peer lives); a reader that keeps reading gets the whole file.
+  void fileStreamToAStalledReaderEnds() {
+    LogCapture logs;
+    AgentConfig c = Config("stall");
+    c.stream_stall_ms = 300;
+    auto server = AgentServer::Start(c);
+    QVERIFY2(server.ok(), server.status().ToString().c_str());
+    const std::string path = models_ + "/tiny/big.bin";
+    std::string bytes(64 << 20, '\0');
+    for (size_t i = 0; i < bytes.size(); i += 4096) bytes[i] = static_cast<char>(i >> 12);
+    QVERIFY(WriteFileAtomic(path, bytes).ok());
+    auto stub = v1::ModelService::NewStub(Channel(**server));
+    v1::ReadFileRequest req;
+    req.set_path(path);
+    v1::FileChunk chunk;
+
+    grpc::ClientContext stalled;
+    Auth(&stalled);
+    auto reader = stub->ReadFile(&stalled, req);
+    QVERIFY(reader->Read(&chunk));
+    size_t got = chunk.data().size();
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    while (reader->Read(&chunk)) got += chunk.data().size();
+    const grpc::Status s = reader->Finish();
+    QVERIFY2(s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED,
+             (std::to_string(s.error_code()) + " " + s.error_message()).c_str());
+    QVERIFY2(s.error_message() == "the reader took nothing for 300 ms", s.error_message().c_str());
+    QVERIFY2(got < bytes.size(), std::to_string(got).c_str());
+    QVERIFY2(logs.get().find("big.bin for ipv4:127.0.0.1:") != std::string::npos &&
+                 logs.get().find("took nothing for 300 ms; the stream ends") != std::string::npos,
+             logs.get().c_str());
+
+    grpc::ClientContext steady;
+    Auth(&steady);
+    reader = stub->ReadFile(&steady, req);
+    std::string whole;
+    while (reader->Read(&chunk)) whole += chunk.data();
+    QVERIFY(reader->Finish().ok());
+    QVERIFY(whole == bytes);
   }
 
   void shutdownStopsJobsAndEndsStreams() {

@@ -63,6 +63,10 @@ struct AgentConfig {
   // without "--"; job_arguments.h). Only the node owner sets these.
   std::vector<std::string> octet_binary_flags;
   int stop_grace_ms = 5000;
+  // A model-service stream (a peer's file read, a pull's events) whose reader
+  // takes nothing for this long ends (DEADLINE_EXCEEDED), freeing its thread
+  // and stopping its work (a stopped pull resumes when run again).
+  int stream_stall_ms = 60'000;
 };
 
 class AgentServer {
