@@ -14,7 +14,8 @@ namespace octet::kernels::cuda {
 // "<call>: <cudaErrorName>: <description>", with a code that says what a
 // caller can do about it: no driver, no device or no kernel image is
 // Unavailable, out of memory ResourceExhausted, a bad value InvalidArgument,
-// anything else Internal.
+// anything else Internal. Clears the runtime's last error (cudaGetLastError),
+// so that no later check reports this one again.
 Status CudaError(cudaError_t error, std::string_view call);
 
 inline Status CudaCheck(cudaError_t error, std::string_view call) {

@@ -15,6 +15,11 @@
 namespace octet::kernels::cuda {
 
 Status CudaError(cudaError_t error, std::string_view call) {
+  // The error is this Status now: clear it from the runtime, or the next
+  // launch's CheckLaunch (cudaGetLastError) reports it as its own, e.g. a
+  // failed scratch cudaMalloc failing the next request's first kernel. A
+  // sticky error (the context is lost) stays whatever is done here.
+  (void)cudaGetLastError();
   std::string msg(call);
   msg += ": ";
   msg += cudaGetErrorName(error);
