@@ -283,7 +283,10 @@ __global__ void __launch_bounds__(kNormThreads) QkPrepKernel(const QkPrepParams 
     const KvStoreArgs& a = p.stores[s];
     const int64_t t = row - p.first_row[s];
     if (t >= 0 && t < a.n) {
-      KvStoreRow(a, t, h - p.q_heads, p.store_at_positions ? p.positions[row] : a.first_pos + t);
+      // A negative position (a replayed step's, from device memory) would
+      // write before the cache: store nothing, as KvStore refuses it.
+      const int64_t pos = p.store_at_positions ? p.positions[row] : a.first_pos + t;
+      if (pos >= 0) KvStoreRow(a, t, h - p.q_heads, pos);
       break;
     }
   }
@@ -771,12 +774,13 @@ Status LaunchQkPrep(cudaStream_t s, const KernelBackend::QkPrepArgs& a, const in
     if (st.n < 0 || r < 0 || r + st.n > a.rows || st.row_stride != kvd ||
         st.n_kv_heads != a.k_heads || st.head_dim != a.head_dim ||
         (st.n > 0 && st.k != a.k + r * kvd) ||
-        (st.n > 0 && (!st.v || !st.k_cache || !st.v_cache)) ||
+        (st.n > 0 && (!st.v || !st.k_cache || !st.v_cache || st.first_pos < 0)) ||
         (st.dtype != KvDtype::kF32 && st.dtype != KvDtype::kF16)) {
       return InvalidArgumentError("LaunchQkPrep: store " + std::to_string(i) + " is not rows [" +
                                   std::to_string(r) + ", " + std::to_string(r + st.n) +
                                   ") of this call's keys, or lacks a "
-                                  "value or cache pointer, or has an unknown dtype");
+                                  "value or cache pointer, or starts before position 0, or has "
+                                  "an unknown dtype");
     }
   }
   if (a.rows == 0 || heads == 0 || a.head_dim == 0) return Status::Ok();
