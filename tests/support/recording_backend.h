@@ -13,8 +13,17 @@
 // once only. A recording runs again only if the engine's step key matched, so
 // a key that misses something the ops depend on shows as logits that differ
 // from the same model's op by op.
+//
+// With Options::route_experts it also routes experts itself, as the CUDA
+// backend with OCTET_CUDA_MOE_ROUTING=device does: PrepareExperts gives each
+// layer a table of its experts, and MoeDecode (decode steps of up to 8
+// tokens) is recorded like any op and routes from the router's logits when it
+// runs, so a replayed step routes its own tokens. Its arithmetic is MoeMlp's
+// host path, the same calls in the same order, so the logits are those of the
+// host-routed model bit for bit.
 #pragma once
 
+#include <algorithm>
 #include <cstring>
 #include <functional>
 #include <map>
@@ -24,8 +33,13 @@
 #include <vector>
 
 #include "octet/kernels/backend.h"
+#include "octet/kernels/moe_route.h"
 
 namespace octet::test {
+
+struct RecordingOptions {
+  bool route_experts = false;  // PrepareExperts and MoeDecode, as a device's (above)
+};
 
 class RecordingBackend final : public kernels::KernelBackend {
  public:
@@ -33,7 +47,9 @@ class RecordingBackend final : public kernels::KernelBackend {
   using WeightMatrix = kernels::WeightMatrix;
   using WeightFormat = kernels::WeightFormat;
 
-  explicit RecordingBackend(std::unique_ptr<KernelBackend> inner) : inner_(std::move(inner)) {}
+  using Options = RecordingOptions;
+  explicit RecordingBackend(std::unique_ptr<KernelBackend> inner, Options options = Options())
+      : inner_(std::move(inner)), options_(options) {}
 
   // The next n recordings end Aborted, as a device's do when a scratch
   // buffer must grow while it records.
@@ -74,7 +90,7 @@ class RecordingBackend final : public kernels::KernelBackend {
   kernels::ThreadPool* host_thread_pool() override { return inner_->host_thread_pool(); }
   bool UsesNvfp4Tiles() const override { return inner_->UsesNvfp4Tiles(); }
   int64_t grouped_experts_max_tokens() const override {
-    return inner_->grouped_experts_max_tokens();
+    return options_.route_experts ? kMaxDecodeTokens : inner_->grouped_experts_max_tokens();
   }
 
   // ---- recording ----
@@ -243,11 +259,33 @@ class RecordingBackend final : public kernels::KernelBackend {
                                          const WeightMatrix* const* up,
                                          const WeightMatrix* const* down,
                                          int64_t n_experts) override {
-    return inner_->PrepareExperts(gate, up, down, n_experts);
+    if (!options_.route_experts) return inner_->PrepareExperts(gate, up, down, n_experts);
+    if (n_experts < 1) return InvalidArgumentError("PrepareExperts: no experts");
+    // Each expert's gate, up and down matrix, in the backend's memory.
+    OCTET_ASSIGN_OR_RETURN(kernels::Buffer table,
+                           inner_->Allocate(n_experts * 3 * int64_t{sizeof(WeightMatrix*)}));
+    const WeightMatrix** t = table.as<const WeightMatrix*>();
+    for (int64_t e = 0; e < n_experts; ++e) {
+      t[3 * e] = gate[e];
+      t[3 * e + 1] = up[e];
+      t[3 * e + 2] = down[e];
+    }
+    expert_tables_[table.data()] = n_experts;
+    return table;
   }
   Status MoeDecode(const MoeDecodeArgs& args) override {
-    if (Unrecordable()) return AbortedError("recording: MoeDecode");
-    return inner_->MoeDecode(args);
+    if (!options_.route_experts) {
+      if (Unrecordable()) return AbortedError("recording: MoeDecode");
+      return inner_->MoeDecode(args);
+    }
+    const auto table = expert_tables_.find(args.experts);
+    if (table == expert_tables_.end() || table->second != args.route.num_experts ||
+        args.tokens < 1 || args.tokens > kMaxDecodeTokens || !args.x || !args.router_logits ||
+        !args.out) {
+      return InvalidArgumentError("MoeDecode: not a step of this backend's expert tables");
+    }
+    Do([=, this] { RouteAndRunExperts(args); });
+    return Status::Ok();
   }
   void Scale(float* x, int64_t n, float s) override {
     Do([=, this] { inner_->Scale(x, n, s); });
@@ -265,6 +303,54 @@ class RecordingBackend final : public kernels::KernelBackend {
   }
 
  private:
+  static constexpr int64_t kMaxDecodeTokens = 8;  // the CUDA backend's grouped rows
+
+  // MoeDecode when it runs: each token routed from its logits as now, then
+  // MoeMlp's per-expert calls, in increasing expert order.
+  void RouteAndRunExperts(const MoeDecodeArgs& a) {
+    const kernels::MoeRouteSpec& r = a.route;
+    const int64_t T = a.tokens, E = r.num_experts, k = r.experts_per_token, H = a.hidden,
+                  F = a.width;
+    std::vector<float> score(E), choice(E), group_score(std::max(r.n_group, 1));
+    std::vector<int32_t> chosen(T * k);
+    std::vector<float> weight(T * k);
+    for (int64_t t = 0; t < T; ++t) {
+      kernels::MoeRouteToken(r, a.router_logits + t * E, a.bias, score.data(), choice.data(),
+                             group_score.data(), chosen.data() + t * k, weight.data() + t * k);
+    }
+    std::vector<int64_t> begin(E + 1, 0), rows(T * k);
+    std::vector<float> weights(T * k);
+    for (int32_t e : chosen) ++begin[e + 1];
+    for (int64_t e = 0; e < E; ++e) begin[e + 1] += begin[e];
+    std::vector<int64_t> fill(begin.begin(), begin.end() - 1);
+    for (int64_t t = 0; t < T; ++t) {
+      for (int64_t i = 0; i < k; ++i) {
+        const int64_t slot = fill[chosen[t * k + i]]++;
+        rows[slot] = t;
+        weights[slot] = weight[t * k + i];
+      }
+    }
+    std::vector<float> in(T * H), gate(T * F), up(T * F), y(T * H);
+    const auto* const* table = static_cast<const WeightMatrix* const*>(a.experts);
+    for (int64_t e = 0; e < E; ++e) {
+      const int64_t n = begin[e + 1] - begin[e];
+      if (n == 0) continue;
+      const float* x = a.x;
+      int64_t ldx = a.ldx;
+      if (n != T) {
+        inner_->GatherRows(a.x, a.ldx, rows.data() + begin[e], n, H, in.data());
+        x = in.data();
+        ldx = H;
+      }
+      const MatmulOutput gate_up[2] = {{table[3 * e], gate.data(), F},
+                                       {table[3 * e + 1], up.data(), F}};
+      inner_->MatmulMulti(x, n, ldx, gate_up, 2);
+      inner_->SiluMulMatmul(gate.data(), up.data(), n, F, *table[3 * e + 2], y.data(), H, false);
+      inner_->ScatterAddRows(y.data(), H, rows.data() + begin[e], weights.data() + begin[e], n, H,
+                             a.out, a.ldo);
+    }
+  }
+
   struct Recording {
     std::vector<std::function<void()>> tape;
     bool replayable = false;
@@ -283,6 +369,8 @@ class RecordingBackend final : public kernels::KernelBackend {
   }
 
   std::unique_ptr<KernelBackend> inner_;
+  const Options options_;
+  std::map<const void*, int64_t> expert_tables_;  // PrepareExperts' tables: experts in each
   bool recording_ = false;
   bool aborted_ = false;
   bool replayable_ = false;
