@@ -54,6 +54,10 @@ class RecordingBackend final : public kernels::KernelBackend {
   // The next n recordings end Aborted, as a device's do when a scratch
   // buffer must grow while it records.
   void AbortNextRecordings(int n) { abort_next_ = n; }
+  // Every n-th RunRecording first finds the scratch moved, as the CUDA
+  // backend's recordings do after a scratch buffer grew (its epoch): every
+  // recording made before cannot run again, and the engine records anew.
+  void MoveScratchEveryNthRun(int n) { move_every_ = n; }
 
   std::string_view name() const override { return "recording"; }
   int num_threads() const override { return inner_->num_threads(); }
@@ -120,13 +124,15 @@ class RecordingBackend final : public kernels::KernelBackend {
     Recording& r = recordings_[id];
     r.tape = std::move(tape);
     r.replayable = replayable_;
+    r.epoch = epoch_;
     for (const auto& op : r.tape) op();
     ++counts_.recorded;
     return id;
   }
   Status RunRecording(int64_t id) override {
+    if (move_every_ > 0 && ++runs_ % move_every_ == 0) ++epoch_;
     const auto it = recordings_.find(id);
-    if (it == recordings_.end() || !it->second.replayable) {
+    if (it == recordings_.end() || !it->second.replayable || it->second.epoch != epoch_) {
       return AbortedError("recording " + std::to_string(id) + " cannot run again");
     }
     for (const auto& op : it->second.tape) op();
@@ -354,6 +360,7 @@ class RecordingBackend final : public kernels::KernelBackend {
   struct Recording {
     std::vector<std::function<void()>> tape;
     bool replayable = false;
+    int64_t epoch = 0;  // of the scratch it names
   };
   template <class F>
   void Do(F&& op) {
@@ -375,6 +382,9 @@ class RecordingBackend final : public kernels::KernelBackend {
   bool aborted_ = false;
   bool replayable_ = false;
   int abort_next_ = 0;
+  int move_every_ = 0;
+  int64_t runs_ = 0;   // RunRecording calls
+  int64_t epoch_ = 0;  // bumped when the scratch "moves"
   std::vector<std::function<void()>> tape_;
   std::map<int64_t, Recording> recordings_;
   int64_t next_id_ = 0;

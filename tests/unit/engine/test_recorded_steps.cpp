@@ -74,24 +74,31 @@ class TestRecordedSteps : public QObject {
   // Three sequences decoding together, then one (another step key), on the
   // recording backend; with `aborts`, the run's first recordings end unrun,
   // as a device's do when its scratch grows, and the engine issues those
-  // steps op by op. (Every fixture's prompt is over 8 tokens: its prefill is
-  // not recorded.)
+  // steps op by op; with `moves`, every so many runs of a recording find the
+  // scratch moved since it was made, and the engine records the step anew in
+  // its place. (Every fixture's prompt is over 8 tokens: its prefill is not
+  // recorded.)
   void sameLogitsAsOpByOp_data() {
     QTest::addColumn<QString>("model");
     QTest::addColumn<int>("aborts");
+    QTest::addColumn<int>("moves");
     QTest::addColumn<bool>("route_experts");
     for (const char* m : kModels) {
       for (bool route : {false, true}) {
         if (route && !IsMoe(m)) continue;
         const std::string row = std::string(m) + (route ? "/device-routing" : "");
-        QTest::newRow(row.c_str()) << QString(m) << 0 << route;
-        QTest::newRow((row + "/aborts").c_str()) << QString(m) << 2 << route;
+        QTest::newRow(row.c_str()) << QString(m) << 0 << 0 << route;
+        QTest::newRow((row + "/aborts").c_str()) << QString(m) << 2 << 0 << route;
+        if (route || !IsMoe(m)) {
+          QTest::newRow((row + "/scratch-moves").c_str()) << QString(m) << 0 << 3 << route;
+        }
       }
     }
   }
   void sameLogitsAsOpByOp() {
     QFETCH(QString, model);
     QFETCH(int, aborts);
+    QFETCH(int, moves);
     QFETCH(bool, route_experts);
     const std::string name = model.toStdString();
     const std::string dir = test::FixturesDir() + "/" + name;
@@ -102,6 +109,7 @@ class TestRecordedSteps : public QObject {
     auto recorded = Load(dir, &recorder, route_experts);
     QVERIFY(recorder);
     recorder->AbortNextRecordings(aborts);
+    recorder->MoveScratchEveryNthRun(moves);
 
     const auto want = test::BatchedFixtureDecode(*op_by_op, ref, std::nullopt);
     const auto got = test::BatchedFixtureDecode(*recorded, ref, std::nullopt);
@@ -128,8 +136,14 @@ class TestRecordedSteps : public QObject {
       return;
     }
     // Each batch size's first decode step is recorded (after `aborts`
-    // attempts); every decode step after it runs the recording again.
+    // attempts); every decode step after it runs the recording again, or,
+    // where the scratch moved, records it anew.
     const int64_t decode_steps = static_cast<int64_t>(got.size() - 1 + got1.size() - 1);
+    if (moves > 0) {
+      QVERIFY2(n.aborted == 0 && n.recorded > 2 && n.replayed > 0, counts.c_str());
+      QVERIFY2(n.recorded + n.replayed == decode_steps, counts.c_str());
+      return;
+    }
     QVERIFY2(n.aborted == aborts, counts.c_str());
     QVERIFY2(n.recorded == 2, counts.c_str());
     QVERIFY2(n.replayed == decode_steps - 2 - aborts, counts.c_str());
