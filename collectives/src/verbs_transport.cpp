@@ -20,15 +20,21 @@
 //
 // Verified here only to compile and to probe cleanly without a device (this
 // development machine has no RDMA NIC); its data path has not been run on
-// hardware yet.
+// hardware yet. A review against the verbs API fixed the path MTU (both
+// ends'), the ranks' agreement that every QP is ready before the first
+// write, per-slot staging, the drain of in-flight writes before the QPs are
+// destroyed, and the limits (largest message, RLIMIT_MEMLOCK).
 #include <arpa/inet.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include "bootstrap.h"
@@ -68,6 +74,8 @@ constexpr uint32_t kRecvDepth = 2 * kPieceSlots + 8;  // posted receives per QP
 constexpr uint32_t kSendDepth = 4 * kPieceSlots + 16;
 constexpr uint32_t kImmPublish = 0u << 30, kImmPiece = 1u << 30, kImmCredit = 2u << 30;
 constexpr uint32_t kImmKindMask = 3u << 30, kImmValueMask = ~kImmKindMask;
+// How long closing waits for this rank's writes still on the wire.
+constexpr int64_t kDrainMs = 2000;
 
 struct PieceHeader {
   uint64_t message;
@@ -83,6 +91,21 @@ const VerbsApi& V() { return **LoadVerbs(); }
 
 std::string DeviceError(const std::string& what) {
   return what + ": " + std::strerror(errno);
+}
+
+// ibv_reg_mr pins the region: above RLIMIT_MEMLOCK (8 MiB by default on
+// Ubuntu, less than the region of two ranks) the kernel refuses with ENOMEM.
+std::string RegisterError(size_t bytes) {
+  const int err = errno;
+  std::string msg =
+      "ibv_reg_mr of the RDMA region (" + std::to_string(bytes) + " bytes): " + std::strerror(err);
+  rlimit lim{};
+  if (err == ENOMEM && getrlimit(RLIMIT_MEMLOCK, &lim) == 0 && lim.rlim_cur != RLIM_INFINITY &&
+      lim.rlim_cur < bytes) {
+    msg += "; the locked-memory limit (ulimit -l) is " + std::to_string(lim.rlim_cur) +
+           " bytes: raise it (the octet-agent unit sets LimitMEMLOCK=infinity for its jobs)";
+  }
+  return msg;
 }
 
 // Owns what ibv_* handed out; destroys it in reverse order.
@@ -197,6 +220,7 @@ struct Endpoint {
   ibv_gid gid{};
   uint64_t addr = 0;
   uint32_t rkey = 0;
+  uint32_t mtu = 0;  // the port's active MTU (enum ibv_mtu): a path takes the smaller end's
 };
 
 class VerbsTransport final : public Transport {
@@ -214,11 +238,20 @@ class VerbsTransport final : public Transport {
     region_bytes_ = send_pieces_ + kPieceSlots * piece_slot_bytes_;
   }
 
+  ~VerbsTransport() override { Drain(); }
+
   TransportKind kind() const override { return TransportKind::kVerbs; }
 
   // Allocates and registers everything and creates one QP per peer.
   Status Open(const TransportConfig& config) {
     OCTET_ASSIGN_OR_RETURN(port_, OpenDevice(config, &res_.ctx));
+    // One message is a one-shot slot, or a piece with its header.
+    const uint64_t largest = std::max<uint64_t>(slot_bytes_, kPieceHeaderBytes + chunk_bytes_);
+    if (port_.attr.max_msg_sz != 0 && largest > port_.attr.max_msg_sz) {
+      return InvalidArgumentError(
+          "RDMA: a message of " + std::to_string(largest) + " bytes (slot or chunk) is over " +
+          port_.device + "'s largest, " + std::to_string(port_.attr.max_msg_sz) + " bytes");
+    }
     res_.pd = V().alloc_pd(res_.ctx);
     if (!res_.pd) return UnavailableError(DeviceError("ibv_alloc_pd on " + port_.device));
     const int cqe = static_cast<int>((kRecvDepth + kSendDepth) * static_cast<uint32_t>(size_));
@@ -231,7 +264,7 @@ class VerbsTransport final : public Transport {
     std::memset(res_.buffer, 0, region_bytes_);
     res_.mr = V().reg_mr(res_.pd, res_.buffer, region_bytes_,
                          IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
-    if (!res_.mr) return UnavailableError(DeviceError("ibv_reg_mr of the RDMA region"));
+    if (!res_.mr) return UnavailableError(RegisterError(region_bytes_));
     res_.qps.assign(size_, nullptr);
     for (int p = 0; p < size_; ++p) {
       if (p == rank_) continue;
@@ -277,7 +310,8 @@ class VerbsTransport final : public Transport {
       e.gid = port_.gid;
       e.addr = reinterpret_cast<uint64_t>(res_.buffer);
       e.rkey = res_.mr->rkey;
-      w.U32(e.qpn).U32(e.psn).U32(e.lid).Raw(e.gid.raw, 16).U64(e.addr).U32(e.rkey);
+      e.mtu = static_cast<uint32_t>(port_.attr.active_mtu);
+      w.U32(e.qpn).U32(e.psn).U32(e.lid).Raw(e.gid.raw, 16).U64(e.addr).U32(e.rkey).U32(e.mtu);
     }
     return w.Take();
   }
@@ -296,13 +330,19 @@ class VerbsTransport final : public Transport {
         rd.Raw(e.gid.raw, 16);
         e.addr = rd.U64();
         e.rkey = rd.U32();
+        e.mtu = rd.U32();
       }
-      if (!rd.ok()) return DataLossError("rank " + std::to_string(p) + " sent a bad RDMA endpoint");
+      if (!rd.ok() || e.mtu < IBV_MTU_256 || e.mtu > IBV_MTU_4096) {
+        return DataLossError("rank " + std::to_string(p) + " sent a bad RDMA endpoint");
+      }
       peers_[p].remote_addr = e.addr;
       peers_[p].rkey = e.rkey;
       ibv_qp_attr rtr{};
       rtr.qp_state = IBV_QPS_RTR;
-      rtr.path_mtu = port_.attr.active_mtu;
+      // Both ends' MTU (a 9000-byte Ethernet MTU is IB 4096, 1500 is 1024):
+      // packets above the smaller one are dropped, and the QP fails with
+      // retries exceeded.
+      rtr.path_mtu = std::min(port_.attr.active_mtu, static_cast<ibv_mtu>(e.mtu));
       rtr.dest_qp_num = e.qpn;
       rtr.rq_psn = e.psn;
       rtr.max_dest_rd_atomic = 1;
@@ -397,7 +437,11 @@ class VerbsTransport final : public Transport {
         Peer& p = peers_[send_peer];
         while (!send_done && p.pieces_sent - p.credits < kPieceSlots &&
                piece_staging_busy_ < kPieceSlots) {
-          const uint32_t i = staging_next_++ % kPieceSlots;
+          // A free staging slot: completions come in order per QP only, so
+          // after sends to several peers the oldest slot may still be on
+          // the wire.
+          uint32_t i = 0;
+          while (staging_busy_[i]) ++i;
           uint8_t* staging = res_.buffer + send_pieces_ + i * piece_slot_bytes_;
           const size_t len = std::min(chunk_bytes_, send_bytes - sent);
           PieceHeader h{send_message, send_bytes, sent, len};
@@ -409,6 +453,7 @@ class VerbsTransport final : public Transport {
                   piece_slot_bytes_;
           OCTET_RETURN_IF_ERROR(PostWrite(send_peer, staging, kPieceHeaderBytes + len, remote,
                                           kImmPiece, WrId(kWrPiece, i)));
+          staging_busy_[i] = true;
           ++piece_staging_busy_;
           ++p.pieces_sent;
           sent += len;
@@ -434,6 +479,7 @@ class VerbsTransport final : public Transport {
           // Give the slot back to the sender.
           OCTET_RETURN_IF_ERROR(PostWrite(recv_peer, nullptr, 0, p.remote_addr, kImmCredit | 1,
                                           WrId(kWrCredit, 0)));
+          ++credits_in_flight_;
           recv_done = received == recv_bytes;
           moved = true;
         }
@@ -546,12 +592,44 @@ class VerbsTransport final : public Transport {
           }
           OCTET_RETURN_IF_ERROR(PostRecv(peer));
         } else {
-          const uint64_t kind = wc[i].wr_id >> 32, index = wc[i].wr_id & 0xffffffffu;
-          if (kind == kWrPublish) --publish_in_flight_[index & 1];
-          if (kind == kWrPiece) --piece_staging_busy_;
+          WriteCompleted(wc[i].wr_id);
         }
       }
       if (n < 32) return Status::Ok();
+    }
+  }
+
+  // One of this rank's writes is done (the peer's adapter has it, or it
+  // failed): its staging is free again.
+  void WriteCompleted(uint64_t wr_id) {
+    const uint64_t kind = wr_id >> 32, index = wr_id & 0xffffffffu;
+    if (kind == kWrPublish) --publish_in_flight_[index & 1];
+    if (kind == kWrPiece) {
+      staging_busy_[index % kPieceSlots] = false;
+      --piece_staging_busy_;
+    }
+    if (kind == kWrCredit) --credits_in_flight_;
+  }
+
+  // Collectives and SendRecv return once their writes are posted; an RC
+  // write's completion at the sender says the peer's adapter has the data.
+  // Destroying the QPs before that drops what is still on the wire (unlike a
+  // TCP socket's close), so the peer would wait for data that never comes:
+  // reap this rank's writes first, for at most kDrainMs. Failed or flushed
+  // work requests count as done.
+  void Drain() {
+    if (!res_.cq) return;
+    const Deadline deadline = Deadline::AfterMs(kDrainMs);
+    ibv_wc wc[32];
+    while ((publish_in_flight_[0] > 0 || publish_in_flight_[1] > 0 || piece_staging_busy_ > 0 ||
+            credits_in_flight_ > 0) &&
+           !deadline.expired()) {
+      const int n = ibv_poll_cq(res_.cq, 32, wc);
+      if (n < 0) return;
+      for (int i = 0; i < n; ++i) {
+        if (wc[i].opcode != IBV_WC_RECV_RDMA_WITH_IMM) WriteCompleted(wc[i].wr_id);
+      }
+      if (n == 0) std::this_thread::sleep_for(std::chrono::microseconds(50));
     }
   }
 
@@ -579,8 +657,9 @@ class VerbsTransport final : public Transport {
   std::vector<Peer> peers_;
   std::vector<std::pair<uint32_t, int>> qp_to_peer_;
   int publish_in_flight_[2] = {0, 0};
-  uint32_t piece_staging_busy_ = 0;
-  uint32_t staging_next_ = 0;
+  uint32_t piece_staging_busy_ = 0;      // staging slots whose write is not done
+  bool staging_busy_[kPieceSlots] = {};  // which ones
+  uint32_t credits_in_flight_ = 0;       // credit writes not done
   PublishSpec self_spec_;
   const uint8_t* self_data_ = nullptr;
 };
@@ -606,8 +685,10 @@ Result<std::unique_ptr<Transport>> ConnectVerbs(Bootstrap& bootstrap,
   const std::string mine = opened.ok() ? t->LocalEndpoints() : std::string();
   auto all = bootstrap.AllGatherChecked(opened, mine, deadline);
   if (!all.ok()) return all.status();
-  // 3. Connect (local; the start-up vote reports a failure here).
-  OCTET_RETURN_IF_ERROR(t->ConnectQps(*all));
+  // 3. Connect, then agree that every rank did: a QP not yet ready to
+  // receive drops what arrives, so no rank may write before all are (and a
+  // rank that failed says so now, not as a timeout in the first collective).
+  OCTET_RETURN_IF_ERROR(bootstrap.AllGatherChecked(t->ConnectQps(*all), {}, deadline).status());
   return std::unique_ptr<Transport>(std::move(t));
 }
 
