@@ -66,7 +66,7 @@ std::vector<TransportKind> Candidates(TransportKind requested, bool one_host) {
                       : std::vector<T>{T::kVerbs, T::kTcp};
     case T::kNccl:
       return one_host ? std::vector<T>{T::kNccl, T::kShm, T::kTcp}
-                      : std::vector<T>{T::kNccl, T::kTcp};
+                      : std::vector<T>{T::kNccl, T::kVerbs, T::kTcp};
   }
   return {T::kTcp};
 }

@@ -1,15 +1,25 @@
 // NCCL as a whole backend: NCCL picks its own algorithm and transport; Octet
 // supplies the unique id (through the bootstrap), stages host buffers to the
 // GPU and back, and keeps its own deadlines: the communicator is created
-// non-blocking and every wait polls the stream and ncclCommGetAsyncError, so
-// a dead peer ends in ncclCommAbort and an error, never a hang.
+// non-blocking and every wait polls ncclCommGetAsyncError (and the stream),
+// so a dead peer ends in ncclCommAbort and an error, never a hang.
 //
-// Each rank uses GPU (local rank % device count). The probe runs everywhere:
-// without a GPU cudaGetDeviceCount fails and every rank falls back together.
-// Verified here only to compile and to probe cleanly (no GPU on this
-// development machine). libnccl is loaded at run time (nccl_loader.h); the
+// Non-blocking semantics: a collective or a group's end may return
+// ncclInProgress, and then the operation is on the stream only once
+// ncclCommGetAsyncError says ncclSuccess: nothing is queued behind it before
+// that. The copy back to the caller's (pageable) memory waits for the whole
+// collective, so it is made only after the stream is idle, never as a wait
+// without a deadline.
+//
+// Each rank uses GPU (local rank % device count); NCCL refuses two ranks of
+// one communicator on one GPU, so more local ranks than GPUs fall back
+// together at start-up, saying so. The probe runs everywhere: without a GPU
+// cudaGetDeviceCount fails and every rank falls back together. Verified here
+// only to compile and to probe cleanly (no GPU on this development machine);
+// one rank ran on an H200. libnccl is loaded at run time (nccl_loader.h); the
 // CUDA runtime is linked statically.
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <memory>
 #include <thread>
@@ -87,6 +97,9 @@ class ScopedDevice {
   cudaError_t error_ = cudaSuccess;
 };
 
+// How long closing waits for ncclCommFinalize before aborting instead.
+constexpr int64_t kFinalizeMs = 5000;
+
 class NcclBackend final : public Backend {
  public:
   explicit NcclBackend(const NcclApi* nccl) : nccl_(nccl) {}
@@ -94,11 +107,20 @@ class NcclBackend final : public Backend {
     if (!comm_ && !stream_ && !send_buf_ && !recv_buf_) return;  // no GPU touched
     ScopedDevice on(device_);
     if (comm_) {
-      // A poisoned communicator may have work stuck in flight: abort it.
-      if (aborted_ || nccl_->comm_finalize(comm_) != ncclSuccess)
-        nccl_->comm_abort(comm_);
-      else
+      // Finalize runs in the background on a non-blocking communicator
+      // (ncclInProgress); destroy once it is done, abort if it fails or
+      // takes too long.
+      ncclResult_t r = nccl_->comm_finalize(comm_);
+      const Deadline deadline = Deadline::AfterMs(kFinalizeMs);
+      while (r == ncclInProgress && !deadline.expired()) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        nccl_->comm_get_async_error(comm_, &r);
+      }
+      if (r == ncclSuccess) {
         nccl_->comm_destroy(comm_);
+      } else {
+        nccl_->comm_abort(comm_);
+      }
     }
     if (stream_) cudaStreamDestroy(stream_);
     if (send_buf_) cudaFree(send_buf_);
@@ -112,6 +134,12 @@ class NcclBackend final : public Backend {
     int count = 0;
     if (cudaError_t e = cudaGetDeviceCount(&count); e != cudaSuccess) {
       return UnavailableError(CudaError("no usable GPU (cudaGetDeviceCount)", e));
+    }
+    if (count < 1) return UnavailableError("no usable GPU (no CUDA device)");
+    if (b.LocalRankCount() > count) {
+      return UnavailableError(
+          "NCCL needs a GPU of its own for each rank: " + std::to_string(b.LocalRankCount()) +
+          " ranks on this host share " + std::to_string(count) + " GPU" + (count == 1 ? "" : "s"));
     }
     device_ = b.LocalRank() % count;
     ScopedDevice on(device_);  // the stream is made on it; the caller's device after
@@ -135,19 +163,18 @@ class NcclBackend final : public Backend {
       nccl_->comm_get_async_error(comm_, &r);
       if (r == ncclSuccess) return Status::Ok();
       if (r != ncclInProgress) {
-        aborted_ = true;
-        return UnavailableError(std::string("NCCL communicator set-up: ") +
-                                nccl_->get_error_string(r));
+        return Fail(UnavailableError(std::string("NCCL communicator set-up: ") +
+                                     nccl_->get_error_string(r)));
       }
       if (deadline.expired()) {
-        aborted_ = true;
-        return DeadlineExceededError("NCCL communicator set-up did not finish in time");
+        return Fail(DeadlineExceededError("NCCL communicator set-up did not finish in time"));
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
   }
 
   Status Collective(const CollectiveArgs& a, AlgorithmKind, Waiter& w) override {
+    OCTET_RETURN_IF_ERROR(Usable());
     ScopedDevice on(device_);
     const size_t elem = a.elem_bytes();
     const int n = w.bootstrap() ? w.bootstrap()->size() : 1;
@@ -184,17 +211,19 @@ class NcclBackend final : public Backend {
       case CollectiveOp::kSendRecv:
         return InvalidArgumentError("nccl: send/recv goes through SendRecv");
     }
-    OCTET_RETURN_IF_ERROR(CheckNccl(r, w));
+    OCTET_RETURN_IF_ERROR(Await(r, w));
     if (a.op != CollectiveOp::kBarrier && out_bytes > 0) {
       OCTET_RETURN_IF_ERROR(Check(
           cudaMemcpyAsync(a.out, recv_buf_, out_bytes, cudaMemcpyDeviceToHost, stream_),
           "copy out"));
+      OCTET_RETURN_IF_ERROR(Check(cudaStreamSynchronize(stream_), "copy out"));
     }
-    return Finish(w);
+    return Status::Ok();
   }
 
   Status SendRecv(int send_peer, const void* send_data, size_t send_bytes, int recv_peer,
                   void* recv_data, size_t recv_bytes, Waiter& w) override {
+    OCTET_RETURN_IF_ERROR(Usable());
     ScopedDevice on(device_);
     OCTET_RETURN_IF_ERROR(Reserve(std::max(send_bytes, recv_bytes)));
     if (send_peer >= 0 && send_bytes > 0) {
@@ -210,13 +239,14 @@ class NcclBackend final : public Backend {
       r = nccl_->recv(recv_buf_, recv_bytes, ncclUint8, recv_peer, comm_, stream_);
     }
     const ncclResult_t g = nccl_->group_end();
-    OCTET_RETURN_IF_ERROR(CheckNccl(r != ncclSuccess ? r : g, w));
+    OCTET_RETURN_IF_ERROR(Await(r != ncclSuccess && r != ncclInProgress ? r : g, w));
     if (recv_peer >= 0 && recv_bytes > 0) {
       OCTET_RETURN_IF_ERROR(Check(
           cudaMemcpyAsync(recv_data, recv_buf_, recv_bytes, cudaMemcpyDeviceToHost, stream_),
           "copy out"));
+      OCTET_RETURN_IF_ERROR(Check(cudaStreamSynchronize(stream_), "copy out"));
     }
-    return Finish(w);
+    return Status::Ok();
   }
 
  private:
@@ -225,11 +255,17 @@ class NcclBackend final : public Backend {
     return UnavailableError(CudaError(what, e));
   }
 
-  Status CheckNccl(ncclResult_t r, Waiter& w) {
-    if (r == ncclSuccess || r == ncclInProgress) return Status::Ok();
-    aborted_ = true;
-    return UnavailableError(std::string("NCCL: ") + nccl_->get_error_string(r) + " (" +
-                            w.label().ToString() + ")");
+  // After a failure the communicator is aborted at once: its kernels stop
+  // spinning on the GPU (which the model's stream shares), and the peers'
+  // NCCL calls fail instead of waiting for this rank.
+  Status Fail(Status s) {
+    if (comm_) nccl_->comm_abort(comm_);
+    comm_ = nullptr;
+    return s;
+  }
+  Status Usable() const {
+    return comm_ ? Status::Ok()
+                 : FailedPreconditionError("NCCL: the communicator was aborted after a failure");
   }
 
   Status Reserve(size_t bytes) {
@@ -244,36 +280,35 @@ class NcclBackend final : public Backend {
     return Status::Ok();
   }
 
-  // Waits for the stream while watching NCCL's asynchronous errors, the
-  // control mesh and the peer timeout (this rank cannot tell which peer NCCL
-  // waits for; the error says so).
-  Status Finish(Waiter& w) {
+  // After an enqueue returned `r`: waits until NCCL has the operation on the
+  // stream (ncclInProgress until ncclCommGetAsyncError says ncclSuccess) and
+  // the stream has run it, while watching the control mesh and the peer
+  // timeout (this rank cannot tell which peer NCCL waits for; the error says
+  // so). Any failure aborts the communicator.
+  Status Await(ncclResult_t r, Waiter& w) {
+    if (r != ncclSuccess && r != ncclInProgress) {
+      return Fail(UnavailableError(std::string("NCCL: ") + nccl_->get_error_string(r) + " (" +
+                                   w.label().ToString() + ")"));
+    }
     const int64_t start = NowNs();
     for (int i = 0;; ++i) {
-      const cudaError_t e = cudaStreamQuery(stream_);
-      if (e == cudaSuccess) return Status::Ok();
-      if (e != cudaErrorNotReady) {
-        aborted_ = true;
-        return UnavailableError(CudaError("NCCL stream", e));
-      }
-      ncclResult_t r = ncclSuccess;
       nccl_->comm_get_async_error(comm_, &r);
       if (r != ncclSuccess && r != ncclInProgress) {
-        aborted_ = true;
-        return UnavailableError(std::string("NCCL: ") + nccl_->get_error_string(r) + " (" +
-                                w.label().ToString() + ")");
+        return Fail(UnavailableError(std::string("NCCL: ") + nccl_->get_error_string(r) + " (" +
+                                     w.label().ToString() + ")"));
+      }
+      if (r == ncclSuccess) {  // enqueued: now the stream
+        const cudaError_t e = cudaStreamQuery(stream_);
+        if (e == cudaSuccess) return Status::Ok();
+        if (e != cudaErrorNotReady) return Fail(UnavailableError(CudaError("NCCL stream", e)));
       }
       if ((i & 63) == 63) {
         Status peers = w.CheckPeers();
-        if (!peers.ok()) {
-          aborted_ = true;
-          return peers;
-        }
+        if (!peers.ok()) return Fail(peers);
         if (NowNs() - start > w.peer_timeout_ns()) {
-          aborted_ = true;
-          return DeadlineExceededError("NCCL did not finish within " +
-                                       std::to_string(w.peer_timeout_ns() / 1'000'000) +
-                                       " ms (" + w.label().ToString() + ")");
+          return Fail(DeadlineExceededError("NCCL did not finish within " +
+                                            std::to_string(w.peer_timeout_ns() / 1'000'000) +
+                                            " ms (" + w.label().ToString() + ")"));
         }
       }
       std::this_thread::yield();
@@ -287,7 +322,6 @@ class NcclBackend final : public Backend {
   void* send_buf_ = nullptr;
   void* recv_buf_ = nullptr;
   size_t capacity_ = 0;
-  bool aborted_ = false;
 };
 
 }  // namespace
