@@ -2,8 +2,9 @@
 # The two things a fresh machine does (see README.md):
 #
 #   installers/bootstrap.sh run    install, build, start the workbench on the local cluster
-#   installers/bootstrap.sh test   install, build, run every test (then the sanitizer
-#                                  and arm64 builds and packages, then fuzz the parsers)
+#   installers/bootstrap.sh test   install, build, run every test (then every file with
+#                                  DGX OS's GCC 13, the sanitizer and arm64 builds and
+#                                  packages, then fuzz the parsers)
 #
 # OCTET_PRESET picks the CMake preset (default: "default").
 set -euo pipefail
@@ -34,6 +35,15 @@ timed "build ($preset)" cmake --build --preset "$preset"
 bin="build/$preset/bin"
 if [ "$mode" = test ]; then
   timed "tests ($preset)" ctest --preset "$preset"
+  # Every C++ file again with GCC 13, DGX OS's compiler (syntax only; GCC 13
+  # from install-deps.sh on Debian 12): tests/compat/gcc13_syntax.py. Exit 77,
+  # no GCC 13 on this host, is a skip; anything else non-zero fails the run.
+  gcc13_check() {
+    local rc=0
+    tests/compat/gcc13_syntax.py "build/$preset" || rc=$?
+    [ "$rc" = 0 ] || [ "$rc" = 77 ]
+  }
+  timed "DGX OS compiler (GCC 13)" gcc13_check
   # The libraries below app/, their unit tests and the parsers' fuzz targets
   # under ASan + UBSan, in one clang build (the asan preset: -O0 but for the
   # hot loops at -O1; the libraries also carry libFuzzer's coverage hooks and

@@ -128,6 +128,58 @@ if [ "$cross_arm64" = 1 ]; then
   fi
 fi
 
+# GCC 13, the compiler of DGX OS (Ubuntu 24.04), for bootstrap.sh test's
+# stage that compiles every file with it (tests/compat/gcc13_syntax.py): its
+# libstdc++ includes fewer headers through others than Debian 12's GCC 12, so
+# a file can build here and fail on a Spark. Debian 12 has no GCC 13: Debian
+# 13's packages are unpacked (not installed) into /opt/octet-gcc13 with the C
+# library they were built for, which /opt/octet-gcc13/run loads. amd64 Debian
+# 12 hosts only (Ubuntu 24.04 has g++-13 itself); OCTET_GCC13=0 leaves it out.
+gcc13=/opt/octet-gcc13
+if [ "${OCTET_GCC13:-1}" != 0 ] && [ "$(dpkg --print-architecture)" = amd64 ] &&
+  grep -qx 'ID=debian' /etc/os-release 2>/dev/null &&
+  grep -qx 'VERSION_ID="12"' /etc/os-release 2>/dev/null && [ ! -x "$gcc13/g++" ]; then
+  echo "install-deps.sh: unpacking GCC 13 of Debian 13 into $gcc13"
+  tmp=$(mktemp -d)
+  chmod 755 "$tmp"  # apt's download sandbox user writes here
+  mkdir -p "$tmp/lists/partial" "$tmp/cache/archives/partial"
+  echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian trixie main" \
+    > "$tmp/sources.list"
+  apt_tmp=(-o "Dir::Etc::sourcelist=$tmp/sources.list" -o Dir::Etc::sourceparts=-
+           -o "Dir::State::Lists=$tmp/lists" -o "Dir::Cache=$tmp/cache")
+  if ! apt-get -qq "${apt_tmp[@]}" update >/dev/null 2>&1 ||
+    ! (cd "$tmp" && apt-get -qq "${apt_tmp[@]}" download \
+         g++-13 g++-13-x86-64-linux-gnu gcc-13 gcc-13-x86-64-linux-gnu cpp-13 \
+         cpp-13-x86-64-linux-gnu gcc-13-base libgcc-13-dev libstdc++-13-dev \
+         libc6 libisl23 libmpc3 libmpfr6 libgmp10 zlib1g libzstd1 libstdc++6 libgcc-s1 \
+         >/dev/null 2>&1); then
+    echo "install-deps.sh: could not download GCC 13 from Debian 13 (apt-get download)" >&2
+    exit 1
+  fi
+  $SUDO rm -rf "$gcc13"
+  $SUDO mkdir -p "$gcc13/root" "$gcc13/rt"
+  for d in "$tmp"/*.deb; do
+    case "$(basename "$d")" in
+      libc6_*|libisl23_*|libmpc3_*|libmpfr6_*|libgmp10_*|zlib1g_*|libzstd1_*|libstdc++6_*|libgcc-s1_*)
+        $SUDO dpkg -x "$d" "$gcc13/rt" ;;
+      *) $SUDO dpkg -x "$d" "$gcc13/root" ;;
+    esac
+  done
+  printf '%s\n' '#!/bin/sh' '# A program of Debian 13 run with its own C library (install-deps.sh).' \
+    "R=$gcc13/rt/usr/lib/x86_64-linux-gnu" \
+    'exec "$R/ld-linux-x86-64.so.2" --library-path "$R" "$@"' | $SUDO tee "$gcc13/run" >/dev/null
+  printf '%s\n' '#!/bin/sh' '# GCC 13 of Debian 13: its driver and every program it starts through run.' \
+    "exec $gcc13/run $gcc13/root/usr/bin/x86_64-linux-gnu-g++-13 -wrapper $gcc13/run \"\$@\"" |
+    $SUDO tee "$gcc13/g++" >/dev/null
+  $SUDO chmod 755 "$gcc13/run" "$gcc13/g++"
+  rm -rf "$tmp"
+  if ! "$gcc13/g++" -dumpfullversion | grep -q '^13\.'; then
+    echo "install-deps.sh: the GCC 13 unpacked into $gcc13 does not run" >&2
+    $SUDO rm -f "$gcc13/g++"
+    exit 1
+  fi
+fi
+
 # PyPI: the official OpenAI Python client (Debian has no package of it), which
 # tests/integration/serving/openai_client_check.py drives against octet serve.
 if ! python3 -c 'import openai' >/dev/null 2>&1; then
