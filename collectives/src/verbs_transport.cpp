@@ -1,7 +1,9 @@
 // RDMA verbs transport (rdma-core): RoCE v2 or InfiniBand, RC queue pairs.
 //
-// One protection domain, one registered region, one completion queue and one
-// RC QP per peer. The registered region holds, per sending peer, two one-shot
+// One RC QP per peer, on the port that reaches it (rdma_links.h: a ring's
+// neighbours sit behind different ports of a Spark's ConnectX-7); per port in
+// use a protection domain, a completion queue and the one region registered
+// on it. The region holds, per sending peer, two one-shot
 // slots and K point-to-point piece slots (the receive side), plus this rank's
 // staging for what it sends. Every transfer is one RDMA WRITE-WITH-IMMEDIATE
 // straight into the peer's slot: the payload and the notification arrive as
@@ -39,6 +41,8 @@
 
 #include "bootstrap.h"
 #include "octet/base/deadline.h"
+#include "octet/base/log.h"
+#include "rdma_links.h"
 #include "transport.h"
 #include "wire.h"
 
@@ -108,27 +112,7 @@ std::string RegisterError(size_t bytes) {
   return msg;
 }
 
-// Owns what ibv_* handed out; destroys it in reverse order.
-struct VerbsResources {
-  ibv_context* ctx = nullptr;
-  ibv_pd* pd = nullptr;
-  ibv_cq* cq = nullptr;
-  ibv_mr* mr = nullptr;
-  uint8_t* buffer = nullptr;
-  std::vector<ibv_qp*> qps;
-  ~VerbsResources() {
-    for (ibv_qp* q : qps) {
-      if (q) V().destroy_qp(q);
-    }
-    if (mr) V().dereg_mr(mr);
-    if (cq) V().destroy_cq(cq);
-    if (pd) V().dealloc_pd(pd);
-    if (ctx) V().close_device(ctx);
-    std::free(buffer);
-  }
-};
-
-// The device, port and GID this rank uses.
+// The device, port and GID a rank offers its peers.
 struct PortChoice {
   std::string device;
   int port = 1;
@@ -136,6 +120,16 @@ struct PortChoice {
   bool roce = false;  // Ethernet link layer: address by GID, not LID
   ibv_port_attr attr{};
   ibv_gid gid{};
+  uint32_t ipv4 = 0;  // the GID's IPv4 address (RoCE v2), host order; 0: none
+  int prefix_len = 0;
+};
+
+// One opened device context; closed when the last owner lets go.
+using Context = std::shared_ptr<ibv_context>;
+
+struct OpenedPort {
+  PortChoice choice;
+  Context ctx;
 };
 
 bool IsIpv4MappedGid(const ibv_gid& g) {
@@ -145,10 +139,23 @@ bool IsIpv4MappedGid(const ibv_gid& g) {
   return g.raw[10] == 0xff && g.raw[11] == 0xff;
 }
 
-// Opens the configured device (or the first with an active port) and picks
-// its GID. On failure says why, starting with "no RDMA device" when there is
-// none at all.
-Result<PortChoice> OpenDevice(const TransportConfig& config, ibv_context** ctx_out) {
+// The names in a comma-separated list ("" = none).
+std::vector<std::string> SplitNames(const std::string& list) {
+  std::vector<std::string> names;
+  size_t at = 0;
+  while (at <= list.size() && !list.empty()) {
+    const size_t comma = std::min(list.find(',', at), list.size());
+    if (comma > at) names.push_back(list.substr(at, comma - at));
+    at = comma + 1;
+  }
+  return names;
+}
+
+// Opens every usable port: each device's configured port when it is active
+// and has the GID (config.verbs_device, a comma-separated list, limits the
+// devices), in the library's device order. On failure says why, starting
+// with "no RDMA device" when there is none at all.
+Result<std::vector<OpenedPort>> ListPorts(const TransportConfig& config) {
   if (auto api = LoadVerbs(); !api.ok()) {
     return UnavailableError("no RDMA device (" + api.status().message() + ")");
   }
@@ -163,11 +170,15 @@ Result<PortChoice> OpenDevice(const TransportConfig& config, ibv_context** ctx_o
     ~FreeList() { V().free_device_list(l); }
   } free_list{list};
   if (num == 0) return UnavailableError("no RDMA device");
+  const std::vector<std::string> wanted = SplitNames(config.verbs_device);
+  std::vector<OpenedPort> ports;
   std::string tried;
   for (int d = 0; d < num; ++d) {
     const std::string name = V().get_device_name(list[d]);
-    if (!config.verbs_device.empty() && name != config.verbs_device) continue;
-    ibv_context* ctx = V().open_device(list[d]);
+    if (!wanted.empty() && std::find(wanted.begin(), wanted.end(), name) == wanted.end()) continue;
+    Context ctx(V().open_device(list[d]), [](ibv_context* c) {
+      if (c) V().close_device(c);
+    });
     if (!ctx) {
       tried += " " + name + " (cannot open)";
       continue;
@@ -175,10 +186,9 @@ Result<PortChoice> OpenDevice(const TransportConfig& config, ibv_context** ctx_o
     PortChoice c;
     c.device = name;
     c.port = config.verbs_port;
-    if (V().query_port(ctx, static_cast<uint8_t>(c.port), &c.attr) != 0 ||
+    if (V().query_port(ctx.get(), static_cast<uint8_t>(c.port), &c.attr) != 0 ||
         c.attr.state != IBV_PORT_ACTIVE) {
       tried += " " + name + " port " + std::to_string(c.port) + " (not active)";
-      V().close_device(ctx);
       continue;
     }
     c.roce = c.attr.link_layer == IBV_LINK_LAYER_ETHERNET;
@@ -188,7 +198,7 @@ Result<PortChoice> OpenDevice(const TransportConfig& config, ibv_context** ctx_o
       int any_v2 = -1, v2_ipv4 = -1;
       for (int i = 0; i < c.attr.gid_tbl_len && v2_ipv4 < 0; ++i) {
         ibv_gid_entry e{};
-        if (!V().query_gid_ex || V().query_gid_ex(ctx, static_cast<uint32_t>(c.port),
+        if (!V().query_gid_ex || V().query_gid_ex(ctx.get(), static_cast<uint32_t>(c.port),
                                                   static_cast<uint32_t>(i), &e, 0, sizeof e) != 0) {
           continue;
         }
@@ -198,19 +208,55 @@ Result<PortChoice> OpenDevice(const TransportConfig& config, ibv_context** ctx_o
       }
       c.gid_index = v2_ipv4 >= 0 ? v2_ipv4 : (any_v2 >= 0 ? any_v2 : 0);
     }
-    if (V().query_gid(ctx, static_cast<uint8_t>(c.port), c.gid_index, &c.gid) != 0) {
+    if (V().query_gid(ctx.get(), static_cast<uint8_t>(c.port), c.gid_index, &c.gid) != 0) {
       tried += " " + name + " (no GID " + std::to_string(c.gid_index) + ")";
-      V().close_device(ctx);
       continue;
     }
-    *ctx_out = ctx;
-    return c;
+    if (c.roce && IsIpv4MappedGid(c.gid)) {
+      c.ipv4 = (uint32_t{c.gid.raw[12]} << 24) | (uint32_t{c.gid.raw[13]} << 16) |
+               (uint32_t{c.gid.raw[14]} << 8) | c.gid.raw[15];
+      c.prefix_len = LocalPrefixLength(c.ipv4);
+    }
+    ports.push_back({std::move(c), std::move(ctx)});
   }
-  if (!config.verbs_device.empty() && tried.empty()) {
+  if (!ports.empty()) return ports;
+  if (!wanted.empty() && tried.empty()) {
     return UnavailableError("no RDMA device named '" + config.verbs_device + "'");
   }
   return UnavailableError("no usable RDMA device:" + tried);
 }
+
+RdmaPort AsRdmaPort(const PortChoice& c) { return {c.device, c.port, c.ipv4, c.prefix_len}; }
+
+// One port in use: its context and what is registered on it. The region is
+// registered once per port (a memory region belongs to one protection
+// domain); each port has its own completion queue.
+struct Nic {
+  PortChoice port;
+  Context ctx;
+  ibv_pd* pd = nullptr;
+  ibv_cq* cq = nullptr;
+  ibv_mr* mr = nullptr;
+};
+
+// Owns what ibv_* handed out; destroys it in reverse order.
+struct VerbsResources {
+  uint8_t* buffer = nullptr;
+  std::vector<Nic> nics;
+  std::vector<ibv_qp*> qps;  // per peer, on the peer's Nic
+  ~VerbsResources() {
+    for (ibv_qp* q : qps) {
+      if (q) V().destroy_qp(q);
+    }
+    for (Nic& n : nics) {
+      if (n.mr) V().dereg_mr(n.mr);
+      if (n.cq) V().destroy_cq(n.cq);
+      if (n.pd) V().dealloc_pd(n.pd);
+      n.ctx.reset();
+    }
+    std::free(buffer);
+  }
+};
 
 // What a peer needs to reach this rank's QP for it and its region.
 struct Endpoint {
@@ -242,48 +288,75 @@ class VerbsTransport final : public Transport {
 
   TransportKind kind() const override { return TransportKind::kVerbs; }
 
-  // Allocates and registers everything and creates one QP per peer.
-  Status Open(const TransportConfig& config) {
-    OCTET_ASSIGN_OR_RETURN(port_, OpenDevice(config, &res_.ctx));
-    // One message is a one-shot slot, or a piece with its header.
-    const uint64_t largest = std::max<uint64_t>(slot_bytes_, kPieceHeaderBytes + chunk_bytes_);
-    if (port_.attr.max_msg_sz != 0 && largest > port_.attr.max_msg_sz) {
-      return InvalidArgumentError(
-          "RDMA: a message of " + std::to_string(largest) + " bytes (slot or chunk) is over " +
-          port_.device + "'s largest, " + std::to_string(port_.attr.max_msg_sz) + " bytes");
-    }
-    res_.pd = V().alloc_pd(res_.ctx);
-    if (!res_.pd) return UnavailableError(DeviceError("ibv_alloc_pd on " + port_.device));
-    const int cqe = static_cast<int>((kRecvDepth + kSendDepth) * static_cast<uint32_t>(size_));
-    res_.cq = V().create_cq(res_.ctx, cqe, nullptr, nullptr, 0);
-    if (!res_.cq) return UnavailableError(DeviceError("ibv_create_cq on " + port_.device));
+  // Allocates and registers everything and creates one QP per peer, on the
+  // port its link uses (links: AgreedRdmaLinks, indexes into ports).
+  Status Open(std::vector<OpenedPort> ports, const std::vector<RdmaLink>& links) {
     if (posix_memalign(reinterpret_cast<void**>(&res_.buffer), 4096, region_bytes_) != 0) {
       return ResourceExhaustedError("cannot allocate " + std::to_string(region_bytes_) +
                                     " bytes for the RDMA region");
     }
     std::memset(res_.buffer, 0, region_bytes_);
-    res_.mr = V().reg_mr(res_.pd, res_.buffer, region_bytes_,
-                         IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
-    if (!res_.mr) return UnavailableError(RegisterError(region_bytes_));
+    // One message is a one-shot slot, or a piece with its header.
+    const uint64_t largest = std::max<uint64_t>(slot_bytes_, kPieceHeaderBytes + chunk_bytes_);
+    std::vector<int> nic_of_port(ports.size(), -1);
+    peer_nic_.assign(size_, -1);
+    for (int p = 0; p < size_; ++p) {
+      if (p == rank_) continue;
+      const int port = links[p].local_port;
+      if (port < 0 || port >= static_cast<int>(ports.size())) {
+        return DataLossError("RDMA: the link to rank " + std::to_string(p) + " names port " +
+                             std::to_string(port) + " of " + std::to_string(ports.size()));
+      }
+      if (nic_of_port[port] < 0) {
+        nic_of_port[port] = static_cast<int>(res_.nics.size());
+        Nic& n = res_.nics.emplace_back();
+        n.port = ports[port].choice;
+        n.ctx = ports[port].ctx;
+      }
+      peer_nic_[p] = nic_of_port[port];
+    }
+    ports.clear();  // closes the contexts of the ports no link uses
+    for (Nic& n : res_.nics) {
+      const std::string& dev = n.port.device;
+      if (n.port.attr.max_msg_sz != 0 && largest > n.port.attr.max_msg_sz) {
+        return InvalidArgumentError("RDMA: a message of " + std::to_string(largest) +
+                                    " bytes (slot or chunk) is over " + dev + "'s largest, " +
+                                    std::to_string(n.port.attr.max_msg_sz) + " bytes");
+      }
+      n.pd = V().alloc_pd(n.ctx.get());
+      if (!n.pd) return UnavailableError(DeviceError("ibv_alloc_pd on " + dev));
+      const int peers_here = static_cast<int>(
+          std::count(peer_nic_.begin(), peer_nic_.end(), static_cast<int>(&n - res_.nics.data())));
+      const int cqe =
+          static_cast<int>((kRecvDepth + kSendDepth) * static_cast<uint32_t>(peers_here));
+      n.cq = V().create_cq(n.ctx.get(), cqe, nullptr, nullptr, 0);
+      if (!n.cq) return UnavailableError(DeviceError("ibv_create_cq on " + dev));
+      n.mr = V().reg_mr(n.pd, res_.buffer, region_bytes_,
+                        IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+      if (!n.mr) return UnavailableError(RegisterError(region_bytes_) + " on " + dev);
+    }
     res_.qps.assign(size_, nullptr);
     for (int p = 0; p < size_; ++p) {
       if (p == rank_) continue;
+      Nic& n = res_.nics[peer_nic_[p]];
       ibv_qp_init_attr a{};
-      a.send_cq = res_.cq;
-      a.recv_cq = res_.cq;
+      a.send_cq = n.cq;
+      a.recv_cq = n.cq;
       a.qp_type = IBV_QPT_RC;
       a.cap.max_send_wr = kSendDepth;
       a.cap.max_recv_wr = kRecvDepth;
       a.cap.max_send_sge = 1;
       a.cap.max_recv_sge = 1;
       a.cap.max_inline_data = 0;
-      res_.qps[p] = V().create_qp(res_.pd, &a);
-      if (!res_.qps[p]) return UnavailableError(DeviceError("ibv_create_qp"));
-      qp_to_peer_.emplace_back(res_.qps[p]->qp_num, p);
+      res_.qps[p] = V().create_qp(n.pd, &a);
+      if (!res_.qps[p]) {
+        return UnavailableError(DeviceError("ibv_create_qp on " + n.port.device));
+      }
+      qp_to_peer_.push_back({peer_nic_[p], res_.qps[p]->qp_num, p});
       ibv_qp_attr init{};
       init.qp_state = IBV_QPS_INIT;
       init.pkey_index = 0;
-      init.port_num = static_cast<uint8_t>(port_.port);
+      init.port_num = static_cast<uint8_t>(n.port.port);
       init.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_LOCAL_WRITE;
       if (V().modify_qp(res_.qps[p], &init,
                         IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) !=
@@ -300,20 +373,35 @@ class VerbsTransport final : public Transport {
     std::random_device rd;
     WireWriter w;
     for (int p = 0; p < size_; ++p) {
-      Endpoint e;
+      Endpoint e;  // our own entry stays empty: nobody reads it
       if (p != rank_) {
+        const Nic& n = res_.nics[peer_nic_[p]];
         e.qpn = res_.qps[p]->qp_num;
         e.psn = rd() & 0xffffff;  // initial packet sequence number
         peers_[p].local_psn = e.psn;
+        e.lid = n.port.attr.lid;
+        e.gid = n.port.gid;
+        e.addr = reinterpret_cast<uint64_t>(res_.buffer);
+        e.rkey = n.mr->rkey;
+        e.mtu = static_cast<uint32_t>(n.port.attr.active_mtu);
       }
-      e.lid = port_.attr.lid;
-      e.gid = port_.gid;
-      e.addr = reinterpret_cast<uint64_t>(res_.buffer);
-      e.rkey = res_.mr->rkey;
-      e.mtu = static_cast<uint32_t>(port_.attr.active_mtu);
       w.U32(e.qpn).U32(e.psn).U32(e.lid).Raw(e.gid.raw, 16).U64(e.addr).U32(e.rkey).U32(e.mtu);
     }
     return w.Take();
+  }
+
+  // "rank 1 rocep1s0f0 -> rocep1s0f1 (10.0.0.2/30); rank 2 ... (routed)", for the log.
+  std::string DescribeLinks(const std::vector<std::vector<RdmaPort>>& all_ports,
+                            const std::vector<RdmaLink>& links) const {
+    std::string s;
+    for (int p = 0; p < size_; ++p) {
+      if (p == rank_) continue;
+      if (!s.empty()) s += "; ";
+      s += "rank " + std::to_string(p) + " " + res_.nics[peer_nic_[p]].port.device + " -> " +
+           DescribeRdmaPort(all_ports[p][links[p].peer_port]) +
+           (links[p].routed ? " (routed)" : "");
+    }
+    return s;
   }
 
   // Moves every QP to RTR and RTS using the peers' endpoints.
@@ -337,21 +425,22 @@ class VerbsTransport final : public Transport {
       }
       peers_[p].remote_addr = e.addr;
       peers_[p].rkey = e.rkey;
+      const PortChoice& port = res_.nics[peer_nic_[p]].port;
       ibv_qp_attr rtr{};
       rtr.qp_state = IBV_QPS_RTR;
       // Both ends' MTU (a 9000-byte Ethernet MTU is IB 4096, 1500 is 1024):
       // packets above the smaller one are dropped, and the QP fails with
       // retries exceeded.
-      rtr.path_mtu = std::min(port_.attr.active_mtu, static_cast<ibv_mtu>(e.mtu));
+      rtr.path_mtu = std::min(port.attr.active_mtu, static_cast<ibv_mtu>(e.mtu));
       rtr.dest_qp_num = e.qpn;
       rtr.rq_psn = e.psn;
       rtr.max_dest_rd_atomic = 1;
       rtr.min_rnr_timer = 12;
-      rtr.ah_attr.port_num = static_cast<uint8_t>(port_.port);
-      if (port_.roce) {
+      rtr.ah_attr.port_num = static_cast<uint8_t>(port.port);
+      if (port.roce) {
         rtr.ah_attr.is_global = 1;
         rtr.ah_attr.grh.dgid = e.gid;
-        rtr.ah_attr.grh.sgid_index = static_cast<uint8_t>(port_.gid_index);
+        rtr.ah_attr.grh.sgid_index = static_cast<uint8_t>(port.gid_index);
         rtr.ah_attr.grh.hop_limit = 64;
       } else {
         rtr.ah_attr.dlid = e.lid;
@@ -533,7 +622,7 @@ class VerbsTransport final : public Transport {
     ibv_sge sge{};
     sge.addr = reinterpret_cast<uint64_t>(local);
     sge.length = static_cast<uint32_t>(len);
-    sge.lkey = res_.mr->lkey;
+    sge.lkey = res_.nics[peer_nic_[peer]].mr->lkey;
     ibv_send_wr wr{};
     wr.wr_id = wr_id;
     wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
@@ -550,9 +639,10 @@ class VerbsTransport final : public Transport {
     return Status::Ok();
   }
 
-  int PeerOfQp(uint32_t qpn) const {
-    for (const auto& [q, p] : qp_to_peer_) {
-      if (q == qpn) return p;
+  // QP numbers are unique per device only.
+  int PeerOfQp(int nic, uint32_t qpn) const {
+    for (const QpOwner& o : qp_to_peer_) {
+      if (o.nic == nic && o.qpn == qpn) return o.peer;
     }
     return -1;
   }
@@ -560,12 +650,19 @@ class VerbsTransport final : public Transport {
   // Reaps completions: arrivals update the per-peer state, send completions
   // free staging. A failed work request poisons with the peer named.
   Status PollCq(Waiter& w) {
+    for (int nic = 0; nic < static_cast<int>(res_.nics.size()); ++nic) {
+      OCTET_RETURN_IF_ERROR(PollNic(nic, w));
+    }
+    return Status::Ok();
+  }
+
+  Status PollNic(int nic, Waiter& w) {
     ibv_wc wc[32];
     for (;;) {
-      const int n = ibv_poll_cq(res_.cq, 32, wc);
-      if (n < 0) return UnavailableError("ibv_poll_cq failed on " + port_.device);
+      const int n = ibv_poll_cq(res_.nics[nic].cq, 32, wc);
+      if (n < 0) return UnavailableError("ibv_poll_cq failed on " + res_.nics[nic].port.device);
       for (int i = 0; i < n; ++i) {
-        const int peer = PeerOfQp(wc[i].qp_num);
+        const int peer = PeerOfQp(nic, wc[i].qp_num);
         if (wc[i].status != IBV_WC_SUCCESS) {
           w.Blame(peer);
           const std::string who = w.bootstrap() ? w.bootstrap()->Describe(peer)
@@ -618,18 +715,22 @@ class VerbsTransport final : public Transport {
   // reap this rank's writes first, for at most kDrainMs. Failed or flushed
   // work requests count as done.
   void Drain() {
-    if (!res_.cq) return;
     const Deadline deadline = Deadline::AfterMs(kDrainMs);
     ibv_wc wc[32];
     while ((publish_in_flight_[0] > 0 || publish_in_flight_[1] > 0 || piece_staging_busy_ > 0 ||
             credits_in_flight_ > 0) &&
            !deadline.expired()) {
-      const int n = ibv_poll_cq(res_.cq, 32, wc);
-      if (n < 0) return;
-      for (int i = 0; i < n; ++i) {
-        if (wc[i].opcode != IBV_WC_RECV_RDMA_WITH_IMM) WriteCompleted(wc[i].wr_id);
+      int reaped = 0;
+      for (Nic& nic : res_.nics) {
+        if (!nic.cq) return;  // opening failed before the writes could start
+        const int n = ibv_poll_cq(nic.cq, 32, wc);
+        if (n < 0) return;
+        reaped += n;
+        for (int i = 0; i < n; ++i) {
+          if (wc[i].opcode != IBV_WC_RECV_RDMA_WITH_IMM) WriteCompleted(wc[i].wr_id);
+        }
       }
-      if (n == 0) std::this_thread::sleep_for(std::chrono::microseconds(50));
+      if (reaped == 0) std::this_thread::sleep_for(std::chrono::microseconds(50));
     }
   }
 
@@ -653,9 +754,14 @@ class VerbsTransport final : public Transport {
   size_t recv_publish_ = 0, recv_pieces_ = 0, send_publish_ = 0, send_pieces_ = 0;
   size_t region_bytes_ = 0;
   VerbsResources res_;
-  PortChoice port_;
+  std::vector<int> peer_nic_;  // index into res_.nics, per peer
   std::vector<Peer> peers_;
-  std::vector<std::pair<uint32_t, int>> qp_to_peer_;
+  struct QpOwner {
+    int nic;
+    uint32_t qpn;
+    int peer;
+  };
+  std::vector<QpOwner> qp_to_peer_;
   int publish_in_flight_[2] = {0, 0};
   uint32_t piece_staging_busy_ = 0;      // staging slots whose write is not done
   bool staging_busy_[kPieceSlots] = {};  // which ones
@@ -666,29 +772,56 @@ class VerbsTransport final : public Transport {
 
 }  // namespace
 
-Status ProbeVerbs(const TransportConfig& config) {
-  ibv_context* ctx = nullptr;
-  auto port = OpenDevice(config, &ctx);
-  if (ctx) V().close_device(ctx);
-  return port.ok() ? Status::Ok() : port.status();
-}
+Status ProbeVerbs(const TransportConfig& config) { return ListPorts(config).status(); }
 
 Result<std::unique_ptr<Transport>> ConnectVerbs(Bootstrap& bootstrap,
                                                 const TransportConfig& config) {
   const Deadline deadline = Deadline::AfterMs(config.connect_timeout_ms);
-  // 1. Every rank probes; if any has no usable device, all stop here alike.
-  OCTET_RETURN_IF_ERROR(
-      bootstrap.AllGatherChecked(ProbeVerbs(config), {}, deadline).status());
-  // 2. Resources and QPs, then exchange endpoints (a rank that failed says so).
-  auto t = std::make_unique<VerbsTransport>(bootstrap.rank(), bootstrap.size(), config);
-  Status opened = t->Open(config);
-  const std::string mine = opened.ok() ? t->LocalEndpoints() : std::string();
-  auto all = bootstrap.AllGatherChecked(opened, mine, deadline);
+  const int rank = bootstrap.rank(), size = bootstrap.size();
+  // 1. Every rank lists its usable ports; if any has none, all stop here alike.
+  auto ports = ListPorts(config);
+  std::vector<RdmaPort> mine;
+  if (ports.ok()) {
+    for (const OpenedPort& p : *ports) mine.push_back(AsRdmaPort(p.choice));
+  }
+  OCTET_ASSIGN_OR_RETURN(
+      std::vector<std::string> port_blobs,
+      bootstrap.AllGatherChecked(ports.status(), EncodeRdmaPorts(mine), deadline));
+  std::vector<std::vector<RdmaPort>> all_ports(size);
+  for (int r = 0; r < size; ++r) {
+    OCTET_ASSIGN_OR_RETURN(all_ports[r], DecodeRdmaPorts(port_blobs[r]));
+  }
+  // 2. Which port each pair uses (rdma_links.h): each rank decides for the
+  // ranks above it, then all take the lower rank's choice.
+  auto chosen = ChooseRdmaLinks(all_ports, rank, KernelSourceAddress);
+  OCTET_ASSIGN_OR_RETURN(
+      std::vector<std::string> link_blobs,
+      bootstrap.AllGatherChecked(chosen.status(),
+                                 chosen.ok() ? EncodeRdmaLinks(*chosen) : std::string(), deadline));
+  std::vector<std::vector<RdmaLink>> choices(size);
+  for (int r = 0; r < size; ++r) {
+    OCTET_ASSIGN_OR_RETURN(choices[r], DecodeRdmaLinks(link_blobs[r], size));
+  }
+  OCTET_ASSIGN_OR_RETURN(std::vector<RdmaLink> links, AgreedRdmaLinks(choices, rank));
+  for (int p = 0; p < size; ++p) {
+    if (p != rank && links[p].peer_port >= static_cast<int>(all_ports[p].size())) {
+      return DataLossError("RDMA: the link to rank " + std::to_string(p) + " names its port " +
+                           std::to_string(links[p].peer_port) + " of " +
+                           std::to_string(all_ports[p].size()));
+    }
+  }
+  // 3. Resources and QPs, then exchange endpoints (a rank that failed says so).
+  auto t = std::make_unique<VerbsTransport>(rank, size, config);
+  Status opened = t->Open(std::move(*ports), links);
+  const std::string endpoints = opened.ok() ? t->LocalEndpoints() : std::string();
+  auto all = bootstrap.AllGatherChecked(opened, endpoints, deadline);
   if (!all.ok()) return all.status();
-  // 3. Connect, then agree that every rank did: a QP not yet ready to
+  // 4. Connect, then agree that every rank did: a QP not yet ready to
   // receive drops what arrives, so no rank may write before all are (and a
   // rank that failed says so now, not as a timeout in the first collective).
   OCTET_RETURN_IF_ERROR(bootstrap.AllGatherChecked(t->ConnectQps(*all), {}, deadline).status());
+  OCTET_LOG(INFO) << "collectives: RDMA links of rank " << rank << ": "
+                  << t->DescribeLinks(all_ports, links);
   return std::unique_ptr<Transport>(std::move(t));
 }
 

@@ -95,8 +95,10 @@ struct CommunicatorOptions {
   // Piece size of pipelined ring / point-to-point transfers.
   size_t chunk_bytes = size_t{256} << 10;
 
-  // RDMA verbs: device ("" = the first with an active port), port number and
-  // GID index (-1 = the first RoCE v2 GID with an IPv4 address, else 0).
+  // RDMA verbs: devices ("" = every one with an active port, else a
+  // comma-separated list; each peer gets the one that reaches it), port
+  // number and GID index (-1 = the first RoCE v2 GID with an IPv4 address,
+  // else 0).
   std::string verbs_device;
   int verbs_port = 1;
   int verbs_gid_index = -1;
