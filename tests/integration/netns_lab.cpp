@@ -73,6 +73,27 @@ Status NetnsLab::Cable(const std::string& ns_a, const std::string& if_a, const s
   return Run({"-n", ns_b, "link", "set", if_b, "up"});
 }
 
+Status NetnsLab::RoutedRing4(const std::string& net) {
+  for (int i = 0; i < 4; ++i) OCTET_RETURN_IF_ERROR(AddNamespace(Ns(i)));
+  for (int i = 0; i < 4; ++i) {
+    const std::string cable = net + "." + std::to_string(i) + ".";
+    OCTET_RETURN_IF_ERROR(
+        Cable(Ns(i), "r1", cable + "1/24", Ns((i + 1) % 4), "r0", cable + "2/24"));
+  }
+  for (int i = 0; i < 4; ++i) {
+    const std::string ns = Ns(i);
+    OCTET_RETURN_IF_ERROR(
+        Run({"netns", "exec", ns, "/sbin/sysctl", "-qw", "net.ipv4.ip_forward=1"}));
+    const std::string next = net + "." + std::to_string(i) + ".2";
+    const std::string prev = net + "." + std::to_string((i + 3) % 4) + ".1";
+    OCTET_RETURN_IF_ERROR(Run({"-n", ns, "route", "add",
+                               net + "." + std::to_string((i + 1) % 4) + ".0/24", "via", next}));
+    OCTET_RETURN_IF_ERROR(Run({"-n", ns, "route", "add",
+                               net + "." + std::to_string((i + 2) % 4) + ".0/24", "via", prev}));
+  }
+  return Status::Ok();
+}
+
 Status NetnsLab::StartAgents(int n, const std::string& dir, const std::string& token_file) {
   for (int i = 0; i < n; ++i) {
     const std::string node_dir = dir + "/" + tag_ + std::to_string(i);

@@ -39,6 +39,12 @@ class NetnsLab {
   Status Cable(const std::string& ns_a, const std::string& if_a, const std::string& addr_a,
                const std::string& ns_b, const std::string& if_b, const std::string& addr_b);
 
+  // Four namespaces Ns(0..3) in a ring of cables, n_i:r1 (NET.i.1/24) <->
+  // n_{i+1}:r0 (NET.i.2/24), with ip_forward and static routes so every node
+  // reaches every other, two hops at most: the subnet beyond the next node
+  // through it, the one beyond the previous node through that one.
+  Status RoutedRing4(const std::string& net);
+
   Status StartAgents(int n, const std::string& dir, const std::string& token_file);
 
   // Node i's agent listens on this TCP address (inside its namespace)

@@ -11,6 +11,9 @@
 // the right addresses; every link can be probed; pulling one veth down is
 // reported as a ring missing exactly that link while every agent stays up.
 //
+// The verbs transport's choice of RDMA port per peer, with the kernel's
+// prefixes and routes of the ring (the cables stand in for the ports).
+//
 // Jobs across the ring (ip_forward and static routes so every node reaches
 // every other, two hops at most): a TP=4 generate job launched through the
 // agents over TCP gives the TP=1 ids; a TP=4 serving job fails with an error
@@ -408,36 +411,51 @@ class TestNetnsCabling : public QObject {
     session.StopJob("dp-train-resumed", Deadline::AfterMs(15'000)).IgnoreError();
   }
 
+  // The verbs transport's port for each peer (collectives/src/rdma_links.h)
+  // against this kernel's routing in a ring: each node's two cables stand in
+  // for a Spark's two RDMA ports, in device order r0, r1. Neighbours share a
+  // cable's subnet; the node across the ring is reached through the port its
+  // static route leaves by (the prefixes and routes are the kernel's).
+  void rdmaPortsFollowTheRingsRoutes() {
+    NetnsLab lab("v");
+    const Status ring = lab.RoutedRing4("10.81");
+    QVERIFY2(ring.ok(), ring.ToString().c_str());
+    std::vector<std::string> ports;
+    for (int i = 0; i < 4; ++i) {
+      // A rank takes its own ports' prefixes from its interfaces (the
+      // "prefix" line), the peers' from what they sent (given here).
+      ports.push_back("r0=10.81." + std::to_string((i + 3) % 4) + ".2/24,r1=10.81." +
+                      std::to_string(i) + ".1/24");
+    }
+    // Per deciding rank: "link PEER LOCAL PEER_PORT ROUTED" for each higher
+    // rank. The next node: our r1, its r0. The one across: its first port
+    // (r0, on the cable beyond our next node) through our r1, routed. Node
+    // 3, the previous node of 0: our r0, its r1.
+    const std::vector<std::string> want = {
+        "prefix 24 24\nlink 1 1 0 0\nlink 2 1 0 1\nlink 3 0 1 0\n",
+        "prefix 24 24\nlink 2 1 0 0\nlink 3 1 0 1\n",
+        "prefix 24 24\nlink 3 1 0 0\n",
+        "prefix 24 24\n",
+    };
+    for (int i = 0; i < 4; ++i) {
+      std::vector<std::string> argv = {
+          IpPath(),  "netns",          "exec", lab.Ns(i), OCTET_RDMA_LINKS_PROBE,
+          "--probe", std::to_string(i)};
+      argv.insert(argv.end(), ports.begin(), ports.end());
+      const auto r = test::RunProgram(argv, 20'000);
+      QVERIFY2(r.exit_code == 0, r.output.c_str());
+      QCOMPARE(QString::fromStdString(r.output), QString::fromStdString(want[i]));
+    }
+  }
+
   // TP = 4 through the agents, one rank per namespace, over TCP.
   void tpJobsAcrossTheRing() {
     OCTET_REQUIRE_FIXTURES();
     const std::string model = test::FixturesDir() + "/qwen3-tiny";
     const std::string prompt = "3,141,59,26,53,58,97,93,23,84";
     NetnsLab lab("j");
-    for (int i = 0; i < 4; ++i) QVERIFY(lab.AddNamespace(lab.Ns(i)).ok());
-    // n_i:r1 (10.79.i.1) <-> n_{i+1}:r0 (10.79.i.2)
-    for (int i = 0; i < 4; ++i) {
-      const int j = (i + 1) % 4;
-      const std::string net = "10.79." + std::to_string(i) + ".";
-      const Status s = lab.Cable(lab.Ns(i), "r1", net + "1/24", lab.Ns(j), "r0", net + "2/24");
-      QVERIFY2(s.ok(), s.ToString().c_str());
-    }
-    // Routes: the subnet beyond the next node goes through it, the one beyond
-    // the previous node through that one; every node forwards.
-    for (int i = 0; i < 4; ++i) {
-      const std::string ns = lab.Ns(i);
-      auto fwd = test::RunProgram(
-          {IpPath(), "netns", "exec", ns, "/sbin/sysctl", "-qw", "net.ipv4.ip_forward=1"}, 10'000);
-      QVERIFY2(fwd.exit_code == 0, fwd.output.c_str());
-      const std::string next = "10.79." + std::to_string(i) + ".2";
-      const std::string prev = "10.79." + std::to_string((i + 3) % 4) + ".1";
-      QVERIFY(lab.Run({"-n", ns, "route", "add", "10.79." + std::to_string((i + 1) % 4) + ".0/24",
-                       "via", next})
-                  .ok());
-      QVERIFY(lab.Run({"-n", ns, "route", "add", "10.79." + std::to_string((i + 2) % 4) + ".0/24",
-                       "via", prev})
-                  .ok());
-    }
+    const Status ring = lab.RoutedRing4("10.79");
+    QVERIFY2(ring.ok(), ring.ToString().c_str());
     lab.AddAgentArgs({"--model-roots", test::FixturesDir()});
     const Status started = lab.StartAgents(4, dir_.path().toStdString(), token_file_);
     QVERIFY2(started.ok(), started.ToString().c_str());

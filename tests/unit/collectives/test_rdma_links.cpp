@@ -3,10 +3,13 @@
 // forwarding neighbour, InfiniBand ports without IPv4, an unreachable rank,
 // the pairs' agreement and the wire format. The routing table of the ring
 // is written out here by hand (the static routes of a ring, shortest way
-// round); the kernel's own answers are checked on loopback.
+// round); the kernel's own answers are checked on loopback here, and in a
+// routed ring of network namespaces by test_netns_cabling through --probe.
 #include <arpa/inet.h>
 
 #include <QtTest>
+#include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -236,5 +239,51 @@ class TestRdmaLinks : public QObject {
   }
 };
 
-QTEST_APPLESS_MAIN(TestRdmaLinks)
+// `test_collectives_rdma_links --probe RANK PORTS0 PORTS1 ...`, each PORTSi
+// "dev=a.b.c.d/len,...": rank RANK's choices with this host's own answers
+// (its interfaces' prefixes, which replace the given ones for its own ports,
+// and its routes). Prints "prefix L..." for its ports and "link PEER LOCAL
+// PEER_PORT ROUTED" per higher rank. test_netns_cabling runs it inside the
+// namespaces of a routed ring.
+int Probe(int argc, char** argv) {
+  const int me = std::atoi(argv[2]);
+  std::vector<std::vector<RdmaPort>> ports;
+  for (int a = 3; a < argc; ++a) {
+    std::vector<RdmaPort>& rank = ports.emplace_back();
+    const QStringList list = QString::fromUtf8(argv[a]).split(',', Qt::SkipEmptyParts);
+    for (const QString& item : list) {
+      const QStringList nameAddr = item.split('=');
+      const QStringList addrLen = nameAddr.value(1).split('/');
+      rank.push_back({nameAddr.value(0).toStdString(), 1,
+                      Ip(addrLen.value(0).toStdString().c_str()), addrLen.value(1).toInt()});
+    }
+  }
+  if (me < 0 || me >= static_cast<int>(ports.size())) {
+    std::fprintf(stderr, "--probe: rank %d of %zu\n", me, ports.size());
+    return 2;
+  }
+  std::string prefixes = "prefix";
+  for (RdmaPort& p : ports[me]) {
+    p.prefix_len = LocalPrefixLength(p.ipv4);
+    prefixes += " " + std::to_string(p.prefix_len);
+  }
+  auto links = ChooseRdmaLinks(ports, me, KernelSourceAddress);
+  if (!links.ok()) {
+    std::fprintf(stderr, "%s\n", links.status().ToString().c_str());
+    return 1;
+  }
+  std::printf("%s\n", prefixes.c_str());
+  for (int peer = me + 1; peer < static_cast<int>(ports.size()); ++peer) {
+    const RdmaLink& l = (*links)[peer];
+    std::printf("link %d %d %d %d\n", peer, l.local_port, l.peer_port, l.routed ? 1 : 0);
+  }
+  return 0;
+}
+
+int main(int argc, char** argv) {
+  if (argc >= 3 && std::string(argv[1]) == "--probe") return Probe(argc, argv);
+  TestRdmaLinks test;
+  return QTest::qExec(&test, argc, argv);
+}
+
 #include "test_rdma_links.moc"
