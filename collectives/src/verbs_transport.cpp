@@ -802,17 +802,20 @@ Result<std::unique_ptr<Transport>> ConnectVerbs(Bootstrap& bootstrap,
   for (int r = 0; r < size; ++r) {
     OCTET_ASSIGN_OR_RETURN(choices[r], DecodeRdmaLinks(link_blobs[r], size));
   }
-  OCTET_ASSIGN_OR_RETURN(std::vector<RdmaLink> links, AgreedRdmaLinks(choices, rank));
-  for (int p = 0; p < size; ++p) {
-    if (p != rank && links[p].peer_port >= static_cast<int>(all_ports[p].size())) {
-      return DataLossError("RDMA: the link to rank " + std::to_string(p) + " names its port " +
-                           std::to_string(links[p].peer_port) + " of " +
-                           std::to_string(all_ports[p].size()));
+  // 3. Resources and QPs, then exchange endpoints. A rank that failed from
+  // here on says so in the gather (the others would otherwise wait for it
+  // until the deadline).
+  auto links = AgreedRdmaLinks(choices, rank);
+  Status opened = links.status();
+  for (int p = 0; opened.ok() && p < size; ++p) {
+    if (p != rank && (*links)[p].peer_port >= static_cast<int>(all_ports[p].size())) {
+      opened = DataLossError("RDMA: the link to rank " + std::to_string(p) + " names its port " +
+                             std::to_string((*links)[p].peer_port) + " of " +
+                             std::to_string(all_ports[p].size()));
     }
   }
-  // 3. Resources and QPs, then exchange endpoints (a rank that failed says so).
   auto t = std::make_unique<VerbsTransport>(rank, size, config);
-  Status opened = t->Open(std::move(*ports), links);
+  if (opened.ok()) opened = t->Open(std::move(*ports), *links);
   const std::string endpoints = opened.ok() ? t->LocalEndpoints() : std::string();
   auto all = bootstrap.AllGatherChecked(opened, endpoints, deadline);
   if (!all.ok()) return all.status();
@@ -821,7 +824,7 @@ Result<std::unique_ptr<Transport>> ConnectVerbs(Bootstrap& bootstrap,
   // rank that failed says so now, not as a timeout in the first collective).
   OCTET_RETURN_IF_ERROR(bootstrap.AllGatherChecked(t->ConnectQps(*all), {}, deadline).status());
   OCTET_LOG(INFO) << "collectives: RDMA links of rank " << rank << ": "
-                  << t->DescribeLinks(all_ports, links);
+                  << t->DescribeLinks(all_ports, *links);
   return std::unique_ptr<Transport>(std::move(t));
 }
 
