@@ -61,6 +61,7 @@ class QueueWriter final : public grpc::ServerWriteReactor<Msg> {
         closing = true;
         status = grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, why);
         queue.clear();
+        Pump();  // finishes now unless a write is in flight (then OnWriteDone does)
         return false;
       }
       if (finished || closing) return false;
