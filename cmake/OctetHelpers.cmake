@@ -42,6 +42,12 @@ function(octet_hot_code target)
     set_property(SOURCE ${ARG_SOURCES} APPEND PROPERTY COMPILE_OPTIONS ${_hot_flags})
   else()
     target_compile_options(${target} PRIVATE ${_hot_flags})
+    # The tests' shared PCH was built at the build's own -O (clang refuses it
+    # under another; tests/support/CMakeLists.txt).
+    get_target_property(_pch_from ${target} PRECOMPILE_HEADERS_REUSE_FROM)
+    if(_pch_from)
+      set_target_properties(${target} PROPERTIES DISABLE_PRECOMPILE_HEADERS ON)
+    endif()
   endif()
 endfunction()
 

@@ -26,6 +26,8 @@ fi
 packages=(
   # toolchain
   build-essential cmake ninja-build pkg-config ccache git
+  # the linker every native build uses (OCTET_FAST_LINKER): links 5x faster than GNU ld
+  lld
   # the fuzz preset: clang with libFuzzer and the sanitizer runtimes (tests/fuzz)
   clang libclang-rt-dev
   # Qt 6: Core/Test for app and tests; Widgets, OpenGL (Charts needs it), Charts for the workbench
