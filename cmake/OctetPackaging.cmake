@@ -4,8 +4,9 @@
 #   octet-agent      the node agent and its systemd unit
 #   octet-workbench  the Qt workbench, its .desktop entry and icon set
 # The architecture is the target's: the build host's (dpkg --print-architecture)
-# for a native build, arm64 for the aarch64 cross build (the arm64-packages
-# preset; its packages have no CUDA engine: build on the Spark for that).
+# for a native build, arm64 for the aarch64 cross build (the arm64 preset, built
+# with the arm64-packages build preset; its packages have no CUDA engine: build
+# on the Spark for that).
 # Library dependencies come from dpkg-shlibdeps; CUDA, NCCL and libibverbs are
 # not among them: they are loaded at run time when present (see
 # collectives/include/octet/collectives/runtime_libraries.h).

@@ -60,7 +60,7 @@ fi
 # Debian hosts): the cross compiler, qemu-user to run its tests, and Qt Test,
 # ICU and PCRE2 for aarch64 from Debian's multiarch archive (every test program
 # links Qt Test; the tokenizer ICU and PCRE2), hence the foreign architecture.
-# The arm64-packages preset (the .debs for aarch64) adds what app/, the agent
+# The arm64 preset's packages (the .debs for aarch64) add what app/, the agent
 # and the workbench link, as :arm64 packages, and yaml-cpp's headers' CMake
 # config and link name from libyaml-cpp-dev:arm64, which Debian will not
 # install beside libyaml-cpp-dev:amd64: it is unpacked into an overlay folder

@@ -9,7 +9,7 @@
 #                                                   Qt Test (every test program), ICU and
 #                                                   PCRE2 (the tokenizer) for aarch64, from
 #                                                   Debian's multiarch archive
-#   and for the arm64-packages preset: gRPC, Protobuf, SQLite, OpenSSL, cpp-httplib,
+#   and for the whole build (the packages): gRPC, Protobuf, SQLite, OpenSSL, cpp-httplib,
 #   libibverbs, Qt Charts/OpenGL as :arm64 packages, yaml-cpp's -dev in an overlay
 set(CMAKE_SYSTEM_NAME Linux)
 set(CMAKE_SYSTEM_PROCESSOR aarch64)
@@ -22,7 +22,7 @@ set(CMAKE_CXX_COMPILER aarch64-linux-gnu-g++)
 # host's, and the cross toolchain's own in /usr/aarch64-linux-gnu. Programs
 # (moc, pkg-config) come from the host; libraries and headers from those two.
 set(CMAKE_FIND_ROOT_PATH /usr/aarch64-linux-gnu)
-# The arm64-packages preset also builds app/, the agent and the workbench, whose
+# The arm64 preset also builds app/, the agent and the workbench (the packages), whose
 # gRPC, yaml-cpp and Qt Charts come from multiarch packages too, except two -dev
 # packages Debian does not let sit beside their amd64 twins (libyaml-cpp-dev and
 # libgrpc++-dev): install-deps.sh unpacks the first of them into this overlay;
