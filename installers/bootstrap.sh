@@ -2,9 +2,10 @@
 # The two things a fresh machine does (see README.md):
 #
 #   installers/bootstrap.sh run    install, build, start the workbench on the local cluster
-#   installers/bootstrap.sh test   install, build, run every test (then every file with
-#                                  DGX OS's GCC 13, the sanitizer and arm64 builds and
-#                                  packages, then fuzz the parsers)
+#   installers/bootstrap.sh test   install, build, run every test (then the libraries'
+#                                  and programs' files with DGX OS's GCC 13, the
+#                                  sanitizer and arm64 builds and packages, then fuzz
+#                                  the parsers)
 #
 # OCTET_PRESET picks the CMake preset (default: "default").
 set -euo pipefail
@@ -35,9 +36,10 @@ timed "build ($preset)" cmake --build --preset "$preset"
 bin="build/$preset/bin"
 if [ "$mode" = test ]; then
   timed "tests ($preset)" ctest --preset "$preset"
-  # Every C++ file again with GCC 13, DGX OS's compiler (syntax only; GCC 13
-  # from install-deps.sh on Debian 12): tests/compat/gcc13_syntax.py. Exit 77,
-  # no GCC 13 on this host, is a skip; anything else non-zero fails the run.
+  # Every C++ file of the libraries, programs and workbench again with GCC 13,
+  # DGX OS's compiler (syntax only; GCC 13 from install-deps.sh on Debian 12;
+  # the test programs only with --all, by hand): tests/compat/gcc13_syntax.py.
+  # Exit 77, no GCC 13 on this host, is a skip; anything else fails the run.
   gcc13_check() {
     local rc=0
     tests/compat/gcc13_syntax.py "build/$preset" || rc=$?
