@@ -11,6 +11,7 @@
 // first user turn or in the system block, one call per turn, tool results
 // through tojson).
 #include <QtTest>
+#include <map>
 
 #include "octet/base/file_util.h"
 #include "octet/base/json.h"
@@ -63,12 +64,18 @@ class TestChatTools : public QObject {
     QVERIFY2(r.exit_code == 0, r.output.c_str());
     const ordered_json expected = ordered_json::parse(r.output);
     QCOMPARE(expected.size(), cases.size());
+    // Each fixture tokenizer's template, loaded once (a tokenizer load is
+    // most of this test's time under ASan).
+    std::map<std::string, ChatTemplate> templates;
     for (size_t i = 0; i < cases.size(); ++i) {
       const ordered_json& c = cases[i];
       const std::string name = c["tokenizer"];
-      auto tok = Tokenizer::Load(test::FixturesDir() + "/tokenizers/" + name);
-      QVERIFY2(tok.ok(), tok.status().ToString().c_str());
-      ChatTemplate tmpl = tok->chat_template();
+      if (!templates.contains(name)) {
+        auto tok = Tokenizer::Load(test::FixturesDir() + "/tokenizers/" + name);
+        QVERIFY2(tok.ok(), tok.status().ToString().c_str());
+        templates.emplace(name, tok->chat_template());
+      }
+      ChatTemplate tmpl = templates.at(name);
       if (c.contains("template_file")) {
         auto text = ReadFileToString(test::SourceDir() + "/tests/unit/engine_text/data/" +
                                      c["template_file"].get<std::string>());
