@@ -12,8 +12,8 @@ protoc's *.pb.cc (Ubuntu's protoc writes its own): a quarter of the files.
 So are the test programs (tests/, 175 of 404 files) unless --all is given:
 what DGX OS builds to run are the libraries, programs and workbench, and a
 test program sees most of the standard library through Qt Test's headers
-anyway. CI checks those (6 min on a fast 2-core machine with the tests, 13 on
-a slow one); --all, run by hand, checks every file.
+anyway. CI checks the rest (4 min on the slow AMD machine, where all files
+took 13); --all, run by hand, checks every file.
 
     tests/compat/gcc13_syntax.py BUILD_DIR [--all]
 
