@@ -38,16 +38,14 @@ function(octet_hot_code target)
     return()
   endif()
   separate_arguments(_hot_flags UNIX_COMMAND "${OCTET_HOT_CXX_FLAGS}")
+  # Hot code goes without the tests' shared PCH, which was built at the build's
+  # own -O (clang refuses it under another; tests/support/CMakeLists.txt).
   if(ARG_SOURCES)
     set_property(SOURCE ${ARG_SOURCES} APPEND PROPERTY COMPILE_OPTIONS ${_hot_flags})
+    set_property(SOURCE ${ARG_SOURCES} PROPERTY SKIP_PRECOMPILE_HEADERS ON)
   else()
     target_compile_options(${target} PRIVATE ${_hot_flags})
-    # The tests' shared PCH was built at the build's own -O (clang refuses it
-    # under another; tests/support/CMakeLists.txt).
-    get_target_property(_pch_from ${target} PRECOMPILE_HEADERS_REUSE_FROM)
-    if(_pch_from)
-      set_target_properties(${target} PROPERTIES DISABLE_PRECOMPILE_HEADERS ON)
-    endif()
+    set_target_properties(${target} PROPERTIES DISABLE_PRECOMPILE_HEADERS ON)
   endif()
 endfunction()
 
