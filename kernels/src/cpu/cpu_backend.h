@@ -3,6 +3,8 @@
 // blocking live here, once.
 #pragma once
 
+#include <cstddef>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -11,6 +13,21 @@
 #include "octet/kernels/thread_pool.h"
 
 namespace octet::kernels::cpu {
+
+// Storage on 64-byte boundaries: activation rows packed for the NVFP4 tile
+// kernels, read with 32-byte loads (a load across two cache lines costs two).
+template <class T>
+struct CacheLineAllocator {
+  using value_type = T;
+  CacheLineAllocator() = default;
+  template <class U>
+  CacheLineAllocator(const CacheLineAllocator<U>&) {}
+  T* allocate(std::size_t n) {
+    return static_cast<T*>(::operator new (n * sizeof(T), std::align_val_t{64}));
+  }
+  void deallocate(T* p, std::size_t) { ::operator delete (p, std::align_val_t{64}); }
+  bool operator==(const CacheLineAllocator&) const { return true; }
+};
 
 class CpuBackend final : public KernelBackend {
  public:
@@ -77,11 +94,12 @@ class CpuBackend final : public KernelBackend {
   // its tasks start, read by all of them).
   std::vector<uint16_t> packed_x_;
   std::vector<std::vector<uint16_t>> bf16_scratch_;  // per thread: NVFP4 rows as BF16 (prefill)
-  std::vector<uint8_t> tiles_x_;                     // decode rows packed for isa_.gemv_nvfp4_tiles
+  // Decode rows packed for isa_.gemv_nvfp4_tiles.
+  std::vector<uint8_t, CacheLineAllocator<uint8_t>> tiles_x_;
 
   // cpu_backend_moe.cpp: activation blocks packed for gemv_nvfp4_tiles, and
   // per pool thread a task's product rows before they are scattered.
-  std::vector<uint8_t> moe_tiles_x_;
+  std::vector<uint8_t, CacheLineAllocator<uint8_t>> moe_tiles_x_;
   std::vector<std::vector<float>> moe_task_y_;
   int64_t PackGroupedTiles(const float* x, int64_t m, int64_t ldx, int64_t k, int64_t* offset);
   void ScatterAddRun(const ScatterProduct* products, const std::vector<int>& run, int64_t n,

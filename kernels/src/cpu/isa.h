@@ -98,8 +98,10 @@ struct IsaKernels {
   void (*decode_nvfp4_bf16)(const WeightMatrix& w, int64_t row0, int64_t nrows, uint16_t* out);
 
   // Decode of a few activation rows against NVFP4 weights in integers
-  // (AVX512-VNNI), reading the matrix's tiles (weight.h); null in tables
-  // without it. CpuBackend packs each row once:
+  // (AVX512-VNNI, AVX2, SDOT), reading the matrix's tiles (weight.h); null in
+  // tables without it. Each 16-value block of an activation row is rounded
+  // to integers after a power-of-two scaling, keeping at least 15 bits of
+  // its largest value (KernelBackend::UsesNvfp4Tiles). CpuBackend packs each row once:
   // pack_nvfp4_tiles_activation(x, k, packed) writes
   // nvfp4_tiles_packed_size(k) bytes and returns false when x cannot go this
   // way (a value that is not finite, or a block's largest magnitude nonzero
@@ -144,7 +146,8 @@ void ExpAvx2(const float* x, int64_t n, float* out);
 // Batched decode stays on the table's gemv (that file says why).
 void AddAvx2GemmKernels(IsaKernels* t);
 // Fills the NVFP4 tile decode entries (gemv_nvfp4_tiles ...) of an AVX2 table
-// with the VNNI kernel's integer arithmetic on PMADDUBSW (isa_avx2_nvfp4.cpp).
+// with PMADDWD on 16-bit activations (isa_avx2_nvfp4.cpp; 15 bits of each
+// block where the VNNI kernel keeps 22).
 // The AVX-512 table inherits them and replaces them with VPDPBUSD where the
 // CPU has AVX512-VNNI.
 void AddAvx2Nvfp4TileKernels(IsaKernels* t);

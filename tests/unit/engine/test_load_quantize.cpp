@@ -303,7 +303,10 @@ class TestLoadQuantize : public QObject {
     // Decode, a token a step, reads the tile copy where the backend reads
     // tiles (the integer kernels), the tied lm_head's NVFP4 copy included;
     // prefill decodes the row-major codes to BF16. The two agree within
-    // float rounding and the tile path's 22-bit activations.
+    // float rounding and the tile path's rounding of the activations to
+    // integers per 16-value block: 22 bits in the VNNI and SDOT kernels, 15
+    // in the AVX2 one (a step of 2^-15 of a block's largest value; 1.1e-3 on
+    // these logits of magnitude ~10 measured on an AVX2 CPU).
     QCOMPARE((*quant)->lm_head().weight.tiles != nullptr, (*quant)->backend().UsesNvfp4Tiles());
     {
       auto all = Logits(**quant, ref);
@@ -323,7 +326,7 @@ class TestLoadQuantize : public QObject {
           d = std::max(d, std::fabs(double(out.Row(0)[v]) - (*all)[j * ref.V + v]));
       }
       qInfo("max |decode - prefill| logit = %.2g", d);
-      QVERIFY2(d < 1e-3, std::to_string(d).c_str());
+      QVERIFY2(d < 4e-3, std::to_string(d).c_str());
     }
 
     auto from_nvfp4 = Load(q_dir, LoadQuantize::kNvfp4);

@@ -25,9 +25,11 @@ OwnedWeight RandomWeight(WeightFormat f, int64_t rows, int64_t cols, std::mt1993
 
 std::unique_ptr<KernelBackend> Scalar();
 
-// |got - want| <= atol + rtol * scale, elementwise; reports the first failure.
+// |got - want| <= 1e-6 + rtol * scale (+ allowance, when given), elementwise;
+// reports the first failure.
 bool Close(const std::vector<float>& got, const std::vector<double>& want,
-           const std::vector<double>& scale, double rtol, std::string* why);
+           const std::vector<double>& scale, double rtol, std::string* why,
+           const std::vector<double>& allowance = {});
 
 // y, m rows of stride ldy filled with 7 before `Matmul(x, m, ldx, w, y, ldy,
 // acc)`, against the product in double precision (7 added when `acc`), with

@@ -66,11 +66,14 @@ std::unique_ptr<OwnedWeight> RandomWeight(WeightFormat f, int64_t rows, int64_t 
   return o;
 }
 
-// |got - want| <= 1e-5 + 1e-5 * scale elementwise (scale: the sum of |terms|).
+// |got - want| <= 1e-5 + 1e-5 * scale (+ allowance, when given) elementwise
+// (scale: the sum of |terms|; allowance: the NVFP4 tile readers' activation
+// rounding, Nvfp4TileRoundingBound).
 bool Close(const std::vector<float>& got, const std::vector<double>& want,
-           const std::vector<double>& scale, std::string* why) {
+           const std::vector<double>& scale, std::string* why,
+           const std::vector<double>& allowance = {}) {
   for (size_t i = 0; i < got.size(); ++i) {
-    const double tol = 1e-5 + 1e-5 * scale[i];
+    const double tol = 1e-5 + 1e-5 * scale[i] + (allowance.empty() ? 0.0 : allowance[i]);
     if (!(std::fabs(got[i] - want[i]) <= tol)) {
       *why = "element " + std::to_string(i) + ": got " + std::to_string(got[i]) + " want " +
              std::to_string(want[i]);
@@ -138,7 +141,7 @@ class TestKernelMoeOps : public QObject {
     }
     auto x_of = [&](size_t i) { return xs[shared ? 0 : i].data(); };
     // The reference in double.
-    std::vector<std::vector<double>> want(ms.size()), scale(ms.size());
+    std::vector<std::vector<double>> want(ms.size()), scale(ms.size()), rounding(ms.size());
     for (size_t i = 0; i < ms.size(); ++i) {
       const WeightMatrix& w = ws[i]->view;
       for (int64_t r = 0; r < ms[i]; ++r) {
@@ -151,6 +154,7 @@ class TestKernelMoeOps : public QObject {
           }
           want[i].push_back(d);
           scale[i].push_back(a);
+          rounding[i].push_back(tiles ? Nvfp4TileRoundingBound(w, c, x_of(i) + r * ldx) : 0.0);
         }
       }
     }
@@ -174,9 +178,12 @@ class TestKernelMoeOps : public QObject {
         const std::string where = std::string(backend->name()) + " product " + std::to_string(i) +
                                   " (" + std::to_string(ms[i]) + " rows)";
         std::string why;
-        QVERIFY2(Close(y[i], want[i], scale[i], &why), (where + ": " + why).c_str());
+        const std::vector<double> allowance =
+            backend->UsesNvfp4Tiles() ? rounding[i] : std::vector<double>{};
+        QVERIFY2(Close(y[i], want[i], scale[i], &why, allowance), (where + ": " + why).c_str());
         std::vector<double> s_want(ys[i].begin(), ys[i].end());
-        QVERIFY2(Close(y[i], s_want, scale[i], &why), (where + " against scalar: " + why).c_str());
+        QVERIFY2(Close(y[i], s_want, scale[i], &why, allowance),
+                 (where + " against scalar: " + why).c_str());
         std::vector<float> alone(ms[i] * widths[i], -3.0f);
         backend->Matmul(x_of(i), ms[i], ldx, ws[i]->view, alone.data(), widths[i], false);
         QVERIFY2(SameBits(y[i], alone), (where + ": differs from its own Matmul").c_str());
@@ -224,6 +231,7 @@ class TestKernelMoeOps : public QObject {
     const std::vector<float> out0 = RandomFloats(tokens * ldo, rng);
     // Reference: out0 plus every weighted product row, in double.
     std::vector<double> want(out0.begin(), out0.end()), scale(out0.size(), 0.0);
+    std::vector<double> rounding(out0.size(), 0.0);
     for (auto& s : scale) s = 1.0;
     for (size_t i = 0; i < ms.size(); ++i) {
       const bool unweighted = i == 2;  // null weights: 1
@@ -238,6 +246,10 @@ class TestKernelMoeOps : public QObject {
           }
           want[rows[i][j] * ldo + c] += wt * d;
           scale[rows[i][j] * ldo + c] += std::fabs(wt) * a;
+          if (tiles) {
+            rounding[rows[i][j] * ldo + c] +=
+                std::fabs(wt) * Nvfp4TileRoundingBound(ws[i]->view, c, xs[i].data() + j * ldx);
+          }
         }
       }
     }
@@ -253,7 +265,9 @@ class TestKernelMoeOps : public QObject {
                                 scratch.data());
       const std::string name(backend->name());
       std::string why;
-      QVERIFY2(Close(out, want, scale, &why), (name + ": " + why).c_str());
+      QVERIFY2(Close(out, want, scale, &why,
+                     backend->UsesNvfp4Tiles() ? rounding : std::vector<double>{}),
+               (name + ": " + why).c_str());
       // The calls it replaces, on the same backend: the same bits.
       std::vector<float> expect = out0, y(10 * n);
       for (const auto& p : ps) {

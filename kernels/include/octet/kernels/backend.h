@@ -253,9 +253,13 @@ class KernelBackend {
   // run them on it, so two pools never spin against each other on one core.
   // Same one-caller-at-a-time rule as the ops.
   virtual ThreadPool* host_thread_pool() { return nullptr; }
-  // Whether single-row NVFP4 decode reads a matrix's tiles (weight.h,
+  // Whether NVFP4 decode (1 to 8 rows) reads a matrix's tiles (weight.h,
   // TileNvfp4) when it has them: a loader then builds them (the same bytes
-  // again, in the tile order).
+  // again, in the tile order). That decode multiplies in integers: each
+  // 16-value block of an activation row is scaled by a power of two and
+  // rounded, its largest magnitude kept in [2^14, 2^15) or finer (AVX2: 15
+  // bits; AVX512-VNNI and SDOT: 22), so a value moves by at most 2^-14 of
+  // the block's largest; a row's output is the same whatever batch it is in.
   virtual bool UsesNvfp4Tiles() const { return false; }
 
   // y[m, n] = x[m, k] · W[n, k]ᵀ, W in any supported format (dequantized in the
