@@ -341,6 +341,62 @@ void Gemv2DenseM4(const WeightMatrix& w, const uint8_t* r0, const uint8_t* r1, i
   }
 }
 
+// Three weight rows against M = 4 activation rows: 12 accumulators, so the
+// FMAs' latency (4 cycles, 2 a cycle) has slack that Gemv2DenseM4's 8 lack.
+// Each output summed in the same order as there.
+template <class L>
+void Gemv3DenseM4(const WeightMatrix& w, const uint8_t* r0, int64_t prefetch, const float* x,
+                  int64_t ldx, float* y, int64_t ldy, bool accumulate) {
+  const int64_t k = w.cols;
+  const uint8_t* r1 = r0 + w.row_stride;
+  const uint8_t* r2 = r1 + w.row_stride;
+  const float *x0 = x, *x1 = x + ldx, *x2 = x + 2 * ldx, *x3 = x + 3 * ldx;
+  __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;  // row r0
+  __m256 b0 = a0, b1 = a0, b2 = a0, b3 = a0;                   // row r1
+  __m256 e0 = a0, e1 = a0, e2 = a0, e3 = a0;                   // row r2
+  int64_t c = 0;
+  auto step = [&](int64_t c) OCTET_INLINE_LAMBDA {
+    const __m256 w0 = L::Load(r0, c), w1 = L::Load(r1, c), w2 = L::Load(r2, c);
+    __m256 xv = _mm256_loadu_ps(x0 + c);
+    a0 = _mm256_fmadd_ps(w0, xv, a0);
+    b0 = _mm256_fmadd_ps(w1, xv, b0);
+    e0 = _mm256_fmadd_ps(w2, xv, e0);
+    xv = _mm256_loadu_ps(x1 + c);
+    a1 = _mm256_fmadd_ps(w0, xv, a1);
+    b1 = _mm256_fmadd_ps(w1, xv, b1);
+    e1 = _mm256_fmadd_ps(w2, xv, e1);
+    xv = _mm256_loadu_ps(x2 + c);
+    a2 = _mm256_fmadd_ps(w0, xv, a2);
+    b2 = _mm256_fmadd_ps(w1, xv, b2);
+    e2 = _mm256_fmadd_ps(w2, xv, e2);
+    xv = _mm256_loadu_ps(x3 + c);
+    a3 = _mm256_fmadd_ps(w0, xv, a3);
+    b3 = _mm256_fmadd_ps(w1, xv, b3);
+    e3 = _mm256_fmadd_ps(w2, xv, e3);
+  };
+  if (prefetch != 0) {
+    for (; c + 32 <= k; c += 32) {
+      for (int line = 0; line < L::kBytes / 2; ++line) {
+        const int64_t o = prefetch + c * L::kBytes + line * 64;
+        _mm_prefetch(reinterpret_cast<const char*>(r0 + o), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(r1 + o), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(r2 + o), _MM_HINT_T0);
+      }
+      for (int u = 0; u < 32; u += 8) step(c + u);
+    }
+  }
+  for (; c + 8 <= k; c += 8) step(c);
+  const __m256 acc[3][4] = {{a0, a1, a2, a3}, {b0, b1, b2, b3}, {e0, e1, e2, e3}};
+  const uint8_t* rows[3] = {r0, r1, r2};
+  for (int j = 0; j < 3; ++j) {
+    for (int i = 0; i < 4; ++i) {
+      float s = Hsum(acc[j][i]);
+      for (int64_t t = c; t < k; ++t) s += ScalarAt(w, rows[j], t) * x[i * ldx + t];
+      Store(y + i * ldy + j, s, accumulate);
+    }
+  }
+}
+
 // One NVFP4 row's block b against x (16 floats xl|xh): the 16 products summed
 // unscaled, then one FMA by the block scale into acc (the global scale is
 // applied once at the end).
@@ -442,8 +498,18 @@ int64_t GemvDenseShortRows(const WeightMatrix& w, int64_t row0, int64_t row1, co
 void GemvBatch(const WeightMatrix& w, int64_t row0, int64_t row1, const float* x, int64_t m,
                int64_t ldx, float* y, int64_t ldy, bool accumulate);
 
+template <class L>
+void GemvWideDense(const WeightMatrix& w, int64_t row0, int64_t row1, const float* x, int64_t m,
+                   int64_t ldx, float* y, int64_t ldy, bool accumulate);
+
 void Gemv(const WeightMatrix& w, int64_t row0, int64_t row1, const float* x, int64_t m, int64_t ldx,
           float* y, int64_t ldy, bool accumulate) {
+  if (m > 4 && w.format == WeightFormat::kBF16) {
+    return GemvWideDense<LoadBf16>(w, row0, row1, x, m, ldx, y, ldy, accumulate);
+  }
+  if (m > 4 && w.format == WeightFormat::kF16) {
+    return GemvWideDense<LoadF16>(w, row0, row1, x, m, ldx, y, ldy, accumulate);
+  }
   if (m > 4) {  // passes of at most 4 activation rows
     Gemv(w, row0, row1, x, 4, ldx, y, ldy, accumulate);
     Gemv(w, row0, row1, x + 4 * ldx, m - 4, ldx, y + 4 * ldy, ldy, accumulate);
@@ -510,6 +576,13 @@ template <class L>
 void GemvBatchDense(const WeightMatrix& w, int64_t row0, int64_t row1, const float* x, int64_t m,
                     int64_t ldx, float* y, int64_t ldy, bool accumulate) {
   int64_t r = row0;
+  if (m == 4) {
+    for (; r + 3 <= row1; r += 3) {
+      const uint8_t* r0 = static_cast<const uint8_t*>(w.data) + r * w.row_stride;
+      // Two triples ahead, past this call's rows too (see Gemv).
+      Gemv3DenseM4<L>(w, r0, 6 * w.row_stride, x, ldx, y + (r - row0), ldy, accumulate);
+    }
+  }
   for (; r + 2 <= row1; r += 2) {
     const uint8_t* r0 = static_cast<const uint8_t*>(w.data) + r * w.row_stride;
     float* out = y + (r - row0);
@@ -527,6 +600,44 @@ void GemvBatchDense(const WeightMatrix& w, int64_t row0, int64_t row1, const flo
     } else {
       GemvDenseRows<3, 1>(w, r, x, ldx, y + (r - row0), ldy, accumulate);
     }
+  }
+}
+
+// 5 to 8 activation rows of 2-byte weights: each three weight rows take
+// activation rows 0-3, then 4 to m-1, while those weight rows are in L1.
+// Two passes of 4 rows over a task's rows instead (its weights from L2 the
+// second time) left the first pass waiting on memory: it reads the weights
+// at twice the rate the 8 rows' FMAs use them.
+template <class L>
+void GemvWideDense(const WeightMatrix& w, int64_t row0, int64_t row1, const float* x, int64_t m,
+                   int64_t ldx, float* y, int64_t ldy, bool accumulate) {
+  const float* xb = x + 4 * ldx;
+  const int64_t mb = m - 4;
+  int64_t r = row0;
+  for (; r + 3 <= row1; r += 3) {
+    const uint8_t* r0 = static_cast<const uint8_t*>(w.data) + r * w.row_stride;
+    float* out = y + (r - row0);
+    // Two triples ahead, past this call's rows too (see Gemv).
+    Gemv3DenseM4<L>(w, r0, 6 * w.row_stride, x, ldx, out, ldy, accumulate);
+    float* outb = out + 4 * ldy;
+    switch (mb) {
+      case 4:
+        Gemv3DenseM4<L>(w, r0, 0, xb, ldx, outb, ldy, accumulate);
+        break;
+      case 3:
+        GemvDenseRows<3, 3>(w, r, xb, ldx, outb, ldy, accumulate);
+        break;
+      case 2:
+        GemvDenseRows<2, 3>(w, r, xb, ldx, outb, ldy, accumulate);
+        break;
+      default:
+        GemvDenseRows<1, 3>(w, r, xb, ldx, outb, ldy, accumulate);
+        break;
+    }
+  }
+  if (r < row1) {  // the last one or two rows: passes of at most 4
+    Gemv(w, r, row1, x, 4, ldx, y + (r - row0), ldy, accumulate);
+    Gemv(w, r, row1, xb, mb, ldx, y + (r - row0) + 4 * ldy, ldy, accumulate);
   }
 }
 
