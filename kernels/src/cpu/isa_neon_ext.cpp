@@ -146,8 +146,11 @@ void Nvfp4TilesGroup(const uint8_t* g, int64_t chunks, const uint8_t* packed, in
     }
     for (int i = 0; i < M; ++i) {
       float* o = out + i * ldo + 4 * q4;
-      float32x4_t r = vmulq_n_f32(acc[i], global);
-      if (accumulate) r = vaddq_f32(r, vld1q_f32(o));
+      // One explicit FMA when adding: a multiply and an add are fused by the
+      // compiler in some of the M instances and not in others, and a row's
+      // output must not depend on the batch it is in.
+      const float32x4_t r =
+          accumulate ? vfmaq_n_f32(vld1q_f32(o), acc[i], global) : vmulq_n_f32(acc[i], global);
       vst1q_f32(o, r);
     }
   }
