@@ -25,8 +25,8 @@
 //
 // Not the VNNI kernel's arithmetic, three byte planes of a 22-bit integer:
 // on AVX2 that took 15 multiplies per 128 products and row against 8 here,
-// and an L1-resident group ran at 18-20 cycles per 8 rows x 16 columns and
-// activation row on Zen 3 against 11 (two rows a pass) and 13-14 (one).
+// and an L1-resident group ran at 17-21 cycles per 8 rows x 16 columns and
+// activation row on Zen 3 against 11 (two rows a pass) to 15 (one) here.
 // Outputs differ from the VNNI kernel's by the activations' rounding: 15
 // bits of each block's largest value where VNNI keeps 22 (finer than FP16's
 // 11-bit mantissa; backend.h, UsesNvfp4Tiles). Every row of a batch goes
