@@ -44,12 +44,13 @@ namespace {
 
 // Packed row: per 16-column block 10 vectors of 32 bytes. Vectors 0-7 hold
 // the pairs of activations the kernel multiplies, each broadcast to all 8
-// dwords so that PMADDWD reads them straight from memory (a broadcast load
-// takes a shuffle port on AVX2 CPUs such as Zen 3, the ports the decode
-// needs): (q0 q2), (q1 q3), (q4 q6), (q5 q7), then the same for 8-15.
-// Vector 8 holds 12 * sum(q), vector 9 the block scale's exponent bias, also
-// broadcast. 20 bytes a value (40 KiB for a row of 2048), read once per 16
-// weight rows.
+// dwords so that PMADDWD reads them straight from memory: (q0 q2), (q1 q3),
+// (q4 q6), (q5 q7), then the same for 8-15. Vector 8 holds 12 * sum(q),
+// vector 9 the block scale's exponent bias, also broadcast. 20 bytes a value
+// (40 KiB for a row of 2048), read once per 16 weight rows. On Zen 3 this
+// measured 11.2-11.5 cycles per 8 rows x 16 columns and row (two rows a
+// pass, L1-resident) against 12.8-13.2 for a compact row (32 bytes a block)
+// whose pairs the kernel broadcast as it went, one half-group at a time.
 constexpr int64_t kActBlockBytes = 10 * 32;
 
 int64_t PackedSize(int64_t k) { return k / kNvfp4BlockSize * kActBlockBytes; }
