@@ -510,6 +510,9 @@ void Gemv(const WeightMatrix& w, int64_t row0, int64_t row1, const float* x, int
   if (m > 4 && w.format == WeightFormat::kF16) {
     return GemvWideDense<LoadF16>(w, row0, row1, x, m, ldx, y, ldy, accumulate);
   }
+  if (m > 4 && w.format == WeightFormat::kF32) {
+    return GemvWideDense<LoadF32>(w, row0, row1, x, m, ldx, y, ldy, accumulate);
+  }
   if (m > 4) {  // passes of at most 4 activation rows
     Gemv(w, row0, row1, x, 4, ldx, y, ldy, accumulate);
     Gemv(w, row0, row1, x + 4 * ldx, m - 4, ldx, y + 4 * ldy, ldy, accumulate);
@@ -603,7 +606,7 @@ void GemvBatchDense(const WeightMatrix& w, int64_t row0, int64_t row1, const flo
   }
 }
 
-// 5 to 8 activation rows of 2-byte weights: each three weight rows take
+// 5 to 8 activation rows of dense weights: each three weight rows take
 // activation rows 0-3, then 4 to m-1, while those weight rows are in L1.
 // Two passes of 4 rows over a task's rows instead (its weights from L2 the
 // second time) left the first pass waiting on memory: it reads the weights
