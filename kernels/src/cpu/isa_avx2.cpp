@@ -341,16 +341,17 @@ void Gemv2DenseM4(const WeightMatrix& w, const uint8_t* r0, const uint8_t* r1, i
   }
 }
 
-// Three weight rows against M = 4 activation rows: 12 accumulators, so the
-// FMAs' latency (4 cycles, 2 a cycle) has slack that Gemv2DenseM4's 8 lack.
-// Each output summed in the same order as there.
-template <class L>
+// Three weight rows against M = 3 or 4 activation rows: 9 or 12
+// accumulators, so the FMAs' latency (4 cycles, 2 a cycle) has slack that
+// Gemv2DenseM4's 6 or 8 lack. Each output summed in the same order as there.
+template <class L, int M>
 void Gemv3DenseM4(const WeightMatrix& w, const uint8_t* r0, int64_t prefetch, const float* x,
                   int64_t ldx, float* y, int64_t ldy, bool accumulate) {
+  static_assert(M == 3 || M == 4);
   const int64_t k = w.cols;
   const uint8_t* r1 = r0 + w.row_stride;
   const uint8_t* r2 = r1 + w.row_stride;
-  const float *x0 = x, *x1 = x + ldx, *x2 = x + 2 * ldx, *x3 = x + 3 * ldx;
+  const float *x0 = x, *x1 = x + ldx, *x2 = x + 2 * ldx, *x3 = x + (M - 1) * ldx;
   __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;  // row r0
   __m256 b0 = a0, b1 = a0, b2 = a0, b3 = a0;                   // row r1
   __m256 e0 = a0, e1 = a0, e2 = a0, e3 = a0;                   // row r2
@@ -369,10 +370,12 @@ void Gemv3DenseM4(const WeightMatrix& w, const uint8_t* r0, int64_t prefetch, co
     a2 = _mm256_fmadd_ps(w0, xv, a2);
     b2 = _mm256_fmadd_ps(w1, xv, b2);
     e2 = _mm256_fmadd_ps(w2, xv, e2);
-    xv = _mm256_loadu_ps(x3 + c);
-    a3 = _mm256_fmadd_ps(w0, xv, a3);
-    b3 = _mm256_fmadd_ps(w1, xv, b3);
-    e3 = _mm256_fmadd_ps(w2, xv, e3);
+    if constexpr (M == 4) {
+      xv = _mm256_loadu_ps(x3 + c);
+      a3 = _mm256_fmadd_ps(w0, xv, a3);
+      b3 = _mm256_fmadd_ps(w1, xv, b3);
+      e3 = _mm256_fmadd_ps(w2, xv, e3);
+    }
   };
   if (prefetch != 0) {
     for (; c + 32 <= k; c += 32) {
@@ -389,7 +392,7 @@ void Gemv3DenseM4(const WeightMatrix& w, const uint8_t* r0, int64_t prefetch, co
   const __m256 acc[3][4] = {{a0, a1, a2, a3}, {b0, b1, b2, b3}, {e0, e1, e2, e3}};
   const uint8_t* rows[3] = {r0, r1, r2};
   for (int j = 0; j < 3; ++j) {
-    for (int i = 0; i < 4; ++i) {
+    for (int i = 0; i < M; ++i) {
       float s = Hsum(acc[j][i]);
       for (int64_t t = c; t < k; ++t) s += ScalarAt(w, rows[j], t) * x[i * ldx + t];
       Store(y + i * ldy + j, s, accumulate);
@@ -579,11 +582,13 @@ template <class L>
 void GemvBatchDense(const WeightMatrix& w, int64_t row0, int64_t row1, const float* x, int64_t m,
                     int64_t ldx, float* y, int64_t ldy, bool accumulate) {
   int64_t r = row0;
-  if (m == 4) {
-    for (; r + 3 <= row1; r += 3) {
-      const uint8_t* r0 = static_cast<const uint8_t*>(w.data) + r * w.row_stride;
-      // Two triples ahead, past this call's rows too (see Gemv).
-      Gemv3DenseM4<L>(w, r0, 6 * w.row_stride, x, ldx, y + (r - row0), ldy, accumulate);
+  for (; r + 3 <= row1; r += 3) {
+    const uint8_t* r0 = static_cast<const uint8_t*>(w.data) + r * w.row_stride;
+    // Two triples ahead, past this call's rows too (see Gemv).
+    if (m == 4) {
+      Gemv3DenseM4<L, 4>(w, r0, 6 * w.row_stride, x, ldx, y + (r - row0), ldy, accumulate);
+    } else {
+      Gemv3DenseM4<L, 3>(w, r0, 6 * w.row_stride, x, ldx, y + (r - row0), ldy, accumulate);
     }
   }
   for (; r + 2 <= row1; r += 2) {
@@ -621,14 +626,14 @@ void GemvWideDense(const WeightMatrix& w, int64_t row0, int64_t row1, const floa
     const uint8_t* r0 = static_cast<const uint8_t*>(w.data) + r * w.row_stride;
     float* out = y + (r - row0);
     // Two triples ahead, past this call's rows too (see Gemv).
-    Gemv3DenseM4<L>(w, r0, 6 * w.row_stride, x, ldx, out, ldy, accumulate);
+    Gemv3DenseM4<L, 4>(w, r0, 6 * w.row_stride, x, ldx, out, ldy, accumulate);
     float* outb = out + 4 * ldy;
     switch (mb) {
       case 4:
-        Gemv3DenseM4<L>(w, r0, 0, xb, ldx, outb, ldy, accumulate);
+        Gemv3DenseM4<L, 4>(w, r0, 0, xb, ldx, outb, ldy, accumulate);
         break;
       case 3:
-        GemvDenseRows<3, 3>(w, r, xb, ldx, outb, ldy, accumulate);
+        Gemv3DenseM4<L, 3>(w, r0, 0, xb, ldx, outb, ldy, accumulate);
         break;
       case 2:
         GemvDenseRows<2, 3>(w, r, xb, ldx, outb, ldy, accumulate);
