@@ -77,13 +77,13 @@ bool MatchesDoubleProduct(const WeightMatrix& w, const std::vector<float>& x, in
 }
 
 bool CloseF(const std::vector<float>& got, const std::vector<float>& want, double atol, double rtol,
-            std::string* why) {
+            std::string* why, const std::vector<double>& allowance) {
   if (got.size() != want.size()) {
     *why = "size differs";
     return false;
   }
   for (size_t i = 0; i < got.size(); ++i) {
-    const double tol = atol + rtol * std::fabs(want[i]);
+    const double tol = atol + rtol * std::fabs(want[i]) + (allowance.empty() ? 0.0 : allowance[i]);
     if (!(std::fabs(got[i] - want[i]) <= tol)) {
       *why = "element " + std::to_string(i) + ": got " + std::to_string(got[i]) + " want " +
              std::to_string(want[i]);

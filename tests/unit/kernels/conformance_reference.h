@@ -39,7 +39,8 @@ bool MatchesDoubleProduct(const WeightMatrix& w, const std::vector<float>& x, in
                           int64_t ldx, const std::vector<float>& y, int64_t ldy, bool acc,
                           std::string* why);
 
+// |got - want| <= atol + rtol * |want| (+ allowance, when given), elementwise.
 bool CloseF(const std::vector<float>& got, const std::vector<float>& want, double atol, double rtol,
-            std::string* why);
+            std::string* why, const std::vector<double>& allowance = {});
 
 }  // namespace octet::kernels::testing

@@ -507,19 +507,11 @@ void TestKernelConformance::nvfp4TilesAreRead() {
           }
         }
         std::string why;
-        bool close = true;
-        for (size_t e = 0; e < y.size() && close; ++e) {
-          const double tol =
-              1e-4 + 1e-5 * std::fabs(expect[e]) + (backend->UsesNvfp4Tiles() ? rounding[e] : 0.0);
-          if (!(std::fabs(double(y[e]) - expect[e]) <= tol)) {
-            close = false;
-            why = "element " + std::to_string(e) + ": got " + std::to_string(y[e]) + " want " +
-                  std::to_string(expect[e]);
-          }
-        }
-        QVERIFY2(close, (std::string(backend->name()) + " m=" + std::to_string(m) +
-                         (acc ? " accumulate: " : ": ") + why)
-                            .c_str());
+        QVERIFY2(CloseF(y, expect, 1e-4, 1e-5, &why,
+                        backend->UsesNvfp4Tiles() ? rounding : std::vector<double>{}),
+                 (std::string(backend->name()) + " m=" + std::to_string(m) +
+                  (acc ? " accumulate: " : ": ") + why)
+                     .c_str());
       }
     }
   }
