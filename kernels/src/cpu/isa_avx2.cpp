@@ -20,6 +20,38 @@ inline float Hsum(__m256 v) {
   return _mm_cvtss_f32(lo);
 }
 
+// Hsum of eight vectors at once, lane i = Hsum(v_i) bit for bit: the same
+// pairs added in the same order (lo + hi halves, then lanes 0+2 and 1+3, then
+// those two), only transposed, so 21 shuffles and adds make eight sums where
+// eight Hsums take 48. A matmul of few columns (128 on nanochat-demo) spent a
+// third of its time in the per-output Hsums.
+OCTET_INLINE __m256 Hsum8(__m256 v0, __m256 v1, __m256 v2, __m256 v3, __m256 v4, __m256 v5,
+                          __m256 v6, __m256 v7) {
+  // [v.lo + v.hi | w.lo + w.hi]: four lanes of each.
+  auto halves = [](__m256 v, __m256 w) OCTET_INLINE_LAMBDA {
+    return _mm256_add_ps(_mm256_permute2f128_ps(v, w, 0x20), _mm256_permute2f128_ps(v, w, 0x31));
+  };
+  const __m256 u04 = halves(v0, v4), u15 = halves(v1, v5), u26 = halves(v2, v6),
+               u37 = halves(v3, v7);
+  // Lanes 0+2 and 1+3 of each: [v0 v0 v1 v1 | v4 v4 v5 v5] and v2, v3, v6, v7.
+  auto pairs = [](__m256 u, __m256 t) OCTET_INLINE_LAMBDA {
+    const __m256d ud = _mm256_castps_pd(u), td = _mm256_castps_pd(t);
+    return _mm256_add_ps(_mm256_castpd_ps(_mm256_unpacklo_pd(ud, td)),
+                         _mm256_castpd_ps(_mm256_unpackhi_pd(ud, td)));
+  };
+  const __m256 x = pairs(u04, u15), y = pairs(u26, u37);
+  return _mm256_add_ps(_mm256_shuffle_ps(x, y, 0x88), _mm256_shuffle_ps(x, y, 0xdd));
+}
+
+// `v`, kept in a register: GCC otherwise folds a vector load that feeds
+// several FMAs into each of them as a memory operand, and a step of two
+// weight rows against 5 activation rows then issues 12 loads for 10 FMAs (the
+// load ports, two 256-bit loads a cycle, become the bound).
+OCTET_INLINE __m256 InRegister(__m256 v) {
+  __asm__("" : "+x"(v));
+  return v;
+}
+
 inline __m256 LoadBf16x8(const uint8_t* p) {
   const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
   return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
@@ -280,42 +312,57 @@ void Gemv4Dense(const WeightMatrix& w, const uint8_t* const* rows, int64_t prefe
       b3 = _mm256_fmadd_ps(wv, xw, b3);
     }
   }
-  const __m256 acc[2][4] = {{a0, a1, a2, a3}, {b0, b1, b2, b3}};
+  alignas(32) float sums[8];  // [x row][weight row]
+  _mm256_store_ps(sums, Hsum8(a0, a1, a2, a3, b0, b1, b2, b3));
   for (int64_t i = 0; i < m; ++i) {
     for (int j = 0; j < 4; ++j) {
-      float s = Hsum(acc[i][j]);
+      float s = sums[i * 4 + j];
       for (int64_t t = c; t < k; ++t) s += ScalarAt(w, rows[j], t) * x[i * ldx + t];
       Store(y + i * ldy + j * ystep, s, accumulate);
     }
   }
 }
 
-// Two weight rows against M = 3 or 4 activation rows (batched decode): each
-// weight vector is decoded once and used M times; 8 accumulators.
+// Two weight rows against M = 3 to 6 activation rows (batched decode): each
+// weight vector is decoded once and used M times; 2 * M accumulators, named
+// (GCC keeps arrays of __m256 in memory), rows past M compiled out.
 template <class L, int M>
-void Gemv2DenseM4(const WeightMatrix& w, const uint8_t* r0, const uint8_t* r1, int64_t prefetch,
-                  const float* x, int64_t ldx, float* y, int64_t ldy, bool accumulate) {
-  static_assert(M == 3 || M == 4);
+void Gemv2DenseM(const WeightMatrix& w, const uint8_t* r0, const uint8_t* r1, int64_t prefetch,
+                 const float* x, int64_t ldx, float* y, int64_t ldy, bool accumulate) {
+  static_assert(M >= 3 && M <= 6);
   const int64_t k = w.cols;
-  const float *x0 = x, *x1 = x + ldx, *x2 = x + 2 * ldx, *x3 = x + (M - 1) * ldx;
-  __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;  // row r0
-  __m256 b0 = a0, b1 = a0, b2 = a0, b3 = a0;                   // row r1
+  const float *x0 = x, *x1 = x + ldx, *x2 = x + 2 * ldx;
+  // Rows past M alias the last one (never read).
+  const float *x3 = x + (M > 3 ? 3 : M - 1) * ldx, *x4 = x + (M > 4 ? 4 : M - 1) * ldx,
+              *x5 = x + (M - 1) * ldx;
+  __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0;  // row r0
+  __m256 b0 = a0, b1 = a0, b2 = a0, b3 = a0, b4 = a0, b5 = a0;                   // row r1
   int64_t c = 0;
   auto step = [&](int64_t c) OCTET_INLINE_LAMBDA {
     const __m256 w0 = L::Load(r0, c), w1 = L::Load(r1, c);
-    __m256 xv = _mm256_loadu_ps(x0 + c);
+    __m256 xv = InRegister(_mm256_loadu_ps(x0 + c));
     a0 = _mm256_fmadd_ps(w0, xv, a0);
     b0 = _mm256_fmadd_ps(w1, xv, b0);
-    xv = _mm256_loadu_ps(x1 + c);
+    xv = InRegister(_mm256_loadu_ps(x1 + c));
     a1 = _mm256_fmadd_ps(w0, xv, a1);
     b1 = _mm256_fmadd_ps(w1, xv, b1);
-    xv = _mm256_loadu_ps(x2 + c);
+    xv = InRegister(_mm256_loadu_ps(x2 + c));
     a2 = _mm256_fmadd_ps(w0, xv, a2);
     b2 = _mm256_fmadd_ps(w1, xv, b2);
-    if constexpr (M == 4) {
-      xv = _mm256_loadu_ps(x3 + c);
+    if constexpr (M >= 4) {
+      xv = InRegister(_mm256_loadu_ps(x3 + c));
       a3 = _mm256_fmadd_ps(w0, xv, a3);
       b3 = _mm256_fmadd_ps(w1, xv, b3);
+    }
+    if constexpr (M >= 5) {
+      xv = InRegister(_mm256_loadu_ps(x4 + c));
+      a4 = _mm256_fmadd_ps(w0, xv, a4);
+      b4 = _mm256_fmadd_ps(w1, xv, b4);
+    }
+    if constexpr (M == 6) {
+      xv = InRegister(_mm256_loadu_ps(x5 + c));
+      a5 = _mm256_fmadd_ps(w0, xv, a5);
+      b5 = _mm256_fmadd_ps(w1, xv, b5);
     }
   };
   if (prefetch != 0) {
@@ -330,11 +377,19 @@ void Gemv2DenseM4(const WeightMatrix& w, const uint8_t* r0, const uint8_t* r1, i
     }
   }
   for (; c + 8 <= k; c += 8) step(c);
-  const __m256 acc[2][4] = {{a0, a1, a2, a3}, {b0, b1, b2, b3}};
+  // Weight row j's sum against x row i at j * kStride + i.
+  constexpr int kStride = M <= 4 ? 4 : 6;
+  alignas(32) float sums[16];
+  if constexpr (M <= 4) {
+    _mm256_store_ps(sums, Hsum8(a0, a1, a2, a3, b0, b1, b2, b3));
+  } else {
+    _mm256_store_ps(sums, Hsum8(a0, a1, a2, a3, a4, a5, b0, b1));
+    _mm256_store_ps(sums + 8, Hsum8(b2, b3, b4, b5, b2, b3, b4, b5));
+  }
   const uint8_t* rows[2] = {r0, r1};
   for (int j = 0; j < 2; ++j) {
     for (int i = 0; i < M; ++i) {
-      float s = Hsum(acc[j][i]);
+      float s = sums[j * kStride + i];
       for (int64_t t = c; t < k; ++t) s += ScalarAt(w, rows[j], t) * x[i * ldx + t];
       Store(y + i * ldy + j, s, accumulate);
     }
@@ -343,7 +398,7 @@ void Gemv2DenseM4(const WeightMatrix& w, const uint8_t* r0, const uint8_t* r1, i
 
 // Three weight rows against M = 3 or 4 activation rows: 9 or 12
 // accumulators, so the FMAs' latency (4 cycles, 2 a cycle) has slack that
-// Gemv2DenseM4's 6 or 8 lack. Each output summed in the same order as there.
+// Gemv2DenseM's 6 or 8 lack. Each output summed in the same order as there.
 template <class L, int M>
 void Gemv3DenseM4(const WeightMatrix& w, const uint8_t* r0, int64_t prefetch, const float* x,
                   int64_t ldx, float* y, int64_t ldy, bool accumulate) {
@@ -389,11 +444,13 @@ void Gemv3DenseM4(const WeightMatrix& w, const uint8_t* r0, int64_t prefetch, co
     }
   }
   for (; c + 8 <= k; c += 8) step(c);
-  const __m256 acc[3][4] = {{a0, a1, a2, a3}, {b0, b1, b2, b3}, {e0, e1, e2, e3}};
+  alignas(32) float sums[16];  // weight row j's sum against x row i at j * 4 + i
+  _mm256_store_ps(sums, Hsum8(a0, a1, a2, a3, b0, b1, b2, b3));
+  _mm256_store_ps(sums + 8, Hsum8(e0, e1, e2, e3, e0, e1, e2, e3));
   const uint8_t* rows[3] = {r0, r1, r2};
   for (int j = 0; j < 3; ++j) {
     for (int i = 0; i < M; ++i) {
-      float s = Hsum(acc[j][i]);
+      float s = sums[j * 4 + i];
       for (int64_t t = c; t < k; ++t) s += ScalarAt(w, rows[j], t) * x[i * ldx + t];
       Store(y + i * ldy + j, s, accumulate);
     }
@@ -497,7 +554,7 @@ int64_t GemvDenseShortRows(const WeightMatrix& w, int64_t row0, int64_t row1, co
 }
 
 // m = 3 or 4 activation rows: dense weights two rows at a time, each decoded
-// once (Gemv2DenseM4); NVFP4 in passes of two activation rows.
+// once (Gemv2DenseM); NVFP4 in passes of two activation rows.
 void GemvBatch(const WeightMatrix& w, int64_t row0, int64_t row1, const float* x, int64_t m,
                int64_t ldx, float* y, int64_t ldy, bool accumulate);
 
@@ -597,9 +654,9 @@ void GemvBatchDense(const WeightMatrix& w, int64_t row0, int64_t row1, const flo
     // Two pairs ahead, past this call's rows too (see Gemv).
     const int64_t prefetch = 4 * w.row_stride;
     if (m == 4) {
-      Gemv2DenseM4<L, 4>(w, r0, r0 + w.row_stride, prefetch, x, ldx, out, ldy, accumulate);
+      Gemv2DenseM<L, 4>(w, r0, r0 + w.row_stride, prefetch, x, ldx, out, ldy, accumulate);
     } else {
-      Gemv2DenseM4<L, 3>(w, r0, r0 + w.row_stride, prefetch, x, ldx, out, ldy, accumulate);
+      Gemv2DenseM<L, 3>(w, r0, r0 + w.row_stride, prefetch, x, ldx, out, ldy, accumulate);
     }
   }
   if (r < row1) {
@@ -611,36 +668,46 @@ void GemvBatchDense(const WeightMatrix& w, int64_t row0, int64_t row1, const flo
   }
 }
 
-// 5 to 8 activation rows of dense weights: each three weight rows take
-// activation rows 0-3, then 4 to m-1, while those weight rows are in L1.
-// Two passes of 4 rows over a task's rows instead (its weights from L2 the
-// second time) left the first pass waiting on memory: it reads the weights
-// at twice the rate the 8 rows' FMAs use them.
+// 5 to 8 activation rows of dense weights. 5 and 6: two weight rows against
+// all of them (10 or 12 accumulators). 7 and 8: each three weight rows take
+// activation rows 0-3, then 4 to m-1, while those weight rows are in L1. Two
+// passes of 4 rows over a task's rows instead (its weights from L2 the second
+// time) left the first pass waiting on memory: it reads the weights at twice
+// the rate the 8 rows' FMAs use them. The three-row split is what 5 and 6
+// rows took before: its second pass of 1 or 2 rows waits on the FMAs' latency
+// (3 or 6 chains of 4 cycles), so 5 rows cost 10 cycles per 8 columns of three
+// weight rows where the FMA ports need 7.5 (a 5-row verify step of
+// nanochat-demo, F32 in cache: 2.3x one row).
 template <class L>
 void GemvWideDense(const WeightMatrix& w, int64_t row0, int64_t row1, const float* x, int64_t m,
                    int64_t ldx, float* y, int64_t ldy, bool accumulate) {
   const float* xb = x + 4 * ldx;
   const int64_t mb = m - 4;
   int64_t r = row0;
-  for (; r + 3 <= row1; r += 3) {
-    const uint8_t* r0 = static_cast<const uint8_t*>(w.data) + r * w.row_stride;
-    float* out = y + (r - row0);
-    // Two triples ahead, past this call's rows too (see Gemv).
-    Gemv3DenseM4<L, 4>(w, r0, 6 * w.row_stride, x, ldx, out, ldy, accumulate);
-    float* outb = out + 4 * ldy;
-    switch (mb) {
-      case 4:
+  if (m <= 6) {
+    for (; r + 2 <= row1; r += 2) {
+      const uint8_t* r0 = static_cast<const uint8_t*>(w.data) + r * w.row_stride;
+      float* out = y + (r - row0);
+      // Two pairs ahead, past this call's rows too (see Gemv).
+      const int64_t prefetch = 4 * w.row_stride;
+      if (m == 6) {
+        Gemv2DenseM<L, 6>(w, r0, r0 + w.row_stride, prefetch, x, ldx, out, ldy, accumulate);
+      } else {
+        Gemv2DenseM<L, 5>(w, r0, r0 + w.row_stride, prefetch, x, ldx, out, ldy, accumulate);
+      }
+    }
+  } else {
+    for (; r + 3 <= row1; r += 3) {
+      const uint8_t* r0 = static_cast<const uint8_t*>(w.data) + r * w.row_stride;
+      float* out = y + (r - row0);
+      // Two triples ahead, past this call's rows too (see Gemv).
+      Gemv3DenseM4<L, 4>(w, r0, 6 * w.row_stride, x, ldx, out, ldy, accumulate);
+      float* outb = out + 4 * ldy;
+      if (mb == 4) {
         Gemv3DenseM4<L, 4>(w, r0, 0, xb, ldx, outb, ldy, accumulate);
-        break;
-      case 3:
+      } else {
         Gemv3DenseM4<L, 3>(w, r0, 0, xb, ldx, outb, ldy, accumulate);
-        break;
-      case 2:
-        GemvDenseRows<2, 3>(w, r, xb, ldx, outb, ldy, accumulate);
-        break;
-      default:
-        GemvDenseRows<1, 3>(w, r, xb, ldx, outb, ldy, accumulate);
-        break;
+      }
     }
   }
   if (r < row1) {  // the last one or two rows: passes of at most 4

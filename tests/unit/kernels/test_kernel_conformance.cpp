@@ -467,6 +467,47 @@ void TestKernelConformance::nvfp4TilesRowsDoNotDependOnTheBatch() {
   if (readers == 0) QSKIP("no backend here reads NVFP4 tiles");
 }
 
+// The AVX2 backend's dense decode (F32, BF16, F16; 1 to 8 rows) gives a row
+// the same floats whatever batch it is in: every kernel sums each output in
+// one vector accumulator, columns in order, and reduces its lanes in one
+// order (Hsum, or Hsum8 for eight at once). So n-gram and MTP verification on
+// an AVX2 machine equal plain decoding exactly. (Not promised elsewhere: AMX
+// decodes 5-8 BF16 rows on tiles, rounding otherwise than one row's FMAs.)
+void TestKernelConformance::avx2DenseRowsDoNotDependOnTheBatch() {
+  std::mt19937 rng(34);
+  std::unique_ptr<KernelBackend> avx2;
+  for (auto& backend : AllBackends(2)) {
+    if (std::string(backend->name()) == "avx2") avx2 = std::move(backend);
+  }
+  if (!avx2) QSKIP("this CPU has no AVX2 backend");
+  struct Shape {
+    int64_t rows, cols;
+  };
+  // Short rows (one page holds several), a column tail, long rows; row counts
+  // that leave one or two rows after the pairs and triples.
+  for (const Shape s : {Shape{13, 128}, Shape{14, 1000}, Shape{7, 2056}}) {
+    for (WeightFormat f : {WeightFormat::kF32, WeightFormat::kBF16, WeightFormat::kF16}) {
+      OwnedWeight w = RandomWeight(f, s.rows, s.cols, rng);
+      const std::vector<float> x = RandomFloats(8 * s.cols, rng);
+      for (bool acc : {false, true}) {
+        std::vector<float> alone(8 * s.rows, 3.0f);
+        for (int64_t i = 0; i < 8; ++i) {
+          avx2->Matmul(x.data() + i * s.cols, 1, s.cols, w.view, alone.data() + i * s.rows, s.rows,
+                       acc);
+        }
+        for (int64_t m = 2; m <= 8; ++m) {
+          std::vector<float> y(m * s.rows, 3.0f);
+          avx2->Matmul(x.data(), m, s.cols, w.view, y.data(), s.rows, acc);
+          QVERIFY2(std::memcmp(y.data(), alone.data(), y.size() * sizeof(float)) == 0,
+                   (std::string(WeightFormatName(f)) + " " + std::to_string(s.rows) + "x" +
+                    std::to_string(s.cols) + " m=" + std::to_string(m) + (acc ? " accumulate" : ""))
+                       .c_str());
+        }
+      }
+    }
+  }
+}
+
 // The tiles are what a tile-reading backend decodes: with the row-major
 // codes cleared after tiling it still gives the tiled weights' product
 // (the other backends give the cleared matrix's, zero), for one row and for

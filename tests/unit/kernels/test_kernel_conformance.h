@@ -22,6 +22,7 @@ class TestKernelConformance : public QObject {
   void matmulNvfp4NonFiniteActivations();
   void nvfp4TilesDecode();
   void nvfp4TilesRowsDoNotDependOnTheBatch();
+  void avx2DenseRowsDoNotDependOnTheBatch();
   void nvfp4TilesAreRead();
   void nvfp4TilesLimits();
   void nvfp4TilesInMatmulMulti();
