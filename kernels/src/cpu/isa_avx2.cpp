@@ -635,6 +635,21 @@ void Gemv(const WeightMatrix& w, int64_t row0, int64_t row1, const float* x, int
   }
 }
 
+// Rows [r, row1) of the call's rows [row0, row1) two at a time against M
+// activation rows (Gemv2DenseM); returns the row it left (row1, or one
+// before it).
+template <class L, int M>
+int64_t GemvDensePairs(const WeightMatrix& w, int64_t row0, int64_t r, int64_t row1,
+                       const float* x, int64_t ldx, float* y, int64_t ldy, bool accumulate) {
+  for (; r + 2 <= row1; r += 2) {
+    const uint8_t* r0 = static_cast<const uint8_t*>(w.data) + r * w.row_stride;
+    // Two pairs ahead, past this call's rows too (see Gemv).
+    Gemv2DenseM<L, M>(w, r0, r0 + w.row_stride, 4 * w.row_stride, x, ldx, y + (r - row0), ldy,
+                      accumulate);
+  }
+  return r;
+}
+
 template <class L>
 void GemvBatchDense(const WeightMatrix& w, int64_t row0, int64_t row1, const float* x, int64_t m,
                     int64_t ldx, float* y, int64_t ldy, bool accumulate) {
@@ -648,17 +663,8 @@ void GemvBatchDense(const WeightMatrix& w, int64_t row0, int64_t row1, const flo
       Gemv3DenseM4<L, 3>(w, r0, 6 * w.row_stride, x, ldx, y + (r - row0), ldy, accumulate);
     }
   }
-  for (; r + 2 <= row1; r += 2) {
-    const uint8_t* r0 = static_cast<const uint8_t*>(w.data) + r * w.row_stride;
-    float* out = y + (r - row0);
-    // Two pairs ahead, past this call's rows too (see Gemv).
-    const int64_t prefetch = 4 * w.row_stride;
-    if (m == 4) {
-      Gemv2DenseM<L, 4>(w, r0, r0 + w.row_stride, prefetch, x, ldx, out, ldy, accumulate);
-    } else {
-      Gemv2DenseM<L, 3>(w, r0, r0 + w.row_stride, prefetch, x, ldx, out, ldy, accumulate);
-    }
-  }
+  r = m == 4 ? GemvDensePairs<L, 4>(w, row0, r, row1, x, ldx, y, ldy, accumulate)
+             : GemvDensePairs<L, 3>(w, row0, r, row1, x, ldx, y, ldy, accumulate);
   if (r < row1) {
     if (m == 4) {
       GemvDenseRows<4, 1>(w, r, x, ldx, y + (r - row0), ldy, accumulate);
@@ -685,17 +691,8 @@ void GemvWideDense(const WeightMatrix& w, int64_t row0, int64_t row1, const floa
   const int64_t mb = m - 4;
   int64_t r = row0;
   if (m <= 6) {
-    for (; r + 2 <= row1; r += 2) {
-      const uint8_t* r0 = static_cast<const uint8_t*>(w.data) + r * w.row_stride;
-      float* out = y + (r - row0);
-      // Two pairs ahead, past this call's rows too (see Gemv).
-      const int64_t prefetch = 4 * w.row_stride;
-      if (m == 6) {
-        Gemv2DenseM<L, 6>(w, r0, r0 + w.row_stride, prefetch, x, ldx, out, ldy, accumulate);
-      } else {
-        Gemv2DenseM<L, 5>(w, r0, r0 + w.row_stride, prefetch, x, ldx, out, ldy, accumulate);
-      }
-    }
+    r = m == 6 ? GemvDensePairs<L, 6>(w, row0, r, row1, x, ldx, y, ldy, accumulate)
+               : GemvDensePairs<L, 5>(w, row0, r, row1, x, ldx, y, ldy, accumulate);
   } else {
     for (; r + 3 <= row1; r += 3) {
       const uint8_t* r0 = static_cast<const uint8_t*>(w.data) + r * w.row_stride;
