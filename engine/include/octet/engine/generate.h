@@ -153,7 +153,10 @@ std::string_view SpeculativeMethodName(SpeculativeMethod method);
 // longer draft only adds tokens where the copy goes on. bench_speculative on
 // nanochat-demo's KJV prompt, quiet machines, K = 4 against K = 2: 1.60-1.70x
 // against 1.49-1.53x plain decoding on an AMX-less Xeon, 1.53-1.58x against
-// 1.56-1.58x on an AMX one (vLLM's n-gram example drafts 5).
+// 1.56-1.58x on an AMX one (vLLM's n-gram example drafts 5). On an AVX2-only
+// CPU (AMD Zen 3) that model's extra rows cost their FMAs and K = 2 does
+// better, 1.40-1.42x against 1.26-1.31x; where the weights come from memory
+// (any real model) a row costs little and the longer draft wins.
 // MTP: 2 (each draft is a forward of the head, and its acceptance falls with
 // the chain's depth).
 constexpr int kDefaultNgramDraftTokens = 4;
