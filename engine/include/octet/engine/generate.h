@@ -155,7 +155,7 @@ std::string_view SpeculativeMethodName(SpeculativeMethod method);
 // against 1.49-1.53x plain decoding on an AMX-less Xeon, 1.53-1.58x against
 // 1.56-1.58x on an AMX one (vLLM's n-gram example drafts 5). On an AVX2-only
 // CPU (AMD Zen 3) that model's extra rows cost their FMAs and K = 2 does
-// better, 1.40-1.42x against 1.26-1.31x; where the weights come from memory
+// better, medians of ten runs 1.40x against 1.27x; where the weights come from memory
 // (any real model) a row costs little and the longer draft wins.
 // MTP: 2 (each draft is a forward of the head, and its acceptance falls with
 // the chain's depth).
