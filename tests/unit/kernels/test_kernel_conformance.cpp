@@ -483,9 +483,10 @@ void TestKernelConformance::avx2DenseRowsDoNotDependOnTheBatch() {
   struct Shape {
     int64_t rows, cols;
   };
-  // Short rows (one page holds several), a column tail, long rows; row counts
-  // that leave one or two rows after the pairs and triples.
-  for (const Shape s : {Shape{13, 128}, Shape{14, 1000}, Shape{7, 2056}}) {
+  // Short rows (one page holds several), column tails on short and long
+  // rows, long rows; row counts that leave one or two rows after the pairs
+  // and triples.
+  for (const Shape s : {Shape{13, 128}, Shape{14, 1000}, Shape{14, 1100}, Shape{7, 2056}}) {
     for (WeightFormat f : {WeightFormat::kF32, WeightFormat::kBF16, WeightFormat::kF16}) {
       OwnedWeight w = RandomWeight(f, s.rows, s.cols, rng);
       const std::vector<float> x = RandomFloats(8 * s.cols, rng);
