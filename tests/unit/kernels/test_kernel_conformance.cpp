@@ -520,7 +520,17 @@ void TestKernelConformance::nvfp4TilesAreRead() {
   std::vector<uint8_t> tiles(Nvfp4TilesBytes(w.view));
   WeightMatrix tiled = TileNvfp4(w.view, tiles.data());
   constexpr int64_t ldx = 260, ldy = 115;
-  const std::vector<float> x = RandomFloats(8 * ldx, rng);
+  std::vector<float> x = RandomFloats(8 * ldx, rng);
+  // Blocks whose largest value lies just below a power of two, where the
+  // integers run out (the AVX2 kernel rounds 63.9995 to 2^15 at its scale and
+  // saturates it to 2^15 - 1), near it, and at a power of two; each far above
+  // the block's other values.
+  for (int64_t i = 0; i < 8; ++i) {
+    x[i * ldx + 3] = 63.9995f;
+    x[i * ldx + 16 + 5] = -127.7f;
+    x[i * ldx + 32 + 7] = 31.8744f;
+    x[i * ldx + 48 + 9] = 64.0f;
+  }
   std::vector<std::vector<float>> want(9);
   for (int64_t m = 1; m <= 8; ++m) {
     want[m].assign(m * ldy, 7.0f);
