@@ -25,6 +25,31 @@
 using namespace octet::kernels;
 using namespace octet::kernels::testing;
 
+namespace {
+
+// Rows 0..7 of x (k floats apart) through `w` one at a time, then in batches
+// of 2 to 8 rows (outputs n floats apart, written or added to 3.0): empty
+// when every batch gives each row the same bits as alone, else the first
+// batch size that does not.
+std::string BatchThatDiffersFromAlone(KernelBackend& backend, const float* x, int64_t k,
+                                      const WeightMatrix& w, bool accumulate) {
+  const int64_t n = w.rows;
+  std::vector<float> alone(8 * n, 3.0f);
+  for (int64_t i = 0; i < 8; ++i) {
+    backend.Matmul(x + i * k, 1, k, w, alone.data() + i * n, n, accumulate);
+  }
+  for (int64_t m = 2; m <= 8; ++m) {
+    std::vector<float> y(m * n, 3.0f);
+    backend.Matmul(x, m, k, w, y.data(), n, accumulate);
+    if (std::memcmp(y.data(), alone.data(), y.size() * sizeof(float)) != 0) {
+      return "m=" + std::to_string(m) + (accumulate ? " accumulate" : "");
+    }
+  }
+  return "";
+}
+
+}  // namespace
+
 void TestKernelConformance::conversions() {
   QCOMPARE(Bf16ToF32(0x3f80), 1.0f);
   QCOMPARE(F32ToBf16(1.0f), uint16_t(0x3f80));
@@ -450,18 +475,8 @@ void TestKernelConformance::nvfp4TilesRowsDoNotDependOnTheBatch() {
     if (!backend->UsesNvfp4Tiles()) continue;
     ++readers;
     for (bool acc : {false, true}) {
-      std::vector<float> alone(8 * 208, 3.0f);
-      for (int64_t i = 0; i < 8; ++i) {
-        backend->Matmul(x.data() + i * 1024, 1, 1024, tiled, alone.data() + i * 208, 208, acc);
-      }
-      for (int64_t m = 2; m <= 8; ++m) {
-        std::vector<float> y(m * 208, 3.0f);
-        backend->Matmul(x.data(), m, 1024, tiled, y.data(), 208, acc);
-        QVERIFY2(
-            std::memcmp(y.data(), alone.data(), y.size() * sizeof(float)) == 0,
-            (std::string(backend->name()) + " m=" + std::to_string(m) + (acc ? " accumulate" : ""))
-                .c_str());
-      }
+      const std::string differs = BatchThatDiffersFromAlone(*backend, x.data(), 1024, tiled, acc);
+      QVERIFY2(differs.empty(), (std::string(backend->name()) + " " + differs).c_str());
     }
   }
   if (readers == 0) QSKIP("no backend here reads NVFP4 tiles");
@@ -491,19 +506,10 @@ void TestKernelConformance::avx2DenseRowsDoNotDependOnTheBatch() {
       OwnedWeight w = RandomWeight(f, s.rows, s.cols, rng);
       const std::vector<float> x = RandomFloats(8 * s.cols, rng);
       for (bool acc : {false, true}) {
-        std::vector<float> alone(8 * s.rows, 3.0f);
-        for (int64_t i = 0; i < 8; ++i) {
-          avx2->Matmul(x.data() + i * s.cols, 1, s.cols, w.view, alone.data() + i * s.rows, s.rows,
-                       acc);
-        }
-        for (int64_t m = 2; m <= 8; ++m) {
-          std::vector<float> y(m * s.rows, 3.0f);
-          avx2->Matmul(x.data(), m, s.cols, w.view, y.data(), s.rows, acc);
-          QVERIFY2(std::memcmp(y.data(), alone.data(), y.size() * sizeof(float)) == 0,
-                   (std::string(WeightFormatName(f)) + " " + std::to_string(s.rows) + "x" +
-                    std::to_string(s.cols) + " m=" + std::to_string(m) + (acc ? " accumulate" : ""))
-                       .c_str());
-        }
+        const std::string differs = BatchThatDiffersFromAlone(*avx2, x.data(), s.cols, w.view, acc);
+        QVERIFY2(differs.empty(), (std::string(WeightFormatName(f)) + " " + std::to_string(s.rows) +
+                                   "x" + std::to_string(s.cols) + " " + differs)
+                                      .c_str());
       }
     }
   }
