@@ -93,6 +93,9 @@ class RecordingBackend final : public kernels::KernelBackend {
   }
   kernels::ThreadPool* host_thread_pool() override { return inner_->host_thread_pool(); }
   bool UsesNvfp4Tiles() const override { return inner_->UsesNvfp4Tiles(); }
+  // A mode of the inner backend's kernels, set between ops (not taped): a
+  // recording replays under the mode the engine sets before it runs it.
+  bool set_batch_invariant(bool on) override { return inner_->set_batch_invariant(on); }
   int64_t grouped_experts_max_tokens() const override {
     return options_.route_experts ? kMaxDecodeTokens : inner_->grouped_experts_max_tokens();
   }

@@ -71,6 +71,19 @@ Result<std::unique_ptr<KernelBackend>> CreateCudaBackend(const BackendOptions& o
   return std::unique_ptr<KernelBackend>(std::move(b));
 }
 
+bool CudaBackend::set_batch_invariant(bool on) {
+  if (on) {
+    static std::once_flag logged;
+    std::call_once(logged, [] {
+      OCTET_LOG(WARNING) << "cuda backend: no batch-invariant verify steps yet: a speculative "
+                            "draft's logits may differ from one-token decoding in the last bits, "
+                            "so greedy speculation can part from plain greedy decoding where two "
+                            "logits nearly tie";
+    });
+  }
+  return !on;
+}
+
 Result<std::unique_ptr<CudaBackend>> CudaBackend::Create(const BackendOptions& options) {
   (void)options;  // the host threads do not apply
   const CudaProbeResult probe = CudaProbe();

@@ -54,6 +54,9 @@ class CudaBackend final : public KernelBackend {
   int num_threads() const override { return 1; }
   bool supports(WeightFormat format) const override;
   bool supports(Op op, WeightFormat format) const override;
+  // Not yet: one GEMV launch covers 1-8 rows and cuBLAS takes more, with
+  // other reduction orders; says so once, the first time it is asked.
+  bool set_batch_invariant(bool on) override;
 
   MemoryKind memory_kind() const override { return MemoryKind::kDevice; }
   Result<Buffer> Allocate(int64_t bytes) override;

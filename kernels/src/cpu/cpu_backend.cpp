@@ -63,14 +63,16 @@ int64_t TileRowsPerTask(int64_t rows, int threads) {
   return std::clamp<int64_t>(rows / (4 * static_cast<int64_t>(threads)) / 64 * 64, 64, 256);
 }
 
-// Decode batches of up to this many rows read NVFP4 tiles where a matrix has
-// them (gemv_nvfp4_tiles) rather than the row-major codes (gemv).
-constexpr int64_t kNvfp4TilesMaxRows = kGemvMaxRows;
-
-// Whether a decode of m rows against w can take gemv_nvfp4_tiles.
-bool TakesNvfp4Tiles(const IsaKernels& isa, const WeightMatrix& w, int64_t m) {
-  return m >= 1 && m <= kNvfp4TilesMaxRows && w.format == WeightFormat::kNvfp4 &&
-         w.tiles != nullptr && isa.gemv_nvfp4_tiles != nullptr;
+// The table a batch-invariant backend runs (CpuBackend::set_batch_invariant):
+// no batched decode on a matrix unit, and the gemv whose rows do not depend on
+// the batch. The tile kernels (gemv_nvfp4_tiles) are so already.
+IsaKernels InvariantTable(const IsaKernels& isa) {
+  IsaKernels t = isa;
+  t.gemv_packed_size = nullptr;
+  t.pack_gemv_activations = nullptr;
+  t.gemv_packed = nullptr;
+  if (t.gemv_batch_invariant) t.gemv = t.gemv_batch_invariant;
+  return t;
 }
 
 // Decode tasks take a few 4-row groups of one matrix: up to 64 rows or 128 KiB
@@ -119,8 +121,27 @@ void AttendComposed(const IsaKernels& isa, const float* q, int64_t q_stride, int
 }  // namespace
 
 CpuBackend::CpuBackend(const IsaKernels& isa, int threads)
-    : isa_(isa), pool_(threads), scratch_(pool_.size()) {
+    : default_table_(isa),
+      invariant_table_(InvariantTable(isa)),
+      isa_(isa),
+      decode_rows_(kGemvBatchRows),
+      pool_(threads),
+      scratch_(pool_.size()) {
   for (auto& s : scratch_) s.resize(kPanelRows * kDepth);
+}
+
+bool CpuBackend::set_batch_invariant(bool on) {
+  batch_invariant_ = on;
+  isa_ = on ? invariant_table_ : default_table_;
+  decode_rows_ = on ? std::numeric_limits<int64_t>::max() : kGemvBatchRows;
+  return true;
+}
+
+// Decode batches (up to decode_rows_ rows) read NVFP4 tiles where a matrix
+// has them rather than the row-major codes (gemv).
+bool CpuBackend::TakesNvfp4Tiles(const WeightMatrix& w, int64_t m) const {
+  return m >= 1 && m <= decode_rows_ && w.format == WeightFormat::kNvfp4 && w.tiles != nullptr &&
+         isa_.gemv_nvfp4_tiles != nullptr;
 }
 
 bool CpuBackend::supports(WeightFormat format) const {
@@ -145,7 +166,7 @@ void CpuBackend::Matmul(const float* x, int64_t m, int64_t ldx, const WeightMatr
     }
     return;
   }
-  if (TakesNvfp4Tiles(isa_, w, m)) {
+  if (TakesNvfp4Tiles(w, m)) {
     if (const uint8_t* packed = PackForNvfp4Tiles(x, m, ldx, k)) {
       const int64_t rows_per_task = TileRowsPerTask(n, pool_.size());
       pool_.ParallelFor(CeilDiv(n, rows_per_task), [&](int64_t task, int) {
@@ -155,8 +176,14 @@ void CpuBackend::Matmul(const float* x, int64_t m, int64_t ldx, const WeightMatr
       });
       return;
     }
+    if (batch_invariant_ && m > 1) {
+      // A row that cannot take the tiles sends the whole batch to the
+      // row-major kernels; alone, the others would take them.
+      for (int64_t i = 0; i < m; ++i) Matmul(x + i * ldx, 1, ldx, w, y + i * ldy, ldy, accumulate);
+      return;
+    }
   }
-  if (m <= kGemvBatchRows) {
+  if (m <= decode_rows_) {
     // Small batches (decode): weights decoded in registers, kGemvMaxRows
     // activation rows per pass; a task's weight rows stay in cache between passes.
     const uint16_t* packed = w.format == WeightFormat::kBF16 ? PackForGemv(x, m, ldx, k) : nullptr;
@@ -222,7 +249,7 @@ void CpuBackend::Matmul(const float* x, int64_t m, int64_t ldx, const WeightMatr
 
 void CpuBackend::MatmulMulti(const float* x, int64_t m, int64_t ldx, const MatmulOutput* outputs,
                              int n_outputs) {
-  if (m > kGemvBatchRows) {  // compute-bound: one call each is as good
+  if (m > decode_rows_) {  // compute-bound: one call each is as good
     for (int i = 0; i < n_outputs; ++i) {
       Matmul(x, m, ldx, *outputs[i].w, outputs[i].y, outputs[i].ldy, false);
     }
@@ -243,16 +270,24 @@ void CpuBackend::MatmulMulti(const float* x, int64_t m, int64_t ldx, const Matmu
   int64_t tiles_cols = -1;
   for (int i = 0; i < n_outputs; ++i) {
     const WeightMatrix& w = *outputs[i].w;
-    if (!TakesNvfp4Tiles(isa_, w, m)) continue;
+    if (!TakesNvfp4Tiles(w, m)) continue;
     if (tiles_cols == -1) tiles_cols = w.cols;
     if (w.cols != tiles_cols) tiles_cols = -2;
   }
   const uint8_t* tiles_packed = tiles_cols > 0 ? PackForNvfp4Tiles(x, m, ldx, tiles_cols) : nullptr;
+  if (batch_invariant_ && m > 1 && tiles_cols > 0 && !tiles_packed) {
+    // As in Matmul: a row at a time, each taking the tiles if it can alone.
+    std::vector<MatmulOutput> row(outputs, outputs + n_outputs);
+    for (int64_t i = 0; i < m; ++i) {
+      for (int o = 0; o < n_outputs; ++o) row[o].y = outputs[o].y + i * outputs[o].ldy;
+      MatmulMulti(x + i * ldx, 1, ldx, row.data(), n_outputs);
+    }
+    return;
+  }
   std::vector<int64_t> first_task(n_outputs + 1, 0), rows_per_task(n_outputs);
   for (int i = 0; i < n_outputs; ++i) {
     const WeightMatrix& w = *outputs[i].w;
-    rows_per_task[i] = tiles_packed && TakesNvfp4Tiles(isa_, w, m)
-                           ? TileRowsPerTask(w.rows, pool_.size())
+    rows_per_task[i] = tiles_packed && TakesNvfp4Tiles(w, m) ? TileRowsPerTask(w.rows, pool_.size())
                        : packed && w.format == WeightFormat::kBF16
                            ? PackedGemvRowsPerTask(w.rows, pool_.size())
                            : GemvRowsPerTask(w, pool_.size());
@@ -274,7 +309,7 @@ void CpuBackend::MatmulMulti(const float* x, int64_t m, int64_t ldx, const Matmu
       isa_.gemv_packed(w, r0, r1, packed, x, m, ldx, outputs[o].y + r0, outputs[o].ldy, false);
       return;
     }
-    if (tiles_packed && TakesNvfp4Tiles(isa_, w, m)) {
+    if (tiles_packed && TakesNvfp4Tiles(w, m)) {
       isa_.gemv_nvfp4_tiles(w, r0, r1, tiles_packed, m, outputs[o].y + r0, outputs[o].ldy, false);
       return;
     }

@@ -42,6 +42,7 @@ class CpuBackend final : public KernelBackend {
   void CopyToHost(void* host_dst, const void* src, int64_t bytes) override;
   ThreadPool* host_thread_pool() override { return &pool_; }
   bool UsesNvfp4Tiles() const override { return isa_.gemv_nvfp4_tiles != nullptr; }
+  bool set_batch_invariant(bool on) override;
 
   void Matmul(const float* x, int64_t m, int64_t ldx, const WeightMatrix& w, float* y, int64_t ldy,
               bool accumulate) override;
@@ -82,8 +83,20 @@ class CpuBackend final : public KernelBackend {
   void TopK(const float* x, int64_t n, int64_t k, int32_t* indices, float* values) override;
 
  private:
-  const IsaKernels& isa_;
+  // The ISA's table, and the same without gemv_packed and with
+  // gemv_batch_invariant as its gemv; isa_ is one or the other
+  // (set_batch_invariant, between ops).
+  const IsaKernels default_table_;
+  const IsaKernels invariant_table_;
+  IsaKernels isa_;
+  bool batch_invariant_ = false;
+  // Matmuls of up to this many rows take the decode kernels (gemv in passes
+  // of kGemvMaxRows, or gemv_nvfp4_tiles), larger ones the GEMM: every m
+  // while batch-invariant.
+  int64_t decode_rows_;
   ThreadPool pool_;
+  // Whether a Matmul of m rows against w takes gemv_nvfp4_tiles.
+  bool TakesNvfp4Tiles(const WeightMatrix& w, int64_t m) const;
   // Per pool thread (indexed by the ParallelFor thread id): the matmul weight
   // panel and attention scores.
   std::vector<std::vector<float>> scratch_;

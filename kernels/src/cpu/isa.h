@@ -122,6 +122,13 @@ struct IsaKernels {
   // goes through the same vector code, so no element depends on n. Null (the
   // scalar table): CpuBackend runs std::tanh per element, the reference.
   void (*soft_cap)(float* x, int64_t n, float cap);
+
+  // gemv, with each row's output the bits gemv gives that row alone
+  // (m = 1) whatever m is (KernelBackend::set_batch_invariant). Null where gemv
+  // itself is so (every table but AVX-512's, whose 3-8-row dense kernel sums
+  // in 512-bit lanes where one row takes the AVX2 kernel's 256).
+  void (*gemv_batch_invariant)(const WeightMatrix& w, int64_t row0, int64_t row1, const float* x,
+                               int64_t m, int64_t ldx, float* y, int64_t ldy, bool accumulate);
 };
 
 // The bound the vector tanh of soft_cap keeps (absolute, against the exact

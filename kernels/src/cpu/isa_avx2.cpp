@@ -43,6 +43,13 @@ OCTET_INLINE __m256 Hsum8(__m256 v0, __m256 v1, __m256 v2, __m256 v3, __m256 v4,
   return _mm256_add_ps(_mm256_shuffle_ps(x, y, 0x88), _mm256_shuffle_ps(x, y, 0xdd));
 }
 
+// out (+)= sum * scale (NVFP4's global scale), the add fused when adding:
+// written out because GCC fuses `*out + sum * scale` in some kernels and not
+// in others, and a row's bits must not depend on which kernel its batch takes.
+OCTET_INLINE void StoreScaled(float* out, float sum, float scale, bool accumulate) {
+  *out = accumulate ? fmaf(sum, scale, *out) : sum * scale;
+}
+
 // `v`, kept in a register: GCC otherwise folds a vector load that feeds
 // several FMAs into each of them as a memory operand, and a step of two
 // weight rows against 5 activation rows then issues 12 loads for 10 FMAs (the
@@ -226,9 +233,7 @@ void GemvNvfp4Rows(const WeightMatrix& w, int64_t r0, const float* x, int64_t ld
   }
   _Pragma("GCC unroll 8") for (int j = 0; j < R; ++j) {
     _Pragma("GCC unroll 8") for (int i = 0; i < M; ++i) {
-      const float s = Hsum(acc[j][i]) * w.global_scale;
-      float* out = y + i * ldy + j;
-      *out = accumulate ? *out + s : s;
+      StoreScaled(y + i * ldy + j, Hsum(acc[j][i]), w.global_scale, accumulate);
     }
   }
 }
@@ -482,10 +487,10 @@ void Gemv4Nvfp4M1(const WeightMatrix& w, const uint8_t* r0, const uint8_t* r1, c
     a2 = Nvfp4BlockDot(dec, r2 + b * 8, xl, xh, _mm256_broadcast_ss(e4m3 + s2[b]), a2);
     a3 = Nvfp4BlockDot(dec, r3 + b * 8, xl, xh, _mm256_broadcast_ss(e4m3 + s3[b]), a3);
   }
-  Store(y + 0, Hsum(a0) * w.global_scale, accumulate);
-  Store(y + 1, Hsum(a1) * w.global_scale, accumulate);
-  Store(y + 2, Hsum(a2) * w.global_scale, accumulate);
-  Store(y + 3, Hsum(a3) * w.global_scale, accumulate);
+  StoreScaled(y + 0, Hsum(a0), w.global_scale, accumulate);
+  StoreScaled(y + 1, Hsum(a1), w.global_scale, accumulate);
+  StoreScaled(y + 2, Hsum(a2), w.global_scale, accumulate);
+  StoreScaled(y + 3, Hsum(a3), w.global_scale, accumulate);
 }
 
 // Two rows against two activation rows (each weight block decoded once).
@@ -508,10 +513,10 @@ void Gemv2Nvfp4M2(const WeightMatrix& w, const uint8_t* r0, const uint8_t* r1, c
     b0 = _mm256_fmadd_ps(_mm256_fmadd_ps(w0h, yh, _mm256_mul_ps(w0l, yl)), sc0, b0);
     b1 = _mm256_fmadd_ps(_mm256_fmadd_ps(w1h, yh, _mm256_mul_ps(w1l, yl)), sc1, b1);
   }
-  Store(y + 0, Hsum(a0) * w.global_scale, accumulate);
-  Store(y + 1, Hsum(a1) * w.global_scale, accumulate);
-  Store(y + ldy + 0, Hsum(b0) * w.global_scale, accumulate);
-  Store(y + ldy + 1, Hsum(b1) * w.global_scale, accumulate);
+  StoreScaled(y + 0, Hsum(a0), w.global_scale, accumulate);
+  StoreScaled(y + 1, Hsum(a1), w.global_scale, accumulate);
+  StoreScaled(y + ldy + 0, Hsum(b0), w.global_scale, accumulate);
+  StoreScaled(y + ldy + 1, Hsum(b1), w.global_scale, accumulate);
 }
 
 // Dense rows shorter than a 4 KiB page (1024 BF16 columns: most matrices of

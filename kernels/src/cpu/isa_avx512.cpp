@@ -384,6 +384,25 @@ void Gemv(const WeightMatrix& w, int64_t row0, int64_t row1, const float* x, int
   GemvNvfp4(w, row0, row1, x, m, ldx, y, ldy, accumulate);
 }
 
+// Gemv with every row's bits those of Gemv on that row alone. Dense weights:
+// the AVX2 kernel, which Gemv gives one row, for every m (its rows do not
+// depend on the batch). NVFP4: Gemv itself, whose rows keep their sums in a
+// pass of any 1-4 rows unless the pass splits the columns into slices that one
+// row would not (GemvNvfp4: kMaxInterleavedFloats / m columns a slice); a
+// matrix that wide goes a row at a time.
+void GemvBatchInvariant(const WeightMatrix& w, int64_t row0, int64_t row1, const float* x,
+                        int64_t m, int64_t ldx, float* y, int64_t ldy, bool accumulate) {
+  if (w.format != WeightFormat::kNvfp4) {
+    return Avx2Kernels().gemv(w, row0, row1, x, m, ldx, y, ldy, accumulate);
+  }
+  const int64_t pass = m < 4 ? m : 4;
+  if (w.cols <= kMaxInterleavedFloats / pass / kNvfp4BlockSize * kNvfp4BlockSize) {
+    return Gemv(w, row0, row1, x, m, ldx, y, ldy, accumulate);
+  }
+  for (int64_t i = 0; i < m; ++i)
+    Gemv(w, row0, row1, x + i * ldx, 1, ldx, y + i * ldy, ldy, accumulate);
+}
+
 void DecodeRows(const WeightMatrix& w, int64_t row0, int64_t nrows, int64_t col0, int64_t ncols,
                 float* out, int64_t ldo) {
   if (w.format != WeightFormat::kNvfp4) {
@@ -600,6 +619,7 @@ const IsaKernels& Avx512Kernels() {
     IsaKernels t = Avx2Kernels();
     t.name = "avx512";
     t.gemv = Gemv;
+    t.gemv_batch_invariant = GemvBatchInvariant;
     t.decode_rows = DecodeRows;
     t.attend = Attend<float>;
     t.attend_f16 = Attend<uint16_t>;

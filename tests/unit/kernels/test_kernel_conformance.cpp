@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <random>
 #include <thread>
@@ -27,25 +28,36 @@ using namespace octet::kernels::testing;
 
 namespace {
 
-// Rows 0..7 of x (k floats apart) through `w` one at a time, then in batches
-// of 2 to 8 rows (outputs n floats apart, written or added to 3.0): empty
-// when every batch gives each row the same bits as alone, else the first
-// batch size that does not.
-std::string BatchThatDiffersFromAlone(KernelBackend& backend, const float* x, int64_t k,
-                                      const WeightMatrix& w, bool accumulate) {
-  const int64_t n = w.rows;
-  std::vector<float> alone(8 * n, 3.0f);
-  for (int64_t i = 0; i < 8; ++i) {
-    backend.Matmul(x + i * k, 1, k, w, alone.data() + i * n, n, accumulate);
-  }
-  for (int64_t m = 2; m <= 8; ++m) {
+// A product of m rows of x (k floats apart) into y (outputs n floats apart).
+using RunRows = std::function<void(const float* x, int64_t m, float* y)>;
+
+// Rows of x (k floats apart) through `run` one at a time, then in batches of
+// each of `sizes` rows, outputs n floats apart and written over 3.0 (so that
+// an accumulating product shows): empty when every batch gives each row the
+// bits it gets alone, else the first batch size that does not.
+std::string BatchThatDiffersFromAlone(const RunRows& run, const float* x, int64_t k, int64_t n,
+                                      const std::vector<int64_t>& sizes) {
+  const int64_t rows = *std::max_element(sizes.begin(), sizes.end());
+  std::vector<float> alone(rows * n, 3.0f);
+  for (int64_t i = 0; i < rows; ++i) run(x + i * k, 1, alone.data() + i * n);
+  for (int64_t m : sizes) {
     std::vector<float> y(m * n, 3.0f);
-    backend.Matmul(x, m, k, w, y.data(), n, accumulate);
+    run(x, m, y.data());
     if (std::memcmp(y.data(), alone.data(), y.size() * sizeof(float)) != 0) {
-      return "m=" + std::to_string(m) + (accumulate ? " accumulate" : "");
+      return "m=" + std::to_string(m);
     }
   }
   return "";
+}
+
+// The same for `backend.Matmul`, batches of 2 to 8 rows (decode).
+std::string DecodeBatchThatDiffersFromAlone(KernelBackend& backend, const float* x, int64_t k,
+                                            const WeightMatrix& w, bool accumulate) {
+  const RunRows run = [&](const float* xr, int64_t m, float* y) {
+    backend.Matmul(xr, m, k, w, y, w.rows, accumulate);
+  };
+  const std::string differs = BatchThatDiffersFromAlone(run, x, k, w.rows, {2, 3, 4, 5, 6, 7, 8});
+  return differs.empty() ? "" : differs + (accumulate ? " accumulate" : "");
 }
 
 }  // namespace
@@ -475,7 +487,8 @@ void TestKernelConformance::nvfp4TilesRowsDoNotDependOnTheBatch() {
     if (!backend->UsesNvfp4Tiles()) continue;
     ++readers;
     for (bool acc : {false, true}) {
-      const std::string differs = BatchThatDiffersFromAlone(*backend, x.data(), 1024, tiled, acc);
+      const std::string differs =
+          DecodeBatchThatDiffersFromAlone(*backend, x.data(), 1024, tiled, acc);
       QVERIFY2(differs.empty(), (std::string(backend->name()) + " " + differs).c_str());
     }
   }
@@ -506,13 +519,96 @@ void TestKernelConformance::avx2DenseRowsDoNotDependOnTheBatch() {
       OwnedWeight w = RandomWeight(f, s.rows, s.cols, rng);
       const std::vector<float> x = RandomFloats(8 * s.cols, rng);
       for (bool acc : {false, true}) {
-        const std::string differs = BatchThatDiffersFromAlone(*avx2, x.data(), s.cols, w.view, acc);
+        const std::string differs =
+            DecodeBatchThatDiffersFromAlone(*avx2, x.data(), s.cols, w.view, acc);
         QVERIFY2(differs.empty(), (std::string(WeightFormatName(f)) + " " + std::to_string(s.rows) +
                                    "x" + std::to_string(s.cols) + " " + differs)
                                       .c_str());
       }
     }
   }
+}
+
+// Batch-invariant (KernelBackend::set_batch_invariant), every CPU backend
+// gives each row of a Matmul or MatmulMulti the bits that row gets alone with
+// the mode off, in every weight format (NVFP4 row-major, wider than one
+// AVX-512 pass takes, and from tiles), up to 64 rows: a speculative verify
+// step computes each position as plain one-token decoding does. (Off, AMX
+// and BFMMLA decode 5-8 BF16 rows on tiles, AVX-512 sums 3-8 dense rows in
+// 512-bit lanes, and 9 rows and more take the GEMM: all round otherwise.)
+void TestKernelConformance::batchInvariantBackendsKeepEachRowsBits() {
+  std::mt19937 rng(35);
+  constexpr int64_t kMaxRows = 64;
+  const std::vector<int64_t> sizes = {2, 3, 4, 5, 6, 7, 8, 9, 16, 33, kMaxRows};
+  struct Case {
+    WeightFormat format;
+    int64_t rows, cols;
+    bool tiles;
+  };
+  const Case cases[] = {
+      {WeightFormat::kF32, 13, 128, false},    {WeightFormat::kBF16, 14, 1100, false},
+      {WeightFormat::kF16, 7, 2056, false},    {WeightFormat::kBF16, 70, 2048, false},
+      {WeightFormat::kNvfp4, 21, 1024, false}, {WeightFormat::kNvfp4, 5, 17408, false},
+      {WeightFormat::kNvfp4, 208, 1024, true},
+  };
+  int tested = 0;
+  for (const auto& info : ProbeBackends()) {
+    if (!info.available) continue;
+    auto plain = CreateBackend(info.name, {.threads = 2});
+    auto inv = CreateBackend(info.name, {.threads = 2});
+    QVERIFY2(plain.ok() && inv.ok(), info.name.c_str());
+    QVERIFY2((*inv)->set_batch_invariant(true), info.name.c_str());
+    ++tested;
+    for (const Case& c : cases) {
+      OwnedWeight w = RandomWeight(c.format, c.rows, c.cols, rng);
+      std::vector<uint8_t> tiles;
+      WeightMatrix view = w.view;
+      if (c.tiles) {
+        tiles.resize(Nvfp4TilesBytes(w.view));
+        view = TileNvfp4(w.view, tiles.data());
+      }
+      const std::vector<float> x = RandomFloats(kMaxRows * c.cols, rng);
+      const std::string what = info.name + " " + std::string(WeightFormatName(c.format)) + " " +
+                               std::to_string(c.rows) + "x" + std::to_string(c.cols) +
+                               (c.tiles ? " tiles" : "");
+      for (bool acc : {false, true}) {
+        const RunRows run = [&](const float* xr, int64_t m, float* y) {
+          (*inv)->Matmul(xr, m, c.cols, view, y, c.rows, acc);
+        };
+        const std::string differs = BatchThatDiffersFromAlone(run, x.data(), c.cols, c.rows, sizes);
+        QVERIFY2(differs.empty(), (what + (acc ? " accumulate " : " ") + differs).c_str());
+      }
+      // Alone, the rows the default kernels give.
+      for (int64_t i = 0; i < 3; ++i) {
+        std::vector<float> a(c.rows), b(c.rows);
+        (*plain)->Matmul(x.data() + i * c.cols, 1, c.cols, view, a.data(), c.rows, false);
+        (*inv)->Matmul(x.data() + i * c.cols, 1, c.cols, view, b.data(), c.rows, false);
+        QVERIFY2(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0,
+                 (what + ": one row differs from the default kernels'").c_str());
+      }
+    }
+    // MatmulMulti (q/k/v, gate/up): a tiled NVFP4 output and a BF16 one.
+    OwnedWeight q = RandomWeight(WeightFormat::kNvfp4, 64, 1024, rng);
+    std::vector<uint8_t> q_tiles(Nvfp4TilesBytes(q.view));
+    const WeightMatrix q_view = TileNvfp4(q.view, q_tiles.data());
+    OwnedWeight v = RandomWeight(WeightFormat::kBF16, 48, 1024, rng);
+    const std::vector<float> x = RandomFloats(kMaxRows * 1024, rng);
+    const auto multi = [&](KernelBackend& be) {
+      return [&be, &q_view, &v](const float* xr, int64_t m, float* y) {
+        // Both outputs side by side in each row of y: 64 then 48 floats.
+        const KernelBackend::MatmulOutput outs[2] = {{&q_view, y, 112}, {&v.view, y + 64, 112}};
+        be.MatmulMulti(xr, m, 1024, outs, 2);
+      };
+    };
+    const std::string differs = BatchThatDiffersFromAlone(multi(**inv), x.data(), 1024, 112, sizes);
+    QVERIFY2(differs.empty(), (info.name + " MatmulMulti " + differs).c_str());
+    std::vector<float> a(112), b(112);
+    multi (**plain)(x.data(), 1, a.data());
+    multi (**inv)(x.data(), 1, b.data());
+    QVERIFY2(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0,
+             (info.name + " MatmulMulti: one row differs from the default kernels'").c_str());
+  }
+  QVERIFY(tested > 0);
 }
 
 // The tiles are what a tile-reading backend decodes: with the row-major

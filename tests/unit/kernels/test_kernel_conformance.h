@@ -23,6 +23,7 @@ class TestKernelConformance : public QObject {
   void nvfp4TilesDecode();
   void nvfp4TilesRowsDoNotDependOnTheBatch();
   void avx2DenseRowsDoNotDependOnTheBatch();
+  void batchInvariantBackendsKeepEachRowsBits();
   void nvfp4TilesAreRead();
   void nvfp4TilesLimits();
   void nvfp4TilesInMatmulMulti();

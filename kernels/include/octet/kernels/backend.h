@@ -262,6 +262,20 @@ class KernelBackend {
   // the block's largest; a row's output is the same whatever batch it is in.
   virtual bool UsesNvfp4Tiles() const { return false; }
 
+  // Batch-invariant mode, for the forward passes that verify speculative
+  // drafts (Model::Forward sets it around them; SequenceChunk::verify). While
+  // it is on, every row of a matmul (Matmul, MatmulMulti, NormMatmulMulti,
+  // MatmulGrouped, MatmulScatterAdd, SiluMulMatmul) gets the bits that a call
+  // of that row alone gets with the mode off, whatever m is: a verify step of
+  // K + 1 rows then computes each position exactly as one-token decoding does,
+  // so greedy speculation equals plain greedy decoding even at an argmax
+  // near-tie. Off (the default), batches take whatever is fastest: AMX and
+  // BFMMLA decode 5-8 BF16 rows on tiles, AVX-512 sums 3-8 dense rows in
+  // 512-bit lanes, and larger batches take the GEMM, each rounding otherwise
+  // than one row does. Returns whether the backend gives that guarantee (the
+  // CPU backends do; the CUDA backend does not yet, and says so once).
+  virtual bool set_batch_invariant(bool on) { return !on; }
+
   // y[m, n] = x[m, k] · W[n, k]ᵀ, W in any supported format (dequantized in the
   // kernel). `x` rows are `ldx` floats apart, `y` rows `ldy` apart. With
   // `accumulate` the product is added to y. Weights are read once per call
