@@ -538,6 +538,7 @@ Result<GenerateResult> Generate(ModelRunner& model, const std::vector<int32_t>& 
     }
     if (drafts.empty()) {
       batch[0].all_logits = false;
+      batch[0].verify = false;
       OCTET_RETURN_IF_ERROR(model.Step(batch, &out));
       keep_logits(out);
       id = sampler.Sample(out.Last(0), out.vocab, model.backend());
@@ -553,6 +554,7 @@ Result<GenerateResult> Generate(ModelRunner& model, const std::vector<int32_t>& 
     // the last accepted draft gives the model's own next token.
     batch[0].tokens.insert(batch[0].tokens.end(), drafts.begin(), drafts.end());
     batch[0].all_logits = true;
+    batch[0].verify = true;
     OCTET_RETURN_IF_ERROR(model.Step(batch, &out));
     ++r.decode_steps;
     r.drafted_tokens += static_cast<int64_t>(drafts.size());

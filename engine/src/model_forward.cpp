@@ -89,6 +89,19 @@ Status Model::Forward(const std::vector<SequenceChunk>& batch, KvCache& cache, F
   }
 
   kernels::KernelBackend& be = *backend_;
+  // Verify chunks: every row as a one-token forward would compute it.
+  bool verify = false;
+  for (const SequenceChunk& ch : batch) verify = verify || ch.verify;
+  struct BatchInvariant {
+    kernels::KernelBackend& be;
+    const bool on;
+    BatchInvariant(kernels::KernelBackend& b, bool o) : be(b), on(o) {
+      if (on) be.set_batch_invariant(true);
+    }
+    ~BatchInvariant() {
+      if (on) be.set_batch_invariant(false);
+    }
+  } invariant(be, verify && T <= kMaxVerifyStepRows);
   if (!scratch_) scratch_ = std::make_unique<Scratch>();
   Scratch& S = *scratch_;
   DecodeProfile prof(T, be.memory_kind() == kernels::MemoryKind::kHost ? nullptr : &be);
@@ -271,6 +284,7 @@ Status Model::RecordedStep(const std::vector<SequenceChunk>& batch, const KvCach
     add(ch.slot);
     add(ch.tokens.size());
     add(ch.all_logits);
+    add(ch.verify);
     for (int64_t l = 0; l < cache.layers(); ++l) {
       add(reinterpret_cast<uintptr_t>(cache.k(l, ch.slot)));
       add(reinterpret_cast<uintptr_t>(cache.v(l, ch.slot)));

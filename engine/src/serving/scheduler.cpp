@@ -539,6 +539,7 @@ size_t Scheduler::FormBatch(LoopState& st, StepCounts* sc) {
       draft_budget -= static_cast<int64_t>(a->drafts.size());
       c.tokens.insert(c.tokens.end(), a->drafts.begin(), a->drafts.end());
       c.all_logits = !a->drafts.empty();  // row j verifies draft j+1
+      c.verify = !a->drafts.empty();
     }
     budget -= static_cast<int64_t>(c.tokens.size());
     st.batch.push_back(std::move(c));

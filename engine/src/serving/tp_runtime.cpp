@@ -89,7 +89,7 @@ std::vector<uint8_t> EncodeBatch(const std::vector<SequenceChunk>& batch) {
     w.Put(static_cast<int32_t>(c.slot));
     w.Put(static_cast<int64_t>(c.start_pos));
     w.Put(static_cast<uint32_t>(c.tokens.size()));
-    w.Put(static_cast<uint8_t>(c.all_logits ? 1 : 0));
+    w.Put(static_cast<uint8_t>((c.all_logits ? 1 : 0) | (c.verify ? 2 : 0)));
     w.PutInts(c.tokens);
   }
   return std::move(w.bytes);
@@ -105,14 +105,19 @@ Status DecodeBatch(const std::vector<uint8_t>& bytes, std::vector<SequenceChunk>
     int32_t slot = 0;
     int64_t start = 0;
     uint32_t tokens = 0;
-    uint8_t all = 0;
-    if (!r.Get(&slot) || !r.Get(&start) || !r.Get(&tokens) || !r.Get(&all) ||
+    uint8_t flags = 0;  // 1: all_logits, 2: verify
+    if (!r.Get(&slot) || !r.Get(&start) || !r.Get(&tokens) || !r.Get(&flags) ||
         !r.GetInts(tokens, &c.tokens)) {
       return DataLossError("step plan: truncated sequence " + std::to_string(i));
     }
     c.slot = slot;
     c.start_pos = start;
-    c.all_logits = all != 0;
+    if (flags > 3) {
+      return DataLossError("step plan: sequence " + std::to_string(i) + " has unknown flags " +
+                           std::to_string(flags));
+    }
+    c.all_logits = (flags & 1) != 0;
+    c.verify = (flags & 2) != 0;
   }
   if (!r.done()) return DataLossError("step plan: trailing bytes");
   return Status::Ok();

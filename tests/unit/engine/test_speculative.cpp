@@ -4,7 +4,10 @@
 // greedy ids and logits) and on the trained demo model, where drafts are
 // actually accepted.
 #include <QtTest>
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstring>
 #include <map>
 #include <set>
 
@@ -14,6 +17,7 @@
 #include "octet/engine/generate.h"
 #include "octet/engine/model.h"
 #include "octet/engine/tokenizer.h"
+#include "octet/kernels/backend.h"
 #include "octet_test.h"
 
 using namespace octet;
@@ -54,6 +58,15 @@ Fixture LoadFixture(const std::string& dir) {
   if (!npy.ok()) qFatal("%s", npy.status().ToString().c_str());
   f.logits = npy->AsFloat();
   return f;
+}
+
+// A float as printf's %.9g and its bits, for messages about bitwise equality.
+std::string FloatBits(float f) {
+  uint32_t b;
+  std::memcpy(&b, &f, 4);
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "%.9g (0x%08x)", f, b);
+  return buf;
 }
 
 double MaxAbsDiff(const std::vector<float>& a, const std::vector<float>& b) {
@@ -363,6 +376,68 @@ class TestSpeculative : public QObject {
     const GenerateResult s = GenerateOrDie(*m, twice, o);
     QCOMPARE(s.ids, GenerateOrDie(*m, twice, plain).ids);
     QVERIFY(s.drafted_tokens >= s.decode_steps - 1);  // the last step has no room for drafts
+  }
+
+  // What `generate --speculative` promises against plain `generate`, to the
+  // last bit: every verify row gets the logits plain one-token decoding gives
+  // that position (SequenceChunk::verify), whatever the number of drafts (5
+  // rows: where AMX and BFMMLA would take BF16 batches and AVX-512 its wide
+  // lanes; 9: where the GEMM would), on every CPU backend. So greedy speculation
+  // equals plain greedy decoding even at an argmax near-tie. The prompt holds
+  // every id, so every step drafts.
+  void verifyRowsArePlainDecodingBitForBit_data() {
+    QTest::addColumn<QString>("model");
+    QTest::addColumn<QString>("backend");
+    // F32, BF16 and NVFP4 weights, dense and MoE (a few models: under qemu
+    // each backend of each costs ~6 s).
+    for (const char* m : {"llama3-tiny", "qwen3-tiny", "qwen3-tiny-nvfp4", "glm4-moe-tiny",
+                          "glm4-moe-tiny-nvfp4"}) {
+      for (const auto& b : kernels::ProbeBackends()) {
+        if (!b.available) continue;
+        QTest::newRow((std::string(m) + "/" + b.name).c_str())
+            << QString(m) << QString::fromStdString(b.name);
+      }
+    }
+  }
+  void verifyRowsArePlainDecodingBitForBit() {
+    OCTET_REQUIRE_FIXTURES();
+    QFETCH(QString, model);
+    QFETCH(QString, backend);
+    const std::string dir = test::FixturesDir() + "/" + model.toStdString();
+    LoadOptions lo;
+    lo.threads = 2;
+    lo.backend = backend.toStdString();
+    auto m = Model::Load(dir, lo);
+    QVERIFY2(m.ok(), m.status().ToString().c_str());
+    const int64_t V = (*m)->config().vocab_size;
+    std::vector<int32_t> prompt;
+    for (int64_t i = 0; i < V; ++i) prompt.push_back(static_cast<int32_t>((i * 7919) % V));
+    const Fixture fx = LoadFixture(dir);
+    prompt.insert(prompt.end(), fx.prompt.begin(), fx.prompt.end());
+    GenerateOptions plain;
+    plain.max_tokens = 10;
+    plain.stop_at_eos = false;
+    plain.collect_logits = true;
+    const GenerateResult a = GenerateOrDie(**m, prompt, plain);
+    for (int k : {4, 8}) {
+      GenerateOptions spec = plain;
+      spec.speculative.method = SpeculativeMethod::kNgram;
+      spec.speculative.draft_tokens = k;
+      spec.speculative.ngram_min = 1;
+      const GenerateResult s = GenerateOrDie(**m, prompt, spec);
+      QCOMPARE(s.ids, a.ids);
+      QVERIFY(s.drafted_tokens >= k);  // the first step drafted k
+      QCOMPARE(s.logits.size(), a.logits.size());
+      const auto [pa, ps] =
+          std::mismatch(a.logits.begin(), a.logits.end(), s.logits.begin(),
+                        [](float x, float y) { return std::memcmp(&x, &y, 4) == 0; });
+      const size_t at = static_cast<size_t>(pa - a.logits.begin());
+      QVERIFY2(
+          pa == a.logits.end(),
+          ("K = " + std::to_string(k) + ": logit " + std::to_string(at % V) + " of row " +
+           std::to_string(at / V) + ": plain " + FloatBits(*pa) + ", speculative " + FloatBits(*ps))
+              .c_str());
+    }
   }
 
   // On the trained demo model a prompt that repeats itself makes the answer

@@ -14,6 +14,7 @@
 
 #include <QtTest>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <functional>
 
@@ -402,6 +403,41 @@ class TestTensorParallel : public QObject {
              (std::to_string(spec.drafted_tokens) + " drafted in " +
               std::to_string(spec.decode_steps) + " steps")
                  .c_str());
+  }
+
+  // Speculation across a group keeps plain decoding's logits bit for bit: the
+  // verify flag of a step (SequenceChunk::verify) reaches every rank, whose
+  // shards of a 9-row verify step then run the one-row kernels rather than
+  // the GEMM. The prompt holds every id, so every step drafts 8.
+  void verifyStepsAreBatchInvariantOnEveryRank() {
+    OCTET_REQUIRE_FIXTURES();
+    const std::string dir = test::FixturesDir() + "/qwen3-tiny";
+    GenerateResult plain, spec;
+    Status s =
+        RunTpGroup(dir, 2, collectives::TransportKind::kShm, collectives::AlgorithmKind::kRing,
+                   /*load_mtp=*/false, [&](TpRuntime& rt) -> Status {
+                     const int64_t V = rt.config().vocab_size;
+                     std::vector<int32_t> prompt;
+                     for (int64_t i = 0; i < V; ++i) {
+                       prompt.push_back(static_cast<int32_t>((i * 7919) % V));
+                     }
+                     GenerateOptions o;
+                     o.max_tokens = 10;
+                     o.stop_at_eos = false;
+                     o.collect_logits = true;
+                     OCTET_ASSIGN_OR_RETURN(plain, Generate(rt, prompt, o));
+                     o.speculative.method = SpeculativeMethod::kNgram;
+                     o.speculative.draft_tokens = 8;
+                     o.speculative.ngram_min = 1;
+                     OCTET_ASSIGN_OR_RETURN(spec, Generate(rt, prompt, o));
+                     return Status::Ok();
+                   });
+    QVERIFY2(s.ok(), s.ToString().c_str());
+    QCOMPARE(spec.ids, plain.ids);
+    QVERIFY(spec.drafted_tokens >= 8);
+    QCOMPARE(spec.logits.size(), plain.logits.size());
+    QVERIFY(std::memcmp(spec.logits.data(), plain.logits.data(),
+                        plain.logits.size() * sizeof(float)) == 0);
   }
 
   // n > 1 across a group: a prefilled slot copied on every rank (a step plan)

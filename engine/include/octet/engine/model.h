@@ -228,7 +228,18 @@ struct SequenceChunk {
   int64_t start_pos = 0;
   std::vector<int32_t> tokens;
   bool all_logits = false;  // logits for every token, not just the last
+  // The chunk verifies speculative drafts (the sequence's next token, then
+  // the drafts): a forward with such a chunk, of up to kMaxVerifyStepRows
+  // rows in all, computes every row as a forward of that one token would, bit
+  // for bit (KernelBackend::set_batch_invariant), so each verified position
+  // gets plain decoding's logits and cache entries. A larger step (a prefill
+  // chunk beside it) runs the batch kernels.
+  bool verify = false;
 };
+
+// The most rows a forward runs batch-invariant for its verify chunks: 8
+// sequences of 7 drafts and more; beyond it the step is prefill-sized.
+inline constexpr int64_t kMaxVerifyStepRows = 64;
 
 struct ForwardOutput {
   std::vector<float> logits;       // [rows, vocab]
