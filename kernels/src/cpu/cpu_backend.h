@@ -115,7 +115,9 @@ class CpuBackend final : public KernelBackend {
   std::vector<uint8_t, CacheLineAllocator<uint8_t>> moe_tiles_x_;
   std::vector<std::vector<float>> moe_task_y_;
   int64_t PackGroupedTiles(const float* x, int64_t m, int64_t ldx, int64_t k, int64_t* offset);
-  void ScatterAddRun(const ScatterProduct* products, const std::vector<int>& run, int64_t n,
+  // False (nothing done) when batch-invariant and a product's rows cannot all
+  // take the NVFP4 tiles.
+  bool ScatterAddRun(const ScatterProduct* products, const std::vector<int>& run, int64_t n,
                      float* out, int64_t ldo);
 
   // Packs x for gemv_packed when this table has it and a BF16 matrix of k

@@ -93,6 +93,7 @@ void CpuBackend::MatmulGrouped(const GroupedProduct* products, int n_products) {
   // expert, or every expert at c1, share one).
   const size_t g = grouped.size();
   std::vector<int64_t> tiles_at(g, -1), first_task(g + 1, 0), rows_per_task(g);
+  std::vector<int> alone;
   int64_t used = 0;
   for (size_t j = 0; j < g; ++j) {
     const GroupedProduct& p = products[grouped[j]];
@@ -106,6 +107,9 @@ void CpuBackend::MatmulGrouped(const GroupedProduct* products, int n_products) {
         }
       }
       if (tiles_at[j] < 0) tiles_at[j] = PackGroupedTiles(p.x, p.m, p.ldx, p.w->cols, &used);
+      // Batch-invariant, a product with a row that cannot take the tiles is
+      // done again below by Matmul, a row at a time.
+      if (tiles_at[j] < 0 && batch_invariant_ && p.m > 1) alone.push_back(grouped[j]);
     }
     rows_per_task[j] = GroupedRowsPerTask(p.w->rows, pool_.size(), tiles_at[j] >= 0);
     first_task[j + 1] = first_task[j] + DivUp(p.w->rows, rows_per_task[j]);
@@ -124,6 +128,10 @@ void CpuBackend::MatmulGrouped(const GroupedProduct* products, int n_products) {
     }
     isa_.gemv(w, r0, r1, p.x, p.m, p.ldx, p.y + r0, p.ldy, false);
   });
+  for (int i : alone) {
+    const GroupedProduct& p = products[i];
+    Matmul(p.x, p.m, p.ldx, *p.w, p.y, p.ldy, false);
+  }
 }
 
 void CpuBackend::MatmulScatterAdd(const ScatterProduct* products, int n_products, int64_t n,
@@ -132,6 +140,16 @@ void CpuBackend::MatmulScatterAdd(const ScatterProduct* products, int n_products
   // Runs of products the fused pass takes, in order; a product it does not
   // take (see Groupable) is its own Matmul and ScatterAddRows in its turn,
   // so the additions into a row keep the product order.
+  const auto alone = [&](const ScatterProduct& p) {
+    Matmul(p.x, p.m, p.ldx, *p.w, scratch, n, false);
+    ScatterAddRows(scratch, n, p.rows, p.weights, p.m, n, out, ldo);
+  };
+  const auto flush = [&](std::vector<int>& run) {
+    if (!ScatterAddRun(products, run, n, out, ldo)) {
+      for (int i : run) alone(products[i]);
+    }
+    run.clear();
+  };
   std::vector<int> run;
   for (int i = 0; i < n_products; ++i) {
     const ScatterProduct& p = products[i];
@@ -140,17 +158,15 @@ void CpuBackend::MatmulScatterAdd(const ScatterProduct* products, int n_products
       run.push_back(i);
       continue;
     }
-    ScatterAddRun(products, run, n, out, ldo);
-    run.clear();
-    Matmul(p.x, p.m, p.ldx, *p.w, scratch, n, false);
-    ScatterAddRows(scratch, n, p.rows, p.weights, p.m, n, out, ldo);
+    flush(run);
+    alone(p);
   }
-  ScatterAddRun(products, run, n, out, ldo);
+  flush(run);
 }
 
-void CpuBackend::ScatterAddRun(const ScatterProduct* products, const std::vector<int>& run,
+bool CpuBackend::ScatterAddRun(const ScatterProduct* products, const std::vector<int>& run,
                                int64_t n, float* out, int64_t ldo) {
-  if (run.empty()) return;
+  if (run.empty()) return true;
   const size_t g = run.size();
   std::vector<int64_t> tiles_at(g, -1);
   int64_t used = 0, max_m = 0;
@@ -158,7 +174,13 @@ void CpuBackend::ScatterAddRun(const ScatterProduct* products, const std::vector
   for (size_t j = 0; j < g; ++j) {
     const ScatterProduct& p = products[run[j]];
     max_m = std::max(max_m, p.m);
-    if (HasTiles(isa_, *p.w)) tiles_at[j] = PackGroupedTiles(p.x, p.m, p.ldx, p.w->cols, &used);
+    if (HasTiles(isa_, *p.w)) {
+      tiles_at[j] = PackGroupedTiles(p.x, p.m, p.ldx, p.w->cols, &used);
+      // Batch-invariant, a row that cannot take the tiles must not send the
+      // product's other rows to the row-major kernels: the caller runs the
+      // products one by one (Matmul takes such a batch a row at a time).
+      if (tiles_at[j] < 0 && batch_invariant_ && p.m > 1) return false;
+    }
     any_tiles = any_tiles || tiles_at[j] >= 0;
   }
   // Tasks own output features [r0, r1) of every product (whole tile groups
@@ -188,6 +210,7 @@ void CpuBackend::ScatterAddRun(const ScatterProduct* products, const std::vector
       }
     }
   });
+  return true;
 }
 
 }  // namespace octet::kernels::cpu
