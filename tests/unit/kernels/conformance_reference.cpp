@@ -35,11 +35,17 @@ OwnedWeight RandomWeight(WeightFormat f, int64_t rows, int64_t cols, std::mt1993
 
 std::unique_ptr<KernelBackend> Scalar() { return std::move(*CreateBackend("scalar", {1})); }
 
+void AddTiles(OwnedWeight* w) {
+  if (w->view.format != WeightFormat::kNvfp4 || !CanTileNvfp4(w->view)) return;
+  w->tiles.resize(Nvfp4TilesBytes(w->view));
+  w->view = TileNvfp4(w->view, w->tiles.data());
+}
+
 bool Close(const std::vector<float>& got, const std::vector<double>& want,
            const std::vector<double>& scale, double rtol, std::string* why,
-           const std::vector<double>& allowance) {
+           const std::vector<double>& allowance, double atol) {
   for (size_t i = 0; i < got.size(); ++i) {
-    const double tol = 1e-6 + rtol * scale[i] + (allowance.empty() ? 0.0 : allowance[i]);
+    const double tol = atol + rtol * scale[i] + (allowance.empty() ? 0.0 : allowance[i]);
     if (!(std::fabs(got[i] - want[i]) <= tol)) {
       *why = "element " + std::to_string(i) + ": got " + std::to_string(got[i]) + " want " +
              std::to_string(want[i]);

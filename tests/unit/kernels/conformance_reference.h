@@ -14,22 +14,27 @@
 
 namespace octet::kernels::testing {
 
-// A weight matrix with its own storage.
+// A weight matrix with its own storage (moved, never copied: view points
+// into the vectors).
 struct OwnedWeight {
   std::vector<uint8_t> data;
   std::vector<uint8_t> scales;
+  std::vector<uint8_t> tiles;  // the NVFP4 tile copy, after AddTiles
   WeightMatrix view;
 };
 
 OwnedWeight RandomWeight(WeightFormat f, int64_t rows, int64_t cols, std::mt19937& rng);
 
+// Gives an NVFP4 w its tile copy (weight.h, TileNvfp4) when its shape allows.
+void AddTiles(OwnedWeight* w);
+
 std::unique_ptr<KernelBackend> Scalar();
 
-// |got - want| <= 1e-6 + rtol * scale (+ allowance, when given), elementwise;
+// |got - want| <= atol + rtol * scale (+ allowance, when given), elementwise;
 // reports the first failure.
 bool Close(const std::vector<float>& got, const std::vector<double>& want,
            const std::vector<double>& scale, double rtol, std::string* why,
-           const std::vector<double>& allowance = {});
+           const std::vector<double>& allowance = {}, double atol = 1e-6);
 
 // y, m rows of stride ldy filled with 7 before `Matmul(x, m, ldx, w, y, ldy,
 // acc)`, against the product in double precision (7 added when `acc`), with

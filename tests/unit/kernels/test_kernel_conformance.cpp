@@ -564,12 +564,8 @@ void TestKernelConformance::batchInvariantBackendsKeepEachRowsBits() {
     ++tested;
     for (const Case& c : cases) {
       OwnedWeight w = RandomWeight(c.format, c.rows, c.cols, rng);
-      std::vector<uint8_t> tiles;
-      WeightMatrix view = w.view;
-      if (c.tiles) {
-        tiles.resize(Nvfp4TilesBytes(w.view));
-        view = TileNvfp4(w.view, tiles.data());
-      }
+      if (c.tiles) AddTiles(&w);
+      const WeightMatrix& view = w.view;
       std::vector<float> x = RandomFloats(kMaxRows * c.cols, rng);
       for (int64_t i = 0; i < 16; ++i) x[5 * c.cols + i] *= 1e-30f;
       const std::string what = info.name + " " + std::string(WeightFormatName(c.format)) + " " +
@@ -593,8 +589,8 @@ void TestKernelConformance::batchInvariantBackendsKeepEachRowsBits() {
     }
     // MatmulMulti (q/k/v, gate/up): a tiled NVFP4 output and a BF16 one.
     OwnedWeight q = RandomWeight(WeightFormat::kNvfp4, 64, 1024, rng);
-    std::vector<uint8_t> q_tiles(Nvfp4TilesBytes(q.view));
-    const WeightMatrix q_view = TileNvfp4(q.view, q_tiles.data());
+    AddTiles(&q);
+    const WeightMatrix& q_view = q.view;
     OwnedWeight v = RandomWeight(WeightFormat::kBF16, 48, 1024, rng);
     std::vector<float> x = RandomFloats(kMaxRows * 1024, rng);
     for (int64_t i = 0; i < 16; ++i) x[5 * 1024 + 64 + i] *= 1e-30f;

@@ -20,6 +20,7 @@
 #include <random>
 #include <vector>
 
+#include "conformance_reference.h"
 #include "kernel_test_util.h"
 #include "octet/kernels/backend.h"
 #include "octet/kernels/weight.h"
@@ -29,59 +30,19 @@ using namespace octet::kernels::testing;
 
 namespace {
 
-struct OwnedWeight {
-  std::vector<uint8_t> data, scales, tiles;
-  WeightMatrix view;
-};
-
-// Random weights; NVFP4 ones get their tile copy when `tiles` and the shape allows.
+// Random weights (conformance_reference.h); NVFP4 ones get their tile copy
+// when `tiles` and the shape allows.
 std::unique_ptr<OwnedWeight> RandomWeight(WeightFormat f, int64_t rows, int64_t cols, bool tiles,
                                           std::mt19937& rng) {
-  auto o = std::make_unique<OwnedWeight>();
-  std::normal_distribution<float> nd(0.0f, 1.0f);
-  if (f == WeightFormat::kNvfp4) {
-    o->data.resize(rows * cols / 2);
-    o->scales.resize(rows * cols / 16);
-    for (auto& b : o->data) b = static_cast<uint8_t>(rng() & 0xff);
-    for (auto& s : o->scales) s = static_cast<uint8_t>(1 + rng() % 0x60);
-    o->view = WeightMatrix::Nvfp4(o->data.data(), o->scales.data(), 0.0173f, rows, cols);
-    if (tiles && CanTileNvfp4(o->view)) {
-      o->tiles.resize(Nvfp4TilesBytes(o->view));
-      o->view = TileNvfp4(o->view, o->tiles.data());
-    }
-    return o;
-  }
-  const int64_t es = f == WeightFormat::kF32 ? 4 : 2;
-  o->data.resize(rows * cols * es);
-  for (int64_t i = 0; i < rows * cols; ++i) {
-    const float v = nd(rng);
-    if (f == WeightFormat::kF32) {
-      std::memcpy(o->data.data() + i * 4, &v, 4);
-    } else {
-      const uint16_t h = f == WeightFormat::kBF16 ? F32ToBf16(v) : F32ToF16(v);
-      std::memcpy(o->data.data() + i * 2, &h, 2);
-    }
-  }
-  o->view = WeightMatrix::Dense(f, o->data.data(), rows, cols);
+  auto o = std::make_unique<OwnedWeight>(testing::RandomWeight(f, rows, cols, rng));
+  if (tiles) AddTiles(o.get());
   return o;
 }
 
-// |got - want| <= 1e-5 + 1e-5 * scale (+ allowance, when given) elementwise
-// (scale: the sum of |terms|; allowance: the NVFP4 tile readers' activation
-// rounding, Nvfp4TileRoundingBound).
-bool Close(const std::vector<float>& got, const std::vector<double>& want,
-           const std::vector<double>& scale, std::string* why,
-           const std::vector<double>& allowance = {}) {
-  for (size_t i = 0; i < got.size(); ++i) {
-    const double tol = 1e-5 + 1e-5 * scale[i] + (allowance.empty() ? 0.0 : allowance[i]);
-    if (!(std::fabs(got[i] - want[i]) <= tol)) {
-      *why = "element " + std::to_string(i) + ": got " + std::to_string(got[i]) + " want " +
-             std::to_string(want[i]);
-      return false;
-    }
-  }
-  return true;
-}
+// The comparisons against double precision: |got - want| <= 1e-5 + 1e-5 *
+// scale (scale: the sum of |terms|), plus the NVFP4 tile readers' activation
+// rounding where they read tiles (Nvfp4TileRoundingBound).
+constexpr double kTol = 1e-5;
 
 bool SameBits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
@@ -180,9 +141,10 @@ class TestKernelMoeOps : public QObject {
         std::string why;
         const std::vector<double> allowance =
             backend->UsesNvfp4Tiles() ? rounding[i] : std::vector<double>{};
-        QVERIFY2(Close(y[i], want[i], scale[i], &why, allowance), (where + ": " + why).c_str());
+        QVERIFY2(Close(y[i], want[i], scale[i], kTol, &why, allowance, kTol),
+                 (where + ": " + why).c_str());
         std::vector<double> s_want(ys[i].begin(), ys[i].end());
-        QVERIFY2(Close(y[i], s_want, scale[i], &why, allowance),
+        QVERIFY2(Close(y[i], s_want, scale[i], kTol, &why, allowance, kTol),
                  (where + " against scalar: " + why).c_str());
         std::vector<float> alone(ms[i] * widths[i], -3.0f);
         backend->Matmul(x_of(i), ms[i], ldx, ws[i]->view, alone.data(), widths[i], false);
@@ -265,8 +227,8 @@ class TestKernelMoeOps : public QObject {
                                 scratch.data());
       const std::string name(backend->name());
       std::string why;
-      QVERIFY2(Close(out, want, scale, &why,
-                     backend->UsesNvfp4Tiles() ? rounding : std::vector<double>{}),
+      QVERIFY2(Close(out, want, scale, kTol, &why,
+                     backend->UsesNvfp4Tiles() ? rounding : std::vector<double>{}, kTol),
                (name + ": " + why).c_str());
       // The calls it replaces, on the same backend: the same bits.
       std::vector<float> expect = out0, y(10 * n);
