@@ -21,7 +21,8 @@ constexpr int64_t kPanelRows = 48;  // a multiple of kTileCols
 constexpr int64_t kDepth = 512;     // a multiple of the NVFP4 block
 constexpr int64_t kBlockRows = 128;
 // Up to this many activation rows go through gemv passes (cheaper than
-// decoding a panel for the dot-tile GEMM when the batch is small).
+// decoding a panel for the dot-tile GEMM when the batch is small), where the
+// table does not say otherwise (IsaKernels::decode_batch_rows).
 constexpr int64_t kGemvBatchRows = 8;
 
 // Batches from this many rows take isa_.gemv_packed where the table has it.
@@ -61,6 +62,10 @@ void ForRows(ThreadPool& pool, int64_t rows, int64_t elements_per_row, const Fn&
 // groups (isa_avx512_vnni.cpp), at least 4 tasks per thread.
 int64_t TileRowsPerTask(int64_t rows, int threads) {
   return std::clamp<int64_t>(rows / (4 * static_cast<int64_t>(threads)) / 64 * 64, 64, 256);
+}
+
+int64_t DefaultDecodeRows(const IsaKernels& isa) {
+  return isa.decode_batch_rows > 0 ? isa.decode_batch_rows : kGemvBatchRows;
 }
 
 // The table a batch-invariant backend runs (CpuBackend::set_batch_invariant):
@@ -124,7 +129,7 @@ CpuBackend::CpuBackend(const IsaKernels& isa, int threads)
     : default_table_(isa),
       invariant_table_(InvariantTable(isa)),
       isa_(isa),
-      decode_rows_(kGemvBatchRows),
+      decode_rows_(DefaultDecodeRows(isa)),
       pool_(threads),
       scratch_(pool_.size()) {
   for (auto& s : scratch_) s.resize(kPanelRows * kDepth);
@@ -133,14 +138,20 @@ CpuBackend::CpuBackend(const IsaKernels& isa, int threads)
 bool CpuBackend::set_batch_invariant(bool on) {
   batch_invariant_ = on;
   isa_ = on ? invariant_table_ : default_table_;
-  decode_rows_ = on ? std::numeric_limits<int64_t>::max() : kGemvBatchRows;
+  decode_rows_ = on ? std::numeric_limits<int64_t>::max() : DefaultDecodeRows(default_table_);
   return true;
 }
 
-// Decode batches (up to decode_rows_ rows) read NVFP4 tiles where a matrix
-// has them rather than the row-major codes (gemv).
+int64_t CpuBackend::DecodeRows(const WeightMatrix& w) const {
+  return w.format == WeightFormat::kNvfp4 && !batch_invariant_
+             ? std::min(decode_rows_, kGemvBatchRows)
+             : decode_rows_;
+}
+
+// Decode batches read NVFP4 tiles where a matrix has them rather than the
+// row-major codes (gemv).
 bool CpuBackend::TakesNvfp4Tiles(const WeightMatrix& w, int64_t m) const {
-  return m >= 1 && m <= decode_rows_ && w.format == WeightFormat::kNvfp4 && w.tiles != nullptr &&
+  return m >= 1 && m <= DecodeRows(w) && w.format == WeightFormat::kNvfp4 && w.tiles != nullptr &&
          isa_.gemv_nvfp4_tiles != nullptr;
 }
 
@@ -183,7 +194,7 @@ void CpuBackend::Matmul(const float* x, int64_t m, int64_t ldx, const WeightMatr
       return;
     }
   }
-  if (m <= decode_rows_) {
+  if (m <= DecodeRows(w)) {
     // Small batches (decode): weights decoded in registers, kGemvMaxRows
     // activation rows per pass; a task's weight rows stay in cache between passes.
     const uint16_t* packed = w.format == WeightFormat::kBF16 ? PackForGemv(x, m, ldx, k) : nullptr;
@@ -249,7 +260,9 @@ void CpuBackend::Matmul(const float* x, int64_t m, int64_t ldx, const WeightMatr
 
 void CpuBackend::MatmulMulti(const float* x, int64_t m, int64_t ldx, const MatmulOutput* outputs,
                              int n_outputs) {
-  if (m > decode_rows_) {  // compute-bound: one call each is as good
+  bool decode = m <= decode_rows_;
+  for (int i = 0; i < n_outputs && decode; ++i) decode = m <= DecodeRows(*outputs[i].w);
+  if (!decode) {  // compute-bound: one call each is as good
     for (int i = 0; i < n_outputs; ++i) {
       Matmul(x, m, ldx, *outputs[i].w, outputs[i].y, outputs[i].ldy, false);
     }

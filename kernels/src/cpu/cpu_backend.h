@@ -91,10 +91,14 @@ class CpuBackend final : public KernelBackend {
   IsaKernels isa_;
   bool batch_invariant_ = false;
   // Matmuls of up to this many rows take the decode kernels (gemv in passes
-  // of kGemvMaxRows, or gemv_nvfp4_tiles), larger ones the GEMM: every m
-  // while batch-invariant.
+  // of kGemvMaxRows, or gemv_nvfp4_tiles), larger ones the GEMM: the table's
+  // decode_batch_rows (DecodeRows), every m while batch-invariant.
   int64_t decode_rows_;
   ThreadPool pool_;
+  // decode_rows_ for w: at most kGemvBatchRows for NVFP4 weights, unless
+  // batch-invariant (past 8 rows the GEMM beats the row-major kernels, and
+  // the tile kernels' rounding of the activations stays with decode).
+  int64_t DecodeRows(const WeightMatrix& w) const;
   // Whether a Matmul of m rows against w takes gemv_nvfp4_tiles.
   bool TakesNvfp4Tiles(const WeightMatrix& w, int64_t m) const;
   // Per pool thread (indexed by the ParallelFor thread id): the matmul weight

@@ -129,6 +129,11 @@ struct IsaKernels {
   // in 512-bit lanes where one row takes the AVX2 kernel's 256).
   void (*gemv_batch_invariant)(const WeightMatrix& w, int64_t row0, int64_t row1, const float* x,
                                int64_t m, int64_t ldx, float* y, int64_t ldy, bool accumulate);
+
+  // Matmuls of dense weights (F32, BF16, F16) of up to this many rows take
+  // gemv, in passes of kGemvMaxRows, rather than the GEMM; 0: kGemvMaxRows.
+  // (NVFP4 stays at kGemvMaxRows: CpuBackend::DecodeRows.)
+  int decode_batch_rows;
 };
 
 // The bound the vector tanh of soft_cap keeps (absolute, against the exact

@@ -1173,6 +1173,17 @@ const IsaKernels& Avx2Kernels() {
     t.soft_cap = SoftCap;
     AddAvx2GemmKernels(&t);
     AddAvx2Nvfp4TileKernels(&t);
+    // Zen 3, 2 threads, a throwaway harness timing Matmul both ways in
+    // alternation (medians): the decode kernels against the GEMM at 9 / 16 /
+    // 32 / 64 rows, BF16 6144 x 2048 0.68 / 0.78 / 0.87 / 1.06x, F16 3072 x
+    // 1024 0.64 / 0.61 / 0.78 / 0.82x, F32 1.07 / 1.00 / 1.00 / 1.00x, NVFP4
+    // from tiles 6144 x 2048 0.44 / 0.64 / 0.82 / 1.06x and an expert's
+    // 768 x 2048 and 2048 x 768 0.43-0.45 / 0.66-0.69 / 0.89-0.94 / 1.10-1.16x,
+    // NVFP4 row-major 1.00 / 1.36 / 1.75 / 2.22x. NVFP4 stays at 8 rows (see
+    // CpuBackend::DecodeRows): the tile kernels would take their 15-bit
+    // activation rounding into prefill chunks too, which moved single-rank
+    // against TP logits of qwen3-tiny-nvfp4 past test_tensor_parallel's 1e-4.
+    t.decode_batch_rows = 32;
     return t;
   }();
   return k;
