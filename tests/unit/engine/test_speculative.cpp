@@ -431,12 +431,13 @@ class TestSpeculative : public QObject {
       const auto [pa, ps] =
           std::mismatch(a.logits.begin(), a.logits.end(), s.logits.begin(),
                         [](float x, float y) { return std::memcmp(&x, &y, 4) == 0; });
-      const size_t at = static_cast<size_t>(pa - a.logits.begin());
-      QVERIFY2(
-          pa == a.logits.end(),
-          ("K = " + std::to_string(k) + ": logit " + std::to_string(at % V) + " of row " +
-           std::to_string(at / V) + ": plain " + FloatBits(*pa) + ", speculative " + FloatBits(*ps))
-              .c_str());
+      if (pa != a.logits.end()) {
+        const size_t at = static_cast<size_t>(pa - a.logits.begin());
+        QFAIL(("K = " + std::to_string(k) + ": logit " + std::to_string(at % V) + " of row " +
+               std::to_string(at / V) + ": plain " + FloatBits(*pa) + ", speculative " +
+               FloatBits(*ps))
+                  .c_str());
+      }
     }
   }
 
