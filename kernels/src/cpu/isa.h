@@ -131,7 +131,8 @@ struct IsaKernels {
                                int64_t m, int64_t ldx, float* y, int64_t ldy, bool accumulate);
 
   // Matmuls of dense weights (F32, BF16, F16) of up to this many rows take
-  // gemv, in passes of kGemvMaxRows, rather than the GEMM; 0: kGemvMaxRows.
+  // gemv, in passes of kGemvMaxRows, rather than the GEMM; 0: 8 (CpuBackend's
+  // kGemvBatchRows).
   // (NVFP4 stays at kGemvMaxRows: CpuBackend::DecodeRows.)
   int decode_batch_rows;
 };

@@ -382,7 +382,8 @@ class TestSpeculative : public QObject {
   // last bit: every verify row gets the logits plain one-token decoding gives
   // that position (SequenceChunk::verify), whatever the number of drafts (5
   // rows: where AMX and BFMMLA would take BF16 batches and AVX-512 its wide
-  // lanes; 9: where the GEMM would), on every CPU backend. So greedy speculation
+  // lanes; 9: where the GEMM would, for NVFP4 everywhere and dense weights
+  // off AVX2), on every CPU backend. So greedy speculation
   // equals plain greedy decoding even at an argmax near-tie. The prompt holds
   // every id, so every step drafts.
   void verifyRowsArePlainDecodingBitForBit_data() {

@@ -238,7 +238,7 @@ struct SequenceChunk {
 };
 
 // The most rows a forward runs batch-invariant for its verify chunks: 8
-// sequences of 7 drafts and more; beyond it the step is prefill-sized.
+// sequences of a token and 7 drafts each; beyond it the step is prefill-sized.
 inline constexpr int64_t kMaxVerifyStepRows = 64;
 
 struct ForwardOutput {
