@@ -305,45 +305,10 @@ int32_t Sampler::Sample(const float* raw_logits, int64_t vocab, kernels::KernelB
 
 int32_t Sampler::Verify(const float* raw_logits, int64_t vocab, kernels::KernelBackend& backend,
                         int32_t draft, bool* accepted) {
-  const int32_t id = VerifyPenalised(Penalised(raw_logits, vocab), vocab, backend, draft, accepted);
+  const int32_t id = Pick(Penalised(raw_logits, vocab), vocab, Ops(backend));
+  *accepted = id == draft;
   Seen(id);
   return id;
-}
-
-int32_t Sampler::VerifyPenalised(const float* logits, int64_t vocab,
-                                 kernels::KernelBackend& backend, int32_t draft, bool* accepted) {
-  kernels::KernelBackend& ops = Ops(backend);
-  if (params_.temperature == 0.0f) {
-    const auto id = static_cast<int32_t>(ops.Argmax(logits, vocab));
-    *accepted = id == draft;
-    return id;
-  }
-  const int64_t keep = Distribution(logits, vocab, ops);
-  double zk = 0, pd = 0;
-  for (int64_t i = 0; i < keep; ++i) {
-    zk += w_[i];
-    if (idx_[i] == draft) pd = w_[i];
-  }
-  // Accept with probability p(draft).
-  if (pd > 0 && std::uniform_real_distribution<double>(0.0, zk)(rng_) < pd) {
-    *accepted = true;
-    return draft;
-  }
-  *accepted = false;
-  // Rejected: the residual distribution max(p - q, 0) with q the point mass
-  // on the draft, i.e. p without the draft, renormalised.
-  const double rest = zk - pd;
-  if (!(rest > 0)) return draft;  // p is the point mass on the draft (acceptance was certain)
-  const double u = std::uniform_real_distribution<double>(0.0, rest)(rng_);
-  double cum = 0;
-  int32_t last = draft;
-  for (int64_t i = 0; i < keep; ++i) {
-    if (idx_[i] == draft) continue;
-    cum += w_[i];
-    last = idx_[i];
-    if (u < cum) return idx_[i];
-  }
-  return last;
 }
 
 Result<SpeculativeMethod> ParseSpeculativeMethod(std::string_view name) {

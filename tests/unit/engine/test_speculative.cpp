@@ -442,6 +442,67 @@ class TestSpeculative : public QObject {
     }
   }
 
+  // Verify is Sample's own draw, compared with the draft: sampled speculative
+  // decoding takes the random stream as plain sampling does, so with the
+  // same seed it gives the same tokens, whatever was drafted and verified.
+  // On the demo model, whose
+  // answer copies the prompt (drafts often accepted), and on a fixture with
+  // random weights behind a prompt holding every id (drafts every step,
+  // nearly all rejected); temperature alone, top-k and top-p.
+  void sampledSpeculationIsPlainSampling_data() {
+    QTest::addColumn<QString>("model");
+    QTest::addColumn<int>("top_k");
+    QTest::addColumn<float>("top_p");
+    for (const char* m : {"nanochat-demo", "qwen3-tiny"}) {
+      QTest::newRow((std::string(m) + "/temperature").c_str()) << QString(m) << 0 << 1.0f;
+      QTest::newRow((std::string(m) + "/top-k").c_str()) << QString(m) << 20 << 1.0f;
+      QTest::newRow((std::string(m) + "/top-p").c_str()) << QString(m) << 0 << 0.9f;
+    }
+  }
+  void sampledSpeculationIsPlainSampling() {
+    QFETCH(QString, model);
+    QFETCH(int, top_k);
+    QFETCH(float, top_p);
+    std::string dir;
+    std::vector<int32_t> prompt;
+    if (model == "nanochat-demo") {
+      dir = test::SourceDir() + "/resources/models/nanochat-demo";
+      auto tok = Tokenizer::Load(dir + "/tokenizer.json");
+      QVERIFY2(tok.ok(), tok.status().ToString().c_str());
+      const std::string moses =
+          "And the LORD said unto Moses, Speak unto the children of Israel, and say unto them. ";
+      prompt = tok->Encode(moses + moses + "And the LORD said unto Moses,", {});
+    } else {
+      OCTET_REQUIRE_FIXTURES();
+      dir = test::FixturesDir() + "/" + model.toStdString();
+    }
+    auto m = LoadOrDie(dir);
+    if (prompt.empty()) {
+      const int64_t V = m->config().vocab_size;
+      for (int64_t i = 0; i < V; ++i) prompt.push_back(static_cast<int32_t>((i * 7919) % V));
+    }
+    int64_t accepted = 0;
+    for (uint64_t seed : {1, 2, 3}) {
+      GenerateOptions plain;
+      plain.max_tokens = 40;
+      plain.stop_at_eos = false;
+      plain.sampling = {.temperature = 0.8f, .top_k = top_k, .top_p = top_p, .seed = seed};
+      const GenerateResult a = GenerateOrDie(*m, prompt, plain);
+      for (int k : {2, 5}) {
+        GenerateOptions spec = plain;
+        spec.speculative.method = SpeculativeMethod::kNgram;
+        spec.speculative.draft_tokens = k;
+        spec.speculative.ngram_min = 1;
+        const GenerateResult b = GenerateOrDie(*m, prompt, spec);
+        QVERIFY2(b.ids == a.ids,
+                 ("seed " + std::to_string(seed) + ", K = " + std::to_string(k)).c_str());
+        QVERIFY(b.drafted_tokens > 0);
+        accepted += b.accepted_tokens;
+      }
+    }
+    if (model == "nanochat-demo") QVERIFY(accepted > 0);  // the acceptance path ran too
+  }
+
   // On the trained demo model a prompt that repeats itself makes the answer
   // copy it: drafts are accepted, several tokens per step, and the output is
   // still plain greedy decoding's.

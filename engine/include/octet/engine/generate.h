@@ -74,9 +74,15 @@ class Sampler {
   // lookup, a greedy draft head), so the standard accept/reject rule becomes:
   // accept it with probability p(draft) under the distribution Sample draws
   // from (temperature, top-k, top-p applied); otherwise draw from that
-  // distribution with the draft removed. The token returned is then
-  // distributed exactly as Sample's. Greedy (temperature 0): accepted iff it
-  // is the argmax. `*accepted` says whether the result is the draft.
+  // distribution with the draft removed. One draw from p, accepted when it is
+  // the draft, does exactly that, and it is the draw Sample would make: so
+  // Verify is Sample and a comparison. A verified row then takes from the
+  // random stream what a sampled row takes, and sampled speculative decoding
+  // gives the tokens plain sampled decoding gives with the same seed,
+  // whatever was drafted and verified (with the same logits, which verify
+  // rows have on the CPU: SequenceChunk::verify). Greedy (temperature 0):
+  // accepted iff it is the argmax. `*accepted` says whether the result is the
+  // draft.
   int32_t Verify(const float* logits, int64_t vocab, kernels::KernelBackend& backend, int32_t draft,
                  bool* accepted);
 
@@ -87,8 +93,6 @@ class Sampler {
  private:
   // `logits` with the repetition penalty applied (a copy), or `logits` itself.
   const float* Penalised(const float* logits, int64_t vocab);
-  int32_t VerifyPenalised(const float* logits, int64_t vocab, kernels::KernelBackend& backend,
-                          int32_t draft, bool* accepted);
   void Seen(int32_t id);
   kernels::KernelBackend& Ops(kernels::KernelBackend& backend);
   // The candidates Sample draws from: idx_[0..n) with weights w_ (unnormalised), n returned.
