@@ -85,6 +85,7 @@ const std::vector<Flag>& InferenceFlags() {
       {"ignore-eos", Value::kNone},
       {"speculative", Value::kChoice, 0, {"off", "ngram", "mtp"}},
       {"draft-tokens", Value::kCount, 8},  // the worker checks the method's own range
+      {"draft-length", Value::kChoice, 0, {"auto", "fixed"}},
       {"json", Value::kNone},
   };
   return flags;

@@ -161,6 +161,8 @@ int RunChat(const std::vector<std::string>& args) {
   text_opts.skip_unknown_ids = true;  // padded embedding rows the tokenizer lacks
   std::string line;
   uint64_t turn = 0;
+  engine::StepCosts step_costs;  // --draft-length auto: each turn starts from the last one's
+  gen.step_costs = &step_costs;
   for (;;) {
     if (interactive) std::cerr << "> " << std::flush;
     if (!std::getline(std::cin, line)) break;

@@ -309,7 +309,12 @@ void AddSpeculativeFlags(ArgParser& p) {
       .Option("draft-tokens", "K",
               "tokens drafted per step with --speculative: ngram 1-8 (default " +
                   std::to_string(engine::kDefaultNgramDraftTokens) + "), mtp 1-3 (default " +
-                  std::to_string(engine::kDefaultMtpDraftTokens) + ")");
+                  std::to_string(engine::kDefaultMtpDraftTokens) + ")")
+      .Option("draft-length", "auto|fixed",
+              "auto: verify as many of a step's K drafts as pay for their rows on this machine "
+              "(measured step times, the sequence's acceptance so far); fixed: all K every step; "
+              "the output is the same",
+              "auto");
 }
 
 Result<engine::SpeculativeOptions> ReadSpeculativeFlags(const ArgParser& p) {
@@ -323,6 +328,11 @@ Result<engine::SpeculativeOptions> ReadSpeculativeFlags(const ArgParser& p) {
     if (!draft_tokens.ok()) return draft_tokens.status();
     o.draft_tokens = static_cast<int>(std::clamp<int64_t>(*draft_tokens, -1, 99));
   }
+  const std::string length = p.GetString("draft-length");
+  if (length != "auto" && length != "fixed") {
+    return InvalidArgumentError("--draft-length must be auto or fixed (got '" + length + "')");
+  }
+  o.adaptive = length == "auto";
   OCTET_RETURN_IF_ERROR(engine::ValidateSpeculative(o));
   return o;
 }
@@ -492,6 +502,7 @@ int RunGenerateOn(engine::ModelRunner& runner, GenerateJob& job, const std::stri
       j["speculative"] = {
           {"method", std::string(engine::SpeculativeMethodName(job.gen.speculative.method))},
           {"draft_tokens", job.gen.speculative.draft_tokens},
+          {"draft_length", job.gen.speculative.adaptive ? "auto" : "fixed"},
           {"drafted", r->drafted_tokens},
           {"accepted", r->accepted_tokens},
           {"acceptance_rate", r->acceptance_rate()},

@@ -196,6 +196,7 @@ int RunServeOn(engine::TpRuntime& rt, const std::optional<engine::Tokenizer>& to
   if (spec_on) {
     info["speculative"] = std::string(engine::SpeculativeMethodName(so.speculative.method));
     info["draft_tokens"] = so.speculative.draft_tokens;
+    info["draft_length"] = so.speculative.adaptive ? "auto" : "fixed";
   }
   {
     // What `octet bench` records as the run's provenance (bench store v4).

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "octet/base/deadline.h"
+#include "octet/base/log.h"
 
 namespace octet::engine {
 
@@ -344,8 +345,10 @@ Status ValidateSpeculative(const SpeculativeOptions& o) {
   return Status::Ok();
 }
 
-std::vector<int32_t> NgramDraft(const std::vector<int32_t>& h, int k, int max_n, int min_n) {
+std::vector<int32_t> NgramDraft(const std::vector<int32_t>& h, int k, int max_n, int min_n,
+                                int* matched) {
   const int64_t len = static_cast<int64_t>(h.size());
+  if (matched != nullptr) *matched = 0;
   for (int64_t n = std::min<int64_t>(max_n, len - 1); n >= min_n; --n) {
     const int32_t* tail = h.data() + len - n;
     // The latest earlier occurrence (ending before the tail itself).
@@ -354,6 +357,7 @@ std::vector<int32_t> NgramDraft(const std::vector<int32_t>& h, int k, int max_n,
       const int64_t from = start + n;
       const int64_t take = std::min<int64_t>(k, len - from);
       if (take <= 0) continue;
+      if (matched != nullptr) *matched = static_cast<int>(n);
       return std::vector<int32_t>(h.begin() + from, h.begin() + from + take);
     }
   }
@@ -361,6 +365,21 @@ std::vector<int32_t> NgramDraft(const std::vector<int32_t>& h, int k, int max_n,
 }
 
 namespace {
+
+// What the draft lengths were chosen from, for the debug log: the step
+// estimates of 1..max_rows rows and the acceptance rate of each kind.
+std::string DraftLengthSummary(const StepCosts& costs, const DraftLengthPolicy& policy,
+                               int64_t max_rows) {
+  std::string s = "step us by rows";
+  for (int64_t rows = 1; rows <= max_rows; ++rows) {
+    s += " " + std::to_string(rows) + ":" + std::to_string(costs.Seconds(rows) * 1e6);
+  }
+  s += "; acceptance by kind";
+  for (int kind = 0; kind < DraftLengthPolicy::kKinds; ++kind) {
+    s += " " + std::to_string(policy.AcceptanceRate(kind));
+  }
+  return s;
+}
 
 // The MTP head: after each step it feeds the kept rows' hidden states and the
 // tokens that followed them to the MTP layer (Model::MtpDraft, on the model's
@@ -491,20 +510,40 @@ Result<GenerateResult> Generate(ModelRunner& model, const std::vector<int32_t>& 
           drafter->AfterStep(0, 0, 0, static_cast<int64_t>(prompt.size()), history));
     }
   }
+  // Decode steps' times by row count, and this sequence's acceptance: how
+  // many of each step's drafts to verify (SpeculativeOptions::adaptive).
+  StepCosts own_costs;
+  StepCosts& step_costs = options.step_costs != nullptr ? *options.step_costs : own_costs;
+  DraftLengthPolicy draft_length;
+  auto timed_step = [&]() -> Status {
+    const int64_t start = NowNs();
+    OCTET_RETURN_IF_ERROR(model.Step(batch, &out));
+    if (drafter && spec.adaptive) {
+      step_costs.Record(static_cast<int64_t>(batch[0].tokens.size()), (NowNs() - start) * 1e-9);
+    }
+    return Status::Ok();
+  };
   while (go) {
     batch[0].start_pos += static_cast<int64_t>(batch[0].tokens.size());
     batch[0].tokens.assign(1, id);
     std::vector<int32_t> drafts;
+    int kind = 0;
     if (drafter) {
       // No more drafts than tokens still wanted after this step's own one.
       const int64_t room = options.max_tokens - static_cast<int64_t>(r.ids.size()) - 1;
       const int k = static_cast<int>(std::min<int64_t>(spec.draft_tokens, room));
       if (k > 0) drafts = drafter->Draft(history, k);
+      kind = drafter->kind();
+      if (spec.adaptive && !drafts.empty()) {
+        StepSoFar step{1, 1};  // this step's own row and token
+        drafts.resize(static_cast<size_t>(
+            draft_length.Choose(kind, static_cast<int64_t>(drafts.size()), step_costs, &step)));
+      }
     }
     if (drafts.empty()) {
       batch[0].all_logits = false;
       batch[0].verify = false;
-      OCTET_RETURN_IF_ERROR(model.Step(batch, &out));
+      OCTET_RETURN_IF_ERROR(timed_step());
       keep_logits(out);
       id = sampler.Sample(out.Last(0), out.vocab, model.backend());
       ++r.decode_steps;
@@ -520,10 +559,10 @@ Result<GenerateResult> Generate(ModelRunner& model, const std::vector<int32_t>& 
     batch[0].tokens.insert(batch[0].tokens.end(), drafts.begin(), drafts.end());
     batch[0].all_logits = true;
     batch[0].verify = true;
-    OCTET_RETURN_IF_ERROR(model.Step(batch, &out));
+    OCTET_RETURN_IF_ERROR(timed_step());
     ++r.decode_steps;
     r.drafted_tokens += static_cast<int64_t>(drafts.size());
-    int64_t rows_used = 0;
+    int64_t rows_used = 0, step_accepted = 0;
     for (size_t i = 0; i <= drafts.size() && go; ++i) {
       const float* row = out.Row(out.row_begin[0] + static_cast<int64_t>(i));
       ++rows_used;
@@ -533,11 +572,15 @@ Result<GenerateResult> Generate(ModelRunner& model, const std::vector<int32_t>& 
       } else {
         id = sampler.Sample(row, out.vocab, model.backend());
       }
-      if (accepted) ++r.accepted_tokens;
+      step_accepted += accepted ? 1 : 0;
       go = emit(id);
       history.push_back(id);
       if (!accepted) break;
     }
+    r.accepted_tokens += step_accepted;
+    // Row i checked draft i; rows past a rejection or a stop were not looked at.
+    draft_length.Learn(kind, std::min<int64_t>(rows_used, static_cast<int64_t>(drafts.size())),
+                       step_accepted);
     if (options.collect_logits) {
       r.vocab = out.vocab;
       r.logits.insert(r.logits.end(), out.logits.begin(),
@@ -553,6 +596,10 @@ Result<GenerateResult> Generate(ModelRunner& model, const std::vector<int32_t>& 
     }
   }
   r.decode_seconds = (NowNs() - t1) * 1e-9;
+  if (drafter && spec.adaptive) {
+    OCTET_LOG(DEBUG) << "speculative: "
+                     << DraftLengthSummary(step_costs, draft_length, spec.draft_tokens + 1);
+  }
   return r;
 }
 

@@ -7,11 +7,14 @@
 // document on stdout.
 //
 //   bench_speculative [--model DIR] [--prompt TEXT] [--max-tokens 80]
-//                     [--draft-tokens 2,4] [--ngram-min N,...] [--threads 1] [--rounds 7]
+//                     [--draft-tokens 2,4] [--ngram-min N,...] [--draft-length auto,fixed]
+//                     [--threads 1] [--rounds 7]
 //
 // --ngram-min: the shortest n-gram a draft may be looked up from
 // (SpeculativeOptions::ngram_min), one set of runs per value (default: the
-// engine's default).
+// engine's default). --draft-length: auto verifies as many of a step's
+// drafts as pay for their rows here (SpeculativeOptions::adaptive), fixed all
+// K; one set of runs per value.
 //
 // The default prompt repeats a sentence the trained demo model goes on to
 // copy: the case prompt lookup is for (edits, summaries, retrieval).
@@ -50,6 +53,10 @@ int main(int argc, char** argv) {
       .Option("draft-tokens", "K,...", "draft lengths to measure", "2,4")
       .Option("ngram-min", "N,...", "shortest n-gram to draft from (default: the engine's)",
               std::to_string(SpeculativeOptions().ngram_min))
+      .Option("draft-length", "auto,fixed",
+              "how many drafts a step verifies (each listed one is run)", "auto,fixed")
+      .Flag("warm",
+            "auto keeps the step times it measured from one round to the next (as chat's turns do)")
       .Option("threads", "N", "kernel threads", "1")
       .Option("rounds", "N", "interleaved rounds (the median counts)", "7");
   if (Status s = p.Parse(argc, argv); !s.ok()) {
@@ -71,6 +78,20 @@ int main(int argc, char** argv) {
         << "bench_speculative: bad --max-tokens/--draft-tokens/--ngram-min/--threads/--rounds\n";
     return 2;
   }
+  std::vector<bool> lengths;  // adaptive?
+  {
+    std::string list = p.GetString("draft-length") + ",";
+    for (size_t at; (at = list.find(',')) != std::string::npos; list.erase(0, at + 1)) {
+      const std::string v = list.substr(0, at);
+      if (v != "auto" && v != "fixed") {
+        std::cerr << "bench_speculative: --draft-length takes auto and/or fixed (got '" << v
+                  << "')\n";
+        return 2;
+      }
+      lengths.push_back(v == "auto");
+    }
+  }
+  const bool warm = p.GetFlag("warm");
   const std::string dir = p.GetString("model");
   LoadOptions lo;
   lo.threads = static_cast<int>(*threads);
@@ -86,12 +107,18 @@ int main(int argc, char** argv) {
   struct Config {
     int k = 0;  // 0: plain decoding
     int ngram_min = 0;
+    bool adaptive = false;
+    StepCosts costs;  // kept across rounds with --warm
     std::vector<double> tps;
     GenerateResult last;
   };
   std::vector<Config> configs(1);
-  for (int64_t n : *mins) {
-    for (int64_t k : *ks) configs.push_back({static_cast<int>(k), static_cast<int>(n), {}, {}});
+  for (bool adaptive : lengths) {
+    for (int64_t n : *mins) {
+      for (int64_t k : *ks) {
+        configs.push_back({static_cast<int>(k), static_cast<int>(n), adaptive, {}, {}, {}});
+      }
+    }
   }
   for (int64_t round = 0; round < *rounds; ++round) {
     for (Config& c : configs) {
@@ -103,6 +130,8 @@ int main(int argc, char** argv) {
         o.speculative.draft_tokens = c.k;
         o.speculative.ngram_min = c.ngram_min;
         o.speculative.ngram_max = std::max(o.speculative.ngram_max, c.ngram_min);
+        o.speculative.adaptive = c.adaptive;
+        if (warm) o.step_costs = &c.costs;
       }
       auto r = Generate(**model, prompt, o);
       if (!r.ok()) {
@@ -127,17 +156,20 @@ int main(int argc, char** argv) {
   j["rounds"] = *rounds;
   j["backend"] = std::string((*model)->backend().name());
   j["plain_decode_tps"] = base;
-  std::fprintf(stderr, "%-8s %-9s %12s %10s %12s %8s\n", "drafts", "ngram-min", "decode tok/s",
-               "vs plain", "acceptance", "steps");
-  std::fprintf(stderr, "%-8s %-9s %12.1f %10s %12s %8lld\n", "off", "-", base, "1.00x", "-",
-               static_cast<long long>(configs[0].last.decode_steps));
+  std::fprintf(stderr, "%-8s %-7s %-9s %12s %10s %12s %8s %8s\n", "drafts", "length", "ngram-min",
+               "decode tok/s", "vs plain", "acceptance", "steps", "drafted");
+  std::fprintf(stderr, "%-8s %-7s %-9s %12.1f %10s %12s %8lld %8s\n", "off", "-", "-", base,
+               "1.00x", "-", static_cast<long long>(configs[0].last.decode_steps), "-");
   for (size_t i = 1; i < configs.size(); ++i) {
     const Config& c = configs[i];
     const double tps = Median(c.tps);
-    std::fprintf(stderr, "%-8d %-9d %12.1f %9.2fx %11.0f%% %8lld\n", c.k, c.ngram_min, tps,
-                 tps / base, c.last.acceptance_rate() * 100,
-                 static_cast<long long>(c.last.decode_steps));
+    std::fprintf(stderr, "%-8d %-7s %-9d %12.1f %9.2fx %11.0f%% %8lld %8lld\n", c.k,
+                 c.adaptive ? "auto" : "fixed", c.ngram_min, tps, tps / base,
+                 c.last.acceptance_rate() * 100, static_cast<long long>(c.last.decode_steps),
+                 static_cast<long long>(c.last.drafted_tokens));
     j["ngram"].push_back({{"draft_tokens", c.k},
+                          {"draft_length", c.adaptive ? "auto" : "fixed"},
+                          {"drafted_tokens", c.last.drafted_tokens},
                           {"ngram_min", c.ngram_min},
                           {"decode_tps", tps},
                           {"speedup", tps / base},

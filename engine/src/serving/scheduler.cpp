@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "octet/base/log.h"
+#include "octet/engine/draft_length.h"
 
 namespace octet::engine {
 
@@ -192,6 +193,8 @@ struct Scheduler::Active {
   std::unique_ptr<Drafter> drafter;
   std::vector<int32_t> history;
   std::vector<int32_t> drafts;
+  int draft_kind = 0;              // the drafter's kind() for `drafts`
+  DraftLengthPolicy draft_length;  // how many to verify (SpeculativeOptions::adaptive)
   // Structured output: this sequence's constraint.
   std::unique_ptr<TokenConstraint> constraint;
 
@@ -360,6 +363,7 @@ struct Scheduler::LoopState {
   std::vector<SequenceChunk> batch;
   std::vector<Active*> owners;
   ForwardOutput out;
+  StepCosts step_costs;  // decode-only steps' times by rows (DraftLengthPolicy)
   int64_t last_sample_ns = 0;
   int64_t prev_step_end_ns = 0;  // when the previous Step returned; 0 after idling
   RunnerStats base;              // the runner's counters when the loop started
@@ -395,6 +399,12 @@ void Scheduler::Loop() {
     const int64_t step_start_ns = clock_.NowNs();
     if (fatal = runner_.Step(st.batch, &st.out); !fatal.ok()) break;
     const int64_t now = clock_.NowNs();
+    if (sc.prompt_tokens == 0 && options_.speculative.adaptive &&
+        options_.speculative.method != SpeculativeMethod::kOff) {
+      int64_t rows = 0;
+      for (const SequenceChunk& c : st.batch) rows += static_cast<int64_t>(c.tokens.size());
+      st.step_costs.Record(rows, (now - step_start_ns) * 1e-9);
+    }
     // A failure here is a drafter's (the MTP head on the model's state).
     if (fatal = DistributeStep(st, now, &sc); !fatal.ok()) break;
     ReapFinished(st);
@@ -519,6 +529,8 @@ size_t Scheduler::FormBatch(LoopState& st, StepCounts* sc) {
   int64_t draft_budget =
       options_.max_batch_tokens - static_cast<int64_t>(decode_rows) - (prompt_waiting ? 1 : 0);
   int64_t budget = options_.max_batch_tokens;
+  // The step's decoding rows and their expected tokens, as drafts join it.
+  StepSoFar so_far{static_cast<int64_t>(decode_rows), static_cast<double>(decode_rows)};
   for (const auto& a : st.running) {
     if (!a->decoding()) continue;
     SequenceChunk c;
@@ -535,6 +547,11 @@ size_t Scheduler::FormBatch(LoopState& st, StepCounts* sc) {
       if (k > 0) {
         a->drafts = a->drafter->Draft(a->history, static_cast<int>(k));
         if (static_cast<int64_t>(a->drafts.size()) > k) a->drafts.resize(static_cast<size_t>(k));
+        a->draft_kind = a->drafter->kind();
+        if (options_.speculative.adaptive && !a->drafts.empty()) {
+          a->drafts.resize(static_cast<size_t>(a->draft_length.Choose(
+              a->draft_kind, static_cast<int64_t>(a->drafts.size()), st.step_costs, &so_far)));
+        }
       }
       draft_budget -= static_cast<int64_t>(a->drafts.size());
       c.tokens.insert(c.tokens.end(), a->drafts.begin(), a->drafts.end());
@@ -636,6 +653,11 @@ Status Scheduler::Emit(LoopState& st, Active& a, size_t i, bool was_decoding, in
       reason = "length";
     }
     if (!reason.empty() || !hit) break;
+  }
+  // Row j checked draft j; rows past a rejection or a stop were not looked at.
+  if (!drafts.empty()) {
+    a.draft_length.Learn(a.draft_kind, static_cast<int64_t>(std::min(kept.size(), drafts.size())),
+                         accepted);
   }
   // [last, kept drafts] are in the cache now; the newest id is not.
   if (was_decoding) a.cached += static_cast<int64_t>(kept.size());

@@ -4,9 +4,12 @@
 // and the ids of a plain TP 1 server for the trained demo model, whose copied
 // sentences make the drafts accepted (a stop string ends one reply in the
 // middle of a run of drafts). Each reply's timings carry the drafted and
-// accepted counts, /metrics the totals, /v1/models the method. Bad
-// --speculative/--draft-tokens values are usage errors (exit 2) for serve and
-// chat; mtp on a model without the layer is refused with generate's message.
+// accepted counts, /metrics the totals, /v1/models the method. The servers
+// verify every draft (--draft-length fixed): with automatic lengths whether a
+// draft is verified at all depends on this machine's step times. Bad
+// --speculative/--draft-tokens/--draft-length values are usage errors (exit 2)
+// for serve and chat; mtp on a model without the layer is refused with
+// generate's message.
 // `--speculative mtp` at TP 2: the MTP head sharded over the ranks drafts for
 // concurrent requests and their replies are the fixture's greedy ids.
 #include <QtTest>
@@ -77,9 +80,9 @@ class TestServeSpeculative : public QObject {
     const auto prompt = ref["prompt_ids"].get<std::vector<int>>();
     const auto gen = ref["generated_ids"].get<std::vector<int>>();
     ServerProcess server;
-    Status s =
-        server.Start({"--model", dir, "--tp", "2", "--threads", "1", "--slots", "4", "--grpc-port",
-                      "off", "--speculative", "ngram", "--draft-tokens", "3"});
+    Status s = server.Start({"--model", dir, "--tp", "2", "--threads", "1", "--slots", "4",
+                             "--grpc-port", "off", "--speculative", "ngram", "--draft-tokens", "3",
+                             "--draft-length", "fixed"});
     QVERIFY2(s.ok(), s.ToString().c_str());
     std::vector<int> repeated;
     for (int i = 0; i < 3; ++i) repeated.insert(repeated.end(), prompt.begin(), prompt.end());
@@ -120,6 +123,7 @@ class TestServeSpeculative : public QObject {
     auto models = json::parse(Curl({server.url("/v1/models")}).body);
     QCOMPARE(models["data"][0]["speculative"].get<std::string>(), std::string("ngram"));
     QCOMPARE(models["data"][0]["draft_tokens"].get<int>(), 3);
+    QCOMPARE(models["data"][0]["draft_length"].get<std::string>(), std::string("fixed"));
   }
 
   // glm4-moe-tiny (one MTP layer) at TP 2 with K = 2: the reference prompt
@@ -133,7 +137,8 @@ class TestServeSpeculative : public QObject {
     const auto gen = ref["generated_ids"].get<std::vector<int>>();
     ServerProcess server;
     Status s = server.Start({"--model", dir, "--tp", "2", "--threads", "1", "--slots", "3",
-                             "--grpc-port", "off", "--speculative", "mtp", "--draft-tokens", "2"});
+                             "--grpc-port", "off", "--speculative", "mtp", "--draft-tokens", "2",
+                             "--draft-length", "fixed"});
     QVERIFY2(s.ok(), s.ToString().c_str());
     const std::vector<int> shorter(prompt.begin(), prompt.begin() + prompt.size() / 2);
     std::vector<json> bodies = {IdsRequest(prompt, int(gen.size())), IdsRequest(shorter, 9),
@@ -163,7 +168,8 @@ class TestServeSpeculative : public QObject {
   void tp2AcceptsDraftsAndMatchesPlainServing() {
     ServerProcess fast, plain;
     Status s = fast.Start({"--model", DemoModel(), "--tp", "2", "--threads", "1", "--slots", "3",
-                           "--grpc-port", "off", "--speculative", "ngram", "--draft-tokens", "4"});
+                           "--grpc-port", "off", "--speculative", "ngram", "--draft-tokens", "4",
+                           "--draft-length", "fixed"});
     QVERIFY2(s.ok(), s.ToString().c_str());
     s = plain.Start(
         {"--model", DemoModel(), "--threads", "1", "--slots", "3", "--grpc-port", "off"});
@@ -247,6 +253,9 @@ class TestServeSpeculative : public QObject {
     QTest::newRow("serve, mtp K 4")
         << "serve" << QStringList{"--speculative", "mtp", "--draft-tokens", "4"}
         << "--draft-tokens must be from 1 to 3";
+    QTest::newRow("serve, draft length")
+        << "serve" << QStringList{"--speculative", "ngram", "--draft-length", "short"}
+        << "--draft-length must be auto or fixed";
     QTest::newRow("serve, unknown method")
         << "serve" << QStringList{"--speculative", "eagle"} << "choose off, ngram or mtp";
     QTest::newRow("chat, K 9") << "chat"

@@ -60,8 +60,9 @@ class TestGenerateCli : public QObject {
 
   // --speculative ngram on the TP 2 path (rank processes over shm) with the
   // trained demo model and a prompt its answer copies: the same ids as plain
-  // decoding, drafts accepted and reported in the JSON; bad values are usage
-  // errors.
+  // decoding, drafts accepted and reported in the JSON (fixed lengths; the
+  // default, K = 4 with automatic lengths, gives the same ids); bad values
+  // are usage errors.
   void speculativeFlags() {
     const std::string dir = octet::test::SourceDir() + "/resources/models/nanochat-demo";
     const std::string line = "The quick brown fox jumps over the lazy dog. ";
@@ -71,7 +72,12 @@ class TestGenerateCli : public QObject {
       std::vector<std::string> argv = {
           "octet", "generate",     "--model", dir, "--prompt",  prompt, "--max-tokens",
           "32",    "--ignore-eos", "--tp",    "2", "--threads", "1",    "--json"};
-      if (spec) argv.insert(argv.end(), {"--speculative", "ngram", "--draft-tokens", "3"});
+      // Fixed lengths: every draft verified (auto may decline them at TP 2,
+      // where a row costs a sizeable share of a step of this tiny model).
+      if (spec) {
+        argv.insert(argv.end(),
+                    {"--speculative", "ngram", "--draft-tokens", "3", "--draft-length", "fixed"});
+      }
       auto r = RunProgram(argv);
       QVERIFY2(r.exit_code == 0, r.output.c_str());
       // The last line is the document (it holds a nested object).
@@ -96,6 +102,7 @@ class TestGenerateCli : public QObject {
       const size_t nl = r.output.rfind("\n{");
       auto j = nlohmann::json::parse(r.output.substr(nl == std::string::npos ? 0 : nl + 1));
       QCOMPARE(j["speculative"]["draft_tokens"].get<int>(), 4);
+      QCOMPARE(j["speculative"]["draft_length"].get<std::string>(), std::string("auto"));
       QCOMPARE(j["ids"].get<std::vector<int>>(), ids[0]);
     }
     auto r = RunProgram(

@@ -14,6 +14,7 @@
 #include "octet/base/file_util.h"
 #include "octet/base/json.h"
 #include "octet/base/npy.h"
+#include "octet/engine/draft_length.h"
 #include "octet/engine/generate.h"
 #include "octet/engine/model.h"
 #include "octet/engine/tokenizer.h"
@@ -37,6 +38,12 @@ GenerateResult GenerateOrDie(Model& m, const std::vector<int32_t>& prompt, Gener
   auto r = Generate(m, prompt, o);
   if (!r.ok()) qFatal("%s", r.status().ToString().c_str());
   return std::move(*r);
+}
+
+// Two steps of `rows` rows (the first of a row count only warms up).
+void RecordTwice(StepCosts& c, int64_t rows, double seconds) {
+  c.Record(rows, seconds);
+  c.Record(rows, seconds);
 }
 
 // A fixture folder's reference.json (prompt, greedy ids, the `mtp` section)
@@ -113,6 +120,143 @@ class TestSpeculative : public QObject {
     QVERIFY(ValidateSpeculative(o).ok());
     o.draft_tokens = 0;
     QVERIFY(!ValidateSpeculative(o).ok());
+  }
+
+  // The matched n-gram's length is the draft's kind (its acceptance is
+  // learned per kind).
+  void ngramDraftTellsTheMatchLength() {
+    int n = -1;
+    QCOMPARE(NgramDraft({1, 7, 8, 9, 3, 7, 8}, 2, 3, 1, &n), (std::vector<int32_t>{9, 3}));
+    QCOMPARE(n, 2);
+    QVERIFY(NgramDraft({1, 2, 3, 4}, 2, 3, 1, &n).empty());
+    QCOMPARE(n, 0);
+    NgramDrafter d(3, 1);
+    QCOMPARE(d.Draft({4, 5, 6, 4, 5, 6}, 2), (std::vector<int32_t>{4, 5}));
+    QCOMPARE(d.kind(), 3);
+  }
+
+  // What a step of R rows costs: the recent steps' lower median (a delay
+  // only adds time) from the second step of a row count on (the first warms
+  // up), interpolated between measured row counts, flat beyond the longest
+  // measured (an untried length looks no dearer, so it is tried), in
+  // proportion to the rows below the shortest measured (a shorter step looks
+  // as cheap as it could be, so it is tried), and forgotten when not run for
+  // a while.
+  void stepCostsComeFromRecentSteps() {
+    StepCosts c;
+    QCOMPARE(c.Seconds(1), 0.0);
+    c.Record(4, 4e-3);
+    c.Record(4, 4e-3);
+    QCOMPARE(c.Seconds(1), 1e-3);
+    QCOMPARE(c.Seconds(2), 2e-3);
+    QCOMPARE(c.Seconds(6), 4e-3);
+    c = StepCosts();
+    c.Record(1, 9e-3);  // a cold first step
+    QCOMPARE(c.Seconds(1), 0.0);
+    c.Record(1, 1e-3);
+    QCOMPARE(c.Seconds(1), 1e-3);
+    QCOMPARE(c.Seconds(5), 1e-3);
+    c.Record(5, 3e-3);
+    c.Record(5, 3e-3);
+    QCOMPARE(c.Seconds(3), 2e-3);
+    QCOMPARE(c.Seconds(9), 3e-3);
+    // A step slowed down by something else does not move the estimate.
+    c.Record(1, 50e-3);
+    QCOMPARE(c.Seconds(1), 9e-3);  // the lower median of 9, 1, 50
+    c.Record(1, 1.2e-3);
+    QCOMPARE(c.Seconds(1), 1.2e-3);  // of 9, 1, 50, 1.2
+    // Only the last kSamples count.
+    for (int i = 0; i < StepCosts::kSamples; ++i) c.Record(1, 2e-3);
+    QCOMPARE(c.Seconds(1), 2e-3);
+    // Nothing that cannot be a step's time.
+    c.Record(0, 1.0);
+    c.Record(2, 0.0);
+    c.Record(2, -1.0);
+    c.Record(StepCosts::kMaxRows + 1, 1.0);
+    QCOMPARE(c.Seconds(2), 2e-3 + (3e-3 - 2e-3) / 4);
+    // Five rows not run for kForgetAfter steps: unmeasured again.
+    for (int64_t i = 0; i < StepCosts::kForgetAfter; ++i) c.Record(1, 2e-3);
+    QCOMPARE(c.Seconds(5), 2e-3);
+  }
+
+  // The length with the most expected tokens per second of the step.
+  void draftLengthPaysForItsRows() {
+    DraftLengthPolicy policy;
+    // Nothing measured: every draft is verified.
+    StepCosts none;
+    StepSoFar step{1, 1};
+    QCOMPARE(policy.Choose(3, 4, none, &step), int64_t(4));
+    QCOMPARE(step.rows, int64_t(5));
+    QVERIFY(step.tokens > 1);
+    // Rows that cost nothing: every draft pays, at any rate.
+    StepCosts flat;
+    for (int64_t r = 1; r <= 9; ++r) RecordTwice(flat, r, 1e-3);
+    for (int i = 0; i < 20; ++i) policy.Learn(1, 1, 0);
+    QVERIFY(policy.AcceptanceRate(1) < 0.1);
+    step = {1, 1};
+    QCOMPARE(policy.Choose(1, 8, flat, &step), int64_t(8));
+    // Each row half a one-row step: a kind seldom accepted is not verified,
+    // one nearly always accepted is, in full.
+    StepCosts steep;
+    for (int64_t r = 1; r <= 9; ++r) RecordTwice(steep, r, 1e-3 * (1 + 0.5 * double(r - 1)));
+    for (int i = 0; i < 20; ++i) policy.Learn(3, 4, 4);
+    QVERIFY(policy.AcceptanceRate(3) > 0.95);
+    step = {1, 1};
+    QCOMPARE(policy.Choose(1, 4, steep, &step), int64_t(0));
+    QCOMPARE(step.rows, int64_t(1));
+    QCOMPARE(step.tokens, 1.0);
+    QCOMPARE(policy.Choose(3, 4, steep, &step), int64_t(4));
+    // In between: half of them accepted, a row 0.3 of a one-row step: one
+    // draft (1.5 / 1.3 = 1.15 tokens a unit of time; none 1, two 1.75 / 1.6).
+    DraftLengthPolicy half;
+    for (int i = 0; i < 30; ++i) half.Learn(2, 2, 1);  // accepted, then rejected
+    QVERIFY(std::fabs(half.AcceptanceRate(2) - 0.5) < 0.02);
+    StepCosts dear;
+    for (int64_t r = 1; r <= 9; ++r) RecordTwice(dear, r, 1e-3 * (1 + 0.3 * double(r - 1)));
+    step = {1, 1};
+    QCOMPARE(half.Choose(2, 4, dear, &step), int64_t(1));
+    // A row added to a step of many rows costs little of it: in a batch of
+    // 16 decoding sequences the same drafts are all verified.
+    RecordTwice(dear, 16, 10e-3);
+    RecordTwice(dear, 24, 10.1e-3);
+    step = {16, 16};
+    QCOMPARE(half.Choose(2, 4, dear, &step), int64_t(4));
+    QCOMPARE(step.rows, int64_t(20));
+  }
+
+  // A kind declined kRetryAfter times in a row is verified in full once
+  // (the text may have changed since its rate was learned); Learn counts a
+  // draft as checked only when every draft before it was accepted, and
+  // forgets old drafts so that the rate follows the text.
+  void draftLengthRetriesAndForgets() {
+    DraftLengthPolicy policy;
+    StepCosts steep;
+    for (int64_t r = 1; r <= 9; ++r) RecordTwice(steep, r, 1e-3 * double(r));
+    for (int i = 0; i < 10; ++i) policy.Learn(1, 3, 0);
+    for (int i = 0; i < DraftLengthPolicy::kRetryAfter; ++i) {
+      StepSoFar step{1, 1};
+      QCOMPARE(policy.Choose(1, 3, steep, &step), int64_t(0));
+    }
+    StepSoFar step{1, 1};
+    QCOMPARE(policy.Choose(1, 3, steep, &step), int64_t(3));
+    step = {1, 1};
+    QCOMPARE(policy.Choose(1, 3, steep, &step), int64_t(0));
+
+    DraftLengthPolicy rates;
+    QVERIFY(std::fabs(rates.AcceptanceRate(0) - 2.0 / 3) < 1e-12);
+    rates.Learn(0, 4, 2);  // two accepted, the third rejected, the fourth not looked at
+    QVERIFY(std::fabs(rates.AcceptanceRate(0) - 4.0 / 6) < 1e-12);
+    rates.Learn(0, 2, 2);  // both accepted (nothing rejected)
+    QVERIFY(std::fabs(rates.AcceptanceRate(0) - 6.0 / 8) < 1e-12);
+    for (int i = 0; i < 200; ++i) rates.Learn(0, 1, 1);
+    QVERIFY(rates.AcceptanceRate(0) > 0.95);
+    for (int i = 0; i < 200; ++i) rates.Learn(0, 1, 0);
+    QVERIFY2(rates.AcceptanceRate(0) < 0.1, std::to_string(rates.AcceptanceRate(0)).c_str());
+    // Kinds past the last share it; a negative one is the first.
+    rates.Learn(DraftLengthPolicy::kKinds + 3, 1, 1);
+    QCOMPARE(rates.AcceptanceRate(DraftLengthPolicy::kKinds - 1),
+             rates.AcceptanceRate(DraftLengthPolicy::kKinds + 3));
+    QCOMPARE(rates.AcceptanceRate(-1), rates.AcceptanceRate(0));
   }
 
   // The accept/reject rule: whatever the draft, the token Verify returns is
@@ -306,6 +450,7 @@ class TestSpeculative : public QObject {
     o.collect_logits = true;
     o.speculative.method = SpeculativeMethod::kMtp;
     o.speculative.draft_tokens = k;
+    o.speculative.adaptive = false;  // every step verifies the head's drafts
     auto r = Generate(**m, prompt, o);
     QVERIFY2(r.ok(), r.status().ToString().c_str());
     QCOMPARE(r->ids, generated);
@@ -356,6 +501,7 @@ class TestSpeculative : public QObject {
     o.speculative.method = SpeculativeMethod::kNgram;
     o.speculative.draft_tokens = k;
     o.speculative.ngram_min = 1;  // draft as often as possible
+    o.speculative.adaptive = false;
     GenerateResult r = GenerateOrDie(*m, prompt, o);
     QCOMPARE(r.ids, generated);
     QCOMPARE(r.logits.size(), want_logits.size());
@@ -425,6 +571,7 @@ class TestSpeculative : public QObject {
       spec.speculative.method = SpeculativeMethod::kNgram;
       spec.speculative.draft_tokens = k;
       spec.speculative.ngram_min = 1;
+      spec.speculative.adaptive = false;  // every step K + 1 rows
       const GenerateResult s = GenerateOrDie(**m, prompt, spec);
       QCOMPARE(s.ids, a.ids);
       QVERIFY(s.drafted_tokens >= k);  // the first step drafted k
@@ -444,8 +591,8 @@ class TestSpeculative : public QObject {
 
   // Verify is Sample's own draw, compared with the draft: sampled speculative
   // decoding takes the random stream as plain sampling does, so with the
-  // same seed it gives the same tokens, whatever was drafted and verified.
-  // On the demo model, whose
+  // same seed it gives the same tokens, whatever was drafted and verified
+  // (fixed lengths, or lengths chosen by timing). On the demo model, whose
   // answer copies the prompt (drafts often accepted), and on a fixture with
   // random weights behind a prompt holding every id (drafts every step,
   // nearly all rejected); temperature alone, top-k and top-p.
@@ -489,15 +636,19 @@ class TestSpeculative : public QObject {
       plain.sampling = {.temperature = 0.8f, .top_k = top_k, .top_p = top_p, .seed = seed};
       const GenerateResult a = GenerateOrDie(*m, prompt, plain);
       for (int k : {2, 5}) {
-        GenerateOptions spec = plain;
-        spec.speculative.method = SpeculativeMethod::kNgram;
-        spec.speculative.draft_tokens = k;
-        spec.speculative.ngram_min = 1;
-        const GenerateResult b = GenerateOrDie(*m, prompt, spec);
-        QVERIFY2(b.ids == a.ids,
-                 ("seed " + std::to_string(seed) + ", K = " + std::to_string(k)).c_str());
-        QVERIFY(b.drafted_tokens > 0);
-        accepted += b.accepted_tokens;
+        for (bool adaptive : {false, true}) {
+          GenerateOptions spec = plain;
+          spec.speculative.method = SpeculativeMethod::kNgram;
+          spec.speculative.draft_tokens = k;
+          spec.speculative.ngram_min = 1;
+          spec.speculative.adaptive = adaptive;
+          const GenerateResult b = GenerateOrDie(*m, prompt, spec);
+          QVERIFY2(b.ids == a.ids, ("seed " + std::to_string(seed) + ", K = " + std::to_string(k) +
+                                    (adaptive ? ", auto" : ", fixed"))
+                                       .c_str());
+          QVERIFY(b.drafted_tokens > 0);
+          accepted += b.accepted_tokens;
+        }
       }
     }
     if (model == "nanochat-demo") QVERIFY(accepted > 0);  // the acceptance path ran too
@@ -506,12 +657,21 @@ class TestSpeculative : public QObject {
   // On the trained demo model a prompt that repeats itself makes the answer
   // copy it: drafts are accepted, several tokens per step, and the output is
   // still plain greedy decoding's.
+  // With the lengths chosen by the step costs (auto) too: its first step
+  // drafts in full (nothing measured yet), and that draft is accepted.
   void acceptedDraftsKeepGreedyOutput_data() {
     QTest::addColumn<int>("k");
-    for (int k : {1, 2, 3, 5}) QTest::newRow(("k" + std::to_string(k)).c_str()) << k;
+    QTest::addColumn<bool>("adaptive");
+    for (bool adaptive : {false, true}) {
+      for (int k : {1, 2, 3, 5}) {
+        QTest::newRow(((adaptive ? "auto/k" : "fixed/k") + std::to_string(k)).c_str())
+            << k << adaptive;
+      }
+    }
   }
   void acceptedDraftsKeepGreedyOutput() {
     QFETCH(int, k);
+    QFETCH(bool, adaptive);
     const std::string dir = test::SourceDir() + "/resources/models/nanochat-demo";
     auto m = LoadOrDie(dir);
     auto tok = Tokenizer::Load(dir + "/tokenizer.json");
@@ -524,8 +684,12 @@ class TestSpeculative : public QObject {
     GenerateOptions spec = plain;
     spec.speculative.method = SpeculativeMethod::kNgram;
     spec.speculative.draft_tokens = k;
+    spec.speculative.adaptive = adaptive;
+    StepCosts costs;
+    spec.step_costs = &costs;  // the caller's: it holds the decode steps' times after
     const GenerateResult a = GenerateOrDie(*m, prompt, plain);
     const GenerateResult b = GenerateOrDie(*m, prompt, spec);
+    QCOMPARE(costs.Seconds(1) > 0, adaptive);
     QCOMPARE(b.ids, a.ids);
     QVERIFY2(b.accepted_tokens > 0, ("drafted " + std::to_string(b.drafted_tokens)).c_str());
     QVERIFY(b.accepted_tokens <= b.drafted_tokens);

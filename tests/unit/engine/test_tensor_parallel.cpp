@@ -375,6 +375,7 @@ class TestTensorParallel : public QObject {
       o.collect_logits = true;
       o.speculative.method = SpeculativeMethod::kMtp;
       o.speculative.draft_tokens = k;
+      o.speculative.adaptive = false;  // every step verifies the head's drafts
       OCTET_ASSIGN_OR_RETURN(spec, Generate(rt, prompt, o));
       return Status::Ok();
     });
@@ -431,6 +432,7 @@ class TestTensorParallel : public QObject {
                      o.speculative.method = SpeculativeMethod::kNgram;
                      o.speculative.draft_tokens = 8;
                      o.speculative.ngram_min = 1;
+                     o.speculative.adaptive = false;  // every step 9 rows
                      OCTET_ASSIGN_OR_RETURN(spec, Generate(rt, prompt, o));
                      return Status::Ok();
                    });

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "octet/base/status.h"
+#include "octet/engine/draft_length.h"
 #include "octet/engine/model.h"
 #include "octet/engine/model_runner.h"
 #include "octet/kernels/backend.h"
@@ -183,6 +184,11 @@ struct SpeculativeOptions {
   // single-token matches are often right where the answer copies: with 2 the
   // bench's KJV prompt took 47 steps for 72 tokens at K = 2, with 1, 41.
   int ngram_min = 1;
+  // Verify only as many of a step's drafts as pay for their rows on this
+  // machine (DraftLengthPolicy: measured step times, this sequence's
+  // acceptance by kind of draft); false: all of them, every step. The output
+  // is the same either way.
+  bool adaptive = true;
 };
 // Checks K's range for the method.
 Status ValidateSpeculative(const SpeculativeOptions& options);
@@ -190,8 +196,9 @@ Status ValidateSpeculative(const SpeculativeOptions& options);
 // Prompt-lookup drafting over `history` (the prompt and every token since):
 // for n from max_n down to min_n, the latest earlier position where the last n
 // tokens occurred, and up to `k` tokens that followed it there. Empty when no
-// n-gram recurs.
-std::vector<int32_t> NgramDraft(const std::vector<int32_t>& history, int k, int max_n, int min_n);
+// n-gram recurs. `matched` (when given) receives n (0 for none).
+std::vector<int32_t> NgramDraft(const std::vector<int32_t>& history, int k, int max_n, int min_n,
+                                int* matched = nullptr);
 
 // A source of drafted tokens for one sequence (one Drafter per sequence, so
 // that it may keep state about it). Generate and the serving scheduler ask it
@@ -204,6 +211,10 @@ class Drafter {
   // Up to `k` (>= 1) tokens guessed to follow `history`: the prompt and every
   // token chosen since, the newest last (that one not yet in the KV cache).
   virtual std::vector<int32_t> Draft(const std::vector<int32_t>& history, int k) = 0;
+  // The kind of the latest draft, 0 to DraftLengthPolicy::kKinds - 1: drafts
+  // of one kind are accepted at one rate (prompt lookup: the length of the
+  // matched n-gram). One kind unless a drafter tells them apart.
+  virtual int kind() const { return 0; }
   // Called after every forward step that fed this sequence, before the next
   // step: it was chunk `chunk` of that step's batch, in KV slot `slot`, fed
   // from position `start_pos`, and its first `rows` rows are kept (the prompt
@@ -222,11 +233,13 @@ class NgramDrafter final : public Drafter {
  public:
   NgramDrafter(int max_n, int min_n) : max_n_(max_n), min_n_(min_n) {}
   std::vector<int32_t> Draft(const std::vector<int32_t>& history, int k) override {
-    return NgramDraft(history, k, max_n_, min_n_);
+    return NgramDraft(history, k, max_n_, min_n_, &matched_);
   }
+  int kind() const override { return matched_; }
 
  private:
   int max_n_, min_n_;
+  int matched_ = 0;
 };
 
 // The drafter `options` ask for, for a sequence that `runner` runs: null for
@@ -248,6 +261,11 @@ struct GenerateOptions {
   // Called with each new id as soon as it is chosen; return false to stop.
   std::function<bool(int32_t id)> on_token;
   SpeculativeOptions speculative;
+  // With speculative.adaptive: where the steps' times are learned. A caller
+  // that generates again with the same model (chat's turns) passes its own so
+  // that the next call starts from what this one measured; null: learned
+  // afresh in the call.
+  StepCosts* step_costs = nullptr;
 };
 
 struct GenerateResult {
