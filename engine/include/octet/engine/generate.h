@@ -144,9 +144,10 @@ class Sampler {
 //          prompt (code edits, summaries, retrieval)
 //   mtp    the checkpoint's multi-token-prediction layer (GLM-4.5 style),
 //          applied K times in a chain (K from 1 to 3)
-// Greedy output equals plain greedy decoding (up to the float rounding of a
-// batched forward, which can only matter at an exact near-tie of two logits),
-// and sampled output keeps its distribution (Sampler::Verify).
+// Greedy output equals plain greedy decoding and sampled output plain
+// sampling's for the seed (Sampler::Verify), bit for bit on the CPU backends
+// (verify rows run batch-invariant: SequenceChunk::verify); on the CUDA
+// backend a batched row's float rounding can still part them at a near-tie.
 enum class SpeculativeMethod { kOff, kNgram, kMtp };
 // "off", "ngram", "mtp"; anything else is an error naming the choices.
 Result<SpeculativeMethod> ParseSpeculativeMethod(std::string_view name);
@@ -159,9 +160,12 @@ std::string_view SpeculativeMethodName(SpeculativeMethod method);
 // nanochat-demo's KJV prompt, quiet machines, K = 4 against K = 2: 1.60-1.70x
 // against 1.49-1.53x plain decoding on an AMX-less Xeon, 1.53-1.58x against
 // 1.56-1.58x on an AMX one (vLLM's n-gram example drafts 5). On an AVX2-only
-// CPU (AMD Zen 3) that model's extra rows cost their FMAs and K = 2 does
-// better, medians of ten runs 1.40x against 1.27x; where the weights come from memory
-// (any real model) a row costs little and the longer draft wins.
+// CPU (AMD Zen 3) that model's extra rows cost their FMAs: with fixed lengths
+// K = 2 did better (medians of ten runs 1.40x against 1.27x); with the
+// lengths that pay (SpeculativeOptions::adaptive) K = 4 does as well as K = 2
+// there (1.29-1.32x against 1.28-1.33x in six runs of a slow phase), and
+// where the weights come from memory (any real model) a row costs little and
+// the longer draft wins.
 // MTP: 2 (each draft is a forward of the head, and its acceptance falls with
 // the chain's depth).
 constexpr int kDefaultNgramDraftTokens = 4;
