@@ -35,6 +35,14 @@ struct Setup {
 const char* const kFiles[4] = {"config.json", "model.safetensors", "optimizer.safetensors",
                                "trainer_state.json"};
 
+// The checkpoint's folder, removed when the process exits (a replay run or a
+// fuzzing session left one in the temp directory each time).
+std::string* g_out = nullptr;
+void RemoveOut() {
+  std::error_code ec;
+  if (g_out != nullptr) fs::remove_all(*g_out, ec);
+}
+
 Setup& Get() {
   static Setup* s = [] {
     auto* s = new Setup;
@@ -58,6 +66,8 @@ Setup& Get() {
     s->out =
         (fs::temp_directory_path() / ("octet-fuzz-ckpt-" + std::to_string(::getpid()))).string();
     fs::remove_all(s->out);
+    g_out = &s->out;
+    std::atexit(RemoveOut);
     trainer::CheckpointState state;
     state.step = 3;
     state.settings_json = "{}";

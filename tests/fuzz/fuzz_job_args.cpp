@@ -23,7 +23,10 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// root/model/config.json, root/policy.yaml, root/data/, root/out -> /tmp.
+void RemoveRoot();
+
+// root/model/config.json, root/policy.yaml, root/data/, root/out -> /tmp;
+// removed when the process exits (remove_all takes the link, not /tmp).
 const std::string& Root() {
   static const std::string root = [] {
     const fs::path r =
@@ -36,7 +39,15 @@ const std::string& Root() {
     fs::create_directory_symlink("/tmp", r / "out", ec);
     return fs::canonical(r).string();
   }();
+  // Registered once `root` is made, so that it runs before root's destructor.
+  static const bool removed_at_exit = std::atexit(RemoveRoot) == 0;
+  (void)removed_at_exit;
   return root;
+}
+
+void RemoveRoot() {
+  std::error_code ec;
+  fs::remove_all(Root(), ec);
 }
 
 std::string Expand(std::string s) {

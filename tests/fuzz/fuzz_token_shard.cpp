@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <string>
@@ -18,6 +19,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     std::ofstream out(path, std::ios::binary | std::ios::trunc);
     out.write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(size));
   }
+  // Gone when this input is done (a replay run left one in /tmp each time).
+  struct RemoveAfter {
+    const std::string& file;
+    ~RemoveAfter() { std::remove(file.c_str()); }
+  } remove_after{path};
   auto shard = octet::trainer::TokenShard::Open(path);
   if (!shard.ok()) {
     if (shard.status().message().empty()) std::abort();

@@ -8,6 +8,7 @@
 #include <signal.h>
 #include <sys/types.h>
 
+#include <QDir>
 #include <QTest>
 #include <chrono>
 #include <filesystem>
@@ -97,8 +98,12 @@ class TestFaultWorkbench : public QObject {
 
   std::vector<std::string> Env() const {
     const std::string root = dir_.path().toStdString();
-    return {"HOME=" + root + "/home", "XDG_STATE_HOME=" + root + "/state",
-            "XDG_CONFIG_HOME=" + root + "/config", "XDG_DATA_HOME=" + root + "/data",
+    // TMPDIR too: the killed workbench cannot remove its scratch folders.
+    return {"HOME=" + root + "/home",
+            "XDG_STATE_HOME=" + root + "/state",
+            "XDG_CONFIG_HOME=" + root + "/config",
+            "XDG_DATA_HOME=" + root + "/data",
+            "TMPDIR=" + root + "/tmp",
             "QT_QPA_PLATFORM=offscreen"};
   }
 
@@ -122,6 +127,7 @@ class TestFaultWorkbench : public QObject {
   void initTestCase() {
     OCTET_REQUIRE_FIXTURES();
     QVERIFY(dir_.isValid());
+    QVERIFY(QDir(dir_.path()).mkpath(QStringLiteral("tmp")));
   }
 
   void killedWorkbenchTakesItsClusterAndInstanceWithIt() {
