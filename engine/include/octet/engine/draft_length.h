@@ -10,8 +10,7 @@
 // how often this sequence's drafts of the same kind were accepted
 // (DraftLengthPolicy, one per sequence). Which length is chosen never changes
 // the output: drafts are only checked (greedy output stays plain greedy
-// decoding, sampled output keeps its distribution, since the choice depends on
-// earlier steps only).
+// decoding, sampled output plain sampling's for the seed: Sampler::Verify).
 #pragma once
 
 #include <array>
