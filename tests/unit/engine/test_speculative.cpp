@@ -657,8 +657,11 @@ class TestSpeculative : public QObject {
   // On the trained demo model a prompt that repeats itself makes the answer
   // copy it: drafts are accepted, several tokens per step, and the output is
   // still plain greedy decoding's.
-  // With the lengths chosen by the step costs (auto) too: its first step
-  // drafts in full (nothing measured yet), and that draft is accepted.
+  // With the lengths chosen by the step costs (auto) too: the same ids, and
+  // the first step (no step measured yet) verifies its K drafts; how many
+  // later ones are verified and accepted depends on this machine's step times
+  // (under qemu, where a row is dear, the first drafts were rejected and none
+  // verified after).
   void acceptedDraftsKeepGreedyOutput_data() {
     QTest::addColumn<int>("k");
     QTest::addColumn<bool>("adaptive");
@@ -691,11 +694,15 @@ class TestSpeculative : public QObject {
     const GenerateResult b = GenerateOrDie(*m, prompt, spec);
     QCOMPARE(costs.Seconds(1) > 0, adaptive);
     QCOMPARE(b.ids, a.ids);
-    QVERIFY2(b.accepted_tokens > 0, ("drafted " + std::to_string(b.drafted_tokens)).c_str());
     QVERIFY(b.accepted_tokens <= b.drafted_tokens);
     // Every step but the first gives one token plus its accepted drafts.
     QCOMPARE(int64_t(b.ids.size()) - 1, b.decode_steps + b.accepted_tokens);
-    QVERIFY(b.decode_steps < a.decode_steps);
+    if (adaptive) {
+      QVERIFY2(b.drafted_tokens >= k, std::to_string(b.drafted_tokens).c_str());
+    } else {
+      QVERIFY2(b.accepted_tokens > 0, ("drafted " + std::to_string(b.drafted_tokens)).c_str());
+      QVERIFY(b.decode_steps < a.decode_steps);
+    }
   }
 };
 
