@@ -531,6 +531,9 @@ class TestAgentUnits : public QObject {
         << inf << QStringList{"--speculative", "eagle"} << false;
     QTest::newRow("draft tokens out of range")
         << inf << QStringList{"--draft-tokens", "99"} << false;
+    QTest::newRow("fixed draft lengths")
+        << inf << QStringList{"--speculative", "ngram", "--draft-length=fixed"} << true;
+    QTest::newRow("unknown draft length") << inf << QStringList{"--draft-length", "long"} << false;
     QTest::newRow("quantize at load") << inf << QStringList{"--quantize", "nvfp4"} << true;
     QTest::newRow("quantize off") << inf << QStringList{"--quantize=off"} << true;
     QTest::newRow("unknown quantization") << inf << QStringList{"--quantize", "int4"} << false;
