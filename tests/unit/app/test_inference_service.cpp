@@ -6,6 +6,7 @@
 
 #include <QtTest>
 
+#include "forwarding_runner.h"
 #include "octet/app/inference_service.h"
 #include "octet/engine/generate.h"
 #include "octet/engine/scheduler.h"
@@ -18,25 +19,13 @@ using namespace octet::engine;
 namespace {
 // A local runner that takes at least 2 ms a step, so that a long request is
 // still running when its client cancels.
-class ThrottledRunner final : public ModelRunner {
+class ThrottledRunner final : public test::ForwardingRunner {
  public:
-  explicit ThrottledRunner(Model& m) : inner_(m) {}
-  const ModelConfig& config() const override { return inner_.config(); }
-  kernels::KernelBackend& backend() override { return inner_.backend(); }
-  Status ResetCache(int n, int64_t capacity, kernels::KvDtype dtype) override {
-    return inner_.ResetCache(n, capacity, dtype);
-  }
-  int cache_slots() const override { return inner_.cache_slots(); }
-  int64_t cache_capacity() const override { return inner_.cache_capacity(); }
-  int64_t cache_bytes() const override { return inner_.cache_bytes(); }
+  using ForwardingRunner::ForwardingRunner;
   Status Step(const std::vector<SequenceChunk>& b, ForwardOutput* out) override {
     QThread::msleep(2);
     return inner_.Step(b, out);
   }
-  RunnerStats stats() const override { return inner_.stats(); }
-
- private:
-  LocalRunner inner_;
 };
 }  // namespace
 

@@ -11,6 +11,7 @@
 #include <QtTest>
 #include <cmath>
 
+#include "forwarding_runner.h"
 #include "octet/base/file_util.h"
 #include "octet/base/json.h"
 #include "octet/base/npy.h"
@@ -62,24 +63,12 @@ Served Collect(RequestStream& s) {
 
 // A runner that cannot copy KV slots: every sequence of a group prefills
 // for itself.
-class NoCopyRunner final : public ModelRunner {
+class NoCopyRunner final : public test::ForwardingRunner {
  public:
-  explicit NoCopyRunner(Model& m) : inner_(m) {}
-  const ModelConfig& config() const override { return inner_.config(); }
-  kernels::KernelBackend& backend() override { return inner_.backend(); }
-  Status ResetCache(int n, int64_t capacity, kernels::KvDtype dtype) override {
-    return inner_.ResetCache(n, capacity, dtype);
+  using ForwardingRunner::ForwardingRunner;
+  Status CopySlot(int, int, int64_t) override {
+    return UnimplementedError("this runner cannot copy KV cache slots");
   }
-  int cache_slots() const override { return inner_.cache_slots(); }
-  int64_t cache_capacity() const override { return inner_.cache_capacity(); }
-  int64_t cache_bytes() const override { return inner_.cache_bytes(); }
-  Status Step(const std::vector<SequenceChunk>& b, ForwardOutput* out) override {
-    return inner_.Step(b, out);
-  }
-  RunnerStats stats() const override { return inner_.stats(); }
-
- private:
-  LocalRunner inner_;
 };
 
 // n sequences of `prompt` on a fresh scheduler over `runner`.

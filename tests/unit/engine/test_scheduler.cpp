@@ -10,6 +10,7 @@
 #include <mutex>
 #include <thread>
 
+#include "forwarding_runner.h"
 #include "octet/base/clock.h"
 #include "octet/base/file_util.h"
 #include "octet/engine/generate.h"
@@ -106,32 +107,18 @@ void ServeAll(ModelRunner& runner, const SchedulerOptions& so, const std::vector
 // A local model whose steps take, on a manual clock, what `cost` says a step
 // of that many rows takes: the scheduler's step times, and so its draft
 // lengths, without the machine's noise.
-class TimedRunner final : public ModelRunner {
+class TimedRunner final : public test::ForwardingRunner {
  public:
   TimedRunner(Model& m, ManualClock& clock, std::function<double(int64_t rows)> cost_ms)
-      : inner_(m), clock_(clock), cost_ms_(std::move(cost_ms)) {}
-  const ModelConfig& config() const override { return inner_.config(); }
-  kernels::KernelBackend& backend() override { return inner_.backend(); }
-  Status ResetCache(int num_slots, int64_t capacity, kernels::KvDtype dtype) override {
-    return inner_.ResetCache(num_slots, capacity, dtype);
-  }
-  int cache_slots() const override { return inner_.cache_slots(); }
-  int64_t cache_capacity() const override { return inner_.cache_capacity(); }
-  int64_t cache_bytes() const override { return inner_.cache_bytes(); }
+      : ForwardingRunner(m), clock_(clock), cost_ms_(std::move(cost_ms)) {}
   Status Step(const std::vector<SequenceChunk>& batch, ForwardOutput* out) override {
     int64_t rows = 0;
     for (const SequenceChunk& c : batch) rows += static_cast<int64_t>(c.tokens.size());
     clock_.AdvanceNs(static_cast<int64_t>(cost_ms_(rows) * 1e6));
     return inner_.Step(batch, out);
   }
-  Status CopySlot(int src, int dst, int64_t positions) override {
-    return inner_.CopySlot(src, dst, positions);
-  }
-  RunnerStats stats() const override { return inner_.stats(); }
-  Model* local_model() override { return inner_.local_model(); }
 
  private:
-  LocalRunner inner_;
   ManualClock& clock_;
   std::function<double(int64_t)> cost_ms_;
 };
@@ -150,17 +137,9 @@ std::vector<int32_t> GenerateAlone(Model& m, const Req& r, const SpeculativeOpti
 }
 
 // A runner that fails on its n-th step, like a TP group whose peer died.
-class FailingRunner final : public ModelRunner {
+class FailingRunner final : public test::ForwardingRunner {
  public:
-  FailingRunner(Model& m, int fail_at) : inner_(m), fail_at_(fail_at) {}
-  const ModelConfig& config() const override { return inner_.config(); }
-  kernels::KernelBackend& backend() override { return inner_.backend(); }
-  Status ResetCache(int n, int64_t capacity, kernels::KvDtype dtype) override {
-    return inner_.ResetCache(n, capacity, dtype);
-  }
-  int cache_slots() const override { return inner_.cache_slots(); }
-  int64_t cache_capacity() const override { return inner_.cache_capacity(); }
-  int64_t cache_bytes() const override { return inner_.cache_bytes(); }
+  FailingRunner(Model& m, int fail_at) : ForwardingRunner(m), fail_at_(fail_at) {}
   // No step runs before Open(): the test submits every request first, or the
   // scheduler could fail (and refuse new work) while it is still submitting.
   Status Step(const std::vector<SequenceChunk>& b, ForwardOutput* out) override {
@@ -175,7 +154,6 @@ class FailingRunner final : public ModelRunner {
     }
     return inner_.Step(b, out);
   }
-  RunnerStats stats() const override { return inner_.stats(); }
   void Open() {
     std::lock_guard lock(mu_);
     open_ = true;
@@ -183,7 +161,6 @@ class FailingRunner final : public ModelRunner {
   }
 
  private:
-  LocalRunner inner_;
   int fail_at_;
   int steps_ = 0;
   std::mutex mu_;
