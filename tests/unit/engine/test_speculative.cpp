@@ -629,26 +629,25 @@ class TestSpeculative : public QObject {
       for (int64_t i = 0; i < V; ++i) prompt.push_back(static_cast<int32_t>((i * 7919) % V));
     }
     int64_t accepted = 0;
-    for (uint64_t seed : {1, 2, 3}) {
+    for (uint64_t seed : {1, 2}) {
       GenerateOptions plain;
-      plain.max_tokens = 40;
+      plain.max_tokens = 32;
       plain.stop_at_eos = false;
       plain.sampling = {.temperature = 0.8f, .top_k = top_k, .top_p = top_p, .seed = seed};
       const GenerateResult a = GenerateOrDie(*m, prompt, plain);
-      for (int k : {2, 5}) {
-        for (bool adaptive : {false, true}) {
-          GenerateOptions spec = plain;
-          spec.speculative.method = SpeculativeMethod::kNgram;
-          spec.speculative.draft_tokens = k;
-          spec.speculative.ngram_min = 1;
-          spec.speculative.adaptive = adaptive;
-          const GenerateResult b = GenerateOrDie(*m, prompt, spec);
-          QVERIFY2(b.ids == a.ids, ("seed " + std::to_string(seed) + ", K = " + std::to_string(k) +
-                                    (adaptive ? ", auto" : ", fixed"))
-                                       .c_str());
-          QVERIFY(b.drafted_tokens > 0);
-          accepted += b.accepted_tokens;
-        }
+      // Fixed K = 2 and 5, and K = 5 with lengths chosen by timing.
+      for (const auto& [k, adaptive] : {std::pair{2, false}, {5, false}, {5, true}}) {
+        GenerateOptions spec = plain;
+        spec.speculative.method = SpeculativeMethod::kNgram;
+        spec.speculative.draft_tokens = k;
+        spec.speculative.ngram_min = 1;
+        spec.speculative.adaptive = adaptive;
+        const GenerateResult b = GenerateOrDie(*m, prompt, spec);
+        QVERIFY2(b.ids == a.ids, ("seed " + std::to_string(seed) + ", K = " + std::to_string(k) +
+                                  (adaptive ? ", auto" : ", fixed"))
+                                     .c_str());
+        QVERIFY(b.drafted_tokens > 0);
+        accepted += b.accepted_tokens;
       }
     }
     if (model == "nanochat-demo") QVERIFY(accepted > 0);  // the acceptance path ran too
