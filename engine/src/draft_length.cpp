@@ -55,7 +55,16 @@ double StepCosts::Seconds(int64_t rows) const {
     const double a = Measured(lo), b = Measured(hi);
     return a + (b - a) * static_cast<double>(rows - lo) / static_cast<double>(hi - lo);
   }
-  if (have_lo) return Measured(lo);
+  if (have_lo) {
+    // Past the longest measured: along the line through it and the next
+    // measured one below (never cheaper than it); flat when it is alone.
+    const double a = Measured(lo);
+    int64_t below = lo - 1;
+    while (below >= 1 && Measured(below) == 0) --below;
+    if (below < 1) return a;
+    const double slope = (a - Measured(below)) / static_cast<double>(lo - below);
+    return a + std::max(0.0, slope) * static_cast<double>(rows - lo);
+  }
   if (have_hi) return Measured(hi) * static_cast<double>(rows) / static_cast<double>(hi);
   return 0;
 }
@@ -72,7 +81,11 @@ int64_t DraftLengthPolicy::Choose(int kind, int64_t drafted, const StepCosts& co
   int& declined = declined_[static_cast<size_t>(KindIndex(kind))];
   int64_t best = drafted;
   double best_tokens = 0;  // expected tokens of this sequence's drafts at `best`
-  if (costs.Seconds(step->rows) > 0 && declined < kRetryAfter) {
+  if (declined >= kRetryAfter && costs.Seconds(step->rows) > 0) {
+    // Verify one draft: enough to learn whether the kind's rate changed.
+    best = 1;
+    best_tokens = p;
+  } else if (costs.Seconds(step->rows) > 0) {
     double best_rate = step->tokens / costs.Seconds(step->rows);
     best = 0;
     double tokens = 0, chain = 1;  // chain: the chance that drafts 1..d are all accepted

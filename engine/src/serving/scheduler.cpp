@@ -364,6 +364,9 @@ struct Scheduler::LoopState {
   std::vector<Active*> owners;
   ForwardOutput out;
   StepCosts step_costs;  // decode-only steps' times by rows (DraftLengthPolicy)
+  // Every sequence's drafts' acceptance (only its Learn is used): where a new
+  // sequence's DraftLengthPolicy starts.
+  DraftLengthPolicy all_drafts;
   int64_t last_sample_ns = 0;
   int64_t prev_step_end_ns = 0;  // when the previous Step returned; 0 after idling
   RunnerStats base;              // the runner's counters when the loop started
@@ -437,6 +440,8 @@ bool Scheduler::TakeIncoming(LoopState& st) {
     // Start checked that the method is available, so this cannot fail.
     if (auto d = MakeDrafter(options_.speculative, runner_); d.ok()) {
       st.waiting.back()->drafter = std::move(*d);
+      // A new sequence starts from the rates its predecessors' drafts had.
+      st.waiting.back()->draft_length = st.all_drafts;
     }
   }
   return true;
@@ -656,8 +661,9 @@ Status Scheduler::Emit(LoopState& st, Active& a, size_t i, bool was_decoding, in
   }
   // Row j checked draft j; rows past a rejection or a stop were not looked at.
   if (!drafts.empty()) {
-    a.draft_length.Learn(a.draft_kind, static_cast<int64_t>(std::min(kept.size(), drafts.size())),
-                         accepted);
+    const auto checked = static_cast<int64_t>(std::min(kept.size(), drafts.size()));
+    a.draft_length.Learn(a.draft_kind, checked, accepted);
+    st.all_drafts.Learn(a.draft_kind, checked, accepted);
   }
   // [last, kept drafts] are in the cache now; the newest id is not.
   if (was_decoding) a.cached += static_cast<int64_t>(kept.size());

@@ -25,9 +25,11 @@ class StepCosts {
   static constexpr int64_t kMaxRows = 256;  // steps with more rows are not recorded
   static constexpr int kSamples = 4;        // recent steps kept per row count
   // A row count not run for this many recorded steps is taken as unmeasured
-  // again, so that one slow step (a preemption, a page fault) that made a
-  // length look dear does not keep it from being tried for good.
-  static constexpr int64_t kForgetAfter = 64;
+  // again: the machine's load changes, and a length that looked dear then
+  // gets tried again. Not sooner: each forgotten length costs steps of it to
+  // measure again (serving nanochat-demo to 4 clients, forgetting after 64
+  // steps spent a fifth of the steps on lengths that did not pay).
+  static constexpr int64_t kForgetAfter = 512;
   // A step of `rows` rows took `seconds` (ignored unless both are positive:
   // a manual test clock reads 0).
   void Record(int64_t rows, double seconds);
@@ -35,10 +37,11 @@ class StepCosts {
   // that many rows (delays only ever add time) where there are two or more
   // (the first step of a row count is a warm-up, not its cost); else
   // interpolated between the nearest row counts measured below and above.
-  // Past the measured ones, guesses that get the unmeasured lengths tried:
-  // above the longest, its time (a longer step looks no dearer); below the
-  // shortest, its time scaled down by the rows (a shorter step looks as much
-  // cheaper as it could be). 0 before any step.
+  // Past the measured ones: above the longest, along the line through it and
+  // the next measured one below (never cheaper than it; its time alone when
+  // it is the only one, so a longer step looks no dearer and gets tried);
+  // below the shortest, its time scaled down by the rows (a shorter step
+  // looks as much cheaper as it could be, and gets tried). 0 before any step.
   double Seconds(int64_t rows) const;
 
  private:
@@ -66,8 +69,8 @@ struct StepSoFar {
 class DraftLengthPolicy {
  public:
   static constexpr int kKinds = 8;  // kinds above are counted as the last
-  // A kind whose drafts were declined this many times in a row is verified
-  // once more in full: its rate was learned from earlier text, and only a
+  // A kind whose drafts were declined this many times in a row has its first
+  // draft verified once: its rate was learned from earlier text, and only a
   // verified draft can show that it changed.
   static constexpr int kRetryAfter = 16;
   // How many of the `drafted` tokens (of kind `kind`) to verify in a step
