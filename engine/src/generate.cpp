@@ -514,7 +514,9 @@ Result<GenerateResult> Generate(ModelRunner& model, const std::vector<int32_t>& 
   // many of each step's drafts to verify (SpeculativeOptions::adaptive).
   StepCosts own_costs;
   StepCosts& step_costs = options.step_costs != nullptr ? *options.step_costs : own_costs;
-  DraftLengthPolicy draft_length;
+  DraftLengthPolicy own_policy;
+  DraftLengthPolicy& draft_length =
+      options.draft_length != nullptr ? *options.draft_length : own_policy;
   auto timed_step = [&]() -> Status {
     const int64_t start = NowNs();
     OCTET_RETURN_IF_ERROR(model.Step(batch, &out));
@@ -579,8 +581,10 @@ Result<GenerateResult> Generate(ModelRunner& model, const std::vector<int32_t>& 
     }
     r.accepted_tokens += step_accepted;
     // Row i checked draft i; rows past a rejection or a stop were not looked at.
-    draft_length.Learn(kind, std::min<int64_t>(rows_used, static_cast<int64_t>(drafts.size())),
-                       step_accepted);
+    if (spec.adaptive) {
+      draft_length.Learn(kind, std::min<int64_t>(rows_used, static_cast<int64_t>(drafts.size())),
+                         step_accepted);
+    }
     if (options.collect_logits) {
       r.vocab = out.vocab;
       r.logits.insert(r.logits.end(), out.logits.begin(),

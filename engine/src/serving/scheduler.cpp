@@ -660,7 +660,7 @@ Status Scheduler::Emit(LoopState& st, Active& a, size_t i, bool was_decoding, in
     if (!reason.empty() || !hit) break;
   }
   // Row j checked draft j; rows past a rejection or a stop were not looked at.
-  if (!drafts.empty()) {
+  if (!drafts.empty() && options_.speculative.adaptive) {
     const auto checked = static_cast<int64_t>(std::min(kept.size(), drafts.size()));
     a.draft_length.Learn(a.draft_kind, checked, accepted);
     st.all_drafts.Learn(a.draft_kind, checked, accepted);

@@ -687,11 +687,19 @@ class TestSpeculative : public QObject {
     spec.speculative.method = SpeculativeMethod::kNgram;
     spec.speculative.draft_tokens = k;
     spec.speculative.adaptive = adaptive;
+    // The caller's: they hold the decode steps' times and the drafts' rates after.
     StepCosts costs;
-    spec.step_costs = &costs;  // the caller's: it holds the decode steps' times after
+    DraftLengthPolicy rates;
+    spec.step_costs = &costs;
+    spec.draft_length = &rates;
     const GenerateResult a = GenerateOrDie(*m, prompt, plain);
     const GenerateResult b = GenerateOrDie(*m, prompt, spec);
     QCOMPARE(costs.Seconds(1) > 0, adaptive);
+    bool learned = false;
+    for (int kind = 0; kind < DraftLengthPolicy::kKinds; ++kind) {
+      learned = learned || rates.AcceptanceRate(kind) != DraftLengthPolicy().AcceptanceRate(kind);
+    }
+    QCOMPARE(learned, adaptive);
     QCOMPARE(b.ids, a.ids);
     QVERIFY(b.accepted_tokens <= b.drafted_tokens);
     // Every step but the first gives one token plus its accepted drafts.

@@ -265,11 +265,12 @@ struct GenerateOptions {
   // Called with each new id as soon as it is chosen; return false to stop.
   std::function<bool(int32_t id)> on_token;
   SpeculativeOptions speculative;
-  // With speculative.adaptive: where the steps' times are learned. A caller
-  // that generates again with the same model (chat's turns) passes its own so
-  // that the next call starts from what this one measured; null: learned
-  // afresh in the call.
+  // With speculative.adaptive: where the steps' times and the drafts'
+  // acceptance rates are learned. A caller that generates again with the same
+  // model (chat's turns) passes its own so that the next call starts from
+  // what this one measured; null: learned afresh in the call.
   StepCosts* step_costs = nullptr;
+  DraftLengthPolicy* draft_length = nullptr;
 };
 
 struct GenerateResult {
