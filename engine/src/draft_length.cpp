@@ -81,12 +81,13 @@ int64_t DraftLengthPolicy::Choose(int kind, int64_t drafted, const StepCosts& co
   int& declined = declined_[static_cast<size_t>(KindIndex(kind))];
   int64_t best = drafted;
   double best_tokens = 0;  // expected tokens of this sequence's drafts at `best`
-  if (declined >= kRetryAfter && costs.Seconds(step->rows) > 0) {
+  const double now = costs.Seconds(step->rows);  // the step as it stands
+  if (declined >= kRetryAfter && now > 0) {
     // Verify one draft: enough to learn whether the kind's rate changed.
     best = 1;
     best_tokens = p;
-  } else if (costs.Seconds(step->rows) > 0) {
-    double best_rate = step->tokens / costs.Seconds(step->rows);
+  } else if (now > 0) {
+    double best_rate = step->tokens / now;
     best = 0;
     double tokens = 0, chain = 1;  // chain: the chance that drafts 1..d are all accepted
     for (int64_t d = 1; d <= drafted; ++d) {

@@ -253,9 +253,13 @@ class TestSpeculative : public QObject {
     for (int i = 0; i < 200; ++i) rates.Learn(0, 1, 0);
     QVERIFY2(rates.AcceptanceRate(0) < 0.1, std::to_string(rates.AcceptanceRate(0)).c_str());
     // Kinds past the last share it; a negative one is the first.
+    const int last = DraftLengthPolicy::kKinds - 1;
     rates.Learn(DraftLengthPolicy::kKinds + 3, 1, 1);
-    QCOMPARE(rates.AcceptanceRate(DraftLengthPolicy::kKinds - 1),
-             rates.AcceptanceRate(DraftLengthPolicy::kKinds + 3));
+    QVERIFY(std::fabs(rates.AcceptanceRate(last) - 3.0 / 4) < 1e-12);  // learned into the last
+    QCOMPARE(rates.AcceptanceRate(DraftLengthPolicy::kKinds + 3), rates.AcceptanceRate(last));
+    const double first = rates.AcceptanceRate(0);
+    rates.Learn(-2, 1, 0);
+    QVERIFY(rates.AcceptanceRate(0) < first);  // learned into the first
     QCOMPARE(rates.AcceptanceRate(-1), rates.AcceptanceRate(0));
   }
 
