@@ -6,7 +6,7 @@
 // plain decoding is the figure. Prints a table on stderr and one JSON
 // document on stdout.
 //
-//   bench_speculative [--model DIR] [--prompt TEXT] [--max-tokens 80]
+//   bench_speculative [--model DIR] [--prompt TEXT | --prompts FILE] [--max-tokens 80]
 //                     [--draft-tokens 2,4] [--ngram-min N,...] [--draft-length auto,fixed]
 //                     [--threads 1] [--rounds 7]
 //
@@ -14,12 +14,17 @@
 // (SpeculativeOptions::ngram_min), one set of runs per value (default: the
 // engine's default). --draft-length: auto verifies as many of a step's
 // drafts as pay for their rows here (SpeculativeOptions::adaptive), fixed all
-// K; one set of runs per value.
+// K; one set of runs per value. --prompts: one prompt a line, each run in
+// every round; the table has a line per prompt and configuration and the
+// summary the geometric mean of each configuration's ratios (one prompt
+// favours one drafting rule; the answers of several show which is better).
 //
 // The default prompt repeats a sentence the trained demo model goes on to
 // copy: the case prompt lookup is for (edits, summaries, retrieval).
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
+#include <fstream>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -49,6 +54,7 @@ int main(int argc, char** argv) {
   p.Option("model", "DIR", "model folder with tokenizer.json",
            std::string(OCTET_SOURCE_DIR) + "/resources/models/nanochat-demo")
       .Option("prompt", "TEXT", "prompt text", line + line + "The quick brown fox")
+      .Option("prompts", "FILE", "prompts, one a line (instead of --prompt)", "")
       .Option("max-tokens", "N", "tokens generated per run", "80")
       .Option("draft-tokens", "K,...", "draft lengths to measure", "2,4")
       .Option("ngram-min", "N,...", "shortest n-gram to draft from (default: the engine's)",
@@ -102,16 +108,35 @@ int main(int argc, char** argv) {
               << (model.ok() ? tok.status() : model.status()).ToString() << "\n";
     return 1;
   }
-  const std::vector<int32_t> prompt = tok->Encode(p.GetString("prompt"), {});
+  std::vector<std::string> texts;
+  if (const std::string file = p.GetString("prompts"); !file.empty()) {
+    std::ifstream in(file);
+    if (!in) {
+      std::cerr << "bench_speculative: cannot read --prompts " << file << "\n";
+      return 2;
+    }
+    for (std::string l; std::getline(in, l);) {
+      if (l.find_first_not_of(" \t\r") != std::string::npos) texts.push_back(l);
+    }
+    if (texts.empty()) {
+      std::cerr << "bench_speculative: --prompts " << file << " has no prompt\n";
+      return 2;
+    }
+  } else {
+    texts.push_back(p.GetString("prompt"));
+  }
+  std::vector<std::vector<int32_t>> prompts;
+  for (const std::string& t : texts) prompts.push_back(tok->Encode(t, {}));
 
   struct Config {
     int k = 0;  // 0: plain decoding
     int ngram_min = 0;
     bool adaptive = false;
-    StepCosts costs;  // kept across rounds with --warm
-    std::vector<double> tps;
-    GenerateResult last;
+    std::vector<StepCosts> costs;          // per prompt, kept across rounds with --warm
+    std::vector<std::vector<double>> tps;  // per prompt, per round
+    std::vector<GenerateResult> last;      // per prompt
   };
+  const size_t np = prompts.size();
   std::vector<Config> configs(1);
   for (bool adaptive : lengths) {
     for (int64_t n : *mins) {
@@ -120,62 +145,96 @@ int main(int argc, char** argv) {
       }
     }
   }
+  for (Config& c : configs) {
+    c.costs.resize(np);
+    c.tps.resize(np);
+    c.last.resize(np);
+  }
   for (int64_t round = 0; round < *rounds; ++round) {
-    for (Config& c : configs) {
-      GenerateOptions o;
-      o.max_tokens = *max_tokens;
-      o.stop_at_eos = false;
-      if (c.k > 0) {
-        o.speculative.method = SpeculativeMethod::kNgram;
-        o.speculative.draft_tokens = c.k;
-        o.speculative.ngram_min = c.ngram_min;
-        o.speculative.ngram_max = std::max(o.speculative.ngram_max, c.ngram_min);
-        o.speculative.adaptive = c.adaptive;
-        if (warm) o.step_costs = &c.costs;
+    for (size_t pi = 0; pi < np; ++pi) {
+      for (Config& c : configs) {
+        GenerateOptions o;
+        o.max_tokens = *max_tokens;
+        o.stop_at_eos = false;
+        if (c.k > 0) {
+          o.speculative.method = SpeculativeMethod::kNgram;
+          o.speculative.draft_tokens = c.k;
+          o.speculative.ngram_min = c.ngram_min;
+          o.speculative.ngram_max = std::max(o.speculative.ngram_max, c.ngram_min);
+          o.speculative.adaptive = c.adaptive;
+          if (warm) o.step_costs = &c.costs[pi];
+        }
+        auto r = Generate(**model, prompts[pi], o);
+        if (!r.ok()) {
+          std::cerr << "bench_speculative: prompt " << pi + 1 << ": " << r.status().ToString()
+                    << "\n";
+          return 1;
+        }
+        if (c.k > 0 && r->ids != configs[0].last[pi].ids) {
+          std::cerr << "bench_speculative: prompt " << pi + 1 << ", K=" << c.k
+                    << ": other ids than plain decoding\n";
+          return 1;
+        }
+        c.tps[pi].push_back(r->decode_tps());
+        c.last[pi] = std::move(*r);
       }
-      auto r = Generate(**model, prompt, o);
-      if (!r.ok()) {
-        std::cerr << "bench_speculative: " << r.status().ToString() << "\n";
-        return 1;
-      }
-      if (c.k > 0 && r->ids != configs[0].last.ids) {
-        std::cerr << "bench_speculative: K=" << c.k
-                  << " generated other ids than plain decoding\n";
-        return 1;
-      }
-      c.tps.push_back(r->decode_tps());
-      c.last = std::move(*r);
     }
   }
-  const double base = Median(configs[0].tps);
   nlohmann::json j;
   j["model"] = dir;
-  j["prompt_tokens"] = prompt.size();
   j["max_tokens"] = *max_tokens;
   j["threads"] = *threads;
   j["rounds"] = *rounds;
   j["backend"] = std::string((*model)->backend().name());
-  j["plain_decode_tps"] = base;
-  std::fprintf(stderr, "%-8s %-7s %-9s %12s %10s %12s %8s %8s\n", "drafts", "length", "ngram-min",
-               "decode tok/s", "vs plain", "acceptance", "steps", "drafted");
-  std::fprintf(stderr, "%-8s %-7s %-9s %12.1f %10s %12s %8lld %8s\n", "off", "-", "-", base,
-               "1.00x", "-", static_cast<long long>(configs[0].last.decode_steps), "-");
-  for (size_t i = 1; i < configs.size(); ++i) {
-    const Config& c = configs[i];
-    const double tps = Median(c.tps);
-    std::fprintf(stderr, "%-8d %-7s %-9d %12.1f %9.2fx %11.0f%% %8lld %8lld\n", c.k,
-                 c.adaptive ? "auto" : "fixed", c.ngram_min, tps, tps / base,
-                 c.last.acceptance_rate() * 100, static_cast<long long>(c.last.decode_steps),
-                 static_cast<long long>(c.last.drafted_tokens));
-    j["ngram"].push_back({{"draft_tokens", c.k},
-                          {"draft_length", c.adaptive ? "auto" : "fixed"},
-                          {"drafted_tokens", c.last.drafted_tokens},
-                          {"ngram_min", c.ngram_min},
-                          {"decode_tps", tps},
-                          {"speedup", tps / base},
-                          {"acceptance_rate", c.last.acceptance_rate()},
-                          {"decode_steps", c.last.decode_steps},
-                          {"identical_output", true}});
+  std::fprintf(stderr, "%-6s %-8s %-7s %-9s %12s %10s %12s %8s %8s\n", "prompt", "drafts", "length",
+               "ngram-min", "decode tok/s", "vs plain", "acceptance", "steps", "drafted");
+  std::vector<double> log_sum(configs.size(), 0.0);
+  for (size_t pi = 0; pi < np; ++pi) {
+    const double base = Median(configs[0].tps[pi]);
+    nlohmann::json jp;
+    jp["prompt_tokens"] = prompts[pi].size();
+    jp["plain_decode_tps"] = base;
+    std::fprintf(stderr, "%-6zu %-8s %-7s %-9s %12.1f %10s %12s %8lld %8s\n", pi + 1, "off", "-",
+                 "-", base, "1.00x", "-", static_cast<long long>(configs[0].last[pi].decode_steps),
+                 "-");
+    for (size_t i = 1; i < configs.size(); ++i) {
+      const Config& c = configs[i];
+      const GenerateResult& last = c.last[pi];
+      const double tps = Median(c.tps[pi]);
+      log_sum[i] += std::log(tps / base);
+      std::fprintf(stderr, "%-6zu %-8d %-7s %-9d %12.1f %9.2fx %11.0f%% %8lld %8lld\n", pi + 1, c.k,
+                   c.adaptive ? "auto" : "fixed", c.ngram_min, tps, tps / base,
+                   last.acceptance_rate() * 100, static_cast<long long>(last.decode_steps),
+                   static_cast<long long>(last.drafted_tokens));
+      jp["ngram"].push_back({{"draft_tokens", c.k},
+                             {"draft_length", c.adaptive ? "auto" : "fixed"},
+                             {"drafted_tokens", last.drafted_tokens},
+                             {"ngram_min", c.ngram_min},
+                             {"decode_tps", tps},
+                             {"speedup", tps / base},
+                             {"acceptance_rate", last.acceptance_rate()},
+                             {"decode_steps", last.decode_steps},
+                             {"identical_output", true}});
+    }
+    if (np == 1) {
+      // One prompt: its figures at the top level, as before --prompts.
+      for (auto& [key, value] : jp.items()) j[key] = value;
+    } else {
+      j["prompts"].push_back(jp);
+    }
+  }
+  if (np > 1) {
+    std::fprintf(stderr, "\ngeometric mean over the %zu prompts:\n", np);
+    for (size_t i = 1; i < configs.size(); ++i) {
+      const Config& c = configs[i];
+      const double g = std::exp(log_sum[i] / static_cast<double>(np));
+      std::fprintf(stderr, "%-8d %-7s %-9d %9.2fx\n", c.k, c.adaptive ? "auto" : "fixed",
+                   c.ngram_min, g);
+      j["geomean"].push_back({{"draft_tokens", c.k},
+                              {"draft_length", c.adaptive ? "auto" : "fixed"},
+                              {"ngram_min", c.ngram_min},
+                              {"speedup", g}});
+    }
   }
   std::cout << j.dump() << "\n";
   return 0;
