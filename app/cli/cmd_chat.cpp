@@ -137,7 +137,7 @@ int RunChat(const std::vector<std::string>& args) {
   {
     // A method that cannot run (mtp, for now) is refused before the first turn.
     engine::LocalRunner probe(m);
-    if (auto d = engine::MakeDrafter(gen.speculative, probe, 0); !d.ok()) {
+    if (auto d = engine::MakeDrafter(gen.speculative, probe); !d.ok()) {
       std::cerr << WithProgram(kProgram, d.status().message()) << "\n";
       return kExitFailure;
     }

@@ -346,10 +346,9 @@ Status ValidateSpeculative(const SpeculativeOptions& o) {
 }
 
 std::vector<int32_t> NgramDraft(const std::vector<int32_t>& h, int k, int max_n, int min_n,
-                                int* matched, int64_t* from_out) {
+                                int* matched) {
   const int64_t len = static_cast<int64_t>(h.size());
   if (matched != nullptr) *matched = 0;
-  if (from_out != nullptr) *from_out = -1;
   for (int64_t n = std::min<int64_t>(max_n, len - 1); n >= min_n; --n) {
     const int32_t* tail = h.data() + len - n;
     // The latest earlier occurrence (ending before the tail itself).
@@ -359,19 +358,10 @@ std::vector<int32_t> NgramDraft(const std::vector<int32_t>& h, int k, int max_n,
       const int64_t take = std::min<int64_t>(k, len - from);
       if (take <= 0) continue;
       if (matched != nullptr) *matched = static_cast<int>(n);
-      if (from_out != nullptr) *from_out = from;
       return std::vector<int32_t>(h.begin() + from, h.begin() + from + take);
     }
   }
   return {};
-}
-
-std::vector<int32_t> NgramDrafter::Draft(const std::vector<int32_t>& history, int k) {
-  int n = 0;
-  int64_t from = -1;
-  std::vector<int32_t> d = NgramDraft(history, k, max_n_, min_n_, &n, &from);
-  kind_ = std::min(n, kGenerated - 1) + (from >= prompt_tokens_ ? kGenerated : 0);
-  return d;
 }
 
 namespace {
@@ -422,12 +412,11 @@ class MtpDrafter final : public Drafter {
 
 }  // namespace
 
-Result<std::unique_ptr<Drafter>> MakeDrafter(const SpeculativeOptions& options, ModelRunner& runner,
-                                             int64_t prompt_tokens) {
+Result<std::unique_ptr<Drafter>> MakeDrafter(const SpeculativeOptions& options,
+                                             ModelRunner& runner) {
   switch (options.method) {
     case SpeculativeMethod::kNgram:
-      return std::unique_ptr<Drafter>(
-          new NgramDrafter(options.ngram_max, options.ngram_min, prompt_tokens));
+      return std::unique_ptr<Drafter>(new NgramDrafter(options.ngram_max, options.ngram_min));
     case SpeculativeMethod::kMtp: {
       if (runner.mtp_layers() == 0) {
         return FailedPreconditionError(
@@ -464,9 +453,7 @@ Result<GenerateResult> Generate(ModelRunner& model, const std::vector<int32_t>& 
   }
   const std::vector<int32_t>& stop = options.stop_ids.empty() ? c.eos_token_ids : options.stop_ids;
   OCTET_RETURN_IF_ERROR(ValidateSpeculative(options.speculative));
-  OCTET_ASSIGN_OR_RETURN(
-      std::unique_ptr<Drafter> drafter,
-      MakeDrafter(options.speculative, model, static_cast<int64_t>(prompt.size())));
+  OCTET_ASSIGN_OR_RETURN(std::unique_ptr<Drafter> drafter, MakeDrafter(options.speculative, model));
   OCTET_RETURN_IF_ERROR(
       model.ResetCache(1, static_cast<int64_t>(prompt.size()) + options.max_tokens,
                        options.kv_dtype));

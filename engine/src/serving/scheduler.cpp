@@ -226,7 +226,7 @@ Status Scheduler::Start() {
   {
     // The method is refused now, not at the first request.
     OCTET_ASSIGN_OR_RETURN(std::unique_ptr<Drafter> probe,
-                           MakeDrafter(options_.speculative, runner_, 0));
+                           MakeDrafter(options_.speculative, runner_));
   }
   OCTET_RETURN_IF_ERROR(runner_.ResetCache(options_.num_slots, options_.context, options_.kv_dtype));
   {
@@ -438,8 +438,7 @@ bool Scheduler::TakeIncoming(LoopState& st) {
         std::make_unique<Active>(in.stream, std::move(in.params), runner_.config(), in.group));
     incoming_.pop_front();
     // Start checked that the method is available, so this cannot fail.
-    const int64_t prompt_tokens = static_cast<int64_t>(st.waiting.back()->params.prompt.size());
-    if (auto d = MakeDrafter(options_.speculative, runner_, prompt_tokens); d.ok()) {
+    if (auto d = MakeDrafter(options_.speculative, runner_); d.ok()) {
       st.waiting.back()->drafter = std::move(*d);
       // A new sequence starts from the rates its predecessors' drafts had.
       st.waiting.back()->draft_length = st.all_drafts;

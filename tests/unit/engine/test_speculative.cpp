@@ -122,36 +122,17 @@ class TestSpeculative : public QObject {
     QVERIFY(!ValidateSpeculative(o).ok());
   }
 
-  // The matched n-gram's length and where it copies from are the draft's
-  // kind (its acceptance is learned per kind).
+  // The matched n-gram's length is the draft's kind (its acceptance is
+  // learned per kind).
   void ngramDraftTellsTheMatchLength() {
     int n = -1;
-    int64_t from = -2;
-    QCOMPARE(NgramDraft({1, 7, 8, 9, 3, 7, 8}, 2, 3, 1, &n, &from), (std::vector<int32_t>{9, 3}));
+    QCOMPARE(NgramDraft({1, 7, 8, 9, 3, 7, 8}, 2, 3, 1, &n), (std::vector<int32_t>{9, 3}));
     QCOMPARE(n, 2);
-    QCOMPARE(from, int64_t{3});
-    QVERIFY(NgramDraft({1, 2, 3, 4}, 2, 3, 1, &n, &from).empty());
+    QVERIFY(NgramDraft({1, 2, 3, 4}, 2, 3, 1, &n).empty());
     QCOMPARE(n, 0);
-    QCOMPARE(from, int64_t{-1});
-    // The drafter's kind: the match length, and whether the first drafted
-    // token is the prompt's (here positions 0-3) or one the sequence produced.
-    NgramDrafter d(3, 1, 4);
+    NgramDrafter d(3, 1);
     QCOMPARE(d.Draft({4, 5, 6, 4, 5, 6}, 2), (std::vector<int32_t>{4, 5}));
-    QCOMPARE(d.kind(), 3);  // from position 3: the prompt's last token
-    QCOMPARE(d.Draft({4, 5, 6, 7, 9, 8, 9}, 2), (std::vector<int32_t>{8, 9}));
-    QCOMPARE(d.kind(), NgramDrafter::kGenerated + 1);  // from position 5
-    QCOMPARE(d.Draft({4, 5, 6, 7, 6, 7}, 3), (std::vector<int32_t>{6, 7}));
-    QCOMPARE(d.kind(), NgramDrafter::kGenerated + 2);  // from position 4, the first generated
-    QVERIFY(d.Draft({4, 5, 6, 7}, 2).empty());
-    QCOMPARE(d.kind(), 0);
-    // Longer matches than the prompt kinds hold share the longest one.
-    NgramDrafter far(12, 1, 20);
-    std::vector<int32_t> h(10);
-    for (int i = 0; i < 10; ++i) h[i] = i;
-    h.insert(h.end(), h.begin(), h.begin() + 9);
-    QCOMPARE(far.Draft(h, 1), (std::vector<int32_t>{9}));
-    QCOMPARE(far.kind(), NgramDrafter::kGenerated - 1);
-    static_assert(2 * NgramDrafter::kGenerated == DraftLengthPolicy::kKinds);
+    QCOMPARE(d.kind(), 3);
   }
 
   // What a step of R rows costs: the recent steps' lower median (a delay

@@ -65,11 +65,10 @@ struct StepSoFar {
 
 // One sequence's acceptance statistics by kind of draft (Drafter::kind: for
 // prompt lookup the length of the matched n-gram, longer matches being right
-// more often, and whether it copies the prompt or the sequence's own tokens)
-// and the choice they lead to.
+// more often) and the choice they lead to.
 class DraftLengthPolicy {
  public:
-  static constexpr int kKinds = 16;  // kinds above are counted as the last
+  static constexpr int kKinds = 8;  // kinds above are counted as the last
   // A kind whose drafts were declined this many times in a row has its first
   // draft verified once: its rate was learned from earlier text, and only a
   // verified draft can show that it changed.

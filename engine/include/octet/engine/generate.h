@@ -200,10 +200,9 @@ Status ValidateSpeculative(const SpeculativeOptions& options);
 // Prompt-lookup drafting over `history` (the prompt and every token since):
 // for n from max_n down to min_n, the latest earlier position where the last n
 // tokens occurred, and up to `k` tokens that followed it there. Empty when no
-// n-gram recurs. `matched` (when given) receives n (0 for none), `from` the
-// position in `history` of the first drafted token (-1 for none).
+// n-gram recurs. `matched` (when given) receives n (0 for none).
 std::vector<int32_t> NgramDraft(const std::vector<int32_t>& history, int k, int max_n, int min_n,
-                                int* matched = nullptr, int64_t* from = nullptr);
+                                int* matched = nullptr);
 
 // A source of drafted tokens for one sequence (one Drafter per sequence, so
 // that it may keep state about it). Generate and the serving scheduler ask it
@@ -218,8 +217,7 @@ class Drafter {
   virtual std::vector<int32_t> Draft(const std::vector<int32_t>& history, int k) = 0;
   // The kind of the latest draft, 0 to DraftLengthPolicy::kKinds - 1: drafts
   // of one kind are accepted at one rate (prompt lookup: the length of the
-  // matched n-gram and whether it copies the prompt or the sequence's own
-  // tokens). One kind unless a drafter tells them apart.
+  // matched n-gram). One kind unless a drafter tells them apart.
   virtual int kind() const { return 0; }
   // Called after every forward step that fed this sequence, before the next
   // step: it was chunk `chunk` of that step's batch, in KV slot `slot`, fed
@@ -234,34 +232,26 @@ class Drafter {
   }
 };
 
-// Prompt lookup (NgramDraft with the options' n-gram sizes) for a sequence
-// whose first `prompt_tokens` tokens were given to it. Its kinds tell apart
-// where the drafts are copied from: the prompt (kind n, the matched length,
-// at most kGenerated - 1) or tokens the sequence produced itself (kGenerated
-// + n). The two are accepted at very different rates: over seven
-// nanochat-demo answers a one-token match's first draft was accepted 4 times
-// in 26 from the prompt, 43 in 59 from the answer (which repeats itself).
+// Prompt lookup (NgramDraft with the options' n-gram sizes).
 class NgramDrafter final : public Drafter {
  public:
-  static constexpr int kGenerated = 8;  // DraftLengthPolicy::kKinds / 2
-  NgramDrafter(int max_n, int min_n, int64_t prompt_tokens)
-      : max_n_(max_n), min_n_(min_n), prompt_tokens_(prompt_tokens) {}
-  std::vector<int32_t> Draft(const std::vector<int32_t>& history, int k) override;
-  int kind() const override { return kind_; }
+  NgramDrafter(int max_n, int min_n) : max_n_(max_n), min_n_(min_n) {}
+  std::vector<int32_t> Draft(const std::vector<int32_t>& history, int k) override {
+    return NgramDraft(history, k, max_n_, min_n_, &matched_);
+  }
+  int kind() const override { return matched_; }
 
  private:
   int max_n_, min_n_;
-  int64_t prompt_tokens_;
-  int kind_ = 0;
+  int matched_ = 0;
 };
 
-// The drafter `options` ask for, for a sequence of `prompt_tokens` prompt
-// tokens that `runner` runs: null for kOff; for kMtp the checkpoint's
-// multi-token-prediction head, which needs the runner's model (on every rank
-// of a TP group) loaded with LoadOptions::load_mtp. Options are assumed valid
-// (ValidateSpeculative).
-Result<std::unique_ptr<Drafter>> MakeDrafter(const SpeculativeOptions& options, ModelRunner& runner,
-                                             int64_t prompt_tokens);
+// The drafter `options` ask for, for a sequence that `runner` runs: null for
+// kOff; for kMtp the checkpoint's multi-token-prediction head, which needs the
+// runner's model (on every rank of a TP group) loaded with LoadOptions::load_mtp.
+// Options are assumed valid (ValidateSpeculative).
+Result<std::unique_ptr<Drafter>> MakeDrafter(const SpeculativeOptions& options,
+                                             ModelRunner& runner);
 
 struct GenerateOptions {
   int64_t max_tokens = 16;  // tokens to generate (>= 1)
