@@ -110,6 +110,27 @@ int64_t DraftLengthPolicy::Choose(int kind, int64_t drafted, const StepCosts& co
   return best;
 }
 
+int64_t DraftLengthPolicy::Plan(int kind, int64_t max, const StepCosts& costs,
+                                const StepCosts& draft_costs, StepSoFar step) const {
+  if (max <= 1 || costs.Seconds(step.rows) <= 0) return max;
+  const double p = AcceptanceRate(kind);
+  const double one = draft_costs.Seconds(1);
+  int64_t best = 1;
+  double best_rate = 0;
+  double tokens = 0, chain = 1;  // as in Choose
+  for (int64_t d = 1; d <= max; ++d) {
+    chain *= p;
+    tokens += chain;
+    const double drafting = d > 1 ? std::max(0.0, draft_costs.Seconds(d) - one) : 0.0;
+    const double rate = (step.tokens + tokens) / (costs.Seconds(step.rows + d) + drafting);
+    if (rate > best_rate) {
+      best_rate = rate;
+      best = d;
+    }
+  }
+  return best;
+}
+
 void DraftLengthPolicy::Learn(int kind, int64_t verified, int64_t accepted) {
   if (verified <= 0) return;
   const size_t k = static_cast<size_t>(KindIndex(kind));

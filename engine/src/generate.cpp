@@ -393,7 +393,7 @@ class MtpDrafter final : public Drafter {
     return d;
   }
   Status AfterStep(size_t chunk, int slot, int64_t start_pos, int64_t rows,
-                   const std::vector<int32_t>& sequence) override {
+                   const std::vector<int32_t>& sequence, int want) override {
     drafts_.clear();
     if (rows < 1 || start_pos < 0 || start_pos + rows >= static_cast<int64_t>(sequence.size())) {
       return InternalError("MTP drafter: the sequence does not reach position " +
@@ -401,8 +401,11 @@ class MtpDrafter final : public Drafter {
     }
     const std::vector<int32_t> next(sequence.begin() + start_pos + 1,
                                     sequence.begin() + start_pos + 1 + rows);
-    return model_.MtpDraft(chunk, slot, start_pos, next, k_, &drafts_);
+    // The first draft comes with the forward that keeps the head's cache
+    // up to date; each further one is a forward of its own.
+    return model_.MtpDraft(chunk, slot, start_pos, next, std::clamp(want, 1, k_), &drafts_);
   }
+  bool drafts_after_step() const override { return true; }
 
  private:
   ModelRunner& model_;  // one rank, or every rank of a TP group
@@ -501,15 +504,6 @@ Result<GenerateResult> Generate(ModelRunner& model, const std::vector<int32_t>& 
   const int64_t t1 = NowNs();
   batch[0].all_logits = false;
   const SpeculativeOptions& spec = options.speculative;
-  std::vector<int32_t> history;
-  if (drafter) {
-    history = prompt;
-    history.push_back(id);
-    if (go) {
-      OCTET_RETURN_IF_ERROR(
-          drafter->AfterStep(0, 0, 0, static_cast<int64_t>(prompt.size()), history));
-    }
-  }
   // Decode steps' times by row count, and this sequence's acceptance: how
   // many of each step's drafts to verify (SpeculativeOptions::adaptive).
   StepCosts own_costs;
@@ -517,6 +511,29 @@ Result<GenerateResult> Generate(ModelRunner& model, const std::vector<int32_t>& 
   DraftLengthPolicy own_policy;
   DraftLengthPolicy& draft_length =
       options.draft_length != nullptr ? *options.draft_length : own_policy;
+  // A drafter that drafts after each step (the MTP head) makes as many drafts
+  // as the next step may verify (DraftLengthPolicy::Plan, from the time its
+  // drafting took by drafts made), and no more than the tokens still wanted.
+  StepCosts draft_costs;
+  std::vector<int32_t> history;
+  auto after_step = [&](int64_t start_pos, int64_t rows) -> Status {
+    const int64_t room = options.max_tokens - static_cast<int64_t>(r.ids.size()) - 1;
+    int64_t want = std::clamp<int64_t>(room, 1, spec.draft_tokens);
+    const bool planned = spec.adaptive && drafter->drafts_after_step() && start_pos > 0;
+    if (planned) {
+      want = draft_length.Plan(drafter->kind(), want, step_costs, draft_costs, StepSoFar{1, 1});
+    }
+    const int64_t start = NowNs();
+    OCTET_RETURN_IF_ERROR(
+        drafter->AfterStep(0, 0, start_pos, rows, history, static_cast<int>(want)));
+    if (planned) draft_costs.Record(want, (NowNs() - start) * 1e-9);
+    return Status::Ok();
+  };
+  if (drafter) {
+    history = prompt;
+    history.push_back(id);
+    if (go) OCTET_RETURN_IF_ERROR(after_step(0, static_cast<int64_t>(prompt.size())));
+  }
   auto timed_step = [&]() -> Status {
     const int64_t start = NowNs();
     OCTET_RETURN_IF_ERROR(model.Step(batch, &out));
@@ -552,7 +569,7 @@ Result<GenerateResult> Generate(ModelRunner& model, const std::vector<int32_t>& 
       go = emit(id);
       if (drafter) {
         history.push_back(id);
-        if (go) OCTET_RETURN_IF_ERROR(drafter->AfterStep(0, 0, batch[0].start_pos, 1, history));
+        if (go) OCTET_RETURN_IF_ERROR(after_step(batch[0].start_pos, 1));
       }
       continue;
     }
@@ -596,7 +613,7 @@ Result<GenerateResult> Generate(ModelRunner& model, const std::vector<int32_t>& 
     // reads positions up to each query's own, never beyond).
     batch[0].tokens.resize(static_cast<size_t>(rows_used));
     if (go) {
-      OCTET_RETURN_IF_ERROR(drafter->AfterStep(0, 0, batch[0].start_pos, rows_used, history));
+      OCTET_RETURN_IF_ERROR(after_step(batch[0].start_pos, rows_used));
     }
   }
   r.decode_seconds = (NowNs() - t1) * 1e-9;

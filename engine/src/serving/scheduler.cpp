@@ -364,6 +364,10 @@ struct Scheduler::LoopState {
   std::vector<Active*> owners;
   ForwardOutput out;
   StepCosts step_costs;  // decode-only steps' times by rows (DraftLengthPolicy)
+  // A drafter's AfterStep time by drafts made (DraftLengthPolicy::Plan: the
+  // MTP head's chained forwards), and the decoding rows of the step just run.
+  StepCosts draft_costs;
+  int64_t decode_rows = 0;
   // Every sequence's drafts' acceptance (only its Learn is used): where a new
   // sequence's DraftLengthPolicy starts.
   DraftLengthPolicy all_drafts;
@@ -399,6 +403,7 @@ void Scheduler::Loop() {
     }
     StepCounts sc;
     const size_t decode_rows = FormBatch(st, &sc);
+    st.decode_rows = static_cast<int64_t>(decode_rows);
     const int64_t step_start_ns = clock_.NowNs();
     if (fatal = runner_.Step(st.batch, &st.out); !fatal.ok()) break;
     const int64_t now = clock_.NowNs();
@@ -595,8 +600,9 @@ Status Scheduler::DistributeStep(LoopState& st, int64_t now, StepCounts* sc) {
       if (!a.decoding()) {  // more prompt to go
         // A drafter on the model's state (MTP) takes every prompt chunk's rows.
         if (a.drafter) {
-          OCTET_RETURN_IF_ERROR(
-              a.drafter->AfterStep(i, st.batch[i].slot, st.batch[i].start_pos, n, a.params.prompt));
+          OCTET_RETURN_IF_ERROR(a.drafter->AfterStep(i, st.batch[i].slot, st.batch[i].start_pos, n,
+                                                     a.params.prompt,
+                                                     options_.speculative.draft_tokens));
         }
         continue;
       }
@@ -673,8 +679,22 @@ Status Scheduler::Emit(LoopState& st, Active& a, size_t i, bool was_decoding, in
     // The rows this step keeps: the prompt chunk's, or [last, accepted drafts].
     const int64_t rows = was_decoding ? static_cast<int64_t>(kept.size()) : n;
     if (reason.empty()) {
-      OCTET_RETURN_IF_ERROR(
-          a.drafter->AfterStep(i, st.batch[i].slot, st.batch[i].start_pos, rows, a.history));
+      // A drafter that drafts here (the MTP head) makes what the next step
+      // may verify (DraftLengthPolicy::Plan; the step taken to hold this
+      // one's decoding rows again) and what the sequence still has room for.
+      const int64_t room =
+          std::min(a.params.max_tokens - a.generated - 1, options_.context - a.cached - 1);
+      int64_t want = std::clamp<int64_t>(room, 1, options_.speculative.draft_tokens);
+      const bool planned =
+          was_decoding && options_.speculative.adaptive && a.drafter->drafts_after_step();
+      if (planned) {
+        want = a.draft_length.Plan(a.drafter->kind(), want, st.step_costs, st.draft_costs,
+                                   StepSoFar{st.decode_rows, static_cast<double>(st.decode_rows)});
+      }
+      const int64_t start = clock_.NowNs();
+      OCTET_RETURN_IF_ERROR(a.drafter->AfterStep(i, st.batch[i].slot, st.batch[i].start_pos, rows,
+                                                 a.history, static_cast<int>(want)));
+      if (planned) st.draft_costs.Record(want, (clock_.NowNs() - start) * 1e-9);
     }
   }
   const bool first = a.generated == static_cast<int64_t>(kept.size());

@@ -123,6 +123,41 @@ class TimedRunner final : public test::ForwardingRunner {
   std::function<double(int64_t)> cost_ms_;
 };
 
+// TimedRunner's steps, and an MTP head whose drafting takes `first_ms` for
+// the forward over the kept rows and `chain_ms` for each further draft; it
+// records the number of drafts asked of each decode-time call (a call fed
+// at most `decode_rows` rows: prompts are longer).
+class MtpTimedRunner final : public test::ForwardingRunner {
+ public:
+  MtpTimedRunner(Model& m, ManualClock& clock, std::function<double(int64_t rows)> cost_ms,
+                 double first_ms, double chain_ms, size_t decode_rows)
+      : ForwardingRunner(m),
+        clock_(clock),
+        cost_ms_(std::move(cost_ms)),
+        first_ms_(first_ms),
+        chain_ms_(chain_ms),
+        decode_rows_(decode_rows) {}
+  Status Step(const std::vector<SequenceChunk>& batch, ForwardOutput* out) override {
+    int64_t rows = 0;
+    for (const SequenceChunk& c : batch) rows += static_cast<int64_t>(c.tokens.size());
+    clock_.AdvanceNs(static_cast<int64_t>(cost_ms_(rows) * 1e6));
+    return inner_.Step(batch, out);
+  }
+  Status MtpDraft(size_t chunk, int slot, int64_t start_pos, const std::vector<int32_t>& next,
+                  int k, std::vector<int32_t>* drafts, std::vector<float>* logits) override {
+    clock_.AdvanceNs(static_cast<int64_t>((first_ms_ + (k - 1) * chain_ms_) * 1e6));
+    if (next.size() <= decode_rows_) asked.push_back(k);
+    return inner_.MtpDraft(chunk, slot, start_pos, next, k, drafts, logits);
+  }
+  std::vector<int> asked;  // the scheduler thread's, read after it stopped
+
+ private:
+  ManualClock& clock_;
+  std::function<double(int64_t)> cost_ms_;
+  double first_ms_, chain_ms_;
+  size_t decode_rows_;
+};
+
 // The same request alone through Generate.
 std::vector<int32_t> GenerateAlone(Model& m, const Req& r, const SpeculativeOptions& spec) {
   GenerateOptions g;
@@ -666,6 +701,78 @@ class TestScheduler : public QObject {
     // kind accepted a third of the time pays, the third or fourth does not
     // (verified 129 of 204 here; 162 without learning the rates).
     QVERIFY2(some > few && some * 10 < all * 7, std::to_string(some).c_str());
+  }
+
+  // The MTP head makes only the drafts the next step may verify: each
+  // further draft is a forward of the head, and drafts the step would not
+  // verify were made for nothing. With fixed lengths every call makes K
+  // (fewer only where the sequence has no room left); with dear rows and
+  // dear chained drafts (these random weights' drafts are always rejected),
+  // one, the forward the head's cache needs anyway; with free rows and free
+  // drafts, K. The ids are plain decoding's in every case.
+  void mtpDraftsOnlyWhatTheStepVerifies() {
+    auto m = Load("glm4-moe-tiny", true);
+    const int64_t vocab = m->config().vocab_size;
+    const auto prompts = Prompts(vocab);
+    std::vector<Req> reqs;
+    for (int r = 2; r < 5; ++r) reqs.push_back({prompts[r], 20});  // prompts of 9 to 15
+    SchedulerOptions so;
+    so.num_slots = 3;
+    so.context = 64;
+    so.max_batch_tokens = 64;
+    so.speculative.method = SpeculativeMethod::kMtp;
+    so.speculative.draft_tokens = 3;
+    struct Run {
+      Served out;
+      std::vector<int> asked;
+    };
+    auto serve = [&](bool adaptive, std::function<double(int64_t)> cost_ms, double chain_ms) {
+      ManualClock clock;
+      MtpTimedRunner runner(*m, clock, std::move(cost_ms), 1.0, chain_ms, 4);
+      SchedulerOptions o = so;
+      o.clock = &clock;
+      o.speculative.adaptive = adaptive;
+      Run run;
+      ServeAll(runner, o, reqs, &run.out);
+      run.asked = runner.asked;
+      return run;
+    };
+    const Run fixed = serve(
+        false, [](int64_t rows) { return double(rows * rows); }, 5.0);
+    const Run dear = serve(
+        true, [](int64_t rows) { return double(rows * rows); }, 5.0);
+    const Run free = serve(
+        true, [](int64_t) { return 1.0; }, 0.0);
+    if (QTest::currentTestFailed()) return;
+    for (size_t r = 0; r < reqs.size(); ++r) {
+      const auto ref = GenerateAlone(*m, reqs[r], {});
+      QCOMPARE(fixed.out.ids[r], ref);
+      QCOMPARE(dear.out.ids[r], ref);
+      QCOMPARE(free.out.ids[r], ref);
+    }
+    auto count = [](const std::vector<int>& v, int k) {
+      return static_cast<int>(std::count(v.begin(), v.end(), k));
+    };
+    qInfo(
+        "decode-time drafts asked (1 / 2 / 3): fixed %d / %d / %d, dear %d / %d / %d, free %d / "
+        "%d / %d",
+        count(fixed.asked, 1), count(fixed.asked, 2), count(fixed.asked, 3), count(dear.asked, 1),
+        count(dear.asked, 2), count(dear.asked, 3), count(free.asked, 1), count(free.asked, 2),
+        count(free.asked, 3));
+    // Each sequence's last three calls have room for 2, 1 and no drafts
+    // (asked for 2, 1 and 1: the head's cache still follows; no draft of
+    // these weights is accepted, so each sequence makes 18 calls).
+    const int n = static_cast<int>(fixed.asked.size());
+    QCOMPARE(n, 3 * 18);
+    QCOMPARE(count(fixed.asked, 3), n - 9);
+    QCOMPARE(count(fixed.asked, 2), 3);
+    // Dear: K only before any step was measured (each sequence's first call).
+    QVERIFY2(count(dear.asked, 1) * 10 >= int(dear.asked.size()) * 9,
+             std::to_string(count(dear.asked, 1)).c_str());
+    // Free: K but where the room is short, and while the drafting times are
+    // learned (one draft looks cheaper than it is until it was timed).
+    QVERIFY2(count(free.asked, 3) * 10 >= int(free.asked.size()) * 6,
+             std::to_string(count(free.asked, 3)).c_str());
   }
 
   // The rates are tokens over the last 5 s of the scheduler's clock, and

@@ -11,6 +11,7 @@
 #include <map>
 #include <set>
 
+#include "forwarding_runner.h"
 #include "octet/base/file_util.h"
 #include "octet/base/json.h"
 #include "octet/base/npy.h"
@@ -222,6 +223,44 @@ class TestSpeculative : public QObject {
     step = {16, 16};
     QCOMPARE(half.Choose(2, 4, dear, &step), int64_t(4));
     QCOMPARE(step.rows, int64_t(20));
+  }
+
+  // How many drafts a drafter that pays for each (the MTP head) makes: the
+  // first is free (the head's forward over the kept rows runs anyway), each
+  // further one costs what the drafting times say it adds.
+  void draftPlanPaysForTheDrafting() {
+    DraftLengthPolicy policy;
+    for (int i = 0; i < 30; ++i) policy.Learn(0, 3, 3);  // nearly always accepted
+    QVERIFY(policy.AcceptanceRate(0) > 0.95);
+    StepCosts flat;
+    for (int64_t r = 1; r <= 9; ++r) RecordTwice(flat, r, 1e-3);
+    StepCosts none;
+    // Nothing measured about the steps: all of them.
+    QCOMPARE(policy.Plan(0, 3, none, none, {1, 1}), int64_t(3));
+    QCOMPARE(policy.Plan(0, 1, flat, none, {1, 1}), int64_t(1));
+    // Free rows, drafting not measured yet (looks free): all of them.
+    QCOMPARE(policy.Plan(0, 3, flat, none, {1, 1}), int64_t(3));
+    // Each further draft as dear as a whole step: only the free one
+    // (1.95 tokens in 1 ms, against 2.9 in 2 ms).
+    StepCosts dear_chain;
+    for (int64_t d = 1; d <= 3; ++d) RecordTwice(dear_chain, d, 1e-3 * double(d));
+    QCOMPARE(policy.Plan(0, 3, flat, dear_chain, {1, 1}), int64_t(1));
+    // A tenth of a step each: all three (3.85 tokens in 1.2 ms).
+    StepCosts cheap_chain;
+    for (int64_t d = 1; d <= 3; ++d) RecordTwice(cheap_chain, d, 1e-4 * double(d));
+    QCOMPARE(policy.Plan(0, 3, flat, cheap_chain, {1, 1}), int64_t(3));
+    // A kind seldom accepted, rows dear: one (never none: it comes with the
+    // head's forward); rows and drafting free: all three, for what they may
+    // add at no cost.
+    DraftLengthPolicy seldom;
+    for (int i = 0; i < 30; ++i) seldom.Learn(0, 1, 0);
+    StepCosts steep;
+    for (int64_t r = 1; r <= 9; ++r) RecordTwice(steep, r, 1e-3 * double(r));
+    QCOMPARE(seldom.Plan(0, 3, steep, cheap_chain, {1, 1}), int64_t(1));
+    QCOMPARE(seldom.Plan(0, 3, flat, none, {1, 1}), int64_t(3));
+    // Plan changes nothing: Choose still verifies none of the seldom kind's.
+    StepSoFar step{1, 1};
+    QCOMPARE(seldom.Choose(0, 3, steep, &step), int64_t(0));
   }
 
   // A kind declined kRetryAfter times in a row has one draft verified (the
@@ -473,6 +512,61 @@ class TestSpeculative : public QObject {
     QVERIFY(!refused.ok());
     QVERIFY2(refused.status().message().find("multi-token-prediction") != std::string::npos,
              refused.status().ToString().c_str());
+  }
+
+  // Generate asks the MTP head for no more drafts than the next step can
+  // take (the tokens still wanted) and, with draft lengths that pay, than it
+  // will verify: each further draft is a forward of the head.
+  void mtpDraftsWhatTheStepMayVerify() {
+    OCTET_REQUIRE_FIXTURES();
+    const std::string dir = test::FixturesDir() + "/glm4-moe-tiny";
+    const Fixture fx = LoadFixture(dir);
+    QVERIFY(fx.prompt.size() > 4);
+    LoadOptions lo;
+    lo.threads = 1;
+    lo.load_mtp = true;
+    auto m = Model::Load(dir, lo);
+    QVERIFY2(m.ok(), m.status().ToString().c_str());
+    // Records the drafts asked of each decode-time call (fed at most 4 rows).
+    class Counting final : public test::ForwardingRunner {
+     public:
+      using ForwardingRunner::ForwardingRunner;
+      Status MtpDraft(size_t chunk, int slot, int64_t start_pos, const std::vector<int32_t>& next,
+                      int k, std::vector<int32_t>* drafts, std::vector<float>* logits) override {
+        if (next.size() <= 4) asked.push_back(k);
+        return inner_.MtpDraft(chunk, slot, start_pos, next, k, drafts, logits);
+      }
+      std::vector<int> asked;
+    };
+    GenerateOptions o;
+    o.max_tokens = 12;
+    o.stop_at_eos = false;
+    Counting plain_runner(**m);
+    auto plain = Generate(plain_runner, fx.prompt, o);
+    QVERIFY2(plain.ok(), plain.status().ToString().c_str());
+    o.speculative.method = SpeculativeMethod::kMtp;
+    o.speculative.draft_tokens = 3;
+    // Fixed lengths: 3 a step until the last ones (room for 2, 1, none).
+    o.speculative.adaptive = false;
+    Counting fixed_runner(**m);
+    auto fixed = Generate(fixed_runner, fx.prompt, o);
+    QVERIFY2(fixed.ok(), fixed.status().ToString().c_str());
+    QCOMPARE(fixed->ids, plain->ids);
+    QCOMPARE(fixed_runner.asked, (std::vector<int>{3, 3, 3, 3, 3, 3, 3, 2, 1, 1}));
+    // Rows dear and this head's drafts seldom accepted (these random
+    // weights': never): one, the forward its cache needs anyway.
+    o.speculative.adaptive = true;
+    StepCosts costs;
+    for (int64_t r = 1; r <= 9; ++r) RecordTwice(costs, r, 1e-3 * double(r));
+    DraftLengthPolicy rates;
+    for (int i = 0; i < 30; ++i) rates.Learn(0, 1, 0);
+    o.step_costs = &costs;
+    o.draft_length = &rates;
+    Counting auto_runner(**m);
+    auto adaptive = Generate(auto_runner, fx.prompt, o);
+    QVERIFY2(adaptive.ok(), adaptive.status().ToString().c_str());
+    QCOMPARE(adaptive->ids, plain->ids);
+    QCOMPARE(auto_runner.asked, std::vector<int>(10, 1));
   }
 
   void greedyEqualsTheReference_data() {

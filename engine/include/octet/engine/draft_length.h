@@ -80,6 +80,17 @@ class DraftLengthPolicy {
   // was. With no step measured yet every draft is verified. Adds the chosen
   // rows and their expected tokens to *step.
   int64_t Choose(int kind, int64_t drafted, const StepCosts& costs, StepSoFar* step);
+  // For a drafter whose drafts cost time of their own (the MTP head: a forward
+  // of it each, chained): how many of up to `max` drafts (of kind `kind`) to
+  // make for a step expected to hold `step` besides them. The first costs
+  // nothing extra (the head's forward over the kept rows runs anyway: its
+  // cache follows the sequence); each further one what `draft_costs`, the
+  // drafter's measured time by drafts made, adds over one. The count with the
+  // most expected tokens per second of the step and the drafting, at least
+  // 1; `max` before anything is measured. Choose then verifies up to that
+  // many.
+  int64_t Plan(int kind, int64_t max, const StepCosts& costs, const StepCosts& draft_costs,
+               StepSoFar step) const;
   // After a verification step: `verified` drafts of kind `kind` were checked
   // and the first `accepted` of them were accepted.
   void Learn(int kind, int64_t verified, int64_t accepted);

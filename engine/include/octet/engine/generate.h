@@ -225,11 +225,16 @@ class Drafter {
   // chunk's rows, or the last token and its accepted drafts). `sequence` holds
   // the sequence up to at least position start_pos + rows (the token each kept
   // row was followed by). A drafter that runs on the model's state (the MTP
-  // head) drafts here; prompt lookup needs only the history.
+  // head) drafts here, at most `want` (>= 1) tokens for the next step;
+  // prompt lookup needs only the history.
   virtual Status AfterStep(size_t chunk, int slot, int64_t start_pos, int64_t rows,
-                           const std::vector<int32_t>& sequence) {
+                           const std::vector<int32_t>& sequence, int want) {
     return Status::Ok();
   }
+  // True when AfterStep makes the drafts, each at a cost (the MTP head's
+  // forward), so that the caller chooses `want` (DraftLengthPolicy::Plan)
+  // rather than have drafts made that the next step will not verify.
+  virtual bool drafts_after_step() const { return false; }
 };
 
 // Prompt lookup (NgramDraft with the options' n-gram sizes).
