@@ -554,10 +554,12 @@ class TestSpeculative : public QObject {
     QCOMPARE(fixed->ids, plain->ids);
     QCOMPARE(fixed_runner.asked, (std::vector<int>{3, 3, 3, 3, 3, 3, 3, 2, 1, 1}));
     // Rows dear and this head's drafts seldom accepted (these random
-    // weights': never): one, the forward its cache needs anyway.
+    // weights': never): one, the forward its cache needs anyway. (Seconds a
+    // row: Generate records the real steps into these costs, and no step of
+    // this model takes that long, even under an emulator.)
     o.speculative.adaptive = true;
     StepCosts costs;
-    for (int64_t r = 1; r <= 9; ++r) RecordTwice(costs, r, 1e-3 * double(r));
+    for (int64_t r = 1; r <= 9; ++r) RecordTwice(costs, r, 10.0 * double(r));
     DraftLengthPolicy rates;
     for (int i = 0; i < 30; ++i) rates.Learn(0, 1, 0);
     o.step_costs = &costs;
