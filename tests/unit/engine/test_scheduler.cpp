@@ -106,37 +106,19 @@ void ServeAll(ModelRunner& runner, const SchedulerOptions& so, const std::vector
 
 // A local model whose steps take, on a manual clock, what `cost` says a step
 // of that many rows takes: the scheduler's step times, and so its draft
-// lengths, without the machine's noise.
+// lengths, without the machine's noise. With SetMtpCosts its MTP head's
+// drafting takes `first_ms` for the forward over the kept rows and
+// `chain_ms` for each further draft, and it records the drafts asked of each
+// decode-time call (one fed at most `decode_rows` rows: prompts are longer).
 class TimedRunner final : public test::ForwardingRunner {
  public:
   TimedRunner(Model& m, ManualClock& clock, std::function<double(int64_t rows)> cost_ms)
       : ForwardingRunner(m), clock_(clock), cost_ms_(std::move(cost_ms)) {}
-  Status Step(const std::vector<SequenceChunk>& batch, ForwardOutput* out) override {
-    int64_t rows = 0;
-    for (const SequenceChunk& c : batch) rows += static_cast<int64_t>(c.tokens.size());
-    clock_.AdvanceNs(static_cast<int64_t>(cost_ms_(rows) * 1e6));
-    return inner_.Step(batch, out);
+  void SetMtpCosts(double first_ms, double chain_ms, size_t decode_rows) {
+    first_ms_ = first_ms;
+    chain_ms_ = chain_ms;
+    decode_rows_ = decode_rows;
   }
-
- private:
-  ManualClock& clock_;
-  std::function<double(int64_t)> cost_ms_;
-};
-
-// TimedRunner's steps, and an MTP head whose drafting takes `first_ms` for
-// the forward over the kept rows and `chain_ms` for each further draft; it
-// records the number of drafts asked of each decode-time call (a call fed
-// at most `decode_rows` rows: prompts are longer).
-class MtpTimedRunner final : public test::ForwardingRunner {
- public:
-  MtpTimedRunner(Model& m, ManualClock& clock, std::function<double(int64_t rows)> cost_ms,
-                 double first_ms, double chain_ms, size_t decode_rows)
-      : ForwardingRunner(m),
-        clock_(clock),
-        cost_ms_(std::move(cost_ms)),
-        first_ms_(first_ms),
-        chain_ms_(chain_ms),
-        decode_rows_(decode_rows) {}
   Status Step(const std::vector<SequenceChunk>& batch, ForwardOutput* out) override {
     int64_t rows = 0;
     for (const SequenceChunk& c : batch) rows += static_cast<int64_t>(c.tokens.size());
@@ -154,8 +136,8 @@ class MtpTimedRunner final : public test::ForwardingRunner {
  private:
   ManualClock& clock_;
   std::function<double(int64_t)> cost_ms_;
-  double first_ms_, chain_ms_;
-  size_t decode_rows_;
+  double first_ms_ = 0, chain_ms_ = 0;
+  size_t decode_rows_ = 0;
 };
 
 // The same request alone through Generate.
@@ -728,7 +710,8 @@ class TestScheduler : public QObject {
     };
     auto serve = [&](bool adaptive, std::function<double(int64_t)> cost_ms, double chain_ms) {
       ManualClock clock;
-      MtpTimedRunner runner(*m, clock, std::move(cost_ms), 1.0, chain_ms, 4);
+      TimedRunner runner(*m, clock, std::move(cost_ms));
+      runner.SetMtpCosts(1.0, chain_ms, 4);
       SchedulerOptions o = so;
       o.clock = &clock;
       o.speculative.adaptive = adaptive;
