@@ -161,12 +161,13 @@ int RunChat(const std::vector<std::string>& args) {
   text_opts.skip_unknown_ids = true;  // padded embedding rows the tokenizer lacks
   std::string line;
   uint64_t turn = 0;
-  // --draft-length auto: each turn starts from the step times and acceptance
-  // rates of the turns before it.
-  engine::StepCosts step_costs;
+  // --draft-length auto: each turn starts from the step times, acceptance
+  // rates and drafting times of the turns before it.
+  engine::StepCosts step_costs, draft_costs;
   engine::DraftLengthPolicy draft_length;
   gen.step_costs = &step_costs;
   gen.draft_length = &draft_length;
+  gen.draft_costs = &draft_costs;
   for (;;) {
     if (interactive) std::cerr << "> " << std::flush;
     if (!std::getline(std::cin, line)) break;

@@ -514,7 +514,8 @@ Result<GenerateResult> Generate(ModelRunner& model, const std::vector<int32_t>& 
   // A drafter that drafts after each step (the MTP head) makes as many drafts
   // as the next step may verify (DraftLengthPolicy::Plan, from the time its
   // drafting took by drafts made), and no more than the tokens still wanted.
-  StepCosts draft_costs;
+  StepCosts own_draft_costs;
+  StepCosts& draft_costs = options.draft_costs != nullptr ? *options.draft_costs : own_draft_costs;
   std::vector<int32_t> history;
   auto after_step = [&](int64_t start_pos, int64_t rows) -> Status {
     const int64_t room = options.max_tokens - static_cast<int64_t>(r.ids.size()) - 1;

@@ -562,13 +562,16 @@ class TestSpeculative : public QObject {
     for (int64_t r = 1; r <= 9; ++r) RecordTwice(costs, r, 10.0 * double(r));
     DraftLengthPolicy rates;
     for (int i = 0; i < 30; ++i) rates.Learn(0, 1, 0);
+    StepCosts drafting;  // the head's drafting times, kept by the caller (chat's turns)
     o.step_costs = &costs;
     o.draft_length = &rates;
+    o.draft_costs = &drafting;
     Counting auto_runner(**m);
     auto adaptive = Generate(auto_runner, fx.prompt, o);
     QVERIFY2(adaptive.ok(), adaptive.status().ToString().c_str());
     QCOMPARE(adaptive->ids, plain->ids);
     QCOMPARE(auto_runner.asked, std::vector<int>(10, 1));
+    QVERIFY(drafting.Seconds(1) > 0);
   }
 
   void greedyEqualsTheReference_data() {

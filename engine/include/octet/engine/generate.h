@@ -270,12 +270,14 @@ struct GenerateOptions {
   // Called with each new id as soon as it is chosen; return false to stop.
   std::function<bool(int32_t id)> on_token;
   SpeculativeOptions speculative;
-  // With speculative.adaptive: where the steps' times and the drafts'
-  // acceptance rates are learned. A caller that generates again with the same
+  // With speculative.adaptive: where the steps' times, the drafts'
+  // acceptance rates and the drafter's own drafting times (the MTP head's,
+  // by drafts made) are learned. A caller that generates again with the same
   // model (chat's turns) passes its own so that the next call starts from
   // what this one measured; null: learned afresh in the call.
   StepCosts* step_costs = nullptr;
   DraftLengthPolicy* draft_length = nullptr;
+  StepCosts* draft_costs = nullptr;
 };
 
 struct GenerateResult {
