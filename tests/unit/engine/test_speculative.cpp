@@ -544,6 +544,9 @@ class TestSpeculative : public QObject {
     Counting plain_runner(**m);
     auto plain = Generate(plain_runner, fx.prompt, o);
     QVERIFY2(plain.ok(), plain.status().ToString().c_str());
+    QVERIFY(plain->ids.size() >= fx.generated.size());  // the reference's greedy ids come first
+    QCOMPARE(std::vector<int32_t>(plain->ids.begin(), plain->ids.begin() + fx.generated.size()),
+             fx.generated);
     o.speculative.method = SpeculativeMethod::kMtp;
     o.speculative.draft_tokens = 3;
     // Fixed lengths: 3 a step until the last ones (room for 2, 1, none).
