@@ -364,6 +364,35 @@ std::vector<int32_t> NgramDraft(const std::vector<int32_t>& h, int k, int max_n,
   return {};
 }
 
+std::vector<int32_t> NgramDrafter::Draft(const std::vector<int32_t>& h, int k) {
+  const int64_t len = static_cast<int64_t>(h.size());
+  matched_ = 0;
+  if (len < 2) return {};
+  // Every position but the last: the last token ends the tail itself.
+  if (indexed_ > len - 1) {  // not the history indexed so far
+    positions_.clear();
+    indexed_ = 0;
+  }
+  for (; indexed_ < len - 1; ++indexed_) positions_[h[indexed_]].push_back(indexed_);
+  const auto it = positions_.find(h[len - 1]);
+  if (it == positions_.end()) return {};
+  const std::vector<int64_t>& ends = it->second;  // where the tail's last token occurred before
+  const int32_t* tail_end = h.data() + len;
+  for (int64_t n = std::min<int64_t>(max_n_, len - 1); n >= min_n_; --n) {
+    // The latest earlier occurrence of the last n tokens, as NgramDraft finds
+    // it: the latest end position whose n tokens up to it are the tail's.
+    for (auto e = ends.rbegin(); e != ends.rend(); ++e) {
+      const int64_t end = *e;  // the occurrence is [end - n + 1, end]
+      if (end < n - 1 || !std::equal(tail_end - n, tail_end, h.data() + end - n + 1)) continue;
+      const int64_t from = end + 1;
+      const int64_t take = std::min<int64_t>(k, len - from);  // >= 1: end <= len - 2
+      matched_ = static_cast<int>(n);
+      return std::vector<int32_t>(h.begin() + from, h.begin() + from + take);
+    }
+  }
+  return {};
+}
+
 namespace {
 
 // What the draft lengths were chosen from, for the debug log: the step

@@ -10,6 +10,7 @@
 #include <random>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "octet/base/status.h"
@@ -237,18 +238,25 @@ class Drafter {
   virtual bool drafts_after_step() const { return false; }
 };
 
-// Prompt lookup (NgramDraft with the options' n-gram sizes).
+// Prompt lookup: NgramDraft's drafts, without its scan of the whole history
+// at every step (which costs O(history) per n: 0.5 ms a sequence and step at
+// 32k tokens, 2 ms at 128k on a Zen 3 core, where no n-gram recurs). The
+// drafter keeps, for each token, the positions where it occurred, adding
+// the new ones at each call; an occurrence of the last n tokens ends at an
+// earlier position of the last token, so the latest one is found among those
+// positions, newest first. The history must grow by appending between calls
+// (as Generate's and the scheduler's do); a shorter one starts the index over.
 class NgramDrafter final : public Drafter {
  public:
   NgramDrafter(int max_n, int min_n) : max_n_(max_n), min_n_(min_n) {}
-  std::vector<int32_t> Draft(const std::vector<int32_t>& history, int k) override {
-    return NgramDraft(history, k, max_n_, min_n_, &matched_);
-  }
+  std::vector<int32_t> Draft(const std::vector<int32_t>& history, int k) override;
   int kind() const override { return matched_; }
 
  private:
   int max_n_, min_n_;
   int matched_ = 0;
+  std::unordered_map<int32_t, std::vector<int64_t>> positions_;  // token -> ascending positions
+  int64_t indexed_ = 0;  // positions [0, indexed_) of the history are in positions_
 };
 
 // The drafter `options` ask for, for a sequence that `runner` runs: null for
