@@ -239,8 +239,9 @@ class Drafter {
 };
 
 // Prompt lookup: NgramDraft's drafts, without its scan of the whole history
-// at every step (which costs O(history) per n: 0.5 ms a sequence and step at
-// 32k tokens, 2 ms at 128k on a Zen 3 core, where no n-gram recurs). The
+// at every step (which costs O(history) per n: 0.9 ms a sequence and step at
+// 32k tokens, 3.2 ms at 128k on a Zen 3 core where no n-gram recurs;
+// bench_ngram). The
 // drafter keeps, for each token, the positions where it occurred, adding
 // the new ones at each call; an occurrence of the last n tokens ends at an
 // earlier position of the last token, so the latest one is found among those
