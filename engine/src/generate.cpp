@@ -367,7 +367,7 @@ std::vector<int32_t> NgramDraft(const std::vector<int32_t>& h, int k, int max_n,
 std::vector<int32_t> NgramDrafter::Draft(const std::vector<int32_t>& h, int k) {
   const int64_t len = static_cast<int64_t>(h.size());
   matched_ = 0;
-  if (len < 2) return {};
+  if (len < 2 || k < 1) return {};
   // Every position but the last: the last token ends the tail itself.
   if (indexed_ > len - 1) {  // not the history indexed so far
     positions_.clear();
