@@ -12,6 +12,34 @@ constexpr double kMemory = 64;
 
 int KindIndex(int kind) { return std::clamp(kind, 0, DraftLengthPolicy::kKinds - 1); }
 
+// The length d in [least, max] with the most expected tokens per second: a
+// step holding `step` and d drafts, each accepted at rate p once the one
+// before it was, taking the step's time (`costs`, which has an estimate for
+// step.rows) plus, when `drafting` is given, what making drafts 2..d adds
+// over making one. *tokens_at_best: the drafts' expected tokens there.
+int64_t BestLength(double p, int64_t least, int64_t max, const StepCosts& costs, StepSoFar step,
+                   const StepCosts* drafting, double* tokens_at_best) {
+  int64_t best = least;
+  double best_rate = least == 0 ? step.tokens / costs.Seconds(step.rows) : -1;
+  double best_tokens = 0;
+  const double one = drafting != nullptr ? drafting->Seconds(1) : 0;
+  double tokens = 0, chain = 1;  // chain: the chance that drafts 1..d are all accepted
+  for (int64_t d = 1; d <= max; ++d) {
+    chain *= p;
+    tokens += chain;
+    const double extra =
+        drafting != nullptr && d > 1 ? std::max(0.0, drafting->Seconds(d) - one) : 0.0;
+    const double rate = (step.tokens + tokens) / (costs.Seconds(step.rows + d) + extra);
+    if (d >= least && rate > best_rate) {
+      best_rate = rate;
+      best = d;
+      best_tokens = tokens;
+    }
+  }
+  *tokens_at_best = best_tokens;
+  return best;
+}
+
 }  // namespace
 
 void StepCosts::Record(int64_t rows, double seconds) {
@@ -87,19 +115,7 @@ int64_t DraftLengthPolicy::Choose(int kind, int64_t drafted, const StepCosts& co
     best = 1;
     best_tokens = p;
   } else if (now > 0) {
-    double best_rate = step->tokens / now;
-    best = 0;
-    double tokens = 0, chain = 1;  // chain: the chance that drafts 1..d are all accepted
-    for (int64_t d = 1; d <= drafted; ++d) {
-      chain *= p;
-      tokens += chain;
-      const double rate = (step->tokens + tokens) / costs.Seconds(step->rows + d);
-      if (rate > best_rate) {
-        best_rate = rate;
-        best = d;
-        best_tokens = tokens;
-      }
-    }
+    best = BestLength(p, 0, drafted, costs, *step, nullptr, &best_tokens);
   } else {
     double chain = 1;
     for (int64_t d = 1; d <= drafted; ++d) best_tokens += (chain *= p);
@@ -113,22 +129,8 @@ int64_t DraftLengthPolicy::Choose(int kind, int64_t drafted, const StepCosts& co
 int64_t DraftLengthPolicy::Plan(int kind, int64_t max, const StepCosts& costs,
                                 const StepCosts& draft_costs, StepSoFar step) const {
   if (max <= 1 || costs.Seconds(step.rows) <= 0) return max;
-  const double p = AcceptanceRate(kind);
-  const double one = draft_costs.Seconds(1);
-  int64_t best = 1;
-  double best_rate = 0;
-  double tokens = 0, chain = 1;  // as in Choose
-  for (int64_t d = 1; d <= max; ++d) {
-    chain *= p;
-    tokens += chain;
-    const double drafting = d > 1 ? std::max(0.0, draft_costs.Seconds(d) - one) : 0.0;
-    const double rate = (step.tokens + tokens) / (costs.Seconds(step.rows + d) + drafting);
-    if (rate > best_rate) {
-      best_rate = rate;
-      best = d;
-    }
-  }
-  return best;
+  double tokens = 0;
+  return BestLength(AcceptanceRate(kind), 1, max, costs, step, &draft_costs, &tokens);
 }
 
 void DraftLengthPolicy::Learn(int kind, int64_t verified, int64_t accepted) {
