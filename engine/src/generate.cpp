@@ -423,18 +423,30 @@ class MtpDrafter final : public Drafter {
   }
   Status AfterStep(size_t chunk, int slot, int64_t start_pos, int64_t rows,
                    const std::vector<int32_t>& sequence, int want) override {
+    OCTET_ASSIGN_OR_RETURN(MtpDraftRequest q,
+                           Request(chunk, slot, start_pos, rows, sequence, want));
+    return model_.MtpDraft(q.chunk, q.slot, q.start_pos, q.next, q.k, &drafts_);
+  }
+  bool drafts_after_step() const override { return true; }
+
+  // AfterStep in two halves, for AfterSteps' batched call: what to ask the
+  // head (the old drafts are dropped), and the drafts it made.
+  Result<MtpDraftRequest> Request(size_t chunk, int slot, int64_t start_pos, int64_t rows,
+                                  const std::vector<int32_t>& sequence, int want) {
     drafts_.clear();
     if (rows < 1 || start_pos < 0 || start_pos + rows >= static_cast<int64_t>(sequence.size())) {
       return InternalError("MTP drafter: the sequence does not reach position " +
                            std::to_string(start_pos + rows));
     }
-    const std::vector<int32_t> next(sequence.begin() + start_pos + 1,
-                                    sequence.begin() + start_pos + 1 + rows);
     // The first draft comes with the forward that keeps the head's cache
     // up to date; each further one is a forward of its own.
-    return model_.MtpDraft(chunk, slot, start_pos, next, std::clamp(want, 1, k_), &drafts_);
+    return MtpDraftRequest{chunk, slot, start_pos,
+                           std::vector<int32_t>(sequence.begin() + start_pos + 1,
+                                                sequence.begin() + start_pos + 1 + rows),
+                           std::clamp(want, 1, k_)};
   }
-  bool drafts_after_step() const override { return true; }
+  void Take(std::vector<int32_t> drafts) { drafts_ = std::move(drafts); }
+  ModelRunner& runner() const { return model_; }
 
  private:
   ModelRunner& model_;  // one rank, or every rank of a TP group
@@ -461,6 +473,30 @@ Result<std::unique_ptr<Drafter>> MakeDrafter(const SpeculativeOptions& options,
     default:
       return std::unique_ptr<Drafter>();
   }
+}
+
+Status AfterSteps(const std::vector<AfterStepCall>& calls) {
+  ModelRunner* runner = nullptr;  // the first MTP head's; others' run alone
+  std::vector<MtpDrafter*> heads;
+  std::vector<MtpDraftRequest> requests;
+  for (const AfterStepCall& c : calls) {
+    auto* head = dynamic_cast<MtpDrafter*>(c.drafter);
+    if (head == nullptr || (runner != nullptr && &head->runner() != runner)) {
+      OCTET_RETURN_IF_ERROR(
+          c.drafter->AfterStep(c.chunk, c.slot, c.start_pos, c.rows, *c.sequence, c.want));
+      continue;
+    }
+    runner = &head->runner();
+    OCTET_ASSIGN_OR_RETURN(MtpDraftRequest q, head->Request(c.chunk, c.slot, c.start_pos, c.rows,
+                                                            *c.sequence, c.want));
+    requests.push_back(std::move(q));
+    heads.push_back(head);
+  }
+  if (requests.empty()) return Status::Ok();
+  std::vector<std::vector<int32_t>> drafts;
+  OCTET_RETURN_IF_ERROR(runner->MtpDraftBatch(requests, &drafts));
+  for (size_t i = 0; i < heads.size(); ++i) heads[i]->Take(std::move(drafts[i]));
+  return Status::Ok();
 }
 
 Result<GenerateResult> Generate(Model& model, const std::vector<int32_t>& prompt,

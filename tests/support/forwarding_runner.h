@@ -32,10 +32,10 @@ class ForwardingRunner : public engine::ModelRunner {
   engine::RunnerStats stats() const override { return inner_.stats(); }
   engine::Model* local_model() override { return inner_.local_model(); }
   int64_t mtp_layers() const override { return inner_.mtp_layers(); }
-  Status MtpDraft(size_t chunk, int slot, int64_t start_pos, const std::vector<int32_t>& next,
-                  int k, std::vector<int32_t>* drafts,
-                  std::vector<float>* logits = nullptr) override {
-    return inner_.MtpDraft(chunk, slot, start_pos, next, k, drafts, logits);
+  Status MtpDraftBatch(const std::vector<engine::MtpDraftRequest>& requests,
+                       std::vector<std::vector<int32_t>>* drafts,
+                       std::vector<float>* logits = nullptr) override {
+    return inner_.MtpDraftBatch(requests, drafts, logits);
   }
 
  protected:

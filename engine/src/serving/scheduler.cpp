@@ -364,10 +364,16 @@ struct Scheduler::LoopState {
   std::vector<Active*> owners;
   ForwardOutput out;
   StepCosts step_costs;  // decode-only steps' times by rows (DraftLengthPolicy)
-  // A drafter's AfterStep time by drafts made (DraftLengthPolicy::Plan: the
-  // MTP head's chained forwards), and the decoding rows of the step just run.
+  // Each sequence's share of a step's drafting time by the drafts it asked
+  // for (DraftLengthPolicy::Plan: the MTP head's chained forwards), and the
+  // decoding rows of the step just run.
   StepCosts draft_costs;
   int64_t decode_rows = 0;
+  // The step's drafters' AfterStep calls, made together once every sequence
+  // took its tokens (AfterSteps: the MTP head batched), and which of them
+  // chose their drafts by Plan.
+  std::vector<AfterStepCall> after_step;
+  std::vector<bool> planned;
   // Every sequence's drafts' acceptance (only its Learn is used): where a new
   // sequence's DraftLengthPolicy starts.
   DraftLengthPolicy all_drafts;
@@ -590,6 +596,8 @@ size_t Scheduler::FormBatch(LoopState& st, StepCounts* sc) {
 }
 
 Status Scheduler::DistributeStep(LoopState& st, int64_t now, StepCounts* sc) {
+  st.after_step.clear();
+  st.planned.clear();
   for (size_t i = 0; i < st.batch.size(); ++i) {
     Active& a = *st.owners[i];
     const int64_t n = static_cast<int64_t>(st.batch[i].tokens.size());
@@ -598,11 +606,12 @@ Status Scheduler::DistributeStep(LoopState& st, int64_t now, StepCounts* sc) {
       a.prefilled += n;
       a.cached = a.prefilled;
       if (!a.decoding()) {  // more prompt to go
-        // A drafter on the model's state (MTP) takes every prompt chunk's rows.
+        // A drafter on the model's state (MTP) takes every prompt chunk's
+        // rows; its drafts are not verified (more prompt comes first).
         if (a.drafter) {
-          OCTET_RETURN_IF_ERROR(a.drafter->AfterStep(i, st.batch[i].slot, st.batch[i].start_pos, n,
-                                                     a.params.prompt,
-                                                     options_.speculative.draft_tokens));
+          st.after_step.push_back(AfterStepCall{a.drafter.get(), i, st.batch[i].slot,
+                                                st.batch[i].start_pos, n, &a.params.prompt, 1});
+          st.planned.push_back(false);
         }
         continue;
       }
@@ -622,6 +631,20 @@ Status Scheduler::DistributeStep(LoopState& st, int64_t now, StepCounts* sc) {
       }
     }
     OCTET_RETURN_IF_ERROR(Emit(st, a, i, was_decoding, n, now, sc));
+  }
+  if (st.after_step.empty()) return Status::Ok();
+  const int64_t start = clock_.NowNs();
+  OCTET_RETURN_IF_ERROR(AfterSteps(st.after_step));
+  // The drafting time (DraftLengthPolicy::Plan's) when every call chose by
+  // Plan (no prompt rows): each sequence's share, in proportion to the drafts
+  // it asked for (those beyond its first are the chained forwards it adds).
+  if (std::find(st.planned.begin(), st.planned.end(), false) == st.planned.end()) {
+    const double seconds = (clock_.NowNs() - start) * 1e-9;
+    int64_t asked = 0;
+    for (const AfterStepCall& c : st.after_step) asked += c.want;
+    for (const AfterStepCall& c : st.after_step) {
+      st.draft_costs.Record(c.want, seconds * c.want / static_cast<double>(asked));
+    }
   }
   return Status::Ok();
 }
@@ -691,10 +714,10 @@ Status Scheduler::Emit(LoopState& st, Active& a, size_t i, bool was_decoding, in
         want = a.draft_length.Plan(a.drafter->kind(), want, st.step_costs, st.draft_costs,
                                    StepSoFar{st.decode_rows, static_cast<double>(st.decode_rows)});
       }
-      const int64_t start = clock_.NowNs();
-      OCTET_RETURN_IF_ERROR(a.drafter->AfterStep(i, st.batch[i].slot, st.batch[i].start_pos, rows,
-                                                 a.history, static_cast<int>(want)));
-      if (planned) st.draft_costs.Record(want, (clock_.NowNs() - start) * 1e-9);
+      st.after_step.push_back(AfterStepCall{a.drafter.get(), i, st.batch[i].slot,
+                                            st.batch[i].start_pos, rows, &a.history,
+                                            static_cast<int>(want)});
+      st.planned.push_back(planned);
     }
   }
   const bool first = a.generated == static_cast<int64_t>(kept.size());

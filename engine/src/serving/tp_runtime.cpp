@@ -126,34 +126,47 @@ Status DecodeBatch(const std::vector<uint8_t>& bytes, std::vector<SequenceChunk>
 // An MTP draft call: chunk, slot, start position, k, whether rank 0 keeps
 // the logits of every fed row (every rank then gathers them all), and the
 // fed tokens.
+// An MTP draft call: its requests, and whether rank 0 asked for the logits
+// (every rank then gathers them the same way).
 struct MtpPlan {
-  uint32_t chunk = 0;
-  int32_t slot = 0;
-  int64_t start_pos = 0;
-  int32_t k = 0;
   uint8_t all_logits = 0;
-  std::vector<int32_t> next;
+  std::vector<MtpDraftRequest> requests;
 };
 
 std::vector<uint8_t> EncodeMtp(const MtpPlan& p) {
   Writer w;
-  w.Put(p.chunk);
-  w.Put(p.slot);
-  w.Put(p.start_pos);
-  w.Put(p.k);
   w.Put(p.all_logits);
-  w.Put(static_cast<uint32_t>(p.next.size()));
-  w.PutInts(p.next);
+  w.Put(static_cast<uint32_t>(p.requests.size()));
+  for (const MtpDraftRequest& q : p.requests) {
+    w.Put(static_cast<uint32_t>(q.chunk));
+    w.Put(static_cast<int32_t>(q.slot));
+    w.Put(static_cast<int64_t>(q.start_pos));
+    w.Put(static_cast<int32_t>(q.k));
+    w.Put(static_cast<uint32_t>(q.next.size()));
+    w.PutInts(q.next);
+  }
   return std::move(w.bytes);
 }
 
 Status DecodeMtp(const std::vector<uint8_t>& bytes, MtpPlan* p) {
   Reader r(bytes);
-  uint32_t n = 0;
-  if (!r.Get(&p->chunk) || !r.Get(&p->slot) || !r.Get(&p->start_pos) || !r.Get(&p->k) ||
-      !r.Get(&p->all_logits) || !r.Get(&n) || !r.GetInts(n, &p->next) || !r.done()) {
-    return DataLossError("MTP draft plan from rank 0 is malformed");
+  uint32_t count = 0;
+  bool ok = r.Get(&p->all_logits) && r.Get(&count) && count <= bytes.size();
+  p->requests.clear();
+  for (uint32_t i = 0; ok && i < count; ++i) {
+    MtpDraftRequest q;
+    uint32_t chunk = 0, n = 0;
+    int32_t slot = 0, k = 0;
+    int64_t start_pos = 0;
+    ok = r.Get(&chunk) && r.Get(&slot) && r.Get(&start_pos) && r.Get(&k) && r.Get(&n) &&
+         r.GetInts(n, &q.next);
+    q.chunk = chunk;
+    q.slot = slot;
+    q.start_pos = start_pos;
+    q.k = k;
+    p->requests.push_back(std::move(q));
   }
+  if (!ok || !r.done()) return DataLossError("MTP draft plan from rank 0 is malformed");
   return Status::Ok();
 }
 
@@ -353,19 +366,14 @@ Status TpRuntime::ResetCache(int slots, int64_t capacity, kernels::KvDtype dtype
   return model_->ResetMtpCache(slots, capacity + kMtpChainPositions, dtype);
 }
 
-Status TpRuntime::MtpDraft(size_t chunk, int slot, int64_t start_pos,
-                           const std::vector<int32_t>& next, int k, std::vector<int32_t>* drafts,
-                           std::vector<float>* logits) {
+Status TpRuntime::MtpDraftBatch(const std::vector<MtpDraftRequest>& requests,
+                                std::vector<std::vector<int32_t>>* drafts,
+                                std::vector<float>* logits) {
   MtpPlan p;
-  p.chunk = static_cast<uint32_t>(chunk);
-  p.slot = slot;
-  p.start_pos = start_pos;
-  p.k = k;
   p.all_logits = logits != nullptr ? 1 : 0;
-  p.next = next;
+  p.requests = requests;
   OCTET_RETURN_IF_ERROR(SendPlan(PlanOp::kMtpDraft, EncodeMtp(p)));
-  Status s = model_->MtpDraft(chunk, slot, start_pos, next, k, drafts, logits,
-                              comm_ ? hooks_ : ForwardHooks{});
+  Status s = model_->MtpDraftBatch(requests, drafts, logits, comm_ ? hooks_ : ForwardHooks{});
   // As for a step: a failed collective poisons the group; a rejected call
   // fails the same way on every rank before any collective.
   if (!s.ok() && comm_ && comm_->poisoned()) return Fail(comm_->health());
@@ -476,10 +484,10 @@ Status TpRuntime::Follow(const std::function<bool()>& stop, int stop_grace_ms) {
               " has no multi-token-prediction layer loaded but rank 0 drafts with it (start "
               "every rank with --speculative mtp)"));
         }
-        std::vector<int32_t> drafts;
+        std::vector<std::vector<int32_t>> drafts;
         std::vector<float> logits;  // gathered as rank 0 gathers them
-        Status s = model_->MtpDraft(p.chunk, p.slot, p.start_pos, p.next, p.k, &drafts,
-                                    p.all_logits ? &logits : nullptr, hooks_);
+        Status s =
+            model_->MtpDraftBatch(p.requests, &drafts, p.all_logits ? &logits : nullptr, hooks_);
         if (!s.ok() && comm_->poisoned()) return Fail(comm_->health());
         break;
       }

@@ -108,8 +108,10 @@ void ServeAll(ModelRunner& runner, const SchedulerOptions& so, const std::vector
 // of that many rows takes: the scheduler's step times, and so its draft
 // lengths, without the machine's noise. With SetMtpCosts its MTP head's
 // drafting takes `first_ms` for the forward over the kept rows and
-// `chain_ms` for each further draft, and it records the drafts asked of each
-// decode-time call (one fed at most `decode_rows` rows: prompts are longer).
+// `chain_ms` for each further draft (of any of the sequences drafting in the
+// call: they chain together), and it records the drafts asked of each
+// decode-time request (one fed at most `decode_rows` rows: prompts are
+// longer) and the requests of each decode-time call.
 class TimedRunner final : public test::ForwardingRunner {
  public:
   TimedRunner(Model& m, ManualClock& clock, std::function<double(int64_t rows)> cost_ms)
@@ -125,13 +127,25 @@ class TimedRunner final : public test::ForwardingRunner {
     clock_.AdvanceNs(static_cast<int64_t>(cost_ms_(rows) * 1e6));
     return inner_.Step(batch, out);
   }
-  Status MtpDraft(size_t chunk, int slot, int64_t start_pos, const std::vector<int32_t>& next,
-                  int k, std::vector<int32_t>* drafts, std::vector<float>* logits) override {
+  Status MtpDraftBatch(const std::vector<MtpDraftRequest>& requests,
+                       std::vector<std::vector<int32_t>>* drafts,
+                       std::vector<float>* logits) override {
+    int k = 1;
+    int decoding = 0;
+    for (const MtpDraftRequest& q : requests) {
+      k = std::max(k, q.k);
+      if (q.next.size() <= decode_rows_) {
+        asked.push_back(q.k);
+        ++decoding;
+      }
+    }
+    if (decoding > 0) batched.push_back(decoding);
     clock_.AdvanceNs(static_cast<int64_t>((first_ms_ + (k - 1) * chain_ms_) * 1e6));
-    if (next.size() <= decode_rows_) asked.push_back(k);
-    return inner_.MtpDraft(chunk, slot, start_pos, next, k, drafts, logits);
+    return inner_.MtpDraftBatch(requests, drafts, logits);
   }
-  std::vector<int> asked;  // the scheduler thread's, read after it stopped
+  // The scheduler thread's, read after it stopped.
+  std::vector<int> asked;    // by decode-time request
+  std::vector<int> batched;  // decode-time requests by call
 
  private:
   ManualClock& clock_;
@@ -706,7 +720,7 @@ class TestScheduler : public QObject {
     so.speculative.draft_tokens = 3;
     struct Run {
       Served out;
-      std::vector<int> asked;
+      std::vector<int> asked, batched;
     };
     auto serve = [&](bool adaptive, std::function<double(int64_t)> cost_ms, double chain_ms) {
       ManualClock clock;
@@ -718,6 +732,7 @@ class TestScheduler : public QObject {
       Run run;
       ServeAll(runner, o, reqs, &run.out);
       run.asked = runner.asked;
+      run.batched = runner.batched;
       return run;
     };
     const Run fixed = serve(
@@ -749,6 +764,10 @@ class TestScheduler : public QObject {
     QCOMPARE(n, 3 * 18);
     QCOMPARE(count(fixed.asked, 3), n - 9);
     QCOMPARE(count(fixed.asked, 2), 3);
+    // The three prefill in one step and decode in lockstep: the head drafts
+    // for all three in one call a step, not one call each.
+    QCOMPARE(fixed.batched, std::vector<int>(18, 3));
+    QCOMPARE(dear.batched, std::vector<int>(18, 3));
     // Dear: K only before any step was measured (each sequence's first call).
     QVERIFY2(count(dear.asked, 1) * 10 >= int(dear.asked.size()) * 9,
              std::to_string(count(dear.asked, 1)).c_str());

@@ -506,6 +506,92 @@ class TestSpeculative : public QObject {
     QVERIFY(!(*plain)->NewMtpCache(1, 8).ok());
   }
 
+  void mtpHeadDraftsABatchAsOne_data() { mtpHeadMatchesTheReference_data(); }
+  // Several sequences' drafts in one call (the scheduler's): three chunks of
+  // one forward in three slots - the fixture's sequence and two prefixes of
+  // it - drafted together with k = 1, 3, 2. Every fed row's logits are the
+  // reference's row at its position; each request's drafts (the chained
+  // ones too) are those of the same request made alone.
+  void mtpHeadDraftsABatchAsOne() {
+    OCTET_REQUIRE_FIXTURES();
+    QFETCH(QString, model);
+    const std::string dir = test::FixturesDir() + "/" + model.toStdString();
+    auto text = ReadFileToString(dir + "/reference.json");
+    QVERIFY(text.ok());
+    const auto ref = nlohmann::json::parse(*text);
+    const auto& mtp = ref["mtp"];
+    std::vector<int32_t> seq = ref["prompt_ids"].get<std::vector<int32_t>>();
+    for (int32_t id : ref["generated_ids"].get<std::vector<int32_t>>()) seq.push_back(id);
+    const int64_t T = static_cast<int64_t>(seq.size()) - 1;
+    auto want = ReadNpy(dir + "/" + mtp["logits_file"].get<std::string>());
+    QVERIFY(want.ok());
+    const std::vector<float> want_logits = want->AsFloat();
+    const int64_t V = 288;
+    const int64_t lengths[3] = {T, T / 2, T - 3};
+    const int ks[3] = {1, 3, 2};
+    LoadOptions o;
+    o.threads = 2;
+    o.load_mtp = true;
+    auto m = Model::Load(dir, o);
+    QVERIFY2(m.ok(), m.status().ToString().c_str());
+    KvCache cache = *(*m)->NewKvCache(3, T);
+    auto mtp_cache = (*m)->NewMtpCache(3, T + kMtpChainPositions);
+    QVERIFY2(mtp_cache.ok(), mtp_cache.status().ToString().c_str());
+    std::vector<SequenceChunk> batch(3);
+    std::vector<MtpDraftRequest> requests(3);
+    for (int r = 0; r < 3; ++r) {
+      batch[r].slot = r;
+      batch[r].tokens.assign(seq.begin(), seq.begin() + lengths[r]);
+      requests[r] = {size_t(r), r, 0,
+                     std::vector<int32_t>(seq.begin() + 1, seq.begin() + 1 + lengths[r]), ks[r]};
+    }
+    ForwardOutput out;
+    Status s = (*m)->Forward(batch, cache, &out);
+    QVERIFY2(s.ok(), s.ToString().c_str());
+    // Refused before anything runs: one slot twice, a chunk not in the step.
+    std::vector<std::vector<int32_t>> drafts;
+    auto twice = requests;
+    twice[2].slot = 0;
+    QCOMPARE((*m)->MtpDraftBatch(twice, *mtp_cache, &drafts).code(), StatusCode::kInvalidArgument);
+    auto stray = requests;
+    stray[1].chunk = 3;
+    s = (*m)->MtpDraftBatch(stray, *mtp_cache, &drafts);
+    QCOMPARE(s.code(), StatusCode::kInvalidArgument);
+    QVERIFY2(s.message().find("request 1") != std::string::npos, s.ToString().c_str());
+    for (int r = 0; r < 3; ++r) QCOMPARE(mtp_cache->length(r), int64_t(0));
+
+    std::vector<float> logits;
+    s = (*m)->MtpDraftBatch(requests, *mtp_cache, &drafts, &logits);
+    QVERIFY2(s.ok(), s.ToString().c_str());
+    QCOMPARE(int64_t(logits.size()), (lengths[0] + lengths[1] + lengths[2]) * V);
+    double d = 0;
+    const float* row = logits.data();
+    for (int r = 0; r < 3; ++r) {
+      for (int64_t i = 0; i < lengths[r] * V; ++i) {
+        d = std::max(d, std::fabs(double(row[i]) - want_logits[static_cast<size_t>(i)]));
+      }
+      row += lengths[r] * V;
+    }
+    QVERIFY2(d <= mtp["suggested_logits_atol"].get<double>(),
+             ("max |batched mtp logits - ref| = " + std::to_string(d)).c_str());
+    QCOMPARE(drafts.size(), size_t(3));
+    for (int r = 0; r < 3; ++r) {
+      QCOMPARE(int(drafts[r].size()), ks[r]);
+      QCOMPARE(mtp_cache->length(r), lengths[r] + ks[r] - 1);
+      // Alone: its own forward and a fresh MTP cache.
+      KvCache one = *(*m)->NewKvCache(1, T);
+      auto one_mtp = (*m)->NewMtpCache(1, T + kMtpChainPositions);
+      QVERIFY(one_mtp.ok());
+      SequenceChunk ch = batch[r];
+      ch.slot = 0;
+      QVERIFY((*m)->Forward({ch}, one, &out).ok());
+      std::vector<int32_t> alone;
+      s = (*m)->MtpDraft(0, 0, 0, requests[r].next, *one_mtp, ks[r], &alone);
+      QVERIFY2(s.ok(), s.ToString().c_str());
+      QCOMPARE(drafts[r], alone);
+    }
+  }
+
   void mtpSpeculationKeepsTheReference_data() {
     QTest::addColumn<QString>("model");
     QTest::addColumn<int>("k");
@@ -577,10 +663,13 @@ class TestSpeculative : public QObject {
     class Counting final : public test::ForwardingRunner {
      public:
       using ForwardingRunner::ForwardingRunner;
-      Status MtpDraft(size_t chunk, int slot, int64_t start_pos, const std::vector<int32_t>& next,
-                      int k, std::vector<int32_t>* drafts, std::vector<float>* logits) override {
-        if (next.size() <= 4) asked.push_back(k);
-        return inner_.MtpDraft(chunk, slot, start_pos, next, k, drafts, logits);
+      Status MtpDraftBatch(const std::vector<MtpDraftRequest>& requests,
+                           std::vector<std::vector<int32_t>>* drafts,
+                           std::vector<float>* logits) override {
+        for (const MtpDraftRequest& q : requests) {
+          if (q.next.size() <= 4) asked.push_back(q.k);
+        }
+        return inner_.MtpDraftBatch(requests, drafts, logits);
       }
       std::vector<int> asked;
     };

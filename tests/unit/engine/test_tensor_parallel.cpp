@@ -353,8 +353,9 @@ class TestTensorParallel : public QObject {
     QVERIFY(want_mtp.ok() && want_logits.ok());
     const int64_t V = want_mtp->shape.back();
 
-    std::vector<float> mtp_logits;
+    std::vector<float> mtp_logits, batch_logits;
     std::vector<int32_t> drafts;
+    std::vector<std::vector<int32_t>> batch_drafts;
     GenerateResult spec;
     auto tr = collectives::ParseTransport(transport.toStdString());
     auto al = collectives::ParseAlgorithm(algo.toStdString());
@@ -369,6 +370,17 @@ class TestTensorParallel : public QObject {
       OCTET_RETURN_IF_ERROR(rt.Step({ch}, &out));
       const std::vector<int32_t> next(seq.begin() + 1, seq.end());
       OCTET_RETURN_IF_ERROR(rt.MtpDraft(0, 0, 0, next, 1, &drafts, &mtp_logits));
+      // Two sequences drafted in one call (the scheduler's): the whole
+      // sequence and its first half, in two slots, k drafts each.
+      OCTET_RETURN_IF_ERROR(rt.ResetCache(2, T, kernels::KvDtype::kF32));
+      SequenceChunk half = ch;
+      half.slot = 1;
+      half.tokens.resize(static_cast<size_t>(T / 2));
+      OCTET_RETURN_IF_ERROR(rt.Step({ch, half}, &out));
+      OCTET_RETURN_IF_ERROR(rt.MtpDraftBatch(
+          {MtpDraftRequest{0, 0, 0, next, k},
+           MtpDraftRequest{1, 1, 0, std::vector<int32_t>(next.begin(), next.begin() + T / 2), k}},
+          &batch_drafts, &batch_logits));
       GenerateOptions o;
       o.max_tokens = static_cast<int64_t>(generated.size());
       o.stop_at_eos = false;
@@ -391,6 +403,21 @@ class TestTensorParallel : public QObject {
              ("max |mtp logits - ref| = " + std::to_string(d)).c_str());
     const auto want_drafts = mtp["draft_ids"].get<std::vector<int32_t>>();
     QCOMPARE(drafts, std::vector<int32_t>{want_drafts.back()});
+    // The batched call: each sequence's rows are the reference's rows at
+    // their positions; each makes k drafts, the first the reference's.
+    QCOMPARE(int64_t(batch_logits.size()), (T + T / 2) * V);
+    double db = 0;
+    for (size_t i = 0; i < batch_logits.size(); ++i) {
+      const size_t at = i < size_t(T * V) ? i : i - size_t(T * V);
+      db = std::max(db, std::fabs(double(batch_logits[i]) - want[at]));
+    }
+    QVERIFY2(db <= mtp["suggested_logits_atol"].get<double>(),
+             ("max |batched mtp logits - ref| = " + std::to_string(db)).c_str());
+    QCOMPARE(batch_drafts.size(), size_t(2));
+    QCOMPARE(int(batch_drafts[0].size()), k);
+    QCOMPARE(int(batch_drafts[1].size()), k);
+    QCOMPARE(batch_drafts[0].front(), want_drafts.back());
+    QCOMPARE(batch_drafts[1].front(), want_drafts[static_cast<size_t>(T / 2 - 1)]);
     // Speculative decoding: the reference's greedy ids and logits.
     QCOMPARE(spec.ids, generated);
     const std::vector<float> wl = want_logits->AsFloat();

@@ -238,6 +238,25 @@ class Drafter {
   virtual bool drafts_after_step() const { return false; }
 };
 
+// One sequence's Drafter::AfterStep, for AfterSteps.
+struct AfterStepCall {
+  Drafter* drafter = nullptr;
+  size_t chunk = 0;
+  int slot = 0;
+  int64_t start_pos = 0;
+  int64_t rows = 0;
+  const std::vector<int32_t>* sequence = nullptr;
+  int want = 1;
+};
+
+// Drafter::AfterStep for the sequences of one step (in distinct slots). The
+// MTP heads among them (drafters of one runner) draft in one call
+// (ModelRunner::MtpDraftBatch): a forward of the head over all their kept
+// rows, then each chained draft over one row of every sequence still
+// drafting, instead of those forwards once per sequence. Other drafters get
+// their AfterStep.
+Status AfterSteps(const std::vector<AfterStepCall>& calls);
+
 // Prompt lookup: NgramDraft's drafts, without its scan of the whole history
 // at every step (which costs O(history) per n: 0.9 ms a sequence and step at
 // 32k tokens, 3.2 ms at 128k on a Zen 3 core where no n-gram recurs;

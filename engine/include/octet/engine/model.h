@@ -237,6 +237,17 @@ struct SequenceChunk {
   bool verify = false;
 };
 
+// One sequence's part of a batched MTP draft (Model::MtpDraftBatch): chunk
+// `chunk` of the last Forward, in slot `slot` from position `start_pos`; the
+// tokens that followed its kept rows (`next`); up to `k` (>= 1) drafts.
+struct MtpDraftRequest {
+  size_t chunk = 0;
+  int slot = 0;
+  int64_t start_pos = 0;
+  std::vector<int32_t> next;
+  int k = 1;
+};
+
 // The most rows a forward runs batch-invariant for its verify chunks: 8
 // sequences of a token and 7 drafts each; beyond it the step is prefill-sized.
 inline constexpr int64_t kMaxVerifyStepRows = 64;
@@ -349,6 +360,16 @@ class Model {
   Status MtpDraft(size_t chunk, int slot, int64_t start_pos, const std::vector<int32_t>& next,
                   KvCache& mtp_cache, int k, std::vector<int32_t>* drafts,
                   std::vector<float>* logits = nullptr, const ForwardHooks& hooks = {});
+  // MtpDraft for several sequences of the last Forward at once (distinct
+  // slots): each forward of the MTP layer and the lm_head runs over every
+  // request's rows together (the first over all their fed rows, each chained
+  // one over one row of every request still drafting), not once per
+  // sequence. (*drafts)[r] gets request r's drafts; `logits`, when given, the
+  // first step's logits of every fed row, request after request. Invalid
+  // requests fail the call before anything runs.
+  Status MtpDraftBatch(const std::vector<MtpDraftRequest>& requests, KvCache& mtp_cache,
+                       std::vector<std::vector<int32_t>>* drafts,
+                       std::vector<float>* logits = nullptr, const ForwardHooks& hooks = {});
   // The same on the model's own MTP cache (ResetMtpCache), which a runner
   // keeps in step with its main cache (LocalRunner::ResetCache,
   // TpRuntime::ResetCache).
@@ -356,6 +377,11 @@ class Model {
                   int k, std::vector<int32_t>* drafts, std::vector<float>* logits = nullptr,
                   const ForwardHooks& hooks = {}) {
     return MtpDraft(chunk, slot, start_pos, next, mtp_cache_, k, drafts, logits, hooks);
+  }
+  Status MtpDraftBatch(const std::vector<MtpDraftRequest>& requests,
+                       std::vector<std::vector<int32_t>>* drafts,
+                       std::vector<float>* logits = nullptr, const ForwardHooks& hooks = {}) {
+    return MtpDraftBatch(requests, mtp_cache_, drafts, logits, hooks);
   }
   // (Re)makes that cache: `slots` sequences of `capacity` positions (the main
   // cache's, plus room for a chain of drafts). No-op without MTP layers.

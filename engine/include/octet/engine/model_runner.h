@@ -71,14 +71,25 @@ class ModelRunner {
   // ---- the MTP draft head (models loaded with LoadOptions::load_mtp) ----
   // Its layers (0: none loaded, no MTP drafting).
   virtual int64_t mtp_layers() const { return 0; }
-  // Model::MtpDraft for chunk `chunk` of the last Step, on the runner's own
-  // MTP cache (which ResetCache makes beside the main cache, with
-  // kMtpChainPositions more positions), on every rank of a group. `logits`,
-  // when given, gets the first draft step's logits of every fed row (rank 0's).
-  virtual Status MtpDraft(size_t chunk, int slot, int64_t start_pos,
-                          const std::vector<int32_t>& next, int k, std::vector<int32_t>* drafts,
-                          std::vector<float>* logits = nullptr) {
+  // Model::MtpDraftBatch for chunks of the last Step (one request each, in
+  // distinct slots), on the runner's own MTP cache (which ResetCache makes
+  // beside the main cache, with kMtpChainPositions more positions), on every
+  // rank of a group. `logits`, when given, gets the first draft step's logits
+  // of every fed row (rank 0's).
+  virtual Status MtpDraftBatch(const std::vector<MtpDraftRequest>& requests,
+                               std::vector<std::vector<int32_t>>* drafts,
+                               std::vector<float>* logits = nullptr) {
     return UnimplementedError("this runner has no multi-token-prediction head");
+  }
+  // The same for one chunk.
+  Status MtpDraft(size_t chunk, int slot, int64_t start_pos, const std::vector<int32_t>& next,
+                  int k, std::vector<int32_t>* drafts, std::vector<float>* logits = nullptr) {
+    drafts->clear();
+    std::vector<std::vector<int32_t>> made;
+    OCTET_RETURN_IF_ERROR(
+        MtpDraftBatch({MtpDraftRequest{chunk, slot, start_pos, next, k}}, &made, logits));
+    *drafts = std::move(made.front());
+    return Status::Ok();
   }
 };
 
@@ -102,10 +113,10 @@ class LocalRunner final : public ModelRunner {
   RunnerStats stats() const override { return stats_; }
   Model* local_model() override { return &model_; }
   int64_t mtp_layers() const override { return model_.mtp_layers(); }
-  Status MtpDraft(size_t chunk, int slot, int64_t start_pos, const std::vector<int32_t>& next,
-                  int k, std::vector<int32_t>* drafts,
-                  std::vector<float>* logits = nullptr) override {
-    return model_.MtpDraft(chunk, slot, start_pos, next, k, drafts, logits);
+  Status MtpDraftBatch(const std::vector<MtpDraftRequest>& requests,
+                       std::vector<std::vector<int32_t>>* drafts,
+                       std::vector<float>* logits = nullptr) override {
+    return model_.MtpDraftBatch(requests, drafts, logits);
   }
 
  private:

@@ -87,9 +87,9 @@ class TpRuntime final : public ModelRunner {
   // The MTP head sharded like the main layers: rank 0 sends the call as a
   // plan and every rank drafts on its shard (the same drafts on all).
   int64_t mtp_layers() const override { return model_->mtp_layers(); }
-  Status MtpDraft(size_t chunk, int slot, int64_t start_pos, const std::vector<int32_t>& next,
-                  int k, std::vector<int32_t>* drafts,
-                  std::vector<float>* logits = nullptr) override;
+  Status MtpDraftBatch(const std::vector<MtpDraftRequest>& requests,
+                       std::vector<std::vector<int32_t>>* drafts,
+                       std::vector<float>* logits = nullptr) override;
 
   // Rank 0: ends the followers' Follow() (they return OK). Idempotent.
   Status Shutdown();
