@@ -58,6 +58,14 @@ RandomModelShape RandomModelShape::Qwen3_30B_A3B(int64_t layers) {
   return s;
 }
 
+RandomModelShape RandomModelShape::Glm4MoeAtQwen3_30B_A3B(int64_t layers) {
+  RandomModelShape s = Qwen3_30B_A3B(layers);
+  s.architecture = "Glm4MoeForCausalLM";
+  s.shared_experts = 1;
+  s.mtp_layers = 1;
+  return s;
+}
+
 namespace {
 
 // A linear layer to write: `group` members share the NVFP4 global scale (the
@@ -103,8 +111,9 @@ Status AddLinears(SafetensorsWriter& w, const std::string& p, const std::vector<
 }  // namespace
 
 Status WriteRandomCheckpoint(const RandomModelShape& s, const std::string& dir) {
-  const bool moe = s.architecture == "Qwen3MoeForCausalLM";
-  const bool qwen3 = s.architecture == "Qwen3ForCausalLM" || moe;
+  const bool glm = s.architecture == "Glm4MoeForCausalLM";
+  const bool moe = s.architecture == "Qwen3MoeForCausalLM" || glm;
+  const bool qwen3 = s.architecture == "Qwen3ForCausalLM" || moe;  // QK norms
   const bool qwen2 = s.architecture == "Qwen2ForCausalLM";
   const bool llama = s.architecture == "LlamaForCausalLM";
   if (!qwen3 && !qwen2 && !llama) {
@@ -113,8 +122,11 @@ Status WriteRandomCheckpoint(const RandomModelShape& s, const std::string& dir) 
   if (moe && (s.num_experts < 1 || s.experts_per_token < 1 || s.experts_per_token > s.num_experts ||
               s.moe_intermediate_size < 1)) {
     return InvalidArgumentError(
-        "a Qwen3-MoE shape needs num_experts, experts_per_token (at most num_experts) and "
+        "an MoE shape needs num_experts, experts_per_token (at most num_experts) and "
         "moe_intermediate_size");
+  }
+  if (!glm && s.mtp_layers > 0) {
+    return InvalidArgumentError("MTP layers are written for Glm4MoeForCausalLM only");
   }
   if (s.nvfp4 &&
       (s.hidden_size % 16 || s.intermediate_size % 16 || (s.num_heads * s.head_dim) % 16)) {
@@ -126,10 +138,11 @@ Status WriteRandomCheckpoint(const RandomModelShape& s, const std::string& dir) 
         "NVFP4 experts need hidden and expert sizes that are multiples of 16");
   }
   OCTET_RETURN_IF_ERROR(MakeDirs(dir));
-  const bool bias = qwen2 || s.attention_bias;
+  const bool bias = qwen2 || glm || s.attention_bias;
   nlohmann::json cfg = {
       {"architectures", {s.architecture}},
-      {"model_type", llama ? "llama" : (qwen2 ? "qwen2" : (moe ? "qwen3_moe" : "qwen3"))},
+      {"model_type",
+       llama ? "llama" : (qwen2 ? "qwen2" : (glm ? "glm4_moe" : (moe ? "qwen3_moe" : "qwen3")))},
       {"vocab_size", s.vocab_size},
       {"hidden_size", s.hidden_size},
       {"intermediate_size", s.intermediate_size},
@@ -146,7 +159,21 @@ Status WriteRandomCheckpoint(const RandomModelShape& s, const std::string& dir) 
       {"torch_dtype", "bfloat16"},
   };
   if (llama) cfg["attention_bias"] = s.attention_bias;
-  if (moe) {
+  if (glm) {
+    cfg["n_routed_experts"] = s.num_experts;
+    cfg["num_experts_per_tok"] = s.experts_per_token;
+    cfg["moe_intermediate_size"] = s.moe_intermediate_size;
+    cfg["n_shared_experts"] = s.shared_experts;
+    cfg["n_group"] = 1;
+    cfg["topk_group"] = 1;
+    cfg["routed_scaling_factor"] = 2.5;
+    cfg["norm_topk_prob"] = true;
+    cfg["first_k_dense_replace"] = 0;
+    cfg["partial_rotary_factor"] = 0.5;
+    cfg["use_qk_norm"] = true;
+    cfg["attention_bias"] = true;
+    cfg["num_nextn_predict_layers"] = s.mtp_layers;
+  } else if (moe) {
     cfg["num_experts"] = s.num_experts;
     cfg["num_experts_per_tok"] = s.experts_per_token;
     cfg["moe_intermediate_size"] = s.moe_intermediate_size;
@@ -166,9 +193,11 @@ Status WriteRandomCheckpoint(const RandomModelShape& s, const std::string& dir) 
     // lm_head, and per MoE layer its router (and its attention when only the
     // experts are quantized).
     nlohmann::json exclude = {"lm_head"};
-    for (int64_t l = 0; moe && l < s.num_layers; ++l) {
+    for (int64_t l = 0; moe && l < s.num_layers + s.mtp_layers; ++l) {
       const std::string p = "model.layers." + std::to_string(l) + ".";
       if (!s.nvfp4) exclude.push_back(p + "self_attn*");
+      if (!s.nvfp4 && glm) exclude.push_back(p + "mlp.shared_experts*");
+      if (l >= s.num_layers) exclude.push_back(p + "eh_proj");
       exclude.push_back(p + "mlp.gate");
     }
     cfg["quantization_config"] = {
@@ -195,8 +224,15 @@ Status WriteRandomCheckpoint(const RandomModelShape& s, const std::string& dir) 
   }
   OCTET_RETURN_IF_ERROR(
       w.AddFloat("model.norm.weight", {s.hidden_size}, ones.data(), DType::kBF16));
-  for (int64_t l = 0; l < s.num_layers; ++l) {
+  for (int64_t l = 0; l < s.num_layers + s.mtp_layers; ++l) {
     const std::string p = "model.layers." + std::to_string(l) + ".";
+    if (l >= s.num_layers) {  // an MTP layer's own tensors, then a decoder layer's
+      for (const char* norm : {"enorm.weight", "hnorm.weight", "shared_head.norm.weight"}) {
+        OCTET_RETURN_IF_ERROR(w.AddFloat(p + norm, {s.hidden_size}, ones.data(), DType::kBF16));
+      }
+      OCTET_RETURN_IF_ERROR(
+          AddLinears(w, p, {{"eh_proj", s.hidden_size, 2 * s.hidden_size, 0, false}}, false, rng));
+    }
     OCTET_RETURN_IF_ERROR(
         w.AddFloat(p + "input_layernorm.weight", {s.hidden_size}, ones.data(), DType::kBF16));
     OCTET_RETURN_IF_ERROR(w.AddFloat(p + "post_attention_layernorm.weight", {s.hidden_size},
@@ -223,6 +259,18 @@ Status WriteRandomCheckpoint(const RandomModelShape& s, const std::string& dir) 
     OCTET_RETURN_IF_ERROR(
         AddLinears(w, p, {{"mlp.gate", s.num_experts, s.hidden_size, 0, false}}, false, rng));
     const int64_t F = s.moe_intermediate_size;
+    if (glm) {
+      const std::vector<float> zeros(static_cast<size_t>(s.num_experts), 0.0f);
+      OCTET_RETURN_IF_ERROR(w.AddFloat(p + "mlp.gate.e_score_correction_bias", {s.num_experts},
+                                       zeros.data(), DType::kF32));
+      const int64_t SF = F * s.shared_experts;
+      OCTET_RETURN_IF_ERROR(
+          AddLinears(w, p,
+                     {{"mlp.shared_experts.gate_proj", SF, s.hidden_size, 0, false},
+                      {"mlp.shared_experts.up_proj", SF, s.hidden_size, 0, false},
+                      {"mlp.shared_experts.down_proj", s.hidden_size, SF, 1, false}},
+                     s.nvfp4, rng));
+    }
     for (int64_t e = 0; e < s.num_experts; ++e) {
       const std::string x = "mlp.experts." + std::to_string(e) + ".";
       OCTET_RETURN_IF_ERROR(AddLinears(w, p,

@@ -21,7 +21,8 @@
 namespace octet::engine {
 
 struct RandomModelShape {
-  // Or LlamaForCausalLM, Qwen2ForCausalLM, Qwen3MoeForCausalLM (needs num_experts).
+  // Or LlamaForCausalLM, Qwen2ForCausalLM, Qwen3MoeForCausalLM (needs
+  // num_experts), Glm4MoeForCausalLM (the same MoE fields).
   std::string architecture = "Qwen3ForCausalLM";
   int64_t vocab_size = 320;
   int64_t hidden_size = 64;
@@ -49,6 +50,13 @@ struct RandomModelShape {
   // lm_head BF16 and listed in exclude_modules, as ModelOpt exports MoE
   // models. `nvfp4` quantizes attention too; routers never.
   bool nvfp4_experts = false;
+  // GLM-4.5 (Glm4MoeForCausalLM): sigmoid routing with a score-correction
+  // bias (zeros), `shared_experts` shared experts of moe_intermediate_size,
+  // q/k/v biases, QK norms, half-rotary heads, and `mtp_layers` multi-token-
+  // prediction layers after the decoder layers (enorm, hnorm, eh_proj, a
+  // full MoE decoder layer, shared_head.norm). Every layer is an MoE layer.
+  int64_t shared_experts = 1;
+  int64_t mtp_layers = 0;
 
   // Qwen3-0.6B: vocab 151936, hidden 1024, 28 layers, 16 heads / 8 kv, head_dim
   // 128, intermediate 3072, tied embeddings (BF16, ~1.2 GB on disk).
@@ -58,6 +66,9 @@ struct RandomModelShape {
   // top-8, untied lm_head; NVFP4 experts (nvfp4_experts). Per layer ~340 MB of
   // experts and ~38 MB of BF16 attention; embeddings and lm_head 622 MB each.
   static RandomModelShape Qwen3_30B_A3B(int64_t layers);
+  // GLM-4.5's architecture (above) at that layer shape, with one shared
+  // expert and one MTP layer: `layers` decoder layers plus the MTP layer.
+  static RandomModelShape Glm4MoeAtQwen3_30B_A3B(int64_t layers);
 };
 
 // Writes the checkpoint into `dir` (created); config.json last, so its presence
