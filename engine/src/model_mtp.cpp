@@ -34,6 +34,13 @@ Status Model::ResetMtpCache(int slots, int64_t capacity, kernels::KvDtype dtype)
   return Status::Ok();
 }
 
+Status Model::CopyMtpSlot(int src, int dst, int64_t positions) {
+  if (mtp_.empty()) return Status::Ok();
+  OCTET_RETURN_IF_ERROR(mtp_cache_.CheckCopy(src, dst, positions));
+  mtp_cache_.CopyPositions(src, dst, positions, *backend_);
+  return Status::Ok();
+}
+
 Status Model::MtpDraft(size_t chunk, int slot, int64_t start_pos, const std::vector<int32_t>& next,
                        KvCache& mtp_cache, int k, std::vector<int32_t>* drafts,
                        std::vector<float>* logits_out, const ForwardHooks& hooks) {

@@ -26,7 +26,7 @@ Status LocalRunner::Step(const std::vector<SequenceChunk>& batch, ForwardOutput*
 Status LocalRunner::CopySlot(int src, int dst, int64_t positions) {
   OCTET_RETURN_IF_ERROR(cache_.CheckCopy(src, dst, positions));
   cache_.CopyPositions(src, dst, positions, model_.backend());
-  return Status::Ok();
+  return model_.CopyMtpSlot(src, dst, positions);  // the MTP head's cache, when loaded
 }
 
 }  // namespace octet::engine

@@ -381,9 +381,6 @@ struct Scheduler::LoopState {
   int64_t prev_step_end_ns = 0;  // when the previous Step returned; 0 after idling
   RunnerStats base;              // the runner's counters when the loop started
   std::deque<std::pair<int64_t, uint64_t>> step_counts;  // (t, runner steps) over the window
-  // Forking a group's prompt cache is possible unless the MTP head drafts
-  // (its own cache follows every prompt chunk of the slot).
-  bool can_fork = true;
 };
 
 struct Scheduler::StepCounts {
@@ -396,7 +393,6 @@ void Scheduler::Loop() {
   LoopState st;
   for (int s = options_.num_slots - 1; s >= 0; --s) st.free_slots.push_back(s);
   st.base = runner_.stats();
-  st.can_fork = options_.speculative.method != SpeculativeMethod::kMtp;
 
   Status fatal;
   while (TakeIncoming(st)) {
@@ -497,7 +493,7 @@ void Scheduler::Admit(LoopState& st) {
       a->stream->MarkAdmitted(clock_.NowNs());
       if (j == 0) {
         leader = a.get();
-      } else if (st.can_fork) {
+      } else {
         a->leader = leader;
       }
       st.running.push_back(std::move(a));
@@ -609,8 +605,8 @@ Status Scheduler::DistributeStep(LoopState& st, int64_t now, StepCounts* sc) {
         // A drafter on the model's state (MTP) takes every prompt chunk's
         // rows; its drafts are not verified (more prompt comes first).
         if (a.drafter) {
-          st.after_step.push_back(AfterStepCall{a.drafter.get(), i, st.batch[i].slot,
-                                                st.batch[i].start_pos, n, &a.params.prompt, 1});
+          st.after_step.push_back(AfterStepCall{a.drafter.get(), i, a.slot, st.batch[i].start_pos,
+                                                n, &a.params.prompt, 1});
           st.planned.push_back(false);
         }
         continue;
@@ -714,9 +710,10 @@ Status Scheduler::Emit(LoopState& st, Active& a, size_t i, bool was_decoding, in
         want = a.draft_length.Plan(a.drafter->kind(), want, st.step_costs, st.draft_costs,
                                    StepSoFar{st.decode_rows, static_cast<double>(st.decode_rows)});
       }
-      st.after_step.push_back(AfterStepCall{a.drafter.get(), i, st.batch[i].slot,
-                                            st.batch[i].start_pos, rows, &a.history,
-                                            static_cast<int>(want)});
+      // Chunk i's rows, into this sequence's own slot (a forked sequence's
+      // chunk is its leader's).
+      st.after_step.push_back(AfterStepCall{a.drafter.get(), i, a.slot, st.batch[i].start_pos, rows,
+                                            &a.history, static_cast<int>(want)});
       st.planned.push_back(planned);
     }
   }

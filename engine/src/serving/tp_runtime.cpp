@@ -407,7 +407,7 @@ Status TpRuntime::CopySlot(int src, int dst, int64_t positions) {
   w.Put(static_cast<int64_t>(positions));
   OCTET_RETURN_IF_ERROR(SendPlan(PlanOp::kCopySlot, w.bytes));
   cache_.CopyPositions(src, dst, positions, model_->backend());
-  return Status::Ok();
+  return model_->CopyMtpSlot(src, dst, positions);  // the MTP head's cache, when loaded
 }
 
 Status TpRuntime::Idle() {
@@ -500,6 +500,7 @@ Status TpRuntime::Follow(const std::function<bool()>& stop, int stop_grace_ms) {
           return Fail(DataLossError("malformed KV slot copy plan from rank 0"));
         }
         cache_.CopyPositions(src, dst, positions, model_->backend());
+        if (Status s = model_->CopyMtpSlot(src, dst, positions); !s.ok()) return Fail(s);
         break;
       }
       case PlanOp::kStep: {

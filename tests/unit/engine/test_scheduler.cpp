@@ -7,6 +7,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <thread>
 
@@ -775,6 +776,99 @@ class TestScheduler : public QObject {
     // learned (one draft looks cheaper than it is until it was timed).
     QVERIFY2(count(free.asked, 3) * 10 >= int(free.asked.size()) * 6,
              std::to_string(count(free.asked, 3)).c_str());
+  }
+
+  // n sequences of one prompt with the MTP head: one prefill (in three
+  // chunks), its KV cache and the head's copied to the others' slots, and
+  // each sequence's head then fed the last chunk's rows with its own first
+  // token. Their tokens and every draft the head makes for each slot are
+  // those of the same sequences prefilled one by one (a runner that cannot
+  // copy slots); a follower whose head's cache of the first two chunks was
+  // not copied drafts from other attention and so other tokens.
+  void mtpSequencesOfOnePromptShareItsPrefill() {
+    auto m = Load("glm4-moe-tiny", true);
+    // Records each decode-time request's drafts by slot (those fed from past
+    // the prompt; its chunks' are not verified).
+    class Recording final : public test::ForwardingRunner {
+     public:
+      Recording(Model& model, bool copy, int64_t prompt)
+          : ForwardingRunner(model), copy_(copy), prompt_(prompt) {}
+      Status CopySlot(int src, int dst, int64_t positions) override {
+        if (!copy_) return UnimplementedError("no slot copies");
+        return inner_.CopySlot(src, dst, positions);
+      }
+      Status MtpDraftBatch(const std::vector<MtpDraftRequest>& requests,
+                           std::vector<std::vector<int32_t>>* drafts,
+                           std::vector<float>* logits) override {
+        OCTET_RETURN_IF_ERROR(inner_.MtpDraftBatch(requests, drafts, logits));
+        for (size_t r = 0; r < requests.size(); ++r) {
+          if (requests[r].start_pos < prompt_) continue;
+          auto& d = by_slot[requests[r].slot];
+          d.insert(d.end(), (*drafts)[r].begin(), (*drafts)[r].end());
+        }
+        return Status::Ok();
+      }
+      std::map<int, std::vector<int32_t>> by_slot;  // read after the scheduler stopped
+
+     private:
+      bool copy_;
+      int64_t prompt_;
+    };
+    std::vector<int32_t> prompt = Prompts(m->config().vocab_size)[6];  // 21 tokens
+    QCOMPARE(prompt.size(), size_t(21));
+    SchedulerOptions so;
+    so.num_slots = 3;
+    so.context = 64;
+    so.max_batch_tokens = 9;  // chunks of 9, 9 and 3
+    so.speculative.method = SpeculativeMethod::kMtp;
+    so.speculative.draft_tokens = 2;
+    so.speculative.adaptive = false;
+    GenerationParams p;
+    p.prompt = prompt;
+    p.max_tokens = 12;
+    p.ignore_eos = true;
+    p.sampling.temperature = 1.0f;
+    p.sampling.seed = 5;
+    struct Run {
+      std::vector<std::vector<int32_t>> ids;
+      std::map<int, std::vector<int32_t>> drafts;
+      uint64_t prompt_tokens = 0;
+      std::vector<RequestUpdate> last;
+    };
+    auto serve = [&](bool copy) {
+      Recording runner(*m, copy, static_cast<int64_t>(prompt.size()));
+      Run run;
+      {
+        Scheduler sched(runner, so);
+        if (Status st = sched.Start(); !st.ok()) qFatal("%s", st.ToString().c_str());
+        auto streams = sched.SubmitN(p, 3);
+        if (!streams.ok()) qFatal("%s", streams.status().ToString().c_str());
+        for (auto& st : *streams) {
+          RequestUpdate last;
+          run.ids.push_back(Collect(*st, &last));
+          run.last.push_back(last);
+        }
+        run.prompt_tokens = sched.Metrics().prompt_tokens_total;
+      }  // the scheduler thread has stopped
+      run.drafts = runner.by_slot;
+      return run;
+    };
+    const Run shared = serve(true);
+    const Run separate = serve(false);
+    for (const Run* run : {&shared, &separate}) {
+      for (const RequestUpdate& u : run->last) {
+        QVERIFY2(u.done && u.finish_reason == "length", u.error.ToString().c_str());
+      }
+    }
+    QCOMPARE(shared.prompt_tokens, uint64_t(21));  // one prefill
+    QCOMPARE(separate.prompt_tokens, uint64_t(3 * 21));
+    QCOMPARE(shared.ids.size(), size_t(3));
+    for (int i = 0; i < 3; ++i) QCOMPARE(shared.ids[i].size(), size_t(12));
+    QVERIFY(shared.ids[0] != shared.ids[1] || shared.ids[1] != shared.ids[2]);  // sampled apart
+    QCOMPARE(shared.ids, separate.ids);
+    QCOMPARE(shared.drafts.size(), size_t(3));
+    for (const auto& [slot, drafts] : shared.drafts) QVERIFY(drafts.size() >= 11);
+    QCOMPARE(shared.drafts, separate.drafts);
   }
 
   // The rates are tokens over the last 5 s of the scheduler's clock, and

@@ -471,14 +471,23 @@ class TestTensorParallel : public QObject {
                         plain.logits.size() * sizeof(float)) == 0);
   }
 
+  void nSequencesShareOnePrefillAcrossTheGroup_data() {
+    QTest::addColumn<QString>("model");
+    QTest::addColumn<bool>("mtp");
+    QTest::newRow("qwen3-tiny") << "qwen3-tiny" << false;
+    QTest::newRow("glm4-moe-tiny, MTP drafts") << "glm4-moe-tiny" << true;
+  }
   // n > 1 across a group: a prefilled slot copied on every rank (a step plan)
-  // continues exactly as the slot it was copied from; a copy naming a slot
-  // the cache lacks is refused before any rank moves; and the scheduler's
-  // n = 3 greedy sequences of one request prefill the prompt once and each
-  // give the reference's greedy ids.
+  // continues exactly as the slot it was copied from (with the MTP head, its
+  // cache too: the copy drafts what the original drafts, bit for bit); a
+  // copy naming a slot the cache lacks is refused before any rank moves; and
+  // the scheduler's n = 3 greedy sequences of one request prefill the prompt
+  // once and each give the reference's greedy ids.
   void nSequencesShareOnePrefillAcrossTheGroup() {
     OCTET_REQUIRE_FIXTURES();
-    const std::string dir = test::FixturesDir() + "/qwen3-tiny";
+    QFETCH(QString, model);
+    QFETCH(bool, mtp);
+    const std::string dir = test::FixturesDir() + "/" + model.toStdString();
     auto text = ReadFileToString(dir + "/reference.json");
     QVERIFY(text.ok());
     const auto ref = nlohmann::json::parse(*text);
@@ -487,52 +496,77 @@ class TestTensorParallel : public QObject {
     std::vector<float> copied, original;
     std::vector<std::vector<int32_t>> ids;
     SchedulerMetrics metrics;
+    std::vector<std::vector<int32_t>> drafts;
+    std::vector<float> draft_logits;
     Status bad_copy;
-    Status s =
-        RunTpGroup(dir, 2, collectives::TransportKind::kShm, collectives::AlgorithmKind::kOneShot,
-                   /*load_mtp=*/false, [&](TpRuntime& rt) -> Status {
-                     OCTET_RETURN_IF_ERROR(rt.ResetCache(2, 64, kernels::KvDtype::kF32));
-                     const int64_t n = static_cast<int64_t>(prompt.size());
-                     SequenceChunk first;
-                     first.tokens = prompt;
-                     ForwardOutput out;
-                     OCTET_RETURN_IF_ERROR(rt.Step({first}, &out));
-                     OCTET_RETURN_IF_ERROR(rt.CopySlot(0, 1, n));
-                     bad_copy = rt.CopySlot(0, 2, n);
-                     SequenceChunk a{0, n, {generated[0]}, false}, b{1, n, {generated[0]}, false};
-                     OCTET_RETURN_IF_ERROR(rt.Step({a, b}, &out));
-                     original.assign(out.Last(0), out.Last(0) + out.vocab);
-                     copied.assign(out.Last(1), out.Last(1) + out.vocab);
+    Status s = RunTpGroup(
+        dir, 2, collectives::TransportKind::kShm, collectives::AlgorithmKind::kOneShot, mtp,
+        [&](TpRuntime& rt) -> Status {
+          OCTET_RETURN_IF_ERROR(rt.ResetCache(2, 64, kernels::KvDtype::kF32));
+          const int64_t n = static_cast<int64_t>(prompt.size());
+          SequenceChunk first;
+          first.tokens = prompt;
+          ForwardOutput out;
+          OCTET_RETURN_IF_ERROR(rt.Step({first}, &out));
+          if (mtp) {  // the head's cache of the prompt, in slot 0
+            std::vector<int32_t> next(prompt.begin() + 1, prompt.end());
+            next.push_back(generated[0]);
+            std::vector<int32_t> unused;
+            OCTET_RETURN_IF_ERROR(rt.MtpDraft(0, 0, 0, next, 1, &unused));
+          }
+          OCTET_RETURN_IF_ERROR(rt.CopySlot(0, 1, n));
+          bad_copy = rt.CopySlot(0, 2, n);
+          SequenceChunk a{0, n, {generated[0]}, false}, b{1, n, {generated[0]}, false};
+          OCTET_RETURN_IF_ERROR(rt.Step({a, b}, &out));
+          original.assign(out.Last(0), out.Last(0) + out.vocab);
+          copied.assign(out.Last(1), out.Last(1) + out.vocab);
+          if (mtp) {
+            OCTET_RETURN_IF_ERROR(rt.MtpDraftBatch({MtpDraftRequest{0, 0, n, {generated[1]}, 3},
+                                                    MtpDraftRequest{1, 1, n, {generated[1]}, 3}},
+                                                   &drafts, &draft_logits));
+          }
 
-                     SchedulerOptions so;
-                     so.num_slots = 4;
-                     so.context = 64;
-                     so.max_batch_tokens = 64;
-                     Scheduler sched(rt, so);
-                     OCTET_RETURN_IF_ERROR(sched.Start());
-                     GenerationParams p;
-                     p.prompt = prompt;
-                     p.max_tokens = static_cast<int64_t>(generated.size());
-                     p.ignore_eos = true;
-                     OCTET_ASSIGN_OR_RETURN(auto streams, sched.SubmitN(p, 3));
-                     for (auto& stream : streams) {
-                       std::vector<int32_t> got;
-                       RequestUpdate u;
-                       for (const Deadline d = Deadline::AfterMs(60'000); !d.expired();) {
-                         if (!stream->Next(Deadline::AfterMs(1000), &u)) continue;
-                         got.insert(got.end(), u.ids.begin(), u.ids.end());
-                         if (u.done) break;
-                       }
-                       ids.push_back(got);
-                     }
-                     metrics = sched.Metrics();
-                     sched.Stop(CancelledError("the test is done"));
-                     return Status::Ok();
-                   });
+          SchedulerOptions so;
+          so.num_slots = 4;
+          so.context = 64;
+          so.max_batch_tokens = 64;
+          if (mtp) {
+            so.speculative.method = SpeculativeMethod::kMtp;
+            so.speculative.draft_tokens = 2;
+          }
+          Scheduler sched(rt, so);
+          OCTET_RETURN_IF_ERROR(sched.Start());
+          GenerationParams p;
+          p.prompt = prompt;
+          p.max_tokens = static_cast<int64_t>(generated.size());
+          p.ignore_eos = true;
+          OCTET_ASSIGN_OR_RETURN(auto streams, sched.SubmitN(p, 3));
+          for (auto& stream : streams) {
+            std::vector<int32_t> got;
+            RequestUpdate u;
+            for (const Deadline d = Deadline::AfterMs(60'000); !d.expired();) {
+              if (!stream->Next(Deadline::AfterMs(1000), &u)) continue;
+              got.insert(got.end(), u.ids.begin(), u.ids.end());
+              if (u.done) break;
+            }
+            ids.push_back(got);
+          }
+          metrics = sched.Metrics();
+          sched.Stop(CancelledError("the test is done"));
+          return Status::Ok();
+        });
     QVERIFY2(s.ok(), s.ToString().c_str());
     QCOMPARE(bad_copy.code(), StatusCode::kInvalidArgument);
     QVERIFY(!original.empty());
     QVERIFY(copied == original);  // the same cache, the same step: bit for bit
+    if (mtp) {
+      QCOMPARE(drafts.size(), size_t(2));
+      QCOMPARE(drafts[0].size(), size_t(3));
+      QCOMPARE(drafts[1], drafts[0]);
+      const size_t V = draft_logits.size() / 2;
+      QVERIFY(V > 0 &&
+              std::equal(draft_logits.begin(), draft_logits.begin() + V, draft_logits.begin() + V));
+    }
     QCOMPARE(ids.size(), size_t(3));
     for (const auto& got : ids) QCOMPARE(got, generated);
     QCOMPARE(metrics.prompt_tokens_total, uint64_t(prompt.size()));  // one prefill

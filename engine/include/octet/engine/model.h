@@ -386,6 +386,10 @@ class Model {
   // (Re)makes that cache: `slots` sequences of `capacity` positions (the main
   // cache's, plus room for a chain of drafts). No-op without MTP layers.
   Status ResetMtpCache(int slots, int64_t capacity, kernels::KvDtype dtype);
+  // Copies the first `positions` positions of slot `src` of that cache to
+  // slot `dst` (a runner's CopySlot: sequences forked from one prefill keep
+  // the head's cache of the prompt too). No-op without MTP layers.
+  Status CopyMtpSlot(int src, int dst, int64_t positions);
 
  private:
   Model();

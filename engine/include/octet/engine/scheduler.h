@@ -36,9 +36,10 @@
 // (seed + index). They are admitted together (n free slots); the first one
 // prefills the prompt and, on the step that completes it, its KV cache is
 // copied to the others' slots (ModelRunner::CopySlot) and every sequence
-// samples its first token from that step's logits. Where the runner cannot
-// copy slots (its CopySlot returns Unimplemented) or the MTP head drafts (its
-// own cache follows the prompt), each sequence prefills for itself.
+// samples its first token from that step's logits (the MTP head's cache of
+// the prompt is copied with it, and each sequence's head is fed the last
+// prompt chunk's rows with its own first token). Where the runner cannot copy
+// slots (its CopySlot returns Unimplemented), each sequence prefills for itself.
 //
 // Log-probabilities (GenerationParams::logprobs >= 0): for every generated
 // token, log-softmax of the model's raw logits row it was sampled from (before
