@@ -123,6 +123,56 @@ class TestRandomCheckpoint : public QObject {
     QVERIFY2(std::sqrt(diff / norm) < 0.15, std::to_string(std::sqrt(diff / norm)).c_str());
   }
 
+  // GLM-4.5's architecture with an MTP layer (bench_mtp's checkpoint, in
+  // small): the layer after the decoder layers loads only when asked for,
+  // with the shared expert, the score-correction bias, QK norms and half-rotary
+  // heads the config says, and drafts; its eh_proj and shared experts stay
+  // BF16 when only the routed experts are NVFP4.
+  void glmMoeWithAnMtpLayerLoadsAndDrafts() {
+    QTemporaryDir tmp;
+    const std::string dir = tmp.path().toStdString() + "/glm";
+    RandomModelShape s = TinyMoe();
+    s.architecture = "Glm4MoeForCausalLM";
+    s.head_dim = 32;
+    s.nvfp4_experts = true;
+    s.mtp_layers = 1;
+    QVERIFY(WriteRandomCheckpoint(s, dir).ok());
+    LoadOptions lo;
+    lo.load_mtp = true;
+    auto m = Model::Load(dir, lo);
+    QVERIFY2(m.ok(), m.status().ToString().c_str());
+    const ModelConfig& c = (*m)->config();
+    QCOMPARE(c.num_layers, int64_t{2});
+    QCOMPARE(c.num_mtp_layers, int64_t{1});
+    QCOMPARE((*m)->mtp_layers(), int64_t{1});
+    QVERIFY(c.qk_norm);
+    QCOMPARE(c.rotary_dim, int64_t{16});
+    for (int64_t l = 0; l < 2; ++l) {
+      const LayerWeights& L = (*m)->layer(l);
+      QVERIFY(L.is_moe());
+      QCOMPARE(L.moe.score_bias, std::vector<float>(8, 0.0f));
+      QCOMPARE(L.moe.shared.gate.weight.format, kernels::WeightFormat::kBF16);
+      QCOMPARE(L.moe.shared.down.weight.cols, int64_t{32});
+      QCOMPARE(L.moe.experts[0].gate.weight.format, kernels::WeightFormat::kNvfp4);
+    }
+    KvCache cache = *(*m)->NewKvCache(1, 16);
+    std::vector<SequenceChunk> batch(1);
+    batch[0].tokens = {3, 141, 59, 26, 5};
+    ForwardOutput out;
+    QVERIFY((*m)->Forward(batch, cache, &out).ok());
+    QVERIFY((*m)->ResetMtpCache(1, 24, kernels::KvDtype::kF32).ok());
+    std::vector<int32_t> drafts;
+    Status d = (*m)->MtpDraft(0, 0, 0, {141, 59, 26, 5, 7}, 3, &drafts);
+    QVERIFY2(d.ok(), d.ToString().c_str());
+    QCOMPARE(drafts.size(), size_t{3});
+    auto plain = Model::Load(dir, {});
+    QVERIFY(plain.ok());
+    QCOMPARE((*plain)->mtp_layers(), int64_t{0});
+    // Only GLM-4.5's layout has MTP layers here.
+    s.architecture = "Qwen3MoeForCausalLM";
+    QVERIFY(!WriteRandomCheckpoint(s, tmp.path().toStdString() + "/qwen").ok());
+  }
+
   void aMoeShapeWithoutExpertsIsRefused() {
     QTemporaryDir tmp;
     RandomModelShape s = TinyMoe();
