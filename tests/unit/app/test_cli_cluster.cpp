@@ -200,7 +200,8 @@ class TestCliCluster : public QObject {
         Env());
     QCOMPARE(r.exit_code, 1);
     j = ParseJson(r.output);
-    QVERIFY(j["nodes"][0]["error"].get<std::string>().find("unauthenticated") != std::string::npos);
+    QVERIFY2(j["nodes"][0]["error"].get<std::string>().find("unauthenticated") != std::string::npos,
+             r.output.c_str());
   }
 
   // An octet-agent reading a recorded sysfs tree (--rdma-sys-root): the Spark
