@@ -10,12 +10,14 @@
 // table on stderr and one JSON document on stdout.
 //
 //   bench_speculative [--model DIR] [--prompt TEXT | --prompts FILE] [--max-tokens 80]
-//                     [--draft-tokens 2,4] [--ngram-min N,...] [--draft-length auto,fixed]
+//                     [--draft-tokens 2,4] [--ngram-min N,...] [--ngram-max N,...]
+//                     [--draft-length auto,fixed]
 //                     [--threads 1] [--rounds 7]
 //
 // --ngram-min: the shortest n-gram a draft may be looked up from
 // (SpeculativeOptions::ngram_min), one set of runs per value (default: the
-// engine's default). --draft-length: auto verifies as many of a step's
+// engine's default); --ngram-max the longest (ngram_max), likewise.
+// --draft-length: auto verifies as many of a step's
 // drafts as pay for their rows here (SpeculativeOptions::adaptive), fixed all
 // K; one set of runs per value. --prompts: one prompt a line, each run in
 // every round; the table has a line per prompt and configuration and the
@@ -62,6 +64,8 @@ int main(int argc, char** argv) {
       .Option("draft-tokens", "K,...", "draft lengths to measure", "2,4")
       .Option("ngram-min", "N,...", "shortest n-gram to draft from (default: the engine's)",
               std::to_string(SpeculativeOptions().ngram_min))
+      .Option("ngram-max", "N,...", "longest n-gram to draft from (default: the engine's)",
+              std::to_string(SpeculativeOptions().ngram_max))
       .Option("draft-length", "auto,fixed",
               "how many drafts a step verifies (each listed one is run)", "auto,fixed")
       .Flag("warm",
@@ -79,12 +83,13 @@ int main(int argc, char** argv) {
   auto max_tokens = p.GetInt("max-tokens");
   auto ks = p.GetIntList("draft-tokens");
   auto mins = p.GetIntList("ngram-min");
+  auto maxes = p.GetIntList("ngram-max");
   auto threads = p.GetInt("threads");
   auto rounds = p.GetInt("rounds");
-  if (!max_tokens.ok() || !ks.ok() || ks->empty() || !mins.ok() || mins->empty() || !threads.ok() ||
-      !rounds.ok() || *rounds < 1 || *max_tokens < 2) {
-    std::cerr
-        << "bench_speculative: bad --max-tokens/--draft-tokens/--ngram-min/--threads/--rounds\n";
+  if (!max_tokens.ok() || !ks.ok() || ks->empty() || !mins.ok() || mins->empty() || !maxes.ok() ||
+      maxes->empty() || !threads.ok() || !rounds.ok() || *rounds < 1 || *max_tokens < 2) {
+    std::cerr << "bench_speculative: bad "
+                 "--max-tokens/--draft-tokens/--ngram-min/--ngram-max/--threads/--rounds\n";
     return 2;
   }
   std::vector<bool> lengths;  // adaptive?
@@ -133,18 +138,30 @@ int main(int argc, char** argv) {
 
   struct Config {
     int k = 0;  // 0: plain decoding
-    int ngram_min = 0;
+    int ngram_min = 0, ngram_max = 0;
     bool adaptive = false;
     std::vector<StepCosts> costs;          // per prompt, kept across rounds with --warm
     std::vector<std::vector<double>> tps;  // per prompt, per round
     std::vector<GenerateResult> last;      // per prompt
   };
+  // "min-max": the n-gram sizes a configuration drafts from.
+  auto NgramRange = [](const Config& c) {
+    return std::to_string(c.ngram_min) + "-" + std::to_string(c.ngram_max);
+  };
   const size_t np = prompts.size();
   std::vector<Config> configs(1);
   for (bool adaptive : lengths) {
     for (int64_t n : *mins) {
-      for (int64_t k : *ks) {
-        configs.push_back({static_cast<int>(k), static_cast<int>(n), adaptive, {}, {}, {}});
+      for (int64_t x : *maxes) {
+        for (int64_t k : *ks) {
+          configs.push_back({static_cast<int>(k),
+                             static_cast<int>(n),
+                             static_cast<int>(std::max(n, x)),
+                             adaptive,
+                             {},
+                             {},
+                             {}});
+        }
       }
     }
   }
@@ -163,7 +180,7 @@ int main(int argc, char** argv) {
           o.speculative.method = SpeculativeMethod::kNgram;
           o.speculative.draft_tokens = c.k;
           o.speculative.ngram_min = c.ngram_min;
-          o.speculative.ngram_max = std::max(o.speculative.ngram_max, c.ngram_min);
+          o.speculative.ngram_max = c.ngram_max;
           o.speculative.adaptive = c.adaptive;
           if (warm) o.step_costs = &c.costs[pi];
         }
@@ -190,7 +207,7 @@ int main(int argc, char** argv) {
   j["rounds"] = *rounds;
   j["backend"] = std::string((*model)->backend().name());
   std::fprintf(stderr, "%-6s %-8s %-7s %-9s %12s %10s %12s %8s %8s\n", "prompt", "drafts", "length",
-               "ngram-min", "decode tok/s", "vs plain", "acceptance", "steps", "drafted");
+               "n-grams", "decode tok/s", "vs plain", "acceptance", "steps", "drafted");
   std::vector<double> log_sum(configs.size(), 0.0);
   for (size_t pi = 0; pi < np; ++pi) {
     const double base = Median(configs[0].tps[pi]);
@@ -210,14 +227,15 @@ int main(int argc, char** argv) {
       }
       const double speedup = Median(ratios);
       log_sum[i] += std::log(speedup);
-      std::fprintf(stderr, "%-6zu %-8d %-7s %-9d %12.1f %9.2fx %11.0f%% %8lld %8lld\n", pi + 1, c.k,
-                   c.adaptive ? "auto" : "fixed", c.ngram_min, tps, speedup,
+      std::fprintf(stderr, "%-6zu %-8d %-7s %-9s %12.1f %9.2fx %11.0f%% %8lld %8lld\n", pi + 1, c.k,
+                   c.adaptive ? "auto" : "fixed", NgramRange(c).c_str(), tps, speedup,
                    last.acceptance_rate() * 100, static_cast<long long>(last.decode_steps),
                    static_cast<long long>(last.drafted_tokens));
       jp["ngram"].push_back({{"draft_tokens", c.k},
                              {"draft_length", c.adaptive ? "auto" : "fixed"},
                              {"drafted_tokens", last.drafted_tokens},
                              {"ngram_min", c.ngram_min},
+                             {"ngram_max", c.ngram_max},
                              {"decode_tps", tps},
                              {"speedup", speedup},
                              {"acceptance_rate", last.acceptance_rate()},
@@ -236,11 +254,12 @@ int main(int argc, char** argv) {
     for (size_t i = 1; i < configs.size(); ++i) {
       const Config& c = configs[i];
       const double g = std::exp(log_sum[i] / static_cast<double>(np));
-      std::fprintf(stderr, "%-8d %-7s %-9d %9.2fx\n", c.k, c.adaptive ? "auto" : "fixed",
-                   c.ngram_min, g);
+      std::fprintf(stderr, "%-8d %-7s %-9s %9.2fx\n", c.k, c.adaptive ? "auto" : "fixed",
+                   NgramRange(c).c_str(), g);
       j["geomean"].push_back({{"draft_tokens", c.k},
                               {"draft_length", c.adaptive ? "auto" : "fixed"},
                               {"ngram_min", c.ngram_min},
+                              {"ngram_max", c.ngram_max},
                               {"speedup", g}});
     }
   }
