@@ -69,6 +69,32 @@ Fixture LoadFixture(const std::string& dir) {
   return f;
 }
 
+// A fixture's MTP reference: the whole sequence (prompt and generated ids),
+// the `mtp` section of reference.json, and the head's logits of each of the
+// sequence's positions but the last ([T, vocab]).
+struct MtpFixture {
+  nlohmann::json mtp;
+  std::vector<int32_t> seq;
+  int64_t T = 0, vocab = 0;
+  std::vector<float> logits;
+};
+
+MtpFixture LoadMtpFixture(const std::string& dir) {
+  const Fixture fx = LoadFixture(dir);
+  MtpFixture f;
+  f.mtp = fx.ref["mtp"];
+  f.seq = fx.prompt;
+  f.seq.insert(f.seq.end(), fx.generated.begin(), fx.generated.end());
+  f.T = static_cast<int64_t>(f.seq.size()) - 1;
+  auto npy = ReadNpy(dir + "/" + f.mtp["logits_file"].get<std::string>());
+  if (!npy.ok()) qFatal("%s", npy.status().ToString().c_str());
+  if (npy->shape.size() != 2 || npy->shape[0] != f.T)
+    qFatal("%s: MTP logits of another shape", dir.c_str());
+  f.vocab = npy->shape[1];
+  f.logits = npy->AsFloat();
+  return f;
+}
+
 // A float as printf's %.9g and its bits, for messages about bitwise equality.
 std::string FloatBits(float f) {
   uint32_t b;
@@ -453,17 +479,12 @@ class TestSpeculative : public QObject {
     OCTET_REQUIRE_FIXTURES();
     QFETCH(QString, model);
     const std::string dir = test::FixturesDir() + "/" + model.toStdString();
-    auto text = ReadFileToString(dir + "/reference.json");
-    QVERIFY(text.ok());
-    const auto ref = nlohmann::json::parse(*text);
-    const auto& mtp = ref["mtp"];
-    std::vector<int32_t> seq = ref["prompt_ids"].get<std::vector<int32_t>>();
-    for (int32_t id : ref["generated_ids"].get<std::vector<int32_t>>()) seq.push_back(id);
-    const int64_t T = static_cast<int64_t>(seq.size()) - 1;
-    auto want = ReadNpy(dir + "/" + mtp["logits_file"].get<std::string>());
-    QVERIFY(want.ok());
-    QCOMPARE(want->shape, (std::vector<int64_t>{T, 288}));
-    const std::vector<float> want_logits = want->AsFloat();
+    const MtpFixture fx = LoadMtpFixture(dir);
+    const auto& mtp = fx.mtp;
+    const std::vector<int32_t>& seq = fx.seq;
+    const int64_t T = fx.T;
+    QCOMPARE(fx.vocab, int64_t{288});
+    const std::vector<float>& want_logits = fx.logits;
 
     LoadOptions o;
     o.threads = 2;
@@ -516,17 +537,10 @@ class TestSpeculative : public QObject {
     OCTET_REQUIRE_FIXTURES();
     QFETCH(QString, model);
     const std::string dir = test::FixturesDir() + "/" + model.toStdString();
-    auto text = ReadFileToString(dir + "/reference.json");
-    QVERIFY(text.ok());
-    const auto ref = nlohmann::json::parse(*text);
-    const auto& mtp = ref["mtp"];
-    std::vector<int32_t> seq = ref["prompt_ids"].get<std::vector<int32_t>>();
-    for (int32_t id : ref["generated_ids"].get<std::vector<int32_t>>()) seq.push_back(id);
-    const int64_t T = static_cast<int64_t>(seq.size()) - 1;
-    auto want = ReadNpy(dir + "/" + mtp["logits_file"].get<std::string>());
-    QVERIFY(want.ok());
-    const std::vector<float> want_logits = want->AsFloat();
-    const int64_t V = 288;
+    const MtpFixture fx = LoadMtpFixture(dir);
+    const std::vector<int32_t>& seq = fx.seq;
+    const int64_t T = fx.T, V = fx.vocab;
+    const std::vector<float>& want_logits = fx.logits;
     const int64_t lengths[3] = {T, T / 2, T - 3};
     const int ks[3] = {1, 3, 2};
     LoadOptions o;
@@ -572,7 +586,7 @@ class TestSpeculative : public QObject {
       }
       row += lengths[r] * V;
     }
-    QVERIFY2(d <= mtp["suggested_logits_atol"].get<double>(),
+    QVERIFY2(d <= fx.mtp["suggested_logits_atol"].get<double>(),
              ("max |batched mtp logits - ref| = " + std::to_string(d)).c_str());
     QCOMPARE(drafts.size(), size_t(3));
     for (int r = 0; r < 3; ++r) {
