@@ -17,7 +17,7 @@
 // (they differ only where the kernels' sums for different row counts round
 // two near-equal logits apart). Table on stderr, one JSON document on stdout.
 //
-//   bench_mtp [--dir /tmp/octet-bench-mtp] [--layers 2] [--threads 2]
+//   bench_mtp [--dir /tmp/octet-bench-mtp] [--layers 2] [--threads 2] [--backend auto]
 //             [--concurrency 1,2,4,8] [--draft-tokens 1,3] [--rounds 7] [--context 64]
 #include <algorithm>
 #include <chrono>
@@ -32,6 +32,7 @@
 #include "octet/base/xorshift_rng.h"
 #include "octet/engine/model.h"
 #include "octet/engine/model_runner.h"
+#include "octet/kernels/backends.h"
 #include "random_checkpoint.h"
 
 using namespace octet;
@@ -126,6 +127,7 @@ int main(int argc, char** argv) {
            "/tmp/octet-bench-mtp")
       .Option("layers", "N", "decoder layers before the MTP layer", "2")
       .Option("threads", "N", "CPU threads", "2")
+      .Option("backend", "NAME", "kernel backend: " + kernels::BackendNamesForHelp(), "auto")
       .Option("concurrency", "N,...", "sequences decoding together", "1,2,4,8")
       .Option("draft-tokens", "K,...", "drafts each sequence asks for (1-3)", "1,3")
       .Option("rounds", "N", "rounds per configuration (medians)", "7")
@@ -187,6 +189,7 @@ int main(int argc, char** argv) {
   LoadOptions lo;
   lo.threads = static_cast<int>(*threads);
   lo.load_mtp = true;
+  lo.backend = p.GetString("backend");
   auto model = Model::Load(dir, lo);
   if (!model.ok()) {
     std::cerr << "bench_mtp: " << model.status().ToString() << "\n";
@@ -228,6 +231,7 @@ int main(int argc, char** argv) {
                 {"mtp_layers", 1},
                 {"weights", (*model)->WeightFormatSummary()}};
   j["threads"] = *threads;
+  j["backend"] = std::string((*model)->backend().name());
   j["context"] = *context;
   j["rounds"] = *rounds;
   j["results"] = nlohmann::json::array();
