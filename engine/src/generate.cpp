@@ -495,6 +495,10 @@ Status AfterSteps(const std::vector<AfterStepCall>& calls) {
   if (requests.empty()) return Status::Ok();
   std::vector<std::vector<int32_t>> drafts;
   OCTET_RETURN_IF_ERROR(runner->MtpDraftBatch(requests, &drafts));
+  if (drafts.size() != heads.size()) {
+    return InternalError("MtpDraftBatch gave " + std::to_string(drafts.size()) +
+                         " draft lists for " + std::to_string(heads.size()) + " requests");
+  }
   for (size_t i = 0; i < heads.size(); ++i) heads[i]->Take(std::move(drafts[i]));
   return Status::Ok();
 }

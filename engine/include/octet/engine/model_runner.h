@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "octet/base/status.h"
@@ -88,6 +89,10 @@ class ModelRunner {
     std::vector<std::vector<int32_t>> made;
     OCTET_RETURN_IF_ERROR(
         MtpDraftBatch({MtpDraftRequest{chunk, slot, start_pos, next, k}}, &made, logits));
+    if (made.size() != 1) {
+      return InternalError("MtpDraftBatch gave " + std::to_string(made.size()) +
+                           " draft lists for one request");
+    }
     *drafts = std::move(made.front());
     return Status::Ok();
   }
