@@ -784,7 +784,7 @@ class TestScheduler : public QObject {
   // token. Their tokens and every draft the head makes for each slot are
   // those of the same sequences prefilled one by one (a runner that cannot
   // copy slots); a follower whose head's cache of the first two chunks was
-  // not copied drafts from other attention and so other tokens.
+  // not copied drafts from other attention, and so other drafts.
   void mtpSequencesOfOnePromptShareItsPrefill() {
     auto m = Load("glm4-moe-tiny", true);
     // Records each decode-time request's drafts by slot (those fed from past
