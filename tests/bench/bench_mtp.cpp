@@ -20,13 +20,14 @@
 //   bench_mtp [--dir /tmp/octet-bench-mtp] [--layers 2] [--threads 2] [--backend auto]
 //             [--concurrency 1,2,4,8] [--draft-tokens 1,3] [--rounds 7] [--context 64]
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <iostream>
 #include <string>
 #include <vector>
 
+#include "bench_stats.h"
 #include "octet/base/args.h"
+#include "octet/base/deadline.h"
 #include "octet/base/file_util.h"
 #include "octet/base/json.h"
 #include "octet/base/xorshift_rng.h"
@@ -40,16 +41,9 @@ using namespace octet::engine;
 
 namespace {
 
-double NowMs() {
-  return std::chrono::duration<double, std::milli>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
+using bench::Median;
 
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
+double NowMs() { return static_cast<double>(NowNs()) * 1e-6; }
 
 struct Figures {
   int64_t c = 0;

@@ -34,6 +34,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_stats.h"
 #include "octet/base/args.h"
 #include "octet/base/json.h"
 #include "octet/engine/generate.h"
@@ -45,10 +46,7 @@ using namespace octet::engine;
 
 namespace {
 
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
+using bench::Median;
 
 }  // namespace
 

@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_stats.h"
 #include "octet/base/args.h"
 #include "octet/base/deadline.h"
 #include "octet/base/file_util.h"
@@ -35,10 +36,7 @@ using namespace octet;
 
 namespace {
 
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
+using bench::Median;
 
 // Runs the PyTorch baseline; returns its JSON line or an error.
 Result<nlohmann::json> RunTorch(const std::string& python, const std::string& dir, int threads,
