@@ -84,9 +84,14 @@ Status Model::MtpDraftBatch(const std::vector<MtpDraftRequest>& requests, KvCach
                                   std::to_string(last_rows_[q.chunk]) + " rows (and k " +
                                   std::to_string(q.k) + ")");
     }
-    if (q.slot < 0 || q.slot >= mtp_cache.num_slots() || slot_taken[static_cast<size_t>(q.slot)]) {
+    if (q.slot < 0 || q.slot >= mtp_cache.num_slots()) {
       return InvalidArgumentError(what + "slot " + std::to_string(q.slot) +
-                                  " is out of range or drafted twice in one call");
+                                  " is not one of the MTP cache's " +
+                                  std::to_string(mtp_cache.num_slots()));
+    }
+    if (slot_taken[static_cast<size_t>(q.slot)]) {
+      return InvalidArgumentError(what + "slot " + std::to_string(q.slot) +
+                                  " is drafted for by an earlier request of the same call");
     }
     slot_taken[static_cast<size_t>(q.slot)] = 1;
     if (q.start_pos < 0 || q.start_pos > mtp_cache.length(q.slot) ||

@@ -566,7 +566,11 @@ class TestSpeculative : public QObject {
     std::vector<std::vector<int32_t>> drafts;
     auto twice = requests;
     twice[2].slot = 0;
-    QCOMPARE((*m)->MtpDraftBatch(twice, *mtp_cache, &drafts).code(), StatusCode::kInvalidArgument);
+    Status dup = (*m)->MtpDraftBatch(twice, *mtp_cache, &drafts);
+    QCOMPARE(dup.code(), StatusCode::kInvalidArgument);
+    QVERIFY2(dup.message().find("request 2): slot 0 is drafted for by an earlier request") !=
+                 std::string::npos,
+             dup.ToString().c_str());
     auto stray = requests;
     stray[1].chunk = 3;
     s = (*m)->MtpDraftBatch(stray, *mtp_cache, &drafts);
