@@ -236,7 +236,11 @@ Status Model::MtpDraftBatch(const std::vector<MtpDraftRequest>& requests, KvCach
       be.CopyToHost(host_logits.data(), logits, R * V * f);
     }
     OCTET_RETURN_IF_ERROR(be.Synchronize());
-    if (all) *logits_out = host_logits;
+    if (all) {
+      *logits_out = host_logits;
+    } else if (logits_out != nullptr) {  // a chained step's rows after them
+      logits_out->insert(logits_out->end(), host_logits.begin(), host_logits.end());
+    }
     // Each chunk's greedy draft (the first of equal maxima; NaN never wins),
     // and the requests that chain another.
     std::vector<size_t> chained;

@@ -12,6 +12,7 @@
 #include <random>
 #include <set>
 
+#include "fixture_reference.h"
 #include "forwarding_runner.h"
 #include "octet/base/file_util.h"
 #include "octet/base/json.h"
@@ -75,7 +76,7 @@ Fixture LoadFixture(const std::string& dir) {
 struct MtpFixture {
   nlohmann::json mtp;
   std::vector<int32_t> seq;
-  int64_t T = 0, vocab = 0;
+  int64_t T = 0, vocab = 0, prompt = 0;
   std::vector<float> logits;
 };
 
@@ -84,6 +85,7 @@ MtpFixture LoadMtpFixture(const std::string& dir) {
   MtpFixture f;
   f.mtp = fx.ref["mtp"];
   f.seq = fx.prompt;
+  f.prompt = static_cast<int64_t>(fx.prompt.size());
   f.seq.insert(f.seq.end(), fx.generated.begin(), fx.generated.end());
   f.T = static_cast<int64_t>(f.seq.size()) - 1;
   auto npy = ReadNpy(dir + "/" + f.mtp["logits_file"].get<std::string>());
@@ -110,6 +112,47 @@ double MaxAbsDiff(const std::vector<float>& a, const std::vector<float>& b) {
     d = std::max(d, std::fabs(double(a[i]) - b[i]));
   }
   return d;
+}
+
+// One MtpDraft call's output against the references, "" when it matches:
+// `logits` holds the first step's rows of MTP positions fed - rows .. fed - 1
+// (the fixture's `mtp` logits) and then the chained steps' rows, and `drafts`
+// the head's k drafts after it was fed positions 0..fed - 1 (the chain
+// reference's case `fed`).
+std::string CheckMtpCall(const MtpFixture& fx, const test::MtpChainReference& chain, int64_t fed,
+                         int64_t rows, const std::vector<int32_t>& drafts,
+                         const std::vector<float>& logits) {
+  const int64_t V = fx.vocab;
+  const std::string at = "fed " + std::to_string(fed) + ", " + std::to_string(rows) + " rows: ";
+  const test::MtpChainCase& want = chain.by_fed.at(static_cast<size_t>(fed));
+  if (int64_t(logits.size()) != (rows + chain.k - 1) * V) {
+    return at + std::to_string(logits.size()) + " logits";
+  }
+  const double atol = fx.mtp["suggested_logits_atol"].get<double>();
+  double first = 0, chained = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t v = 0; v < V; ++v) {
+      first = std::max(first, std::fabs(double(logits[size_t(r * V + v)]) -
+                                        fx.logits[size_t((fed - rows + r) * V + v)]));
+    }
+  }
+  for (int s = 0; s + 1 < chain.k; ++s) {
+    for (int64_t v = 0; v < V; ++v) {
+      chained = std::max(chained, std::fabs(double(logits[size_t((rows + s) * V + v)]) -
+                                            want.chained[size_t(s)][size_t(v)]));
+    }
+  }
+  if (first > atol || chained > atol) {
+    return at + "max |first-step logits - ref| " + std::to_string(first) +
+           ", max |chained logits - ref| " + std::to_string(chained);
+  }
+  if (drafts != want.drafts) {
+    std::string got, ref;
+    for (int32_t d : drafts) got += " " + std::to_string(d);
+    for (int32_t d : want.drafts) ref += " " + std::to_string(d);
+    return at + "drafts" + got + ", reference" + ref;
+  }
+  return "";
 }
 
 const char* kFixtureModels[] = {"llama3-tiny",         "qwen2-tiny",     "qwen3-tiny",
@@ -527,12 +570,88 @@ class TestSpeculative : public QObject {
     QVERIFY(!(*plain)->NewMtpCache(1, 8).ok());
   }
 
+  void mtpChainMatchesTheReference_data() { mtpHeadMatchesTheReference_data(); }
+  // The chained drafts (2..k: the head fed its own output at the previous
+  // position and the draft that output gave) against
+  // data/mtp_chain_references.json, an independent NumPy implementation that
+  // reproduces the fixture's logits and first-step MTP logits. First after a
+  // forward of every prefix of the sequence; then as speculative decoding
+  // calls the head: the prompt, a verify chunk whose drafts were all kept, one
+  // whose drafts were rejected (garbage rows after its first; one token fed),
+  // and one that overwrites the previous call's chained positions.
+  void mtpChainMatchesTheReference() {
+    OCTET_REQUIRE_FIXTURES();
+    QFETCH(QString, model);
+    const std::string dir = test::FixturesDir() + "/" + model.toStdString();
+    const MtpFixture fx = LoadMtpFixture(dir);
+    const test::MtpChainReference chain =
+        test::LoadMtpChainReference(test::SourceDir(), test::FixturesDir(), model.toStdString());
+    QCOMPARE(chain.k, 3);
+    const std::vector<int32_t>& seq = fx.seq;
+    const int64_t T = fx.T, P = fx.prompt;
+    QCOMPARE(int64_t(chain.by_fed.size()), T + 1);
+    LoadOptions o;
+    o.threads = 2;
+    o.load_mtp = true;
+    auto m = Model::Load(dir, o);
+    QVERIFY2(m.ok(), m.status().ToString().c_str());
+    std::vector<int32_t> drafts;
+    std::vector<float> logits;
+    ForwardOutput out;
+    auto tokens = [&](int64_t b, int64_t e) {
+      return std::vector<int32_t>(seq.begin() + b, seq.begin() + e);
+    };
+    for (int64_t fed = 1; fed <= T; ++fed) {
+      KvCache cache = *(*m)->NewKvCache(1, T);
+      auto mtp_cache = (*m)->NewMtpCache(1, T + kMtpChainPositions);
+      QVERIFY2(mtp_cache.ok(), mtp_cache.status().ToString().c_str());
+      SequenceChunk ch;
+      ch.tokens = tokens(0, fed);
+      Status s = (*m)->Forward({ch}, cache, &out);
+      QVERIFY2(s.ok(), s.ToString().c_str());
+      s = (*m)->MtpDraft(0, 0, 0, tokens(1, fed + 1), *mtp_cache, 3, &drafts, &logits);
+      QVERIFY2(s.ok(), s.ToString().c_str());
+      const std::string bad = CheckMtpCall(fx, chain, fed, fed, drafts, logits);
+      QVERIFY2(bad.empty(), bad.c_str());
+    }
+    // As speculative decoding: (main chunk start, its tokens, MTP rows fed).
+    QVERIFY(P + 7 <= T);
+    std::vector<int32_t> rejected = tokens(P + 3, P + 6);
+    rejected[1] = (rejected[1] + 1) % int32_t(fx.vocab);
+    rejected[2] = (rejected[2] + 5) % int32_t(fx.vocab);
+    const struct {
+      int64_t start;
+      std::vector<int32_t> chunk;
+      int64_t fed_rows;
+    } calls[] = {{0, tokens(0, P), P},
+                 {P, tokens(P, P + 3), 3},
+                 {P + 3, rejected, 1},
+                 {P + 4, tokens(P + 4, P + 6), 2}};
+    KvCache cache = *(*m)->NewKvCache(1, T);
+    auto mtp_cache = (*m)->NewMtpCache(1, T + kMtpChainPositions);
+    QVERIFY2(mtp_cache.ok(), mtp_cache.status().ToString().c_str());
+    for (const auto& c : calls) {
+      SequenceChunk ch;
+      ch.start_pos = c.start;
+      ch.tokens = c.chunk;
+      Status s = (*m)->Forward({ch}, cache, &out);
+      QVERIFY2(s.ok(), s.ToString().c_str());
+      const int64_t fed = c.start + c.fed_rows;
+      s = (*m)->MtpDraft(0, 0, c.start, tokens(c.start + 1, fed + 1), *mtp_cache, 3, &drafts,
+                         &logits);
+      QVERIFY2(s.ok(), s.ToString().c_str());
+      const std::string bad = CheckMtpCall(fx, chain, fed, c.fed_rows, drafts, logits);
+      QVERIFY2(bad.empty(), bad.c_str());
+    }
+  }
+
   void mtpHeadDraftsABatchAsOne_data() { mtpHeadMatchesTheReference_data(); }
   // Several sequences' drafts in one call (the scheduler's): three chunks of
   // one forward in three slots - the fixture's sequence and two prefixes of
   // it - drafted together with k = 1, 3, 2. Every fed row's logits are the
-  // reference's row at its position; each request's drafts (the chained
-  // ones too) are those of the same request made alone.
+  // reference's row at its position, every chained row's the chain
+  // reference's; each request's drafts are the reference's and those of the
+  // same request made alone.
   void mtpHeadDraftsABatchAsOne() {
     OCTET_REQUIRE_FIXTURES();
     QFETCH(QString, model);
@@ -581,7 +700,8 @@ class TestSpeculative : public QObject {
     std::vector<float> logits;
     s = (*m)->MtpDraftBatch(requests, *mtp_cache, &drafts, &logits);
     QVERIFY2(s.ok(), s.ToString().c_str());
-    QCOMPARE(int64_t(logits.size()), (lengths[0] + lengths[1] + lengths[2]) * V);
+    // The fed rows, then the chained steps': requests 1 and 2, then 1 alone.
+    QCOMPARE(int64_t(logits.size()), (lengths[0] + lengths[1] + lengths[2] + 3) * V);
     double d = 0;
     const float* row = logits.data();
     for (int r = 0; r < 3; ++r) {
@@ -590,11 +710,21 @@ class TestSpeculative : public QObject {
       }
       row += lengths[r] * V;
     }
+    const test::MtpChainReference chain =
+        test::LoadMtpChainReference(test::SourceDir(), test::FixturesDir(), model.toStdString());
+    const std::pair<int, int> chained[3] = {{1, 0}, {2, 0}, {1, 1}};  // request, chain step
+    for (auto [r, step] : chained) {
+      const auto& want = chain.by_fed.at(size_t(lengths[r])).chained.at(size_t(step));
+      for (int64_t i = 0; i < V; ++i) d = std::max(d, std::fabs(double(row[i]) - want[size_t(i)]));
+      row += V;
+    }
     QVERIFY2(d <= fx.mtp["suggested_logits_atol"].get<double>(),
              ("max |batched mtp logits - ref| = " + std::to_string(d)).c_str());
     QCOMPARE(drafts.size(), size_t(3));
     for (int r = 0; r < 3; ++r) {
       QCOMPARE(int(drafts[r].size()), ks[r]);
+      const auto& ref = chain.by_fed.at(size_t(lengths[r])).drafts;
+      QCOMPARE(drafts[r], std::vector<int32_t>(ref.begin(), ref.begin() + ks[r]));
       QCOMPARE(mtp_cache->length(r), lengths[r] + ks[r] - 1);
       // Alone: its own forward and a fresh MTP cache.
       KvCache one = *(*m)->NewKvCache(1, T);

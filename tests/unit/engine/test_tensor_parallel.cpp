@@ -18,6 +18,7 @@
 #include <filesystem>
 #include <functional>
 
+#include "fixture_reference.h"
 #include "octet/base/file_util.h"
 #include "octet/base/json.h"
 #include "octet/base/npy.h"
@@ -403,19 +404,32 @@ class TestTensorParallel : public QObject {
              ("max |mtp logits - ref| = " + std::to_string(d)).c_str());
     const auto want_drafts = mtp["draft_ids"].get<std::vector<int32_t>>();
     QCOMPARE(drafts, std::vector<int32_t>{want_drafts.back()});
-    // The batched call: each sequence's rows are the reference's rows at
-    // their positions; each makes k drafts, the first the reference's.
-    QCOMPARE(int64_t(batch_logits.size()), (T + T / 2) * V);
+    // The batched call: each sequence's fed rows are the reference's rows at
+    // their positions, then each chained step's rows (the whole sequence's,
+    // the half's) the chain reference's; each makes the reference's k drafts.
+    QCOMPARE(int64_t(batch_logits.size()), (T + T / 2 + 2 * (k - 1)) * V);
+    const test::MtpChainReference chain =
+        test::LoadMtpChainReference(test::SourceDir(), test::FixturesDir(), model.toStdString());
+    const int64_t fed[2] = {T, T / 2};
     double db = 0;
     for (size_t i = 0; i < batch_logits.size(); ++i) {
-      const size_t at = i < size_t(T * V) ? i : i - size_t(T * V);
-      db = std::max(db, std::fabs(double(batch_logits[i]) - want[at]));
+      const int64_t row = int64_t(i) / V, col = int64_t(i) % V;
+      double want_i;
+      if (row < T + T / 2) {
+        want_i = want[size_t((row < T ? row : row - T) * V + col)];
+      } else {
+        const int64_t c = row - T - T / 2;  // chain step c / 2, sequence c % 2
+        want_i = chain.by_fed.at(size_t(fed[c % 2])).chained.at(size_t(c / 2))[size_t(col)];
+      }
+      db = std::max(db, std::fabs(double(batch_logits[i]) - want_i));
     }
     QVERIFY2(db <= mtp["suggested_logits_atol"].get<double>(),
              ("max |batched mtp logits - ref| = " + std::to_string(db)).c_str());
     QCOMPARE(batch_drafts.size(), size_t(2));
-    QCOMPARE(int(batch_drafts[0].size()), k);
-    QCOMPARE(int(batch_drafts[1].size()), k);
+    for (int r = 0; r < 2; ++r) {
+      const auto& ref = chain.by_fed.at(size_t(fed[r])).drafts;
+      QCOMPARE(batch_drafts[r], std::vector<int32_t>(ref.begin(), ref.begin() + k));
+    }
     QCOMPARE(batch_drafts[0].front(), want_drafts.back());
     QCOMPARE(batch_drafts[1].front(), want_drafts[static_cast<size_t>(T / 2 - 1)]);
     // Speculative decoding: the reference's greedy ids and logits.
@@ -563,9 +577,14 @@ class TestTensorParallel : public QObject {
       QCOMPARE(drafts.size(), size_t(2));
       QCOMPARE(drafts[0].size(), size_t(3));
       QCOMPARE(drafts[1], drafts[0]);
-      const size_t V = draft_logits.size() / 2;
-      QVERIFY(V > 0 &&
-              std::equal(draft_logits.begin(), draft_logits.begin() + V, draft_logits.begin() + V));
+      // Each step's rows, the original's then the copy's: equal, chained ones too.
+      const size_t V = draft_logits.size() / 6;
+      QVERIFY(V > 0 && draft_logits.size() == 6 * V);
+      for (size_t step = 0; step < 3; ++step) {
+        const auto row = draft_logits.begin() + static_cast<std::ptrdiff_t>(2 * step * V);
+        QVERIFY(std::equal(row, row + static_cast<std::ptrdiff_t>(V),
+                           row + static_cast<std::ptrdiff_t>(V)));
+      }
     }
     QCOMPARE(ids.size(), size_t(3));
     for (const auto& got : ids) QCOMPARE(got, generated);

@@ -353,8 +353,9 @@ class Model {
   // layers) for draft j+1), as vLLM chains one MTP layer. `mtp_cache` (from
   // NewMtpCache) holds the MTP positions; chained positions are overwritten
   // by the next call. `logits`, when given, gets the MTP logits of every fed
-  // row [next.size(), vocab] (the first draft step; tests compare it with the
-  // reference). On a tensor-parallel shard every rank calls it with the same
+  // row [next.size(), vocab] (the first draft step), then those of each
+  // chained step's row (k - 1 more rows; tests compare both with references).
+  // On a tensor-parallel shard every rank calls it with the same
   // arguments and the hooks of its Forward (the MTP layer's all-reduces, the
   // vocab-parallel embedding and logits); every rank gets the same drafts.
   Status MtpDraft(size_t chunk, int slot, int64_t start_pos, const std::vector<int32_t>& next,
@@ -365,8 +366,9 @@ class Model {
   // request's rows together (the first over all their fed rows, each chained
   // one over one row of every request still drafting), not once per
   // sequence. (*drafts)[r] gets request r's drafts; `logits`, when given, the
-  // first step's logits of every fed row, request after request. Invalid
-  // requests fail the call before anything runs.
+  // first step's logits of every fed row, request after request, then each
+  // chained step's (one row per request still drafting, in request order).
+  // Invalid requests fail the call before anything runs.
   Status MtpDraftBatch(const std::vector<MtpDraftRequest>& requests, KvCache& mtp_cache,
                        std::vector<std::vector<int32_t>>* drafts,
                        std::vector<float>* logits = nullptr, const ForwardHooks& hooks = {});

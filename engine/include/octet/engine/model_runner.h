@@ -76,7 +76,7 @@ class ModelRunner {
   // distinct slots), on the runner's own MTP cache (which ResetCache makes
   // beside the main cache, with kMtpChainPositions more positions), on every
   // rank of a group. `logits`, when given, gets the first draft step's logits
-  // of every fed row (rank 0's).
+  // of every fed row, then each chained step's (rank 0's; Model::MtpDraftBatch).
   virtual Status MtpDraftBatch(const std::vector<MtpDraftRequest>& requests,
                                std::vector<std::vector<int32_t>>* drafts,
                                std::vector<float>* logits = nullptr) {
