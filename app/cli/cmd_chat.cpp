@@ -48,7 +48,8 @@ int RunChat(const std::vector<std::string>& args) {
       .Option("seed", "S", "random seed", "0")
       .Option("threads", "N", "CPU threads; 0: all cores", "0")
       .Option("backend", "NAME",
-              "kernel backend: auto, cuda, avx512-amx, avx512, avx2, neon, scalar", "auto")
+              "kernel backend: auto, cuda, avx512-amx, avx512-rows, avx512, avx2, neon, scalar",
+              "auto")
       .Option("nvfp4-tiles", "on|off", kNvfp4TilesHelp, "on")
       .Option("quantize", "nvfp4|off", kQuantizeHelp, "off")
       .Flag("think", "Qwen3: let the model think (default: empty think block)")

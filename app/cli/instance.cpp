@@ -204,7 +204,8 @@ void AddInstanceFlags(ArgParser& p) {
       .Option("algo", "auto|oneshot|ring|nccl", "all-reduce algorithm", "auto")
       .Option("threads", "N", "CPU threads per rank; 0: the CPUs divided among the ranks", "0")
       .Option("backend", "NAME",
-              "kernel backend: auto, cuda, avx512-amx, avx512, avx2, neon, scalar", "auto")
+              "kernel backend: auto, cuda, avx512-amx, avx512-rows, avx512, avx2, neon, scalar",
+              "auto")
       .Option("kv-dtype", "f32|f16",
               "KV cache element type; f16 halves the KV memory and the bytes attention reads "
               "(each key and value rounded once: logits move by ~1e-3)",

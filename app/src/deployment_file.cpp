@@ -147,7 +147,8 @@ void ParseInstance(Checker& c, const Node& node, Loc where, int index, DeployIns
     c.Choice(*f, {"off", "ngram", "mtp"}, &in->speculative);
   if (auto* f = FindField(m, "draft_tokens")) c.Integer(*f, &in->draft_tokens, 1, 8);
   if (auto* f = FindField(m, "backend"))
-    c.Choice(*f, {"auto", "cuda", "avx512-amx", "avx512", "avx2", "neon", "scalar"}, &in->backend);
+    c.Choice(*f, {"auto", "cuda", "avx512-amx", "avx512-rows", "avx512", "avx2", "neon", "scalar"},
+             &in->backend);
   if (auto* f = FindField(m, "threads")) c.Integer(*f, &in->threads, 1, 4096);
   if (auto* f = FindField(m, "served_model_name")) c.Name(*f, &in->served_model_name, 256, true);
 }

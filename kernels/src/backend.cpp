@@ -54,12 +54,28 @@ bool HasBf16() {
 }
 #endif
 
+// Whether "auto" may take an available backend (it takes the last one of
+// ProbeBackends that it may). avx512-rows runs on every AVX-512 CPU (so the
+// tests check it everywhere) but is auto's choice on AMD's only: measured
+// faster there (Zen 4); Intel's AVX-512 machines keep the kernels measured on
+// them (docs/performance.md).
+bool AutoTakes(std::string_view name) {
+#if defined(__x86_64__)
+  if (name == "avx512-rows") {
+    __builtin_cpu_init();
+    return __builtin_cpu_is("amd");
+  }
+#endif
+  return true;
+}
+
 const cpu::IsaKernels* IsaFor(std::string_view name) {
   if (name == "scalar") return &cpu::ScalarKernels();
 #if defined(__x86_64__)
   if (name == "avx2" && HasAvx2()) return &cpu::Avx2Kernels();
   if (name == "avx512" && HasAvx512()) return &cpu::Avx512Kernels();
   if (name == "avx512-amx" && HasAvx512() && cpu::AmxUsable()) return &cpu::AmxKernels();
+  if (name == "avx512-rows" && HasAvx512()) return &cpu::Avx512RowsKernels();
 #endif
 #if defined(__aarch64__)
   if (name == "neon") return &cpu::NeonKernels();
@@ -149,6 +165,10 @@ std::vector<BackendInfo> ProbeBackends() {
                  HasAvx512()});
   out.push_back({"avx512-amx", "x86-64 AVX-512, with AMX-BF16 batched decode of BF16 weights",
                  HasAvx512() && cpu::AmxUsable()});
+  out.push_back({"avx512-rows",
+                 "x86-64 AVX-512, with single-row decode of BF16/F16 weights one row at a time "
+                 "(one memory stream a core; auto's choice on AMD CPUs)",
+                 HasAvx512()});
 #endif
 #if defined(__aarch64__)
   out.push_back({"neon", "aarch64 NEON (every aarch64 CPU)", true});
@@ -175,7 +195,7 @@ Result<std::unique_ptr<KernelBackend>> CreateBackend(std::string_view name,
   if (name == "auto") {
     chosen = "scalar";
     for (const auto& b : ProbeBackends()) {
-      if (b.available && b.name != "scalar") chosen = b.name;
+      if (b.available && b.name != "scalar" && AutoTakes(b.name)) chosen = b.name;
     }
   }
   const cpu::IsaKernels* isa = IsaFor(chosen);

@@ -219,7 +219,7 @@ class TestLaunchRemote : public QObject {
     QCOMPARE(table->item(0, 1)->text(), QStringLiteral("ready"));
     QVERIFY(state->text().contains(url));
     // Which kernel backend each rank computes with, as their agents report it.
-    const QRegularExpression both(QStringLiteral("^backend [a-z0-9]+ on each of 2 ranks$"));
+    const QRegularExpression both(QStringLiteral("^backend [a-z0-9-]+ on each of 2 ranks$"));
     QVERIFY2(
         QTest::qWaitFor([&] { return both.match(table->item(0, 3)->text()).hasMatch(); }, 15'000),
         qPrintable(table->item(0, 3)->text()));

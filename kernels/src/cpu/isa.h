@@ -167,6 +167,11 @@ void AddAvx2Nvfp4TileKernels(IsaKernels* t);
 // The AVX2 table with AVX-512 NVFP4 and batched-decode kernels; call only when
 // the CPU has AVX2 and AVX-512 F, BW, DQ, VL and VBMI.
 const IsaKernels& Avx512Kernels();
+// The AVX-512 table with dense decode (BF16 and F16 rows of up to 4096
+// columns, one or two activation rows, and every row when batch-invariant)
+// one weight row at a time: a single memory stream a core, which AMD Zen 4
+// reads fastest (isa_avx512.cpp says what was measured). Same conditions.
+const IsaKernels& Avx512RowsKernels();
 // Fills the NVFP4 tile decode entries (gemv_nvfp4_tiles ...) of an AVX-512
 // table when the CPU has AVX512-VNNI (isa_avx512_vnni.cpp); leaves t as it is
 // otherwise.

@@ -384,6 +384,119 @@ void Gemv(const WeightMatrix& w, int64_t row0, int64_t row1, const float* x, int
   GemvNvfp4(w, row0, row1, x, m, ldx, y, ldy, accumulate);
 }
 
+// ---- avx512-rows: dense decode one weight row at a time ----
+//
+// On AMD Zen 4 (a 2-core VM, docs/performance.md "Machine D") one core reads
+// a single ascending stream of memory at 25-30 GB/s but two or four streams
+// (rows read side by side, or far apart) at 19-22: the 4-row passes above
+// read a BF16 matrix at 16-18 GB/s a core. One row at a time, a task's rows
+// are one stream: 24-30 GB/s a core through CpuBackend::Matmul on 1024- to
+// 4096-column rows (1 thread, 16384 x 4096: 17.1 -> 25.3 GB/s; 151936 x 1024:
+// 16.0 -> 28.7). A decode of a Qwen3-30B-A3B-shaped model there ran at ~18
+// tok/s whether the machine's STREAM rate was 38 or 67 GB/s: the passes, not
+// the memory, bound it. Rows longer than kSequentialMaxCols keep the 4-row
+// passes: one row at a time reloads the activation for every weight row, and
+// past L1 (4096 x 14336: 18.0 -> 12.9 GB/s) that costs more than the stream
+// gains. Intel's AVX-512 machines keep the passes they were measured with:
+// this is a table of its own, "avx512-rows", which auto takes on AMD CPUs
+// (backend.cpp).
+constexpr int64_t kSequentialMaxCols = 4096;
+
+bool TakesSequentialRows(const WeightMatrix& w) {
+  return (w.format == WeightFormat::kBF16 || w.format == WeightFormat::kF16) &&
+         w.cols <= kSequentialMaxCols;
+}
+
+// Rows row0..row1 against M = 1 or 2 activation rows, in memory order; two
+// accumulators per activation row (columns 32j..32j+15 and 32j+16..32j+31:
+// one 64-byte line of BF16 a step), each weight vector converted once. A
+// row's sums depend on its weight row and activation row only, never on M.
+template <class L, int M>
+void GemvRowsSequential(const WeightMatrix& w, int64_t row0, int64_t row1, const float* x,
+                        int64_t ldx, float* y, int64_t ldy, bool accumulate) {
+  static_assert(M == 1 || M == 2);
+  const int64_t k = w.cols;
+  const float* x1 = x + (M - 1) * ldx;
+  for (int64_t r = row0; r < row1; ++r) {
+    const uint8_t* row = static_cast<const uint8_t*>(w.data) + r * w.row_stride;
+    __m512 a0 = _mm512_setzero_ps(), b0 = a0, a1 = a0, b1 = a0;
+    int64_t c = 0;
+    for (; c + 32 <= k; c += 32) {
+      const __m512 w0 = L::Load(row, c), w1 = L::Load(row, c + 16);
+      a0 = _mm512_fmadd_ps(w0, _mm512_loadu_ps(x + c), a0);
+      b0 = _mm512_fmadd_ps(w1, _mm512_loadu_ps(x + c + 16), b0);
+      if constexpr (M == 2) {
+        a1 = _mm512_fmadd_ps(w0, _mm512_loadu_ps(x1 + c), a1);
+        b1 = _mm512_fmadd_ps(w1, _mm512_loadu_ps(x1 + c + 16), b1);
+      }
+    }
+    if (c + 16 <= k) {
+      const __m512 w0 = L::Load(row, c);
+      a0 = _mm512_fmadd_ps(w0, _mm512_loadu_ps(x + c), a0);
+      if constexpr (M == 2) a1 = _mm512_fmadd_ps(w0, _mm512_loadu_ps(x1 + c), a1);
+      c += 16;
+    }
+    float s0 = _mm512_reduce_add_ps(_mm512_add_ps(a0, b0));
+    for (int64_t t = c; t < k; ++t) s0 += DenseAt(w, row, t) * x[t];
+    Store(y + (r - row0), s0, accumulate);
+    if constexpr (M == 2) {
+      float s1 = _mm512_reduce_add_ps(_mm512_add_ps(a1, b1));
+      for (int64_t t = c; t < k; ++t) s1 += DenseAt(w, row, t) * x1[t];
+      Store(y + ldy + (r - row0), s1, accumulate);
+    }
+  }
+}
+
+// m activation rows in passes of two (and one) over the task's rows: every
+// activation row gets the bits it gets alone (the batch-invariant table's
+// verify steps). Only the first pass reads the rows from memory; a task
+// (GemvRowsPerTask: 64 rows, 512 KiB at 4096 BF16 columns) stays in L2 for
+// the others, which cost a fraction of it. bench_mtp's verify steps (2
+// threads, the GLM checkpoint at Qwen3-30B-A3B's shape), against one pass of
+// all m rows with these sums: 4 rows 49 -> 38-41 ms, 8 rows 90 -> 70 ms (the
+// 4-row passes' 36-39 and 59 ms; 2 rows 32-38 -> 23-28 ms).
+template <class L>
+void GemvSequentialRowsOf(const WeightMatrix& w, int64_t row0, int64_t row1, const float* x,
+                          int64_t m, int64_t ldx, float* y, int64_t ldy, bool accumulate) {
+  int64_t i = 0;
+  for (; i + 2 <= m; i += 2) {
+    GemvRowsSequential<L, 2>(w, row0, row1, x + i * ldx, ldx, y + i * ldy, ldy, accumulate);
+  }
+  if (i < m) {
+    GemvRowsSequential<L, 1>(w, row0, row1, x + i * ldx, ldx, y + i * ldy, ldy, accumulate);
+  }
+}
+
+void GemvSequentialRows(const WeightMatrix& w, int64_t row0, int64_t row1, const float* x,
+                        int64_t m, int64_t ldx, float* y, int64_t ldy, bool accumulate) {
+  if (w.format == WeightFormat::kBF16) {
+    return GemvSequentialRowsOf<LoadBf16>(w, row0, row1, x, m, ldx, y, ldy, accumulate);
+  }
+  GemvSequentialRowsOf<LoadF16>(w, row0, row1, x, m, ldx, y, ldy, accumulate);
+}
+
+void GemvBatchInvariant(const WeightMatrix& w, int64_t row0, int64_t row1, const float* x,
+                        int64_t m, int64_t ldx, float* y, int64_t ldy, bool accumulate);
+
+// The avx512-rows table's gemv and gemv_batch_invariant: the matrices that
+// take it one weight row at a time for one or two activation rows (two: as
+// fast as the 4-row passes), and for every row in the batch-invariant table
+// (the same bits); everything else as the avx512 table.
+void GemvRows(const WeightMatrix& w, int64_t row0, int64_t row1, const float* x, int64_t m,
+              int64_t ldx, float* y, int64_t ldy, bool accumulate) {
+  if (m <= 2 && TakesSequentialRows(w)) {
+    return GemvSequentialRows(w, row0, row1, x, m, ldx, y, ldy, accumulate);
+  }
+  Gemv(w, row0, row1, x, m, ldx, y, ldy, accumulate);
+}
+void GemvBatchInvariantRows(const WeightMatrix& w, int64_t row0, int64_t row1, const float* x,
+                            int64_t m, int64_t ldx, float* y, int64_t ldy, bool accumulate) {
+  if (TakesSequentialRows(w)) {
+    return GemvSequentialRows(w, row0, row1, x, m, ldx, y, ldy, accumulate);
+  }
+  GemvBatchInvariant(w, row0, row1, x, m, ldx, y, ldy, accumulate);
+}
+
 // Gemv with every row's bits those of Gemv on that row alone. Dense weights:
 // the AVX2 kernel, which Gemv gives one row, for every m (its rows do not
 // depend on the batch). NVFP4: Gemv itself, whose rows keep their sums in a
@@ -629,6 +742,17 @@ const IsaKernels& Avx512Kernels() {
     t.soft_cap = SoftCap;
     AddAvx512VnniKernels(&t);
     AddAvx512GemmKernels(&t);
+    return t;
+  }();
+  return k;
+}
+
+const IsaKernels& Avx512RowsKernels() {
+  static const IsaKernels k = [] {
+    IsaKernels t = Avx512Kernels();
+    t.name = "avx512-rows";
+    t.gemv = GemvRows;
+    t.gemv_batch_invariant = GemvBatchInvariantRows;
     return t;
   }();
   return k;

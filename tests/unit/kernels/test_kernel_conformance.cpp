@@ -551,6 +551,7 @@ void TestKernelConformance::batchInvariantBackendsKeepEachRowsBits() {
   const Case cases[] = {
       {WeightFormat::kF32, 13, 128, false},    {WeightFormat::kBF16, 14, 1100, false},
       {WeightFormat::kF16, 7, 2056, false},    {WeightFormat::kBF16, 70, 2048, false},
+      {WeightFormat::kBF16, 9, 1050, false},  // 32-column steps, a 16-column one, 10 more
       {WeightFormat::kNvfp4, 21, 1024, false}, {WeightFormat::kNvfp4, 5, 17408, false},
       {WeightFormat::kNvfp4, 208, 1024, true},
   };

@@ -89,7 +89,7 @@ Result<LoadQuantize> ParseLoadQuantize(const std::string& name);
 std::string_view LoadQuantizeName(LoadQuantize q);
 
 struct LoadOptions {
-  // Kernel backend: "auto", "avx512-amx", "avx512", "avx2", "neon", "scalar".
+  // Kernel backend: "auto", "avx512-amx", "avx512-rows", "avx512", "avx2", "neon", "scalar".
   std::string backend = "auto";
   int threads = 0;               // <= 0: all cores
   // Makes the backend instead of `backend` and `threads` where set: one the

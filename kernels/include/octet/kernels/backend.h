@@ -3,7 +3,8 @@
 // A KernelBackend is one implementation of every op (the CPU backends here:
 // "scalar" — the reference —, "avx2" (AVX2+FMA+F16C, x86-64), "avx512" (the
 // AVX2 kernels with AVX-512 NVFP4 and batched-decode matmuls), "avx512-amx"
-// (that, with batched decode of BF16 weights on AMX tiles), "neon",
+// (that, with batched decode of BF16 weights on AMX tiles), "avx512-rows"
+// (avx512 with single-row decode one weight row at a time: AMD's), "neon",
 // "neon-dotprod" and "neon-bf16" (aarch64); the CUDA backend, kernels/cuda/,
 // implements the same class). CPU backends are chosen at run time:
 // `ProbeBackends()` lists the ones this machine can run, `CreateBackend("auto")`
@@ -587,8 +588,9 @@ struct BackendInfo {
 // Every backend compiled into this build, with whether it runs here.
 std::vector<BackendInfo> ProbeBackends();
 
-// `name` is "scalar", "avx2", "avx512", "avx512-amx", "neon", "neon-dotprod",
-// "neon-bf16" or "auto" (the fastest available).
+// `name` is "scalar", "avx2", "avx512", "avx512-amx", "avx512-rows", "neon",
+// "neon-dotprod", "neon-bf16" or "auto" (the fastest available: the last of
+// ProbeBackends that runs here, but avx512-rows on AMD CPUs only).
 // Errors: unknown name, or a backend this machine cannot run.
 Result<std::unique_ptr<KernelBackend>> CreateBackend(std::string_view name,
                                                      const BackendOptions& options = {});

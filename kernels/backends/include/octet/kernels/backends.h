@@ -1,5 +1,5 @@
 // Every kernel backend of this build, by name: the CPU backends of
-// octet_kernels (backend.h: "scalar", "avx2", "avx512", "avx512-amx", "neon")
+// octet_kernels (backend.h: "scalar", "avx2", "avx512", "avx512-amx", "avx512-rows", "neon", ...)
 // and, in a build with CUDA, "cuda" (octet/kernels/cuda/cuda_backend.h).
 // Programs make their backend here; kernels::CreateBackend knows the CPU
 // backends only (octet_kernels cannot depend on the CUDA library above it).
