@@ -59,7 +59,7 @@ bool HasBf16() {
 // tests check it everywhere) but is auto's choice on AMD's only: measured
 // faster there (Zen 4); Intel's AVX-512 machines keep the kernels measured on
 // them (docs/performance.md).
-bool AutoTakes(std::string_view name) {
+bool AutoTakes([[maybe_unused]] std::string_view name) {  // unused on aarch64
 #if defined(__x86_64__)
   if (name == "avx512-rows") {
     __builtin_cpu_init();
