@@ -169,13 +169,15 @@ void AddAvx2Nvfp4TileKernels(IsaKernels* t);
 const IsaKernels& Avx512Kernels();
 // The AVX-512 table with dense decode (BF16 and F16 rows of up to 4096
 // columns, one or two activation rows, and every row when batch-invariant)
-// one weight row at a time: a single memory stream a core, which AMD Zen 4
-// reads fastest (isa_avx512.cpp says what was measured). Same conditions.
+// one weight row at a time, and NVFP4 tiles one 16-row group at a time: a
+// single memory stream a core, which AMD Zen 4 reads fastest (isa_avx512.cpp
+// says what was measured). Same conditions.
 const IsaKernels& Avx512RowsKernels();
 // Fills the NVFP4 tile decode entries (gemv_nvfp4_tiles ...) of an AVX-512
 // table when the CPU has AVX512-VNNI (isa_avx512_vnni.cpp); leaves t as it is
-// otherwise.
-void AddAvx512VnniKernels(IsaKernels* t);
+// otherwise. `one_stream`: a task reads its 16-row groups one after another
+// (avx512-rows) instead of four side by side.
+void AddAvx512VnniKernels(IsaKernels* t, bool one_stream = false);
 // Fills the prefill GEMM entries (gemm_packed ...) of an AVX-512 table with a
 // packed f32-FMA GEMM of BF16 and F32 weights that reads the activations in
 // place (gemm_packed_size 0; isa_avx512_gemm.cpp). The AMX table replaces

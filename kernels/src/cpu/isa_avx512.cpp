@@ -753,6 +753,7 @@ const IsaKernels& Avx512RowsKernels() {
     t.name = "avx512-rows";
     t.gemv = GemvRows;
     t.gemv_batch_invariant = GemvBatchInvariantRows;
+    AddAvx512VnniKernels(&t, /*one_stream=*/true);
     return t;
   }();
   return k;
