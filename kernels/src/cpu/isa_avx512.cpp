@@ -452,9 +452,9 @@ void GemvRowsSequential(const WeightMatrix& w, int64_t row0, int64_t row1, const
 // verify steps). Only the first pass reads the rows from memory; a task
 // (GemvRowsPerTask: 64 rows, 512 KiB at 4096 BF16 columns) stays in L2 for
 // the others, which cost a fraction of it. bench_mtp's verify steps (2
-// threads, the GLM checkpoint at Qwen3-30B-A3B's shape), against one pass of
-// all m rows with these sums: 4 rows 49 -> 38-41 ms, 8 rows 90 -> 70 ms (the
-// 4-row passes' 36-39 and 59 ms; 2 rows 32-38 -> 23-28 ms).
+// threads, the GLM checkpoint at Qwen3-30B-A3B's shape) against one pass of
+// all m rows with these sums: 4 rows 49 -> 40-43 ms, 8 rows 90 -> 66 ms (the
+// avx512 table's 38-40 and 58-60 ms; 2 rows 32-33 there, 28 here).
 template <class L>
 void GemvSequentialRowsOf(const WeightMatrix& w, int64_t row0, int64_t row1, const float* x,
                           int64_t m, int64_t ldx, float* y, int64_t ldy, bool accumulate) {
