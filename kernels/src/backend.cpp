@@ -166,8 +166,9 @@ std::vector<BackendInfo> ProbeBackends() {
   out.push_back({"avx512-amx", "x86-64 AVX-512, with AMX-BF16 batched decode of BF16 weights",
                  HasAvx512() && cpu::AmxUsable()});
   out.push_back({"avx512-rows",
-                 "x86-64 AVX-512, with single-row decode of BF16/F16 weights one row at a time "
-                 "(one memory stream a core; auto's choice on AMD CPUs)",
+                 "x86-64 AVX-512, with single-row decode reading BF16/F16 weights a row and NVFP4 "
+                 "tiles a 16-row group at a time (one memory stream a core; auto's choice on AMD "
+                 "CPUs)",
                  HasAvx512()});
 #endif
 #if defined(__aarch64__)
