@@ -386,7 +386,7 @@ void Gemv(const WeightMatrix& w, int64_t row0, int64_t row1, const float* x, int
 
 // ---- avx512-rows: dense decode one weight row at a time ----
 //
-// On AMD Zen 4 (a 2-core VM, docs/performance.md "Machine D") one core reads
+// On AMD Zen 4 (a 2-core VM, docs/performance.md, "A fourth CPU") one core reads
 // a single ascending stream of memory at 25-30 GB/s but two or four streams
 // (rows read side by side, or far apart) at 19-22: the 4-row passes above
 // read a BF16 matrix at 16-18 GB/s a core. One row at a time, a task's rows
