@@ -54,20 +54,15 @@ bool HasBf16() {
 }
 #endif
 
-// Whether "auto" may take an available backend (it takes the last one of
-// ProbeBackends that it may). avx512-rows runs on every AVX-512 CPU (so the
-// tests check it everywhere) but is auto's choice on AMD's only: measured
-// faster there (Zen 4); Intel's AVX-512 machines keep the kernels measured on
-// them (docs/performance.md).
-bool AutoTakes([[maybe_unused]] std::string_view name) {  // unused on aarch64
 #if defined(__x86_64__)
-  if (name == "avx512-rows") {
-    __builtin_cpu_init();
-    return __builtin_cpu_is("amd");
-  }
-#endif
-  return true;
+// avx512-rows runs on every AVX-512 CPU (so the tests check it everywhere) but
+// is auto's choice on AMD's only: measured faster there (Zen 4); Intel's
+// AVX-512 machines keep the kernels measured on them (docs/performance.md).
+bool IsAmd() {
+  __builtin_cpu_init();
+  return __builtin_cpu_is("amd");
 }
+#endif
 
 const cpu::IsaKernels* IsaFor(std::string_view name) {
   if (name == "scalar") return &cpu::ScalarKernels();
@@ -169,7 +164,7 @@ std::vector<BackendInfo> ProbeBackends() {
                  "x86-64 AVX-512, with single-row decode reading BF16/F16 weights a row and NVFP4 "
                  "tiles a 16-row group at a time (one memory stream a core; auto's choice on AMD "
                  "CPUs)",
-                 HasAvx512()});
+                 HasAvx512(), IsAmd()});
 #endif
 #if defined(__aarch64__)
   out.push_back({"neon", "aarch64 NEON (every aarch64 CPU)", true});
@@ -196,7 +191,7 @@ Result<std::unique_ptr<KernelBackend>> CreateBackend(std::string_view name,
   if (name == "auto") {
     chosen = "scalar";
     for (const auto& b : ProbeBackends()) {
-      if (b.available && b.name != "scalar" && AutoTakes(b.name)) chosen = b.name;
+      if (b.available && b.auto_choice && b.name != "scalar") chosen = b.name;
     }
   }
   const cpu::IsaKernels* isa = IsaFor(chosen);

@@ -58,6 +58,23 @@ class TestBackendRegistry : public QObject {
     QVERIFY(BackendNamesForHelp().find("auto") == 0);
   }
 
+  // "auto" makes the last backend of the list that runs here and that the
+  // list lets auto take (avx512-rows only on AMD); every other name makes
+  // itself where it runs.
+  void autoTakesTheLastBackendTheListAllows() {
+    std::string want = "scalar";
+    for (const BackendInfo& b : ProbeBackends()) {
+      if (b.available && b.auto_choice) want = b.name;
+      if (!b.available) continue;
+      auto named = CreateBackend(b.name, {.threads = 1});
+      QVERIFY2(named.ok(), b.name.c_str());
+      QCOMPARE(std::string((*named)->name()), b.name);
+    }
+    auto a = CreateBackend("auto", {.threads = 1});
+    QVERIFY2(a.ok(), a.status().ToString().c_str());
+    QCOMPARE(std::string((*a)->name()), want);
+  }
+
   void cudaWhereItCannotRunIsOneLine() {
     std::string why;
     auto b = CreateAnyBackend("cuda");

@@ -583,6 +583,10 @@ struct BackendInfo {
   std::string name;
   std::string description;
   bool available = false;  // this machine can run it
+  // CreateBackend("auto") may take it (it takes the last available one that
+  // it may): false where a backend runs but was measured slower here than
+  // one before it (avx512-rows on Intel).
+  bool auto_choice = true;
 };
 
 // Every backend compiled into this build, with whether it runs here.

@@ -76,9 +76,6 @@ class Weights:
     def __init__(self, tensors):
         self.t = tensors
 
-    def __contains__(self, name):
-        return name in self.t
-
     def __getitem__(self, name):
         return self.t[name]
 
