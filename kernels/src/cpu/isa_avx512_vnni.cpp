@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "cpu/isa.h"
+#include "cpu/isa_avx512_reduce.h"
 
 // GCC 12 reports its own AVX-512 intrinsics (the masked forms behind the
 // reductions) as reading an uninitialised value (GCC PR 105593).
@@ -70,33 +71,13 @@ OCTET_INLINE void StoreParts(__m512i q, uint8_t* o) {
   _mm_storeu_si128(reinterpret_cast<__m128i*>(o + 32), _mm512_cvtepi32_epi8(q2));
 }
 
-// The reductions of 16 vectors at once: lane p of the result reduces v[i]
-// for i = 4 (p % 4) + p / 4 (four rounds of pairing 256-, 128-, 64- and
-// 32-bit halves; see kPackOrder).
-template <class Op>
-OCTET_INLINE __m512 TransposeReduce16(const __m512* v, Op op) {
-  __m512 l1[8], l2[4], l3[2];
-  for (int i = 0; i < 8; ++i) {
-    l1[i] = op(_mm512_shuffle_f32x4(v[2 * i], v[2 * i + 1], _MM_SHUFFLE(1, 0, 1, 0)),
-               _mm512_shuffle_f32x4(v[2 * i], v[2 * i + 1], _MM_SHUFFLE(3, 2, 3, 2)));
-  }
-  for (int i = 0; i < 4; ++i) {
-    l2[i] = op(_mm512_shuffle_f32x4(l1[2 * i], l1[2 * i + 1], _MM_SHUFFLE(2, 0, 2, 0)),
-               _mm512_shuffle_f32x4(l1[2 * i], l1[2 * i + 1], _MM_SHUFFLE(3, 1, 3, 1)));
-  }
-  for (int i = 0; i < 2; ++i) {
-    l3[i] = op(_mm512_shuffle_ps(l2[2 * i], l2[2 * i + 1], _MM_SHUFFLE(1, 0, 1, 0)),
-               _mm512_shuffle_ps(l2[2 * i], l2[2 * i + 1], _MM_SHUFFLE(3, 2, 3, 2)));
-  }
-  return op(_mm512_shuffle_ps(l3[0], l3[1], _MM_SHUFFLE(2, 0, 2, 0)),
-            _mm512_shuffle_ps(l3[0], l3[1], _MM_SHUFFLE(3, 1, 3, 1)));
-}
 OCTET_INLINE __m512 MaxPs(__m512 a, __m512 b) { return _mm512_max_ps(a, b); }
 OCTET_INLINE __m512 AddEpi32(__m512 a, __m512 b) {
   return _mm512_castsi512_ps(_mm512_add_epi32(_mm512_castps_si512(a), _mm512_castps_si512(b)));
 }
-// Which block goes into v[i] so that lane p of TransposeReduce16 is block p.
-constexpr int kPackOrder[16] = {0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15};
+// Block kPackOrder[i] goes into v[i], so that lane p of TransposeReduce16 is block p.
+using avx512::kPackOrder;
+using avx512::TransposeReduce16;
 
 // Blocks [b, b + n) with n 1..16, their values at x + 16 b: parts, 12 sum(q) and
 // the scale bias; false when a block cannot go this way (isa.h).
