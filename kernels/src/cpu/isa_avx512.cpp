@@ -71,6 +71,37 @@ OCTET_INLINE void Store(float* out, float v, bool accumulate) { *out = accumulat
 
 OCTET_INLINE __m512 AddPs(__m512 a, __m512 b) { return _mm512_add_ps(a, b); }
 
+// The batched kernels are templates on their activation rows M: fn(RowCount<M>{})
+// runs the one for m, M = kMin..8 (8 for more; the callers pass m >= kMin).
+template <int M>
+struct RowCount {
+  static constexpr int kM = M;
+};
+template <int kMin, class Fn>
+OCTET_INLINE void WithRowCount(int64_t m, Fn fn) {
+  static_assert(kMin >= 1 && kMin <= 3);
+  if constexpr (kMin <= 1) {
+    if (m <= 1) return fn(RowCount<1>{});
+  }
+  if constexpr (kMin <= 2) {
+    if (m == 2) return fn(RowCount<2>{});
+  }
+  switch (m) {
+    case 3:
+      return fn(RowCount<3>{});
+    case 4:
+      return fn(RowCount<4>{});
+    case 5:
+      return fn(RowCount<5>{});
+    case 6:
+      return fn(RowCount<6>{});
+    case 7:
+      return fn(RowCount<7>{});
+    default:
+      return fn(RowCount<8>{});
+  }
+}
+
 // `v`, kept in a register: GCC otherwise folds a vector load that feeds
 // several FMAs into each of them as a memory operand (see GemvRDenseMx).
 OCTET_INLINE __m512 InRegister(__m512 v) {
@@ -350,23 +381,13 @@ void GemvDenseBatch(const WeightMatrix& w, int64_t row0, int64_t row1, const flo
   }
 }
 
+// m >= 3 (Gemv gives 1 and 2 rows to the AVX2 kernel).
 template <class L>
 void GemvDense(const WeightMatrix& w, int64_t row0, int64_t row1, const float* x, int64_t m,
                int64_t ldx, float* y, int64_t ldy, bool accumulate) {
-  switch (m) {  // m >= 3 (Gemv gives 1 and 2 rows to the AVX2 kernel)
-    case 3:
-      return GemvDenseBatch<L, 3>(w, row0, row1, x, ldx, y, ldy, accumulate);
-    case 4:
-      return GemvDenseBatch<L, 4>(w, row0, row1, x, ldx, y, ldy, accumulate);
-    case 5:
-      return GemvDenseBatch<L, 5>(w, row0, row1, x, ldx, y, ldy, accumulate);
-    case 6:
-      return GemvDenseBatch<L, 6>(w, row0, row1, x, ldx, y, ldy, accumulate);
-    case 7:
-      return GemvDenseBatch<L, 7>(w, row0, row1, x, ldx, y, ldy, accumulate);
-    default:
-      return GemvDenseBatch<L, 8>(w, row0, row1, x, ldx, y, ldy, accumulate);
-  }
+  WithRowCount<3>(m, [&](auto rows) OCTET_INLINE_LAMBDA {
+    GemvDenseBatch<L, decltype(rows)::kM>(w, row0, row1, x, ldx, y, ldy, accumulate);
+  });
 }
 
 void Gemv(const WeightMatrix& w, int64_t row0, int64_t row1, const float* x, int64_t m, int64_t ldx,
@@ -556,23 +577,13 @@ void GemvRowsBatch(const WeightMatrix& w, int64_t row0, int64_t row1, const floa
   }
 }
 
+// m >= 3.
 template <class L>
 void GemvRowsDense(const WeightMatrix& w, int64_t row0, int64_t row1, const float* x, int64_t m,
                    int64_t ldx, float* y, int64_t ldy, bool accumulate) {
-  switch (m) {  // m >= 3
-    case 3:
-      return GemvRowsBatch<L, 3>(w, row0, row1, x, ldx, y, ldy, accumulate);
-    case 4:
-      return GemvRowsBatch<L, 4>(w, row0, row1, x, ldx, y, ldy, accumulate);
-    case 5:
-      return GemvRowsBatch<L, 5>(w, row0, row1, x, ldx, y, ldy, accumulate);
-    case 6:
-      return GemvRowsBatch<L, 6>(w, row0, row1, x, ldx, y, ldy, accumulate);
-    case 7:
-      return GemvRowsBatch<L, 7>(w, row0, row1, x, ldx, y, ldy, accumulate);
-    default:
-      return GemvRowsBatch<L, 8>(w, row0, row1, x, ldx, y, ldy, accumulate);
-  }
+  WithRowCount<3>(m, [&](auto rows) OCTET_INLINE_LAMBDA {
+    GemvRowsBatch<L, decltype(rows)::kM>(w, row0, row1, x, ldx, y, ldy, accumulate);
+  });
 }
 
 // ---- avx512-rows: F32 decode, the same sums for every batch size ----
@@ -676,24 +687,9 @@ void GemvRowsF32(const WeightMatrix& w, int64_t row0, int64_t row1, const float*
   for (; m > 8; m -= 8, x += 8 * ldx, y += 8 * ldy) {
     GemvF32Rows<8>(w, row0, row1, x, ldx, y, ldy, accumulate);
   }
-  switch (m) {
-    case 1:
-      return GemvF32Rows<1>(w, row0, row1, x, ldx, y, ldy, accumulate);
-    case 2:
-      return GemvF32Rows<2>(w, row0, row1, x, ldx, y, ldy, accumulate);
-    case 3:
-      return GemvF32Rows<3>(w, row0, row1, x, ldx, y, ldy, accumulate);
-    case 4:
-      return GemvF32Rows<4>(w, row0, row1, x, ldx, y, ldy, accumulate);
-    case 5:
-      return GemvF32Rows<5>(w, row0, row1, x, ldx, y, ldy, accumulate);
-    case 6:
-      return GemvF32Rows<6>(w, row0, row1, x, ldx, y, ldy, accumulate);
-    case 7:
-      return GemvF32Rows<7>(w, row0, row1, x, ldx, y, ldy, accumulate);
-    default:
-      return GemvF32Rows<8>(w, row0, row1, x, ldx, y, ldy, accumulate);
-  }
+  WithRowCount<1>(m, [&](auto rows) OCTET_INLINE_LAMBDA {
+    GemvF32Rows<decltype(rows)::kM>(w, row0, row1, x, ldx, y, ldy, accumulate);
+  });
 }
 
 void GemvBatchInvariant(const WeightMatrix& w, int64_t row0, int64_t row1, const float* x,
