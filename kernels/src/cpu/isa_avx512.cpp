@@ -695,14 +695,17 @@ void GemvRowsF32(const WeightMatrix& w, int64_t row0, int64_t row1, const float*
 void GemvBatchInvariant(const WeightMatrix& w, int64_t row0, int64_t row1, const float* x,
                         int64_t m, int64_t ldx, float* y, int64_t ldy, bool accumulate);
 
-// The avx512-rows table's gemv and gemv_batch_invariant: the matrices that
-// take it one weight row at a time for one or two activation rows (two: as
-// fast as the 4-row passes), and for every row in the batch-invariant table
-// (the same bits); everything else as the avx512 table.
+// The avx512-rows table's gemv and gemv_batch_invariant. F32: GemvRowsF32 in
+// both (the same bits for every m). BF16/F16 of up to 4096 columns: one weight
+// row at a time for one or two activation rows (two: as fast as the 4-row
+// passes), and for every row in the batch-invariant table (the same bits);
+// 3-8 BF16/F16 rows otherwise through GemvRDenseMx; everything else (NVFP4,
+// and wider matrices' one or two rows) as the avx512 table.
 void GemvRows(const WeightMatrix& w, int64_t row0, int64_t row1, const float* x, int64_t m,
               int64_t ldx, float* y, int64_t ldy, bool accumulate) {
-  if (w.format == WeightFormat::kF32)
+  if (w.format == WeightFormat::kF32) {
     return GemvRowsF32(w, row0, row1, x, m, ldx, y, ldy, accumulate);
+  }
   if (m <= 2 && TakesSequentialRows(w)) {
     return GemvSequentialRows(w, row0, row1, x, m, ldx, y, ldy, accumulate);
   }
@@ -716,8 +719,9 @@ void GemvRows(const WeightMatrix& w, int64_t row0, int64_t row1, const float* x,
 }
 void GemvBatchInvariantRows(const WeightMatrix& w, int64_t row0, int64_t row1, const float* x,
                             int64_t m, int64_t ldx, float* y, int64_t ldy, bool accumulate) {
-  if (w.format == WeightFormat::kF32)
+  if (w.format == WeightFormat::kF32) {
     return GemvRowsF32(w, row0, row1, x, m, ldx, y, ldy, accumulate);
+  }
   if (TakesSequentialRows(w)) {
     return GemvSequentialRows(w, row0, row1, x, m, ldx, y, ldy, accumulate);
   }
