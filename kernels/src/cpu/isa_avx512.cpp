@@ -682,6 +682,18 @@ void GemvF32Rows(const WeightMatrix& w, int64_t row0, int64_t row1, const float*
   }
 }
 
+// Which F32 matrices take GemvRowsF32 (for every m, so the choice depends on
+// the matrix only): rows of up to kF32RowsMaxCols columns. Wider ones keep
+// the avx512 table's kernels: D, 2 threads, a 1280 x 5120 matrix (26 MB)
+// took 1.3-1.9x as long at 2 and 8 rows this way (R = 8 rows of 20 KiB side
+// by side, and 8 activation rows of 20 KiB past L1), while 5120 x 1280 and
+// 65536 x 1280 ran 1.0-1.9x as fast at 1-8 rows.
+constexpr int64_t kF32RowsMaxCols = 2048;
+
+bool TakesF32Rows(const WeightMatrix& w) {
+  return w.format == WeightFormat::kF32 && w.cols <= kF32RowsMaxCols;
+}
+
 void GemvRowsF32(const WeightMatrix& w, int64_t row0, int64_t row1, const float* x, int64_t m,
                  int64_t ldx, float* y, int64_t ldy, bool accumulate) {
   for (; m > 8; m -= 8, x += 8 * ldx, y += 8 * ldy) {
@@ -695,17 +707,16 @@ void GemvRowsF32(const WeightMatrix& w, int64_t row0, int64_t row1, const float*
 void GemvBatchInvariant(const WeightMatrix& w, int64_t row0, int64_t row1, const float* x,
                         int64_t m, int64_t ldx, float* y, int64_t ldy, bool accumulate);
 
-// The avx512-rows table's gemv and gemv_batch_invariant. F32: GemvRowsF32 in
-// both (the same bits for every m). BF16/F16 of up to 4096 columns: one weight
-// row at a time for one or two activation rows (two: as fast as the 4-row
-// passes), and for every row in the batch-invariant table (the same bits);
-// 3-8 BF16/F16 rows otherwise through GemvRDenseMx; everything else (NVFP4,
-// and wider matrices' one or two rows) as the avx512 table.
+// The avx512-rows table's gemv and gemv_batch_invariant. F32 of up to 2048
+// columns: GemvRowsF32 in both (the same bits for every m). BF16/F16 of up to
+// 4096 columns: one weight row at a time for one or two activation rows (two:
+// as fast as the 4-row passes), and for every row in the batch-invariant
+// table (the same bits). 3-8 dense rows otherwise through GemvRDenseMx;
+// everything else (NVFP4, wider matrices' one or two rows, and the
+// batch-invariant table's wider ones) as the avx512 table.
 void GemvRows(const WeightMatrix& w, int64_t row0, int64_t row1, const float* x, int64_t m,
               int64_t ldx, float* y, int64_t ldy, bool accumulate) {
-  if (w.format == WeightFormat::kF32) {
-    return GemvRowsF32(w, row0, row1, x, m, ldx, y, ldy, accumulate);
-  }
+  if (TakesF32Rows(w)) return GemvRowsF32(w, row0, row1, x, m, ldx, y, ldy, accumulate);
   if (m <= 2 && TakesSequentialRows(w)) {
     return GemvSequentialRows(w, row0, row1, x, m, ldx, y, ldy, accumulate);
   }
@@ -715,13 +726,14 @@ void GemvRows(const WeightMatrix& w, int64_t row0, int64_t row1, const float* x,
   if (m >= 3 && w.format == WeightFormat::kF16) {
     return GemvRowsDense<LoadF16>(w, row0, row1, x, m, ldx, y, ldy, accumulate);
   }
+  if (m >= 3 && w.format == WeightFormat::kF32) {
+    return GemvRowsDense<LoadF32>(w, row0, row1, x, m, ldx, y, ldy, accumulate);
+  }
   Gemv(w, row0, row1, x, m, ldx, y, ldy, accumulate);
 }
 void GemvBatchInvariantRows(const WeightMatrix& w, int64_t row0, int64_t row1, const float* x,
                             int64_t m, int64_t ldx, float* y, int64_t ldy, bool accumulate) {
-  if (w.format == WeightFormat::kF32) {
-    return GemvRowsF32(w, row0, row1, x, m, ldx, y, ldy, accumulate);
-  }
+  if (TakesF32Rows(w)) return GemvRowsF32(w, row0, row1, x, m, ldx, y, ldy, accumulate);
   if (TakesSequentialRows(w)) {
     return GemvSequentialRows(w, row0, row1, x, m, ldx, y, ldy, accumulate);
   }

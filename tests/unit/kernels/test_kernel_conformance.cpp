@@ -549,11 +549,18 @@ void TestKernelConformance::batchInvariantBackendsKeepEachRowsBits() {
     bool tiles;
   };
   const Case cases[] = {
-      {WeightFormat::kF32, 13, 128, false},    {WeightFormat::kBF16, 14, 1100, false},
-      {WeightFormat::kF16, 7, 2056, false},    {WeightFormat::kBF16, 70, 2048, false},
+      {WeightFormat::kF32, 13, 128, false},
+      {WeightFormat::kBF16, 14, 1100, false},
+      {WeightFormat::kF16, 7, 2056, false},
+      {WeightFormat::kBF16, 70, 2048, false},
       {WeightFormat::kBF16, 9, 1050, false},  // 32-column steps, a 16-column one, 10 more
-      {WeightFormat::kNvfp4, 21, 1024, false}, {WeightFormat::kNvfp4, 5, 17408, false},
+      {WeightFormat::kNvfp4, 21, 1024, false},
+      {WeightFormat::kNvfp4, 5, 17408, false},
       {WeightFormat::kNvfp4, 208, 1024, true},
+      // F32: a masked last column step and row groups cut short (avx512-rows'
+      // 512-bit kernel), and rows wider than that kernel takes.
+      {WeightFormat::kF32, 37, 1043, false},
+      {WeightFormat::kF32, 11, 2100, false},
   };
   int tested = 0;
   for (const auto& info : ProbeBackends()) {
