@@ -163,8 +163,8 @@ std::vector<BackendInfo> ProbeBackends() {
   out.push_back({"avx512-rows",
                  "x86-64 AVX-512, with single-row decode reading BF16/F16 weights a row and NVFP4 "
                  "tiles a 16-row group at a time (one memory stream a core), batched decode with "
-                 "the activations in registers, F32 decode in 512-bit lanes for every batch size "
-                 "(auto's choice on AMD CPUs)",
+                 "the activations in registers, F32 rows of up to 2048 columns in 512-bit lanes "
+                 "for every batch size (auto's choice on AMD CPUs)",
                  HasAvx512(), IsAmd()});
 #endif
 #if defined(__aarch64__)
