@@ -170,8 +170,10 @@ const IsaKernels& Avx512Kernels();
 // The AVX-512 table with dense decode (BF16 and F16 rows of up to 4096
 // columns, one or two activation rows, and every row when batch-invariant)
 // one weight row at a time, and NVFP4 tiles one 16-row group at a time: a
-// single memory stream a core, which AMD Zen 4 reads fastest (isa_avx512.cpp
-// says what was measured). Same conditions.
+// single memory stream a core, which AMD Zen 4 reads fastest. Also 3-8 dense
+// rows with the activations held in registers, and F32 rows of up to 2048
+// columns in 512-bit lanes with the same sums for every batch size
+// (isa_avx512.cpp says what was measured). Same conditions.
 const IsaKernels& Avx512RowsKernels();
 // Fills the NVFP4 tile decode entries (gemv_nvfp4_tiles ...) of an AVX-512
 // table when the CPU has AVX512-VNNI (isa_avx512_vnni.cpp); leaves t as it is

@@ -4,7 +4,9 @@
 // "scalar" — the reference —, "avx2" (AVX2+FMA+F16C, x86-64), "avx512" (the
 // AVX2 kernels with AVX-512 NVFP4 and batched-decode matmuls), "avx512-amx"
 // (that, with batched decode of BF16 weights on AMX tiles), "avx512-rows"
-// (avx512 with single-row decode as one memory stream a core: AMD's), "neon",
+// (avx512 tuned on AMD Zen 4: single-row decode as one memory stream a core,
+// batched decode with the activations in registers, F32 in 512-bit lanes),
+// "neon",
 // "neon-dotprod" and "neon-bf16" (aarch64); the CUDA backend, kernels/cuda/,
 // implements the same class). CPU backends are chosen at run time:
 // `ProbeBackends()` lists the ones this machine can run, `CreateBackend("auto")`
