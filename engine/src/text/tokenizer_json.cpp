@@ -82,11 +82,20 @@ class Loader {
     if (!it->is_array()) return Error(Key(path, key), "expected an array, found " + TypeName(*it));
     return &*it;
   }
+  // Ids index tables sized by the largest one, so a file may not name an id
+  // far beyond the tokens it lists: one stray 10^9 would otherwise allocate
+  // gigabytes before any other check ran. Real files number their tokens
+  // densely; the allowance leaves room for reserved gaps.
+  static constexpr int64_t kIdGapAllowance = 65536;
+  void SetTokenCount(int64_t listed) { id_limit_ = listed + kIdGapAllowance; }
+
   Result<TokenId> Id(const json& v, const std::string& path) const {
     if (!v.is_number_integer()) return Error(path, "expected a token id, found " + TypeName(v));
     const int64_t id = v.get<int64_t>();
-    if (id < 0 || id >= (int64_t{1} << 30)) {
-      return Error(path, "token id " + std::to_string(id) + " is out of range");
+    if (id < 0 || id >= id_limit_) {
+      return Error(path, "token id " + std::to_string(id) + " is out of range (the file lists " +
+                             std::to_string(id_limit_ - kIdGapAllowance) +
+                             " tokens; ids must be below " + std::to_string(id_limit_) + ")");
     }
     return static_cast<TokenId>(id);
   }
@@ -114,6 +123,7 @@ class Loader {
 
  private:
   std::string source_;
+  int64_t id_limit_ = kIdGapAllowance;
 };
 
 // Grows the id tables to hold `id`.
@@ -505,6 +515,16 @@ Result<std::unique_ptr<Tokenizer::Impl>> ParseTokenizerJson(std::string_view tex
       return loader.Error("pre_tokenizer",
                           "has no ByteLevel step (only byte-level BPE is supported; "
                           "SentencePiece-style Metaspace tokenizers are not)");
+    }
+    {
+      int64_t listed = 0;
+      if (auto m = root.find("model"); m != root.end() && m->is_object()) {
+        if (auto v = m->find("vocab"); v != m->end() && v->is_object()) listed += v->size();
+      }
+      if (auto a = root.find("added_tokens"); a != root.end() && a->is_array()) {
+        listed += a->size();
+      }
+      loader.SetTokenCount(listed);
     }
     OCTET_RETURN_IF_ERROR(loader.LoadModel(root, t.get()));
     OCTET_RETURN_IF_ERROR(loader.LoadAddedTokens(root, t.get()));

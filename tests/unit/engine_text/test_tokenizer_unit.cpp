@@ -251,6 +251,19 @@ class TestTokenizerUnit : public QObject {
     j["model"]["vocab"]["Ġthe"] = "seven";
     ExpectError(j, {"model.vocab[\"Ġthe\"]", "expected a token id"});
 
+    // An id far beyond the listed tokens is refused before the id tables
+    // grow to it (a fuzzer's 10^9 once asked for gigabytes); a reserved gap
+    // after the listed tokens still loads.
+    j = SmallTokenizer();
+    j["model"]["vocab"]["Ġthe"] = 1000000000;
+    ExpectError(j, {"model.vocab[\"Ġthe\"]", "token id 1000000000 is out of range"});
+    j = SmallTokenizer();
+    j["added_tokens"][0]["id"] = 900000000;
+    ExpectError(j, {"added_tokens[0].id", "out of range"});
+    j = SmallTokenizer();
+    j["added_tokens"][0]["id"] = j["model"]["vocab"].size() + 1000;
+    QVERIFY2(Load(j).ok(), Load(j).status().ToString().c_str());
+
     j = SmallTokenizer();
     j["added_tokens"][1]["content"] = 5;
     ExpectError(j, {"added_tokens[1].content", "expected a string"});
