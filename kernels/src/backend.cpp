@@ -1,8 +1,10 @@
 // Backend registry: which backends this build has, which this machine runs.
 #include "octet/kernels/backend.h"
 
+#include <cstdlib>
 #include <iterator>
 #include <memory>
+#include <mutex>
 
 #if defined(__x86_64__)
 #include <cpuid.h>
@@ -12,6 +14,7 @@
 #endif
 
 #include "cpu/cpu_backend.h"
+#include "octet/base/log.h"
 
 namespace octet::kernels {
 namespace {
@@ -78,6 +81,39 @@ const cpu::IsaKernels* IsaFor(std::string_view name) {
   if (name == "neon-bf16" && HasBf16()) return &cpu::NeonBf16Kernels();
 #endif
   return nullptr;
+}
+
+// OCTET_CPU_MATMUL=bf16: prefill GEMMs of BF16 (and NVFP4) weights with the
+// activations rounded to BF16, on VDPBF16PS (isa_avx512_gemm.cpp), for the
+// AVX-512 tables without AMX on CPUs with AVX512-BF16; unset or "exact":
+// f32 activations. Said once a process, in one line, whichever way it goes.
+void ApplyMatmulMode(const std::string& backend, cpu::IsaKernels* table) {
+  const char* mode = std::getenv("OCTET_CPU_MATMUL");
+  if (mode == nullptr || *mode == '\0' || std::string_view(mode) == "exact") return;
+  static std::once_flag said;
+  if (std::string_view(mode) != "bf16") {
+    std::call_once(said, [&] {
+      OCTET_LOG(WARNING) << "OCTET_CPU_MATMUL='" << mode
+                         << "' is not a CPU matmul mode (bf16 or exact); using exact";
+    });
+    return;
+  }
+  bool applied = false;
+#if defined(__x86_64__)
+  if (backend == "avx512" || backend == "avx512-rows") {
+    applied = cpu::AddAvx512Bf16GemmKernels(table);
+  }
+#endif
+  std::call_once(said, [&] {
+    if (applied) {
+      OCTET_LOG(INFO) << "OCTET_CPU_MATMUL=bf16: " << backend
+                      << " prefill GEMMs round activations to BF16 (VDPBF16PS)";
+    } else {
+      OCTET_LOG(INFO) << "OCTET_CPU_MATMUL=bf16: not for backend " << backend
+                      << " (only avx512 and avx512-rows on a CPU with AVX512-BF16); "
+                         "activations stay f32";
+    }
+  });
 }
 
 }  // namespace
@@ -205,7 +241,9 @@ Result<std::unique_ptr<KernelBackend>> CreateBackend(std::string_view name,
     return InvalidArgumentError("kernel backend '" + std::string(name) +
                                 "' is not available here (backends: " + known + ", auto)");
   }
-  return std::unique_ptr<KernelBackend>(new cpu::CpuBackend(*isa, options.threads));
+  cpu::IsaKernels table = *isa;
+  ApplyMatmulMode(chosen, &table);
+  return std::unique_ptr<KernelBackend>(new cpu::CpuBackend(table, options.threads));
 }
 
 }  // namespace octet::kernels

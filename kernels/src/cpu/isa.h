@@ -185,6 +185,11 @@ void AddAvx512VnniKernels(IsaKernels* t, bool one_stream = false);
 // place (gemm_packed_size 0; isa_avx512_gemm.cpp). The AMX table replaces
 // them with its tile GEMM.
 void AddAvx512GemmKernels(IsaKernels* t);
+// Replaces them with a GEMM that rounds the activations to BF16 and multiplies
+// on VDPBF16PS (isa_avx512_gemm.cpp says when and why; CreateBackend, on
+// OCTET_CPU_MATMUL=bf16). False, the table unchanged, where the CPU lacks
+// AVX512-BF16.
+bool AddAvx512Bf16GemmKernels(IsaKernels* t);
 // Whether AMX-BF16 is present and Linux lets this process use the tile state
 // (asked once, here). The AVX-512 table plus gemv_packed on AMX tiles; call
 // only when Avx512Kernels() may be called and AmxUsable().

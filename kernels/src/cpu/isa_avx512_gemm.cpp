@@ -259,7 +259,179 @@ void DecodeNvfp4Bf16(const WeightMatrix& w, int64_t row0, int64_t nrows, uint16_
   }
 }
 
+// ---- BF16 activations on VDPBF16PS (opt-in: OCTET_CPU_MATMUL=bf16) ----
+//
+// The GEMM above keeps every activation in f32, so its rate is the FMA's: 16
+// multiply-adds a 512-bit instruction. VDPBF16PS does 32 (a pair of BF16
+// products a lane) at the same instruction rate on Zen 4, but takes BF16 on
+// both sides: here each activation is rounded to BF16 once (to nearest even,
+// a relative error below 2^-9, as llama.cpp and PyTorch's BF16 matmuls do),
+// the BF16 weights are used as they are, and products accumulate in f32.
+// Split activations (hi + lo, as the AMX and NEON kernels do to stay exact)
+// would cost one VDPBF16PS a part, no faster than the FMAs; hence opt-in.
+//
+// Layout: activations packed to BF16 rows of kp = k rounded up to even (a
+// zero pads an odd k); weights packed 32 rows a panel as BF16 pairs,
+// panel[p * 32 + j] = (W[r0 + j][2p], W[r0 + j][2p + 1]) as one 32-bit word,
+// which the gathers of PackHalfBf16 read before they split them. The micro
+// tile is MicroTile's: 12 activation rows x 32 weight rows, 24 accumulators,
+// each depth pair two panel loads and 12 broadcast pairs.
+
+inline int64_t EvenCols(int64_t k) { return k + (k & 1); }
+
+int64_t Bf16PackedSize(int64_t m, int64_t k) { return m * EvenCols(k); }
+
+__attribute__((target("avx512bf16"))) void PackBf16Activations(const float* x, int64_t m,
+                                                               int64_t ldx, int64_t k,
+                                                               uint16_t* packed) {
+  const int64_t kp = EvenCols(k);
+  for (int64_t i = 0; i < m; ++i) {
+    const float* xi = x + i * ldx;
+    uint16_t* out = packed + i * kp;
+    for (int64_t c = 0; c < kp; c += 32) {
+      const int64_t left = k - c;
+      const __mmask16 m0 = static_cast<__mmask16>(left >= 16 ? 0xffffu : (1u << left) - 1u);
+      const __mmask16 m1 = static_cast<__mmask16>(
+          left >= 32 ? 0xffffu : (left > 16 ? (1u << (left - 16)) - 1u : 0u));
+      const __m512 lo = _mm512_maskz_loadu_ps(m0, xi + c);
+      const __m512 hi = _mm512_maskz_loadu_ps(m1, xi + c + 16);
+      // Element e of the result is lo's e for e < 16 and hi's e - 16 above.
+      const __m512i v = reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(hi, lo));
+      const int64_t n = kp - c < 32 ? kp - c : 32;  // even, so whole pairs
+      _mm512_mask_storeu_epi16(out + c, static_cast<__mmask32>(n >= 32 ? ~0u : (1u << n) - 1u), v);
+    }
+  }
+}
+
+// Rows [r0, r0 + n) (n <= 16) of a BF16 w as pairs: out[p * 32 + j] for j < 16
+// (zero past n rows), p < kp / 2.
+void PackPairsBf16(const WeightMatrix& w, int64_t r0, int64_t n, uint32_t* out) {
+  const int64_t k = w.cols;
+  const uint8_t* base = static_cast<const uint8_t*>(w.data) + r0 * w.row_stride;
+  const __mmask16 valid = static_cast<__mmask16>(n >= 16 ? 0xffffu : (1u << n) - 1u);
+  const __m512i index =
+      _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                         _mm512_set1_epi32(static_cast<int32_t>(w.row_stride)));
+  int64_t c = 0;
+  for (; c + 2 <= k; c += 2) {
+    const __m512i g =
+        _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), valid, index, base + c * 2, 1);
+    _mm512_store_si512(out + (c / 2) * kPanelCols, g);
+  }
+  if (c < k) {  // odd k: the last column with a zero partner
+    for (int64_t j = 0; j < 16; ++j) {
+      uint16_t h = 0;
+      if (j < n) std::memcpy(&h, base + j * w.row_stride + c * 2, 2);
+      out[(c / 2) * kPanelCols + j] = h;
+    }
+  }
+}
+
+template <int MR>
+__attribute__((target("avx512bf16"))) void MicroTileBf16(const uint16_t* a, int64_t lda,
+                                                         const uint32_t* panel, int64_t pairs,
+                                                         float* c, int64_t ldc, int ncols, bool add,
+                                                         float scale) {
+  __m512 acc0[MR], acc1[MR];
+#pragma GCC unroll 12
+  for (int i = 0; i < MR; ++i) {
+    acc0[i] = _mm512_setzero_ps();
+    acc1[i] = _mm512_setzero_ps();
+  }
+  const uint32_t* b = panel;
+  for (int64_t p = 0; p < pairs; ++p, b += kPanelCols) {
+    const __m512bh b0 = reinterpret_cast<__m512bh>(_mm512_load_si512(b));
+    const __m512bh b1 = reinterpret_cast<__m512bh>(_mm512_load_si512(b + 16));
+#pragma GCC unroll 12
+    for (int i = 0; i < MR; ++i) {
+      int32_t pair;  // activations 2p and 2p + 1 of row i
+      std::memcpy(&pair, a + i * lda + 2 * p, 4);
+      const __m512bh av = reinterpret_cast<__m512bh>(_mm512_set1_epi32(pair));
+      acc0[i] = _mm512_dpbf16_ps(acc0[i], b0, av);
+      acc1[i] = _mm512_dpbf16_ps(acc1[i], b1, av);
+    }
+  }
+  const __mmask16 m0 = static_cast<__mmask16>(ncols >= 16 ? 0xffffu : (1u << ncols) - 1u);
+  const __mmask16 m1 =
+      static_cast<__mmask16>(ncols >= 32 ? 0xffffu : (ncols > 16 ? (1u << (ncols - 16)) - 1u : 0u));
+  const __m512 s = _mm512_set1_ps(scale);
+#pragma GCC unroll 12
+  for (int i = 0; i < MR; ++i) {
+    float* ci = c + i * ldc;
+    __m512 v0 = _mm512_mul_ps(acc0[i], s), v1 = _mm512_mul_ps(acc1[i], s);
+    if (add) {
+      v0 = _mm512_add_ps(v0, _mm512_maskz_loadu_ps(m0, ci));
+      v1 = _mm512_add_ps(v1, _mm512_maskz_loadu_ps(m1, ci + 16));
+    }
+    _mm512_mask_storeu_ps(ci, m0, v0);
+    _mm512_mask_storeu_ps(ci + 16, m1, v1);
+  }
+}
+
+using MicroBf16Fn = void (*)(const uint16_t*, int64_t, const uint32_t*, int64_t, float*, int64_t,
+                             int, bool, float);
+constexpr MicroBf16Fn kMicroBf16[kMaxTileRows + 1] = {
+    nullptr,           MicroTileBf16<1>,  MicroTileBf16<2>, MicroTileBf16<3>, MicroTileBf16<4>,
+    MicroTileBf16<5>,  MicroTileBf16<6>,  MicroTileBf16<7>, MicroTileBf16<8>, MicroTileBf16<9>,
+    MicroTileBf16<10>, MicroTileBf16<11>, MicroTileBf16<12>};
+
+// gemm_packed for BF16 w (NVFP4 arrives decoded to BF16) from activations
+// packed by PackBf16Activations; F32 w (never sent here by CpuBackend) would
+// take the f32 GEMM.
+void GemmPackedBf16(const WeightMatrix& w, int64_t row0, int64_t row1, const uint16_t* packed,
+                    const float* x, int64_t m, int64_t ldx, float* y, int64_t ldy, bool accumulate,
+                    float out_scale) {
+  if (w.format != WeightFormat::kBF16 || w.row_stride > INT32_MAX / 16) {
+    return GemmPacked(w, row0, row1, packed, x, m, ldx, y, ldy, accumulate, out_scale);
+  }
+  const int64_t kp = EvenCols(w.cols);
+  const int64_t panel_words = kp / 2 * kPanelCols;  // one panel, as 32-bit pairs
+  const int64_t task_panels = (row1 - row0 + kPanelCols - 1) / kPanelCols;
+  // The f32 GEMM's buffer holds twice this for the same rows.
+  uint32_t* panel = reinterpret_cast<uint32_t*>(
+      tls_panel.Get((task_panels < kMaxPanels ? task_panels : kMaxPanels) * panel_words));
+  if (!panel) std::abort();  // no memory for the task's rows of weights
+  const int64_t pairs = kp / 2;
+  constexpr int64_t kDepthPairs = kDepth / 2;
+  for (int64_t g0 = row0; g0 < row1; g0 += kMaxPanels * kPanelCols) {
+    const int64_t g1 = row1 - g0 < kMaxPanels * kPanelCols ? row1 : g0 + kMaxPanels * kPanelCols;
+    const int64_t n_panels = (g1 - g0 + kPanelCols - 1) / kPanelCols;
+    for (int64_t p = 0; p < n_panels; ++p) {
+      const int64_t n0 = g0 + p * kPanelCols;
+      const int64_t n = g1 - n0 < kPanelCols ? g1 - n0 : kPanelCols;
+      PackPairsBf16(w, n0, n < 16 ? n : 16, panel + p * panel_words);
+      PackPairsBf16(w, n0 + 16, n > 16 ? n - 16 : 0, panel + p * panel_words + 16);
+    }
+    float* yg = y + (g0 - row0);
+    for (int64_t d0 = 0; d0 < pairs; d0 += kDepthPairs) {
+      const int64_t pc = pairs - d0 < kDepthPairs ? pairs - d0 : kDepthPairs;
+      const bool add = accumulate || d0 > 0;
+      for (int64_t i = 0; i < m; i += kMaxTileRows) {
+        const int mr = static_cast<int>(m - i < kMaxTileRows ? m - i : kMaxTileRows);
+        for (int64_t p = 0; p < n_panels; ++p) {
+          const int64_t n0 = g0 + p * kPanelCols;
+          const int ncols = static_cast<int>(g1 - n0 < kPanelCols ? g1 - n0 : kPanelCols);
+          // The out_scale goes on each depth block's sum; with one block (k
+          // up to 4096) that is the whole dot product, as in GemmPacked.
+          kMicroBf16[mr](packed + i * kp + 2 * d0, kp, panel + p * panel_words + d0 * kPanelCols,
+                         pc, yg + i * ldy + p * kPanelCols, ldy, ncols, add, out_scale);
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
+
+bool AddAvx512Bf16GemmKernels(IsaKernels* t) {
+  __builtin_cpu_init();
+  if (!__builtin_cpu_supports("avx512bf16")) return false;
+  t->gemm_packed_size = Bf16PackedSize;
+  t->pack_gemm_activations = PackBf16Activations;
+  t->gemm_packed = GemmPackedBf16;
+  t->decode_nvfp4_bf16 = DecodeNvfp4Bf16;
+  return true;
+}
 
 void AddAvx512GemmKernels(IsaKernels* t) {
   t->gemm_packed_size = GemmPackedSize;

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <barrier>
 #include <cmath>
+#include <cstdlib>
 #include <fstream>
 #include <limits>
 #include <thread>
@@ -225,6 +226,76 @@ class TestEngineFixtures : public QObject {
     QVERIFY2(d <= 1e-2, ("max |logits - ref| = " + std::to_string(d)).c_str());
     // Rounding did happen: the result is not the float32 cache's.
     QVERIFY2(d > ref.atol / 100, ("max |logits - ref| = " + std::to_string(d)).c_str());
+  }
+
+  // OCTET_CPU_MATMUL=bf16 (kernels/src/backend.cpp): where avx512 or
+  // avx512-rows runs on a CPU with AVX512-BF16, the prefill GEMMs of BF16 and
+  // NVFP4 weights round their activations to BF16 (relative error 2^-9). One
+  // pass over each fixture's sequence (21-22 rows, so the GEMM): the logits
+  // stay within kBf16Bound of the float32 reference (measured on Zen 4: 0.04
+  // to 0.11, against the fixtures' float32 tolerance of 0.002), with BF16 or
+  // NVFP4 weights they moved (the rounding happened), with F32 weights
+  // (llama3-tiny) the mode leaves them exact.
+  // Where no backend takes the mode, auto with the variable set must match
+  // the reference at its float32 tolerance.
+  void bf16PrefillMatmuls() {
+    constexpr double kBf16Bound = 0.15;
+    bool cpu_bf16 = false;
+#if defined(__x86_64__)
+    __builtin_cpu_init();
+    cpu_bf16 = __builtin_cpu_supports("avx512bf16");
+#endif
+    std::vector<std::string> backends;
+    for (const auto& b : kernels::ProbeBackends()) {
+      if (cpu_bf16 && b.available && (b.name == "avx512" || b.name == "avx512-rows")) {
+        backends.push_back(b.name);
+      }
+    }
+    const bool rounds = !backends.empty();
+    if (!rounds) backends.push_back("auto");
+    struct Unset {
+      ~Unset() { ::unsetenv("OCTET_CPU_MATMUL"); }
+    } unset;
+    ::setenv("OCTET_CPU_MATMUL", "bf16", 1);
+    for (const std::string& backend : backends) {
+      for (const char* model : kModels) {
+        const std::string dir = test::FixturesDir() + "/" + model;
+        const std::string what = backend + " " + model;
+        Reference ref = LoadReference(dir);
+        auto m = LoadOrDie(dir, backend);
+        KvCache cache = *m->NewKvCache(1, ref.T);
+        SequenceChunk ch;
+        ch.tokens = ref.prompt;
+        ch.tokens.insert(ch.tokens.end(), ref.generated.begin(), ref.generated.end() - 1);
+        ch.all_logits = true;
+        ForwardOutput out;
+        Status s = m->Forward({ch}, cache, &out);
+        QVERIFY2(s.ok(), (what + ": " + s.ToString()).c_str());
+        const double d = MaxDiff(out.logits.data(), ref, 0, ref.T);
+        const bool f32_weights = std::string(model) == "llama3-tiny";
+        const double bound = rounds && !f32_weights ? kBf16Bound : ref.atol;
+        QVERIFY2(d <= bound, (what + ": max |logits - ref| = " + std::to_string(d)).c_str());
+        if (rounds && !f32_weights) {
+          QVERIFY2(d > ref.atol / 100, (what + ": not rounded, " + std::to_string(d)).c_str());
+        }
+        // A choice whose reference margin over the runner-up exceeds twice
+        // the bound cannot flip; a closer one may, either way being right.
+        int checked = 0;
+        for (size_t j = 0; j < ref.generated.size(); ++j) {
+          const int64_t row = ref.prompt.size() - 1 + j;
+          std::vector<float> r(ref.logits.begin() + row * ref.V,
+                               ref.logits.begin() + (row + 1) * ref.V);
+          std::partial_sort(r.begin(), r.begin() + 2, r.end(), std::greater<float>());
+          if (r[0] - r[1] <= 2 * bound) continue;
+          const float* l = out.Row(row);
+          const int64_t best = std::max_element(l, l + ref.V) - l;
+          QVERIFY2(best == ref.generated[j], (what + ": greedy id " + std::to_string(j)).c_str());
+          ++checked;
+        }
+        std::printf("bf16 %s: %.4f, %d of %zu choices checked\n", what.c_str(), d, checked,
+                    ref.generated.size());
+      }
+    }
   }
 
   void raggedBatch_data() {

@@ -10,6 +10,7 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <memory>
@@ -299,6 +300,81 @@ void TestKernelConformance::prefillGemmPanelsAndSlices() {
       }
     }
   }
+}
+
+// OCTET_CPU_MATMUL=bf16 (CreateBackend). On avx512 and avx512-rows, where
+// the CPU has AVX512-BF16, a prefill GEMM (9 rows and more) of BF16 or NVFP4
+// weights rounds its activations to BF16: each output must then be the sum of
+// w * bf16(x) as closely as the exact GEMM gives w * x, and differ from the
+// exact result. Decode batches (up to 8 rows) and batch-invariant backends
+// keep f32 activations: their bits equal those without the variable. So does
+// every backend the mode is not for (scalar, avx2, the AMX table; a CPU
+// without AVX512-BF16).
+void TestKernelConformance::bf16MatmulModeRoundsOnlyPrefillActivations() {
+  std::mt19937 rng(41);
+  bool cpu_has_bf16 = false;
+#if defined(__x86_64__)
+  __builtin_cpu_init();
+  cpu_has_bf16 = __builtin_cpu_supports("avx512bf16");
+#endif
+  struct Case {
+    WeightFormat format;
+    int64_t n, k, col0;
+  };
+  // k = 4100: two depth blocks; k = 67: an odd column paired with a zero.
+  const Case cases[] = {{WeightFormat::kBF16, 33, 130, 0},
+                        {WeightFormat::kBF16, 70, 4100, 0},
+                        {WeightFormat::kBF16, 200, 67, 3},
+                        {WeightFormat::kNvfp4, 45, 256, 16}};
+  int rounded = 0;
+  for (const auto& info : ProbeBackends()) {
+    if (!info.available) continue;
+    ::setenv("OCTET_CPU_MATMUL", "bf16", 1);
+    auto mode = CreateBackend(info.name, {.threads = 2});
+    auto mode_inv = CreateBackend(info.name, {.threads = 2});
+    ::unsetenv("OCTET_CPU_MATMUL");
+    auto exact = CreateBackend(info.name, {.threads = 2});
+    auto exact_inv = CreateBackend(info.name, {.threads = 2});
+    QVERIFY2(mode.ok() && mode_inv.ok() && exact.ok() && exact_inv.ok(), info.name.c_str());
+    QVERIFY((*mode_inv)->set_batch_invariant(true) && (*exact_inv)->set_batch_invariant(true));
+    const bool applies = cpu_has_bf16 && (info.name == "avx512" || info.name == "avx512-rows");
+    rounded += applies;
+    for (const Case& c : cases) {
+      OwnedWeight full = RandomWeight(c.format, c.n, c.col0 + c.k + 16, rng);
+      const WeightMatrix w = full.view.ColSlice(c.col0, c.k);
+      for (int64_t m : {1, 4, 8, 9, 13, 40}) {
+        const int64_t ldx = c.k + 3, ldy = c.n + 2;
+        std::vector<float> x = RandomFloats(m * ldx, rng);
+        const std::string what = info.name + " " + std::string(WeightFormatName(c.format)) +
+                                 " m=" + std::to_string(m) + " n=" + std::to_string(c.n) +
+                                 " k=" + std::to_string(c.k);
+        for (bool acc : {false, true}) {
+          std::vector<float> got(m * ldy, 7.0f), want(m * ldy, 7.0f);
+          (*mode)->Matmul(x.data(), m, ldx, w, got.data(), ldy, acc);
+          (*exact)->Matmul(x.data(), m, ldx, w, want.data(), ldy, acc);
+          const bool same = std::memcmp(got.data(), want.data(), got.size() * 4) == 0;
+          if (!applies || m <= 8) {
+            QVERIFY2(same, (what + ": differs from f32 activations' result").c_str());
+          } else {
+            QVERIFY2(!same, (what + ": activations were not rounded").c_str());
+            std::vector<float> xr(x);
+            for (float& v : xr) v = Bf16ToF32(F32ToBf16(v));
+            std::string why;
+            QVERIFY2(MatchesDoubleProduct(w, xr, m, ldx, got, ldy, acc, &why),
+                     (what + (acc ? " acc" : "") + ": " + why).c_str());
+          }
+          std::fill(got.begin(), got.end(), 7.0f);
+          std::fill(want.begin(), want.end(), 7.0f);
+          (*mode_inv)->Matmul(x.data(), m, ldx, w, got.data(), ldy, acc);
+          (*exact_inv)->Matmul(x.data(), m, ldx, w, want.data(), ldy, acc);
+          QVERIFY2(std::memcmp(got.data(), want.data(), got.size() * 4) == 0,
+                   (what + ": batch-invariant result differs with the variable").c_str());
+        }
+      }
+    }
+  }
+  // Where the CPU has AVX512-BF16, both AVX-512 tables without AMX round.
+  QCOMPARE(rounded, cpu_has_bf16 ? 2 : 0);
 }
 
 // Each activation keeps all 24 bits of its significand in a batched BF16

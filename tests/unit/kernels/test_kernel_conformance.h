@@ -17,6 +17,7 @@ class TestKernelConformance : public QObject {
   void matmulEveryFormatAndShape();
   void batchedBf16DecodeTilesAndTails();
   void prefillGemmPanelsAndSlices();
+  void bf16MatmulModeRoundsOnlyPrefillActivations();
   void batchedBf16DecodeKeepsFloatActivations();
   void matmulOnSlicesEqualsSliceOfMatmul();
   void matmulNvfp4NonFiniteActivations();
