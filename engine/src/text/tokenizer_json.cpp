@@ -82,20 +82,26 @@ class Loader {
     if (!it->is_array()) return Error(Key(path, key), "expected an array, found " + TypeName(*it));
     return &*it;
   }
-  // Ids index tables sized by the largest one, so a file may not name an id
-  // far beyond the tokens it lists: one stray 10^9 would otherwise allocate
-  // gigabytes before any other check ran. Real files number their tokens
-  // densely; the allowance leaves room for reserved gaps.
+  // A tokenizer.json's ids index tables sized by the largest one, so such a
+  // file may not name an id far beyond the tokens it lists (SetTokenCount):
+  // one stray 10^9 would otherwise allocate gigabytes before any other check
+  // ran. Real files number their tokens densely; the allowance leaves room for
+  // reserved gaps. Other files (generation_config.json) only list ids, which
+  // the model's vocabulary checks later: there the bound is 2^30.
   static constexpr int64_t kIdGapAllowance = 65536;
-  void SetTokenCount(int64_t listed) { id_limit_ = listed + kIdGapAllowance; }
+  void SetTokenCount(int64_t listed) { listed_ = listed; }
 
   Result<TokenId> Id(const json& v, const std::string& path) const {
     if (!v.is_number_integer()) return Error(path, "expected a token id, found " + TypeName(v));
     const int64_t id = v.get<int64_t>();
-    if (id < 0 || id >= id_limit_) {
-      return Error(path, "token id " + std::to_string(id) + " is out of range (the file lists " +
-                             std::to_string(id_limit_ - kIdGapAllowance) +
-                             " tokens; ids must be below " + std::to_string(id_limit_) + ")");
+    const int64_t limit = listed_ >= 0 ? listed_ + kIdGapAllowance : int64_t{1} << 30;
+    if (id < 0 || id >= limit) {
+      std::string why = "token id " + std::to_string(id) + " is out of range";
+      if (listed_ >= 0) {
+        why += " (the file lists " + std::to_string(listed_) + " tokens; ids must be below " +
+               std::to_string(limit) + ")";
+      }
+      return Error(path, why);
     }
     return static_cast<TokenId>(id);
   }
@@ -123,7 +129,7 @@ class Loader {
 
  private:
   std::string source_;
-  int64_t id_limit_ = kIdGapAllowance;
+  int64_t listed_ = -1;  // tokens a tokenizer.json lists; -1: not one
 };
 
 // Grows the id tables to hold `id`.
