@@ -38,6 +38,11 @@ constexpr int64_t kGemvPackedMinRows = 5;
 // the FMA ports, set the rate. Matrices narrower than one 32-column tile block
 // stay on FMAs.
 constexpr int64_t kPackedTaskRows = 64;
+
+// A sequence with this many rows in an attention call (a prefill chunk) takes
+// attend_rows, in tiles of kAttendRowsTile rows a task.
+constexpr int64_t kAttendRowsMin = 16;
+constexpr int64_t kAttendRowsTile = 16;
 constexpr int64_t kPackedBlockCols = 32;
 
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -490,65 +495,110 @@ void CpuBackend::Attention(const AttentionArgs& args) {
     int64_t row;    // row in q/out
     int64_t index;  // index within the sequence's positions
   };
-  std::vector<TokenRef> tokens;
-  for (int64_t s = 0; s < args.n_sequences; ++s) {
-    const AttentionSequence& seq = args.sequences[s];
-    for (int64_t t = 0; t < seq.n_tokens; ++t) tokens.push_back({&seq, seq.first_token + t, t});
-  }
+  // A sequence's rows of a prefill chunk go sixteen at a time through
+  // attend_rows where the table has it (not in batch-invariant steps, whose
+  // rows must keep the bits they get alone): one task per (tile, KV head).
+  struct TileRef {
+    const AttentionSequence* seq;
+    int64_t index;  // the tile's first row within the sequence
+  };
   const int64_t hd = args.head_dim;
   const int64_t group = args.n_heads / args.n_kv_heads;
+  const bool tiles_ok =
+      !batch_invariant_ && (hd == 64 || hd == 128) && isa_.attend_rows && isa_.attend_rows_f16;
+  std::vector<TokenRef> tokens;
+  std::vector<TileRef> tiles;
+  for (int64_t s = 0; s < args.n_sequences; ++s) {
+    const AttentionSequence& seq = args.sequences[s];
+    if (tiles_ok && seq.n_tokens >= kAttendRowsMin) {
+      for (int64_t t = 0; t < seq.n_tokens; t += kAttendRowsTile) tiles.push_back({&seq, t});
+      continue;
+    }
+    for (int64_t t = 0; t < seq.n_tokens; ++t) tokens.push_back({&seq, seq.first_token + t, t});
+  }
   if (attn_scratch_.size() != scratch_.size()) attn_scratch_.resize(scratch_.size());
   if (kv_scratch_.size() != scratch_.size()) kv_scratch_.resize(scratch_.size());
-  pool_.ParallelFor(static_cast<int64_t>(tokens.size()) * args.n_kv_heads, [&](int64_t task,
-                                                                               int thread) {
-    const TokenRef& tr = tokens[task / args.n_kv_heads];
-    const int64_t kvh = task % args.n_kv_heads;
-    const int64_t n_keys = static_cast<int64_t>(tr.seq->positions[tr.index]) + 1;
-    std::vector<float>& scores = attn_scratch_[thread];
-    if (static_cast<int64_t>(scores.size()) < group * n_keys) {
-      scores.resize(group * n_keys);
-    }
-    const int64_t h0 = kvh * group;  // its first query head
-    const float* q = args.q + tr.row * args.q_row_stride + h0 * hd;
-    float* out = args.out + tr.row * args.out_row_stride + h0 * hd;
-    // Cache elements between positions, and this KV head's first element.
-    const bool packed = tr.seq->position_stride == 0 && tr.seq->head_stride == 0;
-    const int64_t kv_stride = packed ? args.n_kv_heads * hd : tr.seq->position_stride;
-    const int64_t head0 = kvh * (packed ? hd : tr.seq->head_stride);
-    const float* k;
-    const float* v;
-    int64_t stride = kv_stride;
-    if (tr.seq->kv_dtype == KvDtype::kF16) {
-      const uint16_t* kh = static_cast<const uint16_t*>(tr.seq->k_cache) + head0;
-      const uint16_t* vh = static_cast<const uint16_t*>(tr.seq->v_cache) + head0;
-      if (isa_.attend_f16) {
-        isa_.attend_f16(q, hd, group, kh, vh, kv_stride, n_keys, hd, args.scale, scores.data(),
-                        out, hd);
-        return;
-      }
-      // Widen this KV head's rows (exactly) and attend over the float copy.
-      std::vector<float>& wide = kv_scratch_[thread];
-      if (static_cast<int64_t>(wide.size()) < 2 * n_keys * hd) wide.resize(2 * n_keys * hd);
-      for (int64_t j = 0; j < n_keys; ++j) {
-        for (int64_t c = 0; c < hd; ++c) {
-          wide[j * hd + c] = F16ToF32(kh[j * kv_stride + c]);
-          wide[(n_keys + j) * hd + c] = F16ToF32(vh[j * kv_stride + c]);
+  const int64_t n_tile_tasks = static_cast<int64_t>(tiles.size()) * args.n_kv_heads;
+  pool_.ParallelFor(
+      n_tile_tasks + static_cast<int64_t>(tokens.size()) * args.n_kv_heads,
+      [&](int64_t task, int thread) {
+        if (task < n_tile_tasks) {
+          const TileRef& tile = tiles[task / args.n_kv_heads];
+          const AttentionSequence& seq = *tile.seq;
+          const int64_t kvh = task % args.n_kv_heads;
+          const int64_t rows = std::min(kAttendRowsTile, seq.n_tokens - tile.index);
+          const bool packed = seq.position_stride == 0 && seq.head_stride == 0;
+          const int64_t kv_stride = packed ? args.n_kv_heads * hd : seq.position_stride;
+          const int64_t head0 = kvh * (packed ? hd : seq.head_stride);
+          std::vector<float>& work = attn_scratch_[thread];
+          const int64_t need = isa_.attend_rows_work(hd);
+          if (static_cast<int64_t>(work.size()) < need) work.resize(need);
+          const int64_t row = seq.first_token + tile.index;
+          const float* q = args.q + row * args.q_row_stride + kvh * group * hd;
+          float* out = args.out + row * args.out_row_stride + kvh * group * hd;
+          const int32_t* positions = seq.positions + tile.index;
+          if (seq.kv_dtype == KvDtype::kF16) {
+            isa_.attend_rows_f16(q, args.q_row_stride, rows, group, positions,
+                                 static_cast<const uint16_t*>(seq.k_cache) + head0,
+                                 static_cast<const uint16_t*>(seq.v_cache) + head0, kv_stride, hd,
+                                 args.scale, out, args.out_row_stride, work.data());
+          } else {
+            isa_.attend_rows(q, args.q_row_stride, rows, group, positions,
+                             static_cast<const float*>(seq.k_cache) + head0,
+                             static_cast<const float*>(seq.v_cache) + head0, kv_stride, hd,
+                             args.scale, out, args.out_row_stride, work.data());
+          }
+          return;
         }
-      }
-      k = wide.data();
-      v = wide.data() + n_keys * hd;
-      stride = hd;
-    } else {
-      k = static_cast<const float*>(tr.seq->k_cache) + head0;
-      v = static_cast<const float*>(tr.seq->v_cache) + head0;
-    }
-    if (isa_.attend) {
-      isa_.attend(q, hd, group, k, v, stride, n_keys, hd, args.scale, scores.data(), out, hd);
-    } else {
-      AttendComposed(isa_, q, hd, group, k, v, stride, n_keys, hd, args.scale, scores.data(), out,
-                     hd);
-    }
-  });
+        task -= n_tile_tasks;
+        const TokenRef& tr = tokens[task / args.n_kv_heads];
+        const int64_t kvh = task % args.n_kv_heads;
+        const int64_t n_keys = static_cast<int64_t>(tr.seq->positions[tr.index]) + 1;
+        std::vector<float>& scores = attn_scratch_[thread];
+        if (static_cast<int64_t>(scores.size()) < group * n_keys) {
+          scores.resize(group * n_keys);
+        }
+        const int64_t h0 = kvh * group;  // its first query head
+        const float* q = args.q + tr.row * args.q_row_stride + h0 * hd;
+        float* out = args.out + tr.row * args.out_row_stride + h0 * hd;
+        // Cache elements between positions, and this KV head's first element.
+        const bool packed = tr.seq->position_stride == 0 && tr.seq->head_stride == 0;
+        const int64_t kv_stride = packed ? args.n_kv_heads * hd : tr.seq->position_stride;
+        const int64_t head0 = kvh * (packed ? hd : tr.seq->head_stride);
+        const float* k;
+        const float* v;
+        int64_t stride = kv_stride;
+        if (tr.seq->kv_dtype == KvDtype::kF16) {
+          const uint16_t* kh = static_cast<const uint16_t*>(tr.seq->k_cache) + head0;
+          const uint16_t* vh = static_cast<const uint16_t*>(tr.seq->v_cache) + head0;
+          if (isa_.attend_f16) {
+            isa_.attend_f16(q, hd, group, kh, vh, kv_stride, n_keys, hd, args.scale, scores.data(),
+                            out, hd);
+            return;
+          }
+          // Widen this KV head's rows (exactly) and attend over the float copy.
+          std::vector<float>& wide = kv_scratch_[thread];
+          if (static_cast<int64_t>(wide.size()) < 2 * n_keys * hd) wide.resize(2 * n_keys * hd);
+          for (int64_t j = 0; j < n_keys; ++j) {
+            for (int64_t c = 0; c < hd; ++c) {
+              wide[j * hd + c] = F16ToF32(kh[j * kv_stride + c]);
+              wide[(n_keys + j) * hd + c] = F16ToF32(vh[j * kv_stride + c]);
+            }
+          }
+          k = wide.data();
+          v = wide.data() + n_keys * hd;
+          stride = hd;
+        } else {
+          k = static_cast<const float*>(tr.seq->k_cache) + head0;
+          v = static_cast<const float*>(tr.seq->v_cache) + head0;
+        }
+        if (isa_.attend) {
+          isa_.attend(q, hd, group, k, v, stride, n_keys, hd, args.scale, scores.data(), out, hd);
+        } else {
+          AttendComposed(isa_, q, hd, group, k, v, stride, n_keys, hd, args.scale, scores.data(),
+                         out, hd);
+        }
+      });
 }
 
 void CpuBackend::SiluMul(const float* gate, const float* up, int64_t rows, int64_t n,

@@ -135,6 +135,24 @@ struct IsaKernels {
   // kGemvBatchRows).
   // (NVFP4 stays at kGemvMaxRows: CpuBackend::DecodeRows.)
   int decode_batch_rows;
+
+  // Causal attention of many rows of one sequence against one KV head (a
+  // prefill chunk), sixteen query rows at a time with the rows in the vector
+  // lanes, so that scores, softmax and weights take no horizontal sums: query
+  // row i's `group` heads start at q + i * q_row_stride (hd floats apart) and
+  // attend to keys 0..positions[i] (k + j * kv_stride, likewise v); out + i *
+  // out_row_stride gets its heads the same way. The same results as attend up
+  // to summation order, not the same bits (CpuBackend leaves batch-invariant
+  // steps on attend). work: attend_rows_work(hd) floats. Null (or a head size
+  // other than 64 or 128): attend a row at a time.
+  int64_t (*attend_rows_work)(int64_t hd);
+  void (*attend_rows)(const float* q, int64_t q_row_stride, int64_t n_rows, int64_t group,
+                      const int32_t* positions, const float* k, const float* v, int64_t kv_stride,
+                      int64_t hd, float scale, float* out, int64_t out_row_stride, float* work);
+  void (*attend_rows_f16)(const float* q, int64_t q_row_stride, int64_t n_rows, int64_t group,
+                          const int32_t* positions, const uint16_t* k, const uint16_t* v,
+                          int64_t kv_stride, int64_t hd, float scale, float* out,
+                          int64_t out_row_stride, float* work);
 };
 
 // The bound the vector tanh of soft_cap keeps (absolute, against the exact

@@ -931,6 +931,152 @@ void Attend(const float* q, int64_t q_stride, int64_t n_q, const E* k, const E* 
   }
 }
 
+// Prefill attention (IsaKernels::attend_rows): sixteen query rows of one
+// head at a time, one per lane. Per block of 16 keys, score vector t (key
+// j0 + t, one lane a row) sums K[j0 + t][d] (broadcast) x Qt[d] over the
+// head's features, Qt the tile's queries transposed once per tile; the
+// block's maximum, the rescale of earlier sums and the exps are lane-wise,
+// one Exp16 a key for all sixteen rows; then each row's weighted sum of the
+// value rows, kept in `acc` between blocks, takes the key's probability as a
+// broadcast. No horizontal sum anywhere: the one-row kernel (Attend) reduces
+// each key's score across lanes, and a prefill chunk run through it a row at
+// a time was a fifth of a 512-token prefill of the Qwen3-0.6B shape on D.
+// Keys past a row's position get -inf (exp gives 0); value rows past the
+// tile's last key are never read. Lanes past n_rows repeat the last row and
+// are not stored.
+OCTET_INLINE void WidenKeys16(const float* src, int64_t stride, int n, int hd, float* dst) {
+  for (int t = 0; t < n; ++t) {
+    for (int c = 0; c < hd; c += 16)
+      _mm512_storeu_ps(dst + t * hd + c, LoadKv16(src + t * stride + c));
+  }
+}
+OCTET_INLINE void WidenKeys16(const uint16_t* src, int64_t stride, int n, int hd, float* dst) {
+  for (int t = 0; t < n; ++t) {
+    for (int c = 0; c < hd; c += 16)
+      _mm512_storeu_ps(dst + t * hd + c, LoadKv16(src + t * stride + c));
+  }
+}
+
+// qt, acc and kb (16 x hd each), pt (16 x 16), al and inv (16 each).
+int64_t AttendRowsWork(int64_t hd) { return 3 * 16 * hd + 16 * 16 + 2 * 16; }
+
+template <int HD, class E>
+void AttendRowsHd(const float* q, int64_t q_row_stride, int64_t n_rows, int64_t group,
+                  const int32_t* positions, const E* k, const E* v, int64_t kv_stride, float scale,
+                  float* out, int64_t out_row_stride, float* work) {
+  constexpr int C = HD / 16;  // vectors a head row
+  float* qt = work;           // [HD][16]: the tile's queries, transposed
+  float* acc = qt + 16 * HD;  // [16][HD]: each row's weighted sum of values
+  float* kb = acc + 16 * HD;  // [16][HD]: a block of keys as floats
+  float* pt = kb + 16 * HD;   // [16][16]: a block's probabilities, key-major
+  float* al = pt + 16 * 16;   // [16]: a block's rescale factors
+  float* inv = al + 16;       // [16]: 1 / each row's sum
+  const __m512 neg_inf = _mm512_set1_ps(-INFINITY);
+  const __m512 vscale = _mm512_set1_ps(scale);
+  for (int64_t r0 = 0; r0 < n_rows; r0 += 16) {
+    const int nr = n_rows - r0 < 16 ? static_cast<int>(n_rows - r0) : 16;
+    alignas(64) int32_t pos[16];
+    int32_t last = 0;
+    for (int i = 0; i < 16; ++i) {
+      pos[i] = positions[r0 + (i < nr ? i : nr - 1)];
+      last = pos[i] > last ? pos[i] : last;
+    }
+    const __m512i posv = _mm512_load_si512(pos);
+    const int64_t n_keys = static_cast<int64_t>(last) + 1;
+    for (int64_t g = 0; g < group; ++g) {
+      for (int i = 0; i < 16; ++i) {
+        const float* qi = q + (r0 + (i < nr ? i : nr - 1)) * q_row_stride + g * HD;
+        for (int d = 0; d < HD; ++d) qt[d * 16 + i] = qi[d];
+      }
+      for (int i = 0; i < 16 * HD; i += 16) _mm512_storeu_ps(acc + i, _mm512_setzero_ps());
+      __m512 m = neg_inf, l = _mm512_setzero_ps();
+      for (int64_t j0 = 0; j0 < n_keys; j0 += 16) {
+        const int nb = n_keys - j0 < 16 ? static_cast<int>(n_keys - j0) : 16;
+        const float* kf;
+        int64_t kstride;
+        if constexpr (sizeof(E) == 4) {
+          kf = reinterpret_cast<const float*>(k) + j0 * kv_stride;
+          kstride = kv_stride;
+        } else {
+          WidenKeys16(k + j0 * kv_stride, kv_stride, nb, HD, kb);
+          kf = kb;
+          kstride = HD;
+        }
+        __m512 sc[16];
+#pragma GCC unroll 16
+        for (int t = 0; t < 16; ++t) sc[t] = _mm512_setzero_ps();
+        for (int d = 0; d < HD; ++d) {
+          const __m512 qd = _mm512_loadu_ps(qt + d * 16);
+#pragma GCC unroll 16
+          for (int t = 0; t < 16; ++t) {
+            if (t < nb) sc[t] = _mm512_fmadd_ps(_mm512_set1_ps(kf[t * kstride + d]), qd, sc[t]);
+          }
+        }
+        __m512 bm = neg_inf;
+#pragma GCC unroll 16
+        for (int t = 0; t < 16; ++t) {
+          // Key j0 + t: -inf in the lanes of rows before it, and past the block.
+          const __mmask16 later =
+              _mm512_cmpgt_epi32_mask(_mm512_set1_epi32(static_cast<int32_t>(j0 + t)), posv);
+          sc[t] =
+              t < nb ? _mm512_mask_mov_ps(_mm512_mul_ps(sc[t], vscale), later, neg_inf) : neg_inf;
+          bm = _mm512_max_ps(bm, sc[t]);
+        }
+        // Key 0 is in every row's range, so from the first block on m is finite.
+        const __m512 nm = _mm512_max_ps(m, bm);
+        const __m512 alpha = Exp16(_mm512_sub_ps(m, nm));
+        m = nm;
+        __m512 bl = _mm512_setzero_ps();
+#pragma GCC unroll 16
+        for (int t = 0; t < 16; ++t) {
+          const __m512 p = Exp16(_mm512_sub_ps(sc[t], nm));
+          bl = _mm512_add_ps(bl, p);
+          _mm512_storeu_ps(pt + t * 16, p);
+        }
+        l = _mm512_fmadd_ps(l, alpha, bl);
+        _mm512_storeu_ps(al, alpha);
+        for (int c = 0; c < C; ++c) {
+          __m512 a[16];
+#pragma GCC unroll 16
+          for (int i = 0; i < 16; ++i) {
+            a[i] = _mm512_mul_ps(_mm512_loadu_ps(acc + i * HD + c * 16), _mm512_set1_ps(al[i]));
+          }
+          for (int t = 0; t < nb; ++t) {
+            const __m512 vv = LoadKv16(v + (j0 + t) * kv_stride + c * 16);
+#pragma GCC unroll 16
+            for (int i = 0; i < 16; ++i) {
+              a[i] = _mm512_fmadd_ps(_mm512_set1_ps(pt[t * 16 + i]), vv, a[i]);
+            }
+          }
+#pragma GCC unroll 16
+          for (int i = 0; i < 16; ++i) _mm512_storeu_ps(acc + i * HD + c * 16, a[i]);
+        }
+      }
+      _mm512_storeu_ps(inv, _mm512_div_ps(_mm512_set1_ps(1.0f), l));
+      for (int i = 0; i < nr; ++i) {
+        float* o = out + (r0 + i) * out_row_stride + g * HD;
+        const __m512 s = _mm512_set1_ps(inv[i]);
+        for (int c = 0; c < C; ++c) {
+          _mm512_storeu_ps(o + c * 16, _mm512_mul_ps(_mm512_loadu_ps(acc + i * HD + c * 16), s));
+        }
+      }
+    }
+  }
+}
+
+template <class E>
+void AttendRows(const float* q, int64_t q_row_stride, int64_t n_rows, int64_t group,
+                const int32_t* positions, const E* k, const E* v, int64_t kv_stride, int64_t hd,
+                float scale, float* out, int64_t out_row_stride, float* work) {
+  if (hd == 128) {
+    AttendRowsHd<128>(q, q_row_stride, n_rows, group, positions, k, v, kv_stride, scale, out,
+                      out_row_stride, work);
+  } else {  // 64: CpuBackend sends no other
+    AttendRowsHd<64>(q, q_row_stride, n_rows, group, positions, k, v, kv_stride, scale, out,
+                     out_row_stride, work);
+  }
+}
+
 // tanh of 16 floats by the method of the AVX2 table's Tanh8 (isa_avx2.cpp:
 // within kVectorTanhMaxAbsError), the same result lane for lane.
 OCTET_INLINE __m512 Tanh16(__m512 x) {
@@ -982,6 +1128,9 @@ const IsaKernels& Avx512Kernels() {
     t.decode_rows = DecodeRows;
     t.attend = Attend<float>;
     t.attend_f16 = Attend<uint16_t>;
+    t.attend_rows_work = AttendRowsWork;
+    t.attend_rows = AttendRows<float>;
+    t.attend_rows_f16 = AttendRows<uint16_t>;
     t.soft_cap = SoftCap;
     AddAvx512VnniKernels(&t);
     AddAvx512GemmKernels(&t);

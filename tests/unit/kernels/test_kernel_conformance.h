@@ -35,6 +35,7 @@ class TestKernelConformance : public QObject {
   void ropeMatchesFormula();
   void ropeHeadsEqualsRopeOnEachHead();
   void attentionMatchesNaive();
+  void batchInvariantAttentionKeepsEachRowsBits();
   void embeddingArgmaxTopK();
   void buffersAndCopies();
   void forwardPassSmallOps();

@@ -181,97 +181,144 @@ void TestKernelConformance::attentionMatchesNaive() {
   // Odd sizes, a 128 + 8-column head (the AVX2 64-column value blocks and
   // their tail) and a Qwen3 head of 128 (the AVX-512 path), over a
   // 100-position cache.
-  const Shape shapes[] = {{6, 2, 20, 40, 12}, {4, 2, 136, 120, 100}, {4, 2, 128, 120, 100}};
+  // Heads of 64 with groups of 4 and 1 (AVX-512's prefill tiles take 64 and 128).
+  const Shape shapes[] = {{6, 2, 20, 40, 12},
+                          {4, 2, 136, 120, 100},
+                          {4, 2, 128, 120, 100},
+                          {8, 2, 64, 120, 100},
+                          {2, 2, 64, 120, 90}};
   // Each cache as float and as IEEE half (an F16 KV cache: the reference
   // reads the half values widened, which is exact), position-major and
   // head-major (the engine's layout: explicit strides).
-  for (bool head_major : {false, true})
-    for (KvDtype dtype : {KvDtype::kF32, KvDtype::kF16})
-      for (const Shape& sh : shapes)
-        for (auto& backend : AllBackends(2)) {
-          const int64_t heads = sh.heads, kv = sh.kv, hd = sh.hd, cap = sh.cap;
-          // Two sequences: one prefilling 5 tokens at positions 3..7, one decoding.
-          std::vector<float> k1 = RandomFloats(cap * kv * hd, rng),
-                             v1 = RandomFloats(cap * kv * hd, rng);
-          std::vector<float> k2 = RandomFloats(cap * kv * hd, rng),
-                             v2 = RandomFloats(cap * kv * hd, rng);
-          std::vector<uint16_t> k1h, v1h, k2h, v2h;
-          if (dtype == KvDtype::kF16) {
-            for (auto [f, h] : {std::pair{&k1, &k1h}, {&v1, &v1h}, {&k2, &k2h}, {&v2, &v2h}}) {
-              for (float& x : *f) {
-                h->push_back(F32ToF16(x));
-                x = F16ToF32(h->back());
+  // The first sequence prefills 5 tokens (a row at a time) or 37 (AVX-512:
+  // 16-row tiles, the last one cut short).
+  for (int64_t n1 : {5, 37})
+    for (bool head_major : {false, true})
+      for (KvDtype dtype : {KvDtype::kF32, KvDtype::kF16})
+        for (const Shape& sh : shapes)
+          for (auto& backend : AllBackends(2)) {
+            const int64_t heads = sh.heads, kv = sh.kv, hd = sh.hd, cap = sh.cap;
+            // Two sequences: one prefilling n1 tokens at positions 3.., one decoding.
+            std::vector<float> k1 = RandomFloats(cap * kv * hd, rng),
+                               v1 = RandomFloats(cap * kv * hd, rng);
+            std::vector<float> k2 = RandomFloats(cap * kv * hd, rng),
+                               v2 = RandomFloats(cap * kv * hd, rng);
+            std::vector<uint16_t> k1h, v1h, k2h, v2h;
+            if (dtype == KvDtype::kF16) {
+              for (auto [f, h] : {std::pair{&k1, &k1h}, {&v1, &v1h}, {&k2, &k2h}, {&v2, &v2h}}) {
+                for (float& x : *f) {
+                  h->push_back(F32ToF16(x));
+                  x = F16ToF32(h->back());
+                }
+              }
+            }
+            // [cap, kv, hd] -> [kv, cap, hd] when head-major.
+            auto arrange = [&](auto v) {
+              if (!head_major || v.empty()) return v;
+              auto out = v;
+              for (int64_t p = 0; p < cap; ++p)
+                for (int64_t g = 0; g < kv; ++g)
+                  for (int64_t i = 0; i < hd; ++i)
+                    out[(g * cap + p) * hd + i] = v[(p * kv + g) * hd + i];
+              return out;
+            };
+            const std::vector<float> k1a = arrange(k1), v1a = arrange(v1), k2a = arrange(k2),
+                                     v2a = arrange(v2);
+            const std::vector<uint16_t> k1ha = arrange(k1h), v1ha = arrange(v1h),
+                                        k2ha = arrange(k2h), v2ha = arrange(v2h);
+            auto cache = [&](const std::vector<float>& f, const std::vector<uint16_t>& h) {
+              return dtype == KvDtype::kF16 ? static_cast<const void*>(h.data())
+                                            : static_cast<const void*>(f.data());
+            };
+            const int64_t pos_stride = head_major ? hd : 0, head_stride = head_major ? cap * hd : 0;
+            std::vector<int32_t> p1(n1), p2 = {sh.decode_pos};
+            for (int64_t i = 0; i < n1; ++i) p1[i] = static_cast<int32_t>(3 + i);
+            const int64_t tokens = n1 + 1, qs = heads * hd + 3, os = heads * hd + 1;
+            std::vector<float> q = RandomFloats(tokens * qs, rng);
+            std::vector<float> out(tokens * os, 0.0f);
+            AttentionSequence seqs[2] = {{0, n1, cache(k1a, k1ha), cache(v1a, v1ha), p1.data(),
+                                          dtype, pos_stride, head_stride},
+                                         {n1, 1, cache(k2a, k2ha), cache(v2a, v2ha), p2.data(),
+                                          dtype, pos_stride, head_stride}};
+            AttentionArgs a;
+            a.q = q.data();
+            a.q_row_stride = qs;
+            a.out = out.data();
+            a.out_row_stride = os;
+            a.n_heads = heads;
+            a.n_kv_heads = kv;
+            a.head_dim = hd;
+            a.scale = 1.0f / std::sqrt(float(hd));
+            a.sequences = seqs;
+            a.n_sequences = 2;
+            backend->Attention(a);
+            for (int64_t t = 0; t < tokens; ++t) {
+              const bool first = t < n1;
+              const float* kc = first ? k1.data() : k2.data();
+              const float* vc = first ? v1.data() : v2.data();
+              const int32_t p = first ? p1[t] : p2[0];
+              for (int64_t h = 0; h < heads; ++h) {
+                const int64_t g = h / (heads / kv);
+                std::vector<double> s(p + 1);
+                double mx = -1e300;
+                for (int32_t j = 0; j <= p; ++j) {
+                  double d = 0;
+                  for (int64_t i = 0; i < hd; ++i)
+                    d += double(q[t * qs + h * hd + i]) * kc[(j * kv + g) * hd + i];
+                  s[j] = d * a.scale;
+                  mx = std::max(mx, s[j]);
+                }
+                double z = 0;
+                for (auto& e : s) z += (e = std::exp(e - mx));
+                for (int64_t i = 0; i < hd; ++i) {
+                  double o = 0;
+                  for (int32_t j = 0; j <= p; ++j) o += s[j] / z * vc[(j * kv + g) * hd + i];
+                  QVERIFY2(std::fabs(out[t * os + h * hd + i] - o) < 1e-5,
+                           (std::string(backend->name()) + " " + std::string(KvDtypeName(dtype)) +
+                            (head_major ? " head-major" : " position-major"))
+                               .c_str());
+                }
               }
             }
           }
-          // [cap, kv, hd] -> [kv, cap, hd] when head-major.
-          auto arrange = [&](auto v) {
-            if (!head_major || v.empty()) return v;
-            auto out = v;
-            for (int64_t p = 0; p < cap; ++p)
-              for (int64_t g = 0; g < kv; ++g)
-                for (int64_t i = 0; i < hd; ++i)
-                  out[(g * cap + p) * hd + i] = v[(p * kv + g) * hd + i];
-            return out;
-          };
-          const std::vector<float> k1a = arrange(k1), v1a = arrange(v1), k2a = arrange(k2),
-                                   v2a = arrange(v2);
-          const std::vector<uint16_t> k1ha = arrange(k1h), v1ha = arrange(v1h), k2ha = arrange(k2h),
-                                      v2ha = arrange(v2h);
-          auto cache = [&](const std::vector<float>& f, const std::vector<uint16_t>& h) {
-            return dtype == KvDtype::kF16 ? static_cast<const void*>(h.data())
-                                          : static_cast<const void*>(f.data());
-          };
-          const int64_t pos_stride = head_major ? hd : 0, head_stride = head_major ? cap * hd : 0;
-          std::vector<int32_t> p1 = {3, 4, 5, 6, 7}, p2 = {sh.decode_pos};
-          const int64_t tokens = 6, qs = heads * hd + 3, os = heads * hd + 1;
-          std::vector<float> q = RandomFloats(tokens * qs, rng);
-          std::vector<float> out(tokens * os, 0.0f);
-          AttentionSequence seqs[2] = {
-              {0, 5, cache(k1a, k1ha), cache(v1a, v1ha), p1.data(), dtype, pos_stride, head_stride},
-              {5, 1, cache(k2a, k2ha), cache(v2a, v2ha), p2.data(), dtype, pos_stride,
-               head_stride}};
-          AttentionArgs a;
-          a.q = q.data();
-          a.q_row_stride = qs;
-          a.out = out.data();
-          a.out_row_stride = os;
-          a.n_heads = heads;
-          a.n_kv_heads = kv;
-          a.head_dim = hd;
-          a.scale = 1.0f / std::sqrt(float(hd));
-          a.sequences = seqs;
-          a.n_sequences = 2;
-          backend->Attention(a);
-          for (int64_t t = 0; t < tokens; ++t) {
-            const bool first = t < 5;
-            const float* kc = first ? k1.data() : k2.data();
-            const float* vc = first ? v1.data() : v2.data();
-            const int32_t p = first ? p1[t] : p2[0];
-            for (int64_t h = 0; h < heads; ++h) {
-              const int64_t g = h / (heads / kv);
-              std::vector<double> s(p + 1);
-              double mx = -1e300;
-              for (int32_t j = 0; j <= p; ++j) {
-                double d = 0;
-                for (int64_t i = 0; i < hd; ++i)
-                  d += double(q[t * qs + h * hd + i]) * kc[(j * kv + g) * hd + i];
-                s[j] = d * a.scale;
-                mx = std::max(mx, s[j]);
-              }
-              double z = 0;
-              for (auto& e : s) z += (e = std::exp(e - mx));
-              for (int64_t i = 0; i < hd; ++i) {
-                double o = 0;
-                for (int32_t j = 0; j <= p; ++j) o += s[j] / z * vc[(j * kv + g) * hd + i];
-                QVERIFY2(std::fabs(out[t * os + h * hd + i] - o) < 1e-5,
-                         (std::string(backend->name()) + " " + std::string(KvDtypeName(dtype)) +
-                          (head_major ? " head-major" : " position-major"))
-                             .c_str());
-              }
-            }
-          }
-        }
+}
+
+// A batch-invariant backend (speculative verify steps) gives each row of a
+// many-row attention call the bits that row gets alone: the prefill tiles
+// (attend_rows) sum in another order, so they stay out of such steps.
+void TestKernelConformance::batchInvariantAttentionKeepsEachRowsBits() {
+  std::mt19937 rng(44);
+  const int64_t heads = 4, kv = 2, hd = 128, cap = 64, n = 37;
+  std::vector<float> k = RandomFloats(kv * cap * hd, rng), v = RandomFloats(kv * cap * hd, rng);
+  std::vector<float> q = RandomFloats(n * heads * hd, rng);
+  std::vector<int32_t> pos(n);
+  for (int64_t i = 0; i < n; ++i) pos[i] = static_cast<int32_t>(20 + i);
+  for (const auto& info : ProbeBackends()) {
+    if (!info.available) continue;
+    auto b = CreateBackend(info.name, {.threads = 2});
+    QVERIFY2(b.ok() && (*b)->set_batch_invariant(true), info.name.c_str());
+    auto run = [&](int64_t first, int64_t rows, float* out) {
+      // Rows [first, first + rows) of q, head-major cache.
+      AttentionSequence seq{0,  rows,    k.data(), v.data(), pos.data() + first, KvDtype::kF32,
+                            hd, cap * hd};
+      AttentionArgs a;
+      a.q = q.data() + first * heads * hd;
+      a.q_row_stride = heads * hd;
+      a.out = out;
+      a.out_row_stride = heads * hd;
+      a.n_heads = heads;
+      a.n_kv_heads = kv;
+      a.head_dim = hd;
+      a.scale = 0.0884f;
+      a.sequences = &seq;
+      a.n_sequences = 1;
+      (*b)->Attention(a);
+    };
+    std::vector<float> all(n * heads * hd), alone(n * heads * hd);
+    run(0, n, all.data());
+    for (int64_t i = 0; i < n; ++i) run(i, 1, alone.data() + i * heads * hd);
+    QVERIFY2(std::memcmp(all.data(), alone.data(), all.size() * 4) == 0, info.name.c_str());
+  }
 }
 
 void TestKernelConformance::embeddingArgmaxTopK() {
