@@ -38,12 +38,12 @@ constexpr int64_t kGemvPackedMinRows = 5;
 // the FMA ports, set the rate. Matrices narrower than one 32-column tile block
 // stay on FMAs.
 constexpr int64_t kPackedTaskRows = 64;
+constexpr int64_t kPackedBlockCols = 32;
 
 // A sequence with this many rows in an attention call (a prefill chunk) takes
 // attend_rows, in tiles of kAttendRowsTile rows a task.
 constexpr int64_t kAttendRowsMin = 16;
 constexpr int64_t kAttendRowsTile = 16;
-constexpr int64_t kPackedBlockCols = 32;
 
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
