@@ -133,6 +133,29 @@ void PackPanel(const WeightMatrix& w, int64_t r0, int64_t n, float* panel) {
   }
 }
 
+// c[i * ldc + j] (+)= scale * acc{0,1}[i] lane j, i < MR, j < ncols (<= 32):
+// the micro-tiles' epilogue.
+template <int MR>
+inline __attribute__((always_inline)) void StoreTile(const __m512* acc0, const __m512* acc1,
+                                                     float* c, int64_t ldc, int ncols, bool add,
+                                                     float scale) {
+  const __mmask16 m0 = static_cast<__mmask16>(ncols >= 16 ? 0xffffu : (1u << ncols) - 1u);
+  const __mmask16 m1 =
+      static_cast<__mmask16>(ncols >= 32 ? 0xffffu : (ncols > 16 ? (1u << (ncols - 16)) - 1u : 0u));
+  const __m512 s = _mm512_set1_ps(scale);
+#pragma GCC unroll 12
+  for (int i = 0; i < MR; ++i) {
+    float* ci = c + i * ldc;
+    __m512 v0 = _mm512_mul_ps(acc0[i], s), v1 = _mm512_mul_ps(acc1[i], s);
+    if (add) {
+      v0 = _mm512_add_ps(v0, _mm512_maskz_loadu_ps(m0, ci));
+      v1 = _mm512_add_ps(v1, _mm512_maskz_loadu_ps(m1, ci + 16));
+    }
+    _mm512_mask_storeu_ps(ci, m0, v0);
+    _mm512_mask_storeu_ps(ci + 16, m1, v1);
+  }
+}
+
 // c[i * ldc + j] (+)= scale * sum_{d < kc} a[i * lda + d] * panel[d * 32 + j] for
 // i < MR, j < ncols; `add` adds to what c holds.
 template <int MR>
@@ -155,21 +178,7 @@ void MicroTile(const float* a, int64_t lda, const float* panel, int64_t kc, floa
       acc1[i] = _mm512_fmadd_ps(av, b1, acc1[i]);
     }
   }
-  const __mmask16 m0 = static_cast<__mmask16>(ncols >= 16 ? 0xffffu : (1u << ncols) - 1u);
-  const __mmask16 m1 =
-      static_cast<__mmask16>(ncols >= 32 ? 0xffffu : (ncols > 16 ? (1u << (ncols - 16)) - 1u : 0u));
-  const __m512 s = _mm512_set1_ps(scale);
-#pragma GCC unroll 12
-  for (int i = 0; i < MR; ++i) {
-    float* ci = c + i * ldc;
-    __m512 v0 = _mm512_mul_ps(acc0[i], s), v1 = _mm512_mul_ps(acc1[i], s);
-    if (add) {
-      v0 = _mm512_add_ps(v0, _mm512_maskz_loadu_ps(m0, ci));
-      v1 = _mm512_add_ps(v1, _mm512_maskz_loadu_ps(m1, ci + 16));
-    }
-    _mm512_mask_storeu_ps(ci, m0, v0);
-    _mm512_mask_storeu_ps(ci + 16, m1, v1);
-  }
+  StoreTile<MR>(acc0, acc1, c, ldc, ncols, add, scale);
 }
 
 using MicroFn = void (*)(const float*, int64_t, const float*, int64_t, float*, int64_t, int, bool,
@@ -351,21 +360,7 @@ __attribute__((target("avx512bf16"))) void MicroTileBf16(const uint16_t* a, int6
       acc1[i] = _mm512_dpbf16_ps(acc1[i], b1, av);
     }
   }
-  const __mmask16 m0 = static_cast<__mmask16>(ncols >= 16 ? 0xffffu : (1u << ncols) - 1u);
-  const __mmask16 m1 =
-      static_cast<__mmask16>(ncols >= 32 ? 0xffffu : (ncols > 16 ? (1u << (ncols - 16)) - 1u : 0u));
-  const __m512 s = _mm512_set1_ps(scale);
-#pragma GCC unroll 12
-  for (int i = 0; i < MR; ++i) {
-    float* ci = c + i * ldc;
-    __m512 v0 = _mm512_mul_ps(acc0[i], s), v1 = _mm512_mul_ps(acc1[i], s);
-    if (add) {
-      v0 = _mm512_add_ps(v0, _mm512_maskz_loadu_ps(m0, ci));
-      v1 = _mm512_add_ps(v1, _mm512_maskz_loadu_ps(m1, ci + 16));
-    }
-    _mm512_mask_storeu_ps(ci, m0, v0);
-    _mm512_mask_storeu_ps(ci + 16, m1, v1);
-  }
+  StoreTile<MR>(acc0, acc1, c, ldc, ncols, add, scale);
 }
 
 using MicroBf16Fn = void (*)(const uint16_t*, int64_t, const uint32_t*, int64_t, float*, int64_t,

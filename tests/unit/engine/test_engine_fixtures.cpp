@@ -51,6 +51,20 @@ std::unique_ptr<Model> LoadOrDie(const std::string& dir, const std::string& back
   return std::move(*m);
 }
 
+// One pass over prompt + generated[:-1] (ref.T rows) in a fresh cache,
+// logits for every position.
+Status FullSequence(Model& m, const Reference& ref, ForwardOutput* out) {
+  OCTET_ASSIGN_OR_RETURN(KvCache cache, m.NewKvCache(1, ref.T));
+  SequenceChunk ch;
+  ch.tokens = ref.prompt;
+  ch.tokens.insert(ch.tokens.end(), ref.generated.begin(), ref.generated.end() - 1);
+  ch.all_logits = true;
+  if (static_cast<int64_t>(ch.tokens.size()) != ref.T) {
+    return InternalError("the reference's prompt and ids are not its T rows");
+  }
+  return m.Forward({ch}, cache, out);
+}
+
 // The backends the fixtures run on: auto (the best this CPU has), the scalar
 // reference, and AVX2 where the CPU has it, so that the AVX2 kernels (the
 // prefill GEMM and batched decode of CPUs without AVX-512) are checked on
@@ -92,14 +106,8 @@ class TestEngineFixtures : public QObject {
     Reference ref = LoadReference(dir);
     auto m = LoadOrDie(dir, backend.toStdString());
     QCOMPARE(m->config().vocab_size, ref.V);
-    KvCache cache = *m->NewKvCache(1, ref.T);
-    SequenceChunk ch;
-    ch.tokens = ref.prompt;
-    ch.tokens.insert(ch.tokens.end(), ref.generated.begin(), ref.generated.end() - 1);
-    ch.all_logits = true;
-    QCOMPARE(int64_t(ch.tokens.size()), ref.T);
     ForwardOutput out;
-    Status s = m->Forward({ch}, cache, &out);
+    Status s = FullSequence(*m, ref, &out);
     QVERIFY2(s.ok(), s.ToString().c_str());
     QCOMPARE(int64_t(out.logits.size()), ref.T * ref.V);
     const double d = MaxDiff(out.logits.data(), ref, 0, ref.T);
@@ -263,13 +271,8 @@ class TestEngineFixtures : public QObject {
         const std::string what = backend + " " + model;
         Reference ref = LoadReference(dir);
         auto m = LoadOrDie(dir, backend);
-        KvCache cache = *m->NewKvCache(1, ref.T);
-        SequenceChunk ch;
-        ch.tokens = ref.prompt;
-        ch.tokens.insert(ch.tokens.end(), ref.generated.begin(), ref.generated.end() - 1);
-        ch.all_logits = true;
         ForwardOutput out;
-        Status s = m->Forward({ch}, cache, &out);
+        Status s = FullSequence(*m, ref, &out);
         QVERIFY2(s.ok(), (what + ": " + s.ToString()).c_str());
         const double d = MaxDiff(out.logits.data(), ref, 0, ref.T);
         const bool f32_weights = std::string(model) == "llama3-tiny";
