@@ -192,6 +192,41 @@ constexpr MicroFn kMicro[kMaxTileRows + 1] = {
 int64_t GemmPackedSize(int64_t, int64_t) { return 0; }
 void PackGemmActivations(const float*, int64_t, int64_t, int64_t, uint16_t*) {}
 
+// The blocking both GEMMs share. Rows [row0, row1) go in groups of up to
+// kMaxPanels panels of 32: pack(p, n0, n) packs each group's panel p (rows
+// n0..n0 + n) into the thread's buffer first; then for each block of up to
+// `block` depth steps of `depth` (columns, or column pairs), each tile of up
+// to 12 activation rows and each panel, tile(i, mr, p, d0, dc, ncols, y_tile,
+// add) multiplies. A tile's activations come from memory once per depth block
+// for all of the group's panels.
+template <class Pack, class Tile>
+inline __attribute__((always_inline)) void SweepPanels(int64_t row0, int64_t row1, int64_t m,
+                                                       int64_t depth, int64_t block, float* y,
+                                                       int64_t ldy, bool accumulate,
+                                                       const Pack& pack, const Tile& tile) {
+  for (int64_t g0 = row0; g0 < row1; g0 += kMaxPanels * kPanelCols) {
+    const int64_t g1 = row1 - g0 < kMaxPanels * kPanelCols ? row1 : g0 + kMaxPanels * kPanelCols;
+    const int64_t n_panels = (g1 - g0 + kPanelCols - 1) / kPanelCols;
+    for (int64_t p = 0; p < n_panels; ++p) {
+      const int64_t n0 = g0 + p * kPanelCols;
+      pack(p, n0, g1 - n0 < kPanelCols ? g1 - n0 : kPanelCols);
+    }
+    float* yg = y + (g0 - row0);
+    for (int64_t d0 = 0; d0 < depth; d0 += block) {
+      const int64_t dc = depth - d0 < block ? depth - d0 : block;
+      const bool add = accumulate || d0 > 0;
+      for (int64_t i = 0; i < m; i += kMaxTileRows) {
+        const int mr = static_cast<int>(m - i < kMaxTileRows ? m - i : kMaxTileRows);
+        for (int64_t p = 0; p < n_panels; ++p) {
+          const int64_t n0 = g0 + p * kPanelCols;
+          const int ncols = static_cast<int>(g1 - n0 < kPanelCols ? g1 - n0 : kPanelCols);
+          tile(i, mr, p, d0, dc, ncols, yg + i * ldy + p * kPanelCols, add);
+        }
+      }
+    }
+  }
+}
+
 // y[i * ldy + r - row0] (+)= out_scale * x_i . W[r, :] for i < m, r in
 // [row0, row1), W BF16 or F32 (isa.h's gemm_packed; `packed` unused).
 void GemmPacked(const WeightMatrix& w, int64_t row0, int64_t row1, const uint16_t* /*packed*/,
@@ -202,28 +237,13 @@ void GemmPacked(const WeightMatrix& w, int64_t row0, int64_t row1, const uint16_
   float* panel =
       tls_panel.Get((task_panels < kMaxPanels ? task_panels : kMaxPanels) * k * kPanelCols);
   if (!panel) std::abort();  // no memory for the task's rows of weights
-  for (int64_t g0 = row0; g0 < row1; g0 += kMaxPanels * kPanelCols) {
-    const int64_t g1 = row1 - g0 < kMaxPanels * kPanelCols ? row1 : g0 + kMaxPanels * kPanelCols;
-    const int64_t n_panels = (g1 - g0 + kPanelCols - 1) / kPanelCols;
-    for (int64_t p = 0; p < n_panels; ++p) {
-      const int64_t n0 = g0 + p * kPanelCols;
-      PackPanel(w, n0, g1 - n0 < kPanelCols ? g1 - n0 : kPanelCols, panel + p * k * kPanelCols);
-    }
-    float* yg = y + (g0 - row0);
-    for (int64_t d0 = 0; d0 < k; d0 += kDepth) {
-      const int64_t kc = k - d0 < kDepth ? k - d0 : kDepth;
-      const bool add = accumulate || d0 > 0;
-      for (int64_t i = 0; i < m; i += kMaxTileRows) {
-        const int mr = static_cast<int>(m - i < kMaxTileRows ? m - i : kMaxTileRows);
-        for (int64_t p = 0; p < n_panels; ++p) {
-          const int64_t n0 = g0 + p * kPanelCols;
-          const int ncols = static_cast<int>(g1 - n0 < kPanelCols ? g1 - n0 : kPanelCols);
-          kMicro[mr](x + i * ldx + d0, ldx, panel + p * k * kPanelCols + d0 * kPanelCols, kc,
-                     yg + i * ldy + p * kPanelCols, ldy, ncols, add, out_scale);
-        }
-      }
-    }
-  }
+  SweepPanels(
+      row0, row1, m, k, kDepth, y, ldy, accumulate,
+      [&](int64_t p, int64_t n0, int64_t n) { PackPanel(w, n0, n, panel + p * k * kPanelCols); },
+      [&](int64_t i, int mr, int64_t p, int64_t d0, int64_t kc, int ncols, float* c, bool add) {
+        kMicro[mr](x + i * ldx + d0, ldx, panel + p * k * kPanelCols + d0 * kPanelCols, kc, c, ldy,
+                   ncols, add, out_scale);
+      });
 }
 
 // Rows [row0, row0 + nrows) of an NVFP4 w as BF16, E2M1 value x E4M3 scale
@@ -386,34 +406,18 @@ void GemmPackedBf16(const WeightMatrix& w, int64_t row0, int64_t row1, const uin
   uint32_t* panel = reinterpret_cast<uint32_t*>(
       tls_panel.Get((task_panels < kMaxPanels ? task_panels : kMaxPanels) * panel_words));
   if (!panel) std::abort();  // no memory for the task's rows of weights
-  const int64_t pairs = kp / 2;
-  constexpr int64_t kDepthPairs = kDepth / 2;
-  for (int64_t g0 = row0; g0 < row1; g0 += kMaxPanels * kPanelCols) {
-    const int64_t g1 = row1 - g0 < kMaxPanels * kPanelCols ? row1 : g0 + kMaxPanels * kPanelCols;
-    const int64_t n_panels = (g1 - g0 + kPanelCols - 1) / kPanelCols;
-    for (int64_t p = 0; p < n_panels; ++p) {
-      const int64_t n0 = g0 + p * kPanelCols;
-      const int64_t n = g1 - n0 < kPanelCols ? g1 - n0 : kPanelCols;
-      PackPairsBf16(w, n0, n < 16 ? n : 16, panel + p * panel_words);
-      PackPairsBf16(w, n0 + 16, n > 16 ? n - 16 : 0, panel + p * panel_words + 16);
-    }
-    float* yg = y + (g0 - row0);
-    for (int64_t d0 = 0; d0 < pairs; d0 += kDepthPairs) {
-      const int64_t pc = pairs - d0 < kDepthPairs ? pairs - d0 : kDepthPairs;
-      const bool add = accumulate || d0 > 0;
-      for (int64_t i = 0; i < m; i += kMaxTileRows) {
-        const int mr = static_cast<int>(m - i < kMaxTileRows ? m - i : kMaxTileRows);
-        for (int64_t p = 0; p < n_panels; ++p) {
-          const int64_t n0 = g0 + p * kPanelCols;
-          const int ncols = static_cast<int>(g1 - n0 < kPanelCols ? g1 - n0 : kPanelCols);
-          // The out_scale goes on each depth block's sum; with one block (k
-          // up to 4096) that is the whole dot product, as in GemmPacked.
-          kMicroBf16[mr](packed + i * kp + 2 * d0, kp, panel + p * panel_words + d0 * kPanelCols,
-                         pc, yg + i * ldy + p * kPanelCols, ldy, ncols, add, out_scale);
-        }
-      }
-    }
-  }
+  // Depth in column pairs; the out_scale goes on each depth block's sum (with
+  // one block, k up to 4096, that is the whole dot product), as in GemmPacked.
+  SweepPanels(
+      row0, row1, m, kp / 2, kDepth / 2, y, ldy, accumulate,
+      [&](int64_t p, int64_t n0, int64_t n) {
+        PackPairsBf16(w, n0, n < 16 ? n : 16, panel + p * panel_words);
+        PackPairsBf16(w, n0 + 16, n > 16 ? n - 16 : 0, panel + p * panel_words + 16);
+      },
+      [&](int64_t i, int mr, int64_t p, int64_t d0, int64_t pc, int ncols, float* c, bool add) {
+        kMicroBf16[mr](packed + i * kp + 2 * d0, kp, panel + p * panel_words + d0 * kPanelCols, pc,
+                       c, ldy, ncols, add, out_scale);
+      });
 }
 
 }  // namespace
