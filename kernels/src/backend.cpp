@@ -192,7 +192,8 @@ std::vector<BackendInfo> ProbeBackends() {
   out.push_back({"avx2", "x86-64 AVX2 + FMA + F16C", HasAvx2()});
   out.push_back({"avx512",
                  "x86-64 AVX2, with AVX-512 (F/BW/DQ/VL/VBMI) NVFP4 and batched-decode kernels "
-                 "(and, with VNNI, NVFP4 single-row decode from a tile copy)",
+                 "(and, with VNNI, NVFP4 single-row decode from a tile copy), prefill attention "
+                 "in 16-row tiles",
                  HasAvx512()});
   out.push_back({"avx512-amx", "x86-64 AVX-512, with AMX-BF16 batched decode of BF16 weights",
                  HasAvx512() && cpu::AmxUsable()});
