@@ -944,12 +944,7 @@ void Attend(const float* q, int64_t q_stride, int64_t n_q, const E* k, const E* 
 // Keys past a row's position get -inf (exp gives 0); value rows past the
 // tile's last key are never read. Lanes past n_rows repeat the last row and
 // are not stored.
-OCTET_INLINE void WidenKeys16(const float* src, int64_t stride, int n, int hd, float* dst) {
-  for (int t = 0; t < n; ++t) {
-    for (int c = 0; c < hd; c += 16)
-      _mm512_storeu_ps(dst + t * hd + c, LoadKv16(src + t * stride + c));
-  }
-}
+// An F16 cache's block of n keys widened to floats (a float cache is read in place).
 OCTET_INLINE void WidenKeys16(const uint16_t* src, int64_t stride, int n, int hd, float* dst) {
   for (int t = 0; t < n; ++t) {
     for (int c = 0; c < hd; c += 16)
