@@ -86,13 +86,13 @@ const cpu::IsaKernels* IsaFor(std::string_view name) {
 // OCTET_CPU_MATMUL=bf16: prefill GEMMs of BF16 (and NVFP4) weights with the
 // activations rounded to BF16, on VDPBF16PS (isa_avx512_gemm.cpp), for the
 // AVX-512 tables without AMX on CPUs with AVX512-BF16; unset or "exact":
-// f32 activations. Said once a process, in one line, whichever way it goes.
+// f32 activations. Said in one line a process for each way it goes.
 void ApplyMatmulMode(const std::string& backend, cpu::IsaKernels* table) {
   const char* mode = std::getenv("OCTET_CPU_MATMUL");
   if (mode == nullptr || *mode == '\0' || std::string_view(mode) == "exact") return;
-  static std::once_flag said;
+  static std::once_flag said_unknown;
   if (std::string_view(mode) != "bf16") {
-    std::call_once(said, [&] {
+    std::call_once(said_unknown, [&] {
       OCTET_LOG(WARNING) << "OCTET_CPU_MATMUL='" << mode
                          << "' is not a CPU matmul mode (bf16 or exact); using exact";
     });
@@ -104,16 +104,21 @@ void ApplyMatmulMode(const std::string& backend, cpu::IsaKernels* table) {
     applied = cpu::AddAvx512Bf16GemmKernels(table);
   }
 #endif
-  std::call_once(said, [&] {
-    if (applied) {
+  // Once for each outcome: a process that creates a scalar backend first and
+  // an AVX-512 one later still says that the mode applied.
+  static std::once_flag said_applied, said_not;
+  if (applied) {
+    std::call_once(said_applied, [&] {
       OCTET_LOG(INFO) << "OCTET_CPU_MATMUL=bf16: " << backend
                       << " prefill GEMMs round activations to BF16 (VDPBF16PS)";
-    } else {
+    });
+  } else {
+    std::call_once(said_not, [&] {
       OCTET_LOG(INFO) << "OCTET_CPU_MATMUL=bf16: not for backend " << backend
                       << " (only avx512 and avx512-rows on a CPU with AVX512-BF16); "
                          "activations stay f32";
-    }
-  });
+    });
+  }
 }
 
 }  // namespace

@@ -931,6 +931,17 @@ void Attend(const float* q, int64_t q_stride, int64_t n_q, const E* k, const E* 
   }
 }
 
+// An F16 cache's block of n keys widened to floats (a float cache is read in place).
+OCTET_INLINE void WidenKeys16(const uint16_t* src, int64_t stride, int n, int hd, float* dst) {
+  for (int t = 0; t < n; ++t) {
+    for (int c = 0; c < hd; c += 16)
+      _mm512_storeu_ps(dst + t * hd + c, LoadKv16(src + t * stride + c));
+  }
+}
+
+// qt, acc and kb (16 x hd each), pt (16 x 16), al and inv (16 each).
+int64_t AttendRowsWork(int64_t hd) { return 3 * 16 * hd + 16 * 16 + 2 * 16; }
+
 // Prefill attention (IsaKernels::attend_rows): sixteen query rows of one
 // head at a time, one per lane. Per block of 16 keys, score vector t (key
 // j0 + t, one lane a row) sums K[j0 + t][d] (broadcast) x Qt[d] over the
@@ -944,17 +955,6 @@ void Attend(const float* q, int64_t q_stride, int64_t n_q, const E* k, const E* 
 // Keys past a row's position get -inf (exp gives 0); value rows past the
 // tile's last key are never read. Lanes past n_rows repeat the last row and
 // are not stored.
-// An F16 cache's block of n keys widened to floats (a float cache is read in place).
-OCTET_INLINE void WidenKeys16(const uint16_t* src, int64_t stride, int n, int hd, float* dst) {
-  for (int t = 0; t < n; ++t) {
-    for (int c = 0; c < hd; c += 16)
-      _mm512_storeu_ps(dst + t * hd + c, LoadKv16(src + t * stride + c));
-  }
-}
-
-// qt, acc and kb (16 x hd each), pt (16 x 16), al and inv (16 each).
-int64_t AttendRowsWork(int64_t hd) { return 3 * 16 * hd + 16 * 16 + 2 * 16; }
-
 template <int HD, class E>
 void AttendRowsHd(const float* q, int64_t q_row_stride, int64_t n_rows, int64_t group,
                   const int32_t* positions, const E* k, const E* v, int64_t kv_stride, float scale,
