@@ -75,9 +75,10 @@ struct Served {
   SchedulerMetrics metrics;  // once every request ended
 };
 
-// All of `reqs` submitted at once to a scheduler with `so` over `runner`.
+// All of `reqs` submitted at once to a scheduler with `so` over `runner`;
+// `submitted` (if any) runs once every request is in.
 void ServeAll(ModelRunner& runner, const SchedulerOptions& so, const std::vector<Req>& reqs,
-              Served* out) {
+              Served* out, const std::function<void()>& submitted = {}) {
   Scheduler sched(runner, so);
   QVERIFY(sched.Start().ok());
   std::vector<std::shared_ptr<RequestStream>> streams;
@@ -92,6 +93,7 @@ void ServeAll(ModelRunner& runner, const SchedulerOptions& so, const std::vector
     QVERIFY2(s.ok(), s.status().ToString().c_str());
     streams.push_back(*s);
   }
+  if (submitted) submitted();
   for (auto& s : streams) {
     RequestUpdate last;
     out->ids.push_back(Collect(*s, &last));
@@ -113,6 +115,14 @@ void ServeAll(ModelRunner& runner, const SchedulerOptions& so, const std::vector
 // call: they chain together), and it records the drafts asked of each
 // decode-time request (one fed at most `decode_rows` rows: prompts are
 // longer) and the requests of each decode-time call.
+//
+// Its start is held: the scheduler's thread reads the runner's stats() as its
+// loop starts, before it takes any request, and the first such call waits for
+// Open(). The test opens it once every request is submitted, so the first
+// step takes them all, whatever the threads' timing (a request picked up a
+// step late puts its sequence out of step with the others). A step before the
+// hold was passed fails, so a scheduler that stops reading stats() first
+// fails these tests instead of making them flaky.
 class TimedRunner final : public test::ForwardingRunner {
  public:
   TimedRunner(Model& m, ManualClock& clock, std::function<double(int64_t rows)> cost_ms)
@@ -122,7 +132,29 @@ class TimedRunner final : public test::ForwardingRunner {
     chain_ms_ = chain_ms;
     decode_rows_ = decode_rows;
   }
+  void Open() {
+    std::lock_guard lock(gate_mu_);
+    open_ = true;
+    gate_cv_.notify_all();
+  }
+  RunnerStats stats() const override {
+    {
+      std::unique_lock lock(gate_mu_);
+      if (!held_) {
+        held_ = true;
+        gate_cv_.wait_for(lock, std::chrono::seconds(30), [this] { return open_; });
+      }
+    }
+    return inner_.stats();
+  }
   Status Step(const std::vector<SequenceChunk>& batch, ForwardOutput* out) override {
+    {
+      std::lock_guard lock(gate_mu_);
+      if (!held_ || !open_) {
+        return FailedPreconditionError(
+            "TimedRunner: a step before the scheduler's start was held and opened");
+      }
+    }
     int64_t rows = 0;
     for (const SequenceChunk& c : batch) rows += static_cast<int64_t>(c.tokens.size());
     clock_.AdvanceNs(static_cast<int64_t>(cost_ms_(rows) * 1e6));
@@ -153,6 +185,10 @@ class TimedRunner final : public test::ForwardingRunner {
   std::function<double(int64_t)> cost_ms_;
   double first_ms_ = 0, chain_ms_ = 0;
   size_t decode_rows_ = 0;
+  mutable std::mutex gate_mu_;
+  mutable std::condition_variable gate_cv_;
+  mutable bool held_ = false;
+  bool open_ = false;
 };
 
 // The same request alone through Generate.
@@ -663,7 +699,7 @@ class TestScheduler : public QObject {
       o.clock = &clock;
       o.speculative.adaptive = adaptive;
       Served out;
-      ServeAll(runner, o, reqs, &out);
+      ServeAll(runner, o, reqs, &out, [&] { runner.Open(); });
       return out;
     };
     const auto per_row = [](int64_t rows) { return double(rows * rows); };
@@ -731,7 +767,7 @@ class TestScheduler : public QObject {
       o.clock = &clock;
       o.speculative.adaptive = adaptive;
       Run run;
-      ServeAll(runner, o, reqs, &run.out);
+      ServeAll(runner, o, reqs, &run.out, [&] { runner.Open(); });
       run.asked = runner.asked;
       run.batched = runner.batched;
       return run;
