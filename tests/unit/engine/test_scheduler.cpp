@@ -107,58 +107,72 @@ void ServeAll(ModelRunner& runner, const SchedulerOptions& so, const std::vector
   }
 }
 
-// A local model whose steps take, on a manual clock, what `cost` says a step
-// of that many rows takes: the scheduler's step times, and so its draft
-// lengths, without the machine's noise. With SetMtpCosts its MTP head's
-// drafting takes `first_ms` for the forward over the kept rows and
-// `chain_ms` for each further draft (of any of the sequences drafting in the
-// call: they chain together), and it records the drafts asked of each
-// decode-time request (one fed at most `decode_rows` rows: prompts are
-// longer) and the requests of each decode-time call.
-//
-// Its start is held: the scheduler's thread reads the runner's stats() as its
-// loop starts, before it takes any request, and the first such call waits for
-// Open(). The test opens it once every request is submitted, so the first
-// step takes them all, whatever the threads' timing (a request picked up a
-// step late puts its sequence out of step with the others). A step before the
-// hold was passed fails, so a scheduler that stops reading stats() first
-// fails these tests instead of making them flaky.
-class TimedRunner final : public test::ForwardingRunner {
+// A local model whose start is held: the scheduler's thread reads the
+// runner's stats() as its loop starts, before it takes any request, and the
+// first such call waits for Open(). A test opens it once every request is
+// submitted (ServeAll's `submitted`), so the first step takes them all,
+// whatever the threads' timing: a request picked up a step late puts its
+// sequence out of step with the others, and the steps' count and batches
+// with it. A step before the hold was passed fails, so a scheduler that
+// stops reading stats() first fails these tests instead of making them flaky.
+class HeldRunner : public test::ForwardingRunner {
  public:
-  TimedRunner(Model& m, ManualClock& clock, std::function<double(int64_t rows)> cost_ms)
-      : ForwardingRunner(m), clock_(clock), cost_ms_(std::move(cost_ms)) {}
-  void SetMtpCosts(double first_ms, double chain_ms, size_t decode_rows) {
-    first_ms_ = first_ms;
-    chain_ms_ = chain_ms;
-    decode_rows_ = decode_rows;
-  }
+  explicit HeldRunner(Model& m) : ForwardingRunner(m) {}
   void Open() {
-    std::lock_guard lock(gate_mu_);
+    std::lock_guard lock(mu_);
     open_ = true;
-    gate_cv_.notify_all();
+    cv_.notify_all();
   }
   RunnerStats stats() const override {
     {
-      std::unique_lock lock(gate_mu_);
+      std::unique_lock lock(mu_);
       if (!held_) {
         held_ = true;
-        gate_cv_.wait_for(lock, std::chrono::seconds(30), [this] { return open_; });
+        cv_.wait_for(lock, std::chrono::seconds(30), [this] { return open_; });
       }
     }
     return inner_.stats();
   }
   Status Step(const std::vector<SequenceChunk>& batch, ForwardOutput* out) override {
     {
-      std::lock_guard lock(gate_mu_);
+      std::lock_guard lock(mu_);
       if (!held_ || !open_) {
         return FailedPreconditionError(
-            "TimedRunner: a step before the scheduler's start was held and opened");
+            "HeldRunner: a step before the scheduler's start was held and opened");
       }
     }
+    return inner_.Step(batch, out);
+  }
+
+ private:
+  mutable std::mutex mu_;
+  mutable std::condition_variable cv_;
+  mutable bool held_ = false;
+  bool open_ = false;
+};
+
+// A held local model whose steps take, on a manual clock, what `cost` says a
+// step of that many rows takes: the scheduler's step times, and so its draft
+// lengths, without the machine's noise. With SetMtpCosts its MTP head's
+// drafting takes `first_ms` for the forward over the kept rows and
+// `chain_ms` for each further draft (of any of the sequences drafting in the
+// call: they chain together), and it records the drafts asked of each
+// decode-time request (one fed at most `decode_rows` rows: prompts are
+// longer) and the requests of each decode-time call.
+class TimedRunner final : public HeldRunner {
+ public:
+  TimedRunner(Model& m, ManualClock& clock, std::function<double(int64_t rows)> cost_ms)
+      : HeldRunner(m), clock_(clock), cost_ms_(std::move(cost_ms)) {}
+  void SetMtpCosts(double first_ms, double chain_ms, size_t decode_rows) {
+    first_ms_ = first_ms;
+    chain_ms_ = chain_ms;
+    decode_rows_ = decode_rows;
+  }
+  Status Step(const std::vector<SequenceChunk>& batch, ForwardOutput* out) override {
     int64_t rows = 0;
     for (const SequenceChunk& c : batch) rows += static_cast<int64_t>(c.tokens.size());
     clock_.AdvanceNs(static_cast<int64_t>(cost_ms_(rows) * 1e6));
-    return inner_.Step(batch, out);
+    return HeldRunner::Step(batch, out);
   }
   Status MtpDraftBatch(const std::vector<MtpDraftRequest>& requests,
                        std::vector<std::vector<int32_t>>* drafts,
@@ -185,10 +199,6 @@ class TimedRunner final : public test::ForwardingRunner {
   std::function<double(int64_t)> cost_ms_;
   double first_ms_ = 0, chain_ms_ = 0;
   size_t decode_rows_ = 0;
-  mutable std::mutex gate_mu_;
-  mutable std::condition_variable gate_cv_;
-  mutable bool held_ = false;
-  bool open_ = false;
 };
 
 // The same request alone through Generate.
@@ -575,16 +585,21 @@ class TestScheduler : public QObject {
     spec.method = SpeculativeMethod::kNgram;
     spec.draft_tokens = 4;
     spec.adaptive = false;  // every draft verified (automatic lengths: below)
-    LocalRunner runner(m);
     SchedulerOptions so;
     so.num_slots = 4;  // the rest queue
     so.context = 128;
     so.max_batch_tokens = 64;
     Served plain, fast;
-    ServeAll(runner, so, reqs, &plain);
+    {
+      HeldRunner runner(m);
+      ServeAll(runner, so, reqs, &plain, [&] { runner.Open(); });
+    }
     if (QTest::currentTestFailed()) return;
     so.speculative = spec;
-    ServeAll(runner, so, reqs, &fast);
+    {
+      HeldRunner runner(m);
+      ServeAll(runner, so, reqs, &fast, [&] { runner.Open(); });
+    }
     if (QTest::currentTestFailed()) return;
     for (size_t r = 0; r < reqs.size(); ++r) {
       if (reqs[r].sampling.temperature == 0.0f) {
