@@ -1,19 +1,24 @@
 // Decode attention benchmark: one batched decode step's attention for the
-// Qwen3-0.6B shape (28 layers, 16 query heads over 8 KV heads of 128) with C
-// sequences each attending to a `context`-position cache of its own (float32:
-// 0.94 GB per step at C = 8 and 512 positions, streamed from memory as in
-// serving), through KernelBackend::Attention as the engine calls it (head-major
-// cache). Backends are interleaved round by round (the machine is shared:
-// separate runs are not comparable); every round is printed, the best counts.
-// Table on stderr, JSON on stdout. (A plain read loop of the same bytes was
-// slower than the prefetching kernels here, so it is no ceiling: compare with
-// the STREAM figures of octet_bench_engine instead.)
+// Qwen3-0.6B shape (28 layers, 16 query heads over 8 KV heads of 128; other
+// shapes by --layers, --heads and --head-dim) with C sequences each attending to a
+// `context`-position cache of its own (float32: 0.94 GB per step at C = 8 and 512 positions,
+// streamed from memory as in serving), through KernelBackend::Attention as the engine calls it
+// (head-major cache). Backends are interleaved round by round (the machine is shared: separate runs
+// are not comparable); every round is printed, the best counts. Table on stderr, JSON on stdout. (A
+// plain read loop of the same bytes was slower than the prefetching kernels here, so it is no
+// ceiling: compare with the STREAM figures of octet_bench_engine instead.)
 //
 //   bench_attention [--threads 2] [--concurrency 8] [--context 512]
 //                   [--kv-dtype f32|f16] [--rounds 5] [--backends avx2,avx512]
+//                   [--layers 28] [--heads 16:8] [--head-dim 128]
+//
+// nanochat-demo's verify step, say: --layers 4 --heads 2:2 --head-dim 64
+// --concurrency 5 --context 100 --threads 1 (add layers for a longer step).
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <iostream>
 #include <map>
@@ -28,12 +33,6 @@
 using namespace octet;
 using namespace octet::kernels;
 
-namespace {
-
-constexpr int64_t kLayers = 28, kHeads = 16, kKvHeads = 8, kHeadDim = 128;
-
-}  // namespace
-
 int main(int argc, char** argv) {
   ArgParser args("bench_attention",
                  "Decode attention of a Qwen3-0.6B-shaped step against a plain read of its cache.");
@@ -43,6 +42,9 @@ int main(int argc, char** argv) {
   args.Option("kv-dtype", "f32|f16", "KV cache element type", "f32");
   args.Option("rounds", "N", "interleaved rounds (the best round is reported)", "5");
   args.Option("backends", "A,B", "kernel backends to compare", "avx2,avx512");
+  args.Option("layers", "N", "layers in the step", "28");
+  args.Option("heads", "Q:KV", "query heads and KV heads", "16:8");
+  args.Option("head-dim", "N", "features a head", "128");
   if (Status s = args.Parse(argc, argv); !s.ok()) {
     std::cerr << "bench_attention: " << s.message() << "\n";
     return 2;
@@ -66,6 +68,28 @@ int main(int argc, char** argv) {
     std::cerr << "bench_attention: " << dtype.status().message() << "\n";
     return 2;
   }
+  auto layers = args.GetInt("layers");
+  auto head_dim = args.GetInt("head-dim");
+  int64_t heads = 0, kv_heads = 0;
+  {
+    const std::string h = args.GetString("heads");
+    const size_t colon = h.find(':');
+    char* end = nullptr;
+    if (colon != std::string::npos) {
+      heads = std::strtoll(h.c_str(), &end, 10);
+      if (end != h.c_str() + colon) heads = 0;
+      kv_heads = std::strtoll(h.c_str() + colon + 1, &end, 10);
+      if (*end != '\0') kv_heads = 0;
+    }
+  }
+  if (!layers.ok() || !head_dim.ok() || *layers < 1 || *head_dim < 1 || *head_dim > 1024 ||
+      heads < 1 || kv_heads < 1 || heads % kv_heads != 0) {
+    std::cerr << "bench_attention: --layers takes a positive integer, --head-dim 1 to 1024, "
+                 "--heads Q:KV with KV dividing Q (got \""
+              << args.GetString("heads") << "\")\n";
+    return 2;
+  }
+  const int64_t kLayers = *layers, kHeads = heads, kKvHeads = kv_heads, kHeadDim = *head_dim;
   std::vector<std::string> names;
   for (const std::string& n : args.GetList("backends")) names.push_back(n);
   std::vector<std::unique_ptr<KernelBackend>> backends;
@@ -112,7 +136,7 @@ int main(int argc, char** argv) {
       a.n_heads = kHeads;
       a.n_kv_heads = kKvHeads;
       a.head_dim = kHeadDim;
-      a.scale = 0.08838834764f;
+      a.scale = 1.0f / std::sqrt(static_cast<float>(kHeadDim));
       a.sequences = seqs.data();
       a.n_sequences = c;
       b.Attention(a);
@@ -132,9 +156,13 @@ int main(int argc, char** argv) {
     }
     std::fprintf(stderr, "\n");
   }
-  std::fprintf(stderr, "%-12s %10s %10s   (c=%lld, context %lld, %s KV, %.2f GB per step)\n", "op",
-               "ms", "GB/s", static_cast<long long>(c), static_cast<long long>(*context),
-               std::string(KvDtypeName(*dtype)).c_str(), total_bytes * 1e-9);
+  std::fprintf(stderr,
+               "%-12s %10s %10s   (c=%lld, context %lld, %s KV, %.2f GB per step; %lld layers, "
+               "%lld:%lld heads of %lld)\n",
+               "op", "ms", "GB/s", static_cast<long long>(c), static_cast<long long>(*context),
+               std::string(KvDtypeName(*dtype)).c_str(), total_bytes * 1e-9,
+               static_cast<long long>(kLayers), static_cast<long long>(kHeads),
+               static_cast<long long>(kKvHeads), static_cast<long long>(kHeadDim));
   nlohmann::json results = nlohmann::json::object();
   for (const std::string& name : names) {
     const std::vector<double>& all = rounds_ms[name];
@@ -142,9 +170,16 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%-12s %10.2f %10.2f\n", name.c_str(), ms, total_bytes / ms * 1e-6);
     results[name] = {{"best_ms", ms}, {"gb_per_s", total_bytes / ms * 1e-6}, {"rounds_ms", all}};
   }
-  nlohmann::json j = {
-      {"concurrency", c},    {"context", *context},           {"kv_dtype", KvDtypeName(*dtype)},
-      {"threads", *threads}, {"bytes_per_step", total_bytes}, {"results", results}};
+  nlohmann::json j = {{"concurrency", c},
+                      {"context", *context},
+                      {"kv_dtype", KvDtypeName(*dtype)},
+                      {"threads", *threads},
+                      {"bytes_per_step", total_bytes},
+                      {"results", results},
+                      {"layers", kLayers},
+                      {"heads", kHeads},
+                      {"kv_heads", kKvHeads},
+                      {"head_dim", kHeadDim}};
   std::cout << j.dump(2) << "\n";
   return 0;
 }

@@ -462,18 +462,62 @@ void CpuBackend::Rope(float* x, int64_t rows, int64_t row_stride, int64_t n_head
 // call instead of a Rope call a head, each of which computed the row's
 // angles again (at a 512-token prefill of a 96-head model, 104 passes of
 // 512 x rotary_dim/2 sincos a layer instead of one).
+namespace {
+
+// A position's rotation angles' cos and sin (half of each).
+void RopeAngles(int32_t position, const float* inv_freq, int64_t half, float* cs, float* sn) {
+  const float pos = static_cast<float>(position);
+  for (int64_t i = 0; i < half; ++i) {
+    const float angle = pos * inv_freq[i];  // float32, as transformers computes it
+    cs[i] = std::cos(angle);
+    sn[i] = std::sin(angle);
+  }
+}
+
+}  // namespace
+
+bool CpuBackend::RopeTableCovers(const float* inv_freq, int64_t half, const int32_t* positions,
+                                 int64_t rows) {
+  int32_t last = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    if (positions[r] < 0) return false;
+    last = std::max(last, positions[r]);
+  }
+  const int64_t row_floats = 2 * half;
+  const int64_t most = kRopeTableBytes / (row_floats * static_cast<int64_t>(sizeof(float)));
+  if (last >= most) return false;
+  if (static_cast<int64_t>(rope_.inv_freq.size()) != half ||
+      !std::equal(rope_.inv_freq.begin(), rope_.inv_freq.end(), inv_freq)) {
+    rope_.inv_freq.assign(inv_freq, inv_freq + half);
+    rope_.positions = 0;
+  }
+  if (last < rope_.positions) return true;
+  // Doubling, so a growing sequence recomputes nothing and grows log times.
+  const int64_t want =
+      std::min(most, std::max<int64_t>({int64_t{last} + 1, 2 * rope_.positions, int64_t{256}}));
+  rope_.cos_sin.resize(static_cast<size_t>(want * row_floats));
+  for (int64_t p = rope_.positions; p < want; ++p) {
+    float* cs = rope_.cos_sin.data() + p * row_floats;
+    RopeAngles(static_cast<int32_t>(p), inv_freq, half, cs, cs + half);
+  }
+  rope_.positions = want;
+  return true;
+}
+
 void CpuBackend::RopeHeads(float* x, int64_t rows, int64_t row_stride, int64_t n_heads,
                            int64_t head_stride, int64_t rotary_dim, const int32_t* positions,
                            const float* inv_freq) {
   const int64_t half = rotary_dim / 2;
+  const bool tabled = RopeTableCovers(inv_freq, half, positions, rows);
   ForRows(pool_, rows, n_heads * rotary_dim, [&](int64_t r) {
-    float cs[512], sn[512];  // head_dim <= 1024
-    const float pos = static_cast<float>(positions[r]);
-    for (int64_t i = 0; i < half; ++i) {
-      const float angle = pos * inv_freq[i];  // float32, as transformers computes it
-      cs[i] = std::cos(angle);
-      sn[i] = std::sin(angle);
+    float own[1024];  // head_dim <= 1024
+    const float* cs = own;
+    if (tabled) {
+      cs = rope_.cos_sin.data() + positions[r] * 2 * half;
+    } else {
+      RopeAngles(positions[r], inv_freq, half, own, own + half);
     }
+    const float* sn = cs + half;
     float* row = x + r * row_stride;
     for (int64_t h = 0; h < n_heads; ++h) {
       float* v = row + h * head_stride;

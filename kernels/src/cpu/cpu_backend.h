@@ -113,6 +113,20 @@ class CpuBackend final : public KernelBackend {
   std::vector<std::vector<uint16_t>> bf16_scratch_;  // per thread: NVFP4 rows as BF16 (prefill)
   // Decode rows packed for isa_.gemv_nvfp4_tiles.
   std::vector<uint8_t, CacheLineAllocator<uint8_t>> tiles_x_;
+  // RopeHeads' cos and sin by position for the inv_freq it was last given (a
+  // model's), each computed once as RopeHeads computes a row's (the same
+  // bits), where every call of a forward computed them again: a decode
+  // token's 2 x layers calls, a verify step's for each of its rows. Up to
+  // kRopeTableBytes; positions past it are computed a row at a time.
+  struct RopeTable {
+    std::vector<float> inv_freq;
+    std::vector<float> cos_sin;  // [position][cos half, sin half]
+    int64_t positions = 0;
+  };
+  static constexpr int64_t kRopeTableBytes = int64_t{32} << 20;
+  RopeTable rope_;
+  // Whether rope_ now holds every one of `positions` for inv_freq[0, half).
+  bool RopeTableCovers(const float* inv_freq, int64_t half, const int32_t* positions, int64_t rows);
 
   // cpu_backend_moe.cpp: activation blocks packed for gemv_nvfp4_tiles, and
   // per pool thread a task's product rows before they are scattered.

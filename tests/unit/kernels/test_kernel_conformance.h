@@ -34,6 +34,7 @@ class TestKernelConformance : public QObject {
   void elementwiseOpsMatchScalar();
   void ropeMatchesFormula();
   void ropeHeadsEqualsRopeOnEachHead();
+  void ropeAnglesKeptByPosition();
   void attentionMatchesNaive();
   void batchInvariantAttentionKeepsEachRowsBits();
   void embeddingArgmaxTopK();

@@ -172,6 +172,42 @@ void TestKernelConformance::ropeHeadsEqualsRopeOnEachHead() {
   }
 }
 
+// The CPU backends keep RopeHeads' angles by position (a table grown as
+// positions come, for the inv_freq last given): rows at positions it holds get
+// the bits of the same rows with their angles computed for the call (a call
+// with a position past the table's reach computes every row's), positions
+// again after a larger one too, and another inv_freq (another model on the
+// backend) gets its own angles, not the first one's.
+void TestKernelConformance::ropeAnglesKeptByPosition() {
+  std::mt19937 rng(16);
+  for (auto& backend : AllBackends(2)) {
+    const int64_t heads = 2, hd = 64, stride = heads * hd;
+    const std::vector<int32_t> kept = {3, 700, 5000, 2}, computed = {3, 700, 5000, 2, 1 << 28};
+    const std::vector<float> x = RandomFloats(5 * stride, rng);
+    for (float base : {10000.0f, 500000.0f}) {
+      std::vector<float> inv(hd / 2);
+      for (int64_t i = 0; i < hd / 2; ++i) inv[i] = std::pow(base, -2.0f * i / hd);
+      std::vector<float> a = x, b = x;
+      for (int64_t r = 0; r < 4;
+           ++r) {  // one row a call: the table grows for 3, 700 and 5000; 2 is in it
+        backend->RopeHeads(a.data() + r * stride, 1, stride, heads, hd, hd, &kept[r], inv.data());
+      }
+      backend->RopeHeads(b.data(), 5, stride, heads, hd, hd, computed.data(), inv.data());
+      a.resize(4 * stride);
+      b.resize(4 * stride);
+      std::string why;
+      QVERIFY2(
+          CloseF(a, b, 0, 0, &why),
+          (std::string(backend->name()) + " base " + std::to_string(base) + ": " + why).c_str());
+      // And against the formula (not the other base's angles).
+      const float ang = float(kept[1]) * inv[5];
+      const double want = double(x[stride + 5]) * std::cos(double(ang)) -
+                          double(x[stride + 5 + hd / 2]) * std::sin(double(ang));
+      QVERIFY2(std::fabs(a[stride + 5] - want) < 1e-4, backend->name().data());
+    }
+  }
+}
+
 void TestKernelConformance::attentionMatchesNaive() {
   std::mt19937 rng(6);
   struct Shape {
@@ -181,12 +217,10 @@ void TestKernelConformance::attentionMatchesNaive() {
   // Odd sizes, a 128 + 8-column head (the AVX2 64-column value blocks and
   // their tail) and a Qwen3 head of 128 (the AVX-512 path), over a
   // 100-position cache.
-  // Heads of 64 with groups of 4 and 1 (AVX-512's prefill tiles take 64 and 128).
-  const Shape shapes[] = {{6, 2, 20, 40, 12},
-                          {4, 2, 136, 120, 100},
-                          {4, 2, 128, 120, 100},
-                          {8, 2, 64, 120, 100},
-                          {2, 2, 64, 120, 90}};
+  // Heads of 64 with groups of 4 and 1 (AVX-512's prefill tiles take 64 and
+  // 128), and of 128 with groups of 1 (AVX-512's decode rows: the AVX2 kernel).
+  const Shape shapes[] = {{6, 2, 20, 40, 12},   {4, 2, 136, 120, 100}, {4, 2, 128, 120, 100},
+                          {8, 2, 64, 120, 100}, {2, 2, 64, 120, 90},   {3, 3, 128, 120, 77}};
   // Each cache as float and as IEEE half (an F16 KV cache: the reference
   // reads the half values widened, which is exact), position-major and
   // head-major (the engine's layout: explicit strides).
