@@ -214,10 +214,15 @@ Result<BenchRun> ParseLlamaBenchyJsonOrThrow(const std::string& text, const std:
     r.concurrency = b["concurrency"].get<int64_t>();
     r.prompt_size = b["prompt_size"].get<int64_t>();
     r.response_size = b["response_size"].get<int64_t>();
-    r.depth = b.value("context_size", int64_t{0});
+    // Optional counts: absent is 0, anything but an integer is refused.
+    for (auto [key, out] : {std::pair{"context_size", &r.depth},
+                            {"drafted_tokens", &r.drafted_tokens},
+                            {"accepted_tokens", &r.accepted_tokens}}) {
+      const std::optional<int64_t> v = IntegerMember(b, key, 0);
+      if (!v) return InvalidArgumentError(path + "." + key + " is not an integer");
+      *out = *v;
+    }
     MetricsFromJson(b, &r);
-    r.drafted_tokens = b.value("drafted_tokens", int64_t{0});
-    r.accepted_tokens = b.value("accepted_tokens", int64_t{0});
     r.runs = static_cast<int64_t>(
         std::max(r.tg_req_throughput.values.size(), r.tg_throughput.values.size()));
     r.test = r.Name();

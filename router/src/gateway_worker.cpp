@@ -26,8 +26,9 @@ uint64_t UnaryTokens(const std::string& body) {
   if (j.is_discarded() || !j.is_object()) return 0;
   auto u = j.find("usage");
   if (u == j.end() || !u->is_object()) return 0;
-  const int64_t t = u->value("completion_tokens", int64_t{0});
-  return t > 0 ? static_cast<uint64_t>(t) : 0;
+  // An upstream's count that is not an integer counts as none (not cast).
+  const std::optional<int64_t> t = IntegerMember(*u, "completion_tokens", 0);
+  return t && *t > 0 ? static_cast<uint64_t>(*t) : 0;
 }
 
 void SetDecisionHeaders(httplib::Response& res, const RouteDecision& d) {

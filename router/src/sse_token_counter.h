@@ -37,10 +37,13 @@ class SseTokenCounter {
     if (payload == "[DONE]") return;
     if (payload.find("\"completion_tokens\"") != std::string_view::npos) {
       nlohmann::json j = nlohmann::json::parse(payload, nullptr, false);
-      if (!j.is_discarded() && j.contains("usage") && j["usage"].is_object() &&
-          j["usage"].value("completion_tokens", -1) >= 0) {
-        usage_ = j["usage"]["completion_tokens"].get<int64_t>();
-        return;
+      if (!j.is_discarded() && j.contains("usage") && j["usage"].is_object()) {
+        // An upstream's count that is not an integer is no count (not cast).
+        const std::optional<int64_t> n = IntegerMember(j["usage"], "completion_tokens", -1);
+        if (n && *n >= 0) {
+          usage_ = *n;
+          return;
+        }
       }
     }
     if (NonEmptyString(payload, "\"content\"") || NonEmptyString(payload, "\"text\"")) ++events_;

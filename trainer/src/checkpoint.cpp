@@ -207,11 +207,21 @@ Status LoadCheckpoint(const std::string& dir, GptModel& model, Optimizer& optimi
   OCTET_ASSIGN_OR_RETURN(std::string text, ReadFileToString(state_path));
   try {
     const auto j = nlohmann::json::parse(text);
-    state->step = j.at("step").get<int64_t>();
-    state->loader.epoch = j.at("loader").at("epoch").get<int64_t>();
-    state->loader.offset = j.at("loader").at("offset").get<int64_t>();
+    // Counts: present and integers (a float is refused, not cast).
+    const auto count = [&](const nlohmann::json& o, const char* key,
+                           const char* path) -> Result<int64_t> {
+      const std::optional<int64_t> v =
+          o.is_object() && o.contains(key) ? IntegerMember(o, key, 0) : std::nullopt;
+      if (!v) return DataLossError(state_path + ": " + path + " is missing or not an integer");
+      return *v;
+    };
+    const nlohmann::json& loader = j.at("loader");
+    OCTET_ASSIGN_OR_RETURN(state->step, count(j, "step", "step"));
+    OCTET_ASSIGN_OR_RETURN(state->loader.epoch, count(loader, "epoch", "loader.epoch"));
+    OCTET_ASSIGN_OR_RETURN(state->loader.offset, count(loader, "offset", "loader.offset"));
     state->settings_json = j.value("settings", nlohmann::json::object()).dump();
-    optimizer.set_steps_taken(j.at("optimizer_steps").get<int64_t>());
+    OCTET_ASSIGN_OR_RETURN(const int64_t steps, count(j, "optimizer_steps", "optimizer_steps"));
+    optimizer.set_steps_taken(steps);
   } catch (const nlohmann::json::exception& e) {
     return DataLossError(state_path + ": " + e.what());
   }

@@ -217,12 +217,26 @@ Result<DataMeta> DataMeta::Load(const std::string& dir) {
       return InvalidArgumentError(path + ": unsupported version " +
                                   j.value("version", nlohmann::json()).dump());
     }
-    m.vocab_size = j.at("vocab_size").get<int32_t>();
-    m.bos_id = j.value("bos_id", -1);
+    // Integers, not floats cast to them; ids within int32.
+    const std::optional<int64_t> vocab = IntegerMember(j, "vocab_size", 0);  // absent: refused
+    const std::optional<int64_t> bos = IntegerMember(j, "bos_id", -1);
+    const std::optional<int64_t> train = IntegerMember(j, "train_tokens", 0);
+    const std::optional<int64_t> val = IntegerMember(j, "val_tokens", 0);
+    if (!vocab || *vocab <= 0 || *vocab > INT32_MAX) {
+      return InvalidArgumentError(path + ": vocab_size must be a positive 32-bit integer");
+    }
+    if (!bos || *bos < -1 || *bos >= *vocab) {
+      return InvalidArgumentError(path + ": bos_id must be -1 or an id below vocab_size");
+    }
+    if (!train || !val || *train < 0 || *val < 0) {
+      return InvalidArgumentError(path + ": train_tokens and val_tokens must be counts");
+    }
+    m.vocab_size = static_cast<int32_t>(*vocab);
+    m.bos_id = static_cast<int32_t>(*bos);
     m.train_files = j.at("train").get<std::vector<std::string>>();
     m.val_files = j.value("val", std::vector<std::string>{});
-    m.train_tokens = j.value("train_tokens", int64_t{0});
-    m.val_tokens = j.value("val_tokens", int64_t{0});
+    m.train_tokens = *train;
+    m.val_tokens = *val;
   } catch (const nlohmann::json::exception& e) {
     return InvalidArgumentError(path + ": " + e.what());
   }

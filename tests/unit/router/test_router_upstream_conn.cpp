@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "sse_token_counter.h"
 #include "upstream_conn.h"
 
 using octet::Status;
@@ -157,6 +158,24 @@ std::string ReadAll(UpstreamConn& c, ReadResult* last, int* pieces = nullptr) {
 class TestUpstreamConn : public QObject {
   Q_OBJECT
  private slots:
+  // The gateway's token count of a relayed SSE body: the upstream's
+  // usage.completion_tokens where it is an integer; a float there (1e70 was
+  // cast to an integer: undefined behaviour) or a string is no count, and
+  // the content events are counted instead.
+  void sseTokenCountTakesOnlyIntegerUsage() {
+    const std::string content =
+        "data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\n"
+        "data: {\"choices\":[{\"delta\":{\"content\":\"b\"}}]}\n\n";
+    for (const char* odd : {"1e70", "2.5", "\"7\"", "-3"}) {
+      octet::router::SseTokenCounter c;
+      c.Feed(content + "data: {\"usage\":{\"completion_tokens\":" + odd + "}}\n\ndata: [DONE]\n\n");
+      QCOMPARE(c.tokens(), uint64_t{2});
+    }
+    octet::router::SseTokenCounter c;
+    c.Feed(content + "data: {\"usage\":{\"completion_tokens\":7}}\n\n");
+    QCOMPARE(c.tokens(), uint64_t{7});
+  }
+
   void chunkedBodySplitAnywhere() {
     ScriptedServer s({"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Enc",
                       "oding: chunked\r\n\r\n0", "d\r\ndata: ab", "cdefg\r", "\n7\r\ndata: x\r\n",

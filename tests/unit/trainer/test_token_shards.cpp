@@ -225,6 +225,23 @@ class TestTokenShards : public QObject {
                 R"({"format":"octet-token-shards","version":1,"vocab_size":5,"train":["../x"]})")
                 .ok());
     QVERIFY(!TokenDataset::Open(dir, "train").ok());
+    // Counts and ids that are not integers are refused by name (nlohmann
+    // would cast a float: 1e70 to an integer is undefined behaviour).
+    for (const auto& [field, fragment] :
+         {std::pair{"vocab_size", R"("vocab_size":1e70)"},
+          {"vocab_size", R"("vocab_size":4294967296)"},
+          {"bos_id", R"("vocab_size":5,"bos_id":2.5)"},
+          {"bos_id", R"("vocab_size":5,"bos_id":5)"},
+          {"train_tokens", R"("vocab_size":5,"train_tokens":1e70)"}}) {
+      QVERIFY(WriteFileAtomic(dir + "/meta.json",
+                              std::string(R"({"format":"octet-token-shards","version":1,)") +
+                                  fragment + R"(,"train":[]})")
+                  .ok());
+      auto odd = DataMeta::Load(dir);
+      QVERIFY2(!odd.ok(), fragment);
+      QVERIFY2(odd.status().message().find(std::string("meta.json: ") + field) != std::string::npos,
+               odd.status().ToString().c_str());
+    }
   }
 };
 

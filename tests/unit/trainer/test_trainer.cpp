@@ -324,6 +324,24 @@ class TestTrainer : public QObject {
     QVERIFY(!bad.ok());
     QVERIFY2(bad.status().message().find("sequence_len") != std::string::npos,
              bad.status().ToString().c_str());
+
+    // A state file whose step is not an integer is refused by name (a float
+    // was cast: 1e70 to an integer is undefined behaviour).
+    auto newest = LatestCheckpoint(resumed_out);  // the resumed run's last
+    QVERIFY(newest.ok());
+    const std::string state = JoinPath(*newest, "trainer_state.json");
+    auto text = ReadFileToString(state);
+    QVERIFY(text.ok());
+    const size_t at = text->find("\"step\"");
+    QVERIFY(at != std::string::npos);
+    const size_t end = text->find_first_of(",}", at);
+    QVERIFY(
+        WriteFileAtomic(state, text->substr(0, at) + "\"step\": 1e70" + text->substr(end)).ok());
+    auto odd = Trainer::Create(r, be.get(), nullptr, nullptr);
+    QVERIFY(!odd.ok());
+    QVERIFY2(odd.status().message().find("trainer_state.json: step is missing or not an integer") !=
+                 std::string::npos,
+             odd.status().ToString().c_str());
   }
 
   void interruptedCheckpointWriteLeavesTheLastOneIntact() {

@@ -8,7 +8,9 @@
 // instantiated where they are used. Targets link octet::json.
 #pragma once
 
+#include <cstdint>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 
 namespace octet::json_instances {
@@ -29,3 +31,17 @@ extern template class nlohmann::detail::lexer<nlohmann::ordered_json,
                                               octet::json_instances::StringInput>;
 extern template class nlohmann::detail::parser<nlohmann::ordered_json,
                                                octet::json_instances::StringInput>;
+
+namespace octet {
+
+// An integer member of untrusted JSON. nlohmann's value<int64_t>() and
+// get<int64_t>() turn a float into an integer by a cast: 2.5 silently becomes
+// 2, and a float past int64's range (1e70, or an integer literal too long for
+// 64 bits, which the parser keeps as a float) is undefined behaviour (UBSan
+// under fuzz_benchy). Absent or null: `fallback`; an integer that fits int64:
+// its value; anything else (a float, a string, an unsigned past INT64_MAX):
+// nullopt, for the caller to report with its path. `object` must be an object.
+std::optional<int64_t> IntegerMember(const nlohmann::json& object, const char* key,
+                                     int64_t fallback);
+
+}  // namespace octet
