@@ -137,8 +137,9 @@ struct IsaKernels {
   int decode_batch_rows;
 
   // Causal attention of many rows of one sequence against one KV head (a
-  // prefill chunk), sixteen query rows at a time with the rows in the vector
-  // lanes, so that scores, softmax and weights take no horizontal sums: query
+  // prefill chunk), a vector's width of query rows at a time (sixteen on
+  // AVX-512, eight on AVX2) with the rows in the lanes, so that scores,
+  // softmax and weights take no horizontal sums: query
   // row i's `group` heads start at q + i * q_row_stride (hd floats apart) and
   // attend to keys 0..positions[i] (k + j * kv_stride, likewise v); out + i *
   // out_row_stride gets its heads the same way. The same results as attend up

@@ -1151,6 +1151,141 @@ void Attend(const float* q, int64_t q_stride, int64_t n_q, const E* k, const E* 
   }
 }
 
+// qt, acc and kb (8 x hd each), pt (8 x 8), al and inv (8 each).
+int64_t AttendRowsWork(int64_t hd) { return 3 * 8 * hd + 8 * 8 + 2 * 8; }
+
+// Prefill attention (IsaKernels::attend_rows) as the AVX-512 table's, with
+// eight query rows of one head in the lanes and blocks of eight keys: score
+// vector t (key j0 + t, a row a lane) sums K[j0 + t][d] (broadcast) x Qt[d]
+// over the head, Qt the rows' queries transposed; the block's maximum, the
+// rescale of earlier sums and the exps are lane-wise (one Exp8 a key for the
+// eight rows); each row's weighted sum of values, kept in `acc`, takes the
+// key's probability as a broadcast. The row kernel (Attend) reads the head's
+// whole K and V again for every row (from L2 past ~100 keys); here a block's
+// key and value rows serve eight rows. Keys past a row's position get -inf
+// (exp gives 0); lanes past n_rows repeat the last row and are not stored.
+template <int HD, class E>
+void AttendRowsHd(const float* q, int64_t q_row_stride, int64_t n_rows, int64_t group,
+                  const int32_t* positions, const E* k, const E* v, int64_t kv_stride, float scale,
+                  float* out, int64_t out_row_stride, float* work) {
+  constexpr int C = HD / 8;  // vectors a head row
+  float* qt = work;          // [HD][8]: the rows' queries, transposed
+  float* acc = qt + 8 * HD;  // [8][HD]: each row's weighted sum of values
+  float* kb = acc + 8 * HD;  // [8][HD]: an F16 block of keys as floats
+  float* pt = kb + 8 * HD;   // [8][8]: a block's probabilities, key-major
+  float* al = pt + 8 * 8;    // [8]: a block's rescale factors
+  float* inv = al + 8;       // [8]: 1 / each row's sum
+  const __m256 neg_inf = _mm256_set1_ps(-INFINITY);
+  const __m256 vscale = _mm256_set1_ps(scale);
+  for (int64_t r0 = 0; r0 < n_rows; r0 += 8) {
+    const int nr = n_rows - r0 < 8 ? static_cast<int>(n_rows - r0) : 8;
+    alignas(32) int32_t pos[8];
+    int32_t last = 0;
+    for (int i = 0; i < 8; ++i) {
+      pos[i] = positions[r0 + (i < nr ? i : nr - 1)];
+      last = pos[i] > last ? pos[i] : last;
+    }
+    const __m256i posv = _mm256_load_si256(reinterpret_cast<const __m256i*>(pos));
+    const int64_t n_keys = static_cast<int64_t>(last) + 1;
+    for (int64_t g = 0; g < group; ++g) {
+      for (int i = 0; i < 8; ++i) {
+        const float* qi = q + (r0 + (i < nr ? i : nr - 1)) * q_row_stride + g * HD;
+        for (int d = 0; d < HD; ++d) qt[d * 8 + i] = qi[d];
+      }
+      for (int i = 0; i < 8 * HD; i += 8) _mm256_storeu_ps(acc + i, _mm256_setzero_ps());
+      __m256 m = neg_inf, l = _mm256_setzero_ps();
+      for (int64_t j0 = 0; j0 < n_keys; j0 += 8) {
+        const int nb = n_keys - j0 < 8 ? static_cast<int>(n_keys - j0) : 8;
+        const float* kf;
+        int64_t kstride;
+        if constexpr (sizeof(E) == 4) {
+          kf = reinterpret_cast<const float*>(k) + j0 * kv_stride;
+          kstride = kv_stride;
+        } else {
+          for (int t = 0; t < nb; ++t) {
+            for (int c = 0; c < HD; c += 8) {
+              _mm256_storeu_ps(kb + t * HD + c, LoadKv8(k + (j0 + t) * kv_stride + c));
+            }
+          }
+          kf = kb;
+          kstride = HD;
+        }
+        __m256 sc[8];
+#pragma GCC unroll 8
+        for (int t = 0; t < 8; ++t) sc[t] = _mm256_setzero_ps();
+        for (int d = 0; d < HD; ++d) {
+          const __m256 qd = _mm256_loadu_ps(qt + d * 8);
+#pragma GCC unroll 8
+          for (int t = 0; t < 8; ++t) {
+            if (t < nb)
+              sc[t] = _mm256_fmadd_ps(_mm256_broadcast_ss(kf + t * kstride + d), qd, sc[t]);
+          }
+        }
+        __m256 bm = neg_inf;
+#pragma GCC unroll 8
+        for (int t = 0; t < 8; ++t) {
+          // Key j0 + t: -inf in the lanes of rows before it, and past the block.
+          const __m256 later = _mm256_castsi256_ps(
+              _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int32_t>(j0 + t)), posv));
+          sc[t] = t < nb ? _mm256_blendv_ps(_mm256_mul_ps(sc[t], vscale), neg_inf, later) : neg_inf;
+          bm = _mm256_max_ps(bm, sc[t]);
+        }
+        // Key 0 is in every row's range, so from the first block on m is finite.
+        const __m256 nm = _mm256_max_ps(m, bm);
+        const __m256 alpha = Exp8(_mm256_sub_ps(m, nm));
+        m = nm;
+        __m256 bl = _mm256_setzero_ps();
+#pragma GCC unroll 8
+        for (int t = 0; t < 8; ++t) {
+          const __m256 p = Exp8(_mm256_sub_ps(sc[t], nm));
+          bl = _mm256_add_ps(bl, p);
+          _mm256_storeu_ps(pt + t * 8, p);
+        }
+        l = _mm256_fmadd_ps(l, alpha, bl);
+        _mm256_storeu_ps(al, alpha);
+        for (int c = 0; c < C; ++c) {
+          __m256 a[8];
+#pragma GCC unroll 8
+          for (int i = 0; i < 8; ++i) {
+            a[i] =
+                _mm256_mul_ps(_mm256_loadu_ps(acc + i * HD + c * 8), _mm256_broadcast_ss(al + i));
+          }
+          for (int t = 0; t < nb; ++t) {
+            const __m256 vv = LoadKv8(v + (j0 + t) * kv_stride + c * 8);
+#pragma GCC unroll 8
+            for (int i = 0; i < 8; ++i) {
+              a[i] = _mm256_fmadd_ps(_mm256_broadcast_ss(pt + t * 8 + i), vv, a[i]);
+            }
+          }
+#pragma GCC unroll 8
+          for (int i = 0; i < 8; ++i) _mm256_storeu_ps(acc + i * HD + c * 8, a[i]);
+        }
+      }
+      _mm256_storeu_ps(inv, _mm256_div_ps(_mm256_set1_ps(1.0f), l));
+      for (int i = 0; i < nr; ++i) {
+        float* o = out + (r0 + i) * out_row_stride + g * HD;
+        const __m256 s = _mm256_broadcast_ss(inv + i);
+        for (int c = 0; c < C; ++c) {
+          _mm256_storeu_ps(o + c * 8, _mm256_mul_ps(_mm256_loadu_ps(acc + i * HD + c * 8), s));
+        }
+      }
+    }
+  }
+}
+
+template <class E>
+void AttendRows(const float* q, int64_t q_row_stride, int64_t n_rows, int64_t group,
+                const int32_t* positions, const E* k, const E* v, int64_t kv_stride, int64_t hd,
+                float scale, float* out, int64_t out_row_stride, float* work) {
+  if (hd == 128) {
+    AttendRowsHd<128>(q, q_row_stride, n_rows, group, positions, k, v, kv_stride, scale, out,
+                      out_row_stride, work);
+  } else {  // 64: CpuBackend sends no other
+    AttendRowsHd<64>(q, q_row_stride, n_rows, group, positions, k, v, kv_stride, scale, out,
+                     out_row_stride, work);
+  }
+}
+
 }  // namespace
 
 void ExpAvx2(const float* x, int64_t n, float* out) {
@@ -1171,6 +1306,9 @@ const IsaKernels& Avx2Kernels() {
         SiluMul, SoftmaxRow, Attend<float>, Attend<uint16_t>,
     };
     t.soft_cap = SoftCap;
+    t.attend_rows_work = AttendRowsWork;
+    t.attend_rows = AttendRows<float>;
+    t.attend_rows_f16 = AttendRows<uint16_t>;
     AddAvx2GemmKernels(&t);
     AddAvx2Nvfp4TileKernels(&t);
     // Zen 3, 2 threads, a throwaway harness timing Matmul both ways in
