@@ -458,10 +458,6 @@ void CpuBackend::Rope(float* x, int64_t rows, int64_t row_stride, int64_t n_head
   RopeHeads(x, rows, row_stride, n_heads, head_dim, head_dim, positions, inv_freq);
 }
 
-// Every head of a row from one table of cos/sin: partial rotary (GLM) as one
-// call instead of a Rope call a head, each of which computed the row's
-// angles again (at a 512-token prefill of a 96-head model, 104 passes of
-// 512 x rotary_dim/2 sincos a layer instead of one).
 namespace {
 
 // A position's rotation angles' cos and sin (half of each).
@@ -504,6 +500,10 @@ bool CpuBackend::RopeTableCovers(const float* inv_freq, int64_t half, const int3
   return true;
 }
 
+// Every head of a row from one table of cos/sin: partial rotary (GLM) as one
+// call instead of a Rope call a head, each of which computed the row's
+// angles again (at a 512-token prefill of a 96-head model, 104 passes of
+// 512 x rotary_dim/2 sincos a layer instead of one).
 void CpuBackend::RopeHeads(float* x, int64_t rows, int64_t row_stride, int64_t n_heads,
                            int64_t head_stride, int64_t rotary_dim, const int32_t* positions,
                            const float* inv_freq) {
