@@ -188,8 +188,8 @@ void TestKernelConformance::ropeAnglesKeptByPosition() {
       std::vector<float> inv(hd / 2);
       for (int64_t i = 0; i < hd / 2; ++i) inv[i] = std::pow(base, -2.0f * i / hd);
       std::vector<float> a = x, b = x;
-      for (int64_t r = 0; r < 4;
-           ++r) {  // one row a call: the table grows for 3, 700 and 5000; 2 is in it
+      // One row a call: the table grows for 3, 700 and 5000; 2 is in it.
+      for (int64_t r = 0; r < 4; ++r) {
         backend->RopeHeads(a.data() + r * stride, 1, stride, heads, hd, hd, &kept[r], inv.data());
       }
       backend->RopeHeads(b.data(), 5, stride, heads, hd, hd, computed.data(), inv.data());
