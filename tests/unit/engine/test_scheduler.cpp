@@ -81,6 +81,17 @@ void ServeAll(ModelRunner& runner, const SchedulerOptions& so, const std::vector
               Served* out, const std::function<void()>& submitted = {}) {
   Scheduler sched(runner, so);
   QVERIFY(sched.Start().ok());
+  // `submitted` runs on every way out too (a failed Submit returns early), so
+  // that a held runner's loop is let go before the scheduler joins it.
+  bool opened = false;
+  const auto open = [&] {
+    if (!opened && submitted) submitted();
+    opened = true;
+  };
+  struct OpenOnExit {
+    const std::function<void()> open;
+    ~OpenOnExit() { open(); }
+  } open_on_exit{open};
   std::vector<std::shared_ptr<RequestStream>> streams;
   for (const Req& r : reqs) {
     GenerationParams p;
@@ -93,7 +104,7 @@ void ServeAll(ModelRunner& runner, const SchedulerOptions& so, const std::vector
     QVERIFY2(s.ok(), s.status().ToString().c_str());
     streams.push_back(*s);
   }
-  if (submitted) submitted();
+  open();
   for (auto& s : streams) {
     RequestUpdate last;
     out->ids.push_back(Collect(*s, &last));
