@@ -194,7 +194,7 @@ std::vector<BackendInfo> ProbeBackends() {
   std::vector<BackendInfo> out;
   out.push_back({"scalar", "portable C++ reference kernels", true});
 #if defined(__x86_64__)
-  out.push_back({"avx2", "x86-64 AVX2 + FMA + F16C", HasAvx2()});
+  out.push_back({"avx2", "x86-64 AVX2 + FMA + F16C, prefill attention in 8-row tiles", HasAvx2()});
   out.push_back({"avx512",
                  "x86-64 AVX2, with AVX-512 (F/BW/DQ/VL/VBMI) NVFP4 and batched-decode kernels "
                  "(and, with VNNI, NVFP4 single-row decode from a tile copy), prefill attention "

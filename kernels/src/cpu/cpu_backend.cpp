@@ -562,6 +562,15 @@ void CpuBackend::Attention(const AttentionArgs& args) {
   }
   if (attn_scratch_.size() != scratch_.size()) attn_scratch_.resize(scratch_.size());
   if (kv_scratch_.size() != scratch_.size()) kv_scratch_.resize(scratch_.size());
+  // A sequence's cache elements between positions, and KV head kvh's first.
+  struct KvLayout {
+    int64_t stride, head0;
+  };
+  const auto kv_layout = [&](const AttentionSequence& seq, int64_t kvh) {
+    const bool packed = seq.position_stride == 0 && seq.head_stride == 0;
+    return KvLayout{packed ? args.n_kv_heads * hd : seq.position_stride,
+                    kvh * (packed ? hd : seq.head_stride)};
+  };
   const int64_t n_tile_tasks = static_cast<int64_t>(tiles.size()) * args.n_kv_heads;
   pool_.ParallelFor(
       n_tile_tasks + static_cast<int64_t>(tokens.size()) * args.n_kv_heads,
@@ -571,9 +580,7 @@ void CpuBackend::Attention(const AttentionArgs& args) {
           const AttentionSequence& seq = *tile.seq;
           const int64_t kvh = task % args.n_kv_heads;
           const int64_t rows = std::min(kAttendRowsTile, seq.n_tokens - tile.index);
-          const bool packed = seq.position_stride == 0 && seq.head_stride == 0;
-          const int64_t kv_stride = packed ? args.n_kv_heads * hd : seq.position_stride;
-          const int64_t head0 = kvh * (packed ? hd : seq.head_stride);
+          const auto [kv_stride, head0] = kv_layout(seq, kvh);
           std::vector<float>& work = attn_scratch_[thread];
           const int64_t need = isa_.attend_rows_work(hd);
           if (static_cast<int64_t>(work.size()) < need) work.resize(need);
@@ -605,10 +612,7 @@ void CpuBackend::Attention(const AttentionArgs& args) {
         const int64_t h0 = kvh * group;  // its first query head
         const float* q = args.q + tr.row * args.q_row_stride + h0 * hd;
         float* out = args.out + tr.row * args.out_row_stride + h0 * hd;
-        // Cache elements between positions, and this KV head's first element.
-        const bool packed = tr.seq->position_stride == 0 && tr.seq->head_stride == 0;
-        const int64_t kv_stride = packed ? args.n_kv_heads * hd : tr.seq->position_stride;
-        const int64_t head0 = kvh * (packed ? hd : tr.seq->head_stride);
+        const auto [kv_stride, head0] = kv_layout(*tr.seq, kvh);
         const float* k;
         const float* v;
         int64_t stride = kv_stride;
