@@ -608,6 +608,11 @@ void GemvRowsDense(const WeightMatrix& w, int64_t row0, int64_t row1, const floa
 // 128 / 123 / 122 / 141 / 173 / 270, this 83 / 116 / 101 / 113 / 142 / 246.
 // bench_speculative (KJV prompt, nanochat-demo): plain decoding 9,041 ->
 // 10,700 tok/s, n-gram speculation (auto, K = 4) 11,831 -> 14,400.
+// The weight vectors are pinned in registers (InRegister) as the activations
+// are: GCC had folded each weight load into the M FMAs that use it, so R = 8,
+// M = 2 read every weight vector twice from L1 and took 112-116 us where
+// three rows took 97; pinned, 82-86 (bench_decode_steps, 2 sequences: a step
+// 118-120 -> 104-108 us).
 template <int R, int M>
 void GemvF32Pass(const WeightMatrix& w, const uint8_t* r0, int nrows, int64_t prefetch,
                  const float* x, int64_t ldx, float* y, int64_t ldy, bool accumulate) {
@@ -624,7 +629,7 @@ void GemvF32Pass(const WeightMatrix& w, const uint8_t* r0, int nrows, int64_t pr
   auto step = [&](int64_t c, __mmask16 mask) OCTET_INLINE_LAMBDA {
     __m512 wv[R];
 #pragma GCC unroll 16
-    for (int j = 0; j < R; ++j) wv[j] = _mm512_maskz_loadu_ps(mask, rows[j] + c);
+    for (int j = 0; j < R; ++j) wv[j] = InRegister(_mm512_maskz_loadu_ps(mask, rows[j] + c));
 #pragma GCC unroll 8
     for (int i = 0; i < M; ++i) {
       const __m512 xv = InRegister(_mm512_maskz_loadu_ps(mask, x + i * ldx + c));
