@@ -812,10 +812,16 @@ void CpuBackend::AddRowVector(float* x, int64_t rows, int64_t n, int64_t stride,
 }
 
 void CpuBackend::Relu2(float* x, int64_t n) {
-  // Branch-free: the square's bits masked by the sign test (GCC turns a
-  // ternary back into a branch). The sign of an MLP activation is a coin toss,
-  // and the branchy loop mispredicted half of them (~5 us per 2048 elements,
-  // 6% of a 5-row nanochat verify step). NaN and -inf still give 0.
+  // The vector tables: the same bits in 8-16 lanes (D, 2048 elements, one
+  // MLP row of nanochat-demo's four layers: 1.27 us this loop, 0.15 us).
+  if (isa_.relu2) {
+    isa_.relu2(x, n);
+    return;
+  }
+  // The scalar table. Branch-free: the square's bits masked by the sign test
+  // (GCC turns a ternary back into a branch). The sign of an MLP activation is
+  // a coin toss, and the branchy loop mispredicted half of them (~5 us per
+  // 2048 elements, 6% of a 5-row nanochat verify step). NaN and -inf give 0.
   for (int64_t i = 0; i < n; ++i) {
     const float square = x[i] * x[i];
     uint32_t bits;

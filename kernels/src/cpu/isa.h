@@ -123,6 +123,11 @@ struct IsaKernels {
   // scalar table): CpuBackend runs std::tanh per element, the reference.
   void (*soft_cap)(float* x, int64_t n, float cap);
 
+  // nanochat's ReLU² in place, x[i] = x[i] > 0 ? x[i] * x[i] : +0 (NaN, -0
+  // and -inf give +0): the same bits as the scalar loop, which CpuBackend
+  // runs where this is null.
+  void (*relu2)(float* x, int64_t n);
+
   // gemv, with each row's output the bits gemv gives that row alone
   // (m = 1) whatever m is (KernelBackend::set_batch_invariant). Null where gemv
   // itself is so (every table but AVX-512's, whose 3-8-row dense kernel sums

@@ -1090,12 +1090,16 @@ OCTET_INLINE __m512 Tanh16(__m512 x) {
   p = _mm512_fmadd_ps(p, x2, _mm512_set1_ps(2.0f / 15.0f));
   p = _mm512_fmadd_ps(p, x2, _mm512_set1_ps(-1.0f / 3.0f));
   const __m512 small = _mm512_fmadd_ps(_mm512_mul_ps(ax, x2), p, ax);
-  const __m512 axc = _mm512_min_ps(ax, _mm512_set1_ps(10.0f));
-  const __m512 e = Exp16(_mm512_add_ps(axc, axc));
-  const __m512 one = _mm512_set1_ps(1.0f);
-  const __m512 big = _mm512_sub_ps(one, _mm512_div_ps(_mm512_set1_ps(2.0f), _mm512_add_ps(e, one)));
-  const __m512 t =
-      _mm512_mask_blend_ps(_mm512_cmp_ps_mask(ax, _mm512_set1_ps(0.5f), _CMP_NGE_UQ), big, small);
+  const __mmask16 use_small = _mm512_cmp_ps_mask(ax, _mm512_set1_ps(0.5f), _CMP_NGE_UQ);
+  __m512 t = small;
+  if (use_small != 0xffff) {  // the exp and the division only where a lane needs them
+    const __m512 axc = _mm512_min_ps(ax, _mm512_set1_ps(10.0f));
+    const __m512 e = Exp16(_mm512_add_ps(axc, axc));
+    const __m512 one = _mm512_set1_ps(1.0f);
+    const __m512 big =
+        _mm512_sub_ps(one, _mm512_div_ps(_mm512_set1_ps(2.0f), _mm512_add_ps(e, one)));
+    t = _mm512_mask_blend_ps(use_small, big, small);
+  }
   const __m512i sign = _mm512_and_si512(_mm512_castps_si512(x), _mm512_set1_epi32(INT32_MIN));
   return _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(t), sign));
 }
@@ -1110,6 +1114,21 @@ void SoftCap(float* x, int64_t n, float cap) {
     const __mmask16 m = static_cast<__mmask16>((1u << (n - i)) - 1);
     const __m512 v = _mm512_maskz_loadu_ps(m, x + i);
     _mm512_mask_storeu_ps(x + i, m, _mm512_mul_ps(c, Tanh16(_mm512_mul_ps(v, inv))));
+  }
+}
+
+void Relu2(float* x, int64_t n) {
+  const __m512 zero = _mm512_setzero_ps();
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m512 v = _mm512_loadu_ps(x + i);
+    _mm512_storeu_ps(x + i, _mm512_maskz_mul_ps(_mm512_cmp_ps_mask(v, zero, _CMP_GT_OQ), v, v));
+  }
+  if (i < n) {
+    const __mmask16 m = static_cast<__mmask16>((1u << (n - i)) - 1);
+    const __m512 v = _mm512_maskz_loadu_ps(m, x + i);
+    _mm512_mask_storeu_ps(x + i, m,
+                          _mm512_maskz_mul_ps(_mm512_cmp_ps_mask(v, zero, _CMP_GT_OQ), v, v));
   }
 }
 
@@ -1132,6 +1151,7 @@ const IsaKernels& Avx512Kernels() {
     t.attend_rows = AttendRows<float>;
     t.attend_rows_f16 = AttendRows<uint16_t>;
     t.soft_cap = SoftCap;
+    t.relu2 = Relu2;
     AddAvx512VnniKernels(&t);
     AddAvx512GemmKernels(&t);
     return t;

@@ -504,6 +504,18 @@ void SoftCap(float* x, int64_t n, float cap) {
   }
 }
 
+void Relu2(float* x, int64_t n) {
+  const float32x4_t zero = vdupq_n_f32(0.0f);
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    const float32x4_t v = vld1q_f32(x + i);
+    const uint32x4_t positive = vcgtq_f32(v, zero);  // false for NaN
+    vst1q_f32(x + i,
+              vreinterpretq_f32_u32(vandq_u32(vreinterpretq_u32_f32(vmulq_f32(v, v)), positive)));
+  }
+  for (; i < n; ++i) x[i] = x[i] > 0.0f ? x[i] * x[i] : 0.0f;
+}
+
 }  // namespace
 
 const IsaKernels& NeonKernels() {
@@ -513,6 +525,7 @@ const IsaKernels& NeonKernels() {
         Add,    RmsNormRow, SiluMul, SoftmaxRow, Attend, AttendF16,
     };
     t.soft_cap = SoftCap;
+    t.relu2 = Relu2;
     return t;
   }();
   return k;

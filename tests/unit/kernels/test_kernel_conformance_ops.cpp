@@ -4,8 +4,10 @@
 // against references written here or the scalar backend.
 #include <QtTest>
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -487,6 +489,25 @@ void TestKernelConformance::forwardPassSmallOps() {
     for (int i = 0; i < 37; ++i) {
       QCOMPARE(y[i], y3[i] > 0 ? y3[i] * y3[i] : 0.0f);
       QVERIFY(std::fabs(y2[i] - 15.0 * std::tanh(double(y3[i]) / 15.0)) < 1e-5);
+    }
+    // Relu2 bit for bit, the vector body and every table's tail: NaN, -0
+    // and -inf give +0, +inf stays, a square that underflows is +0.
+    {
+      const float inf = std::numeric_limits<float>::infinity();
+      const float nan = std::numeric_limits<float>::quiet_NaN();
+      std::vector<float> r = RandomFloats(37, rng, 4.0f);
+      const std::vector<std::pair<int, float>> special = {{0, nan},  {1, -0.0f},  {2, -inf},
+                                                          {3, inf},  {4, 1e-30f}, {17, -1e-30f},
+                                                          {35, nan}, {36, -0.0f}};
+      for (auto [i, v] : special) r[i] = v;
+      for (int64_t n : {int64_t{37}, int64_t{36}, int64_t{33}}) {
+        std::vector<float> got = r;
+        backend->Relu2(got.data(), n);
+        for (int64_t i = 0; i < 37; ++i) {
+          const float want = i >= n ? r[i] : (r[i] > 0.0f ? r[i] * r[i] : 0.0f);
+          QCOMPARE(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(want));
+        }
+      }
     }
     backend->Fill(y.data(), 37, -2.5f);
     QVERIFY(std::all_of(y.begin(), y.end(), [](float f) { return f == -2.5f; }));
