@@ -44,6 +44,10 @@ constexpr int64_t kPackedBlockCols = 32;
 // attend_rows, in tiles of kAttendRowsTile rows a task.
 constexpr int64_t kAttendRowsMin = 16;
 constexpr int64_t kAttendRowsTile = 16;
+// Fewer rows of a sequence (a verify step's, a short chunk; or more in a
+// batch-invariant step) at consecutive positions take attend_causal, up to
+// kAttendCausalRows rows a task.
+constexpr int64_t kAttendCausalRows = 8;
 
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
@@ -546,16 +550,38 @@ void CpuBackend::Attention(const AttentionArgs& args) {
     const AttentionSequence* seq;
     int64_t index;  // the tile's first row within the sequence
   };
+  // Rows of a sequence at consecutive positions through attend_causal: one
+  // task per (run, KV head), each row with the bits it gets alone.
+  struct RunRef {
+    const AttentionSequence* seq;
+    int64_t index;  // the run's first row within the sequence
+    int64_t rows;
+  };
   const int64_t hd = args.head_dim;
   const int64_t group = args.n_heads / args.n_kv_heads;
   const bool tiles_ok =
       !batch_invariant_ && (hd == 64 || hd == 128) && isa_.attend_rows && isa_.attend_rows_f16;
+  const auto consecutive = [](const AttentionSequence& seq) {
+    for (int64_t t = 1; t < seq.n_tokens; ++t) {
+      if (seq.positions[t] != seq.positions[0] + t) return false;
+    }
+    return true;
+  };
   std::vector<TokenRef> tokens;
   std::vector<TileRef> tiles;
+  std::vector<RunRef> runs;
   for (int64_t s = 0; s < args.n_sequences; ++s) {
     const AttentionSequence& seq = args.sequences[s];
     if (tiles_ok && seq.n_tokens >= kAttendRowsMin) {
       for (int64_t t = 0; t < seq.n_tokens; t += kAttendRowsTile) tiles.push_back({&seq, t});
+      continue;
+    }
+    const bool causal_ok = seq.kv_dtype == KvDtype::kF16 ? isa_.attend_causal_f16 != nullptr
+                                                         : isa_.attend_causal != nullptr;
+    if (causal_ok && seq.n_tokens >= 2 && consecutive(seq)) {
+      for (int64_t t = 0; t < seq.n_tokens; t += kAttendCausalRows) {
+        runs.push_back({&seq, t, std::min(kAttendCausalRows, seq.n_tokens - t)});
+      }
       continue;
     }
     for (int64_t t = 0; t < seq.n_tokens; ++t) tokens.push_back({&seq, seq.first_token + t, t});
@@ -572,8 +598,9 @@ void CpuBackend::Attention(const AttentionArgs& args) {
                     kvh * (packed ? hd : seq.head_stride)};
   };
   const int64_t n_tile_tasks = static_cast<int64_t>(tiles.size()) * args.n_kv_heads;
+  const int64_t n_run_tasks = static_cast<int64_t>(runs.size()) * args.n_kv_heads;
   pool_.ParallelFor(
-      n_tile_tasks + static_cast<int64_t>(tokens.size()) * args.n_kv_heads,
+      n_tile_tasks + n_run_tasks + static_cast<int64_t>(tokens.size()) * args.n_kv_heads,
       [&](int64_t task, int thread) {
         if (task < n_tile_tasks) {
           const TileRef& tile = tiles[task / args.n_kv_heads];
@@ -602,6 +629,32 @@ void CpuBackend::Attention(const AttentionArgs& args) {
           return;
         }
         task -= n_tile_tasks;
+        if (task < n_run_tasks) {
+          const RunRef& run = runs[task / args.n_kv_heads];
+          const AttentionSequence& seq = *run.seq;
+          const int64_t kvh = task % args.n_kv_heads;
+          const auto [kv_stride, head0] = kv_layout(seq, kvh);
+          const int64_t n_keys = static_cast<int64_t>(seq.positions[run.index]) + 1;
+          std::vector<float>& scores = attn_scratch_[thread];
+          const int64_t need = AttendCausalScores(run.rows, group, n_keys);
+          if (static_cast<int64_t>(scores.size()) < need) scores.resize(need);
+          const int64_t row = seq.first_token + run.index;
+          const float* q = args.q + row * args.q_row_stride + kvh * group * hd;
+          float* out = args.out + row * args.out_row_stride + kvh * group * hd;
+          if (seq.kv_dtype == KvDtype::kF16) {
+            isa_.attend_causal_f16(q, args.q_row_stride, run.rows, group,
+                                   static_cast<const uint16_t*>(seq.k_cache) + head0,
+                                   static_cast<const uint16_t*>(seq.v_cache) + head0, kv_stride,
+                                   n_keys, hd, args.scale, scores.data(), out, args.out_row_stride);
+          } else {
+            isa_.attend_causal(q, args.q_row_stride, run.rows, group,
+                               static_cast<const float*>(seq.k_cache) + head0,
+                               static_cast<const float*>(seq.v_cache) + head0, kv_stride, n_keys,
+                               hd, args.scale, scores.data(), out, args.out_row_stride);
+          }
+          return;
+        }
+        task -= n_run_tasks;
         const TokenRef& tr = tokens[task / args.n_kv_heads];
         const int64_t kvh = task % args.n_kv_heads;
         const int64_t n_keys = static_cast<int64_t>(tr.seq->positions[tr.index]) + 1;

@@ -159,7 +159,27 @@ struct IsaKernels {
                           const int32_t* positions, const uint16_t* k, const uint16_t* v,
                           int64_t kv_stride, int64_t hd, float scale, float* out,
                           int64_t out_row_stride, float* work);
+
+  // attend for n_rows query rows of one sequence at consecutive positions (a
+  // speculative verify step's rows, a short chunk): row r (q + r *
+  // q_row_stride, its n_q heads hd apart) attends keys [0, n_keys + r) and
+  // writes out + r * out_row_stride likewise. Every row gets the bits attend
+  // gives it alone (batch-invariant steps take it), the rows sharing their
+  // reads of K and V. scores: n_q * (n_rows * n_keys + n_rows * (n_rows - 1)
+  // / 2) floats (AttendCausalScores). Null: a row at a time through attend.
+  void (*attend_causal)(const float* q, int64_t q_row_stride, int64_t n_rows, int64_t n_q,
+                        const float* k, const float* v, int64_t kv_stride, int64_t n_keys,
+                        int64_t hd, float scale, float* scores, float* out, int64_t out_row_stride);
+  void (*attend_causal_f16)(const float* q, int64_t q_row_stride, int64_t n_rows, int64_t n_q,
+                            const uint16_t* k, const uint16_t* v, int64_t kv_stride, int64_t n_keys,
+                            int64_t hd, float scale, float* scores, float* out,
+                            int64_t out_row_stride);
 };
+
+// The scores scratch attend_causal needs.
+inline int64_t AttendCausalScores(int64_t n_rows, int64_t n_q, int64_t n_keys) {
+  return n_q * (n_rows * n_keys + n_rows * (n_rows - 1) / 2);
+}
 
 // The bound the vector tanh of soft_cap keeps (absolute, against the exact
 // tanh; the conformance test checks it on every backend over float bit

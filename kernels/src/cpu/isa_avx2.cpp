@@ -1084,87 +1084,275 @@ float DotKv(const float* q, const uint16_t* k, int64_t n) {
 // keys per pass over q; the value sum runs 64 columns at a time with the 8
 // accumulators in registers, so `out` is written once instead of read and
 // written per key. E: the cache's element (float, or uint16_t half).
+//
+// The query vectors of a call (the heads of a group, and with AttendCausal
+// the rows of a verify step) go two at a time where they can: a pair shares
+// each K and V load, where one vector alone is bound by the loads (a 4-key
+// pass loads 40 vectors for 32 FMAs). Every score and output element is
+// computed by the same operations in the same order whether its vector is
+// paired or alone (a key's score is its own 8-lane sum and tree; an output
+// lane sums its keys in order), so a vector's bits never depend on its
+// company: the batch-invariant verify steps rely on that.
+struct AttendVector {
+  const float* q;  // hd floats
+  float* s;        // n_keys scores, then probabilities
+  float* out;      // hd floats
+  int64_t n_keys;
+};
+
+// Prefetch keys j + 8 .. j + 11 (the cache's rows are kv_stride apart).
+template <class E>
+OCTET_INLINE void PrefetchKeys(const E* k, int64_t j, int64_t kv_stride, int64_t hd) {
+  constexpr int64_t kPerLine = 64 / sizeof(E);  // cache elements per 64-byte line
+  for (int t = 0; t < 4; ++t) {
+    for (int64_t c = 0; c < hd; c += kPerLine) PrefetchKv(k + (j + 8 + t) * kv_stride + c);
+  }
+}
+
+// Keys j..j+3's scores from their 8-lane sums: three horizontal adds for the
+// four, then the halves; each key's lanes are added in one fixed tree.
+OCTET_INLINE void StoreScores4(__m256 a0, __m256 a1, __m256 a2, __m256 a3, float scale, float* s) {
+  const __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(a0, a1), _mm256_hadd_ps(a2, a3));
+  const __m128 sums = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+  _mm_storeu_ps(s, _mm_mul_ps(sums, _mm_set1_ps(scale)));
+}
+
+// Scores of one vector for its keys [j, end) in 4-key passes (end - j a
+// multiple of 4, hd of 8), prefetching while 8 keys remain before `n_keys`.
+template <class E>
+void ScoresAlone(const AttendVector& u, const E* k, int64_t kv_stride, int64_t j, int64_t end,
+                 int64_t hd, float scale) {
+  for (; j < end; j += 4) {
+    const E *k0 = k + j * kv_stride, *k1 = k0 + kv_stride, *k2 = k1 + kv_stride,
+            *k3 = k2 + kv_stride;
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    if (j + 8 < u.n_keys) PrefetchKeys(k, j, kv_stride, hd);
+    for (int64_t c = 0; c < hd; c += 8) {
+      const __m256 qv = _mm256_loadu_ps(u.q + c);
+      a0 = _mm256_fmadd_ps(qv, LoadKv8(k0 + c), a0);
+      a1 = _mm256_fmadd_ps(qv, LoadKv8(k1 + c), a1);
+      a2 = _mm256_fmadd_ps(qv, LoadKv8(k2 + c), a2);
+      a3 = _mm256_fmadd_ps(qv, LoadKv8(k3 + c), a3);
+    }
+    StoreScores4(a0, a1, a2, a3, scale, u.s + j);
+  }
+}
+
+// Scores of two vectors for keys [0, end) (both have at least `end`, a
+// multiple of 4), each K vector loaded once for both.
+template <class E>
+void ScoresPair(const AttendVector& u, const AttendVector& w, const E* k, int64_t kv_stride,
+                int64_t end, int64_t hd, float scale) {
+  for (int64_t j = 0; j < end; j += 4) {
+    const E *k0 = k + j * kv_stride, *k1 = k0 + kv_stride, *k2 = k1 + kv_stride,
+            *k3 = k2 + kv_stride;
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    __m256 b0 = a0, b1 = a0, b2 = a0, b3 = a0;
+    if (j + 8 < u.n_keys) PrefetchKeys(k, j, kv_stride, hd);
+    for (int64_t c = 0; c < hd; c += 8) {
+      const __m256 x0 = LoadKv8(k0 + c), x1 = LoadKv8(k1 + c), x2 = LoadKv8(k2 + c),
+                   x3 = LoadKv8(k3 + c);
+      const __m256 qu = _mm256_loadu_ps(u.q + c), qw = _mm256_loadu_ps(w.q + c);
+      a0 = _mm256_fmadd_ps(qu, x0, a0);
+      a1 = _mm256_fmadd_ps(qu, x1, a1);
+      a2 = _mm256_fmadd_ps(qu, x2, a2);
+      a3 = _mm256_fmadd_ps(qu, x3, a3);
+      b0 = _mm256_fmadd_ps(qw, x0, b0);
+      b1 = _mm256_fmadd_ps(qw, x1, b1);
+      b2 = _mm256_fmadd_ps(qw, x2, b2);
+      b3 = _mm256_fmadd_ps(qw, x3, b3);
+    }
+    StoreScores4(a0, a1, a2, a3, scale, u.s + j);
+    StoreScores4(b0, b1, b2, b3, scale, w.s + j);
+  }
+}
+
+// A vector's scores from key `j` on, as a call for it alone makes them: the
+// rest of its 4-key passes, then a dot per key for the last n_keys % 4 (or
+// for every key when hd is not a multiple of 8).
+template <class E>
+void ScoresFinish(const AttendVector& u, const E* k, int64_t kv_stride, int64_t j, int64_t hd,
+                  float scale) {
+  if (hd % 8 == 0) {
+    const int64_t end = u.n_keys / 4 * 4;
+    ScoresAlone(u, k, kv_stride, j, end, hd, scale);
+    j = end;
+  }
+  for (; j < u.n_keys; ++j) u.s[j] = DotKv(u.q, k + j * kv_stride, hd) * scale;
+}
+
+// out = sum_j p_j v_j for one vector, 64 columns a pass from column c0.
+template <class E>
+void ValuesAlone(const AttendVector& u, const E* v, int64_t kv_stride, int64_t hd) {
+  constexpr int64_t kPerLine = 64 / sizeof(E);
+  const float* p = u.s;
+  const int64_t n_keys = u.n_keys;
+  float* o = u.out;
+  int64_t c = 0;
+  for (; c + 64 <= hd; c += 64) {
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
+    for (int64_t j = 0; j < n_keys; ++j) {
+      const __m256 pj = _mm256_broadcast_ss(p + j);
+      const E* vj = v + j * kv_stride + c;
+      if (j + 8 < n_keys) {
+        for (int64_t e = 0; e < 64; e += kPerLine) PrefetchKv(vj + 8 * kv_stride + e);
+      }
+      a0 = _mm256_fmadd_ps(pj, LoadKv8(vj), a0);
+      a1 = _mm256_fmadd_ps(pj, LoadKv8(vj + 8), a1);
+      a2 = _mm256_fmadd_ps(pj, LoadKv8(vj + 16), a2);
+      a3 = _mm256_fmadd_ps(pj, LoadKv8(vj + 24), a3);
+      a4 = _mm256_fmadd_ps(pj, LoadKv8(vj + 32), a4);
+      a5 = _mm256_fmadd_ps(pj, LoadKv8(vj + 40), a5);
+      a6 = _mm256_fmadd_ps(pj, LoadKv8(vj + 48), a6);
+      a7 = _mm256_fmadd_ps(pj, LoadKv8(vj + 56), a7);
+    }
+    _mm256_storeu_ps(o + c, a0);
+    _mm256_storeu_ps(o + c + 8, a1);
+    _mm256_storeu_ps(o + c + 16, a2);
+    _mm256_storeu_ps(o + c + 24, a3);
+    _mm256_storeu_ps(o + c + 32, a4);
+    _mm256_storeu_ps(o + c + 40, a5);
+    _mm256_storeu_ps(o + c + 48, a6);
+    _mm256_storeu_ps(o + c + 56, a7);
+  }
+  for (; c + 8 <= hd; c += 8) {
+    __m256 a = _mm256_setzero_ps();
+    for (int64_t j = 0; j < n_keys; ++j) {
+      a = _mm256_fmadd_ps(_mm256_broadcast_ss(p + j), LoadKv8(v + j * kv_stride + c), a);
+    }
+    _mm256_storeu_ps(o + c, a);
+  }
+  for (; c < hd; ++c) {
+    float a = 0.0f;
+    for (int64_t j = 0; j < n_keys; ++j) a += p[j] * KvAt(v + j * kv_stride + c);
+    o[c] = a;
+  }
+}
+
+// The same for two vectors (hd a multiple of 32), 32 columns a pass: keys
+// both have go to both from one load of V; the longer one's last keys
+// continue its own sums. Each output lane adds its keys in ValuesAlone's order.
+template <class E>
+void ValuesPair(const AttendVector& u, const AttendVector& w, const E* v, int64_t kv_stride,
+                int64_t hd) {
+  constexpr int64_t kPerLine = 64 / sizeof(E);
+  const int64_t both = std::min(u.n_keys, w.n_keys);
+  for (int64_t c = 0; c < hd; c += 32) {
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    __m256 b0 = a0, b1 = a0, b2 = a0, b3 = a0;
+    int64_t j = 0;
+    for (; j < both; ++j) {
+      const E* vj = v + j * kv_stride + c;
+      if (j + 8 < both) {
+        for (int64_t e = 0; e < 32; e += kPerLine) PrefetchKv(vj + 8 * kv_stride + e);
+      }
+      const __m256 x0 = LoadKv8(vj), x1 = LoadKv8(vj + 8), x2 = LoadKv8(vj + 16),
+                   x3 = LoadKv8(vj + 24);
+      const __m256 pu = _mm256_broadcast_ss(u.s + j), pw = _mm256_broadcast_ss(w.s + j);
+      a0 = _mm256_fmadd_ps(pu, x0, a0);
+      a1 = _mm256_fmadd_ps(pu, x1, a1);
+      a2 = _mm256_fmadd_ps(pu, x2, a2);
+      a3 = _mm256_fmadd_ps(pu, x3, a3);
+      b0 = _mm256_fmadd_ps(pw, x0, b0);
+      b1 = _mm256_fmadd_ps(pw, x1, b1);
+      b2 = _mm256_fmadd_ps(pw, x2, b2);
+      b3 = _mm256_fmadd_ps(pw, x3, b3);
+    }
+    for (int64_t jj = j; jj < u.n_keys; ++jj) {
+      const E* vj = v + jj * kv_stride + c;
+      const __m256 pu = _mm256_broadcast_ss(u.s + jj);
+      a0 = _mm256_fmadd_ps(pu, LoadKv8(vj), a0);
+      a1 = _mm256_fmadd_ps(pu, LoadKv8(vj + 8), a1);
+      a2 = _mm256_fmadd_ps(pu, LoadKv8(vj + 16), a2);
+      a3 = _mm256_fmadd_ps(pu, LoadKv8(vj + 24), a3);
+    }
+    for (int64_t jj = j; jj < w.n_keys; ++jj) {
+      const E* vj = v + jj * kv_stride + c;
+      const __m256 pw = _mm256_broadcast_ss(w.s + jj);
+      b0 = _mm256_fmadd_ps(pw, LoadKv8(vj), b0);
+      b1 = _mm256_fmadd_ps(pw, LoadKv8(vj + 8), b1);
+      b2 = _mm256_fmadd_ps(pw, LoadKv8(vj + 16), b2);
+      b3 = _mm256_fmadd_ps(pw, LoadKv8(vj + 24), b3);
+    }
+    _mm256_storeu_ps(u.out + c, a0);
+    _mm256_storeu_ps(u.out + c + 8, a1);
+    _mm256_storeu_ps(u.out + c + 16, a2);
+    _mm256_storeu_ps(u.out + c + 24, a3);
+    _mm256_storeu_ps(w.out + c, b0);
+    _mm256_storeu_ps(w.out + c + 8, b1);
+    _mm256_storeu_ps(w.out + c + 16, b2);
+    _mm256_storeu_ps(w.out + c + 24, b3);
+  }
+}
+
+// Attention of n vectors against one KV head's keys and values, two at a
+// time (the last one of an odd count alone).
+template <class E>
+void AttendVectors(const AttendVector* vecs, int64_t n, const E* k, const E* v, int64_t kv_stride,
+                   int64_t hd, float scale) {
+  for (int64_t i = 0; i < n; i += 2) {
+    const AttendVector& u = vecs[i];
+    if (i + 1 < n && hd % 8 == 0) {
+      const AttendVector& w = vecs[i + 1];
+      const int64_t both = std::min(u.n_keys, w.n_keys) / 4 * 4;
+      ScoresPair(u, w, k, kv_stride, both, hd, scale);
+      ScoresFinish(w, k, kv_stride, both, hd, scale);
+      ScoresFinish(u, k, kv_stride, both, hd, scale);
+    } else {
+      ScoresFinish(u, k, kv_stride, 0, hd, scale);
+      if (i + 1 < n) ScoresFinish(vecs[i + 1], k, kv_stride, 0, hd, scale);
+    }
+  }
+  for (int64_t i = 0; i < n; ++i) SoftmaxRow(vecs[i].s, vecs[i].n_keys);
+  for (int64_t i = 0; i < n; i += 2) {
+    if (i + 1 < n && hd % 32 == 0) {
+      ValuesPair(vecs[i], vecs[i + 1], v, kv_stride, hd);
+    } else {
+      ValuesAlone(vecs[i], v, kv_stride, hd);
+      if (i + 1 < n) ValuesAlone(vecs[i + 1], v, kv_stride, hd);
+    }
+  }
+}
+
+// Vectors of one call at a time on the stack.
+constexpr int64_t kAttendBatch = 32;
+
 template <class E>
 void Attend(const float* q, int64_t q_stride, int64_t n_q, const E* k, const E* v,
             int64_t kv_stride, int64_t n_keys, int64_t hd, float scale, float* scores, float* out,
             int64_t out_stride) {
-  constexpr int64_t kPerLine = 64 / sizeof(E);  // cache elements per 64-byte line
-  for (int64_t i = 0; i < n_q; ++i) {
-    const float* qi = q + i * q_stride;
-    float* s = scores + i * n_keys;
-    int64_t j = 0;
-    if (hd % 8 == 0) {
-      // Four keys per pass: q is loaded once for the four, and the four sums
-      // are reduced together (three horizontal adds) instead of one by one.
-      for (; j + 4 <= n_keys; j += 4) {
-        const E *k0 = k + j * kv_stride, *k1 = k0 + kv_stride, *k2 = k1 + kv_stride,
-                *k3 = k2 + kv_stride;
-        __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-        if (j + 8 < n_keys) {  // the cache's rows are kv_stride apart: prefetch
-          for (int t = 0; t < 4; ++t) {
-            for (int64_t c = 0; c < hd; c += kPerLine) PrefetchKv(k + (j + 8 + t) * kv_stride + c);
-          }
-        }
-        for (int64_t c = 0; c < hd; c += 8) {
-          const __m256 qv = _mm256_loadu_ps(qi + c);
-          a0 = _mm256_fmadd_ps(qv, LoadKv8(k0 + c), a0);
-          a1 = _mm256_fmadd_ps(qv, LoadKv8(k1 + c), a1);
-          a2 = _mm256_fmadd_ps(qv, LoadKv8(k2 + c), a2);
-          a3 = _mm256_fmadd_ps(qv, LoadKv8(k3 + c), a3);
-        }
-        const __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(a0, a1), _mm256_hadd_ps(a2, a3));
-        const __m128 sums =
-            _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));  // keys j..j+3
-        _mm_storeu_ps(s + j, _mm_mul_ps(sums, _mm_set1_ps(scale)));
-      }
+  AttendVector vecs[kAttendBatch];
+  for (int64_t i0 = 0; i0 < n_q; i0 += kAttendBatch) {
+    const int64_t n = std::min(kAttendBatch, n_q - i0);
+    for (int64_t i = 0; i < n; ++i) {
+      vecs[i] = {q + (i0 + i) * q_stride, scores + (i0 + i) * n_keys, out + (i0 + i) * out_stride,
+                 n_keys};
     }
-    for (; j < n_keys; ++j) s[j] = DotKv(qi, k + j * kv_stride, hd) * scale;
+    AttendVectors(vecs, n, k, v, kv_stride, hd, scale);
   }
-  for (int64_t i = 0; i < n_q; ++i) {
-    const float* p = scores + i * n_keys;
-    SoftmaxRow(scores + i * n_keys, n_keys);
-    float* o = out + i * out_stride;
-    int64_t c = 0;
-    for (; c + 64 <= hd; c += 64) {
-      __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0,
-             a7 = a0;
-      for (int64_t j = 0; j < n_keys; ++j) {
-        const __m256 pj = _mm256_broadcast_ss(p + j);
-        const E* vj = v + j * kv_stride + c;
-        if (j + 8 < n_keys) {
-          for (int64_t e = 0; e < 64; e += kPerLine) PrefetchKv(vj + 8 * kv_stride + e);
-        }
-        a0 = _mm256_fmadd_ps(pj, LoadKv8(vj), a0);
-        a1 = _mm256_fmadd_ps(pj, LoadKv8(vj + 8), a1);
-        a2 = _mm256_fmadd_ps(pj, LoadKv8(vj + 16), a2);
-        a3 = _mm256_fmadd_ps(pj, LoadKv8(vj + 24), a3);
-        a4 = _mm256_fmadd_ps(pj, LoadKv8(vj + 32), a4);
-        a5 = _mm256_fmadd_ps(pj, LoadKv8(vj + 40), a5);
-        a6 = _mm256_fmadd_ps(pj, LoadKv8(vj + 48), a6);
-        a7 = _mm256_fmadd_ps(pj, LoadKv8(vj + 56), a7);
+}
+
+// IsaKernels::attend_causal: rows r < n_rows at consecutive positions, row r
+// attending keys [0, n_keys + r); its n_q heads are vectors of their own.
+// Heads of one row pair up (the same keys); with one head, neighbouring rows.
+template <class E>
+void AttendCausal(const float* q, int64_t q_row_stride, int64_t n_rows, int64_t n_q, const E* k,
+                  const E* v, int64_t kv_stride, int64_t n_keys, int64_t hd, float scale,
+                  float* scores, float* out, int64_t out_row_stride) {
+  AttendVector vecs[kAttendBatch];
+  int64_t n = 0;
+  float* s = scores;
+  for (int64_t r = 0; r < n_rows; ++r) {
+    for (int64_t h = 0; h < n_q; ++h) {
+      vecs[n++] = {q + r * q_row_stride + h * hd, s, out + r * out_row_stride + h * hd, n_keys + r};
+      s += n_keys + r;
+      if (n == kAttendBatch) {  // even: pairs stay as they were formed
+        AttendVectors(vecs, n, k, v, kv_stride, hd, scale);
+        n = 0;
       }
-      _mm256_storeu_ps(o + c, a0);
-      _mm256_storeu_ps(o + c + 8, a1);
-      _mm256_storeu_ps(o + c + 16, a2);
-      _mm256_storeu_ps(o + c + 24, a3);
-      _mm256_storeu_ps(o + c + 32, a4);
-      _mm256_storeu_ps(o + c + 40, a5);
-      _mm256_storeu_ps(o + c + 48, a6);
-      _mm256_storeu_ps(o + c + 56, a7);
-    }
-    for (; c + 8 <= hd; c += 8) {
-      __m256 a = _mm256_setzero_ps();
-      for (int64_t j = 0; j < n_keys; ++j) {
-        a = _mm256_fmadd_ps(_mm256_broadcast_ss(p + j), LoadKv8(v + j * kv_stride + c), a);
-      }
-      _mm256_storeu_ps(o + c, a);
-    }
-    for (; c < hd; ++c) {
-      float a = 0.0f;
-      for (int64_t j = 0; j < n_keys; ++j) a += p[j] * KvAt(v + j * kv_stride + c);
-      o[c] = a;
     }
   }
+  if (n > 0) AttendVectors(vecs, n, k, v, kv_stride, hd, scale);
 }
 
 // qt, acc and kb (8 x hd each), pt (8 x 8), al and inv (8 each).
@@ -1326,6 +1514,8 @@ const IsaKernels& Avx2Kernels() {
     t.attend_rows_work = AttendRowsWork;
     t.attend_rows = AttendRows<float>;
     t.attend_rows_f16 = AttendRows<uint16_t>;
+    t.attend_causal = AttendCausal<float>;
+    t.attend_causal_f16 = AttendCausal<uint16_t>;
     AddAvx2GemmKernels(&t);
     AddAvx2Nvfp4TileKernels(&t);
     // Zen 3, 2 threads, a throwaway harness timing Matmul both ways in

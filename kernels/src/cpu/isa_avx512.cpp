@@ -936,6 +936,36 @@ void Attend(const float* q, int64_t q_stride, int64_t n_q, const E* k, const E* 
   }
 }
 
+// IsaKernels::attend_causal: what Attend sends to the AVX2 op (heads of 64,
+// odd groups) through the AVX2 table's rows-together kernel, the same bits;
+// pairs of 128-wide heads a row at a time through Attend above.
+void AttendCausalAvx2(const float* q, int64_t q_row_stride, int64_t n_rows, int64_t n_q,
+                      const float* k, const float* v, int64_t kv_stride, int64_t n_keys, int64_t hd,
+                      float scale, float* scores, float* out, int64_t out_row_stride) {
+  Avx2Kernels().attend_causal(q, q_row_stride, n_rows, n_q, k, v, kv_stride, n_keys, hd, scale,
+                              scores, out, out_row_stride);
+}
+void AttendCausalAvx2(const float* q, int64_t q_row_stride, int64_t n_rows, int64_t n_q,
+                      const uint16_t* k, const uint16_t* v, int64_t kv_stride, int64_t n_keys,
+                      int64_t hd, float scale, float* scores, float* out, int64_t out_row_stride) {
+  Avx2Kernels().attend_causal_f16(q, q_row_stride, n_rows, n_q, k, v, kv_stride, n_keys, hd, scale,
+                                  scores, out, out_row_stride);
+}
+template <class E>
+void AttendCausal(const float* q, int64_t q_row_stride, int64_t n_rows, int64_t n_q, const E* k,
+                  const E* v, int64_t kv_stride, int64_t n_keys, int64_t hd, float scale,
+                  float* scores, float* out, int64_t out_row_stride) {
+  if (hd != 128 || n_q % 2 != 0) {
+    AttendCausalAvx2(q, q_row_stride, n_rows, n_q, k, v, kv_stride, n_keys, hd, scale, scores, out,
+                     out_row_stride);
+    return;
+  }
+  for (int64_t r = 0; r < n_rows; ++r) {
+    Attend(q + r * q_row_stride, hd, n_q, k, v, kv_stride, n_keys + r, hd, scale, scores,
+           out + r * out_row_stride, hd);
+  }
+}
+
 // An F16 cache's block of n keys widened to floats (a float cache is read in place).
 OCTET_INLINE void WidenKeys16(const uint16_t* src, int64_t stride, int n, int hd, float* dst) {
   for (int t = 0; t < n; ++t) {
@@ -1150,6 +1180,8 @@ const IsaKernels& Avx512Kernels() {
     t.attend_rows_work = AttendRowsWork;
     t.attend_rows = AttendRows<float>;
     t.attend_rows_f16 = AttendRows<uint16_t>;
+    t.attend_causal = AttendCausal<float>;
+    t.attend_causal_f16 = AttendCausal<uint16_t>;
     t.soft_cap = SoftCap;
     t.relu2 = Relu2;
     AddAvx512VnniKernels(&t);

@@ -226,8 +226,9 @@ void TestKernelConformance::attentionMatchesNaive() {
   // Each cache as float and as IEEE half (an F16 KV cache: the reference
   // reads the half values widened, which is exact), position-major and
   // head-major (the engine's layout: explicit strides).
-  // The first sequence prefills 5 tokens (a row at a time) or 37 (AVX-512:
-  // 16-row tiles, the last one cut short).
+  // The first sequence prefills 5 tokens (rows together through
+  // attend_causal where the table has it, else a row at a time) or 37
+  // (16-row tiles, the last one cut short).
   for (int64_t n1 : {5, 37})
     for (bool head_major : {false, true})
       for (KvDtype dtype : {KvDtype::kF32, KvDtype::kF16})
@@ -319,24 +320,41 @@ void TestKernelConformance::attentionMatchesNaive() {
           }
 }
 
-// A batch-invariant backend (speculative verify steps) gives each row of a
-// many-row attention call the bits that row gets alone: the prefill tiles
-// (attend_rows) sum in another order, so they stay out of such steps.
-void TestKernelConformance::batchInvariantAttentionKeepsEachRowsBits() {
-  std::mt19937 rng(44);
-  const int64_t heads = 4, kv = 2, hd = 128, cap = 64, n = 37;
+namespace {
+
+// One shape of batchInvariantAttentionKeepsEachRowsBits on every CPU backend.
+void BatchInvariantAttentionShape(int64_t heads, int64_t kv, int64_t hd, int64_t n,
+                                  int64_t first_pos, KvDtype dtype) {
+  std::mt19937 rng(44 + heads * 7 + hd + n + first_pos);
+  const int64_t cap = first_pos + n;
   std::vector<float> k = RandomFloats(kv * cap * hd, rng), v = RandomFloats(kv * cap * hd, rng);
+  std::vector<uint16_t> k16(k.size()), v16(v.size());
+  for (size_t i = 0; i < k.size(); ++i) {
+    k16[i] = F32ToF16(k[i]);
+    v16[i] = F32ToF16(v[i]);
+  }
   std::vector<float> q = RandomFloats(n * heads * hd, rng);
   std::vector<int32_t> pos(n);
-  for (int64_t i = 0; i < n; ++i) pos[i] = static_cast<int32_t>(20 + i);
+  for (int64_t i = 0; i < n; ++i) pos[i] = static_cast<int32_t>(first_pos + i);
+  const std::string shape = std::to_string(heads) + ":" + std::to_string(kv) + " heads of " +
+                            std::to_string(hd) + ", " + std::to_string(n) + " rows from " +
+                            std::to_string(first_pos) +
+                            (dtype == KvDtype::kF16 ? ", f16 KV" : ", f32 KV");
   for (const auto& info : ProbeBackends()) {
     if (!info.available) continue;
     auto b = CreateBackend(info.name, {.threads = 2});
     QVERIFY2(b.ok() && (*b)->set_batch_invariant(true), info.name.c_str());
     auto run = [&](int64_t first, int64_t rows, float* out) {
       // Rows [first, first + rows) of q, head-major cache.
-      AttentionSequence seq{0,  rows,    k.data(), v.data(), pos.data() + first, KvDtype::kF32,
-                            hd, cap * hd};
+      const bool f16 = dtype == KvDtype::kF16;
+      AttentionSequence seq{0,
+                            rows,
+                            f16 ? static_cast<const void*>(k16.data()) : k.data(),
+                            f16 ? static_cast<const void*>(v16.data()) : v.data(),
+                            pos.data() + first,
+                            dtype,
+                            hd,
+                            cap * hd};
       AttentionArgs a;
       a.q = q.data() + first * heads * hd;
       a.q_row_stride = heads * hd;
@@ -353,7 +371,33 @@ void TestKernelConformance::batchInvariantAttentionKeepsEachRowsBits() {
     std::vector<float> all(n * heads * hd), alone(n * heads * hd);
     run(0, n, all.data());
     for (int64_t i = 0; i < n; ++i) run(i, 1, alone.data() + i * heads * hd);
-    QVERIFY2(std::memcmp(all.data(), alone.data(), all.size() * 4) == 0, info.name.c_str());
+    QVERIFY2(std::memcmp(all.data(), alone.data(), all.size() * 4) == 0,
+             (info.name + ": " + shape).c_str());
+  }
+}
+
+}  // namespace
+
+// A batch-invariant backend (speculative verify steps) gives each row of a
+// many-row attention call the bits that row gets alone: the prefill tiles
+// (attend_rows) sum in another order, so they stay out of such steps, and
+// the rows taken together (attend_causal: a verify step's rows sharing their
+// K and V reads, two query vectors at a time) must each sum as one alone.
+// Shapes: Qwen3's heads of 128 in groups of 2, nanochat's 64 in groups of 1
+// (rows paired), groups of 3 (pairs across rows) and of 4; a first position
+// at each remainder mod 4 (where a row's 4-key passes end); 37 rows (runs of
+// 8 and a rest) and a verify step's 5.
+void TestKernelConformance::batchInvariantAttentionKeepsEachRowsBits() {
+  struct Shape {
+    int64_t heads, kv, hd, n, first_pos;
+  };
+  for (const Shape sh : {Shape{4, 2, 128, 37, 20}, Shape{2, 2, 64, 5, 97}, Shape{2, 2, 64, 37, 6},
+                         Shape{6, 2, 64, 5, 99}, Shape{8, 2, 64, 7, 100}, Shape{2, 1, 128, 5, 3},
+                         Shape{3, 3, 40, 5, 9}, Shape{2, 2, 96, 6, 1}}) {
+    for (KvDtype dtype : {KvDtype::kF32, KvDtype::kF16}) {
+      BatchInvariantAttentionShape(sh.heads, sh.kv, sh.hd, sh.n, sh.first_pos, dtype);
+      if (QTest::currentTestFailed()) return;
+    }
   }
 }
 
