@@ -728,6 +728,7 @@ void CpuBackend::Embedding(const WeightMatrix& table, const int32_t* ids, int64_
 }
 
 int64_t CpuBackend::Argmax(const float* x, int64_t n) {
+  if (isa_.argmax) return isa_.argmax(x, n);  // the vector tables
   // The first index of the largest value that is not NaN (0 when all are NaN),
   // in two passes the compiler vectorises (greedy decoding runs this over the
   // whole vocabulary every token; one branchy pass took ~110 us at 151936):

@@ -128,6 +128,11 @@ struct IsaKernels {
   // runs where this is null.
   void (*relu2)(float* x, int64_t n);
 
+  // The first index of the largest value that is not NaN (0 when all are
+  // NaN): greedy decoding and every verified draft take one per vocabulary
+  // row. Null: CpuBackend's two-pass loop.
+  int64_t (*argmax)(const float* x, int64_t n);
+
   // gemv, with each row's output the bits gemv gives that row alone
   // (m = 1) whatever m is (KernelBackend::set_batch_invariant). Null where gemv
   // itself is so (every table but AVX-512's, whose 3-8-row dense kernel sums

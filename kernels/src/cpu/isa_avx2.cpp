@@ -1057,6 +1057,37 @@ void Relu2(float* x, int64_t n) {
   for (; i < n; ++i) x[i] = x[i] > 0.0f ? x[i] * x[i] : 0.0f;
 }
 
+// The maximum in four vectors of lanes (MAXPS gives its second operand, the
+// running maximum, where x is NaN, so a NaN never enters), then the first
+// element equal to it.
+int64_t Argmax(const float* x, int64_t n) {
+  const __m256 ninf = _mm256_set1_ps(-INFINITY);
+  __m256 m0 = ninf, m1 = ninf, m2 = ninf, m3 = ninf;
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    m0 = _mm256_max_ps(_mm256_loadu_ps(x + i), m0);
+    m1 = _mm256_max_ps(_mm256_loadu_ps(x + i + 8), m1);
+    m2 = _mm256_max_ps(_mm256_loadu_ps(x + i + 16), m2);
+    m3 = _mm256_max_ps(_mm256_loadu_ps(x + i + 24), m3);
+  }
+  for (; i + 8 <= n; i += 8) m0 = _mm256_max_ps(_mm256_loadu_ps(x + i), m0);
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, _mm256_max_ps(_mm256_max_ps(m0, m1), _mm256_max_ps(m2, m3)));
+  float m = -INFINITY;
+  for (float l : lanes) m = l > m ? l : m;
+  for (; i < n; ++i) m = x[i] > m ? x[i] : m;
+  const __m256 mv = _mm256_set1_ps(m);
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8) {
+    const int hit = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(x + j), mv, _CMP_EQ_OQ));
+    if (hit != 0) return j + __builtin_ctz(static_cast<unsigned>(hit));
+  }
+  for (; j < n; ++j) {
+    if (x[j] == m) return j;
+  }
+  return 0;
+}
+
 // K/V cache elements: float, or IEEE half (an F16 cache) widened exactly by F16C.
 OCTET_INLINE __m256 LoadKv8(const float* p) { return _mm256_loadu_ps(p); }
 OCTET_INLINE __m256 LoadKv8(const uint16_t* p) {
@@ -1093,6 +1124,8 @@ float DotKv(const float* q, const uint16_t* k, int64_t n) {
 // paired or alone (a key's score is its own 8-lane sum and tree; an output
 // lane sums its keys in order), so a vector's bits never depend on its
 // company: the batch-invariant verify steps rely on that.
+OCTET_INLINE int64_t MinI64(int64_t a, int64_t b) { return a < b ? a : b; }
+
 struct AttendVector {
   const float* q;  // hd floats
   float* s;        // n_keys scores, then probabilities
@@ -1236,7 +1269,7 @@ template <class E>
 void ValuesPair(const AttendVector& u, const AttendVector& w, const E* v, int64_t kv_stride,
                 int64_t hd) {
   constexpr int64_t kPerLine = 64 / sizeof(E);
-  const int64_t both = std::min(u.n_keys, w.n_keys);
+  const int64_t both = MinI64(u.n_keys, w.n_keys);
   for (int64_t c = 0; c < hd; c += 32) {
     __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
     __m256 b0 = a0, b1 = a0, b2 = a0, b3 = a0;
@@ -1294,7 +1327,7 @@ void AttendVectors(const AttendVector* vecs, int64_t n, const E* k, const E* v, 
     const AttendVector& u = vecs[i];
     if (i + 1 < n && hd % 8 == 0) {
       const AttendVector& w = vecs[i + 1];
-      const int64_t both = std::min(u.n_keys, w.n_keys) / 4 * 4;
+      const int64_t both = MinI64(u.n_keys, w.n_keys) / 4 * 4;
       ScoresPair(u, w, k, kv_stride, both, hd, scale);
       ScoresFinish(w, k, kv_stride, both, hd, scale);
       ScoresFinish(u, k, kv_stride, both, hd, scale);
@@ -1323,7 +1356,7 @@ void Attend(const float* q, int64_t q_stride, int64_t n_q, const E* k, const E* 
             int64_t out_stride) {
   AttendVector vecs[kAttendBatch];
   for (int64_t i0 = 0; i0 < n_q; i0 += kAttendBatch) {
-    const int64_t n = std::min(kAttendBatch, n_q - i0);
+    const int64_t n = MinI64(kAttendBatch, n_q - i0);
     for (int64_t i = 0; i < n; ++i) {
       vecs[i] = {q + (i0 + i) * q_stride, scores + (i0 + i) * n_keys, out + (i0 + i) * out_stride,
                  n_keys};
@@ -1511,6 +1544,7 @@ const IsaKernels& Avx2Kernels() {
     };
     t.soft_cap = SoftCap;
     t.relu2 = Relu2;
+    t.argmax = Argmax;
     t.attend_rows_work = AttendRowsWork;
     t.attend_rows = AttendRows<float>;
     t.attend_rows_f16 = AttendRows<uint16_t>;

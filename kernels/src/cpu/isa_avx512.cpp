@@ -1162,6 +1162,35 @@ void Relu2(float* x, int64_t n) {
   }
 }
 
+// The AVX2 table's Argmax in 16 lanes, the tail masked (lanes past n stay
+// -inf; a NaN never enters, MAXPS giving its second operand).
+int64_t Argmax(const float* x, int64_t n) {
+  const __m512 ninf = _mm512_set1_ps(-INFINITY);
+  __m512 m0 = ninf, m1 = ninf, m2 = ninf, m3 = ninf;
+  int64_t i = 0;
+  for (; i + 64 <= n; i += 64) {
+    m0 = _mm512_max_ps(_mm512_loadu_ps(x + i), m0);
+    m1 = _mm512_max_ps(_mm512_loadu_ps(x + i + 16), m1);
+    m2 = _mm512_max_ps(_mm512_loadu_ps(x + i + 32), m2);
+    m3 = _mm512_max_ps(_mm512_loadu_ps(x + i + 48), m3);
+  }
+  for (; i < n; i += 16) {
+    const __mmask16 k =
+        n - i >= 16 ? __mmask16{0xffff} : static_cast<__mmask16>((1u << (n - i)) - 1);
+    m0 = _mm512_max_ps(_mm512_mask_loadu_ps(ninf, k, x + i), m0);
+  }
+  const float m = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_max_ps(m0, m1), _mm512_max_ps(m2, m3)));
+  const __m512 mv = _mm512_set1_ps(m);
+  for (int64_t j = 0; j < n; j += 16) {
+    const __mmask16 k =
+        n - j >= 16 ? __mmask16{0xffff} : static_cast<__mmask16>((1u << (n - j)) - 1);
+    const __mmask16 hit =
+        _mm512_mask_cmp_ps_mask(k, _mm512_maskz_loadu_ps(k, x + j), mv, _CMP_EQ_OQ);
+    if (hit != 0) return j + __builtin_ctz(hit);
+  }
+  return 0;
+}
+
 }  // namespace
 
 const IsaKernels& Avx512Kernels() {
@@ -1184,6 +1213,7 @@ const IsaKernels& Avx512Kernels() {
     t.attend_causal_f16 = AttendCausal<uint16_t>;
     t.soft_cap = SoftCap;
     t.relu2 = Relu2;
+    t.argmax = Argmax;
     AddAvx512VnniKernels(&t);
     AddAvx512GemmKernels(&t);
     return t;

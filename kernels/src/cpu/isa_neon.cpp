@@ -516,6 +516,32 @@ void Relu2(float* x, int64_t n) {
   for (; i < n; ++i) x[i] = x[i] > 0.0f ? x[i] * x[i] : 0.0f;
 }
 
+// The AVX2 table's Argmax in 4 lanes; FMAXNM gives the number where one
+// operand is NaN, so a NaN never enters.
+int64_t Argmax(const float* x, int64_t n) {
+  const float32x4_t ninf = vdupq_n_f32(-INFINITY);
+  float32x4_t m0 = ninf, m1 = ninf, m2 = ninf, m3 = ninf;
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    m0 = vmaxnmq_f32(vld1q_f32(x + i), m0);
+    m1 = vmaxnmq_f32(vld1q_f32(x + i + 4), m1);
+    m2 = vmaxnmq_f32(vld1q_f32(x + i + 8), m2);
+    m3 = vmaxnmq_f32(vld1q_f32(x + i + 12), m3);
+  }
+  for (; i + 4 <= n; i += 4) m0 = vmaxnmq_f32(vld1q_f32(x + i), m0);
+  float m = vmaxnmvq_f32(vmaxnmq_f32(vmaxnmq_f32(m0, m1), vmaxnmq_f32(m2, m3)));
+  for (; i < n; ++i) m = x[i] > m ? x[i] : m;
+  const float32x4_t mv = vdupq_n_f32(m);
+  int64_t j = 0;
+  for (; j + 4 <= n; j += 4) {
+    if (vmaxvq_u32(vceqq_f32(vld1q_f32(x + j), mv)) != 0) break;
+  }
+  for (; j < n; ++j) {
+    if (x[j] == m) return j;
+  }
+  return 0;
+}
+
 }  // namespace
 
 const IsaKernels& NeonKernels() {
@@ -526,6 +552,7 @@ const IsaKernels& NeonKernels() {
     };
     t.soft_cap = SoftCap;
     t.relu2 = Relu2;
+    t.argmax = Argmax;
     return t;
   }();
   return k;
