@@ -121,7 +121,14 @@ class PromptMaker {
       return UnavailableError(HttpError(r, "the text prompt mode needs POST /tokenize"));
     }
     json j = json::parse(r->body, nullptr, false);
-    if (j.is_object() && j.contains("count")) return j["count"].get<int64_t>();
+    if (j.is_object() && j.contains("count")) {
+      const std::optional<int64_t> count = IntegerMember(j, "count", -1);
+      if (!count || *count < 0) {
+        return UnavailableError("POST /tokenize answered a \"count\" that is not a count: " +
+                                j["count"].dump());
+      }
+      return *count;
+    }
     if (j.is_object() && j.contains("tokens") && j["tokens"].is_array()) {
       return static_cast<int64_t>(j["tokens"].size());
     }
@@ -210,14 +217,21 @@ RequestSample SendRequest(const BenchConfig& c, const std::string& model, const 
     if (j.contains("timings") && j["timings"].is_object()) {
       // An octet server's per-request figures: speculative decoding's counts.
       const json& t = j["timings"];
-      if (t.contains("drafted_tokens") && t["drafted_tokens"].is_number_integer()) {
-        s.drafted_tokens = t["drafted_tokens"].get<int64_t>();
-        s.accepted_tokens = t.value("accepted_tokens", int64_t{0});
+      // Counts only where they are integers (a float or a string is left
+      // out, never cast: IntegerMember).
+      const std::optional<int64_t> drafted = IntegerMember(t, "drafted_tokens", -1);
+      const std::optional<int64_t> accepted = IntegerMember(t, "accepted_tokens", 0);
+      if (drafted && *drafted >= 0 && accepted) {
+        s.drafted_tokens = *drafted;
+        s.accepted_tokens = *accepted;
       }
     }
     if (j.contains("usage") && j["usage"].is_object()) {
-      s.completion_tokens = j["usage"].value("completion_tokens", s.completion_tokens);
-      s.prompt_tokens = j["usage"].value("prompt_tokens", s.prompt_tokens);
+      const json& u = j["usage"];
+      if (auto v = IntegerMember(u, "completion_tokens", s.completion_tokens)) {
+        s.completion_tokens = *v;
+      }
+      if (auto v = IntegerMember(u, "prompt_tokens", s.prompt_tokens)) s.prompt_tokens = *v;
     }
     if (!j.contains("choices") || !j["choices"].is_array() || j["choices"].empty()) return;
     const json& ch = j["choices"][0];

@@ -37,10 +37,19 @@ Result<TrainingFigures> ParseTrainingFigures(std::string_view line) {
       return InvalidArgumentError("@octet-figures: not a training line");
     }
     f.state = j.value("state", std::string());
+    // Step counts are integers or the line is refused (a float is never cast).
+    const auto step = [&](const char* key, int64_t fallback) -> Result<int64_t> {
+      const std::optional<int64_t> v = IntegerMember(j, key, fallback);
+      if (!v || *v < 0) {
+        return InvalidArgumentError(std::string("@octet-figures: \"") + key +
+                                    "\" must be a non-negative integer, not " + j.at(key).dump());
+      }
+      return *v;
+    };
     if (j.contains("train_step")) {
       f.has_step = true;
-      f.train_step = j.at("train_step").get<int64_t>();
-      f.train_total_steps = j.value("train_total_steps", int64_t{0});
+      OCTET_ASSIGN_OR_RETURN(f.train_step, step("train_step", 0));
+      OCTET_ASSIGN_OR_RETURN(f.train_total_steps, step("train_total_steps", 0));
       f.train_loss = j.value("train_loss", 0.0);
       f.train_tps = j.value("train_tps", 0.0);
       f.step_ms = j.value("step_ms", 0.0);
@@ -51,7 +60,7 @@ Result<TrainingFigures> ParseTrainingFigures(std::string_view line) {
     }
     if (j.contains("val_step")) {
       f.has_val = true;
-      f.val_step = j.at("val_step").get<int64_t>();
+      OCTET_ASSIGN_OR_RETURN(f.val_step, step("val_step", 0));
       f.val_loss = j.value("val_loss", 0.0);
       f.val_bpb = j.value("val_bpb", -1.0);
     }

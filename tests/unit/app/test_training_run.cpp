@@ -49,6 +49,16 @@ class TestTrainingRun : public QObject {
     QVERIFY(!ParseTrainingFigures("@octet-figures {not json").ok());
     QVERIFY(!ParseTrainingFigures(R"(@octet-figures {"kind":"inference","decode_tps":3})").ok());
     QVERIFY(!ParseTrainingFigures(R"(@octet-figures {"kind":"training","train_step":"x"})").ok());
+    // Step counts that are not integers are refused, never cast (1e70 is past
+    // int64: casting it is undefined), and the error names the field.
+    for (const char* bad : {R"("train_step":1e70)", R"("train_step":2.5)", R"("train_step":-1)",
+                            R"("train_step":3,"train_total_steps":9.5)", R"("val_step":1e70)"}) {
+      auto f =
+          ParseTrainingFigures(std::string(R"(@octet-figures {"kind":"training",)") + bad + "}");
+      QVERIFY2(!f.ok(), bad);
+      QVERIFY2(f.status().message().find("must be a non-negative integer") != std::string::npos,
+               f.status().ToString().c_str());
+    }
     QVERIFY(!ParseTrainingFigures("@octet-figures [1,2]").ok());
   }
 
