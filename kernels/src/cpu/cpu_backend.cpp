@@ -536,8 +536,9 @@ void CpuBackend::RopeHeads(float* x, int64_t rows, int64_t row_stride, int64_t n
 }
 
 void CpuBackend::Attention(const AttentionArgs& args) {
-  // One task per (query token, KV head) over all sequences: the query heads of
-  // a KV head read its keys and values together.
+  // One task per (query token, KV head) over all sequences (a decode step's
+  // rows): the query heads of a KV head read its keys and values together.
+  // A sequence's several rows go as tiles or runs (below).
   struct TokenRef {
     const AttentionSequence* seq;
     int64_t row;    // row in q/out
@@ -550,8 +551,10 @@ void CpuBackend::Attention(const AttentionArgs& args) {
     const AttentionSequence* seq;
     int64_t index;  // the tile's first row within the sequence
   };
-  // Rows of a sequence at consecutive positions through attend_causal: one
-  // task per (run, KV head), each row with the bits it gets alone.
+  // Otherwise a sequence's rows at consecutive positions (a verify step's, a
+  // short chunk's, any chunk's in a batch-invariant step) go up to
+  // kAttendCausalRows at a time through attend_causal: one task per (run, KV
+  // head), each row with the bits it gets alone, the rows sharing K and V.
   struct RunRef {
     const AttentionSequence* seq;
     int64_t index;  // the run's first row within the sequence
