@@ -1183,8 +1183,8 @@ void ScoresPair(const AttendVector& u, const AttendVector& w, const E* k, int64_
     __m256 b0 = a0, b1 = a0, b2 = a0, b3 = a0;
     if (j + 8 < u.n_keys) PrefetchKeys(k, j, kv_stride, hd);
     for (int64_t c = 0; c < hd; c += 8) {
-      const __m256 x0 = LoadKv8(k0 + c), x1 = LoadKv8(k1 + c), x2 = LoadKv8(k2 + c),
-                   x3 = LoadKv8(k3 + c);
+      const __m256 x0 = InRegister(LoadKv8(k0 + c)), x1 = InRegister(LoadKv8(k1 + c)),
+                   x2 = InRegister(LoadKv8(k2 + c)), x3 = InRegister(LoadKv8(k3 + c));
       const __m256 qu = _mm256_loadu_ps(u.q + c), qw = _mm256_loadu_ps(w.q + c);
       a0 = _mm256_fmadd_ps(qu, x0, a0);
       a1 = _mm256_fmadd_ps(qu, x1, a1);
@@ -1279,8 +1279,8 @@ void ValuesPair(const AttendVector& u, const AttendVector& w, const E* v, int64_
       if (j + 8 < both) {
         for (int64_t e = 0; e < 32; e += kPerLine) PrefetchKv(vj + 8 * kv_stride + e);
       }
-      const __m256 x0 = LoadKv8(vj), x1 = LoadKv8(vj + 8), x2 = LoadKv8(vj + 16),
-                   x3 = LoadKv8(vj + 24);
+      const __m256 x0 = InRegister(LoadKv8(vj)), x1 = InRegister(LoadKv8(vj + 8)),
+                   x2 = InRegister(LoadKv8(vj + 16)), x3 = InRegister(LoadKv8(vj + 24));
       const __m256 pu = _mm256_broadcast_ss(u.s + j), pw = _mm256_broadcast_ss(w.s + j);
       a0 = _mm256_fmadd_ps(pu, x0, a0);
       a1 = _mm256_fmadd_ps(pu, x1, a1);
