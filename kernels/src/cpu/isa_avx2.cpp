@@ -1171,6 +1171,23 @@ void ScoresAlone(const AttendVector& u, const E* k, int64_t kv_stride, int64_t j
   }
 }
 
+// a[t] += pu * x[t] and b[t] += pw * x[t], t < 4: one vector's four
+// products and its partner's, from the same loads.
+OCTET_INLINE void FmaPair4(__m256 pu, __m256 pw, const __m256 x[4], __m256 a[4], __m256 b[4]) {
+#pragma GCC unroll 4
+  for (int t = 0; t < 4; ++t) {
+    a[t] = _mm256_fmadd_ps(pu, x[t], a[t]);
+    b[t] = _mm256_fmadd_ps(pw, x[t], b[t]);
+  }
+}
+
+// a[t] += p * row[8 t .. 8 t + 7], t < 4 (32 columns of one value row).
+template <class E>
+OCTET_INLINE void FmaRow4(__m256 p, const E* row, __m256 a[4]) {
+#pragma GCC unroll 4
+  for (int t = 0; t < 4; ++t) a[t] = _mm256_fmadd_ps(p, LoadKv8(row + 8 * t), a[t]);
+}
+
 // Scores of two vectors for keys [0, end) (both have at least `end`, a
 // multiple of 4), each K vector loaded once for both.
 template <class E>
@@ -1179,24 +1196,17 @@ void ScoresPair(const AttendVector& u, const AttendVector& w, const E* k, int64_
   for (int64_t j = 0; j < end; j += 4) {
     const E *k0 = k + j * kv_stride, *k1 = k0 + kv_stride, *k2 = k1 + kv_stride,
             *k3 = k2 + kv_stride;
-    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-    __m256 b0 = a0, b1 = a0, b2 = a0, b3 = a0;
+    __m256 a[4], b[4];
+#pragma GCC unroll 4
+    for (int t = 0; t < 4; ++t) a[t] = b[t] = _mm256_setzero_ps();
     if (j + 8 < u.n_keys) PrefetchKeys(k, j, kv_stride, hd);
     for (int64_t c = 0; c < hd; c += 8) {
-      const __m256 x0 = InRegister(LoadKv8(k0 + c)), x1 = InRegister(LoadKv8(k1 + c)),
-                   x2 = InRegister(LoadKv8(k2 + c)), x3 = InRegister(LoadKv8(k3 + c));
-      const __m256 qu = _mm256_loadu_ps(u.q + c), qw = _mm256_loadu_ps(w.q + c);
-      a0 = _mm256_fmadd_ps(qu, x0, a0);
-      a1 = _mm256_fmadd_ps(qu, x1, a1);
-      a2 = _mm256_fmadd_ps(qu, x2, a2);
-      a3 = _mm256_fmadd_ps(qu, x3, a3);
-      b0 = _mm256_fmadd_ps(qw, x0, b0);
-      b1 = _mm256_fmadd_ps(qw, x1, b1);
-      b2 = _mm256_fmadd_ps(qw, x2, b2);
-      b3 = _mm256_fmadd_ps(qw, x3, b3);
+      const __m256 x[4] = {InRegister(LoadKv8(k0 + c)), InRegister(LoadKv8(k1 + c)),
+                           InRegister(LoadKv8(k2 + c)), InRegister(LoadKv8(k3 + c))};
+      FmaPair4(_mm256_loadu_ps(u.q + c), _mm256_loadu_ps(w.q + c), x, a, b);
     }
-    StoreScores4(a0, a1, a2, a3, scale, u.s + j);
-    StoreScores4(b0, b1, b2, b3, scale, w.s + j);
+    StoreScores4(a[0], a[1], a[2], a[3], scale, u.s + j);
+    StoreScores4(b[0], b[1], b[2], b[3], scale, w.s + j);
   }
 }
 
@@ -1271,50 +1281,28 @@ void ValuesPair(const AttendVector& u, const AttendVector& w, const E* v, int64_
   constexpr int64_t kPerLine = 64 / sizeof(E);
   const int64_t both = MinI64(u.n_keys, w.n_keys);
   for (int64_t c = 0; c < hd; c += 32) {
-    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-    __m256 b0 = a0, b1 = a0, b2 = a0, b3 = a0;
+    __m256 a[4], b[4];
+#pragma GCC unroll 4
+    for (int t = 0; t < 4; ++t) a[t] = b[t] = _mm256_setzero_ps();
     int64_t j = 0;
     for (; j < both; ++j) {
       const E* vj = v + j * kv_stride + c;
       if (j + 8 < both) {
         for (int64_t e = 0; e < 32; e += kPerLine) PrefetchKv(vj + 8 * kv_stride + e);
       }
-      const __m256 x0 = InRegister(LoadKv8(vj)), x1 = InRegister(LoadKv8(vj + 8)),
-                   x2 = InRegister(LoadKv8(vj + 16)), x3 = InRegister(LoadKv8(vj + 24));
-      const __m256 pu = _mm256_broadcast_ss(u.s + j), pw = _mm256_broadcast_ss(w.s + j);
-      a0 = _mm256_fmadd_ps(pu, x0, a0);
-      a1 = _mm256_fmadd_ps(pu, x1, a1);
-      a2 = _mm256_fmadd_ps(pu, x2, a2);
-      a3 = _mm256_fmadd_ps(pu, x3, a3);
-      b0 = _mm256_fmadd_ps(pw, x0, b0);
-      b1 = _mm256_fmadd_ps(pw, x1, b1);
-      b2 = _mm256_fmadd_ps(pw, x2, b2);
-      b3 = _mm256_fmadd_ps(pw, x3, b3);
+      const __m256 x[4] = {InRegister(LoadKv8(vj)), InRegister(LoadKv8(vj + 8)),
+                           InRegister(LoadKv8(vj + 16)), InRegister(LoadKv8(vj + 24))};
+      FmaPair4(_mm256_broadcast_ss(u.s + j), _mm256_broadcast_ss(w.s + j), x, a, b);
     }
-    for (int64_t jj = j; jj < u.n_keys; ++jj) {
-      const E* vj = v + jj * kv_stride + c;
-      const __m256 pu = _mm256_broadcast_ss(u.s + jj);
-      a0 = _mm256_fmadd_ps(pu, LoadKv8(vj), a0);
-      a1 = _mm256_fmadd_ps(pu, LoadKv8(vj + 8), a1);
-      a2 = _mm256_fmadd_ps(pu, LoadKv8(vj + 16), a2);
-      a3 = _mm256_fmadd_ps(pu, LoadKv8(vj + 24), a3);
+    for (int64_t t = j; t < u.n_keys; ++t)
+      FmaRow4(_mm256_broadcast_ss(u.s + t), v + t * kv_stride + c, a);
+    for (int64_t t = j; t < w.n_keys; ++t)
+      FmaRow4(_mm256_broadcast_ss(w.s + t), v + t * kv_stride + c, b);
+#pragma GCC unroll 4
+    for (int t = 0; t < 4; ++t) {
+      _mm256_storeu_ps(u.out + c + 8 * t, a[t]);
+      _mm256_storeu_ps(w.out + c + 8 * t, b[t]);
     }
-    for (int64_t jj = j; jj < w.n_keys; ++jj) {
-      const E* vj = v + jj * kv_stride + c;
-      const __m256 pw = _mm256_broadcast_ss(w.s + jj);
-      b0 = _mm256_fmadd_ps(pw, LoadKv8(vj), b0);
-      b1 = _mm256_fmadd_ps(pw, LoadKv8(vj + 8), b1);
-      b2 = _mm256_fmadd_ps(pw, LoadKv8(vj + 16), b2);
-      b3 = _mm256_fmadd_ps(pw, LoadKv8(vj + 24), b3);
-    }
-    _mm256_storeu_ps(u.out + c, a0);
-    _mm256_storeu_ps(u.out + c + 8, a1);
-    _mm256_storeu_ps(u.out + c + 16, a2);
-    _mm256_storeu_ps(u.out + c + 24, a3);
-    _mm256_storeu_ps(w.out + c, b0);
-    _mm256_storeu_ps(w.out + c + 8, b1);
-    _mm256_storeu_ps(w.out + c + 16, b2);
-    _mm256_storeu_ps(w.out + c + 24, b3);
   }
 }
 
