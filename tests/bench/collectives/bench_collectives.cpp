@@ -570,7 +570,8 @@ int main(int argc, char** argv) {
       int64_t oneshot_wins_up_to = 0;
       bool oneshot_lost = false;
       std::vector<double> small_mpi_ratio;
-      for (const auto& [bytes, reps] : octet_rows) {
+      for (const auto& [bytes, row_reps] : octet_rows) {
+        const auto& reps = row_reps;  // a structured binding: clang 14 cannot capture one
         auto median_of = [&](const char* key) {
           std::vector<double> v;
           for (const json& r : reps) v.push_back(r[key].get<double>());
