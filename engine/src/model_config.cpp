@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <limits>
 
 #include "octet/base/file_util.h"
 #include "octet/base/json.h"
@@ -96,6 +98,50 @@ Status CheckLimits(const ModelConfig& c, const std::string& where) {
   return Status::Ok();
 }
 
+// Optional integer >= min (a missing or null key keeps *out).
+Status OptionalInt(const json& j, const char* key, int64_t min, const std::string& where,
+                   int64_t* out) {
+  if (!j.contains(key) || j[key].is_null()) return Status::Ok();
+  if (!j[key].is_number_integer() || j[key].get<int64_t>() < min) {
+    return InvalidArgumentError(where + ": \"" + key + "\" must be an integer of at least " +
+                                std::to_string(min));
+  }
+  *out = j[key].get<int64_t>();
+  return Status::Ok();
+}
+
+// Optional number in [min, max] (a missing or null key keeps *out); with
+// `min_exclusive`, above min. Never a cast of something else: a string, or a
+// float past the destination's range (undefined to convert), is refused,
+// naming the key and the value.
+Status OptionalNumber(const json& j, const char* key, const std::string& where, double min,
+                      bool min_exclusive, double max, double* out) {
+  if (!j.contains(key) || j[key].is_null()) return Status::Ok();
+  const json& v = j[key];
+  const double d = v.is_number() ? v.get<double>() : NAN;
+  if (!v.is_number() || !std::isfinite(d) || d < min || (min_exclusive && d == min) || d > max) {
+    char range[96];
+    std::snprintf(range, sizeof(range), "a number %s %g%s", min_exclusive ? ">" : ">=", min,
+                  max < std::numeric_limits<double>::max() ? " within a float's range" : "");
+    return InvalidArgumentError(where + ": \"" + key + "\" must be " + range + ", not " + v.dump());
+  }
+  *out = d;
+  return Status::Ok();
+}
+
+// Optional positive finite number (a missing or null key keeps *out).
+Status OptionalPositive(const json& j, const char* key, const std::string& where, double* out) {
+  return OptionalNumber(j, key, where, 0.0, true, std::numeric_limits<double>::max(), out);
+}
+// The same into a float: within a float's range.
+Status OptionalPositive(const json& j, const char* key, const std::string& where, float* out) {
+  double d = *out;
+  OCTET_RETURN_IF_ERROR(
+      OptionalNumber(j, key, where, 0.0, true, std::numeric_limits<float>::max(), &d));
+  *out = static_cast<float>(d);
+  return Status::Ok();
+}
+
 // nanochat's config.json (as `octet train` writes it and nanochat's GPTConfig
 // names the fields): n_layer, n_head, n_kv_head (default n_head), n_embd,
 // vocab_size, sequence_len, rope_theta (10000), softcap (15), norm_eps (1e-6).
@@ -129,12 +175,14 @@ Status ParseNanochat(const json& j, const std::string& where, ModelConfig* c) {
   c->intermediate_size = 4 * c->hidden_size;
   if (j.contains("sequence_len"))
     OCTET_RETURN_IF_ERROR(req("sequence_len", &c->max_position_embeddings));
-  c->rope_theta = j.value("rope_theta", 10000.0);
-  c->rms_norm_eps = j.value("norm_eps", 1e-6f);
-  c->logit_softcap = j.value("softcap", 15.0f);
-  if (c->logit_softcap < 0 || !std::isfinite(c->logit_softcap)) {
-    return InvalidArgumentError(where + ": \"softcap\" must be >= 0 (0: none)");
-  }
+  c->rope_theta = 10000.0;
+  c->rms_norm_eps = 1e-6f;
+  OCTET_RETURN_IF_ERROR(OptionalPositive(j, "rope_theta", where, &c->rope_theta));
+  OCTET_RETURN_IF_ERROR(OptionalPositive(j, "norm_eps", where, &c->rms_norm_eps));
+  double cap = 15.0;  // 0: none
+  OCTET_RETURN_IF_ERROR(
+      OptionalNumber(j, "softcap", where, 0.0, false, std::numeric_limits<float>::max(), &cap));
+  c->logit_softcap = static_cast<float>(cap);
   if (j.contains("bos_token_id") && j["bos_token_id"].is_number_integer()) {
     c->bos_token_id = j["bos_token_id"].get<int32_t>();
   }
@@ -164,29 +212,6 @@ constexpr KnownArchitecture kArchitectures[] = {
     {"Glm4MoeForCausalLM", "glm4_moe", Architecture::kGlm4Moe},
     {"MiniCPMForCausalLM", "minicpm", Architecture::kMiniCpm},
 };
-
-// Optional integer >= min (a missing or null key keeps *out).
-Status OptionalInt(const json& j, const char* key, int64_t min, const std::string& where,
-                   int64_t* out) {
-  if (!j.contains(key) || j[key].is_null()) return Status::Ok();
-  if (!j[key].is_number_integer() || j[key].get<int64_t>() < min) {
-    return InvalidArgumentError(where + ": \"" + key + "\" must be an integer of at least " +
-                                std::to_string(min));
-  }
-  *out = j[key].get<int64_t>();
-  return Status::Ok();
-}
-
-// Optional positive finite number (a missing or null key keeps *out).
-Status OptionalPositive(const json& j, const char* key, const std::string& where, double* out) {
-  if (!j.contains(key) || j[key].is_null()) return Status::Ok();
-  if (!j[key].is_number() || !(j[key].get<double>() > 0.0) ||
-      !std::isfinite(j[key].get<double>())) {
-    return InvalidArgumentError(where + ": \"" + key + "\" must be a positive number");
-  }
-  *out = j[key].get<double>();
-  return Status::Ok();
-}
 
 // Qwen3-MoE (num_experts, decoder_sparse_step, mlp_only_layers; softmax
 // router) and GLM-4.5 (n_routed_experts, first_k_dense_replace, grouped
@@ -384,8 +409,8 @@ Result<ModelConfig> ParseModelConfig(const std::string& json_text, const std::st
       return InvalidArgumentError(where + ": head_dim " + std::to_string(c.head_dim) +
                                   " must be even and at most 1024");
     }
-    if (j.contains("rms_norm_eps")) c.rms_norm_eps = j["rms_norm_eps"].get<float>();
-    if (j.contains("rope_theta")) c.rope_theta = j["rope_theta"].get<double>();
+    OCTET_RETURN_IF_ERROR(OptionalPositive(j, "rms_norm_eps", where, &c.rms_norm_eps));
+    OCTET_RETURN_IF_ERROR(OptionalPositive(j, "rope_theta", where, &c.rope_theta));
     if (j.contains("tie_word_embeddings") && j["tie_word_embeddings"].is_boolean()) {
       c.tie_word_embeddings = j["tie_word_embeddings"].get<bool>();
     }
@@ -417,11 +442,17 @@ Result<ModelConfig> ParseModelConfig(const std::string& json_text, const std::st
         type = rs["type"].get<std::string>();
       if (type == "llama3") {
         c.rope_scaling.llama3 = true;
-        c.rope_scaling.factor = rs.value("factor", 8.0);
-        c.rope_scaling.low_freq_factor = rs.value("low_freq_factor", 1.0);
-        c.rope_scaling.high_freq_factor = rs.value("high_freq_factor", 4.0);
-        c.rope_scaling.original_max_position_embeddings =
-            rs.value("original_max_position_embeddings", 8192.0);
+        RopeScaling& r = c.rope_scaling;
+        r.factor = 8.0;
+        r.low_freq_factor = 1.0;
+        r.high_freq_factor = 4.0;
+        r.original_max_position_embeddings = 8192.0;
+        const std::string in = where + ": rope_scaling";
+        OCTET_RETURN_IF_ERROR(OptionalPositive(rs, "factor", in, &r.factor));
+        OCTET_RETURN_IF_ERROR(OptionalPositive(rs, "low_freq_factor", in, &r.low_freq_factor));
+        OCTET_RETURN_IF_ERROR(OptionalPositive(rs, "high_freq_factor", in, &r.high_freq_factor));
+        OCTET_RETURN_IF_ERROR(OptionalPositive(rs, "original_max_position_embeddings", in,
+                                               &r.original_max_position_embeddings));
       } else if (type != "default" && !type.empty()) {
         return UnimplementedError(where + ": rope_scaling type '" + type +
                                   "' is not supported (supported: llama3)");

@@ -224,6 +224,22 @@ class TestEngineFormats : public QObject {
             "partial_rotary_factor":0.1})",
         "cfg");
     QVERIFY2(!c.ok() && Has(c.status(), "partial_rotary_factor"), c.status().message().c_str());
+    // Llama-3's rope_scaling numbers, and nanochat's constants, the same way.
+    c = ParseModelConfig(
+        R"({"architectures":["LlamaForCausalLM"],"vocab_size":8,"hidden_size":8,
+            "intermediate_size":8,"num_hidden_layers":1,"num_attention_heads":2,
+            "num_key_value_heads":1,"rope_scaling":{"rope_type":"llama3","factor":"8"}})",
+        "cfg");
+    QVERIFY2(!c.ok() && Has(c.status(), "rope_scaling") && Has(c.status(), "\"factor\""),
+             c.status().message().c_str());
+    for (const char* bad : {R"("norm_eps":"x")", R"("rope_theta":-1)", R"("softcap":-15)"}) {
+      c = ParseModelConfig(std::string(R"({"model_type":"nanochat","n_layer":1,"n_head":2,)"
+                                       R"("n_embd":8,"vocab_size":8,)") +
+                               bad + "}",
+                           "cfg");
+      QVERIFY2(!c.ok() && Has(c.status(), std::string(bad).substr(0, std::string(bad).find(':'))),
+               c.status().message().c_str());
+    }
     c = ParseModelConfig(R"({"architectures":["LlamaForCausalLM"],"vocab_size":10})", "cfg");
     QVERIFY2(!c.ok() && Has(c.status(), "hidden_size"), c.status().message().c_str());
     c = ParseModelConfig("{not json", "cfg");
@@ -257,6 +273,14 @@ class TestEngineFormats : public QObject {
                               << "0";
     QTest::newRow("rope theta zero") << "rope_theta"
                                      << "0";
+    // Not numbers, or past the float the field is: refused naming the field,
+    // never cast (a double past FLT_MAX is undefined to convert).
+    QTest::newRow("eps a string") << "rms_norm_eps"
+                                  << "\"1e-6\"";
+    QTest::newRow("eps past a float") << "rms_norm_eps"
+                                      << "1e300";
+    QTest::newRow("rope theta a list") << "rope_theta"
+                                       << "[10000]";
   }
   void configSizesAndConstantsAreBounded() {
     QFETCH(QString, field);
