@@ -1224,7 +1224,7 @@ void ScoresFinish(const AttendVector& u, const E* k, int64_t kv_stride, int64_t 
   for (; j < u.n_keys; ++j) u.s[j] = DotKv(u.q, k + j * kv_stride, hd) * scale;
 }
 
-// out = sum_j p_j v_j for one vector, 64 columns a pass from column c0.
+// out = sum_j p_j v_j for one vector: 64 columns a pass, then 8, then one.
 template <class E>
 void ValuesAlone(const AttendVector& u, const E* v, int64_t kv_stride, int64_t hd) {
   constexpr int64_t kPerLine = 64 / sizeof(E);
