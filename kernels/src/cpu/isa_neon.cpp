@@ -481,13 +481,17 @@ static inline float32x4_t TanhNeonV(float32x4_t x) {
   p = vfmaq_f32(vdupq_n_f32(2.0f / 15.0f), p, x2);
   p = vfmaq_f32(vdupq_n_f32(-1.0f / 3.0f), p, x2);
   const float32x4_t small = vfmaq_f32(ax, vmulq_f32(ax, x2), p);
-  // FMINNM gives 10 for a NaN |x|; the NaN comes from the small branch.
-  const float32x4_t axc = vminnmq_f32(ax, vdupq_n_f32(10.0f));
-  const float32x4_t e = ExpNeonV(vaddq_f32(axc, axc));
-  const float32x4_t one = vdupq_n_f32(1.0f);
-  const float32x4_t big = vsubq_f32(one, vdivq_f32(vdupq_n_f32(2.0f), vaddq_f32(e, one)));
   const uint32x4_t use_big = vcgeq_f32(ax, vdupq_n_f32(0.5f));  // false for NaN
-  const float32x4_t t = vbslq_f32(use_big, big, small);
+  float32x4_t t = small;
+  // The exp and the division only where a lane needs them (as the AVX2 table).
+  if (vmaxvq_u32(use_big) != 0) {
+    // FMINNM gives 10 for a NaN |x|; the NaN comes from the small branch.
+    const float32x4_t axc = vminnmq_f32(ax, vdupq_n_f32(10.0f));
+    const float32x4_t e = ExpNeonV(vaddq_f32(axc, axc));
+    const float32x4_t one = vdupq_n_f32(1.0f);
+    const float32x4_t big = vsubq_f32(one, vdivq_f32(vdupq_n_f32(2.0f), vaddq_f32(e, one)));
+    t = vbslq_f32(use_big, big, small);
+  }
   return vbslq_f32(vdupq_n_u32(0x80000000u), x, t);  // x's sign bit, t's others
 }
 
