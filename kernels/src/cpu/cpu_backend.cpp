@@ -731,12 +731,13 @@ void CpuBackend::Embedding(const WeightMatrix& table, const int32_t* ids, int64_
 }
 
 int64_t CpuBackend::Argmax(const float* x, int64_t n) {
-  if (isa_.argmax) return isa_.argmax(x, n);  // the vector tables
-  // The first index of the largest value that is not NaN (0 when all are NaN),
-  // in two passes the compiler vectorises (greedy decoding runs this over the
-  // whole vocabulary every token; one branchy pass took ~110 us at 151936):
-  // the maximum in independent lanes (a NaN never compares greater, so it
-  // never enters), then the first block that holds it.
+  // The first index of the largest value that is not NaN (0 when all are NaN).
+  // The vector tables have a kernel of their own (IsaKernels::argmax); the
+  // scalar table takes two passes the compiler vectorises (greedy decoding
+  // runs this over the whole vocabulary every token; one branchy pass took
+  // ~110 us at 151936): the maximum in independent lanes (a NaN never
+  // compares greater, so it never enters), then the first block that holds it.
+  if (isa_.argmax) return isa_.argmax(x, n);
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
   constexpr int kLanes = 16;
   float lane[kLanes];
