@@ -81,6 +81,11 @@ double StepCosts::Seconds(int64_t rows) const {
   const bool have_lo = lo >= 1, have_hi = hi <= kMaxRows;
   if (have_lo && have_hi) {
     const double a = Measured(lo), b = Measured(hi);
+    // The count just above a measured one: its time, the least it can cost,
+    // so that it is tried where it would pay at that (and then measured).
+    // A line between the two would price it as if every row cost alike;
+    // where a step streams its weights, one more row costs next to nothing.
+    if (rows == lo + 1) return a;
     return a + (b - a) * static_cast<double>(rows - lo) / static_cast<double>(hi - lo);
   }
   if (have_lo) {

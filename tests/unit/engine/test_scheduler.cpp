@@ -831,8 +831,11 @@ class TestScheduler : public QObject {
     // for all three in one call a step, not one call each.
     QCOMPARE(fixed.batched, std::vector<int>(18, 3));
     QCOMPARE(dear.batched, std::vector<int>(18, 3));
-    // Dear: K only before any step was measured (each sequence's first call).
-    QVERIFY2(count(dear.asked, 1) * 10 >= int(dear.asked.size()) * 9,
+    // Dear: K only before any step was measured (each sequence's first
+    // call), and two drafts at most once a sequence (a step one row longer
+    // than a measured one looks as cheap as it until it was run: StepCosts).
+    QVERIFY2(count(dear.asked, 3) <= 3 && count(dear.asked, 2) <= 3 &&
+                 count(dear.asked, 1) >= int(dear.asked.size()) - 6,
              std::to_string(count(dear.asked, 1)).c_str());
     // Free: K but where the room is short, and while the drafting times are
     // learned (one draft looks cheaper than it is until it was timed).

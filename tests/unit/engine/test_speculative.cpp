@@ -253,7 +253,9 @@ class TestSpeculative : public QObject {
 
   // What a step of R rows costs: the recent steps' lower median (a delay
   // only adds time) from the second step of a row count on (the first warms
-  // up), interpolated between measured row counts, extrapolated along the
+  // up); between measured row counts, one row more than the one below at
+  // its time (an untried count looks as cheap as it could be, so it is
+  // tried) and the rest interpolated; extrapolated along the
   // last two past the longest measured (flat when it is alone: an untried
   // length looks no dearer, so it is tried), in proportion to the rows below
   // the shortest measured (a shorter step looks as cheap as it could be, so
@@ -274,7 +276,9 @@ class TestSpeculative : public QObject {
     QCOMPARE(c.Seconds(5), 1e-3);
     c.Record(5, 3e-3);
     c.Record(5, 3e-3);
+    QCOMPARE(c.Seconds(2), 1e-3);  // one row more than 1: 1's time
     QCOMPARE(c.Seconds(3), 2e-3);
+    QCOMPARE(c.Seconds(4), 2.5e-3);
     QCOMPARE(c.Seconds(9), 5e-3);  // 0.5 ms a row, as from 1 to 5
     // A step slowed down by something else does not move the estimate.
     c.Record(1, 50e-3);
@@ -289,10 +293,19 @@ class TestSpeculative : public QObject {
     c.Record(2, 0.0);
     c.Record(2, -1.0);
     c.Record(StepCosts::kMaxRows + 1, 1.0);
-    QCOMPARE(c.Seconds(2), 2e-3 + (3e-3 - 2e-3) / 4);
+    QCOMPARE(c.Seconds(2), 2e-3);
+    QCOMPARE(c.Seconds(3), 2e-3 + (3e-3 - 2e-3) * 2 / 4);
     // Five rows not run for kForgetAfter steps: unmeasured again.
     for (int64_t i = 0; i < StepCosts::kForgetAfter; ++i) c.Record(1, 2e-3);
     QCOMPARE(c.Seconds(5), 2e-3);
+    // Once two-row steps are measured, three rows are the count to try.
+    StepCosts d;
+    RecordTwice(d, 1, 2e-3);
+    RecordTwice(d, 5, 3e-3);
+    RecordTwice(d, 2, 2.1e-3);
+    QCOMPARE(d.Seconds(2), 2.1e-3);
+    QCOMPARE(d.Seconds(3), 2.1e-3);
+    QCOMPARE(d.Seconds(4), 2.1e-3 + (3e-3 - 2.1e-3) * 2 / 3);
   }
 
   // The length with the most expected tokens per second of the step.

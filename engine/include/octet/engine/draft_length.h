@@ -35,8 +35,11 @@ class StepCosts {
   void Record(int64_t rows, double seconds);
   // The estimate for `rows` rows: the lower median of the recent steps of
   // that many rows (delays only ever add time) where there are two or more
-  // (the first step of a row count is a warm-up, not its cost); else
-  // interpolated between the nearest row counts measured below and above.
+  // (the first step of a row count is a warm-up, not its cost); else, between
+  // the nearest row counts measured below and above, one row more than the
+  // one below at its time (the least it can cost: so it is tried, and
+  // measured, one count at a time) and further ones along the line between
+  // them.
   // Past the measured ones: above the longest, along the line through it and
   // the next measured one below (never cheaper than it; its time alone when
   // it is the only one, so a longer step looks no dearer and gets tried);
