@@ -12,7 +12,7 @@
 //   bench_speculative [--model DIR] [--prompt TEXT | --prompts FILE] [--max-tokens 80]
 //                     [--draft-tokens 2,4] [--ngram-min N,...] [--ngram-max N,...]
 //                     [--draft-length auto,fixed]
-//                     [--threads 1] [--rounds 7]
+//                     [--threads 1] [--rounds 7] [--backend auto]
 //
 // --ngram-min: the shortest n-gram a draft may be looked up from
 // (SpeculativeOptions::ngram_min), one set of runs per value (default: the
@@ -69,6 +69,9 @@ int main(int argc, char** argv) {
       .Flag("warm",
             "auto keeps the step times it measured from one round to the next (as chat's turns do)")
       .Option("threads", "N", "kernel threads", "1")
+      .Option("backend", "NAME",
+              "kernel backend (auto, avx2, avx512-rows, ...: another table than this CPU's own)",
+              "auto")
       .Option("rounds", "N", "interleaved rounds (the median counts)", "7");
   if (Status s = p.Parse(argc, argv); !s.ok()) {
     std::cerr << "bench_speculative: " << s.message() << "\n";
@@ -107,6 +110,7 @@ int main(int argc, char** argv) {
   const std::string dir = p.GetString("model");
   LoadOptions lo;
   lo.threads = static_cast<int>(*threads);
+  lo.backend = p.GetString("backend");
   auto model = Model::Load(dir, lo);
   auto tok = Tokenizer::Load(dir + "/tokenizer.json");
   if (!model.ok() || !tok.ok()) {
