@@ -70,7 +70,7 @@ int main(int argc, char** argv) {
             "auto keeps the step times it measured from one round to the next (as chat's turns do)")
       .Option("threads", "N", "kernel threads", "1")
       .Option("backend", "NAME",
-              "kernel backend (auto, avx2, avx512-rows, ...: another table than this CPU's own)",
+              "kernel backend: auto (this CPU's fastest) or a named table (avx2 on an AVX-512 CPU)",
               "auto")
       .Option("rounds", "N", "interleaved rounds (the median counts)", "7");
   if (Status s = p.Parse(argc, argv); !s.ok()) {

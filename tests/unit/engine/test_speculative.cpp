@@ -351,6 +351,24 @@ class TestSpeculative : public QObject {
     step = {16, 16};
     QCOMPARE(half.Choose(2, 4, dear, &step), int64_t(4));
     QCOMPARE(step.rows, int64_t(20));
+    // One-, three- and four-row steps measured, two rows never run (the
+    // policy had gone from verifying every draft to two at a time): the
+    // untried two-row step is priced at one row's time, so one draft is
+    // verified (1.6 tokens in 1 ms against two drafts' 1.97 in 1.4 ms; on the
+    // line, 1.6 in 1.2 ms, it was two); once two rows are measured dearer
+    // than that, two drafts again (1.6 / 1.3 < 1.97 / 1.4).
+    DraftLengthPolicy most;
+    for (int i = 0; i < 40; ++i) most.Learn(2, 1, i % 5 < 3 ? 1 : 0);  // 3 of 5 accepted
+    QVERIFY(std::fabs(most.AcceptanceRate(2) - 0.6) < 0.02);
+    StepCosts gap;
+    RecordTwice(gap, 1, 1.0e-3);
+    RecordTwice(gap, 3, 1.4e-3);
+    RecordTwice(gap, 4, 1.9e-3);
+    step = {1, 1};
+    QCOMPARE(most.Choose(2, 4, gap, &step), int64_t(1));
+    RecordTwice(gap, 2, 1.3e-3);
+    step = {1, 1};
+    QCOMPARE(most.Choose(2, 4, gap, &step), int64_t(2));
   }
 
   // How many drafts a drafter that pays for each (the MTP head) makes: the
